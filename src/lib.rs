@@ -1,0 +1,10 @@
+//! gantry: a scheduler and terminal operations console for GPU fleets.
+//!
+//! * [`model`] — the domain vocabulary every part imports.
+//! * [`scheduler`] — the pure scheduler core (placement policies).
+//! * [`trace`] — public cluster traces and their replay protocols.
+//! * [`bench`] — the benchmarks behind every performance figure.
+
+pub mod model;
+pub mod scheduler;
+pub mod trace;

@@ -1,0 +1,182 @@
+use clap::{Parser, Subcommand, ValueEnum};
+use gantry::scheduler::Policy;
+use gantry::trace::openb;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// gantry: a scheduler and operations console for GPU fleets.
+#[derive(Parser)]
+#[command(name = "gantry", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
+enum Output {
+    Table,
+    Json,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Replay a public cluster trace through the scheduler core.
+    #[command(subcommand)]
+    Replay(ReplayCmd),
+}
+
+#[derive(Subcommand)]
+enum ReplayCmd {
+    /// Alibaba openb 2023 (FGD paper) with the published workload-inflation protocol.
+    Openb {
+        /// Node list CSV (sn,cpu_milli,memory_mib,gpu,model).
+        #[arg(
+            long,
+            default_value = "../shared/traces/openb/openb_node_list_gpu_node.csv"
+        )]
+        nodes: PathBuf,
+        /// Pod list CSV (name,cpu_milli,memory_mib,num_gpu,gpu_milli[,gpu_spec,…]).
+        #[arg(
+            long,
+            default_value = "../shared/traces/openb/openb_pod_list_default.csv"
+        )]
+        pods: PathBuf,
+        /// Seeds: a range `42..51` (inclusive) or a list `42,43`.
+        #[arg(long, default_value = "42..51")]
+        seeds: String,
+        /// Load to inflate the workload to, as a multiple of GPU capacity.
+        #[arg(long, default_value_t = 1.3)]
+        inflate: f64,
+        /// A policy name, or `all`.
+        #[arg(long, default_value = "all")]
+        policy: String,
+        #[arg(long, value_enum, default_value_t = Output::Table)]
+        output: Output,
+        /// Worker threads (default: all cores).
+        #[arg(long)]
+        threads: Option<usize>,
+    },
+}
+
+fn parse_seeds(text: &str) -> Result<Vec<u64>, String> {
+    let bad = || format!("--seeds `{text}`: expected a range like 42..51 or a list like 42,43");
+    if let Some((a, b)) = text.split_once("..") {
+        let a: u64 = a.trim().parse().map_err(|_| bad())?;
+        let b: u64 = b
+            .trim()
+            .trim_start_matches('=')
+            .parse()
+            .map_err(|_| bad())?;
+        if b < a || b - a > 10_000 {
+            return Err(bad());
+        }
+        return Ok((a..=b).collect());
+    }
+    text.split(',')
+        .map(|s| s.trim().parse().map_err(|_| bad()))
+        .collect()
+}
+
+fn parse_policies(text: &str) -> Result<Vec<Policy>, String> {
+    if text.trim().eq_ignore_ascii_case("all") {
+        return Ok(Policy::ALL.to_vec());
+    }
+    text.split(',').map(|s| s.parse()).collect()
+}
+
+fn run(cli: Cli) -> Result<(), String> {
+    match cli.command {
+        None => {
+            println!(
+                "gantry {}: run `gantry --help` for commands",
+                env!("CARGO_PKG_VERSION")
+            );
+            Ok(())
+        }
+        Some(Command::Replay(ReplayCmd::Openb {
+            nodes,
+            pods,
+            seeds,
+            inflate,
+            policy,
+            output,
+            threads,
+        })) => {
+            let seeds = parse_seeds(&seeds)?;
+            let policies = parse_policies(&policy)?;
+            if !(inflate.is_finite() && inflate > 0.0 && inflate <= 10.0) {
+                return Err(format!(
+                    "--inflate {inflate}: expected a number in (0, 10], e.g. 1.3"
+                ));
+            }
+            let nodes = openb::load_nodes(&nodes).map_err(|e| e.to_string())?;
+            let pods = openb::load_pods(&pods).map_err(|e| e.to_string())?;
+            let replay = openb::Replay::new(&nodes, pods, inflate);
+            let threads = threads
+                .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+            let started = std::time::Instant::now();
+            let results = openb::replay_all(&replay, &policies, &seeds, threads);
+            let elapsed = started.elapsed().as_secs_f64();
+            match output {
+                Output::Json => println!(
+                    "{}",
+                    serde_json::to_string_pretty(&results).map_err(|e| e.to_string())?
+                ),
+                Output::Table => {
+                    println!(
+                        "openb replay: {} nodes, {} GPUs, {} pods, inflate {:.0}%, seeds {:?}",
+                        replay.fleet.nodes.len(),
+                        replay.fleet.gpu_count(),
+                        replay.pods.len(),
+                        inflate * 100.0,
+                        seeds
+                    );
+                    println!(
+                        "{:<10} {:>9} {:>6} {:>9} {:>6} {:>9} {:>8}",
+                        "policy", "alloc@100", "±std", "alloc@end", "±std", "frag@90", "failed"
+                    );
+                    for r in &results {
+                        let failed: usize =
+                            r.seeds.iter().map(|s| s.failed).sum::<usize>() / r.seeds.len().max(1);
+                        println!(
+                            "{:<10} {:>8.2}% {:>6.2} {:>8.2}% {:>6.2} {:>8.2}% {:>8}",
+                            r.policy,
+                            r.alloc_100_mean,
+                            r.alloc_100_std,
+                            r.alloc_130_mean,
+                            r.alloc_130_std,
+                            r.frag_90_mean,
+                            failed
+                        );
+                    }
+                    println!("\nper seed (alloc@100 / alloc@end):");
+                    for r in &results {
+                        let cells: Vec<String> = r
+                            .seeds
+                            .iter()
+                            .map(|s| format!("{}:{:.2}/{:.2}", s.seed, s.alloc_100, s.alloc_130))
+                            .collect();
+                        println!("{:<10} {}", r.policy, cells.join(" "));
+                    }
+                    println!(
+                        "\n{} runs in {:.1} s on {} thread(s)",
+                        policies.len() * seeds.len(),
+                        elapsed,
+                        threads
+                    );
+                }
+            }
+            Ok(())
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    match run(Cli::parse()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(2)
+        }
+    }
+}

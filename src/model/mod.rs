@@ -1,0 +1,19 @@
+//! The domain model: one vocabulary shared by the scheduler core, the replays, the daemon and
+//! the console. Providers → regions → zones → pools → nodes → GPUs (and MIG slices); jobs and
+//! the placements that the scheduler hands back.
+//!
+//! Everything here is plain data plus the bookkeeping that keeps it consistent (allocating and
+//! releasing a placement). No IO, no clock.
+
+mod fleet;
+mod job;
+mod mig;
+mod placement;
+
+pub use fleet::{
+    CapacityType, Fleet, FleetBuilder, FleetError, Gpu, GpuModel, Health, LeafId, ModelId, Node,
+    NodeId, NvlinkId, Pool, PoolId, PoolSpec, Region, Zone, ZoneId, MILLI_PER_GPU,
+};
+pub use job::{GpuRequest, JobRequest, ModelChoice, RequestError};
+pub use mig::{MigGeometry, MigProfile, MigState};
+pub use placement::{AllocError, DomainLevel, GpuGrant, GpuShare, NodeGrant, Placement};

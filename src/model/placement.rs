@@ -1,0 +1,221 @@
+//! A placement names the exact nodes, GPUs and MIG slices a job gets. Allocating and releasing
+//! one is the only way free capacity changes, and both check before they touch anything, so a
+//! bad placement is refused whole instead of leaving a node half-updated.
+
+use super::fleet::{Fleet, NodeId, MILLI_PER_GPU};
+use super::mig::MigProfile;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// The topology domain a gang landed in, smallest first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DomainLevel {
+    Node,
+    Nvlink,
+    Leaf,
+    Zone,
+}
+
+impl fmt::Display for DomainLevel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            DomainLevel::Node => "node",
+            DomainLevel::Nvlink => "nvlink",
+            DomainLevel::Leaf => "leaf",
+            DomainLevel::Zone => "zone",
+        })
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum GpuShare {
+    Whole,
+    Milli(u16),
+    Mig { profile: MigProfile, start: u8 },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct GpuGrant {
+    /// Index of the GPU on its node.
+    pub gpu: u8,
+    pub share: GpuShare,
+    pub vram_mib: u32,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct NodeGrant {
+    pub node: NodeId,
+    pub cpu_milli: u32,
+    pub mem_mib: u64,
+    pub gpus: Vec<GpuGrant>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Placement {
+    pub level: DomainLevel,
+    pub nodes: Vec<NodeGrant>,
+    /// What the job costs per hour here: its share of each node's price.
+    pub price_per_hour: f64,
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum AllocError {
+    #[error("node {0:?} does not exist")]
+    NoNode(NodeId),
+    #[error("node `{node}` GPU {gpu} does not exist")]
+    NoGpu { node: String, gpu: u8 },
+    #[error("node `{node}` lacks {what}")]
+    Short { node: String, what: String },
+    #[error("node `{node}` GPU {gpu}: {what}")]
+    BadShare { node: String, gpu: u8, what: String },
+    #[error("node {0:?} appears twice in one placement")]
+    RepeatedNode(NodeId),
+}
+
+impl Fleet {
+    /// Takes the capacity a placement names. All-or-nothing: on error nothing changed.
+    pub fn allocate(&mut self, placement: &Placement) -> Result<(), AllocError> {
+        let mut copies = Vec::with_capacity(placement.nodes.len());
+        for (i, grant) in placement.nodes.iter().enumerate() {
+            if placement.nodes[..i].iter().any(|g| g.node == grant.node) {
+                return Err(AllocError::RepeatedNode(grant.node));
+            }
+            let mut node = self
+                .nodes
+                .get(grant.node.index())
+                .ok_or(AllocError::NoNode(grant.node))?
+                .clone();
+            let short = |what: String| AllocError::Short {
+                node: node.name.clone(),
+                what,
+            };
+            node.cpu_free = node
+                .cpu_free
+                .checked_sub(grant.cpu_milli)
+                .ok_or_else(|| short(format!("CPU: wants {} milli", grant.cpu_milli)))?;
+            node.mem_free = node
+                .mem_free
+                .checked_sub(grant.mem_mib)
+                .ok_or_else(|| short(format!("memory: wants {} MiB", grant.mem_mib)))?;
+            let geometry = node.model.and_then(|m| self.models[m.index()].mig.clone());
+            for g in &grant.gpus {
+                let name = node.name.clone();
+                let bad = |what: &str| AllocError::BadShare {
+                    node: name.clone(),
+                    gpu: g.gpu,
+                    what: what.to_string(),
+                };
+                let gpu = node
+                    .gpus
+                    .get_mut(usize::from(g.gpu))
+                    .ok_or(AllocError::NoGpu {
+                        node: name.clone(),
+                        gpu: g.gpu,
+                    })?;
+                gpu.vram_free_mib = gpu
+                    .vram_free_mib
+                    .checked_sub(g.vram_mib)
+                    .ok_or_else(|| bad("not enough free VRAM"))?;
+                match g.share {
+                    GpuShare::Whole | GpuShare::Milli(_) => {
+                        if gpu.mig.is_some() {
+                            return Err(bad("GPU is in MIG mode"));
+                        }
+                        let want = match g.share {
+                            GpuShare::Milli(m) if m > 0 && m < MILLI_PER_GPU => m,
+                            GpuShare::Milli(_) => return Err(bad("a share must be 1..=999")),
+                            _ => MILLI_PER_GPU,
+                        };
+                        gpu.milli_free = gpu
+                            .milli_free
+                            .checked_sub(want)
+                            .ok_or_else(|| bad("not enough free GPU"))?;
+                    }
+                    GpuShare::Mig { profile, start } => {
+                        let geometry = geometry.as_ref().ok_or_else(|| bad("no MIG here"))?;
+                        let state = gpu.mig.as_mut().ok_or_else(|| bad("not in MIG mode"))?;
+                        if !state.take(geometry, profile, start) {
+                            return Err(bad("MIG slice does not fit there"));
+                        }
+                    }
+                }
+            }
+            copies.push((grant.node, node));
+        }
+        for (id, node) in copies {
+            self.nodes[id.index()] = node;
+        }
+        Ok(())
+    }
+
+    /// Gives back what [`Fleet::allocate`] took. All-or-nothing as well.
+    pub fn release(&mut self, placement: &Placement) -> Result<(), AllocError> {
+        let mut copies = Vec::with_capacity(placement.nodes.len());
+        for grant in &placement.nodes {
+            let mut node = self
+                .nodes
+                .get(grant.node.index())
+                .ok_or(AllocError::NoNode(grant.node))?
+                .clone();
+            let over = |what: &str| AllocError::Short {
+                node: node.name.clone(),
+                what: format!("{what}: release exceeds capacity"),
+            };
+            node.cpu_free += grant.cpu_milli;
+            node.mem_free += grant.mem_mib;
+            if node.cpu_free > node.cpu_milli {
+                return Err(over("CPU"));
+            }
+            if node.mem_free > node.mem_mib {
+                return Err(over("memory"));
+            }
+            let geometry = node.model.and_then(|m| self.models[m.index()].mig.clone());
+            let vram_total = node.model.map_or(0, |m| self.models[m.index()].vram_mib);
+            for g in &grant.gpus {
+                let name = node.name.clone();
+                let bad = |what: &str| AllocError::BadShare {
+                    node: name.clone(),
+                    gpu: g.gpu,
+                    what: what.to_string(),
+                };
+                let gpu = node
+                    .gpus
+                    .get_mut(usize::from(g.gpu))
+                    .ok_or(AllocError::NoGpu {
+                        node: name.clone(),
+                        gpu: g.gpu,
+                    })?;
+                gpu.vram_free_mib += g.vram_mib;
+                if gpu.vram_free_mib > vram_total {
+                    return Err(bad("VRAM release exceeds capacity"));
+                }
+                match g.share {
+                    GpuShare::Whole | GpuShare::Milli(_) => {
+                        let m = match g.share {
+                            GpuShare::Milli(m) => m,
+                            _ => MILLI_PER_GPU,
+                        };
+                        gpu.milli_free += m;
+                        if gpu.milli_free > MILLI_PER_GPU {
+                            return Err(bad("GPU release exceeds capacity"));
+                        }
+                    }
+                    GpuShare::Mig { profile, start } => {
+                        let geometry = geometry.as_ref().ok_or_else(|| bad("no MIG here"))?;
+                        let state = gpu.mig.as_mut().ok_or_else(|| bad("not in MIG mode"))?;
+                        if !state.give_back(geometry, profile, start) {
+                            return Err(bad("MIG slice was not taken"));
+                        }
+                    }
+                }
+            }
+            copies.push((grant.node, node));
+        }
+        for (id, node) in copies {
+            self.nodes[id.index()] = node;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,14 @@
+//! The scheduler core: pure, deterministic policy code. It imports no async runtime, terminal,
+//! network or filesystem and reads no clock; it takes a view of the fleet and a job and returns
+//! a decision as plain data. That is what makes it property-testable, replayable on traces at
+//! full speed and benchmarkable in isolation.
+
+pub mod frag;
+mod index;
+mod place;
+mod policy;
+pub mod rng;
+
+pub use index::{Class, Cluster, NodeState};
+pub use place::{cluster_fragmentation, Block, Placer, Unplaceable};
+pub use policy::Policy;

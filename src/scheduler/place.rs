@@ -1,0 +1,812 @@
+//! Placement: filter → score → select, over node classes (see `index.rs`).
+//!
+//! Single-node jobs take the best-scoring class and its lowest node id. Gangs (`nodes > 1`) are
+//! all-or-nothing and land in the smallest topology domain that holds them — one NVLink domain,
+//! else one InfiniBand leaf, else one zone; never across zones, regions or providers.
+
+use super::frag::{FragKey, Measure, ShapeStats, Workload};
+use super::index::{Class, Cluster, NodeState};
+use super::policy::Policy;
+use super::rng::Rng;
+use crate::model::{
+    CapacityType, DomainLevel, Fleet, Gpu, GpuGrant, GpuRequest, GpuShare, Health, JobRequest,
+    NodeGrant, NodeId, Placement, MILLI_PER_GPU,
+};
+use serde::Serialize;
+use std::cmp::Ordering;
+use std::collections::HashMap;
+use std::fmt;
+
+/// Why a job could not be placed. Data, so the console and CLI can render it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum Unplaceable {
+    /// The request itself is malformed.
+    Invalid { reason: String },
+    /// No node of this fleet could host it even if the fleet were empty.
+    NeverFits { reason: String },
+    /// It could fit, but not now.
+    NoCapacity {
+        /// Nodes that could take one member of the gang right now.
+        eligible_nodes: usize,
+        needed_nodes: u16,
+        /// The largest block of eligible nodes inside one domain of the required level.
+        largest_block: Option<Block>,
+    },
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Block {
+    pub level: DomainLevel,
+    pub domain: String,
+    pub nodes: usize,
+}
+
+impl fmt::Display for Unplaceable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Unplaceable::Invalid { reason } => write!(f, "invalid request: {reason}"),
+            Unplaceable::NeverFits { reason } => write!(f, "no node could ever host it: {reason}"),
+            Unplaceable::NoCapacity {
+                eligible_nodes,
+                needed_nodes,
+                largest_block,
+            } => {
+                write!(
+                    f,
+                    "needs {needed_nodes} node(s); {eligible_nodes} have room now"
+                )?;
+                if let Some(b) = largest_block {
+                    write!(
+                        f,
+                        "; largest block in one {} is {} ({})",
+                        b.level, b.nodes, b.domain
+                    )?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// The GPU choice on a node, by GPU *state* (mapped to a GPU index once the node is chosen).
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Pick {
+    NoGpu,
+    Whole,
+    Share(Gpu),
+    Mig(Gpu, u8),
+}
+
+/// Lexicographic score; lower wins.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Key {
+    rank: u16,
+    primary: f64,
+    secondary: f64,
+    price: f64,
+}
+
+impl Key {
+    fn cmp(&self, other: &Key) -> Ordering {
+        self.rank
+            .cmp(&other.rank)
+            .then(self.primary.total_cmp(&other.primary))
+            .then(self.secondary.total_cmp(&other.secondary))
+            .then(self.price.total_cmp(&other.price))
+    }
+}
+
+/// Rounds away float noise so that truly equal scores tie and price can decide.
+fn quantize(x: f64) -> f64 {
+    (x * 1e6).round() / 1e6
+}
+
+struct Candidate<'a> {
+    class: &'a Class,
+    key: Key,
+    pick: Pick,
+    /// Every feasible pick on this class (Random chooses among them).
+    picks: Vec<Pick>,
+}
+
+/// A placement policy with the state it learns (the shape distribution) and its memo.
+pub struct Placer {
+    policy: Policy,
+    stats: ShapeStats,
+    workload: Workload,
+    /// A distribution given up front is kept as is (FGD as published).
+    fixed: bool,
+    memo: HashMap<FragKey, f64>,
+}
+
+impl Placer {
+    pub fn new(policy: Policy) -> Placer {
+        Placer {
+            policy,
+            stats: ShapeStats::default(),
+            workload: Workload::default(),
+            fixed: false,
+            memo: HashMap::new(),
+        }
+    }
+
+    /// A placer that knows the workload's shape distribution in advance.
+    pub fn with_workload<'a>(
+        policy: Policy,
+        jobs: impl IntoIterator<Item = &'a JobRequest>,
+    ) -> Placer {
+        let mut p = Placer::new(policy);
+        for j in jobs {
+            p.stats.observe(j);
+        }
+        p.workload = p.stats.workload(p.uses_memory(), p.measure());
+        p.fixed = true;
+        p
+    }
+
+    pub fn policy(&self) -> Policy {
+        self.policy
+    }
+
+    fn uses_memory(&self) -> bool {
+        self.policy == Policy::Gantry
+    }
+
+    fn measure(&self) -> Measure {
+        if self.policy == Policy::Gantry {
+            Measure::Blend
+        } else {
+            Measure::OnePod
+        }
+    }
+
+    /// Tells the policy that a job arrived (placed or not): the online shape distribution.
+    pub fn observe(&mut self, job: &JobRequest) {
+        if self.fixed || !self.policy.is_fragmentation_aware() {
+            return;
+        }
+        if self.stats.observe(job) {
+            self.workload = self.stats.workload(self.uses_memory(), self.measure());
+            self.memo.clear();
+        }
+    }
+
+    fn frag(&mut self, model: u16, cpu: u32, mem: u64, frees: &[u16]) -> f64 {
+        match FragKey::new(model, cpu, mem, frees) {
+            Some(k) => {
+                if let Some(v) = self.memo.get(&k) {
+                    return *v;
+                }
+                let v = self.workload.node_frag(model, cpu, mem, frees);
+                if self.memo.len() > 1 << 20 {
+                    self.memo.clear();
+                }
+                self.memo.insert(k, v);
+                v
+            }
+            None => self.workload.node_frag(model, cpu, mem, frees),
+        }
+    }
+
+    /// Decides where `job` goes. Pure: reads the cluster, changes only this placer's memo.
+    pub fn place(
+        &mut self,
+        cluster: &Cluster,
+        job: &JobRequest,
+        seed: u64,
+    ) -> Result<Placement, Unplaceable> {
+        job.validate().map_err(|e| Unplaceable::Invalid {
+            reason: e.to_string(),
+        })?;
+        let fleet = cluster.fleet();
+        let mut candidates = Vec::new();
+        for class in cluster.classes() {
+            if let Some(c) = self.evaluate(fleet, class, job) {
+                candidates.push(c);
+            }
+        }
+        let mut rng = Rng::new(seed);
+        let result = if job.nodes == 1 {
+            self.select_single(fleet, &candidates, job, &mut rng)
+        } else {
+            self.select_gang(fleet, &candidates, job, &mut rng)
+        };
+        result.ok_or_else(|| why_not(fleet, &candidates, job))
+    }
+
+    fn evaluate<'a>(
+        &mut self,
+        fleet: &Fleet,
+        class: &'a Class,
+        job: &JobRequest,
+    ) -> Option<Candidate<'a>> {
+        let s = &class.state;
+        if s.health != Health::Healthy || s.cpu_free < job.cpu_milli || s.mem_free < job.mem_mib {
+            return None;
+        }
+        let pool = fleet.pool(s.pool);
+        if pool.capacity == CapacityType::Spot && !job.spot_ok {
+            return None;
+        }
+        let rank = match (job.gpu, pool.model) {
+            (GpuRequest::None, _) => 0,
+            (_, None) => return None,
+            (_, Some(m)) => job.models.rank(m)?,
+        };
+        let price = job_price_on(fleet, s, job);
+        if let Some(max) = job.max_price_per_hour {
+            if price * f64::from(job.nodes) > max + 1e-9 {
+                return None;
+            }
+        }
+        let picks = feasible_picks(fleet, s, job);
+        let mut best: Option<(Key, Pick)> = None;
+        for &pick in &picks {
+            let (primary, secondary) = self.score(fleet, s, job, pick);
+            let key = Key {
+                rank,
+                primary: quantize(primary),
+                secondary: quantize(secondary),
+                price,
+            };
+            if best
+                .as_ref()
+                .is_none_or(|(b, _)| key.cmp(b) == Ordering::Less)
+            {
+                best = Some((key, pick));
+            }
+        }
+        let (key, pick) = best?;
+        Some(Candidate {
+            class,
+            key,
+            pick,
+            picks,
+        })
+    }
+
+    /// (primary, secondary) for one pick on one class; lower is better.
+    fn score(&mut self, fleet: &Fleet, s: &NodeState, job: &JobRequest, pick: Pick) -> (f64, f64) {
+        let pool = fleet.pool(s.pool);
+        let cpu_after = f64::from(s.cpu_free - job.cpu_milli);
+        let mem_after = (s.mem_free - job.mem_mib) as f64;
+        let gpu_total = s.gpus.len() as f64 * f64::from(MILLI_PER_GPU);
+        let free_before: u32 = s
+            .gpus
+            .iter()
+            .filter(|g| g.mig.is_none())
+            .map(|g| u32::from(g.milli_free))
+            .sum();
+        let taken = match (job.gpu, pick) {
+            (GpuRequest::Whole(n), _) => u32::from(n) * u32::from(MILLI_PER_GPU),
+            (GpuRequest::Fraction(m), _) => u32::from(m),
+            _ => 0,
+        };
+        let gpu_after = f64::from(free_before - taken);
+        let mut left = vec![
+            cpu_after / f64::from(pool.cpu_milli.max(1)),
+            mem_after / pool.mem_mib.max(1) as f64,
+        ];
+        if gpu_total > 0.0 {
+            left.push(gpu_after / gpu_total);
+        }
+        let avg_left = left.iter().sum::<f64>() / left.len() as f64;
+        // The chosen GPU's free share after placement, in GPUs (0 = filled exactly).
+        let chosen_left = match (pick, job.gpu) {
+            (Pick::Share(g), GpuRequest::Fraction(m)) => f64::from(g.milli_free - m) / 1000.0,
+            (Pick::Mig(g, _), GpuRequest::Mig(p)) => {
+                let used = g.mig.map_or(0, |m| m.compute_used);
+                f64::from(7 - used - p.compute) / 7.0
+            }
+            _ => 0.0,
+        };
+        match self.policy {
+            Policy::Random => (0.0, 0.0),
+            Policy::Spread => (-avg_left, -chosen_left),
+            Policy::BestFit => (avg_left, chosen_left),
+            Policy::Packing => {
+                let node_used = s.gpus.iter().any(|g| !g.is_idle());
+                let tier = match pick {
+                    Pick::Share(g) if g.milli_free < MILLI_PER_GPU => 0.0,
+                    Pick::Mig(g, _) if g.mig.is_some_and(|m| !m.is_empty()) => 0.0,
+                    _ if node_used => 1.0,
+                    _ => 2.0,
+                };
+                let gpu_left = if gpu_total > 0.0 {
+                    gpu_after / gpu_total
+                } else {
+                    0.0
+                };
+                (tier + gpu_left, chosen_left)
+            }
+            Policy::Fgd | Policy::Gantry => {
+                let delta = self.frag_delta(s, job, pick, pool.model.map_or(u16::MAX, |m| m.0));
+                // gantry breaks ties by GPU best fit: the fullest node, then the fullest GPU.
+                let tie = if self.policy == Policy::Gantry {
+                    let gpu_left = if gpu_total > 0.0 {
+                        gpu_after / gpu_total
+                    } else {
+                        0.0
+                    };
+                    gpu_left + chosen_left
+                } else {
+                    0.0
+                };
+                (delta, tie)
+            }
+        }
+    }
+
+    /// Growth of the node's expected fragmentation if `pick` is taken.
+    fn frag_delta(&mut self, s: &NodeState, job: &JobRequest, pick: Pick, model: u16) -> f64 {
+        if self.workload.is_empty() {
+            return 0.0;
+        }
+        let mut frees: Vec<u16> = s
+            .gpus
+            .iter()
+            .filter(|g| g.mig.is_none())
+            .map(|g| g.milli_free)
+            .collect();
+        let before = self.frag(model, s.cpu_free, s.mem_free, &frees);
+        match (pick, job.gpu) {
+            (Pick::Whole, GpuRequest::Whole(n)) => {
+                let mut left = n;
+                for f in frees.iter_mut() {
+                    if left > 0 && *f == MILLI_PER_GPU {
+                        *f = 0;
+                        left -= 1;
+                    }
+                }
+            }
+            (Pick::Share(g), GpuRequest::Fraction(m)) => {
+                if let Some(f) = frees.iter_mut().find(|f| **f == g.milli_free) {
+                    *f -= m;
+                }
+            }
+            _ => {}
+        }
+        let after = self.frag(
+            model,
+            s.cpu_free - job.cpu_milli,
+            s.mem_free - job.mem_mib,
+            &frees,
+        );
+        after - before
+    }
+
+    fn select_single(
+        &self,
+        fleet: &Fleet,
+        cands: &[Candidate],
+        job: &JobRequest,
+        rng: &mut Rng,
+    ) -> Option<Placement> {
+        if cands.is_empty() {
+            return None;
+        }
+        let (node, pick) = if self.policy == Policy::Random {
+            let total: u64 = cands.iter().map(|c| c.class.members.len() as u64).sum();
+            let mut at = rng.below(total);
+            let c = cands
+                .iter()
+                .find(|c| {
+                    let n = c.class.members.len() as u64;
+                    if at < n {
+                        true
+                    } else {
+                        at -= n;
+                        false
+                    }
+                })
+                .unwrap_or(&cands[0]);
+            let node = *c
+                .class
+                .members
+                .iter()
+                .nth(at as usize)
+                .unwrap_or(c.class.members.first()?);
+            let pick = c.picks[rng.below(c.picks.len() as u64) as usize];
+            (node, pick)
+        } else {
+            let best = cands.iter().min_by(|a, b| {
+                a.key
+                    .cmp(&b.key)
+                    .then(a.class.members.first().cmp(&b.class.members.first()))
+            })?;
+            (*best.class.members.first()?, best.pick)
+        };
+        let grant = grant_on(fleet, NodeId(node), job, pick)?;
+        let price = job_price_on_node(fleet, NodeId(node), job);
+        Some(Placement {
+            level: DomainLevel::Node,
+            nodes: vec![grant],
+            price_per_hour: price,
+        })
+    }
+
+    fn select_gang(
+        &self,
+        fleet: &Fleet,
+        cands: &[Candidate],
+        job: &JobRequest,
+        rng: &mut Rng,
+    ) -> Option<Placement> {
+        let need = usize::from(job.nodes);
+        // Every eligible node with its class's key and pick, best first.
+        let mut eligible: Vec<(u32, Key, Pick)> = cands
+            .iter()
+            .flat_map(|c| c.class.members.iter().map(move |&n| (n, c.key, c.pick)))
+            .collect();
+        if eligible.len() < need {
+            return None;
+        }
+        eligible.sort_by(|a, b| a.1.cmp(&b.1).then(a.0.cmp(&b.0)));
+        for level in [DomainLevel::Nvlink, DomainLevel::Leaf, DomainLevel::Zone] {
+            let mut domains: HashMap<u32, Vec<usize>> = HashMap::new();
+            for (i, (n, _, _)) in eligible.iter().enumerate() {
+                if let Some(d) = domain_of(fleet, NodeId(*n), level) {
+                    domains.entry(d).or_default().push(i);
+                }
+            }
+            let mut fitting: Vec<(u32, Vec<usize>)> = domains
+                .into_iter()
+                .filter(|(_, v)| v.len() >= need)
+                .collect();
+            if fitting.is_empty() {
+                continue;
+            }
+            fitting.sort_by_key(|(d, _)| *d);
+            let chosen = if self.policy == Policy::Random {
+                let (_, members) = &fitting[rng.below(fitting.len() as u64) as usize];
+                let mut m = members.clone();
+                rng.shuffle(&mut m);
+                m.truncate(need);
+                m
+            } else {
+                let packs = self.policy.packs();
+                let (_, members) = fitting.iter().min_by(|(da, a), (db, b)| {
+                    let sum = |v: &Vec<usize>, f: &dyn Fn(&Key) -> f64| {
+                        v[..need].iter().map(|&i| f(&eligible[i].1)).sum::<f64>()
+                    };
+                    let rank = |v: &Vec<usize>| {
+                        v[..need]
+                            .iter()
+                            .map(|&i| u32::from(eligible[i].1.rank))
+                            .sum::<u32>()
+                    };
+                    // Packers keep big free domains whole by taking the tightest one.
+                    let slack = |v: &Vec<usize>| {
+                        if packs {
+                            v.len() as i64
+                        } else {
+                            -(v.len() as i64)
+                        }
+                    };
+                    rank(a)
+                        .cmp(&rank(b))
+                        .then(slack(a).cmp(&slack(b)))
+                        .then(sum(a, &|k| k.primary).total_cmp(&sum(b, &|k| k.primary)))
+                        .then(sum(a, &|k| k.price).total_cmp(&sum(b, &|k| k.price)))
+                        .then(da.cmp(db))
+                })?;
+                members[..need].to_vec()
+            };
+            let mut grants = Vec::with_capacity(need);
+            let mut price = 0.0;
+            for i in chosen {
+                let (n, _, pick) = eligible[i];
+                grants.push(grant_on(fleet, NodeId(n), job, pick)?);
+                price += job_price_on_node(fleet, NodeId(n), job);
+            }
+            grants.sort_by_key(|g| g.node);
+            return Some(Placement {
+                level,
+                nodes: grants,
+                price_per_hour: price,
+            });
+        }
+        None
+    }
+}
+
+/// The id of the node's domain at `level` (None: the node has no such domain, e.g. no leaf).
+fn domain_of(fleet: &Fleet, node: NodeId, level: DomainLevel) -> Option<u32> {
+    let n = fleet.node(node);
+    match level {
+        DomainLevel::Node => Some(node.0),
+        DomainLevel::Nvlink => Some(n.nvlink.0),
+        DomainLevel::Leaf => n.leaf.map(|l| l.0),
+        DomainLevel::Zone => Some(n.zone.0),
+    }
+}
+
+fn domain_name(fleet: &Fleet, node: NodeId, level: DomainLevel) -> String {
+    let n = fleet.node(node);
+    let path = fleet.pool_path(n.pool);
+    match level {
+        DomainLevel::Node => n.name.clone(),
+        DomainLevel::Nvlink => fleet.nvlink_domains[n.nvlink.index()].clone(),
+        DomainLevel::Leaf => n
+            .leaf
+            .map_or_else(String::new, |l| fleet.leaves[l.index()].clone()),
+        DomainLevel::Zone => path
+            .rsplit_once('/')
+            .map_or(path.clone(), |(z, _)| z.to_string()),
+    }
+}
+
+/// The job's per-node price on a node of this state: its share of the node price.
+fn job_price_on(fleet: &Fleet, s: &NodeState, job: &JobRequest) -> f64 {
+    let pool = fleet.pool(s.pool);
+    match job.gpu {
+        GpuRequest::None => {
+            pool.price_per_hour * f64::from(job.cpu_milli) / f64::from(pool.cpu_milli.max(1))
+        }
+        g => pool.price_per_gpu_hour() * f64::from(g.milli()) / f64::from(MILLI_PER_GPU),
+    }
+}
+
+fn job_price_on_node(fleet: &Fleet, node: NodeId, job: &JobRequest) -> f64 {
+    let n = fleet.node(node);
+    let s = NodeState {
+        pool: n.pool,
+        health: n.health,
+        cpu_free: n.cpu_free,
+        mem_free: n.mem_free,
+        gpus: Box::new([]),
+    };
+    job_price_on(fleet, &s, job)
+}
+
+/// The GPU choices a node state offers the job (distinct GPU states only).
+fn feasible_picks(fleet: &Fleet, s: &NodeState, job: &JobRequest) -> Vec<Pick> {
+    let pool = fleet.pool(s.pool);
+    let model = pool.model.map(|m| fleet.model(m));
+    let mut picks = Vec::new();
+    match job.gpu {
+        GpuRequest::None => picks.push(Pick::NoGpu),
+        GpuRequest::Whole(n) => {
+            let vram_ok = model.is_some_and(|m| m.vram_mib >= job.vram_mib);
+            let idle = s
+                .gpus
+                .iter()
+                .filter(|g| g.mig.is_none() && g.milli_free == MILLI_PER_GPU)
+                .count();
+            if vram_ok && idle >= usize::from(n) {
+                picks.push(Pick::Whole);
+            }
+        }
+        GpuRequest::Fraction(m) => {
+            for g in s.gpus.iter() {
+                if g.mig.is_none()
+                    && g.milli_free >= m
+                    && g.vram_free_mib >= job.vram_mib
+                    && !picks.contains(&Pick::Share(*g))
+                {
+                    picks.push(Pick::Share(*g));
+                }
+            }
+        }
+        GpuRequest::Mig(p) => {
+            if let Some(geometry) = model.and_then(|m| m.mig.as_ref()) {
+                for g in s.gpus.iter() {
+                    if let Some(start) = g.mig.and_then(|st| st.first_fit(geometry, p)) {
+                        let pick = Pick::Mig(*g, start);
+                        if !picks.contains(&pick) {
+                            picks.push(pick);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    picks
+}
+
+/// Turns a pick on a chosen node into exact GPU grants.
+fn grant_on(fleet: &Fleet, node: NodeId, job: &JobRequest, pick: Pick) -> Option<NodeGrant> {
+    let n = fleet.node(node);
+    let mut gpus = Vec::new();
+    match (pick, job.gpu) {
+        (Pick::NoGpu, _) => {}
+        (Pick::Whole, GpuRequest::Whole(k)) => {
+            for (i, g) in n.gpus.iter().enumerate() {
+                if gpus.len() == usize::from(k) {
+                    break;
+                }
+                if g.mig.is_none() && g.milli_free == MILLI_PER_GPU {
+                    gpus.push(GpuGrant {
+                        gpu: i as u8,
+                        share: GpuShare::Whole,
+                        vram_mib: g.vram_free_mib,
+                    });
+                }
+            }
+            if gpus.len() != usize::from(k) {
+                return None;
+            }
+        }
+        (Pick::Share(state), GpuRequest::Fraction(m)) => {
+            let i = n.gpus.iter().position(|g| *g == state)?;
+            gpus.push(GpuGrant {
+                gpu: i as u8,
+                share: GpuShare::Milli(m),
+                vram_mib: job.vram_mib,
+            });
+        }
+        (Pick::Mig(state, start), GpuRequest::Mig(profile)) => {
+            let i = n.gpus.iter().position(|g| *g == state)?;
+            gpus.push(GpuGrant {
+                gpu: i as u8,
+                share: GpuShare::Mig { profile, start },
+                vram_mib: 0,
+            });
+        }
+        _ => return None,
+    }
+    Some(NodeGrant {
+        node,
+        cpu_milli: job.cpu_milli,
+        mem_mib: job.mem_mib,
+        gpus,
+    })
+}
+
+/// Whether an *empty* node like this one could host one member of the job.
+fn could_ever_host(fleet: &Fleet, node: &crate::model::Node, job: &JobRequest) -> bool {
+    let pool = fleet.pool(node.pool);
+    if node.cpu_milli < job.cpu_milli || node.mem_mib < job.mem_mib {
+        return false;
+    }
+    if pool.capacity == CapacityType::Spot && !job.spot_ok {
+        return false;
+    }
+    let price_ok = |p: f64| {
+        job.max_price_per_hour
+            .is_none_or(|max| p * f64::from(job.nodes) <= max + 1e-9)
+    };
+    if job.gpu == GpuRequest::None {
+        return price_ok(
+            pool.price_per_hour * f64::from(job.cpu_milli) / f64::from(pool.cpu_milli.max(1)),
+        );
+    }
+    let Some(mid) = pool.model else { return false };
+    if job.models.rank(mid).is_none()
+        || !price_ok(pool.price_per_gpu_hour() * f64::from(job.gpu.milli()) / 1000.0)
+    {
+        return false;
+    }
+    let model = fleet.model(mid);
+    match job.gpu {
+        GpuRequest::Whole(k) => {
+            model.vram_mib >= job.vram_mib
+                && node.gpus.iter().filter(|g| g.mig.is_none()).count() >= usize::from(k)
+        }
+        GpuRequest::Fraction(_) => {
+            model.vram_mib >= job.vram_mib && node.gpus.iter().any(|g| g.mig.is_none())
+        }
+        GpuRequest::Mig(p) => {
+            model
+                .mig
+                .as_ref()
+                .is_some_and(|geo| geo.memory_slices(p).is_some())
+                && node.gpus.iter().any(|g| g.mig.is_some())
+        }
+        GpuRequest::None => true,
+    }
+}
+
+fn why_not(fleet: &Fleet, cands: &[Candidate], job: &JobRequest) -> Unplaceable {
+    let static_ok: Vec<&crate::model::Node> = fleet
+        .nodes
+        .iter()
+        .filter(|n| could_ever_host(fleet, n, job))
+        .collect();
+    if static_ok.is_empty() {
+        return Unplaceable::NeverFits {
+            reason: never_fits_reason(fleet, job),
+        };
+    }
+    if job.nodes > 1 {
+        let mut per_zone: HashMap<u32, usize> = HashMap::new();
+        for n in &static_ok {
+            *per_zone.entry(n.zone.0).or_default() += 1;
+        }
+        let most = per_zone.values().copied().max().unwrap_or(0);
+        if most < usize::from(job.nodes) {
+            return Unplaceable::NeverFits {
+                reason: format!(
+                    "a gang of {} nodes must sit in one zone; the largest zone has {most} suitable node(s)",
+                    job.nodes
+                ),
+            };
+        }
+    }
+    let eligible: Vec<u32> = cands
+        .iter()
+        .flat_map(|c| c.class.members.iter().copied())
+        .collect();
+    let level = if job.nodes > 1 {
+        DomainLevel::Zone
+    } else {
+        DomainLevel::Node
+    };
+    let mut blocks: HashMap<u32, (usize, u32)> = HashMap::new();
+    for &n in &eligible {
+        if let Some(d) = domain_of(fleet, NodeId(n), level) {
+            let e = blocks.entry(d).or_insert((0, n));
+            e.0 += 1;
+        }
+    }
+    let largest_block = blocks
+        .into_values()
+        .max_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)))
+        .map(|(count, n)| Block {
+            level,
+            domain: domain_name(fleet, NodeId(n), level),
+            nodes: count,
+        });
+    Unplaceable::NoCapacity {
+        eligible_nodes: eligible.len(),
+        needed_nodes: job.nodes,
+        largest_block,
+    }
+}
+
+fn never_fits_reason(fleet: &Fleet, job: &JobRequest) -> String {
+    let max_cpu = fleet.nodes.iter().map(|n| n.cpu_milli).max().unwrap_or(0);
+    let max_mem = fleet.nodes.iter().map(|n| n.mem_mib).max().unwrap_or(0);
+    if job.cpu_milli > max_cpu {
+        return format!(
+            "asks {} milli-CPU per node; the largest node has {max_cpu}",
+            job.cpu_milli
+        );
+    }
+    if job.mem_mib > max_mem {
+        return format!(
+            "asks {} MiB memory per node; the largest node has {max_mem}",
+            job.mem_mib
+        );
+    }
+    match job.gpu {
+        GpuRequest::Whole(k) => {
+            let max_gpus = fleet.nodes.iter().map(|n| n.gpus.len()).max().unwrap_or(0);
+            if usize::from(k) > max_gpus {
+                return format!("asks {k} GPUs per node; the largest node has {max_gpus}");
+            }
+        }
+        GpuRequest::Mig(p)
+            if !fleet
+                .nodes
+                .iter()
+                .any(|n| n.gpus.iter().any(|g| g.mig.is_some())) =>
+        {
+            return format!("asks MIG slice {p}; no GPU in this fleet runs in MIG mode");
+        }
+        _ => {}
+    }
+    "no node matches its GPU model, VRAM, CPU, memory, spot and price constraints together"
+        .to_string()
+}
+
+/// Expected fragmented and idle GPU capacity (milli-GPU) of a cluster, under `workload`.
+pub fn cluster_fragmentation(cluster: &Cluster, workload: &Workload) -> (f64, f64) {
+    let fleet = cluster.fleet();
+    let (mut frag, mut idle) = (0.0, 0.0);
+    for class in cluster.classes() {
+        let s = &class.state;
+        let frees: Vec<u16> = s
+            .gpus
+            .iter()
+            .filter(|g| g.mig.is_none())
+            .map(|g| g.milli_free)
+            .collect();
+        let model = fleet.pool(s.pool).model.map_or(u16::MAX, |m| m.0);
+        let k = class.members.len() as f64;
+        frag += k * workload.node_frag(model, s.cpu_free, s.mem_free, &frees);
+        idle += k * frees.iter().map(|&f| f64::from(f)).sum::<f64>();
+    }
+    (frag, idle)
+}

@@ -4,7 +4,7 @@
 //! * [`scheduler`] — the pure scheduler core (placement policies).
 //! * [`trace`] — public cluster traces and their replay protocols.
 //! * [`bench`] — the benchmarks behind every performance figure.
-
+pub mod bench;
 pub mod model;
 pub mod scheduler;
 pub mod trace;

@@ -23,7 +23,50 @@ pub struct NodeState {
 #[derive(Debug)]
 pub struct Class {
     pub state: NodeState,
+    pub summary: Summary,
     pub members: BTreeSet<u32>,
+}
+
+/// What a class can offer at most, so that most classes are rejected without scoring.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Summary {
+    /// Idle GPUs not in MIG mode.
+    pub idle_gpus: u8,
+    /// The largest free share on a GPU not in MIG mode.
+    pub max_share: u16,
+    /// GPUs in MIG mode with at least one free compute slice.
+    pub mig_open: u8,
+}
+
+impl Summary {
+    fn of(state: &NodeState) -> Summary {
+        let mut s = Summary::default();
+        for g in state.gpus.iter() {
+            match g.mig {
+                None => {
+                    s.max_share = s.max_share.max(g.milli_free);
+                    if g.milli_free == crate::model::MILLI_PER_GPU {
+                        s.idle_gpus = s.idle_gpus.saturating_add(1);
+                    }
+                }
+                Some(m) if m.compute_used < 7 => s.mig_open = s.mig_open.saturating_add(1),
+                Some(_) => {}
+            }
+        }
+        s
+    }
+}
+
+/// The part of a live class that the first filter reads, packed densely so that scanning every
+/// class on every decision stays in cache.
+#[derive(Clone, Copy, Debug)]
+pub struct Header {
+    pub class: u32,
+    pub pool: PoolId,
+    pub cpu_free: u32,
+    pub mem_free: u64,
+    pub healthy: bool,
+    pub summary: Summary,
 }
 
 /// The fleet and its class index, kept in step by [`Cluster::allocate`] and friends.
@@ -31,9 +74,20 @@ pub struct Class {
 pub struct Cluster {
     fleet: Fleet,
     classes: Vec<Class>,
-    by_state: HashMap<NodeState, u32>,
+    /// Live classes, densely packed; `slot[class]` is a class's index here (or u32::MAX).
+    live_headers: Vec<Header>,
+    slot: Vec<u32>,
+    by_state: HashMap<NodeState, u32, super::hash::FastHash>,
     node_class: Vec<u32>,
     live: usize,
+    /// Changes whenever class ids are renumbered, so callers can drop caches keyed by them.
+    epoch: u64,
+}
+
+static NEXT_EPOCH: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
+fn new_epoch() -> u64 {
+    NEXT_EPOCH.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
 fn state_of(fleet: &Fleet, id: usize) -> NodeState {
@@ -55,8 +109,11 @@ impl Cluster {
             node_class: vec![u32::MAX; fleet.nodes.len()],
             fleet,
             classes: Vec::new(),
-            by_state: HashMap::new(),
+            live_headers: Vec::new(),
+            slot: Vec::new(),
+            by_state: HashMap::default(),
             live: 0,
+            epoch: new_epoch(),
         };
         for id in 0..c.fleet.nodes.len() {
             c.reindex(id);
@@ -73,9 +130,23 @@ impl Cluster {
         self.fleet
     }
 
-    /// Classes that have at least one node.
+    /// Classes that have at least one node, with their ids.
     pub fn classes(&self) -> impl Iterator<Item = &Class> {
         self.classes.iter().filter(|c| !c.members.is_empty())
+    }
+
+    /// Headers of the live classes, in no particular (but deterministic) order.
+    pub fn headers(&self) -> &[Header] {
+        &self.live_headers
+    }
+
+    pub fn class(&self, id: u32) -> &Class {
+        &self.classes[id as usize]
+    }
+
+    /// Identifies this cluster's numbering of classes (unique across clusters).
+    pub fn epoch(&self) -> u64 {
+        self.epoch
     }
 
     pub fn class_count(&self) -> usize {
@@ -116,31 +187,63 @@ impl Cluster {
             class.members.remove(&(id as u32));
             if class.members.is_empty() {
                 self.live -= 1;
+                self.unlist(old);
             }
         }
         let next = self.classes.len() as u32;
         let cid = *self.by_state.entry(state.clone()).or_insert(next);
         if cid == next {
             self.classes.push(Class {
+                summary: Summary::of(&state),
                 state,
                 members: BTreeSet::new(),
             });
         }
         let class = &mut self.classes[cid as usize];
-        if class.members.is_empty() {
-            self.live += 1;
-        }
+        let was_empty = class.members.is_empty();
         class.members.insert(id as u32);
+        if was_empty {
+            self.live += 1;
+            self.list(cid);
+        }
         self.node_class[id] = cid;
-        if self.classes.len() > 4 * self.live + 256 {
+        if self.classes.len() > 2 * self.live + 64 {
             self.compact();
+        }
+    }
+
+    fn list(&mut self, cid: u32) {
+        let c = &self.classes[cid as usize];
+        if self.slot.len() <= cid as usize {
+            self.slot.resize(cid as usize + 1, u32::MAX);
+        }
+        self.slot[cid as usize] = self.live_headers.len() as u32;
+        self.live_headers.push(Header {
+            class: cid,
+            pool: c.state.pool,
+            cpu_free: c.state.cpu_free,
+            mem_free: c.state.mem_free,
+            healthy: c.state.health == Health::Healthy,
+            summary: c.summary,
+        });
+    }
+
+    fn unlist(&mut self, cid: u32) {
+        let at = self.slot[cid as usize];
+        self.slot[cid as usize] = u32::MAX;
+        self.live_headers.swap_remove(at as usize);
+        if let Some(moved) = self.live_headers.get(at as usize) {
+            self.slot[moved.class as usize] = at;
         }
     }
 
     /// Drops empty classes so a long-running daemon's index does not grow without bound.
     fn compact(&mut self) {
+        self.epoch = new_epoch();
         let old = std::mem::take(&mut self.classes);
         self.by_state.clear();
+        self.live_headers.clear();
+        self.slot.clear();
         for class in old.into_iter().filter(|c| !c.members.is_empty()) {
             let cid = self.classes.len() as u32;
             for &m in &class.members {
@@ -148,6 +251,7 @@ impl Cluster {
             }
             self.by_state.insert(class.state.clone(), cid);
             self.classes.push(class);
+            self.list(cid);
         }
     }
 }

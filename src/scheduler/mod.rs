@@ -4,11 +4,12 @@
 //! full speed and benchmarkable in isolation.
 
 pub mod frag;
+mod hash;
 mod index;
 mod place;
 mod policy;
 pub mod rng;
 
-pub use index::{Class, Cluster, NodeState};
+pub use index::{Class, Cluster, Header, NodeState, Summary};
 pub use place::{cluster_fragmentation, Block, Placer, Unplaceable};
 pub use policy::Policy;

@@ -1,0 +1,21 @@
+//! Benchmarks behind every performance figure gantry reports. They print figures; they never
+//! pass or fail, so a slow machine cannot break the build.
+
+pub mod sched;
+
+/// Peak resident set size of this process in MiB (Linux; `None` elsewhere).
+pub fn peak_rss_mib() -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib / 1024.0)
+}
+
+/// The `q`-quantile of sorted samples.
+pub fn quantile(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let i = ((sorted.len() - 1) as f64 * q).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}

@@ -114,6 +114,36 @@ impl MigState {
         })
     }
 
+    /// The offset that keeps the most room for later instances: among the offsets where
+    /// `profile` fits, the one after which the most (profile, offset) pairs still fit. First fit
+    /// would put a 3g slice at 0 and make NVIDIA's own 3g+2g+1g+1g layout impossible.
+    pub fn best_start(&self, geometry: &MigGeometry, profile: MigProfile) -> Option<u8> {
+        let len = geometry.memory_slices(profile)?;
+        let profiles = geometry.profiles();
+        geometry
+            .starts(profile)
+            .iter()
+            .copied()
+            .filter(|&s| self.can_take(geometry, profile, s) && s + len <= MIG_MEMORY_SLICES)
+            .map(|s| {
+                let mut after = *self;
+                after.take(geometry, profile, s);
+                let room: usize = profiles
+                    .iter()
+                    .map(|&p| {
+                        geometry
+                            .starts(p)
+                            .iter()
+                            .filter(|&&t| after.can_take(geometry, p, t))
+                            .count()
+                    })
+                    .sum();
+                (room, std::cmp::Reverse(s))
+            })
+            .max()
+            .map(|(_, std::cmp::Reverse(s))| s)
+    }
+
     /// Whether an instance of `profile` can start at `start`.
     pub fn can_take(&self, geometry: &MigGeometry, profile: MigProfile, start: u8) -> bool {
         let Some(len) = geometry.memory_slices(profile) else {
@@ -191,6 +221,20 @@ mod tests {
         assert!(s.take(&H100, p3, 4));
         assert!(s.give_back(&H100, p4, 0));
         assert!(!s.give_back(&H100, p4, 0), "double release is refused");
+    }
+
+    #[test]
+    fn best_start_keeps_room_for_nvidias_3_2_1_1_layout() {
+        let mut s = MigState::default();
+        for name in ["3g.40gb", "2g.20gb", "1g.10gb", "1g.10gb"] {
+            let p = MigProfile::parse(name).unwrap();
+            let at = s
+                .best_start(&H100, p)
+                .unwrap_or_else(|| panic!("{name} should fit"));
+            assert!(s.take(&H100, p, at));
+        }
+        assert_eq!(s.compute_used, 7);
+        assert_eq!(s.memory_mask, 0xff);
     }
 
     #[test]

@@ -705,7 +705,7 @@ fn feasible_picks(fleet: &Fleet, s: &NodeState, job: &JobRequest) -> Picks {
         GpuRequest::Mig(p) => {
             if let Some(geometry) = model.and_then(|m| m.mig.as_ref()) {
                 for g in s.gpus.iter() {
-                    if let Some(start) = g.mig.and_then(|st| st.first_fit(geometry, p)) {
+                    if let Some(start) = g.mig.and_then(|st| st.best_start(geometry, p)) {
                         picks.push_distinct(Pick::Mig(*g, start));
                     }
                 }

@@ -1,0 +1,170 @@
+//! End-to-end: the real `gantry` binary, its output formats, errors and exit codes.
+
+use std::process::Command;
+
+fn gantry(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_gantry"))
+        .args(args)
+        .output()
+        .expect("run gantry");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+const NODES: &str = "tests/data/openb_nodes.csv";
+const PODS: &str = "tests/data/openb_pods.csv";
+
+#[test]
+fn openb_replay_json_has_the_promised_fields_and_gantry_beats_fgd() {
+    let (code, out, err) = gantry(&[
+        "replay",
+        "openb",
+        "--nodes",
+        NODES,
+        "--pods",
+        PODS,
+        "--seeds",
+        "42",
+        "--policy",
+        "fgd,gantry",
+        "--output",
+        "json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("valid JSON");
+    let rows = v.as_array().expect("an array, one object per policy");
+    let get = |name: &str, field: &str| {
+        rows.iter()
+            .find(|r| r["policy"] == name)
+            .and_then(|r| r[field].as_f64())
+            .unwrap_or_else(|| panic!("{name}.{field}"))
+    };
+    for p in ["fgd", "gantry"] {
+        for f in [
+            "alloc_100_mean",
+            "alloc_130_mean",
+            "alloc_100_std",
+            "alloc_130_std",
+            "frag_90_mean",
+        ] {
+            let x = get(p, f);
+            assert!((0.0..=100.0).contains(&x), "{p}.{f} = {x}");
+        }
+    }
+    assert!(get("gantry", "alloc_130_mean") > get("fgd", "alloc_130_mean"));
+    assert!(get("gantry", "alloc_100_mean") > get("fgd", "alloc_100_mean"));
+}
+
+#[test]
+fn openb_replay_table_names_every_policy() {
+    let (code, out, err) = gantry(&[
+        "replay",
+        "openb",
+        "--nodes",
+        NODES,
+        "--pods",
+        PODS,
+        "--seeds",
+        "7",
+        "--inflate",
+        "0.5",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    for p in ["random", "spread", "best-fit", "packing", "fgd", "gantry"] {
+        assert!(
+            out.lines().any(|l| l.starts_with(p)),
+            "{p} missing in\n{out}"
+        );
+    }
+}
+
+#[test]
+fn bad_trace_files_fail_with_position_and_field() {
+    let cases = [
+        (
+            "tests/data/bad_negative_pods.csv",
+            "tests/data/bad_negative_pods.csv:3:4: field `cpu_milli`: is negative (-4000); expected an integer in 0..=10000000",
+        ),
+        (
+            "tests/data/bad_column_pods.csv",
+            "tests/data/bad_column_pods.csv:1:6: unknown column `colour`; allowed columns: name, cpu_milli, memory_mib, num_gpu, gpu_milli, gpu_spec, qos, pod_phase, creation_time, deletion_time, scheduled_time",
+        ),
+    ];
+    for (pods, want) in cases {
+        let (code, _, err) = gantry(&[
+            "replay", "openb", "--nodes", NODES, "--pods", pods, "--seeds", "1",
+        ]);
+        assert_eq!(code, 2);
+        assert_eq!(err.trim(), format!("error: {want}"));
+    }
+    let (code, _, err) = gantry(&[
+        "replay",
+        "openb",
+        "--nodes",
+        "tests/data/bad_ragged_nodes.csv",
+        "--pods",
+        PODS,
+    ]);
+    assert_eq!(code, 2);
+    assert_eq!(
+        err.trim(),
+        "error: tests/data/bad_ragged_nodes.csv:3:15: expected 5 fields like the header, found 3"
+    );
+    let (code, _, err) = gantry(&["replay", "openb", "--nodes", "no/such.csv", "--pods", PODS]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("no/such.csv:0:0: cannot read the file"),
+        "{err}"
+    );
+}
+
+#[test]
+fn bad_flags_are_explained() {
+    let (code, _, err) = gantry(&[
+        "replay", "openb", "--nodes", NODES, "--pods", PODS, "--policy", "tetris",
+    ]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains(
+            "unknown policy `tetris`; allowed: random, spread, best-fit, packing, fgd, gantry"
+        ),
+        "{err}"
+    );
+    let (code, _, err) = gantry(&[
+        "replay", "openb", "--nodes", NODES, "--pods", PODS, "--seeds", "9..3",
+    ]);
+    assert_eq!(code, 2);
+    assert!(err.contains("--seeds `9..3`"), "{err}");
+}
+
+#[test]
+fn bench_sched_json_has_the_promised_fields() {
+    let (code, out, err) = gantry(&[
+        "bench",
+        "sched",
+        "--nodes",
+        "600",
+        "--pending",
+        "3000",
+        "--gangs",
+        "3",
+        "--output",
+        "json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("valid JSON");
+    for f in [
+        "placements_per_sec",
+        "baseline_placements_per_sec",
+        "gang512_p99_ms",
+        "p50_us",
+        "p99_us",
+    ] {
+        assert!(v[f].as_f64().is_some_and(|x| x >= 0.0), "{f} in {v}");
+    }
+    assert_eq!(v["nodes"], 600);
+    assert_eq!(v["gpus"], 4800);
+}

@@ -302,13 +302,25 @@ impl Replay {
         }
     }
 
-    /// The arrival order for a seed: a shuffle, then samples with replacement up to `inflate`.
+    /// The arrival order for a seed: a shuffle, then samples with replacement, stopping before
+    /// the pod that would push the requested GPU past `inflate` × capacity. A pod list that
+    /// already asks for more than that is cut at the same point, so the last figure is always
+    /// measured at `inflate`.
     pub fn arrivals(&self, seed: u64) -> Vec<usize> {
         let mut rng = Rng::new(seed);
-        let mut order: Vec<usize> = (0..self.pods.len()).collect();
-        rng.shuffle(&mut order);
+        let mut shuffled: Vec<usize> = (0..self.pods.len()).collect();
+        rng.shuffle(&mut shuffled);
         let limit = self.inflate * self.fleet.gpu_milli_capacity() as f64;
-        let mut total: u64 = order.iter().map(|&i| self.pods[i].gpu_request()).sum();
+        let mut total = 0u64;
+        let mut order = Vec::with_capacity(shuffled.len());
+        for i in shuffled {
+            let next = total + self.pods[i].gpu_request();
+            if next as f64 > limit {
+                return order;
+            }
+            total = next;
+            order.push(i);
+        }
         if self.pods.iter().any(|p| p.gpu_request() > 0) {
             loop {
                 let i = rng.below(self.pods.len() as u64) as usize;

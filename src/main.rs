@@ -178,9 +178,9 @@ fn run(cli: Cli) -> Result<(), String> {
                         );
                     }
                     println!(
-                        "{} decides {:.2}× slower than the {} baseline; peak RSS {}",
+                        "{} places at {:.2}× the {} baseline's rate; peak RSS {}",
                         r.policy,
-                        r.slowdown_vs_baseline,
+                        r.speed_vs_baseline,
                         r.baseline_policy,
                         r.peak_rss_mib
                             .map_or("n/a".to_string(), |m| format!("{m:.0} MiB"))

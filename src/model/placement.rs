@@ -77,43 +77,41 @@ pub enum AllocError {
 impl Fleet {
     /// Takes the capacity a placement names. All-or-nothing: on error nothing changed.
     pub fn allocate(&mut self, placement: &Placement) -> Result<(), AllocError> {
-        let mut copies = Vec::with_capacity(placement.nodes.len());
+        // Work on copies of the free counters and GPUs (not whole nodes: this runs on every
+        // placement), then commit them together.
+        let mut updates = Vec::with_capacity(placement.nodes.len());
         for (i, grant) in placement.nodes.iter().enumerate() {
             if placement.nodes[..i].iter().any(|g| g.node == grant.node) {
                 return Err(AllocError::RepeatedNode(grant.node));
             }
-            let mut node = self
+            let node = self
                 .nodes
                 .get(grant.node.index())
-                .ok_or(AllocError::NoNode(grant.node))?
-                .clone();
+                .ok_or(AllocError::NoNode(grant.node))?;
             let short = |what: String| AllocError::Short {
                 node: node.name.clone(),
                 what,
             };
-            node.cpu_free = node
+            let cpu_free = node
                 .cpu_free
                 .checked_sub(grant.cpu_milli)
                 .ok_or_else(|| short(format!("CPU: wants {} milli", grant.cpu_milli)))?;
-            node.mem_free = node
+            let mem_free = node
                 .mem_free
                 .checked_sub(grant.mem_mib)
                 .ok_or_else(|| short(format!("memory: wants {} MiB", grant.mem_mib)))?;
-            let geometry = node.model.and_then(|m| self.models[m.index()].mig.clone());
+            let mut gpus = node.gpus.clone();
+            let geometry = node.model.and_then(|m| self.models[m.index()].mig.as_ref());
             for g in &grant.gpus {
-                let name = node.name.clone();
                 let bad = |what: &str| AllocError::BadShare {
-                    node: name.clone(),
+                    node: node.name.clone(),
                     gpu: g.gpu,
                     what: what.to_string(),
                 };
-                let gpu = node
-                    .gpus
-                    .get_mut(usize::from(g.gpu))
-                    .ok_or(AllocError::NoGpu {
-                        node: name.clone(),
-                        gpu: g.gpu,
-                    })?;
+                let gpu = gpus.get_mut(usize::from(g.gpu)).ok_or(AllocError::NoGpu {
+                    node: node.name.clone(),
+                    gpu: g.gpu,
+                })?;
                 gpu.vram_free_mib = gpu
                     .vram_free_mib
                     .checked_sub(g.vram_mib)
@@ -134,7 +132,7 @@ impl Fleet {
                             .ok_or_else(|| bad("not enough free GPU"))?;
                     }
                     GpuShare::Mig { profile, start } => {
-                        let geometry = geometry.as_ref().ok_or_else(|| bad("no MIG here"))?;
+                        let geometry = geometry.ok_or_else(|| bad("no MIG here"))?;
                         let state = gpu.mig.as_mut().ok_or_else(|| bad("not in MIG mode"))?;
                         if !state.take(geometry, profile, start) {
                             return Err(bad("MIG slice does not fit there"));
@@ -142,10 +140,13 @@ impl Fleet {
                     }
                 }
             }
-            copies.push((grant.node, node));
+            updates.push((grant.node, cpu_free, mem_free, gpus));
         }
-        for (id, node) in copies {
-            self.nodes[id.index()] = node;
+        for (id, cpu_free, mem_free, gpus) in updates {
+            let node = &mut self.nodes[id.index()];
+            node.cpu_free = cpu_free;
+            node.mem_free = mem_free;
+            node.gpus = gpus;
         }
         Ok(())
     }

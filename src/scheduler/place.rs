@@ -143,20 +143,29 @@ pub struct Placer {
     /// A distribution given up front is kept as is (FGD as published).
     fixed: bool,
     memo: HashMap<FragKey, f64, FastHash>,
-    /// Best (primary, secondary, pick) per (class id, job shape); valid for one cluster epoch
-    /// and one workload, because a class's state never changes.
-    evals: HashMap<EvalKey, Option<(f64, f64, Pick)>, FastHash>,
+    /// Best (primary, secondary, pick) per job shape and class id: `evals[shape][class]`.
+    /// Valid for one cluster epoch and one workload, because a class's state never changes;
+    /// indexed, not hashed, because it is read for every class on every decision.
+    evals: Vec<Vec<Cached>>,
+    shape_ids: HashMap<EvalShape, u32, FastHash>,
+    cached_entries: usize,
     evals_epoch: u64,
 }
 
 /// What a class evaluation depends on besides the class and the policy's workload.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
-struct EvalKey {
-    class: u32,
+struct EvalShape {
     gpu: GpuRequest,
     cpu_milli: u32,
     mem_mib: u64,
     vram_mib: u32,
+}
+
+#[derive(Clone, Copy)]
+enum Cached {
+    Unknown,
+    NoFit,
+    Best(f64, f64, Pick),
 }
 
 impl Placer {
@@ -167,7 +176,9 @@ impl Placer {
             workload: Workload::default(),
             fixed: false,
             memo: HashMap::default(),
-            evals: HashMap::default(),
+            evals: Vec::new(),
+            shape_ids: HashMap::default(),
+            cached_entries: 0,
             evals_epoch: 0,
         }
     }
@@ -202,6 +213,12 @@ impl Placer {
         }
     }
 
+    fn forget_evaluations(&mut self) {
+        self.evals.clear();
+        self.shape_ids.clear();
+        self.cached_entries = 0;
+    }
+
     /// Tells the policy that a job arrived (placed or not): the online shape distribution.
     pub fn observe(&mut self, job: &JobRequest) {
         if self.fixed || !self.policy.is_fragmentation_aware() {
@@ -210,7 +227,7 @@ impl Placer {
         if self.stats.observe(job) {
             self.workload = self.stats.workload(self.uses_memory(), self.measure());
             self.memo.clear();
-            self.evals.clear();
+            self.forget_evaluations();
         }
     }
 
@@ -246,9 +263,20 @@ impl Placer {
         let pools: Vec<Option<(u16, f64)>> = (0..fleet.pools.len())
             .map(|i| pool_terms(fleet, crate::model::PoolId(i as u32), job))
             .collect();
-        if self.evals_epoch != cluster.epoch() || self.evals.len() > 1 << 20 {
-            self.evals.clear();
+        if self.evals_epoch != cluster.epoch() || self.cached_entries > 1 << 22 {
+            self.forget_evaluations();
             self.evals_epoch = cluster.epoch();
+        }
+        let shape = EvalShape {
+            gpu: job.gpu,
+            cpu_milli: job.cpu_milli,
+            mem_mib: job.mem_mib,
+            vram_mib: job.vram_mib,
+        };
+        let next_id = self.shape_ids.len() as u32;
+        let shape_id = *self.shape_ids.entry(shape).or_insert(next_id) as usize;
+        if shape_id == self.evals.len() {
+            self.evals.push(Vec::new());
         }
         let mut candidates = Vec::new();
         for h in cluster.headers() {
@@ -259,18 +287,19 @@ impl Placer {
                 continue;
             }
             let class = cluster.class(h.class);
-            let key = EvalKey {
-                class: h.class,
-                gpu: job.gpu,
-                cpu_milli: job.cpu_milli,
-                mem_mib: job.mem_mib,
-                vram_mib: job.vram_mib,
-            };
-            let best = match self.evals.get(&key) {
-                Some(cached) => *cached,
-                None => {
+            let slot = h.class as usize;
+            if self.evals[shape_id].len() <= slot {
+                let grow = slot + 1 - self.evals[shape_id].len();
+                self.cached_entries += grow;
+                self.evals[shape_id].resize(slot + 1, Cached::Unknown);
+            }
+            let best = match self.evals[shape_id][slot] {
+                Cached::Best(p, q, pick) => Some((p, q, pick)),
+                Cached::NoFit => None,
+                Cached::Unknown => {
                     let best = self.evaluate(fleet, class, job);
-                    self.evals.insert(key, best);
+                    self.evals[shape_id][slot] =
+                        best.map_or(Cached::NoFit, |(p, q, k)| Cached::Best(p, q, k));
                     best
                 }
             };

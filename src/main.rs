@@ -51,6 +51,34 @@ enum BenchCmd {
 
 #[derive(Subcommand)]
 enum ReplayCmd {
+    /// Microsoft Philly 2017, job level: each virtual cluster its own cluster of 8-GPU nodes.
+    Philly {
+        /// Job CSV (timestamp,duration,num_gpus[,gpu_time],cluster).
+        #[arg(long, default_value = "../shared/traces/philly/philly.csv")]
+        trace: PathBuf,
+        /// VC sizes CSV (vc,node num).
+        #[arg(long, default_value = "../shared/traces/philly/philly_vc.csv")]
+        vcs: PathBuf,
+        /// First submission day included (UTC).
+        #[arg(long, default_value = "2017-10-01")]
+        from: String,
+        /// First submission day excluded (UTC).
+        #[arg(long, default_value = "2017-11-30")]
+        to: String,
+        /// fifo, sjf, srtf, gantry, a comma list, or `all`.
+        #[arg(long, default_value = "all")]
+        policy: String,
+        /// Seconds a preempted job needs to restore from its checkpoint.
+        #[arg(long, default_value_t = 60.0)]
+        ckpt_overhead: f64,
+        /// Multiply every VC's node count (e.g. 0.5 replays the jobs on half the nodes).
+        #[arg(long, default_value_t = 1.0)]
+        vc_scale: f64,
+        #[arg(long, value_enum, default_value_t = Output::Table)]
+        output: Output,
+        #[arg(long)]
+        threads: Option<usize>,
+    },
     /// Alibaba openb 2023 (FGD paper) with the published workload-inflation protocol.
     Openb {
         /// Node list CSV (sn,cpu_milli,memory_mib,gpu,model).
@@ -184,6 +212,124 @@ fn run(cli: Cli) -> Result<(), String> {
                         r.baseline_policy,
                         r.peak_rss_mib
                             .map_or("n/a".to_string(), |m| format!("{m:.0} MiB"))
+                    );
+                }
+            }
+            Ok(())
+        }
+        Some(Command::Replay(ReplayCmd::Philly {
+            trace,
+            vcs,
+            from,
+            to,
+            policy,
+            ckpt_overhead,
+            vc_scale,
+            output,
+            threads,
+        })) => {
+            use gantry::trace::philly;
+            let day = |flag: &str, text: &str| {
+                philly::parse_time(text)
+                    .ok_or_else(|| format!("{flag} `{text}`: expected a date like 2017-10-01"))
+            };
+            let (from_t, to_t) = (day("--from", &from)?, day("--to", &to)?);
+            if to_t <= from_t {
+                return Err(format!("--to {to} must be after --from {from}"));
+            }
+            if !(ckpt_overhead.is_finite() && (0.0..=86_400.0).contains(&ckpt_overhead)) {
+                return Err(format!(
+                    "--ckpt-overhead {ckpt_overhead}: expected seconds in 0..=86400"
+                ));
+            }
+            if !(vc_scale.is_finite() && vc_scale > 0.0 && vc_scale <= 100.0) {
+                return Err(format!(
+                    "--vc-scale {vc_scale}: expected a factor in (0, 100]"
+                ));
+            }
+            let policies: Vec<philly::QueuePolicy> = if policy.trim().eq_ignore_ascii_case("all") {
+                philly::QueuePolicy::ALL.to_vec()
+            } else {
+                policy
+                    .split(',')
+                    .map(str::parse)
+                    .collect::<Result<_, _>>()?
+            };
+            let jobs = philly::load_jobs(&trace).map_err(|e| e.to_string())?;
+            let vcs = philly::load_vcs(&vcs).map_err(|e| e.to_string())?;
+            let replay =
+                philly::PhillyReplay::new(jobs, vcs, from_t, to_t, ckpt_overhead, vc_scale);
+            let threads = threads
+                .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+            let started = std::time::Instant::now();
+            let results = replay.run(&policies, threads);
+            let elapsed = started.elapsed().as_secs_f64();
+            match output {
+                Output::Json => println!(
+                    "{}",
+                    serde_json::to_string_pretty(&results).map_err(|e| e.to_string())?
+                ),
+                Output::Table => {
+                    let s = &replay.skipped;
+                    println!(
+                        "philly replay {from} .. {to}, VC scale {vc_scale}: {} jobs on {} VCs ({} GPUs); skipped {} outside the window, {} in VCs without a size, {} larger than their VC",
+                        replay.jobs(),
+                        replay.vcs.len(),
+                        replay.vcs.iter().map(|v| v.1 * 8).sum::<u32>(),
+                        s.outside_window,
+                        s.unknown_vc,
+                        s.larger_than_vc
+                    );
+                    println!(
+                        "{:<8} {:>12} {:>12} {:>12} {:>8} {:>12} {:>11}",
+                        "policy",
+                        "avg JCT s",
+                        "avg queue s",
+                        "p99 queue s",
+                        "GPU util",
+                        "makespan s",
+                        "preemptions"
+                    );
+                    for r in &results {
+                        println!(
+                            "{:<8} {:>12.0} {:>12.0} {:>12.0} {:>7.1}% {:>12.0} {:>11}",
+                            r.policy,
+                            r.avg_jct_s,
+                            r.avg_queue_s,
+                            r.p99_queue_s,
+                            r.gpu_util_pct,
+                            r.makespan_s,
+                            r.preemptions
+                        );
+                    }
+                    if let Some(r) = results.first() {
+                        println!(
+                            "lower bound (mean duration, zero queueing): avg JCT {:.0} s",
+                            r.lower_bound_jct_s
+                        );
+                    }
+                    println!("\nper VC (avg JCT s / avg queue s):");
+                    for (v, (name, nodes)) in replay.vcs.iter().enumerate() {
+                        let cells: Vec<String> = results
+                            .iter()
+                            .map(|r| {
+                                format!(
+                                    "{} {:.0}/{:.0}",
+                                    r.policy, r.vcs[v].avg_jct_s, r.vcs[v].avg_queue_s
+                                )
+                            })
+                            .collect();
+                        println!(
+                            "  {name} ({nodes} nodes, {} jobs): {}",
+                            results.first().map_or(0, |r| r.vcs[v].jobs),
+                            cells.join("  ")
+                        );
+                    }
+                    println!(
+                        "\n{} policies in {:.1} s on {} thread(s)",
+                        policies.len(),
+                        elapsed,
+                        threads
                     );
                 }
             }

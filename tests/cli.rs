@@ -168,3 +168,72 @@ fn bench_sched_json_has_the_promised_fields() {
     assert_eq!(v["nodes"], 600);
     assert_eq!(v["gpus"], 4800);
 }
+
+#[test]
+fn philly_replay_reports_every_policy_and_what_it_skipped() {
+    let args = [
+        "replay",
+        "philly",
+        "--trace",
+        "tests/data/philly_small.csv",
+        "--vcs",
+        "tests/data/philly_small_vc.csv",
+    ];
+    let (code, out, err) = gantry(&[&args[..], &["--output", "json"]].concat());
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("valid JSON");
+    let rows = v.as_array().expect("one object per policy");
+    assert_eq!(rows.len(), 4);
+    let get = |p: &str, f: &str| {
+        rows.iter()
+            .find(|r| r["policy"] == p)
+            .and_then(|r| r[f].as_f64())
+            .unwrap()
+    };
+    for p in ["fifo", "sjf", "srtf", "gantry"] {
+        for f in [
+            "avg_jct_s",
+            "avg_queue_s",
+            "p99_queue_s",
+            "lower_bound_jct_s",
+        ] {
+            assert!(get(p, f) >= 0.0, "{p}.{f}");
+        }
+        assert!(get(p, "avg_jct_s") >= get(p, "lower_bound_jct_s") - 1e-6);
+    }
+    // The short job behind the 10-hour job on vcA waits for it under FIFO, not under gantry.
+    assert!(get("gantry", "avg_queue_s") < get("fifo", "avg_queue_s") / 2.0);
+    let (code, out, err) = gantry(&args);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("5 jobs on 2 VCs (24 GPUs); skipped 1 outside the window, 1 in VCs without a size, 1 larger than their VC"), "{out}");
+}
+
+#[test]
+fn bad_philly_rows_name_the_field() {
+    let (code, _, err) = gantry(&[
+        "replay",
+        "philly",
+        "--trace",
+        "tests/data/bad_philly.csv",
+        "--vcs",
+        "tests/data/philly_small_vc.csv",
+    ]);
+    assert_eq!(code, 2);
+    assert_eq!(
+        err.trim(),
+        "error: tests/data/bad_philly.csv:2:21: field `duration`: `abc` is not a number of seconds in 0..=1e9"
+    );
+    let (code, _, err) = gantry(&[
+        "replay",
+        "philly",
+        "--from",
+        "2017-12-01",
+        "--to",
+        "2017-10-01",
+    ]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("--to 2017-10-01 must be after --from 2017-12-01"),
+        "{err}"
+    );
+}

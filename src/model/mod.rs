@@ -9,6 +9,7 @@ mod fleet;
 mod job;
 mod mig;
 mod placement;
+mod team;
 
 pub use fleet::{
     CapacityType, Fleet, FleetBuilder, FleetError, Gpu, GpuModel, Health, LeafId, ModelId, Node,
@@ -17,3 +18,6 @@ pub use fleet::{
 pub use job::{GpuRequest, JobRequest, ModelChoice, RequestError};
 pub use mig::{MigGeometry, MigProfile, MigState};
 pub use placement::{AllocError, DomainLevel, GpuGrant, GpuShare, NodeGrant, Placement};
+pub use team::{
+    decay, default_classes, validate as validate_teams, PriorityClass, Quota, Team, TeamError,
+};

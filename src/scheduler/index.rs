@@ -20,7 +20,7 @@ pub struct NodeState {
     pub gpus: Box<[Gpu]>,
 }
 
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct Class {
     pub state: NodeState,
     pub summary: Summary,
@@ -88,6 +88,23 @@ static NEXT_EPOCH: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::
 
 fn new_epoch() -> u64 {
     NEXT_EPOCH.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
+
+impl Clone for Cluster {
+    /// A copy gets its own epoch: its class ids will diverge from the original's, so caches
+    /// keyed by class id must not carry over.
+    fn clone(&self) -> Self {
+        Cluster {
+            fleet: self.fleet.clone(),
+            classes: self.classes.clone(),
+            live_headers: self.live_headers.clone(),
+            slot: self.slot.clone(),
+            by_state: self.by_state.clone(),
+            node_class: self.node_class.clone(),
+            live: self.live,
+            epoch: new_epoch(),
+        }
+    }
 }
 
 fn state_of(fleet: &Fleet, id: usize) -> NodeState {

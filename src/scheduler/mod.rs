@@ -3,11 +3,13 @@
 //! a decision as plain data. That is what makes it property-testable, replayable on traces at
 //! full speed and benchmarkable in isolation.
 
+pub mod cycle;
 pub mod frag;
 mod hash;
 mod index;
 mod place;
 mod policy;
+pub mod reclaim;
 pub mod rng;
 
 pub use index::{Class, Cluster, Header, NodeState, Summary};

@@ -1,0 +1,586 @@
+//! One scheduling cycle over one snapshot: rank the queue, admit within quota, place, preempt
+//! when allowed, reserve for the blocked head (EASY backfill), and explain every pending job.
+//!
+//! Pure: the daemon hands in the state and `now`, applies the decisions that come out and
+//! journals them. Within a cycle the decisions are applied to a working copy of the cluster so
+//! that later jobs see the capacity earlier ones took.
+
+use super::index::Cluster;
+use super::place::{Placer, Unplaceable};
+use crate::model::{
+    validate_teams, GpuRequest, Health, JobRequest, ModelChoice, NodeId, Placement, PriorityClass,
+    Team, TeamError, MILLI_PER_GPU,
+};
+use serde::Serialize;
+use std::collections::{HashMap, HashSet};
+
+pub type JobId = u64;
+
+#[derive(Clone, Debug)]
+pub struct PendingJob {
+    pub id: JobId,
+    pub team: usize,
+    pub class: usize,
+    /// Seconds on the daemon's clock.
+    pub submitted: f64,
+    pub request: JobRequest,
+    pub held: bool,
+    pub time_limit_s: Option<f64>,
+}
+
+#[derive(Clone, Debug)]
+pub struct RunningJob {
+    pub id: JobId,
+    pub team: usize,
+    pub class: usize,
+    pub started: f64,
+    pub placement: Placement,
+    pub preemptible: bool,
+    /// When the job last reported a checkpoint.
+    pub last_checkpoint: Option<f64>,
+    pub time_limit_s: Option<f64>,
+    /// Started on capacity borrowed from the cohort: reclaimed first.
+    pub borrowed: bool,
+    /// What to send on preemption (e.g. "SIGTERM") and how long to wait before SIGKILL.
+    pub signal: String,
+    pub grace_s: f64,
+}
+
+#[derive(Clone, Debug)]
+pub struct CycleConfig {
+    /// A job that has run less than this is not preempted (against churn).
+    pub min_runtime_s: f64,
+    /// A job that waited longer than this goes first in its class and gets the reservation.
+    pub aging_limit_s: f64,
+    /// Victims considered per preemption attempt.
+    pub max_victims: usize,
+}
+
+impl Default for CycleConfig {
+    fn default() -> Self {
+        CycleConfig {
+            min_runtime_s: 300.0,
+            aging_limit_s: 4.0 * 3600.0,
+            max_victims: 64,
+        }
+    }
+}
+
+pub struct CycleInput<'a> {
+    pub now: f64,
+    pub cluster: &'a Cluster,
+    pub teams: &'a [Team],
+    pub classes: &'a [PriorityClass],
+    /// Decayed GPU-seconds per team (fair share), same order as `teams`.
+    pub usage: &'a [f64],
+    pub pending: &'a [PendingJob],
+    pub running: &'a [RunningJob],
+    pub config: &'a CycleConfig,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum Decision {
+    Start {
+        job: JobId,
+        placement: Placement,
+        borrowed: bool,
+    },
+    /// Stop `victim` for `for_job`: send `signal`, wait `grace_s`, then kill; the victim goes
+    /// back to the queue and resumes from its last checkpoint.
+    Preempt {
+        victim: JobId,
+        for_job: JobId,
+        signal: String,
+        grace_s: f64,
+        requeue_from_checkpoint: bool,
+        work_lost_s: f64,
+    },
+    /// The blocked head of the queue: it starts on `nodes` at `start_at` at the latest.
+    Reserve {
+        job: JobId,
+        start_at: f64,
+        nodes: Vec<NodeId>,
+    },
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum PendingReason {
+    Held,
+    /// Over the team's guarantee and the cohort cannot lend enough (milli-GPU).
+    Quota {
+        wants: u64,
+        used: u64,
+        guaranteed: u64,
+        borrow_limit: u64,
+        cohort_idle: u64,
+    },
+    NoCapacity {
+        why: Unplaceable,
+        reservation: Option<(JobId, f64)>,
+    },
+    /// Victims were told to stop; the job starts once they have.
+    AwaitingPreemption {
+        victims: Vec<JobId>,
+    },
+    Reserved {
+        start_at: f64,
+    },
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Explanation {
+    pub job: JobId,
+    /// 1-based rank among runnable (not held) pending jobs; 0 when held.
+    pub position: usize,
+    pub class: String,
+    pub class_position: usize,
+    pub class_size: usize,
+    pub team: String,
+    /// The team's GPUs in use and its guarantee, in milli-GPU, after this cycle's decisions.
+    pub team_used: u64,
+    pub team_guaranteed: Option<u64>,
+    pub reason: PendingReason,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct CycleOutput {
+    pub decisions: Vec<Decision>,
+    pub explanations: Vec<Explanation>,
+}
+
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum CycleError {
+    #[error(transparent)]
+    Teams(#[from] TeamError),
+    #[error("job {job}: unknown team #{team} ({teams} teams are defined)")]
+    UnknownTeam {
+        job: JobId,
+        team: usize,
+        teams: usize,
+    },
+    #[error("job {job}: unknown priority class #{class} ({classes} classes are defined)")]
+    UnknownClass {
+        job: JobId,
+        class: usize,
+        classes: usize,
+    },
+    #[error("usage has {got} entries for {teams} teams")]
+    UsageLength { got: usize, teams: usize },
+}
+
+/// What a failure depends on: identical requests fail identically while capacity only shrinks.
+#[derive(Clone, PartialEq, Eq, Hash)]
+struct RequestKey {
+    nodes: u16,
+    gpu: GpuRequest,
+    cpu: u32,
+    mem: u64,
+    vram: u32,
+    models: ModelChoice,
+    spot: bool,
+    price: Option<u64>,
+}
+
+impl RequestKey {
+    fn of(r: &JobRequest) -> RequestKey {
+        RequestKey {
+            nodes: r.nodes,
+            gpu: r.gpu,
+            cpu: r.cpu_milli,
+            mem: r.mem_mib,
+            vram: r.vram_mib,
+            models: r.models.clone(),
+            spot: r.spot_ok,
+            price: r.max_price_per_hour.map(f64::to_bits),
+        }
+    }
+}
+
+fn check(input: &CycleInput) -> Result<(), CycleError> {
+    validate_teams(input.teams, input.classes)?;
+    if input.usage.len() != input.teams.len() {
+        return Err(CycleError::UsageLength {
+            got: input.usage.len(),
+            teams: input.teams.len(),
+        });
+    }
+    let (t, c) = (input.teams.len(), input.classes.len());
+    let jobs = input.pending.iter().map(|j| (j.id, j.team, j.class));
+    for (id, team, class) in jobs.chain(input.running.iter().map(|j| (j.id, j.team, j.class))) {
+        if team >= t {
+            return Err(CycleError::UnknownTeam {
+                job: id,
+                team,
+                teams: t,
+            });
+        }
+        if class >= c {
+            return Err(CycleError::UnknownClass {
+                job: id,
+                class,
+                classes: c,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Quota bookkeeping for one cycle, in milli-GPU.
+struct Quotas<'a> {
+    teams: &'a [Team],
+    used: Vec<u64>,
+}
+
+impl Quotas<'_> {
+    fn guarantee(&self, t: usize) -> Option<u64> {
+        self.teams[t]
+            .quota
+            .as_ref()
+            .map(|q| u64::from(q.guaranteed) * u64::from(MILLI_PER_GPU))
+    }
+    /// Idle guarantee the cohort can still lend, net of what its members already borrow.
+    fn cohort_idle(&self, t: usize) -> u64 {
+        let Some(cohort) = &self.teams[t].cohort else {
+            return 0;
+        };
+        let (mut lendable, mut borrowed) = (0u64, 0u64);
+        for (i, team) in self.teams.iter().enumerate() {
+            let (Some(q), Some(c)) = (&team.quota, &team.cohort) else {
+                continue;
+            };
+            if c != cohort {
+                continue;
+            }
+            let g = u64::from(q.guaranteed) * 1000;
+            let lend = u64::from(q.lend_limit.unwrap_or(q.guaranteed).min(q.guaranteed)) * 1000;
+            if i != t {
+                lendable += lend.min(g.saturating_sub(self.used[i]));
+            }
+            borrowed += self.used[i].saturating_sub(g);
+        }
+        lendable.saturating_sub(
+            borrowed.saturating_sub(self.used[t].saturating_sub(self.guarantee(t).unwrap_or(0))),
+        )
+    }
+    /// `Ok(borrowed?)` when the team may take `wants` more milli-GPU.
+    fn admit(&self, t: usize, wants: u64) -> Result<bool, PendingReason> {
+        let Some(q) = &self.teams[t].quota else {
+            return Ok(false);
+        };
+        let g = u64::from(q.guaranteed) * 1000;
+        let used = self.used[t];
+        if used + wants <= g {
+            return Ok(false);
+        }
+        let over_after = used + wants - g;
+        let new_borrow = over_after - used.saturating_sub(g);
+        let idle = self.cohort_idle(t);
+        if over_after <= u64::from(q.borrow_limit) * 1000 && new_borrow <= idle {
+            return Ok(true);
+        }
+        Err(PendingReason::Quota {
+            wants,
+            used,
+            guaranteed: g,
+            borrow_limit: u64::from(q.borrow_limit) * 1000,
+            cohort_idle: idle,
+        })
+    }
+}
+
+/// Runs one cycle. On invalid input nothing is decided and the error says what was wrong.
+pub fn run_cycle(placer: &mut Placer, input: &CycleInput) -> Result<CycleOutput, CycleError> {
+    check(input)?;
+    let now = input.now;
+    let mut work = input.cluster.clone();
+    let mut quotas = Quotas {
+        teams: input.teams,
+        used: vec![0; input.teams.len()],
+    };
+    for r in input.running {
+        quotas.used[r.team] += r.placement.nodes.iter().map(grant_milli).sum::<u64>();
+    }
+    let value = |c: usize| input.classes[c].value;
+    let share = |t: usize| input.usage[t] / input.teams[t].weight;
+    let aged = |j: &PendingJob| now - j.submitted > input.config.aging_limit_s;
+    let mut order: Vec<&PendingJob> = input.pending.iter().filter(|j| !j.held).collect();
+    order.sort_by(|a, b| {
+        value(b.class)
+            .cmp(&value(a.class))
+            .then(aged(b).cmp(&aged(a)))
+            .then(share(a.team).total_cmp(&share(b.team)))
+            .then(a.submitted.total_cmp(&b.submitted))
+            .then(a.id.cmp(&b.id))
+    });
+    let mut class_size: HashMap<usize, usize> = HashMap::new();
+    for j in &order {
+        *class_size.entry(j.class).or_default() += 1;
+    }
+    let mut out = CycleOutput::default();
+    let mut failed: HashMap<RequestKey, Unplaceable> = HashMap::new();
+    let mut preempted: HashSet<JobId> = HashSet::new();
+    let mut ends: Vec<(f64, Placement)> = input
+        .running
+        .iter()
+        .filter_map(|r| r.time_limit_s.map(|l| (r.started + l, r.placement.clone())))
+        .collect();
+    let mut reservation: Option<(JobId, f64, Vec<NodeId>)> = None;
+    let mut reasons: HashMap<JobId, PendingReason> = HashMap::new();
+    let mut class_seen: HashMap<usize, usize> = HashMap::new();
+    let mut positions: HashMap<JobId, (usize, usize)> = HashMap::new();
+    for (rank, job) in order.iter().enumerate() {
+        let cpos = class_seen.entry(job.class).or_default();
+        *cpos += 1;
+        positions.insert(job.id, (rank + 1, *cpos));
+        let wants = job.request.total_gpu_milli();
+        let borrowed = match quotas.admit(job.team, wants) {
+            Ok(b) => b,
+            Err(reason) => {
+                reasons.insert(job.id, reason);
+                continue;
+            }
+        };
+        // A job that ends before the reservation may use the reserved nodes (backfill).
+        let backfill = match (&reservation, job.time_limit_s) {
+            (Some((_, at, _)), Some(limit)) => now + limit <= *at,
+            _ => false,
+        };
+        let key = RequestKey::of(&job.request);
+        let attempt = if let (Some(why), false) = (failed.get(&key), backfill) {
+            Err(why.clone())
+        } else {
+            if backfill {
+                set_nodes(
+                    &mut work,
+                    reservation.as_ref().map_or(&[][..], |r| &r.2),
+                    Health::Healthy,
+                );
+            }
+            let r = placer.place(&work, &job.request, job.id);
+            if backfill {
+                set_nodes(
+                    &mut work,
+                    reservation.as_ref().map_or(&[][..], |r| &r.2),
+                    Health::Cordoned,
+                );
+            }
+            r
+        };
+        match attempt {
+            Ok(p) => {
+                work.allocate(&p).expect("placed within free capacity");
+                quotas.used[job.team] += wants;
+                if let Some(l) = job.time_limit_s {
+                    ends.push((now + l, p.clone()));
+                }
+                out.decisions.push(Decision::Start {
+                    job: job.id,
+                    placement: p,
+                    borrowed,
+                });
+            }
+            Err(why) => {
+                if !backfill {
+                    failed.insert(key, why.clone());
+                }
+                if matches!(
+                    why,
+                    Unplaceable::Invalid { .. } | Unplaceable::NeverFits { .. }
+                ) {
+                    reasons.insert(
+                        job.id,
+                        PendingReason::NoCapacity {
+                            why,
+                            reservation: None,
+                        },
+                    );
+                    continue;
+                }
+                let within_guarantee = !borrowed;
+                if let Some((victims, p)) =
+                    preempt_for(placer, &mut work, input, job, within_guarantee, &preempted)
+                {
+                    for v in &victims {
+                        let r = input
+                            .running
+                            .iter()
+                            .find(|r| r.id == *v)
+                            .expect("victim is running");
+                        preempted.insert(*v);
+                        quotas.used[r.team] = quotas.used[r.team]
+                            .saturating_sub(r.placement.nodes.iter().map(grant_milli).sum());
+                        out.decisions.push(Decision::Preempt {
+                            victim: *v,
+                            for_job: job.id,
+                            signal: r.signal.clone(),
+                            grace_s: r.grace_s,
+                            requeue_from_checkpoint: true,
+                            work_lost_s: now - r.last_checkpoint.unwrap_or(r.started),
+                        });
+                    }
+                    quotas.used[job.team] += wants;
+                    work.allocate(&p).expect("victims freed the room");
+                    failed.clear();
+                    reasons.insert(job.id, PendingReason::AwaitingPreemption { victims });
+                    continue;
+                }
+                if reservation.is_none() {
+                    if let Some((at, p)) = earliest_start(placer, &work, &ends, job) {
+                        let nodes: Vec<NodeId> = p.nodes.iter().map(|g| g.node).collect();
+                        set_nodes(&mut work, &nodes, Health::Cordoned);
+                        out.decisions.push(Decision::Reserve {
+                            job: job.id,
+                            start_at: at,
+                            nodes: nodes.clone(),
+                        });
+                        reservation = Some((job.id, at, nodes));
+                        reasons.insert(job.id, PendingReason::Reserved { start_at: at });
+                        continue;
+                    }
+                }
+                let res = reservation.as_ref().map(|(j, at, _)| (*j, *at));
+                reasons.insert(
+                    job.id,
+                    PendingReason::NoCapacity {
+                        why,
+                        reservation: res,
+                    },
+                );
+            }
+        }
+    }
+    for job in input.pending {
+        let (position, class_position) = positions.get(&job.id).copied().unwrap_or((0, 0));
+        let reason = if job.held {
+            PendingReason::Held
+        } else {
+            match reasons.remove(&job.id) {
+                Some(r) => r,
+                None => continue, // started this cycle
+            }
+        };
+        out.explanations.push(Explanation {
+            job: job.id,
+            position,
+            class: input.classes[job.class].name.clone(),
+            class_position,
+            class_size: class_size.get(&job.class).copied().unwrap_or(0),
+            team: input.teams[job.team].name.clone(),
+            team_used: quotas.used[job.team],
+            team_guaranteed: quotas.guarantee(job.team),
+            reason,
+        });
+    }
+    Ok(out)
+}
+
+fn grant_milli(g: &crate::model::NodeGrant) -> u64 {
+    g.gpus
+        .iter()
+        .map(|x| match x.share {
+            crate::model::GpuShare::Whole => u64::from(MILLI_PER_GPU),
+            crate::model::GpuShare::Milli(m) => u64::from(m),
+            crate::model::GpuShare::Mig { profile, .. } => u64::from(profile.compute) * 1000 / 7,
+        })
+        .sum()
+}
+
+fn set_nodes(work: &mut Cluster, nodes: &[NodeId], health: Health) {
+    for &n in nodes {
+        work.set_health(n, health);
+    }
+}
+
+/// Victims for `job`, cheapest first, inside the nodes the job will land on; `None` when no
+/// allowed set makes it fit (then nothing is touched).
+fn preempt_for(
+    placer: &mut Placer,
+    work: &mut Cluster,
+    input: &CycleInput,
+    job: &PendingJob,
+    within_guarantee: bool,
+    already: &HashSet<JobId>,
+) -> Option<(Vec<JobId>, Placement)> {
+    let value = |c: usize| input.classes[c].value;
+    let mut candidates: Vec<&RunningJob> = input
+        .running
+        .iter()
+        .filter(|r| {
+            r.preemptible
+                && !already.contains(&r.id)
+                && input.now - r.started >= input.config.min_runtime_s
+                // A higher class may displace lower ones — but a job that would itself run on
+                // borrowed capacity never takes a guarantee away, only other borrowed work.
+                && ((value(r.class) < value(job.class) && (within_guarantee || r.borrowed))
+                    || (within_guarantee && r.borrowed && r.team != job.team))
+        })
+        .collect();
+    if candidates.is_empty() {
+        return None;
+    }
+    let lost = |r: &RunningJob| input.now - r.last_checkpoint.unwrap_or(r.started);
+    let gpus = |r: &RunningJob| r.placement.nodes.iter().map(grant_milli).sum::<u64>();
+    candidates.sort_by(|a, b| {
+        value(a.class)
+            .cmp(&value(b.class))
+            .then(b.borrowed.cmp(&a.borrowed))
+            .then(lost(a).total_cmp(&lost(b)))
+            .then(gpus(a).cmp(&gpus(b)))
+            .then(a.id.cmp(&b.id))
+    });
+    candidates.truncate(input.config.max_victims);
+    let mut released = Vec::new();
+    let mut found = None;
+    for r in candidates {
+        if work.release(&r.placement).is_err() {
+            continue;
+        }
+        released.push(r);
+        if let Ok(p) = placer.place(work, &job.request, job.id) {
+            found = Some(p);
+            break;
+        }
+    }
+    let Some(p) = found else {
+        for r in released.iter().rev() {
+            work.allocate(&r.placement)
+                .expect("restore what was released");
+        }
+        return None;
+    };
+    // Keep only victims on the job's nodes: the others go back untouched.
+    let on: HashSet<NodeId> = p.nodes.iter().map(|g| g.node).collect();
+    let mut victims = Vec::new();
+    for r in released {
+        if r.placement.nodes.iter().any(|g| on.contains(&g.node)) {
+            victims.push(r.id);
+        } else {
+            work.allocate(&r.placement)
+                .expect("restore an unneeded victim");
+        }
+    }
+    Some((victims, p))
+}
+
+/// When the job could start at the latest, from running jobs' time limits, and where.
+fn earliest_start(
+    placer: &mut Placer,
+    work: &Cluster,
+    ends: &[(f64, Placement)],
+    job: &PendingJob,
+) -> Option<(f64, Placement)> {
+    let mut ends: Vec<&(f64, Placement)> = ends.iter().collect();
+    ends.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let mut scratch = work.clone();
+    for (at, p) in ends {
+        if scratch.release(p).is_err() {
+            continue;
+        }
+        if let Ok(placement) = placer.place(&scratch, &job.request, job.id) {
+            return Some((*at, placement));
+        }
+    }
+    None
+}

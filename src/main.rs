@@ -205,6 +205,11 @@ fn run(cli: Cli) -> Result<(), String> {
                             run.policy, run.gang512_placed, run.gang512_timed
                         );
                     }
+                    let c = &r.cycle;
+                    println!(
+                        "full cycle: {} pending, {} running, {} teams in cohorts, fair share: {:.0} ms ({} starts, {} preemptions, {} reservation, {} explanations)",
+                        c.pending, c.running, c.teams, c.cycle_ms, c.starts, c.preemptions, c.reservations, c.explanations
+                    );
                     println!(
                         "{} places at {:.2}× the {} baseline's rate; peak RSS {}",
                         r.policy,

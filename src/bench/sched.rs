@@ -43,6 +43,19 @@ pub struct PolicyRun {
     pub node_classes_at_end: usize,
 }
 
+/// One full scheduling cycle at scale.
+#[derive(Clone, Debug, Serialize)]
+pub struct CycleRun {
+    pub pending: usize,
+    pub running: usize,
+    pub teams: usize,
+    pub cycle_ms: f64,
+    pub starts: usize,
+    pub preemptions: usize,
+    pub reservations: usize,
+    pub explanations: usize,
+}
+
 #[derive(Clone, Debug, Serialize)]
 pub struct SchedBenchReport {
     pub nodes: usize,
@@ -57,6 +70,9 @@ pub struct SchedBenchReport {
     pub p50_us: f64,
     pub p99_us: f64,
     pub gang512_p99_ms: f64,
+    /// A full cycle (quotas, fair share, preemption, backfill, explanations for every job).
+    pub cycle_ms: f64,
+    pub cycle: CycleRun,
     pub peak_rss_mib: Option<f64>,
     pub runs: Vec<PolicyRun>,
 }
@@ -264,11 +280,106 @@ fn run_policy(
     }
 }
 
+/// One cycle over `pending` jobs on a fleet about half full of running work: 20 teams in 4
+/// cohorts with guarantees and borrowing, 3 priority classes, fair-share usage, time limits.
+pub fn run_cycle_bench(fleet: &Fleet, pending: &[JobRequest], policy: Policy, seed: u64) -> CycleRun {
+    use crate::model::{default_classes, Quota, Team};
+    use crate::scheduler::cycle::{run_cycle, CycleConfig, CycleInput, Decision, PendingJob, RunningJob};
+    let mut rng = Rng::new(seed ^ 0xC1C1E);
+    let gpus = fleet.gpu_count() as u32;
+    let teams: Vec<Team> = (0..20)
+        .map(|i| Team {
+            name: format!("team-{i:02}"),
+            weight: 1.0 + (i % 3) as f64,
+            quota: Some(Quota { guaranteed: gpus / 25, borrow_limit: gpus / 100, lend_limit: None, per_model: Vec::new() }),
+            cohort: Some(format!("cohort-{}", i % 4)),
+        })
+        .collect();
+    let classes = default_classes();
+    let usage: Vec<f64> = (0..teams.len()).map(|_| rng.unit() * 1e6).collect();
+    let mut cluster = Cluster::new(fleet.clone());
+    let mut placer = Placer::new(policy);
+    let mut running = Vec::new();
+    let capacity = fleet.gpu_milli_capacity();
+    let mut allocated = 0u64;
+    // Running load: a separate seeded set, placed until half the GPUs are busy.
+    let load = pending_set(fleet, pending.len().max(1000), seed ^ 0x10AD);
+    for (i, job) in load.iter().enumerate() {
+        if allocated >= capacity / 2 {
+            break;
+        }
+        if job.nodes > 1 {
+            continue;
+        }
+        if let Ok(p) = placer.place(&cluster, job, i as u64) {
+            cluster.allocate(&p).expect("placement within free capacity");
+            allocated += job.total_gpu_milli();
+            running.push(RunningJob {
+                id: 1_000_000_000 + i as u64,
+                team: rng.below(teams.len() as u64) as usize,
+                class: 1 + rng.below(2) as usize,
+                started: 0.0,
+                placement: p,
+                preemptible: rng.below(4) != 0,
+                last_checkpoint: Some(rng.unit() * 3600.0),
+                time_limit_s: Some(3600.0 + rng.unit() * 86_400.0),
+                borrowed: false,
+                signal: "SIGTERM".to_string(),
+                grace_s: 30.0,
+            });
+        }
+    }
+    let rest: Vec<PendingJob> = pending
+        .iter()
+        .enumerate()
+        .map(|(i, job)| PendingJob {
+            id: i as u64,
+            team: rng.below(teams.len() as u64) as usize,
+            class: match rng.below(10) {
+                0 => 0,
+                1..=3 => 1,
+                _ => 2,
+            },
+            submitted: rng.unit() * 3600.0,
+            request: job.clone(),
+            held: rng.below(100) == 0,
+            time_limit_s: Some(600.0 + rng.unit() * 86_400.0),
+        })
+        .collect();
+    let config = CycleConfig::default();
+    let input = CycleInput {
+        now: 4000.0,
+        cluster: &cluster,
+        teams: &teams,
+        classes: &classes,
+        usage: &usage,
+        pending: &rest,
+        running: &running,
+        config: &config,
+    };
+    let mut fresh = Placer::new(policy);
+    let t = Instant::now();
+    let out = run_cycle(&mut fresh, &input).expect("valid benchmark input");
+    let cycle_ms = t.elapsed().as_secs_f64() * 1e3;
+    let count = |f: &dyn Fn(&Decision) -> bool| out.decisions.iter().filter(|d| f(d)).count();
+    CycleRun {
+        pending: rest.len(),
+        running: running.len(),
+        teams: teams.len(),
+        cycle_ms,
+        starts: count(&|d| matches!(d, Decision::Start { .. })),
+        preemptions: count(&|d| matches!(d, Decision::Preempt { .. })),
+        reservations: count(&|d| matches!(d, Decision::Reserve { .. })),
+        explanations: out.explanations.len(),
+    }
+}
+
 pub fn run(cfg: &SchedBenchConfig) -> SchedBenchReport {
     let fleet = synthetic_fleet(cfg.nodes);
     let pending = pending_set(&fleet, cfg.pending, cfg.seed);
     let main = run_policy(&fleet, &pending, cfg.policy, cfg);
     let base = run_policy(&fleet, &pending, cfg.baseline, cfg);
+    let cycle = run_cycle_bench(&fleet, &pending, cfg.policy, cfg.seed);
     SchedBenchReport {
         nodes: cfg.nodes,
         gpus: fleet.gpu_count(),
@@ -281,6 +392,8 @@ pub fn run(cfg: &SchedBenchConfig) -> SchedBenchReport {
         p50_us: main.p50_us,
         p99_us: main.p99_us,
         gang512_p99_ms: main.gang512_p99_ms,
+        cycle_ms: cycle.cycle_ms,
+        cycle,
         peak_rss_mib: peak_rss_mib(),
         runs: vec![main, base],
     }

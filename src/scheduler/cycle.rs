@@ -54,6 +54,8 @@ pub struct CycleConfig {
     pub aging_limit_s: f64,
     /// Victims considered per preemption attempt.
     pub max_victims: usize,
+    /// Preemptions decided in one cycle at most: no mass-preemption storm in a single pass.
+    pub max_preemptions: usize,
 }
 
 impl Default for CycleConfig {
@@ -62,6 +64,7 @@ impl Default for CycleConfig {
             min_runtime_s: 300.0,
             aging_limit_s: 4.0 * 3600.0,
             max_victims: 64,
+            max_preemptions: 1000,
         }
     }
 }
@@ -321,11 +324,14 @@ pub fn run_cycle(placer: &mut Placer, input: &CycleInput) -> Result<CycleOutput,
     let mut out = CycleOutput::default();
     let mut failed: HashMap<RequestKey, Unplaceable> = HashMap::new();
     let mut preempted: HashSet<JobId> = HashSet::new();
+    // Victim sets only shrink within a cycle, so a failed attempt stays failed.
+    let mut no_victims: HashSet<(RequestKey, usize, bool)> = HashSet::new();
     let mut ends: Vec<(f64, Placement)> = input
         .running
         .iter()
         .filter_map(|r| r.time_limit_s.map(|l| (r.started + l, r.placement.clone())))
         .collect();
+    let victims_by_cost = victim_order(input);
     let mut reservation: Option<(JobId, f64, Vec<NodeId>)> = None;
     let mut reasons: HashMap<JobId, PendingReason> = HashMap::new();
     let mut class_seen: HashMap<usize, usize> = HashMap::new();
@@ -399,9 +405,20 @@ pub fn run_cycle(placer: &mut Placer, input: &CycleInput) -> Result<CycleOutput,
                     continue;
                 }
                 let within_guarantee = !borrowed;
-                if let Some((victims, p)) =
-                    preempt_for(placer, &mut work, input, job, within_guarantee, &preempted)
+                let memo = (RequestKey::of(&job.request), job.class, within_guarantee);
+                let attempt = if preempted.len() >= input.config.max_preemptions
+                    || no_victims.contains(&memo)
                 {
+                    None
+                } else {
+                    let found =
+                        preempt_for(placer, &mut work, input, &victims_by_cost, job, within_guarantee, &preempted);
+                    if found.is_none() {
+                        no_victims.insert(memo);
+                    }
+                    found
+                };
+                if let Some((victims, p)) = attempt {
                     for v in &victims {
                         let r = input
                             .running
@@ -493,36 +510,18 @@ fn set_nodes(work: &mut Cluster, nodes: &[NodeId], health: Health) {
     }
 }
 
-/// Victims for `job`, cheapest first, inside the nodes the job will land on; `None` when no
-/// allowed set makes it fit (then nothing is touched).
-fn preempt_for(
-    placer: &mut Placer,
-    work: &mut Cluster,
-    input: &CycleInput,
-    job: &PendingJob,
-    within_guarantee: bool,
-    already: &HashSet<JobId>,
-) -> Option<(Vec<JobId>, Placement)> {
+/// Running preemptible jobs, cheapest victim first: lowest class, borrowed before guaranteed,
+/// least work lost since the last checkpoint, fewest GPUs. Sorted once per cycle.
+fn victim_order<'a>(input: &CycleInput<'a>) -> Vec<&'a RunningJob> {
     let value = |c: usize| input.classes[c].value;
-    let mut candidates: Vec<&RunningJob> = input
-        .running
-        .iter()
-        .filter(|r| {
-            r.preemptible
-                && !already.contains(&r.id)
-                && input.now - r.started >= input.config.min_runtime_s
-                // A higher class may displace lower ones — but a job that would itself run on
-                // borrowed capacity never takes a guarantee away, only other borrowed work.
-                && ((value(r.class) < value(job.class) && (within_guarantee || r.borrowed))
-                    || (within_guarantee && r.borrowed && r.team != job.team))
-        })
-        .collect();
-    if candidates.is_empty() {
-        return None;
-    }
     let lost = |r: &RunningJob| input.now - r.last_checkpoint.unwrap_or(r.started);
     let gpus = |r: &RunningJob| r.placement.nodes.iter().map(grant_milli).sum::<u64>();
-    candidates.sort_by(|a, b| {
+    let mut order: Vec<&RunningJob> = input
+        .running
+        .iter()
+        .filter(|r| r.preemptible && input.now - r.started >= input.config.min_runtime_s)
+        .collect();
+    order.sort_by(|a, b| {
         value(a.class)
             .cmp(&value(b.class))
             .then(b.borrowed.cmp(&a.borrowed))
@@ -530,7 +529,32 @@ fn preempt_for(
             .then(gpus(a).cmp(&gpus(b)))
             .then(a.id.cmp(&b.id))
     });
-    candidates.truncate(input.config.max_victims);
+    order
+}
+
+/// Victims for `job`, cheapest first, inside the nodes the job will land on; `None` when no
+/// allowed set makes it fit (then nothing is touched).
+fn preempt_for(
+    placer: &mut Placer,
+    work: &mut Cluster,
+    input: &CycleInput,
+    by_cost: &[&RunningJob],
+    job: &PendingJob,
+    within_guarantee: bool,
+    already: &HashSet<JobId>,
+) -> Option<(Vec<JobId>, Placement)> {
+    let value = |c: usize| input.classes[c].value;
+    let candidates = by_cost
+        .iter()
+        .copied()
+        .filter(|r| {
+            !already.contains(&r.id)
+                // A higher class may displace lower ones — but a job that would itself run on
+                // borrowed capacity never takes a guarantee away, only other borrowed work.
+                && ((value(r.class) < value(job.class) && (within_guarantee || r.borrowed))
+                    || (within_guarantee && r.borrowed && r.team != job.team))
+        })
+        .take(input.config.max_victims);
     let mut released = Vec::new();
     let mut found = None;
     for r in candidates {

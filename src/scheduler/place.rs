@@ -556,15 +556,18 @@ impl Placer {
         rng: &mut Rng,
     ) -> Option<Placement> {
         let need = usize::from(job.nodes);
-        // Every eligible node with its class's key and pick, best first.
-        let mut eligible: Vec<(u32, Key, Pick)> = cands
+        // Every eligible node with its class's key and pick.
+        let eligible: Vec<(u32, Key, Pick)> = cands
             .iter()
             .flat_map(|c| c.class.members.iter().map(move |&n| (n, c.key, c.pick)))
             .collect();
         if eligible.len() < need {
             return None;
         }
-        eligible.sort_by(|a, b| a.1.cmp(&b.1).then(a.0.cmp(&b.0)));
+        let better = |a: &usize, b: &usize| {
+            let (x, y) = (&eligible[*a], &eligible[*b]);
+            x.1.cmp(&y.1).then(x.0.cmp(&y.0))
+        };
         for level in [DomainLevel::Nvlink, DomainLevel::Leaf, DomainLevel::Zone] {
             let mut domains: HashMap<u32, Vec<usize>> = HashMap::new();
             for (i, (n, _, _)) in eligible.iter().enumerate() {
@@ -580,6 +583,14 @@ impl Placer {
                 continue;
             }
             fitting.sort_by_key(|(d, _)| *d);
+            // Each domain's best `need` members first, in order; the rest stay unsorted (a
+            // linear selection, not a sort of every eligible node).
+            for (_, members) in fitting.iter_mut() {
+                if members.len() > need {
+                    members.select_nth_unstable_by(need - 1, better);
+                }
+                members[..need].sort_by(better);
+            }
             let chosen = if self.policy == Policy::Random {
                 let (_, members) = &fitting[rng.below(fitting.len() as u64) as usize];
                 let mut m = members.clone();

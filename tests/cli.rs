@@ -162,6 +162,7 @@ fn bench_sched_json_has_the_promised_fields() {
         "gang512_p99_ms",
         "p50_us",
         "p99_us",
+        "cycle_ms",
     ] {
         assert!(v[f].as_f64().is_some_and(|x| x >= 0.0), "{f} in {v}");
     }

@@ -282,16 +282,28 @@ fn run_policy(
 
 /// One cycle over `pending` jobs on a fleet about half full of running work: 20 teams in 4
 /// cohorts with guarantees and borrowing, 3 priority classes, fair-share usage, time limits.
-pub fn run_cycle_bench(fleet: &Fleet, pending: &[JobRequest], policy: Policy, seed: u64) -> CycleRun {
+pub fn run_cycle_bench(
+    fleet: &Fleet,
+    pending: &[JobRequest],
+    policy: Policy,
+    seed: u64,
+) -> CycleRun {
     use crate::model::{default_classes, Quota, Team};
-    use crate::scheduler::cycle::{run_cycle, CycleConfig, CycleInput, Decision, PendingJob, RunningJob};
+    use crate::scheduler::cycle::{
+        run_cycle, CycleConfig, CycleInput, Decision, PendingJob, RunningJob,
+    };
     let mut rng = Rng::new(seed ^ 0xC1C1E);
     let gpus = fleet.gpu_count() as u32;
     let teams: Vec<Team> = (0..20)
         .map(|i| Team {
             name: format!("team-{i:02}"),
             weight: 1.0 + (i % 3) as f64,
-            quota: Some(Quota { guaranteed: gpus / 25, borrow_limit: gpus / 100, lend_limit: None, per_model: Vec::new() }),
+            quota: Some(Quota {
+                guaranteed: gpus / 25,
+                borrow_limit: gpus / 100,
+                lend_limit: None,
+                per_model: Vec::new(),
+            }),
             cohort: Some(format!("cohort-{}", i % 4)),
         })
         .collect();
@@ -312,7 +324,9 @@ pub fn run_cycle_bench(fleet: &Fleet, pending: &[JobRequest], policy: Policy, se
             continue;
         }
         if let Ok(p) = placer.place(&cluster, job, i as u64) {
-            cluster.allocate(&p).expect("placement within free capacity");
+            cluster
+                .allocate(&p)
+                .expect("placement within free capacity");
             allocated += job.total_gpu_milli();
             running.push(RunningJob {
                 id: 1_000_000_000 + i as u64,

@@ -411,8 +411,15 @@ pub fn run_cycle(placer: &mut Placer, input: &CycleInput) -> Result<CycleOutput,
                 {
                     None
                 } else {
-                    let found =
-                        preempt_for(placer, &mut work, input, &victims_by_cost, job, within_guarantee, &preempted);
+                    let found = preempt_for(
+                        placer,
+                        &mut work,
+                        input,
+                        &victims_by_cost,
+                        job,
+                        within_guarantee,
+                        &preempted,
+                    );
                     if found.is_none() {
                         no_victims.insert(memo);
                     }

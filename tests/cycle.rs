@@ -538,3 +538,74 @@ proptest! {
         }
     }
 }
+
+/// A 16-GPU job whose team has used a lot ranks behind an endless stream of small jobs from a
+/// thrifty team; aging must start it within the aging limit plus the longest time limit of the
+/// work it waits for.
+#[test]
+fn no_job_is_bypassed_beyond_the_aging_bound() {
+    let mut w = World::new(
+        2,
+        vec![team("heavy", None, 0, None), team("light", None, 0, None)],
+    );
+    w.usage = vec![1e9, 0.0];
+    w.config.aging_limit_s = 2.0 * 3600.0;
+    let limit = 600.0;
+    let mut big = pending(1, 0, EXPERIMENT, 8, 0.0);
+    big.request.nodes = 2;
+    big.time_limit_s = Some(limit);
+    let mut queue = vec![big];
+    let mut next = 10;
+    let mut ends: Vec<(f64, JobId)> = Vec::new();
+    let mut now = 0.0;
+    let mut big_started = None;
+    while now < 6.0 * 3600.0 && big_started.is_none() {
+        while queue.iter().filter(|j| j.team == 1).count() < 30 {
+            let mut j = pending(next, 1, EXPERIMENT, 1, now);
+            j.time_limit_s = Some(limit);
+            queue.push(j);
+            next += 1;
+        }
+        for (_, id) in ends.iter().filter(|(e, _)| *e <= now) {
+            let r = w.running.iter().position(|r| r.id == *id).unwrap();
+            let r = w.running.remove(r);
+            w.cluster.release(&r.placement).unwrap();
+        }
+        ends.retain(|(e, _)| *e > now);
+        let out = w.cycle(now, &queue).unwrap();
+        for d in out.decisions {
+            if let Decision::Start { job, placement, .. } = d {
+                if job == 1 {
+                    big_started = Some(now);
+                }
+                let i = queue.iter().position(|j| j.id == job).unwrap();
+                let j = queue.remove(i);
+                w.cluster.allocate(&placement).unwrap();
+                ends.push((now + limit, job));
+                w.running.push(RunningJob {
+                    id: job,
+                    team: j.team,
+                    class: j.class,
+                    started: now,
+                    placement,
+                    preemptible: false,
+                    last_checkpoint: None,
+                    time_limit_s: j.time_limit_s,
+                    borrowed: false,
+                    signal: "SIGTERM".into(),
+                    grace_s: 30.0,
+                });
+            }
+        }
+        now += 60.0;
+    }
+    let started = big_started.expect("the big job starts");
+    assert!(
+        started <= w.config.aging_limit_s + limit + 60.0,
+        "started at {started} s"
+    );
+    assert!(
+        started >= w.config.aging_limit_s - 60.0,
+        "fair share ranked it behind the stream until aging (started at {started} s)"
+    );
+}

@@ -191,7 +191,7 @@ impl Workload {
 }
 
 /// Arrival counts of shapes, learned online, turned into a [`Workload`] at doubling intervals
-/// (1, 2, 4, … then every 512 arrivals) so cached fragmentation values stay valid in between.
+/// (1, 2, 4, … 4096, then every 4096 arrivals) so cached fragmentation values stay valid in between.
 #[derive(Clone, Debug, Default)]
 pub struct ShapeStats {
     counts: HashMap<Shape, f64>,
@@ -208,10 +208,10 @@ impl ShapeStats {
         *self.counts.entry(shape).or_insert(0.0) += 1.0;
         self.seen += 1;
         if self.seen >= self.next_refresh {
-            self.next_refresh = if self.seen < 512 {
+            self.next_refresh = if self.seen < 4096 {
                 self.seen * 2
             } else {
-                self.seen + 512
+                self.seen + 4096
             };
             return true;
         }

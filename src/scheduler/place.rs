@@ -150,6 +150,8 @@ pub struct Placer {
     shape_ids: HashMap<EvalShape, u32, FastHash>,
     cached_entries: usize,
     evals_epoch: u64,
+    /// Per-pool terms of the current decision, kept to reuse the allocation.
+    pool_buf: Vec<Option<(u16, f64)>>,
 }
 
 /// What a class evaluation depends on besides the class and the policy's workload.
@@ -180,6 +182,7 @@ impl Placer {
             shape_ids: HashMap::default(),
             cached_entries: 0,
             evals_epoch: 0,
+            pool_buf: Vec::new(),
         }
     }
 
@@ -260,9 +263,11 @@ impl Placer {
         })?;
         let fleet = cluster.fleet();
         // Pool-level filters once per decision, not once per class.
-        let pools: Vec<Option<(u16, f64)>> = (0..fleet.pools.len())
-            .map(|i| pool_terms(fleet, crate::model::PoolId(i as u32), job))
-            .collect();
+        let mut pools = std::mem::take(&mut self.pool_buf);
+        pools.clear();
+        pools.extend(
+            (0..fleet.pools.len()).map(|i| pool_terms(fleet, crate::model::PoolId(i as u32), job)),
+        );
         if self.evals_epoch != cluster.epoch() || self.cached_entries > 1 << 22 {
             self.forget_evaluations();
             self.evals_epoch = cluster.epoch();
@@ -313,6 +318,7 @@ impl Placer {
                 candidates.push(Candidate { class, key, pick });
             }
         }
+        self.pool_buf = pools;
         let mut rng = Rng::new(seed);
         let result = if job.nodes == 1 {
             self.select_single(fleet, &candidates, job, &mut rng)

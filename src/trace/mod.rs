@@ -2,4 +2,5 @@
 
 pub mod csv;
 pub mod openb;
+pub mod parallel;
 pub mod philly;

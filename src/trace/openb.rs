@@ -420,23 +420,8 @@ pub fn replay_all(
     let work: Vec<(usize, u64)> = (0..policies.len())
         .flat_map(|p| seeds.iter().map(move |&s| (p, s)))
         .collect();
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let results = std::sync::Mutex::new(Vec::with_capacity(work.len()));
-    std::thread::scope(|scope| {
-        for _ in 0..threads.max(1).min(work.len().max(1)) {
-            scope.spawn(|| loop {
-                let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                let Some(&(p, seed)) = work.get(k) else { break };
-                let r = replay.run(policies[p], seed);
-                results
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .push((p, r));
-            });
-        }
-    });
-    let mut results = results.into_inner().unwrap_or_else(|e| e.into_inner());
-    results.sort_by_key(|(p, r)| (*p, r.seed));
+    let runs = super::parallel::map(&work, threads, |&(p, seed)| replay.run(policies[p], seed));
+    let results: Vec<(usize, SeedResult)> = work.iter().map(|w| w.0).zip(runs).collect();
     policies
         .iter()
         .enumerate()

@@ -202,10 +202,9 @@ pub fn gang_shape(gpus: u32) -> (u16, u8) {
     (nodes as u16, (gpus / nodes) as u8)
 }
 
+/// What a queue policy achieved on a set of jobs.
 #[derive(Clone, Debug, Serialize, Default)]
-pub struct VcResult {
-    pub vc: String,
-    pub nodes: u32,
+pub struct QueueMetrics {
     pub jobs: usize,
     pub avg_jct_s: f64,
     pub avg_queue_s: f64,
@@ -215,6 +214,14 @@ pub struct VcResult {
     pub preemptions: u64,
     /// Mean duration: the average JCT with zero queueing.
     pub lower_bound_jct_s: f64,
+}
+
+#[derive(Clone, Debug, Serialize, Default)]
+pub struct VcResult {
+    pub vc: String,
+    pub nodes: u32,
+    #[serde(flatten)]
+    pub metrics: QueueMetrics,
     /// Every finished job's queueing delay, for overall percentiles.
     #[serde(skip)]
     pub queue_samples: Vec<f64>,
@@ -522,14 +529,16 @@ fn run_vc(
     VcResult {
         vc: vc.to_string(),
         nodes,
-        jobs: finished.len(),
-        avg_jct_s: jct.iter().sum::<f64>() / n,
-        avg_queue_s: queue.iter().sum::<f64>() / n,
-        p99_queue_s: crate::bench::quantile(&queue, 0.99),
-        gpu_util_pct: 100.0 * sim.busy_gpu_s / (f64::from(sim.total_gpus) * makespan.max(1.0)),
-        makespan_s: makespan,
-        preemptions: sim.preemptions,
-        lower_bound_jct_s: finished.iter().map(|j| j.duration).sum::<f64>() / n,
+        metrics: QueueMetrics {
+            jobs: finished.len(),
+            avg_jct_s: jct.iter().sum::<f64>() / n,
+            avg_queue_s: queue.iter().sum::<f64>() / n,
+            p99_queue_s: crate::bench::quantile(&queue, 0.99),
+            gpu_util_pct: 100.0 * sim.busy_gpu_s / (f64::from(sim.total_gpus) * makespan.max(1.0)),
+            makespan_s: makespan,
+            preemptions: sim.preemptions,
+            lower_bound_jct_s: finished.iter().map(|j| j.duration).sum::<f64>() / n,
+        },
         queue_samples: queue,
     }
 }
@@ -537,14 +546,8 @@ fn run_vc(
 #[derive(Clone, Debug, Serialize)]
 pub struct PhillyPolicyResult {
     pub policy: String,
-    pub avg_jct_s: f64,
-    pub avg_queue_s: f64,
-    pub p99_queue_s: f64,
-    pub gpu_util_pct: f64,
-    pub makespan_s: f64,
-    pub preemptions: u64,
-    pub lower_bound_jct_s: f64,
-    pub jobs: usize,
+    #[serde(flatten)]
+    pub metrics: QueueMetrics,
     pub vcs: Vec<VcResult>,
 }
 
@@ -620,23 +623,16 @@ impl PhillyReplay {
             .collect();
         // Biggest VCs first, so the slowest runs do not start last.
         work.sort_by_key(|&(_, v)| std::cmp::Reverse(self.per_vc[v].len()));
-        let next = std::sync::atomic::AtomicUsize::new(0);
-        let out = std::sync::Mutex::new(Vec::new());
-        std::thread::scope(|s| {
-            for _ in 0..threads.max(1) {
-                s.spawn(|| loop {
-                    let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    let Some(&(p, v)) = work.get(k) else { break };
-                    let jobs: Vec<&PhillyJob> = self.per_vc[v].iter().collect();
-                    let (name, nodes) = &self.vcs[v];
-                    let r = run_vc(name, *nodes, &jobs, policies[p], self.overhead_s);
-                    out.lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .push((p, v, r));
-                });
-            }
+        let runs = super::parallel::map(&work, threads, |&(p, v)| {
+            let jobs: Vec<&PhillyJob> = self.per_vc[v].iter().collect();
+            let (name, nodes) = &self.vcs[v];
+            run_vc(name, *nodes, &jobs, policies[p], self.overhead_s)
         });
-        let mut out = out.into_inner().unwrap_or_else(|e| e.into_inner());
+        let mut out: Vec<(usize, usize, VcResult)> = work
+            .iter()
+            .zip(runs)
+            .map(|(&(p, v), r)| (p, v, r))
+            .collect();
         out.sort_by_key(|(p, v, _)| (*p, *v));
         policies
             .iter()
@@ -647,37 +643,45 @@ impl PhillyReplay {
                     .filter(|(q, _, _)| *q == p)
                     .map(|(_, _, r)| r.clone())
                     .collect();
-                let total: usize = vcs.iter().map(|r| r.jobs).sum();
-                let w = |f: &dyn Fn(&VcResult) -> f64| {
-                    vcs.iter().map(|r| f(r) * r.jobs as f64).sum::<f64>() / total.max(1) as f64
-                };
-                let gpus: f64 = vcs.iter().map(|r| f64::from(r.nodes * 8)).sum();
-                let busy: f64 = vcs
-                    .iter()
-                    .map(|r| r.gpu_util_pct / 100.0 * f64::from(r.nodes * 8) * r.makespan_s)
-                    .sum();
-                let makespan = vcs.iter().map(|r| r.makespan_s).fold(0.0, f64::max);
                 PhillyPolicyResult {
                     policy: policy.name().to_string(),
-                    avg_jct_s: w(&|r| r.avg_jct_s),
-                    avg_queue_s: w(&|r| r.avg_queue_s),
-                    p99_queue_s: {
-                        let mut all: Vec<f64> = vcs
-                            .iter()
-                            .flat_map(|r| r.queue_samples.iter().copied())
-                            .collect();
-                        all.sort_by(f64::total_cmp);
-                        crate::bench::quantile(&all, 0.99)
-                    },
-                    gpu_util_pct: 100.0 * busy / (gpus * makespan.max(1.0)),
-                    makespan_s: makespan,
-                    preemptions: vcs.iter().map(|r| r.preemptions).sum(),
-                    lower_bound_jct_s: w(&|r| r.lower_bound_jct_s),
-                    jobs: total,
+                    metrics: overall(&vcs),
                     vcs,
                 }
             })
             .collect()
+    }
+}
+
+/// Job-weighted means over VCs; the p99 from all jobs' samples; utilization over all GPUs.
+fn overall(vcs: &[VcResult]) -> QueueMetrics {
+    let jobs: usize = vcs.iter().map(|r| r.metrics.jobs).sum();
+    let mean = |f: &dyn Fn(&QueueMetrics) -> f64| {
+        vcs.iter()
+            .map(|r| f(&r.metrics) * r.metrics.jobs as f64)
+            .sum::<f64>()
+            / jobs.max(1) as f64
+    };
+    let mut all: Vec<f64> = vcs
+        .iter()
+        .flat_map(|r| r.queue_samples.iter().copied())
+        .collect();
+    all.sort_by(f64::total_cmp);
+    let gpus = |r: &VcResult| f64::from(r.nodes * 8);
+    let busy: f64 = vcs
+        .iter()
+        .map(|r| r.metrics.gpu_util_pct / 100.0 * gpus(r) * r.metrics.makespan_s)
+        .sum();
+    let makespan = vcs.iter().map(|r| r.metrics.makespan_s).fold(0.0, f64::max);
+    QueueMetrics {
+        jobs,
+        avg_jct_s: mean(&|m| m.avg_jct_s),
+        avg_queue_s: mean(&|m| m.avg_queue_s),
+        p99_queue_s: crate::bench::quantile(&all, 0.99),
+        gpu_util_pct: 100.0 * busy / (vcs.iter().map(gpus).sum::<f64>() * makespan.max(1.0)),
+        makespan_s: makespan,
+        preemptions: vcs.iter().map(|r| r.metrics.preemptions).sum(),
+        lower_bound_jct_s: mean(&|m| m.lower_bound_jct_s),
     }
 }
 
@@ -721,14 +725,17 @@ mod tests {
         let fifo = run_vc("vc", 1, &refs, QueuePolicy::Fifo, 60.0);
         let gantry = run_vc("vc", 1, &refs, QueuePolicy::Gantry, 60.0);
         assert!(
-            (fifo.avg_jct_s - (100_000.0 + 100_090.0) / 2.0).abs() < 1.0,
+            (fifo.metrics.avg_jct_s - (100_000.0 + 100_090.0) / 2.0).abs() < 1.0,
             "{fifo:?}"
         );
         // gantry lets the long job reach its first level (1 GPU-hour = 450 s on 8 GPUs), then
         // runs the short one; the long one resumes with the restore overhead.
-        assert!(gantry.avg_jct_s < fifo.avg_jct_s / 1.9, "{gantry:?}");
-        assert_eq!(gantry.preemptions, 1);
-        assert_eq!(gantry.jobs, 2);
+        assert!(
+            gantry.metrics.avg_jct_s < fifo.metrics.avg_jct_s / 1.9,
+            "{gantry:?}"
+        );
+        assert_eq!(gantry.metrics.preemptions, 1);
+        assert_eq!(gantry.metrics.jobs, 2);
     }
 
     #[test]
@@ -745,9 +752,12 @@ mod tests {
         let refs: Vec<&PhillyJob> = jobs.iter().collect();
         for p in QueuePolicy::ALL {
             let r = run_vc("vc", 3, &refs, p, 30.0);
-            assert_eq!(r.jobs, 60, "{p}");
-            assert!(r.avg_jct_s >= r.lower_bound_jct_s - 1e-6, "{p}: {r:?}");
-            assert!(r.gpu_util_pct <= 100.0 + 1e-6, "{p}: {r:?}");
+            assert_eq!(r.metrics.jobs, 60, "{p}");
+            assert!(
+                r.metrics.avg_jct_s >= r.metrics.lower_bound_jct_s - 1e-6,
+                "{p}: {r:?}"
+            );
+            assert!(r.metrics.gpu_util_pct <= 100.0 + 1e-6, "{p}: {r:?}");
         }
     }
 }

@@ -1,0 +1,109 @@
+//! `gantry bench …`
+
+use super::{print_json, Output};
+use clap::Subcommand;
+use gantry::bench::sched::{run as run_sched, SchedBenchConfig};
+use gantry::scheduler::Policy;
+
+#[derive(Subcommand)]
+pub enum BenchCmd {
+    /// Placement speed (single-job throughput and latency, 512-GPU gang decisions) against
+    /// the first-fit (spread) baseline, and one full scheduling cycle. Runs on one core.
+    Sched {
+        #[arg(long, default_value_t = 10_000)]
+        nodes: usize,
+        #[arg(long, default_value_t = 100_000)]
+        pending: usize,
+        #[arg(long, default_value = "gantry")]
+        policy: String,
+        /// 512-GPU gang decisions to time.
+        #[arg(long, default_value_t = 200)]
+        gangs: usize,
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        #[arg(long, value_enum, default_value_t = Output::Table)]
+        output: Output,
+    },
+}
+
+pub fn run(cmd: BenchCmd) -> Result<(), String> {
+    let BenchCmd::Sched {
+        nodes,
+        pending,
+        policy,
+        gangs,
+        seed,
+        output,
+    } = cmd;
+    if nodes == 0 || nodes > 1_000_000 {
+        return Err(format!("--nodes {nodes}: expected 1..=1000000"));
+    }
+    let cfg = SchedBenchConfig {
+        nodes,
+        pending,
+        policy: policy.parse()?,
+        baseline: Policy::Spread,
+        seed,
+        gangs,
+    };
+    let r = run_sched(&cfg);
+    if output == Output::Json {
+        return print_json(&r);
+    }
+    println!(
+        "bench sched: {} nodes, {} GPUs, {} pending jobs, one core",
+        r.nodes, r.gpus, r.pending
+    );
+    println!(
+        "{:<10} {:>14} {:>9} {:>9} {:>12} {:>12} {:>8} {:>8}",
+        "policy",
+        "placements/s",
+        "p50 µs",
+        "p99 µs",
+        "gang512 p50",
+        "gang512 p99",
+        "placed",
+        "alloc"
+    );
+    for run in &r.runs {
+        println!(
+            "{:<10} {:>14.0} {:>9.2} {:>9.2} {:>9.3} ms {:>9.3} ms {:>8} {:>7.1}%",
+            run.policy,
+            run.placements_per_sec,
+            run.p50_us,
+            run.p99_us,
+            run.gang512_p50_ms,
+            run.gang512_p99_ms,
+            run.placed,
+            run.gpu_allocated_pct
+        );
+    }
+    for run in &r.runs {
+        println!(
+            "{}: {} of {} timed 512-GPU gang decisions (at 50% GPU allocation) found room",
+            run.policy, run.gang512_placed, run.gang512_timed
+        );
+    }
+    let c = &r.cycle;
+    println!(
+        "full cycle: {} pending, {} running, {} teams in cohorts, fair share: {:.0} ms \
+         ({} starts, {} preemptions, {} reservation, {} explanations)",
+        c.pending,
+        c.running,
+        c.teams,
+        c.cycle_ms,
+        c.starts,
+        c.preemptions,
+        c.reservations,
+        c.explanations
+    );
+    println!(
+        "{} places at {:.2}× the {} baseline's rate; peak RSS {}",
+        r.policy,
+        r.speed_vs_baseline,
+        r.baseline_policy,
+        r.peak_rss_mib
+            .map_or("n/a".to_string(), |m| format!("{m:.0} MiB"))
+    );
+    Ok(())
+}

@@ -1,0 +1,78 @@
+//! Command-line interface. Every command prints a table for people or JSON for scripts
+//! (`--output json`); errors go to stderr as one line and exit with code 2.
+
+mod bench;
+mod replay;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use serde::Serialize;
+use std::process::ExitCode;
+
+/// gantry: a scheduler and operations console for GPU fleets.
+#[derive(Parser)]
+#[command(name = "gantry", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
+pub enum Output {
+    Table,
+    Json,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Replay a public cluster trace through the scheduler core.
+    #[command(subcommand)]
+    Replay(replay::ReplayCmd),
+    /// Benchmarks that print the figures gantry reports.
+    #[command(subcommand)]
+    Bench(bench::BenchCmd),
+}
+
+pub fn main() -> ExitCode {
+    let result = match Cli::parse().command {
+        None => {
+            println!(
+                "gantry {}: a scheduler for GPU fleets. Commands: `gantry replay openb|philly`, \
+                 `gantry bench sched`; `gantry --help` for more.",
+                env!("CARGO_PKG_VERSION")
+            );
+            Ok(())
+        }
+        Some(Command::Replay(cmd)) => replay::run(cmd),
+        Some(Command::Bench(cmd)) => bench::run(cmd),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// Prints `value` as pretty JSON.
+pub fn print_json(value: &impl Serialize) -> Result<(), String> {
+    let text = serde_json::to_string_pretty(value).map_err(|e| e.to_string())?;
+    println!("{text}");
+    Ok(())
+}
+
+/// `--threads`, or every core.
+pub fn threads_or_all(threads: Option<usize>) -> usize {
+    threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+}
+
+/// `all`, or a comma-separated list of names.
+pub fn parse_list<T>(text: &str, all: &[T]) -> Result<Vec<T>, String>
+where
+    T: std::str::FromStr<Err = String> + Clone,
+{
+    if text.trim().eq_ignore_ascii_case("all") {
+        return Ok(all.to_vec());
+    }
+    text.split(',').map(str::parse).collect()
+}

@@ -106,6 +106,52 @@ impl World {
             config: CycleConfig::default(),
         }
     }
+    /// One tick of a little daemon: finish the jobs due by `now`, run a cycle over `queue`,
+    /// start what it decided (each runs `duration(id)` seconds). Returns the ids started.
+    fn step(
+        &mut self,
+        now: f64,
+        queue: &mut Vec<PendingJob>,
+        ends: &mut Vec<(f64, JobId)>,
+        duration: &dyn Fn(JobId) -> f64,
+    ) -> Vec<JobId> {
+        for (_, id) in ends.iter().filter(|(e, _)| *e <= now) {
+            let r = self.running.iter().position(|r| r.id == *id).unwrap();
+            let r = self.running.remove(r);
+            self.cluster.release(&r.placement).unwrap();
+        }
+        ends.retain(|(e, _)| *e > now);
+        let out = self.cycle(now, queue).unwrap();
+        let mut started = Vec::new();
+        for d in out.decisions {
+            if let Decision::Start {
+                job,
+                placement,
+                borrowed,
+            } = d
+            {
+                let j = queue.remove(queue.iter().position(|j| j.id == job).unwrap());
+                self.cluster.allocate(&placement).unwrap();
+                ends.push((now + duration(job), job));
+                self.running.push(RunningJob {
+                    id: job,
+                    team: j.team,
+                    class: j.class,
+                    started: now,
+                    placement,
+                    preemptible: false,
+                    last_checkpoint: None,
+                    time_limit_s: j.time_limit_s,
+                    borrowed,
+                    signal: "SIGTERM".into(),
+                    grace_s: 30.0,
+                });
+                started.push(job);
+            }
+        }
+        started
+    }
+
     fn cycle(&self, now: f64, pending: &[PendingJob]) -> Result<CycleOutput, CycleError> {
         let input = CycleInput {
             now,
@@ -423,45 +469,7 @@ fn equal_teams_get_equal_gpu_hours() {
                 next_id += 1;
             }
         }
-        // Finish what is due.
-        let due: Vec<JobId> = ends
-            .iter()
-            .filter(|(e, _)| *e <= now)
-            .map(|(_, id)| *id)
-            .collect();
-        for id in due {
-            let r = w.running.iter().position(|r| r.id == id).unwrap();
-            let r = w.running.remove(r);
-            w.cluster.release(&r.placement).unwrap();
-            ends.retain(|(_, j)| *j != id);
-        }
-        let out = w.cycle(now, &queue).unwrap();
-        for d in out.decisions {
-            if let Decision::Start {
-                job,
-                placement,
-                borrowed,
-            } = d
-            {
-                let i = queue.iter().position(|j| j.id == job).unwrap();
-                let j = queue.remove(i);
-                w.cluster.allocate(&placement).unwrap();
-                ends.push((now + duration(job), job));
-                w.running.push(RunningJob {
-                    id: job,
-                    team: j.team,
-                    class: j.class,
-                    started: now,
-                    placement,
-                    preemptible: true,
-                    last_checkpoint: None,
-                    time_limit_s: None,
-                    borrowed,
-                    signal: "SIGTERM".into(),
-                    grace_s: 30.0,
-                });
-            }
-        }
+        w.step(now, &mut queue, &mut ends, &duration);
         for (t, used) in gpu_s.iter_mut().enumerate() {
             let busy = w.running.iter().filter(|r| r.team == t).count() as f64;
             *used += busy * step;
@@ -566,36 +574,8 @@ fn no_job_is_bypassed_beyond_the_aging_bound() {
             queue.push(j);
             next += 1;
         }
-        for (_, id) in ends.iter().filter(|(e, _)| *e <= now) {
-            let r = w.running.iter().position(|r| r.id == *id).unwrap();
-            let r = w.running.remove(r);
-            w.cluster.release(&r.placement).unwrap();
-        }
-        ends.retain(|(e, _)| *e > now);
-        let out = w.cycle(now, &queue).unwrap();
-        for d in out.decisions {
-            if let Decision::Start { job, placement, .. } = d {
-                if job == 1 {
-                    big_started = Some(now);
-                }
-                let i = queue.iter().position(|j| j.id == job).unwrap();
-                let j = queue.remove(i);
-                w.cluster.allocate(&placement).unwrap();
-                ends.push((now + limit, job));
-                w.running.push(RunningJob {
-                    id: job,
-                    team: j.team,
-                    class: j.class,
-                    started: now,
-                    placement,
-                    preemptible: false,
-                    last_checkpoint: None,
-                    time_limit_s: j.time_limit_s,
-                    borrowed: false,
-                    signal: "SIGTERM".into(),
-                    grace_s: 30.0,
-                });
-            }
+        if w.step(now, &mut queue, &mut ends, &|_| limit).contains(&1) {
+            big_started = Some(now);
         }
         now += 60.0;
     }

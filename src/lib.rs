@@ -2,9 +2,11 @@
 //!
 //! * [`model`] — the domain vocabulary every part imports.
 //! * [`scheduler`] — the pure scheduler core (placement policies).
+//! * [`spec`] — job specs (gantry YAML, a superset of SkyPilot task YAML).
 //! * [`trace`] — public cluster traces and their replay protocols.
 //! * [`bench`] — the benchmarks behind every performance figure.
 pub mod bench;
 pub mod model;
 pub mod scheduler;
+pub mod spec;
 pub mod trace;

@@ -238,3 +238,31 @@ fn bad_philly_rows_name_the_field() {
         "{err}"
     );
 }
+
+#[test]
+fn spec_check_prints_what_it_understood_or_where_it_is_wrong() {
+    let (code, out, err) = gantry(&["spec", "check", "tests/specs/ok/skypilot_serve.yaml"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("GPUs/node   L4×1 | A10G×1 | A100×1 (any of)"),
+        "{out}"
+    );
+    assert!(
+        out.contains("ignored     service, resources.ports, resources.disk_tier"),
+        "{out}"
+    );
+    let (code, out, _) = gantry(&[
+        "spec",
+        "check",
+        "tests/specs/ok/gantry_full.yaml",
+        "--output",
+        "json",
+    ]);
+    assert_eq!(code, 0);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["nodes"], 4);
+    assert_eq!(v["checkpoint"]["grace_s"], 120.0);
+    let (code, _, err) = gantry(&["spec", "check", "tests/specs/bad/unknown_nested.yaml"]);
+    assert_eq!(code, 2);
+    assert!(err.starts_with("error: tests/specs/bad/unknown_nested.yaml:2:3: unknown field `resources.acelerators`; did you mean `accelerators`?"), "{err}");
+}

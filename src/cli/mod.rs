@@ -3,6 +3,7 @@
 
 mod bench;
 mod replay;
+mod spec;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use serde::Serialize;
@@ -30,20 +31,31 @@ enum Command {
     /// Benchmarks that print the figures gantry reports.
     #[command(subcommand)]
     Bench(bench::BenchCmd),
+    /// Job specs (gantry YAML, a superset of SkyPilot task YAML).
+    #[command(subcommand)]
+    Spec(spec::SpecCmd),
 }
 
 pub fn main() -> ExitCode {
+    // Rust ignores SIGPIPE, which turns `gantry … | head` into a panic on the next print;
+    // a command-line tool should simply stop, as every Unix tool does.
+    #[cfg(unix)]
+    // SAFETY: called once at start, before any thread exists; SIG_DFL is always valid.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     let result = match Cli::parse().command {
         None => {
             println!(
                 "gantry {}: a scheduler for GPU fleets. Commands: `gantry replay openb|philly`, \
-                 `gantry bench sched`; `gantry --help` for more.",
+                 `gantry bench sched`, `gantry spec check FILE`; `gantry --help` for more.",
                 env!("CARGO_PKG_VERSION")
             );
             Ok(())
         }
         Some(Command::Replay(cmd)) => replay::run(cmd),
         Some(Command::Bench(cmd)) => bench::run(cmd),
+        Some(Command::Spec(cmd)) => spec::run(cmd),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,0 +1,89 @@
+//! `gantry spec check FILE`
+
+use super::{print_json, Output};
+use clap::Subcommand;
+use std::path::PathBuf;
+
+#[derive(Subcommand)]
+pub enum SpecCmd {
+    /// Checks a job spec and prints what gantry understood (exit 2 with file:line:col if not).
+    Check {
+        file: PathBuf,
+        #[arg(long, value_enum, default_value_t = Output::Table)]
+        output: Output,
+    },
+}
+
+pub fn run(cmd: SpecCmd) -> Result<(), String> {
+    let SpecCmd::Check { file, output } = cmd;
+    let name = file.display().to_string();
+    let bytes = std::fs::read(&file).map_err(|e| format!("{name}: cannot read the file: {e}"))?;
+    let spec = gantry::spec::parse(&name, &bytes).map_err(|e| e.to_string())?;
+    if output == Output::Json {
+        return print_json(&spec);
+    }
+    let gpus = match (&spec.accelerators, spec.mig) {
+        (_, Some(p)) => format!("MIG slice {p}"),
+        (None, None) => "none (CPU only)".to_string(),
+        (Some(a), None) => {
+            let opts: Vec<String> = a
+                .options
+                .iter()
+                .map(|o| match o.count {
+                    gantry::spec::GpuCount::Whole(n) => format!("{}×{n}", o.model),
+                    gantry::spec::GpuCount::Fraction(m) => {
+                        format!("{}×{:.3}", o.model, f64::from(m) / 1000.0)
+                    }
+                })
+                .collect();
+            format!(
+                "{} ({})",
+                opts.join(" | "),
+                if a.ordered {
+                    "in order of preference"
+                } else {
+                    "any of"
+                }
+            )
+        }
+    };
+    println!("{name}: ok");
+    println!("  name        {}", spec.name.as_deref().unwrap_or("(none)"));
+    println!("  nodes       {}", spec.nodes);
+    println!("  GPUs/node   {gpus}");
+    println!(
+        "  CPU/node    {}",
+        if spec.cpu_milli == 0 {
+            "no reservation".to_string()
+        } else {
+            format!("{:.1}", f64::from(spec.cpu_milli) / 1000.0)
+        }
+    );
+    println!(
+        "  memory/node {}",
+        if spec.mem_mib == 0 {
+            "no reservation".to_string()
+        } else {
+            format!("{} MiB", spec.mem_mib)
+        }
+    );
+    println!(
+        "  spot        {}",
+        if spec.use_spot { "allowed" } else { "no" }
+    );
+    println!(
+        "  team        {}",
+        spec.team.as_deref().unwrap_or("(default)")
+    );
+    println!(
+        "  priority    {}",
+        spec.priority.as_deref().unwrap_or("(default)")
+    );
+    if !spec.ignored.is_empty() {
+        println!(
+            "  ignored     {} (SkyPilot fields gantry does not act on)",
+            spec.ignored.join(", ")
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,260 @@
+//! Job specs: real-world-style SkyPilot and gantry files that must parse and resolve, broken
+//! files with their exact messages, and fuzzing for panics.
+
+use gantry::model::*;
+use gantry::spec::{self, GpuCount};
+use proptest::prelude::*;
+
+fn read(path: &str) -> Vec<u8> {
+    std::fs::read(path).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+fn fleet() -> Fleet {
+    let mut b = FleetBuilder::new();
+    let geo = Some(MigGeometry { slice_gb: 10 });
+    for (name, vram, mig) in [
+        ("H100", 81_559, geo.clone()),
+        ("A100", 40_960, None),
+        ("A100-80GB", 81_920, geo),
+        ("L4", 23_034, None),
+        ("A10G", 23_028, None),
+    ] {
+        let m = b.model(name, vram, mig).unwrap();
+        let p = b
+            .pool(PoolSpec {
+                provider: "aws",
+                region: "us-east-1",
+                zone: "us-east-1a",
+                name,
+                instance_type: name,
+                model: Some(m),
+                gpus_per_node: 8,
+                cpu_milli: 192_000,
+                mem_mib: 2 << 20,
+                capacity: CapacityType::OnDemand,
+                price_per_hour: 50.0,
+            })
+            .unwrap();
+        b.node(p, &format!("{name}-0"), None, None, 1).ok();
+        b.node(p, &format!("{name}-1"), None, None, 0).unwrap();
+    }
+    b.build()
+}
+
+#[test]
+fn every_ok_fixture_parses_and_resolves() {
+    let fleet = fleet();
+    let mut n = 0;
+    for entry in std::fs::read_dir("tests/specs/ok").unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.display().to_string();
+        let spec = spec::parse(&name, &read(&name)).unwrap_or_else(|e| panic!("{e}"));
+        let req = spec
+            .to_request(&fleet)
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert!(req.validate().is_ok(), "{name}");
+        n += 1;
+    }
+    assert!(n >= 7, "fixtures found: {n}");
+}
+
+#[test]
+fn fixtures_mean_what_they_say() {
+    let fleet = fleet();
+    let id = |n: &str| fleet.model_by_name(n).unwrap();
+    let parse = |f: &str| spec::parse(f, &read(f)).unwrap();
+
+    let d = parse("tests/specs/ok/skypilot_distributed.yaml");
+    let r = d.to_request(&fleet).unwrap();
+    assert_eq!((r.nodes, r.gpu, r.spot_ok), (2, GpuRequest::Whole(8), true));
+    assert_eq!(r.models, ModelChoice::AnyOf(vec![id("A100")]));
+
+    let s = parse("tests/specs/ok/skypilot_serve.yaml");
+    assert_eq!(
+        s.ignored,
+        vec!["service", "resources.ports", "resources.disk_tier"]
+    );
+    assert_eq!(
+        s.envs.get("HF_TOKEN").map(String::as_str),
+        Some(""),
+        "an unset SkyPilot env stays empty"
+    );
+    assert_eq!(
+        s.envs.get("MAX_MODEL_LEN").map(String::as_str),
+        Some("4096")
+    );
+    let r = s.to_request(&fleet).unwrap();
+    assert_eq!(
+        r.models,
+        ModelChoice::AnyOf(vec![id("L4"), id("A10G"), id("A100")])
+    );
+
+    let i = parse("tests/specs/ok/skypilot_infra.yaml");
+    assert_eq!(
+        (
+            i.infra.cloud.as_deref(),
+            i.infra.region.as_deref(),
+            i.infra.zone.as_deref()
+        ),
+        (Some("aws"), Some("us-east-1"), None)
+    );
+    assert_eq!(
+        (i.cpu_milli, i.mem_mib, i.disk_gb),
+        (32_000, 262_144, Some(500))
+    );
+    assert_eq!(
+        i.to_request(&fleet).unwrap().models,
+        ModelChoice::Prefer(vec![id("H100"), id("A100-80GB")])
+    );
+
+    let g = parse("tests/specs/ok/gantry_full.yaml");
+    assert_eq!(
+        (
+            g.team.as_deref(),
+            g.project.as_deref(),
+            g.priority.as_deref()
+        ),
+        (Some("ml-research"), Some("llama-4"), Some("production"))
+    );
+    let c = g.checkpoint.clone().unwrap();
+    assert_eq!(
+        (
+            c.dir.as_deref(),
+            c.interval_s,
+            c.signal.0.as_str(),
+            c.grace_s
+        ),
+        (Some("/ckpt/llama"), Some(1800.0), "SIGUSR1", 120.0)
+    );
+    assert_eq!(
+        (g.vram_mib, g.time_limit_s, g.max_price_per_hour),
+        (Some(81_920), Some(43_200.0), Some(400.0))
+    );
+    assert_eq!(g.envs.get("LR").map(String::as_str), Some("0.0003"));
+
+    let f = parse("tests/specs/ok/gantry_fraction.yaml");
+    assert_eq!(
+        f.accelerators.as_ref().unwrap().options[0].count,
+        GpuCount::Fraction(500)
+    );
+    assert_eq!(f.to_request(&fleet).unwrap().gpu, GpuRequest::Fraction(500));
+
+    let m = parse("tests/specs/ok/gantry_mig.yaml");
+    assert!(!m.preemptible);
+    assert_eq!(
+        m.to_request(&fleet).unwrap().gpu,
+        GpuRequest::Mig(MigProfile::parse("3g.40gb").unwrap())
+    );
+}
+
+#[test]
+fn broken_fixtures_say_where_and_what() {
+    let cases = [
+        ("unknown_field", "2:1: unknown field `nmae`; did you mean `name`?"),
+        ("unknown_nested", "2:3: unknown field `resources.acelerators`; did you mean `accelerators`?"),
+        ("zero_gpus", "2:3: `resources.accelerators`: `H100:0` asks for no GPU; leave `accelerators` out for CPU-only work"),
+        ("negative_nodes", "1:1: `num_nodes`: -2 is not a whole number in 0..=1000000"),
+        ("malformed", "2:1: did not find expected ',' or ']'"),
+        ("control_name", "1:1: `name`: control character '\\u{7}' is not allowed here"),
+        ("bad_signal", "2:3: `checkpoint.signal`: unknown signal `SIGSTOP`; allowed: SIGTERM, SIGINT, SIGUSR1, SIGUSR2, SIGHUP, SIGQUIT"),
+        ("bad_duration", "1:1: `time_limit`: `forever` is not a duration; expected e.g. 90s, 30m, 12h, 1h30m"),
+        ("bad_mig", "3:1: `mig`: `9g.90gb` is not a MIG profile"),
+        ("infra_and_cloud", "2:3: `infra`: give either `infra` or `cloud`/`region`/`zone`, not both"),
+    ];
+    for (name, want) in cases {
+        let path = format!("tests/specs/bad/{name}.yaml");
+        let err = spec::parse(&path, &read(&path)).unwrap_err().to_string();
+        assert!(
+            err.starts_with(&format!("{path}:{want}")),
+            "{name}:\n got  {err}\n want {path}:{want}"
+        );
+    }
+}
+
+#[test]
+fn resolving_against_the_fleet_names_what_is_missing() {
+    let fleet = fleet();
+    let s = spec::parse("t.yaml", b"resources:\n  accelerators: H10:8\n").unwrap();
+    assert_eq!(
+        s.to_request(&fleet).unwrap_err().to_string(),
+        "unknown GPU model `H10`; did you mean `H100`? (this fleet has: H100, A100, A100-80GB, L4, A10G)"
+    );
+    let s = spec::parse(
+        "t.yaml",
+        b"num_nodes: 2\nresources:\n  accelerators: L4:0.5\n",
+    )
+    .unwrap();
+    assert!(s
+        .to_request(&fleet)
+        .unwrap_err()
+        .to_string()
+        .contains("cannot be a 2-node gang"));
+    let s = spec::parse("t.yaml", b"resources:\n  accelerators: {H100: 8, L4: 4}\n").unwrap();
+    assert!(s
+        .to_request(&fleet)
+        .unwrap_err()
+        .to_string()
+        .contains("same count"));
+    assert!(spec::parse("t.yaml", b"  \n")
+        .unwrap_err()
+        .to_string()
+        .contains("empty"));
+    let e = spec::parse("t.yaml", b"name: ok\nrun: \xff\n").unwrap_err();
+    assert_eq!((e.line, e.col), (2, 6));
+}
+
+fn mutate(text: &str, seed: u64, kind: u8) -> String {
+    let mut chars: Vec<char> = text.chars().collect();
+    if chars.is_empty() {
+        return String::new();
+    }
+    let at = (seed as usize) % chars.len();
+    let pool = [
+        ':', '-', ' ', '\n', '{', '[', '"', '\'', '0', 'x', '\t', '#', '&', '*', '!', '|', '>',
+        '\u{7}',
+    ];
+    match kind % 4 {
+        0 => {
+            chars.remove(at);
+        }
+        1 => chars.insert(at, pool[(seed as usize / 7) % pool.len()]),
+        2 => chars[at] = pool[(seed as usize / 13) % pool.len()],
+        _ => chars.truncate(at),
+    }
+    chars.into_iter().collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
+
+    /// Any text: an error with a position on line ≥ 1, or a spec — never a panic.
+    #[test]
+    fn arbitrary_text_never_panics(text in "\\PC{0,200}") {
+        match spec::parse("f.yaml", text.as_bytes()) {
+            Ok(s) => { let _ = s.to_request(&fleet()); }
+            Err(e) => prop_assert!(e.line >= 1 && e.col >= 1),
+        }
+    }
+
+    #[test]
+    fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..300)) {
+        if let Err(e) = spec::parse("f.yaml", &bytes) {
+            prop_assert!(e.line >= 1 && e.col >= 1);
+        }
+    }
+
+    /// Small edits of real specs (the inputs people actually get wrong).
+    #[test]
+    fn mutated_fixtures_never_panic(which in 0usize..7, edits in proptest::collection::vec((any::<u64>(), any::<u8>()), 1..4)) {
+        let mut files: Vec<_> = std::fs::read_dir("tests/specs/ok").unwrap().map(|e| e.unwrap().path()).collect();
+        files.sort();
+        let mut text = std::fs::read_to_string(&files[which % files.len()]).unwrap();
+        for (seed, kind) in edits {
+            text = mutate(&text, seed, kind);
+        }
+        match spec::parse("f.yaml", text.as_bytes()) {
+            Ok(s) => { let _ = s.to_request(&fleet()); }
+            Err(e) => prop_assert!(e.line >= 1 && e.col >= 1 && !e.message.is_empty()),
+        }
+    }
+}

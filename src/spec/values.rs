@@ -147,7 +147,7 @@ impl<'de> Deserialize<'de> for Bytes {
                 )))
             }
         };
-        if !(mib >= 1.0 && mib <= 16.0 * 1024.0 * 1024.0) {
+        if !(1.0..=16.0 * 1024.0 * 1024.0).contains(&mib) {
             return Err(D::Error::custom(format!(
                 "`{text}` is out of range (1 MiB ..= 16 TB)"
             )));

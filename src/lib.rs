@@ -1,11 +1,13 @@
 //! gantry: a scheduler and terminal operations console for GPU fleets.
 //!
+//! * [`daemon`] — the state owner: durable journal and job state machine (in progress).
 //! * [`model`] — the domain vocabulary every part imports.
 //! * [`scheduler`] — the pure scheduler core (placement policies).
 //! * [`spec`] — job specs (gantry YAML, a superset of SkyPilot task YAML).
 //! * [`trace`] — public cluster traces and their replay protocols.
 //! * [`bench`] — the benchmarks behind every performance figure.
 pub mod bench;
+pub mod daemon;
 pub mod model;
 pub mod scheduler;
 pub mod spec;

@@ -4,6 +4,7 @@ use super::{print_json, Output};
 use clap::Subcommand;
 use gantry::bench::sched::{run as run_sched, SchedBenchConfig};
 use gantry::scheduler::Policy;
+use std::path::PathBuf;
 
 #[derive(Subcommand)]
 pub enum BenchCmd {
@@ -24,17 +25,42 @@ pub enum BenchCmd {
         #[arg(long, value_enum, default_value_t = Output::Table)]
         output: Output,
     },
+    /// Durable submissions per second into the SQLite journal (WAL, synchronous=FULL, group
+    /// commit) with concurrent clients, and the reload time of a restart.
+    Journal {
+        /// Database file (created if missing; jobs are appended).
+        #[arg(long)]
+        db: PathBuf,
+        #[arg(long, default_value_t = 16)]
+        clients: usize,
+        #[arg(long, default_value_t = 20_000)]
+        jobs: usize,
+        /// Print `ack ID` as each submission is acknowledged.
+        #[arg(long)]
+        print_acks: bool,
+        #[arg(long, value_enum, default_value_t = Output::Table)]
+        output: Output,
+    },
 }
 
 pub fn run(cmd: BenchCmd) -> Result<(), String> {
-    let BenchCmd::Sched {
-        nodes,
-        pending,
-        policy,
-        gangs,
-        seed,
-        output,
-    } = cmd;
+    let (nodes, pending, policy, gangs, seed, output) = match cmd {
+        BenchCmd::Sched {
+            nodes,
+            pending,
+            policy,
+            gangs,
+            seed,
+            output,
+        } => (nodes, pending, policy, gangs, seed, output),
+        BenchCmd::Journal {
+            db,
+            clients,
+            jobs,
+            print_acks,
+            output,
+        } => return journal(db, clients, jobs, print_acks, output),
+    };
     if nodes == 0 || nodes > 1_000_000 {
         return Err(format!("--nodes {nodes}: expected 1..=1000000"));
     }
@@ -104,6 +130,33 @@ pub fn run(cmd: BenchCmd) -> Result<(), String> {
         r.baseline_policy,
         r.peak_rss_mib
             .map_or("n/a".to_string(), |m| format!("{m:.0} MiB"))
+    );
+    Ok(())
+}
+
+fn journal(
+    db: PathBuf,
+    clients: usize,
+    jobs: usize,
+    print_acks: bool,
+    output: Output,
+) -> Result<(), String> {
+    if clients == 0 || clients > 1024 {
+        return Err(format!("--clients {clients}: expected 1..=1024"));
+    }
+    let cfg = gantry::bench::journal::JournalBenchConfig {
+        db,
+        clients,
+        jobs,
+        print_acks,
+    };
+    let r = gantry::bench::journal::run(&cfg).map_err(|e| e.to_string())?;
+    if output == Output::Json {
+        return print_json(&r);
+    }
+    println!(
+        "bench journal: {} durable submissions from {} clients: {:.0}/s, p50 {:.2} ms, p99 {:.2} ms; reload of {} jobs {:.0} ms",
+        r.jobs, r.clients, r.durable_submits_per_sec, r.p50_ms, r.p99_ms, r.reloaded_jobs, r.reload_ms
     );
     Ok(())
 }

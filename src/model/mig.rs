@@ -50,7 +50,7 @@ pub const MIG_MEMORY_SLICES: u8 = 8;
 impl MigGeometry {
     /// Memory slices a profile needs on this geometry, if the profile exists here.
     pub fn memory_slices(&self, profile: MigProfile) -> Option<u8> {
-        if profile.memory_gb % self.slice_gb != 0 {
+        if !profile.memory_gb.is_multiple_of(self.slice_gb) {
             return None;
         }
         let slices = profile.memory_gb / self.slice_gb;

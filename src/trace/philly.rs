@@ -196,7 +196,7 @@ pub fn gang_shape(gpus: u32) -> (u16, u8) {
         return (1, gpus.max(1) as u8);
     }
     let mut nodes = gpus.div_ceil(8);
-    while gpus % nodes != 0 || gpus / nodes > 8 {
+    while !gpus.is_multiple_of(nodes) || gpus / nodes > 8 {
         nodes += 1;
     }
     (nodes as u16, (gpus / nodes) as u8)

@@ -155,8 +155,12 @@ fn journal(
         return print_json(&r);
     }
     println!(
-        "bench journal: {} durable submissions from {} clients: {:.0}/s, p50 {:.2} ms, p99 {:.2} ms; reload of {} jobs {:.0} ms",
-        r.jobs, r.clients, r.durable_submits_per_sec, r.p50_ms, r.p99_ms, r.reloaded_jobs, r.reload_ms
+        "bench journal: {} durable submissions from {} clients: {:.0}/s, p50 {:.2} ms, p99 {:.2} ms",
+        r.jobs, r.clients, r.durable_submits_per_sec, r.p50_ms, r.p99_ms
+    );
+    println!(
+        "restart with {} jobs in the journal: rows loaded in {:.0} ms; engine rebuilt and first scheduling decision in {:.0} ms",
+        r.reloaded_jobs, r.reload_ms, r.restart_to_first_decision_ms
     );
     Ok(())
 }

@@ -200,31 +200,77 @@ impl Store {
         at: f64,
         why: &str,
     ) -> Result<(), JournalError> {
+        self.transition_all(&[(id, to, why.to_string())], at)
+    }
+
+    /// Several moves in one transaction (one commit): all of them, or none if any is illegal.
+    pub fn transition_all(
+        &mut self,
+        moves: &[(JobId, JobState, String)],
+        at: f64,
+    ) -> Result<(), JournalError> {
         let path = self.path.clone();
         let sql = |source| JournalError::Sqlite {
             path: path.clone(),
             source,
         };
         let tx = self.conn.transaction().map_err(sql)?;
-        let from: Option<String> = tx
-            .query_row("SELECT state FROM jobs WHERE id = ?1", [id], |r| r.get(0))
+        {
+            let mut get = tx
+                .prepare_cached("SELECT state FROM jobs WHERE id = ?1")
+                .map_err(sql)?;
+            let mut set = tx
+                .prepare_cached("UPDATE jobs SET state = ?1, updated_at = ?2 WHERE id = ?3")
+                .map_err(sql)?;
+            let mut event = tx
+                .prepare_cached(
+                    "INSERT INTO events (at, job, kind, detail) VALUES (?1, ?2, ?3, ?4)",
+                )
+                .map_err(sql)?;
+            for (id, to, why) in moves {
+                let (id, to) = (*id, *to);
+                let from: Option<String> =
+                    get.query_row([id], |r| r.get(0)).optional().map_err(sql)?;
+                let from: JobState = from
+                    .ok_or(JournalError::NoJob(id))?
+                    .parse()
+                    .map_err(|what| JournalError::Corrupt { id, what })?;
+                if !from.can_become(to) {
+                    return Err(JournalError::BadTransition { id, from, to });
+                }
+                set.execute(params![to.name(), at, id]).map_err(sql)?;
+                event
+                    .execute(params![at, id, to.name(), format!("{from} → {to}: {why}")])
+                    .map_err(sql)?;
+            }
+        }
+        tx.commit().map_err(sql)?;
+        Ok(())
+    }
+
+    /// Changes a job's priority class, with an event.
+    pub fn set_priority(&mut self, id: JobId, priority: &str, at: f64) -> Result<(), JournalError> {
+        let path = self.path.clone();
+        let sql = |source| JournalError::Sqlite {
+            path: path.clone(),
+            source,
+        };
+        let tx = self.conn.transaction().map_err(sql)?;
+        let old: Option<String> = tx
+            .query_row("SELECT priority FROM jobs WHERE id = ?1", [id], |r| {
+                r.get(0)
+            })
             .optional()
             .map_err(sql)?;
-        let from: JobState = from
-            .ok_or(JournalError::NoJob(id))?
-            .parse()
-            .map_err(|what| JournalError::Corrupt { id, what })?;
-        if !from.can_become(to) {
-            return Err(JournalError::BadTransition { id, from, to });
-        }
+        let old = old.ok_or(JournalError::NoJob(id))?;
         tx.execute(
-            "UPDATE jobs SET state = ?1, updated_at = ?2 WHERE id = ?3",
-            params![to.name(), at, id],
+            "UPDATE jobs SET priority = ?1, updated_at = ?2 WHERE id = ?3",
+            params![priority, at, id],
         )
         .map_err(sql)?;
         tx.execute(
-            "INSERT INTO events (at, job, kind, detail) VALUES (?1, ?2, ?3, ?4)",
-            params![at, id, to.name(), format!("{from} → {to}: {why}")],
+            "INSERT INTO events (at, job, kind, detail) VALUES (?1, ?2, 'priority', ?3)",
+            params![at, id, format!("{old} → {priority}")],
         )
         .map_err(sql)?;
         tx.commit().map_err(sql)?;
@@ -432,6 +478,35 @@ mod tests {
         ));
         assert_eq!(s.load().unwrap()[0].state, JobState::Pending);
         assert_eq!(s.event_count().unwrap(), 1);
+    }
+
+    #[test]
+    fn batched_moves_are_all_or_nothing() {
+        let path = tmp("batch");
+        let mut s = Store::open(&path).unwrap();
+        let ids = s.submit_all(&[job(1), job(2)]).unwrap();
+        let bad = [
+            (ids[0], JobState::Running, "ok".to_string()),
+            (ids[1], JobState::Completed, "illegal".to_string()),
+        ];
+        assert!(matches!(
+            s.transition_all(&bad, 5.0),
+            Err(JournalError::BadTransition { .. })
+        ));
+        assert!(
+            s.load()
+                .unwrap()
+                .iter()
+                .all(|j| j.state == JobState::Pending),
+            "the legal half was rolled back too"
+        );
+        let good = [
+            (ids[0], JobState::Running, "ok".to_string()),
+            (ids[1], JobState::Held, "ok".to_string()),
+        ];
+        s.transition_all(&good, 6.0).unwrap();
+        let states: Vec<JobState> = s.load().unwrap().iter().map(|j| j.state).collect();
+        assert_eq!(states, vec![JobState::Running, JobState::Held]);
     }
 
     #[test]

@@ -333,6 +333,8 @@ pub fn run_cycle(placer: &mut Placer, input: &CycleInput) -> Result<CycleOutput,
         .collect();
     let victims_by_cost = victim_order(input);
     let mut reservation: Option<(JobId, f64, Vec<NodeId>)> = None;
+    // EASY backfill reserves for the head of the queue only: the first job that is blocked.
+    let mut head_seen = false;
     let mut reasons: HashMap<JobId, PendingReason> = HashMap::new();
     let mut class_seen: HashMap<usize, usize> = HashMap::new();
     let mut positions: HashMap<JobId, (usize, usize)> = HashMap::new();
@@ -450,7 +452,8 @@ pub fn run_cycle(placer: &mut Placer, input: &CycleInput) -> Result<CycleOutput,
                     reasons.insert(job.id, PendingReason::AwaitingPreemption { victims });
                     continue;
                 }
-                if reservation.is_none() {
+                if !head_seen {
+                    head_seen = true;
                     if let Some((at, p)) = earliest_start(placer, &work, &ends, job) {
                         let nodes: Vec<NodeId> = p.nodes.iter().map(|g| g.node).collect();
                         set_nodes(&mut work, &nodes, Health::Cordoned);
@@ -602,6 +605,9 @@ fn earliest_start(
     ends: &[(f64, Placement)],
     job: &PendingJob,
 ) -> Option<(f64, Placement)> {
+    if ends.is_empty() {
+        return None;
+    }
     let mut ends: Vec<&(f64, Placement)> = ends.iter().collect();
     ends.sort_by(|a, b| a.0.total_cmp(&b.0));
     let mut scratch = work.clone();

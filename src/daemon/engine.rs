@@ -1,0 +1,434 @@
+//! The engine: the single owner of the daemon's state. Every change is written to the journal
+//! first and applied in memory only once it is committed, so memory never runs ahead of disk.
+//! It is synchronous on purpose: the async daemon (API, timers, backends) drives it from one
+//! task, which keeps "one owner" true by construction.
+
+use super::job::JobState;
+use super::journal::{JobId, JournalError, NewJob, Store};
+use crate::model::{validate_teams, Fleet, JobRequest, Placement, PriorityClass, Team, TeamError};
+use crate::scheduler::cycle::{
+    run_cycle, CycleConfig, CycleError, CycleInput, Decision, Explanation, PendingJob, RunningJob,
+};
+use crate::scheduler::{Cluster, Placer, Policy, Unplaceable};
+use crate::spec::{self, JobSpec};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::path::Path;
+
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error(transparent)]
+    Journal(#[from] JournalError),
+    #[error(transparent)]
+    Spec(#[from] spec::SpecError),
+    #[error("{0}")]
+    Resolve(#[from] spec::ResolveError),
+    #[error(transparent)]
+    Teams(#[from] TeamError),
+    #[error("unknown team `{team}`; teams: {known}")]
+    UnknownTeam { team: String, known: String },
+    #[error("unknown priority class `{class}`; classes: {known}")]
+    UnknownClass { class: String, known: String },
+    #[error("rejected: {0}")]
+    NeverFits(String),
+    #[error("job {0}: no such job")]
+    NoJob(JobId),
+    #[error("scheduling cycle: {0}")]
+    Cycle(#[from] CycleError),
+    #[error("journal holds job {id} whose spec no longer parses: {why}")]
+    Unreadable { id: JobId, why: String },
+}
+
+/// One job as the engine holds it.
+#[derive(Clone, Debug, Serialize)]
+pub struct Job {
+    pub id: JobId,
+    pub name: Option<String>,
+    pub team: usize,
+    pub class: usize,
+    pub state: JobState,
+    pub submitted_at: f64,
+    pub spec: JobSpec,
+    #[serde(skip)]
+    pub spec_text: String,
+    pub request: JobRequest,
+    pub placement: Option<Placement>,
+    pub started_at: Option<f64>,
+    /// Why it waits, from the last cycle.
+    pub explanation: Option<Explanation>,
+}
+
+/// What a cycle did.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct TickReport {
+    pub started: Vec<JobId>,
+    pub preempting: Vec<JobId>,
+    pub reserved: Vec<JobId>,
+}
+
+pub struct Engine {
+    store: Store,
+    cluster: Cluster,
+    placer: Placer,
+    teams: Vec<Team>,
+    classes: Vec<PriorityClass>,
+    usage: Vec<f64>,
+    config: CycleConfig,
+    jobs: BTreeMap<JobId, Job>,
+}
+
+impl Engine {
+    /// Opens the journal and rebuilds the state from it. Jobs that were running when the
+    /// daemon stopped are requeued from their checkpoint (no backend reports them yet), with
+    /// an event each.
+    pub fn open(
+        path: &Path,
+        fleet: Fleet,
+        teams: Vec<Team>,
+        classes: Vec<PriorityClass>,
+        now: f64,
+    ) -> Result<Engine, EngineError> {
+        validate_teams(&teams, &classes)?;
+        let store = Store::open(path)?;
+        let records = store.load()?;
+        let mut e = Engine {
+            usage: vec![0.0; teams.len()],
+            store,
+            cluster: Cluster::new(fleet),
+            placer: Placer::new(Policy::Gantry),
+            teams,
+            classes,
+            config: CycleConfig::default(),
+            jobs: BTreeMap::new(),
+        };
+        let mut requeue = Vec::new();
+        for r in records {
+            let spec = spec::parse(&format!("job {}", r.id), r.spec.as_bytes()).map_err(|err| {
+                EngineError::Unreadable {
+                    id: r.id,
+                    why: err.to_string(),
+                }
+            })?;
+            let request =
+                spec.to_request(e.cluster.fleet())
+                    .map_err(|err| EngineError::Unreadable {
+                        id: r.id,
+                        why: err.to_string(),
+                    })?;
+            let team = e.team_index(&r.team)?;
+            let class = e.class_index(&r.priority)?;
+            let mut state = r.state;
+            if matches!(state, JobState::Running | JobState::Preempting) {
+                requeue.push((r.id, JobState::Pending, "daemon restarted and no backend reports it running: requeued from its checkpoint".to_string()));
+                state = JobState::Pending;
+            }
+            e.jobs.insert(
+                r.id,
+                Job {
+                    id: r.id,
+                    name: r.name,
+                    team,
+                    class,
+                    state,
+                    submitted_at: r.submitted_at,
+                    spec,
+                    spec_text: r.spec,
+                    request,
+                    placement: None,
+                    started_at: None,
+                    explanation: None,
+                },
+            );
+        }
+        e.store.transition_all(&requeue, now)?;
+        Ok(e)
+    }
+
+    fn team_index(&self, name: &str) -> Result<usize, EngineError> {
+        self.teams
+            .iter()
+            .position(|t| t.name == name)
+            .ok_or_else(|| EngineError::UnknownTeam {
+                team: name.to_string(),
+                known: self
+                    .teams
+                    .iter()
+                    .map(|t| t.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            })
+    }
+
+    fn class_index(&self, name: &str) -> Result<usize, EngineError> {
+        self.classes
+            .iter()
+            .position(|c| c.name == name)
+            .ok_or_else(|| EngineError::UnknownClass {
+                class: name.to_string(),
+                known: self
+                    .classes
+                    .iter()
+                    .map(|c| c.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            })
+    }
+
+    /// Parses, resolves and admits a spec; `team` and `priority` override the file's. A job no
+    /// node of the fleet could ever host is rejected here, with the reason, instead of waiting
+    /// forever. Returns once the job is committed.
+    pub fn submit(
+        &mut self,
+        file: &str,
+        text: &[u8],
+        team: Option<&str>,
+        priority: Option<&str>,
+        now: f64,
+    ) -> Result<JobId, EngineError> {
+        let spec = spec::parse(file, text)?;
+        let request = spec.to_request(self.cluster.fleet())?;
+        let team_name = team
+            .or(spec.team.as_deref())
+            .unwrap_or("default")
+            .to_string();
+        let class_name = priority
+            .or(spec.priority.as_deref())
+            .unwrap_or("experiment")
+            .to_string();
+        let team = self.team_index(&team_name)?;
+        let class = self.class_index(&class_name)?;
+        // Would it fit on the empty fleet?
+        let empty = Cluster::new(empty_fleet(self.cluster.fleet()));
+        if let Err(why) = Placer::new(Policy::Gantry).place(&empty, &request, 0) {
+            return Err(EngineError::NeverFits(why.to_string()));
+        }
+        let text = String::from_utf8_lossy(text).into_owned();
+        let id = self.store.submit_all(&[NewJob {
+            name: spec.name.clone(),
+            team: team_name,
+            priority: class_name,
+            spec: text.clone(),
+            at: now,
+        }])?[0];
+        self.jobs.insert(
+            id,
+            Job {
+                id,
+                name: spec.name.clone(),
+                team,
+                class,
+                state: JobState::Pending,
+                submitted_at: now,
+                spec,
+                spec_text: text,
+                request,
+                placement: None,
+                started_at: None,
+                explanation: None,
+            },
+        );
+        Ok(id)
+    }
+
+    fn job_mut(&mut self, id: JobId) -> Result<&mut Job, EngineError> {
+        self.jobs.get_mut(&id).ok_or(EngineError::NoJob(id))
+    }
+
+    /// Journals then applies a state change; releases GPUs when a job stops running.
+    fn move_to(&mut self, id: JobId, to: JobState, now: f64, why: &str) -> Result<(), EngineError> {
+        self.job_mut(id)?;
+        self.store.transition(id, to, now, why)?;
+        let job = self.jobs.get_mut(&id).ok_or(EngineError::NoJob(id))?;
+        job.state = to;
+        if to != JobState::Running && to != JobState::Preempting {
+            if let Some(p) = job.placement.take() {
+                self.cluster
+                    .release(&p)
+                    .map_err(|e| EngineError::Unreadable {
+                        id,
+                        why: e.to_string(),
+                    })?;
+            }
+            job.started_at = None;
+        }
+        Ok(())
+    }
+
+    pub fn cancel(&mut self, id: JobId, now: f64) -> Result<(), EngineError> {
+        self.move_to(id, JobState::Cancelled, now, "cancelled")
+    }
+    pub fn hold(&mut self, id: JobId, now: f64) -> Result<(), EngineError> {
+        self.move_to(id, JobState::Held, now, "held")
+    }
+    pub fn release(&mut self, id: JobId, now: f64) -> Result<(), EngineError> {
+        self.move_to(id, JobState::Pending, now, "released")
+    }
+    /// A backend reports that a job exited.
+    pub fn finished(&mut self, id: JobId, ok: bool, now: f64) -> Result<(), EngineError> {
+        let to = if ok {
+            JobState::Completed
+        } else {
+            JobState::Failed
+        };
+        self.move_to(
+            id,
+            to,
+            now,
+            if ok {
+                "exited 0"
+            } else {
+                "exited with an error"
+            },
+        )
+    }
+
+    pub fn set_priority(&mut self, id: JobId, class: &str, now: f64) -> Result<(), EngineError> {
+        let c = self.class_index(class)?;
+        self.job_mut(id)?;
+        self.store.set_priority(id, class, now)?;
+        self.job_mut(id)?.class = c;
+        Ok(())
+    }
+
+    /// Runs one scheduling cycle and applies its decisions (journaled first).
+    pub fn tick(&mut self, now: f64) -> Result<TickReport, EngineError> {
+        let pending: Vec<PendingJob> = self
+            .jobs
+            .values()
+            .filter(|j| matches!(j.state, JobState::Pending | JobState::Held))
+            .map(|j| PendingJob {
+                id: j.id as u64,
+                team: j.team,
+                class: j.class,
+                submitted: j.submitted_at,
+                request: j.request.clone(),
+                held: j.state == JobState::Held,
+                time_limit_s: j.spec.time_limit_s,
+            })
+            .collect();
+        let running: Vec<RunningJob> = self
+            .jobs
+            .values()
+            .filter(|j| j.state == JobState::Running)
+            .filter_map(|j| {
+                Some(RunningJob {
+                    id: j.id as u64,
+                    team: j.team,
+                    class: j.class,
+                    started: j.started_at?,
+                    placement: j.placement.clone()?,
+                    preemptible: j.spec.preemptible,
+                    last_checkpoint: None,
+                    time_limit_s: j.spec.time_limit_s,
+                    borrowed: false,
+                    signal: j
+                        .spec
+                        .checkpoint
+                        .as_ref()
+                        .map_or("SIGTERM".to_string(), |c| c.signal.0.clone()),
+                    grace_s: j.spec.checkpoint.as_ref().map_or(30.0, |c| c.grace_s),
+                })
+            })
+            .collect();
+        let input = CycleInput {
+            now,
+            cluster: &self.cluster,
+            teams: &self.teams,
+            classes: &self.classes,
+            usage: &self.usage,
+            pending: &pending,
+            running: &running,
+            config: &self.config,
+        };
+        let out = run_cycle(&mut self.placer, &input)?;
+        // The cycle's decisions are one journal entry: one commit, then memory.
+        let moves: Vec<(JobId, JobState, String)> = out
+            .decisions
+            .iter()
+            .filter_map(|d| match d {
+                Decision::Start { job, .. } => {
+                    Some((*job as JobId, JobState::Running, "placed".to_string()))
+                }
+                Decision::Preempt {
+                    victim, for_job, ..
+                } => Some((
+                    *victim as JobId,
+                    JobState::Preempting,
+                    format!("preempted for job {for_job}"),
+                )),
+                Decision::Reserve { .. } => None,
+            })
+            .collect();
+        self.store.transition_all(&moves, now)?;
+        let mut report = TickReport::default();
+        for d in out.decisions {
+            match d {
+                Decision::Start { job, placement, .. } => {
+                    let id = job as JobId;
+                    self.cluster
+                        .allocate(&placement)
+                        .map_err(|e| EngineError::Unreadable {
+                            id,
+                            why: e.to_string(),
+                        })?;
+                    let j = self.job_mut(id)?;
+                    j.state = JobState::Running;
+                    j.placement = Some(placement);
+                    j.started_at = Some(now);
+                    j.explanation = None;
+                    report.started.push(id);
+                }
+                Decision::Preempt { victim, .. } => {
+                    let id = victim as JobId;
+                    self.job_mut(id)?.state = JobState::Preempting;
+                    report.preempting.push(id);
+                }
+                Decision::Reserve { job, .. } => report.reserved.push(job as JobId),
+            }
+        }
+        for e in out.explanations {
+            if let Some(j) = self.jobs.get_mut(&(e.job as JobId)) {
+                j.explanation = Some(e);
+            }
+        }
+        Ok(report)
+    }
+
+    pub fn jobs(&self) -> impl Iterator<Item = &Job> {
+        self.jobs.values()
+    }
+
+    pub fn job(&self, id: JobId) -> Option<&Job> {
+        self.jobs.get(&id)
+    }
+
+    pub fn fleet(&self) -> &Fleet {
+        self.cluster.fleet()
+    }
+
+    pub fn unplaceable_reason(&self, id: JobId) -> Option<&Unplaceable> {
+        match &self.jobs.get(&id)?.explanation.as_ref()?.reason {
+            crate::scheduler::cycle::PendingReason::NoCapacity { why, .. } => Some(why),
+            _ => None,
+        }
+    }
+}
+
+/// The same fleet with everything free: for "could this ever fit?".
+fn empty_fleet(fleet: &Fleet) -> Fleet {
+    let mut f = fleet.clone();
+    for n in &mut f.nodes {
+        n.cpu_free = n.cpu_milli;
+        n.mem_free = n.mem_mib;
+        n.health = crate::model::Health::Healthy;
+        let vram = n.model.map_or(0, |m| fleet.model(m).vram_mib);
+        for g in &mut n.gpus {
+            g.milli_free = crate::model::MILLI_PER_GPU;
+            g.vram_free_mib = vram;
+            if g.mig.is_some() {
+                g.mig = Some(crate::model::MigState::default());
+            }
+        }
+    }
+    f
+}

@@ -1,0 +1,193 @@
+//! The daemon's engine: submissions are checked and journaled, cycles start work, every state
+//! change is durable, and a restart rebuilds the state from the journal.
+
+use gantry::daemon::engine::{Engine, EngineError};
+use gantry::daemon::job::JobState;
+use gantry::model::*;
+use std::path::PathBuf;
+
+fn fleet() -> Fleet {
+    let mut b = FleetBuilder::new();
+    let h100 = b.model("H100", 81_559, None).unwrap();
+    let p = b
+        .pool(PoolSpec {
+            provider: "onprem",
+            region: "dc1",
+            zone: "dc1-a",
+            name: "hgx",
+            instance_type: "hgx-h100",
+            model: Some(h100),
+            gpus_per_node: 8,
+            cpu_milli: 128_000,
+            mem_mib: 1 << 20,
+            capacity: CapacityType::Reserved,
+            price_per_hour: 25.0,
+        })
+        .unwrap();
+    for i in 0..2 {
+        b.node(p, &format!("n{i}"), Some("leaf-1"), None, 0)
+            .unwrap();
+    }
+    b.build()
+}
+
+fn teams() -> Vec<Team> {
+    ["default", "ml-research"]
+        .iter()
+        .map(|n| Team {
+            name: n.to_string(),
+            weight: 1.0,
+            quota: None,
+            cohort: None,
+        })
+        .collect()
+}
+
+fn db(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("gantry-engine-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join("state.db")
+}
+
+fn open(path: &PathBuf, now: f64) -> Engine {
+    Engine::open(path, fleet(), teams(), default_classes(), now).unwrap()
+}
+
+const EIGHT: &[u8] = b"name: big\nresources:\n  accelerators: H100:8\nrun: train\n";
+
+#[test]
+fn submissions_are_checked_before_they_are_accepted() {
+    let path = db("checked");
+    let mut e = open(&path, 0.0);
+    let err = e
+        .submit(
+            "j.yaml",
+            b"resources:\n  accelerators: H100:16\n",
+            None,
+            None,
+            1.0,
+        )
+        .unwrap_err();
+    assert!(matches!(err, EngineError::NeverFits(_)));
+    assert_eq!(
+        err.to_string(),
+        "rejected: no node could ever host it: asks 16 GPUs per node; the largest node has 8"
+    );
+    let err = e
+        .submit("j.yaml", EIGHT, Some("nobody"), None, 1.0)
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "unknown team `nobody`; teams: default, ml-research"
+    );
+    let err = e
+        .submit("j.yaml", EIGHT, None, Some("urgent"), 1.0)
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "unknown priority class `urgent`; classes: serving, production, experiment"
+    );
+    let err = e
+        .submit(
+            "j.yaml",
+            b"resources:\n  accelerators: B200:8\n",
+            None,
+            None,
+            1.0,
+        )
+        .unwrap_err();
+    assert!(
+        err.to_string().starts_with("unknown GPU model `B200`"),
+        "{err}"
+    );
+    let err = e
+        .submit("j.yaml", b"nmae: x\n", None, None, 1.0)
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .starts_with("j.yaml:1:1: unknown field `nmae`; did you mean `name`?"),
+        "{err}"
+    );
+    assert_eq!(e.jobs().count(), 0, "nothing was accepted");
+}
+
+#[test]
+fn cycles_start_work_and_finished_work_frees_gpus() {
+    let path = db("cycles");
+    let mut e = open(&path, 0.0);
+    let a = e.submit("a.yaml", EIGHT, None, None, 1.0).unwrap();
+    let b = e
+        .submit(
+            "b.yaml",
+            EIGHT,
+            Some("ml-research"),
+            Some("production"),
+            2.0,
+        )
+        .unwrap();
+    let c = e.submit("c.yaml", EIGHT, None, None, 3.0).unwrap();
+    let r = e.tick(10.0).unwrap();
+    // production first, then the older experiment; the third waits with a reason.
+    assert_eq!(r.started, vec![b, a]);
+    assert_eq!(e.job(c).unwrap().state, JobState::Pending);
+    assert!(e.job(c).unwrap().explanation.is_some());
+    e.finished(a, true, 20.0).unwrap();
+    assert_eq!(e.tick(21.0).unwrap().started, vec![c]);
+    assert_eq!(e.job(a).unwrap().state, JobState::Completed);
+}
+
+#[test]
+fn hold_release_priority_and_illegal_moves() {
+    let path = db("hold");
+    let mut e = open(&path, 0.0);
+    let a = e.submit("a.yaml", EIGHT, None, None, 1.0).unwrap();
+    e.hold(a, 2.0).unwrap();
+    assert!(
+        e.tick(3.0).unwrap().started.is_empty(),
+        "held jobs do not start"
+    );
+    e.release(a, 4.0).unwrap();
+    e.set_priority(a, "serving", 5.0).unwrap();
+    assert!(e.set_priority(a, "urgent", 5.0).is_err());
+    assert_eq!(e.tick(6.0).unwrap().started, vec![a]);
+    let err = e.hold(a, 7.0).unwrap_err();
+    assert!(
+        err.to_string().contains("cannot go from running to held"),
+        "{err}"
+    );
+    assert_eq!(
+        e.job(a).unwrap().state,
+        JobState::Running,
+        "a refused change changes nothing"
+    );
+    assert!(matches!(e.cancel(999, 8.0), Err(EngineError::NoJob(999))));
+}
+
+#[test]
+fn a_restart_rebuilds_the_state_and_requeues_what_was_running() {
+    let path = db("restart");
+    let (a, b, c);
+    {
+        let mut e = open(&path, 0.0);
+        a = e
+            .submit("a.yaml", EIGHT, None, Some("production"), 1.0)
+            .unwrap();
+        b = e.submit("b.yaml", EIGHT, None, None, 2.0).unwrap();
+        c = e.submit("c.yaml", EIGHT, None, None, 3.0).unwrap();
+        e.tick(4.0).unwrap();
+        e.finished(b, false, 5.0).unwrap();
+        e.hold(c, 6.0).unwrap();
+        // the daemon dies here: no shutdown
+    }
+    let mut e = open(&path, 100.0);
+    let state = |id| e.job(id).unwrap().state;
+    assert_eq!(
+        (state(a), state(b), state(c)),
+        (JobState::Pending, JobState::Failed, JobState::Held)
+    );
+    assert_eq!(e.job(a).unwrap().spec.name.as_deref(), Some("big"));
+    assert_eq!(e.jobs().count(), 3);
+    // The requeued job starts again, with its priority intact.
+    assert_eq!(e.tick(101.0).unwrap().started, vec![a]);
+}

@@ -4,7 +4,7 @@
 use gantry::daemon::engine::{Engine, EngineError};
 use gantry::daemon::job::JobState;
 use gantry::model::*;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 fn fleet() -> Fleet {
     let mut b = FleetBuilder::new();
@@ -50,7 +50,7 @@ fn db(name: &str) -> PathBuf {
     dir.join("state.db")
 }
 
-fn open(path: &PathBuf, now: f64) -> Engine {
+fn open(path: &Path, now: f64) -> Engine {
     Engine::open(path, fleet(), teams(), default_classes(), now).unwrap()
 }
 

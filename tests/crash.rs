@@ -68,7 +68,7 @@ fn acknowledged_jobs_survive_kill_9() {
             "round {round}: acknowledged jobs lost: {lost:?}"
         );
         for j in &jobs {
-            serde_json::from_str::<serde_json::Value>(&j.spec)
+            gantry::spec::parse("journal", j.spec.as_bytes())
                 .unwrap_or_else(|e| panic!("job {} half-written: {e}", j.id));
             assert!(
                 j.name.as_deref().is_some_and(|n| n.starts_with("bench-")),

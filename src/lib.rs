@@ -1,5 +1,6 @@
 //! gantry: a scheduler and terminal operations console for GPU fleets.
 //!
+//! * [`config`] — where files live (XDG) and the fleet file.
 //! * [`daemon`] — the state owner: durable journal and job state machine (in progress).
 //! * [`model`] — the domain vocabulary every part imports.
 //! * [`scheduler`] — the pure scheduler core (placement policies).
@@ -7,6 +8,7 @@
 //! * [`trace`] — public cluster traces and their replay protocols.
 //! * [`bench`] — the benchmarks behind every performance figure.
 pub mod bench;
+pub mod config;
 pub mod daemon;
 pub mod model;
 pub mod scheduler;

@@ -266,3 +266,66 @@ fn spec_check_prints_what_it_understood_or_where_it_is_wrong() {
     assert_eq!(code, 2);
     assert!(err.starts_with("error: tests/specs/bad/unknown_nested.yaml:2:3: unknown field `resources.acelerators`; did you mean `accelerators`?"), "{err}");
 }
+
+#[test]
+fn fleet_shows_the_builtin_as_simulated_and_accepts_its_own_default() {
+    // No user fleet file: an empty XDG config dir.
+    let empty = std::env::temp_dir().join(format!("gantry-noconfig-{}", std::process::id()));
+    let builtin = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_gantry"))
+            .args(args)
+            .env("XDG_CONFIG_HOME", &empty)
+            .output()
+            .unwrap();
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    };
+    let (code, out) = builtin(&["fleet", "--output", "json"]);
+    assert_eq!(code, 0);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["simulated"], true);
+    assert!(v["gpus"].as_u64().unwrap() >= 200);
+    let (code, table) = builtin(&["fleet"]);
+    assert_eq!(code, 0);
+    assert!(table.contains("SIMULATED"), "{table}");
+    // The printed default is a valid fleet file.
+    let (code, text, _) = gantry(&["fleet", "--print-default"]);
+    assert_eq!(code, 0);
+    let path = std::env::temp_dir().join(format!("gantry-fleet-{}.toml", std::process::id()));
+    std::fs::write(&path, text).unwrap();
+    let (code, out, err) = gantry(&[
+        "fleet",
+        "--config",
+        path.to_str().unwrap(),
+        "--output",
+        "json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["simulated"], false);
+    let _ = std::fs::remove_file(&path);
+    let (code, _, err) = gantry(&["fleet", "--config", "tests/data/bad_fleet.toml"]);
+    assert_eq!(code, 2);
+    assert!(
+        err.starts_with("error: tests/data/bad_fleet.toml:12:12: unknown variant `spotty`"),
+        "{err}"
+    );
+}
+
+#[test]
+fn info_prints_xdg_paths() {
+    let out = Command::new(env!("CARGO_BIN_EXE_gantry"))
+        .args(["info", "--output", "json"])
+        .env("XDG_CONFIG_HOME", "/tmp/xdg-config")
+        .env("XDG_DATA_HOME", "/tmp/xdg-data")
+        .env_remove("XDG_RUNTIME_DIR")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["fleet_file"], "/tmp/xdg-config/gantry/fleet.toml");
+    assert_eq!(v["journal"], "/tmp/xdg-data/gantry/state.db");
+    assert_eq!(v["socket"], "/tmp/xdg-data/gantry/gantry.sock");
+}

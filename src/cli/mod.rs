@@ -2,6 +2,7 @@
 //! (`--output json`); errors go to stderr as one line and exit with code 2.
 
 mod bench;
+mod fleet;
 mod replay;
 mod spec;
 
@@ -34,6 +35,22 @@ enum Command {
     /// Job specs (gantry YAML, a superset of SkyPilot task YAML).
     #[command(subcommand)]
     Spec(spec::SpecCmd),
+    /// The fleet in force: pools, shapes, prices, teams.
+    Fleet {
+        /// A fleet file (default: the one `gantry info` shows, else the built-in).
+        #[arg(long)]
+        config: Option<std::path::PathBuf>,
+        /// Print the built-in fleet file (a documented starting point) and exit.
+        #[arg(long)]
+        print_default: bool,
+        #[arg(long, value_enum, default_value_t = Output::Table)]
+        output: Output,
+    },
+    /// Where gantry keeps its files (XDG paths).
+    Info {
+        #[arg(long, value_enum, default_value_t = Output::Table)]
+        output: Output,
+    },
 }
 
 pub fn main() -> ExitCode {
@@ -48,7 +65,7 @@ pub fn main() -> ExitCode {
         None => {
             println!(
                 "gantry {}: a scheduler for GPU fleets. Commands: `gantry replay openb|philly`, \
-                 `gantry bench sched`, `gantry spec check FILE`; `gantry --help` for more.",
+                 `gantry bench sched`, `gantry spec check FILE`, `gantry fleet`, `gantry info`; `gantry --help` for more.",
                 env!("CARGO_PKG_VERSION")
             );
             Ok(())
@@ -56,6 +73,12 @@ pub fn main() -> ExitCode {
         Some(Command::Replay(cmd)) => replay::run(cmd),
         Some(Command::Bench(cmd)) => bench::run(cmd),
         Some(Command::Spec(cmd)) => spec::run(cmd),
+        Some(Command::Fleet {
+            config,
+            print_default,
+            output,
+        }) => fleet::run(config, print_default, output),
+        Some(Command::Info { output }) => fleet::info(output),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -5,7 +5,7 @@
 
 mod values;
 
-pub use values::{Accelerator, Accelerators, Checkpoint, GpuCount};
+pub use values::{parse_duration, Accelerator, Accelerators, Checkpoint, GpuCount};
 
 use crate::model::{Fleet, GpuRequest, JobRequest, MigProfile, ModelChoice, MILLI_PER_GPU};
 use serde::{Deserialize, Serialize};

@@ -1,0 +1,131 @@
+//! `gantry fleet` and `gantry info`
+
+use super::{print_json, Output};
+use gantry::config::fleet::{self, FleetConfig, DEFAULT_FLEET};
+use gantry::config::paths;
+use serde::Serialize;
+use std::path::PathBuf;
+
+/// Which fleet file is in force: an explicit one, the user's, or the built-in simulated fleet.
+pub fn load(explicit: Option<PathBuf>) -> Result<(String, FleetConfig, bool), String> {
+    let user = paths::from_env().fleet_file;
+    let path = explicit.or_else(|| user.exists().then_some(user));
+    match path {
+        Some(p) => {
+            let name = p.display().to_string();
+            let text = std::fs::read_to_string(&p)
+                .map_err(|e| format!("{name}: cannot read the fleet file: {e}"))?;
+            Ok((
+                name.clone(),
+                fleet::parse(&name, &text).map_err(|e| e.to_string())?,
+                false,
+            ))
+        }
+        None => Ok((
+            "built-in".to_string(),
+            fleet::parse("built-in", DEFAULT_FLEET).map_err(|e| e.to_string())?,
+            true,
+        )),
+    }
+}
+
+#[derive(Serialize)]
+struct FleetView<'a> {
+    source: &'a str,
+    simulated: bool,
+    nodes: usize,
+    gpus: usize,
+    dollars_per_hour: f64,
+    config: &'a FleetConfig,
+}
+
+pub fn run(config: Option<PathBuf>, print_default: bool, output: Output) -> Result<(), String> {
+    if print_default {
+        print!("{DEFAULT_FLEET}");
+        return Ok(());
+    }
+    let (source, cfg, simulated) = load(config)?;
+    let built = fleet::fleet_of(&cfg);
+    let dollars: f64 = cfg
+        .pools
+        .iter()
+        .map(|p| p.price_per_hour * f64::from(p.nodes))
+        .sum();
+    if output == Output::Json {
+        return print_json(&FleetView {
+            source: &source,
+            simulated,
+            nodes: built.nodes.len(),
+            gpus: built.gpu_count(),
+            dollars_per_hour: dollars,
+            config: &cfg,
+        });
+    }
+    let label = if simulated {
+        " — SIMULATED (the built-in demo fleet; `gantry fleet --print-default` shows it)"
+    } else {
+        ""
+    };
+    println!("fleet from {source}{label}");
+    println!(
+        "{:<40} {:<34} {:>11} {:<9} {:>10} {:>9} {:>6}",
+        "pool", "instance", "GPUs/node", "capacity", "$/node-h", "nodes", "GPUs"
+    );
+    for p in &cfg.pools {
+        let path = format!("{}/{}/{}/{}", p.provider, p.region, p.zone, p.name);
+        let gpus = p
+            .gpu
+            .as_ref()
+            .map_or("-".to_string(), |g| format!("{}×{}", p.gpus_per_node, g));
+        let nodes = format!("{}/{}", p.nodes, p.max_nodes.unwrap_or(p.nodes));
+        println!(
+            "{:<40} {:<34} {:>11} {:<9} {:>10.2} {:>9} {:>6}",
+            path,
+            p.instance_type,
+            gpus,
+            p.capacity.to_string(),
+            p.price_per_hour,
+            nodes,
+            u32::from(p.gpus_per_node) * p.nodes
+        );
+    }
+    println!(
+        "{} nodes, {} GPUs, ${:.2}/h at start; {} teams: {}",
+        built.nodes.len(),
+        built.gpu_count(),
+        dollars,
+        cfg.teams.len(),
+        cfg.teams
+            .iter()
+            .map(|t| t.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    Ok(())
+}
+
+pub fn info(output: Output) -> Result<(), String> {
+    let p = paths::from_env();
+    if output == Output::Json {
+        return print_json(&p);
+    }
+    let state = |f: &PathBuf| {
+        if f.exists() {
+            "exists"
+        } else {
+            "absent: the built-in default is used"
+        }
+    };
+    println!("gantry {}", env!("CARGO_PKG_VERSION"));
+    println!("config dir  {}", p.config_dir.display());
+    println!(
+        "fleet file  {} ({})",
+        p.fleet_file.display(),
+        state(&p.fleet_file)
+    );
+    println!("data dir    {}", p.data_dir.display());
+    println!("journal     {}", p.journal.display());
+    println!("socket      {}", p.socket.display());
+    println!("defaults    `gantry fleet --print-default` prints the built-in fleet file");
+    Ok(())
+}

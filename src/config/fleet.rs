@@ -1,0 +1,404 @@
+//! The fleet file (TOML): pools of nodes with their shape, topology and real prices, and the
+//! teams with their quotas and budgets. Errors carry file:line:col.
+
+use crate::model::{
+    CapacityType, Fleet, FleetBuilder, MigGeometry, PoolSpec, PriorityClass, Quota, Team,
+};
+use crate::spec::did_you_mean;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// The built-in default: a simulated multi-cloud and on-prem fleet with real prices.
+pub const DEFAULT_FLEET: &str = include_str!("default_fleet.toml");
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ConfigError {
+    pub file: String,
+    pub line: usize,
+    pub col: usize,
+    pub message: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}:{}:{}: {}",
+            self.file, self.line, self.col, self.message
+        )
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FleetConfig {
+    #[serde(default)]
+    pub teams: Vec<TeamConfig>,
+    #[serde(default)]
+    pub pools: Vec<PoolConfig>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TeamConfig {
+    pub name: String,
+    #[serde(default = "one")]
+    pub weight: f64,
+    pub cohort: Option<String>,
+    /// Guaranteed GPUs (no quota when absent).
+    pub guaranteed: Option<u32>,
+    #[serde(default)]
+    pub borrow_limit: u32,
+    pub lend_limit: Option<u32>,
+    pub budget_monthly_usd: Option<f64>,
+}
+
+fn one() -> f64 {
+    1.0
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PoolConfig {
+    pub provider: String,
+    pub region: String,
+    pub zone: String,
+    pub name: String,
+    pub instance_type: String,
+    /// GPU model (absent for CPU-only pools).
+    pub gpu: Option<String>,
+    #[serde(default)]
+    pub gpus_per_node: u8,
+    #[serde(default)]
+    pub vram_gb: u32,
+    pub cpus: u32,
+    pub memory_gb: u32,
+    pub capacity: CapacityType,
+    /// US dollars per node-hour.
+    pub price_per_hour: f64,
+    /// Nodes at start.
+    pub nodes: u32,
+    #[serde(default)]
+    pub min_nodes: u32,
+    /// Elastic ceiling (defaults to `nodes`: a fixed pool).
+    pub max_nodes: Option<u32>,
+    /// Nodes per InfiniBand leaf (absent: no leaf information).
+    pub nodes_per_leaf: Option<u32>,
+    /// Nodes sharing one NVLink domain (NVL72-style racks; default 1 = the node).
+    pub nodes_per_nvlink: Option<u32>,
+    #[serde(default)]
+    pub mig_gpus_per_node: u8,
+    pub provisioning_delay: Option<String>,
+    #[serde(default)]
+    pub spot_interruptions_per_node_hour: f64,
+}
+
+/// MIG geometry by GPU model: the models whose MIG profiles gantry knows.
+pub fn mig_geometry(model: &str) -> Option<MigGeometry> {
+    match model.to_ascii_uppercase().as_str() {
+        "H100" | "A100-80GB" => Some(MigGeometry { slice_gb: 10 }),
+        "A100" => Some(MigGeometry { slice_gb: 5 }),
+        "H200" => Some(MigGeometry { slice_gb: 18 }),
+        _ => None,
+    }
+}
+
+/// The line and column of a byte offset.
+fn position(text: &str, offset: usize) -> (usize, usize) {
+    let before = &text[..offset.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    (line, col)
+}
+
+/// The position of the n-th `[[pools]]` (or `[[teams]]`) table, for errors found after parsing.
+fn table_position(text: &str, table: &str, index: usize) -> (usize, usize) {
+    let header = format!("[[{table}]]");
+    text.match_indices(&header)
+        .nth(index)
+        .map_or((1, 1), |(o, _)| position(text, o))
+}
+
+pub fn parse(file: &str, text: &str) -> Result<FleetConfig, ConfigError> {
+    let cfg: FleetConfig = toml::from_str(text).map_err(|e| {
+        let (line, col) = e.span().map_or((1, 1), |s| position(text, s.start));
+        let msg = e.message().to_string();
+        let message = match msg
+            .strip_prefix("unknown field `")
+            .and_then(|r| r.split_once('`'))
+        {
+            Some((field, rest)) => {
+                let allowed: Vec<&str> = rest.split('`').skip(1).step_by(2).collect();
+                let hint = did_you_mean(field, &allowed)
+                    .map_or(String::new(), |b| format!("; did you mean `{b}`?"));
+                format!(
+                    "unknown field `{field}`{hint} (allowed: {})",
+                    allowed.join(", ")
+                )
+            }
+            None => msg,
+        };
+        ConfigError {
+            file: file.to_string(),
+            line,
+            col,
+            message,
+        }
+    })?;
+    validate(file, text, &cfg)?;
+    Ok(cfg)
+}
+
+fn validate(file: &str, text: &str, cfg: &FleetConfig) -> Result<(), ConfigError> {
+    let at = |table: &str, i: usize, message: String| {
+        let (line, col) = table_position(text, table, i);
+        ConfigError {
+            file: file.to_string(),
+            line,
+            col,
+            message,
+        }
+    };
+    for (i, p) in cfg.pools.iter().enumerate() {
+        let name = format!("pool `{}/{}/{}/{}`", p.provider, p.region, p.zone, p.name);
+        if let Some(j) = cfg.pools[..i].iter().position(|q| {
+            (&q.provider, &q.region, &q.zone, &q.name) == (&p.provider, &p.region, &p.zone, &p.name)
+        }) {
+            return Err(at(
+                "pools",
+                i,
+                format!("{name} is defined twice (first as pool #{})", j + 1),
+            ));
+        }
+        if p.gpu.is_some() != (p.gpus_per_node > 0) {
+            return Err(at("pools", i, format!("{name}: give `gpu` and `gpus_per_node` > 0 together (or neither, for CPU-only)")));
+        }
+        if p.gpus_per_node > 16 {
+            return Err(at(
+                "pools",
+                i,
+                format!("{name}: gpus_per_node {} (at most 16)", p.gpus_per_node),
+            ));
+        }
+        if p.gpu.is_some() && p.vram_gb == 0 {
+            return Err(at("pools", i, format!("{name}: vram_gb must be > 0")));
+        }
+        if !(p.price_per_hour.is_finite() && p.price_per_hour >= 0.0) {
+            return Err(at(
+                "pools",
+                i,
+                format!("{name}: price_per_hour must be a number ≥ 0"),
+            ));
+        }
+        let max = p.max_nodes.unwrap_or(p.nodes);
+        if p.min_nodes > p.nodes || p.nodes > max || max > 10_000 {
+            return Err(at(
+                "pools",
+                i,
+                format!(
+                    "{name}: need min_nodes ≤ nodes ≤ max_nodes ≤ 10000 (got {} ≤ {} ≤ {max})",
+                    p.min_nodes, p.nodes
+                ),
+            ));
+        }
+        if p.mig_gpus_per_node > p.gpus_per_node {
+            return Err(at(
+                "pools",
+                i,
+                format!("{name}: mig_gpus_per_node exceeds gpus_per_node"),
+            ));
+        }
+        if p.mig_gpus_per_node > 0 && p.gpu.as_deref().and_then(mig_geometry).is_none() {
+            return Err(at(
+                "pools",
+                i,
+                format!(
+                    "{name}: {} does not support MIG (known: H100, H200, A100, A100-80GB)",
+                    p.gpu.as_deref().unwrap_or("a CPU pool")
+                ),
+            ));
+        }
+        if let Some(d) = &p.provisioning_delay {
+            if crate::spec::parse_duration(d).is_none() {
+                return Err(at(
+                    "pools",
+                    i,
+                    format!("{name}: provisioning_delay `{d}` is not a duration like 5m"),
+                ));
+            }
+        }
+        if !(p.spot_interruptions_per_node_hour.is_finite()
+            && (0.0..=10.0).contains(&p.spot_interruptions_per_node_hour))
+        {
+            return Err(at(
+                "pools",
+                i,
+                format!("{name}: spot_interruptions_per_node_hour must be in 0..=10"),
+            ));
+        }
+        if p.nodes_per_leaf == Some(0) || p.nodes_per_nvlink == Some(0) {
+            return Err(at(
+                "pools",
+                i,
+                format!("{name}: nodes_per_leaf and nodes_per_nvlink must be ≥ 1"),
+            ));
+        }
+    }
+    crate::model::validate_teams(&teams_of(cfg), &crate::model::default_classes()).map_err(
+        |e| {
+            let i = cfg
+                .teams
+                .iter()
+                .position(|t| e.to_string().contains(&format!("`{}`", t.name)))
+                .unwrap_or(0);
+            at("teams", i, e.to_string())
+        },
+    )?;
+    for (i, t) in cfg.teams.iter().enumerate() {
+        if let Some(b) = t.budget_monthly_usd {
+            if !(b.is_finite() && b >= 0.0) {
+                return Err(at(
+                    "teams",
+                    i,
+                    format!("team `{}`: budget_monthly_usd must be ≥ 0", t.name),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+pub fn teams_of(cfg: &FleetConfig) -> Vec<Team> {
+    cfg.teams
+        .iter()
+        .map(|t| Team {
+            name: t.name.clone(),
+            weight: t.weight,
+            quota: t.guaranteed.map(|g| Quota {
+                guaranteed: g,
+                borrow_limit: t.borrow_limit,
+                lend_limit: t.lend_limit,
+                per_model: Vec::new(),
+            }),
+            cohort: t.cohort.clone(),
+        })
+        .collect()
+}
+
+pub fn classes_of(_cfg: &FleetConfig) -> Vec<PriorityClass> {
+    crate::model::default_classes()
+}
+
+/// Builds the fleet the config describes (nodes at their start count).
+pub fn fleet_of(cfg: &FleetConfig) -> Fleet {
+    let mut b = FleetBuilder::new();
+    for p in &cfg.pools {
+        let model = p.gpu.as_ref().map(|g| {
+            b.model(g, p.vram_gb * 1024, mig_geometry(g))
+                .expect("validated: VRAM > 0")
+        });
+        let pool = b
+            .pool(PoolSpec {
+                provider: &p.provider,
+                region: &p.region,
+                zone: &p.zone,
+                name: &p.name,
+                instance_type: &p.instance_type,
+                model,
+                gpus_per_node: p.gpus_per_node,
+                cpu_milli: p.cpus * 1000,
+                mem_mib: u64::from(p.memory_gb) * 1024,
+                capacity: p.capacity,
+                price_per_hour: p.price_per_hour,
+            })
+            .expect("validated pool");
+        for i in 0..p.nodes {
+            let node = format!("{}-{}-{i:03}", p.provider, p.name);
+            let leaf = p
+                .nodes_per_leaf
+                .map(|k| format!("{}/{}/leaf-{}", p.provider, p.zone, i / k));
+            let nvlink = p
+                .nodes_per_nvlink
+                .filter(|&k| k > 1)
+                .map(|k| format!("{}/{}-rack-{}", p.provider, p.name, i / k));
+            b.node(
+                pool,
+                &node,
+                leaf.as_deref(),
+                nvlink.as_deref(),
+                p.mig_gpus_per_node,
+            )
+            .expect("validated node");
+        }
+    }
+    b.build()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_fleet_parses_and_builds() {
+        let cfg = parse("default", DEFAULT_FLEET).unwrap();
+        let fleet = fleet_of(&cfg);
+        assert!(fleet.gpu_count() >= 200, "{}", fleet.gpu_count());
+        let providers: std::collections::BTreeSet<&str> =
+            fleet.regions.iter().map(|r| r.provider.as_str()).collect();
+        assert_eq!(
+            providers.into_iter().collect::<Vec<_>>(),
+            vec!["aws", "gcp", "lambda", "nebius", "onprem"]
+        );
+        // On-prem DGX: 16 nodes over two InfiniBand leaves; the inference pool runs MIG.
+        let dgx_leaves: std::collections::BTreeSet<_> = fleet
+            .nodes
+            .iter()
+            .filter(|n| n.name.starts_with("onprem-dgx"))
+            .filter_map(|n| n.leaf)
+            .collect();
+        assert_eq!(dgx_leaves.len(), 2);
+        assert!(fleet
+            .nodes
+            .iter()
+            .any(|n| n.gpus.iter().any(|g| g.mig.is_some())));
+        assert_eq!(teams_of(&cfg).len(), 4);
+    }
+
+    #[test]
+    fn mistakes_point_at_the_place() {
+        let e = parse("f.toml", "[[pools]]\nprovider = \"aws\"\nregoin = \"x\"\n").unwrap_err();
+        assert_eq!((e.line, e.col), (3, 1));
+        assert!(
+            e.message
+                .starts_with("unknown field `regoin`; did you mean `region`?"),
+            "{e}"
+        );
+        let bad_price =
+            DEFAULT_FLEET.replacen("price_per_hour = 14.582", "price_per_hour = -1.0", 1);
+        let e = parse("f.toml", &bad_price).unwrap_err();
+        assert!(
+            e.message.contains(
+                "pool `aws/us-east-1/use1-az3/p5-spot`: price_per_hour must be a number ≥ 0"
+            ),
+            "{e}"
+        );
+        assert!(e.line > 1);
+        let e = parse("f.toml", "[[pools]]\nprovider = 3\n").unwrap_err();
+        assert_eq!(e.line, 2, "{e}");
+        let mig = DEFAULT_FLEET.replacen("mig_gpus_per_node = 4", "mig_gpus_per_node = 9", 1);
+        assert!(parse("f.toml", &mig)
+            .unwrap_err()
+            .message
+            .contains("mig_gpus_per_node exceeds"));
+        let borrow = DEFAULT_FLEET.replacen("borrow_limit = 32", "borrow_limit = 99", 1);
+        let e = parse("f.toml", &borrow).unwrap_err();
+        assert!(
+            e.message.contains(
+                "borrow limit 99 is above what cohort `research` could ever lend (32 GPUs)"
+            ),
+            "{e}"
+        );
+    }
+}

@@ -6,7 +6,9 @@
 //! * [`scheduler`] — the pure scheduler core (placement policies).
 //! * [`spec`] — job specs (gantry YAML, a superset of SkyPilot task YAML).
 //! * [`trace`] — public cluster traces and their replay protocols.
+//! * [`backend`] — where jobs run: the local host (processes, NVML).
 //! * [`bench`] — the benchmarks behind every performance figure.
+pub mod backend;
 pub mod bench;
 pub mod config;
 pub mod daemon;

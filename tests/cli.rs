@@ -329,3 +329,21 @@ fn info_prints_xdg_paths() {
     assert_eq!(v["journal"], "/tmp/xdg-data/gantry/state.db");
     assert_eq!(v["socket"], "/tmp/xdg-data/gantry/gantry.sock");
 }
+
+#[test]
+fn gpus_without_a_driver_says_so_once_and_succeeds() {
+    let (code, out, err) = gantry(&["gpus", "--output", "json"]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    if v["status"] == "unavailable" {
+        assert!(v["reason"]
+            .as_str()
+            .unwrap()
+            .contains("NVML is not available"));
+        let (code, out, _) = gantry(&["gpus"]);
+        assert_eq!(code, 0);
+        assert_eq!(out.lines().count(), 1, "one clear line: {out}");
+    } else {
+        assert_eq!(v["status"], "available");
+    }
+}

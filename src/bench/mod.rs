@@ -2,6 +2,7 @@
 //! pass or fail, so a slow machine cannot break the build.
 
 pub mod journal;
+pub mod local;
 pub mod sched;
 
 /// Peak resident set size of this process in MiB (Linux; `None` elsewhere).

@@ -41,6 +41,14 @@ pub enum BenchCmd {
         #[arg(long, value_enum, default_value_t = Output::Table)]
         output: Output,
     },
+    /// The local host: one NVML telemetry sample of every GPU, and a job from launch to
+    /// running (its first output written).
+    Local {
+        #[arg(long, default_value_t = 200)]
+        launches: usize,
+        #[arg(long, value_enum, default_value_t = Output::Table)]
+        output: Output,
+    },
 }
 
 pub fn run(cmd: BenchCmd) -> Result<(), String> {
@@ -60,6 +68,7 @@ pub fn run(cmd: BenchCmd) -> Result<(), String> {
             print_acks,
             output,
         } => return journal(db, clients, jobs, print_acks, output),
+        BenchCmd::Local { launches, output } => return local(launches, output),
     };
     if nodes == 0 || nodes > 1_000_000 {
         return Err(format!("--nodes {nodes}: expected 1..=1000000"));
@@ -161,6 +170,27 @@ fn journal(
     println!(
         "restart with {} jobs in the journal: rows loaded in {:.0} ms; engine rebuilt and first scheduling decision in {:.0} ms",
         r.reloaded_jobs, r.reload_ms, r.restart_to_first_decision_ms
+    );
+    Ok(())
+}
+
+fn local(launches: usize, output: Output) -> Result<(), String> {
+    let dir = std::env::temp_dir().join(format!("gantry-bench-local-{}", std::process::id()));
+    let r = gantry::bench::local::run(&dir, launches);
+    let _ = std::fs::remove_dir_all(&dir);
+    if output == Output::Json {
+        return print_json(&r);
+    }
+    match (r.telemetry_sample_p50_ms, r.telemetry_sample_p99_ms) {
+        (Some(p50), Some(p99)) => println!(
+            "telemetry: one sample of {} GPUs: p50 {p50:.2} ms, p99 {p99:.2} ms ({})",
+            r.gpus, r.nvml
+        ),
+        _ => println!("telemetry: not measured: {}", r.nvml),
+    }
+    println!(
+        "local job, launch to running: p50 {:.2} ms, p99 {:.2} ms over {} launches",
+        r.launch_to_running_p50_ms, r.launch_to_running_p99_ms, r.launches
     );
     Ok(())
 }

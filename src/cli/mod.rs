@@ -46,6 +46,11 @@ enum Command {
         #[arg(long, value_enum, default_value_t = Output::Table)]
         output: Output,
     },
+    /// The local host's GPUs through NVML (or why they cannot be read).
+    Gpus {
+        #[arg(long, value_enum, default_value_t = Output::Table)]
+        output: Output,
+    },
     /// Where gantry keeps its files (XDG paths).
     Info {
         #[arg(long, value_enum, default_value_t = Output::Table)]
@@ -79,6 +84,7 @@ pub fn main() -> ExitCode {
             output,
         }) => fleet::run(config, print_default, output),
         Some(Command::Info { output }) => fleet::info(output),
+        Some(Command::Gpus { output }) => gpus(output),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -110,4 +116,34 @@ where
         return Ok(all.to_vec());
     }
     text.split(',').map(str::parse).collect()
+}
+
+fn gpus(output: Output) -> Result<(), String> {
+    use gantry::backend::local::nvml::{discover, Discovery};
+    let d = discover();
+    if output == Output::Json {
+        return print_json(&d);
+    }
+    match d {
+        Discovery::Unavailable { reason } => println!("{reason}"),
+        Discovery::Available { driver, gpus } => {
+            println!("NVIDIA driver {driver}, {} GPU(s)", gpus.len());
+            for g in gpus {
+                println!(
+                    "{:>2} {:<24} {} util {:>3}% mem {:>6}/{:<6} MiB {:>4} {:>7} MIG {} processes {}",
+                    g.index,
+                    g.name,
+                    g.uuid,
+                    g.util_gpu_pct,
+                    g.memory_used_mib,
+                    g.memory_total_mib,
+                    g.temperature_c.map_or("-".to_string(), |t| format!("{t}°C")),
+                    g.power_w.map_or("-".to_string(), |w| format!("{w:.0} W")),
+                    g.mig_enabled.map_or("?", |m| if m { "on" } else { "off" }),
+                    g.processes.len()
+                );
+            }
+        }
+    }
+    Ok(())
 }

@@ -1,0 +1,278 @@
+//! Running a job as a real process on this host. Each job gets its own process group so that a
+//! signal reaches everything it started; stdout and stderr go to log files the console can tail;
+//! stopping sends the job's signal, waits the grace period, then SIGKILLs the group.
+
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::fs::OpenOptions;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+#[derive(Clone, Debug, Default)]
+pub struct LaunchSpec {
+    pub job: i64,
+    pub setup: Option<String>,
+    pub run: String,
+    pub workdir: Option<PathBuf>,
+    pub envs: BTreeMap<String, String>,
+    /// GPU (or MIG instance) UUIDs granted to the job; empty hides every GPU.
+    pub gpu_uuids: Vec<String>,
+    pub checkpoint_dir: Option<PathBuf>,
+    pub log_dir: PathBuf,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", content = "value", rename_all = "kebab-case")]
+pub enum Exit {
+    Code(i32),
+    Signal(i32),
+}
+
+impl Exit {
+    pub fn success(self) -> bool {
+        self == Exit::Code(0)
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ExecError {
+    #[error("job {job}: cannot create log files in {dir}: {source}")]
+    Logs {
+        job: i64,
+        dir: String,
+        source: std::io::Error,
+    },
+    #[error("job {job}: working directory {dir} does not exist")]
+    NoWorkdir { job: i64, dir: String },
+    #[error("job {job}: cannot start: {source}")]
+    Spawn { job: i64, source: std::io::Error },
+    #[error("job {job}: {source}")]
+    Wait { job: i64, source: std::io::Error },
+}
+
+/// A job that was started.
+#[derive(Debug)]
+pub struct Running {
+    pub job: i64,
+    pub pid: u32,
+    pub stdout_log: PathBuf,
+    pub stderr_log: PathBuf,
+    pub started: Instant,
+    child: Child,
+}
+
+/// How a stop went.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Stopped {
+    pub exit: Exit,
+    /// The grace period ran out and the group was SIGKILLed.
+    pub killed: bool,
+}
+
+fn log_path(dir: &Path, job: i64, stream: &str) -> PathBuf {
+    dir.join(format!("job-{job}.{stream}"))
+}
+
+/// Starts the job: `sh -c` over its setup and run script, in a new process group.
+pub fn launch(spec: &LaunchSpec) -> Result<Running, ExecError> {
+    let job = spec.job;
+    std::fs::create_dir_all(&spec.log_dir).map_err(|source| ExecError::Logs {
+        job,
+        dir: spec.log_dir.display().to_string(),
+        source,
+    })?;
+    let open = |stream: &str| {
+        OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log_path(&spec.log_dir, job, stream))
+            .map_err(|source| ExecError::Logs {
+                job,
+                dir: spec.log_dir.display().to_string(),
+                source,
+            })
+    };
+    let (out, err) = (open("out")?, open("err")?);
+    if let Some(dir) = &spec.workdir {
+        if !dir.is_dir() {
+            return Err(ExecError::NoWorkdir {
+                job,
+                dir: dir.display().to_string(),
+            });
+        }
+    }
+    let script = match &spec.setup {
+        Some(setup) => format!("set -e\n{setup}\nset +e\n{}", spec.run),
+        None => spec.run.clone(),
+    };
+    let gpus = spec.gpu_uuids.len().to_string();
+    let mut cmd = Command::new("/bin/sh");
+    cmd.arg("-c")
+        .arg(script)
+        .stdin(Stdio::null())
+        .stdout(out)
+        .stderr(err)
+        .process_group(0)
+        .envs(&spec.envs)
+        .env("CUDA_VISIBLE_DEVICES", spec.gpu_uuids.join(","))
+        .env("GANTRY_JOB_ID", job.to_string())
+        .env("GANTRY_NUM_GPUS", &gpus)
+        .env("GANTRY_LOG_DIR", &spec.log_dir)
+        // SkyPilot's variables, so existing task scripts run unchanged on one node.
+        .env("SKYPILOT_NUM_GPUS_PER_NODE", &gpus)
+        .env("SKYPILOT_NUM_NODES", "1")
+        .env("SKYPILOT_NODE_RANK", "0")
+        .env("SKYPILOT_NODE_IPS", "127.0.0.1");
+    if let Some(dir) = &spec.checkpoint_dir {
+        cmd.env("GANTRY_CHECKPOINT_DIR", dir);
+    }
+    if let Some(dir) = &spec.workdir {
+        cmd.current_dir(dir);
+    }
+    let child = cmd
+        .spawn()
+        .map_err(|source| ExecError::Spawn { job, source })?;
+    Ok(Running {
+        job,
+        pid: child.id(),
+        stdout_log: log_path(&spec.log_dir, job, "out"),
+        stderr_log: log_path(&spec.log_dir, job, "err"),
+        started: Instant::now(),
+        child,
+    })
+}
+
+fn exit_of(status: std::process::ExitStatus) -> Exit {
+    match (status.code(), status.signal()) {
+        (Some(c), _) => Exit::Code(c),
+        (None, Some(s)) => Exit::Signal(s),
+        (None, None) => Exit::Code(-1),
+    }
+}
+
+/// Signal numbers for the names a spec may use.
+pub fn signal_number(name: &str) -> Option<i32> {
+    Some(match name {
+        "SIGTERM" => libc::SIGTERM,
+        "SIGINT" => libc::SIGINT,
+        "SIGUSR1" => libc::SIGUSR1,
+        "SIGUSR2" => libc::SIGUSR2,
+        "SIGHUP" => libc::SIGHUP,
+        "SIGQUIT" => libc::SIGQUIT,
+        "SIGKILL" => libc::SIGKILL,
+        _ => return None,
+    })
+}
+
+impl Running {
+    /// The exit, if the job has ended.
+    pub fn try_exit(&mut self) -> Result<Option<Exit>, ExecError> {
+        let job = self.job;
+        Ok(self
+            .child
+            .try_wait()
+            .map_err(|source| ExecError::Wait { job, source })?
+            .map(exit_of))
+    }
+
+    pub fn wait(&mut self) -> Result<Exit, ExecError> {
+        let job = self.job;
+        self.child
+            .wait()
+            .map(exit_of)
+            .map_err(|source| ExecError::Wait { job, source })
+    }
+
+    fn signal_group(&self, sig: i32) {
+        // SAFETY: kill(2) with a negative pid signals the process group we created at spawn.
+        unsafe {
+            libc::kill(-(self.pid as i32), sig);
+        }
+    }
+
+    /// Sends `signal` to the job's process group, waits up to `grace`, then SIGKILLs the group.
+    pub fn stop(&mut self, signal: i32, grace: Duration) -> Result<Stopped, ExecError> {
+        if let Some(exit) = self.try_exit()? {
+            return Ok(Stopped {
+                exit,
+                killed: false,
+            });
+        }
+        self.signal_group(signal);
+        let deadline = Instant::now() + grace;
+        while Instant::now() < deadline {
+            if let Some(exit) = self.try_exit()? {
+                return Ok(Stopped {
+                    exit,
+                    killed: false,
+                });
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        self.signal_group(libc::SIGKILL);
+        Ok(Stopped {
+            exit: self.wait()?,
+            killed: true,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tmp(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("gantry-exec-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    #[test]
+    fn exit_codes_and_logs_are_recorded() {
+        let dir = tmp("logs");
+        let mut r = launch(&LaunchSpec {
+            job: 7,
+            run: "echo hello; echo oops >&2; exit 3".into(),
+            log_dir: dir.clone(),
+            ..LaunchSpec::default()
+        })
+        .unwrap();
+        assert_eq!(r.wait().unwrap(), Exit::Code(3));
+        assert_eq!(std::fs::read_to_string(&r.stdout_log).unwrap(), "hello\n");
+        assert_eq!(std::fs::read_to_string(&r.stderr_log).unwrap(), "oops\n");
+    }
+
+    #[test]
+    fn a_failing_setup_stops_the_job() {
+        let dir = tmp("setup");
+        let mut r = launch(&LaunchSpec {
+            job: 1,
+            setup: Some("false".into()),
+            run: "echo ran".into(),
+            log_dir: dir,
+            ..LaunchSpec::default()
+        })
+        .unwrap();
+        assert_eq!(r.wait().unwrap(), Exit::Code(1));
+        assert_eq!(std::fs::read_to_string(&r.stdout_log).unwrap(), "");
+    }
+
+    #[test]
+    fn a_missing_workdir_is_an_error_not_a_crash() {
+        let e = launch(&LaunchSpec {
+            job: 2,
+            run: "true".into(),
+            workdir: Some("/no/such/dir".into()),
+            log_dir: tmp("wd"),
+            ..LaunchSpec::default()
+        })
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "job 2: working directory /no/such/dir does not exist"
+        );
+    }
+}

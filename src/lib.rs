@@ -10,9 +10,12 @@
 //! * [`bench`] — the benchmarks behind every performance figure.
 pub mod backend;
 pub mod bench;
+pub mod client;
 pub mod config;
+pub mod console;
 pub mod daemon;
 pub mod model;
 pub mod scheduler;
+pub mod sim;
 pub mod spec;
 pub mod trace;

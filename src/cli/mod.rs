@@ -67,6 +67,7 @@ pub fn main() -> ExitCode {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
     let result = match Cli::parse().command {
+        None if std::io::IsTerminal::is_terminal(&std::io::stdout()) => console(),
         None => {
             println!(
                 "gantry {}: a scheduler for GPU fleets. Commands: `gantry replay openb|philly`, \
@@ -146,4 +147,18 @@ fn gpus(output: Output) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// The console on the embedded default: the built-in simulated fleet with a living demo
+/// workload. Demo state lives in a fresh temporary directory and is not kept.
+fn console() -> Result<(), String> {
+    use gantry::sim::demo::{Demo, DemoClient};
+    let dir = std::env::temp_dir().join(format!("gantry-demo-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let demo = Demo::new(&dir, 7).map_err(|e| e.to_string())?;
+    let mut client = DemoClient::new(demo, std::time::Duration::from_secs(1));
+    let result = gantry::console::run(&mut client);
+    let _ = std::fs::remove_dir_all(&dir);
+    result.map_err(|e| format!("console: {e}"))
 }

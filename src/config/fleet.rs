@@ -396,7 +396,7 @@ mod tests {
         let e = parse("f.toml", &borrow).unwrap_err();
         assert!(
             e.message.contains(
-                "borrow limit 99 is above what cohort `research` could ever lend (32 GPUs)"
+                "team `applied`: borrow limit 99 is above what cohort `research` could ever lend (96 GPUs)"
             ),
             "{e}"
         );

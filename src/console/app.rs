@@ -1,0 +1,408 @@
+//! Console state, keys and drawing. Pure over a `Snapshot`: tests render it on a TestBackend.
+
+use crate::client::Snapshot;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Cell, Gauge, Paragraph, Row, Table, TableState, Tabs};
+use ratatui::Frame;
+
+pub const MIN_WIDTH: u16 = 80;
+pub const MIN_HEIGHT: u16 = 24;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum View {
+    Overview,
+    Jobs,
+    Fleet,
+}
+
+const VIEWS: [View; 3] = [View::Overview, View::Jobs, View::Fleet];
+
+impl View {
+    fn title(self) -> &'static str {
+        match self {
+            View::Overview => "1 Overview",
+            View::Jobs => "2 Jobs",
+            View::Fleet => "3 Fleet",
+        }
+    }
+}
+
+/// What a key did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    Redraw,
+    Nothing,
+    Quit,
+}
+
+pub struct App {
+    pub view: View,
+    pub help: bool,
+    /// The selected job, kept by id across refreshes.
+    pub selected: Option<i64>,
+    pub color: bool,
+}
+
+/// Job names come from users: never let control characters reach the terminal.
+pub fn escape(s: &str) -> String {
+    s.chars()
+        .flat_map(|c| {
+            if c.is_control() {
+                c.escape_default().collect::<Vec<_>>()
+            } else {
+                vec![c]
+            }
+        })
+        .collect()
+}
+
+fn hm(s: f64) -> String {
+    let m = (s.max(0.0) / 60.0) as u64;
+    if m >= 60 {
+        format!("{}h{:02}m", m / 60, m % 60)
+    } else {
+        format!("{m}m")
+    }
+}
+
+impl App {
+    pub fn new(color: bool) -> App {
+        App {
+            view: View::Overview,
+            help: false,
+            selected: None,
+            color,
+        }
+    }
+
+    fn style(&self, c: Color) -> Style {
+        if self.color {
+            Style::default().fg(c)
+        } else {
+            Style::default()
+        }
+    }
+
+    /// Handles one key (crossterm's KeyCode as a char or a name).
+    pub fn on_key(&mut self, key: &str, snap: &Snapshot) -> Outcome {
+        if self.help {
+            self.help = false;
+            return if key == "q" {
+                Outcome::Quit
+            } else {
+                Outcome::Redraw
+            };
+        }
+        match key {
+            "q" => return Outcome::Quit,
+            "?" => self.help = true,
+            "1" => self.view = View::Overview,
+            "2" => self.view = View::Jobs,
+            "3" => self.view = View::Fleet,
+            "tab" => {
+                let i = VIEWS.iter().position(|v| *v == self.view).unwrap_or(0);
+                self.view = VIEWS[(i + 1) % VIEWS.len()];
+            }
+            "j" | "down" => self.move_selection(snap, 1),
+            "k" | "up" => self.move_selection(snap, -1),
+            "g" | "home" => self.selected = snap.jobs.first().map(|j| j.id),
+            "G" | "end" => self.selected = snap.jobs.last().map(|j| j.id),
+            _ => return Outcome::Nothing,
+        }
+        Outcome::Redraw
+    }
+
+    fn move_selection(&mut self, snap: &Snapshot, delta: i64) {
+        if snap.jobs.is_empty() {
+            return;
+        }
+        let at = self
+            .selected
+            .and_then(|id| snap.jobs.iter().position(|j| j.id == id))
+            .unwrap_or(0) as i64;
+        let next = (at + delta).clamp(0, snap.jobs.len() as i64 - 1) as usize;
+        self.selected = Some(snap.jobs[next].id);
+    }
+
+    pub fn render(&self, f: &mut Frame, snap: &Snapshot) {
+        let area = f.area();
+        if area.width < MIN_WIDTH || area.height < MIN_HEIGHT {
+            let msg = format!("gantry needs {MIN_WIDTH}×{MIN_HEIGHT}; this terminal is {}×{}. Enlarge it, or press q to quit.", area.width, area.height);
+            f.render_widget(
+                Paragraph::new(msg).wrap(ratatui::widgets::Wrap { trim: true }),
+                area,
+            );
+            return;
+        }
+        let [top, body, bottom] = Layout::vertical([
+            Constraint::Length(1),
+            Constraint::Min(3),
+            Constraint::Length(1),
+        ])
+        .areas(area);
+        let sim = if snap.simulated { " SIMULATED " } else { "" };
+        let t = snap.now as u64;
+        let tabs = Tabs::new(VIEWS.iter().map(|v| v.title()))
+            .select(VIEWS.iter().position(|v| *v == self.view).unwrap_or(0))
+            .highlight_style(self.style(Color::Cyan).add_modifier(Modifier::BOLD));
+        let [left, right] =
+            Layout::horizontal([Constraint::Min(30), Constraint::Length(36)]).areas(top);
+        f.render_widget(tabs, left);
+        f.render_widget(
+            Paragraph::new(Line::from(vec![
+                Span::styled(
+                    sim,
+                    self.style(Color::Black)
+                        .bg(if self.color {
+                            Color::Yellow
+                        } else {
+                            Color::Reset
+                        })
+                        .add_modifier(Modifier::REVERSED),
+                ),
+                Span::raw(format!(
+                    " gantry  day {} {:02}:{:02}",
+                    t / 86_400 + 1,
+                    t / 3600 % 24,
+                    t / 60 % 60
+                )),
+            ]))
+            .right_aligned(),
+            right,
+        );
+        if self.help {
+            self.render_help(f, body);
+        } else {
+            match self.view {
+                View::Overview => self.render_overview(f, body, snap),
+                View::Jobs => self.render_jobs(f, body, snap),
+                View::Fleet => self.render_fleet(f, body, snap),
+            }
+        }
+        let keys = match self.view {
+            View::Jobs => "j/k move  g/G first/last  1-3/tab views  ? help  q quit",
+            _ => "1-3/tab views  ? help  q quit",
+        };
+        f.render_widget(
+            Paragraph::new(keys).style(self.style(Color::DarkGray)),
+            bottom,
+        );
+    }
+
+    fn render_help(&self, f: &mut Frame, area: Rect) {
+        let rows = [
+            ("1 2 3", "Overview, Jobs, Fleet"),
+            ("tab", "next view"),
+            (
+                "j k ↓ ↑",
+                "move the selection (kept by job id as data refresh)",
+            ),
+            ("g G", "first, last job"),
+            ("?", "this help (any key closes it)"),
+            ("q", "quit"),
+        ];
+        let lines: Vec<Line> = rows
+            .iter()
+            .map(|(k, d)| Line::from(format!("  {k:<10} {d}")))
+            .collect();
+        f.render_widget(
+            Paragraph::new(lines).block(Block::default().borders(Borders::ALL).title(" keys ")),
+            area,
+        );
+    }
+
+    fn render_overview(&self, f: &mut Frame, area: Rect, snap: &Snapshot) {
+        let [gauges, mid] =
+            Layout::vertical([Constraint::Length(4), Constraint::Min(3)]).areas(area);
+        let ratio = if snap.gpus_total == 0 {
+            0.0
+        } else {
+            snap.gpus_busy as f64 / snap.gpus_total as f64
+        };
+        f.render_widget(
+            Gauge::default()
+                .block(
+                    Block::default()
+                        .borders(Borders::ALL)
+                        .title(" GPUs allocated "),
+                )
+                .gauge_style(self.style(Color::Green))
+                .ratio(ratio.clamp(0.0, 1.0))
+                .label(format!(
+                    "{}/{} GPUs busy · fleet ${:.0}/h · idle GPUs cost ${:.0}/h",
+                    snap.gpus_busy,
+                    snap.gpus_total,
+                    snap.dollars_per_hour,
+                    snap.idle_dollars_per_hour
+                )),
+            gauges,
+        );
+        let [queue, events] =
+            Layout::horizontal([Constraint::Length(30), Constraint::Min(20)]).areas(mid);
+        let running = snap.jobs.iter().filter(|j| j.state == "running").count();
+        let mut lines = vec![Line::from(format!("running   {running}"))];
+        for (class, n) in &snap.queue_by_class {
+            lines.push(Line::from(format!("{class:<11} {n} pending")));
+        }
+        f.render_widget(
+            Paragraph::new(lines).block(Block::default().borders(Borders::ALL).title(" queue ")),
+            queue,
+        );
+        let ev: Vec<Line> = snap
+            .events
+            .iter()
+            .take(events.height.saturating_sub(2) as usize)
+            .map(|e| Line::from(escape(e)))
+            .collect();
+        f.render_widget(
+            Paragraph::new(ev).block(
+                Block::default()
+                    .borders(Borders::ALL)
+                    .title(" recent events "),
+            ),
+            events,
+        );
+    }
+
+    fn render_jobs(&self, f: &mut Frame, area: Rect, snap: &Snapshot) {
+        let wide = area.width >= 120;
+        let header = if wide {
+            vec![
+                "id",
+                "name",
+                "team",
+                "class",
+                "state",
+                "GPUs",
+                "age",
+                "pos",
+                "where / why pending",
+            ]
+        } else {
+            vec![
+                "id",
+                "name",
+                "class",
+                "state",
+                "GPUs",
+                "age",
+                "where / why pending",
+            ]
+        };
+        let rows: Vec<Row> = snap
+            .jobs
+            .iter()
+            .map(|j| {
+                let state_color = match j.state.as_str() {
+                    "running" => Color::Green,
+                    "pending" => Color::Yellow,
+                    "failed" => Color::Red,
+                    _ => Color::Gray,
+                };
+                let pos = j.position.map_or(String::new(), |p| p.to_string());
+                let mut cells = vec![Cell::from(j.id.to_string()), Cell::from(escape(&j.name))];
+                if wide {
+                    cells.push(Cell::from(escape(&j.team)));
+                }
+                cells.extend([
+                    Cell::from(j.class.clone()),
+                    Cell::from(j.state.clone()).style(self.style(state_color)),
+                    Cell::from(j.gpus.clone()),
+                    Cell::from(hm(j.age_s)),
+                ]);
+                if wide {
+                    cells.push(Cell::from(pos));
+                }
+                cells.push(Cell::from(escape(&j.detail)));
+                Row::new(cells)
+            })
+            .collect();
+        let widths: Vec<Constraint> = if wide {
+            vec![
+                Constraint::Length(5),
+                Constraint::Length(20),
+                Constraint::Length(12),
+                Constraint::Length(11),
+                Constraint::Length(10),
+                Constraint::Length(8),
+                Constraint::Length(6),
+                Constraint::Length(4),
+                Constraint::Min(20),
+            ]
+        } else {
+            vec![
+                Constraint::Length(4),
+                Constraint::Length(17),
+                Constraint::Length(10),
+                Constraint::Length(8),
+                Constraint::Length(7),
+                Constraint::Length(5),
+                Constraint::Min(10),
+            ]
+        };
+        let mut state = TableState::default().with_selected(
+            self.selected
+                .and_then(|id| snap.jobs.iter().position(|j| j.id == id))
+                .or(Some(0)),
+        );
+        let table = Table::new(rows, widths)
+            .header(Row::new(header).style(Style::default().add_modifier(Modifier::BOLD)))
+            .row_highlight_style(Style::default().add_modifier(Modifier::REVERSED))
+            .block(
+                Block::default()
+                    .borders(Borders::ALL)
+                    .title(format!(" jobs ({}) ", snap.jobs.len())),
+            );
+        f.render_stateful_widget(table, area, &mut state);
+    }
+
+    fn render_fleet(&self, f: &mut Frame, area: Rect, snap: &Snapshot) {
+        let wide = area.width >= 120;
+        let rows: Vec<Row> = snap
+            .pools
+            .iter()
+            .map(|p| {
+                let width = 16usize;
+                let filled = (p.gpus_busy * width).checked_div(p.gpus).unwrap_or(0);
+                let bar = format!("{}{}", "█".repeat(filled), "░".repeat(width - filled));
+                Row::new(vec![
+                    Cell::from(if wide {
+                        p.path.clone()
+                    } else {
+                        p.short.clone()
+                    }),
+                    Cell::from(p.model.clone()),
+                    Cell::from(p.capacity.clone()),
+                    Cell::from(p.nodes.to_string()),
+                    Cell::from(format!("{}/{}", p.gpus_busy, p.gpus)),
+                    Cell::from(bar).style(self.style(Color::Green)),
+                    Cell::from(format!("${:.2}", p.dollars_per_hour)),
+                ])
+            })
+            .collect();
+        let widths = [
+            Constraint::Min(24),
+            Constraint::Length(10),
+            Constraint::Length(9),
+            Constraint::Length(5),
+            Constraint::Length(7),
+            Constraint::Length(16),
+            Constraint::Length(8),
+        ];
+        let table = Table::new(rows, widths)
+            .header(
+                Row::new(vec![
+                    "pool", "GPU", "capacity", "nodes", "busy", "", "$/node-h",
+                ])
+                .style(Style::default().add_modifier(Modifier::BOLD)),
+            )
+            .block(Block::default().borders(Borders::ALL).title(if wide {
+                " fleet: provider/region/zone/pool "
+            } else {
+                " fleet: provider/pool "
+            }));
+        f.render_widget(table, area);
+    }
+}

@@ -145,33 +145,17 @@ impl Engine {
     }
 
     fn team_index(&self, name: &str) -> Result<usize, EngineError> {
-        self.teams
-            .iter()
-            .position(|t| t.name == name)
-            .ok_or_else(|| EngineError::UnknownTeam {
-                team: name.to_string(),
-                known: self
-                    .teams
-                    .iter()
-                    .map(|t| t.name.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", "),
-            })
+        find_named(&self.teams, name, |t| &t.name).map_err(|known| EngineError::UnknownTeam {
+            team: name.to_string(),
+            known,
+        })
     }
 
     fn class_index(&self, name: &str) -> Result<usize, EngineError> {
-        self.classes
-            .iter()
-            .position(|c| c.name == name)
-            .ok_or_else(|| EngineError::UnknownClass {
-                class: name.to_string(),
-                known: self
-                    .classes
-                    .iter()
-                    .map(|c| c.name.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", "),
-            })
+        find_named(&self.classes, name, |c| &c.name).map_err(|known| EngineError::UnknownClass {
+            class: name.to_string(),
+            known,
+        })
     }
 
     /// Parses, resolves and admits a spec; `team` and `priority` override the file's. A job no
@@ -412,6 +396,14 @@ impl Engine {
             _ => None,
         }
     }
+}
+
+/// The index of the item called `name`, or the list of names there are (for the error).
+fn find_named<T>(items: &[T], name: &str, name_of: impl Fn(&T) -> &str) -> Result<usize, String> {
+    items
+        .iter()
+        .position(|t| name_of(t) == name)
+        .ok_or_else(|| items.iter().map(&name_of).collect::<Vec<_>>().join(", "))
 }
 
 /// The same fleet with everything free: for "could this ever fit?".

@@ -202,3 +202,19 @@ fn end_to_end_in_tmux() {
     wait_for("EXITED");
     tmux(&["kill-server"]);
 }
+
+#[test]
+fn the_selected_job_stays_on_screen_deep_in_a_long_queue() {
+    let snap = gantry::bench::tui::big_snapshot(10_000, 5_000);
+    let mut app = App::new(false);
+    app.on_key("2", &snap);
+    app.on_key("G", &snap);
+    let s = screen(&app, &snap, 80, 24);
+    assert!(s.contains("job-4999"), "{s}");
+    for _ in 0..30 {
+        app.on_key("k", &snap);
+    }
+    let s = screen(&app, &snap, 80, 24);
+    assert!(s.contains("job-4969"), "{s}");
+    assert!(s.contains("jobs (5000)"));
+}

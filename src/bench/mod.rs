@@ -4,6 +4,7 @@
 pub mod journal;
 pub mod local;
 pub mod sched;
+pub mod tui;
 
 /// Peak resident set size of this process in MiB (Linux; `None` elsewhere).
 pub fn peak_rss_mib() -> Option<f64> {

@@ -41,6 +41,17 @@ pub enum BenchCmd {
         #[arg(long, value_enum, default_value_t = Output::Table)]
         output: Output,
     },
+    /// Console frame time on a large fleet (off-screen), per view, and key-to-frame time.
+    Tui {
+        #[arg(long, default_value_t = 10_000)]
+        gpus: usize,
+        #[arg(long, default_value_t = 100_000)]
+        jobs: usize,
+        #[arg(long, default_value_t = 300)]
+        frames: usize,
+        #[arg(long, value_enum, default_value_t = Output::Table)]
+        output: Output,
+    },
     /// The local host: one NVML telemetry sample of every GPU, and a job from launch to
     /// running (its first output written).
     Local {
@@ -69,6 +80,22 @@ pub fn run(cmd: BenchCmd) -> Result<(), String> {
             output,
         } => return journal(db, clients, jobs, print_acks, output),
         BenchCmd::Local { launches, output } => return local(launches, output),
+        BenchCmd::Tui {
+            gpus,
+            jobs,
+            frames,
+            output,
+        } => {
+            let r = gantry::bench::tui::run(gpus, jobs, 160, 48, frames.max(1));
+            if output == Output::Json {
+                return print_json(&r);
+            }
+            println!(
+                "bench tui: {} GPUs, {} jobs, {}×{}: frame p50 {:.2} ms, p99 {:.2} ms; key to frame p99 {:.2} ms ({} frames)",
+                r.gpus, r.jobs, r.width, r.height, r.frame_p50_ms, r.frame_p99_ms, r.key_to_frame_p99_ms, r.frames
+            );
+            return Ok(());
+        }
     };
     if nodes == 0 || nodes > 1_000_000 {
         return Err(format!("--nodes {nodes}: expected 1..=1000000"));

@@ -291,9 +291,19 @@ impl App {
                 "where / why pending",
             ]
         };
+        // Build only the rows that fit, around the selection: a 100,000-job queue costs the same
+        // to draw as a 40-job one.
+        let selected = self
+            .selected
+            .and_then(|id| snap.jobs.iter().position(|j| j.id == id))
+            .unwrap_or(0);
+        let visible = area.height.saturating_sub(3).max(1) as usize;
+        let first = selected.saturating_sub(visible - 1);
         let rows: Vec<Row> = snap
             .jobs
             .iter()
+            .skip(first)
+            .take(visible)
             .map(|j| {
                 let state_color = match j.state.as_str() {
                     "running" => Color::Green,
@@ -342,11 +352,7 @@ impl App {
                 Constraint::Min(10),
             ]
         };
-        let mut state = TableState::default().with_selected(
-            self.selected
-                .and_then(|id| snap.jobs.iter().position(|j| j.id == id))
-                .or(Some(0)),
-        );
+        let mut state = TableState::default().with_selected(Some(selected - first));
         let table = Table::new(rows, widths)
             .header(Row::new(header).style(Style::default().add_modifier(Modifier::BOLD)))
             .row_highlight_style(Style::default().add_modifier(Modifier::REVERSED))

@@ -73,6 +73,15 @@ fn every_view_renders_at_80x24_and_160x48() {
         assert!(s.contains(pool), "{s}");
         assert!(s.contains("aws/p5-spot") || w >= 120, "{s}");
         assert!(s.contains("$14.00"), "{s}");
+        app.view = View::Teams;
+        let s = screen(&app, &snap, w, h);
+        assert!(
+            s.contains("ml-research") && s.contains("guaranteed") && s.contains("budget"),
+            "{s}"
+        );
+        app.view = View::Events;
+        let s = screen(&app, &snap, w, h);
+        assert!(s.contains("newest first") && s.contains("started"), "{s}");
     }
 }
 
@@ -107,6 +116,12 @@ fn keys_switch_views_and_selection_follows_the_job_not_the_row() {
     );
     assert_eq!(app.on_key("tab", &snap), Outcome::Redraw);
     assert_eq!(app.view, View::Fleet);
+    app.on_key("4", &snap);
+    assert_eq!(app.view, View::Teams);
+    app.on_key("5", &snap);
+    app.on_key("tab", &snap);
+    assert_eq!(app.view, View::Overview, "tab wraps around");
+    app.on_key("3", &snap);
     assert_eq!(app.on_key("?", &snap), Outcome::Redraw);
     assert!(screen(&app, &snap, 80, 24).contains("keys"));
     assert_eq!(

@@ -65,6 +65,14 @@ pub fn big_snapshot(gpus: usize, jobs: usize) -> Snapshot {
         events: (0..200)
             .map(|i| format!("00:{:02} job {i} started", i % 60))
             .collect(),
+        teams: (0..20)
+            .map(|i| crate::client::TeamRow {
+                name: format!("team-{i}"),
+                guaranteed: Some(400),
+                used_gpus: 380.0,
+                ..Default::default()
+            })
+            .collect(),
         pools,
         jobs,
     }
@@ -76,7 +84,13 @@ pub fn run(gpus: usize, jobs: usize, width: u16, height: u16, frames: usize) -> 
     let mut app = App::new(true);
     let mut times = Vec::new();
     for i in 0..frames {
-        app.view = [View::Overview, View::Jobs, View::Fleet][i % 3];
+        app.view = [
+            View::Overview,
+            View::Jobs,
+            View::Fleet,
+            View::Teams,
+            View::Events,
+        ][i % 5];
         let t = Instant::now();
         term.draw(|f| app.render(f, &snap)).expect("draw");
         times.push(t.elapsed().as_secs_f64() * 1e3);

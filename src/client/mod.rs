@@ -36,6 +36,25 @@ pub struct JobRow {
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct TeamRow {
+    pub name: String,
+    pub cohort: String,
+    pub weight: f64,
+    /// Guaranteed GPUs (None: no quota).
+    pub guaranteed: Option<u32>,
+    pub borrow_limit: u32,
+    /// GPUs its running jobs hold.
+    pub used_gpus: f64,
+    /// GPUs above its guarantee (borrowed from its cohort).
+    pub borrowed_gpus: f64,
+    pub running: usize,
+    pub pending: usize,
+    /// $/h of its running jobs.
+    pub burn_per_hour: f64,
+    pub budget_monthly_usd: Option<f64>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct Snapshot {
     /// The data come from the simulated fleet (labelled everywhere it shows).
     pub simulated: bool,
@@ -50,6 +69,7 @@ pub struct Snapshot {
     pub jobs: Vec<JobRow>,
     /// Pending jobs per priority class, highest class first.
     pub queue_by_class: Vec<(String, usize)>,
+    pub teams: Vec<TeamRow>,
     /// Most recent first.
     pub events: Vec<String>,
 }

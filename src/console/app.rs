@@ -15,16 +15,30 @@ pub enum View {
     Overview,
     Jobs,
     Fleet,
+    Teams,
+    Events,
 }
 
-const VIEWS: [View; 3] = [View::Overview, View::Jobs, View::Fleet];
+const VIEWS: [View; 5] = [
+    View::Overview,
+    View::Jobs,
+    View::Fleet,
+    View::Teams,
+    View::Events,
+];
 
 impl View {
+    fn short(self) -> &'static str {
+        &self.title()[2..]
+    }
+
     fn title(self) -> &'static str {
         match self {
             View::Overview => "1 Overview",
             View::Jobs => "2 Jobs",
             View::Fleet => "3 Fleet",
+            View::Teams => "4 Teams",
+            View::Events => "5 Events",
         }
     }
 }
@@ -101,6 +115,8 @@ impl App {
             "1" => self.view = View::Overview,
             "2" => self.view = View::Jobs,
             "3" => self.view = View::Fleet,
+            "4" => self.view = View::Teams,
+            "5" => self.view = View::Events,
             "tab" => {
                 let i = VIEWS.iter().position(|v| *v == self.view).unwrap_or(0);
                 self.view = VIEWS[(i + 1) % VIEWS.len()];
@@ -144,9 +160,14 @@ impl App {
         .areas(area);
         let sim = if snap.simulated { " SIMULATED " } else { "" };
         let t = snap.now as u64;
-        let tabs = Tabs::new(VIEWS.iter().map(|v| v.title()))
-            .select(VIEWS.iter().position(|v| *v == self.view).unwrap_or(0))
-            .highlight_style(self.style(Color::Cyan).add_modifier(Modifier::BOLD));
+        let narrow = area.width < 120;
+        let tabs = Tabs::new(
+            VIEWS
+                .iter()
+                .map(|v| if narrow { v.short() } else { v.title() }),
+        )
+        .select(VIEWS.iter().position(|v| *v == self.view).unwrap_or(0))
+        .highlight_style(self.style(Color::Cyan).add_modifier(Modifier::BOLD));
         let [left, right] =
             Layout::horizontal([Constraint::Min(30), Constraint::Length(36)]).areas(top);
         f.render_widget(tabs, left);
@@ -179,11 +200,13 @@ impl App {
                 View::Overview => self.render_overview(f, body, snap),
                 View::Jobs => self.render_jobs(f, body, snap),
                 View::Fleet => self.render_fleet(f, body, snap),
+                View::Teams => self.render_teams(f, body, snap),
+                View::Events => self.render_events(f, body, snap),
             }
         }
         let keys = match self.view {
-            View::Jobs => "j/k move  g/G first/last  1-3/tab views  ? help  q quit",
-            _ => "1-3/tab views  ? help  q quit",
+            View::Jobs => "j/k move  g/G first/last  1-5/tab views  ? help  q quit",
+            _ => "1-5/tab views  ? help  q quit",
         };
         f.render_widget(
             Paragraph::new(keys).style(self.style(Color::DarkGray)),
@@ -193,7 +216,7 @@ impl App {
 
     fn render_help(&self, f: &mut Frame, area: Rect) {
         let rows = [
-            ("1 2 3", "Overview, Jobs, Fleet"),
+            ("1 2 3 4 5", "Overview, Jobs, Fleet, Teams, Events"),
             ("tab", "next view"),
             (
                 "j k ↓ ↑",
@@ -362,6 +385,105 @@ impl App {
                     .title(format!(" jobs ({}) ", snap.jobs.len())),
             );
         f.render_stateful_widget(table, area, &mut state);
+    }
+
+    fn render_teams(&self, f: &mut Frame, area: Rect, snap: &Snapshot) {
+        let wide = area.width >= 120;
+        let rows: Vec<Row> = snap
+            .teams
+            .iter()
+            .map(|t| {
+                let quota = t.guaranteed.map_or("none".to_string(), |g| {
+                    format!("{g} (+{} borrow)", t.borrow_limit)
+                });
+                let budget = t
+                    .budget_monthly_usd
+                    .map_or("-".to_string(), |b| format!("${:.0}k/mo", b / 1000.0));
+                let over = t.guaranteed.is_some_and(|g| t.used_gpus > f64::from(g));
+                let mut cells = vec![Cell::from(escape(&t.name))];
+                if wide {
+                    cells.push(Cell::from(escape(&t.cohort)));
+                    cells.push(Cell::from(format!("{:.1}", t.weight)));
+                }
+                cells.extend([
+                    Cell::from(quota),
+                    Cell::from(format!("{:.1}", t.used_gpus)).style(self.style(if over {
+                        Color::Yellow
+                    } else {
+                        Color::Reset
+                    })),
+                    Cell::from(format!("{:.1}", t.borrowed_gpus)),
+                    Cell::from(t.running.to_string()),
+                    Cell::from(t.pending.to_string()),
+                    Cell::from(format!("${:.0}/h", t.burn_per_hour)),
+                    Cell::from(budget),
+                ]);
+                Row::new(cells)
+            })
+            .collect();
+        let mut widths = vec![Constraint::Min(12)];
+        if wide {
+            widths.extend([Constraint::Length(9), Constraint::Length(6)]);
+        }
+        widths.extend([
+            Constraint::Length(15),
+            Constraint::Length(6),
+            Constraint::Length(8),
+            Constraint::Length(4),
+            Constraint::Length(5),
+            Constraint::Length(8),
+            Constraint::Length(10),
+        ]);
+        let header: Vec<&str> = if wide {
+            vec![
+                "team",
+                "cohort",
+                "weight",
+                "guaranteed",
+                "GPUs",
+                "borrowed",
+                "run",
+                "pend",
+                "burn",
+                "budget",
+            ]
+        } else {
+            vec![
+                "team",
+                "guaranteed",
+                "GPUs",
+                "borrowed",
+                "run",
+                "pend",
+                "burn",
+                "budget",
+            ]
+        };
+        let table = Table::new(rows, widths)
+            .header(Row::new(header).style(Style::default().add_modifier(Modifier::BOLD)))
+            .block(
+                Block::default()
+                    .borders(Borders::ALL)
+                    .title(" teams: quota, usage and spend rate "),
+            );
+        f.render_widget(table, area);
+    }
+
+    fn render_events(&self, f: &mut Frame, area: Rect, snap: &Snapshot) {
+        let lines: Vec<Line> = snap
+            .events
+            .iter()
+            .take(area.height.saturating_sub(2) as usize)
+            .map(|e| Line::from(escape(e)))
+            .collect();
+        f.render_widget(
+            Paragraph::new(lines).block(
+                Block::default()
+                    .borders(Borders::ALL)
+                    .title(" events, newest first "),
+            ),
+            area,
+        );
     }
 
     fn render_fleet(&self, f: &mut Frame, area: Rect, snap: &Snapshot) {

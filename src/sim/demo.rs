@@ -2,7 +2,7 @@
 //! sweeps, evaluations, notebooks on GPU shares, an inference service on MIG slices), each job
 //! finishing after a seeded duration. Deterministic for a seed and a sequence of steps.
 
-use crate::client::{Client, JobRow, PoolRow, Snapshot};
+use crate::client::{Client, JobRow, PoolRow, Snapshot, TeamRow};
 use crate::config::fleet::{classes_of, fleet_of, parse, teams_of, DEFAULT_FLEET};
 use crate::daemon::engine::{Engine, EngineError};
 use crate::daemon::job::JobState;
@@ -31,6 +31,7 @@ pub struct Demo {
     events: VecDeque<String>,
     snapshot: Snapshot,
     teams: Vec<String>,
+    team_config: Vec<crate::config::fleet::TeamConfig>,
     /// Simulated seconds per step.
     pub step_s: f64,
     counter: u64,
@@ -58,6 +59,7 @@ impl Demo {
             events: VecDeque::new(),
             snapshot: Snapshot::default(),
             teams: names,
+            team_config: cfg.teams.clone(),
             step_s: 60.0,
             counter: 0,
         };
@@ -244,7 +246,40 @@ impl Demo {
                 q.1 += 1;
             }
         }
+        let mut teams: Vec<TeamRow> = self
+            .team_config
+            .iter()
+            .map(|t| TeamRow {
+                name: t.name.clone(),
+                cohort: t.cohort.clone().unwrap_or_default(),
+                weight: t.weight,
+                guaranteed: t.guaranteed,
+                borrow_limit: t.borrow_limit,
+                budget_monthly_usd: t.budget_monthly_usd,
+                ..TeamRow::default()
+            })
+            .collect();
+        for j in self.engine.jobs() {
+            let Some(row) = teams.get_mut(j.team) else {
+                continue;
+            };
+            match j.state {
+                JobState::Running | JobState::Preempting => {
+                    row.running += 1;
+                    row.used_gpus += j.request.total_gpu_milli() as f64 / 1000.0;
+                    row.burn_per_hour += j.placement.as_ref().map_or(0.0, |p| p.price_per_hour);
+                }
+                JobState::Pending => row.pending += 1,
+                _ => {}
+            }
+        }
+        for row in &mut teams {
+            row.borrowed_gpus = row
+                .guaranteed
+                .map_or(0.0, |g| (row.used_gpus - f64::from(g)).max(0.0));
+        }
         Snapshot {
+            teams,
             simulated: true,
             now: self.now,
             pools,

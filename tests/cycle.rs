@@ -589,3 +589,105 @@ fn no_job_is_bypassed_beyond_the_aging_bound() {
         "fair share ranked it behind the stream until aging (started at {started} s)"
     );
 }
+
+#[test]
+fn per_model_guarantees_mark_starts_past_a_models_part_as_borrowed() {
+    let mut b = FleetBuilder::new();
+    let h100 = b.model("H100", 81_559, None).unwrap();
+    let a100 = b.model("A100", 40_960, None).unwrap();
+    for (m, name) in [(h100, "h100"), (a100, "a100")] {
+        let p = b
+            .pool(PoolSpec {
+                provider: "onprem",
+                region: "dc1",
+                zone: "dc1-a",
+                name,
+                instance_type: name,
+                model: Some(m),
+                gpus_per_node: 8,
+                cpu_milli: 128_000,
+                mem_mib: 1 << 20,
+                capacity: CapacityType::Reserved,
+                price_per_hour: 10.0,
+            })
+            .unwrap();
+        for i in 0..4 {
+            b.node(p, &format!("{name}-{i}"), None, None, 0).unwrap();
+        }
+    }
+    let quota = |borrow| Quota {
+        guaranteed: 16,
+        per_model: vec![(h100, 8)],
+        borrow_limit: borrow,
+        lend_limit: None,
+    };
+    let teams = vec![
+        Team {
+            name: "a".into(),
+            weight: 1.0,
+            quota: Some(quota(8)),
+            cohort: Some("c".into()),
+        },
+        Team {
+            name: "lender".into(),
+            weight: 1.0,
+            quota: Some(Quota {
+                guaranteed: 32,
+                ..Quota::default()
+            }),
+            cohort: Some("c".into()),
+        },
+        Team {
+            name: "strict".into(),
+            weight: 1.0,
+            quota: Some(quota(0)),
+            cohort: None,
+        },
+    ];
+    let mut w = World::new(1, teams);
+    w.cluster = Cluster::new(b.build());
+    w.usage = vec![0.0; 3];
+    let on = |id, team, model: ModelId, t| PendingJob {
+        request: JobRequest {
+            gpu: GpuRequest::Whole(8),
+            models: ModelChoice::AnyOf(vec![model]),
+            ..JobRequest::default()
+        },
+        ..pending(id, team, PRODUCTION, 8, t)
+    };
+    let out = w
+        .cycle(
+            10.0,
+            &[
+                on(1, 0, h100, 1.0),
+                on(2, 0, h100, 2.0),
+                on(3, 0, a100, 3.0),
+                on(4, 2, h100, 4.0),
+                on(5, 2, h100, 5.0),
+            ],
+        )
+        .unwrap();
+    let starts: Vec<(JobId, bool)> = out
+        .decisions
+        .iter()
+        .filter_map(|d| match d {
+            Decision::Start { job, borrowed, .. } => Some((*job, *borrowed)),
+            _ => None,
+        })
+        .collect();
+    // a: the first H100 node is its H100 part, the second H100 node is borrowed, the A100 node
+    // fits the unclaimed 8 of its 16. strict: one H100 node, then no borrowing allowed.
+    assert_eq!(starts, vec![(1, false), (2, true), (3, false), (4, false)]);
+    let e5 = out.explanations.iter().find(|e| e.job == 5).unwrap();
+    assert!(
+        matches!(
+            e5.reason,
+            PendingReason::Quota {
+                borrow_limit: 0,
+                ..
+            }
+        ),
+        "{:?}",
+        e5.reason
+    );
+}

@@ -234,6 +234,10 @@ fn check(input: &CycleInput) -> Result<(), CycleError> {
 struct Quotas<'a> {
     teams: &'a [Team],
     used: Vec<u64>,
+    /// The part of `used` that runs on borrowed capacity (a start is borrowed as a whole).
+    borrowed: Vec<u64>,
+    /// Milli-GPU in use per (team, GPU model), for per-model guarantees.
+    used_by_model: HashMap<(usize, u16), u64>,
 }
 
 impl Quotas<'_> {
@@ -259,33 +263,57 @@ impl Quotas<'_> {
             let g = u64::from(q.guaranteed) * 1000;
             let lend = u64::from(q.lend_limit.unwrap_or(q.guaranteed).min(q.guaranteed)) * 1000;
             if i != t {
-                lendable += lend.min(g.saturating_sub(self.used[i]));
+                let guaranteed_use = self.used[i].saturating_sub(self.borrowed[i]);
+                lendable += lend.min(g.saturating_sub(guaranteed_use));
             }
-            borrowed += self.used[i].saturating_sub(g);
+            // Conservative: what anyone in the cohort already borrowed is no longer idle.
+            borrowed += self.borrowed[i];
         }
-        lendable.saturating_sub(
-            borrowed.saturating_sub(self.used[t].saturating_sub(self.guarantee(t).unwrap_or(0))),
-        )
+        lendable.saturating_sub(borrowed)
     }
-    /// `Ok(borrowed?)` when the team may take `wants` more milli-GPU.
+
+    /// Whether a start of `wants` on `model` stays inside the team's per-model guarantees: the
+    /// model's own part if it has one, else the part of the total no model claims.
+    fn within_model_guarantee(&self, t: usize, model: Option<u16>, wants: u64) -> bool {
+        let (Some(q), Some(m)) = (&self.teams[t].quota, model) else {
+            return true;
+        };
+        if q.per_model.is_empty() {
+            return true;
+        }
+        let used = |mm: u16| self.used_by_model.get(&(t, mm)).copied().unwrap_or(0);
+        if let Some(&(_, g)) = q.per_model.iter().find(|(id, _)| id.0 == m) {
+            return used(m) + wants <= u64::from(g) * 1000;
+        }
+        let claimed: u64 = q.per_model.iter().map(|(_, g)| u64::from(*g)).sum::<u64>() * 1000;
+        let rest = (u64::from(q.guaranteed) * 1000).saturating_sub(claimed);
+        let used_rest: u64 = self
+            .used_by_model
+            .iter()
+            .filter(|((team, mm), _)| *team == t && !q.per_model.iter().any(|(id, _)| id.0 == *mm))
+            .map(|(_, v)| *v)
+            .sum();
+        used_rest + wants <= rest
+    }
+
+    /// `Ok(borrowed?)` when the team may take `wants` more milli-GPU: inside its guarantee, or
+    /// as a whole on borrowed capacity within its borrow limit and what the cohort has idle.
     fn admit(&self, t: usize, wants: u64) -> Result<bool, PendingReason> {
         let Some(q) = &self.teams[t].quota else {
             return Ok(false);
         };
         let g = u64::from(q.guaranteed) * 1000;
-        let used = self.used[t];
-        if used + wants <= g {
+        let guaranteed_use = self.used[t].saturating_sub(self.borrowed[t]);
+        if guaranteed_use + wants <= g {
             return Ok(false);
         }
-        let over_after = used + wants - g;
-        let new_borrow = over_after - used.saturating_sub(g);
         let idle = self.cohort_idle(t);
-        if over_after <= u64::from(q.borrow_limit) * 1000 && new_borrow <= idle {
+        if self.borrowed[t] + wants <= u64::from(q.borrow_limit) * 1000 && wants <= idle {
             return Ok(true);
         }
         Err(PendingReason::Quota {
             wants,
-            used,
+            used: self.used[t],
             guaranteed: g,
             borrow_limit: u64::from(q.borrow_limit) * 1000,
             cohort_idle: idle,
@@ -301,9 +329,24 @@ pub fn run_cycle(placer: &mut Placer, input: &CycleInput) -> Result<CycleOutput,
     let mut quotas = Quotas {
         teams: input.teams,
         used: vec![0; input.teams.len()],
+        borrowed: vec![0; input.teams.len()],
+        used_by_model: HashMap::new(),
+    };
+    let model_of = |p: &Placement| -> Option<u16> {
+        p.nodes
+            .first()
+            .and_then(|g| input.cluster.fleet().node(g.node).model)
+            .map(|m| m.0)
     };
     for r in input.running {
-        quotas.used[r.team] += r.placement.nodes.iter().map(grant_milli).sum::<u64>();
+        let milli = r.placement.nodes.iter().map(grant_milli).sum::<u64>();
+        quotas.used[r.team] += milli;
+        if r.borrowed {
+            quotas.borrowed[r.team] += milli;
+        }
+        if let Some(m) = model_of(&r.placement) {
+            *quotas.used_by_model.entry((r.team, m)).or_default() += milli;
+        }
     }
     let value = |c: usize| input.classes[c].value;
     let share = |t: usize| input.usage[t] / input.teams[t].weight;
@@ -378,8 +421,40 @@ pub fn run_cycle(placer: &mut Placer, input: &CycleInput) -> Result<CycleOutput,
         };
         match attempt {
             Ok(p) => {
+                // Per-model guarantees: past the model's part, the start runs on borrowed
+                // capacity — if the team may borrow that much.
+                let model = model_of(&p);
+                let mut borrowed = borrowed;
+                if !borrowed && !quotas.within_model_guarantee(job.team, model, wants) {
+                    let limit = input.teams[job.team]
+                        .quota
+                        .as_ref()
+                        .map_or(0, |q| u64::from(q.borrow_limit) * 1000);
+                    if quotas.borrowed[job.team] + wants > limit
+                        || wants > quotas.cohort_idle(job.team)
+                    {
+                        reasons.insert(
+                            job.id,
+                            PendingReason::Quota {
+                                wants,
+                                used: quotas.used[job.team],
+                                guaranteed: quotas.guarantee(job.team).unwrap_or(0),
+                                borrow_limit: limit,
+                                cohort_idle: quotas.cohort_idle(job.team),
+                            },
+                        );
+                        continue;
+                    }
+                    borrowed = true;
+                }
                 work.allocate(&p).expect("placed within free capacity");
                 quotas.used[job.team] += wants;
+                if borrowed {
+                    quotas.borrowed[job.team] += wants;
+                }
+                if let Some(m) = model {
+                    *quotas.used_by_model.entry((job.team, m)).or_default() += wants;
+                }
                 if let Some(l) = job.time_limit_s {
                     ends.push((now + l, p.clone()));
                 }
@@ -435,8 +510,16 @@ pub fn run_cycle(placer: &mut Placer, input: &CycleInput) -> Result<CycleOutput,
                             .find(|r| r.id == *v)
                             .expect("victim is running");
                         preempted.insert(*v);
-                        quotas.used[r.team] = quotas.used[r.team]
-                            .saturating_sub(r.placement.nodes.iter().map(grant_milli).sum());
+                        let milli: u64 = r.placement.nodes.iter().map(grant_milli).sum();
+                        quotas.used[r.team] = quotas.used[r.team].saturating_sub(milli);
+                        if r.borrowed {
+                            quotas.borrowed[r.team] = quotas.borrowed[r.team].saturating_sub(milli);
+                        }
+                        if let Some(m) = model_of(&r.placement) {
+                            if let Some(u) = quotas.used_by_model.get_mut(&(r.team, m)) {
+                                *u = u.saturating_sub(milli);
+                            }
+                        }
                         out.decisions.push(Decision::Preempt {
                             victim: *v,
                             for_job: job.id,

@@ -233,3 +233,12 @@ fn the_selected_job_stays_on_screen_deep_in_a_long_queue() {
     assert!(s.contains("job-4969"), "{s}");
     assert!(s.contains("jobs (5000)"));
 }
+
+/// The console's own loop, off-screen: with nothing changing it writes nothing after the first
+/// frame; when data change it writes (only the changed cells).
+#[test]
+fn an_idle_console_writes_nothing() {
+    let r = gantry::bench::tui::idle_and_live(2_000, 5_000, 1.5);
+    assert_eq!(r.idle_bytes_written, 0);
+    assert!(r.live_bytes_per_sec > 0.0);
+}

@@ -116,3 +116,135 @@ pub fn run(gpus: usize, jobs: usize, width: u16, height: u16, frames: usize) -> 
         key_to_frame_p99_ms: quantile(&keys, 0.99),
     }
 }
+
+/// Counts what the console would write to the terminal.
+#[derive(Clone, Default)]
+struct Counting(std::sync::Arc<std::sync::atomic::AtomicU64>);
+
+impl std::io::Write for Counting {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0
+            .fetch_add(buf.len() as u64, std::sync::atomic::Ordering::Relaxed);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// A client whose data change every `period` (or never).
+struct Scripted {
+    snap: Snapshot,
+    period: Option<std::time::Duration>,
+    last: Instant,
+    tick: usize,
+}
+
+impl crate::client::Client for Scripted {
+    fn poll(&mut self) -> bool {
+        let Some(p) = self.period else { return false };
+        if self.last.elapsed() < p {
+            return false;
+        }
+        self.last = Instant::now();
+        self.tick += 1;
+        let i = self.tick % self.snap.pools.len().max(1);
+        if let Some(pool) = self.snap.pools.get_mut(i) {
+            pool.gpus_busy = (pool.gpus_busy + 8) % (pool.gpus + 1);
+        }
+        self.snap.gpus_busy = (self.snap.gpus_busy + 8) % self.snap.gpus_total.max(1);
+        self.snap.now += 1.0;
+        self.snap.events.insert(0, format!("tick {}", self.tick));
+        true
+    }
+    fn snapshot(&self) -> &Snapshot {
+        &self.snap
+    }
+    fn until_next(&self) -> std::time::Duration {
+        self.period.map_or(std::time::Duration::from_secs(1), |p| {
+            p.saturating_sub(self.last.elapsed())
+        })
+    }
+}
+
+struct NoInput;
+
+impl crate::console::Input for NoInput {
+    fn next(
+        &mut self,
+        timeout: std::time::Duration,
+    ) -> std::io::Result<Option<crossterm::event::Event>> {
+        std::thread::sleep(timeout);
+        Ok(None)
+    }
+}
+
+fn cpu_seconds() -> f64 {
+    // SAFETY: getrusage only writes into the struct we pass.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) };
+    let t = |v: libc::timeval| v.tv_sec as f64 + v.tv_usec as f64 / 1e6;
+    t(u.ru_utime) + t(u.ru_stime)
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct IdleLiveReport {
+    pub seconds: f64,
+    /// Bytes written while nothing changed, after the first frame.
+    pub idle_bytes_written: u64,
+    pub idle_cpu_pct: f64,
+    /// Data changing once a second (a pool's GPUs, the clock, an event).
+    pub live_bytes_per_sec: f64,
+    pub live_cpu_pct: f64,
+}
+
+/// Runs the real console loop off-screen: `seconds` with a quiet client, then with a live one.
+pub fn idle_and_live(gpus: usize, jobs: usize, seconds: f64) -> IdleLiveReport {
+    use ratatui::backend::CrosstermBackend;
+    use ratatui::layout::Rect;
+    use ratatui::{TerminalOptions, Viewport};
+    let measure = |period: Option<std::time::Duration>| -> (u64, f64) {
+        let counter = Counting::default();
+        let mut term = Terminal::with_options(
+            CrosstermBackend::new(counter.clone()),
+            TerminalOptions {
+                viewport: Viewport::Fixed(Rect::new(0, 0, 160, 48)),
+            },
+        )
+        .expect("off-screen terminal");
+        let mut client = Scripted {
+            snap: big_snapshot(gpus, jobs),
+            period,
+            last: Instant::now(),
+            tick: 0,
+        };
+        let start = Instant::now();
+        let after_first = std::cell::Cell::new(None::<(u64, f64)>);
+        let checks = std::cell::Cell::new(0u32);
+        let stop = || {
+            // The loop checks before its first frame and again after it: start counting then.
+            checks.set(checks.get() + 1);
+            if checks.get() == 2 {
+                after_first.set(Some((
+                    counter.0.load(std::sync::atomic::Ordering::Relaxed),
+                    cpu_seconds(),
+                )));
+            }
+            start.elapsed().as_secs_f64() >= seconds
+        };
+        crate::console::run_loop(&mut term, &mut client, &mut NoInput, &stop)
+            .expect("console loop");
+        let (bytes0, cpu0) = after_first.get().unwrap_or((0, cpu_seconds()));
+        let bytes = counter.0.load(std::sync::atomic::Ordering::Relaxed) - bytes0;
+        (bytes, (cpu_seconds() - cpu0) / seconds * 100.0)
+    };
+    let (idle_bytes, idle_cpu) = measure(None);
+    let (live_bytes, live_cpu) = measure(Some(std::time::Duration::from_secs(1)));
+    IdleLiveReport {
+        seconds,
+        idle_bytes_written: idle_bytes,
+        idle_cpu_pct: idle_cpu,
+        live_bytes_per_sec: live_bytes as f64 / seconds,
+        live_cpu_pct: live_cpu,
+    }
+}

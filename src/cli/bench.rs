@@ -49,6 +49,9 @@ pub enum BenchCmd {
         jobs: usize,
         #[arg(long, default_value_t = 300)]
         frames: usize,
+        /// Seconds of the idle and of the live run.
+        #[arg(long, default_value_t = 10.0)]
+        seconds: f64,
         #[arg(long, value_enum, default_value_t = Output::Table)]
         output: Output,
     },
@@ -84,15 +87,43 @@ pub fn run(cmd: BenchCmd) -> Result<(), String> {
             gpus,
             jobs,
             frames,
+            seconds,
             output,
         } => {
+            if !(seconds.is_finite() && (0.5..=3600.0).contains(&seconds)) {
+                return Err(format!("--seconds {seconds}: expected 0.5..=3600"));
+            }
             let r = gantry::bench::tui::run(gpus, jobs, 160, 48, frames.max(1));
+            let l = gantry::bench::tui::idle_and_live(gpus, jobs, seconds);
+            let rss = gantry::bench::peak_rss_mib();
             if output == Output::Json {
-                return print_json(&r);
+                #[derive(serde::Serialize)]
+                struct Both<'a> {
+                    #[serde(flatten)]
+                    frames: &'a gantry::bench::tui::TuiBenchReport,
+                    #[serde(flatten)]
+                    idle_live: &'a gantry::bench::tui::IdleLiveReport,
+                    peak_rss_mib: Option<f64>,
+                }
+                return print_json(&Both {
+                    frames: &r,
+                    idle_live: &l,
+                    peak_rss_mib: rss,
+                });
             }
             println!(
                 "bench tui: {} GPUs, {} jobs, {}×{}: frame p50 {:.2} ms, p99 {:.2} ms; key to frame p99 {:.2} ms ({} frames)",
                 r.gpus, r.jobs, r.width, r.height, r.frame_p50_ms, r.frame_p99_ms, r.key_to_frame_p99_ms, r.frames
+            );
+            println!(
+                "idle {:.0} s: {} bytes written, {:.2}% of a core; live (data change every second) {:.0} s: {:.0} bytes/s, {:.2}% of a core; peak RSS {}",
+                l.seconds,
+                l.idle_bytes_written,
+                l.idle_cpu_pct,
+                l.seconds,
+                l.live_bytes_per_sec,
+                l.live_cpu_pct,
+                rss.map_or("n/a".to_string(), |m| format!("{m:.0} MiB"))
             );
             return Ok(());
         }

@@ -8,6 +8,8 @@ use crate::client::Client;
 use app::{App, Outcome};
 use crossterm::event::{self, Event, KeyCode, KeyEventKind};
 use crossterm::terminal::{BeginSynchronizedUpdate, EndSynchronizedUpdate};
+use ratatui::backend::Backend;
+use ratatui::Terminal;
 use std::io::Write;
 use std::time::Duration;
 
@@ -30,47 +32,75 @@ fn key_name(code: KeyCode) -> Option<String> {
     })
 }
 
+/// Where key and resize events come from.
+pub trait Input {
+    /// Waits up to `timeout` for one event.
+    fn next(&mut self, timeout: Duration) -> std::io::Result<Option<Event>>;
+}
+
+/// The terminal's own events.
+pub struct TerminalInput;
+
+impl Input for TerminalInput {
+    fn next(&mut self, timeout: Duration) -> std::io::Result<Option<Event>> {
+        if event::poll(timeout)? {
+            Ok(Some(event::read()?))
+        } else {
+            Ok(None)
+        }
+    }
+}
+
 /// Runs the console until the user quits.
 pub fn run(client: &mut dyn Client) -> std::io::Result<()> {
     let mut terminal = ratatui::init(); // raw mode, alternate screen, and a panic hook that restores
-    let mut app = App::new(color_enabled());
-    let mut dirty = true;
-    let result = (|| -> std::io::Result<()> {
-        loop {
-            if dirty {
-                let mut out = std::io::stdout();
-                crossterm::execute!(out, BeginSynchronizedUpdate)?;
-                terminal.draw(|f| app.render(f, client.snapshot()))?;
-                crossterm::execute!(out, EndSynchronizedUpdate)?;
-                out.flush()?;
-                dirty = false;
-            }
-            if event::poll(client.until_next())? {
-                // Drain everything queued, then draw once.
-                loop {
-                    match event::read()? {
-                        Event::Key(k) if k.kind == KeyEventKind::Press => {
-                            if let Some(name) = key_name(k.code) {
-                                match app.on_key(&name, client.snapshot()) {
-                                    Outcome::Quit => return Ok(()),
-                                    Outcome::Redraw => dirty = true,
-                                    Outcome::Nothing => {}
-                                }
-                            }
-                        }
-                        Event::Resize(..) => dirty = true,
-                        _ => {}
-                    }
-                    if !event::poll(Duration::ZERO)? {
-                        break;
-                    }
-                }
-            }
-            if client.poll() {
-                dirty = true;
-            }
-        }
-    })();
+    let result = run_loop(&mut terminal, client, &mut TerminalInput, &|| false);
     ratatui::restore();
     result
+}
+
+/// The console's loop over any backend and input: draw when dirty, else wait for input or
+/// for the client's next news. `stop` ends it from outside (benchmarks).
+pub fn run_loop<B: Backend + Write>(
+    terminal: &mut Terminal<B>,
+    client: &mut dyn Client,
+    input: &mut dyn Input,
+    stop: &dyn Fn() -> bool,
+) -> std::io::Result<()>
+where
+    std::io::Error: From<B::Error>,
+{
+    let mut app = App::new(color_enabled());
+    let mut dirty = true;
+    while !stop() {
+        if dirty {
+            crossterm::execute!(terminal.backend_mut(), BeginSynchronizedUpdate)?;
+            terminal.draw(|f| app.render(f, client.snapshot()))?;
+            crossterm::execute!(terminal.backend_mut(), EndSynchronizedUpdate)?;
+            Write::flush(terminal.backend_mut())?;
+            dirty = false;
+        }
+        // Wait for input until the client may have news; drain what queued, then draw once.
+        let mut wait = client.until_next();
+        while let Some(ev) = input.next(wait)? {
+            match ev {
+                Event::Key(k) if k.kind == KeyEventKind::Press => {
+                    if let Some(name) = key_name(k.code) {
+                        match app.on_key(&name, client.snapshot()) {
+                            Outcome::Quit => return Ok(()),
+                            Outcome::Redraw => dirty = true,
+                            Outcome::Nothing => {}
+                        }
+                    }
+                }
+                Event::Resize(..) => dirty = true,
+                _ => {}
+            }
+            wait = Duration::ZERO;
+        }
+        if client.poll() {
+            dirty = true;
+        }
+    }
+    Ok(())
 }

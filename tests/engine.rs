@@ -191,3 +191,70 @@ fn a_restart_rebuilds_the_state_and_requeues_what_was_running() {
     // The requeued job starts again, with its priority intact.
     assert_eq!(e.tick(101.0).unwrap().started, vec![a]);
 }
+
+/// The engine remembers which starts were borrowed, so borrowing stays within the limit over
+/// many cycles (it used to forget, and every cycle could borrow again).
+#[test]
+fn borrowing_stays_within_the_limit_across_cycles() {
+    let path = db("borrow");
+    let mut b = FleetBuilder::new();
+    let h100 = b.model("H100", 81_559, None).unwrap();
+    let p = b
+        .pool(PoolSpec {
+            provider: "onprem",
+            region: "dc1",
+            zone: "dc1-a",
+            name: "hgx",
+            instance_type: "hgx",
+            model: Some(h100),
+            gpus_per_node: 8,
+            cpu_milli: 128_000,
+            mem_mib: 1 << 20,
+            capacity: CapacityType::Reserved,
+            price_per_hour: 25.0,
+        })
+        .unwrap();
+    for i in 0..6 {
+        b.node(p, &format!("n{i}"), None, None, 0).unwrap();
+    }
+    let teams = vec![
+        Team {
+            name: "a".into(),
+            weight: 1.0,
+            quota: Some(Quota {
+                guaranteed: 8,
+                borrow_limit: 8,
+                ..Quota::default()
+            }),
+            cohort: Some("c".into()),
+        },
+        Team {
+            name: "lender".into(),
+            weight: 1.0,
+            quota: Some(Quota {
+                guaranteed: 32,
+                ..Quota::default()
+            }),
+            cohort: Some("c".into()),
+        },
+    ];
+    let mut e = Engine::open(&path, b.build(), teams, default_classes(), 0.0).unwrap();
+    for i in 0..5 {
+        e.submit("j.yaml", EIGHT, Some("a"), None, i as f64)
+            .unwrap();
+    }
+    for t in 0..5 {
+        e.tick(10.0 + t as f64).unwrap();
+        let running = e.jobs().filter(|j| j.state == JobState::Running).count();
+        assert!(
+            running <= 2,
+            "cycle {t}: team a runs {running} 8-GPU jobs with 8 guaranteed + 8 borrowable"
+        );
+    }
+    let borrowed: Vec<bool> = e
+        .jobs()
+        .filter(|j| j.state == JobState::Running)
+        .map(|j| j.borrowed)
+        .collect();
+    assert_eq!(borrowed, vec![false, true]);
+}

@@ -54,6 +54,8 @@ pub struct Job {
     pub request: JobRequest,
     pub placement: Option<Placement>,
     pub started_at: Option<f64>,
+    /// Started on capacity borrowed from its team's cohort (reclaimed first).
+    pub borrowed: bool,
     /// Why it waits, from the last cycle.
     pub explanation: Option<Explanation>,
 }
@@ -136,6 +138,7 @@ impl Engine {
                     request,
                     placement: None,
                     started_at: None,
+                    borrowed: false,
                     explanation: None,
                 },
             );
@@ -208,6 +211,7 @@ impl Engine {
                 request,
                 placement: None,
                 started_at: None,
+                borrowed: false,
                 explanation: None,
             },
         );
@@ -304,7 +308,7 @@ impl Engine {
                     preemptible: j.spec.preemptible,
                     last_checkpoint: None,
                     time_limit_s: j.spec.time_limit_s,
-                    borrowed: false,
+                    borrowed: j.borrowed,
                     signal: j
                         .spec
                         .checkpoint
@@ -347,7 +351,11 @@ impl Engine {
         let mut report = TickReport::default();
         for d in out.decisions {
             match d {
-                Decision::Start { job, placement, .. } => {
+                Decision::Start {
+                    job,
+                    placement,
+                    borrowed,
+                } => {
                     let id = job as JobId;
                     self.cluster
                         .allocate(&placement)
@@ -359,6 +367,7 @@ impl Engine {
                     j.state = JobState::Running;
                     j.placement = Some(placement);
                     j.started_at = Some(now);
+                    j.borrowed = borrowed;
                     j.explanation = None;
                     report.started.push(id);
                 }

@@ -232,7 +232,7 @@ pub fn idle_and_live(gpus: usize, jobs: usize, seconds: f64) -> IdleLiveReport {
             }
             start.elapsed().as_secs_f64() >= seconds
         };
-        crate::console::run_loop(&mut term, &mut client, &mut NoInput, &stop)
+        crate::console::run_loop(&mut term, App::new(true), &mut client, &mut NoInput, &stop)
             .expect("console loop");
         let (bytes0, cpu0) = after_first.get().unwrap_or((0, cpu_seconds()));
         let bytes = counter.0.load(std::sync::atomic::Ordering::Relaxed) - bytes0;

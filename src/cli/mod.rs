@@ -16,6 +16,10 @@ use std::process::ExitCode;
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
+    /// Console theme: dark, light, 16color, high-contrast (also GANTRY_THEME). A file of the
+    /// same name under the config dir's themes/ overrides any colour role.
+    #[arg(long, global = true, env = "GANTRY_THEME")]
+    theme: Option<String>,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
@@ -66,8 +70,11 @@ pub fn main() -> ExitCode {
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
-    let result = match Cli::parse().command {
-        None if std::io::IsTerminal::is_terminal(&std::io::stdout()) => console(),
+    let cli = Cli::parse();
+    let result = match cli.command {
+        None if std::io::IsTerminal::is_terminal(&std::io::stdout()) => {
+            console(cli.theme.as_deref())
+        }
         None => {
             println!(
                 "gantry {}: a scheduler for GPU fleets. Commands: `gantry replay openb|philly`, \
@@ -151,14 +158,17 @@ fn gpus(output: Output) -> Result<(), String> {
 
 /// The console on the embedded default: the built-in simulated fleet with a living demo
 /// workload. Demo state lives in a fresh temporary directory and is not kept.
-fn console() -> Result<(), String> {
+fn console(theme: Option<&str>) -> Result<(), String> {
     use gantry::sim::demo::{Demo, DemoClient};
+    let paths = gantry::config::paths::from_env();
+    let (theme, color) = gantry::console::load_theme(theme, &paths.config_dir)?;
+    let app = gantry::console::app::App::with_theme(theme, color);
     let dir = std::env::temp_dir().join(format!("gantry-demo-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let demo = Demo::new(&dir, 7).map_err(|e| e.to_string())?;
     let mut client = DemoClient::new(demo, std::time::Duration::from_secs(1));
-    let result = gantry::console::run(&mut client);
+    let result = gantry::console::run(&mut client, app);
     let _ = std::fs::remove_dir_all(&dir);
     result.map_err(|e| format!("console: {e}"))
 }

@@ -57,6 +57,7 @@ pub struct App {
     /// The selected job, kept by id across refreshes.
     pub selected: Option<i64>,
     pub color: bool,
+    pub theme: super::theme::Theme,
 }
 
 /// Job names come from users: never let control characters reach the terminal.
@@ -82,12 +83,25 @@ fn hm(s: f64) -> String {
 }
 
 impl App {
+    /// The dark theme in true colour, or no colour at all.
     pub fn new(color: bool) -> App {
+        let depth = if color {
+            super::theme::Depth::TrueColor
+        } else {
+            super::theme::Depth::None
+        };
+        let theme = super::theme::Theme::load("dark", std::path::Path::new("/nonexistent"), depth)
+            .expect("the shipped dark theme parses");
+        App::with_theme(theme, color)
+    }
+
+    pub fn with_theme(theme: super::theme::Theme, color: bool) -> App {
         App {
             view: View::Overview,
             help: false,
             selected: None,
             color,
+            theme,
         }
     }
 
@@ -167,7 +181,7 @@ impl App {
                 .map(|v| if narrow { v.short() } else { v.title() }),
         )
         .select(VIEWS.iter().position(|v| *v == self.view).unwrap_or(0))
-        .highlight_style(self.style(Color::Cyan).add_modifier(Modifier::BOLD));
+        .highlight_style(self.style(self.theme.accent).add_modifier(Modifier::BOLD));
         let [left, right] =
             Layout::horizontal([Constraint::Min(30), Constraint::Length(36)]).areas(top);
         f.render_widget(tabs, left);
@@ -175,13 +189,13 @@ impl App {
             Paragraph::new(Line::from(vec![
                 Span::styled(
                     sim,
-                    self.style(Color::Black)
-                        .bg(if self.color {
-                            Color::Yellow
-                        } else {
-                            Color::Reset
-                        })
-                        .add_modifier(Modifier::REVERSED),
+                    if self.color {
+                        Style::default()
+                            .fg(self.theme.badge_fg)
+                            .bg(self.theme.badge_bg)
+                    } else {
+                        Style::default().add_modifier(Modifier::REVERSED)
+                    },
                 ),
                 Span::raw(format!(
                     " gantry  day {} {:02}:{:02}",
@@ -209,7 +223,7 @@ impl App {
             _ => "1-5/tab views  ? help  q quit",
         };
         f.render_widget(
-            Paragraph::new(keys).style(self.style(Color::DarkGray)),
+            Paragraph::new(keys).style(self.style(self.theme.muted)),
             bottom,
         );
     }
@@ -251,7 +265,7 @@ impl App {
                         .borders(Borders::ALL)
                         .title(" GPUs allocated "),
                 )
-                .gauge_style(self.style(Color::Green))
+                .gauge_style(self.style(self.theme.bar))
                 .ratio(ratio.clamp(0.0, 1.0))
                 .label(format!(
                     "{}/{} GPUs busy · fleet ${:.0}/h · idle GPUs cost ${:.0}/h",
@@ -329,10 +343,10 @@ impl App {
             .take(visible)
             .map(|j| {
                 let state_color = match j.state.as_str() {
-                    "running" => Color::Green,
-                    "pending" => Color::Yellow,
-                    "failed" => Color::Red,
-                    _ => Color::Gray,
+                    "running" => self.theme.ok,
+                    "pending" => self.theme.warn,
+                    "failed" => self.theme.error,
+                    _ => self.theme.muted,
                 };
                 let pos = j.position.map_or(String::new(), |p| p.to_string());
                 let mut cells = vec![Cell::from(j.id.to_string()), Cell::from(escape(&j.name))];
@@ -408,7 +422,7 @@ impl App {
                 cells.extend([
                     Cell::from(quota),
                     Cell::from(format!("{:.1}", t.used_gpus)).style(self.style(if over {
-                        Color::Yellow
+                        self.theme.warn
                     } else {
                         Color::Reset
                     })),
@@ -505,7 +519,7 @@ impl App {
                     Cell::from(p.capacity.clone()),
                     Cell::from(p.nodes.to_string()),
                     Cell::from(format!("{}/{}", p.gpus_busy, p.gpus)),
-                    Cell::from(bar).style(self.style(Color::Green)),
+                    Cell::from(bar).style(self.style(self.theme.bar)),
                     Cell::from(format!("${:.2}", p.dollars_per_hour)),
                 ])
             })

@@ -3,6 +3,7 @@
 //! synchronized output, and restores the terminal on exit and on panic.
 
 pub mod app;
+pub mod theme;
 
 use crate::client::Client;
 use app::{App, Outcome};
@@ -13,10 +14,15 @@ use ratatui::Terminal;
 use std::io::Write;
 use std::time::Duration;
 
-/// Colour unless NO_COLOR is set (https://no-color.org) or the terminal is dumb.
-pub fn color_enabled() -> bool {
-    std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
-        && std::env::var("TERM").map_or(true, |t| t != "dumb")
+/// The theme to draw with: `name` (default "dark"), layered with the user's file in
+/// `config_dir/themes/`, downsampled to what NO_COLOR, COLORTERM and TERM say the terminal shows.
+pub fn load_theme(
+    name: Option<&str>,
+    config_dir: &std::path::Path,
+) -> Result<(theme::Theme, bool), String> {
+    let depth = theme::detect_depth(|k| std::env::var(k).ok());
+    let t = theme::Theme::load(name.unwrap_or("dark"), config_dir, depth)?;
+    Ok((t, depth != theme::Depth::None))
 }
 
 fn key_name(code: KeyCode) -> Option<String> {
@@ -52,9 +58,9 @@ impl Input for TerminalInput {
 }
 
 /// Runs the console until the user quits.
-pub fn run(client: &mut dyn Client) -> std::io::Result<()> {
+pub fn run(client: &mut dyn Client, app: App) -> std::io::Result<()> {
     let mut terminal = ratatui::init(); // raw mode, alternate screen, and a panic hook that restores
-    let result = run_loop(&mut terminal, client, &mut TerminalInput, &|| false);
+    let result = run_loop(&mut terminal, app, client, &mut TerminalInput, &|| false);
     ratatui::restore();
     result
 }
@@ -63,6 +69,7 @@ pub fn run(client: &mut dyn Client) -> std::io::Result<()> {
 /// for the client's next news. `stop` ends it from outside (benchmarks).
 pub fn run_loop<B: Backend + Write>(
     terminal: &mut Terminal<B>,
+    mut app: App,
     client: &mut dyn Client,
     input: &mut dyn Input,
     stop: &dyn Fn() -> bool,
@@ -70,7 +77,6 @@ pub fn run_loop<B: Backend + Write>(
 where
     std::io::Error: From<B::Error>,
 {
-    let mut app = App::new(color_enabled());
     let mut dirty = true;
     while !stop() {
         if dirty {

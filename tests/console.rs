@@ -211,7 +211,7 @@ fn end_to_end_in_tmux() {
     tmux(&["send-keys", "-t", "e2e", "3"]);
     wait_for("dgx-h100");
     tmux(&["send-keys", "-t", "e2e", "?"]);
-    wait_for("this help");
+    wait_for("keys (from the keymap)");
     tmux(&["send-keys", "-t", "e2e", "Escape"]);
     tmux(&["send-keys", "-t", "e2e", "q"]);
     wait_for("EXITED");

@@ -20,6 +20,10 @@ struct Cli {
     /// same name under the config dir's themes/ overrides any colour role.
     #[arg(long, global = true, env = "GANTRY_THEME")]
     theme: Option<String>,
+    /// Console keymap: default, vim (also GANTRY_KEYMAP). A file of the same name under the
+    /// config dir's keymaps/ rebinds only the keys it names.
+    #[arg(long, global = true, env = "GANTRY_KEYMAP")]
+    keymap: Option<String>,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
@@ -73,7 +77,7 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         None if std::io::IsTerminal::is_terminal(&std::io::stdout()) => {
-            console(cli.theme.as_deref())
+            console(cli.theme.as_deref(), cli.keymap.as_deref())
         }
         None => {
             println!(
@@ -158,11 +162,12 @@ fn gpus(output: Output) -> Result<(), String> {
 
 /// The console on the embedded default: the built-in simulated fleet with a living demo
 /// workload. Demo state lives in a fresh temporary directory and is not kept.
-fn console(theme: Option<&str>) -> Result<(), String> {
+fn console(theme: Option<&str>, keymap: Option<&str>) -> Result<(), String> {
     use gantry::sim::demo::{Demo, DemoClient};
     let paths = gantry::config::paths::from_env();
     let (theme, color) = gantry::console::load_theme(theme, &paths.config_dir)?;
-    let app = gantry::console::app::App::with_theme(theme, color);
+    let keymap = gantry::console::load_keymap(keymap, &paths.config_dir)?;
+    let app = gantry::console::app::App::with(theme, keymap, color);
     let dir = std::env::temp_dir().join(format!("gantry-demo-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;

@@ -58,6 +58,7 @@ pub struct App {
     pub selected: Option<i64>,
     pub color: bool,
     pub theme: super::theme::Theme,
+    pub keymap: super::keymap::Keymap,
 }
 
 /// Job names come from users: never let control characters reach the terminal.
@@ -83,26 +84,39 @@ fn hm(s: f64) -> String {
 }
 
 impl App {
-    /// The dark theme in true colour, or no colour at all.
+    /// The dark theme in true colour (or no colour at all) and the default keymap.
     pub fn new(color: bool) -> App {
         let depth = if color {
             super::theme::Depth::TrueColor
         } else {
             super::theme::Depth::None
         };
-        let theme = super::theme::Theme::load("dark", std::path::Path::new("/nonexistent"), depth)
+        let nowhere = std::path::Path::new("/nonexistent");
+        let theme = super::theme::Theme::load("dark", nowhere, depth)
             .expect("the shipped dark theme parses");
-        App::with_theme(theme, color)
+        let keymap =
+            super::keymap::Keymap::load("default", nowhere).expect("the shipped keymap parses");
+        App::with(theme, keymap, color)
     }
 
-    pub fn with_theme(theme: super::theme::Theme, color: bool) -> App {
+    pub fn with(theme: super::theme::Theme, keymap: super::keymap::Keymap, color: bool) -> App {
         App {
             view: View::Overview,
             help: false,
             selected: None,
             color,
             theme,
+            keymap,
         }
+    }
+
+    /// The first key bound to an action, for the key bar.
+    fn key_for(&self, action: super::keymap::Action) -> String {
+        self.keymap
+            .bindings
+            .iter()
+            .find(|b| b.action == action)
+            .map_or("-".to_string(), |b| b.key.clone())
     }
 
     fn style(&self, c: Color) -> Style {
@@ -113,33 +127,30 @@ impl App {
         }
     }
 
-    /// Handles one key (crossterm's KeyCode as a char or a name).
+    /// Handles one key (crossterm's KeyCode as a char or a name) through the keymap.
     pub fn on_key(&mut self, key: &str, snap: &Snapshot) -> Outcome {
+        use super::keymap::Action;
+        let action = self.keymap.action(key);
         if self.help {
             self.help = false;
-            return if key == "q" {
+            return if action == Some(Action::Quit) {
                 Outcome::Quit
             } else {
                 Outcome::Redraw
             };
         }
-        match key {
-            "q" => return Outcome::Quit,
-            "?" => self.help = true,
-            "1" => self.view = View::Overview,
-            "2" => self.view = View::Jobs,
-            "3" => self.view = View::Fleet,
-            "4" => self.view = View::Teams,
-            "5" => self.view = View::Events,
-            "tab" => {
-                let i = VIEWS.iter().position(|v| *v == self.view).unwrap_or(0);
-                self.view = VIEWS[(i + 1) % VIEWS.len()];
-            }
-            "j" | "down" => self.move_selection(snap, 1),
-            "k" | "up" => self.move_selection(snap, -1),
-            "g" | "home" => self.selected = snap.jobs.first().map(|j| j.id),
-            "G" | "end" => self.selected = snap.jobs.last().map(|j| j.id),
-            _ => return Outcome::Nothing,
+        let at = VIEWS.iter().position(|v| *v == self.view).unwrap_or(0);
+        match action {
+            None => return Outcome::Nothing,
+            Some(Action::Quit) => return Outcome::Quit,
+            Some(Action::Help) => self.help = true,
+            Some(Action::View(i)) => self.view = VIEWS[i.min(VIEWS.len() - 1)],
+            Some(Action::NextView) => self.view = VIEWS[(at + 1) % VIEWS.len()],
+            Some(Action::PrevView) => self.view = VIEWS[(at + VIEWS.len() - 1) % VIEWS.len()],
+            Some(Action::Down) => self.move_selection(snap, 1),
+            Some(Action::Up) => self.move_selection(snap, -1),
+            Some(Action::First) => self.selected = snap.jobs.first().map(|j| j.id),
+            Some(Action::Last) => self.selected = snap.jobs.last().map(|j| j.id),
         }
         Outcome::Redraw
     }
@@ -218,9 +229,22 @@ impl App {
                 View::Events => self.render_events(f, body, snap),
             }
         }
+        use super::keymap::Action;
+        let common = format!(
+            "{} next view  {} help  {} quit",
+            self.key_for(Action::NextView),
+            self.key_for(Action::Help),
+            self.key_for(Action::Quit)
+        );
         let keys = match self.view {
-            View::Jobs => "j/k move  g/G first/last  1-5/tab views  ? help  q quit",
-            _ => "1-5/tab views  ? help  q quit",
+            View::Jobs => format!(
+                "{}/{} move  {}/{} first/last  {common}",
+                self.key_for(Action::Down),
+                self.key_for(Action::Up),
+                self.key_for(Action::First),
+                self.key_for(Action::Last)
+            ),
+            _ => common,
         };
         f.render_widget(
             Paragraph::new(keys).style(self.style(self.theme.muted)),
@@ -228,24 +252,20 @@ impl App {
         );
     }
 
+    /// The help screen, generated from the active keymap.
     fn render_help(&self, f: &mut Frame, area: Rect) {
-        let rows = [
-            ("1 2 3 4 5", "Overview, Jobs, Fleet, Teams, Events"),
-            ("tab", "next view"),
-            (
-                "j k ↓ ↑",
-                "move the selection (kept by job id as data refresh)",
-            ),
-            ("g G", "first, last job"),
-            ("?", "this help (any key closes it)"),
-            ("q", "quit"),
-        ];
-        let lines: Vec<Line> = rows
-            .iter()
-            .map(|(k, d)| Line::from(format!("  {k:<10} {d}")))
+        let lines: Vec<Line> = self
+            .keymap
+            .help()
+            .into_iter()
+            .map(|(k, d)| Line::from(format!("  {k:<6} {d}")))
             .collect();
         f.render_widget(
-            Paragraph::new(lines).block(Block::default().borders(Borders::ALL).title(" keys ")),
+            Paragraph::new(lines).block(
+                Block::default()
+                    .borders(Borders::ALL)
+                    .title(" keys (from the keymap) "),
+            ),
             area,
         );
     }

@@ -3,6 +3,7 @@
 //! synchronized output, and restores the terminal on exit and on panic.
 
 pub mod app;
+pub mod keymap;
 pub mod theme;
 
 use crate::client::Client;
@@ -13,6 +14,14 @@ use ratatui::backend::Backend;
 use ratatui::Terminal;
 use std::io::Write;
 use std::time::Duration;
+
+/// The keymap in force: `name` (default "default"), with the user's bindings layered on top.
+pub fn load_keymap(
+    name: Option<&str>,
+    config_dir: &std::path::Path,
+) -> Result<keymap::Keymap, String> {
+    keymap::Keymap::load(name.unwrap_or("default"), config_dir)
+}
 
 /// The theme to draw with: `name` (default "dark"), layered with the user's file in
 /// `config_dir/themes/`, downsampled to what NO_COLOR, COLORTERM and TERM say the terminal shows.

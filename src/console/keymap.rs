@@ -1,0 +1,196 @@
+//! Keymaps: TOML bindings of keys to actions (`keymaps/*.toml`, compiled in), layered with the
+//! user's file of the same name; the help screen is generated from the active one.
+
+use serde::Deserialize;
+use std::path::Path;
+
+const DEFAULT: &str = include_str!("../../keymaps/default.toml");
+const VIM: &str = include_str!("../../keymaps/vim.toml");
+
+pub const KEYMAPS: [&str; 2] = ["default", "vim"];
+
+/// What a key does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Action {
+    View(usize),
+    NextView,
+    PrevView,
+    Down,
+    Up,
+    First,
+    Last,
+    Help,
+    Quit,
+}
+
+const VIEW_NAMES: [&str; 5] = ["overview", "jobs", "fleet", "teams", "events"];
+const KEYS: [&str; 9] = [
+    "tab", "up", "down", "left", "right", "home", "end", "esc", "enter",
+];
+
+fn parse_action(run: &str) -> Option<Action> {
+    let words: Vec<&str> = run.split_whitespace().collect();
+    Some(match words.as_slice() {
+        ["view", "next"] => Action::NextView,
+        ["view", "prev"] => Action::PrevView,
+        ["view", name] => Action::View(VIEW_NAMES.iter().position(|v| v == name)?),
+        ["down"] => Action::Down,
+        ["up"] => Action::Up,
+        ["first"] => Action::First,
+        ["last"] => Action::Last,
+        ["help"] => Action::Help,
+        ["quit"] => Action::Quit,
+        _ => return None,
+    })
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct File {
+    #[serde(default)]
+    bind: Vec<Bind>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Bind {
+    on: String,
+    run: String,
+    #[serde(default)]
+    desc: String,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Binding {
+    pub key: String,
+    pub action: Action,
+    pub desc: String,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Keymap {
+    /// Earlier bindings win.
+    pub bindings: Vec<Binding>,
+}
+
+fn parse(name: &str, text: &str) -> Result<Vec<Binding>, String> {
+    let file: File = toml::from_str(text).map_err(|e| {
+        let line = e.span().map_or(1, |s| {
+            text[..s.start.min(text.len())].matches('\n').count() + 1
+        });
+        format!("{name}:{line}: {}", e.message())
+    })?;
+    file.bind
+        .into_iter()
+        .map(|b| {
+            let key_ok = b.on.chars().count() == 1 || KEYS.contains(&b.on.as_str());
+            if !key_ok {
+                return Err(format!("{name}: key `{}` is not a key; use one character or one of {}", b.on, KEYS.join(", ")));
+            }
+            let action = parse_action(&b.run).ok_or_else(|| {
+                format!("{name}: `{}` is not an action; use view overview|jobs|fleet|teams|events, view next, view prev, down, up, first, last, help, quit", b.run)
+            })?;
+            Ok(Binding { key: b.on, action, desc: b.desc })
+        })
+        .collect()
+}
+
+impl Keymap {
+    /// A shipped keymap (vim = default + vim motions), with the user's bindings of the same
+    /// name in `<config_dir>/keymaps/` taking precedence.
+    pub fn load(name: &str, config_dir: &Path) -> Result<Keymap, String> {
+        let mut bindings = match name {
+            "default" => parse("keymaps/default.toml", DEFAULT)?,
+            "vim" => {
+                let mut b = parse("keymaps/vim.toml", VIM)?;
+                b.extend(parse("keymaps/default.toml", DEFAULT)?);
+                b
+            }
+            _ => {
+                return Err(format!(
+                    "unknown keymap `{name}`; shipped: {}",
+                    KEYMAPS.join(", ")
+                ))
+            }
+        };
+        let user = config_dir.join("keymaps").join(format!("{name}.toml"));
+        if let Ok(text) = std::fs::read_to_string(&user) {
+            let mut mine = parse(&user.display().to_string(), &text)?;
+            mine.append(&mut bindings);
+            bindings = mine;
+        }
+        Ok(Keymap { bindings })
+    }
+
+    pub fn action(&self, key: &str) -> Option<Action> {
+        self.bindings
+            .iter()
+            .find(|b| b.key == key)
+            .map(|b| b.action)
+    }
+
+    /// The bindings in force (a key bound twice shows once, as it acts), for the help screen.
+    pub fn help(&self) -> Vec<(&str, &str)> {
+        let mut seen: Vec<&str> = Vec::new();
+        let mut out = Vec::new();
+        for b in &self.bindings {
+            if !seen.contains(&b.key.as_str()) {
+                seen.push(&b.key);
+                out.push((b.key.as_str(), b.desc.as_str()));
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shipped_keymaps_load() {
+        let d = Keymap::load("default", Path::new("/nonexistent")).unwrap();
+        assert_eq!(d.action("2"), Some(Action::View(1)));
+        assert_eq!(d.action("q"), Some(Action::Quit));
+        assert_eq!(d.action("h"), None);
+        let v = Keymap::load("vim", Path::new("/nonexistent")).unwrap();
+        assert_eq!(v.action("h"), Some(Action::PrevView));
+        assert_eq!(v.action("j"), Some(Action::Down));
+        assert!(Keymap::load("emacs", Path::new("/x"))
+            .unwrap_err()
+            .contains("shipped: default, vim"));
+    }
+
+    #[test]
+    fn a_user_file_rebinds_one_key_without_copying_the_rest() {
+        let dir = std::env::temp_dir().join(format!("gantry-keymap-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("keymaps")).unwrap();
+        std::fs::write(dir.join("keymaps/default.toml"), "[[bind]]\non = \"q\"\nrun = \"help\"\ndesc = \"no accidental quit\"\n\n[[bind]]\non = \"x\"\nrun = \"quit\"\ndesc = \"quit\"\n").unwrap();
+        let k = Keymap::load("default", &dir).unwrap();
+        assert_eq!(k.action("q"), Some(Action::Help));
+        assert_eq!(k.action("x"), Some(Action::Quit));
+        assert_eq!(
+            k.action("2"),
+            Some(Action::View(1)),
+            "the rest is unchanged"
+        );
+        assert_eq!(k.help().iter().filter(|(key, _)| *key == "q").count(), 1);
+        std::fs::write(
+            dir.join("keymaps/default.toml"),
+            "[[bind]]\non = \"q\"\nrun = \"explode\"\n",
+        )
+        .unwrap();
+        assert!(Keymap::load("default", &dir)
+            .unwrap_err()
+            .contains("`explode` is not an action"));
+        std::fs::write(
+            dir.join("keymaps/default.toml"),
+            "[[bind]]\non = \"ctrl-q\"\nrun = \"quit\"\n",
+        )
+        .unwrap();
+        assert!(Keymap::load("default", &dir)
+            .unwrap_err()
+            .contains("key `ctrl-q` is not a key"));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

@@ -5,24 +5,12 @@ use gantry::scheduler::cycle::*;
 use gantry::scheduler::{Cluster, Placer, Policy};
 use proptest::prelude::*;
 
+mod common;
+
 fn fleet(nodes: usize, gpus: u8) -> Fleet {
     let mut b = FleetBuilder::new();
     let m = b.model("H100", 81_559, None).unwrap();
-    let p = b
-        .pool(PoolSpec {
-            provider: "onprem",
-            region: "dc1",
-            zone: "dc1-a",
-            name: "hgx",
-            instance_type: "hgx",
-            model: Some(m),
-            gpus_per_node: gpus,
-            cpu_milli: 128_000,
-            mem_mib: 1 << 20,
-            capacity: CapacityType::Reserved,
-            price_per_hour: 20.0,
-        })
-        .unwrap();
+    let p = common::onprem_pool(&mut b, m, "hgx", gpus, 20.0);
     for i in 0..nodes {
         b.node(p, &format!("n{i}"), Some("leaf-0"), None, 0)
             .unwrap();
@@ -596,21 +584,7 @@ fn per_model_guarantees_mark_starts_past_a_models_part_as_borrowed() {
     let h100 = b.model("H100", 81_559, None).unwrap();
     let a100 = b.model("A100", 40_960, None).unwrap();
     for (m, name) in [(h100, "h100"), (a100, "a100")] {
-        let p = b
-            .pool(PoolSpec {
-                provider: "onprem",
-                region: "dc1",
-                zone: "dc1-a",
-                name,
-                instance_type: name,
-                model: Some(m),
-                gpus_per_node: 8,
-                cpu_milli: 128_000,
-                mem_mib: 1 << 20,
-                capacity: CapacityType::Reserved,
-                price_per_hour: 10.0,
-            })
-            .unwrap();
+        let p = common::onprem_pool(&mut b, m, name, 8, 10.0);
         for i in 0..4 {
             b.node(p, &format!("{name}-{i}"), None, None, 0).unwrap();
         }

@@ -6,25 +6,18 @@ use gantry::daemon::job::JobState;
 use gantry::model::*;
 use std::path::{Path, PathBuf};
 
+mod common;
+
 fn fleet() -> Fleet {
+    fleet_of_nodes(2)
+}
+
+/// `nodes` 8-GPU H100 nodes on one leaf.
+fn fleet_of_nodes(nodes: usize) -> Fleet {
     let mut b = FleetBuilder::new();
     let h100 = b.model("H100", 81_559, None).unwrap();
-    let p = b
-        .pool(PoolSpec {
-            provider: "onprem",
-            region: "dc1",
-            zone: "dc1-a",
-            name: "hgx",
-            instance_type: "hgx-h100",
-            model: Some(h100),
-            gpus_per_node: 8,
-            cpu_milli: 128_000,
-            mem_mib: 1 << 20,
-            capacity: CapacityType::Reserved,
-            price_per_hour: 25.0,
-        })
-        .unwrap();
-    for i in 0..2 {
+    let p = common::onprem_pool(&mut b, h100, "hgx", 8, 25.0);
+    for i in 0..nodes {
         b.node(p, &format!("n{i}"), Some("leaf-1"), None, 0)
             .unwrap();
     }
@@ -197,26 +190,6 @@ fn a_restart_rebuilds_the_state_and_requeues_what_was_running() {
 #[test]
 fn borrowing_stays_within_the_limit_across_cycles() {
     let path = db("borrow");
-    let mut b = FleetBuilder::new();
-    let h100 = b.model("H100", 81_559, None).unwrap();
-    let p = b
-        .pool(PoolSpec {
-            provider: "onprem",
-            region: "dc1",
-            zone: "dc1-a",
-            name: "hgx",
-            instance_type: "hgx",
-            model: Some(h100),
-            gpus_per_node: 8,
-            cpu_milli: 128_000,
-            mem_mib: 1 << 20,
-            capacity: CapacityType::Reserved,
-            price_per_hour: 25.0,
-        })
-        .unwrap();
-    for i in 0..6 {
-        b.node(p, &format!("n{i}"), None, None, 0).unwrap();
-    }
     let teams = vec![
         Team {
             name: "a".into(),
@@ -238,7 +211,7 @@ fn borrowing_stays_within_the_limit_across_cycles() {
             cohort: Some("c".into()),
         },
     ];
-    let mut e = Engine::open(&path, b.build(), teams, default_classes(), 0.0).unwrap();
+    let mut e = Engine::open(&path, fleet_of_nodes(6), teams, default_classes(), 0.0).unwrap();
     for i in 0..5 {
         e.submit("j.yaml", EIGHT, Some("a"), None, i as f64)
             .unwrap();

@@ -226,7 +226,7 @@ impl App {
                 View::Jobs => self.render_jobs(f, body, snap),
                 View::Fleet => self.render_fleet(f, body, snap),
                 View::Teams => self.render_teams(f, body, snap),
-                View::Events => self.render_events(f, body, snap),
+                View::Events => self.render_event_list(f, body, snap, " events, newest first "),
             }
         }
         use super::keymap::Action;
@@ -307,20 +307,7 @@ impl App {
             Paragraph::new(lines).block(Block::default().borders(Borders::ALL).title(" queue ")),
             queue,
         );
-        let ev: Vec<Line> = snap
-            .events
-            .iter()
-            .take(events.height.saturating_sub(2) as usize)
-            .map(|e| Line::from(escape(e)))
-            .collect();
-        f.render_widget(
-            Paragraph::new(ev).block(
-                Block::default()
-                    .borders(Borders::ALL)
-                    .title(" recent events "),
-            ),
-            events,
-        );
+        self.render_event_list(f, events, snap, " recent events ");
     }
 
     fn render_jobs(&self, f: &mut Frame, area: Rect, snap: &Snapshot) {
@@ -503,7 +490,8 @@ impl App {
         f.render_widget(table, area);
     }
 
-    fn render_events(&self, f: &mut Frame, area: Rect, snap: &Snapshot) {
+    /// Events, newest first, as many as fit: the Events view and the Overview's box.
+    fn render_event_list(&self, f: &mut Frame, area: Rect, snap: &Snapshot, title: &str) {
         let lines: Vec<Line> = snap
             .events
             .iter()
@@ -511,11 +499,7 @@ impl App {
             .map(|e| Line::from(escape(e)))
             .collect();
         f.render_widget(
-            Paragraph::new(lines).block(
-                Block::default()
-                    .borders(Borders::ALL)
-                    .title(" events, newest first "),
-            ),
+            Paragraph::new(lines).block(Block::default().borders(Borders::ALL).title(title)),
             area,
         );
     }

@@ -159,6 +159,17 @@ const SERVING: usize = 0;
 const PRODUCTION: usize = 1;
 const EXPERIMENT: usize = 2;
 
+/// The jobs started, each with whether it runs on borrowed capacity.
+fn started_borrowed(out: &CycleOutput) -> Vec<(JobId, bool)> {
+    out.decisions
+        .iter()
+        .filter_map(|d| match d {
+            Decision::Start { job, borrowed, .. } => Some((*job, *borrowed)),
+            _ => None,
+        })
+        .collect()
+}
+
 fn started(out: &CycleOutput) -> Vec<JobId> {
     out.decisions
         .iter()
@@ -214,14 +225,7 @@ fn quotas_block_then_borrow_from_an_idle_cohort() {
         pending(4, 2, PRODUCTION, 8, 3.0),
     ];
     let out = w.cycle(10.0, &jobs).unwrap();
-    let borrowed: Vec<(JobId, bool)> = out
-        .decisions
-        .iter()
-        .filter_map(|d| match d {
-            Decision::Start { job, borrowed, .. } => Some((*job, *borrowed)),
-            _ => None,
-        })
-        .collect();
+    let borrowed = started_borrowed(&out);
     assert_eq!(
         borrowed,
         vec![(1, false), (2, true), (3, false)],
@@ -641,14 +645,7 @@ fn per_model_guarantees_mark_starts_past_a_models_part_as_borrowed() {
             ],
         )
         .unwrap();
-    let starts: Vec<(JobId, bool)> = out
-        .decisions
-        .iter()
-        .filter_map(|d| match d {
-            Decision::Start { job, borrowed, .. } => Some((*job, *borrowed)),
-            _ => None,
-        })
-        .collect();
+    let starts = started_borrowed(&out);
     // a: the first H100 node is its H100 part, the second H100 node is borrowed, the A100 node
     // fits the unclaimed 8 of its 16. strict: one H100 node, then no borrowing allowed.
     assert_eq!(starts, vec![(1, false), (2, true), (3, false), (4, false)]);

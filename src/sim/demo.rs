@@ -31,6 +31,8 @@ pub struct Demo {
     events: VecDeque<String>,
     snapshot: Snapshot,
     teams: Vec<String>,
+    /// Priority class names, in the engine's order.
+    classes: Vec<String>,
     team_config: Vec<crate::config::fleet::TeamConfig>,
     /// Simulated seconds per step.
     pub step_s: f64,
@@ -44,13 +46,9 @@ impl Demo {
             parse("built-in", DEFAULT_FLEET).map_err(|e| EngineError::NeverFits(e.to_string()))?;
         let teams = teams_of(&cfg);
         let names = teams.iter().map(|t| t.name.clone()).collect();
-        let engine = Engine::open(
-            &dir.join("demo.db"),
-            fleet_of(&cfg),
-            teams,
-            classes_of(&cfg),
-            0.0,
-        )?;
+        let classes = classes_of(&cfg);
+        let class_names = classes.iter().map(|c| c.name.clone()).collect();
+        let engine = Engine::open(&dir.join("demo.db"), fleet_of(&cfg), teams, classes, 0.0)?;
         let mut d = Demo {
             engine,
             rng: Rng::new(seed),
@@ -59,6 +57,7 @@ impl Demo {
             events: VecDeque::new(),
             snapshot: Snapshot::default(),
             teams: names,
+            classes: class_names,
             team_config: cfg.teams.clone(),
             step_s: 60.0,
             counter: 0,
@@ -234,10 +233,8 @@ impl Demo {
                 -j.id,
             )
         });
-        let mut queue_by_class: Vec<(String, usize)> = ["serving", "production", "experiment"]
-            .iter()
-            .map(|c| (c.to_string(), 0))
-            .collect();
+        let mut queue_by_class: Vec<(String, usize)> =
+            self.classes.iter().map(|c| (c.clone(), 0)).collect();
         for j in self.engine.jobs().filter(|j| j.state == JobState::Pending) {
             if let Some(q) = queue_by_class
                 .iter_mut()
@@ -301,9 +298,10 @@ impl Demo {
     }
 
     fn class_name(&self, i: usize) -> String {
-        crate::model::default_classes()
+        self.classes
             .get(i)
-            .map_or("?".to_string(), |c| c.name.clone())
+            .cloned()
+            .unwrap_or_else(|| "?".to_string())
     }
 }
 

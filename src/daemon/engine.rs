@@ -184,9 +184,11 @@ impl Engine {
             .to_string();
         let team = self.team_index(&team_name)?;
         let class = self.class_index(&class_name)?;
-        // Would it fit on the empty fleet?
-        let empty = Cluster::new(empty_fleet(self.cluster.fleet()));
-        if let Err(why) = Placer::new(Policy::Gantry).place(&empty, &request, 0) {
+        // The placer tells "not now" from "never": a refusal is NeverFits when no node of the
+        // fleet could host the job even if it were empty.
+        if let Err(why @ (Unplaceable::NeverFits { .. } | Unplaceable::Invalid { .. })) =
+            self.placer.place(&self.cluster, &request, 0)
+        {
             return Err(EngineError::NeverFits(why.to_string()));
         }
         let text = String::from_utf8_lossy(text).into_owned();
@@ -413,23 +415,4 @@ fn find_named<T>(items: &[T], name: &str, name_of: impl Fn(&T) -> &str) -> Resul
         .iter()
         .position(|t| name_of(t) == name)
         .ok_or_else(|| items.iter().map(&name_of).collect::<Vec<_>>().join(", "))
-}
-
-/// The same fleet with everything free: for "could this ever fit?".
-fn empty_fleet(fleet: &Fleet) -> Fleet {
-    let mut f = fleet.clone();
-    for n in &mut f.nodes {
-        n.cpu_free = n.cpu_milli;
-        n.mem_free = n.mem_mib;
-        n.health = crate::model::Health::Healthy;
-        let vram = n.model.map_or(0, |m| fleet.model(m).vram_mib);
-        for g in &mut n.gpus {
-            g.milli_free = crate::model::MILLI_PER_GPU;
-            g.vram_free_mib = vram;
-            if g.mig.is_some() {
-                g.mig = Some(crate::model::MigState::default());
-            }
-        }
-    }
-    f
 }

@@ -4,7 +4,7 @@
 
 use gantry::client::{JobRow, Snapshot};
 use gantry::console::app::{escape, App, Outcome, View};
-use gantry::sim::demo::Demo;
+use gantry::daemon::state::State;
 use ratatui::backend::TestBackend;
 use ratatui::Terminal;
 
@@ -14,15 +14,11 @@ fn demo_snapshot() -> Snapshot {
     let dir = std::env::temp_dir().join(format!("gantry-console-{}-{n}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    let mut d = Demo::new(&dir, 7).unwrap();
+    let mut d = State::demo(&dir, 7).unwrap();
     for _ in 0..5 {
-        d.step().unwrap();
+        d.advance(60.0).unwrap();
     }
-    let s = gantry::client::Client::snapshot(&gantry::sim::demo::DemoClient::new(
-        d,
-        std::time::Duration::from_secs(1),
-    ))
-    .clone();
+    let s = d.snapshot().clone();
     let _ = std::fs::remove_dir_all(&dir);
     s
 }

@@ -45,12 +45,14 @@ pub fn big_snapshot(gpus: usize, jobs: usize) -> Snapshot {
             class: ["serving", "production", "experiment"][i % 3].into(),
             state: if i % 4 == 0 { "running" } else { "pending" }.into(),
             gpus: "8".into(),
-            age_s: (i % 7200) as f64,
+            since_s: 3600.0 - (i % 7200) as f64,
             position: (i % 4 != 0).then_some(i),
             detail: "no-capacity: needs 8 GPUs on one node; 0 nodes have room now".into(),
         })
         .collect();
     Snapshot {
+        version: 1,
+        events_total: 200,
         simulated: true,
         now: 3600.0,
         gpus_total: gpus,

@@ -1,8 +1,12 @@
 //! Command-line interface. Every command prints a table for people or JSON for scripts
-//! (`--output json`); errors go to stderr as one line and exit with code 2.
+//! (`--output json`); errors go to stderr as one line. Exit codes: 0 done; 1 the daemon
+//! failed; 2 bad input (a file, an argument, a spec); 3 no such job; 4 not allowed (token,
+//! role, team); 5 the daemon cannot be reached; 6 the job's state does not allow it.
 
 mod bench;
+mod daemon;
 mod fleet;
+mod remote;
 mod replay;
 mod spec;
 
@@ -24,6 +28,35 @@ struct Cli {
     /// config dir's keymaps/ rebinds only the keys it names.
     #[arg(long, global = true, env = "GANTRY_KEYMAP")]
     keymap: Option<String>,
+    /// The daemon to talk to: a Unix socket path or http://HOST:PORT (also GANTRY_CONNECT;
+    /// default: the socket `gantry info` shows). With no command, opens the console on it.
+    #[arg(long, global = true, env = "GANTRY_CONNECT")]
+    connect: Option<String>,
+    /// Bearer token for a TCP daemon (also GANTRY_TOKEN).
+    #[arg(long, global = true, env = "GANTRY_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+}
+
+/// A failed command: what to print and the exit code.
+#[derive(Debug)]
+pub struct CliError {
+    pub code: u8,
+    pub message: String,
+}
+
+impl CliError {
+    pub fn usage(message: impl Into<String>) -> CliError {
+        CliError {
+            code: 2,
+            message: message.into(),
+        }
+    }
+}
+
+impl From<String> for CliError {
+    fn from(message: String) -> CliError {
+        CliError::usage(message)
+    }
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
@@ -43,7 +76,107 @@ enum Command {
     /// Job specs (gantry YAML, a superset of SkyPilot task YAML).
     #[command(subcommand)]
     Spec(spec::SpecCmd),
-    /// The fleet in force: pools, shapes, prices, teams.
+    /// Runs the daemon: journal, scheduler, simulated backend, API on the Unix socket.
+    Daemon(daemon::DaemonArgs),
+    /// Submits a job file (gantry YAML or SkyPilot task YAML) to the daemon.
+    Submit {
+        file: std::path::PathBuf,
+        /// Team (overrides the file's).
+        #[arg(long)]
+        team: Option<String>,
+        /// Priority class (overrides the file's).
+        #[arg(long)]
+        priority: Option<String>,
+        #[arg(long, value_enum, default_value_t = Output::Table)]
+        output: Output,
+    },
+    /// Lists jobs, queue order first.
+    Jobs {
+        /// State(s), comma-separated: pending, held, running, preempting, completed, failed, cancelled.
+        #[arg(long)]
+        state: Option<String>,
+        #[arg(long)]
+        team: Option<String>,
+        #[arg(long)]
+        class: Option<String>,
+        #[arg(long)]
+        limit: Option<usize>,
+        #[arg(long, value_enum, default_value_t = Output::Table)]
+        output: Output,
+    },
+    /// One job: spec, placement, events.
+    Job {
+        id: String,
+        #[arg(long, value_enum, default_value_t = Output::Table)]
+        output: Output,
+    },
+    /// Why a job waits (or where it runs).
+    Explain {
+        id: String,
+        #[arg(long, value_enum, default_value_t = Output::Table)]
+        output: Output,
+    },
+    /// Cancels jobs.
+    Cancel {
+        ids: Vec<String>,
+        #[arg(long, value_enum, default_value_t = Output::Table)]
+        output: Output,
+    },
+    /// Preempts running jobs: signal, grace, requeue from the checkpoint.
+    Preempt {
+        ids: Vec<String>,
+        #[arg(long, value_enum, default_value_t = Output::Table)]
+        output: Output,
+    },
+    /// Holds pending jobs (they keep their place but do not start).
+    Hold {
+        ids: Vec<String>,
+        #[arg(long, value_enum, default_value_t = Output::Table)]
+        output: Output,
+    },
+    /// Releases held jobs.
+    Release {
+        ids: Vec<String>,
+        #[arg(long, value_enum, default_value_t = Output::Table)]
+        output: Output,
+    },
+    /// Moves a job to another priority class.
+    Prio {
+        id: String,
+        class: String,
+        #[arg(long, value_enum, default_value_t = Output::Table)]
+        output: Output,
+    },
+    /// Teams: quota, usage, borrowing, spend rate.
+    Teams {
+        #[arg(long, value_enum, default_value_t = Output::Table)]
+        output: Output,
+    },
+    /// The daemon's events; `--follow` keeps printing new ones.
+    Events {
+        #[arg(long)]
+        follow: bool,
+        /// Only this job's events.
+        #[arg(long)]
+        job: Option<String>,
+        #[arg(long, default_value_t = 50)]
+        limit: usize,
+        #[arg(long, value_enum, default_value_t = Output::Table)]
+        output: Output,
+    },
+    /// Jobs whose GPUs sit idle: a dry run unless --apply.
+    Reclaim {
+        #[arg(long)]
+        apply: bool,
+        #[arg(long, value_enum, default_value_t = Output::Table)]
+        output: Output,
+    },
+    /// API tokens for TCP clients.
+    #[command(subcommand)]
+    Token(remote::TokenCmd),
+    /// Prints a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions { shell: clap_complete::Shell },
+    /// The fleet: live from the daemon when one answers, else the fleet file in force.
     Fleet {
         /// A fleet file (default: the one `gantry info` shows, else the built-in).
         #[arg(long)]
@@ -75,36 +208,103 @@ pub fn main() -> ExitCode {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
     let cli = Cli::parse();
-    let result = match cli.command {
-        None if std::io::IsTerminal::is_terminal(&std::io::stdout()) => {
-            console(cli.theme.as_deref(), cli.keymap.as_deref())
-        }
+    let target = remote::Target {
+        connect: cli.connect.clone(),
+        token: cli.token.clone(),
+    };
+    let result: Result<(), CliError> = match cli.command {
+        None if std::io::IsTerminal::is_terminal(&std::io::stdout()) => daemon::console(
+            cli.theme.as_deref(),
+            cli.keymap.as_deref(),
+            cli.connect.as_deref(),
+            cli.token.clone(),
+        )
+        .map_err(CliError::from),
         None => {
             println!(
-                "gantry {}: a scheduler for GPU fleets. Commands: `gantry replay openb|philly`, \
-                 `gantry bench sched`, `gantry spec check FILE`, `gantry fleet`, `gantry info`; `gantry --help` for more.",
+                "gantry {}: a scheduler for GPU fleets. Run it in a terminal for the console; `gantry daemon`, `gantry submit FILE`, `gantry jobs`, `gantry replay openb|philly`, `gantry bench sched`; `gantry --help` for more.",
                 env!("CARGO_PKG_VERSION")
             );
             Ok(())
         }
-        Some(Command::Replay(cmd)) => replay::run(cmd),
-        Some(Command::Bench(cmd)) => bench::run(cmd),
-        Some(Command::Spec(cmd)) => spec::run(cmd),
+        Some(Command::Replay(cmd)) => replay::run(cmd).map_err(CliError::from),
+        Some(Command::Bench(cmd)) => bench::run(cmd).map_err(CliError::from),
+        Some(Command::Spec(cmd)) => spec::run(cmd).map_err(CliError::from),
+        Some(Command::Daemon(args)) => daemon::run(args).map_err(CliError::from),
+        Some(Command::Submit {
+            file,
+            team,
+            priority,
+            output,
+        }) => remote::submit(&target, file, team, priority, output),
+        Some(Command::Jobs {
+            state,
+            team,
+            class,
+            limit,
+            output,
+        }) => remote::jobs(&target, state, team, class, limit, output),
+        Some(Command::Job { id, output }) => remote::job(&target, &id, output),
+        Some(Command::Explain { id, output }) => remote::explain(&target, &id, output),
+        Some(Command::Cancel { ids, output }) => remote::act(&target, "cancel", &ids, output),
+        Some(Command::Preempt { ids, output }) => remote::act(&target, "preempt", &ids, output),
+        Some(Command::Hold { ids, output }) => remote::act(&target, "hold", &ids, output),
+        Some(Command::Release { ids, output }) => remote::act(&target, "release", &ids, output),
+        Some(Command::Prio { id, class, output }) => remote::prio(&target, &id, &class, output),
+        Some(Command::Teams { output }) => remote::teams(&target, output),
+        Some(Command::Events {
+            follow,
+            job,
+            limit,
+            output,
+        }) => remote::events(&target, follow, job, limit, output),
+        Some(Command::Reclaim { apply, output }) => remote::reclaim(&target, apply, output),
+        Some(Command::Token(cmd)) => remote::token(&target, cmd),
+        Some(Command::Completions { shell }) => {
+            use clap::CommandFactory;
+            clap_complete::generate(shell, &mut Cli::command(), "gantry", &mut std::io::stdout());
+            Ok(())
+        }
         Some(Command::Fleet {
             config,
             print_default,
             output,
-        }) => fleet::run(config, print_default, output),
-        Some(Command::Info { output }) => fleet::info(output),
-        Some(Command::Gpus { output }) => gpus(output),
+        }) => fleet_command(&target, config, print_default, output),
+        Some(Command::Info { output }) => fleet::info(output).map_err(CliError::from),
+        Some(Command::Gpus { output }) => gpus(output).map_err(CliError::from),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e}");
-            ExitCode::from(2)
+            if !e.message.is_empty() {
+                eprintln!("error: {}", e.message);
+            }
+            ExitCode::from(e.code)
         }
     }
+}
+
+/// `gantry fleet`: the live fleet when a daemon answers (or `--connect` names one), else the
+/// fleet file in force.
+fn fleet_command(
+    target: &remote::Target,
+    config: Option<std::path::PathBuf>,
+    print_default: bool,
+    output: Output,
+) -> Result<(), CliError> {
+    if config.is_none() && !print_default {
+        let mut c = target.client()?;
+        match remote::fleet_live(&mut c, output) {
+            Err(e) if e.code == 5 && target.connect.is_none() => {
+                eprintln!(
+                    "(no daemon at {}: showing the fleet file in force)",
+                    c.endpoint
+                );
+            }
+            other => return other,
+        }
+    }
+    fleet::run(config, print_default, output).map_err(CliError::from)
 }
 
 /// Prints `value` as pretty JSON.
@@ -158,22 +358,4 @@ fn gpus(output: Output) -> Result<(), String> {
         }
     }
     Ok(())
-}
-
-/// The console on the embedded default: the built-in simulated fleet with a living demo
-/// workload. Demo state lives in a fresh temporary directory and is not kept.
-fn console(theme: Option<&str>, keymap: Option<&str>) -> Result<(), String> {
-    use gantry::sim::demo::{Demo, DemoClient};
-    let paths = gantry::config::paths::from_env();
-    let (theme, color) = gantry::console::load_theme(theme, &paths.config_dir)?;
-    let keymap = gantry::console::load_keymap(keymap, &paths.config_dir)?;
-    let app = gantry::console::app::App::with(theme, keymap, color);
-    let dir = std::env::temp_dir().join(format!("gantry-demo-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let demo = Demo::new(&dir, 7).map_err(|e| e.to_string())?;
-    let mut client = DemoClient::new(demo, std::time::Duration::from_secs(1));
-    let result = gantry::console::run(&mut client, app);
-    let _ = std::fs::remove_dir_all(&dir);
-    result.map_err(|e| format!("console: {e}"))
 }

@@ -1,9 +1,13 @@
-//! The one interface the console (and later the CLI) uses to reach a daemon. The console
-//! renders `Snapshot`s only, so an embedded daemon and a remote one look the same to it.
+//! The one interface the console and the CLI use to reach a daemon. The console renders
+//! `Snapshot`s only, so an embedded daemon and a remote one look the same to it. A remote
+//! console follows the daemon's event stream: one snapshot, then `SnapshotDelta`s.
 
-use serde::Serialize;
+pub mod http;
+pub mod local;
 
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct PoolRow {
     /// provider/region/zone/pool
     pub path: String,
@@ -18,7 +22,7 @@ pub struct PoolRow {
     pub dollars_per_hour: f64,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct JobRow {
     pub id: i64,
     pub name: String,
@@ -27,15 +31,16 @@ pub struct JobRow {
     pub state: String,
     /// GPUs, as text ("8×H100", "0.5", "3g.40gb").
     pub gpus: String,
-    /// Seconds since submission (pending) or since start (running).
-    pub age_s: f64,
+    /// Daemon time of submission (pending) or of start (running): the age is `now - since_s`,
+    /// so rows do not change merely because time passes.
+    pub since_s: f64,
     /// Queue position, for pending jobs.
     pub position: Option<usize>,
     /// Why it waits, or where it runs.
     pub detail: String,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct TeamRow {
     pub name: String,
     pub cohort: String,
@@ -54,8 +59,10 @@ pub struct TeamRow {
     pub budget_monthly_usd: Option<f64>,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Snapshot {
+    /// Grows by one with every change the daemon publishes.
+    pub version: u64,
     /// The data come from the simulated fleet (labelled everywhere it shows).
     pub simulated: bool,
     /// Seconds on the daemon's clock.
@@ -70,8 +77,105 @@ pub struct Snapshot {
     /// Pending jobs per priority class, highest class first.
     pub queue_by_class: Vec<(String, usize)>,
     pub teams: Vec<TeamRow>,
-    /// Most recent first.
+    /// Most recent first (the newest `EVENTS_KEPT`).
     pub events: Vec<String>,
+    /// Events ever logged: tells a follower how many of a delta's events are new.
+    pub events_total: u64,
+}
+
+/// How many recent events a snapshot carries.
+pub const EVENTS_KEPT: usize = 50;
+
+/// What changed between two snapshots: the small parts whole, jobs by id.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SnapshotDelta {
+    pub version: u64,
+    pub now: f64,
+    pub pools: Vec<PoolRow>,
+    pub gpus_total: usize,
+    pub gpus_busy: usize,
+    pub dollars_per_hour: f64,
+    pub idle_dollars_per_hour: f64,
+    pub queue_by_class: Vec<(String, usize)>,
+    pub teams: Vec<TeamRow>,
+    /// Jobs that are new or whose row changed.
+    pub jobs_changed: Vec<JobRow>,
+    /// Jobs no longer listed.
+    pub jobs_removed: Vec<i64>,
+    /// The order of every listed job, by id.
+    pub job_order: Vec<i64>,
+    /// New events, most recent first.
+    pub events_new: Vec<String>,
+    pub events_total: u64,
+}
+
+impl Snapshot {
+    /// The delta that turns `self` into `next`.
+    pub fn diff(&self, next: &Snapshot) -> SnapshotDelta {
+        let old: std::collections::HashMap<i64, &JobRow> =
+            self.jobs.iter().map(|j| (j.id, j)).collect();
+        let listed: std::collections::HashSet<i64> = next.jobs.iter().map(|j| j.id).collect();
+        let fresh = next.events_total.saturating_sub(self.events_total) as usize;
+        SnapshotDelta {
+            version: next.version,
+            now: next.now,
+            pools: next.pools.clone(),
+            gpus_total: next.gpus_total,
+            gpus_busy: next.gpus_busy,
+            dollars_per_hour: next.dollars_per_hour,
+            idle_dollars_per_hour: next.idle_dollars_per_hour,
+            queue_by_class: next.queue_by_class.clone(),
+            teams: next.teams.clone(),
+            jobs_changed: next
+                .jobs
+                .iter()
+                .filter(|j| old.get(&j.id) != Some(j))
+                .cloned()
+                .collect(),
+            jobs_removed: self
+                .jobs
+                .iter()
+                .map(|j| j.id)
+                .filter(|id| !listed.contains(id))
+                .collect(),
+            job_order: next.jobs.iter().map(|j| j.id).collect(),
+            events_new: next.events.iter().take(fresh).cloned().collect(),
+            events_total: next.events_total,
+        }
+    }
+
+    /// Applies a delta made against this snapshot (or one that followed every earlier delta).
+    pub fn apply(&mut self, d: SnapshotDelta) {
+        let mut rows: std::collections::HashMap<i64, JobRow> = std::mem::take(&mut self.jobs)
+            .into_iter()
+            .map(|j| (j.id, j))
+            .collect();
+        for id in &d.jobs_removed {
+            rows.remove(id);
+        }
+        for j in d.jobs_changed {
+            rows.insert(j.id, j);
+        }
+        self.jobs = d
+            .job_order
+            .iter()
+            .filter_map(|id| rows.remove(id))
+            .collect();
+        let mut events = d.events_new;
+        events.extend(std::mem::take(&mut self.events));
+        events.truncate(EVENTS_KEPT);
+        self.events = events;
+        self.events_total = d.events_total;
+        self.version = d.version;
+        self.now = d.now;
+        self.pools = d.pools;
+        self.gpus_total = d.gpus_total;
+        self.gpus_busy = d.gpus_busy;
+        self.dollars_per_hour = d.dollars_per_hour;
+        self.idle_dollars_per_hour = d.idle_dollars_per_hour;
+        self.queue_by_class = d.queue_by_class;
+        self.teams = d.teams;
+    }
 }
 
 pub trait Client {

@@ -364,7 +364,7 @@ impl App {
                     Cell::from(j.class.clone()),
                     Cell::from(j.state.clone()).style(self.style(state_color)),
                     Cell::from(j.gpus.clone()),
-                    Cell::from(hm(j.age_s)),
+                    Cell::from(hm(snap.now - j.since_s)),
                 ]);
                 if wide {
                     cells.push(Cell::from(pos));

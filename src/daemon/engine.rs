@@ -31,6 +31,8 @@ pub enum EngineError {
     UnknownClass { class: String, known: String },
     #[error("rejected: {0}")]
     NeverFits(String),
+    #[error("{0}")]
+    Forbidden(String),
     #[error("job {0}: no such job")]
     NoJob(JobId),
     #[error("scheduling cycle: {0}")]
@@ -58,6 +60,17 @@ pub struct Job {
     pub borrowed: bool,
     /// Why it waits, from the last cycle.
     pub explanation: Option<Explanation>,
+}
+
+/// One job file to admit, with the caller's overrides.
+#[derive(Clone, Debug, Default)]
+pub struct Submission {
+    pub file: String,
+    pub text: Vec<u8>,
+    pub team: Option<String>,
+    pub priority: Option<String>,
+    /// When set, the job must belong to this team (a researcher's token).
+    pub only_team: Option<String>,
 }
 
 /// What a cycle did.
@@ -172,18 +185,92 @@ impl Engine {
         priority: Option<&str>,
         now: f64,
     ) -> Result<JobId, EngineError> {
-        let spec = spec::parse(file, text)?;
+        let one = Submission {
+            file: file.to_string(),
+            text: text.to_vec(),
+            team: team.map(str::to_string),
+            priority: priority.map(str::to_string),
+            only_team: None,
+        };
+        self.submit_batch(&[one], now)
+            .pop()
+            .unwrap_or(Err(EngineError::NoJob(0)))
+    }
+
+    /// Admits several submissions with one journal commit (group commit): each is checked on
+    /// its own, the valid ones are written together, and each gets its own answer.
+    pub fn submit_batch(
+        &mut self,
+        batch: &[Submission],
+        now: f64,
+    ) -> Vec<Result<JobId, EngineError>> {
+        let mut answers: Vec<Result<JobId, EngineError>> = Vec::with_capacity(batch.len());
+        let mut admitted = Vec::new();
+        for s in batch {
+            match self.admit(s) {
+                Ok(job) => {
+                    answers.push(Ok(0));
+                    admitted.push((answers.len() - 1, job));
+                }
+                Err(e) => answers.push(Err(e)),
+            }
+        }
+        if admitted.is_empty() {
+            return answers;
+        }
+        let rows: Vec<NewJob> = admitted
+            .iter()
+            .map(|(_, j)| NewJob {
+                name: j.name.clone(),
+                team: self.teams[j.team].name.clone(),
+                priority: self.classes[j.class].name.clone(),
+                spec: j.spec_text.clone(),
+                at: now,
+            })
+            .collect();
+        match self.store.submit_all(&rows) {
+            Ok(ids) => {
+                for ((slot, mut job), id) in admitted.into_iter().zip(ids) {
+                    job.id = id;
+                    job.submitted_at = now;
+                    answers[slot] = Ok(id);
+                    self.jobs.insert(id, job);
+                }
+            }
+            Err(e) => {
+                let why = e.to_string();
+                for (slot, _) in admitted {
+                    answers[slot] = Err(EngineError::Journal(JournalError::Corrupt {
+                        id: 0,
+                        what: why.clone(),
+                    }));
+                }
+            }
+        }
+        answers
+    }
+
+    /// Checks one submission and builds the job it would become (not yet journaled).
+    fn admit(&mut self, s: &Submission) -> Result<Job, EngineError> {
+        let spec = spec::parse(&s.file, &s.text)?;
         let request = spec.to_request(self.cluster.fleet())?;
-        let team_name = team
+        let team_name = s
+            .team
+            .as_deref()
             .or(spec.team.as_deref())
-            .unwrap_or("default")
-            .to_string();
-        let class_name = priority
+            .unwrap_or("default");
+        let class_name = s
+            .priority
+            .as_deref()
             .or(spec.priority.as_deref())
-            .unwrap_or("experiment")
-            .to_string();
-        let team = self.team_index(&team_name)?;
-        let class = self.class_index(&class_name)?;
+            .unwrap_or("experiment");
+        if let Some(only) = s.only_team.as_deref().filter(|&t| t != team_name) {
+            return Err(EngineError::Forbidden(format!(
+                "this token may submit for team `{only}` only, and the job is for `{team_name}`"
+            )));
+        }
+        let team = self.team_index(team_name)?;
+        let class = self.class_index(class_name)?;
         // The placer tells "not now" from "never": a refusal is NeverFits when no node of the
         // fleet could host the job even if it were empty.
         if let Err(why @ (Unplaceable::NeverFits { .. } | Unplaceable::Invalid { .. })) =
@@ -191,33 +278,21 @@ impl Engine {
         {
             return Err(EngineError::NeverFits(why.to_string()));
         }
-        let text = String::from_utf8_lossy(text).into_owned();
-        let id = self.store.submit_all(&[NewJob {
+        Ok(Job {
+            id: 0,
             name: spec.name.clone(),
-            team: team_name,
-            priority: class_name,
-            spec: text.clone(),
-            at: now,
-        }])?[0];
-        self.jobs.insert(
-            id,
-            Job {
-                id,
-                name: spec.name.clone(),
-                team,
-                class,
-                state: JobState::Pending,
-                submitted_at: now,
-                spec,
-                spec_text: text,
-                request,
-                placement: None,
-                started_at: None,
-                borrowed: false,
-                explanation: None,
-            },
-        );
-        Ok(id)
+            team,
+            class,
+            state: JobState::Pending,
+            submitted_at: 0.0,
+            spec,
+            spec_text: String::from_utf8_lossy(&s.text).into_owned(),
+            request,
+            placement: None,
+            started_at: None,
+            borrowed: false,
+            explanation: None,
+        })
     }
 
     fn job_mut(&mut self, id: JobId) -> Result<&mut Job, EngineError> {
@@ -252,6 +327,29 @@ impl Engine {
     }
     pub fn release(&mut self, id: JobId, now: f64) -> Result<(), EngineError> {
         self.move_to(id, JobState::Pending, now, "released")
+    }
+    /// An operator's preemption: the job is told to stop (its backend sends the signal and
+    /// waits the grace), then requeues from its checkpoint.
+    pub fn preempt(&mut self, id: JobId, now: f64, why: &str) -> Result<(), EngineError> {
+        self.move_to(id, JobState::Preempting, now, why)
+    }
+    /// A backend reports that a preempted job has stopped: back to the queue.
+    pub fn requeued(&mut self, id: JobId, now: f64) -> Result<(), EngineError> {
+        self.move_to(
+            id,
+            JobState::Pending,
+            now,
+            "stopped; requeued from its checkpoint",
+        )
+    }
+    pub fn store(&mut self) -> &mut Store {
+        &mut self.store
+    }
+    pub fn teams(&self) -> &[Team] {
+        &self.teams
+    }
+    pub fn classes(&self) -> &[PriorityClass] {
+        &self.classes
     }
     /// A backend reports that a job exited.
     pub fn finished(&mut self, id: JobId, ok: bool, now: f64) -> Result<(), EngineError> {

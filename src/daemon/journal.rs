@@ -36,7 +36,35 @@ const MIGRATIONS: &[&str] = &[
     );",
     // 2: accrued cost per job
     "ALTER TABLE jobs ADD COLUMN cost REAL NOT NULL DEFAULT 0;",
+    // 3: API tokens (only their SHA-256 is kept)
+    "CREATE TABLE tokens (
+        hash TEXT PRIMARY KEY,
+        role TEXT NOT NULL,
+        team TEXT,
+        label TEXT NOT NULL,
+        created_at REAL NOT NULL
+    );",
 ];
+
+/// An API token as stored: its SHA-256 (hex), never the token itself.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct TokenRecord {
+    pub hash: String,
+    pub role: String,
+    pub team: Option<String>,
+    pub label: String,
+    pub created_at: f64,
+}
+
+/// One journal event.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct EventRecord {
+    pub seq: i64,
+    pub at: f64,
+    pub job: Option<JobId>,
+    pub kind: String,
+    pub detail: String,
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum JournalError {
@@ -318,6 +346,93 @@ impl Store {
             });
         }
         Ok(out)
+    }
+
+    pub fn add_token(&mut self, t: &TokenRecord) -> Result<(), JournalError> {
+        self.conn
+            .execute(
+                "INSERT INTO tokens (hash, role, team, label, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
+                params![t.hash, t.role, t.team, t.label, t.created_at],
+            )
+            .map_err(self.sql())?;
+        Ok(())
+    }
+
+    pub fn tokens(&self) -> Result<Vec<TokenRecord>, JournalError> {
+        let mut q = self
+            .conn
+            .prepare("SELECT hash, role, team, label, created_at FROM tokens ORDER BY created_at")
+            .map_err(self.sql())?;
+        let rows = q
+            .query_map([], |r| {
+                Ok(TokenRecord {
+                    hash: r.get(0)?,
+                    role: r.get(1)?,
+                    team: r.get(2)?,
+                    label: r.get(3)?,
+                    created_at: r.get(4)?,
+                })
+            })
+            .map_err(self.sql())?;
+        rows.collect::<Result<_, _>>().map_err(self.sql())
+    }
+
+    /// Records an event that is not a job transition (scaling, reclaim, restarts).
+    pub fn add_event(
+        &mut self,
+        at: f64,
+        job: Option<JobId>,
+        kind: &str,
+        detail: &str,
+    ) -> Result<(), JournalError> {
+        self.conn
+            .execute(
+                "INSERT INTO events (at, job, kind, detail) VALUES (?1, ?2, ?3, ?4)",
+                params![at, job, kind, detail],
+            )
+            .map_err(self.sql())?;
+        Ok(())
+    }
+
+    /// The newest `limit` events (of one job, if given), oldest first.
+    pub fn events(
+        &self,
+        job: Option<JobId>,
+        limit: usize,
+    ) -> Result<Vec<EventRecord>, JournalError> {
+        let mut q = self
+            .conn
+            .prepare(
+                "SELECT seq, at, job, kind, detail FROM events
+                 WHERE ?1 IS NULL OR job = ?1 ORDER BY seq DESC LIMIT ?2",
+            )
+            .map_err(self.sql())?;
+        let rows = q
+            .query_map(params![job, limit as i64], |r| {
+                Ok(EventRecord {
+                    seq: r.get(0)?,
+                    at: r.get(1)?,
+                    job: r.get(2)?,
+                    kind: r.get(3)?,
+                    detail: r.get(4)?,
+                })
+            })
+            .map_err(self.sql())?;
+        let mut out: Vec<EventRecord> = rows.collect::<Result<_, _>>().map_err(self.sql())?;
+        out.reverse();
+        Ok(out)
+    }
+
+    /// The latest time the journal has seen: a restarted daemon's clock resumes from here.
+    pub fn last_time(&self) -> Result<f64, JournalError> {
+        self.conn
+            .query_row(
+                "SELECT MAX(m) FROM (SELECT MAX(updated_at) AS m FROM jobs UNION ALL SELECT MAX(at) FROM events)",
+                [],
+                |r| r.get::<_, Option<f64>>(0),
+            )
+            .map(|t| t.unwrap_or(0.0))
+            .map_err(self.sql())
     }
 
     pub fn event_count(&self) -> Result<i64, JournalError> {

@@ -1,6 +1,13 @@
-//! The daemon: the single owner of gantry's state. Built so far: the engine that owns it, the durable journal every
-//! mutation goes through before it is acknowledged, and the job state machine.
+//! The daemon: the single owner of gantry's state. The engine owns jobs and the journal every
+//! mutation goes through before it is acknowledged; the state adds the simulated backend, the
+//! event log and snapshots; the actor serializes every request onto one thread; the API serves
+//! it over a Unix socket (and TCP with tokens).
 
+pub mod actor;
+pub mod api;
+pub mod auth;
 pub mod engine;
 pub mod job;
 pub mod journal;
+pub mod server;
+pub mod state;

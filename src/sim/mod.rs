@@ -1,5 +1,5 @@
-//! The simulated fleet. So far: the demo that drives the embedded console — the built-in fleet,
-//! a seeded workload, and jobs that finish after seeded durations. Everything it produces is
-//! labelled simulated.
+//! The simulated fleet: the demo workload that keeps the embedded console alive. The simulated
+//! backend itself (clock, job lifecycle, telemetry) lives with the daemon's state; everything
+//! it produces is labelled simulated.
 
-pub mod demo;
+pub mod workload;

@@ -1,0 +1,135 @@
+//! `gantry daemon`, and the console: embedded (an in-process daemon on the simulated fleet) or
+//! attached to a running daemon with `--connect`.
+
+use gantry::client::http::{Endpoint, RemoteClient};
+use gantry::client::local::LocalClient;
+use gantry::daemon::actor::{spawn, Clock};
+use gantry::daemon::server::{serve, signals, Listen};
+use gantry::daemon::state::{State, StateOptions};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(clap::Args)]
+pub struct DaemonArgs {
+    /// Fleet file (default: the one `gantry info` shows, else the built-in simulated fleet).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// The journal (SQLite); default: the one `gantry info` shows.
+    #[arg(long)]
+    db: Option<PathBuf>,
+    /// Unix socket to serve (mode 0600); default: the one `gantry info` shows.
+    #[arg(long)]
+    socket: Option<PathBuf>,
+    /// Also serve TCP here (e.g. 127.0.0.1:7450); every request there needs a bearer token.
+    #[arg(long)]
+    listen: Option<SocketAddr>,
+    /// Simulated seconds per wall second (1: real time).
+    #[arg(long, default_value_t = 1.0)]
+    speed: f64,
+    /// Feed the seeded demo workload (what the embedded console shows).
+    #[arg(long)]
+    demo: bool,
+    /// Seed of the simulated backend and the demo workload.
+    #[arg(long, default_value_t = 7)]
+    seed: u64,
+}
+
+pub fn run(a: DaemonArgs) -> Result<(), String> {
+    if !(a.speed.is_finite() && (0.0..=1e6).contains(&a.speed)) {
+        return Err(format!(
+            "--speed {}: expected 0..=1000000 simulated seconds per second",
+            a.speed
+        ));
+    }
+    let paths = gantry::config::paths::from_env();
+    let (source, cfg, _) = super::fleet::load(a.config)?;
+    let db = a.db.unwrap_or(paths.journal);
+    if let Some(dir) = db.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    }
+    let listen = Listen {
+        socket: a.socket.unwrap_or(paths.socket),
+        tcp: a.listen,
+    };
+    let opts = StateOptions {
+        seed: a.seed,
+        demo_workload: a.demo,
+    };
+    let state = State::open(&db, &cfg, &opts).map_err(|e| e.to_string())?;
+    let jobs = state.engine().jobs().count();
+    let (handle, actor) = spawn(
+        state,
+        Clock {
+            speed: a.speed,
+            step: Duration::from_secs(1),
+        },
+    )
+    .map_err(|e| e.to_string())?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the async runtime: {e}"))?;
+    eprintln!(
+        "gantry daemon {}: fleet {source} (simulated backend), journal {} ({jobs} jobs), socket {}{}",
+        env!("CARGO_PKG_VERSION"),
+        db.display(),
+        listen.socket.display(),
+        listen
+            .tcp
+            .map_or(String::new(), |a| format!(", tcp {a} (bearer tokens)"))
+    );
+    let result = runtime.block_on(serve(handle.clone(), &listen, signals()));
+    handle.shutdown();
+    drop(handle);
+    let _ = actor.join();
+    eprintln!("gantry daemon: stopped");
+    result
+}
+
+/// The console: on a remote daemon with `--connect`, else on an in-process daemon over the
+/// built-in simulated fleet with the demo workload (its state lives in a fresh temporary
+/// directory and is not kept).
+pub fn console(
+    theme: Option<&str>,
+    keymap: Option<&str>,
+    connect: Option<&str>,
+    token: Option<String>,
+) -> Result<(), String> {
+    let paths = gantry::config::paths::from_env();
+    let (theme, color) = gantry::console::load_theme(theme, &paths.config_dir)?;
+    let keymap = gantry::console::load_keymap(keymap, &paths.config_dir)?;
+    let app = gantry::console::app::App::with(theme, keymap, color);
+    if let Some(c) = connect {
+        let endpoint = Endpoint::parse(c)?;
+        let mut client = RemoteClient::connect(endpoint, token).map_err(|e| e.to_string())?;
+        return gantry::console::run(&mut client, app).map_err(|e| format!("console: {e}"));
+    }
+    let dir = std::env::temp_dir().join(format!("gantry-demo-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let cfg = gantry::config::fleet::parse("built-in", gantry::config::fleet::DEFAULT_FLEET)
+        .map_err(|e| e.to_string())?;
+    let opts = StateOptions {
+        seed: 7,
+        demo_workload: true,
+    };
+    let result = (|| {
+        let state = State::open(&dir.join("demo.db"), &cfg, &opts).map_err(|e| e.to_string())?;
+        let clock = Clock {
+            speed: 60.0,
+            step: Duration::from_secs(1),
+        };
+        let (handle, actor) = spawn(state, clock).map_err(|e| e.to_string())?;
+        let mut client = LocalClient::new(handle.clone());
+        let r = gantry::console::run(&mut client, app).map_err(|e| format!("console: {e}"));
+        handle.shutdown();
+        drop(client);
+        drop(handle);
+        let _ = actor.join();
+        r
+    })();
+    let _ = std::fs::remove_dir_all(&dir);
+    result
+}

@@ -1,0 +1,481 @@
+//! The commands that talk to a running daemon: submit, jobs, job, explain, cancel, preempt,
+//! hold, release, prio, teams, events, reclaim, token. Each prints a table or JSON
+//! (`--output json`, the daemon's own JSON) and exits with a code that says what went wrong.
+
+use super::{CliError, Output};
+use gantry::client::http::{encode, ClientError, Endpoint, HttpClient};
+use gantry::client::{JobRow, TeamRow};
+use serde_json::Value;
+use std::path::PathBuf;
+
+/// How to reach the daemon.
+pub struct Target {
+    pub connect: Option<String>,
+    pub token: Option<String>,
+}
+
+impl Target {
+    pub fn client(&self) -> Result<HttpClient, CliError> {
+        let endpoint = match &self.connect {
+            Some(c) => Endpoint::parse(c).map_err(CliError::usage)?,
+            None => Endpoint::Unix(gantry::config::paths::from_env().socket),
+        };
+        Ok(HttpClient::new(endpoint, self.token.clone()))
+    }
+}
+
+#[derive(clap::Subcommand)]
+pub enum TokenCmd {
+    /// Creates an API token (printed once; the daemon keeps only its hash).
+    Create {
+        #[arg(long)]
+        role: String,
+        /// A researcher's team: the only team whose jobs the token may change.
+        #[arg(long)]
+        team: Option<String>,
+        /// A name for events and audits.
+        #[arg(long)]
+        label: Option<String>,
+        #[arg(long, value_enum, default_value_t = Output::Table)]
+        output: Output,
+    },
+}
+
+fn print_value(v: &Value) -> Result<(), CliError> {
+    super::print_json(v).map_err(CliError::usage)
+}
+
+pub fn submit(
+    t: &Target,
+    file: PathBuf,
+    team: Option<String>,
+    priority: Option<String>,
+    output: Output,
+) -> Result<(), CliError> {
+    let name = file.display().to_string();
+    let text = std::fs::read(&file)
+        .map_err(|e| CliError::usage(format!("{name}: cannot read the job file: {e}")))?;
+    // Check locally first, so a broken file gets its file:line:col without a round trip.
+    gantry::spec::parse(&name, &text).map_err(|e| CliError::usage(e.to_string()))?;
+    let mut path = format!("/v1/jobs?file={}", encode(&name));
+    if let Some(team) = &team {
+        path.push_str(&format!("&team={}", encode(team)));
+    }
+    if let Some(p) = &priority {
+        path.push_str(&format!("&priority={}", encode(p)));
+    }
+    let v: Value = t.client()?.call("POST", &path, Some(&text))?;
+    match output {
+        Output::Json => print_value(&v),
+        Output::Table => {
+            println!("submitted job {}", v["id"]);
+            Ok(())
+        }
+    }
+}
+
+pub fn jobs(
+    t: &Target,
+    state: Option<String>,
+    team: Option<String>,
+    class: Option<String>,
+    limit: Option<usize>,
+    output: Output,
+) -> Result<(), CliError> {
+    let mut q = Vec::new();
+    for (k, v) in [("state", state), ("team", team), ("class", class)] {
+        if let Some(v) = v {
+            q.push(format!("{k}={}", encode(&v)));
+        }
+    }
+    if let Some(l) = limit {
+        q.push(format!("limit={l}"));
+    }
+    let path = format!("/v1/jobs?{}", q.join("&"));
+    let mut c = t.client()?;
+    let rows: Vec<JobRow> = c.call("GET", &path, None)?;
+    if output == Output::Json {
+        return super::print_json(&rows).map_err(CliError::usage);
+    }
+    let snap: Value = c.call("GET", "/v1/health", None)?;
+    let now = snap["now"].as_f64().unwrap_or(0.0);
+    println!(
+        "{:>6} {:<24} {:<12} {:<11} {:<10} {:>7} {:>7} {:>4}  DETAIL",
+        "ID", "NAME", "TEAM", "CLASS", "STATE", "GPUS", "AGE", "POS"
+    );
+    for j in &rows {
+        println!(
+            "{:>6} {:<24} {:<12} {:<11} {:<10} {:>7} {:>7} {:>4}  {}",
+            j.id,
+            clip(&j.name, 24),
+            clip(&j.team, 12),
+            j.class,
+            j.state,
+            j.gpus,
+            age(now - j.since_s),
+            j.position.map_or(String::new(), |p| p.to_string()),
+            gantry::console::app::escape(&j.detail)
+        );
+    }
+    if rows.is_empty() {
+        println!("(no jobs match)");
+    }
+    Ok(())
+}
+
+fn clip(s: &str, n: usize) -> String {
+    let e = gantry::console::app::escape(s);
+    if e.chars().count() <= n {
+        e
+    } else {
+        let mut c: String = e.chars().take(n - 1).collect();
+        c.push('…');
+        c
+    }
+}
+
+fn age(s: f64) -> String {
+    let m = (s.max(0.0) / 60.0) as u64;
+    if m >= 60 {
+        format!("{}h{:02}m", m / 60, m % 60)
+    } else {
+        format!("{m}m")
+    }
+}
+
+fn id_arg(id: &str) -> Result<i64, CliError> {
+    id.parse::<i64>()
+        .ok()
+        .filter(|&i| i > 0)
+        .ok_or_else(|| CliError::usage(format!("job id `{id}`: expected a positive integer")))
+}
+
+pub fn job(t: &Target, id: &str, output: Output) -> Result<(), CliError> {
+    let id = id_arg(id)?;
+    let v: Value = t.client()?.call("GET", &format!("/v1/jobs/{id}"), None)?;
+    if output == Output::Json {
+        return print_value(&v);
+    }
+    let s = |k: &str| {
+        v[k].as_str()
+            .map(gantry::console::app::escape)
+            .unwrap_or_default()
+    };
+    println!("job {id} {}", s("name"));
+    println!(
+        "  team {}  class {}  state {}",
+        s("team"),
+        s("class"),
+        s("state")
+    );
+    println!(
+        "  submitted at t={:.0}s",
+        v["submitted_at"].as_f64().unwrap_or(0.0)
+    );
+    if let Some(p) = v["placement"].as_array().filter(|p| !p.is_empty()) {
+        let where_: Vec<&str> = p.iter().filter_map(Value::as_str).collect();
+        println!(
+            "  runs on {} (${:.2}/h{})",
+            where_.join("; "),
+            v["dollars_per_hour"].as_f64().unwrap_or(0.0),
+            if v["borrowed"].as_bool() == Some(true) {
+                ", on borrowed quota"
+            } else {
+                ""
+            }
+        );
+    }
+    if let Some(r) = v["reason"].as_str() {
+        println!("  waits: {r}");
+    }
+    println!("  spec:");
+    for line in v["spec"].as_str().unwrap_or("").lines() {
+        println!("    {}", gantry::console::app::escape(line));
+    }
+    if let Some(ev) = v["events"].as_array() {
+        println!("  events:");
+        for e in ev {
+            println!(
+                "    t={:.0}s {}",
+                e["at"].as_f64().unwrap_or(0.0),
+                gantry::console::app::escape(e["detail"].as_str().unwrap_or(""))
+            );
+        }
+    }
+    Ok(())
+}
+
+pub fn explain(t: &Target, id: &str, output: Output) -> Result<(), CliError> {
+    let id = id_arg(id)?;
+    let v: Value = t
+        .client()?
+        .call("GET", &format!("/v1/jobs/{id}/explain"), None)?;
+    if output == Output::Json {
+        return print_value(&v);
+    }
+    let e = &v["explanation"];
+    match v["position"].as_u64() {
+        Some(p) => println!(
+            "job {id} is {} — #{p} in the queue, {} of {} in {}; team {} uses {:.1}{} GPUs\n  {}",
+            v["state"].as_str().unwrap_or("?"),
+            e["class_position"],
+            e["class_size"],
+            e["class"].as_str().unwrap_or("?"),
+            e["team"].as_str().unwrap_or("?"),
+            e["team_used"].as_f64().unwrap_or(0.0) / 1000.0,
+            e["team_guaranteed"]
+                .as_f64()
+                .map_or(String::new(), |g| format!("/{:.0} guaranteed", g / 1000.0)),
+            v["detail"].as_str().unwrap_or("")
+        ),
+        None => println!(
+            "job {id} is {}: {}",
+            v["state"].as_str().unwrap_or("?"),
+            v["detail"].as_str().unwrap_or("")
+        ),
+    }
+    Ok(())
+}
+
+/// cancel / hold / release / preempt on several jobs: each is tried; the exit code is the
+/// first failure's.
+pub fn act(t: &Target, action: &str, ids: &[String], output: Output) -> Result<(), CliError> {
+    if ids.is_empty() {
+        return Err(CliError::usage(format!(
+            "{action}: name at least one job id"
+        )));
+    }
+    let mut c = t.client()?;
+    let mut first_err: Option<CliError> = None;
+    let mut results = Vec::new();
+    for id in ids {
+        let r = id_arg(id).and_then(|id| {
+            c.call::<Value>("POST", &format!("/v1/jobs/{id}/{action}"), None)
+                .map_err(CliError::from)
+        });
+        match r {
+            Ok(_) => {
+                results.push(serde_json::json!({"id": id, "ok": true}));
+                if output == Output::Table {
+                    println!("job {id}: {action} done");
+                }
+            }
+            Err(e) => {
+                results.push(serde_json::json!({"id": id, "ok": false, "error": e.message}));
+                if output == Output::Table {
+                    eprintln!("error: {}", e.message);
+                }
+                first_err.get_or_insert(e);
+            }
+        }
+    }
+    if output == Output::Json {
+        print_value(&Value::Array(results))?;
+    }
+    match first_err {
+        Some(e) => Err(CliError {
+            message: String::new(),
+            ..e
+        }),
+        None => Ok(()),
+    }
+}
+
+pub fn prio(t: &Target, id: &str, class: &str, output: Output) -> Result<(), CliError> {
+    let id = id_arg(id)?;
+    let body = serde_json::json!({ "class": class }).to_string();
+    let v: Value = t.client()?.call(
+        "PUT",
+        &format!("/v1/jobs/{id}/priority"),
+        Some(body.as_bytes()),
+    )?;
+    match output {
+        Output::Json => print_value(&v),
+        Output::Table => {
+            println!("job {id}: now {class}");
+            Ok(())
+        }
+    }
+}
+
+pub fn teams(t: &Target, output: Output) -> Result<(), CliError> {
+    let rows: Vec<TeamRow> = t.client()?.call("GET", "/v1/teams", None)?;
+    if output == Output::Json {
+        return super::print_json(&rows).map_err(CliError::usage);
+    }
+    println!(
+        "{:<14} {:<10} {:>6} {:>10} {:>8} {:>8} {:>7} {:>7} {:>9}",
+        "TEAM", "COHORT", "WEIGHT", "GUARANTEE", "USED", "BORROWED", "RUNNING", "PENDING", "$/H"
+    );
+    for r in rows {
+        println!(
+            "{:<14} {:<10} {:>6.1} {:>10} {:>8.1} {:>8.1} {:>7} {:>7} {:>9.2}",
+            r.name,
+            r.cohort,
+            r.weight,
+            r.guaranteed
+                .map_or("-".to_string(), |g| format!("{g}+{}", r.borrow_limit)),
+            r.used_gpus,
+            r.borrowed_gpus,
+            r.running,
+            r.pending,
+            r.burn_per_hour
+        );
+    }
+    Ok(())
+}
+
+pub fn fleet_live(c: &mut HttpClient, output: Output) -> Result<(), CliError> {
+    let v: Value = c.call("GET", "/v1/fleet", None)?;
+    if output == Output::Json {
+        return print_value(&v);
+    }
+    println!(
+        "live fleet from the daemon at {}{}: {} GPUs, {} busy, ${:.2}/h (${:.2}/h idle)",
+        c.endpoint,
+        if v["simulated"].as_bool() == Some(true) {
+            " (simulated)"
+        } else {
+            ""
+        },
+        v["gpus_total"],
+        v["gpus_busy"],
+        v["dollars_per_hour"].as_f64().unwrap_or(0.0),
+        v["idle_dollars_per_hour"].as_f64().unwrap_or(0.0)
+    );
+    println!(
+        "{:<44} {:<14} {:<10} {:>5} {:>6} {:>6} {:>9}",
+        "POOL", "MODEL", "CAPACITY", "NODES", "GPUS", "BUSY", "$/H/NODE"
+    );
+    for p in v["pools"].as_array().into_iter().flatten() {
+        println!(
+            "{:<44} {:<14} {:<10} {:>5} {:>6} {:>6} {:>9.2}",
+            p["path"].as_str().unwrap_or(""),
+            p["model"].as_str().unwrap_or(""),
+            p["capacity"].as_str().unwrap_or(""),
+            p["nodes"],
+            p["gpus"],
+            p["gpus_busy"],
+            p["dollars_per_hour"].as_f64().unwrap_or(0.0)
+        );
+    }
+    Ok(())
+}
+
+pub fn events(
+    t: &Target,
+    follow: bool,
+    job: Option<String>,
+    limit: usize,
+    output: Output,
+) -> Result<(), CliError> {
+    let mut c = t.client()?;
+    let mut path = format!("/v1/events?limit={limit}");
+    if let Some(j) = &job {
+        path.push_str(&format!("&job={}", id_arg(j)?));
+    }
+    let list: Vec<Value> = c.call("GET", &path, None)?;
+    for e in &list {
+        match output {
+            Output::Json => println!("{e}"),
+            Output::Table => println!(
+                "t={:>9.0}s {}{}",
+                e["at"].as_f64().unwrap_or(0.0),
+                e["job"]
+                    .as_i64()
+                    .map_or(String::new(), |j| format!("job {j} ")),
+                gantry::console::app::escape(e["detail"].as_str().unwrap_or(""))
+            ),
+        }
+    }
+    if !follow {
+        return Ok(());
+    }
+    // Following: the stream's deltas carry the console's event lines as they happen.
+    c.follow("/v1/events/stream", |event, data| {
+        if event != "delta" {
+            return true;
+        }
+        let Ok(d) = serde_json::from_str::<gantry::client::SnapshotDelta>(data) else {
+            return true;
+        };
+        for line in d.events_new.iter().rev() {
+            let shown = match output {
+                Output::Json => serde_json::json!({ "event": line }).to_string(),
+                Output::Table => gantry::console::app::escape(line),
+            };
+            println!("{shown}");
+        }
+        true
+    })?;
+    Ok(())
+}
+
+pub fn reclaim(t: &Target, apply: bool, output: Output) -> Result<(), CliError> {
+    let method = if apply { "POST" } else { "GET" };
+    let v: Value = t.client()?.call(method, "/v1/reclaim", None)?;
+    if output == Output::Json {
+        return print_value(&v);
+    }
+    let items = v["items"].as_array().cloned().unwrap_or_default();
+    if items.is_empty() {
+        println!("nothing to reclaim: no job's GPUs have been idle through the window");
+        return Ok(());
+    }
+    println!(
+        "{:>6} {:>5} {:>9} {:>9}  ACTION",
+        "JOB", "GPUS", "$/H", "IDLE"
+    );
+    for i in &items {
+        println!(
+            "{:>6} {:>5} {:>9.2} {:>9}  {}",
+            i["job"],
+            i["gpus"],
+            i["dollars_per_hour"].as_f64().unwrap_or(0.0),
+            age(i["idle_for_s"].as_f64().unwrap_or(0.0)),
+            i["action"].as_str().unwrap_or("")
+        );
+    }
+    println!(
+        "{} {} GPU(s), ${:.2}/h{}",
+        if apply { "reclaimed" } else { "would free" },
+        v["gpus_freed"],
+        v["dollars_per_hour_saved"].as_f64().unwrap_or(0.0),
+        if apply {
+            ""
+        } else {
+            " — a dry run; `gantry reclaim --apply` does it"
+        }
+    );
+    Ok(())
+}
+
+pub fn token(t: &Target, cmd: TokenCmd) -> Result<(), CliError> {
+    let TokenCmd::Create {
+        role,
+        team,
+        label,
+        output,
+    } = cmd;
+    let body = serde_json::json!({ "role": role, "team": team, "label": label }).to_string();
+    let v: Value = t
+        .client()?
+        .call("POST", "/v1/tokens", Some(body.as_bytes()))?;
+    match output {
+        Output::Json => print_value(&v),
+        Output::Table => {
+            println!("{}", v["token"].as_str().unwrap_or(""));
+            eprintln!("(shown once: the daemon keeps only its SHA-256. Use it as GANTRY_TOKEN or --token.)");
+            Ok(())
+        }
+    }
+}
+
+impl From<ClientError> for CliError {
+    fn from(e: ClientError) -> CliError {
+        CliError {
+            code: e.exit_code(),
+            message: e.to_string(),
+        }
+    }
+}

@@ -1,0 +1,39 @@
+//! The in-process client: the embedded console reads the daemon actor's published snapshots
+//! directly (no socket), through the same `Client` interface a remote console uses.
+
+use super::{Client, Snapshot};
+use crate::daemon::actor::{Handle, Published};
+use std::sync::Arc;
+use std::time::Duration;
+
+pub struct LocalClient {
+    handle: Handle,
+    current: Arc<Published>,
+}
+
+impl LocalClient {
+    pub fn new(handle: Handle) -> LocalClient {
+        let current = handle.published.borrow().clone();
+        LocalClient { handle, current }
+    }
+
+    pub fn handle(&self) -> &Handle {
+        &self.handle
+    }
+}
+
+impl Client for LocalClient {
+    fn poll(&mut self) -> bool {
+        if !self.handle.published.has_changed().unwrap_or(false) {
+            return false;
+        }
+        self.current = self.handle.published.borrow_and_update().clone();
+        true
+    }
+    fn snapshot(&self) -> &Snapshot {
+        &self.current.snapshot
+    }
+    fn until_next(&self) -> Duration {
+        Duration::from_millis(100)
+    }
+}

@@ -1,0 +1,481 @@
+//! The daemon actor: one thread owns the state; the API, the CLI and the console reach it only
+//! through a `Handle` — requests on a channel, answers on one-shot replies, and published
+//! snapshots on a watch channel. Submissions that arrive together are admitted with one
+//! journal commit (group commit), so every acknowledged job is on disk. The scheduling cycle
+//! runs after changes (debounced) and on the clock's timer.
+
+use super::auth::{hash_token, new_token, Caller, Role};
+use super::engine::{EngineError, Submission};
+use super::journal::{EventRecord, JobId, JournalError, TokenRecord};
+use super::state::{Action, Counters, Histogram, JobDetail, State};
+use crate::client::Snapshot;
+use crate::scheduler::reclaim::ReclaimPlan;
+use serde::Serialize;
+use std::collections::HashMap;
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+use tokio::sync::{oneshot, watch};
+
+/// An error as the API returns it: an HTTP status, a stable code, and a message that says what
+/// was wrong and what to do.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ApiError {
+    #[serde(skip)]
+    pub status: u16,
+    pub code: &'static str,
+    pub error: String,
+}
+
+impl ApiError {
+    pub fn new(status: u16, code: &'static str, error: impl Into<String>) -> ApiError {
+        ApiError {
+            status,
+            code,
+            error: error.into(),
+        }
+    }
+    pub fn forbidden(error: impl Into<String>) -> ApiError {
+        ApiError::new(403, "forbidden", error)
+    }
+    pub fn bad_request(error: impl Into<String>) -> ApiError {
+        ApiError::new(400, "invalid", error)
+    }
+}
+
+impl From<EngineError> for ApiError {
+    fn from(e: EngineError) -> ApiError {
+        let (status, code) = match &e {
+            EngineError::Spec(_)
+            | EngineError::Resolve(_)
+            | EngineError::UnknownTeam { .. }
+            | EngineError::UnknownClass { .. }
+            | EngineError::Teams(_) => (400, "invalid"),
+            EngineError::NeverFits(_) => (422, "never-fits"),
+            EngineError::Forbidden(_) => (403, "forbidden"),
+            EngineError::NoJob(_) | EngineError::Journal(JournalError::NoJob(_)) => {
+                (404, "not-found")
+            }
+            EngineError::Journal(JournalError::BadTransition { .. }) => (409, "conflict"),
+            _ => (500, "internal"),
+        };
+        ApiError::new(status, code, e.to_string())
+    }
+}
+
+type Reply<T> = oneshot::Sender<Result<T, ApiError>>;
+
+/// What callers ask of the actor.
+pub enum Request {
+    Submit {
+        submission: Submission,
+        reply: Reply<JobId>,
+    },
+    Act {
+        id: JobId,
+        action: Action,
+        caller: Caller,
+        reply: Reply<()>,
+    },
+    Priority {
+        id: JobId,
+        class: String,
+        caller: Caller,
+        reply: Reply<()>,
+    },
+    Job {
+        id: JobId,
+        reply: Reply<JobDetail>,
+    },
+    Reclaim {
+        apply: bool,
+        caller: Caller,
+        reply: Reply<ReclaimPlan>,
+    },
+    Token {
+        role: Role,
+        team: Option<String>,
+        label: String,
+        reply: Reply<String>,
+    },
+    Events {
+        job: Option<JobId>,
+        limit: usize,
+        reply: Reply<Vec<EventRecord>>,
+    },
+    Shutdown,
+}
+
+/// What the actor publishes after every change.
+#[derive(Clone, Debug, Default)]
+pub struct Published {
+    pub snapshot: Snapshot,
+    pub counters: Counters,
+    /// Scheduling-cycle latency, seconds.
+    pub cycle_seconds: Histogram,
+}
+
+/// Bucket bounds of the cycle-latency histogram, seconds.
+pub const CYCLE_BUCKETS: [f64; 8] = [0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0];
+
+/// The clock the actor runs the state on.
+#[derive(Clone, Copy, Debug)]
+pub struct Clock {
+    /// Simulated seconds per wall second (1: real time).
+    pub speed: f64,
+    /// Wall time between timer steps.
+    pub step: Duration,
+}
+
+/// A cloneable way in to the actor.
+#[derive(Clone)]
+pub struct Handle {
+    tx: mpsc::Sender<Request>,
+    pub published: watch::Receiver<Arc<Published>>,
+    /// Token hash → caller.
+    pub tokens: Arc<RwLock<HashMap<String, Caller>>>,
+}
+
+impl Handle {
+    fn send<T>(
+        &self,
+        make: impl FnOnce(Reply<T>) -> Request,
+    ) -> Result<oneshot::Receiver<Result<T, ApiError>>, ApiError> {
+        let (reply, answer) = oneshot::channel();
+        self.tx
+            .send(make(reply))
+            .map_err(|_| ApiError::new(503, "stopping", "the daemon is shutting down"))?;
+        Ok(answer)
+    }
+
+    /// Sends a request and waits for its answer (from async code).
+    pub async fn call<T>(&self, make: impl FnOnce(Reply<T>) -> Request) -> Result<T, ApiError> {
+        let answer = self.send(make)?;
+        answer.await.unwrap_or_else(|_| {
+            Err(ApiError::new(
+                503,
+                "stopping",
+                "the daemon is shutting down",
+            ))
+        })
+    }
+
+    /// Sends a request and waits for its answer (from a plain thread, e.g. the console).
+    pub fn call_blocking<T>(&self, make: impl FnOnce(Reply<T>) -> Request) -> Result<T, ApiError> {
+        let answer = self.send(make)?;
+        answer.blocking_recv().unwrap_or_else(|_| {
+            Err(ApiError::new(
+                503,
+                "stopping",
+                "the daemon is shutting down",
+            ))
+        })
+    }
+
+    pub fn shutdown(&self) {
+        let _ = self.tx.send(Request::Shutdown);
+    }
+
+    /// The caller a bearer token stands for.
+    pub fn caller_for(&self, token: &str) -> Option<Caller> {
+        self.tokens.read().ok()?.get(&hash_token(token)).cloned()
+    }
+}
+
+/// Starts the actor thread over `state`.
+pub fn spawn(
+    mut state: State,
+    clock: Clock,
+) -> Result<(Handle, std::thread::JoinHandle<()>), EngineError> {
+    let mut tokens = HashMap::new();
+    for t in state.tokens()? {
+        if let Ok(role) = t.role.parse() {
+            tokens.insert(
+                t.hash.clone(),
+                Caller {
+                    role,
+                    team: t.team.clone(),
+                    name: format!("token {}", t.label),
+                },
+            );
+        }
+    }
+    let tokens = Arc::new(RwLock::new(tokens));
+    let (tx, rx) = mpsc::channel();
+    let mut published = Published {
+        snapshot: state.snapshot().clone(),
+        counters: state.counters.clone(),
+        cycle_seconds: Histogram::default(),
+    };
+    let (publish, watcher) = watch::channel(Arc::new(published.clone()));
+    let handle = Handle {
+        tx,
+        published: watcher,
+        tokens: tokens.clone(),
+    };
+    let thread = std::thread::Builder::new()
+        .name("gantry-daemon".to_string())
+        .spawn(move || {
+            let mut actor = Actor {
+                state,
+                tokens,
+                clock,
+                last_step: Instant::now(),
+                dirty: false,
+                last_cycle: Instant::now(),
+                cycle_cost: Duration::ZERO,
+            };
+            actor.run(&rx, &publish, &mut published);
+        })
+        .map_err(|e| EngineError::NeverFits(format!("cannot start the daemon thread: {e}")))?;
+    Ok((handle, thread))
+}
+
+struct Actor {
+    state: State,
+    tokens: Arc<RwLock<HashMap<String, Caller>>>,
+    clock: Clock,
+    last_step: Instant,
+    /// A change arrived since the last cycle.
+    dirty: bool,
+    last_cycle: Instant,
+    cycle_cost: Duration,
+}
+
+impl Actor {
+    fn run(
+        &mut self,
+        rx: &mpsc::Receiver<Request>,
+        publish: &watch::Sender<Arc<Published>>,
+        published: &mut Published,
+    ) {
+        loop {
+            let timer = self.clock.step.saturating_sub(self.last_step.elapsed());
+            let wait = if self.dirty {
+                timer.min(self.debounce().saturating_sub(self.last_cycle.elapsed()))
+            } else {
+                timer
+            };
+            let mut batch = Vec::new();
+            match rx.recv_timeout(wait) {
+                Ok(first) => {
+                    batch.push(first);
+                    // Everything already queued goes in the same batch (one commit).
+                    while batch.len() < 4096 {
+                        match rx.try_recv() {
+                            Ok(more) => batch.push(more),
+                            Err(_) => break,
+                        }
+                    }
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => return,
+            }
+            if !self.handle_batch(batch) {
+                return;
+            }
+            let started = Instant::now();
+            let stepped = if self.last_step.elapsed() >= self.clock.step {
+                let dt = self.last_step.elapsed().as_secs_f64() * self.clock.speed;
+                self.last_step = Instant::now();
+                Some(self.state.advance(dt))
+            } else if self.dirty && self.last_cycle.elapsed() >= self.debounce() {
+                Some(self.state.tick())
+            } else {
+                None
+            };
+            if let Some(result) = stepped {
+                let took = started.elapsed();
+                self.cycle_cost = took;
+                self.dirty = false;
+                self.last_cycle = Instant::now();
+                if let Err(e) = result {
+                    eprintln!("gantry daemon: scheduling cycle failed: {e}");
+                }
+                published
+                    .cycle_seconds
+                    .observe(&CYCLE_BUCKETS, took.as_secs_f64());
+                published.snapshot = self.state.snapshot().clone();
+                published.counters = self.state.counters.clone();
+                publish.send_replace(Arc::new(published.clone()));
+            }
+        }
+    }
+
+    /// The least time between cycles triggered by changes: cycles may take at most about a
+    /// third of the actor's time, so a burst of submissions is not starved by re-scheduling.
+    fn debounce(&self) -> Duration {
+        (self.cycle_cost * 2).max(Duration::from_millis(10))
+    }
+
+    /// Handles one batch; false when asked to stop.
+    fn handle_batch(&mut self, batch: Vec<Request>) -> bool {
+        let mut submissions = Vec::new();
+        let mut replies = Vec::new();
+        for req in batch {
+            match req {
+                Request::Submit { submission, reply } => {
+                    submissions.push(submission);
+                    replies.push(reply);
+                }
+                Request::Shutdown => {
+                    self.flush_submissions(&submissions, replies);
+                    return false;
+                }
+                other => {
+                    // Keep order: submissions before this request are admitted first.
+                    self.flush_submissions(&submissions, std::mem::take(&mut replies));
+                    submissions.clear();
+                    self.handle(other);
+                }
+            }
+        }
+        self.flush_submissions(&submissions, replies);
+        true
+    }
+
+    fn flush_submissions(&mut self, subs: &[Submission], replies: Vec<Reply<JobId>>) {
+        if subs.is_empty() {
+            return;
+        }
+        let answers = self.state.submit(subs);
+        self.dirty |= answers.iter().any(Result::is_ok);
+        for (reply, answer) in replies.into_iter().zip(answers) {
+            let _ = reply.send(answer.map_err(ApiError::from));
+        }
+    }
+
+    fn handle(&mut self, req: Request) {
+        match req {
+            Request::Submit { .. } | Request::Shutdown => {}
+            Request::Act {
+                id,
+                action,
+                caller,
+                reply,
+            } => {
+                let r = self.check_job(id, &caller).and_then(|()| {
+                    if action == Action::Preempt && caller.role == Role::Viewer {
+                        return Err(ApiError::forbidden("viewers cannot preempt"));
+                    }
+                    self.state
+                        .act(id, action, &caller.name)
+                        .map_err(ApiError::from)
+                });
+                self.dirty |= r.is_ok();
+                let _ = reply.send(r);
+            }
+            Request::Priority {
+                id,
+                class,
+                caller,
+                reply,
+            } => {
+                let r = self.check_job(id, &caller).and_then(|()| {
+                    self.state
+                        .set_priority(id, &class, &caller.name)
+                        .map_err(ApiError::from)
+                });
+                self.dirty |= r.is_ok();
+                let _ = reply.send(r);
+            }
+            Request::Job { id, reply } => {
+                let _ = reply.send(self.state.job_detail(id).map_err(ApiError::from));
+            }
+            Request::Reclaim {
+                apply,
+                caller,
+                reply,
+            } => {
+                let r = if !apply {
+                    Ok(self.state.reclaim_plan())
+                } else if caller.role != Role::Operator {
+                    Err(ApiError::forbidden(format!(
+                        "applying a reclaim needs the operator role; this caller is a {}",
+                        caller.role
+                    )))
+                } else {
+                    self.dirty = true;
+                    self.state
+                        .apply_reclaim(&caller.name)
+                        .map_err(ApiError::from)
+                };
+                let _ = reply.send(r);
+            }
+            Request::Token {
+                role,
+                team,
+                label,
+                reply,
+            } => {
+                let _ = reply.send(self.create_token(role, team, label));
+            }
+            Request::Events { job, limit, reply } => {
+                let _ = reply.send(self.state.events(job, limit).map_err(ApiError::from));
+            }
+        }
+    }
+
+    /// The job exists and this caller may change it.
+    fn check_job(&self, id: JobId, caller: &Caller) -> Result<(), ApiError> {
+        let team = self
+            .state
+            .job_team(id)
+            .ok_or_else(|| ApiError::new(404, "not-found", format!("job {id}: no such job")))?;
+        if caller.may_change(&team) {
+            Ok(())
+        } else {
+            Err(ApiError::forbidden(format!(
+                "job {id} belongs to team `{team}`; a {}{} cannot change it",
+                caller.role,
+                caller
+                    .team
+                    .as_deref()
+                    .map_or(String::new(), |t| format!(" of team `{t}`"))
+            )))
+        }
+    }
+
+    fn create_token(
+        &mut self,
+        role: Role,
+        team: Option<String>,
+        label: String,
+    ) -> Result<String, ApiError> {
+        if role == Role::Researcher && team.is_none() {
+            return Err(ApiError::bad_request(
+                "a researcher token needs --team: it may change only that team's jobs",
+            ));
+        }
+        if let Some(t) = &team {
+            if !self.state.has_team(t) {
+                return Err(ApiError::bad_request(format!(
+                    "unknown team `{t}`; teams: {}",
+                    self.state.team_names().join(", ")
+                )));
+            }
+        }
+        let token = new_token().map_err(|e| {
+            ApiError::new(500, "internal", format!("cannot read /dev/urandom: {e}"))
+        })?;
+        let record = TokenRecord {
+            hash: hash_token(&token),
+            role: role.name().to_string(),
+            team: team.clone(),
+            label: label.clone(),
+            created_at: self.state.now(),
+        };
+        self.state.add_token(&record).map_err(ApiError::from)?;
+        if let Ok(mut t) = self.tokens.write() {
+            t.insert(
+                record.hash,
+                Caller {
+                    role,
+                    team,
+                    name: format!("token {label}"),
+                },
+            );
+        }
+        Ok(token)
+    }
+}

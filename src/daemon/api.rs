@@ -1,0 +1,614 @@
+//! The HTTP/JSON API (axum). Served on a Unix socket (mode 0600) where every caller is the
+//! daemon's own user, an operator; and, only when asked, on TCP where every request needs a
+//! bearer token. Reads come from the last published snapshot without queueing behind the
+//! actor; changes go through it. Every error is JSON: `{"code": …, "error": …}` with a 4xx/5xx
+//! status that says whose fault it was.
+
+use super::actor::{ApiError, Handle, Published, Request, CYCLE_BUCKETS};
+use super::auth::{Caller, Role};
+use super::engine::Submission;
+use super::journal::JobId;
+use super::state::{Action, WAIT_BUCKETS};
+use crate::client::Snapshot;
+use axum::body::{to_bytes, Body, Bytes};
+use axum::extract::{Path, RawQuery, State};
+use axum::http::{header, StatusCode};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post, put};
+use axum::{Extension, Router};
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+/// The largest request body accepted (a job spec is a few KiB).
+pub const MAX_BODY: usize = 1 << 20;
+
+#[derive(Clone)]
+struct Api {
+    handle: Handle,
+    /// Served on TCP: every request needs a token.
+    tcp: bool,
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let status = StatusCode::from_u16(self.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        json(status, &self)
+    }
+}
+
+fn json<T: Serialize>(status: StatusCode, value: &T) -> Response {
+    match serde_json::to_vec(value) {
+        Ok(body) => (status, [(header::CONTENT_TYPE, "application/json")], body).into_response(),
+        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
+    }
+}
+
+fn ok<T: Serialize>(value: &T) -> Response {
+    json(StatusCode::OK, value)
+}
+
+/// The router; `tcp` makes every route require a bearer token.
+pub fn router(handle: Handle, tcp: bool) -> Router {
+    let api = Api { handle, tcp };
+    Router::new()
+        .route("/v1/health", get(health))
+        .route("/v1/whoami", get(whoami))
+        .route("/v1/snapshot", get(snapshot))
+        .route("/v1/jobs", get(jobs).post(submit))
+        .route("/v1/jobs/{id}", get(job))
+        .route("/v1/jobs/{id}/explain", get(explain))
+        .route("/v1/jobs/{id}/priority", put(priority))
+        .route("/v1/jobs/{id}/{action}", post(act))
+        .route("/v1/fleet", get(fleet))
+        .route("/v1/teams", get(teams))
+        .route("/v1/events", get(events))
+        .route("/v1/events/stream", get(stream))
+        .route("/v1/reclaim", get(reclaim_plan).post(reclaim_apply))
+        .route("/v1/tokens", post(token))
+        .route("/metrics", get(metrics))
+        .fallback(|| async {
+            ApiError::new(
+                404,
+                "not-found",
+                "no such endpoint; see the README's API table (GET /v1/health, /v1/jobs, …)",
+            )
+        })
+        .layer(axum::middleware::from_fn_with_state(
+            api.clone(),
+            authenticate,
+        ))
+        .with_state(api)
+}
+
+/// Names the caller: the Unix socket's user is an operator; TCP needs `Authorization: Bearer`.
+async fn authenticate(
+    State(api): State<Api>,
+    mut req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let caller = if api.tcp {
+        let token = req
+            .headers()
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .map(str::trim);
+        match token {
+            None => {
+                return ApiError::new(
+                    401,
+                    "unauthenticated",
+                    "this listener needs `Authorization: Bearer TOKEN`; create one with `gantry token create --role viewer|researcher|operator`",
+                )
+                .into_response()
+            }
+            Some(t) => match api.handle.caller_for(t) {
+                Some(c) => c,
+                None => {
+                    return ApiError::new(401, "unauthenticated", "unknown token").into_response()
+                }
+            },
+        }
+    } else {
+        Caller::local_operator()
+    };
+    req.extensions_mut().insert(caller);
+    next.run(req).await
+}
+
+fn published(api: &Api) -> Arc<Published> {
+    api.handle.published.borrow().clone()
+}
+
+fn query(raw: Option<String>) -> Result<HashMap<String, String>, ApiError> {
+    let pairs: Vec<(String, String)> = serde_urlencoded::from_str(raw.as_deref().unwrap_or(""))
+        .map_err(|e| ApiError::bad_request(format!("query string: {e}")))?;
+    Ok(pairs.into_iter().collect())
+}
+
+fn job_id(text: &str) -> Result<JobId, ApiError> {
+    text.parse::<JobId>()
+        .ok()
+        .filter(|&id| id > 0)
+        .ok_or_else(|| {
+            ApiError::bad_request(format!(
+                "job id `{}`: expected a positive integer",
+                text.escape_debug()
+            ))
+        })
+}
+
+fn require(caller: &Caller, role: Role, what: &str) -> Result<(), ApiError> {
+    if caller.role >= role {
+        Ok(())
+    } else {
+        Err(ApiError::forbidden(format!(
+            "{what} needs the {role} role; this caller is a {}",
+            caller.role
+        )))
+    }
+}
+
+#[derive(Serialize)]
+struct Health {
+    ok: bool,
+    version: &'static str,
+    simulated: bool,
+    now: f64,
+    snapshot_version: u64,
+}
+
+async fn health(State(api): State<Api>) -> Response {
+    let p = published(&api);
+    ok(&Health {
+        ok: true,
+        version: env!("CARGO_PKG_VERSION"),
+        simulated: p.snapshot.simulated,
+        now: p.snapshot.now,
+        snapshot_version: p.snapshot.version,
+    })
+}
+
+async fn whoami(Extension(caller): Extension<Caller>) -> Response {
+    ok(&caller)
+}
+
+async fn snapshot(State(api): State<Api>) -> Response {
+    ok(&published(&api).snapshot)
+}
+
+async fn jobs(State(api): State<Api>, RawQuery(raw): RawQuery) -> Result<Response, ApiError> {
+    let q = query(raw)?;
+    for key in q.keys() {
+        if !["state", "team", "class", "limit"].contains(&key.as_str()) {
+            return Err(ApiError::bad_request(format!(
+                "unknown filter `{}`; filters: state, team, class, limit",
+                key.escape_debug()
+            )));
+        }
+    }
+    let limit = match q.get("limit") {
+        None => usize::MAX,
+        Some(l) => l.parse().map_err(|_| {
+            ApiError::bad_request(format!("limit `{}`: expected a count", l.escape_debug()))
+        })?,
+    };
+    let p = published(&api);
+    let rows: Vec<_> = p
+        .snapshot
+        .jobs
+        .iter()
+        .filter(|j| {
+            q.get("state")
+                .is_none_or(|s| s.split(',').any(|s| *s == j.state))
+        })
+        .filter(|j| q.get("team").is_none_or(|t| *t == j.team))
+        .filter(|j| q.get("class").is_none_or(|c| *c == j.class))
+        .take(limit)
+        .collect();
+    Ok(ok(&rows))
+}
+
+async fn submit(
+    State(api): State<Api>,
+    Extension(caller): Extension<Caller>,
+    RawQuery(raw): RawQuery,
+    body: Body,
+) -> Result<Response, ApiError> {
+    require(&caller, Role::Researcher, "submitting")?;
+    let q = query(raw)?;
+    let text = body_bytes(body).await?;
+    let team = q.get("team").cloned().or_else(|| {
+        caller
+            .team
+            .clone()
+            .filter(|_| caller.role == Role::Researcher && !spec_names_team(&text))
+    });
+    let submission = Submission {
+        file: q
+            .get("file")
+            .cloned()
+            .unwrap_or_else(|| "request body".to_string()),
+        text: text.to_vec(),
+        team,
+        priority: q.get("priority").cloned(),
+        only_team: (caller.role == Role::Researcher)
+            .then(|| caller.team.clone())
+            .flatten(),
+    };
+    let id = api
+        .handle
+        .call(|reply| Request::Submit { submission, reply })
+        .await?;
+    #[derive(Serialize)]
+    struct Submitted {
+        id: JobId,
+    }
+    Ok(json(StatusCode::CREATED, &Submitted { id }))
+}
+
+/// Whether a spec sets `team:` itself (then a researcher's own team is not filled in, so a
+/// mismatch is refused instead of silently overridden).
+fn spec_names_team(text: &[u8]) -> bool {
+    std::str::from_utf8(text)
+        .map(|t| t.lines().any(|l| l.starts_with("team:")))
+        .unwrap_or(false)
+}
+
+async fn body_bytes(body: Body) -> Result<Bytes, ApiError> {
+    to_bytes(body, MAX_BODY).await.map_err(|_| {
+        ApiError::new(
+            413,
+            "too-large",
+            format!("request body over {MAX_BODY} bytes (a job spec is a few KiB)"),
+        )
+    })
+}
+
+async fn job(State(api): State<Api>, Path(id): Path<String>) -> Result<Response, ApiError> {
+    let id = job_id(&id)?;
+    let detail = api.handle.call(|reply| Request::Job { id, reply }).await?;
+    Ok(ok(&detail))
+}
+
+#[derive(Serialize)]
+struct Explain<'a> {
+    id: JobId,
+    state: &'a str,
+    position: Option<usize>,
+    detail: &'a str,
+    explanation: Option<crate::scheduler::cycle::Explanation>,
+}
+
+async fn explain(State(api): State<Api>, Path(id): Path<String>) -> Result<Response, ApiError> {
+    let id = job_id(&id)?;
+    let d = api.handle.call(|reply| Request::Job { id, reply }).await?;
+    let state = d.state.name();
+    let detail = d.reason.clone().unwrap_or_else(|| match d.state {
+        super::job::JobState::Running => format!("running on {}", d.placement.join("; ")),
+        s => format!("{s}"),
+    });
+    Ok(ok(&Explain {
+        id,
+        state,
+        position: d.explanation.as_ref().map(|e| e.position),
+        detail: &detail,
+        explanation: d.explanation.clone(),
+    }))
+}
+
+async fn act(
+    State(api): State<Api>,
+    Extension(caller): Extension<Caller>,
+    Path((id, action)): Path<(String, String)>,
+) -> Result<Response, ApiError> {
+    let id = job_id(&id)?;
+    let action = Action::parse(&action).ok_or_else(|| {
+        ApiError::new(
+            404,
+            "not-found",
+            format!(
+                "unknown action `{}`; actions: cancel, hold, release, preempt",
+                action.escape_debug()
+            ),
+        )
+    })?;
+    require(&caller, Role::Researcher, action.name())?;
+    api.handle
+        .call(|reply| Request::Act {
+            id,
+            action,
+            caller,
+            reply,
+        })
+        .await?;
+    Ok(ok(&serde_json::json!({"id": id, "done": action.name()})))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PriorityBody {
+    class: String,
+}
+
+/// Decodes a JSON body into `T`, with the position of what was wrong.
+pub fn decode<T: for<'de> Deserialize<'de>>(body: &[u8]) -> Result<T, ApiError> {
+    serde_json::from_slice(body).map_err(|e| {
+        ApiError::bad_request(format!(
+            "request body (JSON) line {} column {}: {e}",
+            e.line(),
+            e.column()
+        ))
+    })
+}
+
+async fn priority(
+    State(api): State<Api>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let id = job_id(&id)?;
+    require(&caller, Role::Researcher, "reprioritizing")?;
+    let b: PriorityBody = decode(&body_bytes(body).await?)?;
+    let class = b.class;
+    api.handle
+        .call(|reply| Request::Priority {
+            id,
+            class: class.clone(),
+            caller,
+            reply,
+        })
+        .await?;
+    Ok(ok(&serde_json::json!({"id": id, "class": class})))
+}
+
+#[derive(Serialize)]
+struct FleetView<'a> {
+    simulated: bool,
+    gpus_total: usize,
+    gpus_busy: usize,
+    dollars_per_hour: f64,
+    idle_dollars_per_hour: f64,
+    pools: &'a [crate::client::PoolRow],
+}
+
+async fn fleet(State(api): State<Api>) -> Response {
+    let p = published(&api);
+    let s = &p.snapshot;
+    ok(&FleetView {
+        simulated: s.simulated,
+        gpus_total: s.gpus_total,
+        gpus_busy: s.gpus_busy,
+        dollars_per_hour: s.dollars_per_hour,
+        idle_dollars_per_hour: s.idle_dollars_per_hour,
+        pools: &s.pools,
+    })
+}
+
+async fn teams(State(api): State<Api>) -> Response {
+    ok(&published(&api).snapshot.teams)
+}
+
+async fn events(State(api): State<Api>, RawQuery(raw): RawQuery) -> Result<Response, ApiError> {
+    let q = query(raw)?;
+    let job = q.get("job").map(|j| job_id(j)).transpose()?;
+    let limit = match q.get("limit") {
+        None => 100,
+        Some(l) => l
+            .parse::<usize>()
+            .ok()
+            .filter(|&n| (1..=10_000).contains(&n))
+            .ok_or_else(|| {
+                ApiError::bad_request(format!("limit `{}`: expected 1..=10000", l.escape_debug()))
+            })?,
+    };
+    let list = api
+        .handle
+        .call(|reply| Request::Events { job, limit, reply })
+        .await?;
+    Ok(ok(&list))
+}
+
+/// Server-sent events: `snapshot` (whole) first, then a `delta` per change.
+async fn stream(
+    State(api): State<Api>,
+) -> Sse<impl futures_util::Stream<Item = Result<Event, Infallible>>> {
+    let rx = api.handle.published.clone();
+    let state: (
+        tokio::sync::watch::Receiver<Arc<Published>>,
+        Option<Snapshot>,
+    ) = (rx, None);
+    let events = futures_util::stream::unfold(state, |(mut rx, last)| async move {
+        let current = match &last {
+            None => rx.borrow_and_update().snapshot.clone(),
+            Some(_) => {
+                rx.changed().await.ok()?;
+                rx.borrow_and_update().snapshot.clone()
+            }
+        };
+        let event = match &last {
+            None => Event::default()
+                .event("snapshot")
+                .data(serde_json::to_string(&current).unwrap_or_default()),
+            Some(prev) => Event::default()
+                .event("delta")
+                .data(serde_json::to_string(&prev.diff(&current)).unwrap_or_default()),
+        };
+        Some((Ok(event), (rx, Some(current))))
+    });
+    Sse::new(events).keep_alive(KeepAlive::default())
+}
+
+async fn reclaim_plan(
+    State(api): State<Api>,
+    Extension(caller): Extension<Caller>,
+) -> Result<Response, ApiError> {
+    let plan = api
+        .handle
+        .call(|reply| Request::Reclaim {
+            apply: false,
+            caller,
+            reply,
+        })
+        .await?;
+    Ok(ok(&plan))
+}
+
+async fn reclaim_apply(
+    State(api): State<Api>,
+    Extension(caller): Extension<Caller>,
+) -> Result<Response, ApiError> {
+    require(&caller, Role::Operator, "applying a reclaim")?;
+    let plan = api
+        .handle
+        .call(|reply| Request::Reclaim {
+            apply: true,
+            caller,
+            reply,
+        })
+        .await?;
+    Ok(ok(&plan))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TokenBody {
+    role: String,
+    team: Option<String>,
+    #[serde(default)]
+    label: Option<String>,
+}
+
+async fn token(
+    State(api): State<Api>,
+    Extension(caller): Extension<Caller>,
+    body: Body,
+) -> Result<Response, ApiError> {
+    require(&caller, Role::Operator, "creating tokens")?;
+    let b: TokenBody = decode(&body_bytes(body).await?)?;
+    let role: Role = b.role.parse().map_err(ApiError::bad_request)?;
+    let label = b.label.unwrap_or_else(|| role.name().to_string());
+    if label.chars().any(char::is_control) || label.len() > 100 {
+        return Err(ApiError::bad_request(
+            "label: at most 100 characters, no control characters",
+        ));
+    }
+    let token = api
+        .handle
+        .call(|reply| Request::Token {
+            role,
+            team: b.team,
+            label,
+            reply,
+        })
+        .await?;
+    Ok(json(
+        StatusCode::CREATED,
+        &serde_json::json!({"token": token, "role": role.name()}),
+    ))
+}
+
+async fn metrics(State(api): State<Api>) -> Response {
+    let text = render_metrics(&published(&api));
+    (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        text,
+    )
+        .into_response()
+}
+
+/// Prometheus text exposition of the published state.
+pub fn render_metrics(p: &Published) -> String {
+    let s = &p.snapshot;
+    let mut o = String::new();
+    let label = |v: &str| {
+        v.replace('\\', "\\\\")
+            .replace('"', "\\\"")
+            .replace('\n', "\\n")
+    };
+    let _ = writeln!(o, "# HELP gantry_simulated 1 when the fleet is the simulated one.\n# TYPE gantry_simulated gauge\ngantry_simulated {}", u8::from(s.simulated));
+    let _ = writeln!(
+        o,
+        "# HELP gantry_gpus GPUs by pool, model and state.\n# TYPE gantry_gpus gauge"
+    );
+    for pool in &s.pools {
+        for (state, n) in [
+            ("busy", pool.gpus_busy),
+            ("idle", pool.gpus - pool.gpus_busy),
+        ] {
+            let _ = writeln!(
+                o,
+                "gantry_gpus{{pool=\"{}\",model=\"{}\",state=\"{state}\"}} {n}",
+                label(&pool.path),
+                label(&pool.model)
+            );
+        }
+    }
+    let _ = writeln!(o, "# HELP gantry_gpu_allocation_ratio Allocated GPUs over all GPUs.\n# TYPE gantry_gpu_allocation_ratio gauge\ngantry_gpu_allocation_ratio {}", s.gpus_busy as f64 / s.gpus_total.max(1) as f64);
+    let _ = writeln!(o, "# HELP gantry_queue_depth Pending jobs by priority class.\n# TYPE gantry_queue_depth gauge");
+    for (class, n) in &s.queue_by_class {
+        let _ = writeln!(o, "gantry_queue_depth{{class=\"{}\"}} {n}", label(class));
+    }
+    let _ = writeln!(o, "# HELP gantry_wait_seconds Wait from submission to first start, by class.\n# TYPE gantry_wait_seconds histogram");
+    for (class, h) in &p.counters.waits {
+        histogram(
+            &mut o,
+            "gantry_wait_seconds",
+            &format!("class=\"{}\",", label(class)),
+            &WAIT_BUCKETS,
+            h,
+        );
+    }
+    let _ = writeln!(o, "# HELP gantry_cycle_seconds Scheduling cycle latency.\n# TYPE gantry_cycle_seconds histogram");
+    histogram(
+        &mut o,
+        "gantry_cycle_seconds",
+        "",
+        &CYCLE_BUCKETS,
+        &p.cycle_seconds,
+    );
+    let _ = writeln!(o, "# HELP gantry_preemptions_total Jobs preempted.\n# TYPE gantry_preemptions_total counter\ngantry_preemptions_total {}", p.counters.preemptions);
+    let _ = writeln!(o, "# HELP gantry_reclaimed_gpu_hours_total Idle GPU-hours reclaimed.\n# TYPE gantry_reclaimed_gpu_hours_total counter\ngantry_reclaimed_gpu_hours_total {}", p.counters.reclaimed_gpu_hours);
+    let _ = writeln!(o, "# HELP gantry_spend_dollars_per_hour Spend rate of running jobs, by team.\n# TYPE gantry_spend_dollars_per_hour gauge");
+    for t in &s.teams {
+        let _ = writeln!(
+            o,
+            "gantry_spend_dollars_per_hour{{team=\"{}\"}} {}",
+            label(&t.name),
+            t.burn_per_hour
+        );
+    }
+    let _ = writeln!(o, "# HELP gantry_idle_dollars_per_hour Price of GPUs nobody uses.\n# TYPE gantry_idle_dollars_per_hour gauge\ngantry_idle_dollars_per_hour {}", s.idle_dollars_per_hour);
+    o
+}
+
+fn histogram(
+    o: &mut String,
+    name: &str,
+    labels: &str,
+    bounds: &[f64],
+    h: &super::state::Histogram,
+) {
+    for (i, b) in bounds.iter().enumerate() {
+        let _ = writeln!(
+            o,
+            "{name}_bucket{{{labels}le=\"{b}\"}} {}",
+            h.counts.get(i).copied().unwrap_or(0)
+        );
+    }
+    let _ = writeln!(o, "{name}_bucket{{{labels}le=\"+Inf\"}} {}", h.count);
+    let trimmed = labels.trim_end_matches(',');
+    let braces = if trimmed.is_empty() {
+        String::new()
+    } else {
+        format!("{{{trimmed}}}")
+    };
+    let _ = writeln!(o, "{name}_sum{braces} {}", h.sum);
+    let _ = writeln!(o, "{name}_count{braces} {}", h.count);
+}

@@ -1,0 +1,117 @@
+//! Who may do what. Over the Unix socket (mode 0600: only the daemon's own user can connect)
+//! every caller is an operator; over TCP every request carries a bearer token, and the daemon
+//! keeps only each token's SHA-256.
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use std::fmt;
+use std::io::Read;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Role {
+    /// Reads everything.
+    Viewer,
+    /// Submits, and changes the jobs of its own team.
+    Researcher,
+    /// Everything: any job, reclaim, tokens.
+    Operator,
+}
+
+impl Role {
+    pub const ALL: [Role; 3] = [Role::Viewer, Role::Researcher, Role::Operator];
+    pub fn name(self) -> &'static str {
+        match self {
+            Role::Viewer => "viewer",
+            Role::Researcher => "researcher",
+            Role::Operator => "operator",
+        }
+    }
+}
+
+impl fmt::Display for Role {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for Role {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Role, String> {
+        Role::ALL
+            .into_iter()
+            .find(|r| r.name() == s)
+            .ok_or_else(|| format!("unknown role `{s}`; roles: viewer, researcher, operator"))
+    }
+}
+
+/// The authenticated caller of one request.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Caller {
+    pub role: Role,
+    /// A researcher's team (the only team whose jobs it may change).
+    pub team: Option<String>,
+    /// For events: "operator (unix socket)", "token ci-bot".
+    pub name: String,
+}
+
+impl Caller {
+    pub fn local_operator() -> Caller {
+        Caller {
+            role: Role::Operator,
+            team: None,
+            name: "operator (unix socket)".to_string(),
+        }
+    }
+
+    /// Whether this caller may change a job of `team`.
+    pub fn may_change(&self, team: &str) -> bool {
+        match self.role {
+            Role::Operator => true,
+            Role::Researcher => self.team.as_deref() == Some(team),
+            Role::Viewer => false,
+        }
+    }
+}
+
+/// A fresh token: `gty_` and 32 random bytes in hex.
+pub fn new_token() -> std::io::Result<String> {
+    let mut bytes = [0u8; 32];
+    std::fs::File::open("/dev/urandom")?.read_exact(&mut bytes)?;
+    Ok(format!("gty_{}", hex(&bytes)))
+}
+
+/// What the daemon stores and compares: the token's SHA-256, in hex.
+pub fn hash_token(token: &str) -> String {
+    hex(&Sha256::digest(token.as_bytes()))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_are_random_and_only_their_hash_is_kept() {
+        let (a, b) = (new_token().unwrap(), new_token().unwrap());
+        assert_ne!(a, b);
+        assert_eq!(a.len(), 4 + 64);
+        assert_eq!(hash_token(&a), hash_token(&a));
+        assert_ne!(hash_token(&a), hash_token(&b));
+        assert!(!hash_token(&a).contains(&a[4..]));
+    }
+
+    #[test]
+    fn researchers_change_only_their_own_team() {
+        let r = Caller {
+            role: Role::Researcher,
+            team: Some("applied".into()),
+            name: "t".into(),
+        };
+        assert!(r.may_change("applied") && !r.may_change("ml-research"));
+        assert!(Caller::local_operator().may_change("anything"));
+    }
+}

@@ -1,0 +1,753 @@
+//! The daemon's state: the engine plus the simulated backend that runs what it places, the
+//! event log, simulated telemetry, counters for `/metrics`, and the snapshot the console and
+//! the API read. It does no networking and keeps no wall clock: its owner (the actor) tells it
+//! what time it is. Everything the simulated backend makes up is labelled simulated.
+
+use super::engine::{Engine, EngineError, Submission};
+use super::job::JobState;
+use super::journal::{EventRecord, JobId};
+use crate::client::{JobRow, PoolRow, Snapshot, TeamRow, EVENTS_KEPT};
+use crate::config::fleet::{classes_of, fleet_of, teams_of, FleetConfig, TeamConfig};
+use crate::model::{GpuRequest, GpuShare};
+use crate::scheduler::cycle::PendingReason;
+use crate::scheduler::reclaim::{
+    reclaim_plan, JobUsage, ReclaimAction, ReclaimConfig, ReclaimPlan,
+};
+use crate::scheduler::rng::Rng;
+use crate::sim::workload::Workload;
+use serde::Serialize;
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::path::Path;
+
+/// One GPU's utilization samples: (seconds, percent), oldest first.
+type Samples = Vec<(f64, f64)>;
+
+/// How the state is opened.
+#[derive(Clone, Debug)]
+pub struct StateOptions {
+    pub seed: u64,
+    /// Feed the seeded demo workload (arrivals every few simulated minutes).
+    pub demo_workload: bool,
+}
+
+/// What an operator or researcher can do to one job.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Action {
+    Cancel,
+    Hold,
+    Release,
+    Preempt,
+}
+
+impl Action {
+    pub const ALL: [Action; 4] = [
+        Action::Cancel,
+        Action::Hold,
+        Action::Release,
+        Action::Preempt,
+    ];
+    pub fn name(self) -> &'static str {
+        match self {
+            Action::Cancel => "cancel",
+            Action::Hold => "hold",
+            Action::Release => "release",
+            Action::Preempt => "preempt",
+        }
+    }
+    pub fn parse(s: &str) -> Option<Action> {
+        Action::ALL.into_iter().find(|a| a.name() == s)
+    }
+}
+
+/// Simulated behaviour of a running job: when it ends and when its GPUs go quiet.
+#[derive(Clone, Debug)]
+struct SimRun {
+    ends_at: f64,
+    /// Seconds after start when its GPUs go idle (notebooks left open); None: busy throughout.
+    idle_after: Option<f64>,
+    /// Its busy utilization, percent.
+    busy_pct: f64,
+}
+
+/// Counters and histograms behind `/metrics`.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Counters {
+    pub preemptions: u64,
+    pub reclaimed_jobs: u64,
+    pub reclaimed_gpu_hours: f64,
+    pub cycles: u64,
+    /// Wait before first start, seconds, per class name: (bucket counts, sum, count).
+    pub waits: BTreeMap<String, Histogram>,
+}
+
+/// A Prometheus-style cumulative histogram.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Histogram {
+    pub counts: Vec<u64>,
+    pub sum: f64,
+    pub count: u64,
+}
+
+/// Bucket bounds of the wait-time histogram, seconds.
+pub const WAIT_BUCKETS: [f64; 9] = [
+    1.0, 10.0, 60.0, 300.0, 900.0, 3_600.0, 14_400.0, 43_200.0, 86_400.0,
+];
+
+impl Histogram {
+    pub fn observe(&mut self, bounds: &[f64], x: f64) {
+        if self.counts.len() != bounds.len() {
+            self.counts = vec![0; bounds.len()];
+        }
+        for (c, b) in self.counts.iter_mut().zip(bounds) {
+            if x <= *b {
+                *c += 1;
+            }
+        }
+        self.sum += x;
+        self.count += 1;
+    }
+}
+
+/// Everything about one job, for `gantry job ID`.
+#[derive(Clone, Debug, Serialize)]
+pub struct JobDetail {
+    pub id: JobId,
+    pub name: Option<String>,
+    pub team: String,
+    pub class: String,
+    pub state: JobState,
+    pub submitted_at: f64,
+    pub started_at: Option<f64>,
+    pub borrowed: bool,
+    /// Where it runs: node names and GPU indices.
+    pub placement: Vec<String>,
+    pub dollars_per_hour: f64,
+    pub explanation: Option<crate::scheduler::cycle::Explanation>,
+    /// The explanation in one line.
+    pub reason: Option<String>,
+    pub spec: String,
+    pub events: Vec<EventRecord>,
+}
+
+pub struct State {
+    engine: Engine,
+    rng: Rng,
+    now: f64,
+    runs: HashMap<JobId, SimRun>,
+    /// Preempting jobs and when their grace ends (the simulated stop).
+    stops: HashMap<JobId, f64>,
+    events: VecDeque<String>,
+    events_total: u64,
+    snapshot: Snapshot,
+    teams: Vec<String>,
+    /// Priority class names, in the engine's order.
+    classes: Vec<String>,
+    team_config: Vec<TeamConfig>,
+    workload: Option<Workload>,
+    pub reclaim: ReclaimConfig,
+    pub counters: Counters,
+}
+
+impl State {
+    /// Opens the journal at `db` over the fleet of `cfg`. The clock resumes from the latest
+    /// time the journal has seen; jobs that were running are requeued (the simulated backend
+    /// keeps nothing across a restart), with an event each.
+    pub fn open(db: &Path, cfg: &FleetConfig, opts: &StateOptions) -> Result<State, EngineError> {
+        let resume = super::journal::Store::open(db)?.last_time()?;
+        let teams = teams_of(cfg);
+        let names = teams.iter().map(|t| t.name.clone()).collect();
+        let classes = classes_of(cfg);
+        let class_names = classes.iter().map(|c| c.name.clone()).collect();
+        let mut engine = Engine::open(db, fleet_of(cfg), teams, classes, resume)?;
+        let recent = engine.store().events(None, EVENTS_KEPT)?;
+        let mut s = State {
+            engine,
+            rng: Rng::new(opts.seed),
+            now: resume,
+            runs: HashMap::new(),
+            stops: HashMap::new(),
+            events: VecDeque::new(),
+            events_total: 0,
+            snapshot: Snapshot::default(),
+            teams: names,
+            classes: class_names,
+            team_config: cfg.teams.clone(),
+            workload: opts.demo_workload.then(Workload::default),
+            reclaim: ReclaimConfig::default(),
+            counters: Counters::default(),
+        };
+        for e in recent {
+            s.push_event(
+                e.at,
+                format!(
+                    "{}{}",
+                    e.job.map_or(String::new(), |j| format!("job {j} ")),
+                    e.detail
+                ),
+            );
+        }
+        if s.workload.is_some() && s.engine.jobs().next().is_none() {
+            // A morning's backlog, so the first screen is already busy (a fresh journal only).
+            for _ in 0..40 {
+                s.submit_demo()?;
+            }
+        }
+        s.tick()?;
+        Ok(s)
+    }
+
+    /// The built-in simulated fleet with the demo workload, its journal in `dir`: what the
+    /// embedded console shows, for tests and benches.
+    pub fn demo(dir: &Path, seed: u64) -> Result<State, EngineError> {
+        let cfg = crate::config::fleet::parse("built-in", crate::config::fleet::DEFAULT_FLEET)
+            .map_err(|e| EngineError::NeverFits(e.to_string()))?;
+        let opts = StateOptions {
+            seed,
+            demo_workload: true,
+        };
+        State::open(&dir.join("demo.db"), &cfg, &opts)
+    }
+
+    pub fn now(&self) -> f64 {
+        self.now
+    }
+
+    pub fn snapshot(&self) -> &Snapshot {
+        &self.snapshot
+    }
+
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    fn push_event(&mut self, at: f64, what: String) {
+        let t = at.max(0.0) as u64;
+        self.events
+            .push_front(format!("{:02}:{:02} {what}", t / 3600 % 24, t / 60 % 60));
+        self.events.truncate(EVENTS_KEPT);
+        self.events_total += 1;
+    }
+
+    fn log(&mut self, what: String) {
+        self.push_event(self.now, what);
+    }
+
+    fn submit_demo(&mut self) -> Result<(), EngineError> {
+        let Some(w) = self.workload.as_mut() else {
+            return Ok(());
+        };
+        let (name, team, class, spec) = w.next(&mut self.rng);
+        let sub = Submission {
+            file: "demo".to_string(),
+            text: spec.into_bytes(),
+            team: Some(team.to_string()),
+            priority: Some(class.to_string()),
+            only_team: None,
+        };
+        let id = self.engine.submit_batch(&[sub], self.now).remove(0)?;
+        self.log(format!("job {id} {name} submitted by {team} ({class})"));
+        Ok(())
+    }
+
+    /// Admits submissions with one commit; each gets its own answer.
+    pub fn submit(&mut self, batch: &[Submission]) -> Vec<Result<JobId, EngineError>> {
+        let out = self.engine.submit_batch(batch, self.now);
+        for (r, s) in out.iter().zip(batch) {
+            if let Ok(id) = r {
+                let team = s
+                    .team
+                    .clone()
+                    .or_else(|| self.engine.job(*id).map(|j| self.team_name(j.team)))
+                    .unwrap_or_default();
+                let name = self
+                    .engine
+                    .job(*id)
+                    .and_then(|j| j.name.clone())
+                    .unwrap_or_default();
+                self.log(format!("job {id} {name} submitted by {team}"));
+            }
+        }
+        out
+    }
+
+    pub fn tokens(&mut self) -> Result<Vec<super::journal::TokenRecord>, EngineError> {
+        Ok(self.engine.store().tokens()?)
+    }
+
+    pub fn add_token(&mut self, t: &super::journal::TokenRecord) -> Result<(), EngineError> {
+        self.engine.store().add_token(t)?;
+        self.log(format!("token {} created ({})", t.label, t.role));
+        Ok(())
+    }
+
+    pub fn events(
+        &mut self,
+        job: Option<JobId>,
+        limit: usize,
+    ) -> Result<Vec<EventRecord>, EngineError> {
+        Ok(self.engine.store().events(job, limit)?)
+    }
+
+    pub fn team_names(&self) -> Vec<String> {
+        self.teams.clone()
+    }
+
+    pub fn has_team(&self, team: &str) -> bool {
+        self.teams.iter().any(|t| t == team)
+    }
+
+    /// The team a job belongs to (for permission checks).
+    pub fn job_team(&self, id: JobId) -> Option<String> {
+        self.engine.job(id).map(|j| self.team_name(j.team))
+    }
+
+    pub fn act(&mut self, id: JobId, action: Action, who: &str) -> Result<(), EngineError> {
+        let now = self.now;
+        match action {
+            Action::Cancel => {
+                self.engine.cancel(id, now)?;
+                self.runs.remove(&id);
+                self.stops.remove(&id);
+            }
+            Action::Hold => self.engine.hold(id, now)?,
+            Action::Release => self.engine.release(id, now)?,
+            Action::Preempt => {
+                self.engine
+                    .preempt(id, now, &format!("preempted by {who}"))?;
+                self.begin_stop(id);
+                self.counters.preemptions += 1;
+            }
+        }
+        self.log(format!("job {id} {} by {who}", past(action)));
+        Ok(())
+    }
+
+    pub fn set_priority(&mut self, id: JobId, class: &str, who: &str) -> Result<(), EngineError> {
+        self.engine.set_priority(id, class, self.now)?;
+        self.log(format!("job {id} reprioritized to {class} by {who}"));
+        Ok(())
+    }
+
+    /// A preempted job stops when its grace period ends (the simulated signal handler
+    /// checkpoints within it).
+    fn begin_stop(&mut self, id: JobId) {
+        let grace = self
+            .engine
+            .job(id)
+            .and_then(|j| j.spec.checkpoint.as_ref().map(|c| c.grace_s))
+            .unwrap_or(30.0);
+        self.runs.remove(&id);
+        self.stops.insert(id, self.now + grace.min(120.0));
+    }
+
+    /// Advances the simulated clock by `dt` seconds: completions, stops, arrivals, a cycle.
+    pub fn advance(&mut self, dt: f64) -> Result<(), EngineError> {
+        self.now += dt.max(0.0);
+        let mut due: Vec<JobId> = self
+            .runs
+            .iter()
+            .filter(|(_, r)| r.ends_at <= self.now)
+            .map(|(&id, _)| id)
+            .collect();
+        due.sort_unstable();
+        for id in due {
+            self.runs.remove(&id);
+            let ok = self.rng.below(20) != 0;
+            self.engine.finished(id, ok, self.now)?;
+            self.log(format!(
+                "job {id} {}",
+                if ok { "completed" } else { "failed (exit 1)" }
+            ));
+        }
+        let mut stopped: Vec<JobId> = self
+            .stops
+            .iter()
+            .filter(|(_, &t)| t <= self.now)
+            .map(|(&id, _)| id)
+            .collect();
+        stopped.sort_unstable();
+        for id in stopped {
+            self.stops.remove(&id);
+            self.engine.requeued(id, self.now)?;
+            self.log(format!("job {id} stopped and requeued from its checkpoint"));
+        }
+        if self.workload.is_some() && self.rng.below(3) == 0 {
+            self.submit_demo()?;
+        }
+        self.tick()
+    }
+
+    /// One scheduling cycle; starts what it places on the simulated backend.
+    pub fn tick(&mut self) -> Result<(), EngineError> {
+        let report = self.engine.tick(self.now)?;
+        self.counters.cycles += 1;
+        for id in report.started {
+            let Some(j) = self.engine.job(id) else {
+                continue;
+            };
+            let wait = self.now - j.submitted_at;
+            let class = self.class_name(j.class);
+            let notebook = j.spec.run.as_deref().is_some_and(|r| r.contains("jupyter"))
+                || j.name.as_deref().is_some_and(|n| n.starts_with("notebook"));
+            let base = j
+                .name
+                .as_deref()
+                .and_then(Workload::mean_duration)
+                .or(j.spec.time_limit_s.map(|t| 0.6 * t))
+                .unwrap_or(3600.0);
+            let busy_pct = 70.0 + 25.0 * self.rng.unit();
+            let duration = base * (0.5 + self.rng.unit());
+            self.runs.insert(
+                id,
+                SimRun {
+                    ends_at: self.now + duration,
+                    idle_after: notebook.then_some(20.0 * 60.0),
+                    busy_pct,
+                },
+            );
+            self.counters
+                .waits
+                .entry(class)
+                .or_default()
+                .observe(&WAIT_BUCKETS, wait);
+            self.log(format!("job {id} started"));
+        }
+        for id in report.preempting {
+            self.begin_stop(id);
+            self.counters.preemptions += 1;
+            self.log(format!("job {id} preempted by the scheduler"));
+        }
+        self.snapshot = self.build_snapshot();
+        Ok(())
+    }
+
+    /// Simulated per-GPU utilization of a running job at time `t`, percent.
+    fn util_at(&self, id: JobId, started: f64, t: f64) -> f64 {
+        match self.runs.get(&id) {
+            Some(r) if r.idle_after.is_some_and(|a| t - started >= a) => 1.0,
+            Some(r) => r.busy_pct,
+            None => 0.0,
+        }
+    }
+
+    /// Jobs whose GPUs have stayed idle past the window (from simulated telemetry).
+    pub fn reclaim_plan(&self) -> ReclaimPlan {
+        let step = 60.0;
+        let from = self.now - self.reclaim.window_s - step;
+        let mut series: Vec<(JobId, Vec<Samples>, bool)> = Vec::new();
+        for j in self.engine.jobs().filter(|j| j.state == JobState::Running) {
+            let (Some(p), Some(started)) = (&j.placement, j.started_at) else {
+                continue;
+            };
+            let gpus: usize = p.nodes.iter().map(|n| n.gpus.len()).sum();
+            let mut samples = Vec::new();
+            let mut t = started.max(from);
+            while t <= self.now {
+                samples.push((t, self.util_at(j.id, started, t)));
+                t += step;
+            }
+            series.push((j.id, vec![samples; gpus], j.spec.checkpoint.is_some()));
+        }
+        let usage: Vec<JobUsage> = series
+            .iter()
+            .filter_map(|(id, s, ck)| {
+                Some(JobUsage {
+                    job: *id as u64,
+                    placement: self.engine.job(*id)?.placement.as_ref()?,
+                    checkpoints: *ck,
+                    gpu_samples: s,
+                })
+            })
+            .collect();
+        reclaim_plan(self.now, &usage, &self.reclaim)
+    }
+
+    /// Applies a reclaim plan: checkpointing jobs are preempted (they requeue), the others
+    /// cancelled. Returns the plan that was applied.
+    pub fn apply_reclaim(&mut self, who: &str) -> Result<ReclaimPlan, EngineError> {
+        let plan = self.reclaim_plan();
+        for item in &plan.items {
+            let id = item.job as JobId;
+            match item.action {
+                ReclaimAction::CheckpointAndRequeue => {
+                    self.engine
+                        .preempt(id, self.now, &format!("idle GPUs reclaimed by {who}"))?;
+                    self.begin_stop(id);
+                }
+                ReclaimAction::Cancel => {
+                    self.engine.cancel(id, self.now)?;
+                    self.runs.remove(&id);
+                }
+            }
+            self.counters.reclaimed_jobs += 1;
+            self.log(format!(
+                "job {id} reclaimed by {who}: {} idle GPU(s), ${:.2}/h freed",
+                item.gpus, item.dollars_per_hour
+            ));
+        }
+        self.counters.reclaimed_gpu_hours += plan
+            .items
+            .iter()
+            .map(|i| i.gpus as f64 * i.idle_for_s / 3600.0)
+            .sum::<f64>();
+        self.snapshot = self.build_snapshot();
+        Ok(plan)
+    }
+
+    /// Everything about one job.
+    pub fn job_detail(&mut self, id: JobId) -> Result<JobDetail, EngineError> {
+        let events = self.engine.store().events(Some(id), 100)?;
+        let j = self.engine.job(id).ok_or(EngineError::NoJob(id))?;
+        let fleet = self.engine.fleet();
+        let placement = j.placement.as_ref().map_or(Vec::new(), |p| {
+            p.nodes
+                .iter()
+                .map(|n| {
+                    let gpus: Vec<String> = n
+                        .gpus
+                        .iter()
+                        .map(|g| match g.share {
+                            GpuShare::Mig { start, .. } => format!("{}@slice{start}", g.gpu),
+                            GpuShare::Milli(m) if m < crate::model::MILLI_PER_GPU => {
+                                format!("{}({:.2})", g.gpu, f64::from(m) / 1000.0)
+                            }
+                            _ => g.gpu.to_string(),
+                        })
+                        .collect();
+                    format!("{} gpus {}", fleet.node(n.node).name, gpus.join(","))
+                })
+                .collect()
+        });
+        Ok(JobDetail {
+            id,
+            name: j.name.clone(),
+            team: self.team_name(j.team),
+            class: self.class_name(j.class),
+            state: j.state,
+            submitted_at: j.submitted_at,
+            started_at: j.started_at,
+            borrowed: j.borrowed,
+            placement,
+            dollars_per_hour: j.placement.as_ref().map_or(0.0, |p| p.price_per_hour),
+            reason: j.explanation.as_ref().map(|e| reason_text(&e.reason)),
+            explanation: j.explanation.clone(),
+            spec: j.spec_text.clone(),
+            events,
+        })
+    }
+
+    fn build_snapshot(&self) -> Snapshot {
+        let fleet = self.engine.fleet();
+        let mut pools: Vec<PoolRow> = fleet
+            .pools
+            .iter()
+            .enumerate()
+            .map(|(i, p)| PoolRow {
+                path: fleet.pool_path(crate::model::PoolId(i as u32)),
+                short: format!(
+                    "{}/{}",
+                    fleet.regions[fleet.zones[p.zone.index()].region as usize].provider,
+                    p.name
+                ),
+                instance: p.instance_type.clone(),
+                model: p
+                    .model
+                    .map_or("-".to_string(), |m| fleet.model(m).name.clone()),
+                capacity: p.capacity.to_string(),
+                dollars_per_hour: p.price_per_hour,
+                ..PoolRow::default()
+            })
+            .collect();
+        for n in &fleet.nodes {
+            let row = &mut pools[n.pool.index()];
+            row.nodes += 1;
+            row.gpus += n.gpus.len();
+            row.gpus_busy += n.gpus.iter().filter(|g| !g.is_idle()).count();
+        }
+        let gpus_total: usize = pools.iter().map(|p| p.gpus).sum();
+        let gpus_busy: usize = pools.iter().map(|p| p.gpus_busy).sum();
+        let dollars: f64 = pools
+            .iter()
+            .map(|p| p.dollars_per_hour * p.nodes as f64)
+            .sum();
+        let idle_dollars: f64 = pools
+            .iter()
+            .map(|p| {
+                if p.gpus == 0 {
+                    0.0
+                } else {
+                    p.dollars_per_hour * p.nodes as f64 * (p.gpus - p.gpus_busy) as f64
+                        / p.gpus as f64
+                }
+            })
+            .sum();
+        let mut jobs: Vec<JobRow> =
+            self.engine
+                .jobs()
+                .filter(|j| !j.state.is_final() || self.now - j.submitted_at < 6.0 * 3600.0)
+                .map(|j| {
+                    let gpus = match (j.request.gpu, j.request.nodes) {
+                        (GpuRequest::None, _) => "cpu".to_string(),
+                        (GpuRequest::Whole(n), 1) => format!("{n}"),
+                        (GpuRequest::Whole(n), k) => format!("{k}×{n}"),
+                        (GpuRequest::Fraction(m), _) => format!("{:.2}", f64::from(m) / 1000.0),
+                        (GpuRequest::Mig(p), _) => p.to_string(),
+                    };
+                    let (detail, position) = match (&j.placement, &j.explanation) {
+                        (Some(p), _) => {
+                            let node = &fleet.node(p.nodes[0].node).name;
+                            let share = p.nodes[0].gpus.first().map_or(String::new(), |g| match g
+                                .share
+                            {
+                                GpuShare::Mig { start, .. } => {
+                                    format!(" gpu{} slice@{start}", g.gpu)
+                                }
+                                _ => String::new(),
+                            });
+                            let more = if p.nodes.len() > 1 {
+                                format!(" +{} nodes", p.nodes.len() - 1)
+                            } else {
+                                String::new()
+                            };
+                            (
+                                format!("{node}{share}{more} ${:.2}/h", p.price_per_hour),
+                                None,
+                            )
+                        }
+                        (None, Some(e)) => (reason_text(&e.reason), Some(e.position)),
+                        (None, None) => (String::new(), None),
+                    };
+                    let since = j.started_at.unwrap_or(j.submitted_at);
+                    JobRow {
+                        id: j.id,
+                        name: j.name.clone().unwrap_or_default(),
+                        team: self.team_name(j.team),
+                        class: self.class_name(j.class),
+                        state: j.state.to_string(),
+                        gpus,
+                        since_s: since,
+                        position,
+                        detail,
+                    }
+                })
+                .collect();
+        jobs.sort_by_key(|j| {
+            (
+                state_order(&j.state),
+                j.position.unwrap_or(usize::MAX),
+                -j.id,
+            )
+        });
+        let mut queue_by_class: Vec<(String, usize)> =
+            self.classes.iter().map(|c| (c.clone(), 0)).collect();
+        for j in self.engine.jobs().filter(|j| j.state == JobState::Pending) {
+            if let Some(q) = queue_by_class
+                .iter_mut()
+                .find(|(c, _)| *c == self.class_name(j.class))
+            {
+                q.1 += 1;
+            }
+        }
+        let mut teams: Vec<TeamRow> = self
+            .team_config
+            .iter()
+            .map(|t| TeamRow {
+                name: t.name.clone(),
+                cohort: t.cohort.clone().unwrap_or_default(),
+                weight: t.weight,
+                guaranteed: t.guaranteed,
+                borrow_limit: t.borrow_limit,
+                budget_monthly_usd: t.budget_monthly_usd,
+                ..TeamRow::default()
+            })
+            .collect();
+        for j in self.engine.jobs() {
+            let Some(row) = teams.get_mut(j.team) else {
+                continue;
+            };
+            match j.state {
+                JobState::Running | JobState::Preempting => {
+                    row.running += 1;
+                    row.used_gpus += j.request.total_gpu_milli() as f64 / 1000.0;
+                    row.burn_per_hour += j.placement.as_ref().map_or(0.0, |p| p.price_per_hour);
+                }
+                JobState::Pending => row.pending += 1,
+                _ => {}
+            }
+        }
+        for row in &mut teams {
+            row.borrowed_gpus = row
+                .guaranteed
+                .map_or(0.0, |g| (row.used_gpus - f64::from(g)).max(0.0));
+        }
+        Snapshot {
+            version: self.snapshot.version + 1,
+            events_total: self.events_total,
+            teams,
+            simulated: true,
+            now: self.now,
+            pools,
+            gpus_total,
+            gpus_busy,
+            dollars_per_hour: dollars,
+            idle_dollars_per_hour: idle_dollars,
+            jobs,
+            queue_by_class,
+            events: self.events.iter().take(50).cloned().collect(),
+        }
+    }
+
+    fn team_name(&self, i: usize) -> String {
+        self.teams
+            .get(i)
+            .cloned()
+            .unwrap_or_else(|| "?".to_string())
+    }
+
+    fn class_name(&self, i: usize) -> String {
+        self.classes
+            .get(i)
+            .cloned()
+            .unwrap_or_else(|| "?".to_string())
+    }
+}
+
+fn state_order(s: &str) -> u8 {
+    match s {
+        "running" | "preempting" => 0,
+        "pending" => 1,
+        "held" => 2,
+        _ => 3,
+    }
+}
+
+/// One line for why a job waits.
+pub fn reason_text(r: &PendingReason) -> String {
+    match r {
+        PendingReason::Held => "held".to_string(),
+        PendingReason::Quota { wants, used, guaranteed, borrow_limit, cohort_idle } => format!(
+            "quota: wants {:.1} GPU, team uses {:.1}/{:.0} guaranteed, may borrow {:.0}, cohort idle {:.1}",
+            *wants as f64 / 1000.0,
+            *used as f64 / 1000.0,
+            *guaranteed as f64 / 1000.0,
+            *borrow_limit as f64 / 1000.0,
+            *cohort_idle as f64 / 1000.0
+        ),
+        PendingReason::NoCapacity { why, reservation } => {
+            let behind = reservation.map_or(String::new(), |(j, _)| format!(" (behind job {j}'s reservation)"));
+            format!("{why}{behind}")
+        }
+        PendingReason::AwaitingPreemption { victims } => format!("preempting {} job(s) to start", victims.len()),
+        PendingReason::Reserved { start_at } => format!("reserved: starts by t+{:.0} min", start_at / 60.0),
+    }
+}
+
+fn past(a: Action) -> &'static str {
+    match a {
+        Action::Cancel => "cancelled",
+        Action::Hold => "held",
+        Action::Release => "released",
+        Action::Preempt => "preempted",
+    }
+}

@@ -80,3 +80,139 @@ fn acknowledged_jobs_survive_kill_9() {
     assert!(acked.len() >= 4500);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The whole daemon: `gantry daemon` serves 8 concurrent API clients and is killed with
+/// SIGKILL mid-stream, twice. After each restart every acknowledged job is listed exactly
+/// once, with the name its client gave it, and the journal holds nothing half-written.
+#[test]
+fn acknowledged_api_submissions_survive_kill_9_of_the_daemon() {
+    use gantry::client::http::{Endpoint, HttpClient};
+    use std::sync::{Arc, Mutex};
+    use std::time::{Duration, Instant};
+
+    let dir = std::env::temp_dir().join(format!("gantry-dcrash-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let db = dir.join("state.db");
+    let socket = dir.join("d.sock");
+    let start = || {
+        let child = Command::new(env!("CARGO_BIN_EXE_gantry"))
+            .args([
+                "daemon",
+                "--db",
+                db.to_str().unwrap(),
+                "--socket",
+                socket.to_str().unwrap(),
+            ])
+            .env("XDG_CONFIG_HOME", dir.join("cfg"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start gantry daemon");
+        let t0 = Instant::now();
+        while HttpClient::new(Endpoint::Unix(socket.clone()), None)
+            .request("GET", "/v1/health", None)
+            .is_err()
+        {
+            assert!(
+                t0.elapsed() < Duration::from_secs(20),
+                "daemon did not start"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        child
+    };
+    // name → id, for every acknowledged submission.
+    let acked: Arc<Mutex<Vec<(String, i64)>>> = Arc::default();
+    for round in 0..2 {
+        let mut child = start();
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let clients: Vec<_> = (0..8)
+            .map(|c| {
+                let (acked, stop, socket) = (acked.clone(), stop.clone(), socket.clone());
+                std::thread::spawn(move || {
+                    let mut http = HttpClient::new(Endpoint::Unix(socket), None);
+                    for i in 0.. {
+                        if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                            break;
+                        }
+                        let name = format!("r{round}-c{c}-{i}");
+                        let spec =
+                            format!("name: {name}\nresources:\n  accelerators: H100:1\nrun: x\n");
+                        match http.request("POST", "/v1/jobs", Some(spec.as_bytes())) {
+                            Ok(r) if r.status == 201 => {
+                                let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+                                acked
+                                    .lock()
+                                    .unwrap()
+                                    .push((name, v["id"].as_i64().unwrap()));
+                            }
+                            Ok(r) => panic!("refused: {}", String::from_utf8_lossy(&r.body)),
+                            Err(_) => break, // the daemon died under us
+                        }
+                    }
+                })
+            })
+            .collect();
+        let t0 = Instant::now();
+        while acked.lock().unwrap().len() < 1000 * (round + 1)
+            && t0.elapsed() < Duration::from_secs(60)
+        {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        child.kill().unwrap(); // SIGKILL
+        child.wait().unwrap();
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        for c in clients {
+            c.join().unwrap();
+        }
+
+        let mut child = start();
+        let mut http = HttpClient::new(Endpoint::Unix(socket.clone()), None);
+        let rows: Vec<serde_json::Value> = http.call("GET", "/v1/jobs", None).unwrap();
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let listed: std::collections::HashMap<i64, String> = rows
+            .iter()
+            .map(|r| {
+                (
+                    r["id"].as_i64().unwrap(),
+                    r["name"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            listed.len(),
+            rows.len(),
+            "round {round}: a job is listed twice"
+        );
+        let acked = acked.lock().unwrap();
+        assert!(
+            acked.len() >= 1000 * (round + 1),
+            "round {round}: only {} acks",
+            acked.len()
+        );
+        for (name, id) in acked.iter() {
+            assert_eq!(
+                listed.get(id),
+                Some(name),
+                "round {round}: acknowledged job {id} ({name}) lost or renamed"
+            );
+        }
+        let mut names: Vec<&String> = listed.values().collect();
+        names.sort();
+        names.dedup();
+        assert_eq!(
+            names.len(),
+            listed.len(),
+            "round {round}: a submission was stored twice"
+        );
+        let jobs = Store::open(&db).unwrap().load().unwrap();
+        assert_eq!(jobs.len(), listed.len());
+        for j in &jobs {
+            gantry::spec::parse("journal", j.spec.as_bytes())
+                .unwrap_or_else(|e| panic!("job {} half-written: {e}", j.id));
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

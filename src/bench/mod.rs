@@ -1,6 +1,7 @@
 //! Benchmarks behind every performance figure gantry reports. They print figures; they never
 //! pass or fail, so a slow machine cannot break the build.
 
+pub mod api;
 pub mod journal;
 pub mod local;
 pub mod sched;

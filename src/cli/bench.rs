@@ -25,6 +25,16 @@ pub enum BenchCmd {
         #[arg(long, value_enum, default_value_t = Output::Table)]
         output: Output,
     },
+    /// Durable submissions per second through the whole daemon: HTTP on the Unix socket, the
+    /// actor, admission and the journal's group commit, with concurrent clients.
+    Api {
+        #[arg(long, default_value_t = 16)]
+        clients: usize,
+        #[arg(long, default_value_t = 20_000)]
+        jobs: usize,
+        #[arg(long, value_enum, default_value_t = Output::Table)]
+        output: Output,
+    },
     /// Durable submissions per second into the SQLite journal (WAL, synchronous=FULL, group
     /// commit) with concurrent clients, and the reload time of a restart.
     Journal {
@@ -83,6 +93,11 @@ pub fn run(cmd: BenchCmd) -> Result<(), String> {
             output,
         } => return journal(db, clients, jobs, print_acks, output),
         BenchCmd::Local { launches, output } => return local(launches, output),
+        BenchCmd::Api {
+            clients,
+            jobs,
+            output,
+        } => return api(clients, jobs, output),
         BenchCmd::Tui {
             gpus,
             jobs,
@@ -197,6 +212,30 @@ pub fn run(cmd: BenchCmd) -> Result<(), String> {
         r.baseline_policy,
         r.peak_rss_mib
             .map_or("n/a".to_string(), |m| format!("{m:.0} MiB"))
+    );
+    Ok(())
+}
+
+fn api(clients: usize, jobs: usize, output: Output) -> Result<(), String> {
+    if clients == 0 || clients > 1024 {
+        return Err(format!("--clients {clients}: expected 1..=1024"));
+    }
+    let dir = std::env::temp_dir().join(format!("gantry-bench-api-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let cfg = gantry::bench::api::ApiBenchConfig {
+        dir: dir.clone(),
+        clients,
+        jobs,
+    };
+    let r = gantry::bench::api::run(&cfg);
+    let _ = std::fs::remove_dir_all(&dir);
+    let r = r?;
+    if output == Output::Json {
+        return print_json(&r);
+    }
+    println!(
+        "bench api: {} durable submissions over the Unix socket from {} clients: {:.0}/s, p50 {:.2} ms, p99 {:.2} ms; journal holds {}; {} scheduling cycles ran meanwhile",
+        r.jobs, r.clients, r.durable_submits_per_sec, r.p50_ms, r.p99_ms, r.journaled, r.cycles
     );
     Ok(())
 }

@@ -213,10 +213,15 @@ impl HttpClient {
                 Some(c) => c,
                 None => self.connect(Some(self.timeout))?,
             };
-            let sent = conn.get_mut().write_all(&bytes);
-            let answer = sent
-                .map_err(|e| (true, e.to_string()))
-                .and_then(|()| read_response(&mut conn));
+            let answer = match conn.get_mut().write_all(&bytes) {
+                Ok(()) => read_response(&mut conn),
+                // The server may answer before reading everything (a body over its limit) and
+                // close: its answer is still there to read.
+                Err(e) => match read_response(&mut conn) {
+                    Ok((resp, _)) => Ok((resp, false)),
+                    Err(_) => Err((true, e.to_string())),
+                },
+            };
             match answer {
                 Ok((resp, keep)) => {
                     if keep {

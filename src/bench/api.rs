@@ -1,0 +1,142 @@
+//! `gantry bench api`: durable submissions per second through the whole daemon — HTTP over the
+//! Unix socket, the actor, spec parsing and admission, the journal's group commit — with
+//! concurrent clients, each waiting for its acknowledgement before sending the next.
+
+use super::quantile;
+use crate::client::http::{Endpoint, HttpClient};
+use crate::daemon::actor::{spawn, Clock};
+use crate::daemon::server::{serve, Listen};
+use crate::daemon::state::{State, StateOptions};
+use serde::Serialize;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+pub struct ApiBenchConfig {
+    /// A fresh directory for the journal and the socket.
+    pub dir: PathBuf,
+    pub clients: usize,
+    pub jobs: usize,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct ApiBenchReport {
+    pub clients: usize,
+    pub jobs: usize,
+    pub durable_submits_per_sec: f64,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+    /// Jobs the journal holds afterwards (must equal `jobs`).
+    pub journaled: usize,
+    /// Scheduling cycles the daemon ran during the bench.
+    pub cycles: u64,
+}
+
+/// A realistic spec: what a researcher submits.
+const SPEC: &str = "name: bench\nresources:\n  accelerators: H100:1\n  cpus: 8\n  memory: 64\n  use_spot: true\ncheckpoint:\n  dir: /ckpt\n  interval: 30m\nrun: python train.py --epochs 3\n";
+
+pub fn run(cfg: &ApiBenchConfig) -> Result<ApiBenchReport, String> {
+    std::fs::create_dir_all(&cfg.dir).map_err(|e| format!("{}: {e}", cfg.dir.display()))?;
+    let db = cfg.dir.join("bench.db");
+    let socket = cfg.dir.join("bench.sock");
+    let fleet = crate::config::fleet::parse("built-in", crate::config::fleet::DEFAULT_FLEET)
+        .map_err(|e| e.to_string())?;
+    let opts = StateOptions {
+        seed: 1,
+        demo_workload: false,
+    };
+    let state = State::open(&db, &fleet, &opts).map_err(|e| e.to_string())?;
+    let (handle, actor) = spawn(
+        state,
+        Clock {
+            speed: 1.0,
+            step: Duration::from_secs(1),
+        },
+    )
+    .map_err(|e| e.to_string())?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let listen = Listen {
+        socket: socket.clone(),
+        tcp: None,
+    };
+    let server = {
+        let handle = handle.clone();
+        runtime.spawn(async move {
+            serve(handle, &listen, async {
+                let _ = stopped.await;
+            })
+            .await
+        })
+    };
+    // Wait until the socket answers.
+    let endpoint = Endpoint::Unix(socket);
+    let ready = Instant::now();
+    while HttpClient::new(endpoint.clone(), None)
+        .request("GET", "/v1/health", None)
+        .is_err()
+    {
+        if ready.elapsed() > Duration::from_secs(10) {
+            return Err("the bench daemon did not start within 10 s".into());
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let clients = cfg.clients.max(1);
+    let per_client = cfg.jobs.div_ceil(clients);
+    let started = Instant::now();
+    let threads: Vec<_> = (0..clients)
+        .map(|_| {
+            let endpoint = endpoint.clone();
+            std::thread::spawn(move || -> Result<Vec<f64>, String> {
+                let mut c = HttpClient::new(endpoint, None);
+                let mut lat = Vec::with_capacity(per_client);
+                for _ in 0..per_client {
+                    let t = Instant::now();
+                    let r = c
+                        .request("POST", "/v1/jobs", Some(SPEC.as_bytes()))
+                        .map_err(|e| e.to_string())?;
+                    if r.status != 201 {
+                        return Err(format!(
+                            "submission refused: HTTP {} {}",
+                            r.status,
+                            String::from_utf8_lossy(&r.body)
+                        ));
+                    }
+                    lat.push(t.elapsed().as_secs_f64() * 1e3);
+                }
+                Ok(lat)
+            })
+        })
+        .collect();
+    let mut lat = Vec::new();
+    for t in threads {
+        lat.extend(
+            t.join()
+                .map_err(|_| "a client thread panicked".to_string())??,
+        );
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    let cycles = handle.published.borrow().counters.cycles;
+    let _ = stop.send(());
+    let _ = runtime.block_on(server);
+    handle.shutdown();
+    drop(handle);
+    let _ = actor.join();
+    let journaled = crate::daemon::journal::Store::open(&db)
+        .and_then(|s| s.load())
+        .map_err(|e| e.to_string())?
+        .len();
+    lat.sort_by(f64::total_cmp);
+    Ok(ApiBenchReport {
+        clients,
+        jobs: lat.len(),
+        durable_submits_per_sec: lat.len() as f64 / elapsed.max(1e-9),
+        p50_ms: quantile(&lat, 0.5),
+        p99_ms: quantile(&lat, 0.99),
+        journaled,
+        cycles,
+    })
+}

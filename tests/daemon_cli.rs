@@ -1,0 +1,188 @@
+//! The daemon's command line, end to end: a real `gantry daemon`, then `gantry submit`, `jobs`,
+//! `job`, `explain`, `prio`, `hold`, `cancel`, `reclaim`, `token`, `events`, with their JSON
+//! and their exit codes (2 bad input, 3 no such job, 4 not allowed, 5 no daemon, 6 conflict).
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+struct Daemon {
+    child: Child,
+    dir: PathBuf,
+    socket: PathBuf,
+    port: u16,
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn start() -> Daemon {
+    let dir = std::env::temp_dir().join(format!("gantry-dcli-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let socket = dir.join("d.sock");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let child = Command::new(env!("CARGO_BIN_EXE_gantry"))
+        .args(["daemon", "--db"])
+        .arg(dir.join("state.db"))
+        .arg("--socket")
+        .arg(&socket)
+        .args(["--listen", &format!("127.0.0.1:{port}")])
+        .env("XDG_CONFIG_HOME", dir.join("cfg"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    while std::os::unix::net::UnixStream::connect(&socket).is_err() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "daemon did not start"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Daemon {
+        child,
+        dir,
+        socket,
+        port,
+    }
+}
+
+fn gantry(connect: &Path, args: &[&str]) -> (i32, String, String) {
+    gantry_as(connect.to_str().unwrap(), None, args)
+}
+
+fn gantry_as(connect: &str, token: Option<&str>, args: &[&str]) -> (i32, String, String) {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_gantry"));
+    c.args(args)
+        .env("GANTRY_CONNECT", connect)
+        .env_remove("GANTRY_TOKEN");
+    if let Some(t) = token {
+        c.env("GANTRY_TOKEN", t);
+    }
+    let out = c.output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn the_daemon_cli_round_trip_with_exit_codes() {
+    let d = start();
+    let s = &d.socket;
+    let spec = d.dir.join("job.yaml");
+    std::fs::write(
+        &spec,
+        "name: cli-train\nteam: applied\nresources:\n  accelerators: H100:8\ncheckpoint: {interval: 30m}\nrun: python train.py\n",
+    )
+    .unwrap();
+    let (code, out, err) = gantry(s, &["submit", spec.to_str().unwrap(), "--output", "json"]);
+    assert_eq!(code, 0, "{err}");
+    let id = serde_json::from_str::<serde_json::Value>(&out).unwrap()["id"]
+        .as_i64()
+        .unwrap();
+    let ids = id.to_string();
+
+    let (code, out, err) = gantry(s, &["jobs", "--team", "applied", "--output", "json"]);
+    assert_eq!(code, 0, "{err}");
+    let rows: Vec<serde_json::Value> = serde_json::from_str(&out).unwrap();
+    assert!(
+        rows.iter()
+            .any(|r| r["id"] == id && r["name"] == "cli-train"),
+        "{out}"
+    );
+    let (code, out, _) = gantry(s, &["jobs"]);
+    assert_eq!(code, 0);
+    assert!(out.contains("cli-train"), "{out}");
+
+    let (code, out, err) = gantry(s, &["job", &ids, "--output", "json"]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["team"], "applied");
+    assert!(v["spec"].as_str().unwrap().contains("python train.py"));
+
+    let (code, out, err) = gantry(s, &["explain", &ids, "--output", "json"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(serde_json::from_str::<serde_json::Value>(&out).unwrap()["state"].is_string());
+
+    let (code, _, err) = gantry(s, &["prio", &ids, "production"]);
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = gantry(s, &["prio", &ids, "urgent"]);
+    assert_eq!(code, 2, "unknown class is bad input: {err}");
+    assert!(
+        err.contains("classes: serving, production, experiment"),
+        "{err}"
+    );
+
+    // Exit codes.
+    let bad = d.dir.join("bad.yaml");
+    std::fs::write(&bad, "name: x\nresources:\n  acelerators: H100:1\n").unwrap();
+    let (code, _, err) = gantry(s, &["submit", bad.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("bad.yaml:3:3") && err.contains("accelerators"),
+        "{err}"
+    );
+    let (code, _, err) = gantry(s, &["job", "999999"]);
+    assert_eq!(code, 3, "{err}");
+    let (code, _, err) = gantry(s, &["job", "nope"]);
+    assert_eq!(code, 2, "{err}");
+    let (code, _, err) = gantry_as("/nonexistent/gantry.sock", None, &["jobs"]);
+    assert_eq!(code, 5, "{err}");
+    assert!(err.contains("cannot reach the daemon"), "{err}");
+
+    // Tokens: a viewer over TCP may read but not change.
+    let (code, token, err) = gantry(s, &["token", "create", "--role", "viewer"]);
+    assert_eq!(code, 0, "{err}");
+    let url = format!("http://127.0.0.1:{}", d.port);
+    let (code, _, err) = gantry_as(&url, Some(token.trim()), &["jobs"]);
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = gantry_as(&url, Some(token.trim()), &["cancel", &ids]);
+    assert_eq!(code, 4, "{err}");
+    assert!(err.contains("viewer"), "{err}");
+    let (code, _, err) = gantry_as(&url, None, &["jobs"]);
+    assert_eq!(code, 4, "no token: {err}");
+
+    // Cancel, then cancelling again is a conflict; several ids: each tried.
+    let (code, _, err) = gantry(s, &["cancel", &ids]);
+    assert_eq!(code, 0, "{err}");
+    let (code, out, _) = gantry(s, &["cancel", &ids, "999999", "--output", "json"]);
+    assert_eq!(code, 6);
+    let v: Vec<serde_json::Value> = serde_json::from_str(&out).unwrap();
+    assert_eq!(v.len(), 2);
+
+    let (code, out, err) = gantry(s, &["reclaim", "--output", "json"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(serde_json::from_str::<serde_json::Value>(&out).unwrap()["items"].is_array());
+    let (code, out, err) = gantry(s, &["events", "--job", &ids, "--output", "json"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("cancelled"), "{out}");
+    let (code, out, err) = gantry(s, &["fleet", "--output", "json"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&out).unwrap()["simulated"],
+        true
+    );
+}
+
+#[test]
+fn completions_print_a_script() {
+    let out = Command::new(env!("CARGO_BIN_EXE_gantry"))
+        .args(["completions", "bash"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("_gantry"));
+}

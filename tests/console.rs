@@ -121,11 +121,11 @@ fn keys_switch_views_and_selection_follows_the_job_not_the_row() {
     assert_eq!(app.on_key("?", &snap), Outcome::Redraw);
     assert!(screen(&app, &snap, 80, 24).contains("keys"));
     assert_eq!(
-        app.on_key("x", &snap),
+        app.on_key("z", &snap),
         Outcome::Redraw,
         "any key closes help"
     );
-    assert_eq!(app.on_key("x", &snap), Outcome::Nothing);
+    assert_eq!(app.on_key("z", &snap), Outcome::Nothing);
     assert_eq!(app.on_key("q", &snap), Outcome::Quit);
 }
 
@@ -204,6 +204,21 @@ fn end_to_end_in_tmux() {
     wait_for("GPUs busy");
     tmux(&["send-keys", "-t", "e2e", "2"]);
     wait_for("where / why pending");
+    // Preempt the selected (first, running) job: Enter on the default button cancels; y confirms.
+    tmux(&["send-keys", "-t", "e2e", "p"]);
+    wait_for("confirm preempt");
+    tmux(&["send-keys", "-t", "e2e", "Enter"]);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let s = tmux(&["capture-pane", "-p", "-t", "e2e"]);
+    assert!(
+        !s.contains("confirm preempt") && !s.contains("preempt done"),
+        "{s}"
+    );
+    tmux(&["send-keys", "-t", "e2e", "p"]);
+    wait_for("confirm preempt");
+    tmux(&["send-keys", "-t", "e2e", "y"]);
+    wait_for("preempt done");
+    wait_for("preempting");
     tmux(&["send-keys", "-t", "e2e", "3"]);
     wait_for("dgx-h100");
     tmux(&["send-keys", "-t", "e2e", "?"]);
@@ -212,6 +227,59 @@ fn end_to_end_in_tmux() {
     tmux(&["send-keys", "-t", "e2e", "q"]);
     wait_for("EXITED");
     tmux(&["kill-server"]);
+}
+
+#[test]
+fn dangerous_actions_ask_first_with_cancel_the_default_and_vanish_when_readonly() {
+    use gantry::client::{JobAction, JobRequest};
+    let snap = demo_snapshot();
+    let mut app = App::new(false);
+    app.on_key("2", &snap);
+    app.on_key("j", &snap);
+    let id = app.selected.unwrap();
+    assert_eq!(app.on_key("p", &snap), Outcome::Redraw);
+    let s = screen(&app, &snap, 80, 24);
+    assert!(
+        s.contains("confirm preempt") && s.contains("[ Cancel ]"),
+        "{s}"
+    );
+    // Enter on the default (Cancel) does nothing; other keys are swallowed by the dialog.
+    assert_eq!(app.on_key("2", &snap), Outcome::Nothing);
+    assert_eq!(app.on_key("enter", &snap), Outcome::Redraw);
+    assert!(app.confirm.is_none());
+    app.on_key("x", &snap);
+    app.on_key("tab", &snap);
+    let want = JobRequest {
+        id,
+        action: JobAction::Cancel,
+    };
+    assert_eq!(app.on_key("enter", &snap), Outcome::Act(want));
+    app.on_key("H", &snap);
+    assert_eq!(
+        app.on_key("y", &snap),
+        Outcome::Act(JobRequest {
+            id,
+            action: JobAction::Hold
+        })
+    );
+    app.on_key("p", &snap);
+    assert_eq!(app.on_key("esc", &snap), Outcome::Redraw);
+    assert!(app.confirm.is_none());
+    // Outside the Jobs view the action says what to do instead of guessing a job.
+    app.on_key("1", &snap);
+    app.on_key("p", &snap);
+    assert!(app.confirm.is_none() && app.flash.as_deref().unwrap().contains("Jobs view"));
+
+    let mut ro = App::new(false);
+    ro.readonly = true;
+    ro.on_key("2", &snap);
+    assert_eq!(ro.on_key("p", &snap), Outcome::Nothing);
+    assert!(ro.confirm.is_none());
+    let s = screen(&ro, &snap, 160, 48);
+    assert!(s.contains("RO") && !s.contains("preempt"), "{s}");
+    ro.on_key("?", &snap);
+    let s = screen(&ro, &snap, 160, 48);
+    assert!(!s.contains("preempt the selected job"), "{s}");
 }
 
 #[test]

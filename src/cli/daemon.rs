@@ -96,11 +96,13 @@ pub fn console(
     keymap: Option<&str>,
     connect: Option<&str>,
     token: Option<String>,
+    readonly: bool,
 ) -> Result<(), String> {
     let paths = gantry::config::paths::from_env();
     let (theme, color) = gantry::console::load_theme(theme, &paths.config_dir)?;
     let keymap = gantry::console::load_keymap(keymap, &paths.config_dir)?;
-    let app = gantry::console::app::App::with(theme, keymap, color);
+    let mut app = gantry::console::app::App::with(theme, keymap, color);
+    app.readonly = readonly;
     if let Some(c) = connect {
         let endpoint = Endpoint::parse(c)?;
         let mut client = RemoteClient::connect(endpoint, token).map_err(|e| e.to_string())?;

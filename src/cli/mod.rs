@@ -32,6 +32,10 @@ struct Cli {
     /// default: the socket `gantry info` shows). With no command, opens the console on it.
     #[arg(long, global = true, env = "GANTRY_CONNECT")]
     connect: Option<String>,
+    /// Console without dangerous actions (preempt, cancel, hold, release): they leave the keys
+    /// and the help, and an RO badge shows (also GANTRY_READONLY=1).
+    #[arg(long, global = true, env = "GANTRY_READONLY", value_parser = clap::builder::BoolishValueParser::new())]
+    readonly: bool,
     /// Bearer token for a TCP daemon (also GANTRY_TOKEN).
     #[arg(long, global = true, env = "GANTRY_TOKEN", hide_env_values = true)]
     token: Option<String>,
@@ -218,6 +222,7 @@ pub fn main() -> ExitCode {
             cli.keymap.as_deref(),
             cli.connect.as_deref(),
             cli.token.clone(),
+            cli.readonly,
         )
         .map_err(CliError::from),
         None => {

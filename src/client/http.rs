@@ -460,13 +460,15 @@ pub fn encode(v: &str) -> String {
 pub struct RemoteClient {
     shared: Arc<Mutex<(Snapshot, bool)>>,
     snapshot: Snapshot,
+    /// For changes (requests of their own; the stream has its connection).
+    http: HttpClient,
 }
 
 impl RemoteClient {
     /// Connects once (so a wrong address fails now, with its reason), then follows.
     pub fn connect(endpoint: Endpoint, token: Option<String>) -> Result<RemoteClient, ClientError> {
-        let mut probe = HttpClient::new(endpoint.clone(), token.clone());
-        let first: Snapshot = probe.call("GET", "/v1/snapshot", None)?;
+        let mut http = HttpClient::new(endpoint.clone(), token.clone());
+        let first: Snapshot = http.call("GET", "/v1/snapshot", None)?;
         let shared = Arc::new(Mutex::new((first.clone(), false)));
         let mine = shared.clone();
         std::thread::Builder::new()
@@ -514,11 +516,19 @@ impl RemoteClient {
         Ok(RemoteClient {
             shared,
             snapshot: first,
+            http,
         })
     }
 }
 
 impl Client for RemoteClient {
+    fn act(&mut self, req: super::JobRequest) -> Result<String, String> {
+        let path = format!("/v1/jobs/{}/{}", req.id, req.action.name());
+        self.http
+            .call::<serde_json::Value>("POST", &path, None)
+            .map(|_| format!("job {}: {} done", req.id, req.action.name()))
+            .map_err(|e| e.to_string())
+    }
     fn poll(&mut self) -> bool {
         let Ok(mut guard) = self.shared.lock() else {
             return false;

@@ -23,6 +23,22 @@ impl LocalClient {
 }
 
 impl Client for LocalClient {
+    fn act(&mut self, req: super::JobRequest) -> Result<String, String> {
+        use crate::daemon::actor::Request;
+        let caller = crate::daemon::auth::Caller {
+            name: "console".to_string(),
+            ..crate::daemon::auth::Caller::local_operator()
+        };
+        self.handle
+            .call_blocking(|reply| Request::Act {
+                id: req.id,
+                action: req.action,
+                caller,
+                reply,
+            })
+            .map(|()| format!("job {}: {} done", req.id, req.action.name()))
+            .map_err(|e| e.error)
+    }
     fn poll(&mut self) -> bool {
         if !self.handle.published.has_changed().unwrap_or(false) {
             return false;

@@ -178,7 +178,21 @@ impl Snapshot {
     }
 }
 
+pub use crate::daemon::state::Action as JobAction;
+
+/// A change the console asks of the daemon.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct JobRequest {
+    pub id: i64,
+    pub action: JobAction,
+}
+
 pub trait Client {
+    /// Asks the daemon to change a job; the answer is one line for the status bar.
+    fn act(&mut self, req: JobRequest) -> Result<String, String> {
+        let _ = req;
+        Err("this client is read-only".to_string())
+    }
     /// Brings in anything new; true when the snapshot changed.
     fn poll(&mut self) -> bool;
     fn snapshot(&self) -> &Snapshot;

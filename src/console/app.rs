@@ -49,11 +49,27 @@ pub enum Outcome {
     Redraw,
     Nothing,
     Quit,
+    /// The user confirmed a change: the loop sends it through the client.
+    Act(crate::client::JobRequest),
+}
+
+/// A change waiting for the user's yes, with Cancel focused until they move off it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Confirm {
+    pub request: crate::client::JobRequest,
+    pub name: String,
+    /// The confirm button has focus (Cancel has it at first).
+    pub on_confirm: bool,
 }
 
 pub struct App {
     pub view: View,
     pub help: bool,
+    /// Dangerous actions removed from keys and help; an RO badge in the header.
+    pub readonly: bool,
+    pub confirm: Option<Confirm>,
+    /// The last action's result, for the key bar.
+    pub flash: Option<String>,
     /// The selected job, kept by id across refreshes.
     pub selected: Option<i64>,
     pub color: bool,
@@ -103,6 +119,9 @@ impl App {
         App {
             view: View::Overview,
             help: false,
+            readonly: false,
+            confirm: None,
+            flash: None,
             selected: None,
             color,
             theme,
@@ -131,6 +150,26 @@ impl App {
     pub fn on_key(&mut self, key: &str, snap: &Snapshot) -> Outcome {
         use super::keymap::Action;
         let action = self.keymap.action(key);
+        if let Some(c) = &mut self.confirm {
+            // The dialog owns the keyboard: Enter does what has focus (Cancel at first), y
+            // confirms, Esc/n/q cancel, arrows and Tab move the focus.
+            match key {
+                "enter" => {
+                    let go = c.on_confirm.then_some(c.request);
+                    self.confirm = None;
+                    return go.map_or(Outcome::Redraw, Outcome::Act);
+                }
+                "y" => {
+                    let r = c.request;
+                    self.confirm = None;
+                    return Outcome::Act(r);
+                }
+                "esc" | "n" | "q" => self.confirm = None,
+                "tab" | "left" | "right" | "h" | "l" => c.on_confirm = !c.on_confirm,
+                _ => return Outcome::Nothing,
+            }
+            return Outcome::Redraw;
+        }
         if self.help {
             self.help = false;
             return if action == Some(Action::Quit) {
@@ -140,8 +179,34 @@ impl App {
             };
         }
         let at = VIEWS.iter().position(|v| *v == self.view).unwrap_or(0);
+        self.flash = None;
         match action {
             None => return Outcome::Nothing,
+            Some(Action::Job(_)) if self.readonly => return Outcome::Nothing,
+            Some(Action::Job(what)) => {
+                let job = self
+                    .selected
+                    .and_then(|id| snap.jobs.iter().find(|j| j.id == id))
+                    .or(snap.jobs.first());
+                match (self.view, job) {
+                    (View::Jobs, Some(j)) => {
+                        self.confirm = Some(Confirm {
+                            request: crate::client::JobRequest {
+                                id: j.id,
+                                action: what,
+                            },
+                            name: j.name.clone(),
+                            on_confirm: false,
+                        });
+                    }
+                    _ => {
+                        self.flash = Some(format!(
+                            "{}: select a job in the Jobs view first",
+                            what.name()
+                        ))
+                    }
+                }
+            }
             Some(Action::Quit) => return Outcome::Quit,
             Some(Action::Help) => self.help = true,
             Some(Action::View(i)) => self.view = VIEWS[i.min(VIEWS.len() - 1)],
@@ -183,7 +248,12 @@ impl App {
             Constraint::Length(1),
         ])
         .areas(area);
-        let sim = if snap.simulated { " SIMULATED " } else { "" };
+        let sim = match (snap.simulated, self.readonly) {
+            (true, true) => " SIMULATED  RO ",
+            (true, false) => " SIMULATED ",
+            (false, true) => " RO ",
+            (false, false) => "",
+        };
         let t = snap.now as u64;
         let narrow = area.width < 120;
         let tabs = Tabs::new(
@@ -236,19 +306,87 @@ impl App {
             self.key_for(Action::Help),
             self.key_for(Action::Quit)
         );
+        let acts = if self.readonly {
+            String::new()
+        } else {
+            use crate::client::JobAction as J;
+            format!(
+                "{} preempt  {} cancel  {}/{} hold/release  ",
+                self.key_for(Action::Job(J::Preempt)),
+                self.key_for(Action::Job(J::Cancel)),
+                self.key_for(Action::Job(J::Hold)),
+                self.key_for(Action::Job(J::Release))
+            )
+        };
         let keys = match self.view {
             View::Jobs => format!(
-                "{}/{} move  {}/{} first/last  {common}",
+                "{}/{} move  {acts}{common}",
                 self.key_for(Action::Down),
                 self.key_for(Action::Up),
-                self.key_for(Action::First),
-                self.key_for(Action::Last)
             ),
             _ => common,
         };
+        let line = match &self.flash {
+            Some(m) => Paragraph::new(escape(m)).style(self.style(self.theme.accent)),
+            None => Paragraph::new(keys).style(self.style(self.theme.muted)),
+        };
+        f.render_widget(line, bottom);
+        if let Some(c) = &self.confirm {
+            self.render_confirm(f, body, c);
+        }
+    }
+
+    /// The confirmation dialog, centred over the body; Cancel is the default.
+    fn render_confirm(&self, f: &mut Frame, area: Rect, c: &Confirm) {
+        use crate::client::JobAction as J;
+        let what = match c.request.action {
+            J::Preempt => {
+                "It is signalled, given its grace period, and requeued from its checkpoint."
+            }
+            J::Cancel => "It stops for good and does not requeue.",
+            J::Hold => "It keeps its place in the queue but will not start until released.",
+            J::Release => "It may start again at the next scheduling cycle.",
+        };
+        let w = area.width.min(64);
+        let rect = Rect {
+            x: area.x + (area.width - w) / 2,
+            y: area.y + area.height.saturating_sub(7) / 2,
+            width: w,
+            height: 7.min(area.height),
+        };
+        let button = |label: &str, focused: bool| {
+            let s = Span::raw(format!("[ {label} ]"));
+            if focused {
+                s.style(Style::default().add_modifier(Modifier::REVERSED | Modifier::BOLD))
+            } else {
+                s
+            }
+        };
+        let verb = c.request.action.name();
+        let mut title = verb.to_string();
+        title[..1].make_ascii_uppercase();
+        let lines = vec![
+            Line::from(format!("{title} job {} {}?", c.request.id, escape(&c.name))),
+            Line::from(what),
+            Line::from(""),
+            Line::from(vec![
+                button("Cancel", !c.on_confirm),
+                Span::raw("   "),
+                button(&title, c.on_confirm),
+                Span::raw("   y confirms · esc cancels"),
+            ]),
+        ];
+        f.render_widget(ratatui::widgets::Clear, rect);
         f.render_widget(
-            Paragraph::new(keys).style(self.style(self.theme.muted)),
-            bottom,
+            Paragraph::new(lines)
+                .wrap(ratatui::widgets::Wrap { trim: true })
+                .block(
+                    Block::default()
+                        .borders(Borders::ALL)
+                        .border_style(self.style(self.theme.warn))
+                        .title(format!(" confirm {verb} ")),
+                ),
+            rect,
         );
     }
 
@@ -256,7 +394,7 @@ impl App {
     fn render_help(&self, f: &mut Frame, area: Rect) {
         let lines: Vec<Line> = self
             .keymap
-            .help()
+            .help(self.readonly)
             .into_iter()
             .map(|(k, d)| Line::from(format!("  {k:<6} {d}")))
             .collect();

@@ -21,6 +21,15 @@ pub enum Action {
     Last,
     Help,
     Quit,
+    /// A change to the selected job (asks for confirmation; absent in read-only mode).
+    Job(crate::client::JobAction),
+}
+
+impl Action {
+    /// Whether the action changes something (hidden and disabled with --readonly).
+    pub fn is_dangerous(self) -> bool {
+        matches!(self, Action::Job(_))
+    }
 }
 
 const VIEW_NAMES: [&str; 5] = ["overview", "jobs", "fleet", "teams", "events"];
@@ -40,6 +49,7 @@ fn parse_action(run: &str) -> Option<Action> {
         ["last"] => Action::Last,
         ["help"] => Action::Help,
         ["quit"] => Action::Quit,
+        ["job", what] => Action::Job(crate::client::JobAction::parse(what)?),
         _ => return None,
     })
 }
@@ -88,7 +98,7 @@ fn parse(name: &str, text: &str) -> Result<Vec<Binding>, String> {
                 return Err(format!("{name}: key `{}` is not a key; use one character or one of {}", b.on, KEYS.join(", ")));
             }
             let action = parse_action(&b.run).ok_or_else(|| {
-                format!("{name}: `{}` is not an action; use view overview|jobs|fleet|teams|events, view next, view prev, down, up, first, last, help, quit", b.run)
+                format!("{name}: `{}` is not an action; use view overview|jobs|fleet|teams|events, view next, view prev, down, up, first, last, help, quit, job cancel|hold|release|preempt", b.run)
             })?;
             Ok(Binding { key: b.on, action, desc: b.desc })
         })
@@ -130,12 +140,16 @@ impl Keymap {
     }
 
     /// The bindings in force (a key bound twice shows once, as it acts), for the help screen.
-    pub fn help(&self) -> Vec<(&str, &str)> {
+    /// (key, description) for the help screen; `readonly` leaves out what changes things.
+    pub fn help(&self, readonly: bool) -> Vec<(&str, &str)> {
         let mut seen: Vec<&str> = Vec::new();
         let mut out = Vec::new();
         for b in &self.bindings {
             if !seen.contains(&b.key.as_str()) {
                 seen.push(&b.key);
+                if readonly && b.action.is_dangerous() {
+                    continue;
+                }
                 out.push((b.key.as_str(), b.desc.as_str()));
             }
         }
@@ -174,7 +188,7 @@ mod tests {
             Some(Action::View(1)),
             "the rest is unchanged"
         );
-        assert_eq!(k.help().iter().filter(|(key, _)| *key == "q").count(), 1);
+        assert_eq!(k.help(false).iter().filter(|(key, _)| *key == "q").count(), 1);
         std::fs::write(
             dir.join("keymaps/default.toml"),
             "[[bind]]\non = \"q\"\nrun = \"explode\"\n",

@@ -43,6 +43,10 @@ fn key_name(code: KeyCode) -> Option<String> {
         KeyCode::Home => "home".into(),
         KeyCode::End => "end".into(),
         KeyCode::Esc => "esc".into(),
+        KeyCode::Enter => "enter".into(),
+        KeyCode::Left => "left".into(),
+        KeyCode::Right => "right".into(),
+        KeyCode::BackTab => "backtab".into(),
         _ => return None,
     })
 }
@@ -104,6 +108,15 @@ where
                         match app.on_key(&name, client.snapshot()) {
                             Outcome::Quit => return Ok(()),
                             Outcome::Redraw => dirty = true,
+                            Outcome::Act(req) => {
+                                app.flash = Some(match client.act(req) {
+                                    Ok(done) => done,
+                                    Err(why) => format!("job {}: {why}", req.id),
+                                });
+                                // The change shows once the daemon publishes it.
+                                let _ = client.poll();
+                                dirty = true;
+                            }
                             Outcome::Nothing => {}
                         }
                     }

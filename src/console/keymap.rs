@@ -188,7 +188,10 @@ mod tests {
             Some(Action::View(1)),
             "the rest is unchanged"
         );
-        assert_eq!(k.help(false).iter().filter(|(key, _)| *key == "q").count(), 1);
+        assert_eq!(
+            k.help(false).iter().filter(|(key, _)| *key == "q").count(),
+            1
+        );
         std::fs::write(
             dir.join("keymaps/default.toml"),
             "[[bind]]\non = \"q\"\nrun = \"explode\"\n",

@@ -53,11 +53,7 @@ fn start() -> Daemon {
         step: Duration::from_millis(200),
     };
     let (handle, _actor) = spawn(state, clock).unwrap();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = gantry::daemon::server::runtime().unwrap();
     let socket = dir.join("api.sock");
     let port = free_port();
     let listen = Listen {

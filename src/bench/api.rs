@@ -53,11 +53,7 @@ pub fn run(cfg: &ApiBenchConfig) -> Result<ApiBenchReport, String> {
         },
     )
     .map_err(|e| e.to_string())?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(|e| e.to_string())?;
+    let runtime = crate::daemon::server::runtime()?;
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let listen = Listen {
         socket: socket.clone(),

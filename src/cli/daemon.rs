@@ -66,11 +66,7 @@ pub fn run(a: DaemonArgs) -> Result<(), String> {
         },
     )
     .map_err(|e| e.to_string())?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(|e| format!("cannot start the async runtime: {e}"))?;
+    let runtime = gantry::daemon::server::runtime()?;
     eprintln!(
         "gantry daemon {}: fleet {source} (simulated backend), journal {} ({jobs} jobs), socket {}{}",
         env!("CARGO_PKG_VERSION"),
@@ -111,14 +107,8 @@ pub fn console(
     let dir = std::env::temp_dir().join(format!("gantry-demo-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let cfg = gantry::config::fleet::parse("built-in", gantry::config::fleet::DEFAULT_FLEET)
-        .map_err(|e| e.to_string())?;
-    let opts = StateOptions {
-        seed: 7,
-        demo_workload: true,
-    };
     let result = (|| {
-        let state = State::open(&dir.join("demo.db"), &cfg, &opts).map_err(|e| e.to_string())?;
+        let state = State::demo(&dir, 7).map_err(|e| e.to_string())?;
         let clock = Clock {
             speed: 60.0,
             step: Duration::from_secs(1),

@@ -5,6 +5,7 @@
 use super::{CliError, Output};
 use gantry::client::http::{encode, ClientError, Endpoint, HttpClient};
 use gantry::client::{JobRow, TeamRow};
+use gantry::console::app::hm;
 use serde_json::Value;
 use std::path::PathBuf;
 
@@ -112,7 +113,7 @@ pub fn jobs(
             j.class,
             j.state,
             j.gpus,
-            age(now - j.since_s),
+            hm(now - j.since_s),
             j.position.map_or(String::new(), |p| p.to_string()),
             gantry::console::app::escape(&j.detail)
         );
@@ -134,20 +135,8 @@ fn clip(s: &str, n: usize) -> String {
     }
 }
 
-fn age(s: f64) -> String {
-    let m = (s.max(0.0) / 60.0) as u64;
-    if m >= 60 {
-        format!("{}h{:02}m", m / 60, m % 60)
-    } else {
-        format!("{m}m")
-    }
-}
-
 fn id_arg(id: &str) -> Result<i64, CliError> {
-    id.parse::<i64>()
-        .ok()
-        .filter(|&i| i > 0)
-        .ok_or_else(|| CliError::usage(format!("job id `{id}`: expected a positive integer")))
+    gantry::daemon::journal::parse_job_id(id).map_err(CliError::usage)
 }
 
 pub fn job(t: &Target, id: &str, output: Output) -> Result<(), CliError> {
@@ -432,7 +421,7 @@ pub fn reclaim(t: &Target, apply: bool, output: Output) -> Result<(), CliError> 
             i["job"],
             i["gpus"],
             i["dollars_per_hour"].as_f64().unwrap_or(0.0),
-            age(i["idle_for_s"].as_f64().unwrap_or(0.0)),
+            hm(i["idle_for_s"].as_f64().unwrap_or(0.0)),
             i["action"].as_str().unwrap_or("")
         );
     }

@@ -90,7 +90,8 @@ pub fn escape(s: &str) -> String {
         .collect()
 }
 
-fn hm(s: f64) -> String {
+/// A duration as `5m` or `2h05m` (job ages, idle times), for the console and the CLI.
+pub fn hm(s: f64) -> String {
     let m = (s.max(0.0) / 60.0) as u64;
     if m >= 60 {
         format!("{}h{:02}m", m / 60, m % 60)

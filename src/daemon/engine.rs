@@ -254,10 +254,12 @@ impl Engine {
     fn admit(&mut self, s: &Submission) -> Result<Job, EngineError> {
         let spec = spec::parse(&s.file, &s.text)?;
         let request = spec.to_request(self.cluster.fleet())?;
+        // A job that names no team is the default team's, or a researcher's own team's.
         let team_name = s
             .team
             .as_deref()
             .or(spec.team.as_deref())
+            .or(s.only_team.as_deref())
             .unwrap_or("default");
         let class_name = s
             .priority

@@ -13,6 +13,19 @@ use std::thread::JoinHandle;
 
 pub type JobId = i64;
 
+/// A job id as a person or a URL writes it: a positive integer.
+pub fn parse_job_id(text: &str) -> Result<JobId, String> {
+    text.parse::<JobId>()
+        .ok()
+        .filter(|&id| id > 0)
+        .ok_or_else(|| {
+            format!(
+                "job id `{}`: expected a positive integer",
+                text.escape_debug()
+            )
+        })
+}
+
 /// Migrations, in order; the database records how many it has applied.
 const MIGRATIONS: &[&str] = &[
     // 1: jobs and events

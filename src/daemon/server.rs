@@ -14,6 +14,15 @@ pub struct Listen {
     pub tcp: Option<SocketAddr>,
 }
 
+/// The async runtime the API is served on: two workers (the actor has its own thread).
+pub fn runtime() -> Result<tokio::runtime::Runtime, String> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the async runtime: {e}"))
+}
+
 /// Binds the Unix socket at `path`: refuses when a daemon already answers there, replaces a
 /// stale socket file, and makes it readable and writable by this user only.
 pub fn bind_unix(path: &Path) -> Result<tokio::net::UnixListener, String> {

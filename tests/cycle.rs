@@ -239,7 +239,7 @@ fn quotas_block_then_borrow_from_an_idle_cohort() {
             used: 8000,
             guaranteed: 8000,
             borrow_limit: 0,
-            cohort_idle: 0
+            lendable: 0
         }
     );
 }

@@ -8,6 +8,7 @@ mod daemon;
 mod fleet;
 mod remote;
 mod replay;
+mod sim;
 mod spec;
 
 use clap::{Parser, Subcommand, ValueEnum};
@@ -74,6 +75,9 @@ enum Command {
     /// Replay a public cluster trace through the scheduler core.
     #[command(subcommand)]
     Replay(replay::ReplayCmd),
+    /// A seeded week of mixed work on the SIMULATED fleet: the naive setup vs gantry
+    /// (utilization, cost per useful GPU-hour, waits, spot, failures, elasticity).
+    Sim(sim::SimArgs),
     /// Benchmarks that print the figures gantry reports.
     #[command(subcommand)]
     Bench(bench::BenchCmd),
@@ -234,6 +238,7 @@ pub fn main() -> ExitCode {
         }
         Some(Command::Replay(cmd)) => replay::run(cmd).map_err(CliError::from),
         Some(Command::Bench(cmd)) => bench::run(cmd).map_err(CliError::from),
+        Some(Command::Sim(args)) => sim::run(args).map_err(CliError::from),
         Some(Command::Spec(cmd)) => spec::run(cmd).map_err(CliError::from),
         Some(Command::Daemon(args)) => daemon::run(args).map_err(CliError::from),
         Some(Command::Submit {

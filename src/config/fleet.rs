@@ -293,6 +293,12 @@ pub fn classes_of(_cfg: &FleetConfig) -> Vec<PriorityClass> {
 
 /// Builds the fleet the config describes (nodes at their start count).
 pub fn fleet_of(cfg: &FleetConfig) -> Fleet {
+    fleet_sized(cfg, |p| p.nodes)
+}
+
+/// Builds the fleet with `count(pool)` nodes per pool (e.g. every pool at its elastic maximum,
+/// so that node ids stay fixed while a simulation grows and shrinks pools).
+pub fn fleet_sized(cfg: &FleetConfig, count: impl Fn(&PoolConfig) -> u32) -> Fleet {
     let mut b = FleetBuilder::new();
     for p in &cfg.pools {
         let model = p.gpu.as_ref().map(|g| {
@@ -314,7 +320,7 @@ pub fn fleet_of(cfg: &FleetConfig) -> Fleet {
                 price_per_hour: p.price_per_hour,
             })
             .expect("validated pool");
-        for i in 0..p.nodes {
+        for i in 0..count(p) {
             let node = format!("{}-{}-{i:03}", p.provider, p.name);
             let leaf = p
                 .nodes_per_leaf
@@ -392,11 +398,11 @@ mod tests {
             .unwrap_err()
             .message
             .contains("mig_gpus_per_node exceeds"));
-        let borrow = DEFAULT_FLEET.replacen("borrow_limit = 32", "borrow_limit = 99", 1);
+        let borrow = DEFAULT_FLEET.replacen("borrow_limit = 64", "borrow_limit = 130", 1);
         let e = parse("f.toml", &borrow).unwrap_err();
         assert!(
             e.message.contains(
-                "team `applied`: borrow limit 99 is above what cohort `research` could ever lend (96 GPUs)"
+                "team `applied`: borrow limit 130 is above what cohort `org` could ever lend (128 GPUs)"
             ),
             "{e}"
         );

@@ -726,13 +726,13 @@ fn state_order(s: &str) -> u8 {
 pub fn reason_text(r: &PendingReason) -> String {
     match r {
         PendingReason::Held => "held".to_string(),
-        PendingReason::Quota { wants, used, guaranteed, borrow_limit, cohort_idle } => format!(
-            "quota: wants {:.1} GPU, team uses {:.1}/{:.0} guaranteed, may borrow {:.0}, cohort idle {:.1}",
+        PendingReason::Quota { wants, used, guaranteed, borrow_limit, lendable } => format!(
+            "quota: wants {:.1} GPU, team uses {:.1}/{:.0} guaranteed, may borrow {:.0}, lendable idle {:.1}",
             *wants as f64 / 1000.0,
             *used as f64 / 1000.0,
             *guaranteed as f64 / 1000.0,
             *borrow_limit as f64 / 1000.0,
-            *cohort_idle as f64 / 1000.0
+            *lendable as f64 / 1000.0
         ),
         PendingReason::NoCapacity { why, reservation } => {
             let behind = reservation.map_or(String::new(), |(j, _)| format!(" (behind job {j}'s reservation)"));

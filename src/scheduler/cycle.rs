@@ -111,13 +111,14 @@ pub enum Decision {
 #[serde(tag = "kind", rename_all = "kebab-case")]
 pub enum PendingReason {
     Held,
-    /// Over the team's guarantee and the cohort cannot lend enough (milli-GPU).
+    /// Over the team's guarantee and nothing idle can be lent to it (milli-GPU): the cohort's
+    /// idle guarantees plus capacity nobody is guaranteed, net of what is already borrowed.
     Quota {
         wants: u64,
         used: u64,
         guaranteed: u64,
         borrow_limit: u64,
-        cohort_idle: u64,
+        lendable: u64,
     },
     NoCapacity {
         why: Unplaceable,
@@ -238,6 +239,8 @@ struct Quotas<'a> {
     borrowed: Vec<u64>,
     /// Milli-GPU in use per (team, GPU model), for per-model guarantees.
     used_by_model: HashMap<(usize, u16), u64>,
+    /// Healthy capacity that no team is guaranteed: anyone may borrow it.
+    unclaimed: u64,
 }
 
 impl Quotas<'_> {
@@ -247,12 +250,14 @@ impl Quotas<'_> {
             .as_ref()
             .map(|q| u64::from(q.guaranteed) * u64::from(MILLI_PER_GPU))
     }
-    /// Idle guarantee the cohort can still lend, net of what its members already borrow.
-    fn cohort_idle(&self, t: usize) -> u64 {
+    /// What team `t` may borrow now: its cohort's idle guarantees plus capacity nobody is
+    /// guaranteed, net of everything any team already borrows (conservative: never over-lends).
+    fn lendable(&self, t: usize) -> u64 {
+        let borrowed: u64 = self.borrowed.iter().sum();
         let Some(cohort) = &self.teams[t].cohort else {
-            return 0;
+            return self.unclaimed.saturating_sub(borrowed);
         };
-        let (mut lendable, mut borrowed) = (0u64, 0u64);
+        let mut lendable = 0u64;
         for (i, team) in self.teams.iter().enumerate() {
             let (Some(q), Some(c)) = (&team.quota, &team.cohort) else {
                 continue;
@@ -266,10 +271,8 @@ impl Quotas<'_> {
                 let guaranteed_use = self.used[i].saturating_sub(self.borrowed[i]);
                 lendable += lend.min(g.saturating_sub(guaranteed_use));
             }
-            // Conservative: what anyone in the cohort already borrowed is no longer idle.
-            borrowed += self.borrowed[i];
         }
-        lendable.saturating_sub(borrowed)
+        (lendable + self.unclaimed).saturating_sub(borrowed)
     }
 
     /// Whether a start of `wants` on `model` stays inside the team's per-model guarantees: the
@@ -307,7 +310,7 @@ impl Quotas<'_> {
         if guaranteed_use + wants <= g {
             return Ok(false);
         }
-        let idle = self.cohort_idle(t);
+        let idle = self.lendable(t);
         if self.borrowed[t] + wants <= u64::from(q.borrow_limit) * 1000 && wants <= idle {
             return Ok(true);
         }
@@ -316,7 +319,7 @@ impl Quotas<'_> {
             used: self.used[t],
             guaranteed: g,
             borrow_limit: u64::from(q.borrow_limit) * 1000,
-            cohort_idle: idle,
+            lendable: idle,
         })
     }
 }
@@ -326,11 +329,26 @@ pub fn run_cycle(placer: &mut Placer, input: &CycleInput) -> Result<CycleOutput,
     check(input)?;
     let now = input.now;
     let mut work = input.cluster.clone();
+    let healthy: u64 = input
+        .cluster
+        .fleet()
+        .nodes
+        .iter()
+        .filter(|n| n.health == Health::Healthy)
+        .map(|n| n.gpus.len() as u64 * u64::from(MILLI_PER_GPU))
+        .sum();
+    let guaranteed: u64 = input
+        .teams
+        .iter()
+        .filter_map(|t| t.quota.as_ref())
+        .map(|q| u64::from(q.guaranteed) * u64::from(MILLI_PER_GPU))
+        .sum();
     let mut quotas = Quotas {
         teams: input.teams,
         used: vec![0; input.teams.len()],
         borrowed: vec![0; input.teams.len()],
         used_by_model: HashMap::new(),
+        unclaimed: healthy.saturating_sub(guaranteed),
     };
     let model_of = |p: &Placement| -> Option<u16> {
         p.nodes
@@ -431,7 +449,7 @@ pub fn run_cycle(placer: &mut Placer, input: &CycleInput) -> Result<CycleOutput,
                         .as_ref()
                         .map_or(0, |q| u64::from(q.borrow_limit) * 1000);
                     if quotas.borrowed[job.team] + wants > limit
-                        || wants > quotas.cohort_idle(job.team)
+                        || wants > quotas.lendable(job.team)
                     {
                         reasons.insert(
                             job.id,
@@ -440,7 +458,7 @@ pub fn run_cycle(placer: &mut Placer, input: &CycleInput) -> Result<CycleOutput,
                                 used: quotas.used[job.team],
                                 guaranteed: quotas.guarantee(job.team).unwrap_or(0),
                                 borrow_limit: limit,
-                                cohort_idle: quotas.cohort_idle(job.team),
+                                lendable: quotas.lendable(job.team),
                             },
                         );
                         continue;

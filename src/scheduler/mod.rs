@@ -11,6 +11,7 @@ mod place;
 mod policy;
 pub mod reclaim;
 pub mod rng;
+pub mod scale;
 
 pub use index::{Class, Cluster, Header, NodeState, Summary};
 pub use place::{cluster_fragmentation, Block, Placer, Unplaceable};

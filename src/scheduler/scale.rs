@@ -1,0 +1,457 @@
+//! Elastic capacity: which pool to grow when pending work cannot fit anywhere, and which empty
+//! nodes to give back. Pure like the rest of the core — the backend (simulated or a cloud)
+//! provisions and releases; every decision carries its reason and price so it can be an event.
+
+use super::cycle::JobId;
+use crate::model::{CapacityType, GpuRequest, JobRequest, ModelId, NodeId, PoolId, MILLI_PER_GPU};
+use serde::Serialize;
+
+/// One pool that can grow, as the planner sees it.
+#[derive(Clone, Debug)]
+pub struct PoolOffer {
+    pub pool: PoolId,
+    pub model: Option<ModelId>,
+    pub gpus_per_node: u8,
+    pub vram_mib: u32,
+    pub cpu_milli: u32,
+    pub mem_mib: u64,
+    pub capacity: CapacityType,
+    pub price_per_hour: f64,
+    /// Whether new nodes come with MIG-mode GPUs.
+    pub mig: bool,
+    /// Nodes up or on their way.
+    pub nodes: u32,
+    pub max_nodes: u32,
+    /// When the provider last took a spot node of this pool back.
+    pub last_interruption: Option<f64>,
+}
+
+#[derive(Clone, Debug)]
+pub struct ScaleConfig {
+    /// After an interruption, a spot pool is not grown for this long: on-demand instead.
+    pub spot_cooldown_s: f64,
+    /// A node left empty this long is given back.
+    pub idle_window_s: f64,
+}
+
+impl Default for ScaleConfig {
+    fn default() -> Self {
+        ScaleConfig {
+            spot_cooldown_s: 30.0 * 60.0,
+            idle_window_s: 10.0 * 60.0,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ScaleUp {
+    pub pool: PoolId,
+    pub nodes: u32,
+    pub for_job: JobId,
+    /// What the new nodes cost together, per hour.
+    pub added_per_hour: f64,
+    /// A spot pool that would have served was skipped because it was just interrupted.
+    pub spot_fallback: bool,
+}
+
+/// Capacity left on nodes this plan already adds, so that small jobs share a new node.
+struct Fresh {
+    offer: usize,
+    /// Free milli-GPU per GPU of the new node.
+    gpus: Vec<u16>,
+    cpu: u32,
+    mem: u64,
+}
+
+fn take(fresh: &mut Fresh, req: &JobRequest) -> bool {
+    if fresh.cpu < req.cpu_milli || fresh.mem < req.mem_mib {
+        return false;
+    }
+    let ok = match req.gpu {
+        GpuRequest::None => true,
+        GpuRequest::Whole(n) => {
+            let idle: Vec<usize> = (0..fresh.gpus.len())
+                .filter(|&i| fresh.gpus[i] == MILLI_PER_GPU)
+                .take(usize::from(n))
+                .collect();
+            if idle.len() < usize::from(n) {
+                return false;
+            }
+            idle.iter().for_each(|&i| fresh.gpus[i] = 0);
+            true
+        }
+        GpuRequest::Fraction(_) | GpuRequest::Mig(_) => {
+            let m = req.gpu.milli().min(u32::from(MILLI_PER_GPU)) as u16;
+            // Best fit: the fullest GPU that still has room.
+            match (0..fresh.gpus.len())
+                .filter(|&i| fresh.gpus[i] >= m)
+                .min_by_key(|&i| fresh.gpus[i])
+            {
+                Some(i) => {
+                    fresh.gpus[i] -= m;
+                    true
+                }
+                None => false,
+            }
+        }
+    };
+    if ok {
+        fresh.cpu -= req.cpu_milli;
+        fresh.mem -= req.mem_mib;
+    }
+    ok
+}
+
+/// Whether a fresh node of the offer can hold one node of the request, and the job's model
+/// rank there.
+fn suits(o: &PoolOffer, req: &JobRequest) -> Option<u16> {
+    if req.cpu_milli > o.cpu_milli || req.mem_mib > o.mem_mib {
+        return None;
+    }
+    if o.capacity == CapacityType::Spot && !req.spot_ok {
+        return None;
+    }
+    match req.gpu {
+        GpuRequest::None => return Some(0),
+        GpuRequest::Whole(n) if n > o.gpus_per_node => return None,
+        GpuRequest::Mig(_) if !o.mig => return None,
+        GpuRequest::Fraction(_) if o.mig && o.gpus_per_node == 0 => return None,
+        _ => {}
+    }
+    if o.gpus_per_node == 0 || req.vram_mib > o.vram_mib {
+        return None;
+    }
+    req.models.rank(o.model?)
+}
+
+/// The job's share of a node's price, per node of the gang.
+fn share_price(o: &PoolOffer, req: &JobRequest) -> f64 {
+    match req.gpu {
+        GpuRequest::None => o.price_per_hour * f64::from(req.cpu_milli) / f64::from(o.cpu_milli),
+        g => {
+            o.price_per_hour / f64::from(o.gpus_per_node) * f64::from(g.milli())
+                / f64::from(MILLI_PER_GPU)
+        }
+    }
+}
+
+/// Puts a single-node job on the cheapest new node (model preference first) that has room.
+fn take_cheapest(fresh: &mut [Fresh], offers: &[PoolOffer], req: &JobRequest) -> bool {
+    let mut order: Vec<(u16, f64, usize)> = fresh
+        .iter()
+        .enumerate()
+        .filter_map(|(k, f)| {
+            let o = &offers[f.offer];
+            suits(o, req).map(|rank| (rank, share_price(o, req), k))
+        })
+        .collect();
+    order.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)).then(a.2.cmp(&b.2)));
+    order.into_iter().any(|(_, _, k)| take(&mut fresh[k], req))
+}
+
+/// Plans growth for jobs that fit nowhere now, in the order given (queue order). Each job gets
+/// the cheapest pool that satisfies it — model preference first, then price, so spot wins
+/// where the job allows it — within the job's price ceiling and the pool's maximum; a spot pool
+/// interrupted within the cooldown is passed over for on-demand. Nodes already on their way
+/// (`incoming[i]` of offer `i`) are spoken for first, and jobs that share a node plan onto
+/// capacity an earlier decision of this plan adds, so a burst does not order a node per job.
+pub fn scale_up(
+    now: f64,
+    offers: &[PoolOffer],
+    incoming: &[u32],
+    waiting: &[(JobId, &JobRequest)],
+    cfg: &ScaleConfig,
+) -> Vec<ScaleUp> {
+    let mut nodes: Vec<u32> = offers.iter().map(|o| o.nodes).collect();
+    let mut fresh: Vec<Fresh> = Vec::new();
+    for (i, o) in offers.iter().enumerate() {
+        for _ in 0..incoming.get(i).copied().unwrap_or(0) {
+            fresh.push(Fresh {
+                offer: i,
+                gpus: vec![MILLI_PER_GPU; usize::from(o.gpus_per_node)],
+                cpu: o.cpu_milli,
+                mem: o.mem_mib,
+            });
+        }
+    }
+    let mut out = Vec::new();
+    let cooling = |o: &PoolOffer| {
+        o.capacity == CapacityType::Spot
+            && o.last_interruption
+                .is_some_and(|t| now - t < cfg.spot_cooldown_s)
+    };
+    for &(job, req) in waiting {
+        if req.nodes == 1 && take_cheapest(&mut fresh, offers, req) {
+            continue;
+        }
+        // A gang takes whole incoming nodes of one pool.
+        if req.nodes > 1 {
+            let mut by_pool: Vec<Vec<usize>> = vec![Vec::new(); offers.len()];
+            for (k, f) in fresh.iter().enumerate() {
+                let whole = f.gpus.iter().all(|&g| g == MILLI_PER_GPU);
+                if whole && suits(&offers[f.offer], req).is_some() {
+                    by_pool[f.offer].push(k);
+                }
+            }
+            if let Some(ks) = by_pool.iter().find(|ks| ks.len() >= usize::from(req.nodes)) {
+                let ks: Vec<usize> = ks[..usize::from(req.nodes)].to_vec();
+                for k in ks {
+                    take(&mut fresh[k], req);
+                }
+                continue;
+            }
+        }
+        let mut best: Option<(u16, f64, usize)> = None;
+        let mut skipped_spot = false;
+        for (i, o) in offers.iter().enumerate() {
+            let Some(rank) = suits(o, req) else { continue };
+            if nodes[i] + u32::from(req.nodes) > o.max_nodes {
+                continue;
+            }
+            let price = share_price(o, req) * f64::from(req.nodes);
+            if req.max_price_per_hour.is_some_and(|m| price > m + 1e-9) {
+                continue;
+            }
+            if cooling(o) {
+                skipped_spot = true;
+                continue;
+            }
+            let better = best.is_none_or(|(r, p, _)| (rank, price) < (r, p));
+            if better {
+                best = Some((rank, price, i));
+            }
+        }
+        let Some((_, _, i)) = best else { continue };
+        let o = &offers[i];
+        nodes[i] += u32::from(req.nodes);
+        let mut f = Fresh {
+            offer: i,
+            gpus: vec![MILLI_PER_GPU; usize::from(o.gpus_per_node)],
+            cpu: o.cpu_milli,
+            mem: o.mem_mib,
+        };
+        take(&mut f, req);
+        fresh.push(f);
+        out.push(ScaleUp {
+            pool: o.pool,
+            nodes: u32::from(req.nodes),
+            for_job: job,
+            added_per_hour: o.price_per_hour * f64::from(req.nodes),
+            spot_fallback: skipped_spot && o.capacity != CapacityType::Spot,
+        });
+    }
+    out
+}
+
+/// An elastic node as the planner sees it for scale-down.
+#[derive(Clone, Debug)]
+pub struct NodeIdle {
+    pub node: NodeId,
+    pub pool: PoolId,
+    /// Since when nothing runs on it (`None`: something does).
+    pub empty_since: Option<f64>,
+}
+
+/// Empty nodes to give back: empty for the idle window, longest-empty first, never taking a
+/// pool below its minimum. `pool_min[p]` and `pool_nodes[p]` are indexed by pool.
+pub fn scale_down(
+    now: f64,
+    nodes: &[NodeIdle],
+    pool_nodes: &[u32],
+    pool_min: &[u32],
+    cfg: &ScaleConfig,
+) -> Vec<NodeId> {
+    let mut idle: Vec<&NodeIdle> = nodes
+        .iter()
+        .filter(|n| n.empty_since.is_some_and(|t| now - t >= cfg.idle_window_s))
+        .collect();
+    idle.sort_by(|a, b| {
+        a.empty_since
+            .unwrap_or(now)
+            .total_cmp(&b.empty_since.unwrap_or(now))
+            .then(a.node.cmp(&b.node))
+    });
+    let mut left: Vec<u32> = pool_nodes.to_vec();
+    let mut out = Vec::new();
+    for n in idle {
+        let p = n.pool.index();
+        if left.get(p).copied().unwrap_or(0) > pool_min.get(p).copied().unwrap_or(0) {
+            left[p] -= 1;
+            out.push(n.node);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::ModelChoice;
+
+    fn offer(pool: u32, capacity: CapacityType, price: f64, nodes: u32, max: u32) -> PoolOffer {
+        PoolOffer {
+            pool: PoolId(pool),
+            model: Some(ModelId(0)),
+            gpus_per_node: 8,
+            vram_mib: 80 * 1024,
+            cpu_milli: 192_000,
+            mem_mib: 2 << 20,
+            capacity,
+            price_per_hour: price,
+            mig: false,
+            nodes,
+            max_nodes: max,
+            last_interruption: None,
+        }
+    }
+
+    fn gpus(n: u8, spot: bool) -> JobRequest {
+        JobRequest {
+            gpu: GpuRequest::Whole(n),
+            spot_ok: spot,
+            models: ModelChoice::Any,
+            ..JobRequest::default()
+        }
+    }
+
+    #[test]
+    fn spot_first_where_allowed_on_demand_otherwise() {
+        let offers = [
+            offer(0, CapacityType::OnDemand, 55.0, 0, 4),
+            offer(1, CapacityType::Spot, 14.6, 0, 4),
+        ];
+        let (a, b) = (gpus(8, true), gpus(8, false));
+        let plan = scale_up(
+            0.0,
+            &offers,
+            &[],
+            &[(1, &a), (2, &b)],
+            &ScaleConfig::default(),
+        );
+        assert_eq!(plan.len(), 2);
+        assert_eq!((plan[0].pool, plan[0].for_job), (PoolId(1), 1));
+        assert!((plan[0].added_per_hour - 14.6).abs() < 1e-9);
+        assert_eq!((plan[1].pool, plan[1].for_job), (PoolId(0), 2));
+        assert!(!plan[1].spot_fallback);
+    }
+
+    #[test]
+    fn a_just_interrupted_spot_pool_falls_back_to_on_demand() {
+        let mut spot = offer(1, CapacityType::Spot, 14.6, 0, 4);
+        spot.last_interruption = Some(100.0);
+        let offers = [offer(0, CapacityType::OnDemand, 55.0, 0, 4), spot];
+        let a = gpus(8, true);
+        let cfg = ScaleConfig::default();
+        let plan = scale_up(200.0, &offers, &[], &[(1, &a)], &cfg);
+        assert_eq!(plan[0].pool, PoolId(0));
+        assert!(plan[0].spot_fallback);
+        // After the cooldown spot is first again.
+        let later = scale_up(100.0 + cfg.spot_cooldown_s, &offers, &[], &[(1, &a)], &cfg);
+        assert_eq!(later[0].pool, PoolId(1));
+    }
+
+    #[test]
+    fn pool_maximum_and_price_ceiling_hold() {
+        let offers = [offer(0, CapacityType::OnDemand, 40.0, 3, 4)];
+        let mut gang = gpus(8, false);
+        gang.nodes = 2;
+        assert!(scale_up(0.0, &offers, &[], &[(1, &gang)], &ScaleConfig::default()).is_empty());
+        let mut cheap = gpus(8, false);
+        cheap.max_price_per_hour = Some(30.0);
+        assert!(scale_up(0.0, &offers, &[], &[(1, &cheap)], &ScaleConfig::default()).is_empty());
+        let ok = gpus(8, false);
+        let plan = scale_up(
+            0.0,
+            &offers,
+            &[],
+            &[(1, &ok), (2, &ok)],
+            &ScaleConfig::default(),
+        );
+        assert_eq!(plan.len(), 1, "one node of headroom: {plan:?}");
+    }
+
+    #[test]
+    fn small_jobs_share_one_new_node() {
+        let offers = [offer(0, CapacityType::OnDemand, 40.0, 0, 4)];
+        let reqs: Vec<JobRequest> = (0..4).map(|_| gpus(2, false)).collect();
+        let waiting: Vec<(JobId, &JobRequest)> = reqs
+            .iter()
+            .enumerate()
+            .map(|(i, r)| (i as u64, r))
+            .collect();
+        let plan = scale_up(0.0, &offers, &[], &waiting, &ScaleConfig::default());
+        assert_eq!(plan.len(), 1, "{plan:?}");
+        let frac = JobRequest {
+            gpu: GpuRequest::Fraction(500),
+            ..JobRequest::default()
+        };
+        let plan = scale_up(
+            0.0,
+            &offers,
+            &[],
+            &[(1, &frac), (2, &frac), (3, &frac)],
+            &ScaleConfig::default(),
+        );
+        assert_eq!(plan.len(), 1, "{plan:?}");
+    }
+
+    #[test]
+    fn nodes_on_their_way_are_spoken_for_first() {
+        let offers = [offer(0, CapacityType::OnDemand, 40.0, 2, 8)];
+        let mut gang = gpus(8, false);
+        gang.nodes = 2;
+        let one = gpus(8, false);
+        let cfg = ScaleConfig::default();
+        assert!(scale_up(0.0, &offers, &[2], &[(1, &gang)], &cfg).is_empty());
+        let plan = scale_up(0.0, &offers, &[2], &[(1, &gang), (2, &one)], &cfg);
+        assert_eq!(plan.len(), 1, "{plan:?}");
+        assert_eq!((plan[0].for_job, plan[0].nodes), (2, 1));
+    }
+
+    #[test]
+    fn incoming_spot_goes_to_the_job_that_may_use_spot() {
+        let offers = [
+            offer(0, CapacityType::OnDemand, 55.0, 1, 4),
+            offer(1, CapacityType::Spot, 14.6, 1, 4),
+        ];
+        let (a, b) = (gpus(8, true), gpus(8, false));
+        let plan = scale_up(
+            0.0,
+            &offers,
+            &[1, 1],
+            &[(1, &a), (2, &b)],
+            &ScaleConfig::default(),
+        );
+        assert!(plan.is_empty(), "both fit what is on its way: {plan:?}");
+    }
+
+    #[test]
+    fn scale_down_keeps_the_pool_minimum_and_waits_for_the_window() {
+        let nodes = [
+            NodeIdle {
+                node: NodeId(0),
+                pool: PoolId(0),
+                empty_since: Some(0.0),
+            },
+            NodeIdle {
+                node: NodeId(1),
+                pool: PoolId(0),
+                empty_since: Some(100.0),
+            },
+            NodeIdle {
+                node: NodeId(2),
+                pool: PoolId(0),
+                empty_since: None,
+            },
+            NodeIdle {
+                node: NodeId(3),
+                pool: PoolId(0),
+                empty_since: Some(550.0),
+            },
+        ];
+        let cfg = ScaleConfig::default();
+        let gone = scale_down(700.0, &nodes, &[4], &[2], &cfg);
+        assert_eq!(gone, vec![NodeId(0), NodeId(1)]);
+        assert!(scale_down(700.0, &nodes, &[4], &[4], &cfg).is_empty());
+    }
+}

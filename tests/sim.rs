@@ -1,0 +1,274 @@
+//! `gantry sim`: determinism, the bill's arithmetic, elasticity with spot fallback, and the
+//! naive setups' rules — on small fleets so that they run in a debug build.
+
+use gantry::config::fleet::{parse, FleetConfig, DEFAULT_FLEET};
+use gantry::model::{GpuRequest, JobRequest, ModelChoice};
+use gantry::sim::mix::{Kind, SimJob, EXPERIMENT, PRODUCTION};
+use gantry::sim::world::{SetupResult, SimConfig, World};
+use gantry::sim::{compare, Setup, SimOptions};
+use proptest::prelude::*;
+
+fn small(days: f64, seed: u64, setups: Vec<Setup>) -> gantry::sim::Comparison {
+    let fleet = parse("default", DEFAULT_FLEET).unwrap();
+    compare(
+        &fleet,
+        &SimOptions {
+            days,
+            seed,
+            load: 0.8,
+            gpus: Some(64),
+            setups,
+            keep_events: false,
+        },
+    )
+    .unwrap()
+}
+
+#[test]
+fn the_same_seed_gives_the_same_event_log() {
+    let all = vec![Setup::Naive, Setup::NaiveAnyFit, Setup::Gantry];
+    let a = small(1.0, 5, all.clone());
+    let b = small(1.0, 5, all.clone());
+    let c = small(1.0, 6, all);
+    for i in 0..3 {
+        assert!(
+            a.setups[i].events > 100,
+            "{}: {}",
+            a.setups[i].setup,
+            a.setups[i].events
+        );
+        assert_eq!(a.setups[i].event_hash, b.setups[i].event_hash);
+        assert_eq!(a.setups[i].spend_usd, b.setups[i].spend_usd);
+        assert_ne!(a.setups[i].event_hash, c.setups[i].event_hash);
+    }
+}
+
+fn check_books(r: &SetupResult) -> Result<(), TestCaseError> {
+    let eps = 1e-6 * (1.0 + r.spend_usd);
+    let by_cap: f64 = r.by_capacity.iter().map(|c| c.spend_usd).sum();
+    prop_assert!(
+        (by_cap - r.spend_usd).abs() < eps,
+        "{}: {by_cap} vs {}",
+        r.setup,
+        r.spend_usd
+    );
+    let teams: f64 = r.spend_by_team.iter().map(|t| t.spend_usd).sum();
+    prop_assert!((teams + r.idle_spend_usd - r.spend_usd).abs() < eps);
+    prop_assert!(
+        r.idle_spend_usd >= -eps,
+        "jobs billed more than the nodes cost: {r:?}"
+    );
+    let paid: f64 = r.by_capacity.iter().map(|c| c.paid_gpu_hours).sum();
+    prop_assert!((paid - r.paid_gpu_hours).abs() < 1e-6 * (1.0 + paid));
+    for c in &r.by_capacity {
+        prop_assert!(c.allocated_gpu_hours <= c.paid_gpu_hours + 1e-6, "{c:?}");
+    }
+    prop_assert!(r.allocated_gpu_hours <= r.paid_gpu_hours + 1e-6);
+    prop_assert!(r.busy_gpu_hours <= r.allocated_gpu_hours + 1e-6);
+    prop_assert!(r.useful_gpu_hours <= r.busy_gpu_hours + 1e-6);
+    prop_assert!((0.0..=1.0 + 1e-9).contains(&r.utilization));
+    let cpu = r.spend_usd / r.useful_gpu_hours.max(1e-9);
+    prop_assert!((cpu - r.cost_per_useful_gpu_hour).abs() < 1e-6 * (1.0 + cpu));
+    prop_assert!(r.finished + r.unfinished + r.never_fit <= r.jobs);
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(6))]
+    /// Every dollar is a node's price over the time it was paid for, and is either some team's
+    /// (its jobs' share of the nodes they ran on) or idle; no job is billed for more than its
+    /// nodes cost, and held ≥ busy ≥ useful.
+    #[test]
+    fn the_books_balance(seed in 0u64..1000, load in 0.3f64..1.2) {
+        let fleet = parse("default", DEFAULT_FLEET).unwrap();
+        let c = compare(&fleet, &SimOptions {
+            days: 0.5,
+            seed,
+            load,
+            gpus: Some(48),
+            setups: vec![Setup::Naive, Setup::Gantry],
+            keep_events: false,
+        }).unwrap();
+        for r in &c.setups {
+            check_books(r)?;
+        }
+    }
+}
+
+/// One on-demand and one spot pool, both empty at start, up to 4 nodes each.
+fn elastic_fleet(interruptions: f64) -> FleetConfig {
+    let text = format!(
+        r#"
+[[teams]]
+name = "ml"
+guaranteed = 64
+
+[[pools]]
+provider = "aws"
+region = "us-east-1"
+zone = "use1-az3"
+name = "p5-od"
+instance_type = "p5.48xlarge"
+gpu = "H100"
+gpus_per_node = 8
+vram_gb = 80
+cpus = 192
+memory_gb = 2048
+capacity = "on-demand"
+price_per_hour = 55.04
+nodes = 0
+max_nodes = 4
+provisioning_delay = "6m"
+
+[[pools]]
+provider = "aws"
+region = "us-east-1"
+zone = "use1-az3"
+name = "p5-spot"
+instance_type = "p5.48xlarge"
+gpu = "H100"
+gpus_per_node = 8
+vram_gb = 80
+cpus = 192
+memory_gb = 2048
+capacity = "spot"
+price_per_hour = 14.582
+nodes = 0
+max_nodes = 4
+provisioning_delay = "6m"
+spot_interruptions_per_node_hour = {interruptions}
+"#
+    );
+    parse("elastic.toml", &text).unwrap()
+}
+
+fn job(arrive: f64, hours: f64, spot: bool) -> SimJob {
+    let request = JobRequest {
+        gpu: GpuRequest::Whole(8),
+        cpu_milli: 64_000,
+        mem_mib: 512 * 1024,
+        models: ModelChoice::Any,
+        spot_ok: spot,
+        ..JobRequest::default()
+    };
+    SimJob {
+        kind: Kind::Training,
+        team: 0,
+        class: PRODUCTION,
+        arrive,
+        whole: request.clone(),
+        request,
+        work_s: hours * 3600.0,
+        active_s: hours * 3600.0,
+        checkpoint_s: Some(1800.0),
+        preemptible: true,
+        useful_milli: 8000,
+    }
+}
+
+fn run(setup: Setup, fleet: &FleetConfig, jobs: &[SimJob], days: f64) -> SetupResult {
+    let cfg = SimConfig {
+        days,
+        seed: 1,
+        failures_per_node_hour: 0.0,
+        keep_events: true,
+        ..SimConfig::default()
+    };
+    World::new(setup, fleet, jobs, cfg).run()
+}
+
+#[test]
+fn pending_work_grows_the_cheapest_pool_and_empty_nodes_go_back() {
+    let fleet = elastic_fleet(0.0);
+    let jobs = [job(60.0, 2.0, true), job(60.0, 2.0, false)];
+    let r = run(Setup::Gantry, &fleet, &jobs, 0.5);
+    let log = r.event_log.join("\n");
+    assert!(
+        log.contains("aws/us-east-1/use1-az3/p5-spot +1 for job 0, +$14.58/h"),
+        "{log}"
+    );
+    assert!(
+        log.contains("aws/us-east-1/use1-az3/p5-od +1 for job 1, +$55.04/h"),
+        "{log}"
+    );
+    assert_eq!(r.finished, 2, "{log}");
+    assert_eq!(r.scale_downs, 2, "{log}");
+    // Paid: about 6 min provisioning + 2 h running + 10 min empty, per node.
+    let hours = 2.0 + 16.0 / 60.0;
+    let want = (14.582 + 55.04) * hours;
+    assert!(
+        (r.spend_usd - want).abs() < 0.05 * want,
+        "{} vs {want}",
+        r.spend_usd
+    );
+    let waits = &r.queue_wait[1];
+    assert_eq!(waits.class, "production");
+    assert!(waits.p99_s >= 360.0 && waits.p99_s < 480.0, "{waits:?}");
+}
+
+#[test]
+fn after_a_spot_interruption_the_job_checkpoints_and_on_demand_takes_over() {
+    // Interruptions every few minutes on average: the first spot node is taken back soon.
+    let fleet = elastic_fleet(6.0);
+    let jobs = [job(60.0, 3.0, true)];
+    let r = run(Setup::Gantry, &fleet, &jobs, 1.0);
+    let log = r.event_log.join("\n");
+    assert!(r.spot_interruptions >= 1, "{log}");
+    assert!(log.contains("spot notice for node"), "{log}");
+    assert!(log.contains("(spot just interrupted: on-demand)"), "{log}");
+    assert_eq!(r.finished, 1, "{log}");
+    // gantry heard the notice: the job checkpointed, so nothing but restore time was redone.
+    assert!(
+        r.busy_gpu_hours - r.useful_gpu_hours < 8.0 * 0.5,
+        "busy {} useful {}",
+        r.busy_gpu_hours,
+        r.useful_gpu_hours
+    );
+}
+
+#[test]
+fn the_naive_setup_never_grows_and_rejects_what_its_partition_cannot_hold() {
+    let mut fleet = elastic_fleet(0.0);
+    fleet.pools[0].nodes = 1; // one on-demand node, fixed
+    fleet.pools[1].max_nodes = Some(0);
+    let mut big = job(0.0, 4.0, false);
+    big.request.nodes = 2;
+    big.whole.nodes = 2;
+    let jobs = [job(0.0, 1.0, false), big];
+    let r = run(Setup::Naive, &fleet, &jobs, 0.5);
+    assert_eq!(r.never_fit, 1, "a 2-node gang on a 1-node partition");
+    assert_eq!((r.scale_ups, r.finished), (0, 1));
+    // The naive fleet is paid all the time, used or not.
+    assert!(
+        (r.paid_gpu_hours - 8.0 * 12.0).abs() < 1e-6,
+        "{}",
+        r.paid_gpu_hours
+    );
+}
+
+#[test]
+fn strict_fifo_blocks_behind_its_head_and_any_fit_does_not() {
+    let mut fleet = elastic_fleet(0.0);
+    fleet.pools[0].nodes = 2;
+    fleet.pools[1].max_nodes = Some(0);
+    let mut gang = job(60.0, 1.0, false);
+    gang.request.nodes = 2;
+    gang.whole.nodes = 2;
+    let mut small = job(120.0, 1.0, false);
+    small.class = EXPERIMENT;
+    small.kind = Kind::Experiment;
+    // Job 0 holds one node for 4 h; the gang needs both; the small job fits beside job 0.
+    let jobs = [job(0.0, 4.0, false), gang, small];
+    let wait = |r: &SetupResult| {
+        r.queue_wait
+            .iter()
+            .find(|w| w.class == "experiment")
+            .unwrap()
+            .p50_s
+    };
+    let strict = run(Setup::Naive, &fleet, &jobs, 0.5);
+    let any = run(Setup::NaiveAnyFit, &fleet, &jobs, 0.5);
+    assert!(wait(&strict) > 4.0 * 3600.0, "strict: {}", wait(&strict));
+    assert!(wait(&any) < 120.0, "any-fit: {}", wait(&any));
+    assert_eq!((strict.finished, any.finished), (3, 3));
+}

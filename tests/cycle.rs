@@ -662,3 +662,38 @@ fn per_model_guarantees_mark_starts_past_a_models_part_as_borrowed() {
         e5.reason
     );
 }
+
+#[test]
+fn capacity_nobody_is_guaranteed_can_be_borrowed_within_the_limit() {
+    // 4 nodes × 8 GPUs; the teams are guaranteed 16 of the 32, so 16 belong to nobody.
+    let teams = vec![
+        team("a", Some(8), 8, Some("c")),
+        team("b", Some(8), 0, Some("c")),
+    ];
+    let w = World::new(4, teams);
+    let jobs = [
+        pending(1, 1, PRODUCTION, 8, 0.0),
+        pending(2, 0, PRODUCTION, 8, 1.0),
+        pending(3, 0, PRODUCTION, 8, 2.0),
+        pending(4, 0, PRODUCTION, 8, 3.0),
+    ];
+    let out = w.cycle(10.0, &jobs).unwrap();
+    assert_eq!(
+        started_borrowed(&out),
+        vec![(1, false), (2, false), (3, true)],
+        "b uses its own guarantee, so a borrows from the unguaranteed 16, up to its limit of 8"
+    );
+    let e4 = out.explanations.iter().find(|e| e.job == 4).unwrap();
+    assert!(
+        matches!(
+            e4.reason,
+            PendingReason::Quota {
+                lendable: 8000,
+                borrow_limit: 8000,
+                ..
+            }
+        ),
+        "{:?}",
+        e4.reason
+    );
+}

@@ -48,6 +48,8 @@ pub fn big_snapshot(gpus: usize, jobs: usize) -> Snapshot {
             since_s: 3600.0 - (i % 7200) as f64,
             position: (i % 4 != 0).then_some(i),
             detail: "no-capacity: needs 8 GPUs on one node; 0 nodes have room now".into(),
+            cost_usd: (i % 50) as f64 * 3.5,
+            dollars_per_hour: if i % 4 == 0 { 14.0 } else { 0.0 },
         })
         .collect();
     Snapshot {

@@ -155,7 +155,25 @@ enum Command {
         #[arg(long, value_enum, default_value_t = Output::Table)]
         output: Output,
     },
-    /// Teams: quota, usage, borrowing, spend rate.
+    /// Chargeback: what jobs cost in a window, by team, project or job.
+    Report {
+        /// Start: seconds on the daemon's clock, or a duration before now (24h, 7d). Default:
+        /// the beginning.
+        #[arg(long)]
+        since: Option<String>,
+        /// End (same forms). Default: now.
+        #[arg(long)]
+        until: Option<String>,
+        /// team, project or job.
+        #[arg(long, default_value = "team", value_parser = ["team", "project", "job"])]
+        by: String,
+        #[arg(long, value_enum, default_value_t = remote::ReportFormat::Table)]
+        format: remote::ReportFormat,
+        /// The same as `--format json`.
+        #[arg(long, value_enum, default_value_t = Output::Table)]
+        output: Output,
+    },
+    /// Teams: quota, usage, borrowing, spend rate, this month's spend against the budget.
     Teams {
         #[arg(long, value_enum, default_value_t = Output::Table)]
         output: Output,
@@ -262,6 +280,20 @@ pub fn main() -> ExitCode {
         Some(Command::Release { ids, output }) => remote::act(&target, "release", &ids, output),
         Some(Command::Prio { id, class, output }) => remote::prio(&target, &id, &class, output),
         Some(Command::Teams { output }) => remote::teams(&target, output),
+        Some(Command::Report {
+            since,
+            until,
+            by,
+            format,
+            output,
+        }) => {
+            let format = if output == Output::Json {
+                remote::ReportFormat::Json
+            } else {
+                format
+            };
+            remote::report(&target, since, until, &by, format)
+        }
         Some(Command::Events {
             follow,
             job,

@@ -293,12 +293,23 @@ pub fn teams(t: &Target, output: Output) -> Result<(), CliError> {
         return super::print_json(&rows).map_err(CliError::usage);
     }
     println!(
-        "{:<14} {:<10} {:>6} {:>10} {:>8} {:>8} {:>7} {:>7} {:>9}",
-        "TEAM", "COHORT", "WEIGHT", "GUARANTEE", "USED", "BORROWED", "RUNNING", "PENDING", "$/H"
+        "{:<14} {:<10} {:>6} {:>10} {:>8} {:>8} {:>7} {:>7} {:>9} {:>12} {:>12} {:>6}  AT 100%",
+        "TEAM",
+        "COHORT",
+        "WEIGHT",
+        "GUARANTEE",
+        "USED",
+        "BORROWED",
+        "RUNNING",
+        "PENDING",
+        "$/H",
+        "MONTH $",
+        "BUDGET $",
+        "USED%"
     );
     for r in rows {
         println!(
-            "{:<14} {:<10} {:>6.1} {:>10} {:>8.1} {:>8.1} {:>7} {:>7} {:>9.2}",
+            "{:<14} {:<10} {:>6.1} {:>10} {:>8.1} {:>8.1} {:>7} {:>7} {:>9.2} {:>12.2} {:>12} {:>6}  {}",
             r.name,
             r.cohort,
             r.weight,
@@ -308,7 +319,17 @@ pub fn teams(t: &Target, output: Output) -> Result<(), CliError> {
             r.borrowed_gpus,
             r.running,
             r.pending,
-            r.burn_per_hour
+            r.burn_per_hour,
+            r.spend_month_usd,
+            r.budget_monthly_usd
+                .map_or("-".to_string(), |b| format!("{b:.0}")),
+            r.budget_used
+                .map_or("-".to_string(), |u| format!("{:.1}", u * 100.0)),
+            if r.budget_used.is_some() {
+                r.budget_action.as_str()
+            } else {
+                "-"
+            }
         );
     }
     Ok(())
@@ -398,6 +419,108 @@ pub fn events(
         true
     })?;
     Ok(())
+}
+
+/// How `gantry report` prints.
+#[derive(Clone, Copy, Debug, clap::ValueEnum, PartialEq, Eq)]
+pub enum ReportFormat {
+    Table,
+    Csv,
+    Json,
+}
+
+/// A CSV field, quoted when it must be.
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+pub fn report(
+    t: &Target,
+    since: Option<String>,
+    until: Option<String>,
+    by: &str,
+    format: ReportFormat,
+) -> Result<(), CliError> {
+    let mut path = format!("/v1/report?by={}", gantry::client::http::encode(by));
+    for (k, v) in [("since", &since), ("until", &until)] {
+        if let Some(v) = v {
+            path.push_str(&format!("&{k}={}", gantry::client::http::encode(v)));
+        }
+    }
+    let r: gantry::daemon::state::Report = t.client()?.call("GET", &path, None)?;
+    match format {
+        ReportFormat::Json => super::print_json(&r).map_err(CliError::usage),
+        ReportFormat::Csv => {
+            println!("key,team,spend_usd,gpu_hours,on_demand_usd,spot_usd,reserved_usd,runs");
+            for row in &r.rows {
+                println!(
+                    "{},{},{:.2},{:.3},{:.2},{:.2},{:.2},{}",
+                    csv_field(&row.key),
+                    csv_field(&row.team),
+                    row.spend_usd,
+                    row.gpu_hours,
+                    row.on_demand_usd,
+                    row.spot_usd,
+                    row.reserved_usd,
+                    row.runs
+                );
+            }
+            Ok(())
+        }
+        ReportFormat::Table => {
+            println!(
+                "{}spend from t={:.0}s to t={:.0}s of the daemon's clock, by {}",
+                if r.simulated { "SIMULATED " } else { "" },
+                r.since,
+                r.until,
+                by
+            );
+            // Grouped by team, the key is the team.
+            let team_col = |t: &str| {
+                if by == "team" {
+                    String::new()
+                } else {
+                    format!(" {:<14}", gantry::console::app::escape(t))
+                }
+            };
+            println!(
+                "{:<20}{} {:>12} {:>10} {:>11} {:>11} {:>11} {:>5}",
+                by.to_uppercase(),
+                team_col("TEAM"),
+                "SPEND $",
+                "GPU-H",
+                "ON-DEMAND $",
+                "SPOT $",
+                "RESERVED $",
+                "RUNS"
+            );
+            for row in &r.rows {
+                println!(
+                    "{:<20}{} {:>12.2} {:>10.1} {:>11.2} {:>11.2} {:>11.2} {:>5}",
+                    gantry::console::app::escape(&row.key),
+                    team_col(&row.team),
+                    row.spend_usd,
+                    row.gpu_hours,
+                    row.on_demand_usd,
+                    row.spot_usd,
+                    row.reserved_usd,
+                    row.runs
+                );
+            }
+            println!(
+                "{:<20}{} {:>12.2} {:>10.1}",
+                "TOTAL",
+                team_col(""),
+                r.total_usd,
+                r.total_gpu_hours
+            );
+            Ok(())
+        }
+    }
 }
 
 pub fn reclaim(t: &Target, apply: bool, output: Output) -> Result<(), CliError> {

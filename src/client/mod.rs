@@ -38,6 +38,20 @@ pub struct JobRow {
     pub position: Option<usize>,
     /// Why it waits, or where it runs.
     pub detail: String,
+    /// Dollars billed for its finished runs.
+    #[serde(default)]
+    pub cost_usd: f64,
+    /// What its current run costs per hour (0 unless it holds GPUs).
+    #[serde(default)]
+    pub dollars_per_hour: f64,
+}
+
+impl JobRow {
+    /// Cost so far at daemon time `now`: finished runs plus the current one (which started at
+    /// `since_s`). Computed by the reader so the row does not change merely as time passes.
+    pub fn cost_at(&self, now: f64) -> f64 {
+        self.cost_usd + self.dollars_per_hour * (now - self.since_s).max(0.0) / 3600.0
+    }
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -57,6 +71,19 @@ pub struct TeamRow {
     /// $/h of its running jobs.
     pub burn_per_hour: f64,
     pub budget_monthly_usd: Option<f64>,
+    #[serde(default)]
+    pub budget_monthly_gpu_hours: Option<f64>,
+    /// Spent this budget month (30 days of the daemon's clock), dollars and GPU-hours.
+    #[serde(default)]
+    pub spend_month_usd: f64,
+    #[serde(default)]
+    pub gpu_hours_month: f64,
+    /// Fraction of the budget used (the larger of dollars and GPU-hours), if it has one.
+    #[serde(default)]
+    pub budget_used: Option<f64>,
+    /// notify, block or demote: what happens at 100%.
+    #[serde(default)]
+    pub budget_action: String,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

@@ -53,6 +53,42 @@ pub struct TeamConfig {
     pub borrow_limit: u32,
     pub lend_limit: Option<u32>,
     pub budget_monthly_usd: Option<f64>,
+    /// A monthly GPU-hour budget, alone or with the dollar one (whichever is reached first).
+    pub budget_monthly_gpu_hours: Option<f64>,
+    /// Fractions of the budget that raise an alert event (default 0.5, 0.8, 1.0).
+    pub budget_alerts: Option<Vec<f64>>,
+    /// What happens at 100%: notify (default), block new submissions, or demote the team's
+    /// new and pending jobs to the lowest priority class.
+    #[serde(default)]
+    pub budget_action: BudgetAction,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum BudgetAction {
+    #[default]
+    Notify,
+    Block,
+    Demote,
+}
+
+impl fmt::Display for BudgetAction {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            BudgetAction::Notify => "notify",
+            BudgetAction::Block => "block",
+            BudgetAction::Demote => "demote",
+        })
+    }
+}
+
+impl TeamConfig {
+    /// Alert thresholds, ascending.
+    pub fn alerts(&self) -> Vec<f64> {
+        let mut a = self.budget_alerts.clone().unwrap_or(vec![0.5, 0.8, 1.0]);
+        a.sort_by(f64::total_cmp);
+        a
+    }
 }
 
 fn one() -> f64 {
@@ -257,14 +293,32 @@ fn validate(file: &str, text: &str, cfg: &FleetConfig) -> Result<(), ConfigError
         },
     )?;
     for (i, t) in cfg.teams.iter().enumerate() {
-        if let Some(b) = t.budget_monthly_usd {
-            if !(b.is_finite() && b >= 0.0) {
+        for (field, v) in [
+            ("budget_monthly_usd", t.budget_monthly_usd),
+            ("budget_monthly_gpu_hours", t.budget_monthly_gpu_hours),
+        ] {
+            if v.is_some_and(|b| !(b.is_finite() && b >= 0.0)) {
                 return Err(at(
                     "teams",
                     i,
-                    format!("team `{}`: budget_monthly_usd must be ≥ 0", t.name),
+                    format!("team `{}`: {field} must be a number ≥ 0", t.name),
                 ));
             }
+        }
+        if let Some(bad) = t
+            .budget_alerts
+            .iter()
+            .flatten()
+            .find(|a| !(a.is_finite() && **a > 0.0 && **a <= 10.0))
+        {
+            return Err(at(
+                "teams",
+                i,
+                format!(
+                    "team `{}`: budget_alerts {bad} must be a fraction of the budget in (0, 10], e.g. 0.8",
+                    t.name
+                ),
+            ));
         }
     }
     Ok(())

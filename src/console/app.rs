@@ -91,6 +91,18 @@ pub fn escape(s: &str) -> String {
 }
 
 /// A duration as `5m` or `2h05m` (job ages, idle times), for the console and the CLI.
+/// Dollars, short: $950, $12.3k, $1.25M.
+pub fn money(usd: f64) -> String {
+    let a = usd.abs();
+    if a >= 1e6 {
+        format!("${:.2}M", usd / 1e6)
+    } else if a >= 1e4 {
+        format!("${:.1}k", usd / 1e3)
+    } else {
+        format!("${usd:.0}")
+    }
+}
+
 pub fn hm(s: f64) -> String {
     let m = (s.max(0.0) / 60.0) as u64;
     if m >= 60 {
@@ -461,6 +473,7 @@ impl App {
                 "GPUs",
                 "age",
                 "pos",
+                "cost",
                 "where / why pending",
             ]
         } else {
@@ -507,6 +520,7 @@ impl App {
                 ]);
                 if wide {
                     cells.push(Cell::from(pos));
+                    cells.push(Cell::from(money(j.cost_at(snap.now))));
                 }
                 cells.push(Cell::from(escape(&j.detail)));
                 Row::new(cells)
@@ -522,6 +536,7 @@ impl App {
                 Constraint::Length(8),
                 Constraint::Length(6),
                 Constraint::Length(4),
+                Constraint::Length(8),
                 Constraint::Min(20),
             ]
         } else {
@@ -556,9 +571,23 @@ impl App {
                 let quota = t.guaranteed.map_or("none".to_string(), |g| {
                     format!("{g} (+{} borrow)", t.borrow_limit)
                 });
-                let budget = t
-                    .budget_monthly_usd
-                    .map_or("-".to_string(), |b| format!("${:.0}k/mo", b / 1000.0));
+                let budget = match (t.budget_used, t.budget_monthly_usd) {
+                    (Some(u), Some(b)) => {
+                        format!(
+                            "{} of {} {:.0}%",
+                            money(t.spend_month_usd),
+                            money(b),
+                            u * 100.0
+                        )
+                    }
+                    (Some(u), None) => format!("{:.0} GPU-h {:.0}%", t.gpu_hours_month, u * 100.0),
+                    _ => format!("{} (no budget)", money(t.spend_month_usd)),
+                };
+                let budget_color = match t.budget_used {
+                    Some(u) if u >= 1.0 => self.theme.error,
+                    Some(u) if u >= 0.8 => self.theme.warn,
+                    _ => Color::Reset,
+                };
                 let over = t.guaranteed.is_some_and(|g| t.used_gpus > f64::from(g));
                 let mut cells = vec![Cell::from(escape(&t.name))];
                 if wide {
@@ -576,7 +605,7 @@ impl App {
                     Cell::from(t.running.to_string()),
                     Cell::from(t.pending.to_string()),
                     Cell::from(format!("${:.0}/h", t.burn_per_hour)),
-                    Cell::from(budget),
+                    Cell::from(budget).style(self.style(budget_color)),
                 ]);
                 Row::new(cells)
             })
@@ -592,7 +621,7 @@ impl App {
             Constraint::Length(4),
             Constraint::Length(5),
             Constraint::Length(8),
-            Constraint::Length(10),
+            Constraint::Min(18),
         ]);
         let header: Vec<&str> = if wide {
             vec![
@@ -605,7 +634,7 @@ impl App {
                 "run",
                 "pend",
                 "burn",
-                "budget",
+                "spent this month / budget",
             ]
         } else {
             vec![
@@ -624,7 +653,7 @@ impl App {
             .block(
                 Block::default()
                     .borders(Borders::ALL)
-                    .title(" teams: quota, usage and spend rate "),
+                    .title(" teams: quota, usage, spend rate and monthly budget "),
             );
         f.render_widget(table, area);
     }

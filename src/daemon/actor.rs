@@ -7,7 +7,7 @@
 use super::auth::{hash_token, new_token, Caller, Role};
 use super::engine::{EngineError, Submission};
 use super::journal::{EventRecord, JobId, JournalError, TokenRecord};
-use super::state::{Action, Counters, Histogram, JobDetail, State};
+use super::state::{Action, Counters, Histogram, JobDetail, Report, ReportBy, State};
 use crate::client::Snapshot;
 use crate::scheduler::reclaim::ReclaimPlan;
 use serde::Serialize;
@@ -53,6 +53,7 @@ impl From<EngineError> for ApiError {
             | EngineError::Teams(_) => (400, "invalid"),
             EngineError::NeverFits(_) => (422, "never-fits"),
             EngineError::Forbidden(_) => (403, "forbidden"),
+            EngineError::OverBudget(_) => (403, "over-budget"),
             EngineError::NoJob(_) | EngineError::Journal(JournalError::NoJob(_)) => {
                 (404, "not-found")
             }
@@ -102,6 +103,12 @@ pub enum Request {
         job: Option<JobId>,
         limit: usize,
         reply: Reply<Vec<EventRecord>>,
+    },
+    Report {
+        since: f64,
+        until: f64,
+        by: ReportBy,
+        reply: Reply<Report>,
     },
     Shutdown,
 }
@@ -408,6 +415,14 @@ impl Actor {
             }
             Request::Events { job, limit, reply } => {
                 let _ = reply.send(self.state.events(job, limit).map_err(ApiError::from));
+            }
+            Request::Report {
+                since,
+                until,
+                by,
+                reply,
+            } => {
+                let _ = reply.send(self.state.report(since, until, by).map_err(ApiError::from));
             }
         }
     }

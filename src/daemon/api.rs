@@ -8,7 +8,7 @@ use super::actor::{ApiError, Handle, Published, Request, CYCLE_BUCKETS};
 use super::auth::{Caller, Role};
 use super::engine::Submission;
 use super::journal::JobId;
-use super::state::{Action, WAIT_BUCKETS};
+use super::state::{Action, ReportBy, WAIT_BUCKETS};
 use crate::client::Snapshot;
 use axum::body::{to_bytes, Body, Bytes};
 use axum::extract::{Path, RawQuery, State};
@@ -66,6 +66,7 @@ pub fn router(handle: Handle, tcp: bool) -> Router {
         .route("/v1/fleet", get(fleet))
         .route("/v1/teams", get(teams))
         .route("/v1/events", get(events))
+        .route("/v1/report", get(report))
         .route("/v1/events/stream", get(stream))
         .route("/v1/reclaim", get(reclaim_plan).post(reclaim_apply))
         .route("/v1/tokens", post(token))
@@ -390,6 +391,57 @@ async fn events(State(api): State<Api>, RawQuery(raw): RawQuery) -> Result<Respo
         .call(|reply| Request::Events { job, limit, reply })
         .await?;
     Ok(ok(&list))
+}
+
+/// The bill for a window of the daemon's clock: `since` and `until` are seconds on it, or a
+/// duration before now (`24h`, `7d`); `by` is team (default), project or job.
+async fn report(State(api): State<Api>, RawQuery(raw): RawQuery) -> Result<Response, ApiError> {
+    let q = query(raw)?;
+    let now = api.handle.published.borrow().snapshot.now;
+    let at = |name: &str, default: f64| -> Result<f64, ApiError> {
+        match q.get(name) {
+            None => Ok(default),
+            Some(v) => clock_time(v, now).ok_or_else(|| {
+                ApiError::bad_request(format!(
+                    "{name} `{}`: give seconds on the daemon's clock (e.g. 86400) or a duration before now (e.g. 24h, 7d)",
+                    v.escape_debug()
+                ))
+            }),
+        }
+    };
+    let (since, until) = (at("since", 0.0)?, at("until", now)?);
+    if until < since {
+        return Err(ApiError::bad_request(format!(
+            "until ({until:.0}) is before since ({since:.0})"
+        )));
+    }
+    let by = match q.get("by") {
+        None => ReportBy::Team,
+        Some(b) => ReportBy::parse(b).ok_or_else(|| {
+            ApiError::bad_request(format!(
+                "by `{}`: expected team, project or job",
+                b.escape_debug()
+            ))
+        })?,
+    };
+    let report = api
+        .handle
+        .call(|reply| Request::Report {
+            since,
+            until,
+            by,
+            reply,
+        })
+        .await?;
+    Ok(ok(&report))
+}
+
+/// Seconds on the daemon's clock, or a duration (`24h`) counted back from `now`.
+pub fn clock_time(text: &str, now: f64) -> Option<f64> {
+    if let Ok(t) = text.parse::<f64>() {
+        return (t.is_finite() && t >= 0.0).then_some(t);
+    }
+    crate::spec::parse_duration(text).map(|d| (now - d).max(0.0))
 }
 
 /// Server-sent events: `snapshot` (whole) first, then a `delta` per change.

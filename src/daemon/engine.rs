@@ -4,7 +4,7 @@
 //! task, which keeps "one owner" true by construction.
 
 use super::job::JobState;
-use super::journal::{JobId, JournalError, NewJob, Store};
+use super::journal::{Charge, JobId, JournalError, NewJob, Store};
 use crate::model::{validate_teams, Fleet, JobRequest, Placement, PriorityClass, Team, TeamError};
 use crate::scheduler::cycle::{
     run_cycle, CycleConfig, CycleError, CycleInput, Decision, Explanation, PendingJob, RunningJob,
@@ -12,7 +12,7 @@ use crate::scheduler::cycle::{
 use crate::scheduler::{Cluster, Placer, Policy, Unplaceable};
 use crate::spec::{self, JobSpec};
 use serde::Serialize;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
 #[derive(Debug, thiserror::Error)]
@@ -33,12 +33,23 @@ pub enum EngineError {
     NeverFits(String),
     #[error("{0}")]
     Forbidden(String),
+    #[error("{0}")]
+    OverBudget(String),
     #[error("job {0}: no such job")]
     NoJob(JobId),
     #[error("scheduling cycle: {0}")]
     Cycle(#[from] CycleError),
     #[error("journal holds job {id} whose spec no longer parses: {why}")]
     Unreadable { id: JobId, why: String },
+}
+
+/// What a spent budget does to a team's new submissions.
+#[derive(Clone, Debug, PartialEq)]
+pub enum BudgetGate {
+    /// Refused, with this message.
+    Block(String),
+    /// Admitted in the lowest priority class.
+    Demote,
 }
 
 /// One job as the engine holds it.
@@ -60,6 +71,19 @@ pub struct Job {
     pub borrowed: bool,
     /// Why it waits, from the last cycle.
     pub explanation: Option<Explanation>,
+    /// Dollars billed for its finished runs (the current run bills on top).
+    pub cost: f64,
+}
+
+impl Job {
+    /// What it has cost up to `now`: finished runs plus the current one.
+    pub fn cost_at(&self, now: f64) -> f64 {
+        let running = match (&self.placement, self.started_at) {
+            (Some(p), Some(t)) => p.price_per_hour * (now - t).max(0.0) / 3600.0,
+            _ => 0.0,
+        };
+        self.cost + running
+    }
 }
 
 /// One job file to admit, with the caller's overrides.
@@ -90,6 +114,10 @@ pub struct Engine {
     usage: Vec<f64>,
     config: CycleConfig,
     jobs: BTreeMap<JobId, Job>,
+    /// Teams whose budget is spent, and what that does to their submissions.
+    budget: HashMap<usize, BudgetGate>,
+    /// Runs ended so far (each closes a charge): tells readers of the bill when to re-read.
+    releases: u64,
 }
 
 impl Engine {
@@ -115,6 +143,8 @@ impl Engine {
             classes,
             config: CycleConfig::default(),
             jobs: BTreeMap::new(),
+            budget: HashMap::new(),
+            releases: 0,
         };
         let mut requeue = Vec::new();
         for r in records {
@@ -153,11 +183,40 @@ impl Engine {
                     started_at: None,
                     borrowed: false,
                     explanation: None,
+                    cost: r.cost,
                 },
             );
         }
         e.store.transition_all(&requeue, now)?;
+        // The requeue closed their open runs in the journal: read the bills back.
+        if !requeue.is_empty() {
+            for r in e.store.load()? {
+                if let Some(j) = e.jobs.get_mut(&r.id) {
+                    j.cost = r.cost;
+                }
+            }
+        }
         Ok(e)
+    }
+
+    /// How many runs have ended (and closed their charge) since the engine opened.
+    pub fn releases(&self) -> u64 {
+        self.releases
+    }
+
+    /// The class with the lowest value (where over-budget teams' jobs go).
+    pub fn lowest_class(&self) -> usize {
+        (0..self.classes.len())
+            .min_by_key(|&c| self.classes[c].value)
+            .unwrap_or(0)
+    }
+
+    /// Sets (or lifts, with `None`) what a team's spent budget does to its new submissions.
+    pub fn set_budget_gate(&mut self, team: usize, gate: Option<BudgetGate>) {
+        match gate {
+            Some(g) => self.budget.insert(team, g),
+            None => self.budget.remove(&team),
+        };
     }
 
     fn team_index(&self, name: &str) -> Result<usize, EngineError> {
@@ -272,7 +331,12 @@ impl Engine {
             )));
         }
         let team = self.team_index(team_name)?;
-        let class = self.class_index(class_name)?;
+        let mut class = self.class_index(class_name)?;
+        match self.budget.get(&team) {
+            Some(BudgetGate::Block(why)) => return Err(EngineError::OverBudget(why.clone())),
+            Some(BudgetGate::Demote) => class = self.lowest_class(),
+            None => {}
+        }
         // The placer tells "not now" from "never": a refusal is NeverFits when no node of the
         // fleet could host the job even if it were empty.
         if let Err(why @ (Unplaceable::NeverFits { .. } | Unplaceable::Invalid { .. })) =
@@ -294,6 +358,7 @@ impl Engine {
             started_at: None,
             borrowed: false,
             explanation: None,
+            cost: 0.0,
         })
     }
 
@@ -308,7 +373,9 @@ impl Engine {
         let job = self.jobs.get_mut(&id).ok_or(EngineError::NoJob(id))?;
         job.state = to;
         if to != JobState::Running && to != JobState::Preempting {
+            job.cost = job.cost_at(now);
             if let Some(p) = job.placement.take() {
+                self.releases += 1;
                 self.cluster
                     .release(&p)
                     .map_err(|e| EngineError::Unreadable {
@@ -449,7 +516,32 @@ impl Engine {
                 Decision::Reserve { .. } => None,
             })
             .collect();
-        self.store.transition_all(&moves, now)?;
+        let fleet = self.cluster.fleet();
+        let opens: Vec<Charge> = out
+            .decisions
+            .iter()
+            .filter_map(|d| match d {
+                Decision::Start { job, placement, .. } => {
+                    let j = self.jobs.get(&(*job as JobId))?;
+                    let capacity = placement
+                        .nodes
+                        .first()
+                        .map_or("on-demand".to_string(), |g| {
+                            fleet.pool(fleet.node(g.node).pool).capacity.to_string()
+                        });
+                    Some(Charge {
+                        job: j.id,
+                        team: self.teams[j.team].name.clone(),
+                        project: j.spec.project.clone(),
+                        capacity,
+                        gpus: j.request.total_gpu_milli() as f64 / 1000.0,
+                        dollars_per_hour: placement.price_per_hour,
+                    })
+                }
+                _ => None,
+            })
+            .collect();
+        self.store.transition_charged(&moves, now, &opens)?;
         let mut report = TickReport::default();
         for d in out.decisions {
             match d {

@@ -57,7 +57,56 @@ const MIGRATIONS: &[&str] = &[
         label TEXT NOT NULL,
         created_at REAL NOT NULL
     );",
+    // 4: what each run cost: one row per run of a job on its placement, open while it runs
+    "CREATE TABLE charges (
+        job INTEGER NOT NULL,
+        team TEXT NOT NULL,
+        project TEXT,
+        capacity TEXT NOT NULL,
+        gpus REAL NOT NULL,
+        dollars_per_hour REAL NOT NULL,
+        started_at REAL NOT NULL,
+        ended_at REAL
+    );
+    CREATE INDEX charges_job ON charges(job, ended_at);
+    CREATE INDEX charges_end ON charges(ended_at);
+    CREATE TABLE clock (id INTEGER PRIMARY KEY CHECK (id = 1), at REAL NOT NULL);",
 ];
+
+/// A run that starts billing: the job's share of its nodes' price.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Charge {
+    pub job: JobId,
+    pub team: String,
+    pub project: Option<String>,
+    /// on-demand, spot or reserved (of the first node's pool).
+    pub capacity: String,
+    pub gpus: f64,
+    pub dollars_per_hour: f64,
+}
+
+/// One billed run, clipped to a report's window.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ChargeRecord {
+    pub job: JobId,
+    pub team: String,
+    pub project: Option<String>,
+    pub capacity: String,
+    pub gpus: f64,
+    pub dollars_per_hour: f64,
+    /// Clipped to the window.
+    pub from: f64,
+    pub to: f64,
+}
+
+impl ChargeRecord {
+    pub fn dollars(&self) -> f64 {
+        self.dollars_per_hour * (self.to - self.from) / 3600.0
+    }
+    pub fn gpu_hours(&self) -> f64 {
+        self.gpus * (self.to - self.from) / 3600.0
+    }
+}
 
 /// An API token as stored: its SHA-256 (hex), never the token itself.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -250,6 +299,18 @@ impl Store {
         moves: &[(JobId, JobState, String)],
         at: f64,
     ) -> Result<(), JournalError> {
+        self.transition_charged(moves, at, &[])
+    }
+
+    /// Moves, and the runs they start, in one transaction. A move out of running/preempting
+    /// closes the job's open charge at `at` and adds it to the job's cost, so the bill and the
+    /// state can never disagree after a crash.
+    pub fn transition_charged(
+        &mut self,
+        moves: &[(JobId, JobState, String)],
+        at: f64,
+        opens: &[Charge],
+    ) -> Result<(), JournalError> {
         let path = self.path.clone();
         let sql = |source| JournalError::Sqlite {
             path: path.clone(),
@@ -268,6 +329,17 @@ impl Store {
                     "INSERT INTO events (at, job, kind, detail) VALUES (?1, ?2, ?3, ?4)",
                 )
                 .map_err(sql)?;
+            let mut bill = tx
+                .prepare_cached(
+                    "UPDATE jobs SET cost = cost + COALESCE((SELECT SUM(MAX(?1 - started_at, 0) * dollars_per_hour / 3600.0) FROM charges WHERE job = ?2 AND ended_at IS NULL), 0) WHERE id = ?2",
+                )
+                .map_err(sql)?;
+            let mut close = tx
+                .prepare_cached("UPDATE charges SET ended_at = MAX(?1, started_at) WHERE job = ?2 AND ended_at IS NULL")
+                .map_err(sql)?;
+            let mut open = tx
+                .prepare_cached("INSERT INTO charges (job, team, project, capacity, gpus, dollars_per_hour, started_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)")
+                .map_err(sql)?;
             for (id, to, why) in moves {
                 let (id, to) = (*id, *to);
                 let from: Option<String> =
@@ -283,6 +355,22 @@ impl Store {
                 event
                     .execute(params![at, id, to.name(), format!("{from} → {to}: {why}")])
                     .map_err(sql)?;
+                if !matches!(to, JobState::Running | JobState::Preempting) {
+                    bill.execute(params![at, id]).map_err(sql)?;
+                    close.execute(params![at, id]).map_err(sql)?;
+                }
+            }
+            for c in opens {
+                open.execute(params![
+                    c.job,
+                    c.team,
+                    c.project,
+                    c.capacity,
+                    c.gpus,
+                    c.dollars_per_hour,
+                    at
+                ])
+                .map_err(sql)?;
             }
         }
         tx.commit().map_err(sql)?;
@@ -319,6 +407,58 @@ impl Store {
     }
 
     /// Every job, in submission order: what a restarted daemon starts from.
+    /// Per team: dollars and GPU-hours of finished runs inside `[since, ∞)`.
+    pub fn closed_spend_by_team(
+        &self,
+        since: f64,
+    ) -> Result<Vec<(String, f64, f64)>, JournalError> {
+        let mut q = self
+            .conn
+            .prepare_cached(
+                "SELECT team, SUM((ended_at - MAX(started_at, ?1)) * dollars_per_hour / 3600.0),
+                        SUM((ended_at - MAX(started_at, ?1)) * gpus / 3600.0)
+                 FROM charges WHERE ended_at IS NOT NULL AND ended_at > ?1 GROUP BY team",
+            )
+            .map_err(self.sql())?;
+        let rows = q
+            .query_map([since], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .map_err(self.sql())?;
+        rows.collect::<Result<Vec<_>, _>>().map_err(self.sql())
+    }
+
+    /// Billed runs that overlap `[since, until)`, clipped to it; open runs bill up to `now`.
+    pub fn charges(
+        &self,
+        since: f64,
+        until: f64,
+        now: f64,
+    ) -> Result<Vec<ChargeRecord>, JournalError> {
+        let mut q = self
+            .conn
+            .prepare_cached(
+                "SELECT job, team, project, capacity, gpus, dollars_per_hour, started_at, COALESCE(ended_at, ?3)
+                 FROM charges WHERE started_at < ?2 AND COALESCE(ended_at, ?3) > ?1 ORDER BY started_at, job",
+            )
+            .map_err(self.sql())?;
+        let rows = q
+            .query_map(params![since, until, now], |r| {
+                Ok(ChargeRecord {
+                    job: r.get(0)?,
+                    team: r.get(1)?,
+                    project: r.get(2)?,
+                    capacity: r.get(3)?,
+                    gpus: r.get(4)?,
+                    dollars_per_hour: r.get(5)?,
+                    from: r.get::<_, f64>(6)?.max(since),
+                    to: r.get::<_, f64>(7)?.min(until),
+                })
+            })
+            .map_err(self.sql())?;
+        rows.collect::<Result<Vec<_>, _>>()
+            .map_err(self.sql())
+            .map(|v| v.into_iter().filter(|c| c.to > c.from).collect())
+    }
+
     pub fn load(&self) -> Result<Vec<JobRecord>, JournalError> {
         let mut q = self
             .conn
@@ -440,11 +580,21 @@ impl Store {
     pub fn last_time(&self) -> Result<f64, JournalError> {
         self.conn
             .query_row(
-                "SELECT MAX(m) FROM (SELECT MAX(updated_at) AS m FROM jobs UNION ALL SELECT MAX(at) FROM events)",
+                "SELECT MAX(m) FROM (SELECT MAX(updated_at) AS m FROM jobs UNION ALL SELECT MAX(at) FROM events UNION ALL SELECT at FROM clock)",
                 [],
                 |r| r.get::<_, Option<f64>>(0),
             )
             .map(|t| t.unwrap_or(0.0))
+            .map_err(self.sql())
+    }
+
+    /// Records how far the daemon's clock has come, so that a restart resumes there and bills
+    /// runs that were open up to it (not just up to the last state change).
+    pub fn save_clock(&mut self, at: f64) -> Result<(), JournalError> {
+        self.conn
+            .prepare_cached("INSERT INTO clock (id, at) VALUES (1, ?1) ON CONFLICT(id) DO UPDATE SET at = MAX(at, ?1)")
+            .and_then(|mut q| q.execute([at]))
+            .map(|_| ())
             .map_err(self.sql())
     }
 

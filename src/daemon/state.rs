@@ -3,11 +3,11 @@
 //! the API read. It does no networking and keeps no wall clock: its owner (the actor) tells it
 //! what time it is. Everything the simulated backend makes up is labelled simulated.
 
-use super::engine::{Engine, EngineError, Submission};
+use super::engine::{BudgetGate, Engine, EngineError, Submission};
 use super::job::JobState;
 use super::journal::{EventRecord, JobId};
 use crate::client::{JobRow, PoolRow, Snapshot, TeamRow, EVENTS_KEPT};
-use crate::config::fleet::{classes_of, fleet_of, teams_of, FleetConfig, TeamConfig};
+use crate::config::fleet::{classes_of, fleet_of, teams_of, BudgetAction, FleetConfig, TeamConfig};
 use crate::model::{GpuRequest, GpuShare};
 use crate::scheduler::cycle::PendingReason;
 use crate::scheduler::reclaim::{
@@ -109,6 +109,73 @@ impl Histogram {
     }
 }
 
+/// How `gantry report` groups the bill.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ReportBy {
+    Team,
+    Project,
+    Job,
+}
+
+impl ReportBy {
+    pub fn parse(s: &str) -> Option<ReportBy> {
+        match s {
+            "team" => Some(ReportBy::Team),
+            "project" => Some(ReportBy::Project),
+            "job" => Some(ReportBy::Job),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, serde::Deserialize)]
+pub struct ReportRow {
+    /// The team, project or job id.
+    pub key: String,
+    pub team: String,
+    pub spend_usd: f64,
+    pub gpu_hours: f64,
+    pub on_demand_usd: f64,
+    pub spot_usd: f64,
+    pub reserved_usd: f64,
+    /// Runs billed in the window (a job preempted and restarted has several).
+    pub runs: usize,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, serde::Deserialize)]
+pub struct Report {
+    pub simulated: bool,
+    pub since: f64,
+    pub until: f64,
+    pub by: ReportBy,
+    pub total_usd: f64,
+    pub total_gpu_hours: f64,
+    pub rows: Vec<ReportRow>,
+}
+
+/// How much of its monthly budget a team has used (the larger of dollars and GPU-hours), or
+/// `None` without a budget.
+fn budget_used(t: &TeamConfig, usd: f64, gpu_h: f64) -> Option<f64> {
+    let a = t.budget_monthly_usd.map(|b| usd / b.max(1e-9));
+    let g = t.budget_monthly_gpu_hours.map(|b| gpu_h / b.max(1e-9));
+    match (a, g) {
+        (Some(a), Some(g)) => Some(a.max(g)),
+        (a, g) => a.or(g),
+    }
+}
+
+fn budget_text(t: &TeamConfig, usd: f64, gpu_h: f64) -> String {
+    let mut parts = Vec::new();
+    if let Some(b) = t.budget_monthly_usd {
+        parts.push(format!("${usd:.0} of ${b:.0}"));
+    }
+    if let Some(b) = t.budget_monthly_gpu_hours {
+        parts.push(format!("{gpu_h:.0} of {b:.0} GPU-h"));
+    }
+    parts.join(", ")
+}
+
 /// Everything about one job, for `gantry job ID`.
 #[derive(Clone, Debug, Serialize)]
 pub struct JobDetail {
@@ -130,8 +197,32 @@ pub struct JobDetail {
     pub events: Vec<EventRecord>,
 }
 
+/// A month of the daemon's clock, for budgets: 30 days.
+pub const BUDGET_MONTH_S: f64 = 30.0 * 86_400.0;
+
+/// One team's spend in the current budget month.
+#[derive(Clone, Debug, Default)]
+struct TeamBudget {
+    month: i64,
+    /// Finished runs this month (re-read from the journal when runs end).
+    closed_usd: f64,
+    closed_gpu_h: f64,
+    /// With the running jobs' share up to now.
+    usd: f64,
+    gpu_h: f64,
+    /// Alert thresholds already announced this month.
+    alerted: usize,
+    /// The action at 100% is in force.
+    enforced: bool,
+}
+
 pub struct State {
     engine: Engine,
+    budgets: Vec<TeamBudget>,
+    /// The clock time last written to the journal (at most a simulated minute behind).
+    clock_saved: f64,
+    /// The engine's release count when the closed spend was last read.
+    budget_read_at: Option<u64>,
     rng: Rng,
     now: f64,
     runs: HashMap<JobId, SimRun>,
@@ -162,6 +253,9 @@ impl State {
         let mut engine = Engine::open(db, fleet_of(cfg), teams, classes, resume)?;
         let recent = engine.store().events(None, EVENTS_KEPT)?;
         let mut s = State {
+            budgets: vec![TeamBudget::default(); cfg.teams.len()],
+            budget_read_at: None,
+            clock_saved: resume,
             engine,
             rng: Rng::new(opts.seed),
             now: resume,
@@ -342,38 +436,43 @@ impl State {
     }
 
     /// Advances the simulated clock by `dt` seconds: completions, stops, arrivals, a cycle.
+    /// Jobs end (and stop billing) at their own end time, however large the step.
     pub fn advance(&mut self, dt: f64) -> Result<(), EngineError> {
         self.now += dt.max(0.0);
-        let mut due: Vec<JobId> = self
+        let mut due: Vec<(f64, JobId)> = self
             .runs
             .iter()
             .filter(|(_, r)| r.ends_at <= self.now)
-            .map(|(&id, _)| id)
+            .map(|(&id, r)| (r.ends_at, id))
             .collect();
-        due.sort_unstable();
-        for id in due {
+        due.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        for (at, id) in due {
             self.runs.remove(&id);
             let ok = self.rng.below(20) != 0;
-            self.engine.finished(id, ok, self.now)?;
+            self.engine.finished(id, ok, at)?;
             self.log(format!(
                 "job {id} {}",
                 if ok { "completed" } else { "failed (exit 1)" }
             ));
         }
-        let mut stopped: Vec<JobId> = self
+        let mut stopped: Vec<(f64, JobId)> = self
             .stops
             .iter()
             .filter(|(_, &t)| t <= self.now)
-            .map(|(&id, _)| id)
+            .map(|(&id, &t)| (t, id))
             .collect();
-        stopped.sort_unstable();
-        for id in stopped {
+        stopped.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        for (at, id) in stopped {
             self.stops.remove(&id);
-            self.engine.requeued(id, self.now)?;
+            self.engine.requeued(id, at)?;
             self.log(format!("job {id} stopped and requeued from its checkpoint"));
         }
         if self.workload.is_some() && self.rng.below(3) == 0 {
             self.submit_demo()?;
+        }
+        if self.now - self.clock_saved >= 60.0 {
+            self.engine.store().save_clock(self.now)?;
+            self.clock_saved = self.now;
         }
         self.tick()
     }
@@ -418,8 +517,162 @@ impl State {
             self.counters.preemptions += 1;
             self.log(format!("job {id} preempted by the scheduler"));
         }
+        self.account_budgets()?;
         self.snapshot = self.build_snapshot();
         Ok(())
+    }
+
+    /// This month's spend per team, alerts at each threshold, and the action at 100%:
+    /// `block` refuses the team's new submissions, `demote` moves its new and pending jobs to
+    /// the lowest class. A new month lifts both.
+    fn account_budgets(&mut self) -> Result<(), EngineError> {
+        let month = (self.now / BUDGET_MONTH_S).floor() as i64;
+        let start = month as f64 * BUDGET_MONTH_S;
+        let releases = self.engine.releases();
+        let rollover = self.budgets.iter().any(|b| b.month != month);
+        if rollover || self.budget_read_at != Some(releases) {
+            let closed = self.engine.store().closed_spend_by_team(start)?;
+            for (i, b) in self.budgets.iter_mut().enumerate() {
+                if b.month != month {
+                    *b = TeamBudget {
+                        month,
+                        ..TeamBudget::default()
+                    };
+                }
+                let name = &self.team_config[i].name;
+                let (usd, gh) = closed
+                    .iter()
+                    .find(|c| &c.0 == name)
+                    .map_or((0.0, 0.0), |c| (c.1, c.2));
+                b.closed_usd = usd;
+                b.closed_gpu_h = gh;
+            }
+            for t in 0..self.budgets.len() {
+                self.engine.set_budget_gate(t, None);
+            }
+            self.budget_read_at = Some(releases);
+        }
+        for b in &mut self.budgets {
+            b.usd = b.closed_usd;
+            b.gpu_h = b.closed_gpu_h;
+        }
+        for j in self.engine.jobs() {
+            let (Some(p), Some(t)) = (&j.placement, j.started_at) else {
+                continue;
+            };
+            let hours = (self.now - t.max(start)).max(0.0) / 3600.0;
+            if let Some(b) = self.budgets.get_mut(j.team) {
+                b.usd += p.price_per_hour * hours;
+                b.gpu_h += j.request.total_gpu_milli() as f64 / 1000.0 * hours;
+            }
+        }
+        for t in 0..self.budgets.len() {
+            let cfg = self.team_config[t].clone();
+            let Some(used) = budget_used(&cfg, self.budgets[t].usd, self.budgets[t].gpu_h) else {
+                continue;
+            };
+            let alerts = cfg.alerts();
+            while self.budgets[t].alerted < alerts.len() && used >= alerts[self.budgets[t].alerted]
+            {
+                let th = alerts[self.budgets[t].alerted];
+                self.budgets[t].alerted += 1;
+                let what = format!(
+                    "budget: team {} at {:.0}% of its monthly budget ({})",
+                    cfg.name,
+                    th * 100.0,
+                    budget_text(&cfg, self.budgets[t].usd, self.budgets[t].gpu_h)
+                );
+                self.engine
+                    .store()
+                    .add_event(self.now, None, "budget", &what)?;
+                self.log(what);
+            }
+            if used >= 1.0 && cfg.budget_action != BudgetAction::Notify {
+                let first = !self.budgets[t].enforced;
+                self.budgets[t].enforced = true;
+                let gate = match cfg.budget_action {
+                    BudgetAction::Block => BudgetGate::Block(format!(
+                        "team `{}` has spent its monthly budget ({}); budget_action = block refuses new jobs until the month ends or the budget is raised in the fleet file",
+                        cfg.name,
+                        budget_text(&cfg, self.budgets[t].usd, self.budgets[t].gpu_h)
+                    )),
+                    _ => BudgetGate::Demote,
+                };
+                self.engine.set_budget_gate(t, Some(gate));
+                if first && cfg.budget_action == BudgetAction::Demote {
+                    self.demote_pending(t)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Moves a team's pending jobs to the lowest class (its budget is spent).
+    fn demote_pending(&mut self, team: usize) -> Result<(), EngineError> {
+        let low = self.engine.lowest_class();
+        let name = self.class_name(low);
+        let ids: Vec<JobId> = self
+            .engine
+            .jobs()
+            .filter(|j| {
+                j.team == team
+                    && j.class != low
+                    && matches!(j.state, JobState::Pending | JobState::Held)
+            })
+            .map(|j| j.id)
+            .collect();
+        for id in &ids {
+            self.engine.set_priority(*id, &name, self.now)?;
+        }
+        self.log(format!(
+            "budget: team {} over budget: {} pending job(s) demoted to {name}",
+            self.team_name(team),
+            ids.len()
+        ));
+        Ok(())
+    }
+
+    /// The bill for `[since, until)`, grouped `by` team, project or job.
+    pub fn report(&mut self, since: f64, until: f64, by: ReportBy) -> Result<Report, EngineError> {
+        let now = self.now;
+        let charges = self.engine.store().charges(since, until.min(now), now)?;
+        let mut rows: BTreeMap<String, ReportRow> = BTreeMap::new();
+        for c in &charges {
+            let key = match by {
+                ReportBy::Team => c.team.clone(),
+                ReportBy::Project => c.project.clone().unwrap_or_else(|| "(none)".into()),
+                ReportBy::Job => c.job.to_string(),
+            };
+            let row = rows.entry(key.clone()).or_insert_with(|| ReportRow {
+                key,
+                team: c.team.clone(),
+                ..ReportRow::default()
+            });
+            if row.team != c.team {
+                // A project shared by several teams.
+                row.team = "*".to_string();
+            }
+            let usd = c.dollars();
+            row.spend_usd += usd;
+            row.gpu_hours += c.gpu_hours();
+            match c.capacity.as_str() {
+                "spot" => row.spot_usd += usd,
+                "reserved" => row.reserved_usd += usd,
+                _ => row.on_demand_usd += usd,
+            }
+            row.runs += 1;
+        }
+        let mut rows: Vec<ReportRow> = rows.into_values().collect();
+        rows.sort_by(|a, b| b.spend_usd.total_cmp(&a.spend_usd).then(a.key.cmp(&b.key)));
+        Ok(Report {
+            simulated: true,
+            since,
+            until: until.min(now),
+            by,
+            total_usd: rows.iter().map(|r| r.spend_usd).sum(),
+            total_gpu_hours: rows.iter().map(|r| r.gpu_hours).sum(),
+            rows,
+        })
     }
 
     /// Simulated per-GPU utilization of a running job at time `t`, percent.
@@ -629,6 +882,8 @@ impl State {
                         since_s: since,
                         position,
                         detail,
+                        cost_usd: j.cost,
+                        dollars_per_hour: j.placement.as_ref().map_or(0.0, |p| p.price_per_hour),
                     }
                 })
                 .collect();
@@ -652,13 +907,19 @@ impl State {
         let mut teams: Vec<TeamRow> = self
             .team_config
             .iter()
-            .map(|t| TeamRow {
+            .zip(&self.budgets)
+            .map(|(t, b)| TeamRow {
                 name: t.name.clone(),
                 cohort: t.cohort.clone().unwrap_or_default(),
                 weight: t.weight,
                 guaranteed: t.guaranteed,
                 borrow_limit: t.borrow_limit,
                 budget_monthly_usd: t.budget_monthly_usd,
+                budget_monthly_gpu_hours: t.budget_monthly_gpu_hours,
+                spend_month_usd: b.usd,
+                gpu_hours_month: b.gpu_h,
+                budget_used: budget_used(t, b.usd, b.gpu_h),
+                budget_action: t.budget_action.to_string(),
                 ..TeamRow::default()
             })
             .collect();

@@ -46,6 +46,7 @@ fn start() -> Daemon {
     let opts = StateOptions {
         seed: 3,
         demo_workload: false,
+        failures_per_node_hour: 0.0,
     };
     let state = State::open(&dir.join("t.db"), &cfg, &opts).unwrap();
     let clock = Clock {

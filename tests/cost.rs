@@ -67,6 +67,7 @@ fn open(d: &Path, cfg: &FleetConfig) -> State {
         &StateOptions {
             seed: 3,
             demo_workload: false,
+            failures_per_node_hour: 0.0,
         },
     )
     .unwrap()

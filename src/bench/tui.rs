@@ -35,6 +35,7 @@ pub fn big_snapshot(gpus: usize, jobs: usize) -> Snapshot {
             gpus: 800,
             gpus_busy: 800 * (i % 10) / 10,
             dollars_per_hour: 55.04,
+            ..PoolRow::default()
         })
         .collect();
     let jobs: Vec<JobRow> = (0..jobs)

@@ -55,6 +55,7 @@ pub fn run(a: DaemonArgs) -> Result<(), String> {
     let opts = StateOptions {
         seed: a.seed,
         demo_workload: a.demo,
+        ..StateOptions::default()
     };
     let state = State::open(&db, &cfg, &opts).map_err(|e| e.to_string())?;
     let jobs = state.engine().jobs().count();

@@ -354,18 +354,21 @@ pub fn fleet_live(c: &mut HttpClient, output: Output) -> Result<(), CliError> {
         v["idle_dollars_per_hour"].as_f64().unwrap_or(0.0)
     );
     println!(
-        "{:<44} {:<14} {:<10} {:>5} {:>6} {:>6} {:>9}",
-        "POOL", "MODEL", "CAPACITY", "NODES", "GPUS", "BUSY", "$/H/NODE"
+        "{:<44} {:<14} {:<10} {:>5} {:>5} {:>5} {:>6} {:>6} {:>9}",
+        "POOL", "MODEL", "CAPACITY", "NODES", "PROV", "DOWN", "GPUS", "BUSY", "$/H/NODE"
     );
+    let n = |v: &Value| v.as_u64().unwrap_or(0);
     for p in v["pools"].as_array().into_iter().flatten() {
         println!(
-            "{:<44} {:<14} {:<10} {:>5} {:>6} {:>6} {:>9.2}",
+            "{:<44} {:<14} {:<10} {:>5} {:>5} {:>5} {:>6} {:>6} {:>9.2}",
             p["path"].as_str().unwrap_or(""),
             p["model"].as_str().unwrap_or(""),
             p["capacity"].as_str().unwrap_or(""),
-            p["nodes"],
-            p["gpus"],
-            p["gpus_busy"],
+            n(&p["nodes"]),
+            n(&p["provisioning"]),
+            n(&p["down"]),
+            n(&p["gpus"]),
+            n(&p["gpus_busy"]),
             p["dollars_per_hour"].as_f64().unwrap_or(0.0)
         );
     }

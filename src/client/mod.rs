@@ -20,6 +20,12 @@ pub struct PoolRow {
     pub gpus: usize,
     pub gpus_busy: usize,
     pub dollars_per_hour: f64,
+    /// Nodes being provisioned (paid, not yet usable).
+    #[serde(default)]
+    pub provisioning: usize,
+    /// Nodes down for repair (on-prem: still paid).
+    #[serde(default)]
+    pub down: usize,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

@@ -593,6 +593,16 @@ impl Engine {
         self.cluster.fleet()
     }
 
+    /// A backend reports a node's health (provisioned, cordoned by a notice, gone, failed).
+    pub fn set_health(&mut self, node: crate::model::NodeId, health: crate::model::Health) {
+        self.cluster.set_health(node, health);
+    }
+
+    /// A backend lost the node a running job was on: the job goes back to the queue.
+    pub fn lost(&mut self, id: JobId, now: f64, why: &str) -> Result<(), EngineError> {
+        self.move_to(id, JobState::Pending, now, why)
+    }
+
     pub fn unplaceable_reason(&self, id: JobId) -> Option<&Unplaceable> {
         match &self.jobs.get(&id)?.explanation.as_ref()?.reason {
             crate::scheduler::cycle::PendingReason::NoCapacity { why, .. } => Some(why),

@@ -7,15 +7,23 @@ use super::engine::{BudgetGate, Engine, EngineError, Submission};
 use super::job::JobState;
 use super::journal::{EventRecord, JobId};
 use crate::client::{JobRow, PoolRow, Snapshot, TeamRow, EVENTS_KEPT};
-use crate::config::fleet::{classes_of, fleet_of, teams_of, BudgetAction, FleetConfig, TeamConfig};
-use crate::model::{GpuRequest, GpuShare};
+use crate::config::fleet::{
+    classes_of, fleet_sized, teams_of, BudgetAction, FleetConfig, TeamConfig,
+};
+use crate::model::{CapacityType, GpuRequest, GpuShare, NodeId};
 use crate::scheduler::cycle::PendingReason;
 use crate::scheduler::reclaim::{
     reclaim_plan, JobUsage, ReclaimAction, ReclaimConfig, ReclaimPlan,
 };
 use crate::scheduler::rng::Rng;
+use crate::scheduler::scale::{scale_down, scale_up, NodeIdle, ScaleConfig};
+use crate::sim::lifecycle::{
+    draw_after, offers, pool_counts, provisioning_delay, start_lives, Life, SPOT_NOTICE_S,
+};
 use crate::sim::workload::Workload;
 use serde::Serialize;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::path::Path;
 
@@ -28,6 +36,41 @@ pub struct StateOptions {
     pub seed: u64,
     /// Feed the seeded demo workload (arrivals every few simulated minutes).
     pub demo_workload: bool,
+    /// Simulated node failures per node-hour (Llama 3's 54-day run: about 0.0002).
+    pub failures_per_node_hour: f64,
+}
+
+impl Default for StateOptions {
+    fn default() -> Self {
+        StateOptions {
+            seed: 1,
+            demo_workload: false,
+            failures_per_node_hour: 0.0002,
+        }
+    }
+}
+
+/// A timed event of the simulated nodes; the epoch drops it if the node changed since.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum NodeTimer {
+    Ready(usize, u64),
+    Notice(usize, u64),
+    Gone(usize, u64),
+    Fail(usize, u64),
+    Repair(usize, u64),
+}
+
+/// The simulated backend's nodes: which exist, what is coming, what is going.
+struct Nodes {
+    pools: Vec<crate::config::fleet::PoolConfig>,
+    lives: Vec<Life>,
+    epochs: Vec<u64>,
+    empty_since: Vec<Option<f64>>,
+    timers: BinaryHeap<Reverse<(u64, u64, NodeTimer)>>,
+    seq: u64,
+    interrupted: Vec<Option<f64>>,
+    failures_per_node_hour: f64,
+    scale: ScaleConfig,
 }
 
 /// What an operator or researcher can do to one job.
@@ -74,6 +117,10 @@ struct SimRun {
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct Counters {
     pub preemptions: u64,
+    pub spot_interruptions: u64,
+    pub node_failures: u64,
+    pub scale_ups: u64,
+    pub scale_downs: u64,
     pub reclaimed_jobs: u64,
     pub reclaimed_gpu_hours: f64,
     pub cycles: u64,
@@ -218,6 +265,7 @@ struct TeamBudget {
 
 pub struct State {
     engine: Engine,
+    nodes: Nodes,
     budgets: Vec<TeamBudget>,
     /// The clock time last written to the journal (at most a simulated minute behind).
     clock_saved: f64,
@@ -250,9 +298,28 @@ impl State {
         let names = teams.iter().map(|t| t.name.clone()).collect();
         let classes = classes_of(cfg);
         let class_names = classes.iter().map(|c| c.name.clone()).collect();
-        let mut engine = Engine::open(db, fleet_of(cfg), teams, classes, resume)?;
+        // Every pool at its elastic maximum, so node ids never change; nodes not bought yet
+        // are down until an elastic decision provisions them.
+        let mut fleet = fleet_sized(cfg, |p| p.max_nodes.unwrap_or(p.nodes).max(p.nodes));
+        let lives = start_lives(&fleet, &cfg.pools);
+        for (n, life) in fleet.nodes.iter_mut().zip(&lives) {
+            n.health = life.health();
+        }
+        let nodes = Nodes {
+            pools: cfg.pools.clone(),
+            epochs: vec![0; lives.len()],
+            empty_since: vec![Some(resume); lives.len()],
+            lives,
+            timers: BinaryHeap::new(),
+            seq: 0,
+            interrupted: vec![None; cfg.pools.len()],
+            failures_per_node_hour: opts.failures_per_node_hour,
+            scale: ScaleConfig::default(),
+        };
+        let mut engine = Engine::open(db, fleet, teams, classes, resume)?;
         let recent = engine.store().events(None, EVENTS_KEPT)?;
         let mut s = State {
+            nodes,
             budgets: vec![TeamBudget::default(); cfg.teams.len()],
             budget_read_at: None,
             clock_saved: resume,
@@ -281,6 +348,11 @@ impl State {
                 ),
             );
         }
+        for i in 0..s.nodes.lives.len() {
+            if s.nodes.lives[i] == Life::Up {
+                s.arm_node(i);
+            }
+        }
         if s.workload.is_some() && s.engine.jobs().next().is_none() {
             // A morning's backlog, so the first screen is already busy (a fresh journal only).
             for _ in 0..40 {
@@ -299,6 +371,7 @@ impl State {
         let opts = StateOptions {
             seed,
             demo_workload: true,
+            ..StateOptions::default()
         };
         State::open(&dir.join("demo.db"), &cfg, &opts)
     }
@@ -325,6 +398,14 @@ impl State {
 
     fn log(&mut self, what: String) {
         self.push_event(self.now, what);
+    }
+
+    /// An event that is also journaled (fleet changes: they are not job transitions, which the
+    /// journal records by itself).
+    fn record(&mut self, kind: &str, what: String) -> Result<(), EngineError> {
+        self.engine.store().add_event(self.now, None, kind, &what)?;
+        self.log(what);
+        Ok(())
     }
 
     fn submit_demo(&mut self) -> Result<(), EngineError> {
@@ -435,10 +516,289 @@ impl State {
         self.stops.insert(id, self.now + grace.min(120.0));
     }
 
+    fn node_name(&self, i: usize) -> String {
+        self.engine.fleet().nodes[i].name.clone()
+    }
+
+    fn pool_path_of(&self, i: usize) -> String {
+        let fleet = self.engine.fleet();
+        fleet.pool_path(fleet.nodes[i].pool)
+    }
+
+    fn timer(&mut self, at: f64, t: NodeTimer) {
+        self.nodes.seq += 1;
+        self.nodes
+            .timers
+            .push(Reverse((at.max(0.0).to_bits(), self.nodes.seq, t)));
+    }
+
+    /// Draws a node's next spot interruption (spot pools) and failure.
+    fn arm_node(&mut self, i: usize) {
+        let epoch = self.nodes.epochs[i];
+        let pool = &self.nodes.pools[self.engine.fleet().nodes[i].pool.index()];
+        let spot = (pool.capacity == CapacityType::Spot)
+            .then_some(pool.spot_interruptions_per_node_hour)
+            .filter(|r| *r > 0.0);
+        if let Some(rate) = spot {
+            let at = self.now + draw_after(&mut self.rng, rate);
+            self.timer(at, NodeTimer::Notice(i, epoch));
+        }
+        if self.nodes.failures_per_node_hour > 0.0 {
+            let at = self.now + draw_after(&mut self.rng, self.nodes.failures_per_node_hour);
+            self.timer(at, NodeTimer::Fail(i, epoch));
+        }
+    }
+
+    fn set_life(&mut self, i: usize, life: Life) {
+        self.nodes.lives[i] = life;
+        self.nodes.epochs[i] += 1;
+        self.engine.set_health(NodeId(i as u32), life.health());
+        if life == Life::Up {
+            self.nodes.empty_since[i] = Some(self.now);
+        }
+    }
+
+    fn jobs_on(&self, i: usize) -> Vec<JobId> {
+        let node = NodeId(i as u32);
+        self.engine
+            .jobs()
+            .filter(|j| {
+                j.placement
+                    .as_ref()
+                    .is_some_and(|p| p.nodes.iter().any(|g| g.node == node))
+            })
+            .map(|j| j.id)
+            .collect()
+    }
+
+    /// Node events due by `until`, in time order, each at its own time.
+    fn run_node_timers(&mut self, until: f64) -> Result<(), EngineError> {
+        while let Some(Reverse((bits, _, _))) = self.nodes.timers.peek() {
+            let at = f64::from_bits(*bits);
+            if at > until {
+                break;
+            }
+            let Some(Reverse((_, _, t))) = self.nodes.timers.pop() else {
+                break;
+            };
+            let saved = self.now;
+            self.now = at;
+            self.node_event(t)?;
+            self.now = saved.max(at);
+        }
+        Ok(())
+    }
+
+    fn node_event(&mut self, t: NodeTimer) -> Result<(), EngineError> {
+        let live = |s: &State, i: usize, e: u64| s.nodes.epochs[i] == e;
+        match t {
+            NodeTimer::Ready(i, e) if live(self, i, e) => {
+                self.set_life(i, Life::Up);
+                self.arm_node(i);
+                self.record(
+                    "fleet",
+                    format!(
+                        "node {} ready ({})",
+                        self.node_name(i),
+                        self.pool_path_of(i)
+                    ),
+                )?;
+            }
+            NodeTimer::Notice(i, e) if live(self, i, e) && self.nodes.lives[i] == Life::Up => {
+                self.set_life(i, Life::Noticed);
+                self.counters.spot_interruptions += 1;
+                let jobs = self.jobs_on(i);
+                for id in &jobs {
+                    self.engine.preempt(
+                        *id,
+                        self.now,
+                        "spot interruption notice: checkpoint now",
+                    )?;
+                    self.runs.remove(id);
+                    self.stops.insert(*id, self.now + SPOT_NOTICE_S);
+                }
+                let epoch = self.nodes.epochs[i];
+                self.timer(self.now + SPOT_NOTICE_S, NodeTimer::Gone(i, epoch));
+                self.record(
+                    "fleet",
+                    format!(
+                        "spot notice: {} ({}) is taken back in 2 min; {} job(s) checkpointing",
+                        self.node_name(i),
+                        self.pool_path_of(i),
+                        jobs.len()
+                    ),
+                )?;
+            }
+            NodeTimer::Gone(i, e) if live(self, i, e) => {
+                for id in self.jobs_on(i) {
+                    self.stops.remove(&id);
+                    self.engine.lost(
+                        id,
+                        self.now,
+                        "spot node taken back: requeued from its checkpoint",
+                    )?;
+                }
+                let pool = self.engine.fleet().nodes[i].pool.index();
+                self.nodes.interrupted[pool] = Some(self.now);
+                self.set_life(i, Life::Absent);
+                self.record(
+                    "fleet",
+                    format!("node {} taken back by the provider", self.node_name(i)),
+                )?;
+            }
+            NodeTimer::Fail(i, e) if live(self, i, e) && self.nodes.lives[i] == Life::Up => {
+                let jobs = self.jobs_on(i);
+                for id in &jobs {
+                    self.runs.remove(id);
+                    self.stops.remove(id);
+                    self.engine.lost(
+                        *id,
+                        self.now,
+                        "its node failed: requeued from its last checkpoint",
+                    )?;
+                }
+                let reserved = self.nodes.pools[self.engine.fleet().nodes[i].pool.index()].capacity
+                    == CapacityType::Reserved;
+                self.counters.node_failures += 1;
+                if reserved {
+                    self.set_life(i, Life::Failed);
+                    let epoch = self.nodes.epochs[i];
+                    self.timer(self.now + 4.0 * 3600.0, NodeTimer::Repair(i, epoch));
+                } else {
+                    self.set_life(i, Life::Absent);
+                }
+                self.record(
+                    "fleet",
+                    format!(
+                        "node {} failed ({} job(s) requeued); {}",
+                        self.node_name(i),
+                        jobs.len(),
+                        if reserved {
+                            "repair under way"
+                        } else {
+                            "instance terminated"
+                        }
+                    ),
+                )?;
+            }
+            NodeTimer::Repair(i, e) if live(self, i, e) => {
+                self.set_life(i, Life::Up);
+                self.arm_node(i);
+                self.record("fleet", format!("node {} repaired", self.node_name(i)))?;
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Elastic capacity after a cycle: grow pools for jobs that fit nowhere (cheapest offer,
+    /// spot first, on-demand after an interruption), give back nodes empty past the window.
+    fn elastic(&mut self) -> Result<(), EngineError> {
+        let fleet = self.engine.fleet();
+        let waiting: Vec<(u64, &crate::model::JobRequest)> = {
+            let mut w: Vec<(usize, u64, &crate::model::JobRequest)> = self
+                .engine
+                .jobs()
+                .filter(|j| j.state == JobState::Pending)
+                .filter_map(|j| {
+                    let e = j.explanation.as_ref()?;
+                    matches!(
+                        e.reason,
+                        PendingReason::NoCapacity { .. } | PendingReason::Reserved { .. }
+                    )
+                    .then_some((e.position, j.id as u64, &j.request))
+                })
+                .collect();
+            w.sort_by_key(|x| (x.0, x.1));
+            w.into_iter().map(|(_, id, r)| (id, r)).collect()
+        };
+        let (offers, incoming) = offers(
+            fleet,
+            &self.nodes.pools,
+            &self.nodes.lives,
+            &self.nodes.interrupted,
+        );
+        let plan = scale_up(self.now, &offers, &incoming, &waiting, &self.nodes.scale);
+        for up in plan {
+            let absent: Vec<usize> = (0..self.nodes.lives.len())
+                .filter(|&i| {
+                    self.engine.fleet().nodes[i].pool == up.pool
+                        && self.nodes.lives[i] == Life::Absent
+                })
+                .take(up.nodes as usize)
+                .collect();
+            let delay = provisioning_delay(&self.nodes.pools[up.pool.index()]);
+            for &i in &absent {
+                self.set_life(i, Life::Provisioning);
+                let epoch = self.nodes.epochs[i];
+                self.timer(self.now + delay, NodeTimer::Ready(i, epoch));
+            }
+            self.counters.scale_ups += 1;
+            let fallback = if up.spot_fallback {
+                " (spot was just interrupted: on-demand)"
+            } else {
+                ""
+            };
+            self.record(
+                "fleet",
+                format!(
+                    "{} +{} for job {}, +${:.2}/h, ready in {:.0} min{fallback}",
+                    self.engine.fleet().pool_path(up.pool),
+                    absent.len(),
+                    up.for_job,
+                    up.added_per_hour,
+                    delay / 60.0
+                ),
+            )?;
+        }
+        // Empty elastic nodes go back after the window.
+        let fleet = self.engine.fleet();
+        for (i, n) in fleet.nodes.iter().enumerate() {
+            let empty = n.gpus.iter().all(|g| g.is_idle()) && n.cpu_free == n.cpu_milli;
+            match (empty, self.nodes.empty_since[i]) {
+                (true, None) => self.nodes.empty_since[i] = Some(self.now),
+                (false, Some(_)) => self.nodes.empty_since[i] = None,
+                _ => {}
+            }
+        }
+        let idle: Vec<NodeIdle> = (0..fleet.nodes.len())
+            .filter(|&i| {
+                self.nodes.lives[i] == Life::Up
+                    && self.nodes.pools[fleet.nodes[i].pool.index()].capacity
+                        != CapacityType::Reserved
+            })
+            .map(|i| NodeIdle {
+                node: NodeId(i as u32),
+                pool: fleet.nodes[i].pool,
+                empty_since: self.nodes.empty_since[i],
+            })
+            .collect();
+        let counts = pool_counts(fleet, self.nodes.pools.len(), &self.nodes.lives);
+        let mins: Vec<u32> = self.nodes.pools.iter().map(|p| p.min_nodes).collect();
+        for n in scale_down(self.now, &idle, &counts, &mins, &self.nodes.scale) {
+            let i = n.index();
+            let price = self.nodes.pools[self.engine.fleet().nodes[i].pool.index()].price_per_hour;
+            let empty = self.now - self.nodes.empty_since[i].unwrap_or(self.now);
+            self.set_life(i, Life::Absent);
+            self.counters.scale_downs += 1;
+            self.record(
+                "fleet",
+                format!(
+                    "{} -1 ({} empty for {:.0} min), -${price:.2}/h",
+                    self.pool_path_of(i),
+                    self.node_name(i),
+                    empty / 60.0
+                ),
+            )?;
+        }
+        Ok(())
+    }
+
     /// Advances the simulated clock by `dt` seconds: completions, stops, arrivals, a cycle.
     /// Jobs end (and stop billing) at their own end time, however large the step.
     pub fn advance(&mut self, dt: f64) -> Result<(), EngineError> {
         self.now += dt.max(0.0);
+        self.run_node_timers(self.now)?;
         let mut due: Vec<(f64, JobId)> = self
             .runs
             .iter()
@@ -517,6 +877,7 @@ impl State {
             self.counters.preemptions += 1;
             self.log(format!("job {id} preempted by the scheduler"));
         }
+        self.elastic()?;
         self.account_budgets()?;
         self.snapshot = self.build_snapshot();
         Ok(())
@@ -812,17 +1173,28 @@ impl State {
                 ..PoolRow::default()
             })
             .collect();
-        for n in &fleet.nodes {
+        // Only nodes that exist count; provisioning ones are paid but not yet usable.
+        let mut paid = vec![0usize; pools.len()];
+        for (n, life) in fleet.nodes.iter().zip(&self.nodes.lives) {
             let row = &mut pools[n.pool.index()];
-            row.nodes += 1;
-            row.gpus += n.gpus.len();
-            row.gpus_busy += n.gpus.iter().filter(|g| !g.is_idle()).count();
+            match life {
+                Life::Absent => continue,
+                Life::Provisioning => row.provisioning += 1,
+                Life::Failed => row.down += 1,
+                Life::Up | Life::Noticed => {
+                    row.nodes += 1;
+                    row.gpus += n.gpus.len();
+                    row.gpus_busy += n.gpus.iter().filter(|g| !g.is_idle()).count();
+                }
+            }
+            paid[n.pool.index()] += 1;
         }
         let gpus_total: usize = pools.iter().map(|p| p.gpus).sum();
         let gpus_busy: usize = pools.iter().map(|p| p.gpus_busy).sum();
         let dollars: f64 = pools
             .iter()
-            .map(|p| p.dollars_per_hour * p.nodes as f64)
+            .zip(&paid)
+            .map(|(p, n)| p.dollars_per_hour * *n as f64)
             .sum();
         let idle_dollars: f64 = pools
             .iter()

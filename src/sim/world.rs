@@ -14,6 +14,7 @@
 //! Deterministic for a seed: events are ordered by (time, sequence) and every random draw comes
 //! from one seeded generator. Every event is hashed into `event_hash`.
 
+use super::lifecycle::{draw_after, offers, pool_counts, provisioning_delay, Life};
 use super::mix::{Kind, SimJob, EXPERIMENT, PRODUCTION, SERVING};
 use crate::config::fleet::{fleet_sized, teams_of, FleetConfig, PoolConfig};
 use crate::model::{
@@ -25,7 +26,7 @@ use crate::scheduler::cycle::{
 };
 use crate::scheduler::reclaim::{reclaim_plan, JobUsage, ReclaimConfig};
 use crate::scheduler::rng::Rng;
-use crate::scheduler::scale::{scale_down, scale_up, NodeIdle, PoolOffer, ScaleConfig};
+use crate::scheduler::scale::{scale_down, scale_up, NodeIdle, ScaleConfig};
 use crate::scheduler::{Cluster, Placer, Policy};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
@@ -89,17 +90,6 @@ impl Default for SimConfig {
             keep_events: false,
         }
     }
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Life {
-    Absent,
-    Provisioning,
-    Up,
-    /// Spot notice received: runs what it has, takes nothing new.
-    Noticed,
-    /// Failed on-prem node, paid while it is repaired.
-    Failed,
 }
 
 #[derive(Clone, Debug)]
@@ -547,11 +537,7 @@ impl<'a> World<'a> {
     }
 
     fn delay(&self, node: usize) -> f64 {
-        self.pool_cfg(node)
-            .provisioning_delay
-            .as_deref()
-            .and_then(crate::spec::parse_duration)
-            .unwrap_or(300.0)
+        provisioning_delay(self.pool_cfg(node))
     }
 
     /// Draws the node's next spot interruption and failure.
@@ -559,11 +545,11 @@ impl<'a> World<'a> {
         let epoch = self.nodes[i].epoch;
         let pool = self.pool_cfg(i).clone();
         if pool.capacity == CapacityType::Spot && pool.spot_interruptions_per_node_hour > 0.0 {
-            let dt = -(1.0 - self.rng.unit()).ln() / pool.spot_interruptions_per_node_hour * 3600.0;
+            let dt = draw_after(&mut self.rng, pool.spot_interruptions_per_node_hour);
             self.at(self.now + dt, Ev::Notice(i, epoch));
         }
         if self.cfg.failures_per_node_hour > 0.0 {
-            let dt = -(1.0 - self.rng.unit()).ln() / self.cfg.failures_per_node_hour * 3600.0;
+            let dt = draw_after(&mut self.rng, self.cfg.failures_per_node_hour);
             self.at(self.now + dt, Ev::Fail(i, epoch));
         }
     }
@@ -572,11 +558,7 @@ impl<'a> World<'a> {
         let n = &mut self.nodes[i];
         n.life = life;
         n.epoch += 1;
-        let paid = matches!(
-            life,
-            Life::Provisioning | Life::Up | Life::Noticed | Life::Failed
-        );
-        match (paid, n.paid_since) {
+        match (life.paid(), n.paid_since) {
             (true, None) => n.paid_since = Some(self.now),
             (false, Some(since)) => {
                 n.paid_since = None;
@@ -584,13 +566,8 @@ impl<'a> World<'a> {
             }
             _ => {}
         }
-        let health = match life {
-            Life::Up => Health::Healthy,
-            Life::Noticed => Health::Cordoned,
-            _ => Health::Down,
-        };
         let owner = self.nodes[i].owner;
-        self.clusters[owner].set_health(NodeId(i as u32), health);
+        self.clusters[owner].set_health(NodeId(i as u32), life.health());
         if life == Life::Up {
             self.nodes[i].empty_since = (self.nodes[i].jobs == 0).then_some(self.now);
         }
@@ -1045,45 +1022,17 @@ impl<'a> World<'a> {
         if waiting.is_empty() {
             return;
         }
-        let fleet = self.clusters[0].fleet();
-        let mut counts = vec![0u32; self.fleet_cfg.len()];
-        let mut coming = vec![0u32; self.fleet_cfg.len()];
-        for n in &self.nodes {
-            if matches!(n.life, Life::Provisioning | Life::Up | Life::Noticed) {
-                counts[n.pool.index()] += 1;
-            }
-            if n.life == Life::Provisioning {
-                coming[n.pool.index()] += 1;
-            }
-        }
-        let offers: Vec<PoolOffer> = self
-            .fleet_cfg
-            .iter()
-            .enumerate()
-            .filter(|(_, p)| p.capacity != CapacityType::Reserved)
-            .map(|(i, p)| {
-                let pool = fleet.pool(PoolId(i as u32));
-                PoolOffer {
-                    pool: PoolId(i as u32),
-                    model: pool.model,
-                    gpus_per_node: pool.gpus_per_node,
-                    vram_mib: pool.model.map_or(0, |m| fleet.model(m).vram_mib),
-                    cpu_milli: pool.cpu_milli,
-                    mem_mib: pool.mem_mib,
-                    capacity: pool.capacity,
-                    price_per_hour: pool.price_per_hour,
-                    mig: p.mig_gpus_per_node > 0,
-                    nodes: counts[i],
-                    max_nodes: p.max_nodes.unwrap_or(p.nodes),
-                    last_interruption: self.interrupted[i],
-                }
-            })
-            .collect();
+        let lives: Vec<Life> = self.nodes.iter().map(|n| n.life).collect();
+        let (offers, incoming) = offers(
+            self.clusters[0].fleet(),
+            &self.fleet_cfg,
+            &lives,
+            &self.interrupted,
+        );
         let reqs: Vec<(u64, &crate::model::JobRequest)> = waiting
             .iter()
             .map(|&j| (j as u64, &self.jobs[j].request))
             .collect();
-        let incoming: Vec<u32> = offers.iter().map(|o| coming[o.pool.index()]).collect();
         let plan = scale_up(self.now, &offers, &incoming, &reqs, &self.cfg.scale);
         for s in plan {
             let p = s.pool.index();
@@ -1114,12 +1063,8 @@ impl<'a> World<'a> {
     }
 
     fn scale_down(&mut self) {
-        let mut counts = vec![0u32; self.fleet_cfg.len()];
-        for n in &self.nodes {
-            if matches!(n.life, Life::Provisioning | Life::Up | Life::Noticed) {
-                counts[n.pool.index()] += 1;
-            }
-        }
+        let lives: Vec<Life> = self.nodes.iter().map(|n| n.life).collect();
+        let counts = pool_counts(self.clusters[0].fleet(), self.fleet_cfg.len(), &lives);
         let mins: Vec<u32> = self.fleet_cfg.iter().map(|p| p.min_nodes).collect();
         let idle: Vec<NodeIdle> = (0..self.nodes.len())
             .filter(|&i| {

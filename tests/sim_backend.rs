@@ -1,0 +1,213 @@
+//! The daemon's simulated backend: elastic pools grow for work that fits nowhere and shrink
+//! when empty, spot nodes give a 2-minute notice before they go (the job checkpoints and
+//! requeues), and a failed node's jobs requeue — each an event with its reason and price.
+
+use gantry::config::fleet::{parse, FleetConfig};
+use gantry::daemon::engine::Submission;
+use gantry::daemon::job::JobState;
+use gantry::daemon::state::{State, StateOptions};
+
+fn fleet(spot_rate: f64) -> FleetConfig {
+    let text = format!(
+        r#"
+[[teams]]
+name = "a"
+
+[[pools]]
+provider = "onprem"
+region = "dc1"
+zone = "dc1-a"
+name = "hgx"
+instance_type = "HGX H100"
+gpu = "H100"
+gpus_per_node = 8
+vram_gb = 80
+cpus = 128
+memory_gb = 1024
+capacity = "reserved"
+price_per_hour = 16.0
+nodes = 1
+
+[[pools]]
+provider = "aws"
+region = "us-east-1"
+zone = "use1-az3"
+name = "p5-spot"
+instance_type = "p5.48xlarge"
+gpu = "H100"
+gpus_per_node = 8
+vram_gb = 80
+cpus = 192
+memory_gb = 2048
+capacity = "spot"
+price_per_hour = 14.582
+nodes = 0
+max_nodes = 2
+provisioning_delay = "6m"
+spot_interruptions_per_node_hour = {spot_rate}
+
+[[pools]]
+provider = "aws"
+region = "us-east-1"
+zone = "use1-az3"
+name = "p5-od"
+instance_type = "p5.48xlarge"
+gpu = "H100"
+gpus_per_node = 8
+vram_gb = 80
+cpus = 192
+memory_gb = 2048
+capacity = "on-demand"
+price_per_hour = 55.04
+nodes = 0
+max_nodes = 2
+provisioning_delay = "6m"
+"#
+    );
+    parse("backend.toml", &text).unwrap()
+}
+
+fn open(name: &str, cfg: &FleetConfig, failures: f64) -> State {
+    let d = std::env::temp_dir().join(format!("gantry-backend-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    State::open(
+        &d.join("state.db"),
+        cfg,
+        &StateOptions {
+            seed: 9,
+            demo_workload: false,
+            failures_per_node_hour: failures,
+        },
+    )
+    .unwrap()
+}
+
+fn eight(spot: bool) -> Submission {
+    Submission {
+        file: "job.yaml".into(),
+        text: format!(
+            "name: train\nresources:\n  accelerators: H100:8\n  use_spot: {spot}\ncheckpoint: {{interval: 10m, grace: 1m}}\ntime_limit: 12h\nrun: train\n"
+        )
+        .into_bytes(),
+        team: Some("a".into()),
+        ..Submission::default()
+    }
+}
+
+fn events(s: &mut State) -> String {
+    let mut list: Vec<String> = s
+        .events(None, 1000)
+        .unwrap()
+        .into_iter()
+        .map(|e| format!("{:>6.0} {}", e.at, e.detail))
+        .collect();
+    list.reverse();
+    list.join("\n")
+}
+
+#[test]
+fn work_that_fits_nowhere_grows_the_cheapest_pool_then_empty_nodes_go_back() {
+    let cfg = fleet(0.0);
+    let mut s = open("grow", &cfg, 0.0);
+    let ids: Vec<i64> = s
+        .submit(&[eight(false), eight(true), eight(false)])
+        .into_iter()
+        .map(|r| r.unwrap())
+        .collect();
+    s.tick().unwrap();
+    let log = events(&mut s);
+    // One fits on-prem; the spot-tolerant one gets spot, the other on-demand.
+    assert!(
+        log.contains("aws/us-east-1/use1-az3/p5-spot +1 for job"),
+        "{log}"
+    );
+    assert!(
+        log.contains("aws/us-east-1/use1-az3/p5-od +1 for job"),
+        "{log}"
+    );
+    assert!(log.contains("+$55.04/h, ready in 6 min"), "{log}");
+    let pools = &s.snapshot().pools;
+    assert_eq!((pools[1].provisioning, pools[2].provisioning), (1, 1));
+    // Paid while provisioning: the fleet's $/h counts the new nodes already.
+    assert!((s.snapshot().dollars_per_hour - (16.0 + 14.582 + 55.04)).abs() < 1e-6);
+    for _ in 0..8 {
+        s.advance(60.0).unwrap();
+    }
+    let running = ids
+        .iter()
+        .filter(|id| s.engine().job(**id).unwrap().state == JobState::Running)
+        .count();
+    assert_eq!(running, 3, "{}", events(&mut s));
+    // Once everything is done the cloud nodes go back after 10 empty minutes.
+    for _ in 0..40 {
+        s.advance(1800.0).unwrap();
+    }
+    let log = events(&mut s);
+    assert!(log.contains("p5-od -1 (aws-p5-od-000 empty for"), "{log}");
+    assert_eq!(s.snapshot().dollars_per_hour, 16.0, "{log}");
+}
+
+#[test]
+fn a_spot_notice_checkpoints_the_job_which_requeues_and_falls_back_to_on_demand() {
+    // Several interruptions an hour: the first spot node is soon taken back.
+    let cfg = fleet(3.0);
+    let mut s = open("spot", &cfg, 0.0);
+    let _busy = s.submit(&[eight(false)]).remove(0).unwrap();
+    let id = s.submit(&[eight(true)]).remove(0).unwrap();
+    s.tick().unwrap();
+    let mut t = 0;
+    while !events(&mut s).contains("taken back by the provider") && t < 2000 {
+        s.advance(30.0).unwrap();
+        t += 1;
+    }
+    let log = events(&mut s);
+    assert!(log.contains("spot notice: aws-p5-spot-000"), "{log}");
+    assert!(
+        log.contains("is taken back in 2 min; 1 job(s) checkpointing"),
+        "{log}"
+    );
+    assert!(
+        log.contains("spot interruption notice: checkpoint now"),
+        "the job was told: {log}"
+    );
+    assert!(log.contains("requeued from its checkpoint"), "{log}");
+    for _ in 0..20 {
+        s.advance(60.0).unwrap();
+    }
+    let log = events(&mut s);
+    assert!(
+        log.contains("p5-od +1 for job") && log.contains("(spot was just interrupted: on-demand)"),
+        "{log}"
+    );
+    assert_eq!(
+        s.engine().job(id).unwrap().state,
+        JobState::Running,
+        "{log}"
+    );
+    assert!(s.snapshot().teams[0].spend_month_usd > 0.0);
+}
+
+#[test]
+fn a_failed_node_requeues_its_jobs_and_on_prem_is_repaired() {
+    let cfg = fleet(0.0);
+    // A failure every few hours per node.
+    let mut s = open("fail", &cfg, 0.3);
+    s.submit(&[eight(false)]).remove(0).unwrap();
+    s.tick().unwrap();
+    let mut t = 0;
+    while !events(&mut s).contains("repaired") && t < 400 {
+        s.advance(600.0).unwrap();
+        t += 1;
+    }
+    let log = events(&mut s);
+    assert!(
+        log.contains("failed (1 job(s) requeued); repair under way"),
+        "{log}"
+    );
+    assert!(
+        log.contains("its node failed: requeued from its last checkpoint"),
+        "{log}"
+    );
+    assert!(log.contains("node onprem-hgx-000 repaired"), "{log}");
+}

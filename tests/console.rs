@@ -307,3 +307,104 @@ fn an_idle_console_writes_nothing() {
     assert_eq!(r.idle_bytes_written, 0);
     assert!(r.live_bytes_per_sec > 0.0);
 }
+
+fn keys(app: &mut App, snap: &Snapshot, text: &str) {
+    for c in text.chars() {
+        app.on_key(&c.to_string(), snap);
+    }
+}
+
+#[test]
+fn slash_filters_the_view_and_colon_runs_commands() {
+    let snap = demo_snapshot();
+    let mut app = App::new(false);
+    app.on_key("2", &snap);
+    app.on_key("/", &snap);
+    keys(&mut app, &snap, "team=applie");
+    let s = screen(&app, &snap, 160, 48);
+    assert!(
+        s.contains("/team=applie█"),
+        "the prompt shows what is typed:\n{s}"
+    );
+    app.on_key("backspace", &snap);
+    keys(&mut app, &snap, "ed");
+    assert_eq!(app.on_key("enter", &snap), Outcome::Redraw);
+    let applied = snap.jobs.iter().filter(|j| j.team == "applied").count();
+    assert!(applied > 0 && applied < snap.jobs.len());
+    let s = screen(&app, &snap, 160, 48);
+    assert!(
+        s.contains(&format!(
+            "jobs ({applied} of {}) /team=applied",
+            snap.jobs.len()
+        )),
+        "{s}"
+    );
+    assert!(
+        !s.contains("ml-research  "),
+        "other teams are filtered out:\n{s}"
+    );
+    // Selection moves within the kept rows; actions act on them.
+    app.on_key("G", &snap);
+    let last = snap
+        .jobs
+        .iter()
+        .rev()
+        .find(|j| j.team == "applied")
+        .unwrap();
+    assert_eq!(app.selected, Some(last.id));
+    // `!` inverts; esc clears.
+    app.on_key("/", &snap);
+    for _ in 0..20 {
+        app.on_key("backspace", &snap);
+    }
+    keys(&mut app, &snap, "!team=applied");
+    app.on_key("enter", &snap);
+    assert!(screen(&app, &snap, 160, 48).contains(&format!(
+        "jobs ({} of {})",
+        snap.jobs.len() - applied,
+        snap.jobs.len()
+    )));
+    app.on_key("esc", &snap);
+    assert!(app.job_filter.is_none());
+    // A bad pattern or field says what is wrong and changes nothing.
+    app.on_key("/", &snap);
+    keys(&mut app, &snap, "tema=x");
+    app.on_key("enter", &snap);
+    assert!(app.flash.as_deref().unwrap().contains("no field `tema`"));
+    assert!(app.job_filter.is_none());
+
+    // Commands.
+    app.on_key(":", &snap);
+    keys(&mut app, &snap, "gpus h100");
+    app.on_key("enter", &snap);
+    assert_eq!(app.view, View::Fleet);
+    let s = screen(&app, &snap, 160, 48);
+    assert!(
+        s.contains("dgx-h100") && !s.contains("inference-a100"),
+        "{s}"
+    );
+    app.on_key(":", &snap);
+    keys(&mut app, &snap, "team ml-research");
+    app.on_key("enter", &snap);
+    assert_eq!(app.view, View::Jobs);
+    assert!(app.rows_len(&snap) > 0);
+    app.on_key(":", &snap);
+    keys(&mut app, &snap, "team nope");
+    app.on_key("enter", &snap);
+    assert!(app
+        .flash
+        .as_deref()
+        .unwrap()
+        .contains("no team `nope`; teams: ml-research"));
+    app.on_key(":", &snap);
+    keys(&mut app, &snap, "frobnicate");
+    app.on_key("enter", &snap);
+    assert!(app
+        .flash
+        .as_deref()
+        .unwrap()
+        .contains("unknown command `:frobnicate`"));
+    app.on_key(":", &snap);
+    keys(&mut app, &snap, "q");
+    assert_eq!(app.on_key("enter", &snap), Outcome::Quit);
+}

@@ -1,6 +1,7 @@
 //! Console state, keys and drawing. Pure over a `Snapshot`: tests render it on a TestBackend.
 
-use crate::client::Snapshot;
+use super::filter::Filter;
+use crate::client::{JobRow, Snapshot};
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
@@ -62,8 +63,57 @@ pub struct Confirm {
     pub on_confirm: bool,
 }
 
+/// Which prompt the key bar holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PromptKind {
+    /// `/`: filter the view's rows.
+    Filter,
+    /// `:`: a command.
+    Command,
+}
+
+/// A line being typed in the key bar.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Prompt {
+    pub kind: PromptKind,
+    pub text: String,
+}
+
+/// The Jobs view's rows: all of them, or those the filter keeps (only then is a list built).
+enum Rows<'a> {
+    All(&'a [JobRow]),
+    Kept(Vec<&'a JobRow>),
+}
+
+impl<'a> Rows<'a> {
+    fn len(&self) -> usize {
+        match self {
+            Rows::All(r) => r.len(),
+            Rows::Kept(r) => r.len(),
+        }
+    }
+    fn get(&self, i: usize) -> Option<&'a JobRow> {
+        match self {
+            Rows::All(r) => r.get(i),
+            Rows::Kept(r) => r.get(i).copied(),
+        }
+    }
+    fn position(&self, id: i64) -> Option<usize> {
+        match self {
+            Rows::All(r) => r.iter().position(|j| j.id == id),
+            Rows::Kept(r) => r.iter().position(|j| j.id == id),
+        }
+    }
+}
+
 pub struct App {
     pub view: View,
+    /// The `/` or `:` line being typed.
+    pub prompt: Option<Prompt>,
+    /// Filters of the Jobs, Fleet and Events views.
+    pub job_filter: Option<Filter>,
+    pub pool_filter: Option<Filter>,
+    pub event_filter: Option<Filter>,
     pub help: bool,
     /// Dangerous actions removed from keys and help; an RO badge in the header.
     pub readonly: bool,
@@ -131,6 +181,10 @@ impl App {
     pub fn with(theme: super::theme::Theme, keymap: super::keymap::Keymap, color: bool) -> App {
         App {
             view: View::Overview,
+            prompt: None,
+            job_filter: None,
+            pool_filter: None,
+            event_filter: None,
             help: false,
             readonly: false,
             confirm: None,
@@ -183,6 +237,21 @@ impl App {
             }
             return Outcome::Redraw;
         }
+        if let Some(p) = &mut self.prompt {
+            match key {
+                "esc" => self.prompt = None,
+                "enter" => {
+                    let p = self.prompt.take().expect("a prompt is open");
+                    return self.submit(p, snap);
+                }
+                "backspace" => {
+                    p.text.pop();
+                }
+                k if k.chars().count() == 1 && p.text.len() < 200 => p.text.push_str(k),
+                _ => return Outcome::Nothing,
+            }
+            return Outcome::Redraw;
+        }
         if self.help {
             self.help = false;
             return if action == Some(Action::Quit) {
@@ -193,14 +262,38 @@ impl App {
         }
         let at = VIEWS.iter().position(|v| *v == self.view).unwrap_or(0);
         self.flash = None;
+        // Esc steps back: it clears the view's filter when there is one.
+        if key == "esc" && action.is_none() {
+            let f = self.filter_mut();
+            return if f.take().is_some() {
+                Outcome::Redraw
+            } else {
+                Outcome::Nothing
+            };
+        }
         match action {
             None => return Outcome::Nothing,
+            Some(Action::Filter) => {
+                let text = self.filter_ref().map_or(String::new(), |f| f.text.clone());
+                self.prompt = Some(Prompt {
+                    kind: PromptKind::Filter,
+                    text,
+                });
+            }
+            Some(Action::Command) => {
+                self.prompt = Some(Prompt {
+                    kind: PromptKind::Command,
+                    text: String::new(),
+                })
+            }
             Some(Action::Job(_)) if self.readonly => return Outcome::Nothing,
             Some(Action::Job(what)) => {
+                let rows = self.rows(snap);
                 let job = self
                     .selected
-                    .and_then(|id| snap.jobs.iter().find(|j| j.id == id))
-                    .or(snap.jobs.first());
+                    .and_then(|id| rows.position(id))
+                    .and_then(|i| rows.get(i))
+                    .or(rows.get(0));
                 match (self.view, job) {
                     (View::Jobs, Some(j)) => {
                         self.confirm = Some(Confirm {
@@ -227,22 +320,128 @@ impl App {
             Some(Action::PrevView) => self.view = VIEWS[(at + VIEWS.len() - 1) % VIEWS.len()],
             Some(Action::Down) => self.move_selection(snap, 1),
             Some(Action::Up) => self.move_selection(snap, -1),
-            Some(Action::First) => self.selected = snap.jobs.first().map(|j| j.id),
-            Some(Action::Last) => self.selected = snap.jobs.last().map(|j| j.id),
+            Some(Action::First) => self.selected = self.rows(snap).get(0).map(|j| j.id),
+            Some(Action::Last) => {
+                let rows = self.rows(snap);
+                self.selected = rows.get(rows.len().wrapping_sub(1)).map(|j| j.id)
+            }
+        }
+        Outcome::Redraw
+    }
+
+    /// How many jobs the Jobs view lists under its filter.
+    pub fn rows_len(&self, snap: &Snapshot) -> usize {
+        self.rows(snap).len()
+    }
+
+    /// The Jobs view's rows under its filter.
+    fn rows<'a>(&self, snap: &'a Snapshot) -> Rows<'a> {
+        match &self.job_filter {
+            None => Rows::All(&snap.jobs),
+            Some(f) => Rows::Kept(snap.jobs.iter().filter(|j| f.matches_job(j)).collect()),
+        }
+    }
+
+    /// The filter of the view in front (the Overview and Teams views filter jobs).
+    fn filter_mut(&mut self) -> &mut Option<Filter> {
+        match self.view {
+            View::Fleet => &mut self.pool_filter,
+            View::Events => &mut self.event_filter,
+            _ => &mut self.job_filter,
+        }
+    }
+
+    fn filter_ref(&self) -> Option<&Filter> {
+        match self.view {
+            View::Fleet => self.pool_filter.as_ref(),
+            View::Events => self.event_filter.as_ref(),
+            _ => self.job_filter.as_ref(),
+        }
+    }
+
+    /// Applies a typed `/` filter or runs a `:` command.
+    fn submit(&mut self, p: Prompt, snap: &Snapshot) -> Outcome {
+        match p.kind {
+            PromptKind::Filter => {
+                if matches!(self.view, View::Overview | View::Teams) {
+                    self.view = View::Jobs;
+                }
+                self.set_filter(p.text.trim());
+                Outcome::Redraw
+            }
+            PromptKind::Command => self.command(p.text.trim(), snap),
+        }
+    }
+
+    fn set_filter(&mut self, text: &str) {
+        if text.is_empty() {
+            *self.filter_mut() = None;
+            return;
+        }
+        match Filter::parse(text) {
+            Ok(f) => *self.filter_mut() = Some(f),
+            Err(e) => self.flash = Some(e),
+        }
+    }
+
+    /// `:` commands. Unknown ones say what exists.
+    fn command(&mut self, line: &str, snap: &Snapshot) -> Outcome {
+        let (verb, arg) = match line.split_once(char::is_whitespace) {
+            Some((v, a)) => (v, a.trim()),
+            None => (line, ""),
+        };
+        match (verb, arg) {
+            ("q" | "quit", _) => return Outcome::Quit,
+            ("help", _) => self.help = true,
+            ("overview", _) => self.view = View::Overview,
+            ("jobs", a) => {
+                self.view = View::Jobs;
+                self.set_filter(a);
+            }
+            ("fleet" | "gpus", a) => {
+                self.view = View::Fleet;
+                self.set_filter(a);
+            }
+            ("teams", _) => self.view = View::Teams,
+            ("events", a) => {
+                self.view = View::Events;
+                self.set_filter(a);
+            }
+            ("team", "") => self.flash = Some(":team NAME: which team?".into()),
+            ("team", name) => {
+                self.view = View::Jobs;
+                self.set_filter(&format!("team=^{}$", regex_lite::escape(name)));
+                if !snap.teams.iter().any(|t| t.name == name) {
+                    let known: Vec<&str> = snap.teams.iter().map(|t| t.name.as_str()).collect();
+                    self.flash = Some(format!("no team `{name}`; teams: {}", known.join(", ")));
+                }
+            }
+            ("job", id) => match id.trim_start_matches('#').parse::<i64>() {
+                Ok(id) if snap.jobs.iter().any(|j| j.id == id) => {
+                    self.view = View::Jobs;
+                    self.job_filter = None;
+                    self.selected = Some(id);
+                }
+                _ => self.flash = Some(format!("job `{id}`: not among the listed jobs")),
+            },
+            ("", _) => return Outcome::Redraw,
+            (other, _) => {
+                self.flash = Some(format!(
+                    "unknown command `:{other}`; try :jobs [FILTER], :gpus MODEL, :team NAME, :job ID, :teams, :events, :reclaim, :q"
+                ))
+            }
         }
         Outcome::Redraw
     }
 
     fn move_selection(&mut self, snap: &Snapshot, delta: i64) {
-        if snap.jobs.is_empty() {
+        let rows = self.rows(snap);
+        if rows.len() == 0 {
             return;
         }
-        let at = self
-            .selected
-            .and_then(|id| snap.jobs.iter().position(|j| j.id == id))
-            .unwrap_or(0) as i64;
-        let next = (at + delta).clamp(0, snap.jobs.len() as i64 - 1) as usize;
-        self.selected = Some(snap.jobs[next].id);
+        let at = self.selected.and_then(|id| rows.position(id)).unwrap_or(0) as i64;
+        let next = (at + delta).clamp(0, rows.len() as i64 - 1) as usize;
+        self.selected = rows.get(next).map(|j| j.id);
     }
 
     pub fn render(&self, f: &mut Frame, snap: &Snapshot) {
@@ -313,10 +512,12 @@ impl App {
             }
         }
         use super::keymap::Action;
+        // Help first: on a narrow terminal the end of the line is what gets cut.
         let common = format!(
-            "{} next view  {} help  {} quit",
+            "{} filter  {} command  {} view  {} quit",
+            self.key_for(Action::Filter),
+            self.key_for(Action::Command),
             self.key_for(Action::NextView),
-            self.key_for(Action::Help),
             self.key_for(Action::Quit)
         );
         let acts = if self.readonly {
@@ -331,17 +532,29 @@ impl App {
                 self.key_for(Action::Job(J::Release))
             )
         };
+        let help = format!("{} help  ", self.key_for(Action::Help));
         let keys = match self.view {
             View::Jobs => format!(
-                "{}/{} move  {acts}{common}",
+                "{help}{}/{} move  {acts}{common}",
                 self.key_for(Action::Down),
                 self.key_for(Action::Up),
             ),
-            _ => common,
+            _ => format!("{help}{common}"),
         };
-        let line = match &self.flash {
-            Some(m) => Paragraph::new(escape(m)).style(self.style(self.theme.accent)),
-            None => Paragraph::new(keys).style(self.style(self.theme.muted)),
+        let line = match (&self.prompt, &self.flash) {
+            (Some(p), _) => {
+                let lead = match p.kind {
+                    PromptKind::Filter => "/",
+                    PromptKind::Command => ":",
+                };
+                Paragraph::new(Line::from(vec![
+                    Span::raw(format!("{lead}{}", escape(&p.text))),
+                    Span::styled("█", self.style(self.theme.accent)),
+                    Span::styled("   enter apply · esc cancel", self.style(self.theme.muted)),
+                ]))
+            }
+            (None, Some(m)) => Paragraph::new(escape(m)).style(self.style(self.theme.accent)),
+            (None, None) => Paragraph::new(keys).style(self.style(self.theme.muted)),
         };
         f.render_widget(line, bottom);
         if let Some(c) = &self.confirm {
@@ -489,17 +702,12 @@ impl App {
         };
         // Build only the rows that fit, around the selection: a 100,000-job queue costs the same
         // to draw as a 40-job one.
-        let selected = self
-            .selected
-            .and_then(|id| snap.jobs.iter().position(|j| j.id == id))
-            .unwrap_or(0);
+        let list = self.rows(snap);
+        let selected = self.selected.and_then(|id| list.position(id)).unwrap_or(0);
         let visible = area.height.saturating_sub(3).max(1) as usize;
         let first = selected.saturating_sub(visible - 1);
-        let rows: Vec<Row> = snap
-            .jobs
-            .iter()
-            .skip(first)
-            .take(visible)
+        let rows: Vec<Row> = (first..list.len().min(first + visible))
+            .filter_map(|i| list.get(i))
             .map(|j| {
                 let state_color = match j.state.as_str() {
                     "running" => self.theme.ok,
@@ -557,7 +765,15 @@ impl App {
             .block(
                 Block::default()
                     .borders(Borders::ALL)
-                    .title(format!(" jobs ({}) ", snap.jobs.len())),
+                    .title(match &self.job_filter {
+                        None => format!(" jobs ({}) ", snap.jobs.len()),
+                        Some(f) => format!(
+                            " jobs ({} of {}) /{} ",
+                            list.len(),
+                            snap.jobs.len(),
+                            escape(&f.text)
+                        ),
+                    }),
             );
         f.render_stateful_widget(table, area, &mut state);
     }
@@ -660,12 +876,21 @@ impl App {
 
     /// Events, newest first, as many as fit: the Events view and the Overview's box.
     fn render_event_list(&self, f: &mut Frame, area: Rect, snap: &Snapshot, title: &str) {
+        // The Events view's filter; the Overview's box shows everything.
+        let filter = (self.view == View::Events)
+            .then_some(self.event_filter.as_ref())
+            .flatten();
         let lines: Vec<Line> = snap
             .events
             .iter()
+            .filter(|e| filter.is_none_or(|f| f.matches_text(e)))
             .take(area.height.saturating_sub(2) as usize)
             .map(|e| Line::from(escape(e)))
             .collect();
+        let title = match filter {
+            Some(f) => format!("{}/{} ", title, escape(&f.text)),
+            None => title.to_string(),
+        };
         f.render_widget(
             Paragraph::new(lines).block(Block::default().borders(Borders::ALL).title(title)),
             area,
@@ -677,6 +902,11 @@ impl App {
         let rows: Vec<Row> = snap
             .pools
             .iter()
+            .filter(|p| {
+                self.pool_filter.as_ref().is_none_or(|f| {
+                    f.matches_text(&format!("{} {} {}", p.path, p.model, p.capacity))
+                })
+            })
             .map(|p| {
                 let width = 16usize;
                 let filled = (p.gpus_busy * width).checked_div(p.gpus).unwrap_or(0);
@@ -716,11 +946,17 @@ impl App {
                 ])
                 .style(Style::default().add_modifier(Modifier::BOLD)),
             )
-            .block(Block::default().borders(Borders::ALL).title(if wide {
-                " fleet: provider/region/zone/pool "
-            } else {
-                " fleet: provider/pool "
-            }));
+            .block(Block::default().borders(Borders::ALL).title(format!(
+                " fleet: {}{} ",
+                if wide {
+                    "provider/region/zone/pool"
+                } else {
+                    "provider/pool"
+                },
+                self.pool_filter
+                    .as_ref()
+                    .map_or(String::new(), |f| format!(" /{}", escape(&f.text)))
+            )));
         f.render_widget(table, area);
     }
 }

@@ -21,6 +21,10 @@ pub enum Action {
     Last,
     Help,
     Quit,
+    /// Opens the `/` prompt: filter the view's rows.
+    Filter,
+    /// Opens the `:` prompt: a command (`:jobs`, `:gpus h100`, `:team NAME`, `:reclaim`, …).
+    Command,
     /// A change to the selected job (asks for confirmation; absent in read-only mode).
     Job(crate::client::JobAction),
 }
@@ -33,8 +37,17 @@ impl Action {
 }
 
 const VIEW_NAMES: [&str; 5] = ["overview", "jobs", "fleet", "teams", "events"];
-const KEYS: [&str; 9] = [
-    "tab", "up", "down", "left", "right", "home", "end", "esc", "enter",
+const KEYS: [&str; 10] = [
+    "tab",
+    "up",
+    "down",
+    "left",
+    "right",
+    "home",
+    "end",
+    "esc",
+    "enter",
+    "backspace",
 ];
 
 fn parse_action(run: &str) -> Option<Action> {
@@ -49,6 +62,8 @@ fn parse_action(run: &str) -> Option<Action> {
         ["last"] => Action::Last,
         ["help"] => Action::Help,
         ["quit"] => Action::Quit,
+        ["filter"] => Action::Filter,
+        ["command"] => Action::Command,
         ["job", what] => Action::Job(crate::client::JobAction::parse(what)?),
         _ => return None,
     })
@@ -98,7 +113,7 @@ fn parse(name: &str, text: &str) -> Result<Vec<Binding>, String> {
                 return Err(format!("{name}: key `{}` is not a key; use one character or one of {}", b.on, KEYS.join(", ")));
             }
             let action = parse_action(&b.run).ok_or_else(|| {
-                format!("{name}: `{}` is not an action; use view overview|jobs|fleet|teams|events, view next, view prev, down, up, first, last, help, quit, job cancel|hold|release|preempt", b.run)
+                format!("{name}: `{}` is not an action; use view overview|jobs|fleet|teams|events, view next, view prev, down, up, first, last, help, quit, filter, command, job cancel|hold|release|preempt", b.run)
             })?;
             Ok(Binding { key: b.on, action, desc: b.desc })
         })

@@ -3,6 +3,7 @@
 //! synchronized output, and restores the terminal on exit and on panic.
 
 pub mod app;
+pub mod filter;
 pub mod keymap;
 pub mod theme;
 
@@ -43,6 +44,7 @@ fn key_name(code: KeyCode) -> Option<String> {
         KeyCode::Home => "home".into(),
         KeyCode::End => "end".into(),
         KeyCode::Esc => "esc".into(),
+        KeyCode::Backspace => "backspace".into(),
         KeyCode::Enter => "enter".into(),
         KeyCode::Left => "left".into(),
         KeyCode::Right => "right".into(),

@@ -200,6 +200,19 @@ fn end_to_end_in_tmux() {
             tmux(&["capture-pane", "-p", "-t", "e2e"])
         );
     };
+    let wait_for_any = |texts: &[&str]| {
+        for _ in 0..100 {
+            let s = tmux(&["capture-pane", "-p", "-t", "e2e"]);
+            if texts.iter().any(|t| s.contains(t)) {
+                return s;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        panic!(
+            "never saw any of {texts:?}:\n{}",
+            tmux(&["capture-pane", "-p", "-t", "e2e"])
+        );
+    };
     wait_for("SIMULATED");
     wait_for("GPUs busy");
     tmux(&["send-keys", "-t", "e2e", "2"]);
@@ -219,6 +232,59 @@ fn end_to_end_in_tmux() {
     tmux(&["send-keys", "-t", "e2e", "y"]);
     wait_for("preempt done");
     wait_for("preempting");
+    // Filter, reprioritize through `:prio`, and the reclaim sweep.
+    tmux(&[
+        "send-keys",
+        "-t",
+        "e2e",
+        "/",
+        "l",
+        "l",
+        "a",
+        "m",
+        "a",
+        "Enter",
+    ]);
+    wait_for("/llama");
+    tmux(&["send-keys", "-t", "e2e", "Escape", "P"]);
+    wait_for(":prio ");
+    tmux(&[
+        "send-keys",
+        "-t",
+        "e2e",
+        "s",
+        "e",
+        "r",
+        "v",
+        "i",
+        "n",
+        "g",
+        "Enter",
+    ]);
+    let s = wait_for_any(&["confirm reprioritize", "is already serving"]);
+    if s.contains("confirm reprioritize") {
+        tmux(&["send-keys", "-t", "e2e", "y"]);
+        wait_for("now serving");
+    }
+    tmux(&[
+        "send-keys",
+        "-t",
+        "e2e",
+        ":",
+        "r",
+        "e",
+        "c",
+        "l",
+        "a",
+        "i",
+        "m",
+        "Enter",
+    ]);
+    let s = wait_for_any(&["nothing to reclaim", "confirm reclaim"]);
+    if s.contains("confirm reclaim") {
+        tmux(&["send-keys", "-t", "e2e", "y"]);
+        wait_for("reclaimed");
+    }
     tmux(&["send-keys", "-t", "e2e", "3"]);
     wait_for("dgx-h100");
     tmux(&["send-keys", "-t", "e2e", "?"]);
@@ -407,4 +473,102 @@ fn slash_filters_the_view_and_colon_runs_commands() {
     app.on_key(":", &snap);
     keys(&mut app, &snap, "q");
     assert_eq!(app.on_key("enter", &snap), Outcome::Quit);
+}
+
+#[test]
+fn reprioritize_and_reclaim_ask_first() {
+    use gantry::scheduler::reclaim::{ReclaimAction, ReclaimItem, ReclaimPlan};
+    let snap = demo_snapshot();
+    let mut app = App::new(false);
+    app.on_key("2", &snap);
+    let job = snap
+        .jobs
+        .iter()
+        .find(|j| j.class != "serving")
+        .unwrap()
+        .clone();
+    app.on_key(":", &snap);
+    keys(&mut app, &snap, &format!("job {}", job.id));
+    app.on_key("enter", &snap);
+    assert_eq!(app.selected, Some(job.id));
+    // P opens `:prio `; an unknown class is named with the real ones.
+    app.on_key("P", &snap);
+    keys(&mut app, &snap, "urgent");
+    app.on_key("enter", &snap);
+    assert!(app
+        .flash
+        .as_deref()
+        .unwrap()
+        .contains("classes: serving, production, experiment"));
+    app.on_key("P", &snap);
+    keys(&mut app, &snap, "serving");
+    app.on_key("enter", &snap);
+    let s = screen(&app, &snap, 100, 30);
+    assert!(
+        s.contains("confirm reprioritize")
+            && s.contains(&format!("from {} to serving", job.class))
+            && s.contains("[ Cancel ]"),
+        "{s}"
+    );
+    assert_eq!(
+        app.on_key("enter", &snap),
+        Outcome::Redraw,
+        "Cancel is the default"
+    );
+    app.on_key("P", &snap);
+    keys(&mut app, &snap, "serving");
+    app.on_key("enter", &snap);
+    assert_eq!(
+        app.on_key("y", &snap),
+        Outcome::Prio {
+            id: job.id,
+            class: "serving".into()
+        }
+    );
+
+    app.on_key(":", &snap);
+    keys(&mut app, &snap, "reclaim");
+    assert_eq!(
+        app.on_key("enter", &snap),
+        Outcome::Reclaim { apply: false }
+    );
+    app.review_reclaim(ReclaimPlan::default());
+    assert!(app
+        .flash
+        .as_deref()
+        .unwrap()
+        .starts_with("nothing to reclaim"));
+    let plan = ReclaimPlan {
+        items: vec![ReclaimItem {
+            job: 17,
+            gpus: 1,
+            dollars_per_hour: 2.5,
+            idle_for_s: 1800.0,
+            action: ReclaimAction::Cancel,
+        }],
+        gpus_freed: 1,
+        dollars_per_hour_saved: 2.5,
+    };
+    app.review_reclaim(plan.clone());
+    let s = screen(&app, &snap, 100, 30);
+    assert!(
+        s.contains("Reclaim 1 GPU(s) from 1 idle job(s), saving $2.50/h?")
+            && s.contains("job 17")
+            && s.contains("cancel"),
+        "{s}"
+    );
+    assert_eq!(app.on_key("y", &snap), Outcome::Reclaim { apply: true });
+
+    // Read-only: no reprioritizing; the plan is shown, not offered.
+    let mut ro = App::new(false);
+    ro.readonly = true;
+    ro.on_key("2", &snap);
+    assert_eq!(ro.on_key("P", &snap), Outcome::Nothing);
+    ro.review_reclaim(plan);
+    assert!(ro.confirm.is_none());
+    assert!(ro
+        .flash
+        .as_deref()
+        .unwrap()
+        .contains("read-only: not applied"));
 }

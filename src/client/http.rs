@@ -529,6 +529,23 @@ impl Client for RemoteClient {
             .map(|_| format!("job {}: {} done", req.id, req.action.name()))
             .map_err(|e| e.to_string())
     }
+    fn set_priority(&mut self, id: i64, class: &str) -> Result<String, String> {
+        let body = serde_json::json!({ "class": class }).to_string();
+        self.http
+            .call::<serde_json::Value>(
+                "PUT",
+                &format!("/v1/jobs/{id}/priority"),
+                Some(body.as_bytes()),
+            )
+            .map(|_| format!("job {id}: now {class}"))
+            .map_err(|e| e.to_string())
+    }
+    fn reclaim(&mut self, apply: bool) -> Result<crate::scheduler::reclaim::ReclaimPlan, String> {
+        let method = if apply { "POST" } else { "GET" };
+        self.http
+            .call(method, "/v1/reclaim", None)
+            .map_err(|e| e.to_string())
+    }
     fn poll(&mut self) -> bool {
         let Ok(mut guard) = self.shared.lock() else {
             return false;

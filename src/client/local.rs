@@ -22,13 +22,18 @@ impl LocalClient {
     }
 }
 
+/// The embedded console acts as the daemon's own user: an operator, named in events.
+fn console_caller() -> crate::daemon::auth::Caller {
+    crate::daemon::auth::Caller {
+        name: "console".to_string(),
+        ..crate::daemon::auth::Caller::local_operator()
+    }
+}
+
 impl Client for LocalClient {
     fn act(&mut self, req: super::JobRequest) -> Result<String, String> {
         use crate::daemon::actor::Request;
-        let caller = crate::daemon::auth::Caller {
-            name: "console".to_string(),
-            ..crate::daemon::auth::Caller::local_operator()
-        };
+        let caller = console_caller();
         self.handle
             .call_blocking(|reply| Request::Act {
                 id: req.id,
@@ -37,6 +42,28 @@ impl Client for LocalClient {
                 reply,
             })
             .map(|()| format!("job {}: {} done", req.id, req.action.name()))
+            .map_err(|e| e.error)
+    }
+    fn set_priority(&mut self, id: i64, class: &str) -> Result<String, String> {
+        use crate::daemon::actor::Request;
+        self.handle
+            .call_blocking(|reply| Request::Priority {
+                id,
+                class: class.to_string(),
+                caller: console_caller(),
+                reply,
+            })
+            .map(|()| format!("job {id}: now {class}"))
+            .map_err(|e| e.error)
+    }
+    fn reclaim(&mut self, apply: bool) -> Result<crate::scheduler::reclaim::ReclaimPlan, String> {
+        use crate::daemon::actor::Request;
+        self.handle
+            .call_blocking(|reply| Request::Reclaim {
+                apply,
+                caller: console_caller(),
+                reply,
+            })
             .map_err(|e| e.error)
     }
     fn poll(&mut self) -> bool {

@@ -226,6 +226,16 @@ pub trait Client {
         let _ = req;
         Err("this client is read-only".to_string())
     }
+    /// Moves a job to another priority class.
+    fn set_priority(&mut self, id: i64, class: &str) -> Result<String, String> {
+        let _ = (id, class);
+        Err("this client is read-only".to_string())
+    }
+    /// The idle-GPU reclaim plan; with `apply`, carries it out and returns what was done.
+    fn reclaim(&mut self, apply: bool) -> Result<crate::scheduler::reclaim::ReclaimPlan, String> {
+        let _ = apply;
+        Err("this client is read-only".to_string())
+    }
     /// Brings in anything new; true when the snapshot changed.
     fn poll(&mut self) -> bool;
     fn snapshot(&self) -> &Snapshot;

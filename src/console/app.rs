@@ -44,21 +44,60 @@ impl View {
     }
 }
 
-/// What a key did.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// What a key did. The loop sends changes and queries through the client.
+#[derive(Clone, Debug, PartialEq)]
 pub enum Outcome {
     Redraw,
     Nothing,
     Quit,
-    /// The user confirmed a change: the loop sends it through the client.
+    /// The user confirmed a change to a job.
     Act(crate::client::JobRequest),
+    /// The user confirmed moving a job to another class.
+    Prio {
+        id: i64,
+        class: String,
+    },
+    /// Fetch the reclaim plan (to review it), or apply it once confirmed.
+    Reclaim {
+        apply: bool,
+    },
+}
+
+/// What a confirmation dialog asks.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Ask {
+    Job {
+        request: crate::client::JobRequest,
+        name: String,
+    },
+    Prio {
+        id: i64,
+        name: String,
+        from: String,
+        to: String,
+    },
+    /// Reclaim these idle jobs' GPUs.
+    Reclaim(crate::scheduler::reclaim::ReclaimPlan),
+}
+
+impl Ask {
+    /// What confirming does.
+    fn outcome(&self) -> Outcome {
+        match self {
+            Ask::Job { request, .. } => Outcome::Act(*request),
+            Ask::Prio { id, to, .. } => Outcome::Prio {
+                id: *id,
+                class: to.clone(),
+            },
+            Ask::Reclaim(_) => Outcome::Reclaim { apply: true },
+        }
+    }
 }
 
 /// A change waiting for the user's yes, with Cancel focused until they move off it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Confirm {
-    pub request: crate::client::JobRequest,
-    pub name: String,
+    pub ask: Ask,
     /// The confirm button has focus (Cancel has it at first).
     pub on_confirm: bool,
 }
@@ -153,6 +192,12 @@ pub fn money(usd: f64) -> String {
     }
 }
 
+fn capitalized(s: &str) -> String {
+    let mut c = s.chars();
+    c.next()
+        .map_or(String::new(), |f| f.to_uppercase().chain(c).collect())
+}
+
 pub fn hm(s: f64) -> String {
     let m = (s.max(0.0) / 60.0) as u64;
     if m >= 60 {
@@ -222,14 +267,14 @@ impl App {
             // confirms, Esc/n/q cancel, arrows and Tab move the focus.
             match key {
                 "enter" => {
-                    let go = c.on_confirm.then_some(c.request);
+                    let go = c.on_confirm.then(|| c.ask.outcome());
                     self.confirm = None;
-                    return go.map_or(Outcome::Redraw, Outcome::Act);
+                    return go.unwrap_or(Outcome::Redraw);
                 }
                 "y" => {
-                    let r = c.request;
+                    let go = c.ask.outcome();
                     self.confirm = None;
-                    return Outcome::Act(r);
+                    return go;
                 }
                 "esc" | "n" | "q" => self.confirm = None,
                 "tab" | "left" | "right" | "h" | "l" => c.on_confirm = !c.on_confirm,
@@ -286,6 +331,13 @@ impl App {
                     text: String::new(),
                 })
             }
+            Some(Action::Reprioritize) if self.readonly => return Outcome::Nothing,
+            Some(Action::Reprioritize) => {
+                self.prompt = Some(Prompt {
+                    kind: PromptKind::Command,
+                    text: "prio ".into(),
+                })
+            }
             Some(Action::Job(_)) if self.readonly => return Outcome::Nothing,
             Some(Action::Job(what)) => {
                 let rows = self.rows(snap);
@@ -297,11 +349,13 @@ impl App {
                 match (self.view, job) {
                     (View::Jobs, Some(j)) => {
                         self.confirm = Some(Confirm {
-                            request: crate::client::JobRequest {
-                                id: j.id,
-                                action: what,
+                            ask: Ask::Job {
+                                request: crate::client::JobRequest {
+                                    id: j.id,
+                                    action: what,
+                                },
+                                name: j.name.clone(),
                             },
-                            name: j.name.clone(),
                             on_confirm: false,
                         });
                     }
@@ -424,14 +478,79 @@ impl App {
                 }
                 _ => self.flash = Some(format!("job `{id}`: not among the listed jobs")),
             },
+            ("reclaim", _) => return Outcome::Reclaim { apply: false },
+            ("prio", class) => self.ask_priority(class, snap),
             ("", _) => return Outcome::Redraw,
             (other, _) => {
                 self.flash = Some(format!(
-                    "unknown command `:{other}`; try :jobs [FILTER], :gpus MODEL, :team NAME, :job ID, :teams, :events, :reclaim, :q"
+                    "unknown command `:{other}`; try :jobs [FILTER], :gpus MODEL, :team NAME, :job ID, :prio CLASS, :reclaim, :teams, :events, :q"
                 ))
             }
         }
         Outcome::Redraw
+    }
+
+    /// `:prio CLASS` on the selected job: asks first, Cancel the default.
+    fn ask_priority(&mut self, class: &str, snap: &Snapshot) {
+        if self.readonly {
+            self.flash = Some("read-only: reprioritizing is off".into());
+            return;
+        }
+        let classes: Vec<&str> = snap
+            .queue_by_class
+            .iter()
+            .map(|(c, _)| c.as_str())
+            .collect();
+        if !classes.contains(&class) {
+            self.flash = Some(format!(
+                ":prio CLASS: `{class}` is not a class; classes: {}",
+                classes.join(", ")
+            ));
+            return;
+        }
+        let rows = self.rows(snap);
+        let job = self
+            .selected
+            .and_then(|id| rows.position(id))
+            .and_then(|i| rows.get(i))
+            .or(rows.get(0));
+        match (self.view, job) {
+            (View::Jobs, Some(j)) if j.class == class => {
+                self.flash = Some(format!("job {} is already {class}", j.id));
+            }
+            (View::Jobs, Some(j)) => {
+                self.confirm = Some(Confirm {
+                    ask: Ask::Prio {
+                        id: j.id,
+                        name: j.name.clone(),
+                        from: j.class.clone(),
+                        to: class.to_string(),
+                    },
+                    on_confirm: false,
+                })
+            }
+            _ => self.flash = Some(":prio: select a job in the Jobs view first".into()),
+        }
+    }
+
+    /// The daemon's reclaim plan came back: ask before applying it (or, read-only, show it).
+    pub fn review_reclaim(&mut self, plan: crate::scheduler::reclaim::ReclaimPlan) {
+        if plan.items.is_empty() {
+            self.flash =
+                Some("nothing to reclaim: no job's GPUs have been idle through the window".into());
+        } else if self.readonly {
+            self.flash = Some(format!(
+                "reclaimable: {} job(s), {} GPU(s), ${:.2}/h (read-only: not applied)",
+                plan.items.len(),
+                plan.gpus_freed,
+                plan.dollars_per_hour_saved
+            ));
+        } else {
+            self.confirm = Some(Confirm {
+                ask: Ask::Reclaim(plan),
+                on_confirm: false,
+            });
+        }
     }
 
     fn move_selection(&mut self, snap: &Snapshot, delta: i64) {
@@ -525,11 +644,12 @@ impl App {
         } else {
             use crate::client::JobAction as J;
             format!(
-                "{} preempt  {} cancel  {}/{} hold/release  ",
+                "{} preempt  {} cancel  {}/{} hold/release  {} prio  ",
                 self.key_for(Action::Job(J::Preempt)),
                 self.key_for(Action::Job(J::Cancel)),
                 self.key_for(Action::Job(J::Hold)),
-                self.key_for(Action::Job(J::Release))
+                self.key_for(Action::Job(J::Release)),
+                self.key_for(Action::Reprioritize)
             )
         };
         let help = format!("{} help  ", self.key_for(Action::Help));
@@ -565,21 +685,68 @@ impl App {
     /// The confirmation dialog, centred over the body; Cancel is the default.
     fn render_confirm(&self, f: &mut Frame, area: Rect, c: &Confirm) {
         use crate::client::JobAction as J;
-        let what = match c.request.action {
-            J::Preempt => {
-                "It is signalled, given its grace period, and requeued from its checkpoint."
+        use crate::scheduler::reclaim::ReclaimAction;
+        let (verb, mut lines): (String, Vec<Line>) = match &c.ask {
+            Ask::Job { request, name } => {
+                let what = match request.action {
+                    J::Preempt => {
+                        "It is signalled, given its grace period, and requeued from its checkpoint."
+                    }
+                    J::Cancel => "It stops for good and does not requeue.",
+                    J::Hold => "It keeps its place in the queue but will not start until released.",
+                    J::Release => "It may start again at the next scheduling cycle.",
+                };
+                let verb = request.action.name().to_string();
+                let title = capitalized(&verb);
+                (
+                    verb,
+                    vec![
+                        Line::from(format!("{title} job {} {}?", request.id, escape(name))),
+                        Line::from(what),
+                    ],
+                )
             }
-            J::Cancel => "It stops for good and does not requeue.",
-            J::Hold => "It keeps its place in the queue but will not start until released.",
-            J::Release => "It may start again at the next scheduling cycle.",
+            Ask::Prio { id, name, from, to } => (
+                "reprioritize".to_string(),
+                vec![
+                    Line::from(format!(
+                        "Move job {id} {} from {from} to {to}?",
+                        escape(name)
+                    )),
+                    Line::from("It is reordered at the next cycle; a higher class may preempt."),
+                ],
+            ),
+            Ask::Reclaim(plan) => {
+                let mut l = vec![Line::from(format!(
+                    "Reclaim {} GPU(s) from {} idle job(s), saving ${:.2}/h?",
+                    plan.gpus_freed,
+                    plan.items.len(),
+                    plan.dollars_per_hour_saved
+                ))];
+                let room = area.height.saturating_sub(8) as usize;
+                for it in plan.items.iter().take(room.max(1)) {
+                    l.push(Line::from(format!(
+                        "  job {:<6} {} GPU(s) idle {:<7} ${:>6.2}/h  {}",
+                        it.job,
+                        it.gpus,
+                        hm(it.idle_for_s),
+                        it.dollars_per_hour,
+                        match it.action {
+                            ReclaimAction::CheckpointAndRequeue => "checkpoint + requeue",
+                            ReclaimAction::Cancel => "cancel",
+                        }
+                    )));
+                }
+                if plan.items.len() > room.max(1) {
+                    l.push(Line::from(format!(
+                        "  … and {} more",
+                        plan.items.len() - room.max(1)
+                    )));
+                }
+                ("reclaim".to_string(), l)
+            }
         };
-        let w = area.width.min(64);
-        let rect = Rect {
-            x: area.x + (area.width - w) / 2,
-            y: area.y + area.height.saturating_sub(7) / 2,
-            width: w,
-            height: 7.min(area.height),
-        };
+        let title = capitalized(&verb);
         let button = |label: &str, focused: bool| {
             let s = Span::raw(format!("[ {label} ]"));
             if focused {
@@ -588,20 +755,21 @@ impl App {
                 s
             }
         };
-        let verb = c.request.action.name();
-        let mut title = verb.to_string();
-        title[..1].make_ascii_uppercase();
-        let lines = vec![
-            Line::from(format!("{title} job {} {}?", c.request.id, escape(&c.name))),
-            Line::from(what),
-            Line::from(""),
-            Line::from(vec![
-                button("Cancel", !c.on_confirm),
-                Span::raw("   "),
-                button(&title, c.on_confirm),
-                Span::raw("   y confirms · esc cancels"),
-            ]),
-        ];
+        lines.push(Line::from(""));
+        lines.push(Line::from(vec![
+            button("Cancel", !c.on_confirm),
+            Span::raw("   "),
+            button(&title, c.on_confirm),
+            Span::raw("   y confirms · esc cancels"),
+        ]));
+        let w = area.width.min(72);
+        let h = (lines.len() as u16 + 3).min(area.height);
+        let rect = Rect {
+            x: area.x + (area.width - w) / 2,
+            y: area.y + area.height.saturating_sub(h) / 2,
+            width: w,
+            height: h,
+        };
         f.render_widget(ratatui::widgets::Clear, rect);
         f.render_widget(
             Paragraph::new(lines)

@@ -119,6 +119,34 @@ where
                                 let _ = client.poll();
                                 dirty = true;
                             }
+                            Outcome::Prio { id, class } => {
+                                app.flash = Some(match client.set_priority(id, &class) {
+                                    Ok(done) => done,
+                                    Err(why) => format!("job {id}: {why}"),
+                                });
+                                let _ = client.poll();
+                                dirty = true;
+                            }
+                            Outcome::Reclaim { apply: false } => {
+                                match client.reclaim(false) {
+                                    Ok(plan) => app.review_reclaim(plan),
+                                    Err(why) => app.flash = Some(format!("reclaim: {why}")),
+                                }
+                                dirty = true;
+                            }
+                            Outcome::Reclaim { apply: true } => {
+                                app.flash = Some(match client.reclaim(true) {
+                                    Ok(done) => format!(
+                                        "reclaimed {} job(s): {} GPU(s), ${:.2}/h freed",
+                                        done.items.len(),
+                                        done.gpus_freed,
+                                        done.dollars_per_hour_saved
+                                    ),
+                                    Err(why) => format!("reclaim: {why}"),
+                                });
+                                let _ = client.poll();
+                                dirty = true;
+                            }
                             Outcome::Nothing => {}
                         }
                     }

@@ -3,7 +3,7 @@
 
 use super::cycle::JobId;
 use crate::model::Placement;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 #[derive(Clone, Debug)]
 pub struct ReclaimConfig {
@@ -31,14 +31,14 @@ pub struct JobUsage<'a> {
     pub gpu_samples: &'a [Vec<(f64, f64)>],
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum ReclaimAction {
     CheckpointAndRequeue,
     Cancel,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ReclaimItem {
     pub job: JobId,
     pub gpus: usize,
@@ -48,7 +48,7 @@ pub struct ReclaimItem {
     pub action: ReclaimAction,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct ReclaimPlan {
     pub items: Vec<ReclaimItem>,
     pub gpus_freed: usize,

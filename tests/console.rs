@@ -572,3 +572,51 @@ fn reprioritize_and_reclaim_ask_first() {
         .unwrap()
         .contains("read-only: not applied"));
 }
+
+#[test]
+fn bulk_actions_need_the_count_typed() {
+    use gantry::client::{JobAction, JobRequest};
+    let snap = demo_snapshot();
+    let mut app = App::new(false);
+    app.on_key("2", &snap);
+    // Mark three jobs (space marks and moves down).
+    for _ in 0..3 {
+        app.on_key(" ", &snap);
+    }
+    assert_eq!(app.marked.len(), 3);
+    let ids: Vec<i64> = snap.jobs.iter().take(3).map(|j| j.id).collect();
+    let s = screen(&app, &snap, 100, 30);
+    assert!(
+        s.contains(&format!("*{}", ids[0])),
+        "marked rows show a star:\n{s}"
+    );
+    app.on_key("x", &snap);
+    let s = screen(&app, &snap, 100, 30);
+    assert!(
+        s.contains("confirm cancel ×3") && s.contains("Type 3 and press enter"),
+        "{s}"
+    );
+    // y does not confirm a bulk action; a wrong count closes the dialog.
+    assert_eq!(app.on_key("y", &snap), Outcome::Nothing);
+    app.on_key("4", &snap);
+    assert_eq!(app.on_key("enter", &snap), Outcome::Redraw);
+    assert!(app.confirm.is_none());
+    app.on_key("x", &snap);
+    app.on_key("3", &snap);
+    let want: Vec<JobRequest> = ids
+        .iter()
+        .map(|&id| JobRequest {
+            id,
+            action: JobAction::Cancel,
+        })
+        .collect();
+    assert_eq!(app.on_key("enter", &snap), Outcome::ActMany(want));
+    // Esc clears the marks; read-only cannot mark.
+    app.on_key("esc", &snap);
+    assert!(app.marked.is_empty());
+    let mut ro = App::new(false);
+    ro.readonly = true;
+    ro.on_key("2", &snap);
+    assert_eq!(ro.on_key(" ", &snap), Outcome::Nothing);
+    assert!(ro.marked.is_empty());
+}

@@ -61,6 +61,8 @@ pub enum Outcome {
     Reclaim {
         apply: bool,
     },
+    /// The user typed the count: change every marked job.
+    ActMany(Vec<crate::client::JobRequest>),
 }
 
 /// What a confirmation dialog asks.
@@ -78,6 +80,12 @@ pub enum Ask {
     },
     /// Reclaim these idle jobs' GPUs.
     Reclaim(crate::scheduler::reclaim::ReclaimPlan),
+    /// One action on every marked job: confirmed only by typing how many.
+    Bulk {
+        action: crate::client::JobAction,
+        ids: Vec<i64>,
+        typed: String,
+    },
 }
 
 impl Ask {
@@ -90,6 +98,14 @@ impl Ask {
                 class: to.clone(),
             },
             Ask::Reclaim(_) => Outcome::Reclaim { apply: true },
+            Ask::Bulk { action, ids, .. } => Outcome::ActMany(
+                ids.iter()
+                    .map(|&id| crate::client::JobRequest {
+                        id,
+                        action: *action,
+                    })
+                    .collect(),
+            ),
         }
     }
 }
@@ -149,6 +165,8 @@ pub struct App {
     pub view: View,
     /// The `/` or `:` line being typed.
     pub prompt: Option<Prompt>,
+    /// Jobs marked with space for a bulk action.
+    pub marked: std::collections::BTreeSet<i64>,
     /// Filters of the Jobs, Fleet and Events views.
     pub job_filter: Option<Filter>,
     pub pool_filter: Option<Filter>,
@@ -227,6 +245,7 @@ impl App {
         App {
             view: View::Overview,
             prompt: None,
+            marked: Default::default(),
             job_filter: None,
             pool_filter: None,
             event_filter: None,
@@ -262,6 +281,28 @@ impl App {
     pub fn on_key(&mut self, key: &str, snap: &Snapshot) -> Outcome {
         use super::keymap::Action;
         let action = self.keymap.action(key);
+        if let Some(Confirm {
+            ask: Ask::Bulk { ids, typed, .. },
+            ..
+        }) = &mut self.confirm
+        {
+            // A bulk action is confirmed only by typing the count, then Enter.
+            match key {
+                "enter" if *typed == ids.len().to_string() => {
+                    let go = self.confirm.take().map(|c| c.ask.outcome());
+                    return go.unwrap_or(Outcome::Redraw);
+                }
+                "esc" | "enter" => self.confirm = None,
+                "backspace" => {
+                    typed.pop();
+                }
+                k if k.len() == 1 && k.chars().all(|c| c.is_ascii_digit()) && typed.len() < 9 => {
+                    typed.push_str(k)
+                }
+                _ => return Outcome::Nothing,
+            }
+            return Outcome::Redraw;
+        }
         if let Some(c) = &mut self.confirm {
             // The dialog owns the keyboard: Enter does what has focus (Cancel at first), y
             // confirms, Esc/n/q cancel, arrows and Tab move the focus.
@@ -307,14 +348,16 @@ impl App {
         }
         let at = VIEWS.iter().position(|v| *v == self.view).unwrap_or(0);
         self.flash = None;
-        // Esc steps back: it clears the view's filter when there is one.
+        // Esc steps back: it clears the view's filter, then the marks.
         if key == "esc" && action.is_none() {
-            let f = self.filter_mut();
-            return if f.take().is_some() {
-                Outcome::Redraw
-            } else {
-                Outcome::Nothing
-            };
+            if self.filter_mut().take().is_some() {
+                return Outcome::Redraw;
+            }
+            if !self.marked.is_empty() {
+                self.marked.clear();
+                return Outcome::Redraw;
+            }
+            return Outcome::Nothing;
         }
         match action {
             None => return Outcome::Nothing,
@@ -339,6 +382,35 @@ impl App {
                 })
             }
             Some(Action::Job(_)) if self.readonly => return Outcome::Nothing,
+            Some(Action::Mark) if self.readonly => return Outcome::Nothing,
+            Some(Action::Mark) if self.view == View::Jobs => {
+                let rows = self.rows(snap);
+                let at = self.selected.and_then(|id| rows.position(id)).unwrap_or(0);
+                if let Some(j) = rows.get(at) {
+                    if !self.marked.remove(&j.id) {
+                        self.marked.insert(j.id);
+                    }
+                }
+                self.move_selection(snap, 1);
+            }
+            Some(Action::Mark) => return Outcome::Nothing,
+            Some(Action::Job(what)) if !self.marked.is_empty() && self.view == View::Jobs => {
+                // Only marked jobs still listed count.
+                let ids: Vec<i64> = snap
+                    .jobs
+                    .iter()
+                    .filter(|j| self.marked.contains(&j.id))
+                    .map(|j| j.id)
+                    .collect();
+                self.confirm = Some(Confirm {
+                    ask: Ask::Bulk {
+                        action: what,
+                        ids,
+                        typed: String::new(),
+                    },
+                    on_confirm: false,
+                });
+            }
             Some(Action::Job(what)) => {
                 let rows = self.rows(snap);
                 let job = self
@@ -716,6 +788,29 @@ impl App {
                     Line::from("It is reordered at the next cycle; a higher class may preempt."),
                 ],
             ),
+            Ask::Bulk { action, ids, typed } => {
+                let verb = action.name().to_string();
+                let shown: Vec<String> = ids.iter().take(12).map(|i| i.to_string()).collect();
+                let more = if ids.len() > 12 { " …" } else { "" };
+                let lines = vec![
+                    Line::from(format!(
+                        "{} {} marked job(s): {}{more}",
+                        capitalized(&verb),
+                        ids.len(),
+                        shown.join(", ")
+                    )),
+                    Line::from(format!(
+                        "Type {} and press enter to confirm; esc cancels.",
+                        ids.len()
+                    )),
+                    Line::from(vec![
+                        Span::raw("> "),
+                        Span::raw(typed.clone()),
+                        Span::styled("█", self.style(self.theme.accent)),
+                    ]),
+                ];
+                return self.dialog(f, area, &format!(" confirm {verb} ×{} ", ids.len()), lines);
+            }
             Ask::Reclaim(plan) => {
                 let mut l = vec![Line::from(format!(
                     "Reclaim {} GPU(s) from {} idle job(s), saving ${:.2}/h?",
@@ -762,6 +857,11 @@ impl App {
             button(&title, c.on_confirm),
             Span::raw("   y confirms · esc cancels"),
         ]));
+        self.dialog(f, area, &format!(" confirm {verb} "), lines);
+    }
+
+    /// A bordered box centred over `area`, sized to its lines.
+    fn dialog(&self, f: &mut Frame, area: Rect, title: &str, lines: Vec<Line>) {
         let w = area.width.min(72);
         let h = (lines.len() as u16 + 3).min(area.height);
         let rect = Rect {
@@ -778,7 +878,7 @@ impl App {
                     Block::default()
                         .borders(Borders::ALL)
                         .border_style(self.style(self.theme.warn))
-                        .title(format!(" confirm {verb} ")),
+                        .title(title.to_string()),
                 ),
             rect,
         );
@@ -884,7 +984,12 @@ impl App {
                     _ => self.theme.muted,
                 };
                 let pos = j.position.map_or(String::new(), |p| p.to_string());
-                let mut cells = vec![Cell::from(j.id.to_string()), Cell::from(escape(&j.name))];
+                let id = if self.marked.contains(&j.id) {
+                    format!("*{}", j.id)
+                } else {
+                    j.id.to_string()
+                };
+                let mut cells = vec![Cell::from(id), Cell::from(escape(&j.name))];
                 if wide {
                     cells.push(Cell::from(escape(&j.team)));
                 }

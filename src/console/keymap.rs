@@ -27,6 +27,8 @@ pub enum Action {
     Command,
     /// Opens the `:` prompt at `prio ` for the selected job (absent in read-only mode).
     Reprioritize,
+    /// Marks or unmarks the selected job for a bulk action (absent in read-only mode).
+    Mark,
     /// A change to the selected job (asks for confirmation; absent in read-only mode).
     Job(crate::client::JobAction),
 }
@@ -34,7 +36,7 @@ pub enum Action {
 impl Action {
     /// Whether the action changes something (hidden and disabled with --readonly).
     pub fn is_dangerous(self) -> bool {
-        matches!(self, Action::Job(_) | Action::Reprioritize)
+        matches!(self, Action::Job(_) | Action::Reprioritize | Action::Mark)
     }
 }
 
@@ -67,6 +69,7 @@ fn parse_action(run: &str) -> Option<Action> {
         ["filter"] => Action::Filter,
         ["command"] => Action::Command,
         ["reprioritize"] => Action::Reprioritize,
+        ["mark"] => Action::Mark,
         ["job", what] => Action::Job(crate::client::JobAction::parse(what)?),
         _ => return None,
     })
@@ -116,7 +119,7 @@ fn parse(name: &str, text: &str) -> Result<Vec<Binding>, String> {
                 return Err(format!("{name}: key `{}` is not a key; use one character or one of {}", b.on, KEYS.join(", ")));
             }
             let action = parse_action(&b.run).ok_or_else(|| {
-                format!("{name}: `{}` is not an action; use view overview|jobs|fleet|teams|events, view next, view prev, down, up, first, last, help, quit, filter, command, reprioritize, job cancel|hold|release|preempt", b.run)
+                format!("{name}: `{}` is not an action; use view overview|jobs|fleet|teams|events, view next, view prev, down, up, first, last, help, quit, filter, command, reprioritize, mark, job cancel|hold|release|preempt", b.run)
             })?;
             Ok(Binding { key: b.on, action, desc: b.desc })
         })

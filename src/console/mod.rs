@@ -147,6 +147,26 @@ where
                                 let _ = client.poll();
                                 dirty = true;
                             }
+                            Outcome::ActMany(reqs) => {
+                                let (mut ok, mut failed) = (0, Vec::new());
+                                for req in &reqs {
+                                    match client.act(*req) {
+                                        Ok(_) => ok += 1,
+                                        Err(why) => failed.push(format!("job {}: {why}", req.id)),
+                                    }
+                                }
+                                let verb = reqs.first().map_or("", |r| r.action.name());
+                                app.marked.clear();
+                                app.flash = Some(match failed.first() {
+                                    None => format!("{verb}: {ok} job(s) done"),
+                                    Some(first) => format!(
+                                        "{verb}: {ok} done, {} failed ({first})",
+                                        failed.len()
+                                    ),
+                                });
+                                let _ = client.poll();
+                                dirty = true;
+                            }
                             Outcome::Nothing => {}
                         }
                     }

@@ -620,3 +620,66 @@ fn bulk_actions_need_the_count_typed() {
     assert_eq!(ro.on_key(" ", &snap), Outcome::Nothing);
     assert!(ro.marked.is_empty());
 }
+
+#[test]
+fn actions_the_token_forbids_stay_visible_greyed_with_the_reason() {
+    use gantry::client::Access;
+    use gantry::daemon::auth::Role;
+    let snap = demo_snapshot();
+    let mut viewer = App::new(false);
+    viewer.access = Access {
+        role: Role::Viewer,
+        team: None,
+    };
+    viewer.on_key("2", &snap);
+    let s = screen(&viewer, &snap, 160, 48);
+    assert!(
+        s.contains("preempt") && s.contains("(viewer token: read-only)"),
+        "{s}"
+    );
+    viewer.on_key("p", &snap);
+    assert!(viewer.confirm.is_none());
+    assert!(viewer
+        .flash
+        .as_deref()
+        .unwrap()
+        .contains("your viewer token may not change jobs"));
+
+    let mut researcher = App::new(false);
+    researcher.access = Access {
+        role: Role::Researcher,
+        team: Some("applied".into()),
+    };
+    researcher.on_key("2", &snap);
+    let other = snap.jobs.iter().find(|j| j.team != "applied").unwrap();
+    let mine = snap.jobs.iter().find(|j| j.team == "applied").unwrap();
+    researcher.selected = Some(other.id);
+    researcher.on_key("x", &snap);
+    assert!(researcher.confirm.is_none());
+    assert!(researcher
+        .flash
+        .as_deref()
+        .unwrap()
+        .contains("may change team applied's jobs only"));
+    researcher.selected = Some(mine.id);
+    researcher.on_key("x", &snap);
+    assert!(researcher.confirm.is_some(), "its own team's job: asks");
+    researcher.on_key("esc", &snap);
+    researcher.review_reclaim(gantry::scheduler::reclaim::ReclaimPlan {
+        items: vec![gantry::scheduler::reclaim::ReclaimItem {
+            job: 1,
+            gpus: 1,
+            dollars_per_hour: 1.0,
+            idle_for_s: 1000.0,
+            action: gantry::scheduler::reclaim::ReclaimAction::Cancel,
+        }],
+        gpus_freed: 1,
+        dollars_per_hour_saved: 1.0,
+    });
+    assert!(researcher.confirm.is_none());
+    assert!(researcher
+        .flash
+        .as_deref()
+        .unwrap()
+        .contains("applying a reclaim needs an operator token"));
+}

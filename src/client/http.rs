@@ -460,6 +460,7 @@ pub fn encode(v: &str) -> String {
 pub struct RemoteClient {
     shared: Arc<Mutex<(Snapshot, bool)>>,
     snapshot: Snapshot,
+    access: super::Access,
     /// For changes (requests of their own; the stream has its connection).
     http: HttpClient,
 }
@@ -469,6 +470,7 @@ impl RemoteClient {
     pub fn connect(endpoint: Endpoint, token: Option<String>) -> Result<RemoteClient, ClientError> {
         let mut http = HttpClient::new(endpoint.clone(), token.clone());
         let first: Snapshot = http.call("GET", "/v1/snapshot", None)?;
+        let access: super::Access = http.call("GET", "/v1/whoami", None)?;
         let shared = Arc::new(Mutex::new((first.clone(), false)));
         let mine = shared.clone();
         std::thread::Builder::new()
@@ -516,12 +518,16 @@ impl RemoteClient {
         Ok(RemoteClient {
             shared,
             snapshot: first,
+            access,
             http,
         })
     }
 }
 
 impl Client for RemoteClient {
+    fn access(&self) -> super::Access {
+        self.access.clone()
+    }
     fn act(&mut self, req: super::JobRequest) -> Result<String, String> {
         let path = format!("/v1/jobs/{}/{}", req.id, req.action.name());
         self.http

@@ -220,7 +220,53 @@ pub struct JobRequest {
     pub action: JobAction,
 }
 
+/// What the console's caller may do at the daemon (its token's role and team).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Access {
+    pub role: crate::daemon::auth::Role,
+    pub team: Option<String>,
+}
+
+impl Access {
+    pub fn operator() -> Access {
+        Access {
+            role: crate::daemon::auth::Role::Operator,
+            team: None,
+        }
+    }
+
+    /// Why this caller may not change a job of `team`, if it may not.
+    pub fn forbids_job(&self, team: &str) -> Option<String> {
+        use crate::daemon::auth::Role;
+        match (self.role, &self.team) {
+            (Role::Operator, _) => None,
+            (Role::Researcher, Some(mine)) if mine == team => None,
+            (Role::Researcher, Some(mine)) => Some(format!(
+                "your researcher token may change team {mine}'s jobs only; this one is {team}'s"
+            )),
+            _ => Some(format!(
+                "your {} token may not change jobs; ask for a researcher or operator token",
+                self.role
+            )),
+        }
+    }
+
+    /// Why this caller may not apply a reclaim plan, if it may not.
+    pub fn forbids_reclaim(&self) -> Option<String> {
+        (self.role != crate::daemon::auth::Role::Operator).then(|| {
+            format!(
+                "applying a reclaim needs an operator token (yours: {})",
+                self.role
+            )
+        })
+    }
+}
+
 pub trait Client {
+    /// Who the daemon takes this client for (the embedded console is an operator).
+    fn access(&self) -> Access {
+        Access::operator()
+    }
     /// Asks the daemon to change a job; the answer is one line for the status bar.
     fn act(&mut self, req: JobRequest) -> Result<String, String> {
         let _ = req;

@@ -165,6 +165,8 @@ pub struct App {
     pub view: View,
     /// The `/` or `:` line being typed.
     pub prompt: Option<Prompt>,
+    /// What the daemon lets this console's caller do; refused actions show why.
+    pub access: crate::client::Access,
     /// Jobs marked with space for a bulk action.
     pub marked: std::collections::BTreeSet<i64>,
     /// Filters of the Jobs, Fleet and Events views.
@@ -245,6 +247,7 @@ impl App {
         App {
             view: View::Overview,
             prompt: None,
+            access: crate::client::Access::operator(),
             marked: Default::default(),
             job_filter: None,
             pool_filter: None,
@@ -395,13 +398,20 @@ impl App {
             }
             Some(Action::Mark) => return Outcome::Nothing,
             Some(Action::Job(what)) if !self.marked.is_empty() && self.view == View::Jobs => {
-                // Only marked jobs still listed count.
-                let ids: Vec<i64> = snap
+                // Only marked jobs still listed count; one the caller may not change stops it.
+                let marked: Vec<&JobRow> = snap
                     .jobs
                     .iter()
                     .filter(|j| self.marked.contains(&j.id))
-                    .map(|j| j.id)
                     .collect();
+                if let Some((j, why)) = marked
+                    .iter()
+                    .find_map(|j| self.access.forbids_job(&j.team).map(|w| (j, w)))
+                {
+                    self.flash = Some(format!("{}: job {}: {why}", what.name(), j.id));
+                    return Outcome::Redraw;
+                }
+                let ids: Vec<i64> = marked.iter().map(|j| j.id).collect();
                 self.confirm = Some(Confirm {
                     ask: Ask::Bulk {
                         action: what,
@@ -419,6 +429,10 @@ impl App {
                     .and_then(|i| rows.get(i))
                     .or(rows.get(0));
                 match (self.view, job) {
+                    (View::Jobs, Some(j)) if self.access.forbids_job(&j.team).is_some() => {
+                        let why = self.access.forbids_job(&j.team).unwrap_or_default();
+                        self.flash = Some(format!("{}: {why}", what.name()));
+                    }
                     (View::Jobs, Some(j)) => {
                         self.confirm = Some(Confirm {
                             ask: Ask::Job {
@@ -590,6 +604,10 @@ impl App {
             (View::Jobs, Some(j)) if j.class == class => {
                 self.flash = Some(format!("job {} is already {class}", j.id));
             }
+            (View::Jobs, Some(j)) if self.access.forbids_job(&j.team).is_some() => {
+                let why = self.access.forbids_job(&j.team).unwrap_or_default();
+                self.flash = Some(format!("prio: {why}"));
+            }
             (View::Jobs, Some(j)) => {
                 self.confirm = Some(Confirm {
                     ask: Ask::Prio {
@@ -610,9 +628,13 @@ impl App {
         if plan.items.is_empty() {
             self.flash =
                 Some("nothing to reclaim: no job's GPUs have been idle through the window".into());
-        } else if self.readonly {
+        } else if let Some(why) = self
+            .readonly
+            .then(|| "read-only: not applied".to_string())
+            .or_else(|| self.access.forbids_reclaim())
+        {
             self.flash = Some(format!(
-                "reclaimable: {} job(s), {} GPU(s), ${:.2}/h (read-only: not applied)",
+                "reclaimable: {} job(s), {} GPU(s), ${:.2}/h ({why})",
                 plan.items.len(),
                 plan.gpus_freed,
                 plan.dollars_per_hour_saved
@@ -725,13 +747,27 @@ impl App {
             )
         };
         let help = format!("{} help  ", self.key_for(Action::Help));
+        // Actions the caller's token may not take at all stay visible, greyed, with the reason.
+        let greyed = self.access.role == crate::daemon::auth::Role::Viewer;
+        let acts = if greyed && !acts.is_empty() {
+            Span::styled(
+                format!("{}(viewer token: read-only)  ", acts),
+                Style::default().add_modifier(Modifier::DIM | Modifier::CROSSED_OUT),
+            )
+        } else {
+            Span::raw(acts)
+        };
         let keys = match self.view {
-            View::Jobs => format!(
-                "{help}{}/{} move  {acts}{common}",
-                self.key_for(Action::Down),
-                self.key_for(Action::Up),
-            ),
-            _ => format!("{help}{common}"),
+            View::Jobs => Line::from(vec![
+                Span::raw(format!(
+                    "{help}{}/{} move  ",
+                    self.key_for(Action::Down),
+                    self.key_for(Action::Up)
+                )),
+                acts,
+                Span::raw(common),
+            ]),
+            _ => Line::from(format!("{help}{common}")),
         };
         let line = match (&self.prompt, &self.flash) {
             (Some(p), _) => {

@@ -73,7 +73,8 @@ impl Input for TerminalInput {
 }
 
 /// Runs the console until the user quits.
-pub fn run(client: &mut dyn Client, app: App) -> std::io::Result<()> {
+pub fn run(client: &mut dyn Client, mut app: App) -> std::io::Result<()> {
+    app.access = client.access();
     let mut terminal = ratatui::init(); // raw mode, alternate screen, and a panic hook that restores
     let result = run_loop(&mut terminal, app, client, &mut TerminalInput, &|| false);
     ratatui::restore();

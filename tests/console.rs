@@ -246,6 +246,10 @@ fn end_to_end_in_tmux() {
         "Enter",
     ]);
     wait_for("/llama");
+    tmux(&["send-keys", "-t", "e2e", "Enter"]);
+    wait_for("events, newest first");
+    tmux(&["send-keys", "-t", "e2e", "Escape"]);
+    wait_for("/llama");
     tmux(&["send-keys", "-t", "e2e", "Escape", "P"]);
     wait_for(":prio ");
     tmux(&[
@@ -682,4 +686,48 @@ fn actions_the_token_forbids_stay_visible_greyed_with_the_reason() {
         .as_deref()
         .unwrap()
         .contains("applying a reclaim needs an operator token"));
+}
+
+#[test]
+fn enter_opens_the_job_in_detail_and_esc_goes_back() {
+    use gantry::client::{JobEvent, JobView};
+    let snap = demo_snapshot();
+    let mut app = App::new(false);
+    app.on_key("2", &snap);
+    let first = snap.jobs[0].id;
+    assert_eq!(app.on_key("enter", &snap), Outcome::Detail(first));
+    app.detail = Some(JobView {
+        id: first,
+        name: Some("train\u{1b}[31m".into()),
+        team: "ml-research".into(),
+        class: "production".into(),
+        state: "pending".into(),
+        submitted_at: 0.0,
+        reason: Some("quota: wants 16.0 GPU".into()),
+        spec: "name: train\nresources:\n  accelerators: H100:8\n".into(),
+        cost_usd: 12.5,
+        events: vec![JobEvent {
+            at: 60.0,
+            detail: "submitted".into(),
+        }],
+        ..JobView::default()
+    });
+    let s = screen(&app, &snap, 100, 30);
+    assert!(
+        s.contains(&format!("job {first} train\\u{{1b}}[31m")),
+        "escaped name:\n{s}"
+    );
+    assert!(s.contains("why it waits: quota: wants 16.0 GPU"), "{s}");
+    assert!(
+        s.contains("accelerators: H100:8") && s.contains("cost so far $12"),
+        "{s}"
+    );
+    assert!(s.contains("day 1 00:01  submitted"), "{s}");
+    assert_eq!(
+        app.on_key("p", &snap),
+        Outcome::Nothing,
+        "keys under the detail do nothing"
+    );
+    assert_eq!(app.on_key("esc", &snap), Outcome::Redraw);
+    assert!(app.detail.is_none());
 }

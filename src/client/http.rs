@@ -535,6 +535,11 @@ impl Client for RemoteClient {
             .map(|_| format!("job {}: {} done", req.id, req.action.name()))
             .map_err(|e| e.to_string())
     }
+    fn job(&mut self, id: i64) -> Result<super::JobView, String> {
+        self.http
+            .call("GET", &format!("/v1/jobs/{id}"), None)
+            .map_err(|e| e.to_string())
+    }
     fn set_priority(&mut self, id: i64, class: &str) -> Result<String, String> {
         let body = serde_json::json!({ "class": class }).to_string();
         self.http

@@ -44,6 +44,17 @@ impl Client for LocalClient {
             .map(|()| format!("job {}: {} done", req.id, req.action.name()))
             .map_err(|e| e.error)
     }
+    fn job(&mut self, id: i64) -> Result<super::JobView, String> {
+        use crate::daemon::actor::Request;
+        let detail = self
+            .handle
+            .call_blocking(|reply| Request::Job { id, reply })
+            .map_err(|e| e.error)?;
+        // The same shape the HTTP API serves, read the way the remote console reads it.
+        serde_json::to_value(&detail)
+            .and_then(serde_json::from_value)
+            .map_err(|e| e.to_string())
+    }
     fn set_priority(&mut self, id: i64, class: &str) -> Result<String, String> {
         use crate::daemon::actor::Request;
         self.handle

@@ -220,6 +220,38 @@ pub struct JobRequest {
     pub action: JobAction,
 }
 
+/// One job in detail, as the console shows it (the fields of `GET /v1/jobs/{id}` it uses).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct JobView {
+    pub id: i64,
+    #[serde(default)]
+    pub name: Option<String>,
+    pub team: String,
+    pub class: String,
+    pub state: String,
+    pub submitted_at: f64,
+    #[serde(default)]
+    pub started_at: Option<f64>,
+    #[serde(default)]
+    pub placement: Vec<String>,
+    #[serde(default)]
+    pub dollars_per_hour: f64,
+    #[serde(default)]
+    pub cost_usd: f64,
+    #[serde(default)]
+    pub reason: Option<String>,
+    #[serde(default)]
+    pub spec: String,
+    #[serde(default)]
+    pub events: Vec<JobEvent>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct JobEvent {
+    pub at: f64,
+    pub detail: String,
+}
+
 /// What the console's caller may do at the daemon (its token's role and team).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Access {
@@ -271,6 +303,11 @@ pub trait Client {
     fn act(&mut self, req: JobRequest) -> Result<String, String> {
         let _ = req;
         Err("this client is read-only".to_string())
+    }
+    /// One job in detail: spec, placement, cost, why it waits, its events.
+    fn job(&mut self, id: i64) -> Result<JobView, String> {
+        let _ = id;
+        Err("this client cannot show job details".to_string())
     }
     /// Moves a job to another priority class.
     fn set_priority(&mut self, id: i64, class: &str) -> Result<String, String> {

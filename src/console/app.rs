@@ -63,6 +63,8 @@ pub enum Outcome {
     },
     /// The user typed the count: change every marked job.
     ActMany(Vec<crate::client::JobRequest>),
+    /// Fetch one job's detail to show it.
+    Detail(i64),
 }
 
 /// What a confirmation dialog asks.
@@ -165,6 +167,8 @@ pub struct App {
     pub view: View,
     /// The `/` or `:` line being typed.
     pub prompt: Option<Prompt>,
+    /// The job shown in detail (over the Jobs view), once fetched.
+    pub detail: Option<crate::client::JobView>,
     /// What the daemon lets this console's caller do; refused actions show why.
     pub access: crate::client::Access,
     /// Jobs marked with space for a bulk action.
@@ -247,6 +251,7 @@ impl App {
         App {
             view: View::Overview,
             prompt: None,
+            detail: None,
             access: crate::client::Access::operator(),
             marked: Default::default(),
             job_filter: None,
@@ -341,6 +346,16 @@ impl App {
             }
             return Outcome::Redraw;
         }
+        if self.detail.is_some() {
+            // The detail closes on esc, enter or q; other keys do nothing under it.
+            return match key {
+                "esc" | "enter" | "q" => {
+                    self.detail = None;
+                    Outcome::Redraw
+                }
+                _ => Outcome::Nothing,
+            };
+        }
         if self.help {
             self.help = false;
             return if action == Some(Action::Quit) {
@@ -397,6 +412,14 @@ impl App {
                 self.move_selection(snap, 1);
             }
             Some(Action::Mark) => return Outcome::Nothing,
+            Some(Action::Open) if self.view == View::Jobs => {
+                let rows = self.rows(snap);
+                let at = self.selected.and_then(|id| rows.position(id)).unwrap_or(0);
+                return rows
+                    .get(at)
+                    .map_or(Outcome::Nothing, |j| Outcome::Detail(j.id));
+            }
+            Some(Action::Open) => return Outcome::Nothing,
             Some(Action::Job(what)) if !self.marked.is_empty() && self.view == View::Jobs => {
                 // Only marked jobs still listed count; one the caller may not change stops it.
                 let marked: Vec<&JobRow> = snap
@@ -715,6 +738,8 @@ impl App {
         );
         if self.help {
             self.render_help(f, body);
+        } else if let Some(d) = &self.detail {
+            self.render_detail(f, body, d, snap.now);
         } else {
             match self.view {
                 View::Overview => self.render_overview(f, body, snap),
@@ -788,6 +813,72 @@ impl App {
         if let Some(c) = &self.confirm {
             self.render_confirm(f, body, c);
         }
+    }
+
+    /// One job in full: what it is, where it runs or why it waits, what it cost, its events.
+    fn render_detail(&self, f: &mut Frame, area: Rect, d: &crate::client::JobView, now: f64) {
+        let bold = Style::default().add_modifier(Modifier::BOLD);
+        let mut lines = vec![
+            Line::from(vec![
+                Span::styled(
+                    format!("job {} {}", d.id, escape(d.name.as_deref().unwrap_or(""))),
+                    bold,
+                ),
+                Span::raw(format!(
+                    "   {} · {} · {}",
+                    escape(&d.team),
+                    escape(&d.class),
+                    d.state
+                )),
+            ]),
+            Line::from(format!(
+                "submitted {} ago{}   cost so far {} at ${:.2}/h",
+                hm(now - d.submitted_at),
+                d.started_at
+                    .map_or(String::new(), |t| format!(", running {}", hm(now - t))),
+                money(d.cost_usd),
+                d.dollars_per_hour
+            )),
+        ];
+        if let Some(r) = &d.reason {
+            lines.push(Line::from(vec![
+                Span::styled("why it waits: ", bold),
+                Span::raw(escape(r)),
+            ]));
+        }
+        for p in &d.placement {
+            lines.push(Line::from(format!("on {}", escape(p))));
+        }
+        lines.push(Line::from(Span::styled("spec", bold)));
+        lines.extend(
+            d.spec
+                .lines()
+                .take(14)
+                .map(|l| Line::from(format!("  {}", escape(l)))),
+        );
+        lines.push(Line::from(Span::styled("events, newest first", bold)));
+        lines.extend(d.events.iter().map(|e| {
+            let t = e.at.max(0.0) as u64;
+            Line::from(format!(
+                "  day {} {:02}:{:02}  {}",
+                t / 86_400 + 1,
+                t / 3600 % 24,
+                t / 60 % 60,
+                escape(&e.detail)
+            ))
+        }));
+        lines.push(Line::from(Span::styled(
+            "logs: the simulated backend runs no process (local jobs write job-ID.out/.err)",
+            self.style(self.theme.muted),
+        )));
+        f.render_widget(
+            Paragraph::new(lines).block(
+                Block::default()
+                    .borders(Borders::ALL)
+                    .title(format!(" job {} (esc back) ", d.id)),
+            ),
+            area,
+        );
     }
 
     /// The confirmation dialog, centred over the body; Cancel is the default.

@@ -29,6 +29,8 @@ pub enum Action {
     Reprioritize,
     /// Marks or unmarks the selected job for a bulk action (absent in read-only mode).
     Mark,
+    /// Opens the selected job's detail (spec, placement, cost, why it waits, events).
+    Open,
     /// A change to the selected job (asks for confirmation; absent in read-only mode).
     Job(crate::client::JobAction),
 }
@@ -70,6 +72,7 @@ fn parse_action(run: &str) -> Option<Action> {
         ["command"] => Action::Command,
         ["reprioritize"] => Action::Reprioritize,
         ["mark"] => Action::Mark,
+        ["open"] => Action::Open,
         ["job", what] => Action::Job(crate::client::JobAction::parse(what)?),
         _ => return None,
     })
@@ -119,7 +122,7 @@ fn parse(name: &str, text: &str) -> Result<Vec<Binding>, String> {
                 return Err(format!("{name}: key `{}` is not a key; use one character or one of {}", b.on, KEYS.join(", ")));
             }
             let action = parse_action(&b.run).ok_or_else(|| {
-                format!("{name}: `{}` is not an action; use view overview|jobs|fleet|teams|events, view next, view prev, down, up, first, last, help, quit, filter, command, reprioritize, mark, job cancel|hold|release|preempt", b.run)
+                format!("{name}: `{}` is not an action; use view overview|jobs|fleet|teams|events, view next, view prev, down, up, first, last, help, quit, filter, command, reprioritize, mark, open, job cancel|hold|release|preempt", b.run)
             })?;
             Ok(Binding { key: b.on, action, desc: b.desc })
         })

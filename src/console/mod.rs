@@ -168,6 +168,13 @@ where
                                 let _ = client.poll();
                                 dirty = true;
                             }
+                            Outcome::Detail(id) => {
+                                match client.job(id) {
+                                    Ok(d) => app.detail = Some(d),
+                                    Err(why) => app.flash = Some(format!("job {id}: {why}")),
+                                }
+                                dirty = true;
+                            }
                             Outcome::Nothing => {}
                         }
                     }

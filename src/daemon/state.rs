@@ -237,6 +237,8 @@ pub struct JobDetail {
     /// Where it runs: node names and GPU indices.
     pub placement: Vec<String>,
     pub dollars_per_hour: f64,
+    /// Dollars so far: finished runs plus the current one.
+    pub cost_usd: f64,
     pub explanation: Option<crate::scheduler::cycle::Explanation>,
     /// The explanation in one line.
     pub reason: Option<String>,
@@ -1144,6 +1146,7 @@ impl State {
             borrowed: j.borrowed,
             placement,
             dollars_per_hour: j.placement.as_ref().map_or(0.0, |p| p.price_per_hour),
+            cost_usd: j.cost_at(self.now),
             reason: j.explanation.as_ref().map(|e| reason_text(&e.reason)),
             explanation: j.explanation.clone(),
             spec: j.spec_text.clone(),

@@ -558,3 +558,69 @@ fn deltas_apply_exactly_on_a_living_demo() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn preview_checks_a_spec_and_says_where_it_would_land_without_submitting() {
+    let d = daemon();
+    let spec =
+        "name: preview-only-zz9\nteam: applied\nresources:\n  accelerators: H100:1\nrun: x\n";
+    for who in EVERYONE {
+        let r = client(d, who)
+            .request("POST", "/v1/preview", Some(spec.as_bytes()))
+            .unwrap();
+        assert_eq!(
+            r.status,
+            expect(who, 403, 200, 403, 200),
+            "preview as {who:?}: {}",
+            text(&r)
+        );
+        if r.status == 200 {
+            let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+            assert_eq!(v["team"], "applied");
+            assert_eq!(v["gpus"], 1.0);
+            assert!(v["fits_now"].is_boolean());
+            if v["fits_now"] == true {
+                assert!(v["dollars_per_hour"].as_f64().unwrap() > 0.0, "{v}");
+                assert!(!v["nodes"].as_array().unwrap().is_empty());
+            } else {
+                assert!(v["reason"].is_string(), "{v}");
+            }
+        }
+    }
+    let r = client(d, Who::Unix)
+        .request(
+            "POST",
+            "/v1/preview?file=mine.yaml",
+            Some(b"name: t\nresources:\n  acelerators: H100:1\n"),
+        )
+        .unwrap();
+    assert_eq!(r.status, 400);
+    assert!(
+        text(&r).contains("mine.yaml:3:3: unknown field"),
+        "{}",
+        text(&r)
+    );
+    // Nothing was submitted: no job has the previewed name (a real submission is listed).
+    let r = client(d, Who::Unix)
+        .request(
+            "POST",
+            "/v1/jobs",
+            Some(spec.replace("preview-only", "listed").as_bytes()),
+        )
+        .unwrap();
+    assert_eq!(r.status, 201, "{}", text(&r));
+    // The listing is the published snapshot: wait for the submission to show.
+    let mut jobs: Vec<serde_json::Value> = Vec::new();
+    for _ in 0..100 {
+        let all = client(d, Who::Unix)
+            .request("GET", "/v1/jobs?limit=100000", None)
+            .unwrap();
+        jobs = serde_json::from_slice(&all.body).unwrap();
+        if jobs.iter().any(|j| j["name"] == "listed-zz9") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(jobs.iter().any(|j| j["name"] == "listed-zz9"));
+    assert!(jobs.iter().all(|j| j["name"] != "preview-only-zz9"));
+}

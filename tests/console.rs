@@ -289,6 +289,13 @@ fn end_to_end_in_tmux() {
         tmux(&["send-keys", "-t", "e2e", "y"]);
         wait_for("reclaimed");
     }
+    // Submit a job through the form: preview, then submit.
+    tmux(&["send-keys", "-t", "e2e", "n"]);
+    wait_for("submit a job: YAML");
+    tmux(&["send-keys", "-t", "e2e", "C-p"]);
+    wait_for_any(&["would start now", "would wait"]);
+    tmux(&["send-keys", "-t", "e2e", "C-s"]);
+    wait_for("submitted");
     tmux(&["send-keys", "-t", "e2e", "3"]);
     wait_for("dgx-h100");
     tmux(&["send-keys", "-t", "e2e", "?"]);
@@ -730,4 +737,43 @@ fn enter_opens_the_job_in_detail_and_esc_goes_back() {
     );
     assert_eq!(app.on_key("esc", &snap), Outcome::Redraw);
     assert!(app.detail.is_none());
+}
+
+#[test]
+fn the_submit_form_checks_as_you_type_and_submits_what_parses() {
+    let snap = demo_snapshot();
+    let mut app = App::new(false);
+    app.on_key("n", &snap);
+    let s = screen(&app, &snap, 100, 30);
+    assert!(
+        s.contains("submit a job: YAML") && s.contains("name: my-experiment"),
+        "{s}"
+    );
+    assert!(s.contains("✓ the spec parses"), "{s}");
+    // Break the first line: `name:` becomes `nam:`.
+    for k in ["right", "right", "right", "delete"] {
+        app.on_key(k, &snap);
+    }
+    let s = screen(&app, &snap, 100, 30);
+    assert!(s.contains("✗ form:1:1: unknown field `nam`"), "{s}");
+    assert_eq!(app.on_key("ctrl-s", &snap), Outcome::Nothing);
+    // Esc keeps the draft; n resumes it.
+    app.on_key("esc", &snap);
+    assert!(app.form.is_none() && app.draft.is_some());
+    app.on_key("n", &snap);
+    app.on_key("e", &snap);
+    assert!(screen(&app, &snap, 100, 30).contains("✓ the spec parses"));
+    assert!(matches!(app.on_key("ctrl-p", &snap), Outcome::Preview(_)));
+    match app.on_key("ctrl-s", &snap) {
+        Outcome::Submit(spec) => assert!(spec.starts_with("name: my-experiment\n"), "{spec}"),
+        other => panic!("{other:?}"),
+    }
+    app.submitted(4242);
+    assert!(app.form.is_none() && app.draft.is_none());
+    assert_eq!((app.view, app.selected), (View::Jobs, Some(4242)));
+    // Read-only has no form.
+    let mut ro = App::new(false);
+    ro.readonly = true;
+    assert_eq!(ro.on_key("n", &snap), Outcome::Nothing);
+    assert!(ro.form.is_none());
 }

@@ -535,6 +535,21 @@ impl Client for RemoteClient {
             .map(|_| format!("job {}: {} done", req.id, req.action.name()))
             .map_err(|e| e.to_string())
     }
+    fn submit(&mut self, spec: &str) -> Result<i64, String> {
+        #[derive(serde::Deserialize)]
+        struct Submitted {
+            id: i64,
+        }
+        self.http
+            .call::<Submitted>("POST", "/v1/jobs?file=form", Some(spec.as_bytes()))
+            .map(|s| s.id)
+            .map_err(|e| e.to_string())
+    }
+    fn preview(&mut self, spec: &str) -> Result<crate::daemon::engine::Preview, String> {
+        self.http
+            .call("POST", "/v1/preview?file=form", Some(spec.as_bytes()))
+            .map_err(|e| e.to_string())
+    }
     fn job(&mut self, id: i64) -> Result<super::JobView, String> {
         self.http
             .call("GET", &format!("/v1/jobs/{id}"), None)

@@ -22,6 +22,15 @@ impl LocalClient {
     }
 }
 
+/// A spec typed in the console's submit form.
+fn form_submission(spec: &str) -> crate::daemon::engine::Submission {
+    crate::daemon::engine::Submission {
+        file: "form".to_string(),
+        text: spec.as_bytes().to_vec(),
+        ..Default::default()
+    }
+}
+
 /// The embedded console acts as the daemon's own user: an operator, named in events.
 fn console_caller() -> crate::daemon::auth::Caller {
     crate::daemon::auth::Caller {
@@ -54,6 +63,20 @@ impl Client for LocalClient {
         serde_json::to_value(&detail)
             .and_then(serde_json::from_value)
             .map_err(|e| e.to_string())
+    }
+    fn submit(&mut self, spec: &str) -> Result<i64, String> {
+        use crate::daemon::actor::Request;
+        let submission = form_submission(spec);
+        self.handle
+            .call_blocking(|reply| Request::Submit { submission, reply })
+            .map_err(|e| e.error)
+    }
+    fn preview(&mut self, spec: &str) -> Result<crate::daemon::engine::Preview, String> {
+        use crate::daemon::actor::Request;
+        let submission = form_submission(spec);
+        self.handle
+            .call_blocking(|reply| Request::Preview { submission, reply })
+            .map_err(|e| e.error)
     }
     fn set_priority(&mut self, id: i64, class: &str) -> Result<String, String> {
         use crate::daemon::actor::Request;

@@ -309,6 +309,16 @@ pub trait Client {
         let _ = id;
         Err("this client cannot show job details".to_string())
     }
+    /// Submits a job spec (YAML); the new job's id.
+    fn submit(&mut self, spec: &str) -> Result<i64, String> {
+        let _ = spec;
+        Err("this client is read-only".to_string())
+    }
+    /// Checks a job spec and says where it would land now, without submitting it.
+    fn preview(&mut self, spec: &str) -> Result<crate::daemon::engine::Preview, String> {
+        let _ = spec;
+        Err("this client cannot preview".to_string())
+    }
     /// Moves a job to another priority class.
     fn set_priority(&mut self, id: i64, class: &str) -> Result<String, String> {
         let _ = (id, class);

@@ -65,6 +65,10 @@ pub enum Outcome {
     ActMany(Vec<crate::client::JobRequest>),
     /// Fetch one job's detail to show it.
     Detail(i64),
+    /// Ask the daemon where the form's spec would land.
+    Preview(String),
+    /// Submit the form's spec.
+    Submit(String),
 }
 
 /// What a confirmation dialog asks.
@@ -167,6 +171,10 @@ pub struct App {
     pub view: View,
     /// The `/` or `:` line being typed.
     pub prompt: Option<Prompt>,
+    /// The submit form, while open.
+    pub form: Option<super::form::Form>,
+    /// The form as it was closed without submitting (reopening resumes it, cursor and all).
+    pub draft: Option<super::form::Form>,
     /// The job shown in detail (over the Jobs view), once fetched.
     pub detail: Option<crate::client::JobView>,
     /// What the daemon lets this console's caller do; refused actions show why.
@@ -251,6 +259,8 @@ impl App {
         App {
             view: View::Overview,
             prompt: None,
+            form: None,
+            draft: None,
             detail: None,
             access: crate::client::Access::operator(),
             marked: Default::default(),
@@ -346,6 +356,19 @@ impl App {
             }
             return Outcome::Redraw;
         }
+        if let Some(form) = &mut self.form {
+            use super::form::FormKey;
+            return match form.key(key) {
+                FormKey::Edited => Outcome::Redraw,
+                FormKey::Ignored => Outcome::Nothing,
+                FormKey::Preview => Outcome::Preview(form.text()),
+                FormKey::Submit(spec) => Outcome::Submit(spec),
+                FormKey::Close => {
+                    self.draft = self.form.take();
+                    Outcome::Redraw
+                }
+            };
+        }
         if self.detail.is_some() {
             // The detail closes on esc, enter or q; other keys do nothing under it.
             return match key {
@@ -420,6 +443,8 @@ impl App {
                     .map_or(Outcome::Nothing, |j| Outcome::Detail(j.id));
             }
             Some(Action::Open) => return Outcome::Nothing,
+            Some(Action::Submit) if self.readonly => return Outcome::Nothing,
+            Some(Action::Submit) => self.open_form(None),
             Some(Action::Job(what)) if !self.marked.is_empty() && self.view == View::Jobs => {
                 // Only marked jobs still listed count; one the caller may not change stops it.
                 let marked: Vec<&JobRow> = snap
@@ -588,15 +613,49 @@ impl App {
                 _ => self.flash = Some(format!("job `{id}`: not among the listed jobs")),
             },
             ("reclaim", _) => return Outcome::Reclaim { apply: false },
+            ("submit", "") => self.open_form(None),
+            ("submit", file) => match std::fs::read_to_string(file) {
+                Ok(text) => self.open_form(Some(text)),
+                Err(e) => self.flash = Some(format!(":submit {file}: {e}")),
+            },
             ("prio", class) => self.ask_priority(class, snap),
             ("", _) => return Outcome::Redraw,
             (other, _) => {
                 self.flash = Some(format!(
-                    "unknown command `:{other}`; try :jobs [FILTER], :gpus MODEL, :team NAME, :job ID, :prio CLASS, :reclaim, :teams, :events, :q"
+                    "unknown command `:{other}`; try :jobs [FILTER], :gpus MODEL, :team NAME, :job ID, :prio CLASS, :reclaim, :submit [FILE], :teams, :events, :q"
                 ))
             }
         }
         Outcome::Redraw
+    }
+
+    /// Opens the submit form on `text`, else the draft, else the template.
+    fn open_form(&mut self, text: Option<String>) {
+        if self.readonly {
+            self.flash = Some("read-only: submitting is off".into());
+            return;
+        }
+        if self.access.role == crate::daemon::auth::Role::Viewer {
+            self.flash = Some("your viewer token may not submit jobs".into());
+            return;
+        }
+        self.form = match text {
+            Some(t) => Some(super::form::Form::new(&t)),
+            None => self
+                .draft
+                .take()
+                .or_else(|| Some(super::form::Form::new(super::form::TEMPLATE))),
+        };
+    }
+
+    /// The daemon accepted the form's job: close the form and show the job.
+    pub fn submitted(&mut self, id: i64) {
+        self.form = None;
+        self.draft = None;
+        self.view = View::Jobs;
+        self.job_filter = None;
+        self.selected = Some(id);
+        self.flash = Some(format!("job {id} submitted"));
     }
 
     /// `:prio CLASS` on the selected job: asks first, Cancel the default.
@@ -736,7 +795,9 @@ impl App {
             .right_aligned(),
             right,
         );
-        if self.help {
+        if let Some(form) = &self.form {
+            form.render(f, body, self.theme.accent, self.theme.error);
+        } else if self.help {
             self.render_help(f, body);
         } else if let Some(d) = &self.detail {
             self.render_detail(f, body, d, snap.now);

@@ -31,6 +31,8 @@ pub enum Action {
     Mark,
     /// Opens the selected job's detail (spec, placement, cost, why it waits, events).
     Open,
+    /// Opens the submit form (absent in read-only mode).
+    Submit,
     /// A change to the selected job (asks for confirmation; absent in read-only mode).
     Job(crate::client::JobAction),
 }
@@ -38,7 +40,10 @@ pub enum Action {
 impl Action {
     /// Whether the action changes something (hidden and disabled with --readonly).
     pub fn is_dangerous(self) -> bool {
-        matches!(self, Action::Job(_) | Action::Reprioritize | Action::Mark)
+        matches!(
+            self,
+            Action::Job(_) | Action::Reprioritize | Action::Mark | Action::Submit
+        )
     }
 }
 
@@ -73,6 +78,7 @@ fn parse_action(run: &str) -> Option<Action> {
         ["reprioritize"] => Action::Reprioritize,
         ["mark"] => Action::Mark,
         ["open"] => Action::Open,
+        ["submit"] => Action::Submit,
         ["job", what] => Action::Job(crate::client::JobAction::parse(what)?),
         _ => return None,
     })
@@ -122,7 +128,7 @@ fn parse(name: &str, text: &str) -> Result<Vec<Binding>, String> {
                 return Err(format!("{name}: key `{}` is not a key; use one character or one of {}", b.on, KEYS.join(", ")));
             }
             let action = parse_action(&b.run).ok_or_else(|| {
-                format!("{name}: `{}` is not an action; use view overview|jobs|fleet|teams|events, view next, view prev, down, up, first, last, help, quit, filter, command, reprioritize, mark, open, job cancel|hold|release|preempt", b.run)
+                format!("{name}: `{}` is not an action; use view overview|jobs|fleet|teams|events, view next, view prev, down, up, first, last, help, quit, filter, command, reprioritize, mark, open, submit, job cancel|hold|release|preempt", b.run)
             })?;
             Ok(Binding { key: b.on, action, desc: b.desc })
         })

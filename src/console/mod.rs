@@ -4,6 +4,7 @@
 
 pub mod app;
 pub mod filter;
+pub mod form;
 pub mod keymap;
 pub mod theme;
 
@@ -35,9 +36,12 @@ pub fn load_theme(
     Ok((t, depth != theme::Depth::None))
 }
 
-fn key_name(code: KeyCode) -> Option<String> {
-    Some(match code {
+fn key_name(k: crossterm::event::KeyEvent) -> Option<String> {
+    use crossterm::event::KeyModifiers;
+    Some(match k.code {
+        KeyCode::Char(c) if k.modifiers.contains(KeyModifiers::CONTROL) => format!("ctrl-{c}"),
         KeyCode::Char(c) => c.to_string(),
+        KeyCode::Delete => "delete".into(),
         KeyCode::Tab => "tab".into(),
         KeyCode::Up => "up".into(),
         KeyCode::Down => "down".into(),
@@ -107,7 +111,7 @@ where
         while let Some(ev) = input.next(wait)? {
             match ev {
                 Event::Key(k) if k.kind == KeyEventKind::Press => {
-                    if let Some(name) = key_name(k.code) {
+                    if let Some(name) = key_name(k) {
                         match app.on_key(&name, client.snapshot()) {
                             Outcome::Quit => return Ok(()),
                             Outcome::Redraw => dirty = true,
@@ -172,6 +176,27 @@ where
                                 match client.job(id) {
                                     Ok(d) => app.detail = Some(d),
                                     Err(why) => app.flash = Some(format!("job {id}: {why}")),
+                                }
+                                dirty = true;
+                            }
+                            Outcome::Preview(spec) => {
+                                let answer = client.preview(&spec);
+                                if let Some(form) = app.form.as_mut() {
+                                    form.preview = Some(answer);
+                                }
+                                dirty = true;
+                            }
+                            Outcome::Submit(spec) => {
+                                match client.submit(&spec) {
+                                    Ok(id) => {
+                                        let _ = client.poll();
+                                        app.submitted(id);
+                                    }
+                                    Err(why) => {
+                                        if let Some(form) = app.form.as_mut() {
+                                            form.preview = Some(Err(why));
+                                        }
+                                    }
                                 }
                                 dirty = true;
                             }

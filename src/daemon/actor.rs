@@ -104,6 +104,10 @@ pub enum Request {
         limit: usize,
         reply: Reply<Vec<EventRecord>>,
     },
+    Preview {
+        submission: Submission,
+        reply: Reply<super::engine::Preview>,
+    },
     Report {
         since: f64,
         until: f64,
@@ -415,6 +419,9 @@ impl Actor {
             }
             Request::Events { job, limit, reply } => {
                 let _ = reply.send(self.state.events(job, limit).map_err(ApiError::from));
+            }
+            Request::Preview { submission, reply } => {
+                let _ = reply.send(self.state.preview(&submission).map_err(ApiError::from));
             }
             Request::Report {
                 since,

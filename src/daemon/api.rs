@@ -59,6 +59,7 @@ pub fn router(handle: Handle, tcp: bool) -> Router {
         .route("/v1/whoami", get(whoami))
         .route("/v1/snapshot", get(snapshot))
         .route("/v1/jobs", get(jobs).post(submit))
+        .route("/v1/preview", post(preview))
         .route("/v1/jobs/{id}", get(job))
         .route("/v1/jobs/{id}/explain", get(explain))
         .route("/v1/jobs/{id}/priority", put(priority))
@@ -213,9 +214,42 @@ async fn submit(
     body: Body,
 ) -> Result<Response, ApiError> {
     require(&caller, Role::Researcher, "submitting")?;
-    let q = query(raw)?;
-    let text = body_bytes(body).await?;
-    let submission = Submission {
+    let submission = submission_of(&caller, query(raw)?, &body_bytes(body).await?);
+    let id = api
+        .handle
+        .call(|reply| Request::Submit { submission, reply })
+        .await?;
+    #[derive(Serialize)]
+    struct Submitted {
+        id: JobId,
+    }
+    Ok(json(StatusCode::CREATED, &Submitted { id }))
+}
+
+/// Checks a job spec and says where it would land now, without submitting it.
+async fn preview(
+    State(api): State<Api>,
+    Extension(caller): Extension<Caller>,
+    RawQuery(raw): RawQuery,
+    body: Body,
+) -> Result<Response, ApiError> {
+    require(&caller, Role::Researcher, "previewing a submission")?;
+    let submission = submission_of(&caller, query(raw)?, &body_bytes(body).await?);
+    let p = api
+        .handle
+        .call(|reply| Request::Preview { submission, reply })
+        .await?;
+    Ok(ok(&p))
+}
+
+/// A submission from a request's query (`team`, `priority`, `file`) and body; a researcher's
+/// token binds it to the token's team.
+fn submission_of(
+    caller: &Caller,
+    q: std::collections::HashMap<String, String>,
+    text: &[u8],
+) -> Submission {
+    Submission {
         file: q
             .get("file")
             .cloned()
@@ -226,16 +260,7 @@ async fn submit(
         only_team: (caller.role == Role::Researcher)
             .then(|| caller.team.clone())
             .flatten(),
-    };
-    let id = api
-        .handle
-        .call(|reply| Request::Submit { submission, reply })
-        .await?;
-    #[derive(Serialize)]
-    struct Submitted {
-        id: JobId,
     }
-    Ok(json(StatusCode::CREATED, &Submitted { id }))
 }
 
 async fn body_bytes(body: Body) -> Result<Bytes, ApiError> {

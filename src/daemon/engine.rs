@@ -43,6 +43,22 @@ pub enum EngineError {
     Unreadable { id: JobId, why: String },
 }
 
+/// What a submission would become and where it would land now (`Engine::preview`).
+#[derive(Clone, Debug, PartialEq, Serialize, serde::Deserialize)]
+pub struct Preview {
+    pub name: Option<String>,
+    pub team: String,
+    pub class: String,
+    pub gpus: f64,
+    /// Free capacity could take it now (quota and queue order still decide).
+    pub fits_now: bool,
+    /// Nodes it would use, with their pools.
+    pub nodes: Vec<String>,
+    pub dollars_per_hour: f64,
+    /// Why it would not start now.
+    pub reason: Option<String>,
+}
+
 /// What a spent budget does to a team's new submissions.
 #[derive(Clone, Debug, PartialEq)]
 pub enum BudgetGate {
@@ -307,6 +323,39 @@ impl Engine {
             }
         }
         answers
+    }
+
+    /// Where a submission would land right now, without admitting it: the checks of a
+    /// submission, then the placer on the current fleet. Quota and queue order decide at the
+    /// next cycle; this answers "is it valid, could it start now, where and at what price".
+    pub fn preview(&mut self, s: &Submission) -> Result<Preview, EngineError> {
+        let job = self.admit(s)?;
+        let fleet = self.cluster.fleet();
+        let (nodes, dollars_per_hour, reason) =
+            match self.placer.place(&self.cluster, &job.request, 0) {
+                Ok(p) => (
+                    p.nodes
+                        .iter()
+                        .map(|g| {
+                            let n = fleet.node(g.node);
+                            format!("{} ({})", n.name, fleet.pool_path(n.pool))
+                        })
+                        .collect(),
+                    p.price_per_hour,
+                    None,
+                ),
+                Err(why) => (Vec::new(), 0.0, Some(why.to_string())),
+            };
+        Ok(Preview {
+            name: job.name,
+            team: self.teams[job.team].name.clone(),
+            class: self.classes[job.class].name.clone(),
+            gpus: job.request.total_gpu_milli() as f64 / 1000.0,
+            fits_now: reason.is_none(),
+            nodes,
+            dollars_per_hour,
+            reason,
+        })
     }
 
     /// Checks one submission and builds the job it would become (not yet journaled).

@@ -448,6 +448,11 @@ impl State {
         out
     }
 
+    /// Where a submission would land now, without admitting it.
+    pub fn preview(&mut self, s: &Submission) -> Result<super::engine::Preview, EngineError> {
+        self.engine.preview(s)
+    }
+
     pub fn tokens(&mut self) -> Result<Vec<super::journal::TokenRecord>, EngineError> {
         Ok(self.engine.store().tokens()?)
     }

@@ -1,0 +1,246 @@
+//! The submit form: a YAML editor (ratatui-textarea) prefilled from a template or a file,
+//! checked on every edit with the same parser the daemon uses (errors with line and column),
+//! a preview from the daemon of where the job would land and at what $/h, then submit.
+
+use crate::daemon::engine::Preview;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::text::Line;
+use ratatui::widgets::{Block, Borders, Paragraph, Wrap};
+use ratatui::Frame;
+use ratatui_textarea::{CursorMove, Input, Key, TextArea};
+
+/// What a new form starts from: every field a first job needs, commented.
+pub const TEMPLATE: &str = "\
+name: my-experiment
+team: ml-research            # your team (a researcher token submits for its own)
+priority: experiment         # serving | production | experiment
+resources:
+  accelerators: H100:1       # MODEL:COUNT, L4:0.5 (a share), {H100: 8, H200: 8} (any of)
+  use_spot: true
+checkpoint: {interval: 30m, grace: 2m}
+time_limit: 4h
+run: python train.py
+";
+
+/// What a key did in the form.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FormKey {
+    /// Handled inside the form.
+    Edited,
+    /// Ask the daemon where this spec would land.
+    Preview,
+    /// Submit this spec.
+    Submit(String),
+    /// Close the form (the draft is kept).
+    Close,
+    Ignored,
+}
+
+pub struct Form {
+    editor: TextArea<'static>,
+    /// The local check of the spec: `None` when it parses.
+    pub error: Option<String>,
+    /// The line of the error (0-based), highlighted in the editor.
+    error_line: Option<usize>,
+    /// The daemon's answer to the last preview.
+    pub preview: Option<Result<Preview, String>>,
+}
+
+impl Form {
+    pub fn new(text: &str) -> Form {
+        let mut editor = TextArea::new(text.lines().map(str::to_string).collect());
+        editor.set_line_number_style(Style::default().fg(Color::DarkGray));
+        editor.set_cursor_line_style(Style::default());
+        editor.move_cursor(CursorMove::Top);
+        let mut f = Form {
+            editor,
+            error: None,
+            error_line: None,
+            preview: None,
+        };
+        f.check();
+        f
+    }
+
+    pub fn text(&self) -> String {
+        let mut t = self.editor.lines().join("\n");
+        t.push('\n');
+        t
+    }
+
+    /// Parses the spec as the daemon will; the error names its line and column.
+    fn check(&mut self) {
+        match crate::spec::parse("form", self.text().as_bytes()) {
+            Ok(_) => {
+                self.error = None;
+                self.error_line = None;
+            }
+            Err(e) => {
+                let text = e.to_string();
+                // "form:LINE:COL: message"
+                self.error_line = text
+                    .strip_prefix("form:")
+                    .and_then(|r| r.split(':').next())
+                    .and_then(|l| l.parse::<usize>().ok())
+                    .map(|l| l.saturating_sub(1));
+                self.error = Some(text);
+            }
+        }
+    }
+
+    /// One key, named as the console names keys (`a`, `enter`, `ctrl-s`, …).
+    pub fn key(&mut self, key: &str) -> FormKey {
+        match key {
+            "esc" => return FormKey::Close,
+            "ctrl-s" if self.error.is_none() => return FormKey::Submit(self.text()),
+            "ctrl-s" => return FormKey::Ignored,
+            "ctrl-p" => return FormKey::Preview,
+            _ => {}
+        }
+        let Some(input) = to_input(key) else {
+            return FormKey::Ignored;
+        };
+        if self.editor.input(input) {
+            self.preview = None;
+            self.check();
+        }
+        FormKey::Edited
+    }
+
+    pub fn render(&self, f: &mut Frame, area: Rect, accent: Color, error: Color) {
+        let [edit, status] =
+            Layout::vertical([Constraint::Min(5), Constraint::Length(6)]).areas(area);
+        let mut editor = self.editor.clone();
+        editor.set_block(
+            Block::default()
+                .borders(Borders::ALL)
+                .title(" submit a job: YAML (ctrl-p preview · ctrl-s submit · esc close) "),
+        );
+        if let Some(l) = self.error_line {
+            // Mark the line the error points at.
+            editor.set_cursor_line_style(if editor.cursor().0 == l {
+                Style::default().add_modifier(Modifier::UNDERLINED)
+            } else {
+                Style::default()
+            });
+        }
+        f.render_widget(&editor, edit);
+        let mut lines = Vec::new();
+        match &self.error {
+            Some(e) => lines.push(Line::styled(
+                format!("✗ {}", super::app::escape(e)),
+                Style::default().fg(error),
+            )),
+            None => lines.push(Line::styled(
+                "✓ the spec parses; ctrl-p asks the daemon where it would land",
+                Style::default().fg(accent),
+            )),
+        }
+        match &self.preview {
+            Some(Ok(p)) if p.fits_now => {
+                lines.push(Line::from(format!(
+                    "would start now: {} GPU(s) for {} ({}) at ${:.2}/h on {}",
+                    p.gpus,
+                    super::app::escape(&p.team),
+                    p.class,
+                    p.dollars_per_hour,
+                    super::app::escape(&p.nodes.join(", "))
+                )));
+                lines.push(Line::from(
+                    "(quota and queue order decide at the next scheduling cycle)",
+                ));
+            }
+            Some(Ok(p)) => lines.push(Line::from(format!(
+                "would wait: {}",
+                super::app::escape(p.reason.as_deref().unwrap_or("no room now"))
+            ))),
+            Some(Err(e)) => lines.push(Line::styled(
+                format!("✗ {}", super::app::escape(e)),
+                Style::default().fg(error),
+            )),
+            None => {}
+        }
+        f.render_widget(
+            Paragraph::new(lines)
+                .wrap(Wrap { trim: true })
+                .block(Block::default().borders(Borders::ALL).title(" check ")),
+            status,
+        );
+    }
+}
+
+/// The console's key names as the editor's input.
+fn to_input(key: &str) -> Option<Input> {
+    let plain = |key| Input {
+        key,
+        ctrl: false,
+        alt: false,
+        shift: false,
+    };
+    Some(match key {
+        "enter" => plain(Key::Enter),
+        "backspace" => plain(Key::Backspace),
+        "delete" => plain(Key::Delete),
+        "tab" => plain(Key::Tab),
+        "left" => plain(Key::Left),
+        "right" => plain(Key::Right),
+        "up" => plain(Key::Up),
+        "down" => plain(Key::Down),
+        "home" => plain(Key::Home),
+        "end" => plain(Key::End),
+        k => {
+            if let Some(c) = k.strip_prefix("ctrl-").and_then(|c| {
+                let mut it = c.chars();
+                it.next().filter(|_| it.next().is_none())
+            }) {
+                return Some(Input {
+                    key: Key::Char(c),
+                    ctrl: true,
+                    alt: false,
+                    shift: false,
+                });
+            }
+            let mut it = k.chars();
+            let c = it.next()?;
+            if it.next().is_some() {
+                return None;
+            }
+            plain(Key::Char(c))
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_template_parses_and_a_mistake_points_at_its_line() {
+        let f = Form::new(TEMPLATE);
+        assert!(f.error.is_none(), "{:?}", f.error);
+        let mut f = Form::new("name: x\nresources:\n  acelerators: H100:1\n");
+        let e = f.error.clone().unwrap();
+        assert!(
+            e.starts_with("form:3:3:") && e.contains("did you mean `accelerators`"),
+            "{e}"
+        );
+        assert_eq!(f.error_line, Some(2));
+        assert_eq!(
+            f.key("ctrl-s"),
+            FormKey::Ignored,
+            "an invalid spec is not submitted"
+        );
+        // Fix it: go to line 3, column 3, type the missing `c`.
+        for k in ["down", "down", "right", "right", "right"] {
+            f.key(k);
+        }
+        assert_eq!(f.key("c"), FormKey::Edited);
+        assert!(f.error.is_none(), "{:?}", f.error);
+        match f.key("ctrl-s") {
+            FormKey::Submit(t) => assert!(t.contains("  accelerators: H100:1")),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(f.key("esc"), FormKey::Close);
+    }
+}

@@ -777,3 +777,35 @@ fn the_submit_form_checks_as_you_type_and_submits_what_parses() {
     assert_eq!(ro.on_key("n", &snap), Outcome::Nothing);
     assert!(ro.form.is_none());
 }
+
+#[test]
+fn the_mouse_is_off_until_toggled_then_clicks_select_and_the_wheel_scrolls() {
+    use crossterm::event::{KeyModifiers, MouseButton, MouseEvent, MouseEventKind};
+    let snap = demo_snapshot();
+    let mut app = App::new(false);
+    app.on_key("2", &snap);
+    let _ = screen(&app, &snap, 100, 30);
+    let at = |kind, row| MouseEvent {
+        kind,
+        column: 10,
+        row,
+        modifiers: KeyModifiers::NONE,
+    };
+    // Off: the terminal keeps mouse selection; events are ignored.
+    assert_eq!(
+        app.on_mouse(at(MouseEventKind::Down(MouseButton::Left), 5), &snap),
+        Outcome::Nothing
+    );
+    app.on_key("m", &snap);
+    assert!(app.mouse && app.flash.as_deref().unwrap().starts_with("mouse on"));
+    let _ = screen(&app, &snap, 100, 30);
+    // Rows start below the tab line, the border and the header: screen row 3 is the first job.
+    app.on_mouse(at(MouseEventKind::Down(MouseButton::Left), 5), &snap);
+    assert_eq!(app.selected, Some(snap.jobs[2].id));
+    app.on_mouse(at(MouseEventKind::ScrollDown, 0), &snap);
+    assert_eq!(app.selected, Some(snap.jobs[3].id));
+    app.on_mouse(at(MouseEventKind::ScrollUp, 0), &snap);
+    assert_eq!(app.selected, Some(snap.jobs[2].id));
+    app.on_key("m", &snap);
+    assert!(!app.mouse);
+}

@@ -96,10 +96,14 @@ pub fn console(
     readonly: bool,
 ) -> Result<(), String> {
     let paths = gantry::config::paths::from_env();
-    let (theme, color) = gantry::console::load_theme(theme, &paths.config_dir)?;
-    let keymap = gantry::console::load_keymap(keymap, &paths.config_dir)?;
+    let file = gantry::config::console::load(&paths.console_file)?;
+    let (theme, color) =
+        gantry::console::load_theme(theme.or(file.theme.as_deref()), &paths.config_dir)?;
+    let keymap =
+        gantry::console::load_keymap(keymap.or(file.keymap.as_deref()), &paths.config_dir)?;
     let mut app = gantry::console::app::App::with(theme, keymap, color);
-    app.readonly = readonly;
+    app.readonly = readonly || file.readonly;
+    app.mouse = file.mouse;
     if let Some(c) = connect {
         let endpoint = Endpoint::parse(c)?;
         let mut client = RemoteClient::connect(endpoint, token).map_err(|e| e.to_string())?;

@@ -123,9 +123,15 @@ pub fn info(output: Output) -> Result<(), String> {
         p.fleet_file.display(),
         state(&p.fleet_file)
     );
+    println!(
+        "console     {} ({})",
+        p.console_file.display(),
+        state(&p.console_file)
+    );
     println!("data dir    {}", p.data_dir.display());
     println!("journal     {}", p.journal.display());
     println!("socket      {}", p.socket.display());
-    println!("defaults    `gantry fleet --print-default` prints the built-in fleet file");
+    println!("defaults    `gantry fleet --print-default` prints the built-in fleet file,");
+    println!("            `gantry info --print-console` the documented console.toml");
     Ok(())
 }

@@ -220,6 +220,9 @@ enum Command {
     },
     /// Where gantry keeps its files (XDG paths).
     Info {
+        /// Print the documented console.toml (theme, keymap, readonly, mouse) and exit.
+        #[arg(long)]
+        print_console: bool,
         #[arg(long, value_enum, default_value_t = Output::Table)]
         output: Output,
     },
@@ -312,7 +315,14 @@ pub fn main() -> ExitCode {
             print_default,
             output,
         }) => fleet_command(&target, config, print_default, output),
-        Some(Command::Info { output }) => fleet::info(output).map_err(CliError::from),
+        Some(Command::Info {
+            print_console: true,
+            ..
+        }) => {
+            print!("{}", gantry::config::console::DEFAULT_CONSOLE);
+            Ok(())
+        }
+        Some(Command::Info { output, .. }) => fleet::info(output).map_err(CliError::from),
         Some(Command::Gpus { output }) => gpus(output).map_err(CliError::from),
     };
     match result {

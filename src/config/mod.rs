@@ -1,5 +1,6 @@
 //! Configuration files: where they live (XDG) and the fleet file (TOML). Every file has a
 //! documented built-in default that the binary can print.
 
+pub mod console;
 pub mod fleet;
 pub mod paths;

@@ -8,6 +8,8 @@ pub struct Paths {
     /// `$XDG_CONFIG_HOME/gantry` (default `~/.config/gantry`): fleet.toml, themes, keymaps.
     pub config_dir: PathBuf,
     pub fleet_file: PathBuf,
+    /// Console settings: theme, keymap, readonly, mouse.
+    pub console_file: PathBuf,
     /// `$XDG_DATA_HOME/gantry` (default `~/.local/share/gantry`): the journal.
     pub data_dir: PathBuf,
     pub journal: PathBuf,
@@ -37,6 +39,7 @@ pub fn resolve(env: impl Fn(&str) -> Option<String>) -> Paths {
         .map_or_else(|| data_dir.clone(), |p| p.join("gantry"));
     Paths {
         fleet_file: config_dir.join("fleet.toml"),
+        console_file: config_dir.join("console.toml"),
         journal: data_dir.join("state.db"),
         socket: runtime_dir.join("gantry.sock"),
         config_dir,

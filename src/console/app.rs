@@ -171,6 +171,10 @@ pub struct App {
     pub view: View,
     /// The `/` or `:` line being typed.
     pub prompt: Option<Prompt>,
+    /// Mouse capture is on (off by default: terminals select text without it).
+    pub mouse: bool,
+    /// Where the Jobs table's first row was drawn and which row it was (for mouse clicks).
+    jobs_geometry: std::cell::Cell<(u16, usize)>,
     /// The submit form, while open.
     pub form: Option<super::form::Form>,
     /// The form as it was closed without submitting (reopening resumes it, cursor and all).
@@ -259,6 +263,8 @@ impl App {
         App {
             view: View::Overview,
             prompt: None,
+            mouse: false,
+            jobs_geometry: std::cell::Cell::new((0, 0)),
             form: None,
             draft: None,
             detail: None,
@@ -443,6 +449,17 @@ impl App {
                     .map_or(Outcome::Nothing, |j| Outcome::Detail(j.id));
             }
             Some(Action::Open) => return Outcome::Nothing,
+            Some(Action::Mouse) => {
+                self.mouse = !self.mouse;
+                self.flash = Some(format!(
+                    "mouse {}",
+                    if self.mouse {
+                        "on: click selects a job, the wheel scrolls (shift-drag selects text)"
+                    } else {
+                        "off: the terminal selects text"
+                    }
+                ));
+            }
             Some(Action::Submit) if self.readonly => return Outcome::Nothing,
             Some(Action::Submit) => self.open_form(None),
             Some(Action::Job(what)) if !self.marked.is_empty() && self.view == View::Jobs => {
@@ -513,6 +530,32 @@ impl App {
                 let rows = self.rows(snap);
                 self.selected = rows.get(rows.len().wrapping_sub(1)).map(|j| j.id)
             }
+        }
+        Outcome::Redraw
+    }
+
+    /// A mouse event (only while mouse capture is on): the wheel moves the selection, a
+    /// click on a row of the Jobs view selects it.
+    pub fn on_mouse(&mut self, event: crossterm::event::MouseEvent, snap: &Snapshot) -> Outcome {
+        use crossterm::event::{MouseButton, MouseEventKind};
+        if !self.mouse || self.confirm.is_some() || self.form.is_some() || self.detail.is_some() {
+            return Outcome::Nothing;
+        }
+        match event.kind {
+            MouseEventKind::ScrollDown if self.view == View::Jobs => self.move_selection(snap, 1),
+            MouseEventKind::ScrollUp if self.view == View::Jobs => self.move_selection(snap, -1),
+            MouseEventKind::Down(MouseButton::Left) if self.view == View::Jobs => {
+                let (top, first) = self.jobs_geometry.get();
+                let Some(offset) = event.row.checked_sub(top) else {
+                    return Outcome::Nothing;
+                };
+                let rows = self.rows(snap);
+                match rows.get(first + usize::from(offset)) {
+                    Some(j) => self.selected = Some(j.id),
+                    None => return Outcome::Nothing,
+                }
+            }
+            _ => return Outcome::Nothing,
         }
         Outcome::Redraw
     }
@@ -1162,6 +1205,8 @@ impl App {
         let selected = self.selected.and_then(|id| list.position(id)).unwrap_or(0);
         let visible = area.height.saturating_sub(3).max(1) as usize;
         let first = selected.saturating_sub(visible - 1);
+        // Below the border and the header row.
+        self.jobs_geometry.set((area.y + 2, first));
         let rows: Vec<Row> = (first..list.len().min(first + visible))
             .filter_map(|i| list.get(i))
             .map(|j| {

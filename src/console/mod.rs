@@ -81,6 +81,7 @@ pub fn run(client: &mut dyn Client, mut app: App) -> std::io::Result<()> {
     app.access = client.access();
     let mut terminal = ratatui::init(); // raw mode, alternate screen, and a panic hook that restores
     let result = run_loop(&mut terminal, app, client, &mut TerminalInput, &|| false);
+    let _ = crossterm::execute!(std::io::stdout(), crossterm::event::DisableMouseCapture);
     ratatui::restore();
     result
 }
@@ -98,7 +99,20 @@ where
     std::io::Error: From<B::Error>,
 {
     let mut dirty = true;
+    let mut mouse_on = false;
     while !stop() {
+        // Mouse capture follows the app's setting (the config file's, then the m key).
+        if app.mouse != mouse_on {
+            mouse_on = app.mouse;
+            if mouse_on {
+                crossterm::execute!(terminal.backend_mut(), crossterm::event::EnableMouseCapture)?;
+            } else {
+                crossterm::execute!(
+                    terminal.backend_mut(),
+                    crossterm::event::DisableMouseCapture
+                )?;
+            }
+        }
         if dirty {
             crossterm::execute!(terminal.backend_mut(), BeginSynchronizedUpdate)?;
             terminal.draw(|f| app.render(f, client.snapshot()))?;
@@ -204,9 +218,15 @@ where
                         }
                     }
                 }
+                Event::Mouse(m) => {
+                    if app.on_mouse(m, client.snapshot()) == Outcome::Redraw {
+                        dirty = true;
+                    }
+                }
                 Event::Resize(..) => dirty = true,
                 _ => {}
             }
+
             wait = Duration::ZERO;
         }
         if client.poll() {

@@ -218,10 +218,8 @@ where
                         }
                     }
                 }
-                Event::Mouse(m) => {
-                    if app.on_mouse(m, client.snapshot()) == Outcome::Redraw {
-                        dirty = true;
-                    }
+                Event::Mouse(m) if app.on_mouse(m, client.snapshot()) == Outcome::Redraw => {
+                    dirty = true;
                 }
                 Event::Resize(..) => dirty = true,
                 _ => {}

@@ -624,3 +624,28 @@ fn preview_checks_a_spec_and_says_where_it_would_land_without_submitting() {
     assert!(jobs.iter().any(|j| j["name"] == "listed-zz9"));
     assert!(jobs.iter().all(|j| j["name"] != "preview-only-zz9"));
 }
+
+#[test]
+fn a_pool_in_detail_by_index_with_precise_errors() {
+    let d = daemon();
+    let r = client(d, Who::Viewer)
+        .request("GET", "/v1/pools/0", None)
+        .unwrap();
+    assert_eq!(r.status, 200, "{}", text(&r));
+    let p: gantry::client::PoolDetail = serde_json::from_slice(&r.body).unwrap();
+    assert!(p.simulated && !p.nodes.is_empty() && !p.nodes[0].gpus.is_empty());
+    let r = client(d, Who::Viewer)
+        .request("GET", "/v1/pools/999", None)
+        .unwrap();
+    assert_eq!(r.status, 404);
+    assert!(text(&r).contains("pool 999: no such pool"), "{}", text(&r));
+    let r = client(d, Who::Viewer)
+        .request("GET", "/v1/pools/dgx", None)
+        .unwrap();
+    assert_eq!(r.status, 400);
+    assert!(text(&r).contains("give its index"), "{}", text(&r));
+    let r = client(d, Who::NoToken)
+        .request("GET", "/v1/pools/0", None)
+        .unwrap();
+    assert_eq!(r.status, 401);
+}

@@ -298,6 +298,9 @@ fn end_to_end_in_tmux() {
     wait_for("submitted");
     tmux(&["send-keys", "-t", "e2e", "3"]);
     wait_for("dgx-h100");
+    tmux(&["send-keys", "-t", "e2e", "Enter"]);
+    wait_for("gpu0");
+    tmux(&["send-keys", "-t", "e2e", "Escape"]);
     tmux(&["send-keys", "-t", "e2e", "?"]);
     wait_for("keys (from the keymap)");
     tmux(&["send-keys", "-t", "e2e", "Escape"]);
@@ -808,4 +811,54 @@ fn the_mouse_is_off_until_toggled_then_clicks_select_and_the_wheel_scrolls() {
     assert_eq!(app.selected, Some(snap.jobs[2].id));
     app.on_key("m", &snap);
     assert!(!app.mouse);
+}
+
+#[test]
+fn the_fleet_view_opens_a_pool_node_by_node_and_gpu_by_gpu() {
+    let dir = std::env::temp_dir().join(format!("gantry-console-pool-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut d = State::demo(&dir, 7).unwrap();
+    for _ in 0..10 {
+        d.advance(60.0).unwrap();
+    }
+    let snap = d.snapshot().clone();
+    let mut app = App::new(false);
+    app.on_key("3", &snap);
+    // The first pool is the on-prem DGX pool; j moves to the next pool.
+    assert_eq!(app.on_key("enter", &snap), Outcome::Pool(0));
+    let detail = d.pool_detail(0).unwrap();
+    assert!(
+        detail.simulated && detail.nodes.len() == 16,
+        "{}",
+        detail.nodes.len()
+    );
+    let busy = detail
+        .nodes
+        .iter()
+        .flat_map(|n| &n.gpus)
+        .filter(|g| !g.jobs.is_empty());
+    assert!(busy.clone().count() > 0);
+    assert!(busy
+        .clone()
+        .all(|g| g.util_pct > 0.0 && g.vram_used_mib > 0));
+    assert!(
+        detail.nodes[0].gpus[0].history.len() >= 5,
+        "a sample a simulated minute"
+    );
+    app.pool_detail = Some((0, detail));
+    let s = screen(&app, &snap, 120, 40);
+    assert!(s.contains("leaf onprem/dc1-hall-a/leaf-0"), "{s}");
+    assert!(
+        s.contains("onprem-dgx-h100-000") && s.contains("gpu0"),
+        "{s}"
+    );
+    assert!(s.contains("/80 G") || s.contains("/80G"), "{s}");
+    assert!(s.contains("SIMULATED"), "{s}");
+    assert_eq!(app.on_key("esc", &snap), Outcome::Redraw);
+    assert!(app.pool_detail.is_none());
+    app.on_key("j", &snap);
+    assert_eq!(app.on_key("enter", &snap), Outcome::Pool(1));
+    assert!(d.pool_detail(99).is_none());
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -535,6 +535,11 @@ impl Client for RemoteClient {
             .map(|_| format!("job {}: {} done", req.id, req.action.name()))
             .map_err(|e| e.to_string())
     }
+    fn pool(&mut self, index: usize) -> Result<super::PoolDetail, String> {
+        self.http
+            .call("GET", &format!("/v1/pools/{index}"), None)
+            .map_err(|e| e.to_string())
+    }
     fn submit(&mut self, spec: &str) -> Result<i64, String> {
         #[derive(serde::Deserialize)]
         struct Submitted {

@@ -64,6 +64,12 @@ impl Client for LocalClient {
             .and_then(serde_json::from_value)
             .map_err(|e| e.to_string())
     }
+    fn pool(&mut self, index: usize) -> Result<super::PoolDetail, String> {
+        use crate::daemon::actor::Request;
+        self.handle
+            .call_blocking(|reply| Request::Pool { index, reply })
+            .map_err(|e| e.error)
+    }
     fn submit(&mut self, spec: &str) -> Result<i64, String> {
         use crate::daemon::actor::Request;
         let submission = form_submission(spec);

@@ -252,6 +252,44 @@ pub struct JobEvent {
     pub detail: String,
 }
 
+/// One pool node by node and GPU by GPU, for the Fleet view's drill-down.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct PoolDetail {
+    pub simulated: bool,
+    pub path: String,
+    pub model: String,
+    pub capacity: String,
+    pub dollars_per_hour: f64,
+    pub nodes: Vec<NodeView>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct NodeView {
+    pub name: String,
+    /// up, provisioning, notice (spot, going), failed, absent.
+    pub state: String,
+    pub leaf: Option<String>,
+    /// The NVLink domain (the node itself unless a rack shares one).
+    pub nvlink: String,
+    pub gpus: Vec<GpuView>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct GpuView {
+    pub index: u8,
+    /// Utilization now, percent.
+    pub util_pct: f64,
+    /// VRAM its jobs reserve, and the GPU's total, MiB.
+    pub vram_used_mib: u32,
+    pub vram_total_mib: u32,
+    /// Jobs on it (several for shares and MIG slices).
+    pub jobs: Vec<i64>,
+    /// MIG mode: compute slices in use of 7.
+    pub mig_used: Option<u8>,
+    /// Recent utilization samples, oldest first, percent.
+    pub history: Vec<u8>,
+}
+
 /// What the console's caller may do at the daemon (its token's role and team).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Access {
@@ -318,6 +356,12 @@ pub trait Client {
     fn preview(&mut self, spec: &str) -> Result<crate::daemon::engine::Preview, String> {
         let _ = spec;
         Err("this client cannot preview".to_string())
+    }
+    /// One pool in detail (nodes, GPUs, their jobs and utilization history), by its index in
+    /// the snapshot's pool list.
+    fn pool(&mut self, index: usize) -> Result<PoolDetail, String> {
+        let _ = index;
+        Err("this client cannot show pool details".to_string())
     }
     /// Moves a job to another priority class.
     fn set_priority(&mut self, id: i64, class: &str) -> Result<String, String> {

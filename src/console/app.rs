@@ -69,6 +69,8 @@ pub enum Outcome {
     Preview(String),
     /// Submit the form's spec.
     Submit(String),
+    /// Fetch one pool's nodes and GPUs to show them.
+    Pool(usize),
 }
 
 /// What a confirmation dialog asks.
@@ -175,6 +177,12 @@ pub struct App {
     pub mouse: bool,
     /// Where the Jobs table's first row was drawn and which row it was (for mouse clicks).
     jobs_geometry: std::cell::Cell<(u16, usize)>,
+    /// The selected pool in the Fleet view (index into the snapshot's pools).
+    pub pool_selected: usize,
+    /// The pool shown node by node and GPU by GPU, and its index (refreshed as data change).
+    pub pool_detail: Option<(usize, crate::client::PoolDetail)>,
+    /// Lines scrolled in the pool detail.
+    pool_scroll: u16,
     /// The submit form, while open.
     pub form: Option<super::form::Form>,
     /// The form as it was closed without submitting (reopening resumes it, cursor and all).
@@ -263,6 +271,9 @@ impl App {
         App {
             view: View::Overview,
             prompt: None,
+            pool_selected: 0,
+            pool_detail: None,
+            pool_scroll: 0,
             mouse: false,
             jobs_geometry: std::cell::Cell::new((0, 0)),
             form: None,
@@ -375,6 +386,25 @@ impl App {
                 }
             };
         }
+        if self.pool_detail.is_some() {
+            // j/k (or the keymap's down/up) scroll; esc, enter or q go back.
+            return match (key, action) {
+                ("esc" | "enter" | "q", _) => {
+                    self.pool_detail = None;
+                    self.pool_scroll = 0;
+                    Outcome::Redraw
+                }
+                (_, Some(Action::Down)) => {
+                    self.pool_scroll = self.pool_scroll.saturating_add(3);
+                    Outcome::Redraw
+                }
+                (_, Some(Action::Up)) => {
+                    self.pool_scroll = self.pool_scroll.saturating_sub(3);
+                    Outcome::Redraw
+                }
+                _ => Outcome::Nothing,
+            };
+        }
         if self.detail.is_some() {
             // The detail closes on esc, enter or q; other keys do nothing under it.
             return match key {
@@ -441,6 +471,13 @@ impl App {
                 self.move_selection(snap, 1);
             }
             Some(Action::Mark) => return Outcome::Nothing,
+            Some(Action::Open) if self.view == View::Fleet => {
+                return if self.visible_pools(snap).contains(&self.pool_selected) {
+                    Outcome::Pool(self.pool_selected)
+                } else {
+                    Outcome::Nothing
+                };
+            }
             Some(Action::Open) if self.view == View::Jobs => {
                 let rows = self.rows(snap);
                 let at = self.selected.and_then(|id| rows.position(id)).unwrap_or(0);
@@ -523,6 +560,8 @@ impl App {
             Some(Action::View(i)) => self.view = VIEWS[i.min(VIEWS.len() - 1)],
             Some(Action::NextView) => self.view = VIEWS[(at + 1) % VIEWS.len()],
             Some(Action::PrevView) => self.view = VIEWS[(at + VIEWS.len() - 1) % VIEWS.len()],
+            Some(Action::Down) if self.view == View::Fleet => self.move_pool(snap, 1),
+            Some(Action::Up) if self.view == View::Fleet => self.move_pool(snap, -1),
             Some(Action::Down) => self.move_selection(snap, 1),
             Some(Action::Up) => self.move_selection(snap, -1),
             Some(Action::First) => self.selected = self.rows(snap).get(0).map(|j| j.id),
@@ -558,6 +597,30 @@ impl App {
             _ => return Outcome::Nothing,
         }
         Outcome::Redraw
+    }
+
+    /// Pools the Fleet view lists under its filter (indices into the snapshot's).
+    fn visible_pools(&self, snap: &Snapshot) -> Vec<usize> {
+        (0..snap.pools.len())
+            .filter(|&i| {
+                let p = &snap.pools[i];
+                self.pool_filter.as_ref().is_none_or(|f| {
+                    f.matches_text(&format!("{} {} {}", p.path, p.model, p.capacity))
+                })
+            })
+            .collect()
+    }
+
+    fn move_pool(&mut self, snap: &Snapshot, delta: i64) {
+        let pools = self.visible_pools(snap);
+        if pools.is_empty() {
+            return;
+        }
+        let at = pools
+            .iter()
+            .position(|&i| i == self.pool_selected)
+            .unwrap_or(0) as i64;
+        self.pool_selected = pools[(at + delta).clamp(0, pools.len() as i64 - 1) as usize];
     }
 
     /// How many jobs the Jobs view lists under its filter.
@@ -844,6 +907,8 @@ impl App {
             self.render_help(f, body);
         } else if let Some(d) = &self.detail {
             self.render_detail(f, body, d, snap.now);
+        } else if let Some((_, p)) = &self.pool_detail {
+            self.render_pool(f, body, p);
         } else {
             match self.view {
                 View::Overview => self.render_overview(f, body, snap),
@@ -917,6 +982,75 @@ impl App {
         if let Some(c) = &self.confirm {
             self.render_confirm(f, body, c);
         }
+    }
+
+    /// One pool node by node (leaf, NVLink domain, state) and GPU by GPU: a utilization bar,
+    /// reserved VRAM, the jobs on it, MIG slices in use and a sparkline of recent utilization.
+    fn render_pool(&self, f: &mut Frame, area: Rect, p: &crate::client::PoolDetail) {
+        const SPARK: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
+        let bold = Style::default().add_modifier(Modifier::BOLD);
+        let mut lines = Vec::new();
+        let mut leaf: Option<&str> = None;
+        for n in &p.nodes {
+            if n.leaf.as_deref() != leaf {
+                leaf = n.leaf.as_deref();
+                lines.push(Line::from(Span::styled(
+                    format!("leaf {}", escape(leaf.unwrap_or("-"))),
+                    self.style(self.theme.accent),
+                )));
+            }
+            lines.push(Line::from(vec![
+                Span::styled(format!("  {}", escape(&n.name)), bold),
+                Span::raw(format!("  {}  nvlink {}", n.state, escape(&n.nvlink))),
+            ]));
+            for g in &n.gpus {
+                let filled = ((g.util_pct / 100.0) * 10.0).round().clamp(0.0, 10.0) as usize;
+                let spark: String = g
+                    .history
+                    .iter()
+                    .map(|&u| SPARK[(usize::from(u) * 7 / 100).min(7)])
+                    .collect();
+                let jobs = if g.jobs.is_empty() {
+                    "idle".to_string()
+                } else {
+                    let ids: Vec<String> = g.jobs.iter().map(|j| j.to_string()).collect();
+                    format!("job {}", ids.join(","))
+                };
+                let mig = g.mig_used.map_or(String::new(), |m| format!(" MIG {m}/7"));
+                lines.push(Line::from(vec![
+                    Span::raw(format!("    gpu{:<2} ", g.index)),
+                    Span::styled(
+                        format!("{}{}", "█".repeat(filled), "░".repeat(10 - filled)),
+                        self.style(self.theme.bar),
+                    ),
+                    Span::raw(format!(
+                        " {:>3.0}%  {:>3}/{:<3}G{mig}  {:<14} ",
+                        g.util_pct,
+                        g.vram_used_mib / 1024,
+                        g.vram_total_mib / 1024,
+                        jobs
+                    )),
+                    Span::styled(spark, self.style(self.theme.accent)),
+                ]));
+            }
+        }
+        if p.nodes.is_empty() {
+            lines.push(Line::from("no nodes: the pool is scaled to zero"));
+        }
+        let max = (lines.len() as u16).saturating_sub(area.height.saturating_sub(2));
+        f.render_widget(
+            Paragraph::new(lines)
+                .scroll((self.pool_scroll.min(max), 0))
+                .block(Block::default().borders(Borders::ALL).title(format!(
+                    " {} · {} · {} · ${:.2}/node-h{} (j/k scroll · esc back) ",
+                    escape(&p.path),
+                    escape(&p.model),
+                    p.capacity,
+                    p.dollars_per_hour,
+                    if p.simulated { " · SIMULATED" } else { "" }
+                ))),
+            area,
+        );
     }
 
     /// One job in full: what it is, where it runs or why it waits, what it cost, its events.
@@ -1405,14 +1539,11 @@ impl App {
 
     fn render_fleet(&self, f: &mut Frame, area: Rect, snap: &Snapshot) {
         let wide = area.width >= 120;
-        let rows: Vec<Row> = snap
-            .pools
+        let shown = self.visible_pools(snap);
+        let selected = shown.iter().position(|&i| i == self.pool_selected);
+        let rows: Vec<Row> = shown
             .iter()
-            .filter(|p| {
-                self.pool_filter.as_ref().is_none_or(|f| {
-                    f.matches_text(&format!("{} {} {}", p.path, p.model, p.capacity))
-                })
-            })
+            .map(|&i| &snap.pools[i])
             .map(|p| {
                 let width = 16usize;
                 let filled = (p.gpus_busy * width).checked_div(p.gpus).unwrap_or(0);
@@ -1462,7 +1593,9 @@ impl App {
                 self.pool_filter
                     .as_ref()
                     .map_or(String::new(), |f| format!(" /{}", escape(&f.text)))
-            )));
-        f.render_widget(table, area);
+            )))
+            .row_highlight_style(Style::default().add_modifier(Modifier::REVERSED));
+        let mut state = TableState::default().with_selected(selected);
+        f.render_stateful_widget(table, area, &mut state);
     }
 }

@@ -15,7 +15,7 @@ use crossterm::terminal::{BeginSynchronizedUpdate, EndSynchronizedUpdate};
 use ratatui::backend::Backend;
 use ratatui::Terminal;
 use std::io::Write;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The keymap in force: `name` (default "default"), with the user's bindings layered on top.
 pub fn load_keymap(
@@ -100,6 +100,7 @@ where
 {
     let mut dirty = true;
     let mut mouse_on = false;
+    let mut pool_fetched = Instant::now();
     while !stop() {
         // Mouse capture follows the app's setting (the config file's, then the m key).
         if app.mouse != mouse_on {
@@ -214,6 +215,14 @@ where
                                 }
                                 dirty = true;
                             }
+                            Outcome::Pool(i) => {
+                                match client.pool(i) {
+                                    Ok(p) => app.pool_detail = Some((i, p)),
+                                    Err(why) => app.flash = Some(format!("pool: {why}")),
+                                }
+                                pool_fetched = Instant::now();
+                                dirty = true;
+                            }
                             Outcome::Nothing => {}
                         }
                     }
@@ -229,6 +238,15 @@ where
         }
         if client.poll() {
             dirty = true;
+            // An open pool follows the data, at most once a second.
+            if let Some((i, _)) = app.pool_detail {
+                if pool_fetched.elapsed() >= Duration::from_secs(1) {
+                    if let Ok(p) = client.pool(i) {
+                        app.pool_detail = Some((i, p));
+                    }
+                    pool_fetched = Instant::now();
+                }
+            }
         }
     }
     Ok(())

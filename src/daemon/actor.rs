@@ -104,6 +104,10 @@ pub enum Request {
         limit: usize,
         reply: Reply<Vec<EventRecord>>,
     },
+    Pool {
+        index: usize,
+        reply: Reply<crate::client::PoolDetail>,
+    },
     Preview {
         submission: Submission,
         reply: Reply<super::engine::Preview>,
@@ -419,6 +423,15 @@ impl Actor {
             }
             Request::Events { job, limit, reply } => {
                 let _ = reply.send(self.state.events(job, limit).map_err(ApiError::from));
+            }
+            Request::Pool { index, reply } => {
+                let _ = reply.send(self.state.pool_detail(index).ok_or_else(|| {
+                    ApiError::new(
+                        404,
+                        "not-found",
+                        format!("pool {index}: no such pool (GET /v1/fleet lists them in order)"),
+                    )
+                }));
             }
             Request::Preview { submission, reply } => {
                 let _ = reply.send(self.state.preview(&submission).map_err(ApiError::from));

@@ -65,6 +65,7 @@ pub fn router(handle: Handle, tcp: bool) -> Router {
         .route("/v1/jobs/{id}/priority", put(priority))
         .route("/v1/jobs/{id}/{action}", post(act))
         .route("/v1/fleet", get(fleet))
+        .route("/v1/pools/{index}", get(pool))
         .route("/v1/teams", get(teams))
         .route("/v1/events", get(events))
         .route("/v1/report", get(report))
@@ -224,6 +225,21 @@ async fn submit(
         id: JobId,
     }
     Ok(json(StatusCode::CREATED, &Submitted { id }))
+}
+
+/// One pool node by node and GPU by GPU; `index` is the pool's place in `GET /v1/fleet`.
+async fn pool(State(api): State<Api>, Path(index): Path<String>) -> Result<Response, ApiError> {
+    let index: usize = index.parse().map_err(|_| {
+        ApiError::bad_request(format!(
+            "pool `{}`: give its index in GET /v1/fleet's list (0, 1, …)",
+            index.escape_debug()
+        ))
+    })?;
+    let detail = api
+        .handle
+        .call(|reply| Request::Pool { index, reply })
+        .await?;
+    Ok(ok(&detail))
 }
 
 /// Checks a job spec and says where it would land now, without submitting it.

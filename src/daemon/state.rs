@@ -271,6 +271,9 @@ pub struct State {
     budgets: Vec<TeamBudget>,
     /// The clock time last written to the journal (at most a simulated minute behind).
     clock_saved: f64,
+    /// Recent simulated utilization per (node, GPU), sampled once a simulated minute.
+    gpu_history: HashMap<(u32, u8), VecDeque<u8>>,
+    history_at: f64,
     /// The engine's release count when the closed spend was last read.
     budget_read_at: Option<u64>,
     rng: Rng,
@@ -325,6 +328,8 @@ impl State {
             budgets: vec![TeamBudget::default(); cfg.teams.len()],
             budget_read_at: None,
             clock_saved: resume,
+            gpu_history: HashMap::new(),
+            history_at: f64::NEG_INFINITY,
             engine,
             rng: Rng::new(opts.seed),
             now: resume,
@@ -885,6 +890,7 @@ impl State {
             self.log(format!("job {id} preempted by the scheduler"));
         }
         self.elastic()?;
+        self.sample_gpus();
         self.account_budgets()?;
         self.snapshot = self.build_snapshot();
         Ok(())
@@ -1043,11 +1049,134 @@ impl State {
         })
     }
 
+    /// Simulated utilization now of every GPU that runs something, percent (a GPU shared by
+    /// several jobs adds their shares).
+    fn gpu_utils(&self) -> HashMap<(u32, u8), f64> {
+        let mut out: HashMap<(u32, u8), f64> = HashMap::new();
+        for j in self.engine.jobs() {
+            let (Some(p), Some(started)) = (&j.placement, j.started_at) else {
+                continue;
+            };
+            let u = self.util_at(j.id, started, self.now);
+            for n in &p.nodes {
+                for g in &n.gpus {
+                    let share = match g.share {
+                        GpuShare::Whole => 1.0,
+                        GpuShare::Milli(m) => f64::from(m) / 1000.0,
+                        GpuShare::Mig { profile, .. } => f64::from(profile.compute) / 7.0,
+                    };
+                    *out.entry((n.node.0, g.gpu)).or_default() += u * share;
+                }
+            }
+        }
+        out
+    }
+
+    /// Keeps the last 40 samples per GPU, one per simulated minute (the Fleet drill-down's
+    /// sparklines).
+    fn sample_gpus(&mut self) {
+        if self.now - self.history_at < 60.0 {
+            return;
+        }
+        self.history_at = self.now;
+        let utils = self.gpu_utils();
+        let fleet = self.engine.fleet();
+        for (i, n) in fleet.nodes.iter().enumerate() {
+            if !matches!(self.nodes.lives[i], Life::Up | Life::Noticed) {
+                for g in 0..n.gpus.len() as u8 {
+                    self.gpu_history.remove(&(i as u32, g));
+                }
+                continue;
+            }
+            for g in 0..n.gpus.len() as u8 {
+                let u = utils.get(&(i as u32, g)).copied().unwrap_or(0.0);
+                let h = self.gpu_history.entry((i as u32, g)).or_default();
+                h.push_back(u.clamp(0.0, 100.0) as u8);
+                if h.len() > 40 {
+                    h.pop_front();
+                }
+            }
+        }
+    }
+
+    /// One pool node by node and GPU by GPU (simulated telemetry).
+    pub fn pool_detail(&self, index: usize) -> Option<crate::client::PoolDetail> {
+        let fleet = self.engine.fleet();
+        let pool = fleet.pools.get(index)?;
+        let utils = self.gpu_utils();
+        let mut on: HashMap<(u32, u8), (Vec<i64>, u32)> = HashMap::new();
+        for j in self.engine.jobs() {
+            let Some(p) = &j.placement else { continue };
+            for n in &p.nodes {
+                for g in &n.gpus {
+                    let e = on.entry((n.node.0, g.gpu)).or_default();
+                    e.0.push(j.id);
+                    e.1 += match g.share {
+                        GpuShare::Whole if g.vram_mib == 0 => u32::MAX,
+                        _ => g.vram_mib,
+                    };
+                }
+            }
+        }
+        let vram = pool.model.map_or(0, |m| fleet.model(m).vram_mib);
+        let nodes = fleet
+            .nodes
+            .iter()
+            .enumerate()
+            .filter(|(i, n)| n.pool.index() == index && self.nodes.lives[*i] != Life::Absent)
+            .map(|(i, n)| crate::client::NodeView {
+                name: n.name.clone(),
+                state: match self.nodes.lives[i] {
+                    Life::Up => "up",
+                    Life::Provisioning => "provisioning",
+                    Life::Noticed => "notice",
+                    Life::Failed => "failed",
+                    Life::Absent => "absent",
+                }
+                .to_string(),
+                leaf: n.leaf.map(|l| fleet.leaves[l.index()].clone()),
+                nvlink: fleet.nvlink_domains[n.nvlink.index()].clone(),
+                gpus: n
+                    .gpus
+                    .iter()
+                    .enumerate()
+                    .map(|(g, gpu)| {
+                        let key = (i as u32, g as u8);
+                        let (jobs, reserved) = on.get(&key).cloned().unwrap_or_default();
+                        crate::client::GpuView {
+                            index: g as u8,
+                            util_pct: utils.get(&key).copied().unwrap_or(0.0).min(100.0),
+                            vram_used_mib: reserved.min(vram),
+                            vram_total_mib: vram,
+                            jobs,
+                            mig_used: gpu.mig.map(|m| m.compute_used),
+                            history: self
+                                .gpu_history
+                                .get(&key)
+                                .map_or(Vec::new(), |h| h.iter().copied().collect()),
+                        }
+                    })
+                    .collect(),
+            })
+            .collect();
+        Some(crate::client::PoolDetail {
+            simulated: true,
+            path: fleet.pool_path(crate::model::PoolId(index as u32)),
+            model: pool
+                .model
+                .map_or("-".to_string(), |m| fleet.model(m).name.clone()),
+            capacity: pool.capacity.to_string(),
+            dollars_per_hour: pool.price_per_hour,
+            nodes,
+        })
+    }
+
     /// Simulated per-GPU utilization of a running job at time `t`, percent.
     fn util_at(&self, id: JobId, started: f64, t: f64) -> f64 {
         match self.runs.get(&id) {
             Some(r) if r.idle_after.is_some_and(|a| t - started >= a) => 1.0,
-            Some(r) => r.busy_pct,
+            // A deterministic wobble (steps, evaluation, data loading) around the job's level.
+            Some(r) => (r.busy_pct + 6.0 * ((t - started) / 420.0 + id as f64).sin()).min(100.0),
             None => 0.0,
         }
     }

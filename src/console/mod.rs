@@ -6,6 +6,7 @@ pub mod app;
 pub mod filter;
 pub mod form;
 pub mod keymap;
+pub mod svg;
 pub mod theme;
 
 use crate::client::Client;

@@ -18,7 +18,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let out = std::path::Path::new("screenshots");
     std::fs::create_dir_all(out)?;
     let mut app = App::new(true);
-    let mut shoot = |app: &App, name: &str| -> Result<(), Box<dyn std::error::Error>> {
+    let shoot = |app: &App, name: &str| -> Result<(), Box<dyn std::error::Error>> {
         let mut t = Terminal::new(TestBackend::new(120, 36))?;
         t.draw(|f| app.render(f, &snap))?;
         let svg = gantry::console::svg::render(t.backend().buffer());

@@ -286,6 +286,11 @@ pub struct GpuView {
     pub jobs: Vec<i64>,
     /// MIG mode: compute slices in use of 7.
     pub mig_used: Option<u8>,
+    /// Board power, watts, and temperature, °C.
+    #[serde(default)]
+    pub power_w: f64,
+    #[serde(default)]
+    pub temp_c: f64,
     /// Recent utilization samples, oldest first, percent.
     pub history: Vec<u8>,
 }

@@ -1024,10 +1024,12 @@ impl App {
                         self.style(self.theme.bar),
                     ),
                     Span::raw(format!(
-                        " {:>3.0}%  {:>3}/{:<3}G{mig}  {:<14} ",
+                        " {:>3.0}%  {:>3}/{:<3}G {:>4.0}W {:>3.0}°C{mig}  {:<14} ",
                         g.util_pct,
                         g.vram_used_mib / 1024,
                         g.vram_total_mib / 1024,
+                        g.power_w,
+                        g.temp_c,
                         jobs
                     )),
                     Span::styled(spark, self.style(self.theme.accent)),

@@ -1119,6 +1119,14 @@ impl State {
             }
         }
         let vram = pool.model.map_or(0, |m| fleet.model(m).vram_mib);
+        // Simulated board power from utilization: idle draw to the model's TDP; temperature
+        // follows power.
+        let tdp = match pool.model.map(|m| fleet.model(m).name.as_str()) {
+            Some("H100" | "H200") => 700.0,
+            Some("A100-80GB" | "A100") => 400.0,
+            Some("L40S") => 350.0,
+            _ => 300.0,
+        };
         let nodes = fleet
             .nodes
             .iter()
@@ -1143,9 +1151,13 @@ impl State {
                     .map(|(g, gpu)| {
                         let key = (i as u32, g as u8);
                         let (jobs, reserved) = on.get(&key).cloned().unwrap_or_default();
+                        let util = utils.get(&key).copied().unwrap_or(0.0).min(100.0);
+                        let power = 0.1 * tdp + 0.9 * tdp * util / 100.0;
                         crate::client::GpuView {
                             index: g as u8,
-                            util_pct: utils.get(&key).copied().unwrap_or(0.0).min(100.0),
+                            util_pct: util,
+                            power_w: power,
+                            temp_c: 30.0 + 45.0 * power / tdp,
                             vram_used_mib: reserved.min(vram),
                             vram_total_mib: vram,
                             jobs,

@@ -842,6 +842,10 @@ fn the_fleet_view_opens_a_pool_node_by_node_and_gpu_by_gpu() {
     assert!(busy
         .clone()
         .all(|g| g.util_pct > 0.0 && g.vram_used_mib > 0));
+    // Simulated power follows utilization between idle draw and the H100's 700 W.
+    assert!(busy
+        .clone()
+        .all(|g| g.power_w > 70.0 && g.power_w <= 700.0 && g.temp_c > 30.0));
     assert!(
         detail.nodes[0].gpus[0].history.len() >= 5,
         "a sample a simulated minute"

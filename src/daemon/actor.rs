@@ -12,6 +12,7 @@ use crate::client::Snapshot;
 use crate::scheduler::reclaim::ReclaimPlan;
 use serde::Serialize;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
@@ -124,6 +125,8 @@ pub enum Request {
 /// What the actor publishes after every change.
 #[derive(Clone, Debug, Default)]
 pub struct Published {
+    /// Acknowledged changes it reflects (see `Handle::fresh`).
+    pub changes: u64,
     pub snapshot: Snapshot,
     pub counters: Counters,
     /// Scheduling-cycle latency, seconds.
@@ -147,6 +150,8 @@ pub struct Clock {
 pub struct Handle {
     tx: mpsc::Sender<Request>,
     pub published: watch::Receiver<Arc<Published>>,
+    /// Changes the actor has acknowledged (a reader waits until the published state has them).
+    acked: Arc<AtomicU64>,
     /// Token hash → caller.
     pub tokens: Arc<RwLock<HashMap<String, Caller>>>,
 }
@@ -192,6 +197,24 @@ impl Handle {
     }
 
     /// The caller a bearer token stands for.
+    /// The published state, once it reflects every change acknowledged before the call (at
+    /// most 2 s of waiting): a `gantry submit` followed by `gantry jobs` lists the job.
+    pub async fn fresh(&self) -> Arc<Published> {
+        let want = self.acked.load(Ordering::Acquire);
+        let mut rx = self.published.clone();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
+        loop {
+            let current = rx.borrow_and_update().clone();
+            if current.changes >= want {
+                return current;
+            }
+            match tokio::time::timeout_at(deadline, rx.changed()).await {
+                Ok(Ok(())) => {}
+                _ => return rx.borrow().clone(),
+            }
+        }
+    }
+
     pub fn caller_for(&self, token: &str) -> Option<Caller> {
         self.tokens.read().ok()?.get(&hash_token(token)).cloned()
     }
@@ -217,11 +240,13 @@ pub fn spawn(
     }
     let tokens = Arc::new(RwLock::new(tokens));
     let (tx, rx) = mpsc::channel();
-    let (publish, watcher) = watch::channel(publication(&state, &Histogram::default()));
+    let (publish, watcher) = watch::channel(publication(&state, &Histogram::default(), 0));
+    let acked = Arc::new(AtomicU64::new(0));
     let handle = Handle {
         tx,
         published: watcher,
         tokens: tokens.clone(),
+        acked: acked.clone(),
     };
     let thread = std::thread::Builder::new()
         .name("gantry-daemon".to_string())
@@ -235,6 +260,8 @@ pub fn spawn(
                 last_cycle: Instant::now(),
                 cycle_cost: Duration::ZERO,
                 cycle_seconds: Histogram::default(),
+                changes: 0,
+                acked,
             };
             actor.run(&rx, &publish);
         })
@@ -243,6 +270,9 @@ pub fn spawn(
 }
 
 struct Actor {
+    /// Changes acknowledged so far, and the same count shared with readers.
+    changes: u64,
+    acked: Arc<AtomicU64>,
     state: State,
     tokens: Arc<RwLock<HashMap<String, Caller>>>,
     clock: Clock,
@@ -256,8 +286,9 @@ struct Actor {
 }
 
 /// What the actor publishes: the state's snapshot and counters, taken once.
-fn publication(state: &State, cycle_seconds: &Histogram) -> Arc<Published> {
+fn publication(state: &State, cycle_seconds: &Histogram, changes: u64) -> Arc<Published> {
     Arc::new(Published {
+        changes,
         snapshot: state.snapshot().clone(),
         counters: state.counters.clone(),
         cycle_seconds: cycle_seconds.clone(),
@@ -311,9 +342,16 @@ impl Actor {
                 }
                 self.cycle_seconds
                     .observe(&CYCLE_BUCKETS, took.as_secs_f64());
-                publish.send_replace(publication(&self.state, &self.cycle_seconds));
+                publish.send_replace(publication(&self.state, &self.cycle_seconds, self.changes));
             }
         }
+    }
+
+    /// A change was applied: a cycle is due, and readers must wait for its publication.
+    fn changed(&mut self) {
+        self.dirty = true;
+        self.changes += 1;
+        self.acked.store(self.changes, Ordering::Release);
     }
 
     /// The least time between cycles triggered by changes: cycles may take at most about a
@@ -353,7 +391,9 @@ impl Actor {
             return;
         }
         let answers = self.state.submit(subs);
-        self.dirty |= answers.iter().any(Result::is_ok);
+        if answers.iter().any(Result::is_ok) {
+            self.changed();
+        }
         for (reply, answer) in replies.into_iter().zip(answers) {
             let _ = reply.send(answer.map_err(ApiError::from));
         }
@@ -373,7 +413,9 @@ impl Actor {
                         .act(id, action, &caller.name)
                         .map_err(ApiError::from)
                 });
-                self.dirty |= r.is_ok();
+                if r.is_ok() {
+                    self.changed();
+                }
                 let _ = reply.send(r);
             }
             Request::Priority {
@@ -387,7 +429,9 @@ impl Actor {
                         .set_priority(id, &class, &caller.name)
                         .map_err(ApiError::from)
                 });
-                self.dirty |= r.is_ok();
+                if r.is_ok() {
+                    self.changed();
+                }
                 let _ = reply.send(r);
             }
             Request::Job { id, reply } => {
@@ -406,7 +450,7 @@ impl Actor {
                         caller.role
                     )))
                 } else {
-                    self.dirty = true;
+                    self.changed();
                     self.state
                         .apply_reclaim(&caller.name)
                         .map_err(ApiError::from)

@@ -123,8 +123,9 @@ async fn authenticate(
     next.run(req).await
 }
 
-fn published(api: &Api) -> Arc<Published> {
-    api.handle.published.borrow().clone()
+/// The published state with every change acknowledged so far (read your writes).
+async fn published(api: &Api) -> Arc<Published> {
+    api.handle.fresh().await
 }
 
 fn query(raw: Option<String>) -> Result<HashMap<String, String>, ApiError> {
@@ -158,7 +159,7 @@ struct Health {
 }
 
 async fn health(State(api): State<Api>) -> Response {
-    let p = published(&api);
+    let p = published(&api).await;
     ok(&Health {
         ok: true,
         version: env!("CARGO_PKG_VERSION"),
@@ -173,7 +174,7 @@ async fn whoami(Extension(caller): Extension<Caller>) -> Response {
 }
 
 async fn snapshot(State(api): State<Api>) -> Response {
-    ok(&published(&api).snapshot)
+    ok(&published(&api).await.snapshot)
 }
 
 async fn jobs(State(api): State<Api>, RawQuery(raw): RawQuery) -> Result<Response, ApiError> {
@@ -192,7 +193,7 @@ async fn jobs(State(api): State<Api>, RawQuery(raw): RawQuery) -> Result<Respons
             ApiError::bad_request(format!("limit `{}`: expected a count", l.escape_debug()))
         })?,
     };
-    let p = published(&api);
+    let p = published(&api).await;
     let rows: Vec<_> = p
         .snapshot
         .jobs
@@ -398,7 +399,7 @@ struct FleetView<'a> {
 }
 
 async fn fleet(State(api): State<Api>) -> Response {
-    let p = published(&api);
+    let p = published(&api).await;
     let s = &p.snapshot;
     ok(&FleetView {
         simulated: s.simulated,
@@ -411,7 +412,7 @@ async fn fleet(State(api): State<Api>) -> Response {
 }
 
 async fn teams(State(api): State<Api>) -> Response {
-    ok(&published(&api).snapshot.teams)
+    ok(&published(&api).await.snapshot.teams)
 }
 
 async fn events(State(api): State<Api>, RawQuery(raw): RawQuery) -> Result<Response, ApiError> {
@@ -582,7 +583,7 @@ async fn token(
 }
 
 async fn metrics(State(api): State<Api>) -> Response {
-    let text = render_metrics(&published(&api));
+    let text = render_metrics(&*published(&api).await);
     (
         StatusCode::OK,
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],

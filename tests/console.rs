@@ -72,7 +72,9 @@ fn every_view_renders_at_80x24_and_160x48() {
         app.view = View::Teams;
         let s = screen(&app, &snap, w, h);
         assert!(
-            s.contains("ml-research") && s.contains("guaranteed") && s.contains("budget"),
+            s.contains("ml-research")
+                && (s.contains("guaranteed") || s.contains("quota"))
+                && s.contains("budget"),
             "{s}"
         );
         app.view = View::Events;

@@ -72,6 +72,9 @@ pub struct TeamRow {
     pub used_gpus: f64,
     /// GPUs above its guarantee (borrowed from its cohort).
     pub borrowed_gpus: f64,
+    /// Of its idle guarantee, what its cohort's borrowers use.
+    #[serde(default)]
+    pub lent_gpus: f64,
     pub running: usize,
     pub pending: usize,
     /// $/h of its running jobs.

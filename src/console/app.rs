@@ -1422,13 +1422,25 @@ impl App {
 
     fn render_teams(&self, f: &mut Frame, area: Rect, snap: &Snapshot) {
         let wide = area.width >= 120;
+        let used_total: f64 = snap.teams.iter().map(|t| t.used_gpus).sum();
+        let weight_total: f64 = snap.teams.iter().map(|t| t.weight).sum();
         let rows: Vec<Row> = snap
             .teams
             .iter()
             .map(|t| {
                 let quota = t.guaranteed.map_or("none".to_string(), |g| {
-                    format!("{g} (+{} borrow)", t.borrow_limit)
+                    if wide {
+                        format!("{g} (+{} borrow)", t.borrow_limit)
+                    } else {
+                        format!("{g} +{}", t.borrow_limit)
+                    }
                 });
+                // Fair share: its part of the GPUs in use against its part of the weights.
+                let share = format!(
+                    "{:.0}%/{:.0}%",
+                    100.0 * t.used_gpus / used_total.max(1e-9),
+                    100.0 * t.weight / weight_total.max(1e-9)
+                );
                 let budget = match (t.budget_used, t.budget_monthly_usd) {
                     (Some(u), Some(b)) => {
                         format!(
@@ -1460,6 +1472,12 @@ impl App {
                         Color::Reset
                     })),
                     Cell::from(format!("{:.1}", t.borrowed_gpus)),
+                ]);
+                if wide {
+                    cells.push(Cell::from(format!("{:.1}", t.lent_gpus)));
+                    cells.push(Cell::from(share));
+                }
+                cells.extend([
                     Cell::from(t.running.to_string()),
                     Cell::from(t.pending.to_string()),
                     Cell::from(format!("${:.0}/h", t.burn_per_hour)),
@@ -1473,9 +1491,14 @@ impl App {
             widths.extend([Constraint::Length(9), Constraint::Length(6)]);
         }
         widths.extend([
-            Constraint::Length(15),
+            Constraint::Length(if wide { 15 } else { 8 }),
             Constraint::Length(6),
             Constraint::Length(8),
+        ]);
+        if wide {
+            widths.extend([Constraint::Length(6), Constraint::Length(10)]);
+        }
+        widths.extend([
             Constraint::Length(4),
             Constraint::Length(5),
             Constraint::Length(8),
@@ -1489,6 +1512,8 @@ impl App {
                 "guaranteed",
                 "GPUs",
                 "borrowed",
+                "lent",
+                "use/weight",
                 "run",
                 "pend",
                 "burn",
@@ -1496,14 +1521,7 @@ impl App {
             ]
         } else {
             vec![
-                "team",
-                "guaranteed",
-                "GPUs",
-                "borrowed",
-                "run",
-                "pend",
-                "burn",
-                "budget",
+                "team", "quota", "GPUs", "borrowed", "run", "pend", "burn", "budget",
             ]
         };
         let table = Table::new(rows, widths)

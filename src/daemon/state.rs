@@ -1463,6 +1463,27 @@ impl State {
                 .guaranteed
                 .map_or(0.0, |g| (row.used_gpus - f64::from(g)).max(0.0));
         }
+        // What each team lends: the others' borrowing in its cohort, spread over the members'
+        // idle guarantees.
+        let idle: Vec<f64> = teams
+            .iter()
+            .map(|r| {
+                r.guaranteed
+                    .map_or(0.0, |g| (f64::from(g) - r.used_gpus).max(0.0))
+            })
+            .collect();
+        for i in 0..teams.len() {
+            if teams[i].cohort.is_empty() || idle[i] == 0.0 {
+                continue;
+            }
+            let same = |j: usize| teams[j].cohort == teams[i].cohort;
+            let borrowed: f64 = (0..teams.len())
+                .filter(|&j| j != i && same(j))
+                .map(|j| teams[j].borrowed_gpus)
+                .sum();
+            let pool: f64 = (0..teams.len()).filter(|&j| same(j)).map(|j| idle[j]).sum();
+            teams[i].lent_gpus = (borrowed * idle[i] / pool.max(1e-9)).min(idle[i]);
+        }
         Snapshot {
             version: self.snapshot.version + 1,
             events_total: self.events_total,

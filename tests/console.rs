@@ -868,3 +868,37 @@ fn the_fleet_view_opens_a_pool_node_by_node_and_gpu_by_gpu() {
     assert!(d.pool_detail(99).is_none());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn o_orders_jobs_by_cost_age_gpus_and_name() {
+    let snap = demo_snapshot();
+    let mut app = App::new(false);
+    app.on_key("2", &snap);
+    app.on_key("o", &snap);
+    let s = screen(&app, &snap, 160, 48);
+    assert!(s.contains("by cost"), "{s}");
+    app.on_key("g", &snap);
+    let top = snap
+        .jobs
+        .iter()
+        .map(|j| j.cost_at(snap.now))
+        .fold(0.0, f64::max);
+    let first = snap
+        .jobs
+        .iter()
+        .find(|j| Some(j.id) == app.selected)
+        .unwrap();
+    assert!((first.cost_at(snap.now) - top).abs() < 1e-9);
+    for _ in 0..4 {
+        app.on_key("o", &snap);
+    }
+    let s = screen(&app, &snap, 160, 48);
+    assert!(
+        s.contains(&format!("jobs ({}) ─", snap.jobs.len())),
+        "back to queue order:\n{s}"
+    );
+    // The overview says what this month cost against the budgets.
+    app.on_key("1", &snap);
+    let s = screen(&app, &snap, 100, 30);
+    assert!(s.contains("this month") && s.contains("budgets"), "{s}");
+}

@@ -126,6 +126,52 @@ pub struct Confirm {
     pub on_confirm: bool,
 }
 
+/// How the Jobs view orders its rows (`o` cycles).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SortBy {
+    /// The daemon's order: running first, then queue position.
+    #[default]
+    Queue,
+    Cost,
+    Age,
+    Gpus,
+    Name,
+}
+
+impl SortBy {
+    fn next(self) -> SortBy {
+        match self {
+            SortBy::Queue => SortBy::Cost,
+            SortBy::Cost => SortBy::Age,
+            SortBy::Age => SortBy::Gpus,
+            SortBy::Gpus => SortBy::Name,
+            SortBy::Name => SortBy::Queue,
+        }
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            SortBy::Queue => "queue order",
+            SortBy::Cost => "cost",
+            SortBy::Age => "age",
+            SortBy::Gpus => "GPUs",
+            SortBy::Name => "name",
+        }
+    }
+}
+
+/// GPUs a job row asks for, as a number ("2×8" is 16, "0.50" a half, a MIG slice a fraction).
+fn row_gpus(j: &JobRow) -> f64 {
+    if let Some((n, g)) = j.gpus.split_once('×') {
+        return n.parse::<f64>().unwrap_or(0.0) * g.parse::<f64>().unwrap_or(0.0);
+    }
+    j.gpus.parse().unwrap_or_else(|_| {
+        j.gpus
+            .split_once("g.")
+            .and_then(|(c, _)| c.parse::<f64>().ok())
+            .map_or(0.0, |c| c / 7.0)
+    })
+}
+
 /// Which prompt the key bar holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PromptKind {
@@ -191,6 +237,8 @@ pub struct App {
     pub detail: Option<crate::client::JobView>,
     /// What the daemon lets this console's caller do; refused actions show why.
     pub access: crate::client::Access,
+    /// The Jobs view's order.
+    pub sort: SortBy,
     /// Jobs marked with space for a bulk action.
     pub marked: std::collections::BTreeSet<i64>,
     /// Filters of the Jobs, Fleet and Events views.
@@ -271,6 +319,7 @@ impl App {
         App {
             view: View::Overview,
             prompt: None,
+            sort: SortBy::Queue,
             pool_selected: 0,
             pool_detail: None,
             pool_scroll: 0,
@@ -497,6 +546,11 @@ impl App {
                     }
                 ));
             }
+            Some(Action::Sort) if self.view == View::Jobs => {
+                self.sort = self.sort.next();
+                self.flash = Some(format!("jobs sorted by {}", self.sort.name()));
+            }
+            Some(Action::Sort) => return Outcome::Nothing,
             Some(Action::Submit) if self.readonly => return Outcome::Nothing,
             Some(Action::Submit) => self.open_form(None),
             Some(Action::Job(what)) if !self.marked.is_empty() && self.view == View::Jobs => {
@@ -628,12 +682,25 @@ impl App {
         self.rows(snap).len()
     }
 
-    /// The Jobs view's rows under its filter.
+    /// The Jobs view's rows under its filter and order (a list is built only for those).
     fn rows<'a>(&self, snap: &'a Snapshot) -> Rows<'a> {
-        match &self.job_filter {
-            None => Rows::All(&snap.jobs),
-            Some(f) => Rows::Kept(snap.jobs.iter().filter(|j| f.matches_job(j)).collect()),
+        if self.job_filter.is_none() && self.sort == SortBy::Queue {
+            return Rows::All(&snap.jobs);
         }
+        let mut kept: Vec<&JobRow> = snap
+            .jobs
+            .iter()
+            .filter(|j| self.job_filter.as_ref().is_none_or(|f| f.matches_job(j)))
+            .collect();
+        let now = snap.now;
+        match self.sort {
+            SortBy::Queue => {}
+            SortBy::Cost => kept.sort_by(|a, b| b.cost_at(now).total_cmp(&a.cost_at(now))),
+            SortBy::Age => kept.sort_by(|a, b| a.since_s.total_cmp(&b.since_s)),
+            SortBy::Gpus => kept.sort_by(|a, b| row_gpus(b).total_cmp(&row_gpus(a))),
+            SortBy::Name => kept.sort_by(|a, b| a.name.cmp(&b.name)),
+        }
+        Rows::Kept(kept)
     }
 
     /// The filter of the view in front (the Overview and Teams views filter jobs).
@@ -1302,6 +1369,37 @@ impl App {
         for (class, n) in &snap.queue_by_class {
             lines.push(Line::from(format!("{class:<11} {n} pending")));
         }
+        // This budget month's spend against the budgets the teams have.
+        let spent: f64 = snap.teams.iter().map(|t| t.spend_month_usd).sum();
+        let budget: f64 = snap.teams.iter().filter_map(|t| t.budget_monthly_usd).sum();
+        lines.push(Line::from(""));
+        lines.push(Line::from(format!("spent     {} this month", money(spent))));
+        if budget > 0.0 {
+            lines.push(Line::from(format!(
+                "budgets   {} ({:.1}% used)",
+                money(budget),
+                100.0 * spent / budget
+            )));
+        }
+        if let Some(t) = snap
+            .teams
+            .iter()
+            .filter(|t| t.budget_used.is_some_and(|u| u >= 0.8))
+            .max_by(|a, b| {
+                a.budget_used
+                    .unwrap_or(0.0)
+                    .total_cmp(&b.budget_used.unwrap_or(0.0))
+            })
+        {
+            lines.push(Line::styled(
+                format!(
+                    "{} at {:.0}%",
+                    escape(&t.name),
+                    100.0 * t.budget_used.unwrap_or(0.0)
+                ),
+                self.style(self.theme.warn),
+            ));
+        }
         f.render_widget(
             Paragraph::new(lines).block(Block::default().borders(Borders::ALL).title(" queue ")),
             queue,
@@ -1404,19 +1502,23 @@ impl App {
         let table = Table::new(rows, widths)
             .header(Row::new(header).style(Style::default().add_modifier(Modifier::BOLD)))
             .row_highlight_style(Style::default().add_modifier(Modifier::REVERSED))
-            .block(
-                Block::default()
-                    .borders(Borders::ALL)
-                    .title(match &self.job_filter {
-                        None => format!(" jobs ({}) ", snap.jobs.len()),
-                        Some(f) => format!(
-                            " jobs ({} of {}) /{} ",
-                            list.len(),
-                            snap.jobs.len(),
-                            escape(&f.text)
-                        ),
-                    }),
-            );
+            .block(Block::default().borders(Borders::ALL).title(format!(
+                "{}{}",
+                match &self.job_filter {
+                    None => format!(" jobs ({}) ", snap.jobs.len()),
+                    Some(f) => format!(
+                        " jobs ({} of {}) /{} ",
+                        list.len(),
+                        snap.jobs.len(),
+                        escape(&f.text)
+                    ),
+                },
+                if self.sort == SortBy::Queue {
+                    String::new()
+                } else {
+                    format!("by {} ", self.sort.name())
+                }
+            )));
         f.render_stateful_widget(table, area, &mut state);
     }
 

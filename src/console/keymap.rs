@@ -35,6 +35,8 @@ pub enum Action {
     Submit,
     /// Turns mouse capture on or off.
     Mouse,
+    /// Cycles the Jobs view's order: queue, cost, age, GPUs, name.
+    Sort,
     /// A change to the selected job (asks for confirmation; absent in read-only mode).
     Job(crate::client::JobAction),
 }
@@ -82,6 +84,7 @@ fn parse_action(run: &str) -> Option<Action> {
         ["open"] => Action::Open,
         ["submit"] => Action::Submit,
         ["mouse"] => Action::Mouse,
+        ["sort"] => Action::Sort,
         ["job", what] => Action::Job(crate::client::JobAction::parse(what)?),
         _ => return None,
     })
@@ -131,7 +134,7 @@ fn parse(name: &str, text: &str) -> Result<Vec<Binding>, String> {
                 return Err(format!("{name}: key `{}` is not a key; use one character or one of {}", b.on, KEYS.join(", ")));
             }
             let action = parse_action(&b.run).ok_or_else(|| {
-                format!("{name}: `{}` is not an action; use view overview|jobs|fleet|teams|events, view next, view prev, down, up, first, last, help, quit, filter, command, reprioritize, mark, open, submit, mouse, job cancel|hold|release|preempt", b.run)
+                format!("{name}: `{}` is not an action; use view overview|jobs|fleet|teams|events, view next, view prev, down, up, first, last, help, quit, filter, command, reprioritize, mark, open, submit, mouse, sort, job cancel|hold|release|preempt", b.run)
             })?;
             Ok(Binding { key: b.on, action, desc: b.desc })
         })

@@ -186,6 +186,25 @@ impl Cluster {
         Ok(())
     }
 
+    /// Switches an idle GPU into or out of MIG mode (what an operator's MIG manager does while
+    /// nothing runs on it). False, and nothing changed, if the GPU is busy, does not exist, or
+    /// its model has no MIG geometry.
+    pub fn set_mig_mode(&mut self, node: NodeId, gpu: usize, on: bool) -> bool {
+        let Some(n) = self.fleet.nodes.get(node.index()) else {
+            return false;
+        };
+        let supports = n.model.is_some_and(|m| self.fleet.model(m).mig.is_some());
+        let Some(g) = n.gpus.get(gpu) else {
+            return false;
+        };
+        if !g.is_idle() || g.mig.is_some() == on || (on && !supports) {
+            return false;
+        }
+        self.fleet.nodes[node.index()].gpus[gpu].mig = on.then(crate::model::MigState::default);
+        self.reindex(node.index());
+        true
+    }
+
     pub fn set_health(&mut self, node: NodeId, health: Health) {
         if let Some(n) = self.fleet.nodes.get_mut(node.index()) {
             n.health = health;

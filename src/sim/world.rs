@@ -907,8 +907,63 @@ impl<'a> World<'a> {
         }
     }
 
+    /// MIG layout follows demand on the pools configured for MIG (what an operator's MIG
+    /// manager does on idle GPUs): with no MIG job waiting, idle MIG GPUs beyond one spare per
+    /// pool go back to whole-GPU mode; a waiting MIG job turns an idle whole GPU there into
+    /// MIG mode. Pools without MIG (training nodes) are never touched.
+    fn repartition_mig(&mut self) {
+        let waiting: Vec<usize> = self
+            .queued
+            .iter()
+            .copied()
+            .filter(|&j| {
+                !self.never[j]
+                    && matches!(self.jobs[j].request.gpu, crate::model::GpuRequest::Mig(_))
+            })
+            .collect();
+        let cluster = &self.clusters[0];
+        let fleet = cluster.fleet();
+        let mut changes: Vec<(usize, usize, bool)> = Vec::new();
+        let mut need = waiting.len();
+        let mut spare = vec![false; self.fleet_cfg.len()];
+        for (i, n) in fleet.nodes.iter().enumerate() {
+            let p = n.pool.index();
+            if n.health != Health::Healthy || self.fleet_cfg[p].mig_gpus_per_node == 0 {
+                continue;
+            }
+            let idle_mig: Vec<usize> = (0..n.gpus.len())
+                .filter(|&g| n.gpus[g].mig.is_some() && n.gpus[g].is_idle())
+                .collect();
+            if need == 0 {
+                let keep = usize::from(!spare[p] && !idle_mig.is_empty());
+                spare[p] |= keep == 1;
+                changes.extend(idle_mig.iter().skip(keep).map(|&g| (i, g, false)));
+            } else if idle_mig.is_empty() {
+                if let Some(g) =
+                    (0..n.gpus.len()).find(|&g| n.gpus[g].mig.is_none() && n.gpus[g].is_idle())
+                {
+                    changes.push((i, g, true));
+                    need -= 1;
+                }
+            }
+        }
+        for (node, gpu, on) in changes {
+            if self.clusters[0].set_mig_mode(NodeId(node as u32), gpu, on) {
+                self.log(format_args!(
+                    "node {node} gpu {gpu}: MIG {}",
+                    if on {
+                        "on (a MIG job waits)"
+                    } else {
+                        "off (no MIG work waiting; the GPU serves whole-GPU jobs)"
+                    }
+                ));
+            }
+        }
+    }
+
     fn schedule_gantry(&mut self) {
         self.reclaim();
+        self.repartition_mig();
         let limit = |k: Kind| match k {
             Kind::Training => Some(24.0 * 3600.0),
             Kind::Experiment => Some(4.0 * 3600.0),

@@ -272,3 +272,69 @@ fn strict_fifo_blocks_behind_its_head_and_any_fit_does_not() {
     assert!(wait(&any) < 120.0, "any-fit: {}", wait(&any));
     assert_eq!((strict.finished, any.finished), (3, 3));
 }
+
+#[test]
+fn mig_layout_follows_demand_on_mig_pools_only() {
+    use gantry::model::{NodeId, Placement};
+    use gantry::scheduler::{Cluster, Placer, Policy};
+    let cfg = parse(
+        "mig.toml",
+        r#"
+[[teams]]
+name = "ml"
+guaranteed = 8
+
+[[pools]]
+provider = "onprem"
+region = "dc1"
+zone = "dc1-a"
+name = "a100"
+instance_type = "HGX A100 80GB"
+gpu = "A100-80GB"
+gpus_per_node = 2
+vram_gb = 80
+cpus = 64
+memory_gb = 512
+capacity = "reserved"
+price_per_hour = 3.0
+nodes = 1
+mig_gpus_per_node = 2
+"#,
+    )
+    .unwrap();
+    let fleet = gantry::config::fleet::fleet_of(&cfg);
+    let mut c = Cluster::new(fleet);
+    // Both GPUs are in MIG mode: a 2-GPU job cannot fit.
+    let two = JobRequest {
+        gpu: GpuRequest::Whole(2),
+        ..JobRequest::default()
+    };
+    let mut placer = Placer::new(Policy::Gantry);
+    assert!(placer.place(&c, &two, 1).is_err());
+    assert!(c.set_mig_mode(NodeId(0), 0, false));
+    assert!(!c.set_mig_mode(NodeId(0), 0, false), "already whole");
+    assert!(c.set_mig_mode(NodeId(0), 1, false));
+    let p: Placement = placer.place(&c, &two, 1).unwrap();
+    c.allocate(&p).unwrap();
+    assert!(
+        !c.set_mig_mode(NodeId(0), 0, true),
+        "a busy GPU is not repartitioned"
+    );
+
+    // In the simulator, with no MIG job waiting, one spare MIG GPU stays and the other goes
+    // whole, and a whole-GPU job runs on it.
+    let mut one = job(0.0, 1.0, false);
+    one.request.gpu = GpuRequest::Whole(1);
+    one.whole.gpu = GpuRequest::Whole(1);
+    one.request.models = ModelChoice::Any;
+    one.request.cpu_milli = 8000;
+    one.request.mem_mib = 64 * 1024;
+    let r = run(Setup::Gantry, &cfg, &[one], 0.2);
+    let log = r.event_log.join("\n");
+    assert!(log.contains("node 0 gpu 1: MIG off"), "{log}");
+    assert!(
+        !log.contains("gpu 0: MIG off"),
+        "one spare MIG GPU stays: {log}"
+    );
+    assert_eq!(r.finished, 1, "{log}");
+}

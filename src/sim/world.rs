@@ -302,6 +302,8 @@ pub struct World<'a> {
     clusters: Vec<Cluster>,
     /// Each cluster with every node it owns up and empty: what could ever fit.
     pristine: Vec<Cluster>,
+    /// The same with MIG pools' GPUs whole (gantry repartitions MIG to demand).
+    pristine_whole: Vec<Cluster>,
     placer: Placer,
     nodes: Vec<SimNode>,
     teams: Vec<Team>,
@@ -406,6 +408,7 @@ impl<'a> World<'a> {
         }
         let mut clusters = Vec::new();
         let mut pristine = Vec::new();
+        let mut pristine_whole = Vec::new();
         for part in 0..partitions.len() {
             let mut f = fleet.clone();
             let mut all = fleet.clone();
@@ -424,7 +427,19 @@ impl<'a> World<'a> {
                 };
             }
             clusters.push(Cluster::new(f));
+            let mut whole = Cluster::new(all.clone());
+            if setup == Setup::Gantry {
+                // gantry may turn MIG GPUs of MIG pools into whole ones: what fits then counts.
+                for (i, n) in all.nodes.iter().enumerate() {
+                    if pools[n.pool.index()].mig_gpus_per_node > 0 {
+                        for g in 0..n.gpus.len() {
+                            whole.set_mig_mode(NodeId(i as u32), g, false);
+                        }
+                    }
+                }
+            }
             pristine.push(Cluster::new(all));
+            pristine_whole.push(whole);
         }
         let policy = match setup {
             Setup::Gantry => Policy::Gantry,
@@ -458,6 +473,7 @@ impl<'a> World<'a> {
             fleet_cfg: pools.clone(),
             clusters,
             pristine,
+            pristine_whole,
             placer: Placer::new(policy),
             usage: vec![0.0; teams.len()],
             team_spend: vec![(0.0, 0.0); teams.len()],
@@ -745,8 +761,13 @@ impl<'a> World<'a> {
                     Setup::Naive | Setup::NaiveAnyFit => &job.whole,
                 };
                 self.placer.observe(req);
-                let fits = cluster
-                    .is_some_and(|c| self.placer.place(&self.pristine[c], req, j as u64).is_ok());
+                let fits = cluster.is_some_and(|c| {
+                    self.placer.place(&self.pristine[c], req, j as u64).is_ok()
+                        || self
+                            .placer
+                            .place(&self.pristine_whole[c], req, j as u64)
+                            .is_ok()
+                });
                 if !fits {
                     self.never[j] = true;
                     self.out.never_fit += 1;

@@ -510,11 +510,9 @@ impl App {
             Some(Action::Job(_)) if self.readonly => return Outcome::Nothing,
             Some(Action::Mark) if self.readonly => return Outcome::Nothing,
             Some(Action::Mark) if self.view == View::Jobs => {
-                let rows = self.rows(snap);
-                let at = self.selected.and_then(|id| rows.position(id)).unwrap_or(0);
-                if let Some(j) = rows.get(at) {
-                    if !self.marked.remove(&j.id) {
-                        self.marked.insert(j.id);
+                if let Some(id) = self.selected_job(snap).map(|j| j.id) {
+                    if !self.marked.remove(&id) {
+                        self.marked.insert(id);
                     }
                 }
                 self.move_selection(snap, 1);
@@ -528,10 +526,8 @@ impl App {
                 };
             }
             Some(Action::Open) if self.view == View::Jobs => {
-                let rows = self.rows(snap);
-                let at = self.selected.and_then(|id| rows.position(id)).unwrap_or(0);
-                return rows
-                    .get(at)
+                return self
+                    .selected_job(snap)
                     .map_or(Outcome::Nothing, |j| Outcome::Detail(j.id));
             }
             Some(Action::Open) => return Outcome::Nothing,
@@ -578,12 +574,7 @@ impl App {
                 });
             }
             Some(Action::Job(what)) => {
-                let rows = self.rows(snap);
-                let job = self
-                    .selected
-                    .and_then(|id| rows.position(id))
-                    .and_then(|i| rows.get(i))
-                    .or(rows.get(0));
+                let job = self.selected_job(snap);
                 match (self.view, job) {
                     (View::Jobs, Some(j)) if self.access.forbids_job(&j.team).is_some() => {
                         let why = self.access.forbids_job(&j.team).unwrap_or_default();
@@ -651,6 +642,15 @@ impl App {
             _ => return Outcome::Nothing,
         }
         Outcome::Redraw
+    }
+
+    /// The selected job among the Jobs view's rows (the first row when none is selected).
+    fn selected_job<'a>(&self, snap: &'a Snapshot) -> Option<&'a JobRow> {
+        let rows = self.rows(snap);
+        self.selected
+            .and_then(|id| rows.position(id))
+            .and_then(|i| rows.get(i))
+            .or(rows.get(0))
     }
 
     /// Pools the Fleet view lists under its filter (indices into the snapshot's).
@@ -849,12 +849,7 @@ impl App {
             ));
             return;
         }
-        let rows = self.rows(snap);
-        let job = self
-            .selected
-            .and_then(|id| rows.position(id))
-            .and_then(|i| rows.get(i))
-            .or(rows.get(0));
+        let job = self.selected_job(snap);
         match (self.view, job) {
             (View::Jobs, Some(j)) if j.class == class => {
                 self.flash = Some(format!("job {} is already {class}", j.id));

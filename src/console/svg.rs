@@ -10,32 +10,31 @@ const CELL_H: f64 = 17.0;
 const BG: &str = "#1e1e2e";
 const FG: &str = "#cdd6f4";
 
-/// The 16 ANSI colours as a dark terminal shows them.
+/// The 16 ANSI colours as a dark terminal shows them; `None` for the terminal's default.
+pub fn rgb(c: Color) -> Option<[u8; 3]> {
+    Some(match c {
+        Color::Reset => return None,
+        Color::Black => [0x45, 0x47, 0x5a],
+        Color::Red | Color::LightRed => [0xf3, 0x8b, 0xa8],
+        Color::Green | Color::LightGreen => [0xa6, 0xe3, 0xa1],
+        Color::Yellow | Color::LightYellow => [0xf9, 0xe2, 0xaf],
+        Color::Blue | Color::LightBlue => [0x89, 0xb4, 0xfa],
+        Color::Magenta | Color::LightMagenta => [0xf5, 0xc2, 0xe7],
+        Color::Cyan | Color::LightCyan => [0x94, 0xe2, 0xd5],
+        Color::Gray => [0xba, 0xc2, 0xde],
+        Color::DarkGray => [0x58, 0x5b, 0x70],
+        Color::White => [0xff, 0xff, 0xff],
+        Color::Rgb(r, g, b) => [r, g, b],
+        Color::Indexed(i) => [i, i, i],
+    })
+}
+
+/// The page's background and default text colour.
+pub const BG_RGB: [u8; 3] = [0x1e, 0x1e, 0x2e];
+pub const FG_RGB: [u8; 3] = [0xcd, 0xd6, 0xf4];
+
 fn hex(c: Color) -> Option<String> {
-    Some(
-        match c {
-            Color::Reset => return None,
-            Color::Black => "#45475a",
-            Color::Red => "#f38ba8",
-            Color::Green => "#a6e3a1",
-            Color::Yellow => "#f9e2af",
-            Color::Blue => "#89b4fa",
-            Color::Magenta => "#f5c2e7",
-            Color::Cyan => "#94e2d5",
-            Color::Gray => "#bac2de",
-            Color::DarkGray => "#585b70",
-            Color::LightRed => "#f38ba8",
-            Color::LightGreen => "#a6e3a1",
-            Color::LightYellow => "#f9e2af",
-            Color::LightBlue => "#89b4fa",
-            Color::LightMagenta => "#f5c2e7",
-            Color::LightCyan => "#94e2d5",
-            Color::White => "#ffffff",
-            Color::Rgb(r, g, b) => return Some(format!("#{r:02x}{g:02x}{b:02x}")),
-            Color::Indexed(i) => return Some(format!("#{0:02x}{0:02x}{0:02x}", i)),
-        }
-        .to_string(),
-    )
+    rgb(c).map(|[r, g, b]| format!("#{r:02x}{g:02x}{b:02x}"))
 }
 
 fn escape(s: &str) -> String {

@@ -47,6 +47,7 @@ fn start() -> Daemon {
         seed: 3,
         demo_workload: false,
         failures_per_node_hour: 0.0,
+        log_dir: None,
     };
     let state = State::open(&dir.join("t.db"), &cfg, &opts).unwrap();
     let clock = Clock {

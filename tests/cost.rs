@@ -68,6 +68,7 @@ fn open(d: &Path, cfg: &FleetConfig) -> State {
             seed: 3,
             demo_workload: false,
             failures_per_node_hour: 0.0,
+            log_dir: None,
         },
     )
     .unwrap()

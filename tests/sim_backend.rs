@@ -78,6 +78,7 @@ fn open(name: &str, cfg: &FleetConfig, failures: f64) -> State {
             seed: 9,
             demo_workload: false,
             failures_per_node_hour: failures,
+            log_dir: None,
         },
     )
     .unwrap()

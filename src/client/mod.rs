@@ -247,6 +247,9 @@ pub struct JobView {
     pub spec: String,
     #[serde(default)]
     pub events: Vec<JobEvent>,
+    /// The last lines of its logs, for jobs that ran on the daemon's host.
+    #[serde(default)]
+    pub log_tail: Vec<String>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

@@ -1169,10 +1169,19 @@ impl App {
                 escape(&e.detail)
             ))
         }));
-        lines.push(Line::from(Span::styled(
-            "logs: the simulated backend runs no process (local jobs write job-ID.out/.err)",
-            self.style(self.theme.muted),
-        )));
+        if d.log_tail.is_empty() {
+            lines.push(Line::from(Span::styled(
+                "logs: none here (jobs on the local host log to job-ID.out/.err; simulated ones run no process)",
+                self.style(self.theme.muted),
+            )));
+        } else {
+            lines.push(Line::from(Span::styled("log tail", bold)));
+            lines.extend(
+                d.log_tail
+                    .iter()
+                    .map(|l| Line::from(format!("  {}", escape(l)))),
+            );
+        }
         f.render_widget(
             Paragraph::new(lines).block(
                 Block::default()

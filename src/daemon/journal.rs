@@ -71,6 +71,8 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX charges_job ON charges(job, ended_at);
     CREATE INDEX charges_end ON charges(ended_at);
     CREATE TABLE clock (id INTEGER PRIMARY KEY CHECK (id = 1), at REAL NOT NULL);",
+    // 5: processes of jobs running on the local host (their process groups, for a restart)
+    "CREATE TABLE local_runs (job INTEGER PRIMARY KEY, pgid INTEGER NOT NULL);",
 ];
 
 /// A run that starts billing: the job's share of its nodes' price.
@@ -596,6 +598,36 @@ impl Store {
             .and_then(|mut q| q.execute([at]))
             .map(|_| ())
             .map_err(self.sql())
+    }
+
+    /// A local job's process group started (so a restarted daemon can find it).
+    pub fn add_local_run(&mut self, job: JobId, pgid: u32) -> Result<(), JournalError> {
+        self.conn
+            .execute(
+                "INSERT OR REPLACE INTO local_runs (job, pgid) VALUES (?1, ?2)",
+                params![job, pgid],
+            )
+            .map(|_| ())
+            .map_err(self.sql())
+    }
+
+    pub fn remove_local_run(&mut self, job: JobId) -> Result<(), JournalError> {
+        self.conn
+            .execute("DELETE FROM local_runs WHERE job = ?1", [job])
+            .map(|_| ())
+            .map_err(self.sql())
+    }
+
+    /// (job, process group) of local runs the journal knows.
+    pub fn local_runs(&self) -> Result<Vec<(JobId, u32)>, JournalError> {
+        let mut q = self
+            .conn
+            .prepare("SELECT job, pgid FROM local_runs ORDER BY job")
+            .map_err(self.sql())?;
+        let rows = q
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .map_err(self.sql())?;
+        rows.collect::<Result<Vec<_>, _>>().map_err(self.sql())
     }
 
     pub fn event_count(&self) -> Result<i64, JournalError> {

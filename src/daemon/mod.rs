@@ -9,5 +9,6 @@ pub mod auth;
 pub mod engine;
 pub mod job;
 pub mod journal;
+pub mod local;
 pub mod server;
 pub mod state;

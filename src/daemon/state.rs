@@ -38,6 +38,8 @@ pub struct StateOptions {
     pub demo_workload: bool,
     /// Simulated node failures per node-hour (Llama 3's 54-day run: about 0.0002).
     pub failures_per_node_hour: f64,
+    /// Where local jobs' logs go (default: `logs/` beside the journal).
+    pub log_dir: Option<std::path::PathBuf>,
 }
 
 impl Default for StateOptions {
@@ -46,6 +48,7 @@ impl Default for StateOptions {
             seed: 1,
             demo_workload: false,
             failures_per_node_hour: 0.0002,
+            log_dir: None,
         }
     }
 }
@@ -244,6 +247,8 @@ pub struct JobDetail {
     pub reason: Option<String>,
     pub spec: String,
     pub events: Vec<EventRecord>,
+    /// The last lines of its stdout and stderr, if it ran on this host.
+    pub log_tail: Vec<String>,
 }
 
 /// A month of the daemon's clock, for budgets: 30 days.
@@ -268,6 +273,8 @@ struct TeamBudget {
 pub struct State {
     engine: Engine,
     nodes: Nodes,
+    /// Jobs running as real processes on this host (`provider = "local"` pools).
+    local: super::local::LocalRuns,
     budgets: Vec<TeamBudget>,
     /// The clock time last written to the journal (at most a simulated minute behind).
     clock_saved: f64,
@@ -323,7 +330,12 @@ impl State {
         };
         let mut engine = Engine::open(db, fleet, teams, classes, resume)?;
         let recent = engine.store().events(None, EVENTS_KEPT)?;
+        let log_dir = opts
+            .log_dir
+            .clone()
+            .unwrap_or_else(|| db.parent().unwrap_or_else(|| Path::new(".")).join("logs"));
         let mut s = State {
+            local: super::local::LocalRuns::new(log_dir),
             nodes,
             budgets: vec![TeamBudget::default(); cfg.teams.len()],
             budget_read_at: None,
@@ -359,6 +371,16 @@ impl State {
             if s.nodes.lives[i] == Life::Up {
                 s.arm_node(i);
             }
+        }
+        // Processes a previous daemon left on this host: their jobs were requeued; stop them.
+        for (job, pgid) in s.engine.store().local_runs()? {
+            if super::local::kill_orphan(pgid) {
+                s.record(
+                    "local",
+                    format!("job {job}: killed process group {pgid} left from before the restart; the job was requeued"),
+                )?;
+            }
+            s.engine.store().remove_local_run(job)?;
         }
         if s.workload.is_some() && s.engine.jobs().next().is_none() {
             // A morning's backlog, so the first screen is already busy (a fresh journal only).
@@ -496,6 +518,10 @@ impl State {
                 self.engine.cancel(id, now)?;
                 self.runs.remove(&id);
                 self.stops.remove(&id);
+                if self.local.runs.contains_key(&id) {
+                    self.local.kill(id);
+                    self.engine.store().remove_local_run(id)?;
+                }
             }
             Action::Hold => self.engine.hold(id, now)?,
             Action::Release => self.engine.release(id, now)?,
@@ -524,6 +550,18 @@ impl State {
             .job(id)
             .and_then(|j| j.spec.checkpoint.as_ref().map(|c| c.grace_s))
             .unwrap_or(30.0);
+        if self.local.runs.contains_key(&id) {
+            // A real process: the spec's signal now, SIGKILL when the grace ends; its exit
+            // requeues it.
+            let signal = self
+                .engine
+                .job(id)
+                .and_then(|j| j.spec.checkpoint.as_ref())
+                .and_then(|c| crate::backend::local::exec::signal_number(&c.signal.0))
+                .unwrap_or(libc::SIGTERM);
+            self.local.stop(id, signal, self.now + grace);
+            return;
+        }
         self.runs.remove(&id);
         self.stops.insert(id, self.now + grace.min(120.0));
     }
@@ -544,8 +582,17 @@ impl State {
             .push(Reverse((at.max(0.0).to_bits(), self.nodes.seq, t)));
     }
 
+    /// Whether node `i` is this host (a `provider = "local"` pool): real processes, no
+    /// simulated failures.
+    fn is_local(&self, i: usize) -> bool {
+        self.nodes.pools[self.engine.fleet().nodes[i].pool.index()].provider == "local"
+    }
+
     /// Draws a node's next spot interruption (spot pools) and failure.
     fn arm_node(&mut self, i: usize) {
+        if self.is_local(i) {
+            return;
+        }
         let epoch = self.nodes.epochs[i];
         let pool = &self.nodes.pools[self.engine.fleet().nodes[i].pool.index()];
         let spot = (pool.capacity == CapacityType::Spot)
@@ -581,6 +628,81 @@ impl State {
             })
             .map(|j| j.id)
             .collect()
+    }
+
+    /// Local processes: SIGKILL those past their grace, and record the ones that exited (a
+    /// preempted one requeues; otherwise its exit code decides completed or failed).
+    fn poll_local(&mut self) -> Result<(), EngineError> {
+        self.local.kill_due(self.now);
+        for (id, exit) in self.local.exited() {
+            self.engine.store().remove_local_run(id)?;
+            let preempted = self
+                .engine
+                .job(id)
+                .is_some_and(|j| j.state == JobState::Preempting);
+            if preempted {
+                self.engine.requeued(id, self.now)?;
+                self.log(format!("job {id} stopped ({exit:?}) and requeued"));
+            } else if self
+                .engine
+                .job(id)
+                .is_some_and(|j| j.state == JobState::Running)
+            {
+                self.engine.finished(id, exit.success(), self.now)?;
+                self.log(format!("job {id} exited on the local host: {exit:?}"));
+            }
+        }
+        Ok(())
+    }
+
+    /// Starts a job placed on this host as a process group; a job that cannot start fails with
+    /// the reason.
+    fn launch_local(&mut self, id: JobId) -> Result<(), EngineError> {
+        let Some(j) = self.engine.job(id) else {
+            return Ok(());
+        };
+        let wants_gpus = j
+            .placement
+            .as_ref()
+            .is_some_and(|p| p.nodes.iter().any(|n| !n.gpus.is_empty()));
+        let gpus: Result<Vec<String>, String> = if wants_gpus {
+            match crate::backend::local::nvml::discover() {
+                crate::backend::local::nvml::Discovery::Available { gpus, .. } => j
+                    .placement
+                    .iter()
+                    .flat_map(|p| &p.nodes)
+                    .flat_map(|n| &n.gpus)
+                    .map(|g| {
+                        gpus.iter()
+                            .find(|s| s.index == u32::from(g.gpu))
+                            .map(|s| s.uuid.clone())
+                            .ok_or(format!("this host has no GPU {}", g.gpu))
+                    })
+                    .collect(),
+                crate::backend::local::nvml::Discovery::Unavailable { reason } => Err(format!(
+                    "it was granted GPUs but NVML is not available here ({reason})"
+                )),
+            }
+        } else {
+            Ok(Vec::new())
+        };
+        let spec = j.spec.clone();
+        match gpus.and_then(|g| self.local.launch(id, &spec, g)) {
+            Ok(pgid) => {
+                self.engine.store().add_local_run(id, pgid)?;
+                self.log(format!(
+                    "job {id} started on the local host as process group {pgid}"
+                ));
+            }
+            Err(why) => {
+                self.engine.finished(id, false, self.now)?;
+                self.record(
+                    "local",
+                    format!("job {id} could not start on the local host: {why}"),
+                )?;
+            }
+        }
+        Ok(())
     }
 
     /// Node events due by `until`, in time order, each at its own time.
@@ -839,6 +961,7 @@ impl State {
             self.engine.requeued(id, at)?;
             self.log(format!("job {id} stopped and requeued from its checkpoint"));
         }
+        self.poll_local()?;
         if self.workload.is_some() && self.rng.below(3) == 0 {
             self.submit_demo()?;
         }
@@ -867,6 +990,20 @@ impl State {
                 .and_then(Workload::mean_duration)
                 .or(j.spec.time_limit_s.map(|t| 0.6 * t))
                 .unwrap_or(3600.0);
+            let on_host = j
+                .placement
+                .as_ref()
+                .and_then(|p| p.nodes.first())
+                .is_some_and(|g| self.is_local(g.node.index()));
+            self.counters
+                .waits
+                .entry(class)
+                .or_default()
+                .observe(&WAIT_BUCKETS, wait);
+            if on_host {
+                self.launch_local(id)?;
+                continue;
+            }
             let busy_pct = 70.0 + 25.0 * self.rng.unit();
             let duration = base * (0.5 + self.rng.unit());
             self.runs.insert(
@@ -877,11 +1014,6 @@ impl State {
                     busy_pct,
                 },
             );
-            self.counters
-                .waits
-                .entry(class)
-                .or_default()
-                .observe(&WAIT_BUCKETS, wait);
             self.log(format!("job {id} started"));
         }
         for id in report.preempting {
@@ -1297,6 +1429,7 @@ impl State {
             explanation: j.explanation.clone(),
             spec: j.spec_text.clone(),
             events,
+            log_tail: super::local::log_tail(&self.local.log_dir, id, 20),
         })
     }
 

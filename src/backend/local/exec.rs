@@ -185,6 +185,11 @@ impl Running {
             .map_err(|source| ExecError::Wait { job, source })
     }
 
+    /// Sends `sig` to the job's process group without waiting (the daemon waits on its clock).
+    pub fn signal(&self, sig: i32) {
+        self.signal_group(sig);
+    }
+
     fn signal_group(&self, sig: i32) {
         // SAFETY: kill(2) with a negative pid signals the process group we created at spawn.
         unsafe {

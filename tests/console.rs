@@ -303,6 +303,12 @@ fn end_to_end_in_tmux() {
     tmux(&["send-keys", "-t", "e2e", "Enter"]);
     wait_for("gpu0");
     tmux(&["send-keys", "-t", "e2e", "Escape"]);
+    tmux(&["send-keys", "-t", "e2e", "4"]);
+    wait_for("spent this month / budget");
+    tmux(&["send-keys", "-t", "e2e", "5"]);
+    wait_for("events, newest first");
+    tmux(&["send-keys", "-t", "e2e", "1"]);
+    wait_for("GPUs busy");
     tmux(&["send-keys", "-t", "e2e", "?"]);
     wait_for("keys (from the keymap)");
     tmux(&["send-keys", "-t", "e2e", "Escape"]);

@@ -304,7 +304,7 @@ fn end_to_end_in_tmux() {
     wait_for("gpu0");
     tmux(&["send-keys", "-t", "e2e", "Escape"]);
     tmux(&["send-keys", "-t", "e2e", "4"]);
-    wait_for("spent this month / budget");
+    wait_for("use/weight");
     tmux(&["send-keys", "-t", "e2e", "5"]);
     wait_for("events, newest first");
     tmux(&["send-keys", "-t", "e2e", "1"]);

@@ -158,8 +158,9 @@ pub fn job(t: &Target, id: &str, output: Output) -> Result<(), CliError> {
         s("state")
     );
     println!(
-        "  submitted at t={:.0}s",
-        v["submitted_at"].as_f64().unwrap_or(0.0)
+        "  submitted at t={:.0}s  cost so far ${:.2}",
+        v["submitted_at"].as_f64().unwrap_or(0.0),
+        v["cost_usd"].as_f64().unwrap_or(0.0)
     );
     if let Some(p) = v["placement"].as_array().filter(|p| !p.is_empty()) {
         let where_: Vec<&str> = p.iter().filter_map(Value::as_str).collect();
@@ -189,6 +190,12 @@ pub fn job(t: &Target, id: &str, output: Output) -> Result<(), CliError> {
                 e["at"].as_f64().unwrap_or(0.0),
                 gantry::console::app::escape(e["detail"].as_str().unwrap_or(""))
             );
+        }
+    }
+    if let Some(tail) = v["log_tail"].as_array().filter(|t| !t.is_empty()) {
+        println!("  log tail:");
+        for l in tail.iter().filter_map(Value::as_str) {
+            println!("    {}", gantry::console::app::escape(l));
         }
     }
     Ok(())

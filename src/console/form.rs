@@ -77,14 +77,8 @@ impl Form {
                 self.error_line = None;
             }
             Err(e) => {
-                let text = e.to_string();
-                // "form:LINE:COL: message"
-                self.error_line = text
-                    .strip_prefix("form:")
-                    .and_then(|r| r.split(':').next())
-                    .and_then(|l| l.parse::<usize>().ok())
-                    .map(|l| l.saturating_sub(1));
-                self.error = Some(text);
+                self.error_line = Some(e.line.saturating_sub(1));
+                self.error = Some(e.to_string());
             }
         }
     }

@@ -60,6 +60,27 @@ pub struct Placement {
     pub price_per_hour: f64,
 }
 
+impl NodeGrant {
+    /// Milli-GPU this grant holds on its node (a MIG slice counts its compute slices of 7).
+    pub fn gpu_milli(&self) -> u64 {
+        self.gpus
+            .iter()
+            .map(|g| match g.share {
+                GpuShare::Whole => u64::from(MILLI_PER_GPU),
+                GpuShare::Milli(m) => u64::from(m),
+                GpuShare::Mig { profile, .. } => u64::from(profile.compute) * 1000 / 7,
+            })
+            .sum()
+    }
+}
+
+impl Placement {
+    /// Milli-GPU the whole placement holds.
+    pub fn gpu_milli(&self) -> u64 {
+        self.nodes.iter().map(NodeGrant::gpu_milli).sum()
+    }
+}
+
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum AllocError {
     #[error("node {0:?} does not exist")]

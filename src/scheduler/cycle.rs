@@ -357,7 +357,7 @@ pub fn run_cycle(placer: &mut Placer, input: &CycleInput) -> Result<CycleOutput,
             .map(|m| m.0)
     };
     for r in input.running {
-        let milli = r.placement.nodes.iter().map(grant_milli).sum::<u64>();
+        let milli = r.placement.gpu_milli();
         quotas.used[r.team] += milli;
         if r.borrowed {
             quotas.borrowed[r.team] += milli;
@@ -528,7 +528,7 @@ pub fn run_cycle(placer: &mut Placer, input: &CycleInput) -> Result<CycleOutput,
                             .find(|r| r.id == *v)
                             .expect("victim is running");
                         preempted.insert(*v);
-                        let milli: u64 = r.placement.nodes.iter().map(grant_milli).sum();
+                        let milli: u64 = r.placement.gpu_milli();
                         quotas.used[r.team] = quotas.used[r.team].saturating_sub(milli);
                         if r.borrowed {
                             quotas.borrowed[r.team] = quotas.borrowed[r.team].saturating_sub(milli);
@@ -604,17 +604,6 @@ pub fn run_cycle(placer: &mut Placer, input: &CycleInput) -> Result<CycleOutput,
     Ok(out)
 }
 
-fn grant_milli(g: &crate::model::NodeGrant) -> u64 {
-    g.gpus
-        .iter()
-        .map(|x| match x.share {
-            crate::model::GpuShare::Whole => u64::from(MILLI_PER_GPU),
-            crate::model::GpuShare::Milli(m) => u64::from(m),
-            crate::model::GpuShare::Mig { profile, .. } => u64::from(profile.compute) * 1000 / 7,
-        })
-        .sum()
-}
-
 fn set_nodes(work: &mut Cluster, nodes: &[NodeId], health: Health) {
     for &n in nodes {
         work.set_health(n, health);
@@ -626,7 +615,7 @@ fn set_nodes(work: &mut Cluster, nodes: &[NodeId], health: Health) {
 fn victim_order<'a>(input: &CycleInput<'a>) -> Vec<&'a RunningJob> {
     let value = |c: usize| input.classes[c].value;
     let lost = |r: &RunningJob| input.now - r.last_checkpoint.unwrap_or(r.started);
-    let gpus = |r: &RunningJob| r.placement.nodes.iter().map(grant_milli).sum::<u64>();
+    let gpus = |r: &RunningJob| r.placement.gpu_milli();
     let mut order: Vec<&RunningJob> = input
         .running
         .iter()

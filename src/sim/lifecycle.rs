@@ -81,12 +81,9 @@ pub fn offers(
     lives: &[Life],
     interrupted: &[Option<f64>],
 ) -> (Vec<PoolOffer>, Vec<u32>) {
-    let mut counts = vec![0u32; pools.len()];
+    let counts = pool_counts(fleet, pools.len(), lives);
     let mut coming = vec![0u32; pools.len()];
     for (n, life) in fleet.nodes.iter().zip(lives) {
-        if life.counted() {
-            counts[n.pool.index()] += 1;
-        }
         if *life == Life::Provisioning {
             coming[n.pool.index()] += 1;
         }

@@ -18,8 +18,7 @@ use super::lifecycle::{draw_after, offers, pool_counts, provisioning_delay, Life
 use super::mix::{Kind, SimJob, EXPERIMENT, PRODUCTION, SERVING};
 use crate::config::fleet::{fleet_sized, teams_of, FleetConfig, PoolConfig};
 use crate::model::{
-    default_classes, CapacityType, Fleet, GpuShare, Health, NodeId, Placement, PoolId,
-    PriorityClass, Team, MILLI_PER_GPU,
+    default_classes, CapacityType, Fleet, Health, NodeId, Placement, PoolId, PriorityClass, Team,
 };
 use crate::scheduler::cycle::{
     run_cycle, CycleConfig, CycleInput, Decision, PendingJob, PendingReason, RunningJob,
@@ -264,30 +263,6 @@ pub fn scaled(cfg: &FleetConfig, k: f64) -> FleetConfig {
 /// The fleet at its start size, as the workload generator sizes the offered load.
 pub fn start_fleet(cfg: &FleetConfig) -> Fleet {
     fleet_sized(cfg, |p| p.nodes)
-}
-
-/// Milli-GPU a placement holds on one node.
-fn p_node_milli(g: &crate::model::NodeGrant) -> u64 {
-    g.gpus
-        .iter()
-        .map(|g| match g.share {
-            GpuShare::Whole => u64::from(MILLI_PER_GPU),
-            GpuShare::Milli(m) => u64::from(m),
-            GpuShare::Mig { profile, .. } => u64::from(profile.compute) * 1000 / 7,
-        })
-        .sum()
-}
-
-fn gpus_of(p: &Placement) -> u64 {
-    p.nodes.iter().map(p_node_milli).sum()
-}
-
-fn percentile(sorted: &[f64], q: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    let i = ((sorted.len() as f64 - 1.0) * q).round() as usize;
-    sorted[i.min(sorted.len() - 1)]
 }
 
 /// Utilization samples of one GPU: (seconds, percent), oldest first.
@@ -684,14 +659,14 @@ impl<'a> World<'a> {
         self.out.busy_gpu_hours += rate * busy_s / 3600.0;
         self.out.useful_gpu_hours += rate * useful_s / 3600.0;
         self.useful_by_kind[job.kind as usize] += rate * useful_s / 3600.0;
-        let held = gpus_of(&p) as f64 / 1000.0;
+        let held = p.gpu_milli() as f64 / 1000.0;
         self.out.allocated_gpu_hours += held * ran / 3600.0;
         let spend = &mut self.team_spend[job.team];
         spend.0 += p.price_per_hour * ran / 3600.0;
         spend.1 += held * ran / 3600.0;
         for g in &p.nodes {
             let cap = self.fleet_cfg[self.nodes[g.node.index()].pool.index()].capacity as usize;
-            let milli: u64 = p_node_milli(g);
+            let milli: u64 = g.gpu_milli();
             self.capacity_use[cap].1 += milli as f64 / 1000.0 * ran / 3600.0;
         }
         self.clusters[r.cluster]
@@ -881,7 +856,7 @@ impl<'a> World<'a> {
         }
         for &j in &self.placed {
             if let Some(p) = &self.runs[j].placement {
-                self.usage[self.jobs[j].team] += gpus_of(p) as f64 / 1000.0 * dt;
+                self.usage[self.jobs[j].team] += p.gpu_milli() as f64 / 1000.0 * dt;
             }
         }
     }
@@ -1182,7 +1157,7 @@ impl<'a> World<'a> {
                 continue;
             };
             let job = &self.jobs[j];
-            let busy_pct = 100.0 * f64::from(job.useful_milli) / gpus_of(p).max(1) as f64;
+            let busy_pct = 100.0 * f64::from(job.useful_milli) / p.gpu_milli().max(1) as f64;
             let idle_at = r.started + job.active_s;
             let series = if self.now > idle_at {
                 vec![(r.started, busy_pct), (idle_at, 0.0), (self.now, 0.0)]
@@ -1302,8 +1277,8 @@ impl<'a> World<'a> {
                 ClassWait {
                     class: self.classes[c].name.clone(),
                     jobs: w.len(),
-                    p50_s: percentile(&w, 0.5),
-                    p99_s: percentile(&w, 0.99),
+                    p50_s: crate::bench::quantile(&w, 0.5),
+                    p99_s: crate::bench::quantile(&w, 0.99),
                 }
             })
             .collect();

@@ -40,18 +40,17 @@ fn dir(name: &str) -> PathBuf {
     d
 }
 
+fn options(d: &Path) -> StateOptions {
+    StateOptions {
+        seed: 1,
+        demo_workload: false,
+        failures_per_node_hour: 0.0,
+        log_dir: Some(d.join("logs")),
+    }
+}
+
 fn open(d: &Path) -> State {
-    State::open(
-        &d.join("state.db"),
-        &host(),
-        &StateOptions {
-            seed: 1,
-            demo_workload: false,
-            failures_per_node_hour: 0.0,
-            log_dir: Some(d.join("logs")),
-        },
-    )
-    .unwrap()
+    State::open(&d.join("state.db"), &host(), &options(d)).unwrap()
 }
 
 fn job(run: &str) -> Submission {
@@ -136,21 +135,82 @@ fn preempt_signals_the_process_and_requeues_cancel_kills() {
     assert_eq!(state(&s, id), JobState::Cancelled);
 }
 
+/// Starts `run` under a daemon that is then dropped without stopping it (as if the daemon
+/// were killed); returns the job id and its start time.
+fn start_and_abandon(d: &Path, run: &str) -> (i64, f64) {
+    let mut s = open(d);
+    let id = s.submit(&[job(run)]).remove(0).unwrap();
+    s.tick().unwrap();
+    let started = s.engine().job(id).unwrap().started_at.unwrap();
+    (id, started)
+}
+
 #[test]
-fn a_restarted_daemon_kills_what_its_predecessor_left_and_requeues_it() {
+fn a_restarted_daemon_re_adopts_a_job_still_running_and_sees_it_end() {
+    let d = dir("adopt");
+    let go = d.join("go");
+    let (id, started) = start_and_abandon(
+        &d,
+        &format!(
+            "while [ ! -e {} ]; do sleep 0.05; done; echo finishing; exit 4",
+            go.display()
+        ),
+    );
+    std::thread::sleep(Duration::from_millis(100));
+    let mut s = open(&d);
+    let j = s.engine().job(id).unwrap();
+    assert_eq!(j.state, JobState::Running, "still running, not requeued");
+    assert_eq!(j.started_at, Some(started), "the same run, still billing");
+    assert!(j.placement.is_some());
+    let events = s.events(None, 100).unwrap();
+    assert!(
+        events
+            .iter()
+            .any(|e| e.detail.contains("re-adopted process group")),
+        "{events:?}"
+    );
+    std::fs::write(&go, "").unwrap();
+    until(&mut s, |s| state(s, id).is_final());
+    assert_eq!(state(&s, id), JobState::Failed, "its exit code 4 decides");
+    assert!(s
+        .snapshot()
+        .events
+        .iter()
+        .any(|e| e.contains(&format!("job {id} exited on the local host: Code(4)"))));
+    assert_eq!(
+        s.job_detail(id).unwrap().log_tail,
+        vec!["out: finishing".to_string()]
+    );
+}
+
+#[test]
+fn a_job_that_ended_while_no_daemon_watched_keeps_its_exit_status() {
+    let d = dir("away");
+    let (id, _) = start_and_abandon(&d, "echo done");
+    let exit = d.join("logs").join(format!("job-{id}.exit"));
+    let t = Instant::now();
+    while !exit.exists() && t.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut s = open(&d);
+    until(&mut s, |s| state(s, id).is_final());
+    assert_eq!(state(&s, id), JobState::Completed);
+    assert_eq!(
+        s.job_detail(id).unwrap().log_tail,
+        vec!["out: done".to_string()],
+        "recorded from the status it left, not run again"
+    );
+}
+
+#[test]
+fn a_restarted_daemon_kills_a_group_it_cannot_re_adopt_and_requeues_its_job() {
     let d = dir("restart");
     let pid_file = d.join("pid");
-    let id = {
-        let mut s = open(&d);
-        let id = s
-            .submit(&[job(&format!("echo $$ > {}; sleep 60", pid_file.display()))])
-            .remove(0)
-            .unwrap();
-        s.tick().unwrap();
-        until(&mut s, |_| pid_file.exists());
-        id
-        // Dropped without stopping its process: as if the daemon were killed.
-    };
+    let (id, _) = start_and_abandon(&d, &format!("echo $$ > {}; sleep 60", pid_file.display()));
+    let t = Instant::now();
+    while !pid_file.exists() && t.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
     std::thread::sleep(Duration::from_millis(100));
     let pid: i32 = std::fs::read_to_string(&pid_file)
         .unwrap()
@@ -163,7 +223,10 @@ fn a_restarted_daemon_kills_what_its_predecessor_left_and_requeues_it() {
         0,
         "still running before the restart"
     );
-    let mut s = open(&d);
+    // The host shrank while the daemon was down: the job's placement no longer fits.
+    let mut cfg = host();
+    cfg.pools[0].cpus = 0;
+    let mut s = State::open(&d.join("state.db"), &cfg, &options(&d)).unwrap();
     std::thread::sleep(Duration::from_millis(200));
     // It may be a zombie of this test process until reaped; either way it is not running.
     let gone = unsafe { libc::kill(pid, 0) } != 0
@@ -178,4 +241,6 @@ fn a_restarted_daemon_kills_what_its_predecessor_left_and_requeues_it() {
         "{events:?}"
     );
     assert!(!state(&s, id).is_final(), "requeued, not lost");
+    s.tick().unwrap();
+    assert_eq!(state(&s, id), JobState::Pending);
 }

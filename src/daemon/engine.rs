@@ -147,6 +147,21 @@ impl Engine {
         classes: Vec<PriorityClass>,
         now: f64,
     ) -> Result<Engine, EngineError> {
+        Engine::open_adopting(path, fleet, teams, classes, now, &BTreeMap::new())
+    }
+
+    /// `open`, except that the jobs in `adopted` — still running on a backend that survived
+    /// the restart (the local host's process groups) — keep running where they were placed,
+    /// since when they started, with their run still billing. One whose placement no longer
+    /// fits the fleet is requeued like the rest.
+    pub fn open_adopting(
+        path: &Path,
+        fleet: Fleet,
+        teams: Vec<Team>,
+        classes: Vec<PriorityClass>,
+        now: f64,
+        adopted: &BTreeMap<JobId, (Placement, f64)>,
+    ) -> Result<Engine, EngineError> {
         validate_teams(&teams, &classes)?;
         let store = Store::open(path)?;
         let records = store.load()?;
@@ -179,7 +194,15 @@ impl Engine {
             let team = e.team_index(&r.team)?;
             let class = e.class_index(&r.priority)?;
             let mut state = r.state;
+            let mut kept = None;
             if matches!(state, JobState::Running | JobState::Preempting) {
+                if let Some((p, started)) = adopted.get(&r.id) {
+                    if e.cluster.allocate(p).is_ok() {
+                        kept = Some((p.clone(), *started));
+                    }
+                }
+            }
+            if kept.is_none() && matches!(state, JobState::Running | JobState::Preempting) {
                 requeue.push((r.id, JobState::Pending, "daemon restarted and no backend reports it running: requeued from its checkpoint".to_string()));
                 state = JobState::Pending;
             }
@@ -195,8 +218,8 @@ impl Engine {
                     spec,
                     spec_text: r.spec,
                     request,
-                    placement: None,
-                    started_at: None,
+                    started_at: kept.as_ref().map(|k| k.1),
+                    placement: kept.map(|k| k.0),
                     borrowed: false,
                     explanation: None,
                     cost: r.cost,

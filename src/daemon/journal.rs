@@ -73,7 +73,20 @@ const MIGRATIONS: &[&str] = &[
     CREATE TABLE clock (id INTEGER PRIMARY KEY CHECK (id = 1), at REAL NOT NULL);",
     // 5: processes of jobs running on the local host (their process groups, for a restart)
     "CREATE TABLE local_runs (job INTEGER PRIMARY KEY, pgid INTEGER NOT NULL);",
+    // 6: what a restarted daemon needs to re-adopt a local job: where it runs and since when
+    "ALTER TABLE local_runs ADD COLUMN placement TEXT;
+    ALTER TABLE local_runs ADD COLUMN started_at REAL;",
 ];
+
+/// A job running as a process group on the local host, as the journal keeps it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LocalRunRecord {
+    pub job: JobId,
+    pub pgid: u32,
+    /// The placement as JSON (`None` in journals from before migration 6).
+    pub placement: Option<String>,
+    pub started_at: Option<f64>,
+}
 
 /// A run that starts billing: the job's share of its nodes' price.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -601,11 +614,11 @@ impl Store {
     }
 
     /// A local job's process group started (so a restarted daemon can find it).
-    pub fn add_local_run(&mut self, job: JobId, pgid: u32) -> Result<(), JournalError> {
+    pub fn add_local_run(&mut self, run: &LocalRunRecord) -> Result<(), JournalError> {
         self.conn
             .execute(
-                "INSERT OR REPLACE INTO local_runs (job, pgid) VALUES (?1, ?2)",
-                params![job, pgid],
+                "INSERT OR REPLACE INTO local_runs (job, pgid, placement, started_at) VALUES (?1, ?2, ?3, ?4)",
+                params![run.job, run.pgid, run.placement, run.started_at],
             )
             .map(|_| ())
             .map_err(self.sql())
@@ -618,14 +631,21 @@ impl Store {
             .map_err(self.sql())
     }
 
-    /// (job, process group) of local runs the journal knows.
-    pub fn local_runs(&self) -> Result<Vec<(JobId, u32)>, JournalError> {
+    /// The local runs the journal knows, by job.
+    pub fn local_runs(&self) -> Result<Vec<LocalRunRecord>, JournalError> {
         let mut q = self
             .conn
-            .prepare("SELECT job, pgid FROM local_runs ORDER BY job")
+            .prepare("SELECT job, pgid, placement, started_at FROM local_runs ORDER BY job")
             .map_err(self.sql())?;
         let rows = q
-            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .query_map([], |r| {
+                Ok(LocalRunRecord {
+                    job: r.get(0)?,
+                    pgid: r.get(1)?,
+                    placement: r.get(2)?,
+                    started_at: r.get(3)?,
+                })
+            })
             .map_err(self.sql())?;
         rows.collect::<Result<Vec<_>, _>>().map_err(self.sql())
     }

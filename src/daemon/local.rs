@@ -2,15 +2,26 @@
 //! processes (`backend::local::exec`): each in its own process group with its logs in the
 //! daemon's log directory. Exits are polled on the daemon's clock; a preemption sends the
 //! spec's signal and SIGKILLs the group when the grace period ends. Process groups are
-//! journaled, so a restarted daemon kills what its predecessor left and requeues those jobs.
+//! journaled, so a restarted daemon re-adopts the jobs still running (it is no longer their
+//! parent, so it learns how they end from the exit status their group leader writes).
 
 use crate::backend::local::exec::{self, Exit, LaunchSpec, Running};
 use crate::daemon::journal::JobId;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+/// How the daemon holds a local job's processes.
+pub enum Process {
+    /// Started by this daemon: its child, waited on.
+    Child(Running),
+    /// Started by a previous daemon and re-adopted after a restart.
+    Adopted,
+}
+
 pub struct LocalRun {
-    pub running: Running,
+    pub process: Process,
+    /// The process group (its leader's pid).
+    pub pgid: u32,
     /// Daemon time at which the group is SIGKILLed (set by a stop).
     pub kill_at: Option<f64>,
 }
@@ -55,25 +66,55 @@ impl LocalRuns {
             log_dir: self.log_dir.clone(),
         })
         .map_err(|e| e.to_string())?;
-        let pid = running.pid;
+        let pgid = running.pid;
         self.runs.insert(
             id,
             LocalRun {
-                running,
+                process: Process::Child(running),
+                pgid,
                 kill_at: None,
             },
         );
-        Ok(pid)
+        Ok(pgid)
+    }
+
+    /// Takes over a job a previous daemon started, if its process group still runs it or it
+    /// left its exit status; false if neither (the job is lost and must be requeued).
+    pub fn adopt(&mut self, id: JobId, pgid: u32) -> bool {
+        let known = exec::group_runs_job(pgid, id) || exec::read_exit(&self.log_dir, id).is_some();
+        if known {
+            self.runs.insert(
+                id,
+                LocalRun {
+                    process: Process::Adopted,
+                    pgid,
+                    kill_at: None,
+                },
+            );
+        }
+        known
     }
 
     /// Jobs that have exited since the last poll, with how.
     pub fn exited(&mut self) -> Vec<(JobId, Exit)> {
         let mut out = Vec::new();
         for (id, r) in &mut self.runs {
-            match r.running.try_exit() {
-                Ok(Some(exit)) => out.push((*id, exit)),
-                Ok(None) => {}
-                Err(_) => out.push((*id, Exit::Code(-1))),
+            match &mut r.process {
+                Process::Child(running) => match running.try_exit() {
+                    Ok(Some(exit)) => out.push((*id, exit)),
+                    Ok(None) => {}
+                    Err(_) => out.push((*id, Exit::Unknown)),
+                },
+                Process::Adopted => {
+                    // The status first: a leader that wrote it may not have exited yet.
+                    if let Some(exit) = exec::read_exit(&self.log_dir, *id) {
+                        out.push((*id, exit));
+                    } else if !exec::group_runs_job(r.pgid, *id) {
+                        // Written between the two reads, or never (killed outright).
+                        let exit = exec::read_exit(&self.log_dir, *id).unwrap_or(Exit::Unknown);
+                        out.push((*id, exit));
+                    }
+                }
             }
         }
         for (id, _) in &out {
@@ -86,7 +127,7 @@ impl LocalRuns {
     pub fn stop(&mut self, id: JobId, signal: i32, kill_at: f64) -> bool {
         match self.runs.get_mut(&id) {
             Some(r) => {
-                r.running.signal(signal);
+                exec::signal_group(r.pgid, signal);
                 r.kill_at = Some(kill_at);
                 true
             }
@@ -98,7 +139,7 @@ impl LocalRuns {
     pub fn kill_due(&mut self, now: f64) {
         for r in self.runs.values_mut() {
             if r.kill_at.is_some_and(|t| t <= now) {
-                r.running.signal(libc::SIGKILL);
+                exec::signal_group(r.pgid, libc::SIGKILL);
                 r.kill_at = None;
             }
         }
@@ -107,9 +148,17 @@ impl LocalRuns {
     /// Kills a job's group at once (a cancel) and forgets it.
     pub fn kill(&mut self, id: JobId) {
         if let Some(mut r) = self.runs.remove(&id) {
-            r.running.signal(libc::SIGKILL);
-            let _ = r.running.wait();
+            exec::signal_group(r.pgid, libc::SIGKILL);
+            if let Process::Child(running) = &mut r.process {
+                let _ = running.wait();
+            }
         }
+    }
+
+    /// The process groups of the jobs running here (to tell gantry's GPU processes from
+    /// foreign ones).
+    pub fn groups(&self) -> impl Iterator<Item = (JobId, u32)> + '_ {
+        self.runs.iter().map(|(id, r)| (*id, r.pgid))
     }
 }
 

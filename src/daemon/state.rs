@@ -305,7 +305,31 @@ impl State {
     /// time the journal has seen; jobs that were running are requeued (the simulated backend
     /// keeps nothing across a restart), with an event each.
     pub fn open(db: &Path, cfg: &FleetConfig, opts: &StateOptions) -> Result<State, EngineError> {
-        let resume = super::journal::Store::open(db)?.last_time()?;
+        let (resume, local_records) = {
+            let store = super::journal::Store::open(db)?;
+            (store.last_time()?, store.local_runs()?)
+        };
+        let log_dir = opts
+            .log_dir
+            .clone()
+            .unwrap_or_else(|| db.parent().unwrap_or_else(|| Path::new(".")).join("logs"));
+        // Jobs a previous daemon started on this host that still run (or left how they
+        // ended) are re-adopted where they were placed; the rest are requeued.
+        let mut local = super::local::LocalRuns::new(log_dir);
+        let mut adopted = BTreeMap::new();
+        let mut orphans = Vec::new();
+        for r in local_records {
+            let placement = r
+                .placement
+                .as_deref()
+                .and_then(|p| serde_json::from_str::<crate::model::Placement>(p).ok());
+            match (placement, r.started_at) {
+                (Some(p), Some(t)) if local.adopt(r.job, r.pgid) => {
+                    adopted.insert(r.job, (p, t));
+                }
+                _ => orphans.push((r.job, r.pgid)),
+            }
+        }
         let teams = teams_of(cfg);
         let names = teams.iter().map(|t| t.name.clone()).collect();
         let classes = classes_of(cfg);
@@ -328,14 +352,17 @@ impl State {
             failures_per_node_hour: opts.failures_per_node_hour,
             scale: ScaleConfig::default(),
         };
-        let mut engine = Engine::open(db, fleet, teams, classes, resume)?;
+        let mut engine = Engine::open_adopting(db, fleet, teams, classes, resume, &adopted)?;
         let recent = engine.store().events(None, EVENTS_KEPT)?;
-        let log_dir = opts
-            .log_dir
-            .clone()
-            .unwrap_or_else(|| db.parent().unwrap_or_else(|| Path::new(".")).join("logs"));
+        for (&id, _) in adopted.iter() {
+            if engine.job(id).is_none_or(|j| j.placement.is_none()) {
+                // Its placement no longer fits the fleet (or the job is gone): stop it.
+                orphans.push((id, local.runs.get(&id).map_or(0, |r| r.pgid)));
+                local.runs.remove(&id);
+            }
+        }
         let mut s = State {
-            local: super::local::LocalRuns::new(log_dir),
+            local,
             nodes,
             budgets: vec![TeamBudget::default(); cfg.teams.len()],
             budget_read_at: None,
@@ -372,9 +399,29 @@ impl State {
                 s.arm_node(i);
             }
         }
-        // Processes a previous daemon left on this host: their jobs were requeued; stop them.
-        for (job, pgid) in s.engine.store().local_runs()? {
-            if super::local::kill_orphan(pgid) {
+        for &id in adopted.keys() {
+            let Some(pgid) = s.local.runs.get(&id).map(|r| r.pgid) else {
+                continue;
+            };
+            if s.engine
+                .job(id)
+                .is_some_and(|j| j.state == JobState::Preempting)
+            {
+                // Its stop began before the restart: the grace runs again from now.
+                let grace = s.grace_of(id);
+                if let Some(r) = s.local.runs.get_mut(&id) {
+                    r.kill_at = Some(s.now + grace);
+                }
+            }
+            s.record(
+                "local",
+                format!("job {id}: re-adopted process group {pgid}, still running on this host after the restart"),
+            )?;
+        }
+        // Processes a previous daemon left on this host that could not be re-adopted: their
+        // jobs were requeued; stop them.
+        for (job, pgid) in orphans {
+            if pgid > 0 && super::local::kill_orphan(pgid) {
                 s.record(
                     "local",
                     format!("job {job}: killed process group {pgid} left from before the restart; the job was requeued"),
@@ -544,12 +591,16 @@ impl State {
 
     /// A preempted job stops when its grace period ends (the simulated signal handler
     /// checkpoints within it).
-    fn begin_stop(&mut self, id: JobId) {
-        let grace = self
-            .engine
+    /// The job's stop grace period, seconds (the spec's `checkpoint.grace`, else 30 s).
+    fn grace_of(&self, id: JobId) -> f64 {
+        self.engine
             .job(id)
             .and_then(|j| j.spec.checkpoint.as_ref().map(|c| c.grace_s))
-            .unwrap_or(30.0);
+            .unwrap_or(30.0)
+    }
+
+    fn begin_stop(&mut self, id: JobId) {
+        let grace = self.grace_of(id);
         if self.local.runs.contains_key(&id) {
             // A real process: the spec's signal now, SIGKILL when the grace ends; its exit
             // requeues it.
@@ -687,9 +738,18 @@ impl State {
             Ok(Vec::new())
         };
         let spec = j.spec.clone();
+        let j_placement = j.placement.clone();
         match gpus.and_then(|g| self.local.launch(id, &spec, g)) {
             Ok(pgid) => {
-                self.engine.store().add_local_run(id, pgid)?;
+                let run = super::journal::LocalRunRecord {
+                    job: id,
+                    pgid,
+                    placement: j_placement
+                        .as_ref()
+                        .and_then(|p| serde_json::to_string(p).ok()),
+                    started_at: Some(self.now),
+                };
+                self.engine.store().add_local_run(&run)?;
                 self.log(format!(
                     "job {id} started on the local host as process group {pgid}"
                 ));

@@ -28,6 +28,8 @@ pub struct LaunchSpec {
 pub enum Exit {
     Code(i32),
     Signal(i32),
+    /// A re-adopted job's group is gone and left no status: it was killed outright.
+    Unknown,
 }
 
 impl Exit {
@@ -75,6 +77,68 @@ fn log_path(dir: &Path, job: i64, stream: &str) -> PathBuf {
     dir.join(format!("job-{job}.{stream}"))
 }
 
+/// Where a job's exit status is written when it ends (read by a daemon that re-adopted it).
+pub fn exit_path(dir: &Path, job: i64) -> PathBuf {
+    dir.join(format!("job-{job}.exit"))
+}
+
+/// The job's process-group leader: runs the job's script in a child shell and writes its exit
+/// status to a file, so that a daemon that restarted (and so is not the parent) still learns
+/// how the job ended. The leader traps the stop signals (a trap, not an ignore, so the job's
+/// own shell gets the default dispositions back) and only acts once the job has ended; a job
+/// killed by a signal makes the leader die of the same signal, so the parent sees it too.
+/// `$1` is the script, `$2` the exit file.
+const WRAPPER: &str = r#"trap : TERM INT HUP QUIT USR1 USR2
+/bin/sh -c "$1"
+rc=$?
+printf '%s\n' "$rc" > "$2.tmp" && mv "$2.tmp" "$2"
+if [ "$rc" -gt 128 ] && [ "$rc" -lt 160 ]; then
+  trap - TERM INT HUP QUIT USR1 USR2
+  kill -$((rc - 128)) $$
+fi
+exit "$rc""#;
+
+/// How a job ended, from the status its leader wrote (`None`: not written, so not ended or
+/// killed outright). Shell convention: above 128 is death by signal `status - 128`.
+pub fn read_exit(dir: &Path, job: i64) -> Option<Exit> {
+    let text = std::fs::read_to_string(exit_path(dir, job)).ok()?;
+    let rc: i32 = text.trim().parse().ok()?;
+    Some(if (129..160).contains(&rc) {
+        Exit::Signal(rc - 128)
+    } else {
+        Exit::Code(rc)
+    })
+}
+
+/// Sends `sig` to a job's process group (its leader's pid is the group id).
+pub fn signal_group(pgid: u32, sig: i32) {
+    // SAFETY: kill(2) with a negative pid signals a process group; no memory is involved.
+    unsafe {
+        libc::kill(-(pgid as i32), sig);
+    }
+}
+
+/// Whether the process group a job was started in still runs that job: its leader exists, is
+/// not a zombie, and carries the job's `GANTRY_JOB_ID` (so a recycled pid is not mistaken for
+/// it after a reboot).
+pub fn group_runs_job(pgid: u32, job: i64) -> bool {
+    let proc_dir = PathBuf::from(format!("/proc/{pgid}"));
+    let Ok(stat) = std::fs::read_to_string(proc_dir.join("stat")) else {
+        return false;
+    };
+    // The state follows the command name, which is in parentheses and may contain spaces.
+    let state = stat
+        .rsplit(')')
+        .next()
+        .and_then(|r| r.split_whitespace().next());
+    if matches!(state, Some("Z" | "X") | None) {
+        return false;
+    }
+    let want = format!("GANTRY_JOB_ID={job}");
+    std::fs::read(proc_dir.join("environ"))
+        .is_ok_and(|env| env.split(|b| *b == 0).any(|kv| kv == want.as_bytes()))
+}
+
 /// Starts the job: `sh -c` over its setup and run script, in a new process group.
 pub fn launch(spec: &LaunchSpec) -> Result<Running, ExecError> {
     let job = spec.job;
@@ -107,10 +171,16 @@ pub fn launch(spec: &LaunchSpec) -> Result<Running, ExecError> {
         Some(setup) => format!("set -e\n{setup}\nset +e\n{}", spec.run),
         None => spec.run.clone(),
     };
+    let exit_file = exit_path(&spec.log_dir, job);
+    // A previous run of the same job left its exit; this run must not be mistaken for ended.
+    let _ = std::fs::remove_file(&exit_file);
     let gpus = spec.gpu_uuids.len().to_string();
     let mut cmd = Command::new("/bin/sh");
     cmd.arg("-c")
+        .arg(WRAPPER)
+        .arg("gantry-job")
         .arg(script)
+        .arg(&exit_file)
         .stdin(Stdio::null())
         .stdout(out)
         .stderr(err)
@@ -191,10 +261,7 @@ impl Running {
     }
 
     fn signal_group(&self, sig: i32) {
-        // SAFETY: kill(2) with a negative pid signals the process group we created at spawn.
-        unsafe {
-            libc::kill(-(self.pid as i32), sig);
-        }
+        signal_group(self.pid, sig);
     }
 
     /// Sends `signal` to the job's process group, waits up to `grace`, then SIGKILLs the group.

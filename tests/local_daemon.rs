@@ -244,3 +244,210 @@ fn a_restarted_daemon_kills_a_group_it_cannot_re_adopt_and_requeues_its_job() {
     s.tick().unwrap();
     assert_eq!(state(&s, id), JobState::Pending);
 }
+
+// ---- This host's GPUs as NVML reports them. The samples below are test data standing in for
+// the sampler thread (no GPU in CI); `scripts/gpu-check.sh` runs the real thing on a GPU host.
+
+use gantry::backend::local::nvml::{Discovery, GpuProcess, GpuSample};
+
+fn gpu_host() -> FleetConfig {
+    let mut cfg = host();
+    let p = &mut cfg.pools[0];
+    p.gpu = Some("H100".into());
+    p.gpus_per_node = 2;
+    p.vram_gb = 80;
+    cfg
+}
+
+fn open_gpu(d: &Path) -> State {
+    State::open(&d.join("state.db"), &gpu_host(), &options(d)).unwrap()
+}
+
+fn gpu_job(run: &str) -> Submission {
+    Submission {
+        file: "job.yaml".into(),
+        text: format!(
+            "name: gpu-job\nresources:\n  cpus: 1\n  memory: 1\n  accelerators: H100:1\ncheckpoint: {{grace: 5s}}\nrun: |\n  {run}\n"
+        )
+        .into_bytes(),
+        team: Some("a".into()),
+        ..Submission::default()
+    }
+}
+
+/// A sample of the two GPUs: utilization and the processes on each.
+fn nvml(gpus: [(u32, Vec<GpuProcess>); 2]) -> Discovery {
+    Discovery::Available {
+        driver: "test".into(),
+        gpus: gpus
+            .into_iter()
+            .enumerate()
+            .map(|(i, (util, processes))| GpuSample {
+                index: i as u32,
+                uuid: format!("GPU-test-{i}"),
+                name: "NVIDIA H100 80GB HBM3".into(),
+                memory_total_mib: 81_559,
+                memory_used_mib: processes.iter().filter_map(|p| p.used_mib).sum(),
+                util_gpu_pct: util,
+                power_w: Some(100.0 + f64::from(util) * 5.0),
+                temperature_c: Some(40),
+                processes,
+                ..GpuSample::default()
+            })
+            .collect(),
+    }
+}
+
+fn process(pid: u32, pgid: Option<u32>, sm: u32) -> GpuProcess {
+    GpuProcess {
+        pid,
+        pgid,
+        used_mib: Some(2048),
+        sm_util_pct: Some(sm),
+    }
+}
+
+#[test]
+fn gpus_wait_for_nvml_then_jobs_get_their_uuids_and_foreign_gpus_are_never_allocated() {
+    let d = dir("foreign");
+    let mut s = open_gpu(&d);
+    let first = s
+        .submit(&[gpu_job("echo $CUDA_VISIBLE_DEVICES; sleep 30")])
+        .remove(0)
+        .unwrap();
+    s.tick().unwrap();
+    assert_eq!(
+        state(&s, first),
+        JobState::Pending,
+        "no GPU before NVML's first sample"
+    );
+    // GPU 1 runs a process gantry did not start.
+    let foreign = vec![process(4_000_000, None, 80)];
+    s.observe_host(nvml([(0, vec![]), (80, foreign.clone())]))
+        .unwrap();
+    s.tick().unwrap();
+    let log = d.join("logs").join(format!("job-{first}.out"));
+    until(&mut s, |_| {
+        std::fs::read_to_string(&log).is_ok_and(|t| !t.is_empty())
+    });
+    assert_eq!(
+        s.job_detail(first).unwrap().log_tail,
+        vec!["out: GPU-test-0".to_string()],
+        "the job sees the UUID of the GPU it was granted"
+    );
+    let second = s
+        .submit(&[gpu_job("echo $CUDA_VISIBLE_DEVICES; sleep 30")])
+        .remove(0)
+        .unwrap();
+    s.tick().unwrap();
+    assert_eq!(state(&s, second), JobState::Pending, "GPU 1 is foreign");
+    let events = s.events(None, 100).unwrap();
+    assert!(
+        events.iter().any(|e| e.detail.contains("GPU 1 on this host is busy with processes gantry did not start (pid 4000000, 2048 MiB); not allocated")),
+        "{events:?}"
+    );
+    let pool = s.pool_detail(0).unwrap();
+    assert!(!pool.simulated, "the host's telemetry is measured");
+    assert_eq!(pool.nodes[0].gpus[1].foreign_pids, vec![4_000_000]);
+    assert_eq!(pool.nodes[0].gpus[1].util_pct, 80.0);
+    assert_eq!(pool.nodes[0].gpus[1].power_w, 500.0);
+    let host = s.snapshot().host.clone().unwrap();
+    assert_eq!(
+        (host.nvml, host.gpus, host.foreign_gpus.clone()),
+        (true, 2, vec![1])
+    );
+    // The foreign process exits: GPU 1 is given to the waiting job.
+    let pg = s.local_process_group(first).unwrap();
+    s.observe_host(nvml([(90, vec![process(pg, Some(pg), 90)]), (0, vec![])]))
+        .unwrap();
+    s.tick().unwrap();
+    let log = d.join("logs").join(format!("job-{second}.out"));
+    until(&mut s, |_| {
+        std::fs::read_to_string(&log).is_ok_and(|t| !t.is_empty())
+    });
+    assert_eq!(
+        s.job_detail(second).unwrap().log_tail,
+        vec!["out: GPU-test-1".to_string()]
+    );
+    for id in [first, second] {
+        s.act(id, Action::Cancel, "test").unwrap();
+    }
+}
+
+#[test]
+fn a_local_job_idle_on_its_gpu_is_flagged_for_reclaim_from_measured_utilization() {
+    let d = dir("idle");
+    let mut s = open_gpu(&d);
+    s.observe_host(nvml([(0, vec![]), (0, vec![])])).unwrap();
+    let idle = s.submit(&[gpu_job("sleep 60")]).remove(0).unwrap();
+    let busy = s.submit(&[gpu_job("sleep 60")]).remove(0).unwrap();
+    s.tick().unwrap();
+    until(&mut s, |s| {
+        s.local_process_group(idle).is_some() && s.local_process_group(busy).is_some()
+    });
+    let (pi, pb) = (
+        s.local_process_group(idle).unwrap(),
+        s.local_process_group(busy).unwrap(),
+    );
+    let gpu_of = |s: &State, id: i64| {
+        s.engine()
+            .job(id)
+            .unwrap()
+            .placement
+            .as_ref()
+            .unwrap()
+            .nodes[0]
+            .gpus[0]
+            .gpu
+    };
+    let (gi, gb) = (gpu_of(&s, idle), gpu_of(&s, busy));
+    // Twenty minutes of samples, one a minute: the idle job's process holds memory and
+    // computes nothing; the busy one computes.
+    for _ in 0..20 {
+        s.advance(60.0).unwrap();
+        let mut gpus = [(0, Vec::new()), (0, Vec::new())];
+        gpus[usize::from(gi)] = (0, vec![process(pi, Some(pi), 0)]);
+        gpus[usize::from(gb)] = (85, vec![process(pb, Some(pb), 85)]);
+        s.observe_host(nvml(gpus)).unwrap();
+    }
+    let plan = s.reclaim_plan();
+    let jobs: Vec<u64> = plan.items.iter().map(|i| i.job).collect();
+    assert_eq!(jobs, vec![idle as u64], "{plan:?}");
+    for id in [idle, busy] {
+        s.act(id, Action::Cancel, "test").unwrap();
+    }
+}
+
+#[test]
+fn without_nvml_the_host_says_so_once_and_a_gpu_job_fails_with_the_reason() {
+    let d = dir("nonvml");
+    let mut s = open_gpu(&d);
+    let gone = || Discovery::Unavailable {
+        reason: "NVML is not available (test)".into(),
+    };
+    s.observe_host(gone()).unwrap();
+    s.observe_host(gone()).unwrap();
+    let id = s.submit(&[gpu_job("true")]).remove(0).unwrap();
+    s.tick().unwrap();
+    assert_eq!(state(&s, id), JobState::Failed);
+    let events = s.events(None, 100).unwrap();
+    let said = events
+        .iter()
+        .filter(|e| e.detail.starts_with("NVML is not available (test)"))
+        .count();
+    assert_eq!(said, 1, "{events:?}");
+    assert!(
+        events.iter().any(|e| e
+            .detail
+            .contains("granted GPUs but NVML is not available here")),
+        "{events:?}"
+    );
+    let cpu = s.submit(&[job("echo cpu work")]).remove(0).unwrap();
+    s.tick().unwrap();
+    until(&mut s, |s| state(s, cpu).is_final());
+    assert_eq!(
+        state(&s, cpu),
+        JobState::Completed,
+        "the rest of gantry works"
+    );
+}

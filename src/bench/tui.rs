@@ -54,6 +54,7 @@ pub fn big_snapshot(gpus: usize, jobs: usize) -> Snapshot {
         })
         .collect();
     Snapshot {
+        host: None,
         version: 1,
         events_total: 200,
         simulated: true,

@@ -33,6 +33,10 @@ pub struct DaemonArgs {
     /// Seed of the simulated backend and the demo workload.
     #[arg(long, default_value_t = 7)]
     seed: u64,
+    /// How often the local host's GPUs are sampled through NVML (fleets with a
+    /// `provider = "local"` pool), e.g. 1s, 500ms.
+    #[arg(long, default_value = "1s")]
+    sample_interval: String,
 }
 
 pub fn run(a: DaemonArgs) -> Result<(), String> {
@@ -57,8 +61,22 @@ pub fn run(a: DaemonArgs) -> Result<(), String> {
         demo_workload: a.demo,
         ..StateOptions::default()
     };
+    let interval = gantry::spec::parse_duration(&a.sample_interval)
+        .filter(|s| (0.05..=3600.0).contains(s))
+        .ok_or_else(|| {
+            format!(
+                "--sample-interval {}: expected a duration from 50ms to 1h, e.g. 1s",
+                a.sample_interval
+            )
+        })?;
     let state = State::open(&db, &cfg, &opts).map_err(|e| e.to_string())?;
     let jobs = state.engine().jobs().count();
+    let local = state.has_local_host();
+    let backend = match (local, state.snapshot().simulated) {
+        (true, true) => "simulated backend and this host",
+        (true, false) => "this host: local processes, GPUs through NVML",
+        _ => "simulated backend",
+    };
     let (handle, actor) = spawn(
         state,
         Clock {
@@ -67,9 +85,14 @@ pub fn run(a: DaemonArgs) -> Result<(), String> {
         },
     )
     .map_err(|e| e.to_string())?;
+    if local {
+        handle
+            .start_host_sampler(Duration::from_secs_f64(interval))
+            .map_err(|e| format!("cannot start the NVML sampler: {e}"))?;
+    }
     let runtime = gantry::daemon::server::runtime()?;
     eprintln!(
-        "gantry daemon {}: fleet {source} (simulated backend), journal {} ({jobs} jobs), socket {}{}",
+        "gantry daemon {}: fleet {source} ({backend}), journal {} ({jobs} jobs), socket {}{}",
         env!("CARGO_PKG_VERSION"),
         db.display(),
         listen.socket.display(),

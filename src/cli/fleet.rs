@@ -15,11 +15,14 @@ pub fn load(explicit: Option<PathBuf>) -> Result<(String, FleetConfig, bool), St
             let name = p.display().to_string();
             let text = std::fs::read_to_string(&p)
                 .map_err(|e| format!("{name}: cannot read the fleet file: {e}"))?;
-            Ok((
-                name.clone(),
-                fleet::parse(&name, &text).map_err(|e| e.to_string())?,
-                false,
-            ))
+            let mut cfg = fleet::parse(&name, &text).map_err(|e| e.to_string())?;
+            if fleet::wants_discovery(&cfg) {
+                let found = gantry::backend::local::nvml::discover();
+                for line in fleet::apply_discovery(&mut cfg, &found) {
+                    eprintln!("gantry: {line}");
+                }
+            }
+            Ok((name.clone(), cfg, false))
         }
         None => Ok((
             "built-in".to_string(),

@@ -210,6 +210,9 @@ enum Command {
         /// Print the built-in fleet file (a documented starting point) and exit.
         #[arg(long)]
         print_default: bool,
+        /// Print a fleet file for this host alone (GPUs discovered through NVML) and exit.
+        #[arg(long, conflicts_with = "print_default")]
+        print_local: bool,
         #[arg(long, value_enum, default_value_t = Output::Table)]
         output: Output,
     },
@@ -311,9 +314,16 @@ pub fn main() -> ExitCode {
             Ok(())
         }
         Some(Command::Fleet {
+            print_local: true, ..
+        }) => {
+            print!("{}", gantry::config::fleet::LOCAL_FLEET);
+            Ok(())
+        }
+        Some(Command::Fleet {
             config,
             print_default,
             output,
+            ..
         }) => fleet_command(&target, config, print_default, output),
         Some(Command::Info {
             print_console: true,
@@ -406,6 +416,25 @@ fn gpus(output: Output) -> Result<(), String> {
                     g.mig_enabled.map_or("?", |m| if m { "on" } else { "off" }),
                     g.processes.len()
                 );
+                if !g.nvlink_peers.is_empty() {
+                    let peers: Vec<String> = g.nvlink_peers.iter().map(u32::to_string).collect();
+                    println!("   NVLink to GPU {}", peers.join(", "));
+                }
+                for m in &g.mig_instances {
+                    println!(
+                        "   MIG {} mem {}/{} MiB",
+                        m.uuid, m.memory_used_mib, m.memory_total_mib
+                    );
+                }
+                for p in &g.processes {
+                    println!(
+                        "   pid {:<8} group {:<8} {:>6} MiB SM {}",
+                        p.pid,
+                        p.pgid.map_or("-".to_string(), |g| g.to_string()),
+                        p.used_mib.map_or("?".to_string(), |m| m.to_string()),
+                        p.sm_util_pct.map_or("?".to_string(), |u| format!("{u}%"))
+                    );
+                }
             }
         }
     }

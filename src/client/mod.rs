@@ -117,6 +117,23 @@ pub struct Snapshot {
     pub events: Vec<String>,
     /// Events ever logged: tells a follower how many of a delta's events are new.
     pub events_total: u64,
+    /// The local host's GPUs through NVML (fleets with a `provider = "local"` pool).
+    #[serde(default)]
+    pub host: Option<HostStatus>,
+}
+
+/// The local host's NVML status, when the fleet has a `provider = "local"` pool.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct HostStatus {
+    /// NVML answered (false: `reason` says why not).
+    pub nvml: bool,
+    pub driver: Option<String>,
+    pub gpus: usize,
+    /// GPUs busy with processes gantry did not start (never allocated while they are).
+    pub foreign_gpus: Vec<u8>,
+    /// Seconds since the last sample (daemon clock).
+    pub sample_age_s: Option<f64>,
+    pub reason: Option<String>,
 }
 
 /// How many recent events a snapshot carries.
@@ -143,6 +160,8 @@ pub struct SnapshotDelta {
     /// New events, most recent first.
     pub events_new: Vec<String>,
     pub events_total: u64,
+    #[serde(default)]
+    pub host: Option<HostStatus>,
 }
 
 impl Snapshot {
@@ -177,6 +196,7 @@ impl Snapshot {
             job_order: next.jobs.iter().map(|j| j.id).collect(),
             events_new: next.events.iter().take(fresh).cloned().collect(),
             events_total: next.events_total,
+            host: next.host.clone(),
         }
     }
 
@@ -211,6 +231,7 @@ impl Snapshot {
         self.idle_dollars_per_hour = d.idle_dollars_per_hour;
         self.queue_by_class = d.queue_by_class;
         self.teams = d.teams;
+        self.host = d.host;
     }
 }
 
@@ -299,6 +320,9 @@ pub struct GpuView {
     pub temp_c: f64,
     /// Recent utilization samples, oldest first, percent.
     pub history: Vec<u8>,
+    /// Processes on it that gantry did not start (NVML, local host only).
+    #[serde(default)]
+    pub foreign_pids: Vec<u32>,
 }
 
 /// What the console's caller may do at the daemon (its token's role and team).

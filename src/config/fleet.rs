@@ -10,6 +10,8 @@ use std::fmt;
 
 /// The built-in default: a simulated multi-cloud and on-prem fleet with real prices.
 pub const DEFAULT_FLEET: &str = include_str!("default_fleet.toml");
+/// A starting fleet file for one host with its GPUs discovered (`gantry fleet --print-local`).
+pub const LOCAL_FLEET: &str = include_str!("local_fleet.toml");
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ConfigError {
@@ -131,6 +133,78 @@ pub struct PoolConfig {
     pub spot_interruptions_per_node_hour: f64,
 }
 
+/// `gpu = "auto"` on a `provider = "local"` pool: model, count, VRAM and MIG mode come from
+/// NVML when the daemon starts.
+pub const AUTO_GPU: &str = "auto";
+
+/// Whether any pool asks for its GPUs to be discovered.
+pub fn wants_discovery(cfg: &FleetConfig) -> bool {
+    cfg.pools.iter().any(|p| p.gpu.as_deref() == Some(AUTO_GPU))
+}
+
+/// Fills the `gpu = "auto"` pools from what NVML found on this host: the model (of GPU 0;
+/// a host mixing models is counted as that model), the count, VRAM and how many GPUs are in
+/// MIG mode. Without NVML they become CPU-only pools. Returns what it did, to be said once.
+pub fn apply_discovery(
+    cfg: &mut FleetConfig,
+    found: &crate::backend::local::nvml::Discovery,
+) -> Vec<String> {
+    use crate::backend::local::nvml::{model_name, Discovery};
+    let mut said = Vec::new();
+    for p in cfg
+        .pools
+        .iter_mut()
+        .filter(|p| p.gpu.as_deref() == Some(AUTO_GPU))
+    {
+        let name = format!("{}/{}/{}/{}", p.provider, p.region, p.zone, p.name);
+        match found {
+            Discovery::Available { gpus, driver } if !gpus.is_empty() => {
+                let model = model_name(&gpus[0].name);
+                let mixed: Vec<String> = gpus
+                    .iter()
+                    .map(|g| model_name(&g.name))
+                    .filter(|m| *m != model)
+                    .collect();
+                p.gpus_per_node = gpus.len().min(16) as u8;
+                p.vram_gb = (gpus[0].memory_total_mib as f64 / 1024.0).round() as u32;
+                let mig = gpus.iter().filter(|g| g.mig_enabled == Some(true)).count() as u8;
+                p.mig_gpus_per_node = if mig_geometry(&model).is_some() {
+                    mig
+                } else {
+                    0
+                };
+                said.push(format!(
+                    "{name}: NVML (driver {driver}) found {} × {model} ({} GB){}{}",
+                    p.gpus_per_node,
+                    p.vram_gb,
+                    if mig > 0 {
+                        format!(", {mig} in MIG mode")
+                    } else {
+                        String::new()
+                    },
+                    if mixed.is_empty() {
+                        String::new()
+                    } else {
+                        format!("; also {} — counted as {model}", mixed.join(", "))
+                    }
+                ));
+                p.gpu = Some(model);
+            }
+            Discovery::Available { .. } => {
+                p.gpu = None;
+                p.gpus_per_node = 0;
+                said.push(format!("{name}: NVML found no GPUs; the pool is CPU-only"));
+            }
+            Discovery::Unavailable { reason } => {
+                p.gpu = None;
+                p.gpus_per_node = 0;
+                said.push(format!("{name}: {reason}; the pool is CPU-only"));
+            }
+        }
+    }
+    said
+}
+
 /// MIG geometry by GPU model: the models whose MIG profiles gantry knows.
 pub fn mig_geometry(model: &str) -> Option<MigGeometry> {
     match model.to_ascii_uppercase().as_str() {
@@ -208,7 +282,25 @@ fn validate(file: &str, text: &str, cfg: &FleetConfig) -> Result<(), ConfigError
                 format!("{name} is defined twice (first as pool #{})", j + 1),
             ));
         }
-        if p.gpu.is_some() != (p.gpus_per_node > 0) {
+        let auto = p.gpu.as_deref() == Some(AUTO_GPU);
+        if auto && p.provider != "local" {
+            return Err(at(
+                "pools",
+                i,
+                format!("{name}: gpu = \"auto\" (discover the GPUs through NVML) is only for provider = \"local\" pools"),
+            ));
+        }
+        if auto && p.nodes != 1 {
+            return Err(at(
+                "pools",
+                i,
+                format!(
+                    "{name}: a provider = \"local\" pool is this host: nodes = 1 (got {})",
+                    p.nodes
+                ),
+            ));
+        }
+        if !auto && p.gpu.is_some() != (p.gpus_per_node > 0) {
             return Err(at("pools", i, format!("{name}: give `gpu` and `gpus_per_node` > 0 together (or neither, for CPU-only)")));
         }
         if p.gpus_per_node > 16 {
@@ -218,7 +310,7 @@ fn validate(file: &str, text: &str, cfg: &FleetConfig) -> Result<(), ConfigError
                 format!("{name}: gpus_per_node {} (at most 16)", p.gpus_per_node),
             ));
         }
-        if p.gpu.is_some() && p.vram_gb == 0 {
+        if !auto && p.gpu.is_some() && p.vram_gb == 0 {
             return Err(at("pools", i, format!("{name}: vram_gb must be > 0")));
         }
         if !(p.price_per_hour.is_finite() && p.price_per_hour >= 0.0) {
@@ -246,7 +338,7 @@ fn validate(file: &str, text: &str, cfg: &FleetConfig) -> Result<(), ConfigError
                 format!("{name}: mig_gpus_per_node exceeds gpus_per_node"),
             ));
         }
-        if p.mig_gpus_per_node > 0 && p.gpu.as_deref().and_then(mig_geometry).is_none() {
+        if !auto && p.mig_gpus_per_node > 0 && p.gpu.as_deref().and_then(mig_geometry).is_none() {
             return Err(at(
                 "pools",
                 i,

@@ -396,6 +396,7 @@ struct FleetView<'a> {
     dollars_per_hour: f64,
     idle_dollars_per_hour: f64,
     pools: &'a [crate::client::PoolRow],
+    host: &'a Option<crate::client::HostStatus>,
 }
 
 async fn fleet(State(api): State<Api>) -> Response {
@@ -408,6 +409,7 @@ async fn fleet(State(api): State<Api>) -> Response {
         dollars_per_hour: s.dollars_per_hour,
         idle_dollars_per_hour: s.idle_dollars_per_hour,
         pools: &s.pools,
+        host: &s.host,
     })
 }
 

@@ -134,6 +134,9 @@ pub struct Engine {
     budget: HashMap<usize, BudgetGate>,
     /// Runs ended so far (each closes a charge): tells readers of the bill when to re-read.
     releases: u64,
+    /// GPUs a backend reports busy with work gantry did not start, held out of the
+    /// scheduler's reach as an allocation of the whole GPU (node, GPU) → that allocation.
+    held: BTreeMap<(u32, u8), Placement>,
 }
 
 impl Engine {
@@ -176,6 +179,7 @@ impl Engine {
             jobs: BTreeMap::new(),
             budget: HashMap::new(),
             releases: 0,
+            held: BTreeMap::new(),
         };
         let mut requeue = Vec::new();
         for r in records {
@@ -668,6 +672,58 @@ impl Engine {
     /// A backend reports a node's health (provisioned, cordoned by a notice, gone, failed).
     pub fn set_health(&mut self, node: crate::model::NodeId, health: crate::model::Health) {
         self.cluster.set_health(node, health);
+    }
+
+    /// A backend reports a GPU busy with processes gantry did not start: it is taken out of
+    /// what the scheduler can hand out until `release_gpu`. False (nothing changed) if gantry
+    /// has work on it, it is already held, or it does not exist.
+    pub fn hold_gpu(&mut self, node: crate::model::NodeId, gpu: u8) -> bool {
+        if self.held.contains_key(&(node.0, gpu)) {
+            return false;
+        }
+        let Some(g) = self
+            .fleet()
+            .nodes
+            .get(node.index())
+            .and_then(|n| n.gpus.get(usize::from(gpu)))
+        else {
+            return false;
+        };
+        if !g.is_idle() || g.mig.is_some() {
+            return false;
+        }
+        let hold = Placement {
+            level: crate::model::DomainLevel::Node,
+            nodes: vec![crate::model::NodeGrant {
+                node,
+                cpu_milli: 0,
+                mem_mib: 0,
+                gpus: vec![crate::model::GpuGrant {
+                    gpu,
+                    share: crate::model::GpuShare::Whole,
+                    vram_mib: g.vram_free_mib,
+                }],
+            }],
+            price_per_hour: 0.0,
+        };
+        if self.cluster.allocate(&hold).is_err() {
+            return false;
+        }
+        self.held.insert((node.0, gpu), hold);
+        true
+    }
+
+    /// Gives a held GPU back to the scheduler (its foreign processes are gone).
+    pub fn release_gpu(&mut self, node: crate::model::NodeId, gpu: u8) -> bool {
+        match self.held.remove(&(node.0, gpu)) {
+            Some(hold) => self.cluster.release(&hold).is_ok(),
+            None => false,
+        }
+    }
+
+    /// Whether a GPU is held for work gantry did not start.
+    pub fn is_held(&self, node: crate::model::NodeId, gpu: u8) -> bool {
+        self.held.contains_key(&(node.0, gpu))
     }
 
     /// A backend lost the node a running job was on: the job goes back to the queue.

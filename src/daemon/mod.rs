@@ -7,6 +7,7 @@ pub mod actor;
 pub mod api;
 pub mod auth;
 pub mod engine;
+pub mod host;
 pub mod job;
 pub mod journal;
 pub mod local;

@@ -275,6 +275,10 @@ pub struct State {
     nodes: Nodes,
     /// Jobs running as real processes on this host (`provider = "local"` pools).
     local: super::local::LocalRuns,
+    /// The fleet node that is this host (the first node of a `provider = "local"` pool).
+    host_node: Option<usize>,
+    /// This host's GPUs as NVML last reported them.
+    host: super::host::HostTelemetry,
     budgets: Vec<TeamBudget>,
     /// The clock time last written to the journal (at most a simulated minute behind).
     clock_saved: f64,
@@ -305,6 +309,16 @@ impl State {
     /// time the journal has seen; jobs that were running are requeued (the simulated backend
     /// keeps nothing across a restart), with an event each.
     pub fn open(db: &Path, cfg: &FleetConfig, opts: &StateOptions) -> Result<State, EngineError> {
+        // `gpu = "auto"` pools not discovered by the caller are discovered here.
+        let discovered;
+        let cfg = if crate::config::fleet::wants_discovery(cfg) {
+            let mut c = cfg.clone();
+            crate::config::fleet::apply_discovery(&mut c, &crate::backend::local::nvml::discover());
+            discovered = c;
+            &discovered
+        } else {
+            cfg
+        };
         let (resume, local_records) = {
             let store = super::journal::Store::open(db)?;
             (store.last_time()?, store.local_runs()?)
@@ -361,8 +375,15 @@ impl State {
                 local.runs.remove(&id);
             }
         }
+        let host_node = engine
+            .fleet()
+            .nodes
+            .iter()
+            .position(|n| cfg.pools[n.pool.index()].provider == "local");
         let mut s = State {
             local,
+            host_node,
+            host: super::host::HostTelemetry::default(),
             nodes,
             budgets: vec![TeamBudget::default(); cfg.teams.len()],
             budget_read_at: None,
@@ -397,6 +418,13 @@ impl State {
         for i in 0..s.nodes.lives.len() {
             if s.nodes.lives[i] == Life::Up {
                 s.arm_node(i);
+            }
+        }
+        // This host's GPUs wait for NVML's first sample: until then gantry cannot tell which
+        // are busy with processes it did not start, nor give a job their UUIDs.
+        if let Some(node) = s.host_node {
+            for g in 0..s.engine.fleet().nodes[node].gpus.len() as u8 {
+                s.engine.hold_gpu(NodeId(node as u32), g);
             }
         }
         for &id in adopted.keys() {
@@ -717,30 +745,28 @@ impl State {
             .as_ref()
             .is_some_and(|p| p.nodes.iter().any(|n| !n.gpus.is_empty()));
         let gpus: Result<Vec<String>, String> = if wants_gpus {
-            match crate::backend::local::nvml::discover() {
-                crate::backend::local::nvml::Discovery::Available { gpus, .. } => j
-                    .placement
+            self.host_gpu_ids(
+                j.placement
                     .iter()
                     .flat_map(|p| &p.nodes)
-                    .flat_map(|n| &n.gpus)
-                    .map(|g| {
-                        gpus.iter()
-                            .find(|s| s.index == u32::from(g.gpu))
-                            .map(|s| s.uuid.clone())
-                            .ok_or(format!("this host has no GPU {}", g.gpu))
-                    })
-                    .collect(),
-                crate::backend::local::nvml::Discovery::Unavailable { reason } => Err(format!(
-                    "it was granted GPUs but NVML is not available here ({reason})"
-                )),
-            }
+                    .flat_map(|n| &n.gpus),
+            )
         } else {
             Ok(Vec::new())
         };
         let spec = j.spec.clone();
         let j_placement = j.placement.clone();
+        let mig: Vec<String> = gpus
+            .iter()
+            .flatten()
+            .filter(|u| u.starts_with("MIG-"))
+            .cloned()
+            .collect();
         match gpus.and_then(|g| self.local.launch(id, &spec, g)) {
             Ok(pgid) => {
+                if !mig.is_empty() {
+                    self.host.assigned.insert(id, mig);
+                }
                 let run = super::journal::LocalRunRecord {
                     job: id,
                     pgid,
@@ -762,6 +788,140 @@ impl State {
                 )?;
             }
         }
+        Ok(())
+    }
+
+    /// The UUIDs for `CUDA_VISIBLE_DEVICES` of GPU grants on this host, from the latest NVML
+    /// sample: the GPU's own, or for a MIG slice a MIG instance of that size not yet given out.
+    fn host_gpu_ids<'a>(
+        &self,
+        grants: impl Iterator<Item = &'a crate::model::GpuGrant>,
+    ) -> Result<Vec<String>, String> {
+        if let Some(reason) = &self.host.unavailable {
+            return Err(format!(
+                "it was granted GPUs but NVML is not available here ({reason})"
+            ));
+        }
+        if self.host.sampled_at.is_none() {
+            return Err("it was granted GPUs before NVML's first sample of this host".to_string());
+        }
+        let mut ids: Vec<String> = Vec::new();
+        for g in grants {
+            let id = match g.share {
+                GpuShare::Mig { profile, .. } => {
+                    let free = self
+                        .host
+                        .free_mig_instance(g.gpu, profile.memory_gb)
+                        .filter(|u| !ids.contains(u));
+                    free.ok_or(format!(
+                        "GPU {} has no free MIG instance of {}g.{}gb (create one with `nvidia-smi mig -cgi {}g.{}gb -C`)",
+                        g.gpu, profile.compute, profile.memory_gb, profile.compute, profile.memory_gb
+                    ))?
+                }
+                _ => self
+                    .host
+                    .uuid(g.gpu)
+                    .map(str::to_string)
+                    .ok_or(format!("this host has no GPU {}", g.gpu))?,
+            };
+            ids.push(id);
+        }
+        Ok(ids)
+    }
+
+    /// The process group a job runs in on this host, if it runs here.
+    pub fn local_process_group(&self, id: JobId) -> Option<u32> {
+        self.local.runs.get(&id).map(|r| r.pgid)
+    }
+
+    /// Whether the fleet has this host in it (a `provider = "local"` pool): the daemon then
+    /// samples NVML and sends what it sees to `observe_host`.
+    pub fn has_local_host(&self) -> bool {
+        self.host_node.is_some()
+    }
+
+    /// An NVML sample of this host (or why there is none): telemetry for the console and
+    /// reclaim, and GPUs busy with processes gantry did not start held out of the scheduler's
+    /// reach until those processes exit.
+    pub fn observe_host(
+        &mut self,
+        found: crate::backend::local::nvml::Discovery,
+    ) -> Result<(), EngineError> {
+        let Some(node) = self.host_node else {
+            return Ok(());
+        };
+        let groups: HashMap<u32, JobId> = self.local.groups().map(|(j, g)| (g, j)).collect();
+        let nid = NodeId(node as u32);
+        let jobs: Vec<(JobId, Vec<u8>)> = self
+            .local
+            .runs
+            .keys()
+            .filter_map(|&id| {
+                let p = self.engine.job(id)?.placement.as_ref()?;
+                let gpus: Vec<u8> = p
+                    .nodes
+                    .iter()
+                    .filter(|n| n.node == nid)
+                    .flat_map(|n| n.gpus.iter().map(|g| g.gpu))
+                    .collect();
+                Some((id, gpus))
+            })
+            .collect();
+        let keep = self.reclaim.window_s + 120.0;
+        let first = self.host.sampled_at.is_none() && self.host.unavailable.is_none();
+        let changes = self.host.observe(self.now, found, &groups, &jobs, keep);
+        if first {
+            // The GPUs held since the start: free those without foreign processes (all of them
+            // when NVML is absent, so that a job granted one fails with the reason).
+            for g in 0..self.engine.fleet().nodes[node].gpus.len() as u8 {
+                if !self.host.foreign.contains_key(&g) {
+                    self.engine.release_gpu(nid, g);
+                }
+            }
+        }
+        for change in changes {
+            match change {
+                super::host::HostChange::Unavailable(reason) => {
+                    self.record("local", format!("{reason}; jobs on this host get no GPUs"))?;
+                }
+                super::host::HostChange::Foreign { gpu, pids, mib } => {
+                    let held = self.engine.hold_gpu(nid, gpu) || self.engine.is_held(nid, gpu);
+                    let pids: Vec<String> = pids.iter().map(u32::to_string).collect();
+                    self.record(
+                        "local",
+                        format!(
+                            "GPU {gpu} on this host is busy with processes gantry did not start (pid {}, {mib} MiB){}",
+                            pids.join(", "),
+                            if held {
+                                "; not allocated until they exit"
+                            } else {
+                                "; it shares a GPU with a gantry job"
+                            }
+                        ),
+                    )?;
+                }
+                super::host::HostChange::Cleared { gpu } => {
+                    if self.engine.release_gpu(nid, gpu) {
+                        self.record(
+                            "local",
+                            format!("GPU {gpu} on this host: the foreign processes exited; it can be allocated again"),
+                        )?;
+                    }
+                }
+            }
+        }
+        // A GPU still foreign that could not be held (a gantry job was on it) is held once free.
+        let pending: Vec<u8> = self
+            .host
+            .foreign
+            .keys()
+            .copied()
+            .filter(|&g| !self.engine.is_held(nid, g))
+            .collect();
+        for g in pending {
+            self.engine.hold_gpu(nid, g);
+        }
+        self.snapshot = self.build_snapshot();
         Ok(())
     }
 
@@ -1261,6 +1421,15 @@ impl State {
                 }
             }
         }
+        // This host's GPUs read what NVML measured, whoever runs there.
+        if let Some(node) = self.host_node {
+            for g in 0..self.engine.fleet().nodes[node].gpus.len() as u8 {
+                match self.host.util(g) {
+                    Some(u) => out.insert((node as u32, g), u),
+                    None => out.remove(&(node as u32, g)),
+                };
+            }
+        }
         out
     }
 
@@ -1345,26 +1514,31 @@ impl State {
                         let (jobs, reserved) = on.get(&key).cloned().unwrap_or_default();
                         let util = utils.get(&key).copied().unwrap_or(0.0).min(100.0);
                         let power = 0.1 * tdp + 0.9 * tdp * util / 100.0;
-                        crate::client::GpuView {
+                        let mut view = crate::client::GpuView {
                             index: g as u8,
                             util_pct: util,
                             power_w: power,
                             temp_c: 30.0 + 45.0 * power / tdp,
                             vram_used_mib: reserved.min(vram),
                             vram_total_mib: vram,
+                            foreign_pids: Vec::new(),
                             jobs,
                             mig_used: gpu.mig.map(|m| m.compute_used),
                             history: self
                                 .gpu_history
                                 .get(&key)
                                 .map_or(Vec::new(), |h| h.iter().copied().collect()),
+                        };
+                        if Some(i) == self.host_node {
+                            self.measured(&mut view);
                         }
+                        view
                     })
                     .collect(),
             })
             .collect();
         Some(crate::client::PoolDetail {
-            simulated: true,
+            simulated: self.nodes.pools[index].provider != "local",
             path: fleet.pool_path(crate::model::PoolId(index as u32)),
             model: pool
                 .model
@@ -1373,6 +1547,24 @@ impl State {
             dollars_per_hour: pool.price_per_hour,
             nodes,
         })
+    }
+
+    /// What NVML measured on this host's GPU replaces the modelled power, temperature and
+    /// memory (utilization already comes from it).
+    fn measured(&self, view: &mut crate::client::GpuView) {
+        let Some(s) = self.host.gpus.get(usize::from(view.index)) else {
+            return;
+        };
+        view.power_w = s.power_w.unwrap_or(0.0);
+        view.temp_c = s.temperature_c.map_or(0.0, f64::from);
+        view.vram_used_mib = u32::try_from(s.memory_used_mib).unwrap_or(u32::MAX);
+        view.vram_total_mib = u32::try_from(s.memory_total_mib).unwrap_or(u32::MAX);
+        view.foreign_pids = self
+            .host
+            .foreign
+            .get(&view.index)
+            .cloned()
+            .unwrap_or_default();
     }
 
     /// Simulated per-GPU utilization of a running job at time `t`, percent.
@@ -1394,6 +1586,21 @@ impl State {
             let (Some(p), Some(started)) = (&j.placement, j.started_at) else {
                 continue;
             };
+            if self.local.runs.contains_key(&j.id) {
+                // Measured: this job's own utilization of each of its GPUs, from NVML.
+                let per_gpu: Vec<Samples> = p
+                    .nodes
+                    .iter()
+                    .flat_map(|n| n.gpus.iter().map(|g| g.gpu))
+                    .map(|g| {
+                        self.host.job_series(j.id, g).map_or(Vec::new(), |s| {
+                            s.iter().copied().filter(|(t, _)| *t >= from).collect()
+                        })
+                    })
+                    .collect();
+                series.push((j.id, per_gpu, j.spec.checkpoint.is_some()));
+                continue;
+            }
             let gpus: usize = p.nodes.iter().map(|n| n.gpus.len()).sum();
             let mut samples = Vec::new();
             let mut t = started.max(from);
@@ -1681,7 +1888,8 @@ impl State {
             version: self.snapshot.version + 1,
             events_total: self.events_total,
             teams,
-            simulated: true,
+            simulated: self.nodes.pools.iter().any(|p| p.provider != "local"),
+            host: self.host_node.map(|_| self.host.status(self.now)),
             now: self.now,
             pools,
             gpus_total,

@@ -908,3 +908,65 @@ fn o_orders_jobs_by_cost_age_gpus_and_name() {
     let s = screen(&app, &snap, 100, 30);
     assert!(s.contains("this month") && s.contains("budgets"), "{s}");
 }
+
+#[test]
+fn the_fleet_view_shows_this_hosts_nvml_status_and_foreign_gpus() {
+    use gantry::client::{GpuView, HostStatus, NodeView, PoolDetail};
+    let mut snap = demo_snapshot();
+    snap.host = Some(HostStatus {
+        nvml: true,
+        driver: Some("550.54.15".into()),
+        gpus: 8,
+        foreign_gpus: vec![3],
+        sample_age_s: Some(1.0),
+        reason: None,
+    });
+    let mut app = App::new(false);
+    app.on_key("3", &snap);
+    let s = screen(&app, &snap, 160, 48);
+    assert!(
+        s.contains("this host: driver 550.54.15 · 8 GPU(s) via NVML · sampled 1s ago · GPU 3 foreign (not allocated)"),
+        "{s}"
+    );
+    snap.host = Some(HostStatus {
+        reason: Some("NVML is not available (no driver)".into()),
+        ..HostStatus::default()
+    });
+    assert!(screen(&app, &snap, 160, 48).contains("this host: NVML is not available (no driver)"));
+    let gpu = |index: u8, jobs: Vec<i64>, foreign_pids: Vec<u32>| GpuView {
+        index,
+        util_pct: 93.0,
+        vram_used_mib: 40_960,
+        vram_total_mib: 81_559,
+        jobs,
+        mig_used: None,
+        power_w: 612.0,
+        temp_c: 71.0,
+        history: vec![90, 93],
+        foreign_pids,
+    };
+    app.pool_detail = Some((
+        0,
+        PoolDetail {
+            simulated: false,
+            path: "local/here/here/host".into(),
+            model: "H100".into(),
+            capacity: "reserved".into(),
+            dollars_per_hour: 0.0,
+            nodes: vec![NodeView {
+                name: "local-host-000".into(),
+                state: "up".into(),
+                leaf: None,
+                nvlink: "local-host-000".into(),
+                gpus: vec![gpu(0, vec![12], vec![]), gpu(1, vec![], vec![4242])],
+            }],
+        },
+    ));
+    let s = screen(&app, &snap, 120, 30);
+    assert!(s.contains("job 12") && s.contains("foreign 4242"), "{s}");
+    assert!(s.contains("612W") && s.contains("71°C"), "{s}");
+    assert!(
+        !s.contains("SIMULATED ·") && !s.contains("· SIMULATED"),
+        "measured, not simulated:\n{s}"
+    );
+}

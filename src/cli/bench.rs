@@ -65,8 +65,8 @@ pub enum BenchCmd {
         #[arg(long, value_enum, default_value_t = Output::Table)]
         output: Output,
     },
-    /// The local host: one NVML telemetry sample of every GPU, and a job from launch to
-    /// running (its first output written).
+    /// The local host: one NVML telemetry sample of every GPU, and a local job from the
+    /// scheduling cycle that places it to running (its first output written).
     Local {
         #[arg(long, default_value_t = 200)]
         launches: usize,
@@ -275,19 +275,22 @@ fn local(launches: usize, output: Output) -> Result<(), String> {
     let dir = std::env::temp_dir().join(format!("gantry-bench-local-{}", std::process::id()));
     let r = gantry::bench::local::run(&dir, launches);
     let _ = std::fs::remove_dir_all(&dir);
+    let r = r?;
     if output == Output::Json {
         return print_json(&r);
     }
     match (r.telemetry_sample_p50_ms, r.telemetry_sample_p99_ms) {
         (Some(p50), Some(p99)) => println!(
-            "telemetry: one sample of {} GPUs: p50 {p50:.2} ms, p99 {p99:.2} ms ({})",
-            r.gpus, r.nvml
+            "telemetry: one NVML sample of {} GPU(s): p50 {p50:.2} ms, p99 {p99:.2} ms ({}; opening NVML {:.0} ms, once)",
+            r.gpus,
+            r.nvml,
+            r.nvml_open_ms.unwrap_or(0.0)
         ),
         _ => println!("telemetry: not measured: {}", r.nvml),
     }
     println!(
-        "local job, launch to running: p50 {:.2} ms, p99 {:.2} ms over {} launches",
-        r.launch_to_running_p50_ms, r.launch_to_running_p99_ms, r.launches
+        "local job, placement to running (cycle start to its first output line): p50 {:.2} ms, p99 {:.2} ms over {} jobs",
+        r.placement_to_running_p50_ms, r.placement_to_running_p99_ms, r.launches
     );
     Ok(())
 }

@@ -213,6 +213,10 @@ enum Command {
         /// Print a fleet file for this host alone (GPUs discovered through NVML) and exit.
         #[arg(long, conflicts_with = "print_default")]
         print_local: bool,
+        /// One pool of the live fleet node by node and GPU by GPU: its index in `gantry
+        /// fleet` or its path.
+        #[arg(long, conflicts_with_all = ["print_default", "config"])]
+        pool: Option<String>,
         #[arg(long, value_enum, default_value_t = Output::Table)]
         output: Output,
     },
@@ -319,6 +323,13 @@ pub fn main() -> ExitCode {
             print!("{}", gantry::config::fleet::LOCAL_FLEET);
             Ok(())
         }
+        Some(Command::Fleet {
+            pool: Some(which),
+            output,
+            ..
+        }) => target
+            .client()
+            .and_then(|mut c| remote::pool_live(&mut c, &which, output)),
         Some(Command::Fleet {
             config,
             print_default,

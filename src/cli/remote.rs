@@ -379,6 +379,138 @@ pub fn fleet_live(c: &mut HttpClient, output: Output) -> Result<(), CliError> {
             p["dollars_per_hour"].as_f64().unwrap_or(0.0)
         );
     }
+    if let Some(h) = v.get("host").filter(|h| !h.is_null()) {
+        println!("{}", host_line(h));
+    }
+    Ok(())
+}
+
+/// The local host's NVML status in one line.
+fn host_line(h: &Value) -> String {
+    if h["nvml"].as_bool() != Some(true) {
+        return format!(
+            "this host: {}",
+            h["reason"]
+                .as_str()
+                .unwrap_or("waiting for NVML's first sample")
+        );
+    }
+    let foreign: Vec<String> = h["foreign_gpus"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|g| g.to_string())
+        .collect();
+    format!(
+        "this host: NVIDIA driver {}, {} GPU(s) through NVML, sampled {:.0} s ago{}",
+        h["driver"].as_str().unwrap_or("?"),
+        h["gpus"],
+        h["sample_age_s"].as_f64().unwrap_or(0.0),
+        if foreign.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; GPU {} busy with processes gantry did not start (not allocated)",
+                foreign.join(", ")
+            )
+        }
+    )
+}
+
+/// One pool node by node and GPU by GPU (what the console's Fleet drill-down shows): `which`
+/// is its index in `gantry fleet` or its path (or the end of it).
+pub fn pool_live(c: &mut HttpClient, which: &str, output: Output) -> Result<(), CliError> {
+    let fleet: Value = c.call("GET", "/v1/fleet", None)?;
+    let paths: Vec<&str> = fleet["pools"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|p| p["path"].as_str().unwrap_or(""))
+        .collect();
+    let index = which
+        .parse::<usize>()
+        .ok()
+        .filter(|i| *i < paths.len())
+        .or_else(|| paths.iter().position(|p| *p == which))
+        .or_else(|| paths.iter().position(|p| p.ends_with(&format!("/{which}"))))
+        .ok_or_else(|| {
+            CliError::usage(format!(
+                "--pool {which}: no such pool; give an index 0..{} or one of: {}",
+                paths.len().saturating_sub(1),
+                paths.join(", ")
+            ))
+        })?;
+    let v: Value = c.call("GET", &format!("/v1/pools/{index}"), None)?;
+    if output == Output::Json {
+        return print_value(&v);
+    }
+    println!(
+        "pool {} — {} {} ${:.2}/node-h ({})",
+        v["path"].as_str().unwrap_or(""),
+        v["model"].as_str().unwrap_or(""),
+        v["capacity"].as_str().unwrap_or(""),
+        v["dollars_per_hour"].as_f64().unwrap_or(0.0),
+        if v["simulated"].as_bool() == Some(false) {
+            "measured through NVML"
+        } else {
+            "simulated telemetry"
+        }
+    );
+    println!(
+        "{:<28} {:<12} {:>3} {:>5} {:>17} {:>6} {:>5}  JOBS",
+        "NODE", "STATE", "GPU", "UTIL", "VRAM MiB", "POWER", "TEMP"
+    );
+    for n in v["nodes"].as_array().into_iter().flatten() {
+        if n["gpus"].as_array().is_none_or(|g| g.is_empty()) {
+            println!(
+                "{:<28} {:<12} {:>3}",
+                n["name"].as_str().unwrap_or(""),
+                n["state"].as_str().unwrap_or(""),
+                "-"
+            );
+        }
+        for (k, g) in n["gpus"].as_array().into_iter().flatten().enumerate() {
+            let jobs: Vec<String> = g["jobs"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|j| j.to_string())
+                .collect();
+            let foreign: Vec<String> = g["foreign_pids"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|p| p.to_string())
+                .collect();
+            let mut who = jobs.join(",");
+            if !foreign.is_empty() {
+                who.push_str(&format!(" foreign pid {}", foreign.join(",")));
+            }
+            println!(
+                "{:<28} {:<12} {:>3} {:>4.0}% {:>17} {:>4.0} W {:>3.0}°C  {}",
+                if k == 0 {
+                    n["name"].as_str().unwrap_or("")
+                } else {
+                    ""
+                },
+                if k == 0 {
+                    n["state"].as_str().unwrap_or("")
+                } else {
+                    ""
+                },
+                g["index"],
+                g["util_pct"].as_f64().unwrap_or(0.0),
+                format!(
+                    "{}/{}",
+                    g["vram_used_mib"].as_u64().unwrap_or(0),
+                    g["vram_total_mib"].as_u64().unwrap_or(0)
+                ),
+                g["power_w"].as_f64().unwrap_or(0.0),
+                g["temp_c"].as_f64().unwrap_or(0.0),
+                who.trim()
+            );
+        }
+    }
     Ok(())
 }
 

@@ -1072,7 +1072,10 @@ impl App {
                     .iter()
                     .map(|&u| SPARK[(usize::from(u) * 7 / 100).min(7)])
                     .collect();
-                let jobs = if g.jobs.is_empty() {
+                let jobs = if !g.foreign_pids.is_empty() {
+                    let pids: Vec<String> = g.foreign_pids.iter().map(|p| p.to_string()).collect();
+                    format!("foreign {}", pids.join(","))
+                } else if g.jobs.is_empty() {
                     "idle".to_string()
                 } else {
                     let ids: Vec<String> = g.jobs.iter().map(|j| j.to_string()).collect();
@@ -1702,6 +1705,20 @@ impl App {
             Constraint::Length(16),
             Constraint::Length(8),
         ];
+        let mut block = Block::default().borders(Borders::ALL).title(format!(
+            " fleet: {}{} ",
+            if wide {
+                "provider/region/zone/pool"
+            } else {
+                "provider/pool"
+            },
+            self.pool_filter
+                .as_ref()
+                .map_or(String::new(), |f| format!(" /{}", escape(&f.text)))
+        ));
+        if let Some(h) = &snap.host {
+            block = block.title_bottom(Line::from(format!(" {} ", escape(&host_text(h)))));
+        }
         let table = Table::new(rows, widths)
             .header(
                 Row::new(vec![
@@ -1709,19 +1726,33 @@ impl App {
                 ])
                 .style(Style::default().add_modifier(Modifier::BOLD)),
             )
-            .block(Block::default().borders(Borders::ALL).title(format!(
-                " fleet: {}{} ",
-                if wide {
-                    "provider/region/zone/pool"
-                } else {
-                    "provider/pool"
-                },
-                self.pool_filter
-                    .as_ref()
-                    .map_or(String::new(), |f| format!(" /{}", escape(&f.text)))
-            )))
+            .block(block)
             .row_highlight_style(Style::default().add_modifier(Modifier::REVERSED));
         let mut state = TableState::default().with_selected(selected);
         f.render_stateful_widget(table, area, &mut state);
     }
+}
+
+/// The local host's NVML status in a line (the Fleet view's foot).
+fn host_text(h: &crate::client::HostStatus) -> String {
+    if !h.nvml {
+        return format!(
+            "this host: {}",
+            h.reason
+                .as_deref()
+                .unwrap_or("waiting for NVML's first sample")
+        );
+    }
+    let foreign = if h.foreign_gpus.is_empty() {
+        String::new()
+    } else {
+        let g: Vec<String> = h.foreign_gpus.iter().map(u8::to_string).collect();
+        format!(" · GPU {} foreign (not allocated)", g.join(","))
+    };
+    format!(
+        "this host: driver {} · {} GPU(s) via NVML · sampled {:.0}s ago{foreign}",
+        h.driver.as_deref().unwrap_or("?"),
+        h.gpus,
+        h.sample_age_s.unwrap_or(0.0)
+    )
 }

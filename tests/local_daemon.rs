@@ -451,3 +451,55 @@ fn without_nvml_the_host_says_so_once_and_a_gpu_job_fails_with_the_reason() {
         "the rest of gantry works"
     );
 }
+
+#[test]
+fn a_mig_job_on_the_host_gets_a_mig_instance_of_its_size() {
+    use gantry::backend::local::nvml::MigInstance;
+    let d = dir("mig");
+    let mut s = open_gpu(&d);
+    let Discovery::Available { driver, mut gpus } = nvml([(0, vec![]), (0, vec![])]) else {
+        unreachable!()
+    };
+    // GPU 1 is in MIG mode with two 3g.40gb instances (as `nvidia-smi mig -cgi 9,9 -C` makes).
+    gpus[1].mig_enabled = Some(true);
+    gpus[1].mig_instances = ["MIG-aaa", "MIG-bbb"]
+        .iter()
+        .map(|u| MigInstance {
+            uuid: u.to_string(),
+            memory_total_mib: 40_320,
+            memory_used_mib: 0,
+        })
+        .collect();
+    gpus[0].mig_enabled = Some(false);
+    s.observe_host(Discovery::Available { driver, gpus })
+        .unwrap();
+    let job = |n: &str| {
+        Submission {
+        file: "mig.yaml".into(),
+        text: format!(
+            "name: {n}\nresources:\n  cpus: 1\n  memory: 1\nmig: 3g.40gb\nrun: echo $CUDA_VISIBLE_DEVICES; sleep 30\n"
+        )
+        .into_bytes(),
+        team: Some("a".into()),
+        ..Submission::default()
+    }
+    };
+    let a = s.submit(&[job("a")]).remove(0).unwrap();
+    let b = s.submit(&[job("b")]).remove(0).unwrap();
+    s.tick().unwrap();
+    let out = |id: i64| d.join("logs").join(format!("job-{id}.out"));
+    until(&mut s, |_| {
+        [a, b]
+            .iter()
+            .all(|&id| std::fs::read_to_string(out(id)).is_ok_and(|t| !t.is_empty()))
+    });
+    let mut seen: Vec<String> = [a, b]
+        .iter()
+        .map(|&id| std::fs::read_to_string(out(id)).unwrap().trim().to_string())
+        .collect();
+    seen.sort();
+    assert_eq!(seen, vec!["MIG-aaa", "MIG-bbb"], "one instance each");
+    for id in [a, b] {
+        s.act(id, Action::Cancel, "test").unwrap();
+    }
+}

@@ -40,6 +40,47 @@ pub struct FleetConfig {
     pub teams: Vec<TeamConfig>,
     #[serde(default)]
     pub pools: Vec<PoolConfig>,
+    /// When a running job's GPUs count as idle (what `gantry reclaim` offers to free).
+    #[serde(default)]
+    pub reclaim: ReclaimSettings,
+}
+
+/// `[reclaim]`: a job whose every GPU stayed below `idle_threshold_pct` for `idle_window` is
+/// reclaimable.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReclaimSettings {
+    #[serde(default = "default_idle_threshold")]
+    pub idle_threshold_pct: f64,
+    #[serde(default = "default_idle_window")]
+    pub idle_window: String,
+}
+
+fn default_idle_threshold() -> f64 {
+    5.0
+}
+
+fn default_idle_window() -> String {
+    "15m".to_string()
+}
+
+impl Default for ReclaimSettings {
+    fn default() -> Self {
+        ReclaimSettings {
+            idle_threshold_pct: default_idle_threshold(),
+            idle_window: default_idle_window(),
+        }
+    }
+}
+
+impl ReclaimSettings {
+    /// The scheduler's reclaim configuration (validated by `parse`).
+    pub fn config(&self) -> crate::scheduler::reclaim::ReclaimConfig {
+        crate::scheduler::reclaim::ReclaimConfig {
+            threshold_pct: self.idle_threshold_pct,
+            window_s: crate::spec::parse_duration(&self.idle_window).unwrap_or(900.0),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -374,6 +415,30 @@ fn validate(file: &str, text: &str, cfg: &FleetConfig) -> Result<(), ConfigError
             ));
         }
     }
+    let r = &cfg.reclaim;
+    let reclaim_at = |message: String| {
+        let (line, col) = text.find("[reclaim]").map_or((1, 1), |o| position(text, o));
+        ConfigError {
+            file: file.to_string(),
+            line,
+            col,
+            message,
+        }
+    };
+    if !(r.idle_threshold_pct.is_finite() && (0.0..=100.0).contains(&r.idle_threshold_pct)) {
+        return Err(reclaim_at(format!(
+            "reclaim: idle_threshold_pct {} must be a percentage in 0..=100",
+            r.idle_threshold_pct
+        )));
+    }
+    if crate::spec::parse_duration(&r.idle_window)
+        .is_none_or(|w| !(60.0..=7.0 * 86400.0).contains(&w))
+    {
+        return Err(reclaim_at(format!(
+            "reclaim: idle_window `{}` must be a duration from 1m to 7d, e.g. 15m",
+            r.idle_window
+        )));
+    }
     crate::model::validate_teams(&teams_of(cfg), &crate::model::default_classes()).map_err(
         |e| {
             let i = cfg
@@ -539,6 +604,29 @@ mod tests {
         assert!(e.line > 1);
         let e = parse("f.toml", "[[pools]]\nprovider = 3\n").unwrap_err();
         assert_eq!(e.line, 2, "{e}");
+        let window = DEFAULT_FLEET.replacen("idle_window = \"15m\"", "idle_window = \"soon\"", 1);
+        let e = parse("f.toml", &window).unwrap_err();
+        assert!(
+            e.message
+                .contains("reclaim: idle_window `soon` must be a duration from 1m to 7d"),
+            "{e}"
+        );
+        assert_eq!(
+            e.line,
+            DEFAULT_FLEET
+                .lines()
+                .position(|l| l == "[reclaim]")
+                .unwrap()
+                + 1
+        );
+        let cfg = parse("f.toml", &DEFAULT_FLEET.replacen("\"15m\"", "\"2m\"", 1)).unwrap();
+        assert_eq!(cfg.reclaim.config().window_s, 120.0);
+        let auto = "[[pools]]\nprovider = \"aws\"\nregion = \"r\"\nzone = \"z\"\nname = \"p\"\ninstance_type = \"i\"\ngpu = \"auto\"\ncpus = 1\nmemory_gb = 1\ncapacity = \"on-demand\"\nprice_per_hour = 1.0\nnodes = 1\n";
+        let e = parse("f.toml", auto).unwrap_err();
+        assert!(
+            e.message.contains("only for provider = \"local\" pools"),
+            "{e}"
+        );
         let mig = DEFAULT_FLEET.replacen("mig_gpus_per_node = 4", "mig_gpus_per_node = 9", 1);
         assert!(parse("f.toml", &mig)
             .unwrap_err()
@@ -552,5 +640,64 @@ mod tests {
             ),
             "{e}"
         );
+    }
+
+    #[test]
+    fn auto_local_pools_are_sized_from_nvml_or_become_cpu_only() {
+        use crate::backend::local::nvml::{Discovery, GpuSample};
+        let mut cfg = parse("local.toml", LOCAL_FLEET).unwrap();
+        assert!(wants_discovery(&cfg));
+        let h100 = |index, mig| GpuSample {
+            index,
+            name: "NVIDIA H100 80GB HBM3".into(),
+            memory_total_mib: 81_559,
+            mig_enabled: Some(mig),
+            ..GpuSample::default()
+        };
+        let said = apply_discovery(
+            &mut cfg.clone(),
+            &Discovery::Available {
+                driver: "550".into(),
+                gpus: vec![h100(0, false), h100(1, true)],
+            },
+        );
+        assert_eq!(
+            said,
+            vec![
+                "local/here/here/host: NVML (driver 550) found 2 × H100 (80 GB), 1 in MIG mode"
+                    .to_string()
+            ]
+        );
+        let mut found = cfg.clone();
+        apply_discovery(
+            &mut found,
+            &Discovery::Available {
+                driver: "550".into(),
+                gpus: vec![h100(0, false), h100(1, true)],
+            },
+        );
+        let p = &found.pools[0];
+        assert_eq!(
+            (
+                p.gpu.as_deref(),
+                p.gpus_per_node,
+                p.vram_gb,
+                p.mig_gpus_per_node
+            ),
+            (Some("H100"), 2, 80, 1)
+        );
+        assert!(!wants_discovery(&found));
+        let said = apply_discovery(
+            &mut cfg,
+            &Discovery::Unavailable {
+                reason: "NVML is not available (no driver)".into(),
+            },
+        );
+        assert!(said[0].ends_with("the pool is CPU-only"), "{said:?}");
+        assert_eq!(
+            (cfg.pools[0].gpu.as_deref(), cfg.pools[0].gpus_per_node),
+            (None, 0)
+        );
+        assert_eq!(fleet_of(&cfg).gpu_count(), 0);
     }
 }

@@ -713,6 +713,12 @@ impl Engine {
         true
     }
 
+    /// A backend reports a GPU's MIG mode: an idle GPU follows it (a busy one keeps its
+    /// mode until it is free). True if the mode changed.
+    pub fn set_mig_mode(&mut self, node: crate::model::NodeId, gpu: u8, on: bool) -> bool {
+        self.cluster.set_mig_mode(node, usize::from(gpu), on)
+    }
+
     /// Gives a held GPU back to the scheduler (its foreign processes are gone).
     pub fn release_gpu(&mut self, node: crate::model::NodeId, gpu: u8) -> bool {
         match self.held.remove(&(node.0, gpu)) {

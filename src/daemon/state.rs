@@ -402,7 +402,7 @@ impl State {
             classes: class_names,
             team_config: cfg.teams.clone(),
             workload: opts.demo_workload.then(Workload::default),
-            reclaim: ReclaimConfig::default(),
+            reclaim: cfg.reclaim.config(),
             counters: Counters::default(),
         };
         for e in recent {
@@ -744,6 +744,13 @@ impl State {
             .placement
             .as_ref()
             .is_some_and(|p| p.nodes.iter().any(|n| !n.gpus.is_empty()));
+        if wants_gpus && self.host.sampled_at.is_none() && self.host.unavailable.is_none() {
+            // Placed on a GPU the hold before NVML's first sample could not cover (MIG mode):
+            // back to the queue until the host has been seen.
+            self.engine
+                .lost(id, self.now, "waiting for NVML's first sample of this host")?;
+            return Ok(());
+        }
         let gpus: Result<Vec<String>, String> = if wants_gpus {
             self.host_gpu_ids(
                 j.placement
@@ -801,9 +808,6 @@ impl State {
             return Err(format!(
                 "it was granted GPUs but NVML is not available here ({reason})"
             ));
-        }
-        if self.host.sampled_at.is_none() {
-            return Err("it was granted GPUs before NVML's first sample of this host".to_string());
         }
         let mut ids: Vec<String> = Vec::new();
         for g in grants {
@@ -870,6 +874,26 @@ impl State {
         let keep = self.reclaim.window_s + 120.0;
         let first = self.host.sampled_at.is_none() && self.host.unavailable.is_none();
         let changes = self.host.observe(self.now, found, &groups, &jobs, keep);
+        // Each GPU's MIG mode follows the host's (the operator's MIG manager decides it).
+        let modes: Vec<(u8, bool)> = self
+            .host
+            .gpus
+            .iter()
+            .filter_map(|g| Some((u8::try_from(g.index).ok()?, g.mig_enabled?)))
+            .collect();
+        for (g, on) in modes {
+            // Held GPUs are not idle to the cluster: release, switch, hold again.
+            let held = self.engine.release_gpu(nid, g);
+            if self.engine.set_mig_mode(nid, g, on) {
+                self.log(format!(
+                    "GPU {g} on this host is {} MIG mode (NVML)",
+                    if on { "in" } else { "out of" }
+                ));
+            }
+            if held {
+                self.engine.hold_gpu(nid, g);
+            }
+        }
         if first {
             // The GPUs held since the start: free those without foreign processes (all of them
             // when NVML is absent, so that a job granted one fails with the reason).

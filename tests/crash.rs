@@ -216,3 +216,89 @@ fn acknowledged_api_submissions_survive_kill_9_of_the_daemon() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Runs the CLI against the daemon at `sock`.
+fn cli(sock: &std::path::Path, args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_gantry"))
+        .args(args)
+        .env("GANTRY_CONNECT", sock)
+        .output()
+        .expect("run gantry");
+    String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr)
+}
+
+fn daemon(dir: &std::path::Path) -> std::process::Child {
+    let sock = dir.join("sock");
+    let _ = std::fs::remove_file(&sock);
+    let child = Command::new(env!("CARGO_BIN_EXE_gantry"))
+        .args(["daemon", "--config"])
+        .arg(dir.join("fleet.toml"))
+        .arg("--db")
+        .arg(dir.join("state.db"))
+        .arg("--socket")
+        .arg(&sock)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start the daemon");
+    let t = std::time::Instant::now();
+    while !sock.exists() && t.elapsed() < std::time::Duration::from_secs(20) {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    child
+}
+
+fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
+    let t = std::time::Instant::now();
+    while !done() {
+        assert!(
+            t.elapsed() < std::time::Duration::from_secs(20),
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn a_local_job_outlives_a_kill_9_of_its_daemon_and_is_re_adopted() {
+    let dir = std::env::temp_dir().join(format!("gantry-crash-local-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let fleet = Command::new(env!("CARGO_BIN_EXE_gantry"))
+        .args(["fleet", "--print-local"])
+        .output()
+        .unwrap();
+    std::fs::write(dir.join("fleet.toml"), fleet.stdout).unwrap();
+    let go = dir.join("go");
+    std::fs::write(
+        dir.join("job.yaml"),
+        format!(
+            "name: survivor\nresources:\n  cpus: 1\n  memory: 1\nrun: |\n  echo started\n  while [ ! -e {} ]; do sleep 0.1; done\n  echo finished\n",
+            go.display()
+        ),
+    )
+    .unwrap();
+    let sock = dir.join("sock");
+    let mut first = daemon(&dir);
+    let submitted = cli(&sock, &["submit", dir.join("job.yaml").to_str().unwrap()]);
+    assert!(submitted.contains("submitted job 1"), "{submitted}");
+    let log = dir.join("logs").join("job-1.out");
+    wait_for("the job to start", || {
+        std::fs::read_to_string(&log).is_ok_and(|t| t.contains("started"))
+    });
+    first.kill().unwrap(); // SIGKILL: no chance to clean up
+    first.wait().unwrap();
+    let mut second = daemon(&dir);
+    let job = cli(&sock, &["job", "1", "--output", "json"]);
+    assert!(job.contains("\"state\": \"running\""), "{job}");
+    assert!(job.contains("re-adopted process group"), "{job}");
+    std::fs::write(&go, "").unwrap();
+    wait_for("the re-adopted job to complete", || {
+        cli(&sock, &["job", "1", "--output", "json"]).contains("\"state\": \"completed\"")
+    });
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(text, "started\nfinished\n", "it ran once, not twice");
+    second.kill().unwrap();
+    second.wait().unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+}

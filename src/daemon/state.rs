@@ -441,9 +441,12 @@ impl State {
                     r.kill_at = Some(s.now + grace);
                 }
             }
-            s.record(
+            s.record_job(
+                id,
                 "local",
-                format!("job {id}: re-adopted process group {pgid}, still running on this host after the restart"),
+                format!(
+                    "re-adopted process group {pgid}, still running on this host after the restart"
+                ),
             )?;
         }
         // Processes a previous daemon left on this host that could not be re-adopted: their
@@ -509,6 +512,15 @@ impl State {
     fn record(&mut self, kind: &str, what: String) -> Result<(), EngineError> {
         self.engine.store().add_event(self.now, None, kind, &what)?;
         self.log(what);
+        Ok(())
+    }
+
+    /// A journaled event about one job (it shows in the job's history).
+    fn record_job(&mut self, id: JobId, kind: &str, what: String) -> Result<(), EngineError> {
+        self.engine
+            .store()
+            .add_event(self.now, Some(id), kind, &what)?;
+        self.log(format!("job {id} {what}"));
         Ok(())
     }
 
@@ -789,9 +801,10 @@ impl State {
             }
             Err(why) => {
                 self.engine.finished(id, false, self.now)?;
-                self.record(
+                self.record_job(
+                    id,
                     "local",
-                    format!("job {id} could not start on the local host: {why}"),
+                    format!("could not start on the local host: {why}"),
                 )?;
             }
         }

@@ -338,3 +338,129 @@ mig_gpus_per_node = 2
     );
     assert_eq!(r.finished, 1, "{log}");
 }
+
+/// An on-prem pool of `onprem` 8×H100 nodes (paid all the time) and the elastic on-demand pool.
+fn onprem_and_cloud(onprem: u32) -> FleetConfig {
+    let text = format!(
+        r#"
+[[teams]]
+name = "ml"
+guaranteed = 64
+
+[[pools]]
+provider = "onprem"
+region = "dc1"
+zone = "hall-a"
+name = "dgx"
+instance_type = "DGX H100"
+gpu = "H100"
+gpus_per_node = 8
+vram_gb = 80
+cpus = 224
+memory_gb = 2048
+capacity = "reserved"
+price_per_hour = 20.0
+nodes = {onprem}
+
+[[pools]]
+provider = "aws"
+region = "us-east-1"
+zone = "use1-az3"
+name = "p5-od"
+instance_type = "p5.48xlarge"
+gpu = "H100"
+gpus_per_node = 8
+vram_gb = 80
+cpus = 192
+memory_gb = 2048
+capacity = "on-demand"
+price_per_hour = 55.04
+nodes = 0
+max_nodes = 4
+provisioning_delay = "6m"
+"#
+    );
+    parse("onprem.toml", &text).unwrap()
+}
+
+fn sized(arrive: f64, hours: f64, gpus: u8) -> SimJob {
+    let mut j = job(arrive, hours, false);
+    j.request.gpu = GpuRequest::Whole(gpus);
+    j.request.cpu_milli = 8_000 * u32::from(gpus);
+    j.request.mem_mib = 64 * 1024 * u64::from(gpus);
+    j.whole = j.request.clone();
+    j.useful_milli = 1000 * u32::from(gpus);
+    j
+}
+
+fn run_with(fleet: &FleetConfig, jobs: &[SimJob], consolidate: bool) -> SetupResult {
+    let cfg = SimConfig {
+        days: 0.5,
+        seed: 1,
+        failures_per_node_hour: 0.0,
+        keep_events: true,
+        consolidate,
+        ..SimConfig::default()
+    };
+    World::new(Setup::Gantry, fleet, jobs, cfg).run()
+}
+
+#[test]
+fn a_cloud_node_is_drained_onto_paid_capacity_when_it_frees_up() {
+    let fleet = onprem_and_cloud(1);
+    // The on-prem node is full for an hour, so the 4-GPU job goes to the cloud; when the
+    // on-prem node frees, the job checkpoints, moves there, and the cloud node goes back.
+    let jobs = [sized(60.0, 1.0, 8), sized(120.0, 8.0, 4)];
+    let r = run_with(&fleet, &jobs, true);
+    let log = r.event_log.join("\n");
+    assert!(log.contains("p5-od +1 for job 1"), "{log}");
+    assert!(
+        log.contains("consolidated: 1 job(s) moved to paid capacity"),
+        "{log}"
+    );
+    assert_eq!(
+        (r.consolidated_nodes, r.moved_jobs, r.finished),
+        (1, 1, 2),
+        "{log}"
+    );
+    let without = run_with(&fleet, &jobs, false);
+    assert_eq!(without.consolidated_nodes, 0);
+    assert!(
+        r.spend_usd < without.spend_usd - 5.0 * 55.04,
+        "about 6 cloud hours saved: {} vs {}",
+        r.spend_usd,
+        without.spend_usd
+    );
+    assert!(r.utilization > without.utilization);
+    // The move costs the restore once: the job still finishes all its work.
+    assert!((r.useful_gpu_hours - without.useful_gpu_hours).abs() < 0.5);
+}
+
+#[test]
+fn a_fragmented_paid_node_is_emptied_for_a_job_instead_of_buying_one() {
+    let fleet = onprem_and_cloud(2);
+    // Two long 4-GPU jobs end up on different nodes once the short ones finish; an 8-GPU
+    // job then fits nowhere: one long job moves next to the other and the 8-GPU job gets the
+    // emptied node — no cloud node bought.
+    let jobs = [
+        sized(60.0, 10.0, 4),
+        sized(61.0, 1.0, 4),
+        sized(62.0, 10.0, 4),
+        sized(63.0, 1.0, 4),
+        sized(2.0 * 3600.0, 4.0, 8),
+    ];
+    let r = run_with(&fleet, &jobs, true);
+    let log = r.event_log.join("\n");
+    let without = run_with(&fleet, &jobs, false);
+    let log_without = without.event_log.join("\n");
+    assert!(
+        log_without.contains("p5-od +1 for job 4"),
+        "fragmented, the plain policy buys a node:\n{log_without}"
+    );
+    assert!(
+        log.contains("job(s) moved so job 4 gets 8 GPU(s) there"),
+        "{log}"
+    );
+    assert_eq!((r.defragmented, r.scale_ups), (1, 0), "{log}");
+    assert!(r.spend_usd < without.spend_usd);
+}

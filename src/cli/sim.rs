@@ -161,6 +161,12 @@ fn print_table(c: &Comparison, events: bool) {
     col("scale-ups / scale-downs", &|s| {
         format!("{} / {}", s.scale_ups, s.scale_downs)
     });
+    col("drained / defragmented / moved", &|s| {
+        format!(
+            "{} / {} / {}",
+            s.consolidated_nodes, s.defragmented, s.moved_jobs
+        )
+    });
     col("peak paid GPUs", &|s| s.peak_gpus.to_string());
     col("events (hash)", &|s| {
         format!("{} ({})", s.events, &s.event_hash[..8])

@@ -70,6 +70,8 @@ pub struct SimConfig {
     pub spot_notice_s: f64,
     pub reclaim: ReclaimConfig,
     pub scale: ScaleConfig,
+    /// gantry drains underused cloud nodes whose jobs fit on paid capacity (consolidation).
+    pub consolidate: bool,
     /// Keep the text of every event (the hash is always kept).
     pub keep_events: bool,
 }
@@ -86,6 +88,7 @@ impl Default for SimConfig {
             spot_notice_s: 120.0,
             reclaim: ReclaimConfig::default(),
             scale: ScaleConfig::default(),
+            consolidate: true,
             keep_events: false,
         }
     }
@@ -167,6 +170,13 @@ pub struct CapacityUse {
 }
 
 #[derive(Clone, Debug, Default, Serialize)]
+pub struct PoolUse {
+    pub pool: String,
+    pub paid_gpu_hours: f64,
+    pub held_gpu_hours: f64,
+}
+
+#[derive(Clone, Debug, Default, Serialize)]
 pub struct TeamSpend {
     pub team: String,
     pub spend_usd: f64,
@@ -190,6 +200,8 @@ pub struct SetupResult {
     pub spend_usd: f64,
     /// Paid and held GPU-hours and spend by how capacity is bought.
     pub by_capacity: Vec<CapacityUse>,
+    /// Paid and held GPU-hours by pool (where the idle hours are).
+    pub by_pool: Vec<PoolUse>,
     pub spend_by_team: Vec<TeamSpend>,
     /// Paid for but held by no job.
     pub idle_spend_usd: f64,
@@ -205,6 +217,12 @@ pub struct SetupResult {
     pub node_failures: u64,
     pub reclaimed_jobs: u64,
     pub reclaimed_gpu_hours: f64,
+    /// Cloud nodes drained by consolidation (their jobs checkpointed and moved to capacity
+    /// already paid for) and given back, and the jobs moved.
+    pub consolidated_nodes: u64,
+    /// Nodes emptied for a job that fit nowhere (instead of buying one).
+    pub defragmented: u64,
+    pub moved_jobs: u64,
     pub scale_ups: u64,
     pub scale_downs: u64,
     pub peak_gpus: usize,
@@ -293,12 +311,15 @@ pub struct World<'a> {
     rng: Rng,
     dirty: bool,
     next_reclaim: f64,
+    next_consolidate: f64,
     hash: Sha256,
     out: SetupResult,
     waits: Vec<Vec<f64>>,
     team_spend: Vec<(f64, f64)>,
     /// (paid GPU-h, held GPU-h, spend) by capacity type.
     capacity_use: [(f64, f64, f64); 3],
+    /// Per pool: (paid, held) GPU-hours.
+    pool_use: Vec<(f64, f64)>,
     useful_by_kind: [f64; 4],
     never: Vec<bool>,
     /// Naive: the partition (cluster) of each team; `None` for a team without a guarantee.
@@ -463,6 +484,7 @@ impl<'a> World<'a> {
             now: 0.0,
             dirty: false,
             next_reclaim: 0.0,
+            next_consolidate: 0.0,
             hash: Sha256::new(),
             out: SetupResult {
                 setup: setup.name().to_string(),
@@ -470,6 +492,7 @@ impl<'a> World<'a> {
                 ..SetupResult::default()
             },
             capacity_use: [(0.0, 0.0, 0.0); 3],
+            pool_use: vec![(0.0, 0.0); fleet_cfg.pools.len()],
             useful_by_kind: [0.0; 4],
             never: vec![false; jobs.len()],
             part_of_team: Vec::new(),
@@ -575,6 +598,7 @@ impl<'a> World<'a> {
         self.out.spend_usd += cost;
         self.out.paid_gpu_hours += self.nodes[i].gpus as f64 * hours;
         self.capacity_use[cap].0 += self.nodes[i].gpus as f64 * hours;
+        self.pool_use[self.nodes[i].pool.index()].0 += self.nodes[i].gpus as f64 * hours;
         self.capacity_use[cap].2 += cost;
     }
 
@@ -668,6 +692,8 @@ impl<'a> World<'a> {
             let cap = self.fleet_cfg[self.nodes[g.node.index()].pool.index()].capacity as usize;
             let milli: u64 = g.gpu_milli();
             self.capacity_use[cap].1 += milli as f64 / 1000.0 * ran / 3600.0;
+            self.pool_use[self.nodes[g.node.index()].pool.index()].1 +=
+                milli as f64 / 1000.0 * ran / 3600.0;
         }
         self.clusters[r.cluster]
             .release(&p)
@@ -1004,6 +1030,7 @@ impl<'a> World<'a> {
             }
         }
         if pending.is_empty() {
+            self.consolidate();
             return;
         }
         let config = CycleConfig::default();
@@ -1066,6 +1093,8 @@ impl<'a> World<'a> {
             }
         }
         waiting.sort_by_key(|&j| out.explanations.iter().position(|e| e.job as usize == j));
+        self.defragment(&mut waiting);
+        self.consolidate();
         self.grow(&waiting);
     }
 
@@ -1140,6 +1169,195 @@ impl<'a> World<'a> {
                 empty / 60.0
             ));
         }
+    }
+
+    /// Consolidation — what Karpenter does for pods, done with checkpoints: when nothing
+    /// waits for capacity, a cloud node whose every job checkpoints and fits on capacity that
+    /// is already paid for is drained (its jobs checkpoint on SIGTERM and restart there, paying
+    /// the restore) and given back at once. Fewest-used nodes first; a node that received jobs
+    /// in this pass is not drained in it.
+    fn consolidate(&mut self) {
+        if self.now < self.next_consolidate || !self.cfg.consolidate {
+            return;
+        }
+        self.next_consolidate = self.now + 300.0;
+        let lives: Vec<Life> = self.nodes.iter().map(|n| n.life).collect();
+        let mut counts = pool_counts(self.clusters[0].fleet(), self.fleet_cfg.len(), &lives);
+        let mut candidates: Vec<(u32, usize)> = (0..self.nodes.len())
+            .filter(|&i| {
+                self.nodes[i].life == Life::Up
+                    && self.nodes[i].jobs > 0
+                    && self.pool_cfg(i).capacity != CapacityType::Reserved
+            })
+            .map(|i| {
+                (
+                    self.clusters[0].fleet().nodes[i].gpu_milli_total()
+                        - self.clusters[0].fleet().nodes[i].gpu_milli_free(),
+                    i,
+                )
+            })
+            .collect();
+        candidates.sort_unstable();
+        let mut receivers = std::collections::HashSet::new();
+        for (_, n) in candidates {
+            let pool = self.nodes[n].pool.index();
+            if receivers.contains(&n) || counts[pool] <= self.fleet_cfg[pool].min_nodes {
+                continue;
+            }
+            let jobs = self.jobs_on(n);
+            if jobs.is_empty() || !jobs.iter().all(|&j| self.movable(j)) {
+                continue;
+            }
+            let Some(moves) = self.try_moves(n, &jobs) else {
+                continue;
+            };
+            for (j, placement) in moves {
+                for g in &placement.nodes {
+                    receivers.insert(g.node.index());
+                }
+                let borrowed = self.runs[j].borrowed;
+                self.stop(j, false, true, JobState::Pending);
+                self.start(j, placement, 0, borrowed);
+                self.out.moved_jobs += 1;
+            }
+            self.set_life(n, Life::Absent);
+            counts[pool] -= 1;
+            self.out.consolidated_nodes += 1;
+            self.out.scale_downs += 1;
+            let path = self.clusters[0].fleet().pool_path(self.nodes[n].pool);
+            let price = self.pool_cfg(n).price_per_hour;
+            self.log(format_args!(
+                "{path} -1 (node {n} consolidated: {} job(s) moved to paid capacity), -${price:.2}/h",
+                jobs.len()
+            ));
+        }
+    }
+
+    /// Whether a running job may be moved: it checkpoints, may be preempted, is not a
+    /// service or a notebook, and sits on one node.
+    fn movable(&self, j: usize) -> bool {
+        let (job, r) = (&self.jobs[j], &self.runs[j]);
+        r.state == JobState::Running
+            && job.preemptible
+            && job.checkpoint_s.is_some()
+            && matches!(job.kind, Kind::Training | Kind::Experiment)
+            && r.placement.as_ref().is_some_and(|p| p.nodes.len() == 1)
+    }
+
+    /// Defragmentation with checkpoints: a job that fits nowhere and needs whole GPUs on one
+    /// node gets a node already paid for, emptied by moving its (movable) jobs to free room
+    /// elsewhere, instead of a new one bought for it. Lightest nodes first; the first few
+    /// stuck jobs per cycle. Jobs served this way leave `waiting`.
+    fn defragment(&mut self, waiting: &mut Vec<usize>) {
+        if !self.cfg.consolidate {
+            return;
+        }
+        let mut served = Vec::new();
+        for &w in waiting.iter().take(4) {
+            let req = &self.jobs[w].request;
+            let crate::model::GpuRequest::Whole(k) = req.gpu else {
+                continue;
+            };
+            if req.nodes != 1 {
+                continue;
+            }
+            let fleet = self.clusters[0].fleet();
+            let mut candidates: Vec<(u32, usize)> = (0..self.nodes.len())
+                .filter(|&i| {
+                    let n = &fleet.nodes[i];
+                    self.nodes[i].life == Life::Up
+                        && n.health == crate::model::Health::Healthy
+                        && n.gpus.len() >= usize::from(k)
+                        && n.model.is_some_and(|m| req.models.rank(m).is_some())
+                        && self.nodes[i].jobs > 0
+                })
+                .map(|i| {
+                    let n = &fleet.nodes[i];
+                    (n.gpu_milli_total() - n.gpu_milli_free(), i)
+                })
+                .collect();
+            candidates.sort_unstable();
+            for (_, n) in candidates.into_iter().take(4) {
+                let jobs = self.jobs_on(n);
+                if !jobs.iter().all(|&j| self.movable(j)) {
+                    continue;
+                }
+                let Some(moves) = self.try_moves(n, &jobs) else {
+                    continue;
+                };
+                // With the moves made, the stuck job must fit (on the emptied node).
+                let originals: Vec<Placement> = jobs
+                    .iter()
+                    .map(|&j| self.runs[j].placement.clone().expect("running"))
+                    .collect();
+                let cluster = &mut self.clusters[0];
+                for p in &originals {
+                    cluster.release(p).expect("allocated");
+                }
+                for (_, p) in &moves {
+                    cluster.allocate(p).expect("the dry run placed it");
+                }
+                let fits = self.placer.place(cluster, &self.jobs[w].request, w as u64);
+                for (_, p) in &moves {
+                    cluster.release(p).expect("allocated just above");
+                }
+                for p in &originals {
+                    cluster.allocate(p).expect("it was allocated before");
+                }
+                let Ok(target) = fits else {
+                    continue;
+                };
+                for (j, placement) in moves {
+                    let borrowed = self.runs[j].borrowed;
+                    self.stop(j, false, true, JobState::Pending);
+                    self.start(j, placement, 0, borrowed);
+                    self.out.moved_jobs += 1;
+                }
+                self.out.defragmented += 1;
+                self.log(format_args!(
+                    "defragment node {n}: {} job(s) moved so job {w} gets {k} GPU(s) there",
+                    jobs.len()
+                ));
+                self.start(w, target, 0, false);
+                served.push(w);
+                break;
+            }
+        }
+        waiting.retain(|w| !served.contains(w));
+    }
+
+    /// Where the jobs on node `n` would go with `n` out of the picture, if every one of them
+    /// fits on other nodes that are up; the cluster is left as it was.
+    fn try_moves(&mut self, n: usize, jobs: &[usize]) -> Option<Vec<(usize, Placement)>> {
+        let node = NodeId(n as u32);
+        let cluster = &mut self.clusters[0];
+        cluster.set_health(node, crate::model::Health::Cordoned);
+        let originals: Vec<Placement> = jobs
+            .iter()
+            .map(|&j| self.runs[j].placement.clone().expect("running"))
+            .collect();
+        for p in &originals {
+            cluster
+                .release(p)
+                .expect("a running job's placement was allocated");
+        }
+        let mut moves = Vec::new();
+        for &j in jobs {
+            match self.placer.place(cluster, &self.jobs[j].request, j as u64) {
+                Ok(p) if cluster.allocate(&p).is_ok() => moves.push((j, p)),
+                _ => break,
+            }
+        }
+        for (_, p) in &moves {
+            cluster.release(p).expect("allocated just above");
+        }
+        for p in &originals {
+            cluster
+                .allocate(p)
+                .expect("it was allocated before the dry run");
+        }
+        cluster.set_health(node, crate::model::Health::Healthy);
+        (moves.len() == jobs.len()).then_some(moves)
     }
 
     /// Idle reclamation from utilization samples, applied at once (the policy a team would
@@ -1257,6 +1475,19 @@ impl<'a> World<'a> {
             }
         })
         .collect();
+        o.by_pool = self
+            .pool_use
+            .iter()
+            .enumerate()
+            .filter(|(_, u)| u.0 > 0.0)
+            .map(|(i, u)| PoolUse {
+                pool: self.clusters[0]
+                    .fleet()
+                    .pool_path(crate::model::PoolId(i as u32)),
+                paid_gpu_hours: u.0,
+                held_gpu_hours: u.1,
+            })
+            .collect();
         o.spend_by_team = self
             .teams
             .iter()

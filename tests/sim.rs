@@ -95,14 +95,8 @@ proptest! {
     }
 }
 
-/// One on-demand and one spot pool, both empty at start, up to 4 nodes each.
-fn elastic_fleet(interruptions: f64) -> FleetConfig {
-    let text = format!(
-        r#"
-[[teams]]
-name = "ml"
-guaranteed = 64
-
+/// AWS p5 on demand: empty at start, up to 4 nodes.
+const P5_OD: &str = r#"
 [[pools]]
 provider = "aws"
 region = "us-east-1"
@@ -119,7 +113,17 @@ price_per_hour = 55.04
 nodes = 0
 max_nodes = 4
 provisioning_delay = "6m"
+"#;
 
+/// One on-demand and one spot pool, both empty at start, up to 4 nodes each.
+fn elastic_fleet(interruptions: f64) -> FleetConfig {
+    let text = format!(
+        r#"
+[[teams]]
+name = "ml"
+guaranteed = 64
+
+{P5_OD}
 [[pools]]
 provider = "aws"
 region = "us-east-1"
@@ -362,23 +366,7 @@ capacity = "reserved"
 price_per_hour = 20.0
 nodes = {onprem}
 
-[[pools]]
-provider = "aws"
-region = "us-east-1"
-zone = "use1-az3"
-name = "p5-od"
-instance_type = "p5.48xlarge"
-gpu = "H100"
-gpus_per_node = 8
-vram_gb = 80
-cpus = 192
-memory_gb = 2048
-capacity = "on-demand"
-price_per_hour = 55.04
-nodes = 0
-max_nodes = 4
-provisioning_delay = "6m"
-"#
+{P5_OD}"#
     );
     parse("onprem.toml", &text).unwrap()
 }

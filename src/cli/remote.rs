@@ -385,6 +385,15 @@ pub fn fleet_live(c: &mut HttpClient, output: Output) -> Result<(), CliError> {
     Ok(())
 }
 
+/// The items of a JSON array as text (none if it is not an array).
+fn items(v: &Value) -> Vec<String> {
+    v.as_array()
+        .into_iter()
+        .flatten()
+        .map(Value::to_string)
+        .collect()
+}
+
 /// The local host's NVML status in one line.
 fn host_line(h: &Value) -> String {
     if h["nvml"].as_bool() != Some(true) {
@@ -395,12 +404,7 @@ fn host_line(h: &Value) -> String {
                 .unwrap_or("waiting for NVML's first sample")
         );
     }
-    let foreign: Vec<String> = h["foreign_gpus"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|g| g.to_string())
-        .collect();
+    let foreign = items(&h["foreign_gpus"]);
     format!(
         "this host: NVIDIA driver {}, {} GPU(s) through NVML, sampled {:.0} s ago{}",
         h["driver"].as_str().unwrap_or("?"),
@@ -470,18 +474,8 @@ pub fn pool_live(c: &mut HttpClient, which: &str, output: Output) -> Result<(), 
             );
         }
         for (k, g) in n["gpus"].as_array().into_iter().flatten().enumerate() {
-            let jobs: Vec<String> = g["jobs"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .map(|j| j.to_string())
-                .collect();
-            let foreign: Vec<String> = g["foreign_pids"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .map(|p| p.to_string())
-                .collect();
+            let jobs = items(&g["jobs"]);
+            let foreign = items(&g["foreign_pids"]);
             let mut who = jobs.join(",");
             if !foreign.is_empty() {
                 who.push_str(&format!(" foreign pid {}", foreign.join(",")));

@@ -246,6 +246,14 @@ pub fn apply_discovery(
     said
 }
 
+impl PoolConfig {
+    /// Whether the pool is this host (`provider = "local"`): real processes, GPUs through
+    /// NVML, nothing simulated.
+    pub fn is_local(&self) -> bool {
+        self.provider == "local"
+    }
+}
+
 /// MIG geometry by GPU model: the models whose MIG profiles gantry knows.
 pub fn mig_geometry(model: &str) -> Option<MigGeometry> {
     match model.to_ascii_uppercase().as_str() {
@@ -324,7 +332,7 @@ fn validate(file: &str, text: &str, cfg: &FleetConfig) -> Result<(), ConfigError
             ));
         }
         let auto = p.gpu.as_deref() == Some(AUTO_GPU);
-        if auto && p.provider != "local" {
+        if auto && !p.is_local() {
             return Err(at(
                 "pools",
                 i,

@@ -97,23 +97,19 @@ impl HostTelemetry {
                 .filter(|p| p.pgid.is_none_or(|pg| !groups.contains_key(&pg)))
                 .collect();
             let pids: Vec<u32> = foreign.iter().map(|p| p.pid).collect();
-            match (pids.is_empty(), self.foreign.contains_key(&gpu)) {
-                (false, _) if self.foreign.get(&gpu) != Some(&pids) => {
-                    let mib = foreign.iter().filter_map(|p| p.used_mib).sum();
-                    if !self.foreign.contains_key(&gpu) {
-                        changes.push(HostChange::Foreign {
-                            gpu,
-                            pids: pids.clone(),
-                            mib,
-                        });
-                    }
-                    self.foreign.insert(gpu, pids);
-                }
-                (true, true) => {
-                    self.foreign.remove(&gpu);
+            if pids.is_empty() {
+                if self.foreign.remove(&gpu).is_some() {
                     changes.push(HostChange::Cleared { gpu });
                 }
-                _ => {}
+            } else {
+                if !self.foreign.contains_key(&gpu) {
+                    changes.push(HostChange::Foreign {
+                        gpu,
+                        pids: pids.clone(),
+                        mib: foreign.iter().filter_map(|p| p.used_mib).sum(),
+                    });
+                }
+                self.foreign.insert(gpu, pids);
             }
         }
         self.gpus = gpus;

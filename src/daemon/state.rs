@@ -368,7 +368,7 @@ impl State {
         };
         let mut engine = Engine::open_adopting(db, fleet, teams, classes, resume, &adopted)?;
         let recent = engine.store().events(None, EVENTS_KEPT)?;
-        for (&id, _) in adopted.iter() {
+        for &id in adopted.keys() {
             if engine.job(id).is_none_or(|j| j.placement.is_none()) {
                 // Its placement no longer fits the fleet (or the job is gone): stop it.
                 orphans.push((id, local.runs.get(&id).map_or(0, |r| r.pgid)));
@@ -379,7 +379,7 @@ impl State {
             .fleet()
             .nodes
             .iter()
-            .position(|n| cfg.pools[n.pool.index()].provider == "local");
+            .position(|n| cfg.pools[n.pool.index()].is_local());
         let mut s = State {
             local,
             host_node,
@@ -676,7 +676,7 @@ impl State {
     /// Whether node `i` is this host (a `provider = "local"` pool): real processes, no
     /// simulated failures.
     fn is_local(&self, i: usize) -> bool {
-        self.nodes.pools[self.engine.fleet().nodes[i].pool.index()].provider == "local"
+        self.nodes.pools[self.engine.fleet().nodes[i].pool.index()].is_local()
     }
 
     /// Draws a node's next spot interruption (spot pools) and failure.
@@ -895,6 +895,13 @@ impl State {
             .filter_map(|g| Some((u8::try_from(g.index).ok()?, g.mig_enabled?)))
             .collect();
         for (g, on) in modes {
+            let current = self.engine.fleet().nodes[node]
+                .gpus
+                .get(usize::from(g))
+                .map(|gpu| gpu.mig.is_some());
+            if current.is_none_or(|c| c == on) {
+                continue;
+            }
             // Held GPUs are not idle to the cluster: release, switch, hold again.
             let held = self.engine.release_gpu(nid, g);
             if self.engine.set_mig_mode(nid, g, on) {
@@ -1575,7 +1582,7 @@ impl State {
             })
             .collect();
         Some(crate::client::PoolDetail {
-            simulated: self.nodes.pools[index].provider != "local",
+            simulated: !self.nodes.pools[index].is_local(),
             path: fleet.pool_path(crate::model::PoolId(index as u32)),
             model: pool
                 .model
@@ -1925,7 +1932,7 @@ impl State {
             version: self.snapshot.version + 1,
             events_total: self.events_total,
             teams,
-            simulated: self.nodes.pools.iter().any(|p| p.provider != "local"),
+            simulated: self.nodes.pools.iter().any(|p| !p.is_local()),
             host: self.host_node.map(|_| self.host.status(self.now)),
             now: self.now,
             pools,

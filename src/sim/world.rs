@@ -108,6 +108,9 @@ struct SimNode {
     gpus: usize,
 }
 
+/// Jobs and where each would move.
+type Moves = Vec<(usize, Placement)>;
+
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum JobState {
     Pending,
@@ -1208,7 +1211,7 @@ impl<'a> World<'a> {
             if jobs.is_empty() || !jobs.iter().all(|&j| self.movable(j)) {
                 continue;
             }
-            let Some(moves) = self.try_moves(n, &jobs) else {
+            let Some((moves, _)) = self.try_moves(n, &jobs, None) else {
                 continue;
             };
             for (j, placement) in moves {
@@ -1282,29 +1285,8 @@ impl<'a> World<'a> {
                 if !jobs.iter().all(|&j| self.movable(j)) {
                     continue;
                 }
-                let Some(moves) = self.try_moves(n, &jobs) else {
-                    continue;
-                };
-                // With the moves made, the stuck job must fit (on the emptied node).
-                let originals: Vec<Placement> = jobs
-                    .iter()
-                    .map(|&j| self.runs[j].placement.clone().expect("running"))
-                    .collect();
-                let cluster = &mut self.clusters[0];
-                for p in &originals {
-                    cluster.release(p).expect("allocated");
-                }
-                for (_, p) in &moves {
-                    cluster.allocate(p).expect("the dry run placed it");
-                }
-                let fits = self.placer.place(cluster, &self.jobs[w].request, w as u64);
-                for (_, p) in &moves {
-                    cluster.release(p).expect("allocated just above");
-                }
-                for p in &originals {
-                    cluster.allocate(p).expect("it was allocated before");
-                }
-                let Ok(target) = fits else {
+                // The stuck job must fit once the moves are made (on the emptied node).
+                let Some((moves, Some(target))) = self.try_moves(n, &jobs, Some(w)) else {
                     continue;
                 };
                 for (j, placement) in moves {
@@ -1327,8 +1309,14 @@ impl<'a> World<'a> {
     }
 
     /// Where the jobs on node `n` would go with `n` out of the picture, if every one of them
-    /// fits on other nodes that are up; the cluster is left as it was.
-    fn try_moves(&mut self, n: usize, jobs: &[usize]) -> Option<Vec<(usize, Placement)>> {
+    /// fits on other nodes that are up — and, with `then`, where that job would go once they
+    /// have moved (it must fit too). The cluster is left as it was.
+    fn try_moves(
+        &mut self,
+        n: usize,
+        jobs: &[usize],
+        then: Option<usize>,
+    ) -> Option<(Moves, Option<Placement>)> {
         let node = NodeId(n as u32);
         let cluster = &mut self.clusters[0];
         cluster.set_health(node, crate::model::Health::Cordoned);
@@ -1348,6 +1336,15 @@ impl<'a> World<'a> {
                 _ => break,
             }
         }
+        cluster.set_health(node, crate::model::Health::Healthy);
+        let all_moved = moves.len() == jobs.len();
+        let target = match then {
+            Some(w) if all_moved => self
+                .placer
+                .place(cluster, &self.jobs[w].request, w as u64)
+                .ok(),
+            _ => None,
+        };
         for (_, p) in &moves {
             cluster.release(p).expect("allocated just above");
         }
@@ -1356,8 +1353,8 @@ impl<'a> World<'a> {
                 .allocate(p)
                 .expect("it was allocated before the dry run");
         }
-        cluster.set_health(node, crate::model::Health::Healthy);
-        (moves.len() == jobs.len()).then_some(moves)
+        let fits = all_moved && (then.is_none() || target.is_some());
+        fits.then_some((moves, target))
     }
 
     /// Idle reclamation from utilization samples, applied at once (the policy a team would

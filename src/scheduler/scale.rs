@@ -135,6 +135,48 @@ fn share_price(o: &PoolOffer, req: &JobRequest) -> f64 {
     }
 }
 
+/// GPUs (milli) one node of the request holds; CPU-only requests hold none.
+fn node_milli(req: &JobRequest) -> u64 {
+    match req.gpu {
+        GpuRequest::None => 0,
+        g => u64::from(g.milli()),
+    }
+}
+
+/// What buying for the job costs per GPU that will do work on what is bought: the new nodes'
+/// price over the GPUs the waiting jobs still to plan (this one included) would fill on them.
+/// A lone one-GPU job on an eight-GPU node pays for seven idle GPUs; a sweep of eight fills it.
+fn price_per_filled_gpu(o: &PoolOffer, req: &JobRequest, demand_milli: u64) -> f64 {
+    if o.gpus_per_node == 0 || matches!(req.gpu, GpuRequest::None) {
+        return share_price(o, req);
+    }
+    let node = u64::from(o.gpus_per_node) * u64::from(MILLI_PER_GPU);
+    let per_node = if req.nodes > 1 {
+        node
+    } else {
+        demand_milli.max(node_milli(req)).min(node)
+    };
+    o.price_per_hour * f64::from(MILLI_PER_GPU) / per_node.max(1) as f64
+}
+
+/// For each waiting job (in order) and offer: the GPUs (milli) that single-node jobs from this
+/// one on, which a fresh node of the offer could hold, ask for.
+fn demand_after(offers: &[PoolOffer], waiting: &[(JobId, &JobRequest)]) -> Vec<Vec<u64>> {
+    let mut out = vec![vec![0u64; offers.len()]; waiting.len()];
+    let mut acc = vec![0u64; offers.len()];
+    for (k, (_, req)) in waiting.iter().enumerate().rev() {
+        if req.nodes == 1 {
+            for (i, o) in offers.iter().enumerate() {
+                if suits(o, req).is_some() {
+                    acc[i] += node_milli(req);
+                }
+            }
+        }
+        out[k].clone_from(&acc);
+    }
+    out
+}
+
 /// Puts a single-node job on the cheapest new node (model preference first) that has room.
 fn take_cheapest(fresh: &mut [Fresh], offers: &[PoolOffer], req: &JobRequest) -> bool {
     let mut order: Vec<(u16, f64, usize)> = fresh
@@ -150,11 +192,14 @@ fn take_cheapest(fresh: &mut [Fresh], offers: &[PoolOffer], req: &JobRequest) ->
 }
 
 /// Plans growth for jobs that fit nowhere now, in the order given (queue order). Each job gets
-/// the cheapest pool that satisfies it — model preference first, then price, so spot wins
-/// where the job allows it — within the job's price ceiling and the pool's maximum; a spot pool
-/// interrupted within the cooldown is passed over for on-demand. Nodes already on their way
-/// (`incoming[i]` of offer `i`) are spoken for first, and jobs that share a node plan onto
-/// capacity an earlier decision of this plan adds, so a burst does not order a node per job.
+/// the cheapest pool that satisfies it — model preference first, then the price per GPU that
+/// will work on what is bought (the node's price over what this job and the waiting jobs after
+/// it would fill), so spot wins where the job allows it and a lone small job is not given an
+/// eight-GPU node when a smaller one costs less — within the job's price ceiling and the pool's
+/// maximum; a spot pool interrupted within the cooldown is passed over for on-demand. Nodes
+/// already on their way (`incoming[i]` of offer `i`) are spoken for first, and jobs that share a
+/// node plan onto capacity an earlier decision of this plan adds, so a burst does not order a
+/// node per job.
 pub fn scale_up(
     now: f64,
     offers: &[PoolOffer],
@@ -180,7 +225,8 @@ pub fn scale_up(
             && o.last_interruption
                 .is_some_and(|t| now - t < cfg.spot_cooldown_s)
     };
-    for &(job, req) in waiting {
+    let demand = demand_after(offers, waiting);
+    for (k, &(job, req)) in waiting.iter().enumerate() {
         if req.nodes == 1 && take_cheapest(&mut fresh, offers, req) {
             continue;
         }
@@ -216,9 +262,10 @@ pub fn scale_up(
                 skipped_spot = true;
                 continue;
             }
-            let better = best.is_none_or(|(r, p, _)| (rank, price) < (r, p));
+            let cost = price_per_filled_gpu(o, req, demand[k][i]);
+            let better = best.is_none_or(|(r, c, _)| (rank, cost) < (r, c));
             if better {
-                best = Some((rank, price, i));
+                best = Some((rank, cost, i));
             }
         }
         let Some((_, _, i)) = best else { continue };
@@ -333,6 +380,37 @@ mod tests {
         assert!((plan[0].added_per_hour - 14.6).abs() < 1e-9);
         assert_eq!((plan[1].pool, plan[1].for_job), (PoolId(0), 2));
         assert!(!plan[1].spot_fallback);
+    }
+
+    #[test]
+    fn a_lone_small_job_gets_a_small_node_and_a_sweep_a_big_one() {
+        // An eight-GPU spot node at $14.6/h ($1.83 a GPU) and a one-GPU on-demand node at $6.88.
+        let mut small = offer(1, CapacityType::OnDemand, 6.88, 0, 16);
+        small.gpus_per_node = 1;
+        let offers = [offer(0, CapacityType::Spot, 14.6, 0, 4), small];
+        let cfg = ScaleConfig::default();
+        let one = gpus(1, true);
+        let plan = scale_up(0.0, &offers, &[], &[(1, &one)], &cfg);
+        assert_eq!(plan.len(), 1);
+        assert_eq!(
+            plan[0].pool,
+            PoolId(1),
+            "alone it would leave 7 paid GPUs idle"
+        );
+        let sweep: Vec<(JobId, &JobRequest)> = (0..8).map(|j| (j, &one)).collect();
+        let plan = scale_up(0.0, &offers, &[], &sweep, &cfg);
+        assert_eq!(plan.len(), 1, "eight jobs share one big node: {plan:?}");
+        assert_eq!(plan[0].pool, PoolId(0));
+        // Five jobs: $14.6 over 5 GPUs ($2.92) still beats $6.88 each.
+        let plan = scale_up(0.0, &offers, &[], &sweep[..5], &cfg);
+        assert_eq!(plan.iter().map(|s| s.pool).collect::<Vec<_>>(), [PoolId(0)]);
+        // Gangs fill whole nodes: the per-GPU price decides.
+        let gang = JobRequest {
+            nodes: 2,
+            ..gpus(8, true)
+        };
+        let plan = scale_up(0.0, &offers, &[], &[(9, &gang)], &cfg);
+        assert_eq!(plan[0].pool, PoolId(0));
     }
 
     #[test]

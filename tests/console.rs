@@ -925,7 +925,7 @@ fn the_fleet_view_shows_this_hosts_nvml_status_and_foreign_gpus() {
     app.on_key("3", &snap);
     let s = screen(&app, &snap, 160, 48);
     assert!(
-        s.contains("this host: driver 550.54.15 · 8 GPU(s) via NVML · sampled 1s ago · GPU 3 foreign (not allocated)"),
+        s.contains("this host: NVIDIA driver 550.54.15 · 8 GPU(s) via NVML · sampled 1s ago · GPU 3 busy with processes gantry did not start (not allocated)"),
         "{s}"
     );
     snap.host = Some(HostStatus {

@@ -4,7 +4,7 @@
 
 use super::{CliError, Output};
 use gantry::client::http::{encode, ClientError, Endpoint, HttpClient};
-use gantry::client::{JobRow, TeamRow};
+use gantry::client::{HostStatus, JobRow, TeamRow};
 use gantry::console::app::hm;
 use serde_json::Value;
 use std::path::PathBuf;
@@ -379,8 +379,9 @@ pub fn fleet_live(c: &mut HttpClient, output: Output) -> Result<(), CliError> {
             p["dollars_per_hour"].as_f64().unwrap_or(0.0)
         );
     }
-    if let Some(h) = v.get("host").filter(|h| !h.is_null()) {
-        println!("{}", host_line(h));
+    let host = v.get("host").cloned().unwrap_or(Value::Null);
+    if let Ok(Some(h)) = serde_json::from_value::<Option<HostStatus>>(host) {
+        println!("{}", h.summary());
     }
     Ok(())
 }
@@ -392,33 +393,6 @@ fn items(v: &Value) -> Vec<String> {
         .flatten()
         .map(Value::to_string)
         .collect()
-}
-
-/// The local host's NVML status in one line.
-fn host_line(h: &Value) -> String {
-    if h["nvml"].as_bool() != Some(true) {
-        return format!(
-            "this host: {}",
-            h["reason"]
-                .as_str()
-                .unwrap_or("waiting for NVML's first sample")
-        );
-    }
-    let foreign = items(&h["foreign_gpus"]);
-    format!(
-        "this host: NVIDIA driver {}, {} GPU(s) through NVML, sampled {:.0} s ago{}",
-        h["driver"].as_str().unwrap_or("?"),
-        h["gpus"],
-        h["sample_age_s"].as_f64().unwrap_or(0.0),
-        if foreign.is_empty() {
-            String::new()
-        } else {
-            format!(
-                "; GPU {} busy with processes gantry did not start (not allocated)",
-                foreign.join(", ")
-            )
-        }
-    )
 }
 
 /// One pool node by node and GPU by GPU (what the console's Fleet drill-down shows): `which`

@@ -136,6 +136,35 @@ pub struct HostStatus {
     pub reason: Option<String>,
 }
 
+impl HostStatus {
+    /// The host's NVML status in one line, as the console's Fleet foot and `gantry fleet` print it.
+    pub fn summary(&self) -> String {
+        if !self.nvml {
+            return format!(
+                "this host: {}",
+                self.reason
+                    .as_deref()
+                    .unwrap_or("waiting for NVML's first sample")
+            );
+        }
+        let foreign = if self.foreign_gpus.is_empty() {
+            String::new()
+        } else {
+            let g: Vec<String> = self.foreign_gpus.iter().map(u8::to_string).collect();
+            format!(
+                " · GPU {} busy with processes gantry did not start (not allocated)",
+                g.join(",")
+            )
+        };
+        format!(
+            "this host: NVIDIA driver {} · {} GPU(s) via NVML · sampled {:.0}s ago{foreign}",
+            self.driver.as_deref().unwrap_or("?"),
+            self.gpus,
+            self.sample_age_s.unwrap_or(0.0)
+        )
+    }
+}
+
 /// How many recent events a snapshot carries.
 pub const EVENTS_KEPT: usize = 50;
 

@@ -1717,7 +1717,7 @@ impl App {
                 .map_or(String::new(), |f| format!(" /{}", escape(&f.text)))
         ));
         if let Some(h) = &snap.host {
-            block = block.title_bottom(Line::from(format!(" {} ", escape(&host_text(h)))));
+            block = block.title_bottom(Line::from(format!(" {} ", escape(&h.summary()))));
         }
         let table = Table::new(rows, widths)
             .header(
@@ -1731,28 +1731,4 @@ impl App {
         let mut state = TableState::default().with_selected(selected);
         f.render_stateful_widget(table, area, &mut state);
     }
-}
-
-/// The local host's NVML status in a line (the Fleet view's foot).
-fn host_text(h: &crate::client::HostStatus) -> String {
-    if !h.nvml {
-        return format!(
-            "this host: {}",
-            h.reason
-                .as_deref()
-                .unwrap_or("waiting for NVML's first sample")
-        );
-    }
-    let foreign = if h.foreign_gpus.is_empty() {
-        String::new()
-    } else {
-        let g: Vec<String> = h.foreign_gpus.iter().map(u8::to_string).collect();
-        format!(" · GPU {} foreign (not allocated)", g.join(","))
-    };
-    format!(
-        "this host: driver {} · {} GPU(s) via NVML · sampled {:.0}s ago{foreign}",
-        h.driver.as_deref().unwrap_or("?"),
-        h.gpus,
-        h.sample_age_s.unwrap_or(0.0)
-    )
 }

@@ -37,15 +37,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         println!("wrote {} and {}", path.display(), png.display());
         Ok(())
     };
-    for (view, name) in [
-        (View::Overview, "overview"),
-        (View::Jobs, "jobs"),
-        (View::Fleet, "fleet"),
-        (View::Teams, "teams"),
-        (View::Events, "events"),
-    ] {
+    for view in View::ALL {
         app.view = view;
-        shoot(&app, name)?;
+        shoot(&app, &view.short().to_lowercase())?;
     }
     app.view = View::Fleet;
     app.pool_detail = d.pool_detail(0).map(|p| (0, p));

@@ -4,37 +4,13 @@
 
 use gantry::client::{JobRow, Snapshot};
 use gantry::console::app::{escape, App, Outcome, View};
-use gantry::daemon::state::State;
-use ratatui::backend::TestBackend;
-use ratatui::Terminal;
+
+#[path = "common/console.rs"]
+mod fixture;
+use fixture::screen;
 
 fn demo_snapshot() -> Snapshot {
-    static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let dir = std::env::temp_dir().join(format!("gantry-console-{}-{n}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let mut d = State::demo(&dir, 7).unwrap();
-    for _ in 0..5 {
-        d.advance(60.0).unwrap();
-    }
-    let s = d.snapshot().clone();
-    let _ = std::fs::remove_dir_all(&dir);
-    s
-}
-
-fn screen(app: &App, snap: &Snapshot, w: u16, h: u16) -> String {
-    let mut t = Terminal::new(TestBackend::new(w, h)).unwrap();
-    t.draw(|f| app.render(f, snap)).unwrap();
-    let buf = t.backend().buffer().clone();
-    (0..h)
-        .map(|y| {
-            (0..w)
-                .map(|x| buf[(x, y)].symbol().to_string())
-                .collect::<String>()
-                + "\n"
-        })
-        .collect()
+    fixture::demo(5).state.snapshot().clone()
 }
 
 #[test]
@@ -823,13 +799,8 @@ fn the_mouse_is_off_until_toggled_then_clicks_select_and_the_wheel_scrolls() {
 
 #[test]
 fn the_fleet_view_opens_a_pool_node_by_node_and_gpu_by_gpu() {
-    let dir = std::env::temp_dir().join(format!("gantry-console-pool-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let mut d = State::demo(&dir, 7).unwrap();
-    for _ in 0..10 {
-        d.advance(60.0).unwrap();
-    }
+    let demo = fixture::demo(10);
+    let d = &demo.state;
     let snap = d.snapshot().clone();
     let mut app = App::new(false);
     app.on_key("3", &snap);
@@ -872,7 +843,6 @@ fn the_fleet_view_opens_a_pool_node_by_node_and_gpu_by_gpu() {
     app.on_key("j", &snap);
     assert_eq!(app.on_key("enter", &snap), Outcome::Pool(1));
     assert!(d.pool_detail(99).is_none());
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

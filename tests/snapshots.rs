@@ -4,32 +4,20 @@
 
 use gantry::client::Snapshot;
 use gantry::console::app::{App, View};
-use gantry::daemon::state::State;
-use ratatui::backend::TestBackend;
-use ratatui::Terminal;
+
+#[path = "common/console.rs"]
+mod fixture;
 
 fn fixture() -> (Snapshot, gantry::client::PoolDetail) {
-    let dir = std::env::temp_dir().join(format!("gantry-snapshots-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let mut d = State::demo(&dir, 7).unwrap();
-    for _ in 0..5 {
-        d.advance(60.0).unwrap();
-    }
-    let out = (d.snapshot().clone(), d.pool_detail(1).unwrap());
-    let _ = std::fs::remove_dir_all(&dir);
-    out
+    let d = fixture::demo(5);
+    (d.state.snapshot().clone(), d.state.pool_detail(1).unwrap())
 }
 
+/// The screen with each line's trailing blanks trimmed (smaller, clearer snapshot files).
 fn screen(app: &App, snap: &Snapshot, w: u16, h: u16) -> String {
-    let mut t = Terminal::new(TestBackend::new(w, h)).unwrap();
-    t.draw(|f| app.render(f, snap)).unwrap();
-    let buf = t.backend().buffer().clone();
-    (0..h)
-        .map(|y| {
-            let line: String = (0..w).map(|x| buf[(x, y)].symbol().to_string()).collect();
-            line.trim_end().to_string() + "\n"
-        })
+    fixture::screen(app, snap, w, h)
+        .lines()
+        .map(|l| l.trim_end().to_string() + "\n")
         .collect()
 }
 
@@ -38,14 +26,9 @@ fn every_view_at_two_sizes() {
     let (snap, pool) = fixture();
     let mut app = App::new(false);
     for (w, h) in [(80u16, 24u16), (160, 48)] {
-        for (view, name) in [
-            (View::Overview, "overview"),
-            (View::Jobs, "jobs"),
-            (View::Fleet, "fleet"),
-            (View::Teams, "teams"),
-            (View::Events, "events"),
-        ] {
+        for view in View::ALL {
             app.view = view;
+            let name = view.short().to_lowercase();
             insta::assert_snapshot!(format!("{name}_{w}x{h}"), screen(&app, &snap, w, h));
         }
         app.view = View::Fleet;

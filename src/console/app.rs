@@ -20,16 +20,18 @@ pub enum View {
     Events,
 }
 
-const VIEWS: [View; 5] = [
-    View::Overview,
-    View::Jobs,
-    View::Fleet,
-    View::Teams,
-    View::Events,
-];
-
 impl View {
-    fn short(self) -> &'static str {
+    /// Every view, in tab order.
+    pub const ALL: [View; 5] = [
+        View::Overview,
+        View::Jobs,
+        View::Fleet,
+        View::Teams,
+        View::Events,
+    ];
+
+    /// The tab's name without its key ("Overview").
+    pub fn short(self) -> &'static str {
         &self.title()[2..]
     }
 
@@ -472,7 +474,7 @@ impl App {
                 Outcome::Redraw
             };
         }
-        let at = VIEWS.iter().position(|v| *v == self.view).unwrap_or(0);
+        let at = View::ALL.iter().position(|v| *v == self.view).unwrap_or(0);
         self.flash = None;
         // Esc steps back: it clears the view's filter, then the marks.
         if key == "esc" && action.is_none() {
@@ -602,9 +604,11 @@ impl App {
             }
             Some(Action::Quit) => return Outcome::Quit,
             Some(Action::Help) => self.help = true,
-            Some(Action::View(i)) => self.view = VIEWS[i.min(VIEWS.len() - 1)],
-            Some(Action::NextView) => self.view = VIEWS[(at + 1) % VIEWS.len()],
-            Some(Action::PrevView) => self.view = VIEWS[(at + VIEWS.len() - 1) % VIEWS.len()],
+            Some(Action::View(i)) => self.view = View::ALL[i.min(View::ALL.len() - 1)],
+            Some(Action::NextView) => self.view = View::ALL[(at + 1) % View::ALL.len()],
+            Some(Action::PrevView) => {
+                self.view = View::ALL[(at + View::ALL.len() - 1) % View::ALL.len()]
+            }
             Some(Action::Down) if self.view == View::Fleet => self.move_pool(snap, 1),
             Some(Action::Up) if self.view == View::Fleet => self.move_pool(snap, -1),
             Some(Action::Down) => self.move_selection(snap, 1),
@@ -932,11 +936,11 @@ impl App {
         let t = snap.now as u64;
         let narrow = area.width < 120;
         let tabs = Tabs::new(
-            VIEWS
+            View::ALL
                 .iter()
                 .map(|v| if narrow { v.short() } else { v.title() }),
         )
-        .select(VIEWS.iter().position(|v| *v == self.view).unwrap_or(0))
+        .select(View::ALL.iter().position(|v| *v == self.view).unwrap_or(0))
         .highlight_style(self.style(self.theme.accent).add_modifier(Modifier::BOLD));
         let [left, right] =
             Layout::horizontal([Constraint::Min(30), Constraint::Length(36)]).areas(top);

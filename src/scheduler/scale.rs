@@ -160,10 +160,11 @@ fn price_per_filled_gpu(o: &PoolOffer, req: &JobRequest, demand_milli: u64) -> f
 }
 
 /// For each waiting job (in order) and offer: the GPUs (milli) that single-node jobs from this
-/// one on, which a fresh node of the offer could hold, ask for.
-fn demand_after(offers: &[PoolOffer], waiting: &[(JobId, &JobRequest)]) -> Vec<Vec<u64>> {
-    let mut out = vec![vec![0u64; offers.len()]; waiting.len()];
-    let mut acc = vec![0u64; offers.len()];
+/// one on, which a fresh node of the offer could hold, ask for. Row-major, a row per job.
+fn demand_after(offers: &[PoolOffer], waiting: &[(JobId, &JobRequest)]) -> Vec<u64> {
+    let width = offers.len();
+    let mut out = vec![0u64; waiting.len() * width];
+    let mut acc = vec![0u64; width];
     for (k, (_, req)) in waiting.iter().enumerate().rev() {
         if req.nodes == 1 {
             for (i, o) in offers.iter().enumerate() {
@@ -172,7 +173,7 @@ fn demand_after(offers: &[PoolOffer], waiting: &[(JobId, &JobRequest)]) -> Vec<V
                 }
             }
         }
-        out[k].clone_from(&acc);
+        out[k * width..(k + 1) * width].copy_from_slice(&acc);
     }
     out
 }
@@ -262,7 +263,7 @@ pub fn scale_up(
                 skipped_spot = true;
                 continue;
             }
-            let cost = price_per_filled_gpu(o, req, demand[k][i]);
+            let cost = price_per_filled_gpu(o, req, demand[k * offers.len() + i]);
             let better = best.is_none_or(|(r, c, _)| (rank, cost) < (r, c));
             if better {
                 best = Some((rank, cost, i));

@@ -3,6 +3,7 @@
 
 use gantry::config::fleet::{parse, FleetConfig, DEFAULT_FLEET};
 use gantry::model::{GpuRequest, JobRequest, ModelChoice};
+use gantry::sim::idle::IdleCause;
 use gantry::sim::mix::{Kind, SimJob, EXPERIMENT, PRODUCTION};
 use gantry::sim::world::{SetupResult, SimConfig, World};
 use gantry::sim::{compare, Setup, SimOptions};
@@ -70,6 +71,16 @@ fn check_books(r: &SetupResult) -> Result<(), TestCaseError> {
     let cpu = r.spend_usd / r.useful_gpu_hours.max(1e-9);
     prop_assert!((cpu - r.cost_per_useful_gpu_hour).abs() < 1e-6 * (1.0 + cpu));
     prop_assert!(r.finished + r.unfinished + r.never_fit <= r.jobs);
+    // Every paid GPU-hour that did no work has one cause: together they are paid − busy.
+    let idle: f64 = r.idle.iter().map(|c| c.gpu_hours).sum();
+    let gap = r.paid_gpu_hours - r.busy_gpu_hours;
+    prop_assert!(
+        (idle - gap).abs() < 1e-6 * (1.0 + r.paid_gpu_hours),
+        "{}: causes {idle} vs paid − busy {gap}: {:?}",
+        r.setup,
+        r.idle
+    );
+    prop_assert!(r.idle.iter().all(|c| c.gpu_hours >= -1e-9), "{:?}", r.idle);
     Ok(())
 }
 
@@ -208,6 +219,29 @@ fn pending_work_grows_the_cheapest_pool_and_empty_nodes_go_back() {
     let waits = &r.queue_wait[1];
     assert_eq!(waits.class, "production");
     assert!(waits.p99_s >= 360.0 && waits.p99_s < 480.0, "{waits:?}");
+    // Where the paid hours that did no work went: two 8-GPU nodes booting for 6 minutes, then
+    // empty for the 10-minute scale-down window; nothing else.
+    let idle = |c: IdleCause| r.idle.iter().find(|s| s.cause == c).unwrap().gpu_hours;
+    let near = |got: f64, want: f64| (got - want).abs() < 0.1 * want;
+    assert!(
+        near(idle(IdleCause::Provisioning), 2.0 * 8.0 * 0.1),
+        "{:?}",
+        r.idle
+    );
+    assert!(
+        near(idle(IdleCause::EmptyCloudNode), 2.0 * 8.0 / 6.0),
+        "{:?}",
+        r.idle
+    );
+    for c in [
+        IdleCause::PartlyUsedCloudNode,
+        IdleCause::ReservedWhileWorkWaits,
+        IdleCause::ReservedNoWork,
+        IdleCause::InRepair,
+        IdleCause::HeldNotBusy,
+    ] {
+        assert!(idle(c) < 1e-6, "{c:?}: {:?}", r.idle);
+    }
 }
 
 #[test]
@@ -451,4 +485,26 @@ fn a_fragmented_paid_node_is_emptied_for_a_job_instead_of_buying_one() {
     );
     assert_eq!((r.defragmented, r.scale_ups), (1, 0), "{log}");
     assert!(r.spend_usd < without.spend_usd);
+}
+
+#[test]
+fn reserved_gpus_left_idle_while_work_waits_are_told_apart_from_those_nothing_wants() {
+    // Nine on-prem nodes, a team guaranteed 64 GPUs that may not borrow: the ninth 8-GPU job
+    // waits an hour for the quota while a node stands free, then the fleet runs dry.
+    let fleet = onprem_and_cloud(9);
+    let jobs: Vec<SimJob> = (0..9).map(|_| sized(60.0, 1.0, 8)).collect();
+    let r = run_with(&fleet, &jobs, true);
+    let log = r.event_log.join("\n");
+    assert_eq!((r.finished, r.scale_ups), (9, 0), "{log}");
+    let idle = |c: IdleCause| r.idle.iter().find(|s| s.cause == c).unwrap().gpu_hours;
+    let waits = idle(IdleCause::ReservedWhileWorkWaits);
+    assert!((waits - 8.0).abs() < 0.5, "{waits}: {:?}", r.idle);
+    // The rest of the 12 h: 72 GPUs, less the work (9 jobs × 8 GPU-h) and the hour above.
+    let none = idle(IdleCause::ReservedNoWork);
+    let want = 72.0 * 12.0 - 72.0 - 8.0;
+    assert!(
+        (none - want).abs() < 0.01 * want,
+        "{none} vs {want}: {:?}",
+        r.idle
+    );
 }

@@ -136,6 +136,20 @@ fn print_table(c: &Comparison, events: bool) {
     col("useful GPU-hours", &|s| {
         format!("{:.0}", s.useful_gpu_hours)
     });
+    col("paid, did no work (GPU-h), why:", &|s| {
+        format!("{:.0}", s.paid_gpu_hours - s.busy_gpu_hours)
+    });
+    for (i, share) in c
+        .setups
+        .first()
+        .map_or(&[][..], |s| &s.idle[..])
+        .iter()
+        .enumerate()
+    {
+        col(&format!("  {}", share.cause.label()), &|s| {
+            format!("{:.0}", s.idle[i].gpu_hours)
+        });
+    }
     for (i, w) in c
         .setups
         .first()

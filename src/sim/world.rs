@@ -14,11 +14,13 @@
 //! Deterministic for a seed: events are ordered by (time, sequence) and every random draw comes
 //! from one seeded generator. Every event is hashed into `event_hash`.
 
+use super::idle::{cause_of, IdleCause, IdleLedger, IdleShare};
 use super::lifecycle::{draw_after, offers, pool_counts, provisioning_delay, Life};
 use super::mix::{Kind, SimJob, EXPERIMENT, PRODUCTION, SERVING};
 use crate::config::fleet::{fleet_sized, teams_of, FleetConfig, PoolConfig};
 use crate::model::{
-    default_classes, CapacityType, Fleet, Health, NodeId, Placement, PoolId, PriorityClass, Team,
+    default_classes, CapacityType, Fleet, Health, ModelChoice, NodeId, Placement, PoolId,
+    PriorityClass, Team,
 };
 use crate::scheduler::cycle::{
     run_cycle, CycleConfig, CycleInput, Decision, PendingJob, PendingReason, RunningJob,
@@ -105,7 +107,12 @@ struct SimNode {
     paid_since: Option<f64>,
     empty_since: Option<f64>,
     jobs: u32,
+    /// Milli-GPU its jobs hold.
+    held_milli: u64,
     gpus: usize,
+    /// Its GPU model's index, if it has GPUs.
+    model: Option<usize>,
+    reserved: bool,
 }
 
 /// Jobs and where each would move.
@@ -208,6 +215,8 @@ pub struct SetupResult {
     pub spend_by_team: Vec<TeamSpend>,
     /// Paid for but held by no job.
     pub idle_spend_usd: f64,
+    /// Paid GPU-hours that did no work, by cause: they add up to paid − busy.
+    pub idle: Vec<IdleShare>,
     pub queue_wait: Vec<ClassWait>,
     pub jobs: usize,
     pub finished: usize,
@@ -331,6 +340,11 @@ pub struct World<'a> {
     queued: BTreeSet<usize>,
     /// Jobs holding GPUs (running or stopping).
     placed: BTreeSet<usize>,
+    /// The GPU models each job's request (as this setup places it) allows, by index.
+    allowed: Vec<Vec<usize>>,
+    /// Queued jobs that allow each GPU model.
+    waiting_for: Vec<u32>,
+    idle: IdleLedger,
 }
 
 impl<'a> World<'a> {
@@ -353,7 +367,10 @@ impl<'a> World<'a> {
                 paid_since: up.then_some(0.0),
                 empty_since: up.then_some(0.0),
                 jobs: 0,
+                held_milli: 0,
                 gpus: n.gpus.len(),
+                model: n.model.map(|m| m.index()),
+                reserved: pools[p].capacity == CapacityType::Reserved,
             });
         }
         // Naive: every team with a guarantee owns a static share of every pool's start nodes.
@@ -462,6 +479,22 @@ impl<'a> World<'a> {
             })
             .collect();
         let classes = default_classes();
+        let all_models: Vec<usize> = (0..fleet.models.len()).collect();
+        let allowed = jobs
+            .iter()
+            .map(|j| {
+                let req = match setup {
+                    Setup::Gantry => &j.request,
+                    Setup::Naive | Setup::NaiveAnyFit => &j.whole,
+                };
+                match &req.models {
+                    ModelChoice::Any => all_models.clone(),
+                    ModelChoice::AnyOf(ids) | ModelChoice::Prefer(ids) => {
+                        ids.iter().map(|m| m.index()).collect()
+                    }
+                }
+            })
+            .collect();
         let mut w = World {
             setup,
             end: cfg.days * 86_400.0,
@@ -501,6 +534,9 @@ impl<'a> World<'a> {
             part_of_team: Vec::new(),
             queued: BTreeSet::new(),
             placed: BTreeSet::new(),
+            allowed,
+            waiting_for: vec![0; fleet.models.len()],
+            idle: IdleLedger::default(),
         };
         w.partition_teams(&partitions);
         for (i, j) in jobs.iter().enumerate() {
@@ -609,6 +645,7 @@ impl<'a> World<'a> {
         if self.clusters[cluster].allocate(&placement).is_err() {
             return false;
         }
+        self.dequeue(j);
         let job = &self.jobs[j];
         let r = &mut self.runs[j];
         r.overhead = if r.remaining < job.work_s && job.kind != Kind::Notebook {
@@ -617,7 +654,6 @@ impl<'a> World<'a> {
             0.0
         };
         r.state = JobState::Running;
-        self.queued.remove(&j);
         self.placed.insert(j);
         r.started = self.now;
         r.cluster = cluster;
@@ -633,6 +669,7 @@ impl<'a> World<'a> {
         for g in &placement.nodes {
             let n = &mut self.nodes[g.node.index()];
             n.jobs += 1;
+            n.held_milli += g.gpu_milli();
             n.empty_since = None;
         }
         let text = format!(
@@ -677,11 +714,8 @@ impl<'a> World<'a> {
         };
         r.remaining = (r.remaining - kept).max(0.0);
         r.state = next;
-        self.placed.remove(&j);
-        if next == JobState::Pending {
-            self.queued.insert(j);
-        }
         r.epoch += 1;
+        self.placed.remove(&j);
         let rate = f64::from(job.useful_milli) / 1000.0;
         self.out.busy_gpu_hours += rate * busy_s / 3600.0;
         self.out.useful_gpu_hours += rate * useful_s / 3600.0;
@@ -704,6 +738,7 @@ impl<'a> World<'a> {
         for g in &p.nodes {
             let n = &mut self.nodes[g.node.index()];
             n.jobs -= 1;
+            n.held_milli -= g.gpu_milli();
             if n.jobs == 0 {
                 n.empty_since = Some(self.now);
             }
@@ -711,7 +746,47 @@ impl<'a> World<'a> {
         if finished {
             self.out.finished += 1;
         }
+        if next == JobState::Pending {
+            self.enqueue(j);
+        }
         self.dirty = true;
+    }
+
+    fn enqueue(&mut self, j: usize) {
+        if self.queued.insert(j) {
+            for &m in &self.allowed[j] {
+                self.waiting_for[m] += 1;
+            }
+        }
+    }
+
+    fn dequeue(&mut self, j: usize) {
+        if self.queued.remove(&j) {
+            for &m in &self.allowed[j] {
+                self.waiting_for[m] -= 1;
+            }
+        }
+    }
+
+    /// Charges the free GPUs of every paid node to their causes from `now` until `t`.
+    fn charge_idle(&mut self, t: f64) {
+        let dt = t - self.now;
+        if dt <= 0.0 {
+            return;
+        }
+        let mut milli = [0u64; IdleCause::FREE.len()];
+        for n in &self.nodes {
+            let waits = n.model.is_some_and(|m| self.waiting_for[m] > 0);
+            if let Some(cause) = cause_of(n.life, n.reserved, n.jobs, waits) {
+                let free = (n.gpus as u64 * 1000).saturating_sub(n.held_milli);
+                let k = IdleCause::FREE
+                    .iter()
+                    .position(|c| *c == cause)
+                    .expect("a free GPU's cause is one of FREE");
+                milli[k] += free;
+            }
+        }
+        self.idle.charge(dt, &milli);
     }
 
     fn jobs_on(&self, node: usize) -> Vec<usize> {
@@ -782,7 +857,7 @@ impl<'a> World<'a> {
                     ));
                 } else {
                     self.dirty = true;
-                    self.queued.insert(j);
+                    self.enqueue(j);
                     self.log(format_args!("arrive job {j} ({})", job.kind.name()));
                 }
             }
@@ -1421,9 +1496,11 @@ impl<'a> World<'a> {
             if t >= self.end {
                 break;
             }
+            self.charge_idle(t);
             self.now = t;
             self.handle(ev);
         }
+        self.charge_idle(self.end);
         self.now = self.end;
         self.finish()
     }
@@ -1456,6 +1533,7 @@ impl<'a> World<'a> {
         o.utilization = o.busy_gpu_hours / paid;
         o.allocation = o.allocated_gpu_hours / paid;
         o.cost_per_useful_gpu_hour = o.spend_usd / o.useful_gpu_hours.max(1e-9);
+        o.idle = self.idle.shares(o.allocated_gpu_hours - o.busy_gpu_hours);
         o.by_capacity = [
             CapacityType::OnDemand,
             CapacityType::Spot,

@@ -1,0 +1,131 @@
+//! Where the paid GPU-hours go that do no work. Every paid GPU-second of a `gantry sim` setup
+//! is either busy or has exactly one cause here, so the causes add up to the gap between
+//! utilization and 100% — what is left to win, and where.
+
+use super::lifecycle::Life;
+use serde::Serialize;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum IdleCause {
+    /// A cloud node bought and billed, still booting.
+    Provisioning,
+    /// An up cloud node with no job: inside the scale-down window, kept by the pool's minimum,
+    /// or (naive) a static node nobody in its partition uses.
+    EmptyCloudNode,
+    /// Free GPUs on a cloud node that runs jobs (what packing leaves).
+    PartlyUsedCloudNode,
+    /// Free reserved GPUs while a waiting job may use their model: held back by its team's
+    /// quota, by its shape (a gang needs whole nodes) or, naive, by the partitions.
+    ReservedWhileWorkWaits,
+    /// Free reserved GPUs and no waiting job that may use their model (nights, weekends).
+    ReservedNoWork,
+    /// An on-prem node down for repair: paid, unusable.
+    InRepair,
+    /// Held by a job that is not working: notebooks left open, restoring from a checkpoint,
+    /// a service's unused share, a preempted job's grace period.
+    HeldNotBusy,
+}
+
+impl IdleCause {
+    /// The causes measured from free GPUs; `HeldNotBusy` is what held GPUs leave unused.
+    pub const FREE: [IdleCause; 6] = [
+        IdleCause::Provisioning,
+        IdleCause::EmptyCloudNode,
+        IdleCause::PartlyUsedCloudNode,
+        IdleCause::ReservedWhileWorkWaits,
+        IdleCause::ReservedNoWork,
+        IdleCause::InRepair,
+    ];
+
+    pub fn label(self) -> &'static str {
+        match self {
+            IdleCause::Provisioning => "cloud node booting (billed)",
+            IdleCause::EmptyCloudNode => "cloud node empty",
+            IdleCause::PartlyUsedCloudNode => "cloud node partly used",
+            IdleCause::ReservedWhileWorkWaits => "reserved, idle while work waits",
+            IdleCause::ReservedNoWork => "reserved, no work wants it",
+            IdleCause::InRepair => "on-prem node in repair",
+            IdleCause::HeldNotBusy => "held by a job, not working",
+        }
+    }
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct IdleShare {
+    pub cause: IdleCause,
+    pub gpu_hours: f64,
+}
+
+/// Free GPU-hours by cause, charged interval by interval: between two events the fleet does
+/// not change, so the rate measured after one event holds until the next.
+#[derive(Clone, Debug, Default)]
+pub struct IdleLedger {
+    gpu_hours: [f64; IdleCause::FREE.len()],
+}
+
+impl IdleLedger {
+    /// Charges `seconds` at `milli` free milli-GPU per cause (in `IdleCause::FREE` order).
+    pub fn charge(&mut self, seconds: f64, milli: &[u64; IdleCause::FREE.len()]) {
+        for (h, m) in self.gpu_hours.iter_mut().zip(milli) {
+            *h += *m as f64 / 1000.0 * seconds / 3600.0;
+        }
+    }
+
+    /// The causes, with the held-but-not-busy hours added last.
+    pub fn shares(&self, held_not_busy: f64) -> Vec<IdleShare> {
+        IdleCause::FREE
+            .iter()
+            .zip(self.gpu_hours)
+            .map(|(&cause, gpu_hours)| IdleShare { cause, gpu_hours })
+            .chain(std::iter::once(IdleShare {
+                cause: IdleCause::HeldNotBusy,
+                gpu_hours: held_not_busy.max(0.0),
+            }))
+            .collect()
+    }
+}
+
+/// Which cause a free GPU has on a node in `life`; `None` when the node is not paid for.
+pub fn cause_of(life: Life, reserved: bool, jobs: u32, work_waits: bool) -> Option<IdleCause> {
+    Some(match life {
+        Life::Absent => return None,
+        Life::Provisioning => IdleCause::Provisioning,
+        Life::Failed => IdleCause::InRepair,
+        Life::Up | Life::Noticed if reserved && work_waits => IdleCause::ReservedWhileWorkWaits,
+        Life::Up | Life::Noticed if reserved => IdleCause::ReservedNoWork,
+        Life::Up | Life::Noticed if jobs == 0 => IdleCause::EmptyCloudNode,
+        Life::Up | Life::Noticed => IdleCause::PartlyUsedCloudNode,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn charges_add_up_by_cause() {
+        let mut l = IdleLedger::default();
+        l.charge(3600.0, &[8000, 0, 500, 0, 0, 0]);
+        l.charge(1800.0, &[0, 0, 1000, 0, 0, 0]);
+        let s = l.shares(2.5);
+        assert_eq!(s.len(), 7);
+        assert!((s[0].gpu_hours - 8.0).abs() < 1e-9);
+        assert!((s[2].gpu_hours - 1.0).abs() < 1e-9);
+        assert_eq!(s[6].cause, IdleCause::HeldNotBusy);
+        assert!((s[6].gpu_hours - 2.5).abs() < 1e-9);
+    }
+
+    #[test]
+    fn each_free_gpu_has_one_cause() {
+        use IdleCause::*;
+        let c = cause_of;
+        assert_eq!(c(Life::Absent, false, 0, true), None);
+        assert_eq!(c(Life::Provisioning, false, 0, true), Some(Provisioning));
+        assert_eq!(c(Life::Failed, true, 0, true), Some(InRepair));
+        assert_eq!(c(Life::Up, true, 3, true), Some(ReservedWhileWorkWaits));
+        assert_eq!(c(Life::Noticed, true, 3, false), Some(ReservedNoWork));
+        assert_eq!(c(Life::Up, false, 0, true), Some(EmptyCloudNode));
+        assert_eq!(c(Life::Noticed, false, 2, false), Some(PartlyUsedCloudNode));
+    }
+}

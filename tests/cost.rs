@@ -208,6 +208,36 @@ fn costs_survive_a_restart_and_open_runs_close_at_the_last_journal_time() {
 }
 
 #[test]
+fn a_restart_does_not_announce_a_budget_alert_again() {
+    // $10 a month, alerts at 50% and 100%; the 8-GPU job costs $16/h.
+    let d = dir("alert-restart");
+    let cfg = fleet("budget_monthly_usd = 10\nbudget_alerts = [0.5, 1.0]");
+    {
+        let mut s = open(&d, &cfg);
+        s.submit(&[job("a", 8, "p")]);
+        s.tick().unwrap();
+        s.advance(1500.0).unwrap(); // $6.67: past 50%
+    }
+    let mut s = open(&d, &cfg);
+    s.tick().unwrap();
+    for _ in 0..3 {
+        s.advance(600.0).unwrap(); // past 100% after the restart
+    }
+    let events = s.events(None, 1000).unwrap();
+    let said = |what: &str| events.iter().filter(|e| e.detail.starts_with(what)).count();
+    assert_eq!(
+        said("budget: team a at 50% of its monthly budget"),
+        1,
+        "{events:?}"
+    );
+    assert_eq!(
+        said("budget: team a at 100% of its monthly budget"),
+        1,
+        "{events:?}"
+    );
+}
+
+#[test]
 fn budgets_alert_then_demote_or_block() {
     // Team a may spend $10 a month; one 8-GPU job costs $16/h or $8/h.
     let d = dir("demote");

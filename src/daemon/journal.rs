@@ -562,6 +562,18 @@ impl Store {
         Ok(())
     }
 
+    /// The text of every event of `kind` at or after `since`, oldest first.
+    pub fn event_details(&self, kind: &str, since: f64) -> Result<Vec<String>, JournalError> {
+        let mut q = self
+            .conn
+            .prepare("SELECT detail FROM events WHERE kind = ?1 AND at >= ?2 ORDER BY seq")
+            .map_err(self.sql())?;
+        let rows = q
+            .query_map(params![kind, since], |r| r.get(0))
+            .map_err(self.sql())?;
+        rows.collect::<Result<_, _>>().map_err(self.sql())
+    }
+
     /// The newest `limit` events (of one job, if given), oldest first.
     pub fn events(
         &self,

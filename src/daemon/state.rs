@@ -254,6 +254,14 @@ pub struct JobDetail {
 /// A month of the daemon's clock, for budgets: 30 days.
 pub const BUDGET_MONTH_S: f64 = 30.0 * 86_400.0;
 
+/// How a budget alert's event begins: one wording for announcing it and for finding it again.
+fn alert_prefix(team: &str, threshold: f64) -> String {
+    format!(
+        "budget: team {team} at {:.0}% of its monthly budget",
+        threshold * 100.0
+    )
+}
+
 /// One team's spend in the current budget month.
 #[derive(Clone, Debug, Default)]
 struct TeamBudget {
@@ -1302,10 +1310,28 @@ impl State {
         let rollover = self.budgets.iter().any(|b| b.month != month);
         if rollover || self.budget_read_at != Some(releases) {
             let closed = self.engine.store().closed_spend_by_team(start)?;
+            // Alerts this month already announced, by this daemon or before a restart: the
+            // journal remembers, so a restart does not announce them again.
+            let first = self.budget_read_at.is_none();
+            let announced = if rollover || first {
+                self.engine.store().event_details("budget", start)?
+            } else {
+                Vec::new()
+            };
             for (i, b) in self.budgets.iter_mut().enumerate() {
-                if b.month != month {
+                if b.month != month || first {
+                    let cfg = &self.team_config[i];
+                    let alerted = cfg
+                        .alerts()
+                        .iter()
+                        .take_while(|&&th| {
+                            let said = alert_prefix(&cfg.name, th);
+                            announced.iter().any(|d| d.starts_with(&said))
+                        })
+                        .count();
                     *b = TeamBudget {
                         month,
+                        alerted,
                         ..TeamBudget::default()
                     };
                 }
@@ -1347,9 +1373,8 @@ impl State {
                 let th = alerts[self.budgets[t].alerted];
                 self.budgets[t].alerted += 1;
                 let what = format!(
-                    "budget: team {} at {:.0}% of its monthly budget ({})",
-                    cfg.name,
-                    th * 100.0,
+                    "{} ({})",
+                    alert_prefix(&cfg.name, th),
                     budget_text(&cfg, self.budgets[t].usd, self.budgets[t].gpu_h)
                 );
                 self.engine

@@ -212,3 +212,64 @@ fn a_failed_node_requeues_its_jobs_and_on_prem_is_repaired() {
     );
     assert!(log.contains("node onprem-hgx-000 repaired"), "{log}");
 }
+
+fn sized(gpus: u8, time_limit: &str) -> Submission {
+    Submission {
+        file: "job.yaml".into(),
+        text: format!(
+            "name: train\nresources:\n  accelerators: H100:{gpus}\n  use_spot: true\ncheckpoint: {{interval: 10m, grace: 1m}}\ntime_limit: {time_limit}\nrun: train\n"
+        )
+        .into_bytes(),
+        team: Some("a".into()),
+        ..Submission::default()
+    }
+}
+
+#[test]
+fn a_cloud_node_is_drained_onto_paid_capacity_once_it_frees_up() {
+    let cfg = fleet(0.0);
+    let mut s = open("consolidate", &cfg, 0.0);
+    // The on-prem node is full for under an hour, so the 4-GPU job gets a spot node.
+    let short = s.submit(&[sized(8, "1h")]).remove(0).unwrap();
+    let long = s.submit(&[sized(4, "48h")]).remove(0).unwrap();
+    s.tick().unwrap();
+    assert!(events(&mut s).contains("p5-spot +1 for job"));
+    let mut t = 0;
+    while !events(&mut s).contains("consolidated") && t < 240 {
+        s.advance(60.0).unwrap();
+        t += 1;
+    }
+    let log = events(&mut s);
+    assert!(
+        log.contains("draining aws-p5-spot-000: 1 job(s) checkpoint and move"),
+        "{log}"
+    );
+    assert!(
+        log.contains("consolidation: aws-p5-spot-000 is given back; checkpoint"),
+        "the job was told why: {log}"
+    );
+    assert!(
+        log.contains("p5-spot -1 (aws-p5-spot-000 consolidated"),
+        "{log}"
+    );
+    // The short job had finished first: nothing is drained onto capacity still in use.
+    assert_ne!(
+        s.engine().job(short).unwrap().state,
+        JobState::Running,
+        "{log}"
+    );
+    for _ in 0..5 {
+        s.advance(60.0).unwrap();
+    }
+    let log = events(&mut s);
+    let j = s.engine().job(long).unwrap();
+    assert_eq!(j.state, JobState::Running, "{log}");
+    let node = j.placement.as_ref().unwrap().nodes[0].node;
+    assert_eq!(s.engine().fleet().node(node).name, "onprem-hgx-000");
+    // Only the on-prem node is paid for now.
+    assert_eq!(s.snapshot().dollars_per_hour, 16.0);
+    assert_eq!(
+        (s.counters.consolidated_nodes, s.counters.scale_downs),
+        (1, 1)
+    );
+}

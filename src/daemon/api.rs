@@ -645,6 +645,9 @@ pub fn render_metrics(p: &Published) -> String {
         &p.cycle_seconds,
     );
     let _ = writeln!(o, "# HELP gantry_preemptions_total Jobs preempted.\n# TYPE gantry_preemptions_total counter\ngantry_preemptions_total {}", p.counters.preemptions);
+    let _ = writeln!(o, "# HELP gantry_scale_ups_total Elastic pools grown (simulated backend).\n# TYPE gantry_scale_ups_total counter\ngantry_scale_ups_total {}", p.counters.scale_ups);
+    let _ = writeln!(o, "# HELP gantry_scale_downs_total Cloud nodes given back, consolidated ones included.\n# TYPE gantry_scale_downs_total counter\ngantry_scale_downs_total {}", p.counters.scale_downs);
+    let _ = writeln!(o, "# HELP gantry_consolidated_nodes_total Cloud nodes given back after their jobs moved to capacity already paid for.\n# TYPE gantry_consolidated_nodes_total counter\ngantry_consolidated_nodes_total {}", p.counters.consolidated_nodes);
     let _ = writeln!(o, "# HELP gantry_reclaimed_gpu_hours_total Idle GPU-hours reclaimed.\n# TYPE gantry_reclaimed_gpu_hours_total counter\ngantry_reclaimed_gpu_hours_total {}", p.counters.reclaimed_gpu_hours);
     let _ = writeln!(o, "# HELP gantry_spend_dollars_per_hour Spend rate of running jobs, by team.\n# TYPE gantry_spend_dollars_per_hour gauge");
     for t in &s.teams {

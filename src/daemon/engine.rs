@@ -9,6 +9,7 @@ use crate::model::{validate_teams, Fleet, JobRequest, Placement, PriorityClass, 
 use crate::scheduler::cycle::{
     run_cycle, CycleConfig, CycleError, CycleInput, Decision, Explanation, PendingJob, RunningJob,
 };
+use crate::scheduler::moves::{moves_off, Mover};
 use crate::scheduler::{Cluster, Placer, Policy, Unplaceable};
 use crate::spec::{self, JobSpec};
 use serde::Serialize;
@@ -730,6 +731,24 @@ impl Engine {
     /// Whether a GPU is held for work gantry did not start.
     pub fn is_held(&self, node: crate::model::NodeId, gpu: u8) -> bool {
         self.held.contains_key(&(node.0, gpu))
+    }
+
+    /// Whether the jobs on `node` would all fit on other capacity that is up, were the node
+    /// given back (a dry run: nothing changes).
+    pub fn fit_elsewhere(&mut self, node: crate::model::NodeId, jobs: &[JobId]) -> bool {
+        let movers: Vec<Mover> = jobs
+            .iter()
+            .filter_map(|id| {
+                let j = self.jobs.get(id)?;
+                Some(Mover {
+                    id: *id as u64,
+                    placement: j.placement.as_ref()?,
+                    request: &j.request,
+                })
+            })
+            .collect();
+        movers.len() == jobs.len()
+            && moves_off(&mut self.placer, &mut self.cluster, node, &movers, None).is_some()
     }
 
     /// A backend lost the node a running job was on: the job goes back to the queue.

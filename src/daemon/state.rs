@@ -74,6 +74,8 @@ struct Nodes {
     interrupted: Vec<Option<f64>>,
     failures_per_node_hour: f64,
     scale: ScaleConfig,
+    /// When consolidation looks for a cloud node to give back next.
+    next_consolidate: f64,
 }
 
 /// What an operator or researcher can do to one job.
@@ -124,6 +126,8 @@ pub struct Counters {
     pub node_failures: u64,
     pub scale_ups: u64,
     pub scale_downs: u64,
+    /// Cloud nodes given back after their jobs moved to capacity already paid for.
+    pub consolidated_nodes: u64,
     pub reclaimed_jobs: u64,
     pub reclaimed_gpu_hours: f64,
     pub cycles: u64,
@@ -254,6 +258,9 @@ pub struct JobDetail {
 /// A month of the daemon's clock, for budgets: 30 days.
 pub const BUDGET_MONTH_S: f64 = 30.0 * 86_400.0;
 
+/// How often consolidation looks for a cloud node to give back (at most one at a time).
+const CONSOLIDATE_EVERY_S: f64 = 300.0;
+
 /// How a budget alert's event begins: one wording for announcing it and for finding it again.
 fn alert_prefix(team: &str, threshold: f64) -> String {
     format!(
@@ -373,6 +380,7 @@ impl State {
             interrupted: vec![None; cfg.pools.len()],
             failures_per_node_hour: opts.failures_per_node_hour,
             scale: ScaleConfig::default(),
+            next_consolidate: resume + CONSOLIDATE_EVERY_S,
         };
         let mut engine = Engine::open_adopting(db, fleet, teams, classes, resume, &adopted)?;
         let recent = engine.store().events(None, EVENTS_KEPT)?;
@@ -1181,6 +1189,24 @@ impl State {
             .collect();
         let counts = pool_counts(fleet, self.nodes.pools.len(), &self.nodes.lives);
         let mins: Vec<u32> = self.nodes.pools.iter().map(|p| p.min_nodes).collect();
+        // A drained node goes as soon as its last job has moved.
+        let drained: Vec<usize> = (0..fleet.nodes.len())
+            .filter(|&i| self.nodes.lives[i] == Life::Draining && self.jobs_on(i).is_empty())
+            .collect();
+        for i in drained {
+            let price = self.nodes.pools[self.engine.fleet().nodes[i].pool.index()].price_per_hour;
+            self.set_life(i, Life::Absent);
+            self.counters.scale_downs += 1;
+            self.counters.consolidated_nodes += 1;
+            self.record(
+                "fleet",
+                format!(
+                    "{} -1 ({} consolidated: its jobs moved to paid capacity), -${price:.2}/h",
+                    self.pool_path_of(i),
+                    self.node_name(i),
+                ),
+            )?;
+        }
         for n in scale_down(self.now, &idle, &counts, &mins, &self.nodes.scale) {
             let i = n.index();
             let price = self.nodes.pools[self.engine.fleet().nodes[i].pool.index()].price_per_hour;
@@ -1196,6 +1222,81 @@ impl State {
                     empty / 60.0
                 ),
             )?;
+        }
+        Ok(())
+    }
+
+    /// Consolidation — what Karpenter does for pods, done with checkpoints, as `gantry sim`
+    /// does it: when no job waits for capacity, the least-used cloud node whose jobs all
+    /// checkpoint and would all fit on other capacity already paid for is drained (cordoned;
+    /// its jobs told to checkpoint, then requeued to start elsewhere) and given back once
+    /// empty. One node at a time, every few minutes: calm, and each step an event.
+    fn consolidate(&mut self) -> Result<(), EngineError> {
+        if self.now < self.nodes.next_consolidate {
+            return Ok(());
+        }
+        self.nodes.next_consolidate = self.now + CONSOLIDATE_EVERY_S;
+        let waiting = self.engine.jobs().any(|j| {
+            j.state == JobState::Pending
+                && j.explanation.as_ref().is_some_and(|e| {
+                    matches!(
+                        e.reason,
+                        PendingReason::NoCapacity { .. } | PendingReason::Reserved { .. }
+                    )
+                })
+        });
+        if waiting || self.nodes.lives.contains(&Life::Draining) {
+            return Ok(());
+        }
+        let fleet = self.engine.fleet();
+        let counts = pool_counts(fleet, self.nodes.pools.len(), &self.nodes.lives);
+        let mut candidates: Vec<(u32, usize)> = (0..fleet.nodes.len())
+            .filter(|&i| {
+                let pool = &self.nodes.pools[fleet.nodes[i].pool.index()];
+                self.nodes.lives[i] == Life::Up
+                    && pool.capacity != CapacityType::Reserved
+                    && !pool.is_local()
+                    && counts[fleet.nodes[i].pool.index()] > pool.min_nodes
+            })
+            .map(|i| {
+                let n = &fleet.nodes[i];
+                (n.gpu_milli_total() - n.gpu_milli_free(), i)
+            })
+            .filter(|&(used, _)| used > 0)
+            .collect();
+        candidates.sort_unstable();
+        for (_, i) in candidates {
+            let jobs = self.jobs_on(i);
+            let movable = jobs.iter().all(|&id| {
+                self.engine.job(id).is_some_and(|j| {
+                    j.state == JobState::Running
+                        && j.spec.preemptible
+                        && j.spec.checkpoint.is_some()
+                        && j.placement.as_ref().is_some_and(|p| p.nodes.len() == 1)
+                })
+            });
+            if jobs.is_empty() || !movable || !self.engine.fit_elsewhere(NodeId(i as u32), &jobs) {
+                continue;
+            }
+            self.set_life(i, Life::Draining);
+            let why = format!(
+                "consolidation: {} is given back; checkpoint and move to capacity already paid for",
+                self.node_name(i)
+            );
+            for &id in &jobs {
+                self.engine.preempt(id, self.now, &why)?;
+                self.begin_stop(id);
+            }
+            self.record(
+                "fleet",
+                format!(
+                    "{} draining {}: {} job(s) checkpoint and move to capacity already paid for",
+                    self.pool_path_of(i),
+                    self.node_name(i),
+                    jobs.len()
+                ),
+            )?;
+            break;
         }
         Ok(())
     }
@@ -1294,6 +1395,7 @@ impl State {
             self.log(format!("job {id} preempted by the scheduler"));
         }
         self.elastic()?;
+        self.consolidate()?;
         self.sample_gpus();
         self.account_budgets()?;
         self.snapshot = self.build_snapshot();
@@ -1512,7 +1614,10 @@ impl State {
         let utils = self.gpu_utils();
         let fleet = self.engine.fleet();
         for (i, n) in fleet.nodes.iter().enumerate() {
-            if !matches!(self.nodes.lives[i], Life::Up | Life::Noticed) {
+            if !matches!(
+                self.nodes.lives[i],
+                Life::Up | Life::Noticed | Life::Draining
+            ) {
                 for g in 0..n.gpus.len() as u8 {
                     self.gpu_history.remove(&(i as u32, g));
                 }
@@ -1568,6 +1673,7 @@ impl State {
                     Life::Up => "up",
                     Life::Provisioning => "provisioning",
                     Life::Noticed => "notice",
+                    Life::Draining => "draining",
                     Life::Failed => "failed",
                     Life::Absent => "absent",
                 }
@@ -1799,7 +1905,7 @@ impl State {
                 Life::Absent => continue,
                 Life::Provisioning => row.provisioning += 1,
                 Life::Failed => row.down += 1,
-                Life::Up | Life::Noticed => {
+                Life::Up | Life::Noticed | Life::Draining => {
                     row.nodes += 1;
                     row.gpus += n.gpus.len();
                     row.gpus_busy += n.gpus.iter().filter(|g| !g.is_idle()).count();

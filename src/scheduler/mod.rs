@@ -7,6 +7,7 @@ pub mod cycle;
 pub mod frag;
 mod hash;
 mod index;
+pub mod moves;
 mod place;
 mod policy;
 pub mod reclaim;

@@ -92,10 +92,12 @@ pub fn cause_of(life: Life, reserved: bool, jobs: u32, work_waits: bool) -> Opti
         Life::Absent => return None,
         Life::Provisioning => IdleCause::Provisioning,
         Life::Failed => IdleCause::InRepair,
-        Life::Up | Life::Noticed if reserved && work_waits => IdleCause::ReservedWhileWorkWaits,
-        Life::Up | Life::Noticed if reserved => IdleCause::ReservedNoWork,
-        Life::Up | Life::Noticed if jobs == 0 => IdleCause::EmptyCloudNode,
-        Life::Up | Life::Noticed => IdleCause::PartlyUsedCloudNode,
+        Life::Up | Life::Noticed | Life::Draining if reserved && work_waits => {
+            IdleCause::ReservedWhileWorkWaits
+        }
+        Life::Up | Life::Noticed | Life::Draining if reserved => IdleCause::ReservedNoWork,
+        Life::Up | Life::Noticed | Life::Draining if jobs == 0 => IdleCause::EmptyCloudNode,
+        Life::Up | Life::Noticed | Life::Draining => IdleCause::PartlyUsedCloudNode,
     })
 }
 

@@ -15,6 +15,9 @@ pub enum Life {
     Up,
     /// Spot notice received: runs what it has, takes nothing new.
     Noticed,
+    /// Being given back by consolidation: its jobs checkpoint and move to capacity already
+    /// paid for; takes nothing new, goes once empty.
+    Draining,
     /// Failed on-prem node, paid while it is repaired.
     Failed,
 }
@@ -28,13 +31,16 @@ impl Life {
     pub fn health(self) -> Health {
         match self {
             Life::Up => Health::Healthy,
-            Life::Noticed => Health::Cordoned,
+            Life::Noticed | Life::Draining => Health::Cordoned,
             _ => Health::Down,
         }
     }
     /// Counts toward a pool's size (for its maximum and minimum).
     pub fn counted(self) -> bool {
-        matches!(self, Life::Provisioning | Life::Up | Life::Noticed)
+        matches!(
+            self,
+            Life::Provisioning | Life::Up | Life::Noticed | Life::Draining
+        )
     }
 }
 

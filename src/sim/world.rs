@@ -25,6 +25,7 @@ use crate::model::{
 use crate::scheduler::cycle::{
     run_cycle, CycleConfig, CycleInput, Decision, PendingJob, PendingReason, RunningJob,
 };
+use crate::scheduler::moves::{moves_off, Mover};
 use crate::scheduler::reclaim::{reclaim_plan, JobUsage, ReclaimConfig};
 use crate::scheduler::rng::Rng;
 use crate::scheduler::scale::{scale_down, scale_up, NodeIdle, ScaleConfig};
@@ -1392,44 +1393,23 @@ impl<'a> World<'a> {
         jobs: &[usize],
         then: Option<usize>,
     ) -> Option<(Moves, Option<Placement>)> {
-        let node = NodeId(n as u32);
-        let cluster = &mut self.clusters[0];
-        cluster.set_health(node, crate::model::Health::Cordoned);
-        let originals: Vec<Placement> = jobs
+        let movers: Vec<Mover> = jobs
             .iter()
-            .map(|&j| self.runs[j].placement.clone().expect("running"))
+            .map(|&j| Mover {
+                id: j as u64,
+                placement: self.runs[j].placement.as_ref().expect("running"),
+                request: &self.jobs[j].request,
+            })
             .collect();
-        for p in &originals {
-            cluster
-                .release(p)
-                .expect("a running job's placement was allocated");
-        }
-        let mut moves = Vec::new();
-        for &j in jobs {
-            match self.placer.place(cluster, &self.jobs[j].request, j as u64) {
-                Ok(p) if cluster.allocate(&p).is_ok() => moves.push((j, p)),
-                _ => break,
-            }
-        }
-        cluster.set_health(node, crate::model::Health::Healthy);
-        let all_moved = moves.len() == jobs.len();
-        let target = match then {
-            Some(w) if all_moved => self
-                .placer
-                .place(cluster, &self.jobs[w].request, w as u64)
-                .ok(),
-            _ => None,
-        };
-        for (_, p) in &moves {
-            cluster.release(p).expect("allocated just above");
-        }
-        for p in &originals {
-            cluster
-                .allocate(p)
-                .expect("it was allocated before the dry run");
-        }
-        let fits = all_moved && (then.is_none() || target.is_some());
-        fits.then_some((moves, target))
+        let then = then.map(|w| (w as u64, &self.jobs[w].request));
+        let (moves, target) = moves_off(
+            &mut self.placer,
+            &mut self.clusters[0],
+            NodeId(n as u32),
+            &movers,
+            then,
+        )?;
+        Some((jobs.iter().copied().zip(moves).collect(), target))
     }
 
     /// Idle reclamation from utilization samples, applied at once (the policy a team would

@@ -84,16 +84,21 @@ fn open(name: &str, cfg: &FleetConfig, failures: f64) -> State {
     .unwrap()
 }
 
-fn eight(spot: bool) -> Submission {
+/// A checkpointing training job of team a.
+fn train(gpus: u8, spot: bool, time_limit: &str) -> Submission {
     Submission {
         file: "job.yaml".into(),
         text: format!(
-            "name: train\nresources:\n  accelerators: H100:8\n  use_spot: {spot}\ncheckpoint: {{interval: 10m, grace: 1m}}\ntime_limit: 12h\nrun: train\n"
+            "name: train\nresources:\n  accelerators: H100:{gpus}\n  use_spot: {spot}\ncheckpoint: {{interval: 10m, grace: 1m}}\ntime_limit: {time_limit}\nrun: train\n"
         )
         .into_bytes(),
         team: Some("a".into()),
         ..Submission::default()
     }
+}
+
+fn eight(spot: bool) -> Submission {
+    train(8, spot, "12h")
 }
 
 fn events(s: &mut State) -> String {
@@ -213,25 +218,13 @@ fn a_failed_node_requeues_its_jobs_and_on_prem_is_repaired() {
     assert!(log.contains("node onprem-hgx-000 repaired"), "{log}");
 }
 
-fn sized(gpus: u8, time_limit: &str) -> Submission {
-    Submission {
-        file: "job.yaml".into(),
-        text: format!(
-            "name: train\nresources:\n  accelerators: H100:{gpus}\n  use_spot: true\ncheckpoint: {{interval: 10m, grace: 1m}}\ntime_limit: {time_limit}\nrun: train\n"
-        )
-        .into_bytes(),
-        team: Some("a".into()),
-        ..Submission::default()
-    }
-}
-
 #[test]
 fn a_cloud_node_is_drained_onto_paid_capacity_once_it_frees_up() {
     let cfg = fleet(0.0);
     let mut s = open("consolidate", &cfg, 0.0);
     // The on-prem node is full for under an hour, so the 4-GPU job gets a spot node.
-    let short = s.submit(&[sized(8, "1h")]).remove(0).unwrap();
-    let long = s.submit(&[sized(4, "48h")]).remove(0).unwrap();
+    let short = s.submit(&[train(8, true, "1h")]).remove(0).unwrap();
+    let long = s.submit(&[train(4, true, "48h")]).remove(0).unwrap();
     s.tick().unwrap();
     assert!(events(&mut s).contains("p5-spot +1 for job"));
     let mut t = 0;

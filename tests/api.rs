@@ -209,6 +209,18 @@ fn every_read_endpoint_under_every_role() {
             );
         }
     }
+    let metrics = text(
+        &client(d, Who::Viewer)
+            .request("GET", "/metrics", None)
+            .unwrap(),
+    );
+    for family in [
+        "gantry_scale_ups_total",
+        "gantry_consolidated_nodes_total",
+        "# TYPE gantry_idle_gpus gauge",
+    ] {
+        assert!(metrics.contains(family), "{family}: {metrics}");
+    }
 }
 
 #[test]

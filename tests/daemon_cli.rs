@@ -171,9 +171,21 @@ fn the_daemon_cli_round_trip_with_exit_codes() {
     assert!(out.contains("cancelled"), "{out}");
     let (code, out, err) = gantry(s, &["fleet", "--output", "json"]);
     assert_eq!(code, 0, "{err}");
+    let fleet: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(fleet["simulated"], true);
+    // Every idle GPU of an up node has one cause (nodes booting or in repair add theirs).
+    let n = |v: &serde_json::Value| v.as_u64().unwrap();
+    let idle_up: u64 = fleet["idle_by_cause"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| !matches!(c["cause"].as_str(), Some("provisioning" | "in-repair")))
+        .map(|c| n(&c["gpus"]))
+        .sum();
     assert_eq!(
-        serde_json::from_str::<serde_json::Value>(&out).unwrap()["simulated"],
-        true
+        idle_up,
+        n(&fleet["gpus_total"]) - n(&fleet["gpus_busy"]),
+        "{fleet}"
     );
 }
 

@@ -63,6 +63,14 @@ pub fn big_snapshot(gpus: usize, jobs: usize) -> Snapshot {
         gpus_busy: gpus / 2,
         dollars_per_hour: 1e5,
         idle_dollars_per_hour: 5e4,
+        idle_by_cause: crate::sim::idle::IdleCause::FREE
+            .iter()
+            .map(|&cause| crate::client::IdleNow {
+                cause,
+                gpus: gpus / 12,
+                dollars_per_hour: 8e3,
+            })
+            .collect(),
         queue_by_class: vec![
             ("serving".into(), 100),
             ("production".into(), 1000),

@@ -4,7 +4,7 @@
 
 use super::{CliError, Output};
 use gantry::client::http::{encode, ClientError, Endpoint, HttpClient};
-use gantry::client::{HostStatus, JobRow, TeamRow};
+use gantry::client::{HostStatus, IdleNow, JobRow, TeamRow};
 use gantry::console::app::hm;
 use serde_json::Value;
 use std::path::PathBuf;
@@ -378,6 +378,21 @@ pub fn fleet_live(c: &mut HttpClient, output: Output) -> Result<(), CliError> {
             n(&p["gpus_busy"]),
             p["dollars_per_hour"].as_f64().unwrap_or(0.0)
         );
+    }
+    let why: Vec<IdleNow> = serde_json::from_value(v["idle_by_cause"].clone()).unwrap_or_default();
+    if !why.is_empty() {
+        let parts: Vec<String> = why
+            .iter()
+            .map(|c| {
+                format!(
+                    "{} {} (${:.2}/h)",
+                    c.cause.label(),
+                    c.gpus,
+                    c.dollars_per_hour
+                )
+            })
+            .collect();
+        println!("idle GPUs, why: {}", parts.join("; "));
     }
     let host = v.get("host").cloned().unwrap_or(Value::Null);
     if let Ok(Some(h)) = serde_json::from_value::<Option<HostStatus>>(host) {

@@ -5,6 +5,7 @@
 pub mod http;
 pub mod local;
 
+pub use crate::sim::idle::{IdleCause, IdleNow};
 use serde::{Deserialize, Serialize};
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -109,6 +110,10 @@ pub struct Snapshot {
     pub dollars_per_hour: f64,
     /// $/h of GPUs that nobody uses.
     pub idle_dollars_per_hour: f64,
+    /// Paid GPUs that nobody uses, by why (booting, empty cloud node, owned with nothing
+    /// waiting for it, …), the causes with any GPUs only.
+    #[serde(default)]
+    pub idle_by_cause: Vec<IdleNow>,
     pub jobs: Vec<JobRow>,
     /// Pending jobs per priority class, highest class first.
     pub queue_by_class: Vec<(String, usize)>,
@@ -178,6 +183,8 @@ pub struct SnapshotDelta {
     pub gpus_busy: usize,
     pub dollars_per_hour: f64,
     pub idle_dollars_per_hour: f64,
+    #[serde(default)]
+    pub idle_by_cause: Vec<IdleNow>,
     pub queue_by_class: Vec<(String, usize)>,
     pub teams: Vec<TeamRow>,
     /// Jobs that are new or whose row changed.
@@ -208,6 +215,7 @@ impl Snapshot {
             gpus_busy: next.gpus_busy,
             dollars_per_hour: next.dollars_per_hour,
             idle_dollars_per_hour: next.idle_dollars_per_hour,
+            idle_by_cause: next.idle_by_cause.clone(),
             queue_by_class: next.queue_by_class.clone(),
             teams: next.teams.clone(),
             jobs_changed: next
@@ -258,6 +266,7 @@ impl Snapshot {
         self.gpus_busy = d.gpus_busy;
         self.dollars_per_hour = d.dollars_per_hour;
         self.idle_dollars_per_hour = d.idle_dollars_per_hour;
+        self.idle_by_cause = d.idle_by_cause;
         self.queue_by_class = d.queue_by_class;
         self.teams = d.teams;
         self.host = d.host;

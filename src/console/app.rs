@@ -1411,6 +1411,23 @@ impl App {
                 self.style(self.theme.warn),
             ));
         }
+        // Why the idle GPUs are idle: what an operator can act on (a quota that blocks waiting
+        // work, a pool minimum) is told apart from what nobody can (no work wants them).
+        if !snap.idle_by_cause.is_empty() {
+            lines.push(Line::from(""));
+            lines.push(Line::styled(
+                "idle GPUs, why     GPUs  $/h",
+                self.style(self.theme.muted),
+            ));
+            for c in &snap.idle_by_cause {
+                lines.push(Line::from(format!(
+                    "{:<17}{:>5} {:>4.0}",
+                    c.cause.short(),
+                    c.gpus,
+                    c.dollars_per_hour
+                )));
+            }
+        }
         f.render_widget(
             Paragraph::new(lines).block(Block::default().borders(Borders::ALL).title(" queue ")),
             queue,

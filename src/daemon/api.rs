@@ -395,6 +395,7 @@ struct FleetView<'a> {
     gpus_busy: usize,
     dollars_per_hour: f64,
     idle_dollars_per_hour: f64,
+    idle_by_cause: &'a [crate::client::IdleNow],
     pools: &'a [crate::client::PoolRow],
     host: &'a Option<crate::client::HostStatus>,
 }
@@ -408,6 +409,7 @@ async fn fleet(State(api): State<Api>) -> Response {
         gpus_busy: s.gpus_busy,
         dollars_per_hour: s.dollars_per_hour,
         idle_dollars_per_hour: s.idle_dollars_per_hour,
+        idle_by_cause: &s.idle_by_cause,
         pools: &s.pools,
         host: &s.host,
     })
@@ -659,6 +661,19 @@ pub fn render_metrics(p: &Published) -> String {
         );
     }
     let _ = writeln!(o, "# HELP gantry_idle_dollars_per_hour Price of GPUs nobody uses.\n# TYPE gantry_idle_dollars_per_hour gauge\ngantry_idle_dollars_per_hour {}", s.idle_dollars_per_hour);
+    let _ = writeln!(
+        o,
+        "# HELP gantry_idle_gpus Paid GPUs nobody uses, by cause.\n# TYPE gantry_idle_gpus gauge"
+    );
+    for c in &s.idle_by_cause {
+        let cause = serde_json::to_value(c.cause).unwrap_or_default();
+        let _ = writeln!(
+            o,
+            "gantry_idle_gpus{{cause=\"{}\"}} {}",
+            cause.as_str().unwrap_or("unknown"),
+            c.gpus
+        );
+    }
     o
 }
 

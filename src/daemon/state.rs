@@ -10,13 +10,14 @@ use crate::client::{JobRow, PoolRow, Snapshot, TeamRow, EVENTS_KEPT};
 use crate::config::fleet::{
     classes_of, fleet_sized, teams_of, BudgetAction, FleetConfig, TeamConfig,
 };
-use crate::model::{CapacityType, GpuRequest, GpuShare, NodeId};
+use crate::model::{CapacityType, GpuRequest, GpuShare, ModelChoice, NodeId};
 use crate::scheduler::cycle::PendingReason;
 use crate::scheduler::reclaim::{
     reclaim_plan, JobUsage, ReclaimAction, ReclaimConfig, ReclaimPlan,
 };
 use crate::scheduler::rng::Rng;
 use crate::scheduler::scale::{scale_down, scale_up, NodeIdle, ScaleConfig};
+use crate::sim::idle::{cause_of, IdleCause, IdleNow};
 use crate::sim::lifecycle::{
     draw_after, offers, pool_counts, provisioning_delay, start_lives, Life, SPOT_NOTICE_S,
 };
@@ -2071,10 +2072,65 @@ impl State {
             gpus_busy,
             dollars_per_hour: dollars,
             idle_dollars_per_hour: idle_dollars,
+            idle_by_cause: self.idle_by_cause(),
             jobs,
             queue_by_class,
             events: self.events.iter().take(50).cloned().collect(),
         }
+    }
+
+    /// Paid GPUs that nobody uses right now, by cause (`sim::idle`'s vocabulary, as `gantry
+    /// sim` accounts them), with their price; causes with no GPUs are left out.
+    fn idle_by_cause(&self) -> Vec<IdleNow> {
+        let fleet = self.engine.fleet();
+        let mut wanted = vec![false; fleet.models.len()];
+        for j in self.engine.jobs().filter(|j| j.state == JobState::Pending) {
+            match &j.request.models {
+                ModelChoice::Any => wanted.iter_mut().for_each(|w| *w = true),
+                ModelChoice::AnyOf(ids) | ModelChoice::Prefer(ids) => {
+                    for m in ids {
+                        wanted[m.index()] = true;
+                    }
+                }
+            }
+        }
+        let mut out: Vec<IdleNow> = IdleCause::FREE
+            .iter()
+            .map(|&cause| IdleNow {
+                cause,
+                gpus: 0,
+                dollars_per_hour: 0.0,
+            })
+            .collect();
+        for (i, n) in fleet.nodes.iter().enumerate() {
+            let pool = &self.nodes.pools[n.pool.index()];
+            let idle = n.gpus.iter().filter(|g| g.is_idle()).count();
+            let used = idle < n.gpus.len() || n.cpu_free < n.cpu_milli;
+            let waits = n.model.is_some_and(|m| wanted[m.index()]);
+            let reserved = pool.capacity == CapacityType::Reserved;
+            let Some(cause) = cause_of(self.nodes.lives[i], reserved, u32::from(used), waits)
+            else {
+                continue;
+            };
+            // A node that is not up yet (or down) idles whole.
+            let free = if matches!(cause, IdleCause::Provisioning | IdleCause::InRepair) {
+                n.gpus.len()
+            } else {
+                idle
+            };
+            if free == 0 {
+                continue;
+            }
+            let k = IdleCause::FREE
+                .iter()
+                .position(|c| *c == cause)
+                .expect("a free GPU's cause is one of FREE");
+            out[k].gpus += free;
+            out[k].dollars_per_hour +=
+                pool.price_per_hour * free as f64 / f64::from(pool.gpus_per_node.max(1));
+        }
+        out.retain(|c| c.gpus > 0);
+        out
     }
 
     fn team_name(&self, i: usize) -> String {

@@ -3,9 +3,9 @@
 //! utilization and 100% — what is left to win, and where.
 
 use super::lifecycle::Life;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum IdleCause {
     /// A cloud node bought and billed, still booting.
@@ -49,6 +49,27 @@ impl IdleCause {
             IdleCause::HeldNotBusy => "held by a job, not working",
         }
     }
+
+    /// A label of at most 17 characters, for narrow panes.
+    pub fn short(self) -> &'static str {
+        match self {
+            IdleCause::Provisioning => "booting",
+            IdleCause::EmptyCloudNode => "cloud, empty",
+            IdleCause::PartlyUsedCloudNode => "cloud, part-used",
+            IdleCause::ReservedWhileWorkWaits => "reserved, blocked",
+            IdleCause::ReservedNoWork => "reserved, no work",
+            IdleCause::InRepair => "in repair",
+            IdleCause::HeldNotBusy => "held, not working",
+        }
+    }
+}
+
+/// Paid GPUs doing nothing right now for one cause, and what they cost.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct IdleNow {
+    pub cause: IdleCause,
+    pub gpus: usize,
+    pub dollars_per_hour: f64,
 }
 
 #[derive(Clone, Debug, Serialize)]

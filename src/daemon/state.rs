@@ -2108,8 +2108,7 @@ impl State {
             let used = idle < n.gpus.len() || n.cpu_free < n.cpu_milli;
             let waits = n.model.is_some_and(|m| wanted[m.index()]);
             let reserved = pool.capacity == CapacityType::Reserved;
-            let Some(cause) = cause_of(self.nodes.lives[i], reserved, u32::from(used), waits)
-            else {
+            let Some(cause) = cause_of(self.nodes.lives[i], reserved, used, waits) else {
                 continue;
             };
             // A node that is not up yet (or down) idles whole.

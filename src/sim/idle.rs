@@ -107,8 +107,9 @@ impl IdleLedger {
     }
 }
 
-/// Which cause a free GPU has on a node in `life`; `None` when the node is not paid for.
-pub fn cause_of(life: Life, reserved: bool, jobs: u32, work_waits: bool) -> Option<IdleCause> {
+/// Which cause a free GPU has on a node in `life` (`has_jobs`: any job runs there, and
+/// `work_waits`: a waiting job may use its GPU model); `None` when the node is not paid for.
+pub fn cause_of(life: Life, reserved: bool, has_jobs: bool, work_waits: bool) -> Option<IdleCause> {
     Some(match life {
         Life::Absent => return None,
         Life::Provisioning => IdleCause::Provisioning,
@@ -117,7 +118,7 @@ pub fn cause_of(life: Life, reserved: bool, jobs: u32, work_waits: bool) -> Opti
             IdleCause::ReservedWhileWorkWaits
         }
         Life::Up | Life::Noticed | Life::Draining if reserved => IdleCause::ReservedNoWork,
-        Life::Up | Life::Noticed | Life::Draining if jobs == 0 => IdleCause::EmptyCloudNode,
+        Life::Up | Life::Noticed | Life::Draining if !has_jobs => IdleCause::EmptyCloudNode,
         Life::Up | Life::Noticed | Life::Draining => IdleCause::PartlyUsedCloudNode,
     })
 }
@@ -143,12 +144,18 @@ mod tests {
     fn each_free_gpu_has_one_cause() {
         use IdleCause::*;
         let c = cause_of;
-        assert_eq!(c(Life::Absent, false, 0, true), None);
-        assert_eq!(c(Life::Provisioning, false, 0, true), Some(Provisioning));
-        assert_eq!(c(Life::Failed, true, 0, true), Some(InRepair));
-        assert_eq!(c(Life::Up, true, 3, true), Some(ReservedWhileWorkWaits));
-        assert_eq!(c(Life::Noticed, true, 3, false), Some(ReservedNoWork));
-        assert_eq!(c(Life::Up, false, 0, true), Some(EmptyCloudNode));
-        assert_eq!(c(Life::Noticed, false, 2, false), Some(PartlyUsedCloudNode));
+        assert_eq!(c(Life::Absent, false, false, true), None);
+        assert_eq!(
+            c(Life::Provisioning, false, false, true),
+            Some(Provisioning)
+        );
+        assert_eq!(c(Life::Failed, true, false, true), Some(InRepair));
+        assert_eq!(c(Life::Up, true, true, true), Some(ReservedWhileWorkWaits));
+        assert_eq!(c(Life::Noticed, true, true, false), Some(ReservedNoWork));
+        assert_eq!(c(Life::Up, false, false, true), Some(EmptyCloudNode));
+        assert_eq!(
+            c(Life::Noticed, false, true, false),
+            Some(PartlyUsedCloudNode)
+        );
     }
 }

@@ -778,7 +778,7 @@ impl<'a> World<'a> {
         let mut milli = [0u64; IdleCause::FREE.len()];
         for n in &self.nodes {
             let waits = n.model.is_some_and(|m| self.waiting_for[m] > 0);
-            if let Some(cause) = cause_of(n.life, n.reserved, n.jobs, waits) {
+            if let Some(cause) = cause_of(n.life, n.reserved, n.jobs > 0, waits) {
                 let free = (n.gpus as u64 * 1000).saturating_sub(n.held_milli);
                 let k = IdleCause::FREE
                     .iter()

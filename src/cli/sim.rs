@@ -136,7 +136,7 @@ fn print_table(c: &Comparison, events: bool) {
     col("useful GPU-hours", &|s| {
         format!("{:.0}", s.useful_gpu_hours)
     });
-    col("paid, did no work (GPU-h), why:", &|s| {
+    col("paid but did no work (GPU-h), why:", &|s| {
         format!("{:.0}", s.paid_gpu_hours - s.busy_gpu_hours)
     });
     for (i, share) in c

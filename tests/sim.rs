@@ -81,6 +81,17 @@ fn check_books(r: &SetupResult) -> Result<(), TestCaseError> {
         r.idle
     );
     prop_assert!(r.idle.iter().all(|c| c.gpu_hours >= -1e-9), "{:?}", r.idle);
+    // And pool by pool, the free hours are what the pool's jobs did not hold.
+    for p in &r.by_pool {
+        let free: f64 = p.idle.iter().map(|c| c.gpu_hours).sum();
+        prop_assert!(
+            (free - (p.paid_gpu_hours - p.held_gpu_hours)).abs() < 1e-6 * (1.0 + p.paid_gpu_hours),
+            "{}: {free} vs {} − {}",
+            p.pool,
+            p.paid_gpu_hours,
+            p.held_gpu_hours
+        );
+    }
     Ok(())
 }
 

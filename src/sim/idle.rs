@@ -78,27 +78,49 @@ pub struct IdleShare {
     pub gpu_hours: f64,
 }
 
-/// Free GPU-hours by cause, charged interval by interval: between two events the fleet does
-/// not change, so the rate measured after one event holds until the next.
+/// Free GPU-hours by pool and cause, charged interval by interval: between two events the
+/// fleet does not change, so the rate measured after one event holds until the next.
 #[derive(Clone, Debug, Default)]
 pub struct IdleLedger {
-    gpu_hours: [f64; IdleCause::FREE.len()],
+    by_pool: Vec<[f64; IdleCause::FREE.len()]>,
 }
 
 impl IdleLedger {
-    /// Charges `seconds` at `milli` free milli-GPU per cause (in `IdleCause::FREE` order).
-    pub fn charge(&mut self, seconds: f64, milli: &[u64; IdleCause::FREE.len()]) {
-        for (h, m) in self.gpu_hours.iter_mut().zip(milli) {
-            *h += *m as f64 / 1000.0 * seconds / 3600.0;
+    pub fn new(pools: usize) -> Self {
+        IdleLedger {
+            by_pool: vec![[0.0; IdleCause::FREE.len()]; pools],
         }
     }
 
-    /// The causes, with the held-but-not-busy hours added last.
+    /// Charges `seconds` at `milli` free milli-GPU per pool and cause (`IdleCause::FREE`
+    /// order).
+    pub fn charge(&mut self, seconds: f64, milli: &[[u64; IdleCause::FREE.len()]]) {
+        for (pool, rates) in self.by_pool.iter_mut().zip(milli) {
+            for (h, m) in pool.iter_mut().zip(rates) {
+                *h += *m as f64 / 1000.0 * seconds / 3600.0;
+            }
+        }
+    }
+
+    /// One pool's free GPU-hours by cause.
+    pub fn pool_shares(&self, pool: usize) -> Vec<IdleShare> {
+        let hours = self.by_pool.get(pool).copied().unwrap_or_default();
+        IdleCause::FREE
+            .iter()
+            .zip(hours)
+            .map(|(&cause, gpu_hours)| IdleShare { cause, gpu_hours })
+            .collect()
+    }
+
+    /// The whole fleet's, with the held-but-not-busy hours added last.
     pub fn shares(&self, held_not_busy: f64) -> Vec<IdleShare> {
         IdleCause::FREE
             .iter()
-            .zip(self.gpu_hours)
-            .map(|(&cause, gpu_hours)| IdleShare { cause, gpu_hours })
+            .enumerate()
+            .map(|(k, &cause)| IdleShare {
+                cause,
+                gpu_hours: self.by_pool.iter().map(|p| p[k]).sum(),
+            })
             .chain(std::iter::once(IdleShare {
                 cause: IdleCause::HeldNotBusy,
                 gpu_hours: held_not_busy.max(0.0),
@@ -129,9 +151,11 @@ mod tests {
 
     #[test]
     fn charges_add_up_by_cause() {
-        let mut l = IdleLedger::default();
-        l.charge(3600.0, &[8000, 0, 500, 0, 0, 0]);
-        l.charge(1800.0, &[0, 0, 1000, 0, 0, 0]);
+        let mut l = IdleLedger::new(2);
+        l.charge(3600.0, &[[8000, 0, 500, 0, 0, 0], [0; 6]]);
+        l.charge(1800.0, &[[0; 6], [0, 0, 1000, 0, 0, 0]]);
+        assert!((l.pool_shares(0)[2].gpu_hours - 0.5).abs() < 1e-9);
+        assert!((l.pool_shares(1)[2].gpu_hours - 0.5).abs() < 1e-9);
         let s = l.shares(2.5);
         assert_eq!(s.len(), 7);
         assert!((s[0].gpu_hours - 8.0).abs() < 1e-9);

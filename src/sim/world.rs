@@ -185,6 +185,8 @@ pub struct PoolUse {
     pub pool: String,
     pub paid_gpu_hours: f64,
     pub held_gpu_hours: f64,
+    /// Its paid GPU-hours held by no job, by cause (they add up to paid − held).
+    pub idle: Vec<IdleShare>,
 }
 
 #[derive(Clone, Debug, Default, Serialize)]
@@ -537,7 +539,7 @@ impl<'a> World<'a> {
             placed: BTreeSet::new(),
             allowed,
             waiting_for: vec![0; fleet.models.len()],
-            idle: IdleLedger::default(),
+            idle: IdleLedger::new(fleet_cfg.pools.len()),
         };
         w.partition_teams(&partitions);
         for (i, j) in jobs.iter().enumerate() {
@@ -775,7 +777,7 @@ impl<'a> World<'a> {
         if dt <= 0.0 {
             return;
         }
-        let mut milli = [0u64; IdleCause::FREE.len()];
+        let mut milli = vec![[0u64; IdleCause::FREE.len()]; self.fleet_cfg.len()];
         for n in &self.nodes {
             let waits = n.model.is_some_and(|m| self.waiting_for[m] > 0);
             if let Some(cause) = cause_of(n.life, n.reserved, n.jobs > 0, waits) {
@@ -784,7 +786,7 @@ impl<'a> World<'a> {
                     .iter()
                     .position(|c| *c == cause)
                     .expect("a free GPU's cause is one of FREE");
-                milli[k] += free;
+                milli[n.pool.index()][k] += free;
             }
         }
         self.idle.charge(dt, &milli);
@@ -1541,6 +1543,7 @@ impl<'a> World<'a> {
                     .pool_path(crate::model::PoolId(i as u32)),
                 paid_gpu_hours: u.0,
                 held_gpu_hours: u.1,
+                idle: self.idle.pool_shares(i),
             })
             .collect();
         o.spend_by_team = self

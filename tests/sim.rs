@@ -1,7 +1,7 @@
 //! `gantry sim`: determinism, the bill's arithmetic, elasticity with spot fallback, and the
 //! naive setups' rules — on small fleets so that they run in a debug build.
 
-use gantry::config::fleet::{parse, FleetConfig, DEFAULT_FLEET};
+use gantry::config::fleet::{parse, scale_of, FleetConfig, DEFAULT_FLEET};
 use gantry::model::{GpuRequest, JobRequest, ModelChoice};
 use gantry::sim::idle::IdleCause;
 use gantry::sim::mix::{Kind, SimJob, EXPERIMENT, PRODUCTION};
@@ -518,4 +518,41 @@ fn reserved_gpus_left_idle_while_work_waits_are_told_apart_from_those_nothing_wa
         "{none} vs {want}: {:?}",
         r.idle
     );
+}
+
+#[test]
+fn a_class_with_patience_waits_for_paid_capacity_before_any_is_bought() {
+    let mut fleet = elastic_fleet(0.0);
+    fleet.scale.burst_after = [("experiment".to_string(), "1h".to_string())].into();
+    let production = job(60.0, 2.0, true);
+    let experiment = SimJob {
+        class: EXPERIMENT,
+        kind: Kind::Experiment,
+        ..job(60.0, 2.0, true)
+    };
+    let cfg = SimConfig {
+        days: 0.5,
+        seed: 1,
+        failures_per_node_hour: 0.0,
+        keep_events: true,
+        scale: scale_of(&fleet),
+        ..SimConfig::default()
+    };
+    let r = World::new(Setup::Gantry, &fleet, &[production, experiment], cfg).run();
+    let at = |what: &str| -> f64 {
+        r.event_log
+            .iter()
+            .find(|l| l.contains(what))
+            .unwrap_or_else(|| panic!("no `{what}`: {}", r.event_log.join("\n")))
+            .split_whitespace()
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    // Production buys at once; the experiment waits its hour, then buys.
+    assert!(at("+1 for job 0") < 120.0);
+    let bought = at("+1 for job 1");
+    assert!((3660.0..3800.0).contains(&bought), "{bought}");
+    assert_eq!(r.finished, 2);
 }

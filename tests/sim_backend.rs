@@ -266,3 +266,30 @@ fn a_cloud_node_is_drained_onto_paid_capacity_once_it_frees_up() {
         (1, 1)
     );
 }
+
+#[test]
+fn a_class_with_patience_waits_an_hour_before_capacity_is_bought_for_it() {
+    let mut cfg = fleet(0.0);
+    cfg.scale.burst_after = [("experiment".to_string(), "1h".to_string())].into();
+    let mut s = open("patience", &cfg, 0.0);
+    s.submit(&[train(8, false, "12h")]).remove(0).unwrap();
+    let sweep = s
+        .submit(&[Submission {
+            priority: Some("experiment".into()),
+            ..train(8, true, "12h")
+        }])
+        .remove(0)
+        .unwrap();
+    s.tick().unwrap();
+    let bought = format!("+1 for job {sweep},");
+    for _ in 0..55 {
+        s.advance(60.0).unwrap();
+    }
+    let log = events(&mut s);
+    assert!(!log.contains(&bought), "bought before its hour: {log}");
+    for _ in 0..10 {
+        s.advance(60.0).unwrap();
+    }
+    let log = events(&mut s);
+    assert!(log.contains(&bought), "{log}");
+}

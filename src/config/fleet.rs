@@ -43,6 +43,62 @@ pub struct FleetConfig {
     /// When a running job's GPUs count as idle (what `gantry reclaim` offers to free).
     #[serde(default)]
     pub reclaim: ReclaimSettings,
+    /// How elastic pools grow and shrink.
+    #[serde(default)]
+    pub scale: ScaleSettings,
+}
+
+/// `[scale]`: when an empty cloud node goes back, how long a pool whose spot capacity was just
+/// interrupted buys on-demand instead, and per priority class how long a job waits for
+/// capacity already paid for before gantry buys some for it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScaleSettings {
+    #[serde(default = "default_scale_down_after")]
+    pub scale_down_after: String,
+    #[serde(default = "default_spot_cooldown")]
+    pub spot_cooldown: String,
+    /// Class name → duration; a class not named buys at once.
+    #[serde(default)]
+    pub burst_after: std::collections::BTreeMap<String, String>,
+}
+
+fn default_scale_down_after() -> String {
+    "10m".to_string()
+}
+
+fn default_spot_cooldown() -> String {
+    "30m".to_string()
+}
+
+impl Default for ScaleSettings {
+    fn default() -> Self {
+        ScaleSettings {
+            scale_down_after: default_scale_down_after(),
+            spot_cooldown: default_spot_cooldown(),
+            burst_after: Default::default(),
+        }
+    }
+}
+
+/// The elastic settings of a (validated) fleet file, for `scheduler::scale`.
+pub fn scale_of(cfg: &FleetConfig) -> crate::scheduler::scale::ScaleConfig {
+    let d = crate::scheduler::scale::ScaleConfig::default();
+    let secs = |v: &str, or: f64| crate::spec::parse_duration(v).unwrap_or(or);
+    let classes = classes_of(cfg);
+    crate::scheduler::scale::ScaleConfig {
+        idle_window_s: secs(&cfg.scale.scale_down_after, d.idle_window_s),
+        spot_cooldown_s: secs(&cfg.scale.spot_cooldown, d.spot_cooldown_s),
+        burst_after_s: classes
+            .iter()
+            .map(|c| {
+                cfg.scale
+                    .burst_after
+                    .get(&c.name)
+                    .map_or(0.0, |v| secs(v, 0.0))
+            })
+            .collect(),
+    }
 }
 
 /// `[reclaim]`: a job whose every GPU stayed below `idle_threshold_pct` for `idle_window` is
@@ -447,6 +503,41 @@ fn validate(file: &str, text: &str, cfg: &FleetConfig) -> Result<(), ConfigError
             r.idle_window
         )));
     }
+    let s = &cfg.scale;
+    let scale_at = |message: String| {
+        let (line, col) = text.find("[scale]").map_or((1, 1), |o| position(text, o));
+        ConfigError {
+            file: file.to_string(),
+            line,
+            col,
+            message,
+        }
+    };
+    for (field, v) in [
+        ("scale_down_after", &s.scale_down_after),
+        ("spot_cooldown", &s.spot_cooldown),
+    ] {
+        if crate::spec::parse_duration(v).is_none_or(|d| d > 86_400.0) {
+            return Err(scale_at(format!(
+                "scale: {field} `{v}` must be a duration from 0s to 1d, e.g. 10m"
+            )));
+        }
+    }
+    let classes = classes_of(cfg);
+    for (class, v) in &s.burst_after {
+        if !classes.iter().any(|c| &c.name == class) {
+            let names: Vec<&str> = classes.iter().map(|c| c.name.as_str()).collect();
+            return Err(scale_at(format!(
+                "scale: burst_after names class `{class}`; the classes are {}",
+                names.join(", ")
+            )));
+        }
+        if crate::spec::parse_duration(v).is_none_or(|d| d > 7.0 * 86_400.0) {
+            return Err(scale_at(format!(
+                "scale: burst_after.{class} `{v}` must be a duration from 0s to 7d, e.g. 1h"
+            )));
+        }
+    }
     crate::model::validate_teams(&teams_of(cfg), &crate::model::default_classes()).map_err(
         |e| {
             let i = cfg
@@ -648,6 +739,61 @@ mod tests {
             ),
             "{e}"
         );
+    }
+
+    #[test]
+    fn the_scale_section_is_checked_and_read() {
+        let scale_line = DEFAULT_FLEET.lines().position(|l| l == "[scale]").unwrap() + 1;
+        let with = |from: &str, to: &str| DEFAULT_FLEET.replacen(from, to, 1);
+        let e = parse(
+            "f.toml",
+            &with("burst_after = {}", "burst_after = { research = \"1h\" }"),
+        )
+        .unwrap_err();
+        assert_eq!(e.line, scale_line, "{e}");
+        assert!(
+            e.message.contains(
+                "burst_after names class `research`; the classes are serving, production, experiment"
+            ),
+            "{e}"
+        );
+        let e = parse(
+            "f.toml",
+            &with(
+                "burst_after = {}",
+                "burst_after = { experiment = \"later\" }",
+            ),
+        )
+        .unwrap_err();
+        assert!(
+            e.message
+                .contains("burst_after.experiment `later` must be a duration from 0s to 7d"),
+            "{e}"
+        );
+        let e = parse("f.toml", &with("\"30m\"\n", "\"2d\"\n")).unwrap_err();
+        assert!(
+            e.message
+                .contains("spot_cooldown `2d` must be a duration from 0s to 1d"),
+            "{e}"
+        );
+        let cfg = parse(
+            "f.toml",
+            &with("burst_after = {}", "burst_after = { experiment = \"90m\" }").replacen(
+                "scale_down_after = \"10m\"",
+                "scale_down_after = \"5m\"",
+                1,
+            ),
+        )
+        .unwrap();
+        let s = scale_of(&cfg);
+        assert_eq!((s.idle_window_s, s.spot_cooldown_s), (300.0, 1800.0));
+        assert_eq!(s.burst_after_s, vec![0.0, 0.0, 5400.0]);
+        assert!(!s.may_buy_for(2, 5399.0) && s.may_buy_for(2, 5400.0) && s.may_buy_for(1, 0.0));
+        // The built-in file asks for no patience: every class buys at once.
+        assert!(scale_of(&parse("f.toml", DEFAULT_FLEET).unwrap())
+            .burst_after_s
+            .iter()
+            .all(|&d| d == 0.0));
     }
 
     #[test]

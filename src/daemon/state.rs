@@ -380,7 +380,7 @@ impl State {
             seq: 0,
             interrupted: vec![None; cfg.pools.len()],
             failures_per_node_hour: opts.failures_per_node_hour,
-            scale: ScaleConfig::default(),
+            scale: crate::config::fleet::scale_of(cfg),
             next_consolidate: resume + CONSOLIDATE_EVERY_S,
         };
         let mut engine = Engine::open_adopting(db, fleet, teams, classes, resume, &adopted)?;
@@ -1114,7 +1114,13 @@ impl State {
             let mut w: Vec<(usize, u64, &crate::model::JobRequest)> = self
                 .engine
                 .jobs()
-                .filter(|j| j.state == JobState::Pending)
+                .filter(|j| {
+                    j.state == JobState::Pending
+                        && self
+                            .nodes
+                            .scale
+                            .may_buy_for(j.class, self.now - j.submitted_at)
+                })
                 .filter_map(|j| {
                     let e = j.explanation.as_ref()?;
                     matches!(

@@ -32,6 +32,9 @@ pub struct ScaleConfig {
     pub spot_cooldown_s: f64,
     /// A node left empty this long is given back.
     pub idle_window_s: f64,
+    /// Per priority class (by index): how long a job waits for capacity already paid for
+    /// before any is bought for it. Missing: at once.
+    pub burst_after_s: Vec<f64>,
 }
 
 impl Default for ScaleConfig {
@@ -39,7 +42,15 @@ impl Default for ScaleConfig {
         ScaleConfig {
             spot_cooldown_s: 30.0 * 60.0,
             idle_window_s: 10.0 * 60.0,
+            burst_after_s: Vec::new(),
         }
+    }
+}
+
+impl ScaleConfig {
+    /// Whether capacity may be bought for a job of `class` that has waited `waited_s`.
+    pub fn may_buy_for(&self, class: usize, waited_s: f64) -> bool {
+        waited_s >= self.burst_after_s.get(class).copied().unwrap_or(0.0)
     }
 }
 

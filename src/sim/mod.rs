@@ -100,6 +100,7 @@ pub fn compare(fleet: &FleetConfig, opts: &SimOptions) -> Result<Comparison, Str
         days: opts.days,
         seed: opts.seed,
         keep_events: opts.keep_events,
+        scale: crate::config::fleet::scale_of(&cfg),
         ..SimConfig::default()
     };
     let results: Vec<SetupResult> = std::thread::scope(|s| {

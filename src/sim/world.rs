@@ -347,6 +347,8 @@ pub struct World<'a> {
     allowed: Vec<Vec<usize>>,
     /// Queued jobs that allow each GPU model.
     waiting_for: Vec<u32>,
+    /// When a job held back by its class's patience may have capacity bought for it.
+    wake_at: Option<f64>,
     idle: IdleLedger,
 }
 
@@ -539,6 +541,7 @@ impl<'a> World<'a> {
             placed: BTreeSet::new(),
             allowed,
             waiting_for: vec![0; fleet.models.len()],
+            wake_at: None,
             idle: IdleLedger::new(fleet_cfg.pools.len()),
         };
         w.partition_teams(&partitions);
@@ -866,6 +869,10 @@ impl<'a> World<'a> {
             }
             Ev::Tick => {
                 self.account_usage();
+                if self.wake_at.is_some_and(|t| self.now >= t) {
+                    self.wake_at = None;
+                    self.dirty = true;
+                }
                 if self.setup == Setup::Gantry {
                     self.scale_down();
                 }
@@ -1180,6 +1187,20 @@ impl<'a> World<'a> {
     }
 
     fn grow(&mut self, waiting: &[usize]) {
+        // A class with patience waits for paid capacity before any is bought for it; the
+        // world wakes when the first one's patience runs out.
+        let mut waiting_now = Vec::with_capacity(waiting.len());
+        for &j in waiting {
+            let job = &self.jobs[j];
+            if self.cfg.scale.may_buy_for(job.class, self.now - job.arrive) {
+                waiting_now.push(j);
+            } else {
+                let patience = self.cfg.scale.burst_after_s.get(job.class).copied();
+                let at = job.arrive + patience.unwrap_or(0.0);
+                self.wake_at = Some(self.wake_at.map_or(at, |w| w.min(at)));
+            }
+        }
+        let waiting = waiting_now;
         if waiting.is_empty() {
             return;
         }

@@ -287,6 +287,20 @@ fn a_class_with_patience_waits_an_hour_before_capacity_is_bought_for_it() {
     }
     let log = events(&mut s);
     assert!(!log.contains(&bought), "bought before its hour: {log}");
+    // The queue says why it waits and for how much longer.
+    let row = s
+        .snapshot()
+        .jobs
+        .iter()
+        .find(|j| j.id == sweep)
+        .unwrap()
+        .clone();
+    assert!(
+        row.detail.contains(
+            "experiment jobs wait 60 min for paid capacity before any is bought (5 min left)"
+        ),
+        "{row:?}"
+    );
     for _ in 0..10 {
         s.advance(60.0).unwrap();
     }

@@ -1874,12 +1874,34 @@ impl State {
             placement,
             dollars_per_hour: j.placement.as_ref().map_or(0.0, |p| p.price_per_hour),
             cost_usd: j.cost_at(self.now),
-            reason: j.explanation.as_ref().map(|e| reason_text(&e.reason)),
+            reason: self.why_waiting(j),
             explanation: j.explanation.clone(),
             spec: j.spec_text.clone(),
             events,
             log_tail: super::local::log_tail(&self.local.log_dir, id, 20),
         })
+    }
+
+    /// Why a pending job waits: the cycle's reason, and — when it waits for capacity and its
+    /// class has patience left (`[scale] burst_after`) — when capacity will be bought for it.
+    fn why_waiting(&self, j: &super::engine::Job) -> Option<String> {
+        let e = j.explanation.as_ref()?;
+        let mut text = reason_text(&e.reason);
+        let for_capacity = matches!(
+            e.reason,
+            PendingReason::NoCapacity { .. } | PendingReason::Reserved { .. }
+        );
+        let patience = self.nodes.scale.burst_after_s.get(j.class).copied();
+        let left = patience.unwrap_or(0.0) - (self.now - j.submitted_at);
+        if for_capacity && left > 0.0 {
+            text.push_str(&format!(
+                "; {} jobs wait {:.0} min for paid capacity before any is bought ({:.0} min left)",
+                self.class_name(j.class),
+                patience.unwrap_or(0.0) / 60.0,
+                (left / 60.0).ceil()
+            ));
+        }
+        Some(text)
     }
 
     fn build_snapshot(&self) -> Snapshot {
@@ -1938,58 +1960,60 @@ impl State {
                 }
             })
             .sum();
-        let mut jobs: Vec<JobRow> =
-            self.engine
-                .jobs()
-                .filter(|j| !j.state.is_final() || self.now - j.submitted_at < 6.0 * 3600.0)
-                .map(|j| {
-                    let gpus = match (j.request.gpu, j.request.nodes) {
-                        (GpuRequest::None, _) => "cpu".to_string(),
-                        (GpuRequest::Whole(n), 1) => format!("{n}"),
-                        (GpuRequest::Whole(n), k) => format!("{k}×{n}"),
-                        (GpuRequest::Fraction(m), _) => format!("{:.2}", f64::from(m) / 1000.0),
-                        (GpuRequest::Mig(p), _) => p.to_string(),
-                    };
-                    let (detail, position) = match (&j.placement, &j.explanation) {
-                        (Some(p), _) => {
-                            let node = &fleet.node(p.nodes[0].node).name;
-                            let share = p.nodes[0].gpus.first().map_or(String::new(), |g| match g
-                                .share
-                            {
-                                GpuShare::Mig { start, .. } => {
-                                    format!(" gpu{} slice@{start}", g.gpu)
-                                }
-                                _ => String::new(),
-                            });
-                            let more = if p.nodes.len() > 1 {
-                                format!(" +{} nodes", p.nodes.len() - 1)
-                            } else {
-                                String::new()
-                            };
-                            (
-                                format!("{node}{share}{more} ${:.2}/h", p.price_per_hour),
-                                None,
-                            )
-                        }
-                        (None, Some(e)) => (reason_text(&e.reason), Some(e.position)),
-                        (None, None) => (String::new(), None),
-                    };
-                    let since = j.started_at.unwrap_or(j.submitted_at);
-                    JobRow {
-                        id: j.id,
-                        name: j.name.clone().unwrap_or_default(),
-                        team: self.team_name(j.team),
-                        class: self.class_name(j.class),
-                        state: j.state.to_string(),
-                        gpus,
-                        since_s: since,
-                        position,
-                        detail,
-                        cost_usd: j.cost,
-                        dollars_per_hour: j.placement.as_ref().map_or(0.0, |p| p.price_per_hour),
+        let mut jobs: Vec<JobRow> = self
+            .engine
+            .jobs()
+            .filter(|j| !j.state.is_final() || self.now - j.submitted_at < 6.0 * 3600.0)
+            .map(|j| {
+                let gpus = match (j.request.gpu, j.request.nodes) {
+                    (GpuRequest::None, _) => "cpu".to_string(),
+                    (GpuRequest::Whole(n), 1) => format!("{n}"),
+                    (GpuRequest::Whole(n), k) => format!("{k}×{n}"),
+                    (GpuRequest::Fraction(m), _) => format!("{:.2}", f64::from(m) / 1000.0),
+                    (GpuRequest::Mig(p), _) => p.to_string(),
+                };
+                let (detail, position) = match (&j.placement, &j.explanation) {
+                    (Some(p), _) => {
+                        let node = &fleet.node(p.nodes[0].node).name;
+                        let share =
+                            p.nodes[0]
+                                .gpus
+                                .first()
+                                .map_or(String::new(), |g| match g.share {
+                                    GpuShare::Mig { start, .. } => {
+                                        format!(" gpu{} slice@{start}", g.gpu)
+                                    }
+                                    _ => String::new(),
+                                });
+                        let more = if p.nodes.len() > 1 {
+                            format!(" +{} nodes", p.nodes.len() - 1)
+                        } else {
+                            String::new()
+                        };
+                        (
+                            format!("{node}{share}{more} ${:.2}/h", p.price_per_hour),
+                            None,
+                        )
                     }
-                })
-                .collect();
+                    (None, Some(e)) => (self.why_waiting(j).unwrap_or_default(), Some(e.position)),
+                    (None, None) => (String::new(), None),
+                };
+                let since = j.started_at.unwrap_or(j.submitted_at);
+                JobRow {
+                    id: j.id,
+                    name: j.name.clone().unwrap_or_default(),
+                    team: self.team_name(j.team),
+                    class: self.class_name(j.class),
+                    state: j.state.to_string(),
+                    gpus,
+                    since_s: since,
+                    position,
+                    detail,
+                    cost_usd: j.cost,
+                    dollars_per_hour: j.placement.as_ref().map_or(0.0, |p| p.price_per_hour),
+                }
+            })
+            .collect();
         jobs.sort_by_key(|j| {
             (
                 state_order(&j.state),

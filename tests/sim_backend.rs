@@ -101,6 +101,18 @@ fn eight(spot: bool) -> Submission {
     train(8, spot, "12h")
 }
 
+/// Advances `step` seconds at a time, at most `steps` times, until an event mentions `what`;
+/// the events then.
+fn advance_until(s: &mut State, what: &str, step: f64, steps: usize) -> String {
+    for _ in 0..steps {
+        if events(s).contains(what) {
+            break;
+        }
+        s.advance(step).unwrap();
+    }
+    events(s)
+}
+
 fn events(s: &mut State) -> String {
     let mut list: Vec<String> = s
         .events(None, 1000)
@@ -162,12 +174,7 @@ fn a_spot_notice_checkpoints_the_job_which_requeues_and_falls_back_to_on_demand(
     let _busy = s.submit(&[eight(false)]).remove(0).unwrap();
     let id = s.submit(&[eight(true)]).remove(0).unwrap();
     s.tick().unwrap();
-    let mut t = 0;
-    while !events(&mut s).contains("taken back by the provider") && t < 2000 {
-        s.advance(30.0).unwrap();
-        t += 1;
-    }
-    let log = events(&mut s);
+    let log = advance_until(&mut s, "taken back by the provider", 30.0, 2000);
     assert!(log.contains("spot notice: aws-p5-spot-000"), "{log}");
     assert!(
         log.contains("is taken back in 2 min; 1 job(s) checkpointing"),
@@ -201,12 +208,7 @@ fn a_failed_node_requeues_its_jobs_and_on_prem_is_repaired() {
     let mut s = open("fail", &cfg, 0.3);
     s.submit(&[eight(false)]).remove(0).unwrap();
     s.tick().unwrap();
-    let mut t = 0;
-    while !events(&mut s).contains("repaired") && t < 400 {
-        s.advance(600.0).unwrap();
-        t += 1;
-    }
-    let log = events(&mut s);
+    let log = advance_until(&mut s, "repaired", 600.0, 400);
     assert!(
         log.contains("failed (1 job(s) requeued); repair under way"),
         "{log}"
@@ -227,12 +229,7 @@ fn a_cloud_node_is_drained_onto_paid_capacity_once_it_frees_up() {
     let long = s.submit(&[train(4, true, "48h")]).remove(0).unwrap();
     s.tick().unwrap();
     assert!(events(&mut s).contains("p5-spot +1 for job"));
-    let mut t = 0;
-    while !events(&mut s).contains("consolidated") && t < 240 {
-        s.advance(60.0).unwrap();
-        t += 1;
-    }
-    let log = events(&mut s);
+    let log = advance_until(&mut s, "consolidated", 60.0, 240);
     assert!(
         log.contains("draining aws-p5-spot-000: 1 job(s) checkpoint and move"),
         "{log}"

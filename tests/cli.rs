@@ -290,6 +290,11 @@ fn fleet_shows_the_builtin_as_simulated_and_accepts_its_own_default() {
     let (code, table) = builtin(&["fleet"]);
     assert_eq!(code, 0);
     assert!(table.contains("SIMULATED"), "{table}");
+    assert!(
+        table.contains("scale: empty cloud nodes go back after 10m; on-demand for 30m"),
+        "{table}"
+    );
+    assert_eq!(v["config"]["scale"]["scale_down_after"], "10m");
     // The printed default is a valid fleet file.
     let (code, text, _) = gantry(&["fleet", "--print-default"]);
     assert_eq!(code, 0);

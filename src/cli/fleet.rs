@@ -104,6 +104,21 @@ pub fn run(config: Option<PathBuf>, print_default: bool, output: Output) -> Resu
             .collect::<Vec<_>>()
             .join(", ")
     );
+    let s = &cfg.scale;
+    let patience = if s.burst_after.is_empty() {
+        "capacity is bought for any class at once".to_string()
+    } else {
+        let each: Vec<String> = s
+            .burst_after
+            .iter()
+            .map(|(class, d)| format!("{class} jobs after {d} of waiting"))
+            .collect();
+        format!("capacity is bought for {}", each.join(", "))
+    };
+    println!(
+        "scale: empty cloud nodes go back after {}; on-demand for {} after a spot interruption; {patience}",
+        s.scale_down_after, s.spot_cooldown
+    );
     Ok(())
 }
 

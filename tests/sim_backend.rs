@@ -5,7 +5,7 @@
 use gantry::config::fleet::{parse, FleetConfig};
 use gantry::daemon::engine::Submission;
 use gantry::daemon::job::JobState;
-use gantry::daemon::state::{State, StateOptions};
+use gantry::daemon::state::{Action, State, StateOptions};
 
 fn fleet(spot_rate: f64) -> FleetConfig {
     let text = format!(
@@ -303,4 +303,66 @@ fn a_class_with_patience_waits_an_hour_before_capacity_is_bought_for_it() {
     }
     let log = events(&mut s);
     assert!(log.contains(&bought), "{log}");
+}
+
+#[test]
+fn a_fragmented_node_is_emptied_for_a_job_instead_of_buying_one() {
+    let mut cfg = fleet(0.0);
+    cfg.pools[0].nodes = 2;
+    let mut s = open("defragment", &cfg, 0.0);
+    // Two on-prem nodes: two 4-GPU jobs fill the first, a third sits on the second; when one
+    // on the first ends, each node has 4 GPUs free and an 8-GPU job fits on neither.
+    let ids: Vec<i64> = s
+        .submit(&[
+            train(4, false, "48h"),
+            train(4, false, "48h"),
+            train(4, false, "48h"),
+        ])
+        .into_iter()
+        .map(|r| r.unwrap())
+        .collect();
+    s.tick().unwrap();
+    let node_of = |s: &State, id: i64| {
+        let j = s.engine().job(id).unwrap();
+        let n = j.placement.as_ref().unwrap().nodes[0].node;
+        s.engine().fleet().node(n).name.clone()
+    };
+    assert_eq!(node_of(&s, ids[0]), node_of(&s, ids[1]));
+    let first = node_of(&s, ids[0]);
+    s.act(ids[0], Action::Cancel, "test").unwrap();
+    let big = s.submit(&[train(8, false, "12h")]).remove(0).unwrap();
+    s.tick().unwrap();
+    let row = s
+        .snapshot()
+        .jobs
+        .iter()
+        .find(|j| j.id == big)
+        .unwrap()
+        .clone();
+    assert!(
+        row.detail.contains(&format!(
+            "{first} is being emptied for it (defragmentation)"
+        )),
+        "{row:?}"
+    );
+    for _ in 0..5 {
+        s.advance(60.0).unwrap();
+    }
+    let log = events(&mut s);
+    assert!(
+        log.contains(&format!(
+            "defragment {first}: 1 job(s) checkpoint and move so job {big} gets the node"
+        )),
+        "{log}"
+    );
+    assert!(
+        !log.contains(&format!("+1 for job {big},")),
+        "bought: {log}"
+    );
+    let j = s.engine().job(big).unwrap();
+    assert_eq!(j.state, JobState::Running, "{log}");
+    assert_eq!(node_of(&s, big), first);
+    // The moved job runs again, on the other node.
+    assert_eq!(s.engine().job(ids[1]).unwrap().state, JobState::Running);
+    assert_ne!(node_of(&s, ids[1]), first);
 }

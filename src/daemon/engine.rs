@@ -7,7 +7,8 @@ use super::job::JobState;
 use super::journal::{Charge, JobId, JournalError, NewJob, Store};
 use crate::model::{validate_teams, Fleet, JobRequest, Placement, PriorityClass, Team, TeamError};
 use crate::scheduler::cycle::{
-    run_cycle, CycleConfig, CycleError, CycleInput, Decision, Explanation, PendingJob, RunningJob,
+    run_cycle, CycleConfig, CycleError, CycleInput, CycleOutput, Decision, Explanation, PendingJob,
+    PendingReason, RunningJob,
 };
 use crate::scheduler::moves::{moves_off, Mover};
 use crate::scheduler::{Cluster, Placer, Policy, Unplaceable};
@@ -138,6 +139,10 @@ pub struct Engine {
     /// GPUs a backend reports busy with work gantry did not start, held out of the
     /// scheduler's reach as an allocation of the whole GPU (node, GPU) → that allocation.
     held: BTreeMap<(u32, u8), Placement>,
+    /// Nodes held for one pending job while the jobs on them move away (defragmentation):
+    /// node → (job, since). The cycle places nobody else there; the job starts there once it
+    /// fits.
+    pins: BTreeMap<u32, (JobId, f64)>,
 }
 
 impl Engine {
@@ -181,6 +186,7 @@ impl Engine {
             budget: HashMap::new(),
             releases: 0,
             held: BTreeMap::new(),
+            pins: BTreeMap::new(),
         };
         let mut requeue = Vec::new();
         for r in records {
@@ -564,9 +570,21 @@ impl Engine {
                 })
             })
             .collect();
+        // Pinned nodes are out of everyone else's reach.
+        let view;
+        let cluster = if self.pins.is_empty() {
+            &self.cluster
+        } else {
+            let mut c = self.cluster.clone();
+            for &n in self.pins.keys() {
+                c.set_health(crate::model::NodeId(n), crate::model::Health::Cordoned);
+            }
+            view = c;
+            &view
+        };
         let input = CycleInput {
             now,
-            cluster: &self.cluster,
+            cluster,
             teams: &self.teams,
             classes: &self.classes,
             usage: &self.usage,
@@ -574,7 +592,8 @@ impl Engine {
             running: &running,
             config: &self.config,
         };
-        let out = run_cycle(&mut self.placer, &input)?;
+        let mut out = run_cycle(&mut self.placer, &input)?;
+        self.start_pinned(&mut out);
         // The cycle's decisions are one journal entry: one commit, then memory.
         let moves: Vec<(JobId, JobState, String)> = out
             .decisions
@@ -733,9 +752,79 @@ impl Engine {
         self.held.contains_key(&(node.0, gpu))
     }
 
+    /// Holds `node` for pending job `job` while the jobs on it move away.
+    pub fn pin(&mut self, node: crate::model::NodeId, job: JobId, now: f64) {
+        self.pins.insert(node.0, (job, now));
+    }
+
+    /// The nodes held for a job, and for which job since when.
+    pub fn pins(&self) -> impl Iterator<Item = (crate::model::NodeId, JobId, f64)> + '_ {
+        self.pins
+            .iter()
+            .map(|(&n, &(j, since))| (crate::model::NodeId(n), j, since))
+    }
+
+    /// Lets go of the pins older than `before` (their job never fitted) — and of any whose job
+    /// is no longer pending.
+    pub fn drop_pins(&mut self, before: f64) {
+        let jobs = &self.jobs;
+        self.pins.retain(|_, (j, since)| {
+            *since >= before && jobs.get(j).is_some_and(|j| j.state == JobState::Pending)
+        });
+    }
+
+    /// Starts each pinned job that this cycle admitted but found no room for, on its node
+    /// alone, once it fits there.
+    fn start_pinned(&mut self, out: &mut CycleOutput) {
+        let pins: Vec<(u32, JobId)> = self.pins.iter().map(|(&n, &(j, _))| (n, j)).collect();
+        for (node, id) in pins {
+            // Admitted by this cycle's quotas, with no room: its explanation says so, and
+            // whether starting it goes past its team's guarantee (then it runs borrowed).
+            let admitted = out.explanations.iter().find(|e| {
+                e.job == id as u64
+                    && matches!(
+                        e.reason,
+                        PendingReason::NoCapacity { .. } | PendingReason::Reserved { .. }
+                    )
+            });
+            let (Some(e), Some(j)) = (admitted, self.jobs.get(&id)) else {
+                continue;
+            };
+            let borrowed = e
+                .team_guaranteed
+                .is_some_and(|g| e.team_used + j.request.total_gpu_milli() > g);
+            let mut only = self.cluster.clone();
+            for n in 0..only.fleet().nodes.len() as u32 {
+                if n != node {
+                    only.set_health(crate::model::NodeId(n), crate::model::Health::Cordoned);
+                }
+            }
+            if let Ok(placement) = self.placer.place(&only, &j.request, id as u64) {
+                out.explanations.retain(|e| e.job != id as u64);
+                out.decisions.push(Decision::Start {
+                    job: id as u64,
+                    placement,
+                    borrowed,
+                });
+                self.pins.remove(&node);
+            }
+        }
+    }
+
     /// Whether the jobs on `node` would all fit on other capacity that is up, were the node
     /// given back (a dry run: nothing changes).
     pub fn fit_elsewhere(&mut self, node: crate::model::NodeId, jobs: &[JobId]) -> bool {
+        self.room_after_moves(node, jobs, None)
+    }
+
+    /// Whether the jobs on `node` would all fit on other capacity that is up and, with
+    /// `then`, that pending job on `node` once they have gone (a dry run).
+    pub fn room_after_moves(
+        &mut self,
+        node: crate::model::NodeId,
+        jobs: &[JobId],
+        then: Option<JobId>,
+    ) -> bool {
         let movers: Vec<Mover> = jobs
             .iter()
             .filter_map(|id| {
@@ -747,8 +836,22 @@ impl Engine {
                 })
             })
             .collect();
-        movers.len() == jobs.len()
-            && moves_off(&mut self.placer, &mut self.cluster, node, &movers, None).is_some()
+        if movers.len() != jobs.len() {
+            return false;
+        }
+        let then = match then {
+            Some(id) => match self.jobs.get(&id) {
+                Some(j) => Some((id as u64, &j.request)),
+                None => return false,
+            },
+            None => None,
+        };
+        // With `then`, it must land on the emptied node itself.
+        let Some((_, target)) = moves_off(&mut self.placer, &mut self.cluster, node, &movers, then)
+        else {
+            return false;
+        };
+        target.is_none_or(|p| p.nodes.iter().all(|g| g.node == node))
     }
 
     /// A backend lost the node a running job was on: the job goes back to the queue.

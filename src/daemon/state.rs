@@ -1109,6 +1109,9 @@ impl State {
     /// Elastic capacity after a cycle: grow pools for jobs that fit nowhere (cheapest offer,
     /// spot first, on-demand after an interruption), give back nodes empty past the window.
     fn elastic(&mut self) -> Result<(), EngineError> {
+        self.defragment()?;
+        let pinned: std::collections::HashSet<JobId> =
+            self.engine.pins().map(|(_, j, _)| j).collect();
         let fleet = self.engine.fleet();
         let waiting: Vec<(u64, &crate::model::JobRequest)> = {
             let mut w: Vec<(usize, u64, &crate::model::JobRequest)> = self
@@ -1116,6 +1119,7 @@ impl State {
                 .jobs()
                 .filter(|j| {
                     j.state == JobState::Pending
+                        && !pinned.contains(&j.id)
                         && self
                             .nodes
                             .scale
@@ -1233,6 +1237,94 @@ impl State {
         Ok(())
     }
 
+    /// Whether a running job may be moved: its spec says it can be stopped and resumed
+    /// (preemptible, with a checkpoint) and it runs on one node of the simulated backend.
+    fn movable(&self, id: JobId) -> bool {
+        self.engine.job(id).is_some_and(|j| {
+            j.state == JobState::Running
+                && j.spec.preemptible
+                && j.spec.checkpoint.is_some()
+                && j.placement.as_ref().is_some_and(|p| p.nodes.len() == 1)
+        })
+    }
+
+    /// Defragmentation with checkpoints, as `gantry sim` does it: a job that fits nowhere and
+    /// needs whole GPUs on one node gets a node already paid for, emptied by moving its jobs
+    /// to room elsewhere, instead of one bought for it. The node is held for the job (nobody
+    /// else is placed there) while its jobs checkpoint and requeue; the job starts there once
+    /// it fits, or the hold lapses after 15 minutes. One at a time, lightest nodes first.
+    fn defragment(&mut self) -> Result<(), EngineError> {
+        self.engine.drop_pins(self.now - 15.0 * 60.0);
+        if self.engine.pins().next().is_some() {
+            return Ok(());
+        }
+        let mut stuck: Vec<(usize, JobId)> = self
+            .engine
+            .jobs()
+            .filter(|j| j.state == JobState::Pending && j.request.nodes == 1)
+            .filter(|j| matches!(j.request.gpu, GpuRequest::Whole(_)))
+            .filter_map(|j| {
+                let e = j.explanation.as_ref()?;
+                matches!(
+                    e.reason,
+                    PendingReason::NoCapacity { .. } | PendingReason::Reserved { .. }
+                )
+                .then_some((e.position, j.id))
+            })
+            .collect();
+        stuck.sort_unstable();
+        for (_, w) in stuck.into_iter().take(4) {
+            let Some(req) = self.engine.job(w).map(|j| j.request.clone()) else {
+                continue;
+            };
+            let fleet = self.engine.fleet();
+            let mut candidates: Vec<(u32, usize)> = (0..fleet.nodes.len())
+                .filter(|&i| {
+                    let n = &fleet.nodes[i];
+                    self.nodes.lives[i] == Life::Up
+                        && !self.is_local(i)
+                        && n.model.is_some_and(|m| req.models.rank(m).is_some())
+                        && n.gpu_milli_free() < n.gpu_milli_total()
+                })
+                .map(|i| {
+                    let n = &fleet.nodes[i];
+                    (n.gpu_milli_total() - n.gpu_milli_free(), i)
+                })
+                .collect();
+            candidates.sort_unstable();
+            for (_, i) in candidates.into_iter().take(4) {
+                let jobs = self.jobs_on(i);
+                if jobs.is_empty()
+                    || !jobs.iter().all(|&id| self.movable(id))
+                    || !self
+                        .engine
+                        .room_after_moves(NodeId(i as u32), &jobs, Some(w))
+                {
+                    continue;
+                }
+                self.engine.pin(NodeId(i as u32), w, self.now);
+                let why = format!(
+                    "defragmentation: {} is emptied for job {w}; checkpoint and move",
+                    self.node_name(i)
+                );
+                for &id in &jobs {
+                    self.engine.preempt(id, self.now, &why)?;
+                    self.begin_stop(id);
+                }
+                self.record(
+                    "fleet",
+                    format!(
+                        "defragment {}: {} job(s) checkpoint and move so job {w} gets the node instead of one bought for it",
+                        self.node_name(i),
+                        jobs.len()
+                    ),
+                )?;
+                return Ok(());
+            }
+        }
+        Ok(())
+    }
+
     /// Consolidation — what Karpenter does for pods, done with checkpoints, as `gantry sim`
     /// does it: when no job waits for capacity, the least-used cloud node whose jobs all
     /// checkpoint and would all fit on other capacity already paid for is drained (cordoned;
@@ -1274,15 +1366,13 @@ impl State {
         candidates.sort_unstable();
         for (_, i) in candidates {
             let jobs = self.jobs_on(i);
-            let movable = jobs.iter().all(|&id| {
-                self.engine.job(id).is_some_and(|j| {
-                    j.state == JobState::Running
-                        && j.spec.preemptible
-                        && j.spec.checkpoint.is_some()
-                        && j.placement.as_ref().is_some_and(|p| p.nodes.len() == 1)
-                })
-            });
-            if jobs.is_empty() || !movable || !self.engine.fit_elsewhere(NodeId(i as u32), &jobs) {
+            let movable = jobs.iter().all(|&id| self.movable(id));
+            let pinned = self.engine.pins().any(|(n, _, _)| n.index() == i);
+            if jobs.is_empty()
+                || !movable
+                || pinned
+                || !self.engine.fit_elsewhere(NodeId(i as u32), &jobs)
+            {
                 continue;
             }
             self.set_life(i, Life::Draining);
@@ -1893,7 +1983,12 @@ impl State {
         );
         let patience = self.nodes.scale.burst_after_s.get(j.class).copied();
         let left = patience.unwrap_or(0.0) - (self.now - j.submitted_at);
-        if for_capacity && left > 0.0 {
+        if let Some((node, _, _)) = self.engine.pins().find(|(_, w, _)| *w == j.id) {
+            text.push_str(&format!(
+                "; {} is being emptied for it (defragmentation)",
+                self.engine.fleet().node(node).name
+            ));
+        } else if for_capacity && left > 0.0 {
             text.push_str(&format!(
                 "; {} jobs wait {:.0} min for paid capacity before any is bought ({:.0} min left)",
                 self.class_name(j.class),

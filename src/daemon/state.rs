@@ -1237,6 +1237,16 @@ impl State {
         Ok(())
     }
 
+    /// Tells each job why it must move: it checkpoints within its grace and requeues, and the
+    /// next cycle places it elsewhere.
+    fn move_jobs(&mut self, jobs: &[JobId], why: &str) -> Result<(), EngineError> {
+        for &id in jobs {
+            self.engine.preempt(id, self.now, why)?;
+            self.begin_stop(id);
+        }
+        Ok(())
+    }
+
     /// Whether a running job may be moved: its spec says it can be stopped and resumed
     /// (preemptible, with a checkpoint) and it runs on one node of the simulated backend.
     fn movable(&self, id: JobId) -> bool {
@@ -1307,10 +1317,7 @@ impl State {
                     "defragmentation: {} is emptied for job {w}; checkpoint and move",
                     self.node_name(i)
                 );
-                for &id in &jobs {
-                    self.engine.preempt(id, self.now, &why)?;
-                    self.begin_stop(id);
-                }
+                self.move_jobs(&jobs, &why)?;
                 self.record(
                     "fleet",
                     format!(
@@ -1380,10 +1387,7 @@ impl State {
                 "consolidation: {} is given back; checkpoint and move to capacity already paid for",
                 self.node_name(i)
             );
-            for &id in &jobs {
-                self.engine.preempt(id, self.now, &why)?;
-                self.begin_stop(id);
-            }
+            self.move_jobs(&jobs, &why)?;
             self.record(
                 "fleet",
                 format!(

@@ -8,7 +8,7 @@ use super::journal::{Charge, JobId, JournalError, NewJob, Store};
 use crate::model::{validate_teams, Fleet, JobRequest, Placement, PriorityClass, Team, TeamError};
 use crate::scheduler::cycle::{
     run_cycle, CycleConfig, CycleError, CycleInput, CycleOutput, Decision, Explanation, PendingJob,
-    PendingReason, RunningJob,
+    RunningJob,
 };
 use crate::scheduler::moves::{moves_off, Mover};
 use crate::scheduler::{Cluster, Placer, Policy, Unplaceable};
@@ -780,13 +780,10 @@ impl Engine {
         for (node, id) in pins {
             // Admitted by this cycle's quotas, with no room: its explanation says so, and
             // whether starting it goes past its team's guarantee (then it runs borrowed).
-            let admitted = out.explanations.iter().find(|e| {
-                e.job == id as u64
-                    && matches!(
-                        e.reason,
-                        PendingReason::NoCapacity { .. } | PendingReason::Reserved { .. }
-                    )
-            });
+            let admitted = out
+                .explanations
+                .iter()
+                .find(|e| e.job == id as u64 && e.reason.waits_for_capacity());
             let (Some(e), Some(j)) = (admitted, self.jobs.get(&id)) else {
                 continue;
             };

@@ -10,7 +10,7 @@ use crate::client::{JobRow, PoolRow, Snapshot, TeamRow, EVENTS_KEPT};
 use crate::config::fleet::{
     classes_of, fleet_sized, teams_of, BudgetAction, FleetConfig, TeamConfig,
 };
-use crate::model::{CapacityType, GpuRequest, GpuShare, ModelChoice, NodeId};
+use crate::model::{CapacityType, GpuRequest, GpuShare, ModelId, NodeId};
 use crate::scheduler::cycle::PendingReason;
 use crate::scheduler::reclaim::{
     reclaim_plan, JobUsage, ReclaimAction, ReclaimConfig, ReclaimPlan,
@@ -1127,11 +1127,9 @@ impl State {
                 })
                 .filter_map(|j| {
                     let e = j.explanation.as_ref()?;
-                    matches!(
-                        e.reason,
-                        PendingReason::NoCapacity { .. } | PendingReason::Reserved { .. }
-                    )
-                    .then_some((e.position, j.id as u64, &j.request))
+                    e.reason
+                        .waits_for_capacity()
+                        .then_some((e.position, j.id as u64, &j.request))
                 })
                 .collect();
             w.sort_by_key(|x| (x.0, x.1));
@@ -1275,11 +1273,7 @@ impl State {
             .filter(|j| matches!(j.request.gpu, GpuRequest::Whole(_)))
             .filter_map(|j| {
                 let e = j.explanation.as_ref()?;
-                matches!(
-                    e.reason,
-                    PendingReason::NoCapacity { .. } | PendingReason::Reserved { .. }
-                )
-                .then_some((e.position, j.id))
+                e.reason.waits_for_capacity().then_some((e.position, j.id))
             })
             .collect();
         stuck.sort_unstable();
@@ -1294,12 +1288,9 @@ impl State {
                     self.nodes.lives[i] == Life::Up
                         && !self.is_local(i)
                         && n.model.is_some_and(|m| req.models.rank(m).is_some())
-                        && n.gpu_milli_free() < n.gpu_milli_total()
+                        && n.gpu_milli_used() > 0
                 })
-                .map(|i| {
-                    let n = &fleet.nodes[i];
-                    (n.gpu_milli_total() - n.gpu_milli_free(), i)
-                })
+                .map(|i| (fleet.nodes[i].gpu_milli_used(), i))
                 .collect();
             candidates.sort_unstable();
             for (_, i) in candidates.into_iter().take(4) {
@@ -1344,12 +1335,9 @@ impl State {
         self.nodes.next_consolidate = self.now + CONSOLIDATE_EVERY_S;
         let waiting = self.engine.jobs().any(|j| {
             j.state == JobState::Pending
-                && j.explanation.as_ref().is_some_and(|e| {
-                    matches!(
-                        e.reason,
-                        PendingReason::NoCapacity { .. } | PendingReason::Reserved { .. }
-                    )
-                })
+                && j.explanation
+                    .as_ref()
+                    .is_some_and(|e| e.reason.waits_for_capacity())
         });
         if waiting || self.nodes.lives.contains(&Life::Draining) {
             return Ok(());
@@ -1364,10 +1352,7 @@ impl State {
                     && !pool.is_local()
                     && counts[fleet.nodes[i].pool.index()] > pool.min_nodes
             })
-            .map(|i| {
-                let n = &fleet.nodes[i];
-                (n.gpu_milli_total() - n.gpu_milli_free(), i)
-            })
+            .map(|i| (fleet.nodes[i].gpu_milli_used(), i))
             .filter(|&(used, _)| used > 0)
             .collect();
         candidates.sort_unstable();
@@ -1981,12 +1966,9 @@ impl State {
     fn why_waiting(&self, j: &super::engine::Job) -> Option<String> {
         let e = j.explanation.as_ref()?;
         let mut text = reason_text(&e.reason);
-        let for_capacity = matches!(
-            e.reason,
-            PendingReason::NoCapacity { .. } | PendingReason::Reserved { .. }
-        );
-        let patience = self.nodes.scale.burst_after_s.get(j.class).copied();
-        let left = patience.unwrap_or(0.0) - (self.now - j.submitted_at);
+        let for_capacity = e.reason.waits_for_capacity();
+        let patience = self.nodes.scale.patience_s(j.class);
+        let left = patience - (self.now - j.submitted_at);
         if let Some((node, _, _)) = self.engine.pins().find(|(_, w, _)| *w == j.id) {
             text.push_str(&format!(
                 "; {} is being emptied for it (defragmentation)",
@@ -1996,7 +1978,7 @@ impl State {
             text.push_str(&format!(
                 "; {} jobs wait {:.0} min for paid capacity before any is bought ({:.0} min left)",
                 self.class_name(j.class),
-                patience.unwrap_or(0.0) / 60.0,
+                patience / 60.0,
                 (left / 60.0).ceil()
             ));
         }
@@ -2214,13 +2196,8 @@ impl State {
         let fleet = self.engine.fleet();
         let mut wanted = vec![false; fleet.models.len()];
         for j in self.engine.jobs().filter(|j| j.state == JobState::Pending) {
-            match &j.request.models {
-                ModelChoice::Any => wanted.iter_mut().for_each(|w| *w = true),
-                ModelChoice::AnyOf(ids) | ModelChoice::Prefer(ids) => {
-                    for m in ids {
-                        wanted[m.index()] = true;
-                    }
-                }
+            for (m, w) in wanted.iter_mut().enumerate() {
+                *w |= j.request.models.rank(ModelId(m as u16)).is_some();
             }
         }
         let mut out: Vec<IdleNow> = IdleCause::FREE
@@ -2249,10 +2226,7 @@ impl State {
             if free == 0 {
                 continue;
             }
-            let k = IdleCause::FREE
-                .iter()
-                .position(|c| *c == cause)
-                .expect("a free GPU's cause is one of FREE");
+            let k = cause.slot().expect("cause_of gives a free GPU's cause");
             out[k].gpus += free;
             out[k].dollars_per_hour +=
                 pool.price_per_hour * free as f64 / f64::from(pool.gpus_per_node.max(1));

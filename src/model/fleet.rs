@@ -153,6 +153,10 @@ impl Node {
     pub fn gpu_milli_total(&self) -> u32 {
         self.gpus.len() as u32 * u32::from(MILLI_PER_GPU)
     }
+    /// What is not free for whole and fractional jobs (MIG-mode GPUs count as used).
+    pub fn gpu_milli_used(&self) -> u32 {
+        self.gpu_milli_total() - self.gpu_milli_free()
+    }
 }
 
 /// The whole fleet as the scheduler sees it.

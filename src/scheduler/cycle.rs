@@ -133,6 +133,17 @@ pub enum PendingReason {
     },
 }
 
+impl PendingReason {
+    /// Admitted by the quotas but no room now (with or without a reservation): what buying,
+    /// consolidating or defragmenting capacity answers.
+    pub fn waits_for_capacity(&self) -> bool {
+        matches!(
+            self,
+            PendingReason::NoCapacity { .. } | PendingReason::Reserved { .. }
+        )
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Explanation {
     pub job: JobId,

@@ -48,9 +48,14 @@ impl Default for ScaleConfig {
 }
 
 impl ScaleConfig {
+    /// How long a job of `class` waits for paid capacity before any is bought for it.
+    pub fn patience_s(&self, class: usize) -> f64 {
+        self.burst_after_s.get(class).copied().unwrap_or(0.0)
+    }
+
     /// Whether capacity may be bought for a job of `class` that has waited `waited_s`.
     pub fn may_buy_for(&self, class: usize, waited_s: f64) -> bool {
-        waited_s >= self.burst_after_s.get(class).copied().unwrap_or(0.0)
+        waited_s >= self.patience_s(class)
     }
 }
 

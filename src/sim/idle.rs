@@ -38,6 +38,11 @@ impl IdleCause {
         IdleCause::InRepair,
     ];
 
+    /// Its place in `FREE` (the free-GPU causes); `None` for `HeldNotBusy`.
+    pub fn slot(self) -> Option<usize> {
+        IdleCause::FREE.iter().position(|c| *c == self)
+    }
+
     pub fn label(self) -> &'static str {
         match self {
             IdleCause::Provisioning => "cloud node booting (billed)",

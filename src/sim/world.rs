@@ -19,11 +19,11 @@ use super::lifecycle::{draw_after, offers, pool_counts, provisioning_delay, Life
 use super::mix::{Kind, SimJob, EXPERIMENT, PRODUCTION, SERVING};
 use crate::config::fleet::{fleet_sized, teams_of, FleetConfig, PoolConfig};
 use crate::model::{
-    default_classes, CapacityType, Fleet, Health, ModelChoice, NodeId, Placement, PoolId,
+    default_classes, CapacityType, Fleet, Health, ModelId, NodeId, Placement, PoolId,
     PriorityClass, Team,
 };
 use crate::scheduler::cycle::{
-    run_cycle, CycleConfig, CycleInput, Decision, PendingJob, PendingReason, RunningJob,
+    run_cycle, CycleConfig, CycleInput, Decision, PendingJob, RunningJob,
 };
 use crate::scheduler::moves::{moves_off, Mover};
 use crate::scheduler::reclaim::{reclaim_plan, JobUsage, ReclaimConfig};
@@ -484,7 +484,6 @@ impl<'a> World<'a> {
             })
             .collect();
         let classes = default_classes();
-        let all_models: Vec<usize> = (0..fleet.models.len()).collect();
         let allowed = jobs
             .iter()
             .map(|j| {
@@ -492,12 +491,9 @@ impl<'a> World<'a> {
                     Setup::Gantry => &j.request,
                     Setup::Naive | Setup::NaiveAnyFit => &j.whole,
                 };
-                match &req.models {
-                    ModelChoice::Any => all_models.clone(),
-                    ModelChoice::AnyOf(ids) | ModelChoice::Prefer(ids) => {
-                        ids.iter().map(|m| m.index()).collect()
-                    }
-                }
+                (0..fleet.models.len())
+                    .filter(|&m| req.models.rank(ModelId(m as u16)).is_some())
+                    .collect()
             })
             .collect();
         let mut w = World {
@@ -785,10 +781,7 @@ impl<'a> World<'a> {
             let waits = n.model.is_some_and(|m| self.waiting_for[m] > 0);
             if let Some(cause) = cause_of(n.life, n.reserved, n.jobs > 0, waits) {
                 let free = (n.gpus as u64 * 1000).saturating_sub(n.held_milli);
-                let k = IdleCause::FREE
-                    .iter()
-                    .position(|c| *c == cause)
-                    .expect("a free GPU's cause is one of FREE");
+                let k = cause.slot().expect("cause_of gives a free GPU's cause");
                 milli[n.pool.index()][k] += free;
             }
         }
@@ -1172,10 +1165,7 @@ impl<'a> World<'a> {
         let mut waiting: Vec<usize> = Vec::new();
         for e in &out.explanations {
             let j = e.job as usize;
-            let stuck = matches!(
-                e.reason,
-                PendingReason::NoCapacity { .. } | PendingReason::Reserved { .. }
-            );
+            let stuck = e.reason.waits_for_capacity();
             if stuck {
                 waiting.push(j);
             }
@@ -1195,8 +1185,7 @@ impl<'a> World<'a> {
             if self.cfg.scale.may_buy_for(job.class, self.now - job.arrive) {
                 waiting_now.push(j);
             } else {
-                let patience = self.cfg.scale.burst_after_s.get(job.class).copied();
-                let at = job.arrive + patience.unwrap_or(0.0);
+                let at = job.arrive + self.cfg.scale.patience_s(job.class);
                 self.wake_at = Some(self.wake_at.map_or(at, |w| w.min(at)));
             }
         }
@@ -1291,13 +1280,7 @@ impl<'a> World<'a> {
                     && self.nodes[i].jobs > 0
                     && self.pool_cfg(i).capacity != CapacityType::Reserved
             })
-            .map(|i| {
-                (
-                    self.clusters[0].fleet().nodes[i].gpu_milli_total()
-                        - self.clusters[0].fleet().nodes[i].gpu_milli_free(),
-                    i,
-                )
-            })
+            .map(|i| (self.clusters[0].fleet().nodes[i].gpu_milli_used(), i))
             .collect();
         candidates.sort_unstable();
         let mut receivers = std::collections::HashSet::new();
@@ -1375,7 +1358,7 @@ impl<'a> World<'a> {
                 })
                 .map(|i| {
                     let n = &fleet.nodes[i];
-                    (n.gpu_milli_total() - n.gpu_milli_free(), i)
+                    (n.gpu_milli_used(), i)
                 })
                 .collect();
             candidates.sort_unstable();

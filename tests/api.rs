@@ -61,6 +61,7 @@ fn start() -> Daemon {
     let listen = Listen {
         socket: socket.clone(),
         tcp: Some(format!("127.0.0.1:{port}").parse().unwrap()),
+        ..Default::default()
     };
     let h = handle.clone();
     runtime.spawn(async move { serve(h, &listen, std::future::pending()).await });

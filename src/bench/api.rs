@@ -60,6 +60,7 @@ pub fn run(cfg: &ApiBenchConfig) -> Result<ApiBenchReport, String> {
     let listen = Listen {
         socket: socket.clone(),
         tcp: None,
+        ..Default::default()
     };
     let server = {
         let handle = handle.clone();

@@ -37,6 +37,13 @@ pub struct DaemonArgs {
     /// `provider = "local"` pool), e.g. 1s, 500ms.
     #[arg(long, default_value = "1s")]
     sample_interval: String,
+    /// A client's request must arrive (headers, then body) within this time, e.g. 10s.
+    #[arg(long, default_value = "10s")]
+    request_timeout: String,
+    /// Most open connections on the TCP listener (more are closed as they arrive); the Unix
+    /// socket has a budget of its own.
+    #[arg(long, default_value_t = 256)]
+    max_connections: usize,
 }
 
 pub fn run(a: DaemonArgs) -> Result<(), String> {
@@ -46,15 +53,39 @@ pub fn run(a: DaemonArgs) -> Result<(), String> {
             a.speed
         ));
     }
+    let request_timeout = gantry::spec::parse_duration(&a.request_timeout)
+        .filter(|s| (0.1..=3600.0).contains(s))
+        .ok_or_else(|| {
+            format!(
+                "--request-timeout {}: expected a duration from 100ms to 1h, e.g. 10s",
+                a.request_timeout
+            )
+        })?;
+    if a.max_connections == 0 {
+        return Err("--max-connections 0: expected at least 1".to_string());
+    }
+    // Everything the daemon writes (journal, logs, socket) is this user's alone: job specs
+    // may carry secrets.
+    // SAFETY: umask only changes this process's file-creation mask.
+    unsafe {
+        libc::umask(0o077);
+    }
+    gantry::daemon::server::raise_fd_limit();
     let paths = gantry::config::paths::from_env();
     let (source, cfg, _) = super::fleet::load(a.config)?;
     let db = a.db.unwrap_or(paths.journal);
-    if let Some(dir) = db.parent() {
+    if let Some(dir) = db.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        private_dir(dir);
     }
     let listen = Listen {
         socket: a.socket.unwrap_or(paths.socket),
         tcp: a.listen,
+        limits: gantry::daemon::server::Limits {
+            request_timeout: Duration::from_secs_f64(request_timeout),
+            max_tcp_connections: a.max_connections,
+            ..Default::default()
+        },
     };
     let opts = StateOptions {
         seed: a.seed,
@@ -106,6 +137,21 @@ pub fn run(a: DaemonArgs) -> Result<(), String> {
     let _ = actor.join();
     eprintln!("gantry daemon: stopped");
     result
+}
+
+/// Makes the state directory this user's alone (0700) when it is ours and not a shared one
+/// (a sticky, world-writable directory such as /tmp is left as it is).
+fn private_dir(dir: &std::path::Path) {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let Ok(meta) = std::fs::metadata(dir) else {
+        return;
+    };
+    // SAFETY: getuid has no preconditions.
+    let mine = meta.uid() == unsafe { libc::getuid() };
+    let shared = meta.mode() & 0o1000 != 0;
+    if mine && !shared && meta.mode() & 0o077 != 0 {
+        let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
+    }
 }
 
 /// The console: on a remote daemon with `--connect`, else on an in-process daemon over the

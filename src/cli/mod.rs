@@ -236,14 +236,18 @@ enum Command {
 }
 
 pub fn main() -> ExitCode {
-    // Rust ignores SIGPIPE, which turns `gantry … | head` into a panic on the next print;
-    // a command-line tool should simply stop, as every Unix tool does.
-    #[cfg(unix)]
-    // SAFETY: called once at start, before any thread exists; SIG_DFL is always valid.
-    unsafe {
-        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
-    }
     let cli = Cli::parse();
+    // Rust ignores SIGPIPE, which turns `gantry … | head` into a panic on the next print; a
+    // command that prints should simply stop, as every Unix tool does. Not so the daemon and
+    // the console (which embeds one): there a client that hangs up must cost a failed write
+    // on its own connection, never the process.
+    let serves = matches!(cli.command, None | Some(Command::Daemon(_)));
+    if !serves {
+        // SAFETY: called once at start, before any thread exists; SIG_DFL is always valid.
+        unsafe {
+            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        }
+    }
     let target = remote::Target {
         connect: cli.connect.clone(),
         token: cli.token.clone(),

@@ -31,6 +31,9 @@ struct Api {
     handle: Handle,
     /// Served on TCP: every request needs a token.
     tcp: bool,
+    /// Turns true when the daemon stops: event streams end then.
+    stop: tokio::sync::watch::Receiver<bool>,
+    limits: super::server::Limits,
 }
 
 impl IntoResponse for ApiError {
@@ -51,9 +54,20 @@ fn ok<T: Serialize>(value: &T) -> Response {
     json(StatusCode::OK, value)
 }
 
-/// The router; `tcp` makes every route require a bearer token.
-pub fn router(handle: Handle, tcp: bool) -> Router {
-    let api = Api { handle, tcp };
+/// The router; `tcp` makes every route require a bearer token; event streams end when `stop`
+/// turns true.
+pub fn router(
+    handle: Handle,
+    tcp: bool,
+    stop: tokio::sync::watch::Receiver<bool>,
+    limits: super::server::Limits,
+) -> Router {
+    let api = Api {
+        handle,
+        tcp,
+        stop,
+        limits,
+    };
     Router::new()
         .route("/v1/health", get(health))
         .route("/v1/whoami", get(whoami))
@@ -216,7 +230,7 @@ async fn submit(
     body: Body,
 ) -> Result<Response, ApiError> {
     require(&caller, Role::Researcher, "submitting")?;
-    let submission = submission_of(&caller, query(raw)?, &body_bytes(body).await?);
+    let submission = submission_of(&caller, query(raw)?, &body_bytes(&api, body).await?);
     let id = api
         .handle
         .call(|reply| Request::Submit { submission, reply })
@@ -251,7 +265,7 @@ async fn preview(
     body: Body,
 ) -> Result<Response, ApiError> {
     require(&caller, Role::Researcher, "previewing a submission")?;
-    let submission = submission_of(&caller, query(raw)?, &body_bytes(body).await?);
+    let submission = submission_of(&caller, query(raw)?, &body_bytes(&api, body).await?);
     let p = api
         .handle
         .call(|reply| Request::Preview { submission, reply })
@@ -280,14 +294,27 @@ fn submission_of(
     }
 }
 
-async fn body_bytes(body: Body) -> Result<Bytes, ApiError> {
-    to_bytes(body, MAX_BODY).await.map_err(|_| {
-        ApiError::new(
-            413,
-            "too-large",
-            format!("request body over {MAX_BODY} bytes (a job spec is a few KiB)"),
-        )
-    })
+/// The request body, at most `MAX_BODY` bytes, arriving within the request time limit (a
+/// client that announces a body and sends it slowly, or never, is answered and dropped).
+async fn body_bytes(api: &Api, body: Body) -> Result<Bytes, ApiError> {
+    let limit = api.limits.request_timeout;
+    match tokio::time::timeout(limit, to_bytes(body, MAX_BODY)).await {
+        Err(_) => Err(ApiError::new(
+            408,
+            "timeout",
+            format!(
+                "the request body did not arrive within {} s",
+                limit.as_secs_f64()
+            ),
+        )),
+        Ok(r) => r.map_err(|_| {
+            ApiError::new(
+                413,
+                "too-large",
+                format!("request body over {MAX_BODY} bytes (a job spec is a few KiB)"),
+            )
+        }),
+    }
 }
 
 async fn job(State(api): State<Api>, Path(id): Path<String>) -> Result<Response, ApiError> {
@@ -375,7 +402,7 @@ async fn priority(
 ) -> Result<Response, ApiError> {
     let id = job_id(&id)?;
     require(&caller, Role::Researcher, "reprioritizing")?;
-    let b: PriorityBody = decode(&body_bytes(body).await?)?;
+    let b: PriorityBody = decode(&body_bytes(&api, body).await?)?;
     let class = b.class;
     api.handle
         .call(|reply| Request::Priority {
@@ -495,15 +522,21 @@ async fn stream(
     State(api): State<Api>,
 ) -> Sse<impl futures_util::Stream<Item = Result<Event, Infallible>>> {
     let rx = api.handle.published.clone();
-    let state: (
-        tokio::sync::watch::Receiver<Arc<Published>>,
-        Option<Snapshot>,
-    ) = (rx, None);
-    let events = futures_util::stream::unfold(state, |(mut rx, last)| async move {
+    type Watch<T> = tokio::sync::watch::Receiver<T>;
+    let state: (Watch<Arc<Published>>, Watch<bool>, Option<Snapshot>) =
+        (rx, api.stop.clone(), None);
+    let events = futures_util::stream::unfold(state, |(mut rx, mut stop, last)| async move {
+        if *stop.borrow() {
+            return None;
+        }
         let current = match &last {
             None => rx.borrow_and_update().snapshot.clone(),
             Some(_) => {
-                rx.changed().await.ok()?;
+                // The stream ends when the daemon stops, so shutdown never waits on a client.
+                tokio::select! {
+                    changed = rx.changed() => changed.ok()?,
+                    _ = stop.wait_for(|&s| s) => return None,
+                }
                 rx.borrow_and_update().snapshot.clone()
             }
         };
@@ -515,7 +548,7 @@ async fn stream(
                 .event("delta")
                 .data(serde_json::to_string(&prev.diff(&current)).unwrap_or_default()),
         };
-        Some((Ok(event), (rx, Some(current))))
+        Some((Ok(event), (rx, stop, Some(current))))
     });
     Sse::new(events).keep_alive(KeepAlive::default())
 }
@@ -563,7 +596,7 @@ async fn token(
     body: Body,
 ) -> Result<Response, ApiError> {
     require(&caller, Role::Operator, "creating tokens")?;
-    let b: TokenBody = decode(&body_bytes(body).await?)?;
+    let b: TokenBody = decode(&body_bytes(&api, body).await?)?;
     let role: Role = b.role.parse().map_err(ApiError::bad_request)?;
     let label = b.label.unwrap_or_else(|| role.name().to_string());
     if label.chars().any(char::is_control) || label.len() > 100 {

@@ -43,6 +43,8 @@ pub enum EngineError {
     Cycle(#[from] CycleError),
     #[error("journal holds job {id} whose spec no longer parses: {why}")]
     Unreadable { id: JobId, why: String },
+    #[error("{0}")]
+    Locked(String),
 }
 
 /// What a submission would become and where it would land now (`Engine::preview`).

@@ -7,6 +7,7 @@
 use super::job::JobState;
 use rusqlite::{params, Connection, OptionalExtension};
 use serde::Serialize;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::thread::JoinHandle;
@@ -168,6 +169,8 @@ pub enum JournalError {
     Corrupt { id: JobId, what: String },
     #[error("the journal writer has stopped")]
     Stopped,
+    #[error("journal {path} is an empty file (0 bytes), not a gantry journal: it may have been truncated. Restore it from a backup, or remove it to start with no jobs")]
+    Empty { path: String },
 }
 
 /// What a submission records.
@@ -207,9 +210,21 @@ impl Store {
             path: name.clone(),
             source,
         };
+        // SQLite takes an empty file for a new database; an empty journal is a truncated one
+        // (a full disk, a bad copy), and starting afresh over it would hide that every job is
+        // gone.
+        if std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.len() == 0) {
+            return Err(JournalError::Empty { path: name });
+        }
         let conn = Connection::open(path).map_err(sql)?;
         conn.pragma_update(None, "journal_mode", "WAL")
             .map_err(sql)?;
+        // The journal holds job specs, whose environment may carry secrets: this user only.
+        for suffix in ["", "-wal", "-shm"] {
+            let mut p = path.as_os_str().to_os_string();
+            p.push(suffix);
+            let _ = std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600));
+        }
         conn.pragma_update(None, "synchronous", "FULL")
             .map_err(sql)?;
         conn.busy_timeout(std::time::Duration::from_secs(5))

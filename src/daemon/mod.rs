@@ -11,5 +11,6 @@ pub mod host;
 pub mod job;
 pub mod journal;
 pub mod local;
+pub mod lock;
 pub mod server;
 pub mod state;

@@ -1,17 +1,55 @@
 //! Binding and serving: the Unix socket (created 0600 inside a 0700 directory, a stale one
-//! replaced, a live one refused) and the optional TCP listener, until SIGINT or SIGTERM.
+//! replaced, a live one or any other file refused) and the optional TCP listener, until SIGINT
+//! or SIGTERM.
+//!
+//! Connections are served here rather than by `axum::serve` because a daemon left running on
+//! a shared box must bound what one client can hold: every request's headers must arrive
+//! within a time limit (slowloris), each listener has its own connection cap (connections past
+//! it are closed at once, so a flood on TCP never costs the Unix socket — the operators' way
+//! in — its file descriptors), and shutdown is bounded: open event streams end, and any
+//! connection still busy after the grace period is dropped.
 
 use super::actor::Handle;
 use super::api::router;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::service::TowerToHyperService;
 use std::net::SocketAddr;
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{watch, Semaphore};
 
-#[derive(Clone, Debug)]
+/// What one client may hold of the daemon.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    /// A request's headers, and then its body, must arrive within this time.
+    pub request_timeout: Duration,
+    /// Open connections on the TCP listener; more are closed as they arrive.
+    pub max_tcp_connections: usize,
+    /// Open connections on the Unix socket (its own budget: TCP clients cannot use it up).
+    pub max_unix_connections: usize,
+    /// How long shutdown waits for busy connections before dropping them.
+    pub shutdown_grace: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            request_timeout: Duration::from_secs(10),
+            max_tcp_connections: 256,
+            max_unix_connections: 256,
+            shutdown_grace: Duration::from_secs(3),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Default)]
 pub struct Listen {
     pub socket: PathBuf,
     /// TCP address, only when asked for; every request there needs a token.
     pub tcp: Option<SocketAddr>,
+    pub limits: Limits,
 }
 
 /// The async runtime the API is served on: two workers (the actor has its own thread).
@@ -23,16 +61,23 @@ pub fn runtime() -> Result<tokio::runtime::Runtime, String> {
         .map_err(|e| format!("cannot start the async runtime: {e}"))
 }
 
-/// Binds the Unix socket at `path`: refuses when a daemon already answers there, replaces a
-/// stale socket file, and makes it readable and writable by this user only.
+/// Binds the Unix socket at `path`: refuses when a daemon already answers there or when the
+/// path is something other than a socket, replaces a stale socket file, and makes it readable
+/// and writable by this user only (in a directory it creates 0700).
 pub fn bind_unix(path: &Path) -> Result<tokio::net::UnixListener, String> {
-    if let Some(dir) = path.parent() {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         if !dir.exists() {
             std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
             let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
         }
     }
-    if path.exists() {
+    if let Ok(meta) = std::fs::symlink_metadata(path) {
+        if !meta.file_type().is_socket() {
+            return Err(format!(
+                "{}: exists and is not a socket; gantry will not replace it — pass --socket with another path",
+                path.display()
+            ));
+        }
         if std::os::unix::net::UnixStream::connect(path).is_ok() {
             return Err(format!(
                 "{}: a daemon already listens there; stop it first, or pass --socket PATH",
@@ -48,7 +93,8 @@ pub fn bind_unix(path: &Path) -> Result<tokio::net::UnixListener, String> {
     Ok(listener)
 }
 
-/// Serves until `shutdown` resolves; removes the socket file on the way out.
+/// Serves until `shutdown` resolves; removes the socket file on the way out. Returns within
+/// about `limits.shutdown_grace` of the signal whatever the clients do.
 pub async fn serve(
     handle: Handle,
     listen: &Listen,
@@ -63,27 +109,95 @@ pub async fn serve(
         ),
         None => None,
     };
-    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let (stop_tx, stop_rx) = watch::channel(false);
     tokio::spawn(async move {
         shutdown.await;
         let _ = stop_tx.send(true);
     });
-    let until = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
-        let _ = rx.wait_for(|&s| s).await;
-    };
-    let unix_server = axum::serve(unix, router(handle.clone(), false))
-        .with_graceful_shutdown(until(stop_rx.clone()));
-    let result = match tcp {
+    let limits = listen.limits;
+    let unix_app = router(handle.clone(), false, stop_rx.clone(), limits);
+    let unix_loop = accept_loop(
+        unix,
+        unix_app,
+        limits.max_unix_connections,
+        limits,
+        stop_rx.clone(),
+    );
+    match tcp {
         Some(tcp) => {
-            let tcp_server = axum::serve(tcp, router(handle.clone(), true))
-                .with_graceful_shutdown(until(stop_rx.clone()));
-            let (a, b) = tokio::join!(unix_server, tcp_server);
-            a.and(b)
+            let tcp_app = router(handle.clone(), true, stop_rx.clone(), limits);
+            let tcp_loop = accept_loop(tcp, tcp_app, limits.max_tcp_connections, limits, stop_rx);
+            tokio::join!(unix_loop, tcp_loop);
         }
-        None => unix_server.await,
-    };
+        None => unix_loop.await,
+    }
     let _ = std::fs::remove_file(&listen.socket);
-    result.map_err(|e| format!("serving: {e}"))
+    Ok(())
+}
+
+/// Accepts connections until `stop`, each served on a task of its own while a slot of the
+/// listener's cap is free; then waits (at most the grace) for the open ones to finish.
+async fn accept_loop<L>(
+    mut listener: L,
+    app: axum::Router,
+    cap: usize,
+    limits: Limits,
+    mut stop: watch::Receiver<bool>,
+) where
+    L: axum::serve::Listener,
+    L::Io: Unpin,
+{
+    let slots = Arc::new(Semaphore::new(cap));
+    loop {
+        let (io, _) = tokio::select! {
+            accepted = listener.accept() => accepted,
+            _ = stop.wait_for(|&s| s) => break,
+        };
+        // Past the cap the connection is closed at once: holding it would hold its descriptor.
+        let Ok(slot) = slots.clone().try_acquire_owned() else {
+            drop(io);
+            continue;
+        };
+        let service = TowerToHyperService::new(app.clone());
+        let mut stop = stop.clone();
+        tokio::spawn(async move {
+            let _slot = slot;
+            let mut builder = hyper::server::conn::http1::Builder::new();
+            builder
+                .timer(TokioTimer::new())
+                .header_read_timeout(limits.request_timeout);
+            let conn = builder.serve_connection(TokioIo::new(io), service);
+            tokio::pin!(conn);
+            tokio::select! {
+                _ = conn.as_mut() => return,
+                _ = stop.wait_for(|&s| s) => {}
+            }
+            conn.as_mut().graceful_shutdown();
+            let _ = tokio::time::timeout(limits.shutdown_grace, conn).await;
+        });
+    }
+    // Every slot back means every connection has closed.
+    let _ = tokio::time::timeout(
+        limits.shutdown_grace + Duration::from_millis(500),
+        slots.acquire_many(cap as u32),
+    )
+    .await;
+}
+
+/// Raises this process's open-file limit to its hard limit, so the connection caps (not the
+/// descriptor table) decide when clients are turned away.
+pub fn raise_fd_limit() {
+    // SAFETY: getrlimit/setrlimit read and write a plain struct owned here.
+    unsafe {
+        let mut lim = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
+            lim.rlim_cur = lim.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+        }
+    }
 }
 
 /// Resolves on SIGINT or SIGTERM.

@@ -287,6 +287,8 @@ struct TeamBudget {
 }
 
 pub struct State {
+    /// This daemon's exclusive hold on the journal (released when the state is dropped).
+    _lock: super::lock::StateLock,
     engine: Engine,
     nodes: Nodes,
     /// Jobs running as real processes on this host (`provider = "local"` pools).
@@ -325,6 +327,8 @@ impl State {
     /// time the journal has seen; jobs that were running are requeued (the simulated backend
     /// keeps nothing across a restart), with an event each.
     pub fn open(db: &Path, cfg: &FleetConfig, opts: &StateOptions) -> Result<State, EngineError> {
+        // One daemon per journal, before anything is read or written.
+        let lock = super::lock::StateLock::acquire(db).map_err(EngineError::Locked)?;
         // `gpu = "auto"` pools not discovered by the caller are discovered here.
         let discovered;
         let cfg = if crate::config::fleet::wants_discovery(cfg) {
@@ -398,6 +402,7 @@ impl State {
             .iter()
             .position(|n| cfg.pools[n.pool.index()].is_local());
         let mut s = State {
+            _lock: lock,
             local,
             host_node,
             host: super::host::HostTelemetry::default(),

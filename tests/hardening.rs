@@ -1,0 +1,269 @@
+//! A daemon left running on a shared box: the real binary against clients that hang up, hold
+//! connections open, stream events through a shutdown, a second daemon on the same journal, a
+//! file where the socket should be, and an empty journal. Each test here failed before the fix
+//! it names.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+struct Daemon {
+    child: Child,
+    dir: PathBuf,
+    socket: PathBuf,
+    port: u16,
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("gantry-hard-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn daemon_cmd(dir: &Path, socket: &Path, port: u16, extra: &[&str]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_gantry"));
+    c.args(["daemon", "--db"])
+        .arg(dir.join("state").join("state.db"))
+        .arg("--socket")
+        .arg(socket)
+        .args(["--listen", &format!("127.0.0.1:{port}")])
+        .args(["--request-timeout", "1s"])
+        .args(extra)
+        .env("XDG_CONFIG_HOME", dir.join("cfg"))
+        .env("XDG_DATA_HOME", dir.join("data"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    c
+}
+
+fn start(name: &str, extra: &[&str]) -> Daemon {
+    let dir = temp_dir(name);
+    let socket = dir.join("d.sock");
+    let port = free_port();
+    let child = daemon_cmd(&dir, &socket, port, extra).spawn().unwrap();
+    let t0 = Instant::now();
+    while UnixStream::connect(&socket).is_err() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "daemon did not start"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Daemon {
+        child,
+        dir,
+        socket,
+        port,
+    }
+}
+
+/// One request on its own connection; the whole answer as text.
+fn request(socket: &Path, head: &str, body: &str) -> String {
+    let mut s = UnixStream::connect(socket).expect("the Unix socket answers");
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(
+        s,
+        "{head} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    out
+}
+
+fn healthy(d: &mut Daemon) -> bool {
+    d.child.try_wait().unwrap().is_none()
+        && request(&d.socket, "GET /v1/health", "").contains("\"ok\":true")
+}
+
+#[test]
+fn clients_that_hang_up_mid_request_do_not_kill_the_daemon() {
+    // Before: the CLI reset SIGPIPE to its default for the daemon too, and the daemon died
+    // (exit 141) writing its answer to a client that had gone.
+    let mut d = start("pipe", &[]);
+    for _ in 0..20 {
+        let mut s = UnixStream::connect(&d.socket).unwrap();
+        let _ = s.write_all(b"POST /v1/jobs HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n");
+        drop(s);
+        let mut s = UnixStream::connect(&d.socket).unwrap();
+        let _ = s.write_all(b"POST /v1/jobs HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 100\r\n\r\n");
+        drop(s);
+        let mut s = UnixStream::connect(&d.socket).unwrap();
+        let _ = s.write_all(b"GET /v1/snapshot HTTP/1.1\r\nHost: x\r\n\r\n");
+        drop(s);
+        let mut s = TcpStream::connect(("127.0.0.1", d.port)).unwrap();
+        let _ = s.write_all(b"GET /v1/snapshot HTTP/1.1\r\nHost: x\r\n\r\n");
+        drop(s);
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(healthy(&mut d), "the daemon died or stopped answering");
+}
+
+#[test]
+fn a_second_daemon_on_the_same_journal_is_refused_naming_the_first() {
+    // Before: both opened the journal and both scheduled — every node booked twice.
+    let mut d = start("lock", &[]);
+    let other_socket = d.dir.join("other.sock");
+    let out = daemon_cmd(&d.dir, &other_socket, free_port(), &[])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.status.code(), Some(0));
+    assert!(
+        err.contains(&format!("pid {}", d.child.id())),
+        "the error names the holder's pid: {err}"
+    );
+    assert!(!other_socket.exists(), "the second daemon never served");
+    assert!(healthy(&mut d));
+}
+
+#[test]
+fn sigterm_stops_the_daemon_while_event_streams_are_open() {
+    // Before: graceful shutdown waited for every open event stream, forever.
+    let mut d = start("term", &[]);
+    let mut streams = Vec::new();
+    for _ in 0..3 {
+        let mut s = UnixStream::connect(&d.socket).unwrap();
+        s.write_all(b"GET /v1/events/stream HTTP/1.1\r\nHost: x\r\n\r\n")
+            .unwrap();
+        let mut first = [0u8; 64];
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let n = s.read(&mut first).unwrap();
+        assert!(String::from_utf8_lossy(&first[..n]).starts_with("HTTP/1.1 200"));
+        streams.push(s);
+    }
+    // A client in the middle of sending its headers, too.
+    let mut slow = UnixStream::connect(&d.socket).unwrap();
+    slow.write_all(b"GET /v1/health HTTP/1.1\r\n").unwrap();
+    let t0 = Instant::now();
+    // SAFETY: kill(2) on the daemon this test started.
+    unsafe {
+        libc::kill(d.child.id() as i32, libc::SIGTERM);
+    }
+    let status = loop {
+        if let Some(s) = d.child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "the daemon ignored SIGTERM with event streams open"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(status.success(), "{status:?}");
+    assert!(
+        !d.socket.exists(),
+        "the socket file is removed on the way out"
+    );
+}
+
+#[test]
+fn slow_and_flooding_tcp_clients_cannot_lock_out_the_unix_socket() {
+    // Before: no header timeout and no cap — partial-header connections stayed open until the
+    // descriptor table was full and the Unix socket stopped answering too.
+    let mut d = start("slowloris", &["--max-connections", "32"]);
+    let mut held = Vec::new();
+    for _ in 0..300 {
+        if let Ok(mut s) = TcpStream::connect(("127.0.0.1", d.port)) {
+            let _ = s.write_all(b"GET /v1/health HTTP/1.1\r\nHost: x\r\n");
+            held.push(s);
+        }
+    }
+    let t0 = Instant::now();
+    assert!(healthy(&mut d), "the Unix socket answers during the flood");
+    assert!(t0.elapsed() < Duration::from_secs(5));
+    // Every partial request is cut off: past the cap at once, the rest after the 1 s timeout.
+    let t0 = Instant::now();
+    let mut closed = 0;
+    for s in &mut held {
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut buf = [0u8; 512];
+        loop {
+            match s.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {}
+            }
+        }
+        closed += 1;
+    }
+    assert_eq!(closed, held.len());
+    assert!(
+        t0.elapsed() < Duration::from_secs(15),
+        "partial requests were held {:?}",
+        t0.elapsed()
+    );
+    // A body that never comes is cut off too, with an answer.
+    let mut s = UnixStream::connect(&d.socket).unwrap();
+    s.write_all(b"POST /v1/preview HTTP/1.1\r\nHost: x\r\nContent-Length: 50\r\n\r\nrun: x")
+        .unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut answer = String::new();
+    let _ = s.read_to_string(&mut answer);
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(healthy(&mut d));
+}
+
+#[test]
+fn the_state_directory_and_journal_are_private() {
+    // Before: state.db and its WAL were 0644 in a 0755 directory.
+    let d = start("perms", &[]);
+    let state = d.dir.join("state");
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&state), 0o700);
+    for f in std::fs::read_dir(&state).unwrap() {
+        let f = f.unwrap().path();
+        assert_eq!(mode(&f) & 0o077, 0, "{} is {:o}", f.display(), mode(&f));
+    }
+}
+
+#[test]
+fn a_file_where_the_socket_goes_is_not_deleted() {
+    // Before: --socket removed any file it took for a stale socket.
+    let dir = temp_dir("notsock");
+    let file = dir.join("notes.txt");
+    std::fs::write(&file, "keep me").unwrap();
+    let out = daemon_cmd(&dir, &file, free_port(), &[]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.status.code(), Some(0));
+    assert!(err.contains("not a socket"), "{err}");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "keep me");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn an_empty_journal_is_refused_not_started_as_new() {
+    // Before: SQLite took the 0-byte file for a new database and the daemon started with no
+    // jobs, silently.
+    let dir = temp_dir("empty");
+    std::fs::create_dir_all(dir.join("state")).unwrap();
+    std::fs::write(dir.join("state").join("state.db"), "").unwrap();
+    let out = daemon_cmd(&dir, &dir.join("d.sock"), free_port(), &[])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("empty file"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

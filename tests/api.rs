@@ -48,6 +48,7 @@ fn start() -> Daemon {
         demo_workload: false,
         failures_per_node_hour: 0.0,
         log_dir: None,
+        ..StateOptions::default()
     };
     let state = State::open(&dir.join("t.db"), &cfg, &opts).unwrap();
     let clock = Clock {

@@ -69,6 +69,7 @@ fn open(d: &Path, cfg: &FleetConfig) -> State {
             demo_workload: false,
             failures_per_node_hour: 0.0,
             log_dir: None,
+            ..StateOptions::default()
         },
     )
     .unwrap()

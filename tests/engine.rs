@@ -146,7 +146,8 @@ fn hold_release_priority_and_illegal_moves() {
     assert_eq!(e.tick(6.0).unwrap().started, vec![a]);
     let err = e.hold(a, 7.0).unwrap_err();
     assert!(
-        err.to_string().contains("cannot go from running to held"),
+        err.to_string()
+            .contains("job 1 is running; hold applies to pending jobs"),
         "{err}"
     );
     assert_eq!(
@@ -230,4 +231,47 @@ fn borrowing_stays_within_the_limit_across_cycles() {
         .map(|j| j.borrowed)
         .collect();
     assert_eq!(borrowed, vec![false, true]);
+}
+
+#[test]
+fn release_and_hold_apply_only_to_the_states_they_name() {
+    // Before: `release` on a running job freed its GPUs and the next cycle started it again
+    // while its first copy still ran (and every later cycle failed on "running to running").
+    let path = db("release-running");
+    let mut e = open(&path, 0.0);
+    let a = e.submit("a", EIGHT, None, None, 0.0).unwrap();
+    let b = e.submit("b", EIGHT, None, None, 0.0).unwrap();
+    let c = e.submit("c", EIGHT, None, None, 0.0).unwrap();
+    e.tick(1.0).unwrap();
+    assert_eq!(e.job(a).unwrap().state, JobState::Running);
+    let err = e.release(a, 2.0).unwrap_err();
+    assert!(matches!(err, EngineError::WrongState { .. }), "{err}");
+    assert!(err.to_string().contains("release applies to held jobs"));
+    assert_eq!(e.job(a).unwrap().state, JobState::Running);
+    assert!(
+        e.job(a).unwrap().placement.is_some(),
+        "its GPUs stay its own"
+    );
+    // A running job is not held either; a pending one is, and only a held one is released.
+    assert!(matches!(
+        e.hold(b, 2.0).unwrap_err(),
+        EngineError::WrongState { .. }
+    ));
+    e.hold(c, 2.0).unwrap();
+    assert!(matches!(
+        e.hold(c, 2.0).unwrap_err(),
+        EngineError::WrongState { .. }
+    ));
+    e.release(c, 3.0).unwrap();
+    assert_eq!(e.job(c).unwrap().state, JobState::Pending);
+    // Cycles go on, and no GPU is handed out twice: two 8-GPU nodes, two running jobs.
+    for t in 4..10 {
+        e.tick(t as f64).unwrap();
+    }
+    let running = e.jobs().filter(|j| j.state == JobState::Running).count();
+    assert_eq!(running, 2);
+    // The journal agrees after a restart.
+    drop(e);
+    let e = open(&path, 20.0);
+    assert_eq!(e.job(c).unwrap().state, JobState::Pending);
 }

@@ -267,3 +267,53 @@ fn an_empty_journal_is_refused_not_started_as_new() {
     assert!(err.contains("empty file"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn the_daemon_never_writes_to_the_terminal_it_shares_with_the_console() {
+    // Before: the actor printed cycle failures with eprintln!, over the console's screen. Now
+    // every warning goes through `State::warn`: the event log and the daemon's message sink.
+    let mut offenders = Vec::new();
+    for dir in [
+        "src/daemon",
+        "src/backend",
+        "src/sim",
+        "src/scheduler",
+        "src/console",
+        "src/client",
+    ] {
+        let mut stack = vec![PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(dir)];
+        while let Some(p) = stack.pop() {
+            if p.is_dir() {
+                stack.extend(std::fs::read_dir(&p).unwrap().map(|e| e.unwrap().path()));
+                continue;
+            }
+            let text = std::fs::read_to_string(&p).unwrap_or_default();
+            let code = text.split("#[cfg(test)]").next().unwrap_or("");
+            for (i, line) in code.lines().enumerate() {
+                let prints = line.contains("eprintln!(") || line.contains("println!(");
+                let the_sink = line.contains("eprintln!(\"gantry daemon: {line}\")");
+                if prints && !the_sink && !line.trim_start().starts_with("//") {
+                    offenders.push(format!("{}:{}: {}", p.display(), i + 1, line.trim()));
+                }
+            }
+        }
+    }
+    assert!(offenders.is_empty(), "{offenders:#?}");
+
+    let dir = temp_dir("warn");
+    let log = dir.join("daemon.log");
+    let mut state = gantry::daemon::state::State::demo_with(
+        &dir,
+        7,
+        gantry::daemon::state::Messages::File(log.clone()),
+    )
+    .unwrap();
+    state.warn("scheduling cycle failed: a test".to_string());
+    assert!(std::fs::read_to_string(&log)
+        .unwrap()
+        .contains("scheduling cycle failed: a test"));
+    let events = state.events(None, 5).unwrap();
+    assert!(events.iter().any(|e| e.detail.contains("a test")));
+    drop(state);
+    let _ = std::fs::remove_dir_all(&dir);
+}

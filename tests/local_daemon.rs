@@ -46,6 +46,7 @@ fn options(d: &Path) -> StateOptions {
         demo_workload: false,
         failures_per_node_hour: 0.0,
         log_dir: Some(d.join("logs")),
+        ..StateOptions::default()
     }
 }
 

@@ -79,6 +79,7 @@ fn open(name: &str, cfg: &FleetConfig, failures: f64) -> State {
             demo_workload: false,
             failures_per_node_hour: failures,
             log_dir: None,
+            ..StateOptions::default()
         },
     )
     .unwrap()

@@ -45,6 +45,7 @@ pub fn run(cfg: &ApiBenchConfig) -> Result<ApiBenchReport, String> {
         demo_workload: false,
         failures_per_node_hour: 0.0,
         log_dir: None,
+        ..StateOptions::default()
     };
     let state = State::open(&db, &fleet, &opts).map_err(|e| e.to_string())?;
     let (handle, actor) = spawn(

@@ -5,7 +5,7 @@ use gantry::client::http::{Endpoint, RemoteClient};
 use gantry::client::local::LocalClient;
 use gantry::daemon::actor::{spawn, Clock};
 use gantry::daemon::server::{serve, signals, Listen};
-use gantry::daemon::state::{State, StateOptions};
+use gantry::daemon::state::{Messages, State, StateOptions};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -181,8 +181,14 @@ pub fn console(
     let dir = std::env::temp_dir().join(format!("gantry-demo-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    // The terminal is the console's screen: the embedded daemon's warnings go to a file (and
+    // to the Events view), and the path is said once the console has closed.
+    let log = paths.data_dir.join("console-daemon.log");
+    let _ = std::fs::create_dir_all(&paths.data_dir);
+    let logged_before = std::fs::metadata(&log).map_or(0, |m| m.len());
     let result = (|| {
-        let state = State::demo(&dir, 7).map_err(|e| e.to_string())?;
+        let state =
+            State::demo_with(&dir, 7, Messages::File(log.clone())).map_err(|e| e.to_string())?;
         let clock = Clock {
             speed: 60.0,
             step: Duration::from_secs(1),
@@ -197,5 +203,11 @@ pub fn console(
         r
     })();
     let _ = std::fs::remove_dir_all(&dir);
+    if std::fs::metadata(&log).map_or(0, |m| m.len()) > logged_before {
+        eprintln!(
+            "gantry: the embedded daemon wrote warnings to {}",
+            log.display()
+        );
+    }
     result
 }

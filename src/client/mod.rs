@@ -452,3 +452,38 @@ pub trait Client {
     /// How long until there may be news (the console sleeps on input until then).
     fn until_next(&self) -> std::time::Duration;
 }
+
+/// A message about job `id`: `why` as it is when it already names the job (the daemon's
+/// errors do), else prefixed with it — never `job 1: job 1: …`.
+pub fn about_job(id: impl std::fmt::Display, why: &str) -> String {
+    let name = format!("job {id}");
+    let named = why
+        .strip_prefix(&name)
+        .is_some_and(|rest| !rest.starts_with(|c: char| c.is_ascii_digit()));
+    if named {
+        why.to_string()
+    } else {
+        format!("{name}: {why}")
+    }
+}
+
+#[cfg(test)]
+mod about_job_tests {
+    use super::about_job;
+
+    #[test]
+    fn a_message_that_names_the_job_is_not_prefixed_again() {
+        assert_eq!(
+            about_job(1, "job 1 is running; release applies to held jobs"),
+            "job 1 is running; release applies to held jobs"
+        );
+        assert_eq!(
+            about_job(1, "job 12: no such job"),
+            "job 1: job 12: no such job"
+        );
+        assert_eq!(
+            about_job(4, "the daemon is shutting down"),
+            "job 4: the daemon is shutting down"
+        );
+    }
+}

@@ -134,7 +134,7 @@ where
                             Outcome::Act(req) => {
                                 app.flash = Some(match client.act(req) {
                                     Ok(done) => done,
-                                    Err(why) => format!("job {}: {why}", req.id),
+                                    Err(why) => crate::client::about_job(req.id, &why),
                                 });
                                 // The change shows once the daemon publishes it.
                                 let _ = client.poll();
@@ -143,7 +143,7 @@ where
                             Outcome::Prio { id, class } => {
                                 app.flash = Some(match client.set_priority(id, &class) {
                                     Ok(done) => done,
-                                    Err(why) => format!("job {id}: {why}"),
+                                    Err(why) => crate::client::about_job(id, &why),
                                 });
                                 let _ = client.poll();
                                 dirty = true;
@@ -173,7 +173,9 @@ where
                                 for req in &reqs {
                                     match client.act(*req) {
                                         Ok(_) => ok += 1,
-                                        Err(why) => failed.push(format!("job {}: {why}", req.id)),
+                                        Err(why) => {
+                                            failed.push(crate::client::about_job(req.id, &why))
+                                        }
                                     }
                                 }
                                 let verb = reqs.first().map_or("", |r| r.action.name());
@@ -191,7 +193,9 @@ where
                             Outcome::Detail(id) => {
                                 match client.job(id) {
                                     Ok(d) => app.detail = Some(d),
-                                    Err(why) => app.flash = Some(format!("job {id}: {why}")),
+                                    Err(why) => {
+                                        app.flash = Some(crate::client::about_job(id, &why))
+                                    }
                                 }
                                 dirty = true;
                             }

@@ -58,7 +58,8 @@ impl From<EngineError> for ApiError {
             EngineError::NoJob(_) | EngineError::Journal(JournalError::NoJob(_)) => {
                 (404, "not-found")
             }
-            EngineError::Journal(JournalError::BadTransition { .. }) => (409, "conflict"),
+            EngineError::Journal(JournalError::BadTransition { .. })
+            | EngineError::WrongState { .. } => (409, "conflict"),
             _ => (500, "internal"),
         };
         ApiError::new(status, code, e.to_string())
@@ -367,7 +368,7 @@ impl Actor {
                 self.dirty = false;
                 self.last_cycle = Instant::now();
                 if let Err(e) = result {
-                    eprintln!("gantry daemon: scheduling cycle failed: {e}");
+                    self.state.warn(format!("scheduling cycle failed: {e}"));
                 }
                 self.cycle_seconds
                     .observe(&CYCLE_BUCKETS, took.as_secs_f64());
@@ -519,7 +520,8 @@ impl Actor {
             }
             Request::Host(found) => {
                 if let Err(e) = self.state.observe_host(found) {
-                    eprintln!("gantry daemon: recording the host's GPU sample failed: {e}");
+                    self.state
+                        .warn(format!("recording the host's GPU sample failed: {e}"));
                 }
             }
         }

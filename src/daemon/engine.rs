@@ -45,6 +45,13 @@ pub enum EngineError {
     Unreadable { id: JobId, why: String },
     #[error("{0}")]
     Locked(String),
+    /// An action the job's state does not allow, with what would.
+    #[error("job {id} is {state}; {why}")]
+    WrongState {
+        id: JobId,
+        state: JobState,
+        why: &'static str,
+    },
 }
 
 /// What a submission would become and where it would land now (`Engine::preview`).
@@ -123,6 +130,8 @@ pub struct TickReport {
     pub started: Vec<JobId>,
     pub preempting: Vec<JobId>,
     pub reserved: Vec<JobId>,
+    /// Decisions dropped because the job's state or the fleet did not allow them, and why.
+    pub skipped: Vec<(JobId, String)>,
 }
 
 pub struct Engine {
@@ -476,11 +485,39 @@ impl Engine {
     pub fn cancel(&mut self, id: JobId, now: f64) -> Result<(), EngineError> {
         self.move_to(id, JobState::Cancelled, now, "cancelled")
     }
+    /// Holds a pending job: it keeps its place in the queue but does not start. A running
+    /// job is stopped by preempting or cancelling it, never by a hold.
     pub fn hold(&mut self, id: JobId, now: f64) -> Result<(), EngineError> {
+        self.expect_state(
+            id,
+            JobState::Pending,
+            "hold applies to pending jobs (a running job is stopped with preempt or cancel)",
+        )?;
         self.move_to(id, JobState::Held, now, "held")
     }
+    /// Releases a held job back to the queue. Only a held job: releasing a running one would
+    /// free its GPUs while its processes still run, and the next cycle would start it again.
     pub fn release(&mut self, id: JobId, now: f64) -> Result<(), EngineError> {
+        self.expect_state(
+            id,
+            JobState::Held,
+            "release applies to held jobs (a running job is stopped with preempt or cancel)",
+        )?;
         self.move_to(id, JobState::Pending, now, "released")
+    }
+
+    fn expect_state(
+        &self,
+        id: JobId,
+        want: JobState,
+        why: &'static str,
+    ) -> Result<(), EngineError> {
+        let state = self.jobs.get(&id).ok_or(EngineError::NoJob(id))?.state;
+        if state == want {
+            Ok(())
+        } else {
+            Err(EngineError::WrongState { id, state, why })
+        }
     }
     /// An operator's preemption: the job is told to stop (its backend sends the signal and
     /// waits the grace), then requeues from its checkpoint.
@@ -596,6 +633,40 @@ impl Engine {
         };
         let mut out = run_cycle(&mut self.placer, &input)?;
         self.start_pinned(&mut out);
+        // One bad decision never fails the cycle: a decision about a job whose state does not
+        // allow it, or a placement the fleet refuses, is dropped with the reason and the rest
+        // stand. Starts take their GPUs first (in memory; undone if the journal refuses).
+        let mut skipped = Vec::new();
+        let mut allocated = Vec::new();
+        {
+            let (jobs, cluster) = (&self.jobs, &mut self.cluster);
+            out.decisions.retain(|d| {
+                let (id, want) = match d {
+                    Decision::Start { job, .. } => (*job as JobId, JobState::Pending),
+                    Decision::Preempt { victim, .. } => (*victim as JobId, JobState::Running),
+                    Decision::Reserve { .. } => return true,
+                };
+                let state = jobs.get(&id).map(|j| j.state);
+                if state != Some(want) {
+                    skipped.push((
+                        id,
+                        format!(
+                            "the cycle's decision for it was dropped: it is {}, not {want}",
+                            state.map_or("gone", JobState::name)
+                        ),
+                    ));
+                    return false;
+                }
+                if let Decision::Start { placement, .. } = d {
+                    if let Err(e) = cluster.allocate(placement) {
+                        skipped.push((id, format!("its placement was refused: {e}")));
+                        return false;
+                    }
+                    allocated.push(placement.clone());
+                }
+                true
+            });
+        }
         // The cycle's decisions are one journal entry: one commit, then memory.
         let moves: Vec<(JobId, JobState, String)> = out
             .decisions
@@ -639,8 +710,16 @@ impl Engine {
                 _ => None,
             })
             .collect();
-        self.store.transition_charged(&moves, now, &opens)?;
-        let mut report = TickReport::default();
+        if let Err(e) = self.store.transition_charged(&moves, now, &opens) {
+            for p in &allocated {
+                let _ = self.cluster.release(p);
+            }
+            return Err(e.into());
+        }
+        let mut report = TickReport {
+            skipped,
+            ..TickReport::default()
+        };
         for d in out.decisions {
             match d {
                 Decision::Start {
@@ -649,12 +728,6 @@ impl Engine {
                     borrowed,
                 } => {
                     let id = job as JobId;
-                    self.cluster
-                        .allocate(&placement)
-                        .map_err(|e| EngineError::Unreadable {
-                            id,
-                            why: e.to_string(),
-                        })?;
                     let j = self.job_mut(id)?;
                     j.state = JobState::Running;
                     j.placement = Some(placement);

@@ -41,6 +41,8 @@ pub struct StateOptions {
     pub failures_per_node_hour: f64,
     /// Where local jobs' logs go (default: `logs/` beside the journal).
     pub log_dir: Option<std::path::PathBuf>,
+    /// Where the daemon's own warnings go besides the event log.
+    pub messages: Messages,
 }
 
 impl Default for StateOptions {
@@ -50,6 +52,34 @@ impl Default for StateOptions {
             demo_workload: false,
             failures_per_node_hour: 0.0002,
             log_dir: None,
+            messages: Messages::Stderr,
+        }
+    }
+}
+
+/// Where the daemon's warnings are written, besides the event log (which always has them).
+/// `gantry daemon` writes to stderr, its log; the console's embedded daemon to a file, since
+/// the terminal is the console's screen and a stray line would wreck its layout.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Messages {
+    Stderr,
+    File(std::path::PathBuf),
+}
+
+impl Messages {
+    fn write(&self, line: &str) {
+        match self {
+            Messages::Stderr => eprintln!("gantry daemon: {line}"),
+            Messages::File(path) => {
+                use std::io::Write;
+                if let Ok(mut f) = std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(path)
+                {
+                    let _ = writeln!(f, "gantry daemon: {line}");
+                }
+            }
         }
     }
 }
@@ -289,6 +319,7 @@ struct TeamBudget {
 pub struct State {
     /// This daemon's exclusive hold on the journal (released when the state is dropped).
     _lock: super::lock::StateLock,
+    messages: Messages,
     engine: Engine,
     nodes: Nodes,
     /// Jobs running as real processes on this host (`provider = "local"` pools).
@@ -403,6 +434,7 @@ impl State {
             .position(|n| cfg.pools[n.pool.index()].is_local());
         let mut s = State {
             _lock: lock,
+            messages: opts.messages.clone(),
             local,
             host_node,
             host: super::host::HostTelemetry::default(),
@@ -495,11 +527,17 @@ impl State {
     /// The built-in simulated fleet with the demo workload, its journal in `dir`: what the
     /// embedded console shows, for tests and benches.
     pub fn demo(dir: &Path, seed: u64) -> Result<State, EngineError> {
+        State::demo_with(dir, seed, Messages::File(dir.join("daemon.log")))
+    }
+
+    /// `demo`, with the daemon's warnings sent to `messages`.
+    pub fn demo_with(dir: &Path, seed: u64, messages: Messages) -> Result<State, EngineError> {
         let cfg = crate::config::fleet::parse("built-in", crate::config::fleet::DEFAULT_FLEET)
             .map_err(|e| EngineError::NeverFits(e.to_string()))?;
         let opts = StateOptions {
             seed,
             demo_workload: true,
+            messages,
             ..StateOptions::default()
         };
         State::open(&dir.join("demo.db"), &cfg, &opts)
@@ -527,6 +565,18 @@ impl State {
 
     fn log(&mut self, what: String) {
         self.push_event(self.now, what);
+    }
+
+    /// Something went wrong that the operator must hear of, though no request failed (a
+    /// scheduling cycle, a backend sample): the event log (journaled when the journal takes
+    /// it) and the daemon's message sink.
+    pub fn warn(&mut self, what: String) {
+        self.messages.write(&what);
+        let _ = self
+            .engine
+            .store()
+            .add_event(self.now, None, "daemon", &what);
+        self.log(what);
     }
 
     /// An event that is also journaled (fleet changes: they are not job transitions, which the
@@ -1407,7 +1457,11 @@ impl State {
         for (at, id) in due {
             self.runs.remove(&id);
             let ok = self.rng.below(20) != 0;
-            self.engine.finished(id, ok, at)?;
+            // One job whose end cannot be recorded must not stop the others' (or the cycle).
+            if let Err(e) = self.engine.finished(id, ok, at) {
+                self.warn(format!("job {id}: its end could not be recorded: {e}"));
+                continue;
+            }
             self.log(format!(
                 "job {id} {}",
                 if ok { "completed" } else { "failed (exit 1)" }
@@ -1422,7 +1476,10 @@ impl State {
         stopped.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
         for (at, id) in stopped {
             self.stops.remove(&id);
-            self.engine.requeued(id, at)?;
+            if let Err(e) = self.engine.requeued(id, at) {
+                self.warn(format!("job {id}: its requeue could not be recorded: {e}"));
+                continue;
+            }
             self.log(format!("job {id} stopped and requeued from its checkpoint"));
         }
         self.poll_local()?;
@@ -1440,6 +1497,9 @@ impl State {
     pub fn tick(&mut self) -> Result<(), EngineError> {
         let report = self.engine.tick(self.now)?;
         self.counters.cycles += 1;
+        for (id, why) in &report.skipped {
+            self.warn(format!("job {id}: {why}"));
+        }
         for id in report.started {
             let Some(j) = self.engine.job(id) else {
                 continue;

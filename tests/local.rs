@@ -28,6 +28,7 @@ fn wait_for(path: &std::path::Path, text: &str) {
 fn the_job_sees_its_gpus_and_gantry_variables() {
     let dir = tmp("env");
     let mut r = launch(&LaunchSpec {
+            run_token: "test-run".to_string(),
         job: 42,
         run: "echo \"$CUDA_VISIBLE_DEVICES|$GANTRY_JOB_ID|$GANTRY_NUM_GPUS|$GANTRY_CHECKPOINT_DIR|$SKYPILOT_NUM_GPUS_PER_NODE|$EPOCHS|$(pwd)\"".into(),
         gpu_uuids: vec!["GPU-aaaa".into(), "MIG-bbbb".into()],
@@ -53,6 +54,7 @@ fn preemption_signals_the_job_which_checkpoints_and_exits() {
     std::fs::create_dir_all(&ckpt).unwrap();
     let script = "trap 'echo step-17 > \"$GANTRY_CHECKPOINT_DIR/state\"; exit 0' USR1\necho ready\nwhile true; do sleep 0.05; done";
     let mut r = launch(&LaunchSpec {
+        run_token: "test-run".to_string(),
         job: 1,
         run: script.into(),
         checkpoint_dir: Some(ckpt.clone()),
@@ -78,6 +80,7 @@ fn a_job_that_ignores_the_signal_is_killed_after_the_grace_period() {
     let script =
         "trap '' TERM\necho ready\nsh -c \"trap '' TERM; while true; do sleep 0.05; done\"";
     let mut r = launch(&LaunchSpec {
+        run_token: "test-run".to_string(),
         job: 2,
         run: script.into(),
         log_dir: dir,

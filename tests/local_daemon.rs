@@ -7,6 +7,7 @@ use gantry::config::fleet::{parse, FleetConfig};
 use gantry::daemon::engine::Submission;
 use gantry::daemon::job::JobState;
 use gantry::daemon::state::{Action, State, StateOptions};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -503,4 +504,45 @@ fn a_mig_job_on_the_host_gets_a_mig_instance_of_its_size() {
     for id in [a, b] {
         s.act(id, Action::Cancel, "test").unwrap();
     }
+}
+
+#[test]
+fn a_restart_never_kills_a_process_group_that_is_not_provably_the_jobs() {
+    // Before: the restart SIGKILLed the group of every local run it could not re-adopt,
+    // including a group id that now belonged to someone else (pid reuse after a reboot).
+    let d = dir("stranger");
+    drop(open(&d));
+    let mut stranger = std::process::Command::new("sleep")
+        .arg("300")
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let pgid = stranger.id();
+    {
+        let mut store = gantry::daemon::journal::Store::open(&d.join("state.db")).unwrap();
+        for (job, token) in [(41, Some("gty_not-this-one".to_string())), (42, None)] {
+            store
+                .add_local_run(&gantry::daemon::journal::LocalRunRecord {
+                    job,
+                    pgid,
+                    placement: None,
+                    started_at: Some(0.0),
+                    token,
+                })
+                .unwrap();
+        }
+    }
+    let mut s = open(&d);
+    std::thread::sleep(Duration::from_millis(100));
+    assert!(
+        stranger.try_wait().unwrap().is_none(),
+        "the stranger's process was killed"
+    );
+    let events = s.events(None, 100).unwrap();
+    assert!(
+        events.iter().any(|e| e.detail.contains("left alone")),
+        "{events:?}"
+    );
+    let _ = stranger.kill();
+    let _ = stranger.wait();
 }

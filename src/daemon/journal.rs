@@ -77,6 +77,8 @@ const MIGRATIONS: &[&str] = &[
     // 6: what a restarted daemon needs to re-adopt a local job: where it runs and since when
     "ALTER TABLE local_runs ADD COLUMN placement TEXT;
     ALTER TABLE local_runs ADD COLUMN started_at REAL;",
+    // 7: the run's own token, which proves after a restart that a process group is the run's
+    "ALTER TABLE local_runs ADD COLUMN token TEXT;",
 ];
 
 /// A job running as a process group on the local host, as the journal keeps it.
@@ -87,6 +89,8 @@ pub struct LocalRunRecord {
     /// The placement as JSON (`None` in journals from before migration 6).
     pub placement: Option<String>,
     pub started_at: Option<f64>,
+    /// The run's `GANTRY_RUN_TOKEN` (`None` in journals from before migration 7).
+    pub token: Option<String>,
 }
 
 /// A run that starts billing: the job's share of its nodes' price.
@@ -644,8 +648,8 @@ impl Store {
     pub fn add_local_run(&mut self, run: &LocalRunRecord) -> Result<(), JournalError> {
         self.conn
             .execute(
-                "INSERT OR REPLACE INTO local_runs (job, pgid, placement, started_at) VALUES (?1, ?2, ?3, ?4)",
-                params![run.job, run.pgid, run.placement, run.started_at],
+                "INSERT OR REPLACE INTO local_runs (job, pgid, placement, started_at, token) VALUES (?1, ?2, ?3, ?4, ?5)",
+                params![run.job, run.pgid, run.placement, run.started_at, run.token],
             )
             .map(|_| ())
             .map_err(self.sql())
@@ -662,7 +666,7 @@ impl Store {
     pub fn local_runs(&self) -> Result<Vec<LocalRunRecord>, JournalError> {
         let mut q = self
             .conn
-            .prepare("SELECT job, pgid, placement, started_at FROM local_runs ORDER BY job")
+            .prepare("SELECT job, pgid, placement, started_at, token FROM local_runs ORDER BY job")
             .map_err(self.sql())?;
         let rows = q
             .query_map([], |r| {
@@ -671,6 +675,7 @@ impl Store {
                     pgid: r.get(1)?,
                     placement: r.get(2)?,
                     started_at: r.get(3)?,
+                    token: r.get(4)?,
                 })
             })
             .map_err(self.sql())?;

@@ -22,6 +22,9 @@ pub struct LocalRun {
     pub process: Process,
     /// The process group (its leader's pid).
     pub pgid: u32,
+    /// The run's token (`GANTRY_RUN_TOKEN` in its environment); `None` for runs journaled
+    /// before tokens, identified by their job id instead.
+    pub token: Option<String>,
     /// Daemon time at which the group is SIGKILLed (set by a stop).
     pub kill_at: Option<f64>,
 }
@@ -46,7 +49,9 @@ impl LocalRuns {
         id: JobId,
         spec: &crate::spec::JobSpec,
         gpu_uuids: Vec<String>,
-    ) -> Result<u32, String> {
+    ) -> Result<(u32, String), String> {
+        let token = crate::daemon::auth::new_token()
+            .map_err(|e| format!("cannot read /dev/urandom for the run's token: {e}"))?;
         let run = spec
             .run
             .clone()
@@ -64,6 +69,7 @@ impl LocalRuns {
                 .and_then(|c| c.dir.as_ref())
                 .map(PathBuf::from),
             log_dir: self.log_dir.clone(),
+            run_token: token.clone(),
         })
         .map_err(|e| e.to_string())?;
         let pgid = running.pid;
@@ -72,22 +78,25 @@ impl LocalRuns {
             LocalRun {
                 process: Process::Child(running),
                 pgid,
+                token: Some(token.clone()),
                 kill_at: None,
             },
         );
-        Ok(pgid)
+        Ok((pgid, token))
     }
 
     /// Takes over a job a previous daemon started, if its process group still runs it or it
     /// left its exit status; false if neither (the job is lost and must be requeued).
-    pub fn adopt(&mut self, id: JobId, pgid: u32) -> bool {
-        let known = exec::group_runs_job(pgid, id) || exec::read_exit(&self.log_dir, id).is_some();
+    pub fn adopt(&mut self, id: JobId, pgid: u32, token: Option<String>) -> bool {
+        let known = exec::group_runs_job(pgid, id, token.as_deref())
+            || exec::read_exit(&self.log_dir, id).is_some();
         if known {
             self.runs.insert(
                 id,
                 LocalRun {
                     process: Process::Adopted,
                     pgid,
+                    token,
                     kill_at: None,
                 },
             );
@@ -109,7 +118,7 @@ impl LocalRuns {
                     // The status first: a leader that wrote it may not have exited yet.
                     if let Some(exit) = exec::read_exit(&self.log_dir, *id) {
                         out.push((*id, exit));
-                    } else if !exec::group_runs_job(r.pgid, *id) {
+                    } else if !exec::group_runs_job(r.pgid, *id, r.token.as_deref()) {
                         // Written between the two reads, or never (killed outright).
                         let exit = exec::read_exit(&self.log_dir, *id).unwrap_or(Exit::Unknown);
                         out.push((*id, exit));
@@ -127,7 +136,7 @@ impl LocalRuns {
     pub fn stop(&mut self, id: JobId, signal: i32, kill_at: f64) -> bool {
         match self.runs.get_mut(&id) {
             Some(r) => {
-                exec::signal_group(r.pgid, signal);
+                r.signal(id, signal);
                 r.kill_at = Some(kill_at);
                 true
             }
@@ -137,9 +146,9 @@ impl LocalRuns {
 
     /// SIGKILLs the groups whose grace period ended by `now`.
     pub fn kill_due(&mut self, now: f64) {
-        for r in self.runs.values_mut() {
+        for (&id, r) in self.runs.iter_mut() {
             if r.kill_at.is_some_and(|t| t <= now) {
-                exec::signal_group(r.pgid, libc::SIGKILL);
+                r.signal(id, libc::SIGKILL);
                 r.kill_at = None;
             }
         }
@@ -148,7 +157,7 @@ impl LocalRuns {
     /// Kills a job's group at once (a cancel) and forgets it.
     pub fn kill(&mut self, id: JobId) {
         if let Some(mut r) = self.runs.remove(&id) {
-            exec::signal_group(r.pgid, libc::SIGKILL);
+            r.signal(id, libc::SIGKILL);
             if let Process::Child(running) = &mut r.process {
                 let _ = running.wait();
             }
@@ -162,15 +171,42 @@ impl LocalRuns {
     }
 }
 
-/// Kills a process group a previous daemon left (true if it was still alive).
-pub fn kill_orphan(pgid: u32) -> bool {
-    // SAFETY: kill(2) on a negative pid signals that process group; signal 0 only checks it.
-    unsafe {
-        let alive = libc::kill(-(pgid as i32), 0) == 0;
-        if alive {
-            libc::kill(-(pgid as i32), libc::SIGKILL);
+impl LocalRun {
+    /// Signals the run's group: this daemon's own child always (its unreaped leader keeps the
+    /// group id from being reused); an adopted group only while it is provably the run's.
+    fn signal(&self, id: JobId, sig: i32) {
+        match self.process {
+            Process::Child(_) => exec::signal_group(self.pgid, sig),
+            Process::Adopted => {
+                exec::signal_group_if_ours(self.pgid, id, self.token.as_deref(), sig);
+            }
         }
-        alive
+    }
+}
+
+/// What became of a process group a previous daemon left and this one could not re-adopt.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Orphan {
+    /// Provably the run's, and killed.
+    Killed,
+    /// Alive, but not provably the run's (its id was reused): left alone.
+    NotOurs,
+    /// No such group any more.
+    Gone,
+}
+
+/// Kills a process group a previous daemon left, if and only if it is provably the run's.
+pub fn kill_orphan(pgid: u32, job: JobId, token: Option<&str>) -> Orphan {
+    if exec::signal_group_if_ours(pgid, job, token, libc::SIGKILL) {
+        return Orphan::Killed;
+    }
+    // SAFETY: signal 0 only checks that the group exists; pgid ≤ 1 is never passed to kill.
+    let alive =
+        pgid > 1 && pgid <= i32::MAX as u32 && unsafe { libc::kill(-(pgid as i32), 0) } == 0;
+    if alive {
+        Orphan::NotOurs
+    } else {
+        Orphan::Gone
     }
 }
 

@@ -389,10 +389,10 @@ impl State {
                 .as_deref()
                 .and_then(|p| serde_json::from_str::<crate::model::Placement>(p).ok());
             match (placement, r.started_at) {
-                (Some(p), Some(t)) if local.adopt(r.job, r.pgid) => {
+                (Some(p), Some(t)) if local.adopt(r.job, r.pgid, r.token.clone()) => {
                     adopted.insert(r.job, (p, t));
                 }
-                _ => orphans.push((r.job, r.pgid)),
+                _ => orphans.push((r.job, r.pgid, r.token)),
             }
         }
         let teams = teams_of(cfg);
@@ -423,8 +423,9 @@ impl State {
         for &id in adopted.keys() {
             if engine.job(id).is_none_or(|j| j.placement.is_none()) {
                 // Its placement no longer fits the fleet (or the job is gone): stop it.
-                orphans.push((id, local.runs.get(&id).map_or(0, |r| r.pgid)));
-                local.runs.remove(&id);
+                if let Some(r) = local.runs.remove(&id) {
+                    orphans.push((id, r.pgid, r.token));
+                }
             }
         }
         let host_node = engine
@@ -504,13 +505,21 @@ impl State {
             )?;
         }
         // Processes a previous daemon left on this host that could not be re-adopted: their
-        // jobs were requeued; stop them.
-        for (job, pgid) in orphans {
-            if pgid > 0 && super::local::kill_orphan(pgid) {
-                s.record(
+        // jobs were requeued; stop them — only where the group is provably the run's (its
+        // token in every member's environment). A group id that now names someone else's
+        // processes (pid reuse after a reboot) is left alone, and said so.
+        for (job, pgid, token) in orphans {
+            use super::local::{kill_orphan, Orphan};
+            match kill_orphan(pgid, job, token.as_deref()) {
+                Orphan::Killed => s.record(
                     "local",
                     format!("job {job}: killed process group {pgid} left from before the restart; the job was requeued"),
-                )?;
+                )?,
+                Orphan::NotOurs => s.record(
+                    "local",
+                    format!("job {job}: process group {pgid} is alive but not provably this job's (its id was reused): left alone; the job was requeued"),
+                )?,
+                Orphan::Gone => {}
             }
             s.engine.store().remove_local_run(job)?;
         }
@@ -854,7 +863,7 @@ impl State {
             .cloned()
             .collect();
         match gpus.and_then(|g| self.local.launch(id, &spec, g)) {
-            Ok(pgid) => {
+            Ok((pgid, token)) => {
                 if !mig.is_empty() {
                     self.host.assigned.insert(id, mig);
                 }
@@ -865,6 +874,7 @@ impl State {
                         .as_ref()
                         .and_then(|p| serde_json::to_string(p).ok()),
                     started_at: Some(self.now),
+                    token: Some(token),
                 };
                 self.engine.store().add_local_run(&run)?;
                 self.log(format!(

@@ -21,6 +21,9 @@ pub struct LaunchSpec {
     pub gpu_uuids: Vec<String>,
     pub checkpoint_dir: Option<PathBuf>,
     pub log_dir: PathBuf,
+    /// A secret of this run alone, put in its environment (`GANTRY_RUN_TOKEN`): what proves,
+    /// after a restart, that a process group is this run's and not a stranger's.
+    pub run_token: String,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -110,18 +113,84 @@ pub fn read_exit(dir: &Path, job: i64) -> Option<Exit> {
     })
 }
 
-/// Sends `sig` to a job's process group (its leader's pid is the group id).
+/// Sends `sig` to a job's process group (its leader's pid is the group id). A group id of 0
+/// or 1 is never signalled: `kill(0)` is the caller's own group and `kill(-1)` every process
+/// the user may signal.
 pub fn signal_group(pgid: u32, sig: i32) {
+    if pgid <= 1 || pgid > i32::MAX as u32 {
+        return;
+    }
     // SAFETY: kill(2) with a negative pid signals a process group; no memory is involved.
     unsafe {
         libc::kill(-(pgid as i32), sig);
     }
 }
 
+/// What identifies a run's processes: the run's own token in their environment when the
+/// journal has one (every run since it was added), else the job id (older journals).
+fn marker(job: i64, token: Option<&str>) -> String {
+    match token {
+        Some(t) => format!("GANTRY_RUN_TOKEN={t}"),
+        None => format!("GANTRY_JOB_ID={job}"),
+    }
+}
+
+fn carries(pid: u32, marker: &str) -> bool {
+    std::fs::read(format!("/proc/{pid}/environ"))
+        .is_ok_and(|env| env.split(|b| *b == 0).any(|kv| kv == marker.as_bytes()))
+}
+
+/// (pid, process group, state) of every process, from /proc.
+fn processes() -> Vec<(u32, u32, char)> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(|e| {
+        let pid: u32 = e.ok()?.file_name().to_str()?.parse().ok()?;
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        // The fields after the command name (in parentheses, which may hold anything).
+        let mut rest = stat.rsplit_once(')')?.1.split_whitespace();
+        let state = rest.next()?.chars().next()?;
+        let _ppid = rest.next()?;
+        let pgrp: u32 = rest.next()?.parse().ok()?;
+        Some((pid, pgrp, state))
+    })
+    .collect()
+}
+
+/// Whether every live process of group `pgid` is provably this run's (its environment carries
+/// the run's marker), and there is at least one. Only such a group may be signalled by a
+/// daemon that is not its parent: a pid reused after a reboot, or a group whose leader is gone
+/// and whose id now names a stranger's, is left alone.
+pub fn group_is_ours(pgid: u32, job: i64, token: Option<&str>) -> bool {
+    if pgid <= 1 {
+        return false;
+    }
+    let want = marker(job, token);
+    let members: Vec<u32> = processes()
+        .into_iter()
+        .filter(|&(_, g, state)| g == pgid && !matches!(state, 'Z' | 'X'))
+        .map(|(pid, _, _)| pid)
+        .collect();
+    !members.is_empty() && members.iter().all(|&pid| carries(pid, &want))
+}
+
+/// Signals a group only when it is provably the run's (`group_is_ours`); true if it was.
+pub fn signal_group_if_ours(pgid: u32, job: i64, token: Option<&str>, sig: i32) -> bool {
+    let ours = group_is_ours(pgid, job, token);
+    if ours {
+        signal_group(pgid, sig);
+    }
+    ours
+}
+
 /// Whether the process group a job was started in still runs that job: its leader exists, is
 /// not a zombie, and carries the job's `GANTRY_JOB_ID` (so a recycled pid is not mistaken for
 /// it after a reboot).
-pub fn group_runs_job(pgid: u32, job: i64) -> bool {
+pub fn group_runs_job(pgid: u32, job: i64, token: Option<&str>) -> bool {
+    if pgid <= 1 {
+        return false;
+    }
     let proc_dir = PathBuf::from(format!("/proc/{pgid}"));
     let Ok(stat) = std::fs::read_to_string(proc_dir.join("stat")) else {
         return false;
@@ -134,9 +203,7 @@ pub fn group_runs_job(pgid: u32, job: i64) -> bool {
     if matches!(state, Some("Z" | "X") | None) {
         return false;
     }
-    let want = format!("GANTRY_JOB_ID={job}");
-    std::fs::read(proc_dir.join("environ"))
-        .is_ok_and(|env| env.split(|b| *b == 0).any(|kv| kv == want.as_bytes()))
+    carries(pgid, &marker(job, token))
 }
 
 /// Starts the job: `sh -c` over its setup and run script, in a new process group.
@@ -188,6 +255,7 @@ pub fn launch(spec: &LaunchSpec) -> Result<Running, ExecError> {
         .envs(&spec.envs)
         .env("CUDA_VISIBLE_DEVICES", spec.gpu_uuids.join(","))
         .env("GANTRY_JOB_ID", job.to_string())
+        .env("GANTRY_RUN_TOKEN", &spec.run_token)
         .env("GANTRY_NUM_GPUS", &gpus)
         .env("GANTRY_LOG_DIR", &spec.log_dir)
         // SkyPilot's variables, so existing task scripts run unchanged on one node.
@@ -306,6 +374,7 @@ mod tests {
     fn exit_codes_and_logs_are_recorded() {
         let dir = tmp("logs");
         let mut r = launch(&LaunchSpec {
+            run_token: "test-run".to_string(),
             job: 7,
             run: "echo hello; echo oops >&2; exit 3".into(),
             log_dir: dir.clone(),
@@ -321,6 +390,7 @@ mod tests {
     fn a_failing_setup_stops_the_job() {
         let dir = tmp("setup");
         let mut r = launch(&LaunchSpec {
+            run_token: "test-run".to_string(),
             job: 1,
             setup: Some("false".into()),
             run: "echo ran".into(),
@@ -335,6 +405,7 @@ mod tests {
     #[test]
     fn a_missing_workdir_is_an_error_not_a_crash() {
         let e = launch(&LaunchSpec {
+            run_token: "test-run".to_string(),
             job: 2,
             run: "true".into(),
             workdir: Some("/no/such/dir".into()),

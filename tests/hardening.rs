@@ -317,3 +317,170 @@ fn the_daemon_never_writes_to_the_terminal_it_shares_with_the_console() {
     drop(state);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+const FLEET: &str = r#"
+[[teams]]
+name = "ml"
+classes = ["production", "experiment"]
+
+[[teams]]
+name = "infra"
+
+[[pools]]
+provider = "onprem"
+region = "dc1"
+zone = "dc1-a"
+name = "hgx"
+instance_type = "HGX H100"
+gpu = "H100"
+gpus_per_node = 8
+vram_gb = 80
+cpus = 128
+memory_gb = 1024
+capacity = "reserved"
+price_per_hour = 14.0
+nodes = 2
+"#;
+
+fn start_with_fleet(name: &str) -> Daemon {
+    let dir = temp_dir(name);
+    std::fs::write(dir.join("fleet.toml"), FLEET).unwrap();
+    let socket = dir.join("d.sock");
+    let port = free_port();
+    let fleet = dir.join("fleet.toml");
+    let child = daemon_cmd(&dir, &socket, port, &["--config", fleet.to_str().unwrap()])
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    while UnixStream::connect(&socket).is_err() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "daemon did not start"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Daemon {
+        child,
+        dir,
+        socket,
+        port,
+    }
+}
+
+/// A request over TCP with a bearer token: (status line, body).
+fn tcp_request(port: u16, token: &str, head: &str, body: &str) -> (String, String) {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    write!(
+        s,
+        "{head} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: Bearer {token}\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    let (status, rest) = out.split_once("\r\n").unwrap_or((&out, ""));
+    let body = rest.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+    (status.to_string(), body.to_string())
+}
+
+fn token(d: &Daemon, role: &str, team: Option<&str>) -> String {
+    let body = match team {
+        Some(t) => format!(r#"{{"role":"{role}","team":"{t}"}}"#),
+        None => format!(r#"{{"role":"{role}"}}"#),
+    };
+    let out = request(&d.socket, "POST /v1/tokens", &body);
+    let v: serde_json::Value = serde_json::from_str(out.split_once("\r\n\r\n").unwrap().1).unwrap();
+    v["token"].as_str().unwrap().to_string()
+}
+
+#[test]
+fn a_team_submits_only_at_the_classes_its_fleet_entry_allows() {
+    // Before: a researcher submitted `priority: serving` and preempted production work.
+    let d = start_with_fleet("classes");
+    let ml = token(&d, "researcher", Some("ml"));
+    let spec = "resources:\n  accelerators: H100:1\nrun: train\npriority: serving\n";
+    let (status, body) = tcp_request(d.port, &ml, "POST /v1/jobs", spec);
+    assert!(status.contains("403"), "{status} {body}");
+    assert!(
+        body.contains("production, experiment") && body.contains("`serving`"),
+        "{body}"
+    );
+    let ok = spec.replace("serving", "production");
+    let (status, body) = tcp_request(d.port, &ml, "POST /v1/jobs", &ok);
+    assert!(status.contains("201"), "{status} {body}");
+    let id: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let (status, body) = tcp_request(
+        d.port,
+        &ml,
+        &format!("PUT /v1/jobs/{}/priority", id["id"]),
+        r#"{"class":"serving"}"#,
+    );
+    assert!(status.contains("403"), "{status} {body}");
+    // A team with no list may use any class.
+    let infra = token(&d, "researcher", Some("infra"));
+    let (status, _) = tcp_request(d.port, &infra, "POST /v1/jobs", spec);
+    assert!(status.contains("201"), "{status}");
+}
+
+#[test]
+fn hostile_specs_are_refused_quickly_without_stopping_other_clients() {
+    // Before: a 1 MB alias bomb under an ignored field aborted the daemon on allocation, and
+    // 80k nested brackets held the actor (and every other client) for 15 s.
+    let mut d = start_with_fleet("bomb");
+    let ml = token(&d, "researcher", Some("ml"));
+    let big = "x".repeat(100_000);
+    let refs = vec!["*a"; 5_000].join(", ");
+    let bomb = format!("run: echo\nconfig:\n  a: &a \"{big}\"\n  b: [{refs}]\n");
+    let deep = format!("run: echo\nconfig: {}", "[".repeat(80_000));
+    let huge = format!("run: echo\n# {}\n", "y".repeat(600_000));
+    for (spec, want) in [(&bomb, "aliases"), (&deep, "nested"), (&huge, "limit")] {
+        for path in ["POST /v1/preview", "POST /v1/jobs"] {
+            let t0 = Instant::now();
+            let (status, body) = tcp_request(d.port, &ml, path, spec);
+            assert!(status.contains("400"), "{path}: {status} {body}");
+            assert!(body.contains(want), "{body}");
+            assert!(
+                t0.elapsed() < Duration::from_secs(5),
+                "{path} took {:?}",
+                t0.elapsed()
+            );
+        }
+    }
+    assert!(healthy(&mut d));
+}
+
+#[test]
+fn secrets_in_a_spec_are_shown_to_nobody_and_envs_only_to_the_owners() {
+    // Before: GET /v1/jobs/ID returned the spec verbatim to viewers and other teams.
+    let d = start_with_fleet("secrets");
+    let ml = token(&d, "researcher", Some("ml"));
+    let spec = "resources:\n  accelerators: H100:1\nenvs:\n  HF_TOKEN: hf_abc123\nsecrets:\n  WANDB_API_KEY: wb-secret-9\nrun: train\n";
+    let (status, body) = tcp_request(d.port, &ml, "POST /v1/jobs", spec);
+    assert!(status.contains("201"), "{status} {body}");
+    let id = serde_json::from_str::<serde_json::Value>(&body).unwrap()["id"].clone();
+    let path = format!("GET /v1/jobs/{id}");
+    let (_, own) = tcp_request(d.port, &ml, &path, "");
+    assert!(
+        own.contains("hf_abc123") && !own.contains("wb-secret-9"),
+        "{own}"
+    );
+    for other in [
+        token(&d, "viewer", None),
+        token(&d, "researcher", Some("infra")),
+    ] {
+        let (status, seen) = tcp_request(d.port, &other, &path, "");
+        assert!(status.contains("200"), "{status}");
+        assert!(
+            !seen.contains("hf_abc123") && !seen.contains("wb-secret-9"),
+            "{seen}"
+        );
+        assert!(seen.contains("HF_TOKEN"), "the names stay: {seen}");
+    }
+    // Nor do they reach the events or the metrics.
+    let events = request(&d.socket, "GET /v1/events?limit=1000", "");
+    let metrics = request(&d.socket, "GET /metrics", "");
+    for text in [events, metrics] {
+        assert!(!text.contains("hf_abc123") && !text.contains("wb-secret-9"));
+    }
+}

@@ -160,6 +160,9 @@ pub struct TeamConfig {
     /// new and pending jobs to the lowest priority class.
     #[serde(default)]
     pub budget_action: BudgetAction,
+    /// The priority classes this team's jobs may have (all when absent): like a Slurm
+    /// account's QOS list, so a researcher cannot submit at `serving` and preempt production.
+    pub classes: Option<Vec<String>>,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -549,6 +552,20 @@ fn validate(file: &str, text: &str, cfg: &FleetConfig) -> Result<(), ConfigError
         },
     )?;
     for (i, t) in cfg.teams.iter().enumerate() {
+        for c in t.classes.iter().flatten() {
+            if !classes.iter().any(|k| &k.name == c) {
+                let names: Vec<&str> = classes.iter().map(|k| k.name.as_str()).collect();
+                return Err(at(
+                    "teams",
+                    i,
+                    format!(
+                        "team `{}`: classes names `{c}`; the classes are {}",
+                        t.name,
+                        names.join(", ")
+                    ),
+                ));
+            }
+        }
         for (field, v) in [
             ("budget_monthly_usd", t.budget_monthly_usd),
             ("budget_monthly_gpu_hours", t.budget_monthly_gpu_hours),

@@ -230,7 +230,7 @@ async fn submit(
     body: Body,
 ) -> Result<Response, ApiError> {
     require(&caller, Role::Researcher, "submitting")?;
-    let submission = submission_of(&caller, query(raw)?, &body_bytes(&api, body).await?);
+    let submission = submission_of(&caller, query(raw)?, &body_bytes(&api, body).await?).await?;
     let id = api
         .handle
         .call(|reply| Request::Submit { submission, reply })
@@ -265,7 +265,7 @@ async fn preview(
     body: Body,
 ) -> Result<Response, ApiError> {
     require(&caller, Role::Researcher, "previewing a submission")?;
-    let submission = submission_of(&caller, query(raw)?, &body_bytes(&api, body).await?);
+    let submission = submission_of(&caller, query(raw)?, &body_bytes(&api, body).await?).await?;
     let p = api
         .handle
         .call(|reply| Request::Preview { submission, reply })
@@ -274,24 +274,33 @@ async fn preview(
 }
 
 /// A submission from a request's query (`team`, `priority`, `file`) and body; a researcher's
-/// token binds it to the token's team.
-fn submission_of(
+/// token binds it to the token's team. The spec is parsed here, on a blocking thread of the
+/// runtime and within the spec budgets, so a hostile document costs its own request and
+/// never the actor's time; one that does not parse is answered without reaching the actor.
+async fn submission_of(
     caller: &Caller,
     q: std::collections::HashMap<String, String>,
     text: &[u8],
-) -> Submission {
-    Submission {
-        file: q
-            .get("file")
-            .cloned()
-            .unwrap_or_else(|| "request body".to_string()),
+) -> Result<Submission, ApiError> {
+    let file = q
+        .get("file")
+        .cloned()
+        .unwrap_or_else(|| "request body".to_string());
+    let (name, body) = (file.clone(), text.to_vec());
+    let parsed = tokio::task::spawn_blocking(move || crate::spec::parse(&name, &body))
+        .await
+        .map_err(|e| ApiError::new(500, "internal", format!("parsing the spec: {e}")))?
+        .map_err(|e| ApiError::from(super::engine::EngineError::Spec(e)))?;
+    Ok(Submission {
+        file,
         text: text.to_vec(),
         team: q.get("team").cloned(),
         priority: q.get("priority").cloned(),
         only_team: (caller.role == Role::Researcher)
             .then(|| caller.team.clone())
             .flatten(),
-    }
+        parsed: Some(parsed),
+    })
 }
 
 /// The request body, at most `MAX_BODY` bytes, arriving within the request time limit (a
@@ -317,9 +326,18 @@ async fn body_bytes(api: &Api, body: Body) -> Result<Bytes, ApiError> {
     }
 }
 
-async fn job(State(api): State<Api>, Path(id): Path<String>) -> Result<Response, ApiError> {
+/// One job. Its spec's `envs` values are shown to its own team and to operators only (the
+/// state hides `secrets` values from everyone).
+async fn job(
+    State(api): State<Api>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
     let id = job_id(&id)?;
-    let detail = api.handle.call(|reply| Request::Job { id, reply }).await?;
+    let mut detail = api.handle.call(|reply| Request::Job { id, reply }).await?;
+    if !caller.may_change(&detail.team) {
+        detail.spec = crate::spec::redact::redact(&detail.spec, false);
+    }
     Ok(ok(&detail))
 }
 

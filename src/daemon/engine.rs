@@ -122,6 +122,9 @@ pub struct Submission {
     pub priority: Option<String>,
     /// When set, the job must belong to this team (a researcher's token).
     pub only_team: Option<String>,
+    /// `text` already parsed, off the daemon's thread (the API does this: parsing untrusted
+    /// YAML must never hold up the actor every other client waits on).
+    pub parsed: Option<JobSpec>,
 }
 
 /// What a cycle did.
@@ -154,6 +157,8 @@ pub struct Engine {
     /// node → (job, since). The cycle places nobody else there; the job starts there once it
     /// fits.
     pins: BTreeMap<u32, (JobId, f64)>,
+    /// Per team, the class indices its jobs may have (`None`: any).
+    allowed: HashMap<usize, Vec<usize>>,
 }
 
 impl Engine {
@@ -198,6 +203,7 @@ impl Engine {
             releases: 0,
             held: BTreeMap::new(),
             pins: BTreeMap::new(),
+            allowed: HashMap::new(),
         };
         let mut requeue = Vec::new();
         for r in records {
@@ -280,6 +286,45 @@ impl Engine {
         };
     }
 
+    /// Limits the classes `team`'s jobs may be submitted at or moved to (by name; unknown
+    /// names are refused). `None` lifts the limit.
+    pub fn set_allowed_classes(
+        &mut self,
+        team: &str,
+        classes: Option<&[String]>,
+    ) -> Result<(), EngineError> {
+        let t = self.team_index(team)?;
+        match classes {
+            None => {
+                self.allowed.remove(&t);
+            }
+            Some(names) => {
+                let idx = names
+                    .iter()
+                    .map(|c| self.class_index(c))
+                    .collect::<Result<Vec<_>, _>>()?;
+                self.allowed.insert(t, idx);
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether `team` may have jobs of `class`; the error names the classes it may use.
+    fn check_class(&self, team: usize, class: usize) -> Result<(), EngineError> {
+        match self.allowed.get(&team) {
+            Some(ok) if !ok.contains(&class) => {
+                let names: Vec<&str> = ok.iter().map(|&c| self.classes[c].name.as_str()).collect();
+                Err(EngineError::Forbidden(format!(
+                    "team `{}` may use the priority classes {}; `{}` is not among them (the fleet file's [[teams]] classes)",
+                    self.teams[team].name,
+                    names.join(", "),
+                    self.classes[class].name
+                )))
+            }
+            _ => Ok(()),
+        }
+    }
+
     fn team_index(&self, name: &str) -> Result<usize, EngineError> {
         find_named(&self.teams, name, |t| &t.name).map_err(|known| EngineError::UnknownTeam {
             team: name.to_string(),
@@ -311,6 +356,7 @@ impl Engine {
             team: team.map(str::to_string),
             priority: priority.map(str::to_string),
             only_team: None,
+            parsed: None,
         };
         self.submit_batch(&[one], now)
             .pop()
@@ -405,7 +451,10 @@ impl Engine {
 
     /// Checks one submission and builds the job it would become (not yet journaled).
     fn admit(&mut self, s: &Submission) -> Result<Job, EngineError> {
-        let spec = spec::parse(&s.file, &s.text)?;
+        let spec = match &s.parsed {
+            Some(parsed) => parsed.clone(),
+            None => spec::parse(&s.file, &s.text)?,
+        };
         let request = spec.to_request(self.cluster.fleet())?;
         // A job that names no team is the default team's, or a researcher's own team's.
         let team_name = s
@@ -426,6 +475,7 @@ impl Engine {
         }
         let team = self.team_index(team_name)?;
         let mut class = self.class_index(class_name)?;
+        self.check_class(team, class)?;
         match self.budget.get(&team) {
             Some(BudgetGate::Block(why)) => return Err(EngineError::OverBudget(why.clone())),
             Some(BudgetGate::Demote) => class = self.lowest_class(),
@@ -563,7 +613,8 @@ impl Engine {
 
     pub fn set_priority(&mut self, id: JobId, class: &str, now: f64) -> Result<(), EngineError> {
         let c = self.class_index(class)?;
-        self.job_mut(id)?;
+        let team = self.job_mut(id)?.team;
+        self.check_class(team, c)?;
         self.store.set_priority(id, class, now)?;
         self.job_mut(id)?.class = c;
         Ok(())

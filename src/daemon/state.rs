@@ -419,6 +419,9 @@ impl State {
             next_consolidate: resume + CONSOLIDATE_EVERY_S,
         };
         let mut engine = Engine::open_adopting(db, fleet, teams, classes, resume, &adopted)?;
+        for t in &cfg.teams {
+            engine.set_allowed_classes(&t.name, t.classes.as_deref())?;
+        }
         let recent = engine.store().events(None, EVENTS_KEPT)?;
         for &id in adopted.keys() {
             if engine.job(id).is_none_or(|j| j.placement.is_none()) {
@@ -616,6 +619,7 @@ impl State {
             team: Some(team.to_string()),
             priority: Some(class.to_string()),
             only_team: None,
+            parsed: None,
         };
         let id = self.engine.submit_batch(&[sub], self.now).remove(0)?;
         self.log(format!("job {id} {name} submitted by {team} ({class})"));
@@ -2030,7 +2034,8 @@ impl State {
             cost_usd: j.cost_at(self.now),
             reason: self.why_waiting(j),
             explanation: j.explanation.clone(),
-            spec: j.spec_text.clone(),
+            // `secrets` values are never shown, to anyone (the API hides `envs` from others).
+            spec: crate::spec::redact::redact(&j.spec_text, true),
             events,
             log_tail: super::local::log_tail(&self.local.log_dir, id, 20),
         })

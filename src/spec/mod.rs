@@ -3,6 +3,8 @@
 //! error with file:line:col), and [`JobSpec::to_request`] resolves it against a fleet into the
 //! scheduler's [`JobRequest`].
 
+pub mod limits;
+pub mod redact;
 mod values;
 
 pub use values::{parse_duration, Accelerator, Accelerators, Checkpoint, GpuCount};
@@ -14,7 +16,7 @@ use std::fmt;
 use values::{Amount, Bytes, Count, Duration, Number, Text};
 
 /// The largest spec accepted, in bytes.
-pub const MAX_SPEC_BYTES: usize = 1 << 20;
+pub use limits::MAX_SPEC_BYTES;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct SpecError {
@@ -57,6 +59,10 @@ const SKYPILOT_RESOURCES_IGNORED: &[&str] = &[
     "accelerator_args",
 ];
 
+/// A field gantry accepts and does not read: skipped without building its value (no alias of
+/// it is ever expanded into memory).
+type Ignored = serde::de::IgnoredAny;
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawSpec {
@@ -78,12 +84,12 @@ struct RawSpec {
     max_price: Option<Number>,
     mig: Option<Text>,
     // SkyPilot fields accepted and ignored
-    file_mounts: Option<serde_yaml_ng::Value>,
-    service: Option<serde_yaml_ng::Value>,
-    config: Option<serde_yaml_ng::Value>,
-    secrets: Option<serde_yaml_ng::Value>,
-    volumes: Option<serde_yaml_ng::Value>,
-    event_callback: Option<serde_yaml_ng::Value>,
+    file_mounts: Option<Ignored>,
+    service: Option<Ignored>,
+    config: Option<Ignored>,
+    secrets: Option<Ignored>,
+    volumes: Option<Ignored>,
+    event_callback: Option<Ignored>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -98,15 +104,15 @@ struct RawResources {
     cpus: Option<Amount>,
     memory: Option<Amount>,
     disk_size: Option<Count>,
-    ports: Option<serde_yaml_ng::Value>,
-    disk_tier: Option<serde_yaml_ng::Value>,
-    image_id: Option<serde_yaml_ng::Value>,
-    labels: Option<serde_yaml_ng::Value>,
-    autostop: Option<serde_yaml_ng::Value>,
-    instance_type: Option<serde_yaml_ng::Value>,
-    network_tier: Option<serde_yaml_ng::Value>,
-    job_recovery: Option<serde_yaml_ng::Value>,
-    accelerator_args: Option<serde_yaml_ng::Value>,
+    ports: Option<Ignored>,
+    disk_tier: Option<Ignored>,
+    image_id: Option<Ignored>,
+    labels: Option<Ignored>,
+    autostop: Option<Ignored>,
+    instance_type: Option<Ignored>,
+    network_tier: Option<Ignored>,
+    job_recovery: Option<Ignored>,
+    accelerator_args: Option<Ignored>,
 }
 
 /// Environment values may be written as strings, numbers or booleans.
@@ -184,7 +190,7 @@ pub fn parse(file: &str, bytes: &[u8]) -> Result<JobSpec, SpecError> {
             1,
             1,
             format!(
-                "the spec is {} bytes; the limit is {MAX_SPEC_BYTES}",
+                "the spec is {} bytes; the limit is {MAX_SPEC_BYTES} (a job spec is a few KiB: ship large files with `workdir`)",
                 bytes.len()
             ),
         ));
@@ -202,6 +208,9 @@ pub fn parse(file: &str, bytes: &[u8]) -> Result<JobSpec, SpecError> {
             "the spec is empty; at least `run` or `resources` is expected".to_string(),
         ));
     }
+    // Budgets first (aliases, depth, size): the loader below expands aliases and is slow on
+    // deep nesting, and the text may come from anyone with a researcher token.
+    limits::check(text).map_err(|o| at(o.line, o.col, o.message))?;
     let raw: RawSpec = serde_yaml_ng::from_str(text).map_err(|e| {
         let (line, col) = e.location().map_or((1, 1), |l| (l.line(), l.column()));
         at(

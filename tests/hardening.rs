@@ -484,3 +484,131 @@ fn secrets_in_a_spec_are_shown_to_nobody_and_envs_only_to_the_owners() {
         assert!(!text.contains("hf_abc123") && !text.contains("wb-secret-9"));
     }
 }
+
+mod fuzz {
+    use super::*;
+    use proptest::prelude::*;
+
+    const TOKENS: &[&str] = &[
+        "[",
+        "]",
+        "{",
+        "}",
+        "&a ",
+        "*a",
+        "&b ",
+        "*b",
+        ": ",
+        "\n",
+        "- ",
+        "'",
+        "\"",
+        "run: x\n",
+        "config: ",
+        "envs:\n  K: v\n",
+        "secrets:\n  S: ",
+        "  ",
+        "# c",
+        "|\n",
+        ">-\n",
+        "x",
+        "1",
+        "resources:\n  accelerators: ",
+        "H100:8",
+        "{H100: 8, A100: 4}",
+        "num_nodes: ",
+        "---\n",
+        "!!binary ",
+        "? ",
+        ",",
+        "\t",
+        "\u{feff}",
+        "é",
+        "\0",
+    ];
+
+    fn spec_text() -> impl Strategy<Value = String> {
+        prop::collection::vec(prop::sample::select(TOKENS), 0..3000).prop_map(|t| t.concat())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 400, ..ProptestConfig::default() })]
+
+        /// Any text: an answer (accepted, or an error with a place), never a panic, and fast.
+        #[test]
+        fn the_spec_parser_answers_every_input_quickly(text in spec_text()) {
+            let t0 = Instant::now();
+            let r = gantry::spec::parse("fuzz.yaml", text.as_bytes());
+            prop_assert!(t0.elapsed() < Duration::from_secs(2), "took {:?}", t0.elapsed());
+            if let Err(e) = r {
+                prop_assert!(e.line >= 1 && e.col >= 1);
+            }
+        }
+    }
+
+    /// Raw bytes on the daemon's sockets: malformed request lines, headers, lengths and bodies,
+    /// cut off anywhere. The daemon must answer a health check after each batch.
+    #[test]
+    fn the_http_layer_survives_malformed_requests() {
+        let mut d = start("httpfuzz", &[]);
+        let parts: &[&[u8]] = &[
+            b"GET ",
+            b"POST ",
+            b"PUT ",
+            b"/v1/jobs",
+            b"/v1/preview",
+            b"/v1/jobs/1/cancel",
+            b"/v1/events/stream",
+            b"/../../etc/passwd",
+            b"?limit=-1&state=%ff",
+            b" HTTP/1.1\r\n",
+            b" HTTP/9.9\r\n",
+            b"Host: x\r\n",
+            b"Content-Length: 5\r\n",
+            b"Content-Length: 99999999999999999999\r\n",
+            b"Transfer-Encoding: chunked\r\n",
+            b"Expect: 100-continue\r\n",
+            b"Authorization: Bearer x\r\n",
+            b"\r\n",
+            b"zz\r\n",
+            b"0\r\n\r\n",
+            b"run: x\n",
+            b"\xff\xfe",
+            b"{\"class\":",
+            b"\0",
+        ];
+        let mut rng = 0x2545F4914F6CDD1Du64;
+        let mut next = move || {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng
+        };
+        let mut cases = 0;
+        for _batch in 0..20 {
+            for _ in 0..25 {
+                let n = 1 + next() % 12;
+                let mut req = Vec::new();
+                for _ in 0..n {
+                    req.extend_from_slice(parts[(next() % parts.len() as u64) as usize]);
+                }
+                let cut = (next() % (req.len() as u64 + 1)) as usize;
+                if let Ok(mut s) = UnixStream::connect(&d.socket) {
+                    s.set_read_timeout(Some(Duration::from_millis(200)))
+                        .unwrap();
+                    let _ = s.write_all(&req[..cut.max(1)]);
+                    if next() % 2 == 0 {
+                        let mut buf = [0u8; 256];
+                        let _ = s.read(&mut buf);
+                    }
+                }
+                cases += 1;
+            }
+            assert!(
+                healthy(&mut d),
+                "the daemon stopped answering after {cases} cases"
+            );
+        }
+        assert_eq!(cases, 500);
+    }
+}

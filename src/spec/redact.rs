@@ -13,7 +13,7 @@ pub const REDACTED: &str = "<redacted>";
 pub fn redact(text: &str, show_envs: bool) -> String {
     let Ok(mut doc) = serde_yaml_ng::from_str::<Value>(text) else {
         // The journal holds only specs that parsed; if one does not, show none of it.
-        return format!("# spec hidden: it could not be read to hide its secrets\n");
+        return "# spec hidden: it could not be read to hide its secrets\n".to_string();
     };
     let Some(map) = doc.as_mapping_mut() else {
         return text.to_string();

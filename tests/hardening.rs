@@ -58,7 +58,11 @@ fn daemon_cmd(dir: &Path, socket: &Path, port: u16, extra: &[&str]) -> Command {
 }
 
 fn start(name: &str, extra: &[&str]) -> Daemon {
-    let dir = temp_dir(name);
+    start_in(temp_dir(name), extra)
+}
+
+/// Starts a daemon whose files live in `dir` and waits until its Unix socket answers.
+fn start_in(dir: PathBuf, extra: &[&str]) -> Daemon {
     let socket = dir.join("d.sock");
     let port = free_port();
     let child = daemon_cmd(&dir, &socket, port, extra).spawn().unwrap();
@@ -344,27 +348,9 @@ nodes = 2
 
 fn start_with_fleet(name: &str) -> Daemon {
     let dir = temp_dir(name);
-    std::fs::write(dir.join("fleet.toml"), FLEET).unwrap();
-    let socket = dir.join("d.sock");
-    let port = free_port();
     let fleet = dir.join("fleet.toml");
-    let child = daemon_cmd(&dir, &socket, port, &["--config", fleet.to_str().unwrap()])
-        .spawn()
-        .unwrap();
-    let t0 = Instant::now();
-    while UnixStream::connect(&socket).is_err() {
-        assert!(
-            t0.elapsed() < Duration::from_secs(30),
-            "daemon did not start"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    Daemon {
-        child,
-        dir,
-        socket,
-        port,
-    }
+    std::fs::write(&fleet, FLEET).unwrap();
+    start_in(dir, &["--config", fleet.to_str().unwrap()])
 }
 
 /// A request over TCP with a bearer token: (status line, body).

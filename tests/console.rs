@@ -526,27 +526,23 @@ fn reprioritize_and_reclaim_ask_first() {
 
     app.on_key(":", &snap);
     keys(&mut app, &snap, "reclaim");
-    assert_eq!(
-        app.on_key("enter", &snap),
-        Outcome::Reclaim { apply: false }
-    );
+    assert_eq!(app.on_key("enter", &snap), Outcome::Reclaim { apply: None });
     app.review_reclaim(ReclaimPlan::default());
     assert!(app
         .flash
         .as_deref()
         .unwrap()
         .starts_with("nothing to reclaim"));
-    let plan = ReclaimPlan {
-        items: vec![ReclaimItem {
+    let plan = ReclaimPlan::of(
+        100.0,
+        vec![ReclaimItem {
             job: 17,
-            gpus: 1,
+            gpus: 1.0,
             dollars_per_hour: 2.5,
             idle_for_s: 1800.0,
             action: ReclaimAction::Cancel,
         }],
-        gpus_freed: 1,
-        dollars_per_hour_saved: 2.5,
-    };
+    );
     app.review_reclaim(plan.clone());
     let s = screen(&app, &snap, 100, 30);
     assert!(
@@ -555,7 +551,13 @@ fn reprioritize_and_reclaim_ask_first() {
             && s.contains("cancel"),
         "{s}"
     );
-    assert_eq!(app.on_key("y", &snap), Outcome::Reclaim { apply: true });
+    // Confirming applies this plan, by its id, and no other.
+    assert_eq!(
+        app.on_key("y", &snap),
+        Outcome::Reclaim {
+            apply: Some(plan.id.clone())
+        }
+    );
 
     // Read-only: no reprioritizing; the plan is shown, not offered.
     let mut ro = App::new(false);
@@ -663,17 +665,16 @@ fn actions_the_token_forbids_stay_visible_greyed_with_the_reason() {
     researcher.on_key("x", &snap);
     assert!(researcher.confirm.is_some(), "its own team's job: asks");
     researcher.on_key("esc", &snap);
-    researcher.review_reclaim(gantry::scheduler::reclaim::ReclaimPlan {
-        items: vec![gantry::scheduler::reclaim::ReclaimItem {
+    researcher.review_reclaim(gantry::scheduler::reclaim::ReclaimPlan::of(
+        0.0,
+        vec![gantry::scheduler::reclaim::ReclaimItem {
             job: 1,
-            gpus: 1,
+            gpus: 1.0,
             dollars_per_hour: 1.0,
             idle_for_s: 1000.0,
             action: gantry::scheduler::reclaim::ReclaimAction::Cancel,
         }],
-        gpus_freed: 1,
-        dollars_per_hour_saved: 1.0,
-    });
+    ));
     assert!(researcher.confirm.is_none());
     assert!(researcher
         .flash

@@ -275,3 +275,129 @@ fn release_and_hold_apply_only_to_the_states_they_name() {
     let e = open(&path, 20.0);
     assert_eq!(e.job(c).unwrap().state, JobState::Pending);
 }
+
+/// H100 nodes, plus (with `a100`) a pool of A100 nodes.
+fn fleet_with(a100: bool) -> Fleet {
+    let mut b = FleetBuilder::new();
+    let h100 = b.model("H100", 81_559, None).unwrap();
+    let p = common::onprem_pool(&mut b, h100, "hgx", 8, 25.0);
+    b.node(p, "n0", Some("leaf-1"), None, 0).unwrap();
+    if a100 {
+        let a = b.model("A100", 40_960, None).unwrap();
+        let q = common::onprem_pool(&mut b, a, "dgx", 8, 12.0);
+        b.node(q, "a0", Some("leaf-1"), None, 0).unwrap();
+    }
+    b.build()
+}
+
+const A100: &[u8] = b"resources:\n  accelerators: A100:1\nrun: train\n";
+
+#[test]
+fn a_fleet_file_that_no_longer_names_a_jobs_pool_team_or_class_does_not_stop_the_daemon() {
+    let path = db("fleet-changed");
+    let mut e = Engine::open(&path, fleet_with(true), teams(), default_classes(), 0.0).unwrap();
+    let done = e
+        .submit("a.yaml", A100, Some("ml-research"), None, 1.0)
+        .unwrap();
+    e.tick(2.0).unwrap();
+    e.finished(done, true, 3.0).unwrap();
+    let gone_pool = e.submit("a.yaml", A100, None, None, 4.0).unwrap();
+    let gone_team = e
+        .submit("h.yaml", EIGHT, Some("ml-research"), None, 4.0)
+        .unwrap();
+    let gone_class = e
+        .submit("h.yaml", EIGHT, None, Some("serving"), 4.0)
+        .unwrap();
+    let fine = e.submit("h.yaml", EIGHT, None, None, 4.0).unwrap();
+    drop(e);
+
+    // The A100 pool, the team `ml-research` and the class `serving` are gone.
+    let classes: Vec<PriorityClass> = default_classes()
+        .into_iter()
+        .filter(|c| c.name != "serving")
+        .collect();
+    let mut e = Engine::open(
+        &path,
+        fleet_with(false),
+        teams()[..1].to_vec(),
+        classes,
+        10.0,
+    )
+    .expect("the daemon starts after its fleet file changed");
+    // The finished job keeps its history in the journal.
+    assert!(e.job(done).is_none());
+    assert_eq!(e.stale_history(), 1);
+    let r = e.job_record(done).unwrap().unwrap();
+    assert_eq!(
+        (r.state, r.team.as_str()),
+        (JobState::Completed, "ml-research")
+    );
+    // Live jobs that no longer resolve fail, each with the reason in its events.
+    for (id, why) in [
+        (gone_pool, "A100"),
+        (gone_team, "unknown team `ml-research`"),
+        (gone_class, "unknown priority class `serving`"),
+    ] {
+        assert_eq!(e.job_record(id).unwrap().unwrap().state, JobState::Failed);
+        let events = e.store().events(Some(id), 10).unwrap();
+        let last = &events.last().unwrap().detail;
+        assert!(
+            last.contains("failed at startup") && last.contains(why),
+            "job {id}: {last}"
+        );
+        // An action on it says it has finished, not that it does not exist.
+        let err = e.cancel(id, 11.0).unwrap_err().to_string();
+        assert!(err.contains("is failed"), "{err}");
+    }
+    assert_eq!(e.job(fine).unwrap().state, JobState::Pending);
+    assert_eq!(e.tick(12.0).unwrap().started, vec![fine]);
+}
+
+#[test]
+fn only_live_jobs_and_a_bounded_window_of_finished_ones_stay_in_memory() {
+    let path = db("window");
+    let mut e = Engine::open(&path, fleet(), teams(), default_classes(), 0.0).unwrap();
+    e.set_history_kept(3);
+    let mut ids = Vec::new();
+    for i in 0..10 {
+        let id = e.submit("j.yaml", EIGHT, None, None, f64::from(i)).unwrap();
+        e.cancel(id, f64::from(i)).unwrap();
+        ids.push(id);
+    }
+    let live = e.submit("j.yaml", EIGHT, None, None, 20.0).unwrap();
+    let in_memory: Vec<i64> = e.jobs().map(|j| j.id).collect();
+    assert_eq!(in_memory, vec![ids[7], ids[8], ids[9], live]);
+    // The rest are read from the journal.
+    assert_eq!(
+        e.job_record(ids[0]).unwrap().unwrap().state,
+        JobState::Cancelled
+    );
+    drop(e);
+    let e = open(&path, 30.0);
+    assert!(e.jobs().any(|j| j.id == live));
+    assert!(e.jobs().count() <= gantry::daemon::engine::HISTORY_KEPT + 1);
+}
+
+#[test]
+fn a_team_may_have_only_so_many_jobs_waiting() {
+    let path = db("max-pending");
+    let mut e = open(&path, 0.0);
+    e.set_max_pending("ml-research", 2).unwrap();
+    for _ in 0..2 {
+        e.submit("j.yaml", EIGHT, Some("ml-research"), None, 1.0)
+            .unwrap();
+    }
+    let err = e
+        .submit("j.yaml", EIGHT, Some("ml-research"), None, 1.0)
+        .unwrap_err();
+    assert!(matches!(err, EngineError::QueueFull(_)), "{err}");
+    assert!(
+        err.to_string().contains("already has 2 jobs waiting"),
+        "{err}"
+    );
+    // Other teams are not affected; a job that starts frees a place.
+    e.submit("j.yaml", EIGHT, None, None, 1.0).unwrap();
+    e.tick(2.0).unwrap();
+    e.submit("j.yaml", EIGHT, Some("ml-research"), None, 3.0)
+        .unwrap();
+}

@@ -367,3 +367,97 @@ fn a_fragmented_node_is_emptied_for_a_job_instead_of_buying_one() {
     assert_eq!(s.engine().job(ids[1]).unwrap().state, JobState::Running);
     assert_ne!(node_of(&s, ids[1]), first);
 }
+
+/// A notebook of team a: half an H100, idle 20 min after it starts (the simulated telemetry
+/// of a notebook left open).
+fn notebook(name: &str, gpu: &str, interactive: bool) -> Submission {
+    Submission {
+        file: "nb.yaml".into(),
+        text: format!(
+            "name: {name}\nresources:\n  accelerators: {gpu}\ncheckpoint: {{interval: 10m, grace: 1m}}\ninteractive: {interactive}\nrun: jupyter lab\n"
+        )
+        .into_bytes(),
+        team: Some("a".into()),
+        ..Submission::default()
+    }
+}
+
+fn state_of(s: &State, id: i64) -> JobState {
+    s.engine().job(id).map(|j| j.state).unwrap()
+}
+
+#[test]
+fn reclaim_applies_exactly_the_plan_shown_counts_shares_and_suspends_notebooks() {
+    // Before: confirmed 5 GPUs from 5 jobs, applied 6 jobs and 6 GPUs; half-GPU notebooks
+    // counted as whole ones; reclaimed notebooks started again a minute later, idle again.
+    let mut s = open("reclaim", &fleet(0.0), 0.0);
+    let ids: Vec<i64> = s
+        .submit(&[
+            notebook("notebook-a", "H100:0.5", true),
+            notebook("notebook-b", "H100:0.5", true),
+            notebook("notebook-batch", "H100:1", false),
+            notebook("notebook-c", "H100:1", true),
+        ])
+        .into_iter()
+        .map(|r| r.unwrap())
+        .collect();
+    let (a, b, batch, cancelled) = (ids[0], ids[1], ids[2], ids[3]);
+    s.tick().unwrap();
+    for _ in 0..40 {
+        s.advance(60.0).unwrap();
+    }
+    // A fifth starts later: it is not idle long enough when the plan is shown.
+    let late = s.submit(&[notebook("notebook-late", "H100:1", true)])[0]
+        .as_ref()
+        .copied()
+        .unwrap();
+    for _ in 0..10 {
+        s.advance(60.0).unwrap();
+    }
+    let plan = s.show_reclaim();
+    let planned: Vec<i64> = plan.items.iter().map(|i| i.job as i64).collect();
+    assert_eq!(planned.len(), 4, "{plan:?}");
+    assert!(!planned.contains(&late));
+    assert_eq!(plan.gpus_freed, 3.0, "two halves and two wholes: {plan:?}");
+    let action = |id: i64| {
+        plan.items
+            .iter()
+            .find(|i| i.job as i64 == id)
+            .unwrap()
+            .action
+            .clone()
+    };
+    use gantry::scheduler::reclaim::ReclaimAction;
+    assert_eq!(action(a), ReclaimAction::Suspend);
+    assert_eq!(action(batch), ReclaimAction::CheckpointAndRequeue);
+
+    // Meanwhile one planned job is cancelled and the late one goes idle too.
+    s.act(cancelled, Action::Cancel, "test").unwrap();
+    for _ in 0..30 {
+        s.advance(60.0).unwrap();
+    }
+    assert!(s.reclaim_plan().items.iter().any(|i| i.job as i64 == late));
+    let done = s.apply_reclaim("test", &plan.id).unwrap();
+    let applied: Vec<i64> = done.items.iter().map(|i| i.job as i64).collect();
+    assert_eq!(applied.len(), 3, "{done:?}");
+    assert!(!applied.contains(&late), "never a job outside the plan");
+    assert_eq!(done.skipped.len(), 1);
+    assert_eq!(done.skipped[0].job as i64, cancelled);
+    assert!(done.skipped[0].why.contains("cancelled"), "{done:?}");
+    assert_eq!(done.gpus_freed, 2.0);
+    assert_eq!(state_of(&s, late), JobState::Running);
+
+    // Suspended notebooks are held once stopped and stay held; the batch job requeues.
+    for _ in 0..10 {
+        s.advance(60.0).unwrap();
+    }
+    assert_eq!(state_of(&s, a), JobState::Held);
+    assert_eq!(state_of(&s, b), JobState::Held);
+    assert_ne!(state_of(&s, batch), JobState::Held);
+    // A plan applies once.
+    let again = s.apply_reclaim("test", &plan.id).unwrap_err().to_string();
+    assert!(again.contains("not one this daemon showed"), "{again}");
+    // The owner resumes a suspended notebook.
+    s.act(a, Action::Release, "test").unwrap();
+    assert_eq!(state_of(&s, a), JobState::Pending);
+}

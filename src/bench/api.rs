@@ -38,8 +38,12 @@ pub fn run(cfg: &ApiBenchConfig) -> Result<ApiBenchReport, String> {
     std::fs::create_dir_all(&cfg.dir).map_err(|e| format!("{}: {e}", cfg.dir.display()))?;
     let db = cfg.dir.join("bench.db");
     let socket = cfg.dir.join("bench.sock");
-    let fleet = crate::config::fleet::parse("built-in", crate::config::fleet::DEFAULT_FLEET)
+    let mut fleet = crate::config::fleet::parse("built-in", crate::config::fleet::DEFAULT_FLEET)
         .map_err(|e| e.to_string())?;
+    // Every submission is kept waiting-room for: the figure is admission, not the cap.
+    for t in &mut fleet.teams {
+        t.max_pending = Some(cfg.jobs.max(1));
+    }
     let opts = StateOptions {
         seed: 1,
         demo_workload: false,

@@ -53,6 +53,7 @@ pub fn run(cfg: &JournalBenchConfig) -> Result<JournalBenchReport, JournalError>
                         priority: "experiment".to_string(),
                         spec: SPEC.to_string(),
                         at: i as f64,
+                        idempotency: None,
                     };
                     let t = Instant::now();
                     let id = s.submit(job)?;

@@ -4,6 +4,7 @@
 pub mod api;
 pub mod journal;
 pub mod local;
+pub mod memory;
 pub mod sched;
 pub mod tui;
 

@@ -22,7 +22,7 @@ pub enum BenchCmd {
         gangs: usize,
         #[arg(long, default_value_t = 1)]
         seed: u64,
-        #[arg(long, value_enum, default_value_t = Output::Table)]
+        #[arg(short, long, value_enum, default_value_t = Output::Table)]
         output: Output,
     },
     /// Durable submissions per second through the whole daemon: HTTP on the Unix socket, the
@@ -32,7 +32,7 @@ pub enum BenchCmd {
         clients: usize,
         #[arg(long, default_value_t = 20_000)]
         jobs: usize,
-        #[arg(long, value_enum, default_value_t = Output::Table)]
+        #[arg(short, long, value_enum, default_value_t = Output::Table)]
         output: Output,
     },
     /// Durable submissions per second into the SQLite journal (WAL, synchronous=FULL, group
@@ -48,7 +48,19 @@ pub enum BenchCmd {
         /// Print `ack ID` as each submission is acknowledged.
         #[arg(long)]
         print_acks: bool,
-        #[arg(long, value_enum, default_value_t = Output::Table)]
+        #[arg(short, long, value_enum, default_value_t = Output::Table)]
+        output: Output,
+    },
+    /// Resident memory of a daemon's engine after many jobs were submitted, ran and finished
+    /// (and after a restart on that journal): only live jobs and a bounded window of finished
+    /// ones stay in memory.
+    Memory {
+        #[arg(long, default_value_t = 1_000_000)]
+        jobs: usize,
+        /// Finished jobs kept in memory (the daemon keeps 5,000).
+        #[arg(long, default_value_t = gantry::daemon::engine::HISTORY_KEPT)]
+        history: usize,
+        #[arg(short, long, value_enum, default_value_t = Output::Table)]
         output: Output,
     },
     /// Console frame time on a large fleet (off-screen), per view, and key-to-frame time.
@@ -62,7 +74,7 @@ pub enum BenchCmd {
         /// Seconds of the idle and of the live run.
         #[arg(long, default_value_t = 10.0)]
         seconds: f64,
-        #[arg(long, value_enum, default_value_t = Output::Table)]
+        #[arg(short, long, value_enum, default_value_t = Output::Table)]
         output: Output,
     },
     /// The local host: one NVML telemetry sample of every GPU, and a local job from the
@@ -70,7 +82,7 @@ pub enum BenchCmd {
     Local {
         #[arg(long, default_value_t = 200)]
         launches: usize,
-        #[arg(long, value_enum, default_value_t = Output::Table)]
+        #[arg(short, long, value_enum, default_value_t = Output::Table)]
         output: Output,
     },
 }
@@ -93,6 +105,11 @@ pub fn run(cmd: BenchCmd) -> Result<(), String> {
             output,
         } => return journal(db, clients, jobs, print_acks, output),
         BenchCmd::Local { launches, output } => return local(launches, output),
+        BenchCmd::Memory {
+            jobs,
+            history,
+            output,
+        } => return memory(jobs, history, output),
         BenchCmd::Api {
             clients,
             jobs,
@@ -267,6 +284,31 @@ fn journal(
     println!(
         "restart with {} jobs in the journal: rows loaded in {:.0} ms; engine rebuilt and first scheduling decision in {:.0} ms",
         r.reloaded_jobs, r.reload_ms, r.restart_to_first_decision_ms
+    );
+    Ok(())
+}
+
+fn memory(jobs: usize, history: usize, output: Output) -> Result<(), String> {
+    let dir = std::env::temp_dir().join(format!("gantry-bench-memory-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let cfg = gantry::bench::memory::MemoryBenchConfig { dir, jobs, history };
+    let r = gantry::bench::memory::run(&cfg);
+    let _ = std::fs::remove_dir_all(&cfg.dir);
+    let r = r?;
+    if output == Output::Json {
+        return print_json(&r);
+    }
+    println!(
+        "bench memory: {} jobs submitted, run and finished in {:.0} s ({:.0}/s, group commits of 1,000); journal {:.0} MiB",
+        r.jobs, r.seconds, r.jobs_per_sec, r.journal_mib
+    );
+    println!(
+        "in memory: {} jobs (live + the last {} finished); resident {:.0} MiB, peak {:.0} MiB",
+        r.jobs_in_memory, r.history_kept, r.rss_mib, r.peak_rss_mib
+    );
+    println!(
+        "restart on that journal: {:.0} ms, {} jobs loaded; resident {:.0} MiB",
+        r.restart_ms, r.restart_jobs_in_memory, r.rss_after_restart_mib
     );
     Ok(())
 }

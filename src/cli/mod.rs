@@ -95,7 +95,7 @@ enum Command {
         /// Priority class (overrides the file's).
         #[arg(long)]
         priority: Option<String>,
-        #[arg(long, value_enum, default_value_t = Output::Table)]
+        #[arg(short, long, value_enum, default_value_t = Output::Table)]
         output: Output,
     },
     /// Lists jobs, queue order first.
@@ -109,50 +109,50 @@ enum Command {
         class: Option<String>,
         #[arg(long)]
         limit: Option<usize>,
-        #[arg(long, value_enum, default_value_t = Output::Table)]
+        #[arg(short, long, value_enum, default_value_t = Output::Table)]
         output: Output,
     },
     /// One job: spec, placement, events.
     Job {
         id: String,
-        #[arg(long, value_enum, default_value_t = Output::Table)]
+        #[arg(short, long, value_enum, default_value_t = Output::Table)]
         output: Output,
     },
     /// Why a job waits (or where it runs).
     Explain {
         id: String,
-        #[arg(long, value_enum, default_value_t = Output::Table)]
+        #[arg(short, long, value_enum, default_value_t = Output::Table)]
         output: Output,
     },
     /// Cancels jobs.
     Cancel {
         ids: Vec<String>,
-        #[arg(long, value_enum, default_value_t = Output::Table)]
+        #[arg(short, long, value_enum, default_value_t = Output::Table)]
         output: Output,
     },
     /// Preempts running jobs: signal, grace, requeue from the checkpoint.
     Preempt {
         ids: Vec<String>,
-        #[arg(long, value_enum, default_value_t = Output::Table)]
+        #[arg(short, long, value_enum, default_value_t = Output::Table)]
         output: Output,
     },
     /// Holds pending jobs (they keep their place but do not start).
     Hold {
         ids: Vec<String>,
-        #[arg(long, value_enum, default_value_t = Output::Table)]
+        #[arg(short, long, value_enum, default_value_t = Output::Table)]
         output: Output,
     },
     /// Releases held jobs.
     Release {
         ids: Vec<String>,
-        #[arg(long, value_enum, default_value_t = Output::Table)]
+        #[arg(short, long, value_enum, default_value_t = Output::Table)]
         output: Output,
     },
     /// Moves a job to another priority class.
     Prio {
         id: String,
         class: String,
-        #[arg(long, value_enum, default_value_t = Output::Table)]
+        #[arg(short, long, value_enum, default_value_t = Output::Table)]
         output: Output,
     },
     /// Chargeback: what jobs cost in a window, by team, project or job.
@@ -170,12 +170,12 @@ enum Command {
         #[arg(long, value_enum, default_value_t = remote::ReportFormat::Table)]
         format: remote::ReportFormat,
         /// The same as `--format json`.
-        #[arg(long, value_enum, default_value_t = Output::Table)]
+        #[arg(short, long, value_enum, default_value_t = Output::Table)]
         output: Output,
     },
     /// Teams: quota, usage, borrowing, spend rate, this month's spend against the budget.
     Teams {
-        #[arg(long, value_enum, default_value_t = Output::Table)]
+        #[arg(short, long, value_enum, default_value_t = Output::Table)]
         output: Output,
     },
     /// The daemon's events; `--follow` keeps printing new ones.
@@ -187,14 +187,16 @@ enum Command {
         job: Option<String>,
         #[arg(long, default_value_t = 50)]
         limit: usize,
-        #[arg(long, value_enum, default_value_t = Output::Table)]
+        #[arg(short, long, value_enum, default_value_t = Output::Table)]
         output: Output,
     },
-    /// Jobs whose GPUs sit idle: a dry run unless --apply.
+    /// Jobs whose GPUs sit idle, as a plan with an id: a dry run unless --apply. `--apply
+    /// PLAN` applies the plan shown earlier with that id; `--apply` alone shows the plan now
+    /// and applies that one. Either way only the jobs shown are touched.
     Reclaim {
-        #[arg(long)]
-        apply: bool,
-        #[arg(long, value_enum, default_value_t = Output::Table)]
+        #[arg(long, num_args = 0..=1, default_missing_value = "")]
+        apply: Option<String>,
+        #[arg(short, long, value_enum, default_value_t = Output::Table)]
         output: Output,
     },
     /// API tokens for TCP clients.
@@ -217,12 +219,12 @@ enum Command {
         /// fleet` or its path.
         #[arg(long, conflicts_with_all = ["print_default", "config"])]
         pool: Option<String>,
-        #[arg(long, value_enum, default_value_t = Output::Table)]
+        #[arg(short, long, value_enum, default_value_t = Output::Table)]
         output: Output,
     },
     /// The local host's GPUs through NVML (or why they cannot be read).
     Gpus {
-        #[arg(long, value_enum, default_value_t = Output::Table)]
+        #[arg(short, long, value_enum, default_value_t = Output::Table)]
         output: Output,
     },
     /// Where gantry keeps its files (XDG paths).
@@ -230,7 +232,7 @@ enum Command {
         /// Print the documented console.toml (theme, keymap, readonly, mouse) and exit.
         #[arg(long)]
         print_console: bool,
-        #[arg(long, value_enum, default_value_t = Output::Table)]
+        #[arg(short, long, value_enum, default_value_t = Output::Table)]
         output: Output,
     },
 }

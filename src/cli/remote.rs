@@ -37,7 +37,22 @@ pub enum TokenCmd {
         /// A name for events and audits.
         #[arg(long)]
         label: Option<String>,
-        #[arg(long, value_enum, default_value_t = Output::Table)]
+        /// How long it is accepted: 90d, 12h, 1h30m (forever when absent).
+        #[arg(long)]
+        expires_in: Option<String>,
+        #[arg(short, long, value_enum, default_value_t = Output::Table)]
+        output: Output,
+    },
+    /// Lists the tokens: id, role, team, label, when created and when it expires, status
+    /// (never the tokens themselves).
+    List {
+        #[arg(short, long, value_enum, default_value_t = Output::Table)]
+        output: Output,
+    },
+    /// Revokes a token at once, on every listener (ID: the ID column of `token list`).
+    Revoke {
+        id: String,
+        #[arg(short, long, value_enum, default_value_t = Output::Table)]
         output: Output,
     },
 }
@@ -65,7 +80,11 @@ pub fn submit(
     if let Some(p) = &priority {
         path.push_str(&format!("&priority={}", encode(p)));
     }
-    let v: Value = t.client()?.call("POST", &path, Some(&text))?;
+    // A retry after a lost reply (here or in the client) finds the job, never makes two.
+    let key = gantry::client::http::new_idempotency_key()?;
+    let v: Value =
+        t.client()?
+            .call_with("POST", &path, Some(&text), &[("Idempotency-Key", &key)])?;
     match output {
         Output::Json => print_value(&v),
         Output::Table => {
@@ -648,14 +667,38 @@ pub fn report(
     }
 }
 
-pub fn reclaim(t: &Target, apply: bool, output: Output) -> Result<(), CliError> {
-    let method = if apply { "POST" } else { "GET" };
-    let v: Value = t.client()?.call(method, "/v1/reclaim", None)?;
+pub fn reclaim(t: &Target, apply: Option<String>, output: Output) -> Result<(), CliError> {
+    let mut c = t.client()?;
+    let (v, applied) = match apply {
+        None => (c.call("GET", "/v1/reclaim", None)?, false),
+        Some(id) => {
+            // `--apply` alone applies the plan fetched now: by its id, so a job that became
+            // idle in between is never included.
+            let id = if id.is_empty() {
+                let shown: Value = c.call("GET", "/v1/reclaim", None)?;
+                if shown["items"].as_array().is_none_or(Vec::is_empty) {
+                    return match output {
+                        Output::Json => print_value(&shown),
+                        Output::Table => {
+                            println!("nothing to reclaim: no job's GPUs have been idle through the window");
+                            Ok(())
+                        }
+                    };
+                }
+                shown["id"].as_str().unwrap_or("").to_string()
+            } else {
+                id
+            };
+            let body = serde_json::json!({ "plan": id }).to_string();
+            (c.call("POST", "/v1/reclaim", Some(body.as_bytes()))?, true)
+        }
+    };
     if output == Output::Json {
         return print_value(&v);
     }
     let items = v["items"].as_array().cloned().unwrap_or_default();
-    if items.is_empty() {
+    let skipped = v["skipped"].as_array().cloned().unwrap_or_default();
+    if items.is_empty() && skipped.is_empty() {
         println!("nothing to reclaim: no job's GPUs have been idle through the window");
         return Ok(());
     }
@@ -667,34 +710,69 @@ pub fn reclaim(t: &Target, apply: bool, output: Output) -> Result<(), CliError> 
         println!(
             "{:>6} {:>5} {:>9.2} {:>9}  {}",
             i["job"],
-            i["gpus"],
+            gantry::client::gpus_text(i["gpus"].as_f64().unwrap_or(0.0)),
             i["dollars_per_hour"].as_f64().unwrap_or(0.0),
             hm(i["idle_for_s"].as_f64().unwrap_or(0.0)),
             i["action"].as_str().unwrap_or("")
         );
     }
-    println!(
-        "{} {} GPU(s), ${:.2}/h{}",
-        if apply { "reclaimed" } else { "would free" },
-        v["gpus_freed"],
-        v["dollars_per_hour_saved"].as_f64().unwrap_or(0.0),
-        if apply {
-            ""
-        } else {
-            " — a dry run; `gantry reclaim --apply` does it"
-        }
-    );
+    for s in &skipped {
+        println!(
+            "{:>6} skipped: {}",
+            s["job"],
+            s["why"].as_str().unwrap_or("")
+        );
+    }
+    let id = v["id"].as_str().unwrap_or("");
+    let gpus = gantry::client::gpus_text(v["gpus_freed"].as_f64().unwrap_or(0.0));
+    let usd = v["dollars_per_hour_saved"].as_f64().unwrap_or(0.0);
+    if applied {
+        println!("plan {id}: reclaimed {gpus} GPU(s), ${usd:.2}/h");
+    } else {
+        println!("plan {id}: would free {gpus} GPU(s), ${usd:.2}/h — a dry run; `gantry reclaim --apply {id}` applies exactly this plan");
+    }
     Ok(())
 }
 
 pub fn token(t: &Target, cmd: TokenCmd) -> Result<(), CliError> {
-    let TokenCmd::Create {
-        role,
-        team,
-        label,
-        output,
-    } = cmd;
-    let body = serde_json::json!({ "role": role, "team": team, "label": label }).to_string();
+    let (role, team, label, expires_in, output) = match cmd {
+        TokenCmd::Create {
+            role,
+            team,
+            label,
+            expires_in,
+            output,
+        } => (role, team, label, expires_in, output),
+        TokenCmd::List { output } => {
+            let v: Value = t.client()?.call("GET", "/v1/tokens", None)?;
+            return match output {
+                Output::Json => print_value(&v),
+                Output::Table => {
+                    print_tokens(&v);
+                    Ok(())
+                }
+            };
+        }
+        TokenCmd::Revoke { id, output } => {
+            let v: Value =
+                t.client()?
+                    .call("DELETE", &format!("/v1/tokens/{}", encode(&id)), None)?;
+            return match output {
+                Output::Json => print_value(&v),
+                Output::Table => {
+                    println!(
+                        "token {} ({}) revoked",
+                        v["id"].as_str().unwrap_or(""),
+                        v["label"].as_str().unwrap_or("")
+                    );
+                    Ok(())
+                }
+            };
+        }
+    };
+    let body =
+        serde_json::json!({ "role": role, "team": team, "label": label, "expires_in": expires_in })
+            .to_string();
     let v: Value = t
         .client()?
         .call("POST", "/v1/tokens", Some(body.as_bytes()))?;
@@ -705,6 +783,29 @@ pub fn token(t: &Target, cmd: TokenCmd) -> Result<(), CliError> {
             eprintln!("(shown once: the daemon keeps only its SHA-256. Use it as GANTRY_TOKEN or --token.)");
             Ok(())
         }
+    }
+}
+
+fn print_tokens(v: &Value) {
+    let when = |x: &Value| {
+        x.as_f64()
+            .map_or("-".to_string(), gantry::daemon::auth::rfc3339)
+    };
+    println!(
+        "{:<12}  {:<10}  {:<14}  {:<20}  {:<20}  {:<20}  STATUS",
+        "ID", "ROLE", "TEAM", "LABEL", "CREATED", "EXPIRES"
+    );
+    for t in v.as_array().into_iter().flatten() {
+        println!(
+            "{:<12}  {:<10}  {:<14}  {:<20}  {:<20}  {:<20}  {}",
+            t["id"].as_str().unwrap_or(""),
+            t["role"].as_str().unwrap_or(""),
+            t["team"].as_str().unwrap_or("-"),
+            t["label"].as_str().unwrap_or(""),
+            when(&t["created_at"]),
+            when(&t["expires_at"]),
+            t["status"].as_str().unwrap_or("")
+        );
     }
 }
 

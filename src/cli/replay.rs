@@ -31,7 +31,7 @@ pub enum ReplayCmd {
         /// Multiply every VC's node count (e.g. 0.5 replays the jobs on half the nodes).
         #[arg(long, default_value_t = 1.0)]
         vc_scale: f64,
-        #[arg(long, value_enum, default_value_t = Output::Table)]
+        #[arg(short, long, value_enum, default_value_t = Output::Table)]
         output: Output,
         #[arg(long)]
         threads: Option<usize>,
@@ -59,7 +59,7 @@ pub enum ReplayCmd {
         /// A policy name, a comma list, or `all`.
         #[arg(long, default_value = "all")]
         policy: String,
-        #[arg(long, value_enum, default_value_t = Output::Table)]
+        #[arg(short, long, value_enum, default_value_t = Output::Table)]
         output: Output,
         /// Worker threads (default: all cores).
         #[arg(long)]

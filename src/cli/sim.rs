@@ -28,7 +28,7 @@ pub struct SimArgs {
     /// Print every event of each setup (table output) or include them (JSON).
     #[arg(long)]
     events: bool,
-    #[arg(long, value_enum, default_value_t = Output::Table)]
+    #[arg(short, long, value_enum, default_value_t = Output::Table)]
     output: Output,
 }
 

@@ -9,7 +9,7 @@ pub enum SpecCmd {
     /// Checks a job spec and prints what gantry understood (exit 2 with file:line:col if not).
     Check {
         file: PathBuf,
-        #[arg(long, value_enum, default_value_t = Output::Table)]
+        #[arg(short, long, value_enum, default_value_t = Output::Table)]
         output: Output,
     },
 }

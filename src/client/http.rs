@@ -178,7 +178,14 @@ impl HttpClient {
         Ok(BufReader::new(stream))
     }
 
-    fn head(&self, method: &str, path: &str, body: Option<&[u8]>, accept: &str) -> Vec<u8> {
+    fn head(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<&[u8]>,
+        accept: &str,
+        extra: &[(&str, &str)],
+    ) -> Vec<u8> {
         let host = match &self.endpoint {
             Endpoint::Unix(_) => "localhost",
             Endpoint::Tcp(h) => h,
@@ -189,6 +196,9 @@ impl HttpClient {
         }
         if let Some(b) = body {
             head.push_str(&format!("Content-Length: {}\r\n", b.len()));
+        }
+        for (k, v) in extra {
+            head.push_str(&format!("{k}: {v}\r\n"));
         }
         head.push_str("\r\n");
         let mut bytes = head.into_bytes();
@@ -206,7 +216,23 @@ impl HttpClient {
         path: &str,
         body: Option<&[u8]>,
     ) -> Result<Response, ClientError> {
-        let bytes = self.head(method, path, body, "application/json");
+        self.request_with(method, path, body, &[])
+    }
+
+    /// `request` with extra headers. A request that is safe to repeat — a GET, or one that
+    /// carries an `Idempotency-Key` — is sent once more when its answer is lost.
+    pub fn request_with(
+        &mut self,
+        method: &str,
+        path: &str,
+        body: Option<&[u8]>,
+        extra: &[(&str, &str)],
+    ) -> Result<Response, ClientError> {
+        let bytes = self.head(method, path, body, "application/json", extra);
+        let repeatable = method == "GET"
+            || extra
+                .iter()
+                .any(|(k, _)| k.eq_ignore_ascii_case("idempotency-key"));
         for attempt in 0..2 {
             let reused = self.conn.is_some();
             let mut conn = match self.conn.take() {
@@ -229,8 +255,7 @@ impl HttpClient {
                     }
                     return Ok(resp);
                 }
-                Err((retryable, why)) if reused && retryable && attempt == 0 => {
-                    let _ = why;
+                Err((retryable, _)) if attempt == 0 && (repeatable || (reused && retryable)) => {
                     continue;
                 }
                 Err((_, why)) => return Err(self.protocol(why)),
@@ -246,7 +271,18 @@ impl HttpClient {
         path: &str,
         body: Option<&[u8]>,
     ) -> Result<T, ClientError> {
-        let r = self.request(method, path, body)?;
+        self.call_with(method, path, body, &[])
+    }
+
+    /// `call` with extra headers (see `request_with`).
+    pub fn call_with<T: DeserializeOwned>(
+        &mut self,
+        method: &str,
+        path: &str,
+        body: Option<&[u8]>,
+        extra: &[(&str, &str)],
+    ) -> Result<T, ClientError> {
+        let r = self.request_with(method, path, body, extra)?;
         if !(200..300).contains(&r.status) {
             return Err(api_error(r.status, &r.body));
         }
@@ -262,7 +298,7 @@ impl HttpClient {
         mut on_event: impl FnMut(&str, &str) -> bool,
     ) -> Result<(), ClientError> {
         let mut conn = self.connect(None)?;
-        let bytes = self.head("GET", path, None, "text/event-stream");
+        let bytes = self.head("GET", path, None, "text/event-stream", &[]);
         conn.get_mut()
             .write_all(&bytes)
             .map_err(|e| self.unreachable(e))?;
@@ -331,9 +367,28 @@ struct Head {
 /// (retryable, why)
 type ReadError = (bool, String);
 
+/// The most a response body may hold: a client never allocates what a server merely claims.
+pub const MAX_RESPONSE_BYTES: u64 = 256 << 20;
+/// The most one header line, and the number of header lines, a response may have.
+const MAX_HEADER_LINE: u64 = 16 << 10;
+const MAX_HEADERS: usize = 200;
+
+/// One line of a response head, at most `MAX_HEADER_LINE` bytes.
+fn head_line(r: &mut impl BufRead, line: &mut String) -> io::Result<usize> {
+    line.clear();
+    let n = r.take(MAX_HEADER_LINE).read_line(line)?;
+    if n as u64 == MAX_HEADER_LINE && !line.ends_with('\n') {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("a response header line over {MAX_HEADER_LINE} bytes"),
+        ));
+    }
+    Ok(n)
+}
+
 fn read_head(r: &mut impl BufRead) -> Result<(u16, Head), ReadError> {
     let mut line = String::new();
-    let n = r.read_line(&mut line).map_err(|e| (true, e.to_string()))?;
+    let n = head_line(r, &mut line).map_err(|e| (true, e.to_string()))?;
     if n == 0 {
         return Err((true, "connection closed before a response".into()));
     }
@@ -347,9 +402,13 @@ fn read_head(r: &mut impl BufRead) -> Result<(u16, Head), ReadError> {
         chunked: false,
         close: false,
     };
-    loop {
-        line.clear();
-        r.read_line(&mut line).map_err(|e| (false, e.to_string()))?;
+    for seen in 0.. {
+        if seen > MAX_HEADERS {
+            return Err((false, format!("a response with over {MAX_HEADERS} headers")));
+        }
+        if head_line(r, &mut line).map_err(|e| (false, e.to_string()))? == 0 {
+            return Err((false, "connection closed inside the response head".into()));
+        }
         let l = line.trim_end();
         if l.is_empty() {
             break;
@@ -368,25 +427,62 @@ fn read_head(r: &mut impl BufRead) -> Result<(u16, Head), ReadError> {
     Ok((status, head))
 }
 
+/// The body, grown as it arrives and never past `MAX_RESPONSE_BYTES`, whatever the server's
+/// Content-Length says.
 fn read_body(r: &mut BufReader<Stream>, head: &Head) -> Result<Vec<u8>, ReadError> {
+    let too_big = |n: String| {
+        (
+            false,
+            format!("a response of {n} bytes, over the client's limit of {MAX_RESPONSE_BYTES}"),
+        )
+    };
     let mut body = Vec::new();
-    if let Some(n) = head.length {
-        body.resize(n, 0);
-        r.read_exact(&mut body)
+    let read = if let Some(n) = head.length {
+        if n as u64 > MAX_RESPONSE_BYTES {
+            return Err(too_big(n.to_string()));
+        }
+        let got = r
+            .take(n as u64)
+            .read_to_end(&mut body)
             .map_err(|e| (false, e.to_string()))?;
+        if got < n {
+            return Err((
+                false,
+                format!("the response ended after {got} of its {n} bytes"),
+            ));
+        }
+        got
     } else if head.chunked {
-        let mut c = Chunked {
+        let c = Chunked {
             inner: r,
             left: 0,
             done: false,
         };
-        c.read_to_end(&mut body)
-            .map_err(|e| (false, e.to_string()))?;
+        c.take(MAX_RESPONSE_BYTES + 1)
+            .read_to_end(&mut body)
+            .map_err(|e| (false, e.to_string()))?
     } else {
-        r.read_to_end(&mut body)
-            .map_err(|e| (false, e.to_string()))?;
+        r.take(MAX_RESPONSE_BYTES + 1)
+            .read_to_end(&mut body)
+            .map_err(|e| (false, e.to_string()))?
+    };
+    if read as u64 > MAX_RESPONSE_BYTES {
+        return Err(too_big("more".to_string()));
     }
     Ok(body)
+}
+
+/// A fresh random Idempotency-Key (128 bits, hex), so a retried submission is never a
+/// second job.
+pub fn new_idempotency_key() -> Result<String, ClientError> {
+    let mut bytes = [0u8; 16];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut bytes))
+        .map_err(|e| ClientError::Protocol {
+            endpoint: "local".into(),
+            why: format!("cannot read /dev/urandom for an Idempotency-Key: {e}"),
+        })?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
 
 /// (response, whether the connection may be reused)
@@ -545,8 +641,14 @@ impl Client for RemoteClient {
         struct Submitted {
             id: i64,
         }
+        let key = new_idempotency_key().map_err(|e| e.to_string())?;
         self.http
-            .call::<Submitted>("POST", "/v1/jobs?file=form", Some(spec.as_bytes()))
+            .call_with::<Submitted>(
+                "POST",
+                "/v1/jobs?file=form",
+                Some(spec.as_bytes()),
+                &[("Idempotency-Key", &key)],
+            )
             .map(|s| s.id)
             .map_err(|e| e.to_string())
     }
@@ -571,11 +673,18 @@ impl Client for RemoteClient {
             .map(|_| format!("job {id}: now {class}"))
             .map_err(|e| e.to_string())
     }
-    fn reclaim(&mut self, apply: bool) -> Result<crate::scheduler::reclaim::ReclaimPlan, String> {
-        let method = if apply { "POST" } else { "GET" };
-        self.http
-            .call(method, "/v1/reclaim", None)
-            .map_err(|e| e.to_string())
+    fn reclaim(
+        &mut self,
+        apply: Option<&str>,
+    ) -> Result<crate::scheduler::reclaim::ReclaimPlan, String> {
+        match apply {
+            None => self.http.call("GET", "/v1/reclaim", None),
+            Some(id) => {
+                let body = serde_json::json!({ "plan": id }).to_string();
+                self.http.call("POST", "/v1/reclaim", Some(body.as_bytes()))
+            }
+        }
+        .map_err(|e| e.to_string())
     }
     fn poll(&mut self) -> bool {
         let Ok(mut guard) = self.shared.lock() else {

@@ -96,11 +96,14 @@ impl Client for LocalClient {
             .map(|()| format!("job {id}: now {class}"))
             .map_err(|e| e.error)
     }
-    fn reclaim(&mut self, apply: bool) -> Result<crate::scheduler::reclaim::ReclaimPlan, String> {
+    fn reclaim(
+        &mut self,
+        apply: Option<&str>,
+    ) -> Result<crate::scheduler::reclaim::ReclaimPlan, String> {
         use crate::daemon::actor::Request;
         self.handle
             .call_blocking(|reply| Request::Reclaim {
-                apply,
+                apply: apply.map(str::to_string),
                 caller: console_caller(),
                 reply,
             })

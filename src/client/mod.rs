@@ -441,8 +441,12 @@ pub trait Client {
         let _ = (id, class);
         Err("this client is read-only".to_string())
     }
-    /// The idle-GPU reclaim plan; with `apply`, carries it out and returns what was done.
-    fn reclaim(&mut self, apply: bool) -> Result<crate::scheduler::reclaim::ReclaimPlan, String> {
+    /// The idle-GPU reclaim plan; with `apply` (a plan's id), carries out exactly that plan
+    /// and returns what was done and what was skipped.
+    fn reclaim(
+        &mut self,
+        apply: Option<&str>,
+    ) -> Result<crate::scheduler::reclaim::ReclaimPlan, String> {
         let _ = apply;
         Err("this client is read-only".to_string())
     }
@@ -464,6 +468,15 @@ pub fn about_job(id: impl std::fmt::Display, why: &str) -> String {
         why.to_string()
     } else {
         format!("{name}: {why}")
+    }
+}
+
+/// GPUs for people: whole numbers as such, shares with two decimals (0.5, 2.25).
+pub fn gpus_text(gpus: f64) -> String {
+    if (gpus - gpus.round()).abs() < 1e-9 {
+        format!("{gpus:.0}")
+    } else {
+        format!("{gpus:.2}")
     }
 }
 

@@ -163,6 +163,9 @@ pub struct TeamConfig {
     /// The priority classes this team's jobs may have (all when absent): like a Slurm
     /// account's QOS list, so a researcher cannot submit at `serving` and preempt production.
     pub classes: Option<Vec<String>>,
+    /// How many jobs the team may have waiting (pending or held) at once; a submission past
+    /// it is refused (HTTP 429) until some start. Default 10,000.
+    pub max_pending: Option<usize>,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]

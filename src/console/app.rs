@@ -61,7 +61,8 @@ pub enum Outcome {
     },
     /// Fetch the reclaim plan (to review it), or apply it once confirmed.
     Reclaim {
-        apply: bool,
+        /// The id of the plan the user confirmed.
+        apply: Option<String>,
     },
     /// The user typed the count: change every marked job.
     ActMany(Vec<crate::client::JobRequest>),
@@ -107,7 +108,9 @@ impl Ask {
                 id: *id,
                 class: to.clone(),
             },
-            Ask::Reclaim(_) => Outcome::Reclaim { apply: true },
+            Ask::Reclaim(plan) => Outcome::Reclaim {
+                apply: Some(plan.id.clone()),
+            },
             Ask::Bulk { action, ids, .. } => Outcome::ActMany(
                 ids.iter()
                     .map(|&id| crate::client::JobRequest {
@@ -789,7 +792,7 @@ impl App {
                 }
                 _ => self.flash = Some(format!("job `{id}`: not among the listed jobs")),
             },
-            ("reclaim", _) => return Outcome::Reclaim { apply: false },
+            ("reclaim", _) => return Outcome::Reclaim { apply: None },
             ("submit", "") => self.open_form(None),
             ("submit", file) => match std::fs::read_to_string(file) {
                 Ok(text) => self.open_form(Some(text)),
@@ -890,7 +893,7 @@ impl App {
             self.flash = Some(format!(
                 "reclaimable: {} job(s), {} GPU(s), ${:.2}/h ({why})",
                 plan.items.len(),
-                plan.gpus_freed,
+                crate::client::gpus_text(plan.gpus_freed),
                 plan.dollars_per_hour_saved
             ));
         } else {
@@ -1202,7 +1205,6 @@ impl App {
     /// The confirmation dialog, centred over the body; Cancel is the default.
     fn render_confirm(&self, f: &mut Frame, area: Rect, c: &Confirm) {
         use crate::client::JobAction as J;
-        use crate::scheduler::reclaim::ReclaimAction;
         let (verb, mut lines): (String, Vec<Line>) = match &c.ask {
             Ask::Job { request, name } => {
                 let what = match request.action {
@@ -1258,23 +1260,21 @@ impl App {
             }
             Ask::Reclaim(plan) => {
                 let mut l = vec![Line::from(format!(
-                    "Reclaim {} GPU(s) from {} idle job(s), saving ${:.2}/h?",
-                    plan.gpus_freed,
+                    "Reclaim {} GPU(s) from {} idle job(s), saving ${:.2}/h? (plan {})",
+                    crate::client::gpus_text(plan.gpus_freed),
                     plan.items.len(),
-                    plan.dollars_per_hour_saved
+                    plan.dollars_per_hour_saved,
+                    plan.id
                 ))];
                 let room = area.height.saturating_sub(8) as usize;
                 for it in plan.items.iter().take(room.max(1)) {
                     l.push(Line::from(format!(
                         "  job {:<6} {} GPU(s) idle {:<7} ${:>6.2}/h  {}",
                         it.job,
-                        it.gpus,
+                        crate::client::gpus_text(it.gpus),
                         hm(it.idle_for_s),
                         it.dollars_per_hour,
-                        match it.action {
-                            ReclaimAction::CheckpointAndRequeue => "checkpoint + requeue",
-                            ReclaimAction::Cancel => "cancel",
-                        }
+                        it.action.describe()
                     )));
                 }
                 if plan.items.len() > room.max(1) {

@@ -148,20 +148,28 @@ where
                                 let _ = client.poll();
                                 dirty = true;
                             }
-                            Outcome::Reclaim { apply: false } => {
-                                match client.reclaim(false) {
+                            Outcome::Reclaim { apply: None } => {
+                                match client.reclaim(None) {
                                     Ok(plan) => app.review_reclaim(plan),
                                     Err(why) => app.flash = Some(format!("reclaim: {why}")),
                                 }
                                 dirty = true;
                             }
-                            Outcome::Reclaim { apply: true } => {
-                                app.flash = Some(match client.reclaim(true) {
+                            Outcome::Reclaim { apply: Some(id) } => {
+                                app.flash = Some(match client.reclaim(Some(&id)) {
                                     Ok(done) => format!(
-                                        "reclaimed {} job(s): {} GPU(s), ${:.2}/h freed",
+                                        "reclaimed {} job(s): {} GPU(s), ${:.2}/h freed{}",
                                         done.items.len(),
-                                        done.gpus_freed,
-                                        done.dollars_per_hour_saved
+                                        crate::client::gpus_text(done.gpus_freed),
+                                        done.dollars_per_hour_saved,
+                                        if done.skipped.is_empty() {
+                                            String::new()
+                                        } else {
+                                            format!(
+                                                "; {} skipped (no longer idle)",
+                                                done.skipped.len()
+                                            )
+                                        }
                                     ),
                                     Err(why) => format!("reclaim: {why}"),
                                 });

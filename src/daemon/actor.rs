@@ -4,7 +4,7 @@
 //! journal commit (group commit), so every acknowledged job is on disk. The scheduling cycle
 //! runs after changes (debounced) and on the clock's timer.
 
-use super::auth::{hash_token, new_token, Caller, Role};
+use super::auth::{hash_token, new_token, rfc3339, unix_now, Caller, Grant, Role, TokenInfo};
 use super::engine::{EngineError, Submission};
 use super::journal::{EventRecord, JobId, JournalError, TokenRecord};
 use super::state::{Action, Counters, Histogram, JobDetail, Report, ReportBy, State};
@@ -55,6 +55,9 @@ impl From<EngineError> for ApiError {
             EngineError::NeverFits(_) => (422, "never-fits"),
             EngineError::Forbidden(_) => (403, "forbidden"),
             EngineError::OverBudget(_) => (403, "over-budget"),
+            EngineError::QueueFull(_) => (429, "queue-full"),
+            EngineError::Stale(_) => (409, "stale-plan"),
+            EngineError::KeyReused(_) => (422, "idempotency-key-reused"),
             EngineError::NoJob(_) | EngineError::Journal(JournalError::NoJob(_)) => {
                 (404, "not-found")
             }
@@ -90,8 +93,9 @@ pub enum Request {
         id: JobId,
         reply: Reply<JobDetail>,
     },
+    /// Shows the reclaim plan (`apply: None`) or applies the one shown with that id.
     Reclaim {
-        apply: bool,
+        apply: Option<String>,
         caller: Caller,
         reply: Reply<ReclaimPlan>,
     },
@@ -99,7 +103,18 @@ pub enum Request {
         role: Role,
         team: Option<String>,
         label: String,
+        /// Seconds from now until it expires.
+        expires_in: Option<f64>,
         reply: Reply<String>,
+    },
+    Tokens {
+        reply: Reply<Vec<TokenInfo>>,
+    },
+    Revoke {
+        /// A token's id (the start of its hash), at least 8 hex digits.
+        id: String,
+        caller: Caller,
+        reply: Reply<TokenInfo>,
     },
     Events {
         job: Option<JobId>,
@@ -155,8 +170,8 @@ pub struct Handle {
     pub published: watch::Receiver<Arc<Published>>,
     /// Changes the actor has acknowledged (a reader waits until the published state has them).
     acked: Arc<AtomicU64>,
-    /// Token hash → caller.
-    pub tokens: Arc<RwLock<HashMap<String, Caller>>>,
+    /// Token hash → what it grants (revoked tokens are not here).
+    pub tokens: Arc<RwLock<HashMap<String, Grant>>>,
 }
 
 impl Handle {
@@ -245,8 +260,21 @@ impl Handle {
         }
     }
 
-    pub fn caller_for(&self, token: &str) -> Option<Caller> {
-        self.tokens.read().ok()?.get(&hash_token(token)).cloned()
+    /// The caller a bearer token names, or why it is refused.
+    pub fn caller_for(&self, token: &str) -> Result<Caller, String> {
+        let grant = self
+            .tokens
+            .read()
+            .ok()
+            .and_then(|t| t.get(&hash_token(token)).cloned())
+            .ok_or("unknown or revoked token")?;
+        match grant.expires_at {
+            Some(at) if unix_now() >= at => Err(format!(
+                "token expired at {}; ask an operator for a new one (gantry token create)",
+                rfc3339(at)
+            )),
+            _ => Ok(grant.caller),
+        }
     }
 }
 
@@ -257,13 +285,16 @@ pub fn spawn(
 ) -> Result<(Handle, std::thread::JoinHandle<()>), EngineError> {
     let mut tokens = HashMap::new();
     for t in state.tokens()? {
-        if let Ok(role) = t.role.parse() {
+        if let (Ok(role), None) = (t.role.parse(), t.revoked_at) {
             tokens.insert(
                 t.hash.clone(),
-                Caller {
-                    role,
-                    team: t.team.clone(),
-                    name: format!("token {}", t.label),
+                Grant {
+                    caller: Caller {
+                        role,
+                        team: t.team.clone(),
+                        name: format!("token {}", t.label),
+                    },
+                    expires_at: t.expires_at,
                 },
             );
         }
@@ -304,7 +335,7 @@ struct Actor {
     changes: u64,
     acked: Arc<AtomicU64>,
     state: State,
-    tokens: Arc<RwLock<HashMap<String, Caller>>>,
+    tokens: Arc<RwLock<HashMap<String, Grant>>>,
     clock: Clock,
     last_step: Instant,
     /// A change arrived since the last cycle.
@@ -472,18 +503,18 @@ impl Actor {
                 caller,
                 reply,
             } => {
-                let r = if !apply {
-                    Ok(self.state.reclaim_plan())
-                } else if caller.role != Role::Operator {
-                    Err(ApiError::forbidden(format!(
+                let r = match apply {
+                    None => Ok(self.state.show_reclaim()),
+                    Some(_) if caller.role != Role::Operator => Err(ApiError::forbidden(format!(
                         "applying a reclaim needs the operator role; this caller is a {}",
                         caller.role
-                    )))
-                } else {
-                    self.changed();
-                    self.state
-                        .apply_reclaim(&caller.name)
-                        .map_err(ApiError::from)
+                    ))),
+                    Some(id) => {
+                        self.changed();
+                        self.state
+                            .apply_reclaim(&caller.name, &id)
+                            .map_err(ApiError::from)
+                    }
                 };
                 let _ = reply.send(r);
             }
@@ -491,9 +522,22 @@ impl Actor {
                 role,
                 team,
                 label,
+                expires_in,
                 reply,
             } => {
-                let _ = reply.send(self.create_token(role, team, label));
+                let _ = reply.send(self.create_token(role, team, label, expires_in));
+            }
+            Request::Tokens { reply } => {
+                let now = unix_now();
+                let _ = reply.send(
+                    self.state
+                        .tokens()
+                        .map(|ts| ts.iter().map(|t| TokenInfo::of(t, now)).collect())
+                        .map_err(ApiError::from),
+                );
+            }
+            Request::Revoke { id, caller, reply } => {
+                let _ = reply.send(self.revoke_token(&id, &caller));
             }
             Request::Events { job, limit, reply } => {
                 let _ = reply.send(self.state.events(job, limit).map_err(ApiError::from));
@@ -552,6 +596,7 @@ impl Actor {
         role: Role,
         team: Option<String>,
         label: String,
+        expires_in: Option<f64>,
     ) -> Result<String, ApiError> {
         if role == Role::Researcher && team.is_none() {
             return Err(ApiError::bad_request(
@@ -574,19 +619,69 @@ impl Actor {
             role: role.name().to_string(),
             team: team.clone(),
             label: label.clone(),
-            created_at: self.state.now(),
+            created_at: unix_now(),
+            expires_at: expires_in.map(|s| unix_now() + s),
+            revoked_at: None,
         };
         self.state.add_token(&record).map_err(ApiError::from)?;
         if let Ok(mut t) = self.tokens.write() {
             t.insert(
                 record.hash,
-                Caller {
-                    role,
-                    team,
-                    name: format!("token {label}"),
+                Grant {
+                    caller: Caller {
+                        role,
+                        team,
+                        name: format!("token {label}"),
+                    },
+                    expires_at: record.expires_at,
                 },
             );
         }
         Ok(token)
+    }
+
+    /// Revokes the one token whose id starts with `id`: refused from then on, by every
+    /// listener, with no restart.
+    fn revoke_token(&mut self, id: &str, caller: &Caller) -> Result<TokenInfo, ApiError> {
+        if id.len() < 8 || !id.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(ApiError::bad_request(format!(
+                "token id `{}`: expected at least 8 hex digits, the ID column of `gantry token list`",
+                id.escape_debug()
+            )));
+        }
+        let id = id.to_ascii_lowercase();
+        let all = self.state.tokens().map_err(ApiError::from)?;
+        let found: Vec<_> = all.iter().filter(|t| t.hash.starts_with(&id)).collect();
+        let t = match found.as_slice() {
+            [one] => (*one).clone(),
+            [] => {
+                return Err(ApiError::new(
+                    404,
+                    "not-found",
+                    format!("token {id}: no such token (gantry token list shows them)"),
+                ))
+            }
+            _ => {
+                return Err(ApiError::bad_request(format!(
+                    "token id {id} names {} tokens; give more of it",
+                    found.len()
+                )))
+            }
+        };
+        let at = unix_now();
+        if t.revoked_at.is_none() {
+            self.state
+                .revoke_token(&t, at, &caller.name)
+                .map_err(ApiError::from)?;
+            if let Ok(mut map) = self.tokens.write() {
+                map.remove(&t.hash);
+            }
+        }
+        let mut info = TokenInfo::of(&t, at);
+        if info.revoked_at.is_none() {
+            info.revoked_at = Some(at);
+            info.status = "revoked";
+        }
+        Ok(info)
     }
 }

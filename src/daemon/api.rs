@@ -85,7 +85,8 @@ pub fn router(
         .route("/v1/report", get(report))
         .route("/v1/events/stream", get(stream))
         .route("/v1/reclaim", get(reclaim_plan).post(reclaim_apply))
-        .route("/v1/tokens", post(token))
+        .route("/v1/tokens", post(token).get(tokens))
+        .route("/v1/tokens/{id}", axum::routing::delete(revoke))
         .route("/metrics", get(metrics))
         .fallback(|| async {
             ApiError::new(
@@ -124,10 +125,8 @@ async fn authenticate(
                 .into_response()
             }
             Some(t) => match api.handle.caller_for(t) {
-                Some(c) => c,
-                None => {
-                    return ApiError::new(401, "unauthenticated", "unknown token").into_response()
-                }
+                Ok(c) => c,
+                Err(why) => return ApiError::new(401, "unauthenticated", why).into_response(),
             },
         }
     } else {
@@ -227,10 +226,14 @@ async fn submit(
     State(api): State<Api>,
     Extension(caller): Extension<Caller>,
     RawQuery(raw): RawQuery,
+    headers: axum::http::HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
     require(&caller, Role::Researcher, "submitting")?;
-    let submission = submission_of(&caller, query(raw)?, &body_bytes(&api, body).await?).await?;
+    let key = idempotency_key(&caller, &headers)?;
+    let mut submission =
+        submission_of(&caller, query(raw)?, &body_bytes(&api, body).await?).await?;
+    submission.idempotency_key = key;
     let id = api
         .handle
         .call(|reply| Request::Submit { submission, reply })
@@ -273,6 +276,30 @@ async fn preview(
     Ok(ok(&p))
 }
 
+/// The request's `Idempotency-Key` (1 to 255 visible ASCII characters), scoped to the
+/// caller so that two clients' keys never meet.
+fn idempotency_key(
+    caller: &Caller,
+    headers: &axum::http::HeaderMap,
+) -> Result<Option<String>, ApiError> {
+    let Some(v) = headers.get("idempotency-key") else {
+        return Ok(None);
+    };
+    match v.to_str() {
+        Ok(k) if (1..=255).contains(&k.len()) && k.bytes().all(|b| b.is_ascii_graphic()) => {
+            Ok(Some(format!(
+                "{}|{}|{}|{k}",
+                caller.role,
+                caller.team.as_deref().unwrap_or(""),
+                caller.name
+            )))
+        }
+        _ => Err(ApiError::bad_request(
+            "Idempotency-Key: expected 1 to 255 visible ASCII characters (a UUID, say)",
+        )),
+    }
+}
+
 /// A submission from a request's query (`team`, `priority`, `file`) and body; a researcher's
 /// token binds it to the token's team. The spec is parsed here, on a blocking thread of the
 /// runtime and within the spec budgets, so a hostile document costs its own request and
@@ -300,6 +327,7 @@ async fn submission_of(
             .then(|| caller.team.clone())
             .flatten(),
         parsed: Some(parsed),
+        idempotency_key: None,
     })
 }
 
@@ -571,23 +599,40 @@ async fn stream(
     Sse::new(events).keep_alive(KeepAlive::default())
 }
 
+/// The idle-GPU plan, with its id (anyone may read it).
 async fn reclaim_plan(state: State<Api>, caller: Extension<Caller>) -> Result<Response, ApiError> {
-    reclaim(state, caller, false).await
+    reclaim(state, caller, None).await
 }
 
-async fn reclaim_apply(state: State<Api>, caller: Extension<Caller>) -> Result<Response, ApiError> {
-    reclaim(state, caller, true).await
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ApplyBody {
+    /// The id of the plan `GET /v1/reclaim` showed: exactly it is applied.
+    plan: String,
 }
 
-/// The idle-GPU plan (anyone may read it); applying it takes an operator.
+/// Applies a plan shown before, by its id (operators only).
+async fn reclaim_apply(
+    state: State<Api>,
+    caller: Extension<Caller>,
+    body: Body,
+) -> Result<Response, ApiError> {
+    require(&caller, Role::Operator, "applying a reclaim")?;
+    let bytes = body_bytes(&state, body).await?;
+    let b: ApplyBody = decode(&bytes).map_err(|e| {
+        ApiError::bad_request(format!(
+            "{}; send {{\"plan\": ID}} with the id GET /v1/reclaim showed, so that what is applied is what was reviewed",
+            e.error
+        ))
+    })?;
+    reclaim(state, caller, Some(b.plan)).await
+}
+
 async fn reclaim(
     State(api): State<Api>,
     Extension(caller): Extension<Caller>,
-    apply: bool,
+    apply: Option<String>,
 ) -> Result<Response, ApiError> {
-    if apply {
-        require(&caller, Role::Operator, "applying a reclaim")?;
-    }
     let plan = api
         .handle
         .call(|reply| Request::Reclaim {
@@ -606,6 +651,9 @@ struct TokenBody {
     team: Option<String>,
     #[serde(default)]
     label: Option<String>,
+    /// How long it is accepted: "90d", "12h", "1h30m" or seconds; forever when absent.
+    #[serde(default)]
+    expires_in: Option<String>,
 }
 
 async fn token(
@@ -622,12 +670,23 @@ async fn token(
             "label: at most 100 characters, no control characters",
         ));
     }
+    let expires_in = match b.expires_in.as_deref() {
+        None => None,
+        Some(text) => match crate::spec::parse_duration(text) {
+            Some(s) if s > 0.0 && s <= 10.0 * 365.0 * 86_400.0 => Some(s),
+            _ => return Err(ApiError::bad_request(format!(
+                "expires_in `{}`: expected a duration from 1s to 10 years, like 90d, 12h or 1h30m",
+                text.escape_debug()
+            ))),
+        },
+    };
     let token = api
         .handle
         .call(|reply| Request::Token {
             role,
             team: b.team,
             label,
+            expires_in,
             reply,
         })
         .await?;
@@ -635,6 +694,28 @@ async fn token(
         StatusCode::CREATED,
         &serde_json::json!({"token": token, "role": role.name()}),
     ))
+}
+
+async fn tokens(
+    State(api): State<Api>,
+    Extension(caller): Extension<Caller>,
+) -> Result<Response, ApiError> {
+    require(&caller, Role::Operator, "listing tokens")?;
+    let list = api.handle.call(|reply| Request::Tokens { reply }).await?;
+    Ok(ok(&list))
+}
+
+async fn revoke(
+    State(api): State<Api>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    require(&caller, Role::Operator, "revoking tokens")?;
+    let info = api
+        .handle
+        .call(|reply| Request::Revoke { id, caller, reply })
+        .await?;
+    Ok(ok(&info))
 }
 
 async fn metrics(State(api): State<Api>) -> Response {

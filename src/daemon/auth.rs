@@ -74,6 +74,64 @@ impl Caller {
     }
 }
 
+/// What a token grants, and until when.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Grant {
+    pub caller: Caller,
+    /// Wall-clock Unix seconds after which the token is refused.
+    pub expires_at: Option<f64>,
+}
+
+/// Wall-clock Unix seconds now (token expiry is wall time, whatever the scheduler's clock).
+pub fn unix_now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
+/// Unix seconds as an RFC 3339 time in UTC, for people.
+pub fn rfc3339(at: f64) -> String {
+    chrono::DateTime::from_timestamp(at as i64, 0).map_or_else(
+        || format!("{at:.0}"),
+        |t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+    )
+}
+
+/// A token as `gantry token list` shows it: never the token, nor its full hash.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct TokenInfo {
+    /// The first 12 hex digits of its SHA-256: what `gantry token revoke` takes.
+    pub id: String,
+    pub role: String,
+    pub team: Option<String>,
+    pub label: String,
+    pub created_at: f64,
+    pub expires_at: Option<f64>,
+    pub revoked_at: Option<f64>,
+    /// active, expired or revoked.
+    pub status: &'static str,
+}
+
+impl TokenInfo {
+    pub fn of(t: &super::journal::TokenRecord, now: f64) -> TokenInfo {
+        let status = match (t.revoked_at, t.expires_at) {
+            (Some(_), _) => "revoked",
+            (None, Some(at)) if now >= at => "expired",
+            _ => "active",
+        };
+        TokenInfo {
+            id: t.id().to_string(),
+            role: t.role.clone(),
+            team: t.team.clone(),
+            label: t.label.clone(),
+            created_at: t.created_at,
+            expires_at: t.expires_at,
+            revoked_at: t.revoked_at,
+            status,
+        }
+    }
+}
+
 /// A fresh token: `gty_` and 32 random bytes in hex.
 pub fn new_token() -> std::io::Result<String> {
     let mut bytes = [0u8; 32];

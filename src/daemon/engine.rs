@@ -4,7 +4,7 @@
 //! task, which keeps "one owner" true by construction.
 
 use super::job::JobState;
-use super::journal::{Charge, JobId, JournalError, NewJob, Store};
+use super::journal::{Charge, JobId, JobRecord, JournalError, NewJob, Store};
 use crate::model::{validate_teams, Fleet, JobRequest, Placement, PriorityClass, Team, TeamError};
 use crate::scheduler::cycle::{
     run_cycle, CycleConfig, CycleError, CycleInput, CycleOutput, Decision, Explanation, PendingJob,
@@ -14,7 +14,7 @@ use crate::scheduler::moves::{moves_off, Mover};
 use crate::scheduler::{Cluster, Placer, Policy, Unplaceable};
 use crate::spec::{self, JobSpec};
 use serde::Serialize;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::path::Path;
 
 #[derive(Debug, thiserror::Error)]
@@ -37,6 +37,15 @@ pub enum EngineError {
     Forbidden(String),
     #[error("{0}")]
     OverBudget(String),
+    /// The team has as many jobs waiting as it may.
+    #[error("{0}")]
+    QueueFull(String),
+    /// A plan or view that is no longer current.
+    #[error("{0}")]
+    Stale(String),
+    /// An idempotency key sent again with a different submission.
+    #[error("{0}")]
+    KeyReused(String),
     #[error("job {0}: no such job")]
     NoJob(JobId),
     #[error("scheduling cycle: {0}")]
@@ -89,8 +98,6 @@ pub struct Job {
     pub state: JobState,
     pub submitted_at: f64,
     pub spec: JobSpec,
-    #[serde(skip)]
-    pub spec_text: String,
     pub request: JobRequest,
     pub placement: Option<Placement>,
     pub started_at: Option<f64>,
@@ -125,6 +132,26 @@ pub struct Submission {
     /// `text` already parsed, off the daemon's thread (the API does this: parsing untrusted
     /// YAML must never hold up the actor every other client waits on).
     pub parsed: Option<JobSpec>,
+    /// The client's `Idempotency-Key`, scoped to the caller: a retry with the same key and
+    /// the same submission gets the job the first one made.
+    pub idempotency_key: Option<String>,
+}
+
+impl Submission {
+    /// What the idempotency key vouches for: the spec and the overrides, hashed.
+    fn digest(&self) -> String {
+        use sha2::{Digest, Sha256};
+        let mut h = Sha256::new();
+        for part in [
+            self.text.as_slice(),
+            self.team.as_deref().unwrap_or("").as_bytes(),
+            self.priority.as_deref().unwrap_or("").as_bytes(),
+        ] {
+            h.update((part.len() as u64).to_le_bytes());
+            h.update(part);
+        }
+        h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+    }
 }
 
 /// What a cycle did.
@@ -159,7 +186,30 @@ pub struct Engine {
     pins: BTreeMap<u32, (JobId, f64)>,
     /// Per team, the class indices its jobs may have (`None`: any).
     allowed: HashMap<usize, Vec<usize>>,
+    /// Per team, how many jobs it may have waiting (pending or held) at once.
+    max_pending: HashMap<usize, usize>,
+    /// Finished jobs still in memory, in the order they finished; past `history_kept` the
+    /// oldest are dropped from memory (the journal keeps them: `job_record`).
+    finished: VecDeque<JobId>,
+    history_kept: usize,
+    /// Finished jobs in the journal that the fleet file no longer resolves (a pool, team or
+    /// class since removed): kept in the journal only.
+    stale_history: usize,
+    /// Jobs the last `submit_batch` answered from an idempotency key (retries, not new jobs).
+    replayed: Vec<JobId>,
+    /// Preempting jobs to hold, not requeue, once stopped (suspended: reclaimed notebooks).
+    suspending: std::collections::HashSet<JobId>,
 }
+
+/// How a suspension's preemption reads in the journal (and is recognised after a restart).
+const SUSPENDED: &str = "suspended: ";
+
+/// Finished jobs a daemon keeps in memory by default (listings show them; older ones are
+/// read from the journal one at a time).
+pub const HISTORY_KEPT: usize = 5_000;
+
+/// Jobs a team may have waiting at once unless its `[[teams]] max_pending` says otherwise.
+pub const DEFAULT_MAX_PENDING: usize = 10_000;
 
 impl Engine {
     /// Opens the journal and rebuilds the state from it. Jobs that were running when the
@@ -189,7 +239,7 @@ impl Engine {
     ) -> Result<Engine, EngineError> {
         validate_teams(&teams, &classes)?;
         let store = Store::open(path)?;
-        let records = store.load()?;
+        let records = store.load_live(HISTORY_KEPT)?;
         let mut e = Engine {
             usage: vec![0.0; teams.len()],
             store,
@@ -204,25 +254,38 @@ impl Engine {
             held: BTreeMap::new(),
             pins: BTreeMap::new(),
             allowed: HashMap::new(),
+            max_pending: HashMap::new(),
+            finished: VecDeque::new(),
+            history_kept: HISTORY_KEPT,
+            stale_history: 0,
+            replayed: Vec::new(),
+            suspending: Default::default(),
         };
-        let mut requeue = Vec::new();
+        let mut moves = Vec::new();
         for r in records {
-            let spec = spec::parse(&format!("job {}", r.id), r.spec.as_bytes()).map_err(|err| {
-                EngineError::Unreadable {
-                    id: r.id,
-                    why: err.to_string(),
+            // The fleet file may have changed since the job was submitted (a pool, team or
+            // class removed or renamed). A finished job keeps its history in the journal; a
+            // live one fails with the reason; the daemon starts either way.
+            let (spec, request, team, class) = match e.resolve(&r) {
+                Ok(resolved) => resolved,
+                Err(_) if r.state.is_final() => {
+                    e.stale_history += 1;
+                    continue;
                 }
-            })?;
-            let request =
-                spec.to_request(e.cluster.fleet())
-                    .map_err(|err| EngineError::Unreadable {
-                        id: r.id,
-                        why: err.to_string(),
-                    })?;
-            let team = e.team_index(&r.team)?;
-            let class = e.class_index(&r.priority)?;
+                Err(why) => {
+                    moves.push((r.id, JobState::Failed, format!("failed at startup: {why} (the fleet file changed since it was submitted); fix the spec or the fleet file and submit it again")));
+                    continue;
+                }
+            };
             let mut state = r.state;
             let mut kept = None;
+            let suspended = state == JobState::Preempting
+                && e.store
+                    .last_move_to(r.id, JobState::Preempting)?
+                    .is_some_and(|d| d.contains(SUSPENDED));
+            if suspended {
+                e.suspending.insert(r.id);
+            }
             if matches!(state, JobState::Running | JobState::Preempting) {
                 if let Some((p, started)) = adopted.get(&r.id) {
                     if e.cluster.allocate(p).is_ok() {
@@ -230,9 +293,16 @@ impl Engine {
                     }
                 }
             }
-            if kept.is_none() && matches!(state, JobState::Running | JobState::Preempting) {
-                requeue.push((r.id, JobState::Pending, "daemon restarted and no backend reports it running: requeued from its checkpoint".to_string()));
+            if kept.is_none() && suspended {
+                e.suspending.remove(&r.id);
+                moves.push((r.id, JobState::Held, "daemon restarted while it was being suspended: held until its owner releases it".to_string()));
+                state = JobState::Held;
+            } else if kept.is_none() && matches!(state, JobState::Running | JobState::Preempting) {
+                moves.push((r.id, JobState::Pending, "daemon restarted and no backend reports it running: requeued from its checkpoint".to_string()));
                 state = JobState::Pending;
+            }
+            if state.is_final() {
+                e.finished.push_back(r.id);
             }
             e.jobs.insert(
                 r.id,
@@ -244,7 +314,6 @@ impl Engine {
                     state,
                     submitted_at: r.submitted_at,
                     spec,
-                    spec_text: r.spec,
                     request,
                     started_at: kept.as_ref().map(|k| k.1),
                     placement: kept.map(|k| k.0),
@@ -254,16 +323,58 @@ impl Engine {
                 },
             );
         }
-        e.store.transition_all(&requeue, now)?;
-        // The requeue closed their open runs in the journal: read the bills back.
-        if !requeue.is_empty() {
-            for r in e.store.load()? {
-                if let Some(j) = e.jobs.get_mut(&r.id) {
-                    j.cost = r.cost;
-                }
+        e.store.transition_all(&moves, now)?;
+        // The moves closed their open runs in the journal: read the bills back.
+        for (id, _, _) in &moves {
+            if let (Some(j), Some(r)) = (e.jobs.get_mut(id), e.store.job(*id)?) {
+                j.cost = r.cost;
             }
         }
         Ok(e)
+    }
+
+    /// A journaled job's spec, request, team and class under today's fleet file, or why not.
+    fn resolve(&self, r: &JobRecord) -> Result<(JobSpec, JobRequest, usize, usize), String> {
+        let spec = spec::parse(&format!("job {}", r.id), r.spec.as_bytes())
+            .map_err(|e| format!("its spec no longer parses: {e}"))?;
+        let request = spec
+            .to_request(self.cluster.fleet())
+            .map_err(|e| e.to_string())?;
+        let team = self.team_index(&r.team).map_err(|e| e.to_string())?;
+        let class = self.class_index(&r.priority).map_err(|e| e.to_string())?;
+        Ok((spec, request, team, class))
+    }
+
+    /// Finished jobs in the journal that today's fleet file no longer resolves (kept there,
+    /// not in memory).
+    pub fn stale_history(&self) -> usize {
+        self.stale_history
+    }
+
+    /// One job as the journal has it, in memory or not (its spec text as submitted).
+    pub fn job_record(&mut self, id: JobId) -> Result<Option<JobRecord>, EngineError> {
+        Ok(self.store.job(id)?)
+    }
+
+    /// How many finished jobs stay in memory (the rest are read from the journal).
+    pub fn set_history_kept(&mut self, n: usize) {
+        self.history_kept = n;
+        self.forget_old();
+    }
+
+    /// How many jobs `team` may have waiting at once.
+    pub fn set_max_pending(&mut self, team: &str, n: usize) -> Result<(), EngineError> {
+        let t = self.team_index(team)?;
+        self.max_pending.insert(t, n);
+        Ok(())
+    }
+
+    fn forget_old(&mut self) {
+        while self.finished.len() > self.history_kept {
+            if let Some(id) = self.finished.pop_front() {
+                self.jobs.remove(&id);
+            }
+        }
     }
 
     /// How many runs have ended (and closed their charge) since the engine opened.
@@ -357,6 +468,7 @@ impl Engine {
             priority: priority.map(str::to_string),
             only_team: None,
             parsed: None,
+            idempotency_key: None,
         };
         self.submit_batch(&[one], now)
             .pop()
@@ -372,31 +484,80 @@ impl Engine {
     ) -> Vec<Result<JobId, EngineError>> {
         let mut answers: Vec<Result<JobId, EngineError>> = Vec::with_capacity(batch.len());
         let mut admitted = Vec::new();
+        let mut waiting: HashMap<usize, usize> = HashMap::new();
+        for j in self.jobs.values() {
+            if matches!(j.state, JobState::Pending | JobState::Held) {
+                *waiting.entry(j.team).or_default() += 1;
+            }
+        }
+        self.replayed.clear();
+        // Idempotency key → the slot of this batch's first submission with it.
+        let mut keyed: HashMap<&str, usize> = HashMap::new();
+        let mut repeats = Vec::new();
         for s in batch {
-            match self.admit(s) {
-                Ok(job) => {
+            if let Some(key) = s.idempotency_key.as_deref() {
+                let slot = answers.len();
+                if let Some(&first) = keyed.get(key) {
                     answers.push(Ok(0));
-                    admitted.push((answers.len() - 1, job));
+                    repeats.push((slot, first, s.digest() == batch[first].digest()));
+                    continue;
+                }
+                keyed.insert(key, slot);
+                match self.store.idempotent(key) {
+                    Ok(Some((id, digest))) if digest == s.digest() => {
+                        self.replayed.push(id);
+                        answers.push(Ok(id));
+                        continue;
+                    }
+                    Ok(Some((id, _))) => {
+                        answers.push(Err(key_reused(id)));
+                        continue;
+                    }
+                    Ok(None) => {}
+                    Err(e) => {
+                        answers.push(Err(e.into()));
+                        continue;
+                    }
+                }
+            }
+            match self.admit(s) {
+                Ok(job) if self.queue_full(job.team, &waiting).is_some() => {
+                    let cap = self.queue_full(job.team, &waiting).unwrap_or_default();
+                    answers.push(Err(EngineError::QueueFull(format!(
+                        "team `{}` already has {cap} jobs waiting, its limit (the fleet file's [[teams]] max_pending); wait for some to start or cancel some, then submit again",
+                        self.teams[job.team].name
+                    ))));
+                }
+                Ok(job) => {
+                    *waiting.entry(job.team).or_default() += 1;
+                    answers.push(Ok(0));
+                    admitted.push((
+                        answers.len() - 1,
+                        job,
+                        String::from_utf8_lossy(&s.text),
+                        s.idempotency_key.as_ref().map(|k| (k.clone(), s.digest())),
+                    ));
                 }
                 Err(e) => answers.push(Err(e)),
             }
         }
         if admitted.is_empty() {
-            return answers;
+            return settle_repeats(answers, &repeats);
         }
         let rows: Vec<NewJob> = admitted
             .iter()
-            .map(|(_, j)| NewJob {
+            .map(|(_, j, text, key)| NewJob {
                 name: j.name.clone(),
                 team: self.teams[j.team].name.clone(),
                 priority: self.classes[j.class].name.clone(),
-                spec: j.spec_text.clone(),
+                spec: text.to_string(),
                 at: now,
+                idempotency: key.clone(),
             })
             .collect();
         match self.store.submit_all(&rows) {
             Ok(ids) => {
-                for ((slot, mut job), id) in admitted.into_iter().zip(ids) {
+                for ((slot, mut job, _, _), id) in admitted.into_iter().zip(ids) {
                     job.id = id;
                     job.submitted_at = now;
                     answers[slot] = Ok(id);
@@ -405,7 +566,7 @@ impl Engine {
             }
             Err(e) => {
                 let why = e.to_string();
-                for (slot, _) in admitted {
+                for (slot, _, _, _) in admitted {
                     answers[slot] = Err(EngineError::Journal(JournalError::Corrupt {
                         id: 0,
                         what: why.clone(),
@@ -413,7 +574,23 @@ impl Engine {
                 }
             }
         }
-        answers
+        settle_repeats(answers, &repeats)
+    }
+
+    /// The jobs the last `submit_batch` answered from an idempotency key: retries of
+    /// submissions already journaled, not new jobs.
+    pub fn replayed(&self) -> &[JobId] {
+        &self.replayed
+    }
+
+    /// `Some(limit)` when `team` has as many jobs waiting as it may.
+    fn queue_full(&self, team: usize, waiting: &HashMap<usize, usize>) -> Option<usize> {
+        let cap = self
+            .max_pending
+            .get(&team)
+            .copied()
+            .unwrap_or(DEFAULT_MAX_PENDING);
+        (waiting.get(&team).copied().unwrap_or(0) >= cap).then_some(cap)
     }
 
     /// Where a submission would land right now, without admitting it: the checks of a
@@ -496,7 +673,6 @@ impl Engine {
             state: JobState::Pending,
             submitted_at: 0.0,
             spec,
-            spec_text: String::from_utf8_lossy(&s.text).into_owned(),
             request,
             placement: None,
             started_at: None,
@@ -506,7 +682,18 @@ impl Engine {
         })
     }
 
+    /// A job in memory to change; one only in the journal has finished and cannot change.
     fn job_mut(&mut self, id: JobId) -> Result<&mut Job, EngineError> {
+        if !self.jobs.contains_key(&id) {
+            return Err(match self.store.job(id)? {
+                Some(r) => EngineError::WrongState {
+                    id,
+                    state: r.state,
+                    why: "a finished job cannot change",
+                },
+                None => EngineError::NoJob(id),
+            });
+        }
         self.jobs.get_mut(&id).ok_or(EngineError::NoJob(id))
     }
 
@@ -528,6 +715,13 @@ impl Engine {
                     })?;
             }
             job.started_at = None;
+        }
+        if to != JobState::Preempting {
+            self.suspending.remove(&id);
+        }
+        if to.is_final() {
+            self.finished.push_back(id);
+            self.forget_old();
         }
         Ok(())
     }
@@ -562,7 +756,10 @@ impl Engine {
         want: JobState,
         why: &'static str,
     ) -> Result<(), EngineError> {
-        let state = self.jobs.get(&id).ok_or(EngineError::NoJob(id))?.state;
+        let state = match self.jobs.get(&id) {
+            Some(j) => j.state,
+            None => self.store.job(id)?.ok_or(EngineError::NoJob(id))?.state,
+        };
         if state == want {
             Ok(())
         } else {
@@ -574,8 +771,32 @@ impl Engine {
     pub fn preempt(&mut self, id: JobId, now: f64, why: &str) -> Result<(), EngineError> {
         self.move_to(id, JobState::Preempting, now, why)
     }
-    /// A backend reports that a preempted job has stopped: back to the queue.
+    /// Suspends a running job: it is told to stop like a preemption and, once stopped, held
+    /// (not requeued) until its owner releases it.
+    pub fn suspend(&mut self, id: JobId, now: f64, why: &str) -> Result<(), EngineError> {
+        self.expect_state(id, JobState::Running, "only a running job is suspended")?;
+        self.move_to(
+            id,
+            JobState::Preempting,
+            now,
+            &format!("{SUSPENDED}{why}; held once stopped, until its owner releases it"),
+        )?;
+        self.suspending.insert(id);
+        Ok(())
+    }
+
+    /// A backend reports that a preempted job has stopped: back to the queue (or held, if it
+    /// was suspended).
     pub fn requeued(&mut self, id: JobId, now: f64) -> Result<(), EngineError> {
+        if self.suspending.contains(&id) {
+            self.move_to(
+                id,
+                JobState::Held,
+                now,
+                "stopped; suspended until its owner releases it (gantry release ID)",
+            )?;
+            return Ok(());
+        }
         self.move_to(
             id,
             JobState::Pending,
@@ -609,6 +830,52 @@ impl Engine {
                 "exited with an error"
             },
         )
+    }
+
+    /// Several jobs' exits, with one journal commit; (job, exited 0). A job that is not
+    /// running or preempting is skipped and named in the answer.
+    pub fn finished_all(
+        &mut self,
+        exits: &[(JobId, bool)],
+        now: f64,
+    ) -> Result<Vec<JobId>, EngineError> {
+        let mut skipped = Vec::new();
+        let mut moves = Vec::new();
+        for &(id, ok) in exits {
+            match self.jobs.get(&id).map(|j| j.state) {
+                Some(JobState::Running | JobState::Preempting) => moves.push((
+                    id,
+                    if ok {
+                        JobState::Completed
+                    } else {
+                        JobState::Failed
+                    },
+                    if ok {
+                        "exited 0"
+                    } else {
+                        "exited with an error"
+                    }
+                    .to_string(),
+                )),
+                _ => skipped.push(id),
+            }
+        }
+        self.store.transition_all(&moves, now)?;
+        for (id, to, _) in moves {
+            let Some(job) = self.jobs.get_mut(&id) else {
+                continue;
+            };
+            job.state = to;
+            job.cost = job.cost_at(now);
+            job.started_at = None;
+            if let Some(p) = job.placement.take() {
+                self.releases += 1;
+                let _ = self.cluster.release(&p);
+            }
+            self.finished.push_back(id);
+        }
+        self.forget_old();
+        Ok(skipped)
     }
 
     pub fn set_priority(&mut self, id: JobId, class: &str, now: f64) -> Result<(), EngineError> {
@@ -979,7 +1246,12 @@ impl Engine {
 
     /// A backend lost the node a running job was on: the job goes back to the queue.
     pub fn lost(&mut self, id: JobId, now: f64, why: &str) -> Result<(), EngineError> {
-        self.move_to(id, JobState::Pending, now, why)
+        let to = if self.suspending.contains(&id) {
+            JobState::Held
+        } else {
+            JobState::Pending
+        };
+        self.move_to(id, to, now, why)
     }
 
     pub fn unplaceable_reason(&self, id: JobId) -> Option<&Unplaceable> {
@@ -988,6 +1260,31 @@ impl Engine {
             _ => None,
         }
     }
+}
+
+/// The answer to a submission whose idempotency key was already used for another one.
+fn key_reused(id: JobId) -> EngineError {
+    EngineError::KeyReused(format!(
+        "this Idempotency-Key was used within the last day for a different submission (job {id}); send a new key for a new job"
+    ))
+}
+
+/// A submission that repeated an earlier one's key in the same batch gets that one's
+/// answer: (slot, first slot, same submission).
+fn settle_repeats(
+    mut answers: Vec<Result<JobId, EngineError>>,
+    repeats: &[(usize, usize, bool)],
+) -> Vec<Result<JobId, EngineError>> {
+    for &(slot, first, same) in repeats {
+        answers[slot] = match (&answers[first], same) {
+            (Ok(id), true) => Ok(*id),
+            (Ok(id), false) => Err(key_reused(*id)),
+            (Err(e), _) => Err(EngineError::KeyReused(format!(
+                "the first submission with this Idempotency-Key failed: {e}"
+            ))),
+        };
+    }
+    answers
 }
 
 /// The index of the item called `name`, or the list of names there are (for the error).

@@ -52,13 +52,15 @@ impl JobState {
         use JobState::*;
         matches!(
             (self, to),
-            (Pending, Held | Running | Cancelled)
-                | (Held, Pending | Cancelled)
+            // A job that never started may still fail: its fleet file no longer resolves it.
+            (Pending, Held | Running | Cancelled | Failed)
+                | (Held, Pending | Cancelled | Failed)
                 | (
                     Running,
                     Preempting | Completed | Failed | Cancelled | Pending
                 )
-                | (Preempting, Pending | Completed | Failed | Cancelled)
+                // A suspended job (an idle notebook reclaimed) is held once it has stopped.
+                | (Preempting, Pending | Held | Completed | Failed | Cancelled)
         )
     }
 }

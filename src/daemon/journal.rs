@@ -79,7 +79,22 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE local_runs ADD COLUMN started_at REAL;",
     // 7: the run's own token, which proves after a restart that a process group is the run's
     "ALTER TABLE local_runs ADD COLUMN token TEXT;",
+    // 8: tokens that expire or are revoked (wall-clock Unix seconds)
+    "ALTER TABLE tokens ADD COLUMN expires_at REAL;
+    ALTER TABLE tokens ADD COLUMN revoked_at REAL;",
+    // 9: a submission's Idempotency-Key (scoped to its caller), the digest of what it sent,
+    // and the job it made: a retry after a lost reply gets that job, not a second one
+    "CREATE TABLE idempotency (
+        key TEXT PRIMARY KEY,
+        digest TEXT NOT NULL,
+        job INTEGER NOT NULL,
+        at REAL NOT NULL
+    );
+    CREATE INDEX idempotency_at ON idempotency(at);",
 ];
+
+/// How long a submission's Idempotency-Key is remembered (wall-clock seconds).
+pub const IDEMPOTENCY_KEPT_S: f64 = 24.0 * 3600.0;
 
 /// A job running as a process group on the local host, as the journal keeps it.
 #[derive(Clone, Debug, PartialEq)]
@@ -136,6 +151,17 @@ pub struct TokenRecord {
     pub team: Option<String>,
     pub label: String,
     pub created_at: f64,
+    /// When it stops being accepted (wall-clock Unix seconds); never when `None`.
+    pub expires_at: Option<f64>,
+    /// When an operator revoked it (wall-clock Unix seconds).
+    pub revoked_at: Option<f64>,
+}
+
+impl TokenRecord {
+    /// How people name a token: the first 12 hex digits of its hash (never the token).
+    pub fn id(&self) -> &str {
+        self.hash.get(..12).unwrap_or(&self.hash)
+    }
 }
 
 /// One journal event.
@@ -186,6 +212,9 @@ pub struct NewJob {
     /// The job spec as JSON (what `spec::parse` understood).
     pub spec: String,
     pub at: f64,
+    /// The submission's idempotency key (caller-scoped) and the digest of what it sent,
+    /// remembered with the job in the same transaction.
+    pub idempotency: Option<(String, String)>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -302,6 +331,13 @@ impl Store {
                     .execute(params![j.name, j.team, j.priority, j.spec, j.at])
                     .map_err(sql)?;
                 let id = tx.last_insert_rowid();
+                if let Some((key, digest)) = &j.idempotency {
+                    tx.execute(
+                        "INSERT INTO idempotency (key, digest, job, at) VALUES (?1, ?2, ?3, ?4)",
+                        params![key, digest, id, crate::daemon::auth::unix_now()],
+                    )
+                    .map_err(sql)?;
+                }
                 event
                     .execute(params![
                         j.at,
@@ -312,8 +348,30 @@ impl Store {
                 ids.push(id);
             }
         }
+        if jobs.iter().any(|j| j.idempotency.is_some()) {
+            tx.execute(
+                "DELETE FROM idempotency WHERE at < ?1",
+                [crate::daemon::auth::unix_now() - IDEMPOTENCY_KEPT_S],
+            )
+            .map_err(sql)?;
+        }
         tx.commit().map_err(sql)?;
         Ok(ids)
+    }
+
+    /// The job a (caller-scoped) idempotency key made within the last day, and the digest
+    /// of what that submission sent.
+    pub fn idempotent(&self, key: &str) -> Result<Option<(JobId, String)>, JournalError> {
+        let since = crate::daemon::auth::unix_now() - IDEMPOTENCY_KEPT_S;
+        match self.conn.query_row(
+            "SELECT job, digest FROM idempotency WHERE key = ?1 AND at >= ?2",
+            params![key, since],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        ) {
+            Ok(found) => Ok(Some(found)),
+            Err(rusqlite::Error::QueryReturnedNoRows) => Ok(None),
+            Err(e) => Err(self.sql()(e)),
+        }
     }
 
     /// Moves a job to `to` if the state machine allows it, with an event.
@@ -493,13 +551,51 @@ impl Store {
             .map(|v| v.into_iter().filter(|c| c.to > c.from).collect())
     }
 
+    /// Every job, oldest first (tools and tests; the daemon reads `load_live` and `job`).
     pub fn load(&self) -> Result<Vec<JobRecord>, JournalError> {
+        self.select_jobs("ORDER BY id", [])
+    }
+
+    /// What a daemon keeps in memory: every job that is not finished, and the `recent`
+    /// finished ones with the highest ids (the rest stay here, read one at a time by `job`),
+    /// oldest first.
+    pub fn load_live(&self, recent: usize) -> Result<Vec<JobRecord>, JournalError> {
+        let mut out = self.select_jobs(
+            "WHERE state NOT IN ('completed', 'failed', 'cancelled') ORDER BY id",
+            [],
+        )?;
+        let mut done = self.select_jobs(
+            "WHERE state IN ('completed', 'failed', 'cancelled') ORDER BY id DESC LIMIT ?1",
+            [i64::try_from(recent).unwrap_or(i64::MAX)],
+        )?;
+        out.append(&mut done);
+        out.sort_unstable_by_key(|r| r.id);
+        Ok(out)
+    }
+
+    /// One job, finished long ago or not.
+    pub fn job(&self, id: JobId) -> Result<Option<JobRecord>, JournalError> {
+        Ok(self.select_jobs("WHERE id = ?1", [id])?.pop())
+    }
+
+    /// How many jobs the journal holds.
+    pub fn job_count(&self) -> Result<i64, JournalError> {
+        self.conn
+            .query_row("SELECT COUNT(*) FROM jobs", [], |r| r.get(0))
+            .map_err(self.sql())
+    }
+
+    fn select_jobs<P: rusqlite::Params>(
+        &self,
+        tail: &str,
+        params: P,
+    ) -> Result<Vec<JobRecord>, JournalError> {
         let mut q = self
             .conn
-            .prepare("SELECT id, name, team, priority, spec, state, submitted_at, updated_at, cost FROM jobs ORDER BY id")
+            .prepare(&format!("SELECT id, name, team, priority, spec, state, submitted_at, updated_at, cost FROM jobs {tail}"))
             .map_err(self.sql())?;
         let rows = q
-            .query_map([], |r| {
+            .query_map(params, |r| {
                 Ok((
                     r.get::<_, i64>(0)?,
                     r.get(1)?,
@@ -538,8 +634,8 @@ impl Store {
     pub fn add_token(&mut self, t: &TokenRecord) -> Result<(), JournalError> {
         self.conn
             .execute(
-                "INSERT INTO tokens (hash, role, team, label, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
-                params![t.hash, t.role, t.team, t.label, t.created_at],
+                "INSERT INTO tokens (hash, role, team, label, created_at, expires_at, revoked_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                params![t.hash, t.role, t.team, t.label, t.created_at, t.expires_at, t.revoked_at],
             )
             .map_err(self.sql())?;
         Ok(())
@@ -548,7 +644,7 @@ impl Store {
     pub fn tokens(&self) -> Result<Vec<TokenRecord>, JournalError> {
         let mut q = self
             .conn
-            .prepare("SELECT hash, role, team, label, created_at FROM tokens ORDER BY created_at")
+            .prepare("SELECT hash, role, team, label, created_at, expires_at, revoked_at FROM tokens ORDER BY created_at")
             .map_err(self.sql())?;
         let rows = q
             .query_map([], |r| {
@@ -558,10 +654,23 @@ impl Store {
                     team: r.get(2)?,
                     label: r.get(3)?,
                     created_at: r.get(4)?,
+                    expires_at: r.get(5)?,
+                    revoked_at: r.get(6)?,
                 })
             })
             .map_err(self.sql())?;
         rows.collect::<Result<_, _>>().map_err(self.sql())
+    }
+
+    /// Marks the token whose hash is `hash` revoked at `at`.
+    pub fn revoke_token(&mut self, hash: &str, at: f64) -> Result<(), JournalError> {
+        self.conn
+            .execute(
+                "UPDATE tokens SET revoked_at = ?2 WHERE hash = ?1 AND revoked_at IS NULL",
+                params![hash, at],
+            )
+            .map_err(self.sql())?;
+        Ok(())
     }
 
     /// Records an event that is not a job transition (scaling, reclaim, restarts).
@@ -620,6 +729,19 @@ impl Store {
         let mut out: Vec<EventRecord> = rows.collect::<Result<_, _>>().map_err(self.sql())?;
         out.reverse();
         Ok(out)
+    }
+
+    /// The reason journaled with a job's latest move to `state` (`from → to: why`).
+    pub fn last_move_to(&self, id: JobId, state: JobState) -> Result<Option<String>, JournalError> {
+        match self.conn.query_row(
+            "SELECT detail FROM events WHERE job = ?1 AND kind = ?2 ORDER BY seq DESC LIMIT 1",
+            params![id, state.name()],
+            |r| r.get(0),
+        ) {
+            Ok(d) => Ok(Some(d)),
+            Err(rusqlite::Error::QueryReturnedNoRows) => Ok(None),
+            Err(e) => Err(self.sql()(e)),
+        }
     }
 
     /// The latest time the journal has seen: a restarted daemon's clock resumes from here.
@@ -788,6 +910,7 @@ mod tests {
             priority: "experiment".into(),
             spec: "{}".into(),
             at: i as f64,
+            idempotency: None,
         }
     }
 

@@ -13,7 +13,7 @@ use crate::config::fleet::{
 use crate::model::{CapacityType, GpuRequest, GpuShare, ModelId, NodeId};
 use crate::scheduler::cycle::PendingReason;
 use crate::scheduler::reclaim::{
-    reclaim_plan, JobUsage, ReclaimAction, ReclaimConfig, ReclaimPlan,
+    reclaim_plan, JobUsage, ReclaimAction, ReclaimConfig, ReclaimPlan, ReclaimSkip,
 };
 use crate::scheduler::rng::Rng;
 use crate::scheduler::scale::{scale_down, scale_up, NodeIdle, ScaleConfig};
@@ -351,7 +351,12 @@ pub struct State {
     workload: Option<Workload>,
     pub reclaim: ReclaimConfig,
     pub counters: Counters,
+    /// Reclaim plans shown lately, newest last: what `apply_reclaim` may apply.
+    reclaim_shown: VecDeque<ReclaimPlan>,
 }
+
+/// Reclaim plans remembered for applying (several operators may be reviewing at once).
+const RECLAIM_PLANS_KEPT: usize = 16;
 
 impl State {
     /// Opens the journal at `db` over the fleet of `cfg`. The clock resumes from the latest
@@ -421,6 +426,9 @@ impl State {
         let mut engine = Engine::open_adopting(db, fleet, teams, classes, resume, &adopted)?;
         for t in &cfg.teams {
             engine.set_allowed_classes(&t.name, t.classes.as_deref())?;
+            if let Some(n) = t.max_pending {
+                engine.set_max_pending(&t.name, n)?;
+            }
         }
         let recent = engine.store().events(None, EVENTS_KEPT)?;
         for &id in adopted.keys() {
@@ -462,6 +470,7 @@ impl State {
             workload: opts.demo_workload.then(Workload::default),
             reclaim: cfg.reclaim.config(),
             counters: Counters::default(),
+            reclaim_shown: VecDeque::new(),
         };
         for e in recent {
             s.push_event(
@@ -618,8 +627,7 @@ impl State {
             text: spec.into_bytes(),
             team: Some(team.to_string()),
             priority: Some(class.to_string()),
-            only_team: None,
-            parsed: None,
+            ..Submission::default()
         };
         let id = self.engine.submit_batch(&[sub], self.now).remove(0)?;
         self.log(format!("job {id} {name} submitted by {team} ({class})"));
@@ -629,8 +637,9 @@ impl State {
     /// Admits submissions with one commit; each gets its own answer.
     pub fn submit(&mut self, batch: &[Submission]) -> Vec<Result<JobId, EngineError>> {
         let out = self.engine.submit_batch(batch, self.now);
+        let replayed = self.engine.replayed().to_vec();
         for (r, s) in out.iter().zip(batch) {
-            if let Ok(id) = r {
+            if let Some(id) = r.as_ref().ok().filter(|id| !replayed.contains(id)) {
                 let team = s
                     .team
                     .clone()
@@ -659,6 +668,22 @@ impl State {
     pub fn add_token(&mut self, t: &super::journal::TokenRecord) -> Result<(), EngineError> {
         self.engine.store().add_token(t)?;
         self.log(format!("token {} created ({})", t.label, t.role));
+        Ok(())
+    }
+
+    pub fn revoke_token(
+        &mut self,
+        t: &super::journal::TokenRecord,
+        at: f64,
+        by: &str,
+    ) -> Result<(), EngineError> {
+        self.engine.store().revoke_token(&t.hash, at)?;
+        self.log(format!(
+            "token {} ({}, id {}) revoked by {by}",
+            t.label,
+            t.role,
+            t.id()
+        ));
         Ok(())
     }
 
@@ -1917,11 +1942,12 @@ impl State {
         }
     }
 
-    /// Jobs whose GPUs have stayed idle past the window (from simulated telemetry).
+    /// Jobs whose GPUs have stayed idle past the window (simulated telemetry, or NVML's for
+    /// jobs on this host).
     pub fn reclaim_plan(&self) -> ReclaimPlan {
         let step = 60.0;
         let from = self.now - self.reclaim.window_s - step;
-        let mut series: Vec<(JobId, Vec<Samples>, bool)> = Vec::new();
+        let mut series: Vec<(&super::engine::Job, Vec<Samples>)> = Vec::new();
         for j in self.engine.jobs().filter(|j| j.state == JobState::Running) {
             let (Some(p), Some(started)) = (&j.placement, j.started_at) else {
                 continue;
@@ -1938,7 +1964,7 @@ impl State {
                         })
                     })
                     .collect();
-                series.push((j.id, per_gpu, j.spec.checkpoint.is_some()));
+                series.push((j, per_gpu));
                 continue;
             }
             let gpus: usize = p.nodes.iter().map(|n| n.gpus.len()).sum();
@@ -1948,15 +1974,16 @@ impl State {
                 samples.push((t, self.util_at(j.id, started, t)));
                 t += step;
             }
-            series.push((j.id, vec![samples; gpus], j.spec.checkpoint.is_some()));
+            series.push((j, vec![samples; gpus]));
         }
         let usage: Vec<JobUsage> = series
             .iter()
-            .filter_map(|(id, s, ck)| {
+            .filter_map(|(j, s)| {
                 Some(JobUsage {
-                    job: *id as u64,
-                    placement: self.engine.job(*id)?.placement.as_ref()?,
-                    checkpoints: *ck,
+                    job: j.id as u64,
+                    placement: j.placement.as_ref()?,
+                    checkpoints: j.spec.checkpoint.is_some(),
+                    interactive: j.spec.interactive,
                     gpu_samples: s,
                 })
             })
@@ -1964,34 +1991,78 @@ impl State {
         reclaim_plan(self.now, &usage, &self.reclaim)
     }
 
-    /// Applies a reclaim plan: checkpointing jobs are preempted (they requeue), the others
-    /// cancelled. Returns the plan that was applied.
-    pub fn apply_reclaim(&mut self, who: &str) -> Result<ReclaimPlan, EngineError> {
+    /// The reclaim plan now, remembered by its id so that applying it applies exactly it.
+    pub fn show_reclaim(&mut self) -> ReclaimPlan {
         let plan = self.reclaim_plan();
-        for item in &plan.items {
-            let id = item.job as JobId;
+        if !plan.items.is_empty() {
+            self.reclaim_shown.retain(|p| p.id != plan.id);
+            self.reclaim_shown.push_back(plan.clone());
+            while self.reclaim_shown.len() > RECLAIM_PLANS_KEPT {
+                self.reclaim_shown.pop_front();
+            }
+        }
+        plan
+    }
+
+    /// Applies the plan `id` that `show_reclaim` returned, and only it: each of its jobs is
+    /// checked again — still running, its GPUs still idle, the same action — and skipped,
+    /// with the reason, if not; nothing outside the plan is touched. Checkpointing jobs are
+    /// preempted (they requeue), interactive ones suspended (held until their owner releases
+    /// them), the rest cancelled. Returns what was applied and what was skipped.
+    pub fn apply_reclaim(&mut self, who: &str, id: &str) -> Result<ReclaimPlan, EngineError> {
+        let Some(pos) = self.reclaim_shown.iter().position(|p| p.id == id) else {
+            return Err(EngineError::Stale(format!(
+                "reclaim plan `{}` is not one this daemon showed (or it was applied already); get the current plan (gantry reclaim) and apply its id",
+                id.escape_debug()
+            )));
+        };
+        let shown = self.reclaim_shown.remove(pos).unwrap_or_default();
+        let current = self.reclaim_plan();
+        let mut applied = Vec::new();
+        let mut skipped = Vec::new();
+        for item in shown.items {
+            let jid = item.job as JobId;
+            if !current
+                .items
+                .iter()
+                .any(|c| c.job == item.job && c.action == item.action)
+            {
+                let why = match self.engine.job(jid).map(|j| j.state) {
+                    Some(JobState::Running) => "its GPUs are no longer idle".to_string(),
+                    Some(s) => format!("it is {s} now"),
+                    None => "it has finished".to_string(),
+                };
+                skipped.push(ReclaimSkip { job: item.job, why });
+                continue;
+            }
+            let because = format!("idle GPUs reclaimed by {who}");
             match item.action {
                 ReclaimAction::CheckpointAndRequeue => {
-                    self.engine
-                        .preempt(id, self.now, &format!("idle GPUs reclaimed by {who}"))?;
-                    self.begin_stop(id);
+                    self.engine.preempt(jid, self.now, &because)?;
+                    self.begin_stop(jid);
+                }
+                ReclaimAction::Suspend => {
+                    self.engine.suspend(jid, self.now, &because)?;
+                    self.begin_stop(jid);
                 }
                 ReclaimAction::Cancel => {
-                    self.engine.cancel(id, self.now)?;
-                    self.runs.remove(&id);
+                    self.engine.cancel(jid, self.now)?;
+                    self.runs.remove(&jid);
                 }
             }
             self.counters.reclaimed_jobs += 1;
+            self.counters.reclaimed_gpu_hours += item.gpus * item.idle_for_s / 3600.0;
             self.log(format!(
-                "job {id} reclaimed by {who}: {} idle GPU(s), ${:.2}/h freed",
-                item.gpus, item.dollars_per_hour
+                "job {jid} reclaimed by {who} ({}): {} idle GPU(s), ${:.2}/h freed",
+                item.action.describe(),
+                crate::client::gpus_text(item.gpus),
+                item.dollars_per_hour
             ));
+            applied.push(item);
         }
-        self.counters.reclaimed_gpu_hours += plan
-            .items
-            .iter()
-            .map(|i| i.gpus as f64 * i.idle_for_s / 3600.0)
-            .sum::<f64>();
+        let mut plan = ReclaimPlan::of(self.now, applied);
+        plan.id = shown.id;
+        plan.skipped = skipped;
         self.snapshot = self.build_snapshot();
         Ok(plan)
     }
@@ -1999,7 +2070,31 @@ impl State {
     /// Everything about one job.
     pub fn job_detail(&mut self, id: JobId) -> Result<JobDetail, EngineError> {
         let events = self.engine.store().events(Some(id), 100)?;
-        let j = self.engine.job(id).ok_or(EngineError::NoJob(id))?;
+        let record = self.engine.job_record(id)?.ok_or(EngineError::NoJob(id))?;
+        // `secrets` values are never shown, to anyone (the API hides `envs` from others).
+        let spec = crate::spec::redact::redact(&record.spec, true);
+        let log_tail = super::local::log_tail(&self.local.log_dir, id, 20);
+        let Some(j) = self.engine.job(id) else {
+            // Finished long enough ago to be only in the journal (or no longer resolvable).
+            return Ok(JobDetail {
+                id,
+                name: record.name,
+                team: record.team,
+                class: record.priority,
+                state: record.state,
+                submitted_at: record.submitted_at,
+                started_at: None,
+                borrowed: false,
+                placement: Vec::new(),
+                dollars_per_hour: 0.0,
+                cost_usd: record.cost,
+                explanation: None,
+                reason: None,
+                spec,
+                events,
+                log_tail,
+            });
+        };
         let fleet = self.engine.fleet();
         let placement = j.placement.as_ref().map_or(Vec::new(), |p| {
             p.nodes
@@ -2034,10 +2129,9 @@ impl State {
             cost_usd: j.cost_at(self.now),
             reason: self.why_waiting(j),
             explanation: j.explanation.clone(),
-            // `secrets` values are never shown, to anyone (the API hides `envs` from others).
-            spec: crate::spec::redact::redact(&j.spec_text, true),
+            spec,
             events,
-            log_tail: super::local::log_tail(&self.local.log_dir, id, 20),
+            log_tail,
         })
     }
 

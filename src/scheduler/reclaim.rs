@@ -1,8 +1,9 @@
 //! Idle reclamation: which running jobs hold GPUs they do not use. It only plans; an operator
-//! (or a policy in the daemon) decides whether to apply it.
+//! (or a policy in the daemon) decides whether to apply it. A plan has an id, so what is
+//! applied is exactly what was shown (the daemon re-checks each item and skips, never adds).
 
 use super::cycle::JobId;
-use crate::model::Placement;
+use crate::model::{GpuShare, Placement};
 use serde::{Deserialize, Serialize};
 
 #[derive(Clone, Debug)]
@@ -28,6 +29,9 @@ pub struct JobUsage<'a> {
     pub placement: &'a Placement,
     /// Whether the job checkpoints (then it is requeued; otherwise cancelled).
     pub checkpoints: bool,
+    /// A person works in it (a notebook): it is suspended — held until its owner releases
+    /// it — since a requeue would only start it again, as idle, on the same kind of GPU.
+    pub interactive: bool,
     pub gpu_samples: &'a [Vec<(f64, f64)>],
 }
 
@@ -36,12 +40,25 @@ pub struct JobUsage<'a> {
 pub enum ReclaimAction {
     CheckpointAndRequeue,
     Cancel,
+    /// Stopped (checkpointed when it can) and held until its owner releases it.
+    Suspend,
+}
+
+impl ReclaimAction {
+    pub fn describe(&self) -> &'static str {
+        match self {
+            ReclaimAction::CheckpointAndRequeue => "checkpoint + requeue",
+            ReclaimAction::Cancel => "cancel",
+            ReclaimAction::Suspend => "suspend (held until its owner releases it)",
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ReclaimItem {
     pub job: JobId,
-    pub gpus: usize,
+    /// GPUs it frees: a share of a GPU counts as that share (0.5), a MIG slice as its part.
+    pub gpus: f64,
     pub dollars_per_hour: f64,
     /// Seconds since any of its GPUs was last busy (at least the window).
     pub idle_for_s: f64,
@@ -50,19 +67,71 @@ pub struct ReclaimItem {
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct ReclaimPlan {
+    /// Names this plan: applying it applies these items and no others.
+    #[serde(default)]
+    pub id: String,
     pub items: Vec<ReclaimItem>,
-    pub gpus_freed: usize,
+    pub gpus_freed: f64,
     pub dollars_per_hour_saved: f64,
+    /// When applied: the shown items not applied, because they no longer qualify.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skipped: Vec<ReclaimSkip>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ReclaimSkip {
+    pub job: JobId,
+    pub why: String,
+}
+
+impl ReclaimPlan {
+    /// The plan made of `items` (totals summed, the id from its content and `now`).
+    pub fn of(now: f64, items: Vec<ReclaimItem>) -> ReclaimPlan {
+        // FNV-1a over what the plan does: two different plans never share an id in practice,
+        // and the same idle set at the same moment always gets the same one.
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        let mut eat = |bytes: &[u8]| {
+            for b in bytes {
+                h ^= u64::from(*b);
+                h = h.wrapping_mul(0x0100_0000_01b3);
+            }
+        };
+        eat(&now.to_bits().to_le_bytes());
+        for i in &items {
+            eat(&i.job.to_le_bytes());
+            eat(i.action.describe().as_bytes());
+        }
+        ReclaimPlan {
+            id: format!("{h:016x}"),
+            gpus_freed: items.iter().map(|i| i.gpus).sum(),
+            dollars_per_hour_saved: items.iter().map(|i| i.dollars_per_hour).sum(),
+            items,
+            skipped: Vec::new(),
+        }
+    }
+}
+
+/// The GPUs a placement holds, counting a share as its fraction and a MIG slice as its part.
+pub fn gpus_held(p: &Placement) -> f64 {
+    p.nodes
+        .iter()
+        .flat_map(|n| &n.gpus)
+        .map(|g| match g.share {
+            GpuShare::Whole => 1.0,
+            GpuShare::Milli(m) => f64::from(m) / 1000.0,
+            GpuShare::Mig { profile, .. } => f64::from(profile.compute) / 7.0,
+        })
+        .sum()
 }
 
 /// Jobs whose every GPU stayed below the threshold for the whole window. A job without
 /// samples covering the window is never reclaimable: no data is not evidence of idleness.
 pub fn reclaim_plan(now: f64, jobs: &[JobUsage], cfg: &ReclaimConfig) -> ReclaimPlan {
     let since = now - cfg.window_s;
-    let mut plan = ReclaimPlan::default();
+    let mut items = Vec::new();
     for j in jobs {
-        let gpus: usize = j.placement.nodes.iter().map(|n| n.gpus.len()).sum();
-        if gpus == 0 || j.gpu_samples.len() != gpus {
+        let grants: usize = j.placement.nodes.iter().map(|n| n.gpus.len()).sum();
+        if grants == 0 || j.gpu_samples.len() != grants {
             continue;
         }
         let mut idle_since = f64::NEG_INFINITY;
@@ -83,26 +152,26 @@ pub fn reclaim_plan(now: f64, jobs: &[JobUsage], cfg: &ReclaimConfig) -> Reclaim
         if !idle {
             continue;
         }
-        plan.items.push(ReclaimItem {
+        items.push(ReclaimItem {
             job: j.job,
-            gpus,
+            gpus: gpus_held(j.placement),
             dollars_per_hour: j.placement.price_per_hour,
             idle_for_s: (now - idle_since).max(cfg.window_s),
-            action: if j.checkpoints {
+            action: if j.interactive {
+                ReclaimAction::Suspend
+            } else if j.checkpoints {
                 ReclaimAction::CheckpointAndRequeue
             } else {
                 ReclaimAction::Cancel
             },
         });
-        plan.gpus_freed += gpus;
-        plan.dollars_per_hour_saved += j.placement.price_per_hour;
     }
-    plan.items.sort_by(|a, b| {
+    items.sort_by(|a, b| {
         b.dollars_per_hour
             .total_cmp(&a.dollars_per_hour)
             .then(a.job.cmp(&b.job))
     });
-    plan
+    ReclaimPlan::of(now, items)
 }
 
 #[cfg(test)]
@@ -151,18 +220,21 @@ mod tests {
                 job: 1,
                 placement: &p2,
                 checkpoints: true,
+                interactive: false,
                 gpu_samples: &idle,
             },
             JobUsage {
                 job: 2,
                 placement: &p2,
                 checkpoints: true,
+                interactive: false,
                 gpu_samples: &one_busy,
             },
             JobUsage {
                 job: 3,
                 placement: &p1,
                 checkpoints: false,
+                interactive: false,
                 gpu_samples: &too_new,
             },
         ];
@@ -171,7 +243,7 @@ mod tests {
         assert_eq!(plan.items[0].job, 1);
         assert_eq!(plan.items[0].action, ReclaimAction::CheckpointAndRequeue);
         assert_eq!(plan.items[0].idle_for_s, 1100.0);
-        assert_eq!((plan.gpus_freed, plan.dollars_per_hour_saved), (2, 8.0));
+        assert_eq!((plan.gpus_freed, plan.dollars_per_hour_saved), (2.0, 8.0));
     }
 
     #[test]
@@ -184,10 +256,43 @@ mod tests {
                 job: 5,
                 placement: &p,
                 checkpoints: false,
+                interactive: false,
                 gpu_samples: &s,
             }],
             &ReclaimConfig::default(),
         );
         assert_eq!(plan.items[0].action, ReclaimAction::Cancel);
+    }
+
+    #[test]
+    fn shares_count_as_shares_and_interactive_jobs_are_suspended() {
+        let mut half = placement(1, 0.5);
+        half.nodes[0].gpus[0].share = GpuShare::Milli(500);
+        let s = [series(&[(0.0, 0.0), (2000.0, 0.0)])];
+        let usage = |job, interactive| JobUsage {
+            job,
+            placement: &half,
+            checkpoints: true,
+            interactive,
+            gpu_samples: &s,
+        };
+        let plan = reclaim_plan(
+            2000.0,
+            &[usage(1, true), usage(2, false)],
+            &ReclaimConfig::default(),
+        );
+        assert_eq!(plan.gpus_freed, 1.0, "two half GPUs are one GPU");
+        assert_eq!(plan.items[0].gpus, 0.5);
+        assert_eq!(plan.items[0].action, ReclaimAction::Suspend);
+        assert_eq!(plan.items[1].action, ReclaimAction::CheckpointAndRequeue);
+        // The id names the plan: the same content at the same time, the same id.
+        let again = reclaim_plan(
+            2000.0,
+            &[usage(1, true), usage(2, false)],
+            &ReclaimConfig::default(),
+        );
+        assert_eq!(plan.id, again.id);
+        let other = reclaim_plan(2000.0, &[usage(1, true)], &ReclaimConfig::default());
+        assert_ne!(plan.id, other.id);
     }
 }

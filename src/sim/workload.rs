@@ -9,7 +9,7 @@ const WORK: &[(&str, &str, &str, &str, f64)] = &[
     ("lr-sweep", "ml-research", "experiment", "project: llama\nresources:\n  accelerators: H100:1\n  use_spot: true\ntime_limit: 2h\nrun: python sweep.py\n", 3600.0),
     ("eval-harness", "applied", "experiment", "project: evals\nresources:\n  accelerators: {A100-80GB: 4, H100: 4}\ntime_limit: 3h\nrun: python eval.py\n", 1.5 * 3600.0),
     ("finetune", "applied", "production", "project: support-bot\nresources:\n  accelerators: [H200:8, H100:8]\n  use_spot: true\ntime_limit: 8h\nrun: python finetune.py\n", 4.0 * 3600.0),
-    ("notebook", "applied", "experiment", "project: support-bot\nresources:\n  accelerators: A10G:0.5\n  use_spot: true\ncheckpoint: {dir: /ckpt, interval: 10m}\nrun: jupyter lab\n", 2.0 * 3600.0),
+    ("notebook", "applied", "experiment", "project: support-bot\nresources:\n  accelerators: A10G:0.5\n  use_spot: true\ncheckpoint: {dir: /ckpt, interval: 10m}\ninteractive: true\nrun: jupyter lab\n", 2.0 * 3600.0),
     ("vllm-serve", "inference", "serving", "project: chat-api\nresources:\n  accelerators: A100-80GB\nmig: 3g.40gb\npreemptible: false\nrun: python -m vllm.entrypoints.openai.api_server\n", 12.0 * 3600.0),
     ("embed-batch", "default", "experiment", "project: search\nresources:\n  accelerators: L40S:2\n  use_spot: true\ntime_limit: 1h\nrun: python embed.py\n", 1800.0),
 ];

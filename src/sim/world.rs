@@ -1449,6 +1449,8 @@ impl<'a> World<'a> {
                 job: *j as u64,
                 placement: self.runs[*j].placement.as_ref().expect("running"),
                 checkpoints: self.jobs[*j].checkpoint_s.is_some(),
+                // The simulation's own model: a notebook idle past the window is closed.
+                interactive: false,
                 gpu_samples: s,
             })
             .collect();
@@ -1458,7 +1460,7 @@ impl<'a> World<'a> {
             let j = item.job as usize;
             let r = &self.runs[j];
             let left = (r.started + self.jobs[j].work_s - self.now).max(0.0);
-            self.out.reclaimed_gpu_hours += item.gpus as f64 * left / 3600.0;
+            self.out.reclaimed_gpu_hours += item.gpus * left / 3600.0;
             self.out.reclaimed_jobs += 1;
             let next = if self.jobs[j].checkpoint_s.is_some() {
                 JobState::Pending

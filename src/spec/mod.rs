@@ -78,6 +78,7 @@ struct RawSpec {
     project: Option<Text>,
     priority: Option<Text>,
     preemptible: Option<bool>,
+    interactive: Option<bool>,
     checkpoint: Option<Checkpoint>,
     vram: Option<Bytes>,
     time_limit: Option<Duration>,
@@ -169,6 +170,9 @@ pub struct JobSpec {
     pub project: Option<String>,
     pub priority: Option<String>,
     pub preemptible: bool,
+    /// A person works in it (a notebook, a shell): reclaiming its idle GPUs suspends it —
+    /// held until its owner releases it — instead of requeueing it into the same idle state.
+    pub interactive: bool,
     pub checkpoint: Option<Checkpoint>,
     pub vram_mib: Option<u32>,
     pub time_limit_s: Option<f64>,
@@ -348,6 +352,7 @@ fn build(raw: RawSpec, text: &str, file: &str) -> Result<JobSpec, SpecError> {
         project: raw.project.map(|t| t.0),
         priority: raw.priority.map(|t| t.0),
         preemptible: raw.preemptible.unwrap_or(true),
+        interactive: raw.interactive.unwrap_or(false),
         checkpoint: raw.checkpoint,
         vram_mib: raw.vram.map(|b| b.0),
         time_limit_s: raw.time_limit.map(|d| d.0),

@@ -1,0 +1,160 @@
+//! A real `gantry daemon` for end-to-end tests: its own directory, Unix socket and TCP port,
+//! killed and removed on drop; raw requests over either listener; tokens. Included with
+//! `#[path]` by the tests that start daemons (not every test uses every helper).
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub struct Daemon {
+    pub child: Child,
+    pub dir: PathBuf,
+    pub socket: PathBuf,
+    pub port: u16,
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+pub fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("gantry-hard-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+pub fn daemon_cmd(dir: &Path, socket: &Path, port: u16, extra: &[&str]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_gantry"));
+    c.args(["daemon", "--db"])
+        .arg(dir.join("state").join("state.db"))
+        .arg("--socket")
+        .arg(socket)
+        .args(["--listen", &format!("127.0.0.1:{port}")])
+        .args(["--request-timeout", "1s"])
+        .args(extra)
+        .env("XDG_CONFIG_HOME", dir.join("cfg"))
+        .env("XDG_DATA_HOME", dir.join("data"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    c
+}
+
+pub fn start(name: &str, extra: &[&str]) -> Daemon {
+    start_in(temp_dir(name), extra)
+}
+
+/// Starts a daemon whose files live in `dir` and waits until its Unix socket answers.
+pub fn start_in(dir: PathBuf, extra: &[&str]) -> Daemon {
+    let socket = dir.join("d.sock");
+    let port = free_port();
+    let child = daemon_cmd(&dir, &socket, port, extra).spawn().unwrap();
+    let t0 = Instant::now();
+    while UnixStream::connect(&socket).is_err() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "daemon did not start"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Daemon {
+        child,
+        dir,
+        socket,
+        port,
+    }
+}
+
+/// One request on its own connection; the whole answer as text.
+pub fn request(socket: &Path, head: &str, body: &str) -> String {
+    let mut s = UnixStream::connect(socket).expect("the Unix socket answers");
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(
+        s,
+        "{head} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    out
+}
+
+pub fn healthy(d: &mut Daemon) -> bool {
+    d.child.try_wait().unwrap().is_none()
+        && request(&d.socket, "GET /v1/health", "").contains("\"ok\":true")
+}
+
+pub const FLEET: &str = r#"
+[[teams]]
+name = "ml"
+classes = ["production", "experiment"]
+
+[[teams]]
+name = "infra"
+
+[[pools]]
+provider = "onprem"
+region = "dc1"
+zone = "dc1-a"
+name = "hgx"
+instance_type = "HGX H100"
+gpu = "H100"
+gpus_per_node = 8
+vram_gb = 80
+cpus = 128
+memory_gb = 1024
+capacity = "reserved"
+price_per_hour = 14.0
+nodes = 2
+"#;
+
+pub fn start_with_fleet(name: &str) -> Daemon {
+    let dir = temp_dir(name);
+    let fleet = dir.join("fleet.toml");
+    std::fs::write(&fleet, FLEET).unwrap();
+    start_in(dir, &["--config", fleet.to_str().unwrap()])
+}
+
+/// A request over TCP with a bearer token: (status line, body).
+pub fn tcp_request(port: u16, token: &str, head: &str, body: &str) -> (String, String) {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    write!(
+        s,
+        "{head} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: Bearer {token}\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    let (status, rest) = out.split_once("\r\n").unwrap_or((&out, ""));
+    let body = rest.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+    (status.to_string(), body.to_string())
+}
+
+pub fn token(d: &Daemon, role: &str, team: Option<&str>) -> String {
+    let body = match team {
+        Some(t) => format!(r#"{{"role":"{role}","team":"{t}"}}"#),
+        None => format!(r#"{{"role":"{role}"}}"#),
+    };
+    let out = request(&d.socket, "POST /v1/tokens", &body);
+    let v: serde_json::Value = serde_json::from_str(out.split_once("\r\n\r\n").unwrap().1).unwrap();
+    v["token"].as_str().unwrap().to_string()
+}

@@ -230,8 +230,20 @@ fn the_cli_retries_a_submission_whose_reply_was_lost_and_makes_one_job() {
     let daemon_port = d.port;
     let seen = std::thread::spawn(move || {
         let mut keys = Vec::new();
+        proxy.set_nonblocking(true).unwrap();
         for n in 0..2 {
-            let (conn, _) = proxy.accept().unwrap();
+            // A client that never retries must fail the test, not hang it.
+            let deadline = Instant::now() + Duration::from_secs(20);
+            let conn = loop {
+                match proxy.accept() {
+                    Ok((c, _)) => break c,
+                    Err(_) if Instant::now() < deadline => {
+                        std::thread::sleep(Duration::from_millis(20))
+                    }
+                    Err(_) => return keys,
+                }
+            };
+            conn.set_nonblocking(false).unwrap();
             let mut conn = BufReader::new(conn);
             let req = read_request(&mut conn);
             let text = String::from_utf8_lossy(&req).to_string();
@@ -264,6 +276,7 @@ fn the_cli_retries_a_submission_whose_reply_was_lost_and_makes_one_job() {
         .unwrap();
     let keys = seen.join().unwrap();
     assert!(out.status.success(), "{out:?}");
+    assert_eq!(keys.len(), 2, "the CLI retried: {keys:?}");
     assert!(keys[0].is_some(), "the CLI sends an Idempotency-Key");
     assert_eq!(keys[0], keys[1], "the retry carries the same key");
     assert_eq!(job_count(&d), 1, "one job, not two");

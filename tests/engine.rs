@@ -400,4 +400,29 @@ fn a_team_may_have_only_so_many_jobs_waiting() {
     e.tick(2.0).unwrap();
     e.submit("j.yaml", EIGHT, Some("ml-research"), None, 3.0)
         .unwrap();
+    // The kept counts agree with a recount, through holds, cancels and a restart.
+    let recount = |e: &Engine, team: usize| {
+        e.jobs()
+            .filter(|j| j.team == team && matches!(j.state, JobState::Pending | JobState::Held))
+            .count()
+    };
+    let waiting: Vec<i64> = e
+        .jobs()
+        .filter(|j| j.state == JobState::Pending)
+        .map(|j| j.id)
+        .collect();
+    e.hold(waiting[0], 4.0).unwrap();
+    e.cancel(waiting[1], 4.0).unwrap();
+    for (t, name) in ["default", "ml-research"].iter().enumerate() {
+        assert_eq!(e.waiting(name).unwrap(), recount(&e, t), "{name}");
+    }
+    drop(e);
+    let e = open(&path, 5.0);
+    for (t, name) in ["default", "ml-research"].iter().enumerate() {
+        assert_eq!(
+            e.waiting(name).unwrap(),
+            recount(&e, t),
+            "{name} after a restart"
+        );
+    }
 }

@@ -674,10 +674,12 @@ async fn token(
         None => None,
         Some(text) => match crate::spec::parse_duration(text) {
             Some(s) if s > 0.0 && s <= 10.0 * 365.0 * 86_400.0 => Some(s),
-            _ => return Err(ApiError::bad_request(format!(
+            _ => {
+                return Err(ApiError::bad_request(format!(
                 "expires_in `{}`: expected a duration from 1s to 10 years, like 90d, 12h or 1h30m",
                 text.escape_debug()
-            ))),
+            )))
+            }
         },
     };
     let token = api

@@ -199,6 +199,11 @@ pub struct Engine {
     replayed: Vec<JobId>,
     /// Preempting jobs to hold, not requeue, once stopped (suspended: reclaimed notebooks).
     suspending: std::collections::HashSet<JobId>,
+    /// Per team, its jobs in memory that wait (pending or held), kept as states change.
+    waiting: Vec<usize>,
+    /// Live jobs that failed when the engine opened because the fleet file no longer
+    /// resolves them, and why.
+    failed_at_open: Vec<(JobId, String)>,
 }
 
 /// How a suspension's preemption reads in the journal (and is recognised after a restart).
@@ -260,7 +265,10 @@ impl Engine {
             stale_history: 0,
             replayed: Vec::new(),
             suspending: Default::default(),
+            waiting: Vec::new(),
+            failed_at_open: Vec::new(),
         };
+        e.waiting = vec![0; e.teams.len()];
         let mut moves = Vec::new();
         for r in records {
             // The fleet file may have changed since the job was submitted (a pool, team or
@@ -273,7 +281,9 @@ impl Engine {
                     continue;
                 }
                 Err(why) => {
-                    moves.push((r.id, JobState::Failed, format!("failed at startup: {why} (the fleet file changed since it was submitted); fix the spec or the fleet file and submit it again")));
+                    let why = format!("failed at startup: {why} (the fleet file changed since it was submitted); fix the spec or the fleet file and submit it again");
+                    e.failed_at_open.push((r.id, why.clone()));
+                    moves.push((r.id, JobState::Failed, why));
                     continue;
                 }
             };
@@ -304,6 +314,7 @@ impl Engine {
             if state.is_final() {
                 e.finished.push_back(r.id);
             }
+            e.count_waiting(team, None, Some(state));
             e.jobs.insert(
                 r.id,
                 Job {
@@ -345,6 +356,11 @@ impl Engine {
         Ok((spec, request, team, class))
     }
 
+    /// Live jobs that failed as the engine opened: the fleet file no longer resolves them.
+    pub fn failed_at_open(&self) -> &[(JobId, String)] {
+        &self.failed_at_open
+    }
+
     /// Finished jobs in the journal that today's fleet file no longer resolves (kept there,
     /// not in memory).
     pub fn stale_history(&self) -> usize {
@@ -360,6 +376,25 @@ impl Engine {
     pub fn set_history_kept(&mut self, n: usize) {
         self.history_kept = n;
         self.forget_old();
+    }
+
+    /// Keeps the per-team count of waiting jobs as one job goes `from` → `to` (`None`: not in
+    /// memory).
+    fn count_waiting(&mut self, team: usize, from: Option<JobState>, to: Option<JobState>) {
+        let waits = |s: Option<JobState>| matches!(s, Some(JobState::Pending | JobState::Held));
+        if let Some(n) = self.waiting.get_mut(team) {
+            match (waits(from), waits(to)) {
+                (false, true) => *n += 1,
+                (true, false) => *n = n.saturating_sub(1),
+                _ => {}
+            }
+        }
+    }
+
+    /// How many of `team`'s jobs wait (pending or held).
+    pub fn waiting(&self, team: &str) -> Result<usize, EngineError> {
+        let t = self.team_index(team)?;
+        Ok(self.waiting.get(t).copied().unwrap_or(0))
     }
 
     /// How many jobs `team` may have waiting at once.
@@ -484,12 +519,14 @@ impl Engine {
     ) -> Vec<Result<JobId, EngineError>> {
         let mut answers: Vec<Result<JobId, EngineError>> = Vec::with_capacity(batch.len());
         let mut admitted = Vec::new();
-        let mut waiting: HashMap<usize, usize> = HashMap::new();
-        for j in self.jobs.values() {
-            if matches!(j.state, JobState::Pending | JobState::Held) {
-                *waiting.entry(j.team).or_default() += 1;
-            }
-        }
+        // Jobs waiting per team, this batch's admissions included (the counts are kept as
+        // states change: recounting every job per batch cost the actor more than admission).
+        let mut waiting: HashMap<usize, usize> = self
+            .waiting
+            .iter()
+            .enumerate()
+            .map(|(t, &n)| (t, n))
+            .collect();
         self.replayed.clear();
         // Idempotency key → the slot of this batch's first submission with it.
         let mut keyed: HashMap<&str, usize> = HashMap::new();
@@ -561,6 +598,7 @@ impl Engine {
                     job.id = id;
                     job.submitted_at = now;
                     answers[slot] = Ok(id);
+                    self.count_waiting(job.team, None, Some(job.state));
                     self.jobs.insert(id, job);
                 }
             }
@@ -702,6 +740,7 @@ impl Engine {
         self.job_mut(id)?;
         self.store.transition(id, to, now, why)?;
         let job = self.jobs.get_mut(&id).ok_or(EngineError::NoJob(id))?;
+        let (team, from) = (job.team, job.state);
         job.state = to;
         if to != JobState::Running && to != JobState::Preempting {
             job.cost = job.cost_at(now);
@@ -716,6 +755,7 @@ impl Engine {
             }
             job.started_at = None;
         }
+        self.count_waiting(team, Some(from), Some(to));
         if to != JobState::Preempting {
             self.suspending.remove(&id);
         }
@@ -1047,11 +1087,13 @@ impl Engine {
                 } => {
                     let id = job as JobId;
                     let j = self.job_mut(id)?;
+                    let (team, from) = (j.team, j.state);
                     j.state = JobState::Running;
                     j.placement = Some(placement);
                     j.started_at = Some(now);
                     j.borrowed = borrowed;
                     j.explanation = None;
+                    self.count_waiting(team, Some(from), Some(JobState::Running));
                     report.started.push(id);
                 }
                 Decision::Preempt { victim, .. } => {

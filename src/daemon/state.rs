@@ -482,6 +482,17 @@ impl State {
                 ),
             );
         }
+        // Said where an operator looks (the journal already holds each job's reason).
+        let failed = s.engine.failed_at_open().to_vec();
+        for (id, why) in failed {
+            let what = format!("job {id} {why}");
+            s.messages.write(&what);
+            s.log(what);
+        }
+        if s.engine.stale_history() > 0 {
+            let n = s.engine.stale_history();
+            s.messages.write(&format!("{n} finished job(s) name a pool, team or class the fleet file no longer has: their history stays in the journal (gantry job ID)"));
+        }
         for i in 0..s.nodes.lives.len() {
             if s.nodes.lives[i] == Life::Up {
                 s.arm_node(i);

@@ -372,7 +372,7 @@ mod fuzz {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig { cases: 400, ..ProptestConfig::default() })]
+        #![proptest_config(ProptestConfig { cases: fuzz_cases(400), ..ProptestConfig::default() })]
 
         /// Any text: an answer (accepted, or an error with a place), never a panic, and fast.
         #[test]
@@ -425,7 +425,8 @@ mod fuzz {
             rng
         };
         let mut cases = 0;
-        for _batch in 0..20 {
+        let batches = fuzz_cases(500).div_ceil(25);
+        for _batch in 0..batches {
             for _ in 0..25 {
                 let n = 1 + next() % 12;
                 let mut req = Vec::new();
@@ -449,6 +450,15 @@ mod fuzz {
                 "the daemon stopped answering after {cases} cases"
             );
         }
-        assert_eq!(cases, 500);
+        assert_eq!(cases, batches * 25);
+    }
+
+    /// Cases per fuzz target: `default` in CI (bounded time); `GANTRY_FUZZ_CASES=N` for a
+    /// longer run by hand.
+    fn fuzz_cases(default: u32) -> u32 {
+        std::env::var("GANTRY_FUZZ_CASES")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(default)
     }
 }

@@ -12,5 +12,6 @@ pub mod job;
 pub mod journal;
 pub mod local;
 pub mod lock;
+pub mod metrics;
 pub mod server;
 pub mod state;

@@ -1,0 +1,590 @@
+//! The engine: the single owner of the daemon's state. Every change is written to the journal
+//! first and applied in memory only once it is committed, so memory never runs ahead of disk.
+//! It is synchronous on purpose: the async daemon (API, timers, backends) drives it from one
+//! task, which keeps "one owner" true by construction.
+
+mod admit;
+mod cycle;
+mod fleet;
+mod open;
+
+use super::job::JobState;
+use super::journal::{Charge, JobId, JobRecord, JournalError, NewJob, Store};
+use crate::model::{validate_teams, Fleet, JobRequest, Placement, PriorityClass, Team, TeamError};
+use crate::scheduler::cycle::{
+    run_cycle, CycleConfig, CycleError, CycleInput, CycleOutput, Decision, Explanation, PendingJob,
+    RunningJob,
+};
+use crate::scheduler::moves::{moves_off, Mover};
+use crate::scheduler::{Cluster, Placer, Policy, Unplaceable};
+use crate::spec::{self, JobSpec};
+use serde::Serialize;
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::path::Path;
+
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error(transparent)]
+    Journal(#[from] JournalError),
+    #[error(transparent)]
+    Spec(#[from] spec::SpecError),
+    #[error("{0}")]
+    Resolve(#[from] spec::ResolveError),
+    #[error(transparent)]
+    Teams(#[from] TeamError),
+    #[error("unknown team `{team}`; teams: {known}")]
+    UnknownTeam { team: String, known: String },
+    #[error("unknown priority class `{class}`; classes: {known}")]
+    UnknownClass { class: String, known: String },
+    #[error("rejected: {0}")]
+    NeverFits(String),
+    #[error("{0}")]
+    Forbidden(String),
+    #[error("{0}")]
+    OverBudget(String),
+    /// The team has as many jobs waiting as it may.
+    #[error("{0}")]
+    QueueFull(String),
+    /// A plan or view that is no longer current.
+    #[error("{0}")]
+    Stale(String),
+    /// An idempotency key sent again with a different submission.
+    #[error("{0}")]
+    KeyReused(String),
+    #[error("job {0}: no such job")]
+    NoJob(JobId),
+    #[error("scheduling cycle: {0}")]
+    Cycle(#[from] CycleError),
+    #[error("journal holds job {id} whose spec no longer parses: {why}")]
+    Unreadable { id: JobId, why: String },
+    #[error("{0}")]
+    Locked(String),
+    /// An action the job's state does not allow, with what would.
+    #[error("job {id} is {state}; {why}")]
+    WrongState {
+        id: JobId,
+        state: JobState,
+        why: &'static str,
+    },
+}
+
+/// What a submission would become and where it would land now (`Engine::preview`).
+#[derive(Clone, Debug, PartialEq, Serialize, serde::Deserialize)]
+pub struct Preview {
+    pub name: Option<String>,
+    pub team: String,
+    pub class: String,
+    pub gpus: f64,
+    /// Free capacity could take it now (quota and queue order still decide).
+    pub fits_now: bool,
+    /// Nodes it would use, with their pools.
+    pub nodes: Vec<String>,
+    pub dollars_per_hour: f64,
+    /// Why it would not start now.
+    pub reason: Option<String>,
+}
+
+/// What a spent budget does to a team's new submissions.
+#[derive(Clone, Debug, PartialEq)]
+pub enum BudgetGate {
+    /// Refused, with this message.
+    Block(String),
+    /// Admitted in the lowest priority class.
+    Demote,
+}
+
+/// One job as the engine holds it.
+#[derive(Clone, Debug, Serialize)]
+pub struct Job {
+    pub id: JobId,
+    pub name: Option<String>,
+    pub team: usize,
+    pub class: usize,
+    pub state: JobState,
+    pub submitted_at: f64,
+    pub spec: JobSpec,
+    pub request: JobRequest,
+    pub placement: Option<Placement>,
+    pub started_at: Option<f64>,
+    /// Started on capacity borrowed from its team's cohort (reclaimed first).
+    pub borrowed: bool,
+    /// Why it waits, from the last cycle.
+    pub explanation: Option<Explanation>,
+    /// Dollars billed for its finished runs (the current run bills on top).
+    pub cost: f64,
+}
+
+impl Job {
+    /// What it has cost up to `now`: finished runs plus the current one.
+    pub fn cost_at(&self, now: f64) -> f64 {
+        let running = match (&self.placement, self.started_at) {
+            (Some(p), Some(t)) => p.price_per_hour * (now - t).max(0.0) / 3600.0,
+            _ => 0.0,
+        };
+        self.cost + running
+    }
+}
+
+/// One job file to admit, with the caller's overrides.
+#[derive(Clone, Debug, Default)]
+pub struct Submission {
+    pub file: String,
+    pub text: Vec<u8>,
+    pub team: Option<String>,
+    pub priority: Option<String>,
+    /// When set, the job must belong to this team (a researcher's token).
+    pub only_team: Option<String>,
+    /// `text` already parsed, off the daemon's thread (the API does this: parsing untrusted
+    /// YAML must never hold up the actor every other client waits on).
+    pub parsed: Option<JobSpec>,
+    /// The client's `Idempotency-Key`, scoped to the caller: a retry with the same key and
+    /// the same submission gets the job the first one made.
+    pub idempotency_key: Option<String>,
+}
+
+impl Submission {
+    /// What the idempotency key vouches for: the spec and the overrides, hashed.
+    fn digest(&self) -> String {
+        use sha2::{Digest, Sha256};
+        let mut h = Sha256::new();
+        for part in [
+            self.text.as_slice(),
+            self.team.as_deref().unwrap_or("").as_bytes(),
+            self.priority.as_deref().unwrap_or("").as_bytes(),
+        ] {
+            h.update((part.len() as u64).to_le_bytes());
+            h.update(part);
+        }
+        h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+    }
+}
+
+/// What a cycle did.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct TickReport {
+    pub started: Vec<JobId>,
+    pub preempting: Vec<JobId>,
+    pub reserved: Vec<JobId>,
+    /// Decisions dropped because the job's state or the fleet did not allow them, and why.
+    pub skipped: Vec<(JobId, String)>,
+}
+
+pub struct Engine {
+    store: Store,
+    cluster: Cluster,
+    placer: Placer,
+    teams: Vec<Team>,
+    classes: Vec<PriorityClass>,
+    usage: Vec<f64>,
+    config: CycleConfig,
+    jobs: BTreeMap<JobId, Job>,
+    /// Teams whose budget is spent, and what that does to their submissions.
+    budget: HashMap<usize, BudgetGate>,
+    /// Runs ended so far (each closes a charge): tells readers of the bill when to re-read.
+    releases: u64,
+    /// GPUs a backend reports busy with work gantry did not start, held out of the
+    /// scheduler's reach as an allocation of the whole GPU (node, GPU) → that allocation.
+    held: BTreeMap<(u32, u8), Placement>,
+    /// Nodes held for one pending job while the jobs on them move away (defragmentation):
+    /// node → (job, since). The cycle places nobody else there; the job starts there once it
+    /// fits.
+    pins: BTreeMap<u32, (JobId, f64)>,
+    /// Per team, the class indices its jobs may have (`None`: any).
+    allowed: HashMap<usize, Vec<usize>>,
+    /// Per team, how many jobs it may have waiting (pending or held) at once.
+    max_pending: HashMap<usize, usize>,
+    /// Finished jobs still in memory, in the order they finished; past `history_kept` the
+    /// oldest are dropped from memory (the journal keeps them: `job_record`).
+    finished: VecDeque<JobId>,
+    history_kept: usize,
+    /// Finished jobs in the journal that the fleet file no longer resolves (a pool, team or
+    /// class since removed): kept in the journal only.
+    stale_history: usize,
+    /// Jobs the last `submit_batch` answered from an idempotency key (retries, not new jobs).
+    replayed: Vec<JobId>,
+    /// Preempting jobs to hold, not requeue, once stopped (suspended: reclaimed notebooks).
+    suspending: std::collections::HashSet<JobId>,
+    /// Per team, its jobs in memory that wait (pending or held), kept as states change.
+    waiting: Vec<usize>,
+    /// Live jobs that failed when the engine opened because the fleet file no longer
+    /// resolves them, and why.
+    failed_at_open: Vec<(JobId, String)>,
+}
+
+/// How a suspension's preemption reads in the journal (and is recognised after a restart).
+const SUSPENDED: &str = "suspended: ";
+
+/// Finished jobs a daemon keeps in memory by default (listings show them; older ones are
+/// read from the journal one at a time).
+pub const HISTORY_KEPT: usize = 5_000;
+
+/// Jobs a team may have waiting at once unless its `[[teams]] max_pending` says otherwise.
+pub const DEFAULT_MAX_PENDING: usize = 10_000;
+
+impl Engine {
+    /// Live jobs that failed as the engine opened: the fleet file no longer resolves them.
+    pub fn failed_at_open(&self) -> &[(JobId, String)] {
+        &self.failed_at_open
+    }
+
+    /// Finished jobs in the journal that today's fleet file no longer resolves (kept there,
+    /// not in memory).
+    pub fn stale_history(&self) -> usize {
+        self.stale_history
+    }
+
+    /// One job as the journal has it, in memory or not (its spec text as submitted).
+    pub fn job_record(&mut self, id: JobId) -> Result<Option<JobRecord>, EngineError> {
+        Ok(self.store.job(id)?)
+    }
+
+    /// How many finished jobs stay in memory (the rest are read from the journal).
+    pub fn set_history_kept(&mut self, n: usize) {
+        self.history_kept = n;
+        self.forget_old();
+    }
+
+    /// Keeps the per-team count of waiting jobs as one job goes `from` → `to` (`None`: not in
+    /// memory).
+    fn count_waiting(&mut self, team: usize, from: Option<JobState>, to: Option<JobState>) {
+        let waits = |s: Option<JobState>| matches!(s, Some(JobState::Pending | JobState::Held));
+        if let Some(n) = self.waiting.get_mut(team) {
+            match (waits(from), waits(to)) {
+                (false, true) => *n += 1,
+                (true, false) => *n = n.saturating_sub(1),
+                _ => {}
+            }
+        }
+    }
+
+    /// How many of `team`'s jobs wait (pending or held).
+    pub fn waiting(&self, team: &str) -> Result<usize, EngineError> {
+        let t = self.team_index(team)?;
+        Ok(self.waiting.get(t).copied().unwrap_or(0))
+    }
+
+    /// How many jobs `team` may have waiting at once.
+    pub fn set_max_pending(&mut self, team: &str, n: usize) -> Result<(), EngineError> {
+        let t = self.team_index(team)?;
+        self.max_pending.insert(t, n);
+        Ok(())
+    }
+
+    fn forget_old(&mut self) {
+        while self.finished.len() > self.history_kept {
+            if let Some(id) = self.finished.pop_front() {
+                self.jobs.remove(&id);
+            }
+        }
+    }
+
+    /// How many runs have ended (and closed their charge) since the engine opened.
+    pub fn releases(&self) -> u64 {
+        self.releases
+    }
+
+    /// The class with the lowest value (where over-budget teams' jobs go).
+    pub fn lowest_class(&self) -> usize {
+        (0..self.classes.len())
+            .min_by_key(|&c| self.classes[c].value)
+            .unwrap_or(0)
+    }
+
+    /// Sets (or lifts, with `None`) what a team's spent budget does to its new submissions.
+    pub fn set_budget_gate(&mut self, team: usize, gate: Option<BudgetGate>) {
+        match gate {
+            Some(g) => self.budget.insert(team, g),
+            None => self.budget.remove(&team),
+        };
+    }
+
+    /// Limits the classes `team`'s jobs may be submitted at or moved to (by name; unknown
+    /// names are refused). `None` lifts the limit.
+    pub fn set_allowed_classes(
+        &mut self,
+        team: &str,
+        classes: Option<&[String]>,
+    ) -> Result<(), EngineError> {
+        let t = self.team_index(team)?;
+        match classes {
+            None => {
+                self.allowed.remove(&t);
+            }
+            Some(names) => {
+                let idx = names
+                    .iter()
+                    .map(|c| self.class_index(c))
+                    .collect::<Result<Vec<_>, _>>()?;
+                self.allowed.insert(t, idx);
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether `team` may have jobs of `class`; the error names the classes it may use.
+    fn check_class(&self, team: usize, class: usize) -> Result<(), EngineError> {
+        match self.allowed.get(&team) {
+            Some(ok) if !ok.contains(&class) => {
+                let names: Vec<&str> = ok.iter().map(|&c| self.classes[c].name.as_str()).collect();
+                Err(EngineError::Forbidden(format!(
+                    "team `{}` may use the priority classes {}; `{}` is not among them (the fleet file's [[teams]] classes)",
+                    self.teams[team].name,
+                    names.join(", "),
+                    self.classes[class].name
+                )))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    fn team_index(&self, name: &str) -> Result<usize, EngineError> {
+        find_named(&self.teams, name, |t| &t.name).map_err(|known| EngineError::UnknownTeam {
+            team: name.to_string(),
+            known,
+        })
+    }
+
+    fn class_index(&self, name: &str) -> Result<usize, EngineError> {
+        find_named(&self.classes, name, |c| &c.name).map_err(|known| EngineError::UnknownClass {
+            class: name.to_string(),
+            known,
+        })
+    }
+
+    /// A job in memory to change; one only in the journal has finished and cannot change.
+    fn job_mut(&mut self, id: JobId) -> Result<&mut Job, EngineError> {
+        if !self.jobs.contains_key(&id) {
+            return Err(match self.store.job(id)? {
+                Some(r) => EngineError::WrongState {
+                    id,
+                    state: r.state,
+                    why: "a finished job cannot change",
+                },
+                None => EngineError::NoJob(id),
+            });
+        }
+        self.jobs.get_mut(&id).ok_or(EngineError::NoJob(id))
+    }
+
+    /// Journals then applies a state change; releases GPUs when a job stops running.
+    fn move_to(&mut self, id: JobId, to: JobState, now: f64, why: &str) -> Result<(), EngineError> {
+        self.job_mut(id)?;
+        self.store.transition(id, to, now, why)?;
+        let job = self.jobs.get_mut(&id).ok_or(EngineError::NoJob(id))?;
+        let (team, from) = (job.team, job.state);
+        job.state = to;
+        if to != JobState::Running && to != JobState::Preempting {
+            job.cost = job.cost_at(now);
+            if let Some(p) = job.placement.take() {
+                self.releases += 1;
+                self.cluster
+                    .release(&p)
+                    .map_err(|e| EngineError::Unreadable {
+                        id,
+                        why: e.to_string(),
+                    })?;
+            }
+            job.started_at = None;
+        }
+        self.count_waiting(team, Some(from), Some(to));
+        if to != JobState::Preempting {
+            self.suspending.remove(&id);
+        }
+        if to.is_final() {
+            self.finished.push_back(id);
+            self.forget_old();
+        }
+        Ok(())
+    }
+
+    pub fn cancel(&mut self, id: JobId, now: f64) -> Result<(), EngineError> {
+        self.move_to(id, JobState::Cancelled, now, "cancelled")
+    }
+    /// Holds a pending job: it keeps its place in the queue but does not start. A running
+    /// job is stopped by preempting or cancelling it, never by a hold.
+    pub fn hold(&mut self, id: JobId, now: f64) -> Result<(), EngineError> {
+        self.expect_state(
+            id,
+            JobState::Pending,
+            "hold applies to pending jobs (a running job is stopped with preempt or cancel)",
+        )?;
+        self.move_to(id, JobState::Held, now, "held")
+    }
+    /// Releases a held job back to the queue. Only a held job: releasing a running one would
+    /// free its GPUs while its processes still run, and the next cycle would start it again.
+    pub fn release(&mut self, id: JobId, now: f64) -> Result<(), EngineError> {
+        self.expect_state(
+            id,
+            JobState::Held,
+            "release applies to held jobs (a running job is stopped with preempt or cancel)",
+        )?;
+        self.move_to(id, JobState::Pending, now, "released")
+    }
+
+    fn expect_state(
+        &self,
+        id: JobId,
+        want: JobState,
+        why: &'static str,
+    ) -> Result<(), EngineError> {
+        let state = match self.jobs.get(&id) {
+            Some(j) => j.state,
+            None => self.store.job(id)?.ok_or(EngineError::NoJob(id))?.state,
+        };
+        if state == want {
+            Ok(())
+        } else {
+            Err(EngineError::WrongState { id, state, why })
+        }
+    }
+    /// An operator's preemption: the job is told to stop (its backend sends the signal and
+    /// waits the grace), then requeues from its checkpoint.
+    pub fn preempt(&mut self, id: JobId, now: f64, why: &str) -> Result<(), EngineError> {
+        self.move_to(id, JobState::Preempting, now, why)
+    }
+    /// Suspends a running job: it is told to stop like a preemption and, once stopped, held
+    /// (not requeued) until its owner releases it.
+    pub fn suspend(&mut self, id: JobId, now: f64, why: &str) -> Result<(), EngineError> {
+        self.expect_state(id, JobState::Running, "only a running job is suspended")?;
+        self.move_to(
+            id,
+            JobState::Preempting,
+            now,
+            &format!("{SUSPENDED}{why}; held once stopped, until its owner releases it"),
+        )?;
+        self.suspending.insert(id);
+        Ok(())
+    }
+
+    /// A backend reports that a preempted job has stopped: back to the queue (or held, if it
+    /// was suspended).
+    pub fn requeued(&mut self, id: JobId, now: f64) -> Result<(), EngineError> {
+        if self.suspending.contains(&id) {
+            self.move_to(
+                id,
+                JobState::Held,
+                now,
+                "stopped; suspended until its owner releases it (gantry release ID)",
+            )?;
+            return Ok(());
+        }
+        self.move_to(
+            id,
+            JobState::Pending,
+            now,
+            "stopped; requeued from its checkpoint",
+        )
+    }
+    pub fn store(&mut self) -> &mut Store {
+        &mut self.store
+    }
+    pub fn teams(&self) -> &[Team] {
+        &self.teams
+    }
+    pub fn classes(&self) -> &[PriorityClass] {
+        &self.classes
+    }
+    /// A backend reports that a job exited.
+    pub fn finished(&mut self, id: JobId, ok: bool, now: f64) -> Result<(), EngineError> {
+        let to = if ok {
+            JobState::Completed
+        } else {
+            JobState::Failed
+        };
+        self.move_to(
+            id,
+            to,
+            now,
+            if ok {
+                "exited 0"
+            } else {
+                "exited with an error"
+            },
+        )
+    }
+
+    /// Several jobs' exits, with one journal commit; (job, exited 0). A job that is not
+    /// running or preempting is skipped and named in the answer.
+    pub fn finished_all(
+        &mut self,
+        exits: &[(JobId, bool)],
+        now: f64,
+    ) -> Result<Vec<JobId>, EngineError> {
+        let mut skipped = Vec::new();
+        let mut moves = Vec::new();
+        for &(id, ok) in exits {
+            match self.jobs.get(&id).map(|j| j.state) {
+                Some(JobState::Running | JobState::Preempting) => moves.push((
+                    id,
+                    if ok {
+                        JobState::Completed
+                    } else {
+                        JobState::Failed
+                    },
+                    if ok {
+                        "exited 0"
+                    } else {
+                        "exited with an error"
+                    }
+                    .to_string(),
+                )),
+                _ => skipped.push(id),
+            }
+        }
+        self.store.transition_all(&moves, now)?;
+        for (id, to, _) in moves {
+            let Some(job) = self.jobs.get_mut(&id) else {
+                continue;
+            };
+            job.state = to;
+            job.cost = job.cost_at(now);
+            job.started_at = None;
+            if let Some(p) = job.placement.take() {
+                self.releases += 1;
+                let _ = self.cluster.release(&p);
+            }
+            self.finished.push_back(id);
+        }
+        self.forget_old();
+        Ok(skipped)
+    }
+
+    pub fn set_priority(&mut self, id: JobId, class: &str, now: f64) -> Result<(), EngineError> {
+        let c = self.class_index(class)?;
+        let team = self.job_mut(id)?.team;
+        self.check_class(team, c)?;
+        self.store.set_priority(id, class, now)?;
+        self.job_mut(id)?.class = c;
+        Ok(())
+    }
+
+    pub fn jobs(&self) -> impl Iterator<Item = &Job> {
+        self.jobs.values()
+    }
+
+    pub fn job(&self, id: JobId) -> Option<&Job> {
+        self.jobs.get(&id)
+    }
+
+    pub fn fleet(&self) -> &Fleet {
+        self.cluster.fleet()
+    }
+
+    /// A backend lost the node a running job was on: the job goes back to the queue.
+    pub fn lost(&mut self, id: JobId, now: f64, why: &str) -> Result<(), EngineError> {
+        let to = if self.suspending.contains(&id) {
+            JobState::Held
+        } else {
+            JobState::Pending
+        };
+        self.move_to(id, to, now, why)
+    }
+}
+
+/// The index of the item called `name`, or the list of names there are (for the error).
+fn find_named<T>(items: &[T], name: &str, name_of: impl Fn(&T) -> &str) -> Result<usize, String> {
+    items
+        .iter()
+        .position(|t| name_of(t) == name)
+        .ok_or_else(|| items.iter().map(&name_of).collect::<Vec<_>>().join(", "))
+}

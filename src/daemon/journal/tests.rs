@@ -1,0 +1,133 @@
+//! The journal's own tests: migrations, transitions, charges, crash-safe reloads.
+
+use super::*;
+
+fn job(i: usize) -> NewJob {
+    NewJob {
+        name: Some(format!("job-{i}")),
+        team: "ml".into(),
+        priority: "experiment".into(),
+        spec: "{}".into(),
+        at: i as f64,
+        idempotency: None,
+    }
+}
+
+fn tmp(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("gantry-journal-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join("state.db")
+}
+
+#[test]
+fn state_comes_back_exactly_after_reopening() {
+    let path = tmp("reopen");
+    {
+        let mut s = Store::open(&path).unwrap();
+        let ids = s.submit_all(&[job(1), job(2), job(3)]).unwrap();
+        s.transition(ids[0], JobState::Running, 10.0, "placed")
+            .unwrap();
+        s.transition(ids[1], JobState::Held, 11.0, "operator")
+            .unwrap();
+        s.transition(ids[0], JobState::Completed, 20.0, "exit 0")
+            .unwrap();
+    }
+    let s = Store::open(&path).unwrap();
+    assert_eq!(s.schema_version().unwrap(), MIGRATIONS.len());
+    let jobs = s.load().unwrap();
+    let states: Vec<JobState> = jobs.iter().map(|j| j.state).collect();
+    assert_eq!(
+        states,
+        vec![JobState::Completed, JobState::Held, JobState::Pending]
+    );
+    assert_eq!(jobs[0].updated_at, 20.0);
+    assert_eq!(s.event_count().unwrap(), 6);
+}
+
+#[test]
+fn illegal_transitions_change_nothing() {
+    let path = tmp("illegal");
+    let mut s = Store::open(&path).unwrap();
+    let id = s.submit_all(&[job(1)]).unwrap()[0];
+    let e = s.transition(id, JobState::Completed, 1.0, "?").unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        format!("job {id}: cannot go from pending to completed")
+    );
+    assert!(matches!(
+        s.transition(999, JobState::Running, 1.0, "?"),
+        Err(JournalError::NoJob(999))
+    ));
+    assert_eq!(s.load().unwrap()[0].state, JobState::Pending);
+    assert_eq!(s.event_count().unwrap(), 1);
+}
+
+#[test]
+fn batched_moves_are_all_or_nothing() {
+    let path = tmp("batch");
+    let mut s = Store::open(&path).unwrap();
+    let ids = s.submit_all(&[job(1), job(2)]).unwrap();
+    let bad = [
+        (ids[0], JobState::Running, "ok".to_string()),
+        (ids[1], JobState::Completed, "illegal".to_string()),
+    ];
+    assert!(matches!(
+        s.transition_all(&bad, 5.0),
+        Err(JournalError::BadTransition { .. })
+    ));
+    assert!(
+        s.load()
+            .unwrap()
+            .iter()
+            .all(|j| j.state == JobState::Pending),
+        "the legal half was rolled back too"
+    );
+    let good = [
+        (ids[0], JobState::Running, "ok".to_string()),
+        (ids[1], JobState::Held, "ok".to_string()),
+    ];
+    s.transition_all(&good, 6.0).unwrap();
+    let states: Vec<JobState> = s.load().unwrap().iter().map(|j| j.state).collect();
+    assert_eq!(states, vec![JobState::Running, JobState::Held]);
+}
+
+#[test]
+fn a_newer_schema_is_refused_not_damaged() {
+    let path = tmp("newer");
+    {
+        let s = Store::open(&path).unwrap();
+        s.conn.pragma_update(None, "user_version", 99).unwrap();
+    }
+    let e = Store::open(&path).err().expect("refused");
+    assert!(
+        e.to_string()
+            .contains("written by a newer gantry (schema 99"),
+        "{e}"
+    );
+}
+
+#[test]
+fn concurrent_submitters_all_get_distinct_durable_ids() {
+    let path = tmp("concurrent");
+    let journal = Journal::start(&path).unwrap();
+    let handles: Vec<_> = (0..8)
+        .map(|t| {
+            let s = journal.submitter();
+            std::thread::spawn(move || {
+                (0..50)
+                    .map(|i| s.submit(job(t * 100 + i)).unwrap())
+                    .collect::<Vec<_>>()
+            })
+        })
+        .collect();
+    let mut ids: Vec<JobId> = handles
+        .into_iter()
+        .flat_map(|h| h.join().unwrap())
+        .collect();
+    journal.stop();
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), 400);
+    assert_eq!(Store::open(&path).unwrap().load().unwrap().len(), 400);
+}

@@ -1,0 +1,206 @@
+//! Budgets and the bill: spend per team this budget month, alerts, what a spent budget does
+//! (notify, block, demote), and reports by team, project or job.
+
+use super::*;
+
+impl State {
+    /// This month's spend per team, alerts at each threshold, and the action at 100%:
+    /// `block` refuses the team's new submissions, `demote` moves its new and pending jobs to
+    /// the lowest class. A new month lifts both.
+    pub(super) fn account_budgets(&mut self) -> Result<(), EngineError> {
+        let month = (self.now / BUDGET_MONTH_S).floor() as i64;
+        let start = month as f64 * BUDGET_MONTH_S;
+        let releases = self.engine.releases();
+        let rollover = self.budgets.iter().any(|b| b.month != month);
+        if rollover || self.budget_read_at != Some(releases) {
+            let closed = self.engine.store().closed_spend_by_team(start)?;
+            // Alerts this month already announced, by this daemon or before a restart: the
+            // journal remembers, so a restart does not announce them again.
+            let first = self.budget_read_at.is_none();
+            let announced = if rollover || first {
+                self.engine.store().event_details("budget", start)?
+            } else {
+                Vec::new()
+            };
+            for (i, b) in self.budgets.iter_mut().enumerate() {
+                if b.month != month || first {
+                    let cfg = &self.team_config[i];
+                    let alerted = cfg
+                        .alerts()
+                        .iter()
+                        .take_while(|&&th| {
+                            let said = alert_prefix(&cfg.name, th);
+                            announced.iter().any(|d| d.starts_with(&said))
+                        })
+                        .count();
+                    *b = TeamBudget {
+                        month,
+                        alerted,
+                        ..TeamBudget::default()
+                    };
+                }
+                let name = &self.team_config[i].name;
+                let (usd, gh) = closed
+                    .iter()
+                    .find(|c| &c.0 == name)
+                    .map_or((0.0, 0.0), |c| (c.1, c.2));
+                b.closed_usd = usd;
+                b.closed_gpu_h = gh;
+            }
+            for t in 0..self.budgets.len() {
+                self.engine.set_budget_gate(t, None);
+            }
+            self.budget_read_at = Some(releases);
+        }
+        for b in &mut self.budgets {
+            b.usd = b.closed_usd;
+            b.gpu_h = b.closed_gpu_h;
+        }
+        for j in self.engine.jobs() {
+            let (Some(p), Some(t)) = (&j.placement, j.started_at) else {
+                continue;
+            };
+            let hours = (self.now - t.max(start)).max(0.0) / 3600.0;
+            if let Some(b) = self.budgets.get_mut(j.team) {
+                b.usd += p.price_per_hour * hours;
+                b.gpu_h += j.request.total_gpu_milli() as f64 / 1000.0 * hours;
+            }
+        }
+        for t in 0..self.budgets.len() {
+            let cfg = self.team_config[t].clone();
+            let Some(used) = budget_used(&cfg, self.budgets[t].usd, self.budgets[t].gpu_h) else {
+                continue;
+            };
+            let alerts = cfg.alerts();
+            while self.budgets[t].alerted < alerts.len() && used >= alerts[self.budgets[t].alerted]
+            {
+                let th = alerts[self.budgets[t].alerted];
+                self.budgets[t].alerted += 1;
+                let what = format!(
+                    "{} ({})",
+                    alert_prefix(&cfg.name, th),
+                    budget_text(&cfg, self.budgets[t].usd, self.budgets[t].gpu_h)
+                );
+                self.engine
+                    .store()
+                    .add_event(self.now, None, "budget", &what)?;
+                self.log(what);
+            }
+            if used >= 1.0 && cfg.budget_action != BudgetAction::Notify {
+                let first = !self.budgets[t].enforced;
+                self.budgets[t].enforced = true;
+                let gate = match cfg.budget_action {
+                    BudgetAction::Block => BudgetGate::Block(format!(
+                        "team `{}` has spent its monthly budget ({}); budget_action = block refuses new jobs until the month ends or the budget is raised in the fleet file",
+                        cfg.name,
+                        budget_text(&cfg, self.budgets[t].usd, self.budgets[t].gpu_h)
+                    )),
+                    _ => BudgetGate::Demote,
+                };
+                self.engine.set_budget_gate(t, Some(gate));
+                if first && cfg.budget_action == BudgetAction::Demote {
+                    self.demote_pending(t)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Moves a team's pending jobs to the lowest class (its budget is spent).
+    pub(super) fn demote_pending(&mut self, team: usize) -> Result<(), EngineError> {
+        let low = self.engine.lowest_class();
+        let name = self.class_name(low);
+        let ids: Vec<JobId> = self
+            .engine
+            .jobs()
+            .filter(|j| {
+                j.team == team
+                    && j.class != low
+                    && matches!(j.state, JobState::Pending | JobState::Held)
+            })
+            .map(|j| j.id)
+            .collect();
+        for id in &ids {
+            self.engine.set_priority(*id, &name, self.now)?;
+        }
+        self.log(format!(
+            "budget: team {} over budget: {} pending job(s) demoted to {name}",
+            self.team_name(team),
+            ids.len()
+        ));
+        Ok(())
+    }
+
+    /// The bill for `[since, until)`, grouped `by` team, project or job.
+    pub fn report(&mut self, since: f64, until: f64, by: ReportBy) -> Result<Report, EngineError> {
+        let now = self.now;
+        let charges = self.engine.store().charges(since, until.min(now), now)?;
+        let mut rows: BTreeMap<String, ReportRow> = BTreeMap::new();
+        for c in &charges {
+            let key = match by {
+                ReportBy::Team => c.team.clone(),
+                ReportBy::Project => c.project.clone().unwrap_or_else(|| "(none)".into()),
+                ReportBy::Job => c.job.to_string(),
+            };
+            let row = rows.entry(key.clone()).or_insert_with(|| ReportRow {
+                key,
+                team: c.team.clone(),
+                ..ReportRow::default()
+            });
+            if row.team != c.team {
+                // A project shared by several teams.
+                row.team = "*".to_string();
+            }
+            let usd = c.dollars();
+            row.spend_usd += usd;
+            row.gpu_hours += c.gpu_hours();
+            match c.capacity.as_str() {
+                "spot" => row.spot_usd += usd,
+                "reserved" => row.reserved_usd += usd,
+                _ => row.on_demand_usd += usd,
+            }
+            row.runs += 1;
+        }
+        let mut rows: Vec<ReportRow> = rows.into_values().collect();
+        rows.sort_by(|a, b| b.spend_usd.total_cmp(&a.spend_usd).then(a.key.cmp(&b.key)));
+        Ok(Report {
+            simulated: true,
+            since,
+            until: until.min(now),
+            by,
+            total_usd: rows.iter().map(|r| r.spend_usd).sum(),
+            total_gpu_hours: rows.iter().map(|r| r.gpu_hours).sum(),
+            rows,
+        })
+    }
+}
+
+/// How much of its monthly budget a team has used (the larger of dollars and GPU-hours), or
+/// `None` without a budget.
+pub(super) fn budget_used(t: &TeamConfig, usd: f64, gpu_h: f64) -> Option<f64> {
+    let a = t.budget_monthly_usd.map(|b| usd / b.max(1e-9));
+    let g = t.budget_monthly_gpu_hours.map(|b| gpu_h / b.max(1e-9));
+    match (a, g) {
+        (Some(a), Some(g)) => Some(a.max(g)),
+        (a, g) => a.or(g),
+    }
+}
+
+pub(super) fn budget_text(t: &TeamConfig, usd: f64, gpu_h: f64) -> String {
+    let mut parts = Vec::new();
+    if let Some(b) = t.budget_monthly_usd {
+        parts.push(format!("${usd:.0} of ${b:.0}"));
+    }
+    if let Some(b) = t.budget_monthly_gpu_hours {
+        parts.push(format!("{gpu_h:.0} of {b:.0} GPU-h"));
+    }
+    parts.join(", ")
+}
+
+/// How a budget alert's event begins: one wording for announcing it and for finding it again.
+pub(super) fn alert_prefix(team: &str, threshold: f64) -> String {
+    format!(
+        "budget: team {team} at {:.0}% of its monthly budget",
+        threshold * 100.0
+    )
+}

@@ -1,0 +1,694 @@
+//! The daemon's state: the engine plus the simulated backend that runs what it places, the
+//! event log, simulated telemetry, counters for `/metrics`, and the snapshot the console and
+//! the API read. It does no networking and keeps no wall clock: its owner (the actor) tells it
+//! what time it is. Everything the simulated backend makes up is labelled simulated.
+
+mod open;
+
+mod budget;
+mod local_host;
+mod nodes;
+mod reclaim;
+mod telemetry;
+mod view;
+
+pub use view::reason_text;
+
+use super::engine::{BudgetGate, Engine, EngineError, Submission};
+use super::job::JobState;
+use super::journal::{EventRecord, JobId};
+use crate::client::{JobRow, PoolRow, Snapshot, TeamRow, EVENTS_KEPT};
+use crate::config::fleet::{
+    classes_of, fleet_sized, teams_of, BudgetAction, FleetConfig, TeamConfig,
+};
+use crate::model::{CapacityType, GpuRequest, GpuShare, ModelId, NodeId};
+use crate::scheduler::cycle::PendingReason;
+use crate::scheduler::reclaim::{
+    reclaim_plan, JobUsage, ReclaimAction, ReclaimConfig, ReclaimPlan, ReclaimSkip,
+};
+use crate::scheduler::rng::Rng;
+use crate::scheduler::scale::{scale_down, scale_up, NodeIdle, ScaleConfig};
+use crate::sim::idle::{cause_of, IdleCause, IdleNow};
+use crate::sim::lifecycle::{
+    draw_after, offers, pool_counts, provisioning_delay, start_lives, Life, SPOT_NOTICE_S,
+};
+use crate::sim::workload::Workload;
+use serde::Serialize;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::path::Path;
+
+/// One GPU's utilization samples: (seconds, percent), oldest first.
+type Samples = Vec<(f64, f64)>;
+
+/// How the state is opened.
+#[derive(Clone, Debug)]
+pub struct StateOptions {
+    pub seed: u64,
+    /// Feed the seeded demo workload (arrivals every few simulated minutes).
+    pub demo_workload: bool,
+    /// Simulated node failures per node-hour (Llama 3's 54-day run: about 0.0002).
+    pub failures_per_node_hour: f64,
+    /// Where local jobs' logs go (default: `logs/` beside the journal).
+    pub log_dir: Option<std::path::PathBuf>,
+    /// Where the daemon's own warnings go besides the event log.
+    pub messages: Messages,
+}
+
+impl Default for StateOptions {
+    fn default() -> Self {
+        StateOptions {
+            seed: 1,
+            demo_workload: false,
+            failures_per_node_hour: 0.0002,
+            log_dir: None,
+            messages: Messages::Stderr,
+        }
+    }
+}
+
+/// Where the daemon's warnings are written, besides the event log (which always has them).
+/// `gantry daemon` writes to stderr, its log; the console's embedded daemon to a file, since
+/// the terminal is the console's screen and a stray line would wreck its layout.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Messages {
+    Stderr,
+    File(std::path::PathBuf),
+}
+
+impl Messages {
+    fn write(&self, line: &str) {
+        match self {
+            Messages::Stderr => eprintln!("gantry daemon: {line}"),
+            Messages::File(path) => {
+                use std::io::Write;
+                if let Ok(mut f) = std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(path)
+                {
+                    let _ = writeln!(f, "gantry daemon: {line}");
+                }
+            }
+        }
+    }
+}
+
+/// A timed event of the simulated nodes; the epoch drops it if the node changed since.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum NodeTimer {
+    Ready(usize, u64),
+    Notice(usize, u64),
+    Gone(usize, u64),
+    Fail(usize, u64),
+    Repair(usize, u64),
+}
+
+/// The simulated backend's nodes: which exist, what is coming, what is going.
+struct Nodes {
+    pools: Vec<crate::config::fleet::PoolConfig>,
+    lives: Vec<Life>,
+    epochs: Vec<u64>,
+    empty_since: Vec<Option<f64>>,
+    timers: BinaryHeap<Reverse<(u64, u64, NodeTimer)>>,
+    seq: u64,
+    interrupted: Vec<Option<f64>>,
+    failures_per_node_hour: f64,
+    scale: ScaleConfig,
+    /// When consolidation looks for a cloud node to give back next.
+    next_consolidate: f64,
+}
+
+/// What an operator or researcher can do to one job.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Action {
+    Cancel,
+    Hold,
+    Release,
+    Preempt,
+}
+
+impl Action {
+    pub const ALL: [Action; 4] = [
+        Action::Cancel,
+        Action::Hold,
+        Action::Release,
+        Action::Preempt,
+    ];
+    pub fn name(self) -> &'static str {
+        match self {
+            Action::Cancel => "cancel",
+            Action::Hold => "hold",
+            Action::Release => "release",
+            Action::Preempt => "preempt",
+        }
+    }
+    pub fn parse(s: &str) -> Option<Action> {
+        Action::ALL.into_iter().find(|a| a.name() == s)
+    }
+}
+
+/// Simulated behaviour of a running job: when it ends and when its GPUs go quiet.
+#[derive(Clone, Debug)]
+struct SimRun {
+    ends_at: f64,
+    /// Seconds after start when its GPUs go idle (notebooks left open); None: busy throughout.
+    idle_after: Option<f64>,
+    /// Its busy utilization, percent.
+    busy_pct: f64,
+}
+
+/// Counters and histograms behind `/metrics`.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Counters {
+    pub preemptions: u64,
+    pub spot_interruptions: u64,
+    pub node_failures: u64,
+    pub scale_ups: u64,
+    pub scale_downs: u64,
+    /// Cloud nodes given back after their jobs moved to capacity already paid for.
+    pub consolidated_nodes: u64,
+    pub reclaimed_jobs: u64,
+    pub reclaimed_gpu_hours: f64,
+    pub cycles: u64,
+    /// Wait before first start, seconds, per class name: (bucket counts, sum, count).
+    pub waits: BTreeMap<String, Histogram>,
+}
+
+/// A Prometheus-style cumulative histogram.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Histogram {
+    pub counts: Vec<u64>,
+    pub sum: f64,
+    pub count: u64,
+}
+
+/// Bucket bounds of the wait-time histogram, seconds.
+pub const WAIT_BUCKETS: [f64; 9] = [
+    1.0, 10.0, 60.0, 300.0, 900.0, 3_600.0, 14_400.0, 43_200.0, 86_400.0,
+];
+
+impl Histogram {
+    pub fn observe(&mut self, bounds: &[f64], x: f64) {
+        if self.counts.len() != bounds.len() {
+            self.counts = vec![0; bounds.len()];
+        }
+        for (c, b) in self.counts.iter_mut().zip(bounds) {
+            if x <= *b {
+                *c += 1;
+            }
+        }
+        self.sum += x;
+        self.count += 1;
+    }
+}
+
+/// How `gantry report` groups the bill.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ReportBy {
+    Team,
+    Project,
+    Job,
+}
+
+impl ReportBy {
+    pub fn parse(s: &str) -> Option<ReportBy> {
+        match s {
+            "team" => Some(ReportBy::Team),
+            "project" => Some(ReportBy::Project),
+            "job" => Some(ReportBy::Job),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, serde::Deserialize)]
+pub struct ReportRow {
+    /// The team, project or job id.
+    pub key: String,
+    pub team: String,
+    pub spend_usd: f64,
+    pub gpu_hours: f64,
+    pub on_demand_usd: f64,
+    pub spot_usd: f64,
+    pub reserved_usd: f64,
+    /// Runs billed in the window (a job preempted and restarted has several).
+    pub runs: usize,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, serde::Deserialize)]
+pub struct Report {
+    pub simulated: bool,
+    pub since: f64,
+    pub until: f64,
+    pub by: ReportBy,
+    pub total_usd: f64,
+    pub total_gpu_hours: f64,
+    pub rows: Vec<ReportRow>,
+}
+
+/// Everything about one job, for `gantry job ID`.
+#[derive(Clone, Debug, Serialize)]
+pub struct JobDetail {
+    pub id: JobId,
+    pub name: Option<String>,
+    pub team: String,
+    pub class: String,
+    pub state: JobState,
+    pub submitted_at: f64,
+    pub started_at: Option<f64>,
+    pub borrowed: bool,
+    /// Where it runs: node names and GPU indices.
+    pub placement: Vec<String>,
+    pub dollars_per_hour: f64,
+    /// Dollars so far: finished runs plus the current one.
+    pub cost_usd: f64,
+    pub explanation: Option<crate::scheduler::cycle::Explanation>,
+    /// The explanation in one line.
+    pub reason: Option<String>,
+    pub spec: String,
+    pub events: Vec<EventRecord>,
+    /// The last lines of its stdout and stderr, if it ran on this host.
+    pub log_tail: Vec<String>,
+}
+
+/// A month of the daemon's clock, for budgets: 30 days.
+pub const BUDGET_MONTH_S: f64 = 30.0 * 86_400.0;
+
+/// How often consolidation looks for a cloud node to give back (at most one at a time).
+const CONSOLIDATE_EVERY_S: f64 = 300.0;
+
+/// One team's spend in the current budget month.
+#[derive(Clone, Debug, Default)]
+struct TeamBudget {
+    month: i64,
+    /// Finished runs this month (re-read from the journal when runs end).
+    closed_usd: f64,
+    closed_gpu_h: f64,
+    /// With the running jobs' share up to now.
+    usd: f64,
+    gpu_h: f64,
+    /// Alert thresholds already announced this month.
+    alerted: usize,
+    /// The action at 100% is in force.
+    enforced: bool,
+}
+
+pub struct State {
+    /// This daemon's exclusive hold on the journal (released when the state is dropped).
+    _lock: super::lock::StateLock,
+    messages: Messages,
+    engine: Engine,
+    nodes: Nodes,
+    /// Jobs running as real processes on this host (`provider = "local"` pools).
+    local: super::local::LocalRuns,
+    /// The fleet node that is this host (the first node of a `provider = "local"` pool).
+    host_node: Option<usize>,
+    /// This host's GPUs as NVML last reported them.
+    host: super::host::HostTelemetry,
+    budgets: Vec<TeamBudget>,
+    /// The clock time last written to the journal (at most a simulated minute behind).
+    clock_saved: f64,
+    /// Recent simulated utilization per (node, GPU), sampled once a simulated minute.
+    gpu_history: HashMap<(u32, u8), VecDeque<u8>>,
+    history_at: f64,
+    /// The engine's release count when the closed spend was last read.
+    budget_read_at: Option<u64>,
+    rng: Rng,
+    now: f64,
+    runs: HashMap<JobId, SimRun>,
+    /// Preempting jobs and when their grace ends (the simulated stop).
+    stops: HashMap<JobId, f64>,
+    events: VecDeque<String>,
+    events_total: u64,
+    snapshot: Snapshot,
+    teams: Vec<String>,
+    /// Priority class names, in the engine's order.
+    classes: Vec<String>,
+    team_config: Vec<TeamConfig>,
+    workload: Option<Workload>,
+    pub reclaim: ReclaimConfig,
+    pub counters: Counters,
+    /// Reclaim plans shown lately, newest last: what `apply_reclaim` may apply.
+    reclaim_shown: VecDeque<ReclaimPlan>,
+}
+
+/// Reclaim plans remembered for applying (several operators may be reviewing at once).
+const RECLAIM_PLANS_KEPT: usize = 16;
+
+impl State {
+    pub fn now(&self) -> f64 {
+        self.now
+    }
+
+    pub fn snapshot(&self) -> &Snapshot {
+        &self.snapshot
+    }
+
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    fn push_event(&mut self, at: f64, what: String) {
+        let t = at.max(0.0) as u64;
+        self.events
+            .push_front(format!("{:02}:{:02} {what}", t / 3600 % 24, t / 60 % 60));
+        self.events.truncate(EVENTS_KEPT);
+        self.events_total += 1;
+    }
+
+    fn log(&mut self, what: String) {
+        self.push_event(self.now, what);
+    }
+
+    /// Something went wrong that the operator must hear of, though no request failed (a
+    /// scheduling cycle, a backend sample): the event log (journaled when the journal takes
+    /// it) and the daemon's message sink.
+    pub fn warn(&mut self, what: String) {
+        self.messages.write(&what);
+        let _ = self
+            .engine
+            .store()
+            .add_event(self.now, None, "daemon", &what);
+        self.log(what);
+    }
+
+    /// An event that is also journaled (fleet changes: they are not job transitions, which the
+    /// journal records by itself).
+    fn record(&mut self, kind: &str, what: String) -> Result<(), EngineError> {
+        self.engine.store().add_event(self.now, None, kind, &what)?;
+        self.log(what);
+        Ok(())
+    }
+
+    /// A journaled event about one job (it shows in the job's history).
+    fn record_job(&mut self, id: JobId, kind: &str, what: String) -> Result<(), EngineError> {
+        self.engine
+            .store()
+            .add_event(self.now, Some(id), kind, &what)?;
+        self.log(format!("job {id} {what}"));
+        Ok(())
+    }
+
+    fn submit_demo(&mut self) -> Result<(), EngineError> {
+        let Some(w) = self.workload.as_mut() else {
+            return Ok(());
+        };
+        let (name, team, class, spec) = w.next(&mut self.rng);
+        let sub = Submission {
+            file: "demo".to_string(),
+            text: spec.into_bytes(),
+            team: Some(team.to_string()),
+            priority: Some(class.to_string()),
+            ..Submission::default()
+        };
+        let id = self.engine.submit_batch(&[sub], self.now).remove(0)?;
+        self.log(format!("job {id} {name} submitted by {team} ({class})"));
+        Ok(())
+    }
+
+    /// Admits submissions with one commit; each gets its own answer.
+    pub fn submit(&mut self, batch: &[Submission]) -> Vec<Result<JobId, EngineError>> {
+        let out = self.engine.submit_batch(batch, self.now);
+        let replayed = self.engine.replayed().to_vec();
+        for (r, s) in out.iter().zip(batch) {
+            if let Some(id) = r.as_ref().ok().filter(|id| !replayed.contains(id)) {
+                let team = s
+                    .team
+                    .clone()
+                    .or_else(|| self.engine.job(*id).map(|j| self.team_name(j.team)))
+                    .unwrap_or_default();
+                let name = self
+                    .engine
+                    .job(*id)
+                    .and_then(|j| j.name.clone())
+                    .unwrap_or_default();
+                self.log(format!("job {id} {name} submitted by {team}"));
+            }
+        }
+        out
+    }
+
+    /// Where a submission would land now, without admitting it.
+    pub fn preview(&mut self, s: &Submission) -> Result<super::engine::Preview, EngineError> {
+        self.engine.preview(s)
+    }
+
+    pub fn tokens(&mut self) -> Result<Vec<super::journal::TokenRecord>, EngineError> {
+        Ok(self.engine.store().tokens()?)
+    }
+
+    pub fn add_token(&mut self, t: &super::journal::TokenRecord) -> Result<(), EngineError> {
+        self.engine.store().add_token(t)?;
+        self.log(format!("token {} created ({})", t.label, t.role));
+        Ok(())
+    }
+
+    pub fn revoke_token(
+        &mut self,
+        t: &super::journal::TokenRecord,
+        at: f64,
+        by: &str,
+    ) -> Result<(), EngineError> {
+        self.engine.store().revoke_token(&t.hash, at)?;
+        self.log(format!(
+            "token {} ({}, id {}) revoked by {by}",
+            t.label,
+            t.role,
+            t.id()
+        ));
+        Ok(())
+    }
+
+    pub fn events(
+        &mut self,
+        job: Option<JobId>,
+        limit: usize,
+    ) -> Result<Vec<EventRecord>, EngineError> {
+        Ok(self.engine.store().events(job, limit)?)
+    }
+
+    pub fn team_names(&self) -> Vec<String> {
+        self.teams.clone()
+    }
+
+    pub fn has_team(&self, team: &str) -> bool {
+        self.teams.iter().any(|t| t == team)
+    }
+
+    /// The team a job belongs to (for permission checks).
+    pub fn job_team(&self, id: JobId) -> Option<String> {
+        self.engine.job(id).map(|j| self.team_name(j.team))
+    }
+
+    pub fn act(&mut self, id: JobId, action: Action, who: &str) -> Result<(), EngineError> {
+        let now = self.now;
+        match action {
+            Action::Cancel => {
+                self.engine.cancel(id, now)?;
+                self.runs.remove(&id);
+                self.stops.remove(&id);
+                if self.local.runs.contains_key(&id) {
+                    self.local.kill(id);
+                    self.engine.store().remove_local_run(id)?;
+                }
+            }
+            Action::Hold => self.engine.hold(id, now)?,
+            Action::Release => self.engine.release(id, now)?,
+            Action::Preempt => {
+                self.engine
+                    .preempt(id, now, &format!("preempted by {who}"))?;
+                self.begin_stop(id);
+                self.counters.preemptions += 1;
+            }
+        }
+        self.log(format!("job {id} {} by {who}", past(action)));
+        Ok(())
+    }
+
+    pub fn set_priority(&mut self, id: JobId, class: &str, who: &str) -> Result<(), EngineError> {
+        self.engine.set_priority(id, class, self.now)?;
+        self.log(format!("job {id} reprioritized to {class} by {who}"));
+        Ok(())
+    }
+
+    /// A preempted job stops when its grace period ends (the simulated signal handler
+    /// checkpoints within it).
+    /// The job's stop grace period, seconds (the spec's `checkpoint.grace`, else 30 s).
+    fn grace_of(&self, id: JobId) -> f64 {
+        self.engine
+            .job(id)
+            .and_then(|j| j.spec.checkpoint.as_ref().map(|c| c.grace_s))
+            .unwrap_or(30.0)
+    }
+
+    fn begin_stop(&mut self, id: JobId) {
+        let grace = self.grace_of(id);
+        if self.local.runs.contains_key(&id) {
+            // A real process: the spec's signal now, SIGKILL when the grace ends; its exit
+            // requeues it.
+            let signal = self
+                .engine
+                .job(id)
+                .and_then(|j| j.spec.checkpoint.as_ref())
+                .and_then(|c| crate::backend::local::exec::signal_number(&c.signal.0))
+                .unwrap_or(libc::SIGTERM);
+            self.local.stop(id, signal, self.now + grace);
+            return;
+        }
+        self.runs.remove(&id);
+        self.stops.insert(id, self.now + grace.min(120.0));
+    }
+
+    fn node_name(&self, i: usize) -> String {
+        self.engine.fleet().nodes[i].name.clone()
+    }
+
+    fn pool_path_of(&self, i: usize) -> String {
+        let fleet = self.engine.fleet();
+        fleet.pool_path(fleet.nodes[i].pool)
+    }
+
+    /// Whether node `i` is this host (a `provider = "local"` pool): real processes, no
+    /// simulated failures.
+    fn is_local(&self, i: usize) -> bool {
+        self.nodes.pools[self.engine.fleet().nodes[i].pool.index()].is_local()
+    }
+
+    /// Advances the simulated clock by `dt` seconds: completions, stops, arrivals, a cycle.
+    /// Jobs end (and stop billing) at their own end time, however large the step.
+    pub fn advance(&mut self, dt: f64) -> Result<(), EngineError> {
+        self.now += dt.max(0.0);
+        self.run_node_timers(self.now)?;
+        let mut due: Vec<(f64, JobId)> = self
+            .runs
+            .iter()
+            .filter(|(_, r)| r.ends_at <= self.now)
+            .map(|(&id, r)| (r.ends_at, id))
+            .collect();
+        due.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        for (at, id) in due {
+            self.runs.remove(&id);
+            let ok = self.rng.below(20) != 0;
+            // One job whose end cannot be recorded must not stop the others' (or the cycle).
+            if let Err(e) = self.engine.finished(id, ok, at) {
+                self.warn(format!("job {id}: its end could not be recorded: {e}"));
+                continue;
+            }
+            self.log(format!(
+                "job {id} {}",
+                if ok { "completed" } else { "failed (exit 1)" }
+            ));
+        }
+        let mut stopped: Vec<(f64, JobId)> = self
+            .stops
+            .iter()
+            .filter(|(_, &t)| t <= self.now)
+            .map(|(&id, &t)| (t, id))
+            .collect();
+        stopped.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        for (at, id) in stopped {
+            self.stops.remove(&id);
+            if let Err(e) = self.engine.requeued(id, at) {
+                self.warn(format!("job {id}: its requeue could not be recorded: {e}"));
+                continue;
+            }
+            self.log(format!("job {id} stopped and requeued from its checkpoint"));
+        }
+        self.poll_local()?;
+        if self.workload.is_some() && self.rng.below(3) == 0 {
+            self.submit_demo()?;
+        }
+        if self.now - self.clock_saved >= 60.0 {
+            self.engine.store().save_clock(self.now)?;
+            self.clock_saved = self.now;
+        }
+        self.tick()
+    }
+
+    /// One scheduling cycle; starts what it places on the simulated backend.
+    pub fn tick(&mut self) -> Result<(), EngineError> {
+        let report = self.engine.tick(self.now)?;
+        self.counters.cycles += 1;
+        for (id, why) in &report.skipped {
+            self.warn(format!("job {id}: {why}"));
+        }
+        for id in report.started {
+            let Some(j) = self.engine.job(id) else {
+                continue;
+            };
+            let wait = self.now - j.submitted_at;
+            let class = self.class_name(j.class);
+            let notebook = j.spec.run.as_deref().is_some_and(|r| r.contains("jupyter"))
+                || j.name.as_deref().is_some_and(|n| n.starts_with("notebook"));
+            let base = j
+                .name
+                .as_deref()
+                .and_then(Workload::mean_duration)
+                .or(j.spec.time_limit_s.map(|t| 0.6 * t))
+                .unwrap_or(3600.0);
+            let on_host = j
+                .placement
+                .as_ref()
+                .and_then(|p| p.nodes.first())
+                .is_some_and(|g| self.is_local(g.node.index()));
+            self.counters
+                .waits
+                .entry(class)
+                .or_default()
+                .observe(&WAIT_BUCKETS, wait);
+            if on_host {
+                self.launch_local(id)?;
+                continue;
+            }
+            let busy_pct = 70.0 + 25.0 * self.rng.unit();
+            let duration = base * (0.5 + self.rng.unit());
+            self.runs.insert(
+                id,
+                SimRun {
+                    ends_at: self.now + duration,
+                    idle_after: notebook.then_some(20.0 * 60.0),
+                    busy_pct,
+                },
+            );
+            self.log(format!("job {id} started"));
+        }
+        for id in report.preempting {
+            self.begin_stop(id);
+            self.counters.preemptions += 1;
+            self.log(format!("job {id} preempted by the scheduler"));
+        }
+        self.elastic()?;
+        self.consolidate()?;
+        self.sample_gpus();
+        self.account_budgets()?;
+        self.snapshot = self.build_snapshot();
+        Ok(())
+    }
+
+    fn team_name(&self, i: usize) -> String {
+        self.teams
+            .get(i)
+            .cloned()
+            .unwrap_or_else(|| "?".to_string())
+    }
+
+    fn class_name(&self, i: usize) -> String {
+        self.classes
+            .get(i)
+            .cloned()
+            .unwrap_or_else(|| "?".to_string())
+    }
+}
+
+fn past(a: Action) -> &'static str {
+    match a {
+        Action::Cancel => "cancelled",
+        Action::Hold => "held",
+        Action::Release => "released",
+        Action::Preempt => "preempted",
+    }
+}

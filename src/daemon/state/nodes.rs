@@ -1,0 +1,457 @@
+//! The simulated fleet's nodes over time: timers (provisioned, spot notice, failure, repair,
+//! give-back), elastic growth and shrink, defragmentation and consolidation — each a journaled
+//! event with its reason and price.
+
+use super::*;
+
+impl State {
+    pub(super) fn timer(&mut self, at: f64, t: NodeTimer) {
+        self.nodes.seq += 1;
+        self.nodes
+            .timers
+            .push(Reverse((at.max(0.0).to_bits(), self.nodes.seq, t)));
+    }
+
+    /// Draws a node's next spot interruption (spot pools) and failure.
+    pub(super) fn arm_node(&mut self, i: usize) {
+        if self.is_local(i) {
+            return;
+        }
+        let epoch = self.nodes.epochs[i];
+        let pool = &self.nodes.pools[self.engine.fleet().nodes[i].pool.index()];
+        let spot = (pool.capacity == CapacityType::Spot)
+            .then_some(pool.spot_interruptions_per_node_hour)
+            .filter(|r| *r > 0.0);
+        if let Some(rate) = spot {
+            let at = self.now + draw_after(&mut self.rng, rate);
+            self.timer(at, NodeTimer::Notice(i, epoch));
+        }
+        if self.nodes.failures_per_node_hour > 0.0 {
+            let at = self.now + draw_after(&mut self.rng, self.nodes.failures_per_node_hour);
+            self.timer(at, NodeTimer::Fail(i, epoch));
+        }
+    }
+
+    pub(super) fn set_life(&mut self, i: usize, life: Life) {
+        self.nodes.lives[i] = life;
+        self.nodes.epochs[i] += 1;
+        self.engine.set_health(NodeId(i as u32), life.health());
+        if life == Life::Up {
+            self.nodes.empty_since[i] = Some(self.now);
+        }
+    }
+
+    pub(super) fn jobs_on(&self, i: usize) -> Vec<JobId> {
+        let node = NodeId(i as u32);
+        self.engine
+            .jobs()
+            .filter(|j| {
+                j.placement
+                    .as_ref()
+                    .is_some_and(|p| p.nodes.iter().any(|g| g.node == node))
+            })
+            .map(|j| j.id)
+            .collect()
+    }
+
+    /// Node events due by `until`, in time order, each at its own time.
+    pub(super) fn run_node_timers(&mut self, until: f64) -> Result<(), EngineError> {
+        while let Some(Reverse((bits, _, _))) = self.nodes.timers.peek() {
+            let at = f64::from_bits(*bits);
+            if at > until {
+                break;
+            }
+            let Some(Reverse((_, _, t))) = self.nodes.timers.pop() else {
+                break;
+            };
+            let saved = self.now;
+            self.now = at;
+            self.node_event(t)?;
+            self.now = saved.max(at);
+        }
+        Ok(())
+    }
+
+    pub(super) fn node_event(&mut self, t: NodeTimer) -> Result<(), EngineError> {
+        let live = |s: &State, i: usize, e: u64| s.nodes.epochs[i] == e;
+        match t {
+            NodeTimer::Ready(i, e) if live(self, i, e) => {
+                self.set_life(i, Life::Up);
+                self.arm_node(i);
+                self.record(
+                    "fleet",
+                    format!(
+                        "node {} ready ({})",
+                        self.node_name(i),
+                        self.pool_path_of(i)
+                    ),
+                )?;
+            }
+            NodeTimer::Notice(i, e) if live(self, i, e) && self.nodes.lives[i] == Life::Up => {
+                self.set_life(i, Life::Noticed);
+                self.counters.spot_interruptions += 1;
+                let jobs = self.jobs_on(i);
+                for id in &jobs {
+                    self.engine.preempt(
+                        *id,
+                        self.now,
+                        "spot interruption notice: checkpoint now",
+                    )?;
+                    self.runs.remove(id);
+                    self.stops.insert(*id, self.now + SPOT_NOTICE_S);
+                }
+                let epoch = self.nodes.epochs[i];
+                self.timer(self.now + SPOT_NOTICE_S, NodeTimer::Gone(i, epoch));
+                self.record(
+                    "fleet",
+                    format!(
+                        "spot notice: {} ({}) is taken back in 2 min; {} job(s) checkpointing",
+                        self.node_name(i),
+                        self.pool_path_of(i),
+                        jobs.len()
+                    ),
+                )?;
+            }
+            NodeTimer::Gone(i, e) if live(self, i, e) => {
+                for id in self.jobs_on(i) {
+                    self.stops.remove(&id);
+                    self.engine.lost(
+                        id,
+                        self.now,
+                        "spot node taken back: requeued from its checkpoint",
+                    )?;
+                }
+                let pool = self.engine.fleet().nodes[i].pool.index();
+                self.nodes.interrupted[pool] = Some(self.now);
+                self.set_life(i, Life::Absent);
+                self.record(
+                    "fleet",
+                    format!("node {} taken back by the provider", self.node_name(i)),
+                )?;
+            }
+            NodeTimer::Fail(i, e) if live(self, i, e) && self.nodes.lives[i] == Life::Up => {
+                let jobs = self.jobs_on(i);
+                for id in &jobs {
+                    self.runs.remove(id);
+                    self.stops.remove(id);
+                    self.engine.lost(
+                        *id,
+                        self.now,
+                        "its node failed: requeued from its last checkpoint",
+                    )?;
+                }
+                let reserved = self.nodes.pools[self.engine.fleet().nodes[i].pool.index()].capacity
+                    == CapacityType::Reserved;
+                self.counters.node_failures += 1;
+                if reserved {
+                    self.set_life(i, Life::Failed);
+                    let epoch = self.nodes.epochs[i];
+                    self.timer(self.now + 4.0 * 3600.0, NodeTimer::Repair(i, epoch));
+                } else {
+                    self.set_life(i, Life::Absent);
+                }
+                self.record(
+                    "fleet",
+                    format!(
+                        "node {} failed ({} job(s) requeued); {}",
+                        self.node_name(i),
+                        jobs.len(),
+                        if reserved {
+                            "repair under way"
+                        } else {
+                            "instance terminated"
+                        }
+                    ),
+                )?;
+            }
+            NodeTimer::Repair(i, e) if live(self, i, e) => {
+                self.set_life(i, Life::Up);
+                self.arm_node(i);
+                self.record("fleet", format!("node {} repaired", self.node_name(i)))?;
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Elastic capacity after a cycle: grow pools for jobs that fit nowhere (cheapest offer,
+    /// spot first, on-demand after an interruption), give back nodes empty past the window.
+    pub(super) fn elastic(&mut self) -> Result<(), EngineError> {
+        self.defragment()?;
+        let pinned: std::collections::HashSet<JobId> =
+            self.engine.pins().map(|(_, j, _)| j).collect();
+        let fleet = self.engine.fleet();
+        let waiting: Vec<(u64, &crate::model::JobRequest)> = {
+            let mut w: Vec<(usize, u64, &crate::model::JobRequest)> = self
+                .engine
+                .jobs()
+                .filter(|j| {
+                    j.state == JobState::Pending
+                        && !pinned.contains(&j.id)
+                        && self
+                            .nodes
+                            .scale
+                            .may_buy_for(j.class, self.now - j.submitted_at)
+                })
+                .filter_map(|j| {
+                    let e = j.explanation.as_ref()?;
+                    e.reason
+                        .waits_for_capacity()
+                        .then_some((e.position, j.id as u64, &j.request))
+                })
+                .collect();
+            w.sort_by_key(|x| (x.0, x.1));
+            w.into_iter().map(|(_, id, r)| (id, r)).collect()
+        };
+        let (offers, incoming) = offers(
+            fleet,
+            &self.nodes.pools,
+            &self.nodes.lives,
+            &self.nodes.interrupted,
+        );
+        let plan = scale_up(self.now, &offers, &incoming, &waiting, &self.nodes.scale);
+        for up in plan {
+            let absent: Vec<usize> = (0..self.nodes.lives.len())
+                .filter(|&i| {
+                    self.engine.fleet().nodes[i].pool == up.pool
+                        && self.nodes.lives[i] == Life::Absent
+                })
+                .take(up.nodes as usize)
+                .collect();
+            let delay = provisioning_delay(&self.nodes.pools[up.pool.index()]);
+            for &i in &absent {
+                self.set_life(i, Life::Provisioning);
+                let epoch = self.nodes.epochs[i];
+                self.timer(self.now + delay, NodeTimer::Ready(i, epoch));
+            }
+            self.counters.scale_ups += 1;
+            let fallback = if up.spot_fallback {
+                " (spot was just interrupted: on-demand)"
+            } else {
+                ""
+            };
+            self.record(
+                "fleet",
+                format!(
+                    "{} +{} for job {}, +${:.2}/h, ready in {:.0} min{fallback}",
+                    self.engine.fleet().pool_path(up.pool),
+                    absent.len(),
+                    up.for_job,
+                    up.added_per_hour,
+                    delay / 60.0
+                ),
+            )?;
+        }
+        // Empty elastic nodes go back after the window.
+        let fleet = self.engine.fleet();
+        for (i, n) in fleet.nodes.iter().enumerate() {
+            let empty = n.gpus.iter().all(|g| g.is_idle()) && n.cpu_free == n.cpu_milli;
+            match (empty, self.nodes.empty_since[i]) {
+                (true, None) => self.nodes.empty_since[i] = Some(self.now),
+                (false, Some(_)) => self.nodes.empty_since[i] = None,
+                _ => {}
+            }
+        }
+        let idle: Vec<NodeIdle> = (0..fleet.nodes.len())
+            .filter(|&i| {
+                self.nodes.lives[i] == Life::Up
+                    && self.nodes.pools[fleet.nodes[i].pool.index()].capacity
+                        != CapacityType::Reserved
+            })
+            .map(|i| NodeIdle {
+                node: NodeId(i as u32),
+                pool: fleet.nodes[i].pool,
+                empty_since: self.nodes.empty_since[i],
+            })
+            .collect();
+        let counts = pool_counts(fleet, self.nodes.pools.len(), &self.nodes.lives);
+        let mins: Vec<u32> = self.nodes.pools.iter().map(|p| p.min_nodes).collect();
+        // A drained node goes as soon as its last job has moved.
+        let drained: Vec<usize> = (0..fleet.nodes.len())
+            .filter(|&i| self.nodes.lives[i] == Life::Draining && self.jobs_on(i).is_empty())
+            .collect();
+        for i in drained {
+            let price = self.nodes.pools[self.engine.fleet().nodes[i].pool.index()].price_per_hour;
+            self.set_life(i, Life::Absent);
+            self.counters.scale_downs += 1;
+            self.counters.consolidated_nodes += 1;
+            self.record(
+                "fleet",
+                format!(
+                    "{} -1 ({} consolidated: its jobs moved to paid capacity), -${price:.2}/h",
+                    self.pool_path_of(i),
+                    self.node_name(i),
+                ),
+            )?;
+        }
+        for n in scale_down(self.now, &idle, &counts, &mins, &self.nodes.scale) {
+            let i = n.index();
+            let price = self.nodes.pools[self.engine.fleet().nodes[i].pool.index()].price_per_hour;
+            let empty = self.now - self.nodes.empty_since[i].unwrap_or(self.now);
+            self.set_life(i, Life::Absent);
+            self.counters.scale_downs += 1;
+            self.record(
+                "fleet",
+                format!(
+                    "{} -1 ({} empty for {:.0} min), -${price:.2}/h",
+                    self.pool_path_of(i),
+                    self.node_name(i),
+                    empty / 60.0
+                ),
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Tells each job why it must move: it checkpoints within its grace and requeues, and the
+    /// next cycle places it elsewhere.
+    pub(super) fn move_jobs(&mut self, jobs: &[JobId], why: &str) -> Result<(), EngineError> {
+        for &id in jobs {
+            self.engine.preempt(id, self.now, why)?;
+            self.begin_stop(id);
+        }
+        Ok(())
+    }
+
+    /// Whether a running job may be moved: its spec says it can be stopped and resumed
+    /// (preemptible, with a checkpoint) and it runs on one node of the simulated backend.
+    pub(super) fn movable(&self, id: JobId) -> bool {
+        self.engine.job(id).is_some_and(|j| {
+            j.state == JobState::Running
+                && j.spec.preemptible
+                && j.spec.checkpoint.is_some()
+                && j.placement.as_ref().is_some_and(|p| p.nodes.len() == 1)
+        })
+    }
+
+    /// Defragmentation with checkpoints, as `gantry sim` does it: a job that fits nowhere and
+    /// needs whole GPUs on one node gets a node already paid for, emptied by moving its jobs
+    /// to room elsewhere, instead of one bought for it. The node is held for the job (nobody
+    /// else is placed there) while its jobs checkpoint and requeue; the job starts there once
+    /// it fits, or the hold lapses after 15 minutes. One at a time, lightest nodes first.
+    pub(super) fn defragment(&mut self) -> Result<(), EngineError> {
+        self.engine.drop_pins(self.now - 15.0 * 60.0);
+        if self.engine.pins().next().is_some() {
+            return Ok(());
+        }
+        let mut stuck: Vec<(usize, JobId)> = self
+            .engine
+            .jobs()
+            .filter(|j| j.state == JobState::Pending && j.request.nodes == 1)
+            .filter(|j| matches!(j.request.gpu, GpuRequest::Whole(_)))
+            .filter_map(|j| {
+                let e = j.explanation.as_ref()?;
+                e.reason.waits_for_capacity().then_some((e.position, j.id))
+            })
+            .collect();
+        stuck.sort_unstable();
+        for (_, w) in stuck.into_iter().take(4) {
+            let Some(req) = self.engine.job(w).map(|j| j.request.clone()) else {
+                continue;
+            };
+            let fleet = self.engine.fleet();
+            let mut candidates: Vec<(u32, usize)> = (0..fleet.nodes.len())
+                .filter(|&i| {
+                    let n = &fleet.nodes[i];
+                    self.nodes.lives[i] == Life::Up
+                        && !self.is_local(i)
+                        && n.model.is_some_and(|m| req.models.rank(m).is_some())
+                        && n.gpu_milli_used() > 0
+                })
+                .map(|i| (fleet.nodes[i].gpu_milli_used(), i))
+                .collect();
+            candidates.sort_unstable();
+            for (_, i) in candidates.into_iter().take(4) {
+                let jobs = self.jobs_on(i);
+                if jobs.is_empty()
+                    || !jobs.iter().all(|&id| self.movable(id))
+                    || !self
+                        .engine
+                        .room_after_moves(NodeId(i as u32), &jobs, Some(w))
+                {
+                    continue;
+                }
+                self.engine.pin(NodeId(i as u32), w, self.now);
+                let why = format!(
+                    "defragmentation: {} is emptied for job {w}; checkpoint and move",
+                    self.node_name(i)
+                );
+                self.move_jobs(&jobs, &why)?;
+                self.record(
+                    "fleet",
+                    format!(
+                        "defragment {}: {} job(s) checkpoint and move so job {w} gets the node instead of one bought for it",
+                        self.node_name(i),
+                        jobs.len()
+                    ),
+                )?;
+                return Ok(());
+            }
+        }
+        Ok(())
+    }
+
+    /// Consolidation — what Karpenter does for pods, done with checkpoints, as `gantry sim`
+    /// does it: when no job waits for capacity, the least-used cloud node whose jobs all
+    /// checkpoint and would all fit on other capacity already paid for is drained (cordoned;
+    /// its jobs told to checkpoint, then requeued to start elsewhere) and given back once
+    /// empty. One node at a time, every few minutes: calm, and each step an event.
+    pub(super) fn consolidate(&mut self) -> Result<(), EngineError> {
+        if self.now < self.nodes.next_consolidate {
+            return Ok(());
+        }
+        self.nodes.next_consolidate = self.now + CONSOLIDATE_EVERY_S;
+        let waiting = self.engine.jobs().any(|j| {
+            j.state == JobState::Pending
+                && j.explanation
+                    .as_ref()
+                    .is_some_and(|e| e.reason.waits_for_capacity())
+        });
+        if waiting || self.nodes.lives.contains(&Life::Draining) {
+            return Ok(());
+        }
+        let fleet = self.engine.fleet();
+        let counts = pool_counts(fleet, self.nodes.pools.len(), &self.nodes.lives);
+        let mut candidates: Vec<(u32, usize)> = (0..fleet.nodes.len())
+            .filter(|&i| {
+                let pool = &self.nodes.pools[fleet.nodes[i].pool.index()];
+                self.nodes.lives[i] == Life::Up
+                    && pool.capacity != CapacityType::Reserved
+                    && !pool.is_local()
+                    && counts[fleet.nodes[i].pool.index()] > pool.min_nodes
+            })
+            .map(|i| (fleet.nodes[i].gpu_milli_used(), i))
+            .filter(|&(used, _)| used > 0)
+            .collect();
+        candidates.sort_unstable();
+        for (_, i) in candidates {
+            let jobs = self.jobs_on(i);
+            let movable = jobs.iter().all(|&id| self.movable(id));
+            let pinned = self.engine.pins().any(|(n, _, _)| n.index() == i);
+            if jobs.is_empty()
+                || !movable
+                || pinned
+                || !self.engine.fit_elsewhere(NodeId(i as u32), &jobs)
+            {
+                continue;
+            }
+            self.set_life(i, Life::Draining);
+            let why = format!(
+                "consolidation: {} is given back; checkpoint and move to capacity already paid for",
+                self.node_name(i)
+            );
+            self.move_jobs(&jobs, &why)?;
+            self.record(
+                "fleet",
+                format!(
+                    "{} draining {}: {} job(s) checkpoint and move to capacity already paid for",
+                    self.pool_path_of(i),
+                    self.node_name(i),
+                    jobs.len()
+                ),
+            )?;
+            break;
+        }
+        Ok(())
+    }
+}

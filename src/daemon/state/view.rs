@@ -1,0 +1,333 @@
+//! What clients read: the snapshot, one job's detail, and why a job waits.
+
+use super::budget::budget_used;
+use super::*;
+
+impl State {
+    /// Everything about one job.
+    pub fn job_detail(&mut self, id: JobId) -> Result<JobDetail, EngineError> {
+        let events = self.engine.store().events(Some(id), 100)?;
+        let record = self.engine.job_record(id)?.ok_or(EngineError::NoJob(id))?;
+        // `secrets` values are never shown, to anyone (the API hides `envs` from others).
+        let spec = crate::spec::redact::redact(&record.spec, true);
+        let log_tail = crate::daemon::local::log_tail(&self.local.log_dir, id, 20);
+        let Some(j) = self.engine.job(id) else {
+            // Finished long enough ago to be only in the journal (or no longer resolvable).
+            return Ok(JobDetail {
+                id,
+                name: record.name,
+                team: record.team,
+                class: record.priority,
+                state: record.state,
+                submitted_at: record.submitted_at,
+                started_at: None,
+                borrowed: false,
+                placement: Vec::new(),
+                dollars_per_hour: 0.0,
+                cost_usd: record.cost,
+                explanation: None,
+                reason: None,
+                spec,
+                events,
+                log_tail,
+            });
+        };
+        let fleet = self.engine.fleet();
+        let placement = j.placement.as_ref().map_or(Vec::new(), |p| {
+            p.nodes
+                .iter()
+                .map(|n| {
+                    let gpus: Vec<String> = n
+                        .gpus
+                        .iter()
+                        .map(|g| match g.share {
+                            GpuShare::Mig { start, .. } => format!("{}@slice{start}", g.gpu),
+                            GpuShare::Milli(m) if m < crate::model::MILLI_PER_GPU => {
+                                format!("{}({:.2})", g.gpu, f64::from(m) / 1000.0)
+                            }
+                            _ => g.gpu.to_string(),
+                        })
+                        .collect();
+                    format!("{} gpus {}", fleet.node(n.node).name, gpus.join(","))
+                })
+                .collect()
+        });
+        Ok(JobDetail {
+            id,
+            name: j.name.clone(),
+            team: self.team_name(j.team),
+            class: self.class_name(j.class),
+            state: j.state,
+            submitted_at: j.submitted_at,
+            started_at: j.started_at,
+            borrowed: j.borrowed,
+            placement,
+            dollars_per_hour: j.placement.as_ref().map_or(0.0, |p| p.price_per_hour),
+            cost_usd: j.cost_at(self.now),
+            reason: self.why_waiting(j),
+            explanation: j.explanation.clone(),
+            spec,
+            events,
+            log_tail,
+        })
+    }
+
+    /// Why a pending job waits: the cycle's reason, and — when it waits for capacity and its
+    /// class has patience left (`[scale] burst_after`) — when capacity will be bought for it.
+    pub(super) fn why_waiting(&self, j: &crate::daemon::engine::Job) -> Option<String> {
+        let e = j.explanation.as_ref()?;
+        let mut text = reason_text(&e.reason);
+        let for_capacity = e.reason.waits_for_capacity();
+        let patience = self.nodes.scale.patience_s(j.class);
+        let left = patience - (self.now - j.submitted_at);
+        if let Some((node, _, _)) = self.engine.pins().find(|(_, w, _)| *w == j.id) {
+            text.push_str(&format!(
+                "; {} is being emptied for it (defragmentation)",
+                self.engine.fleet().node(node).name
+            ));
+        } else if for_capacity && left > 0.0 {
+            text.push_str(&format!(
+                "; {} jobs wait {:.0} min for paid capacity before any is bought ({:.0} min left)",
+                self.class_name(j.class),
+                patience / 60.0,
+                (left / 60.0).ceil()
+            ));
+        }
+        Some(text)
+    }
+
+    pub(super) fn build_snapshot(&self) -> Snapshot {
+        let fleet = self.engine.fleet();
+        let mut pools: Vec<PoolRow> = fleet
+            .pools
+            .iter()
+            .enumerate()
+            .map(|(i, p)| PoolRow {
+                path: fleet.pool_path(crate::model::PoolId(i as u32)),
+                short: format!(
+                    "{}/{}",
+                    fleet.regions[fleet.zones[p.zone.index()].region as usize].provider,
+                    p.name
+                ),
+                instance: p.instance_type.clone(),
+                model: p
+                    .model
+                    .map_or("-".to_string(), |m| fleet.model(m).name.clone()),
+                capacity: p.capacity.to_string(),
+                dollars_per_hour: p.price_per_hour,
+                ..PoolRow::default()
+            })
+            .collect();
+        // Only nodes that exist count; provisioning ones are paid but not yet usable.
+        let mut paid = vec![0usize; pools.len()];
+        for (n, life) in fleet.nodes.iter().zip(&self.nodes.lives) {
+            let row = &mut pools[n.pool.index()];
+            match life {
+                Life::Absent => continue,
+                Life::Provisioning => row.provisioning += 1,
+                Life::Failed => row.down += 1,
+                Life::Up | Life::Noticed | Life::Draining => {
+                    row.nodes += 1;
+                    row.gpus += n.gpus.len();
+                    row.gpus_busy += n.gpus.iter().filter(|g| !g.is_idle()).count();
+                }
+            }
+            paid[n.pool.index()] += 1;
+        }
+        let gpus_total: usize = pools.iter().map(|p| p.gpus).sum();
+        let gpus_busy: usize = pools.iter().map(|p| p.gpus_busy).sum();
+        let dollars: f64 = pools
+            .iter()
+            .zip(&paid)
+            .map(|(p, n)| p.dollars_per_hour * *n as f64)
+            .sum();
+        let idle_dollars: f64 = pools
+            .iter()
+            .map(|p| {
+                if p.gpus == 0 {
+                    0.0
+                } else {
+                    p.dollars_per_hour * p.nodes as f64 * (p.gpus - p.gpus_busy) as f64
+                        / p.gpus as f64
+                }
+            })
+            .sum();
+        let mut jobs: Vec<JobRow> = self
+            .engine
+            .jobs()
+            .filter(|j| !j.state.is_final() || self.now - j.submitted_at < 6.0 * 3600.0)
+            .map(|j| {
+                let gpus = match (j.request.gpu, j.request.nodes) {
+                    (GpuRequest::None, _) => "cpu".to_string(),
+                    (GpuRequest::Whole(n), 1) => format!("{n}"),
+                    (GpuRequest::Whole(n), k) => format!("{k}×{n}"),
+                    (GpuRequest::Fraction(m), _) => format!("{:.2}", f64::from(m) / 1000.0),
+                    (GpuRequest::Mig(p), _) => p.to_string(),
+                };
+                let (detail, position) = match (&j.placement, &j.explanation) {
+                    (Some(p), _) => {
+                        let node = &fleet.node(p.nodes[0].node).name;
+                        let share =
+                            p.nodes[0]
+                                .gpus
+                                .first()
+                                .map_or(String::new(), |g| match g.share {
+                                    GpuShare::Mig { start, .. } => {
+                                        format!(" gpu{} slice@{start}", g.gpu)
+                                    }
+                                    _ => String::new(),
+                                });
+                        let more = if p.nodes.len() > 1 {
+                            format!(" +{} nodes", p.nodes.len() - 1)
+                        } else {
+                            String::new()
+                        };
+                        (
+                            format!("{node}{share}{more} ${:.2}/h", p.price_per_hour),
+                            None,
+                        )
+                    }
+                    (None, Some(e)) => (self.why_waiting(j).unwrap_or_default(), Some(e.position)),
+                    (None, None) => (String::new(), None),
+                };
+                let since = j.started_at.unwrap_or(j.submitted_at);
+                JobRow {
+                    id: j.id,
+                    name: j.name.clone().unwrap_or_default(),
+                    team: self.team_name(j.team),
+                    class: self.class_name(j.class),
+                    state: j.state.to_string(),
+                    gpus,
+                    since_s: since,
+                    position,
+                    detail,
+                    cost_usd: j.cost,
+                    dollars_per_hour: j.placement.as_ref().map_or(0.0, |p| p.price_per_hour),
+                }
+            })
+            .collect();
+        jobs.sort_by_key(|j| {
+            (
+                state_order(&j.state),
+                j.position.unwrap_or(usize::MAX),
+                -j.id,
+            )
+        });
+        let mut queue_by_class: Vec<(String, usize)> =
+            self.classes.iter().map(|c| (c.clone(), 0)).collect();
+        for j in self.engine.jobs().filter(|j| j.state == JobState::Pending) {
+            if let Some(q) = queue_by_class
+                .iter_mut()
+                .find(|(c, _)| *c == self.class_name(j.class))
+            {
+                q.1 += 1;
+            }
+        }
+        let mut teams: Vec<TeamRow> = self
+            .team_config
+            .iter()
+            .zip(&self.budgets)
+            .map(|(t, b)| TeamRow {
+                name: t.name.clone(),
+                cohort: t.cohort.clone().unwrap_or_default(),
+                weight: t.weight,
+                guaranteed: t.guaranteed,
+                borrow_limit: t.borrow_limit,
+                budget_monthly_usd: t.budget_monthly_usd,
+                budget_monthly_gpu_hours: t.budget_monthly_gpu_hours,
+                spend_month_usd: b.usd,
+                gpu_hours_month: b.gpu_h,
+                budget_used: budget_used(t, b.usd, b.gpu_h),
+                budget_action: t.budget_action.to_string(),
+                ..TeamRow::default()
+            })
+            .collect();
+        for j in self.engine.jobs() {
+            let Some(row) = teams.get_mut(j.team) else {
+                continue;
+            };
+            match j.state {
+                JobState::Running | JobState::Preempting => {
+                    row.running += 1;
+                    row.used_gpus += j.request.total_gpu_milli() as f64 / 1000.0;
+                    row.burn_per_hour += j.placement.as_ref().map_or(0.0, |p| p.price_per_hour);
+                }
+                JobState::Pending => row.pending += 1,
+                _ => {}
+            }
+        }
+        for row in &mut teams {
+            row.borrowed_gpus = row
+                .guaranteed
+                .map_or(0.0, |g| (row.used_gpus - f64::from(g)).max(0.0));
+        }
+        // What each team lends: the others' borrowing in its cohort, spread over the members'
+        // idle guarantees.
+        let idle: Vec<f64> = teams
+            .iter()
+            .map(|r| {
+                r.guaranteed
+                    .map_or(0.0, |g| (f64::from(g) - r.used_gpus).max(0.0))
+            })
+            .collect();
+        for i in 0..teams.len() {
+            if teams[i].cohort.is_empty() || idle[i] == 0.0 {
+                continue;
+            }
+            let same = |j: usize| teams[j].cohort == teams[i].cohort;
+            let borrowed: f64 = (0..teams.len())
+                .filter(|&j| j != i && same(j))
+                .map(|j| teams[j].borrowed_gpus)
+                .sum();
+            let pool: f64 = (0..teams.len()).filter(|&j| same(j)).map(|j| idle[j]).sum();
+            teams[i].lent_gpus = (borrowed * idle[i] / pool.max(1e-9)).min(idle[i]);
+        }
+        Snapshot {
+            version: self.snapshot.version + 1,
+            events_total: self.events_total,
+            teams,
+            simulated: self.nodes.pools.iter().any(|p| !p.is_local()),
+            host: self.host_node.map(|_| self.host.status(self.now)),
+            now: self.now,
+            pools,
+            gpus_total,
+            gpus_busy,
+            dollars_per_hour: dollars,
+            idle_dollars_per_hour: idle_dollars,
+            idle_by_cause: self.idle_by_cause(),
+            jobs,
+            queue_by_class,
+            events: self.events.iter().take(50).cloned().collect(),
+        }
+    }
+}
+
+pub(super) fn state_order(s: &str) -> u8 {
+    match s {
+        "running" | "preempting" => 0,
+        "pending" => 1,
+        "held" => 2,
+        _ => 3,
+    }
+}
+
+/// One line for why a job waits.
+pub fn reason_text(r: &PendingReason) -> String {
+    match r {
+        PendingReason::Held => "held".to_string(),
+        PendingReason::Quota { wants, used, guaranteed, borrow_limit, lendable } => format!(
+            "quota: wants {:.1} GPU, team uses {:.1}/{:.0} guaranteed, may borrow {:.0}, lendable idle {:.1}",
+            *wants as f64 / 1000.0,
+            *used as f64 / 1000.0,
+            *guaranteed as f64 / 1000.0,
+            *borrow_limit as f64 / 1000.0,
+            *lendable as f64 / 1000.0
+        ),
+        PendingReason::NoCapacity { why, reservation } => {
+            let behind = reservation.map_or(String::new(), |(j, _)| format!(" (behind job {j}'s reservation)"));
+            format!("{why}{behind}")
+        }
+        PendingReason::AwaitingPreemption { victims } => format!("preempting {} job(s) to start", victims.len()),
+        PendingReason::Reserved { start_at } => format!("reserved: starts by t+{:.0} min", start_at / 60.0),
+    }
+}

@@ -131,7 +131,7 @@ pub fn run(a: DaemonArgs) -> Result<(), String> {
             .tcp
             .map_or(String::new(), |a| format!(", tcp {a} (bearer tokens)"))
     );
-    let result = runtime.block_on(serve(handle.clone(), &listen, signals()));
+    let result = runtime.block_on(async { serve(handle.clone(), &listen, signals()).await });
     handle.shutdown();
     drop(handle);
     let _ = actor.join();

@@ -149,6 +149,10 @@ pub fn info(output: Output) -> Result<(), String> {
     println!("data dir    {}", p.data_dir.display());
     println!("journal     {}", p.journal.display());
     println!("socket      {}", p.socket.display());
+    println!("scope       {}", p.scope);
+    for why in &p.chosen_by {
+        println!("  chosen by {why}");
+    }
     println!("defaults    `gantry fleet --print-default` prints the built-in fleet file,");
     println!("            `gantry info --print-console` the documented console.toml");
     Ok(())

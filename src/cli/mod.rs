@@ -326,7 +326,7 @@ pub fn main() -> ExitCode {
         Some(Command::Fleet {
             print_local: true, ..
         }) => {
-            print!("{}", gantry::config::fleet::LOCAL_FLEET);
+            print!("{}", gantry::config::fleet::local_fleet_for_this_host());
             Ok(())
         }
         Some(Command::Fleet {

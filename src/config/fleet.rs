@@ -13,6 +13,21 @@ pub const DEFAULT_FLEET: &str = include_str!("default_fleet.toml");
 /// A starting fleet file for one host with its GPUs discovered (`gantry fleet --print-local`).
 pub const LOCAL_FLEET: &str = include_str!("local_fleet.toml");
 
+/// The local fleet file with this host's CPUs and memory (`gantry fleet --print-local`).
+pub fn local_fleet_for_this_host() -> String {
+    let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+    let mem_gb = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| {
+            let line = m.lines().find(|l| l.starts_with("MemTotal:"))?.to_string();
+            line.split_whitespace().nth(1)?.parse::<u64>().ok()
+        })
+        .map_or(1, |kib| (kib / (1024 * 1024)).max(1));
+    LOCAL_FLEET
+        .replacen("cpus = 16\n", &format!("cpus = {cpus}\n"), 1)
+        .replacen("memory_gb = 64\n", &format!("memory_gb = {mem_gb}\n"), 1)
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ConfigError {
     pub file: String,

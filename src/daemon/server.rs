@@ -109,9 +109,13 @@ pub async fn serve(
         ),
         None => None,
     };
+    // Both listeners answer from here on: tell systemd (Type=notify) the daemon is ready. A
+    // no-op without NOTIFY_SOCKET.
+    let _ = sd_notify::notify(&[sd_notify::NotifyState::Ready]);
     let (stop_tx, stop_rx) = watch::channel(false);
     tokio::spawn(async move {
         shutdown.await;
+        let _ = sd_notify::notify(&[sd_notify::NotifyState::Stopping]);
         let _ = stop_tx.send(true);
     });
     let limits = listen.limits;
@@ -201,14 +205,21 @@ pub fn raise_fd_limit() {
 }
 
 /// Resolves on SIGINT or SIGTERM.
-pub async fn signals() {
+///
+/// The handlers are installed when this is called (inside the runtime), not when the future is
+/// first polled: the daemon says it is ready only after, so a SIGTERM right after readiness
+/// stops it gracefully instead of killing it.
+pub fn signals() -> impl std::future::Future<Output = ()> + Send + 'static {
     use tokio::signal::unix::{signal, SignalKind};
-    let mut term = match signal(SignalKind::terminate()) {
-        Ok(s) => s,
-        Err(_) => return std::future::pending().await,
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term.recv() => {}
+    let term = signal(SignalKind::terminate()).ok();
+    let int = signal(SignalKind::interrupt()).ok();
+    async move {
+        let (Some(mut term), Some(mut int)) = (term, int) else {
+            return std::future::pending().await;
+        };
+        tokio::select! {
+            _ = int.recv() => {}
+            _ = term.recv() => {}
+        }
     }
 }

@@ -253,6 +253,8 @@ pub fn launch(spec: &LaunchSpec) -> Result<Running, ExecError> {
         .stderr(err)
         .process_group(0)
         .envs(&spec.envs)
+        // systemd's readiness socket is the daemon's, not its jobs'.
+        .env_remove("NOTIFY_SOCKET")
         .env("CUDA_VISIBLE_DEVICES", spec.gpu_uuids.join(","))
         .env("GANTRY_JOB_ID", job.to_string())
         .env("GANTRY_RUN_TOKEN", &spec.run_token)

@@ -1,0 +1,111 @@
+//! A daemon that installs like one: system paths when run as root (or asked), one variable per
+//! file, readiness told to systemd (`Type=notify`) once both listeners answer, and a local
+//! fleet file written with the host's own CPUs and memory.
+
+use std::os::unix::net::UnixDatagram;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+fn gantry() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_gantry"))
+}
+
+#[test]
+fn gantry_system_selects_system_paths_and_variables_name_single_files() {
+    let out = gantry()
+        .args(["info", "-o", "json"])
+        .env("GANTRY_SYSTEM", "1")
+        .env("GANTRY_SOCKET", "/tmp/elsewhere.sock")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["scope"], "system");
+    assert_eq!(v["fleet_file"], "/etc/gantry/fleet.toml");
+    assert_eq!(v["journal"], "/var/lib/gantry/state.db");
+    assert_eq!(v["socket"], "/tmp/elsewhere.sock");
+    let why = v["chosen_by"].to_string();
+    assert!(
+        why.contains("GANTRY_SYSTEM") && why.contains("GANTRY_SOCKET"),
+        "{why}"
+    );
+    // The table says the same.
+    let out = gantry()
+        .arg("info")
+        .env("GANTRY_SYSTEM", "1")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("scope       system") && text.contains("chosen by"),
+        "{text}"
+    );
+}
+
+#[test]
+fn the_daemon_tells_systemd_it_is_ready_once_it_answers_and_when_it_stops() {
+    let dir = std::env::temp_dir().join(format!("gantry-notify-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let notify = dir.join("notify.sock");
+    let listener = UnixDatagram::bind(&notify).unwrap();
+    listener
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .unwrap();
+    let socket = dir.join("d.sock");
+    let mut child = gantry()
+        .args(["daemon", "--db"])
+        .arg(dir.join("state").join("state.db"))
+        .arg("--socket")
+        .arg(&socket)
+        .env("NOTIFY_SOCKET", &notify)
+        .env("XDG_CONFIG_HOME", dir.join("cfg"))
+        .env("XDG_DATA_HOME", dir.join("data"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut buf = [0u8; 256];
+    let n = listener.recv(&mut buf).expect("READY=1 within a minute");
+    assert_eq!(String::from_utf8_lossy(&buf[..n]).trim(), "READY=1");
+    // Ready means answering: the socket takes a request now.
+    assert!(std::os::unix::net::UnixStream::connect(&socket).is_ok());
+    // SAFETY: kill(2) with the child's pid and SIGTERM.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGTERM);
+    }
+    let n = listener.recv(&mut buf).expect("STOPPING=1");
+    assert_eq!(String::from_utf8_lossy(&buf[..n]).trim(), "STOPPING=1");
+    assert!(child.wait().unwrap().success());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn print_local_writes_this_hosts_cpus_and_memory() {
+    let out = gantry().args(["fleet", "--print-local"]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let cpus = std::thread::available_parallelism().unwrap().get();
+    assert!(text.contains(&format!("\ncpus = {cpus}\n")), "{text}");
+    assert!(
+        !text.contains("--fleet"),
+        "names a flag that does not exist"
+    );
+    let mem: u64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("memory_gb = "))
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(mem >= 1);
+    // And it parses as a fleet file.
+    let path = std::env::temp_dir().join(format!("gantry-local-{}.toml", std::process::id()));
+    std::fs::write(&path, text.as_bytes()).unwrap();
+    let check = gantry()
+        .args(["fleet", "--config"])
+        .arg(&path)
+        .args(["-o", "json"])
+        .output()
+        .unwrap();
+    assert!(check.status.success(), "{check:?}");
+    let _ = std::fs::remove_file(&path);
+}

@@ -58,6 +58,8 @@ fn the_daemon_tells_systemd_it_is_ready_once_it_answers_and_when_it_stops() {
         .arg(dir.join("state").join("state.db"))
         .arg("--socket")
         .arg(&socket)
+        // Its own help's example (the hand-written duration parser refused it).
+        .args(["--sample-interval", "500ms", "--request-timeout", "1m 30s"])
         .env("NOTIFY_SOCKET", &notify)
         .env("XDG_CONFIG_HOME", dir.join("cfg"))
         .env("XDG_DATA_HOME", dir.join("data"))

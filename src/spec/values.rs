@@ -156,32 +156,37 @@ impl<'de> Deserialize<'de> for Bytes {
     }
 }
 
-/// A duration: "90s", "30m", "12h", "2d", "1h30m", or a number of seconds.
+/// A duration: "90s", "500ms", "30m", "90min", "12h", "2d", "1h30m", "1h 30m", "1.5h", or a
+/// number of seconds.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Duration(pub f64);
 
+/// Seconds in `text`: a bare number, else `humantime`'s durations, else a fractional one
+/// ("1.5h", which humantime does not take).
 pub fn parse_duration(text: &str) -> Option<f64> {
     let t = text.trim();
     if let Ok(s) = t.parse::<f64>() {
         return (s.is_finite() && s >= 0.0).then_some(s);
     }
-    let (mut total, mut num) = (0.0, String::new());
-    for c in t.chars() {
-        if c.is_ascii_digit() || c == '.' {
-            num.push(c);
-            continue;
-        }
-        let n: f64 = num.parse().ok()?;
-        total += n * match c {
-            's' => 1.0,
-            'm' => 60.0,
-            'h' => 3600.0,
-            'd' => 86_400.0,
-            _ => return None,
-        };
-        num.clear();
+    if let Ok(d) = humantime::parse_duration(t) {
+        return Some(d.as_secs_f64());
     }
-    (num.is_empty() && total.is_finite()).then_some(total)
+    fractional(t)
+}
+
+/// "1.5h", "2.5d": a decimal number and one unit (s, m, h, d).
+fn fractional(t: &str) -> Option<f64> {
+    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.'))?;
+    let (num, unit) = t.split_at(split);
+    let n: f64 = num.parse().ok()?;
+    let scale = match unit.trim() {
+        "s" => 1.0,
+        "m" => 60.0,
+        "h" => 3600.0,
+        "d" => 86_400.0,
+        _ => return None,
+    };
+    Some(n * scale).filter(|s| s.is_finite())
 }
 
 impl<'de> Deserialize<'de> for Duration {
@@ -393,8 +398,16 @@ mod tests {
         assert_eq!(parse_duration("1h30m"), Some(5400.0));
         assert_eq!(parse_duration("2d"), Some(172_800.0));
         assert_eq!(parse_duration("45"), Some(45.0));
-        assert_eq!(parse_duration("3 weeks"), None);
         assert_eq!(parse_duration("h"), None);
+        // The forms people write that the hand-written parser refused (humantime's).
+        assert_eq!(parse_duration("500ms"), Some(0.5));
+        assert_eq!(parse_duration("90min"), Some(5400.0));
+        assert_eq!(parse_duration("1h 30m"), Some(5400.0));
+        assert_eq!(parse_duration("3 weeks"), Some(3.0 * 7.0 * 86_400.0));
+        assert_eq!(parse_duration("1.5h"), Some(5400.0));
+        assert_eq!(parse_duration("3 parsecs"), None);
+        assert_eq!(parse_duration("-5"), None);
+        assert_eq!(parse_duration("1.5x"), None);
     }
 
     #[test]

@@ -192,6 +192,8 @@ fn end_to_end_in_tmux() {
         );
     };
     wait_for("SIMULATED");
+    // No daemon answers on the default socket: the embedded demo, and the header says so.
+    wait_for("demo  gantry");
     wait_for("GPUs busy");
     tmux(&["send-keys", "-t", "e2e", "2"]);
     wait_for("where / why pending");
@@ -940,4 +942,109 @@ fn the_fleet_view_shows_this_hosts_nvml_status_and_foreign_gpus() {
         !s.contains("SIMULATED ·") && !s.contains("· SIMULATED"),
         "measured, not simulated:\n{s}"
     );
+}
+
+/// Plain `gantry` attaches to the daemon answering on the default socket (before: it always
+/// opened the embedded demo), and its header says so.
+#[test]
+fn plain_gantry_attaches_to_the_daemon_on_the_default_socket() {
+    if std::process::Command::new("tmux")
+        .arg("-V")
+        .output()
+        .is_err()
+    {
+        eprintln!("tmux is not installed: attach test skipped (.ci/run installs it)");
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("gantry-attach-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let env = [
+        ("XDG_RUNTIME_DIR", dir.join("run")),
+        ("XDG_CONFIG_HOME", dir.join("cfg")),
+        ("XDG_DATA_HOME", dir.join("data")),
+    ];
+    let bin = env!("CARGO_BIN_EXE_gantry");
+    let mut daemon = std::process::Command::new(bin)
+        .arg("daemon")
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .env_remove("GANTRY_CONNECT")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let socket = dir.join("run/gantry/gantry.sock");
+    for _ in 0..300 {
+        if std::os::unix::net::UnixStream::connect(&socket).is_ok() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let spec = dir.join("probe.yaml");
+    std::fs::write(
+        &spec,
+        "name: attach-probe\nresources:\n  accelerators: H100:1\nrun: train\n",
+    )
+    .unwrap();
+    let out = std::process::Command::new(bin)
+        .arg("submit")
+        .arg(&spec)
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .env_remove("GANTRY_CONNECT")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+
+    let sock = format!("gantry-attach-{}", std::process::id());
+    let tmux = |args: &[&str]| {
+        let out = std::process::Command::new("tmux")
+            .arg("-L")
+            .arg(&sock)
+            .args(args)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let vars: Vec<String> = env
+        .iter()
+        .map(|(k, v)| format!("{k}={}", v.display()))
+        .collect();
+    tmux(&[
+        "new-session",
+        "-d",
+        "-s",
+        "a",
+        "-x",
+        "200",
+        "-y",
+        "40",
+        &format!(
+            "env -u GANTRY_CONNECT {} {bin}; echo EXITED; sleep 30",
+            vars.join(" ")
+        ),
+    ]);
+    let wait_for = |text: &str| {
+        for _ in 0..100 {
+            let s = tmux(&["capture-pane", "-p", "-t", "a"]);
+            if s.contains(text) {
+                return s;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        panic!(
+            "never saw {text:?}:\n{}",
+            tmux(&["capture-pane", "-p", "-t", "a"])
+        );
+    };
+    wait_for("gantry.sock");
+    let header = wait_for("daemon ");
+    assert!(!header.contains(" demo "), "{header}");
+    tmux(&["send-keys", "-t", "a", "2"]);
+    wait_for("attach-probe");
+    tmux(&["send-keys", "-t", "a", "q"]);
+    wait_for("EXITED");
+    tmux(&["kill-server"]);
+    let _ = daemon.kill();
+    let _ = daemon.wait();
+    let _ = std::fs::remove_dir_all(&dir);
 }

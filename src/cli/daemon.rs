@@ -173,11 +173,24 @@ pub fn console(
     let mut app = gantry::console::app::App::with(theme, keymap, color);
     app.readonly = readonly || file.readonly;
     app.mouse = file.mouse;
-    if let Some(c) = connect {
-        let endpoint = Endpoint::parse(c)?;
+    // A daemon named (--connect, GANTRY_CONNECT) or answering on the default socket is what
+    // the console shows; only when none answers does it run the embedded demo.
+    let attach = match connect {
+        Some(c) => Some(Endpoint::parse(c)?),
+        None => {
+            let default = Endpoint::Unix(paths.socket.clone());
+            let answers = gantry::client::http::HttpClient::new(default.clone(), None)
+                .request("GET", "/v1/health", None)
+                .is_ok_and(|r| r.status == 200);
+            answers.then_some(default)
+        }
+    };
+    if let Some(endpoint) = attach {
+        app.source = format!("daemon {endpoint}");
         let mut client = RemoteClient::connect(endpoint, token).map_err(|e| e.to_string())?;
         return gantry::console::run(&mut client, app).map_err(|e| format!("console: {e}"));
     }
+    app.source = "demo".to_string();
     let dir = std::env::temp_dir().join(format!("gantry-demo-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;

@@ -261,6 +261,9 @@ pub struct App {
     pub color: bool,
     pub theme: super::theme::Theme,
     pub keymap: super::keymap::Keymap,
+    /// What the console shows, for the header: `demo` (the embedded daemon) or `daemon
+    /// ENDPOINT`; empty in tests.
+    pub source: String,
 }
 
 /// Job names come from users: never let control characters reach the terminal.
@@ -346,6 +349,7 @@ impl App {
             color,
             theme,
             keymap,
+            source: String::new(),
         }
     }
 
@@ -945,8 +949,25 @@ impl App {
         )
         .select(View::ALL.iter().position(|v| *v == self.view).unwrap_or(0))
         .highlight_style(self.style(self.theme.accent).add_modifier(Modifier::BOLD));
-        let [left, right] =
-            Layout::horizontal([Constraint::Min(30), Constraint::Length(36)]).areas(top);
+        // Where the data comes from, when there is room for it (the embedded demo or the
+        // daemon attached to).
+        let source = if self.source.is_empty() || area.width < 100 {
+            String::new()
+        } else {
+            let s = escape(&self.source);
+            let keep = usize::from(area.width / 3);
+            if s.chars().count() > keep {
+                let tail: String = s.chars().skip(s.chars().count() + 1 - keep).collect();
+                format!("…{tail}  ")
+            } else {
+                format!("{s}  ")
+            }
+        };
+        let [left, right] = Layout::horizontal([
+            Constraint::Min(30),
+            Constraint::Length(36 + source.chars().count() as u16),
+        ])
+        .areas(top);
         f.render_widget(tabs, left);
         f.render_widget(
             Paragraph::new(Line::from(vec![
@@ -960,8 +981,9 @@ impl App {
                         Style::default().add_modifier(Modifier::REVERSED)
                     },
                 ),
+                Span::raw(format!(" {source}")),
                 Span::raw(format!(
-                    " gantry  day {} {:02}:{:02}",
+                    "gantry  day {} {:02}:{:02}",
                     t / 86_400 + 1,
                     t / 3600 % 24,
                     t / 60 % 60

@@ -48,23 +48,12 @@ pub fn resolve(env: impl Fn(&str) -> Option<String>, root: bool) -> Paths {
             "user paths: the XDG base directories (GANTRY_SYSTEM=1 for the system's)".to_string(),
         )
     };
-    let mut p = if system {
-        let (config_dir, data_dir, runtime_dir) = (
+    let (config_dir, data_dir, runtime_dir) = if system {
+        (
             PathBuf::from("/etc/gantry"),
             PathBuf::from("/var/lib/gantry"),
             PathBuf::from("/run/gantry"),
-        );
-        Paths {
-            fleet_file: config_dir.join("fleet.toml"),
-            console_file: config_dir.join("console.toml"),
-            journal: data_dir.join("state.db"),
-            socket: runtime_dir.join("gantry.sock"),
-            config_dir,
-            data_dir,
-            runtime_dir,
-            scope: "system",
-            chosen_by: vec![why],
-        }
+        )
     } else {
         let home = set("HOME").map_or_else(|| PathBuf::from("."), PathBuf::from);
         // XDG says relative values are invalid and must be ignored.
@@ -77,17 +66,18 @@ pub fn resolve(env: impl Fn(&str) -> Option<String>, root: bool) -> Paths {
         let data_dir = dir("XDG_DATA_HOME", &home.join(".local/share"));
         let runtime_dir =
             absolute("XDG_RUNTIME_DIR").map_or_else(|| data_dir.clone(), |p| p.join("gantry"));
-        Paths {
-            fleet_file: config_dir.join("fleet.toml"),
-            console_file: config_dir.join("console.toml"),
-            journal: data_dir.join("state.db"),
-            socket: runtime_dir.join("gantry.sock"),
-            config_dir,
-            data_dir,
-            runtime_dir,
-            scope: "user",
-            chosen_by: vec![why],
-        }
+        (config_dir, data_dir, runtime_dir)
+    };
+    let mut p = Paths {
+        fleet_file: config_dir.join("fleet.toml"),
+        console_file: config_dir.join("console.toml"),
+        journal: data_dir.join("state.db"),
+        socket: runtime_dir.join("gantry.sock"),
+        config_dir,
+        data_dir,
+        runtime_dir,
+        scope: if system { "system" } else { "user" },
+        chosen_by: vec![why],
     };
     for (var, slot) in [
         ("GANTRY_CONFIG", &mut p.fleet_file),

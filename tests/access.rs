@@ -124,18 +124,13 @@ fn a_revoked_token_stays_revoked_after_a_restart() {
 const SPEC: &str = "name: once\nteam: ml\nresources:\n  accelerators: H100:1\nrun: train\n";
 
 fn submit_with_key(d: &Daemon, key: &str, spec: &str) -> (String, String) {
-    let mut s = std::os::unix::net::UnixStream::connect(&d.socket).unwrap();
-    write!(
+    let s = std::os::unix::net::UnixStream::connect(&d.socket).unwrap();
+    split(&exchange(
         s,
-        "POST /v1/jobs HTTP/1.1\r\nHost: x\r\nConnection: close\r\nIdempotency-Key: {key}\r\nContent-Length: {}\r\n\r\n{spec}",
-        spec.len()
-    )
-    .unwrap();
-    let mut out = String::new();
-    let _ = s.read_to_string(&mut out);
-    let (status, rest) = out.split_once("\r\n").unwrap_or((&out, ""));
-    let body = rest.split_once("\r\n\r\n").map_or("", |(_, b)| b);
-    (status.to_string(), body.to_string())
+        "POST /v1/jobs",
+        &[("Idempotency-Key", key)],
+        spec,
+    ))
 }
 
 fn job_count(d: &Daemon) -> usize {
@@ -171,15 +166,13 @@ fn a_submission_sent_again_with_its_idempotency_key_is_one_job() {
     );
     // Another caller's key is its own: a researcher token with key k-1 makes its own job.
     let ml = token(&d, "researcher", Some("ml"));
-    let mut s = TcpStream::connect(("127.0.0.1", d.port)).unwrap();
-    write!(
-        s,
-        "POST /v1/jobs HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: Bearer {ml}\r\nIdempotency-Key: k-1\r\nContent-Length: {}\r\n\r\n{SPEC}",
-        SPEC.len()
-    )
-    .unwrap();
-    let mut out = String::new();
-    let _ = s.read_to_string(&mut out);
+    let bearer = format!("Bearer {ml}");
+    let out = exchange(
+        TcpStream::connect(("127.0.0.1", d.port)).unwrap(),
+        "POST /v1/jobs",
+        &[("Authorization", &bearer), ("Idempotency-Key", "k-1")],
+        SPEC,
+    );
     assert!(out.starts_with("HTTP/1.1 201"), "{out}");
     assert_eq!(job_count(&d), 3);
     // The keys outlive a restart (they are in the journal, with the job).

@@ -143,16 +143,8 @@ fn end_to_end_in_tmux() {
         eprintln!("tmux is not installed: end-to-end console test skipped (.ci/run installs it)");
         return;
     }
-    let sock = format!("gantry-e2e-{}", std::process::id());
-    let tmux = |args: &[&str]| {
-        let out = std::process::Command::new("tmux")
-            .arg("-L")
-            .arg(&sock)
-            .args(args)
-            .output()
-            .unwrap();
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    };
+    let t = Tmux::new("e2e");
+    let tmux = |args: &[&str]| t.run(args);
     let bin = env!("CARGO_BIN_EXE_gantry");
     tmux(&[
         "new-session",
@@ -165,32 +157,8 @@ fn end_to_end_in_tmux() {
         "32",
         &format!("{bin}; echo EXITED; sleep 30"),
     ]);
-    let wait_for = |text: &str| {
-        for _ in 0..100 {
-            let s = tmux(&["capture-pane", "-p", "-t", "e2e"]);
-            if s.contains(text) {
-                return s;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(100));
-        }
-        panic!(
-            "never saw {text:?}:\n{}",
-            tmux(&["capture-pane", "-p", "-t", "e2e"])
-        );
-    };
-    let wait_for_any = |texts: &[&str]| {
-        for _ in 0..100 {
-            let s = tmux(&["capture-pane", "-p", "-t", "e2e"]);
-            if texts.iter().any(|t| s.contains(t)) {
-                return s;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(100));
-        }
-        panic!(
-            "never saw any of {texts:?}:\n{}",
-            tmux(&["capture-pane", "-p", "-t", "e2e"])
-        );
-    };
+    let wait_for = |text: &str| t.wait_for(&[text]);
+    let wait_for_any = |texts: &[&str]| t.wait_for(texts);
     wait_for("SIMULATED");
     // No daemon answers on the default socket: the embedded demo, and the header says so.
     wait_for("demo  gantry");
@@ -995,16 +963,8 @@ fn plain_gantry_attaches_to_the_daemon_on_the_default_socket() {
         .unwrap();
     assert!(out.status.success(), "{out:?}");
 
-    let sock = format!("gantry-attach-{}", std::process::id());
-    let tmux = |args: &[&str]| {
-        let out = std::process::Command::new("tmux")
-            .arg("-L")
-            .arg(&sock)
-            .args(args)
-            .output()
-            .unwrap();
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    };
+    let t = Tmux::new("a");
+    let tmux = |args: &[&str]| t.run(args);
     let vars: Vec<String> = env
         .iter()
         .map(|(k, v)| format!("{k}={}", v.display()))
@@ -1023,19 +983,7 @@ fn plain_gantry_attaches_to_the_daemon_on_the_default_socket() {
             vars.join(" ")
         ),
     ]);
-    let wait_for = |text: &str| {
-        for _ in 0..100 {
-            let s = tmux(&["capture-pane", "-p", "-t", "a"]);
-            if s.contains(text) {
-                return s;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(100));
-        }
-        panic!(
-            "never saw {text:?}:\n{}",
-            tmux(&["capture-pane", "-p", "-t", "a"])
-        );
-    };
+    let wait_for = |text: &str| t.wait_for(&[text]);
     wait_for("gantry.sock");
     let header = wait_for("daemon ");
     assert!(!header.contains(" demo "), "{header}");
@@ -1047,4 +995,42 @@ fn plain_gantry_attaches_to_the_daemon_on_the_default_socket() {
     let _ = daemon.kill();
     let _ = daemon.wait();
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A tmux server of the test's own (`-L`) with one session: run commands, wait for text.
+struct Tmux {
+    socket: String,
+    session: &'static str,
+}
+
+impl Tmux {
+    fn new(session: &'static str) -> Tmux {
+        Tmux {
+            socket: format!("gantry-{session}-{}", std::process::id()),
+            session,
+        }
+    }
+
+    fn run(&self, args: &[&str]) -> String {
+        let out = std::process::Command::new("tmux")
+            .arg("-L")
+            .arg(&self.socket)
+            .args(args)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// The screen once it shows any of `texts` (10 s at most, else the test fails with it).
+    fn wait_for(&self, texts: &[&str]) -> String {
+        let screen = || self.run(&["capture-pane", "-p", "-t", self.session]);
+        for _ in 0..100 {
+            let s = screen();
+            if texts.iter().any(|t| s.contains(t)) {
+                return s;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        panic!("never saw any of {texts:?}:\n{}", screen());
+    }
 }

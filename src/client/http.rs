@@ -475,14 +475,10 @@ fn read_body(r: &mut BufReader<Stream>, head: &Head) -> Result<Vec<u8>, ReadErro
 /// A fresh random Idempotency-Key (128 bits, hex), so a retried submission is never a
 /// second job.
 pub fn new_idempotency_key() -> Result<String, ClientError> {
-    let mut bytes = [0u8; 16];
-    std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut bytes))
-        .map_err(|e| ClientError::Protocol {
-            endpoint: "local".into(),
-            why: format!("cannot read /dev/urandom for an Idempotency-Key: {e}"),
-        })?;
-    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+    crate::daemon::auth::random_hex(16).map_err(|e| ClientError::Protocol {
+        endpoint: "local".into(),
+        why: format!("cannot read /dev/urandom for an Idempotency-Key: {e}"),
+    })
 }
 
 /// (response, whether the connection may be reused)

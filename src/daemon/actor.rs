@@ -652,7 +652,7 @@ impl Actor {
         let id = id.to_ascii_lowercase();
         let all = self.state.tokens().map_err(ApiError::from)?;
         let found: Vec<_> = all.iter().filter(|t| t.hash.starts_with(&id)).collect();
-        let t = match found.as_slice() {
+        let mut t = match found.as_slice() {
             [one] => (*one).clone(),
             [] => {
                 return Err(ApiError::new(
@@ -676,12 +676,8 @@ impl Actor {
             if let Ok(mut map) = self.tokens.write() {
                 map.remove(&t.hash);
             }
+            t.revoked_at = Some(at);
         }
-        let mut info = TokenInfo::of(&t, at);
-        if info.revoked_at.is_none() {
-            info.revoked_at = Some(at);
-            info.status = "revoked";
-        }
-        Ok(info)
+        Ok(TokenInfo::of(&t, at))
     }
 }

@@ -134,9 +134,14 @@ impl TokenInfo {
 
 /// A fresh token: `gty_` and 32 random bytes in hex.
 pub fn new_token() -> std::io::Result<String> {
-    let mut bytes = [0u8; 32];
+    Ok(format!("gty_{}", random_hex(32)?))
+}
+
+/// `n` random bytes from the kernel, in hex (tokens, idempotency keys).
+pub fn random_hex(n: usize) -> std::io::Result<String> {
+    let mut bytes = vec![0u8; n];
     std::fs::File::open("/dev/urandom")?.read_exact(&mut bytes)?;
-    Ok(format!("gty_{}", hex(&bytes)))
+    Ok(hex(&bytes))
 }
 
 /// What the daemon stores and compares: the token's SHA-256, in hex.
@@ -144,7 +149,7 @@ pub fn hash_token(token: &str) -> String {
     hex(&Sha256::digest(token.as_bytes()))
 }
 
-fn hex(bytes: &[u8]) -> String {
+pub(crate) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 

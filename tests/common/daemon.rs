@@ -83,17 +83,39 @@ pub fn start_in(dir: PathBuf, extra: &[&str]) -> Daemon {
 
 /// One request on its own connection; the whole answer as text.
 pub fn request(socket: &Path, head: &str, body: &str) -> String {
-    let mut s = UnixStream::connect(socket).expect("the Unix socket answers");
+    let s = UnixStream::connect(socket).expect("the Unix socket answers");
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    exchange(s, head, &[], body)
+}
+
+/// Writes one request (`head` as "METHOD PATH", extra headers, a body) on a fresh
+/// connection and reads the whole answer as text.
+pub fn exchange(
+    mut s: impl Read + Write,
+    head: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> String {
+    let extra: String = headers
+        .iter()
+        .map(|(k, v)| format!("{k}: {v}\r\n"))
+        .collect();
     write!(
         s,
-        "{head} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{body}",
+        "{head} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n{extra}Content-Length: {}\r\n\r\n{body}",
         body.len()
     )
     .unwrap();
     let mut out = String::new();
     let _ = s.read_to_string(&mut out);
     out
+}
+
+/// An answer's status line and body.
+pub fn split(out: &str) -> (String, String) {
+    let (status, rest) = out.split_once("\r\n").unwrap_or((out, ""));
+    let body = rest.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+    (status.to_string(), body.to_string())
 }
 
 pub fn healthy(d: &mut Daemon) -> bool {
@@ -134,19 +156,10 @@ pub fn start_with_fleet(name: &str) -> Daemon {
 
 /// A request over TCP with a bearer token: (status line, body).
 pub fn tcp_request(port: u16, token: &str, head: &str, body: &str) -> (String, String) {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let s = TcpStream::connect(("127.0.0.1", port)).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-    write!(
-        s,
-        "{head} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: Bearer {token}\r\nContent-Length: {}\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
-    let mut out = String::new();
-    let _ = s.read_to_string(&mut out);
-    let (status, rest) = out.split_once("\r\n").unwrap_or((&out, ""));
-    let body = rest.split_once("\r\n\r\n").map_or("", |(_, b)| b);
-    (status.to_string(), body.to_string())
+    let bearer = format!("Bearer {token}");
+    split(&exchange(s, head, &[("Authorization", &bearer)], body))
 }
 
 pub fn token(d: &Daemon, role: &str, team: Option<&str>) -> String {

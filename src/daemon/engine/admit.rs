@@ -40,27 +40,24 @@ impl Engine {
         let mut admitted = Vec::new();
         // Jobs waiting per team, this batch's admissions included (the counts are kept as
         // states change: recounting every job per batch cost the actor more than admission).
-        let mut waiting: HashMap<usize, usize> = self
-            .waiting
-            .iter()
-            .enumerate()
-            .map(|(t, &n)| (t, n))
-            .collect();
+        let mut waiting = self.waiting.clone();
         self.replayed.clear();
-        // Idempotency key → the slot of this batch's first submission with it.
-        let mut keyed: HashMap<&str, usize> = HashMap::new();
+        // Idempotency key → the slot of this batch's first submission with it, and its digest.
+        let mut keyed: HashMap<&str, (usize, String)> = HashMap::new();
         let mut repeats = Vec::new();
         for s in batch {
-            if let Some(key) = s.idempotency_key.as_deref() {
+            // What the key vouches for, hashed once per keyed submission.
+            let key = s.idempotency_key.as_deref().map(|k| (k, s.digest()));
+            if let Some((key, digest)) = &key {
                 let slot = answers.len();
-                if let Some(&first) = keyed.get(key) {
+                if let Some((first, first_digest)) = keyed.get(key) {
                     answers.push(Ok(0));
-                    repeats.push((slot, first, s.digest() == batch[first].digest()));
+                    repeats.push((slot, *first, digest == first_digest));
                     continue;
                 }
-                keyed.insert(key, slot);
+                keyed.insert(key, (slot, digest.clone()));
                 match self.store.idempotent(key) {
-                    Ok(Some((id, digest))) if digest == s.digest() => {
+                    Ok(Some((id, stored))) if &stored == digest => {
                         self.replayed.push(id);
                         answers.push(Ok(id));
                         continue;
@@ -76,26 +73,30 @@ impl Engine {
                     }
                 }
             }
-            match self.admit(s) {
-                Ok(job) if self.queue_full(job.team, &waiting).is_some() => {
-                    let cap = self.queue_full(job.team, &waiting).unwrap_or_default();
-                    answers.push(Err(EngineError::QueueFull(format!(
-                        "team `{}` already has {cap} jobs waiting, its limit (the fleet file's [[teams]] max_pending); wait for some to start or cancel some, then submit again",
-                        self.teams[job.team].name
-                    ))));
+            let job = match self.admit(s) {
+                Ok(job) => job,
+                Err(e) => {
+                    answers.push(Err(e));
+                    continue;
                 }
-                Ok(job) => {
-                    *waiting.entry(job.team).or_default() += 1;
-                    answers.push(Ok(0));
-                    admitted.push((
-                        answers.len() - 1,
-                        job,
-                        String::from_utf8_lossy(&s.text),
-                        s.idempotency_key.as_ref().map(|k| (k.clone(), s.digest())),
-                    ));
-                }
-                Err(e) => answers.push(Err(e)),
+            };
+            if let Some(cap) = self.queue_full(job.team, &waiting) {
+                answers.push(Err(EngineError::QueueFull(format!(
+                    "team `{}` already has {cap} jobs waiting, its limit (the fleet file's [[teams]] max_pending); wait for some to start or cancel some, then submit again",
+                    self.teams[job.team].name
+                ))));
+                continue;
             }
+            if let Some(n) = waiting.get_mut(job.team) {
+                *n += 1;
+            }
+            answers.push(Ok(0));
+            admitted.push((
+                answers.len() - 1,
+                job,
+                String::from_utf8_lossy(&s.text),
+                key.map(|(k, digest)| (k.to_string(), digest)),
+            ));
         }
         if admitted.is_empty() {
             return settle_repeats(answers, &repeats);
@@ -141,13 +142,13 @@ impl Engine {
     }
 
     /// `Some(limit)` when `team` has as many jobs waiting as it may.
-    pub(super) fn queue_full(&self, team: usize, waiting: &HashMap<usize, usize>) -> Option<usize> {
+    pub(super) fn queue_full(&self, team: usize, waiting: &[usize]) -> Option<usize> {
         let cap = self
             .max_pending
             .get(&team)
             .copied()
             .unwrap_or(DEFAULT_MAX_PENDING);
-        (waiting.get(&team).copied().unwrap_or(0) >= cap).then_some(cap)
+        (waiting.get(team).copied().unwrap_or(0) >= cap).then_some(cap)
     }
 
     /// Where a submission would land right now, without admitting it: the checks of a

@@ -155,7 +155,7 @@ impl Submission {
             h.update((part.len() as u64).to_le_bytes());
             h.update(part);
         }
-        h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+        crate::daemon::auth::hex(&h.finalize())
     }
 }
 
@@ -370,19 +370,27 @@ impl Engine {
     fn move_to(&mut self, id: JobId, to: JobState, now: f64, why: &str) -> Result<(), EngineError> {
         self.job_mut(id)?;
         self.store.transition(id, to, now, why)?;
+        self.apply_move(id, to, now)
+    }
+
+    /// Applies a journaled move in memory: the bill, the GPUs, the waiting counts, the set of
+    /// suspending jobs and the window of finished ones.
+    fn apply_move(&mut self, id: JobId, to: JobState, now: f64) -> Result<(), EngineError> {
         let job = self.jobs.get_mut(&id).ok_or(EngineError::NoJob(id))?;
         let (team, from) = (job.team, job.state);
         job.state = to;
+        let mut released = Ok(());
         if to != JobState::Running && to != JobState::Preempting {
             job.cost = job.cost_at(now);
             if let Some(p) = job.placement.take() {
                 self.releases += 1;
-                self.cluster
+                released = self
+                    .cluster
                     .release(&p)
                     .map_err(|e| EngineError::Unreadable {
                         id,
                         why: e.to_string(),
-                    })?;
+                    });
             }
             job.started_at = None;
         }
@@ -394,7 +402,7 @@ impl Engine {
             self.finished.push_back(id);
             self.forget_old();
         }
-        Ok(())
+        released
     }
 
     pub fn cancel(&mut self, id: JobId, now: f64) -> Result<(), EngineError> {
@@ -486,21 +494,8 @@ impl Engine {
     }
     /// A backend reports that a job exited.
     pub fn finished(&mut self, id: JobId, ok: bool, now: f64) -> Result<(), EngineError> {
-        let to = if ok {
-            JobState::Completed
-        } else {
-            JobState::Failed
-        };
-        self.move_to(
-            id,
-            to,
-            now,
-            if ok {
-                "exited 0"
-            } else {
-                "exited with an error"
-            },
-        )
+        let (to, why) = exit_move(ok);
+        self.move_to(id, to, now, why)
     }
 
     /// Several jobs' exits, with one journal commit; (job, exited 0). A job that is not
@@ -514,38 +509,19 @@ impl Engine {
         let mut moves = Vec::new();
         for &(id, ok) in exits {
             match self.jobs.get(&id).map(|j| j.state) {
-                Some(JobState::Running | JobState::Preempting) => moves.push((
-                    id,
-                    if ok {
-                        JobState::Completed
-                    } else {
-                        JobState::Failed
-                    },
-                    if ok {
-                        "exited 0"
-                    } else {
-                        "exited with an error"
-                    }
-                    .to_string(),
-                )),
+                Some(JobState::Running | JobState::Preempting) => {
+                    let (to, why) = exit_move(ok);
+                    moves.push((id, to, why.to_string()));
+                }
                 _ => skipped.push(id),
             }
         }
         self.store.transition_all(&moves, now)?;
         for (id, to, _) in moves {
-            let Some(job) = self.jobs.get_mut(&id) else {
-                continue;
-            };
-            job.state = to;
-            job.cost = job.cost_at(now);
-            job.started_at = None;
-            if let Some(p) = job.placement.take() {
-                self.releases += 1;
-                let _ = self.cluster.release(&p);
-            }
-            self.finished.push_back(id);
+            // Journaled already: every exit is applied; a placement the fleet no longer
+            // recognises (an invariant broken elsewhere) does not stop the others.
+            let _ = self.apply_move(id, to, now);
         }
-        self.forget_old();
         Ok(skipped)
     }
 
@@ -587,4 +563,13 @@ fn find_named<T>(items: &[T], name: &str, name_of: impl Fn(&T) -> &str) -> Resul
         .iter()
         .position(|t| name_of(t) == name)
         .ok_or_else(|| items.iter().map(&name_of).collect::<Vec<_>>().join(", "))
+}
+
+/// What a job's exit makes of it, and the journal's reason.
+fn exit_move(ok: bool) -> (JobState, &'static str) {
+    if ok {
+        (JobState::Completed, "exited 0")
+    } else {
+        (JobState::Failed, "exited with an error")
+    }
 }

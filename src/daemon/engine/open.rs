@@ -122,10 +122,16 @@ impl Engine {
             );
         }
         e.store.transition_all(&moves, now)?;
-        // The moves closed their open runs in the journal: read the bills back.
+        // The moves closed their open runs in the journal: read the bills back (of the jobs
+        // kept in memory; the ones that failed stay in the journal only).
         for (id, _, _) in &moves {
-            if let (Some(j), Some(r)) = (e.jobs.get_mut(id), e.store.job(*id)?) {
-                j.cost = r.cost;
+            if !e.jobs.contains_key(id) {
+                continue;
+            }
+            if let Some(r) = e.store.job(*id)? {
+                if let Some(j) = e.jobs.get_mut(id) {
+                    j.cost = r.cost;
+                }
             }
         }
         Ok(e)

@@ -1,4 +1,149 @@
 //! Backends: where GPUs come from and where jobs run. Built so far: the local host (real child
-//! processes; GPUs through NVML when a driver is present).
+//! processes; GPUs through NVML when a driver is present) and SSH hosts (the same local backend
+//! run remotely by `gantry agent`, reached with the system `ssh`).
+//!
+//! The interface is `Runner`: the daemon hands it a `Launch` per node of a placement and
+//! learns what happened from `RunEvent`s it polls. Every call returns at once: a remote
+//! backend answers over a network that may be slow or gone, and the daemon's actor must never
+//! wait on it. What a runner reports is keyed by the run's token, so an event from an earlier
+//! run of the same job (a requeue that landed on the same host) is told apart from the
+//! current one.
 
+pub mod agent;
 pub mod local;
+pub mod ssh;
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+pub use local::exec::Exit;
+
+/// One node's part of a job, as a backend starts it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Launch {
+    pub job: i64,
+    /// A secret of this run alone (`GANTRY_RUN_TOKEN`): proves a process is the run's.
+    pub token: String,
+    pub setup: Option<String>,
+    pub run: String,
+    pub workdir: Option<String>,
+    pub envs: BTreeMap<String, String>,
+    /// What `CUDA_VISIBLE_DEVICES` names: GPU UUIDs, or indices on a host that maps them.
+    pub gpus: Vec<String>,
+    pub checkpoint_dir: Option<String>,
+    /// This node's place in a multi-node job.
+    pub gang: Gang,
+}
+
+/// Where a node stands in its job: rank 0 is the head. `ips` lists every node's address,
+/// head first, as distributed launchers want them.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Gang {
+    pub rank: u16,
+    pub ips: Vec<String>,
+}
+
+impl Default for Gang {
+    fn default() -> Self {
+        Gang {
+            rank: 0,
+            ips: vec!["127.0.0.1".to_string()],
+        }
+    }
+}
+
+impl Gang {
+    /// The environment a distributed launcher reads, in gantry's names and SkyPilot's (so
+    /// `torchrun` recipes written for SkyPilot run unchanged). `gpus` is the GPUs per node.
+    pub fn env(&self, gpus: usize) -> Vec<(&'static str, String)> {
+        let ips = self.ips.join("\n");
+        let n = self.ips.len().to_string();
+        let head = self.ips.first().cloned().unwrap_or_default();
+        vec![
+            ("GANTRY_NODE_RANK", self.rank.to_string()),
+            ("GANTRY_NUM_NODES", n.clone()),
+            ("GANTRY_NODE_IPS", ips.clone()),
+            ("GANTRY_HEAD_IP", head),
+            ("SKYPILOT_NODE_RANK", self.rank.to_string()),
+            ("SKYPILOT_NUM_NODES", n),
+            ("SKYPILOT_NODE_IPS", ips),
+            ("SKYPILOT_NUM_GPUS_PER_NODE", gpus.to_string()),
+        ]
+    }
+}
+
+/// A GPU as a host's NVML reported it (or as the fleet file declared it).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HostGpu {
+    pub index: u32,
+    pub name: String,
+    pub memory_mib: u64,
+    pub uuid: String,
+}
+
+/// What a host said about itself when its backend (re)connected.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HostInfo {
+    pub hostname: String,
+    pub arch: String,
+    /// The agent's gantry version.
+    pub version: String,
+    pub gpus: Vec<HostGpu>,
+    /// Why NVML is not there (the GPUs are then as declared, not measured).
+    pub nvml: Option<String>,
+    pub driver: Option<String>,
+    /// The runs the host still has: (job, token). Running, or ended and not yet forgotten.
+    pub runs: Vec<(i64, String)>,
+}
+
+/// What a runner reports. `host` is the node's index within the runner's pool.
+#[derive(Clone, Debug, PartialEq)]
+pub enum RunEvent {
+    Started {
+        host: usize,
+        job: i64,
+        token: String,
+        pgid: u32,
+    },
+    StartFailed {
+        host: usize,
+        job: i64,
+        token: String,
+        why: String,
+    },
+    Exited {
+        host: usize,
+        job: i64,
+        token: String,
+        exit: Exit,
+    },
+    /// The host is reachable (again); what it runs is in `info.runs`.
+    Up { host: usize, info: HostInfo },
+    /// The host cannot be reached or its agent stopped; it is retried.
+    Down { host: usize, why: String },
+}
+
+/// Where jobs run: one per pool of a real backend. Every method returns at once; outcomes
+/// come back from `poll`.
+pub trait Runner: Send {
+    /// Starts one node's part of a job on `host`.
+    fn start(&mut self, host: usize, launch: Launch);
+    /// Sends `signal` (a name: SIGTERM, SIGUSR1…) to the run; SIGKILL after `grace_s`.
+    fn stop(&mut self, host: usize, job: i64, token: &str, signal: &str, grace_s: f64);
+    /// Kills the run at once (only processes provably the run's).
+    fn kill(&mut self, host: usize, job: i64, token: &str);
+    /// The run's end is recorded: the host may forget it (its logs stay).
+    fn forget(&mut self, host: usize, job: i64, token: &str);
+    /// What happened since the last poll.
+    fn poll(&mut self) -> Vec<RunEvent>;
+    /// The last `lines` lines of the run's logs, waiting at most `wait` for the host.
+    fn tail(
+        &mut self,
+        host: usize,
+        job: i64,
+        lines: usize,
+        wait: std::time::Duration,
+    ) -> Result<Vec<String>, String>;
+    /// The hosts' names, in node order.
+    fn hosts(&self) -> Vec<String>;
+}

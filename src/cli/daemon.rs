@@ -103,10 +103,26 @@ pub fn run(a: DaemonArgs) -> Result<(), String> {
     let state = State::open(&db, &cfg, &opts).map_err(|e| e.to_string())?;
     let jobs = state.engine().jobs().count();
     let local = state.has_local_host();
-    let backend = match (local, state.snapshot().simulated) {
-        (true, true) => "simulated backend and this host",
-        (true, false) => "this host: local processes, GPUs through NVML",
-        _ => "simulated backend",
+    let mut backends = Vec::new();
+    if state.snapshot().simulated {
+        backends.push("simulated backend".to_string());
+    }
+    if state.has_local_host() {
+        backends.push("this host: local processes, GPUs through NVML".to_string());
+    }
+    let ssh: usize = cfg
+        .pools
+        .iter()
+        .filter(|p| p.is_ssh())
+        .map(|p| p.hosts.len())
+        .sum();
+    if ssh > 0 {
+        backends.push(format!("{ssh} SSH host(s)"));
+    }
+    let backend = if backends.is_empty() {
+        "no pools".to_string()
+    } else {
+        backends.join(", ")
     };
     let (handle, actor) = spawn(
         state,

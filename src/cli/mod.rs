@@ -227,6 +227,13 @@ enum Command {
         #[arg(short, long, value_enum, default_value_t = Output::Table)]
         output: Output,
     },
+    /// The agent on an SSH host: the daemon starts it over SSH (`provider = "ssh"` pools) and
+    /// speaks to it on stdin/stdout. Not for interactive use.
+    Agent {
+        /// Where it keeps its runs and logs (default ~/.gantry/agent/HOSTNAME).
+        #[arg(long)]
+        dir: Option<std::path::PathBuf>,
+    },
     /// Where gantry keeps its files (XDG paths).
     Info {
         /// Print the documented console.toml (theme, keymap, readonly, mouse) and exit.
@@ -243,7 +250,10 @@ pub fn main() -> ExitCode {
     // command that prints should simply stop, as every Unix tool does. Not so the daemon and
     // the console (which embeds one): there a client that hangs up must cost a failed write
     // on its own connection, never the process.
-    let serves = matches!(cli.command, None | Some(Command::Daemon(_)));
+    let serves = matches!(
+        cli.command,
+        None | Some(Command::Daemon(_) | Command::Agent { .. })
+    );
     if !serves {
         // SAFETY: called once at start, before any thread exists; SIG_DFL is always valid.
         unsafe {
@@ -275,6 +285,12 @@ pub fn main() -> ExitCode {
         Some(Command::Sim(args)) => sim::run(args).map_err(CliError::from),
         Some(Command::Spec(cmd)) => spec::run(cmd).map_err(CliError::from),
         Some(Command::Daemon(args)) => daemon::run(args).map_err(CliError::from),
+        Some(Command::Agent { dir }) => {
+            let dir = dir.unwrap_or_else(gantry::backend::agent::default_dir);
+            let stdin = std::io::stdin().lock();
+            gantry::backend::agent::serve(&dir, stdin, Box::new(std::io::stdout()))
+                .map_err(|e| CliError::usage(format!("gantry agent ({}): {e}", dir.display())))
+        }
         Some(Command::Submit {
             file,
             team,

@@ -234,7 +234,8 @@ pub struct PoolConfig {
     pub capacity: CapacityType,
     /// US dollars per node-hour.
     pub price_per_hour: f64,
-    /// Nodes at start.
+    /// Nodes at start (an SSH pool: one per host, so it may be left out).
+    #[serde(default = "nodes_unset")]
     pub nodes: u32,
     #[serde(default)]
     pub min_nodes: u32,
@@ -249,7 +250,28 @@ pub struct PoolConfig {
     pub provisioning_delay: Option<String>,
     #[serde(default)]
     pub spot_interruptions_per_node_hour: f64,
+    /// `provider = "ssh"`: the hosts, one node each, as `ssh` destinations
+    /// (`[user@]host[:port]`; `~/.ssh/config` applies).
+    #[serde(default)]
+    pub hosts: Vec<String>,
+    /// `ssh -i` for this pool's hosts.
+    pub identity_file: Option<String>,
+    /// `ssh -F` for this pool's hosts (default: the user's `~/.ssh/config`).
+    pub ssh_config: Option<String>,
+    /// `ssh -J`: the head node this pool's hosts are reached through.
+    pub jump_host: Option<String>,
+    /// How long an SSH host may stay unreachable before it counts as lost and its jobs
+    /// requeue from their checkpoints (default 2m).
+    pub lost_after: Option<String>,
 }
+
+/// `nodes` left out of a pool (filled from `hosts` for SSH pools, an error for others).
+fn nodes_unset() -> u32 {
+    u32::MAX
+}
+
+/// The backends gantry has: `provider` names one; any other provider is simulated.
+pub const REAL_PROVIDERS: [&str; 2] = ["local", "ssh"];
 
 /// `gpu = "auto"` on a `provider = "local"` pool: model, count, VRAM and MIG mode come from
 /// NVML when the daemon starts.
@@ -329,6 +351,89 @@ impl PoolConfig {
     pub fn is_local(&self) -> bool {
         self.provider == "local"
     }
+
+    /// Hosts reached over SSH, where `gantry agent` runs the jobs.
+    pub fn is_ssh(&self) -> bool {
+        self.provider == "ssh"
+    }
+
+    /// A pool of the simulated backend (every provider gantry has no backend for).
+    pub fn is_simulated(&self) -> bool {
+        !REAL_PROVIDERS.contains(&self.provider.as_str())
+    }
+
+    /// How long an SSH host may stay unreachable before it is lost, seconds.
+    pub fn lost_after_s(&self) -> f64 {
+        self.lost_after
+            .as_deref()
+            .and_then(crate::spec::parse_duration)
+            .unwrap_or(120.0)
+    }
+
+    /// The name of node `i` of this pool: an SSH pool's host entry, else a made-up one.
+    pub fn node_name(&self, i: u32) -> String {
+        match self.hosts.get(i as usize) {
+            Some(h) if self.is_ssh() => h.rsplit('@').next().unwrap_or(h).to_string(),
+            _ => format!("{}-{}-{i:03}", self.provider, self.name),
+        }
+    }
+}
+
+/// An SSH pool's hosts and options, or another pool's absence of them.
+fn validate_ssh(p: &PoolConfig, name: &str) -> Result<(), String> {
+    let ssh_only = [
+        ("hosts", !p.hosts.is_empty()),
+        ("identity_file", p.identity_file.is_some()),
+        ("ssh_config", p.ssh_config.is_some()),
+        ("jump_host", p.jump_host.is_some()),
+        ("lost_after", p.lost_after.is_some()),
+    ];
+    if !p.is_ssh() {
+        if let Some((field, _)) = ssh_only.iter().find(|(_, set)| *set) {
+            return Err(format!(
+                "{name}: `{field}` is for provider = \"ssh\" pools (this one is provider = \"{}\")",
+                p.provider
+            ));
+        }
+        return Ok(());
+    }
+    if p.hosts.is_empty() {
+        return Err(format!(
+            "{name}: a provider = \"ssh\" pool needs `hosts`, e.g. hosts = [\"gpu1.example\", \"ubuntu@10.0.0.12:2222\"]"
+        ));
+    }
+    for h in &p.hosts {
+        crate::backend::ssh::Destination::parse(h)
+            .map_err(|e| format!("{name}: hosts: {e} (expected [user@]host[:port])"))?;
+    }
+    if let Some(dup) = p
+        .hosts
+        .iter()
+        .enumerate()
+        .find_map(|(i, h)| p.hosts[..i].contains(h).then_some(h))
+    {
+        return Err(format!("{name}: host `{dup}` is listed twice"));
+    }
+    if p.nodes as usize != p.hosts.len() {
+        return Err(format!(
+            "{name}: nodes = {} but {} host(s) are listed: an SSH pool has one node per host (leave `nodes` out)",
+            p.nodes,
+            p.hosts.len()
+        ));
+    }
+    if p.max_nodes.is_some_and(|m| m != p.nodes) || p.min_nodes > 0 {
+        return Err(format!(
+            "{name}: an SSH pool is its hosts: no min_nodes or max_nodes (add hosts to grow it)"
+        ));
+    }
+    if let Some(d) = &p.lost_after {
+        if crate::spec::parse_duration(d).is_none_or(|s| !(1.0..=86_400.0).contains(&s)) {
+            return Err(format!(
+                "{name}: lost_after `{d}` must be a duration from 1s to 1d, e.g. 2m"
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// MIG geometry by GPU model: the models whose MIG profiles gantry knows.
@@ -383,6 +488,24 @@ pub fn parse(file: &str, text: &str) -> Result<FleetConfig, ConfigError> {
             message,
         }
     })?;
+    let mut cfg = cfg;
+    for (i, p) in cfg.pools.iter_mut().enumerate() {
+        if p.nodes == nodes_unset() {
+            if !p.is_ssh() {
+                let (line, col) = table_position(text, "pools", i);
+                return Err(ConfigError {
+                    file: file.to_string(),
+                    line,
+                    col,
+                    message: format!(
+                        "pool `{}`: missing field `nodes` (how many nodes it starts with)",
+                        p.name
+                    ),
+                });
+            }
+            p.nodes = p.hosts.len() as u32;
+        }
+    }
     validate(file, text, &cfg)?;
     Ok(cfg)
 }
@@ -407,6 +530,9 @@ fn validate(file: &str, text: &str, cfg: &FleetConfig) -> Result<(), ConfigError
                 i,
                 format!("{name} is defined twice (first as pool #{})", j + 1),
             ));
+        }
+        if let Err(message) = validate_ssh(p, &name) {
+            return Err(at("pools", i, message));
         }
         let auto = p.gpu.as_deref() == Some(AUTO_GPU);
         if auto && !p.is_local() {
@@ -666,7 +792,7 @@ pub fn fleet_sized(cfg: &FleetConfig, count: impl Fn(&PoolConfig) -> u32) -> Fle
             })
             .expect("validated pool");
         for i in 0..count(p) {
-            let node = format!("{}-{}-{i:03}", p.provider, p.name);
+            let node = p.node_name(i);
             let leaf = p
                 .nodes_per_leaf
                 .map(|k| format!("{}/{}/leaf-{}", p.provider, p.zone, i / k));

@@ -10,7 +10,6 @@ pub mod engine;
 pub mod host;
 pub mod job;
 pub mod journal;
-pub mod local;
 pub mod lock;
 pub mod metrics;
 pub mod server;

@@ -24,9 +24,11 @@ pub struct LaunchSpec {
     /// A secret of this run alone, put in its environment (`GANTRY_RUN_TOKEN`): what proves,
     /// after a restart, that a process group is this run's and not a stranger's.
     pub run_token: String,
+    /// The node's place in a multi-node job (one node: rank 0 of 1).
+    pub gang: crate::backend::Gang,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(tag = "kind", content = "value", rename_all = "kebab-case")]
 pub enum Exit {
     Code(i32),
@@ -260,11 +262,9 @@ pub fn launch(spec: &LaunchSpec) -> Result<Running, ExecError> {
         .env("GANTRY_RUN_TOKEN", &spec.run_token)
         .env("GANTRY_NUM_GPUS", &gpus)
         .env("GANTRY_LOG_DIR", &spec.log_dir)
-        // SkyPilot's variables, so existing task scripts run unchanged on one node.
-        .env("SKYPILOT_NUM_GPUS_PER_NODE", &gpus)
-        .env("SKYPILOT_NUM_NODES", "1")
-        .env("SKYPILOT_NODE_RANK", "0")
-        .env("SKYPILOT_NODE_IPS", "127.0.0.1");
+        // Rank, node count and addresses in gantry's and SkyPilot's names, so existing task
+        // scripts run unchanged.
+        .envs(spec.gang.env(spec.gpu_uuids.len()));
     if let Some(dir) = &spec.checkpoint_dir {
         cmd.env("GANTRY_CHECKPOINT_DIR", dir);
     }

@@ -2,3 +2,4 @@
 
 pub mod exec;
 pub mod nvml;
+pub mod runs;

@@ -93,6 +93,14 @@ const MIGRATIONS: &[&str] = &[
         at REAL NOT NULL
     );
     CREATE INDEX idempotency_at ON idempotency(at);",
+    // 10: jobs running on a remote backend (SSH hosts): the run's token and where it runs,
+    // so a restarted daemon expects them there and re-adopts them when the host answers
+    "CREATE TABLE remote_runs (
+        job INTEGER PRIMARY KEY,
+        token TEXT NOT NULL,
+        placement TEXT NOT NULL,
+        started_at REAL NOT NULL
+    );",
 ];
 
 /// How long a submission's Idempotency-Key is remembered (wall-clock seconds).
@@ -108,6 +116,16 @@ pub struct LocalRunRecord {
     pub started_at: Option<f64>,
     /// The run's `GANTRY_RUN_TOKEN` (`None` in journals from before migration 7).
     pub token: Option<String>,
+}
+
+/// A job running on a remote backend, as the journal keeps it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RemoteRunRecord {
+    pub job: JobId,
+    pub token: String,
+    /// The placement as JSON.
+    pub placement: String,
+    pub started_at: f64,
 }
 
 /// A run that starts billing: the job's share of its nodes' price.

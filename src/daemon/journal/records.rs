@@ -177,6 +177,43 @@ impl Store {
         rows.collect::<Result<Vec<_>, _>>().map_err(self.sql())
     }
 
+    /// A job's processes were handed to a remote backend.
+    pub fn add_remote_run(&mut self, run: &RemoteRunRecord) -> Result<(), JournalError> {
+        self.conn
+            .execute(
+                "INSERT OR REPLACE INTO remote_runs (job, token, placement, started_at) VALUES (?1, ?2, ?3, ?4)",
+                params![run.job, run.token, run.placement, run.started_at],
+            )
+            .map(|_| ())
+            .map_err(self.sql())
+    }
+
+    pub fn remove_remote_run(&mut self, job: JobId) -> Result<(), JournalError> {
+        self.conn
+            .execute("DELETE FROM remote_runs WHERE job = ?1", [job])
+            .map(|_| ())
+            .map_err(self.sql())
+    }
+
+    /// The remote runs the journal knows, by job.
+    pub fn remote_runs(&self) -> Result<Vec<RemoteRunRecord>, JournalError> {
+        let mut q = self
+            .conn
+            .prepare("SELECT job, token, placement, started_at FROM remote_runs ORDER BY job")
+            .map_err(self.sql())?;
+        let rows = q
+            .query_map([], |r| {
+                Ok(RemoteRunRecord {
+                    job: r.get(0)?,
+                    token: r.get(1)?,
+                    placement: r.get(2)?,
+                    started_at: r.get(3)?,
+                })
+            })
+            .map_err(self.sql())?;
+        rows.collect::<Result<Vec<_>, _>>().map_err(self.sql())
+    }
+
     pub fn event_count(&self) -> Result<i64, JournalError> {
         self.conn
             .query_row("SELECT COUNT(*) FROM events", [], |r| r.get(0))

@@ -64,7 +64,8 @@ impl State {
             .filter(|u| u.starts_with("MIG-"))
             .cloned()
             .collect();
-        match gpus.and_then(|g| self.local.launch(id, &spec, g)) {
+        let launch = gpus.and_then(|g| launch_of(id, &spec, g, crate::backend::Gang::default()));
+        match launch.and_then(|l| Ok((self.local.launch(&l)?, l.token))) {
             Ok((pgid, token)) => {
                 if !mig.is_empty() {
                     self.host.assigned.insert(id, mig);
@@ -252,4 +253,31 @@ impl State {
         self.snapshot = self.build_snapshot();
         Ok(())
     }
+}
+
+/// A job's launch on one node: its spec's commands and environment, a fresh run token, the
+/// GPUs to make visible and the node's place in the gang.
+pub(super) fn launch_of(
+    id: JobId,
+    spec: &crate::spec::JobSpec,
+    gpus: Vec<String>,
+    gang: crate::backend::Gang,
+) -> Result<crate::backend::Launch, String> {
+    let token = crate::daemon::auth::new_token()
+        .map_err(|e| format!("cannot read /dev/urandom for the run's token: {e}"))?;
+    let run = spec
+        .run
+        .clone()
+        .ok_or("the spec has no `run` command to start")?;
+    Ok(crate::backend::Launch {
+        job: id,
+        token,
+        setup: spec.setup.clone(),
+        run,
+        workdir: spec.workdir.clone(),
+        envs: spec.envs.clone(),
+        gpus,
+        checkpoint_dir: spec.checkpoint.as_ref().and_then(|c| c.dir.clone()),
+        gang,
+    })
 }

@@ -9,6 +9,7 @@ mod budget;
 mod local_host;
 mod nodes;
 mod reclaim;
+mod remote;
 mod telemetry;
 mod view;
 
@@ -304,11 +305,13 @@ pub struct State {
     engine: Engine,
     nodes: Nodes,
     /// Jobs running as real processes on this host (`provider = "local"` pools).
-    local: super::local::LocalRuns,
+    local: crate::backend::local::runs::LocalRuns,
     /// The fleet node that is this host (the first node of a `provider = "local"` pool).
     host_node: Option<usize>,
     /// This host's GPUs as NVML last reported them.
     host: super::host::HostTelemetry,
+    /// Jobs on remote backends (SSH hosts) and those hosts.
+    remote: remote::Remote,
     budgets: Vec<TeamBudget>,
     /// The clock time last written to the journal (at most a simulated minute behind).
     clock_saved: f64,
@@ -495,6 +498,7 @@ impl State {
                     self.local.kill(id);
                     self.engine.store().remove_local_run(id)?;
                 }
+                self.kill_remote(id)?;
             }
             Action::Hold => self.engine.hold(id, now)?,
             Action::Release => self.engine.release(id, now)?,
@@ -539,6 +543,9 @@ impl State {
             self.local.stop(id, signal, self.now + grace);
             return;
         }
+        if self.stop_remote(id) {
+            return;
+        }
         self.runs.remove(&id);
         self.stops.insert(id, self.now + grace.min(120.0));
     }
@@ -556,6 +563,12 @@ impl State {
     /// simulated failures.
     fn is_local(&self, i: usize) -> bool {
         self.nodes.pools[self.engine.fleet().nodes[i].pool.index()].is_local()
+    }
+
+    /// Whether node `i` belongs to a real backend (this host, SSH hosts): nothing about it is
+    /// simulated.
+    fn is_real(&self, i: usize) -> bool {
+        !self.nodes.pools[self.engine.fleet().nodes[i].pool.index()].is_simulated()
     }
 
     /// Advances the simulated clock by `dt` seconds: completions, stops, arrivals, a cycle.
@@ -599,6 +612,7 @@ impl State {
             self.log(format!("job {id} stopped and requeued from its checkpoint"));
         }
         self.poll_local()?;
+        self.poll_remote()?;
         if self.workload.is_some() && self.rng.below(3) == 0 {
             self.submit_demo()?;
         }
@@ -630,11 +644,13 @@ impl State {
                 .and_then(Workload::mean_duration)
                 .or(j.spec.time_limit_s.map(|t| 0.6 * t))
                 .unwrap_or(3600.0);
-            let on_host = j
+            let first = j
                 .placement
                 .as_ref()
                 .and_then(|p| p.nodes.first())
-                .is_some_and(|g| self.is_local(g.node.index()));
+                .map(|g| g.node.index());
+            let on_host = first.is_some_and(|n| self.is_local(n));
+            let on_remote = first.is_some_and(|n| self.is_remote(n));
             self.counters
                 .waits
                 .entry(class)
@@ -642,6 +658,10 @@ impl State {
                 .observe(&WAIT_BUCKETS, wait);
             if on_host {
                 self.launch_local(id)?;
+                continue;
+            }
+            if on_remote {
+                self.launch_remote(id)?;
                 continue;
             }
             let busy_pct = 70.0 + 25.0 * self.rng.unit();

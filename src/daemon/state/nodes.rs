@@ -14,7 +14,7 @@ impl State {
 
     /// Draws a node's next spot interruption (spot pools) and failure.
     pub(super) fn arm_node(&mut self, i: usize) {
-        if self.is_local(i) {
+        if self.is_real(i) {
             return;
         }
         let epoch = self.nodes.epochs[i];
@@ -354,7 +354,7 @@ impl State {
                 .filter(|&i| {
                     let n = &fleet.nodes[i];
                     self.nodes.lives[i] == Life::Up
-                        && !self.is_local(i)
+                        && !self.is_real(i)
                         && n.model.is_some_and(|m| req.models.rank(m).is_some())
                         && n.gpu_milli_used() > 0
                 })
@@ -417,7 +417,7 @@ impl State {
                 let pool = &self.nodes.pools[fleet.nodes[i].pool.index()];
                 self.nodes.lives[i] == Life::Up
                     && pool.capacity != CapacityType::Reserved
-                    && !pool.is_local()
+                    && pool.is_simulated()
                     && counts[fleet.nodes[i].pool.index()] > pool.min_nodes
             })
             .map(|i| (fleet.nodes[i].gpu_milli_used(), i))

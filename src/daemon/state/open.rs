@@ -21,9 +21,13 @@ impl State {
         } else {
             cfg
         };
-        let (resume, local_records) = {
+        let (resume, local_records, remote_records) = {
             let store = crate::daemon::journal::Store::open(db)?;
-            (store.last_time()?, store.local_runs()?)
+            (
+                store.last_time()?,
+                store.local_runs()?,
+                store.remote_runs()?,
+            )
         };
         let log_dir = opts
             .log_dir
@@ -31,7 +35,7 @@ impl State {
             .unwrap_or_else(|| db.parent().unwrap_or_else(|| Path::new(".")).join("logs"));
         // Jobs a previous daemon started on this host that still run (or left how they
         // ended) are re-adopted where they were placed; the rest are requeued.
-        let mut local = crate::daemon::local::LocalRuns::new(log_dir);
+        let mut local = crate::backend::local::runs::LocalRuns::new(log_dir);
         let mut adopted = BTreeMap::new();
         let mut orphans = Vec::new();
         for r in local_records {
@@ -53,6 +57,13 @@ impl State {
         // Every pool at its elastic maximum, so node ids never change; nodes not bought yet
         // are down until an elastic decision provisions them.
         let mut fleet = fleet_sized(cfg, |p| p.max_nodes.unwrap_or(p.nodes).max(p.nodes));
+        let remote = super::remote::Remote::open(cfg, &fleet).map_err(EngineError::NeverFits)?;
+        // Jobs handed to remote hosts are expected there until the hosts say otherwise.
+        for r in &remote_records {
+            if let Ok(p) = serde_json::from_str::<crate::model::Placement>(&r.placement) {
+                adopted.insert(r.job, (p, r.started_at));
+            }
+        }
         let lives = start_lives(&fleet, &cfg.pools);
         for (n, life) in fleet.nodes.iter_mut().zip(&lives) {
             n.health = life.health();
@@ -96,6 +107,7 @@ impl State {
             local,
             host_node,
             host: crate::daemon::host::HostTelemetry::default(),
+            remote,
             nodes,
             budgets: vec![TeamBudget::default(); cfg.teams.len()],
             budget_read_at: None,
@@ -144,6 +156,43 @@ impl State {
                 s.arm_node(i);
             }
         }
+        // Remote hosts join the fleet when they answer; until then they are down, and lost
+        // (with the jobs expected there) if they stay silent past their pool's timeout.
+        let mut remote_nodes: Vec<usize> = s.remote.hosts.keys().copied().collect();
+        remote_nodes.sort_unstable();
+        for i in remote_nodes {
+            s.set_life(i, Life::Failed);
+            s.remote.down.insert(i, (s.now, "connecting".to_string()));
+        }
+        for r in remote_records {
+            let parts = s.engine.job(r.job).and_then(|j| {
+                let p = j.placement.as_ref()?;
+                (j.started_at.is_some()).then(|| {
+                    p.nodes
+                        .iter()
+                        .map(|g| super::remote::Part {
+                            node: g.node.index(),
+                            state: super::remote::PartState::Running,
+                            since: s.now,
+                        })
+                        .collect::<Vec<_>>()
+                })
+            });
+            match parts {
+                Some(parts) if parts.iter().all(|p| s.remote.hosts.contains_key(&p.node)) => {
+                    s.remote.runs.insert(
+                        r.job,
+                        super::remote::RemoteRun {
+                            token: r.token,
+                            parts,
+                        },
+                    );
+                }
+                // Requeued at open (its placement no longer fits the fleet): the host stops
+                // the run when it connects (it is not expected there).
+                _ => s.engine.store().remove_remote_run(r.job)?,
+            }
+        }
         // This host's GPUs wait for NVML's first sample: until then gantry cannot tell which
         // are busy with processes it did not start, nor give a job their UUIDs.
         if let Some(node) = s.host_node {
@@ -178,7 +227,7 @@ impl State {
         // token in every member's environment). A group id that now names someone else's
         // processes (pid reuse after a reboot) is left alone, and said so.
         for (job, pgid, token) in orphans {
-            use crate::daemon::local::{kill_orphan, Orphan};
+            use crate::backend::local::runs::{kill_orphan, Orphan};
             match kill_orphan(pgid, job, token.as_deref()) {
                 Orphan::Killed => s.record(
                     "local",

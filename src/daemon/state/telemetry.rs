@@ -24,6 +24,8 @@ impl State {
                 }
             }
         }
+        // Remote hosts' GPUs are not sampled yet: nothing is made up for them.
+        out.retain(|&(node, _), _| !self.is_remote(node as usize));
         // This host's GPUs read what NVML measured, whoever runs there.
         if let Some(node) = self.host_node {
             for g in 0..self.engine.fleet().nodes[node].gpus.len() as u8 {
@@ -145,7 +147,7 @@ impl State {
             })
             .collect();
         Some(crate::client::PoolDetail {
-            simulated: !self.nodes.pools[index].is_local(),
+            simulated: self.nodes.pools[index].is_simulated(),
             path: fleet.pool_path(crate::model::PoolId(index as u32)),
             model: pool
                 .model

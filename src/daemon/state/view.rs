@@ -10,7 +10,10 @@ impl State {
         let record = self.engine.job_record(id)?.ok_or(EngineError::NoJob(id))?;
         // `secrets` values are never shown, to anyone (the API hides `envs` from others).
         let spec = crate::spec::redact::redact(&record.spec, true);
-        let log_tail = crate::daemon::local::log_tail(&self.local.log_dir, id, 20);
+        let log_tail = match self.remote_tail(id, 20) {
+            Some(lines) => lines,
+            None => crate::backend::local::runs::log_tail(&self.local.log_dir, id, 20),
+        };
         let Some(j) = self.engine.job(id) else {
             // Finished long enough ago to be only in the journal (or no longer resolvable).
             return Ok(JobDetail {
@@ -286,7 +289,7 @@ impl State {
             version: self.snapshot.version + 1,
             events_total: self.events_total,
             teams,
-            simulated: self.nodes.pools.iter().any(|p| !p.is_local()),
+            simulated: self.nodes.pools.iter().any(|p| p.is_simulated()),
             host: self.host_node.map(|_| self.host.status(self.now)),
             now: self.now,
             pools,

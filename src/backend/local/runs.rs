@@ -1,5 +1,4 @@
-//! Jobs the scheduler places on the local host (`provider = "local"` pools) run as real
-//! processes (`backend::local::exec`): each in its own process group with its logs in the
+//! Jobs placed on this host run as real processes (`backend::local::exec`): each in its own process group with its logs in the
 //! daemon's log directory. Exits are polled on the daemon's clock; a preemption sends the
 //! spec's signal and SIGKILLs the group when the grace period ends. Process groups are
 //! journaled, so a restarted daemon re-adopts the jobs still running (it is no longer their
@@ -43,46 +42,33 @@ impl LocalRuns {
         }
     }
 
-    /// Starts a job's `setup` and `run` as a process group; the error says why it could not.
-    pub fn launch(
-        &mut self,
-        id: JobId,
-        spec: &crate::spec::JobSpec,
-        gpu_uuids: Vec<String>,
-    ) -> Result<(u32, String), String> {
-        let token = crate::daemon::auth::new_token()
-            .map_err(|e| format!("cannot read /dev/urandom for the run's token: {e}"))?;
-        let run = spec
-            .run
-            .clone()
-            .ok_or("the spec has no `run` command to start on the local host")?;
+    /// Starts one node's part of a job as a process group (its leader's pid returned); the
+    /// error says why it could not.
+    pub fn launch(&mut self, l: &crate::backend::Launch) -> Result<u32, String> {
         let running = exec::launch(&LaunchSpec {
-            job: id,
-            setup: spec.setup.clone(),
-            run,
-            workdir: spec.workdir.as_ref().map(PathBuf::from),
-            envs: spec.envs.clone(),
-            gpu_uuids,
-            checkpoint_dir: spec
-                .checkpoint
-                .as_ref()
-                .and_then(|c| c.dir.as_ref())
-                .map(PathBuf::from),
+            job: l.job,
+            setup: l.setup.clone(),
+            run: l.run.clone(),
+            workdir: l.workdir.as_ref().map(PathBuf::from),
+            envs: l.envs.clone(),
+            gpu_uuids: l.gpus.clone(),
+            checkpoint_dir: l.checkpoint_dir.as_ref().map(PathBuf::from),
             log_dir: self.log_dir.clone(),
-            run_token: token.clone(),
+            run_token: l.token.clone(),
+            gang: l.gang.clone(),
         })
         .map_err(|e| e.to_string())?;
         let pgid = running.pid;
         self.runs.insert(
-            id,
+            l.job,
             LocalRun {
                 process: Process::Child(running),
                 pgid,
-                token: Some(token.clone()),
+                token: Some(l.token.clone()),
                 kill_at: None,
             },
         );
-        Ok((pgid, token))
+        Ok(pgid)
     }
 
     /// Takes over a job a previous daemon started, if its process group still runs it or it

@@ -1,0 +1,335 @@
+//! `gantry agent`: the local backend, run on a remote host and driven over a pipe (the SSH
+//! channel). One JSON object per line each way; the agent speaks first with a `Hello` that
+//! names the protocol version, the host, its GPUs as NVML sees them and the runs it still
+//! has. The agent lives as long as its connection; the jobs do not depend on it: each runs in
+//! its own process group with its logs and exit status in files, and each run is written to
+//! the agent's directory, so the next agent (after a disconnect, a crash or a daemon restart)
+//! re-adopts it. A run is forgotten only when the daemon says its end is recorded, so an exit
+//! that happened while nobody listened is reported on the next connection: once.
+
+use super::local::exec;
+use super::local::runs::LocalRuns;
+use super::{Exit, HostGpu, HostInfo, Launch};
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::io::{BufRead, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// The protocol's version: a daemon refuses an agent that speaks another.
+pub const PROTOCOL: u32 = 1;
+
+/// What the daemon asks.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToAgent {
+    Start(Launch),
+    Stop {
+        job: i64,
+        token: String,
+        signal: String,
+        grace_s: f64,
+    },
+    Kill {
+        job: i64,
+        token: String,
+    },
+    Forget {
+        job: i64,
+        token: String,
+    },
+    Tail {
+        id: u64,
+        job: i64,
+        lines: usize,
+    },
+}
+
+/// What the agent says.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FromAgent {
+    Hello {
+        protocol: u32,
+        info: HostInfo,
+    },
+    Started {
+        job: i64,
+        token: String,
+        pgid: u32,
+    },
+    StartFailed {
+        job: i64,
+        token: String,
+        why: String,
+    },
+    Exited {
+        job: i64,
+        token: String,
+        exit: Exit,
+    },
+    Tail {
+        id: u64,
+        lines: Vec<String>,
+    },
+    /// A line the agent could not act on, and why.
+    Refused {
+        why: String,
+    },
+}
+
+/// A run as the agent keeps it on disk.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+struct RunFile {
+    job: i64,
+    pgid: u32,
+    token: String,
+}
+
+/// This host's name (what the daemon shows beside the fleet file's host entry).
+pub fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_else(|_| "unknown".to_string())
+}
+
+/// Where the agent keeps its runs and logs: per host name under the home directory, since
+/// the home directory is often shared between a lab's servers (NFS).
+pub fn default_dir() -> PathBuf {
+    let home = std::env::var_os("HOME").map_or_else(|| PathBuf::from("/tmp"), PathBuf::from);
+    home.join(".gantry").join("agent").join(hostname())
+}
+
+struct Agent {
+    runs: LocalRuns,
+    /// Job → its run's token, for every run not yet forgotten.
+    tokens: HashMap<i64, String>,
+    dir: PathBuf,
+    /// GPU index → UUID, from NVML (empty without it: indices are passed through).
+    uuids: HashMap<String, String>,
+    started: Instant,
+}
+
+type Out = Arc<Mutex<Box<dyn Write + Send>>>;
+
+fn say(out: &Out, msg: &FromAgent) {
+    let Ok(mut line) = serde_json::to_string(msg) else {
+        return;
+    };
+    line.push('\n');
+    if let Ok(mut w) = out.lock() {
+        let _ = w.write_all(line.as_bytes());
+        let _ = w.flush();
+    }
+}
+
+/// Serves one connection: `input` carries the daemon's requests, `out` the answers and
+/// events. Returns when `input` ends; the jobs keep running.
+pub fn serve(dir: &Path, input: impl BufRead, out: Box<dyn Write + Send>) -> std::io::Result<()> {
+    let runs_dir = dir.join("runs");
+    std::fs::create_dir_all(&runs_dir)?;
+    let out: Out = Arc::new(Mutex::new(out));
+    let mut agent = Agent {
+        runs: LocalRuns::new(dir.join("logs")),
+        tokens: HashMap::new(),
+        dir: dir.to_path_buf(),
+        uuids: HashMap::new(),
+        started: Instant::now(),
+    };
+    // The runs a previous agent left: re-adopted where they still run or left their exit.
+    let mut known = Vec::new();
+    let mut vanished = Vec::new();
+    for entry in std::fs::read_dir(&runs_dir)?.flatten() {
+        let Some(r) = std::fs::read(entry.path())
+            .ok()
+            .and_then(|b| serde_json::from_slice::<RunFile>(&b).ok())
+        else {
+            continue;
+        };
+        if !agent.runs.adopt(r.job, r.pgid, Some(r.token.clone())) {
+            vanished.push((r.job, r.token.clone()));
+        }
+        agent.tokens.insert(r.job, r.token.clone());
+        known.push((r.job, r.token));
+    }
+    known.sort();
+    let (gpus, nvml, driver) = match crate::backend::local::nvml::discover() {
+        crate::backend::local::nvml::Discovery::Available { driver, gpus } => {
+            let gpus: Vec<HostGpu> = gpus
+                .into_iter()
+                .map(|g| HostGpu {
+                    index: g.index,
+                    name: g.name,
+                    memory_mib: g.memory_total_mib,
+                    uuid: g.uuid,
+                })
+                .collect();
+            (gpus, None, Some(driver))
+        }
+        crate::backend::local::nvml::Discovery::Unavailable { reason } => {
+            (Vec::new(), Some(reason), None)
+        }
+    };
+    agent.uuids = gpus
+        .iter()
+        .map(|g| (g.index.to_string(), g.uuid.clone()))
+        .collect();
+    say(
+        &out,
+        &FromAgent::Hello {
+            protocol: PROTOCOL,
+            info: HostInfo {
+                hostname: hostname(),
+                arch: std::env::consts::ARCH.to_string(),
+                version: env!("CARGO_PKG_VERSION").to_string(),
+                gpus,
+                nvml,
+                driver,
+                runs: known,
+            },
+        },
+    );
+    // Gone without a status (killed outright, or the host rebooted).
+    for (job, token) in vanished {
+        say(
+            &out,
+            &FromAgent::Exited {
+                job,
+                token,
+                exit: Exit::Unknown,
+            },
+        );
+    }
+    let agent = Arc::new(Mutex::new(agent));
+    let done = Arc::new(AtomicBool::new(false));
+    let poller = {
+        let (agent, out, done) = (agent.clone(), out.clone(), done.clone());
+        std::thread::spawn(move || {
+            while !done.load(Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_millis(50));
+                let Ok(mut a) = agent.lock() else { return };
+                let now = a.started.elapsed().as_secs_f64();
+                a.runs.kill_due(now);
+                for (job, exit) in a.runs.exited() {
+                    let token = a.tokens.get(&job).cloned().unwrap_or_default();
+                    say(&out, &FromAgent::Exited { job, token, exit });
+                }
+            }
+        })
+    };
+    for line in input.lines() {
+        let line = line?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        match serde_json::from_str::<ToAgent>(&line) {
+            Ok(req) => {
+                let Ok(mut a) = agent.lock() else { break };
+                if let Some(answer) = a.handle(req) {
+                    say(&out, &answer);
+                }
+            }
+            Err(e) => say(
+                &out,
+                &FromAgent::Refused {
+                    why: format!("not a request of protocol {PROTOCOL}: {e}"),
+                },
+            ),
+        }
+    }
+    done.store(true, Ordering::Relaxed);
+    let _ = poller.join();
+    Ok(())
+}
+
+impl Agent {
+    fn run_file(&self, job: i64) -> PathBuf {
+        self.dir.join("runs").join(format!("job-{job}.json"))
+    }
+
+    fn owns(&self, job: i64, token: &str) -> bool {
+        self.tokens.get(&job).is_some_and(|t| t == token)
+    }
+
+    fn handle(&mut self, req: ToAgent) -> Option<FromAgent> {
+        match req {
+            ToAgent::Start(mut l) => {
+                let (job, token) = (l.job, l.token.clone());
+                if self.tokens.get(&job).is_some_and(|t| *t != token) {
+                    // An earlier run of the same job the daemon has given up on.
+                    self.runs.kill(job);
+                    self.drop_files(job);
+                }
+                l.gpus = l
+                    .gpus
+                    .iter()
+                    .map(|g| self.uuids.get(g).cloned().unwrap_or_else(|| g.clone()))
+                    .collect();
+                Some(match self.start(&l) {
+                    Ok(pgid) => FromAgent::Started { job, token, pgid },
+                    Err(why) => FromAgent::StartFailed { job, token, why },
+                })
+            }
+            ToAgent::Stop {
+                job,
+                token,
+                signal,
+                grace_s,
+            } => {
+                if self.owns(job, &token) {
+                    let sig = exec::signal_number(&signal).unwrap_or(libc::SIGTERM);
+                    let now = self.started.elapsed().as_secs_f64();
+                    self.runs.stop(job, sig, now + grace_s.max(0.0));
+                }
+                None
+            }
+            ToAgent::Kill { job, token } => {
+                if self.owns(job, &token) {
+                    self.runs.kill(job);
+                }
+                None
+            }
+            ToAgent::Forget { job, token } => {
+                if self.owns(job, &token) {
+                    self.runs.kill(job);
+                    self.drop_files(job);
+                    self.tokens.remove(&job);
+                }
+                None
+            }
+            ToAgent::Tail { id, job, lines } => Some(FromAgent::Tail {
+                id,
+                lines: super::local::runs::log_tail(&self.runs.log_dir, job, lines),
+            }),
+        }
+    }
+
+    fn start(&mut self, l: &Launch) -> Result<u32, String> {
+        let pgid = self.runs.launch(l)?;
+        let file = RunFile {
+            job: l.job,
+            pgid,
+            token: l.token.clone(),
+        };
+        let path = self.run_file(l.job);
+        let tmp = path.with_extension("tmp");
+        let written = serde_json::to_vec(&file)
+            .map_err(|e| e.to_string())
+            .and_then(|b| std::fs::write(&tmp, b).map_err(|e| e.to_string()))
+            .and_then(|()| std::fs::rename(&tmp, &path).map_err(|e| e.to_string()));
+        if let Err(e) = written {
+            // A run the next agent could not find must not be left running.
+            self.runs.kill(l.job);
+            return Err(format!("cannot record the run in {}: {e}", path.display()));
+        }
+        self.tokens.insert(l.job, l.token.clone());
+        Ok(pgid)
+    }
+
+    fn drop_files(&mut self, job: i64) {
+        let _ = std::fs::remove_file(self.run_file(job));
+        let _ = std::fs::remove_file(exec::exit_path(&self.runs.log_dir, job));
+    }
+}

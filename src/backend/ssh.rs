@@ -1,0 +1,544 @@
+//! SSH hosts: a pool of servers reached with the system `ssh` (the user's `ssh_config`,
+//! `known_hosts`, agent and jump hosts apply; one multiplexed master connection per host,
+//! driven by the `openssh` crate). On each host runs `gantry agent` — this same binary,
+//! copied to `~/.gantry/bin/` when the host has no copy of this build — which is the local
+//! backend run there (process groups, logs, exit statuses, NVML).
+//!
+//! One thread per pool runs a small async runtime with one task per host. A task connects,
+//! installs the agent if needed, starts it, and relays: the daemon's requests to the agent's
+//! stdin, the agent's lines back as `RunEvent`s. When the connection drops it says so and
+//! reconnects with backoff; the agent that answers next lists the runs it still has, which is
+//! how the daemon re-adopts them.
+
+use super::agent::{FromAgent, ToAgent, PROTOCOL};
+use super::{Launch, RunEvent, Runner};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::sync::mpsc as amp;
+
+/// How to reach the hosts of one pool.
+#[derive(Clone, Debug, Default)]
+pub struct SshOptions {
+    /// `ssh -i`.
+    pub identity_file: Option<PathBuf>,
+    /// `ssh -F` (default: the user's `~/.ssh/config`).
+    pub config_file: Option<PathBuf>,
+    /// `ssh -J`, for hosts reached through a head node.
+    pub jump: Option<String>,
+    pub connect_timeout: Duration,
+}
+
+/// A host entry of the fleet file: `[user@]host[:port]`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Destination {
+    pub user: Option<String>,
+    pub host: String,
+    pub port: Option<u16>,
+}
+
+impl Destination {
+    /// Parses a host entry; the error says what is wrong with it.
+    pub fn parse(entry: &str) -> Result<Destination, String> {
+        let entry = entry.trim();
+        let (user, rest) = match entry.rsplit_once('@') {
+            Some((u, r)) if !u.is_empty() => (Some(u.to_string()), r),
+            Some(_) => return Err(format!("`{entry}`: empty user before @")),
+            None => (None, entry),
+        };
+        let (host, port) = if let Some(v6) = rest.strip_prefix('[') {
+            let (h, after) = v6
+                .split_once(']')
+                .ok_or(format!("`{entry}`: [ without ]"))?;
+            let port = match after.strip_prefix(':') {
+                Some(p) => Some(p),
+                None if after.is_empty() => None,
+                None => return Err(format!("`{entry}`: expected :PORT after ]")),
+            };
+            (h.to_string(), port)
+        } else {
+            match rest.split_once(':') {
+                Some((h, p)) => (h.to_string(), Some(p)),
+                None => (rest.to_string(), None),
+            }
+        };
+        if host.is_empty() || host.contains(char::is_whitespace) {
+            return Err(format!("`{entry}`: no host name"));
+        }
+        let port = match port {
+            Some(p) => Some(p.parse::<u16>().ok().filter(|&p| p > 0).ok_or(format!(
+                "`{entry}`: port `{p}` is not a number in 1..=65535"
+            ))?),
+            None => None,
+        };
+        Ok(Destination { user, host, port })
+    }
+
+    /// The address other nodes of a job reach this one at (the host part).
+    pub fn address(&self) -> &str {
+        &self.host
+    }
+}
+
+/// Identifies this build of gantry, so a host runs the agent of the same build: its version
+/// and the binary's size and modification time (hashing a debug build costs seconds).
+fn build_id(exe: &std::path::Path) -> String {
+    let meta = std::fs::metadata(exe).ok();
+    let len = meta.as_ref().map_or(0, std::fs::Metadata::len);
+    let mtime = meta
+        .and_then(|m| m.modified().ok())
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or(0, |d| d.as_secs());
+    format!("{}-{len:x}-{mtime:x}", env!("CARGO_PKG_VERSION"))
+}
+
+type Tails = Arc<Mutex<HashMap<u64, mpsc::Sender<Vec<String>>>>>;
+
+/// The SSH hosts of one pool.
+pub struct SshPool {
+    names: Vec<String>,
+    links: Vec<amp::UnboundedSender<ToAgent>>,
+    events: mpsc::Receiver<RunEvent>,
+    tails: Tails,
+    next_tail: AtomicU64,
+}
+
+impl SshPool {
+    /// Starts connecting to every host of the pool (in the background: a host that cannot
+    /// be reached is reported by `poll`, not here).
+    pub fn connect(hosts: &[String], opts: SshOptions) -> Result<SshPool, String> {
+        let dests: Vec<Destination> = hosts
+            .iter()
+            .map(|h| Destination::parse(h))
+            .collect::<Result<_, _>>()?;
+        let exe = std::env::current_exe().map_err(|e| {
+            format!("cannot find this gantry binary to install it on the hosts: {e}")
+        })?;
+        let (tx, events) = mpsc::channel();
+        let tails: Tails = Arc::default();
+        let mut links = Vec::new();
+        let mut receivers = Vec::new();
+        for _ in &dests {
+            let (ltx, lrx) = amp::unbounded_channel();
+            links.push(ltx);
+            receivers.push(lrx);
+        }
+        let shared = Arc::new(Shared {
+            exe: exe.clone(),
+            build: build_id(&exe),
+            opts,
+            events: tx,
+            tails: tails.clone(),
+        });
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| format!("cannot start the SSH backend's runtime: {e}"))?;
+        let tasks: Vec<_> = dests
+            .clone()
+            .into_iter()
+            .zip(receivers)
+            .enumerate()
+            .collect();
+        std::thread::Builder::new()
+            .name("gantry-ssh".to_string())
+            .spawn(move || {
+                runtime.block_on(async move {
+                    let mut set = tokio::task::JoinSet::new();
+                    for (i, (dest, rx)) in tasks {
+                        set.spawn(host_task(i, dest, rx, shared.clone()));
+                    }
+                    while set.join_next().await.is_some() {}
+                });
+            })
+            .map_err(|e| format!("cannot start the SSH backend's thread: {e}"))?;
+        Ok(SshPool {
+            names: hosts.to_vec(),
+            links,
+            events,
+            tails,
+            next_tail: AtomicU64::new(1),
+        })
+    }
+
+    fn send(&self, host: usize, req: ToAgent) {
+        if let Some(l) = self.links.get(host) {
+            let _ = l.send(req);
+        }
+    }
+}
+
+impl Runner for SshPool {
+    fn start(&mut self, host: usize, launch: Launch) {
+        self.send(host, ToAgent::Start(launch));
+    }
+
+    fn stop(&mut self, host: usize, job: i64, token: &str, signal: &str, grace_s: f64) {
+        self.send(
+            host,
+            ToAgent::Stop {
+                job,
+                token: token.to_string(),
+                signal: signal.to_string(),
+                grace_s,
+            },
+        );
+    }
+
+    fn kill(&mut self, host: usize, job: i64, token: &str) {
+        self.send(
+            host,
+            ToAgent::Kill {
+                job,
+                token: token.to_string(),
+            },
+        );
+    }
+
+    fn forget(&mut self, host: usize, job: i64, token: &str) {
+        self.send(
+            host,
+            ToAgent::Forget {
+                job,
+                token: token.to_string(),
+            },
+        );
+    }
+
+    fn poll(&mut self) -> Vec<RunEvent> {
+        self.events.try_iter().collect()
+    }
+
+    fn tail(
+        &mut self,
+        host: usize,
+        job: i64,
+        lines: usize,
+        wait: Duration,
+    ) -> Result<Vec<String>, String> {
+        let id = self.next_tail.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = mpsc::channel();
+        if let Ok(mut t) = self.tails.lock() {
+            t.insert(id, tx);
+        }
+        self.send(host, ToAgent::Tail { id, job, lines });
+        let got = rx.recv_timeout(wait);
+        if let Ok(mut t) = self.tails.lock() {
+            t.remove(&id);
+        }
+        got.map_err(|_| {
+            format!(
+                "{} did not answer within {} ms",
+                self.names.get(host).map_or("the host", String::as_str),
+                wait.as_millis()
+            )
+        })
+    }
+
+    fn hosts(&self) -> Vec<String> {
+        self.names.clone()
+    }
+}
+
+/// What every host task of a pool shares.
+struct Shared {
+    exe: PathBuf,
+    build: String,
+    opts: SshOptions,
+    events: mpsc::Sender<RunEvent>,
+    tails: Tails,
+}
+
+/// How long a host that could not be reached waits before the next try (doubling up to the
+/// last).
+const BACKOFF: [u64; 5] = [1, 2, 4, 8, 15];
+
+async fn host_task(
+    host: usize,
+    dest: Destination,
+    mut rx: amp::UnboundedReceiver<ToAgent>,
+    shared: Arc<Shared>,
+) {
+    let mut failures = 0usize;
+    loop {
+        let (why, was_up) = session(host, &dest, &mut rx, &shared).await;
+        let Some(why) = why else {
+            return; // the daemon is stopping
+        };
+        if shared.events.send(RunEvent::Down { host, why }).is_err() {
+            return;
+        }
+        failures = if was_up { 0 } else { failures + 1 };
+        let wait = BACKOFF[failures.min(BACKOFF.len() - 1)];
+        // Requests sent meanwhile wait in the channel; a closed channel ends the task.
+        if rx.is_closed() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_secs(wait)).await;
+    }
+}
+
+/// One connection's life: (why it ended, or `None` when the daemon is stopping; whether the
+/// agent answered).
+async fn session(
+    host: usize,
+    dest: &Destination,
+    rx: &mut amp::UnboundedReceiver<ToAgent>,
+    shared: &Shared,
+) -> (Option<String>, bool) {
+    let mut b = openssh::SessionBuilder::default();
+    b.known_hosts_check(openssh::KnownHosts::Add)
+        .control_directory(std::env::temp_dir())
+        .server_alive_interval(Duration::from_secs(5))
+        .connect_timeout(shared.opts.connect_timeout.max(Duration::from_secs(1)));
+    if let Some(u) = &dest.user {
+        b.user(u.clone());
+    }
+    if let Some(p) = dest.port {
+        b.port(p);
+    }
+    if let Some(k) = &shared.opts.identity_file {
+        b.keyfile(k);
+    }
+    if let Some(f) = &shared.opts.config_file {
+        b.config_file(f);
+    }
+    if let Some(j) = &shared.opts.jump {
+        b.jump_hosts([j]);
+    }
+    let s = match b.connect(&dest.host).await {
+        Ok(s) => s,
+        Err(e) => return (Some(format!("ssh: {}", error_chain(&e))), false),
+    };
+    let path = match install(&s, host, shared).await {
+        Ok(p) => p,
+        Err(why) => return (Some(why), false),
+    };
+    let mut child = match s
+        .command(&path)
+        .arg("agent")
+        .stdin(openssh::Stdio::piped())
+        .stdout(openssh::Stdio::piped())
+        .stderr(openssh::Stdio::piped())
+        .spawn()
+        .await
+    {
+        Ok(c) => c,
+        Err(e) => {
+            return (
+                Some(format!("cannot start the agent: {}", error_chain(&e))),
+                false,
+            )
+        }
+    };
+    let (Some(mut stdin), Some(stdout)) = (child.stdin().take(), child.stdout().take()) else {
+        return (Some("the agent's pipes are missing".to_string()), false);
+    };
+    let mut stderr = child.stderr().take();
+    let mut lines = BufReader::new(stdout).lines();
+    let hello = tokio::time::timeout(Duration::from_secs(60), lines.next_line()).await;
+    let hello = match hello {
+        Ok(Ok(Some(l))) => l,
+        Ok(Ok(None)) | Ok(Err(_)) => {
+            let said = read_all(&mut stderr).await;
+            return (
+                Some(format!("the agent ended before it said hello: {said}")),
+                false,
+            );
+        }
+        Err(_) => {
+            return (
+                Some("the agent did not say hello in 60 s".to_string()),
+                false,
+            )
+        }
+    };
+    match serde_json::from_str::<FromAgent>(&hello) {
+        Ok(FromAgent::Hello { protocol, info }) if protocol == PROTOCOL => {
+            if shared.events.send(RunEvent::Up { host, info }).is_err() {
+                return (None, true);
+            }
+        }
+        Ok(FromAgent::Hello { protocol, .. }) => {
+            return (
+                Some(format!(
+                    "its agent speaks protocol {protocol}, this daemon {PROTOCOL}"
+                )),
+                false,
+            )
+        }
+        _ => {
+            return (
+                Some(format!("the agent's first line is not a hello: {hello}")),
+                false,
+            )
+        }
+    }
+    loop {
+        tokio::select! {
+            req = rx.recv() => {
+                let Some(req) = req else { return (None, true) };
+                let Ok(mut line) = serde_json::to_string(&req) else { continue };
+                line.push('\n');
+                if let Err(e) = stdin.write_all(line.as_bytes()).await {
+                    return (Some(format!("writing to the agent failed: {e}")), true);
+                }
+                let _ = stdin.flush().await;
+            }
+            line = lines.next_line() => {
+                match line {
+                    Ok(Some(l)) => relay(host, &l, shared),
+                    Ok(None) => {
+                        let said = read_all(&mut stderr).await;
+                        return (Some(format!("the connection to its agent closed{}", if said.is_empty() { String::new() } else { format!(": {said}") })), true);
+                    }
+                    Err(e) => return (Some(format!("reading from the agent failed: {e}")), true),
+                }
+            }
+        }
+    }
+}
+
+/// An agent's line, passed on to the daemon.
+fn relay(host: usize, line: &str, shared: &Shared) {
+    let event = match serde_json::from_str::<FromAgent>(line) {
+        Ok(FromAgent::Started { job, token, pgid }) => RunEvent::Started {
+            host,
+            job,
+            token,
+            pgid,
+        },
+        Ok(FromAgent::StartFailed { job, token, why }) => RunEvent::StartFailed {
+            host,
+            job,
+            token,
+            why,
+        },
+        Ok(FromAgent::Exited { job, token, exit }) => RunEvent::Exited {
+            host,
+            job,
+            token,
+            exit,
+        },
+        Ok(FromAgent::Tail { id, lines }) => {
+            if let Some(tx) = shared.tails.lock().ok().and_then(|mut t| t.remove(&id)) {
+                let _ = tx.send(lines);
+            }
+            return;
+        }
+        Ok(FromAgent::Refused { why }) => RunEvent::Down {
+            host,
+            why: format!("the agent refused a request: {why}"),
+        },
+        Ok(FromAgent::Hello { .. }) | Err(_) => return,
+    };
+    let _ = shared.events.send(event);
+}
+
+/// What is left in a pipe (the agent's stderr), trimmed, at most 2 KiB.
+async fn read_all(pipe: &mut Option<openssh::ChildStderr>) -> String {
+    let Some(p) = pipe.as_mut() else {
+        return String::new();
+    };
+    let mut buf = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(2), p.take(2048).read_to_end(&mut buf)).await;
+    String::from_utf8_lossy(&buf).trim().to_string()
+}
+
+/// Makes sure the host has this build's agent: its path there, or why it cannot have it.
+async fn install(s: &openssh::Session, host: usize, shared: &Shared) -> Result<String, String> {
+    let path = format!(".gantry/bin/gantry-{}", shared.build);
+    let probe = s
+        .raw_command(format!("uname -m; test -x {path} && echo present"))
+        .output()
+        .await
+        .map_err(|e| format!("cannot run a command: {}", error_chain(&e)))?;
+    let out = String::from_utf8_lossy(&probe.stdout);
+    let mut words = out.split_whitespace();
+    let arch = words.next().unwrap_or("").to_string();
+    if words.next() == Some("present") {
+        return Ok(path);
+    }
+    if arch != std::env::consts::ARCH {
+        return Err(format!(
+            "the host is {arch}, this gantry binary is {}: install gantry {} for {arch} there as ~/{path}",
+            std::env::consts::ARCH,
+            env!("CARGO_PKG_VERSION"),
+        ));
+    }
+    // Hosts may share a home directory (NFS): each copy gets a name of its own.
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let tmp = format!("{path}.part-{}-{host}-{nanos}", std::process::id());
+    let mut child = s
+        .raw_command(format!(
+            "mkdir -p .gantry/bin && cat > {tmp} && chmod 755 {tmp} && mv -f {tmp} {path}"
+        ))
+        .stdin(openssh::Stdio::piped())
+        .stdout(openssh::Stdio::null())
+        .stderr(openssh::Stdio::piped())
+        .spawn()
+        .await
+        .map_err(|e| format!("cannot copy the agent: {}", error_chain(&e)))?;
+    let mut file = tokio::fs::File::open(&shared.exe)
+        .await
+        .map_err(|e| format!("cannot read {}: {e}", shared.exe.display()))?;
+    if let Some(mut stdin) = child.stdin().take() {
+        tokio::io::copy(&mut file, &mut stdin)
+            .await
+            .map_err(|e| format!("copying the agent failed: {e}"))?;
+        let _ = stdin.shutdown().await;
+    }
+    let out = child
+        .wait_with_output()
+        .await
+        .map_err(|e| format!("copying the agent failed: {}", error_chain(&e)))?;
+    if !out.status.success() {
+        return Err(format!(
+            "copying the agent to ~/{path} failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    Ok(path)
+}
+
+/// An error with its causes (openssh puts ssh's own message in the source).
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        let msg = c.to_string();
+        if !msg.is_empty() && !s.contains(&msg) {
+            s.push_str(": ");
+            s.push_str(msg.trim());
+        }
+        cur = c.source();
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_entries_parse_with_user_and_port() {
+        let d = Destination::parse("ubuntu@10.0.0.12:2222").unwrap();
+        assert_eq!(d.user.as_deref(), Some("ubuntu"));
+        assert_eq!(d.host, "10.0.0.12");
+        assert_eq!(d.port, Some(2222));
+        let d = Destination::parse("gpu1.example").unwrap();
+        assert_eq!((d.user, d.port), (None, None));
+        let d = Destination::parse("[::1]:22").unwrap();
+        assert_eq!((d.host.as_str(), d.port), ("::1", Some(22)));
+        assert!(Destination::parse("gpu1:http")
+            .unwrap_err()
+            .contains("port `http`"));
+        assert!(Destination::parse("@gpu1").is_err());
+        assert!(Destination::parse("").is_err());
+    }
+}

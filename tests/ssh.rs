@@ -1,0 +1,533 @@
+//! SSH hosts end to end, with no mocks: real `sshd`s on 127.0.0.1 ports, each in its own PID
+//! and UTS namespace (`unshare`), so each "host" has its own process table and hostname; the
+//! real `gantry daemon` reaches them with the system `ssh` and runs `gantry agent` there.
+//! Needs root, `/usr/sbin/sshd` (Debian's openssh-server; `.ci/run` installs it) and
+//! `unshare`; without them each test says it skipped.
+
+#[path = "common/daemon.rs"]
+mod common;
+
+use common::{free_port, start_in, temp_dir, Daemon};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// One "host": an sshd in namespaces of its own.
+struct Host {
+    name: String,
+    port: u16,
+    unshare: Child,
+}
+
+impl Host {
+    /// The namespace's first process (sshd): killing it takes the whole host down.
+    fn init_pid(&self) -> Option<u32> {
+        let children =
+            std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", self.unshare.id()))
+                .ok()?;
+        children.split_whitespace().next()?.parse().ok()
+    }
+
+    fn entry(&self) -> String {
+        format!("root@127.0.0.1:{}", self.port)
+    }
+
+    /// Processes in this host's PID namespace.
+    fn processes(&self) -> Vec<(u32, String)> {
+        let Some(init) = self.init_pid() else {
+            return Vec::new();
+        };
+        let ns = std::fs::read_link(format!("/proc/{init}/ns/pid")).ok();
+        let mut out = Vec::new();
+        for e in std::fs::read_dir("/proc").unwrap().flatten() {
+            let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+                continue;
+            };
+            if std::fs::read_link(format!("/proc/{pid}/ns/pid")).ok() != ns {
+                continue;
+            }
+            let cmd = std::fs::read(format!("/proc/{pid}/cmdline"))
+                .map(|b| String::from_utf8_lossy(&b).replace('\0', " "))
+                .unwrap_or_default();
+            out.push((pid, cmd));
+        }
+        out
+    }
+
+    fn kill_agent(&self) -> usize {
+        let agents: Vec<u32> = self
+            .processes()
+            .into_iter()
+            .filter(|(_, c)| c.contains(".gantry/bin/gantry-") && c.contains(" agent"))
+            .map(|(p, _)| p)
+            .collect();
+        for p in &agents {
+            unsafe { libc::kill(*p as i32, libc::SIGKILL) };
+        }
+        agents.len()
+    }
+
+    /// The host dies: every process on it, sshd included.
+    fn kill(&mut self) {
+        if let Some(init) = self.init_pid() {
+            unsafe { libc::kill(init as i32, libc::SIGKILL) };
+        }
+        let _ = self.unshare.kill();
+        let _ = self.unshare.wait();
+    }
+}
+
+/// A few hosts, a client key they accept and an ssh_config for the pool.
+struct Hosts {
+    dir: PathBuf,
+    hosts: Vec<Host>,
+}
+
+impl Drop for Hosts {
+    fn drop(&mut self) {
+        for h in &mut self.hosts {
+            h.kill();
+            // The agent's state on the "host" (root's home is shared by the test hosts).
+            let home = std::env::var_os("HOME").map_or(PathBuf::from("/root"), PathBuf::from);
+            let _ = std::fs::remove_dir_all(home.join(".gantry/agent").join(&h.name));
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn can_run() -> bool {
+    let root = unsafe { libc::geteuid() } == 0;
+    let ok = root
+        && Path::new("/usr/sbin/sshd").exists()
+        && Command::new("unshare")
+            .args(["--pid", "--fork", "--mount-proc", "--uts", "true"])
+            .status()
+            .is_ok_and(|s| s.success());
+    if !ok {
+        eprintln!(
+            "skipped: needs root, /usr/sbin/sshd (apt-get install openssh-server) and unshare"
+        );
+    }
+    ok
+}
+
+fn keygen(path: &Path) {
+    let ok = Command::new("ssh-keygen")
+        .args(["-q", "-t", "ed25519", "-N", "", "-f"])
+        .arg(path)
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "ssh-keygen failed");
+}
+
+fn hosts(test: &str, n: usize) -> Hosts {
+    let dir = temp_dir(&format!("hosts-{test}"));
+    keygen(&dir.join("client"));
+    std::fs::copy(dir.join("client.pub"), dir.join("authorized_keys")).unwrap();
+    std::fs::write(
+        dir.join("ssh_config"),
+        format!(
+            "Host *\n  IdentityFile {0}/client\n  UserKnownHostsFile {0}/known_hosts\n  StrictHostKeyChecking accept-new\n  BatchMode yes\n  LogLevel ERROR\n",
+            dir.display()
+        ),
+    )
+    .unwrap();
+    std::fs::create_dir_all("/run/sshd").unwrap();
+    let mut out = Hosts {
+        dir: dir.clone(),
+        hosts: Vec::new(),
+    };
+    for i in 0..n {
+        let name = format!("gt{}-{test}-{i}", std::process::id());
+        let key = dir.join(format!("host{i}"));
+        keygen(&key);
+        let port = free_port();
+        let cfg = dir.join(format!("sshd{i}"));
+        std::fs::write(
+            &cfg,
+            format!(
+                "Port {port}\nListenAddress 127.0.0.1\nHostKey {}\nAuthorizedKeysFile {}/authorized_keys\nUsePAM no\nStrictModes no\nPermitRootLogin yes\nPidFile {}/sshd{i}.pid\n",
+                key.display(),
+                dir.display(),
+                dir.display()
+            ),
+        )
+        .unwrap();
+        let unshare = Command::new("unshare")
+            .args(["--pid", "--fork", "--mount-proc", "--uts", "sh", "-c"])
+            .arg(format!(
+                "hostname {name} && exec /usr/sbin/sshd -D -e -f {}",
+                cfg.display()
+            ))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        out.hosts.push(Host {
+            name,
+            port,
+            unshare,
+        });
+    }
+    for h in &out.hosts {
+        let t0 = Instant::now();
+        while std::net::TcpStream::connect(("127.0.0.1", h.port)).is_err() {
+            assert!(t0.elapsed() < Duration::from_secs(10), "sshd did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    out
+}
+
+impl Hosts {
+    /// A fleet file with one SSH pool over `entries`.
+    fn fleet(&self, entries: &[String], lost_after: &str) -> PathBuf {
+        let hosts: Vec<String> = entries.iter().map(|e| format!("\"{e}\"")).collect();
+        let text = format!(
+            r#"[[teams]]
+name = "lab"
+
+[[pools]]
+provider = "ssh"
+region = "onprem"
+zone = "rack1"
+name = "lab"
+instance_type = "ssh host"
+gpu = "A100-80GB"
+gpus_per_node = 2
+vram_gb = 80
+cpus = 8
+memory_gb = 32
+capacity = "reserved"
+price_per_hour = 1.5
+hosts = [{}]
+ssh_config = "{}/ssh_config"
+lost_after = "{lost_after}"
+"#,
+            hosts.join(", "),
+            self.dir.display()
+        );
+        let path = self.dir.join("fleet.toml");
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    fn entries(&self) -> Vec<String> {
+        self.hosts.iter().map(Host::entry).collect()
+    }
+}
+
+fn daemon(test: &str, fleet: &Path) -> Daemon {
+    start_in(temp_dir(test), &["--config", fleet.to_str().unwrap()])
+}
+
+fn cli(d: &Daemon, args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_gantry"))
+        .arg("--connect")
+        .arg(&d.socket)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "gantry {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn json(d: &Daemon, args: &[&str]) -> Value {
+    let mut a = args.to_vec();
+    a.extend(["-o", "json"]);
+    serde_json::from_str(&cli(d, &a)).unwrap()
+}
+
+fn events(d: &Daemon) -> Vec<String> {
+    cli(d, &["events", "--limit", "500", "-o", "json"])
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .map(|e| {
+            format!(
+                "{}{}",
+                e["job"]
+                    .as_i64()
+                    .map_or(String::new(), |j| format!("job {j} ")),
+                e["detail"].as_str().unwrap_or("")
+            )
+        })
+        .collect()
+}
+
+/// Waits (up to `secs`) until `pred` holds; the daemon's events in the panic message.
+fn wait_for(d: &Daemon, secs: u64, what: &str, mut pred: impl FnMut() -> bool) {
+    let t0 = Instant::now();
+    while !pred() {
+        if t0.elapsed() > Duration::from_secs(secs) {
+            panic!(
+                "timed out waiting for {what}; events:\n{}",
+                events(d).join("\n")
+            );
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+fn submit(d: &Daemon, dir: &Path, name: &str, yaml: &str) -> i64 {
+    let file = dir.join(format!("{name}.yaml"));
+    std::fs::write(&file, yaml).unwrap();
+    let out = cli(d, &["submit", file.to_str().unwrap(), "--team", "lab"]);
+    out.trim()
+        .rsplit(' ')
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no job id in {out:?}"))
+}
+
+fn job(d: &Daemon, id: i64) -> Value {
+    json(d, &["job", &id.to_string()])
+}
+
+fn state(d: &Daemon, id: i64) -> String {
+    job(d, id)["state"].as_str().unwrap_or("").to_string()
+}
+
+/// The node a job runs (or last ran) on, from `gantry job` (the first word of its placement).
+fn node_of(d: &Daemon, id: i64) -> String {
+    job(d, id)["placement"][0]
+        .as_str()
+        .and_then(|p| p.split_whitespace().next())
+        .unwrap_or("")
+        .to_string()
+}
+
+fn connected(d: &Daemon, n: usize) -> bool {
+    events(d)
+        .iter()
+        .filter(|e| e.contains("connected:"))
+        .count()
+        >= n
+}
+
+fn log_text(d: &Daemon, id: i64) -> String {
+    job(d, id)["log_tail"]
+        .as_array()
+        .map(|l| {
+            l.iter()
+                .filter_map(Value::as_str)
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn jobs_and_gangs_run_on_the_hosts_they_were_placed_on() {
+    if !can_run() {
+        return;
+    }
+    let h = hosts("run", 2);
+    let d = daemon("ssh-run", &h.fleet(&h.entries(), "2m"));
+    wait_for(&d, 60, "both hosts to connect", || connected(&d, 2));
+    let ev = events(&d).join("\n");
+    assert!(ev.contains("2 GPU(s) as declared"), "{ev}");
+
+    // One node: it runs where it was placed (its hostname in its log).
+    let one = submit(
+        &d,
+        &h.dir,
+        "one",
+        "name: one\nresources:\n  accelerators: A100-80GB:1\nrun: |\n  echo \"host=$(hostname) rank=$SKYPILOT_NODE_RANK gpus=$CUDA_VISIBLE_DEVICES\"\n  sleep 2\n",
+    );
+    wait_for(&d, 30, "job one to run", || state(&d, one) == "running");
+    let placed = node_of(&d, one);
+    wait_for(&d, 30, "job one to complete", || {
+        state(&d, one) == "completed"
+    });
+    let host = h
+        .hosts
+        .iter()
+        .find(|x| placed == format!("127.0.0.1:{}", x.port))
+        .expect("placed on one of the hosts");
+    let log = log_text(&d, one);
+    assert!(log.contains(&format!("host={} rank=0", host.name)), "{log}");
+
+    // Two nodes: ranks, node count and addresses on each, in SkyPilot's names.
+    let gang = submit(
+        &d,
+        &h.dir,
+        "gang",
+        "name: gang\nnum_nodes: 2\nresources:\n  accelerators: A100-80GB:2\nrun: |\n  echo \"host=$(hostname) rank=$SKYPILOT_NODE_RANK n=$SKYPILOT_NUM_NODES gpus=$SKYPILOT_NUM_GPUS_PER_NODE ips=$(echo $SKYPILOT_NODE_IPS | tr ' ' ,)\"\n",
+    );
+    wait_for(&d, 30, "the gang to complete", || {
+        state(&d, gang) == "completed"
+    });
+    let log = log_text(&d, gang);
+    for (rank, x) in h.hosts.iter().enumerate() {
+        let _ = x;
+        assert!(
+            log.contains(&format!("rank={rank} n=2 gpus=2 ips=127.0.0.1,127.0.0.1")),
+            "{log}"
+        );
+    }
+    let names: Vec<&str> = h.hosts.iter().map(|x| x.name.as_str()).collect();
+    assert!(
+        names.iter().all(|n| log.contains(&format!("host={n}"))),
+        "each node on its own host: {log}"
+    );
+
+    // One node's process fails: the whole gang stops and requeues.
+    let failing = submit(
+        &d,
+        &h.dir,
+        "failing",
+        "name: failing\nnum_nodes: 2\nresources:\n  accelerators: A100-80GB:2\nrun: |\n  if [ \"$SKYPILOT_NODE_RANK\" = 1 ]; then sleep 1; exit 3; fi\n  sleep 60\n",
+    );
+    wait_for(&d, 30, "the gang to requeue", || {
+        events(&d)
+            .iter()
+            .any(|e| e.contains(&format!("job {failing}")) && e.contains("whole gang stopped"))
+    });
+    cli(&d, &["cancel", &failing.to_string()]);
+    // Rank 0's `sleep 60` was killed with it: no process of the job is left on any host.
+    wait_for(&d, 15, "the gang's processes to be gone", || {
+        h.hosts
+            .iter()
+            .all(|x| !x.processes().iter().any(|(_, c)| c.contains("sleep 60")))
+    });
+}
+
+#[test]
+fn jobs_survive_the_ssh_client_the_agent_and_the_daemon_being_killed() {
+    if !can_run() {
+        return;
+    }
+    let h = hosts("survive", 1);
+    let fleet = h.fleet(&h.entries(), "2m");
+    let dir = temp_dir("ssh-survive");
+    let mut d = start_in(dir.clone(), &["--config", fleet.to_str().unwrap()]);
+    wait_for(&d, 60, "the host to connect", || connected(&d, 1));
+    let marker = h.dir.join("go");
+    let id = submit(
+        &d,
+        &h.dir,
+        "long",
+        &format!(
+            "name: long\nresources:\n  accelerators: A100-80GB:1\nrun: |\n  echo started\n  while [ ! -e {} ]; do sleep 0.2; done\n  echo finished\n",
+            marker.display()
+        ),
+    );
+    wait_for(&d, 30, "the job to start", || {
+        log_text(&d, id).contains("started")
+    });
+
+    // 1. The ssh client (the daemon's children): the link drops, the job runs on.
+    let killed = Command::new("pkill")
+        .args(["-KILL", "-P", &d.child.id().to_string(), "-x", "ssh"])
+        .status()
+        .unwrap();
+    assert!(killed.success(), "no ssh client to kill");
+    wait_for(&d, 60, "re-adoption after the ssh client died", || {
+        events(&d).iter().any(|e| e.contains("re-adopted"))
+    });
+
+    // 2. The agent on the host.
+    assert!(h.hosts[0].kill_agent() > 0, "no agent to kill");
+    wait_for(&d, 60, "re-adoption after the agent died", || {
+        events(&d)
+            .iter()
+            .filter(|e| e.contains("re-adopted"))
+            .count()
+            >= 2
+    });
+    assert_eq!(state(&d, id), "running");
+
+    // 3. The daemon.
+    unsafe { libc::kill(d.child.id() as i32, libc::SIGKILL) };
+    let _ = d.child.wait();
+    std::mem::forget(d);
+    let d = start_in(dir, &["--config", fleet.to_str().unwrap()]);
+    wait_for(&d, 60, "re-adoption after the daemon restarted", || {
+        events(&d)
+            .iter()
+            .filter(|e| e.contains("re-adopted"))
+            .count()
+            >= 3
+    });
+    assert_eq!(state(&d, id), "running");
+
+    // The job was never restarted, and ends exactly once.
+    std::fs::write(&marker, "").unwrap();
+    wait_for(&d, 30, "the job to complete", || {
+        state(&d, id) == "completed"
+    });
+    std::thread::sleep(Duration::from_secs(2));
+    let ev = events(&d);
+    let done = ev
+        .iter()
+        .filter(|e| e.contains(&format!("job {id} running → completed")))
+        .count();
+    let starts = ev
+        .iter()
+        .filter(|e| e.contains(&format!("job {id} pending → running")))
+        .count();
+    assert_eq!((done, starts), (1, 1), "{}", ev.join("\n"));
+    let log = log_text(&d, id);
+    assert_eq!(log.matches("started").count(), 1, "{log}");
+}
+
+#[test]
+fn an_unreachable_host_is_lost_and_its_jobs_requeue_elsewhere() {
+    if !can_run() {
+        return;
+    }
+    let mut h = hosts("lost", 2);
+    let d = daemon("ssh-lost", &h.fleet(&h.entries(), "3s"));
+    wait_for(&d, 60, "both hosts to connect", || connected(&d, 2));
+    let id = submit(
+        &d,
+        &h.dir,
+        "victim",
+        "name: victim\nresources:\n  accelerators: A100-80GB:2\nrun: |\n  echo \"host=$(hostname)\"\n  sleep 120\n",
+    );
+    wait_for(&d, 30, "the job to run", || {
+        log_text(&d, id).contains("host=")
+    });
+    let first = node_of(&d, id);
+    let dead = h
+        .hosts
+        .iter()
+        .position(|x| first == format!("127.0.0.1:{}", x.port))
+        .unwrap();
+    h.hosts[dead].kill();
+    wait_for(&d, 60, "the host to be lost", || {
+        events(&d)
+            .iter()
+            .any(|e| e.contains("lost") && e.contains("1 job(s) requeued"))
+    });
+    let other = &h.hosts[1 - dead];
+    wait_for(&d, 30, "the job to run on the other host", || {
+        log_text(&d, id).contains(&format!("host={}", other.name))
+    });
+    cli(&d, &["cancel", &id.to_string()]);
+}
+
+#[test]
+fn a_bad_host_entry_says_which_host_and_what_ssh_said() {
+    if !can_run() {
+        return;
+    }
+    let h = hosts("bad", 0);
+    let closed = free_port();
+    let d = daemon(
+        "ssh-bad",
+        &h.fleet(&[format!("root@127.0.0.1:{closed}")], "1m"),
+    );
+    wait_for(&d, 30, "the connection error", || {
+        events(&d).iter().any(|e| {
+            e.contains(&format!("host 127.0.0.1:{closed} unreachable: ssh:"))
+                && e.contains("Connection refused")
+        })
+    });
+}

@@ -531,3 +531,42 @@ fn a_bad_host_entry_says_which_host_and_what_ssh_said() {
         })
     });
 }
+
+#[test]
+fn preempt_sends_the_signal_waits_the_grace_and_requeues() {
+    if !can_run() {
+        return;
+    }
+    let h = hosts("preempt", 1);
+    let d = daemon("ssh-preempt", &h.fleet(&h.entries(), "2m"));
+    wait_for(&d, 60, "the host to connect", || connected(&d, 1));
+    // Checkpoints on SIGUSR1 (after a second: the grace allows it), exits 0.
+    let id = submit(
+        &d,
+        &h.dir,
+        "ckpt",
+        "name: ckpt\nresources:\n  accelerators: A100-80GB:1\ncheckpoint: {signal: SIGUSR1, grace: 20s}\nrun: |\n  trap 'sleep 1; echo checkpointed; exit 0' USR1\n  echo running\n  while true; do sleep 0.1; done\n",
+    );
+    wait_for(&d, 30, "the job to run", || log_text(&d, id).contains("running"));
+    cli(&d, &["preempt", &id.to_string()]);
+    wait_for(&d, 30, "the stop and the requeue", || {
+        events(&d)
+            .iter()
+            .any(|e| e.contains(&format!("job {id} preempting → pending")))
+    });
+    let ev = events(&d).join("\n");
+    assert!(
+        log_text(&d, id).contains("checkpointed") || ev.contains("checkpointed"),
+        "the job's handler ran within the grace: {}",
+        log_text(&d, id)
+    );
+    // It starts again from the queue (the host is free), and a cancel ends it.
+    wait_for(&d, 30, "the restart", || state(&d, id) == "running");
+    cli(&d, &["cancel", &id.to_string()]);
+    wait_for(&d, 15, "the run's processes to be gone", || {
+        !h.hosts[0]
+            .processes()
+            .iter()
+            .any(|(_, c)| c.contains("gantry-job"))
+    });
+}

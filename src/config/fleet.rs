@@ -379,63 +379,6 @@ impl PoolConfig {
     }
 }
 
-/// An SSH pool's hosts and options, or another pool's absence of them.
-fn validate_ssh(p: &PoolConfig, name: &str) -> Result<(), String> {
-    let ssh_only = [
-        ("hosts", !p.hosts.is_empty()),
-        ("identity_file", p.identity_file.is_some()),
-        ("ssh_config", p.ssh_config.is_some()),
-        ("jump_host", p.jump_host.is_some()),
-        ("lost_after", p.lost_after.is_some()),
-    ];
-    if !p.is_ssh() {
-        if let Some((field, _)) = ssh_only.iter().find(|(_, set)| *set) {
-            return Err(format!(
-                "{name}: `{field}` is for provider = \"ssh\" pools (this one is provider = \"{}\")",
-                p.provider
-            ));
-        }
-        return Ok(());
-    }
-    if p.hosts.is_empty() {
-        return Err(format!(
-            "{name}: a provider = \"ssh\" pool needs `hosts`, e.g. hosts = [\"gpu1.example\", \"ubuntu@10.0.0.12:2222\"]"
-        ));
-    }
-    for h in &p.hosts {
-        crate::backend::ssh::Destination::parse(h)
-            .map_err(|e| format!("{name}: hosts: {e} (expected [user@]host[:port])"))?;
-    }
-    if let Some(dup) = p
-        .hosts
-        .iter()
-        .enumerate()
-        .find_map(|(i, h)| p.hosts[..i].contains(h).then_some(h))
-    {
-        return Err(format!("{name}: host `{dup}` is listed twice"));
-    }
-    if p.nodes as usize != p.hosts.len() {
-        return Err(format!(
-            "{name}: nodes = {} but {} host(s) are listed: an SSH pool has one node per host (leave `nodes` out)",
-            p.nodes,
-            p.hosts.len()
-        ));
-    }
-    if p.max_nodes.is_some_and(|m| m != p.nodes) || p.min_nodes > 0 {
-        return Err(format!(
-            "{name}: an SSH pool is its hosts: no min_nodes or max_nodes (add hosts to grow it)"
-        ));
-    }
-    if let Some(d) = &p.lost_after {
-        if crate::spec::parse_duration(d).is_none_or(|s| !(1.0..=86_400.0).contains(&s)) {
-            return Err(format!(
-                "{name}: lost_after `{d}` must be a duration from 1s to 1d, e.g. 2m"
-            ));
-        }
-    }
-    Ok(())
-}
-
 /// MIG geometry by GPU model: the models whose MIG profiles gantry knows.
 pub fn mig_geometry(model: &str) -> Option<MigGeometry> {
     match model.to_ascii_uppercase().as_str() {
@@ -531,7 +474,7 @@ fn validate(file: &str, text: &str, cfg: &FleetConfig) -> Result<(), ConfigError
                 format!("{name} is defined twice (first as pool #{})", j + 1),
             ));
         }
-        if let Err(message) = validate_ssh(p, &name) {
+        if let Err(message) = super::ssh::validate(p, &name) {
             return Err(at("pools", i, message));
         }
         let auto = p.gpu.as_deref() == Some(AUTO_GPU);

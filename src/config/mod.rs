@@ -4,3 +4,4 @@
 pub mod console;
 pub mod fleet;
 pub mod paths;
+pub mod ssh;

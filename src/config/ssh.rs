@@ -1,0 +1,103 @@
+//! The fleet file's SSH pools: `hosts` and the options of `ssh`, checked before the daemon
+//! tries to connect (a wrong entry is named with what is wrong in it).
+
+use super::fleet::PoolConfig;
+
+/// An SSH pool's hosts and options, or another pool's absence of them.
+pub fn validate(p: &PoolConfig, name: &str) -> Result<(), String> {
+    let ssh_only = [
+        ("hosts", !p.hosts.is_empty()),
+        ("identity_file", p.identity_file.is_some()),
+        ("ssh_config", p.ssh_config.is_some()),
+        ("jump_host", p.jump_host.is_some()),
+        ("lost_after", p.lost_after.is_some()),
+    ];
+    if !p.is_ssh() {
+        if let Some((field, _)) = ssh_only.iter().find(|(_, set)| *set) {
+            return Err(format!(
+                "{name}: `{field}` is for provider = \"ssh\" pools (this one is provider = \"{}\")",
+                p.provider
+            ));
+        }
+        return Ok(());
+    }
+    if p.hosts.is_empty() {
+        return Err(format!(
+            "{name}: a provider = \"ssh\" pool needs `hosts`, e.g. hosts = [\"gpu1.example\", \"ubuntu@10.0.0.12:2222\"]"
+        ));
+    }
+    for h in &p.hosts {
+        crate::backend::ssh::Destination::parse(h)
+            .map_err(|e| format!("{name}: hosts: {e} (expected [user@]host[:port])"))?;
+    }
+    if let Some(dup) = p
+        .hosts
+        .iter()
+        .enumerate()
+        .find_map(|(i, h)| p.hosts[..i].contains(h).then_some(h))
+    {
+        return Err(format!("{name}: host `{dup}` is listed twice"));
+    }
+    if p.nodes as usize != p.hosts.len() {
+        return Err(format!(
+            "{name}: nodes = {} but {} host(s) are listed: an SSH pool has one node per host (leave `nodes` out)",
+            p.nodes,
+            p.hosts.len()
+        ));
+    }
+    if p.max_nodes.is_some_and(|m| m != p.nodes) || p.min_nodes > 0 {
+        return Err(format!(
+            "{name}: an SSH pool is its hosts: no min_nodes or max_nodes (add hosts to grow it)"
+        ));
+    }
+    if let Some(d) = &p.lost_after {
+        if crate::spec::parse_duration(d).is_none_or(|s| !(1.0..=86_400.0).contains(&s)) {
+            return Err(format!(
+                "{name}: lost_after `{d}` must be a duration from 1s to 1d, e.g. 2m"
+            ));
+        }
+    }
+    Ok(())
+}
+
+
+#[cfg(test)]
+mod tests {
+    use crate::config::fleet::parse;
+
+    const POOL: &str = "[[teams]]\nname = \"lab\"\n\n[[pools]]\nprovider = \"ssh\"\nregion = \"onprem\"\nzone = \"r1\"\nname = \"lab\"\ninstance_type = \"box\"\ncpus = 8\nmemory_gb = 32\ncapacity = \"reserved\"\nprice_per_hour = 0.0\n";
+
+    fn with(extra: &str) -> Result<crate::config::fleet::FleetConfig, String> {
+        parse("f.toml", &format!("{POOL}{extra}")).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn an_ssh_pool_has_a_node_per_host_named_after_it() {
+        let cfg = with("hosts = [\"gpu1.example\", \"ubuntu@10.0.0.12:2222\"]\n").unwrap();
+        assert_eq!(cfg.pools[0].nodes, 2);
+        let fleet = crate::config::fleet::fleet_of(&cfg);
+        let names: Vec<&str> = fleet.nodes.iter().map(|n| n.name.as_str()).collect();
+        assert_eq!(names, ["gpu1.example", "10.0.0.12:2222"]);
+    }
+
+    #[test]
+    fn bad_ssh_pools_say_what_and_where() {
+        let e = with("").unwrap_err();
+        assert!(e.starts_with("f.toml:4:1:") && e.contains("needs `hosts`"), "{e}");
+        let e = with("hosts = [\"gpu1:http\"]\n").unwrap_err();
+        assert!(e.contains("port `http`") && e.contains("[user@]host[:port]"), "{e}");
+        let e = with("hosts = [\"a\", \"a\"]\n").unwrap_err();
+        assert!(e.contains("host `a` is listed twice"), "{e}");
+        let e = with("hosts = [\"a\"]\nnodes = 3\n").unwrap_err();
+        assert!(e.contains("nodes = 3 but 1 host(s)"), "{e}");
+        let e = with("hosts = [\"a\"]\nlost_after = \"soon\"\n").unwrap_err();
+        assert!(e.contains("lost_after `soon`"), "{e}");
+        let cloud = POOL.replace("\"ssh\"", "\"aws\"");
+        let e = parse("f.toml", &format!("{cloud}nodes = 1\nhosts = [\"a\"]\n"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("`hosts` is for provider = \"ssh\" pools"), "{e}");
+        let e = parse("f.toml", &cloud).unwrap_err().to_string();
+        assert!(e.contains("missing field `nodes`"), "{e}");
+    }
+}

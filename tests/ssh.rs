@@ -547,7 +547,9 @@ fn preempt_sends_the_signal_waits_the_grace_and_requeues() {
         "ckpt",
         "name: ckpt\nresources:\n  accelerators: A100-80GB:1\ncheckpoint: {signal: SIGUSR1, grace: 20s}\nrun: |\n  trap 'sleep 1; echo checkpointed; exit 0' USR1\n  echo running\n  while true; do sleep 0.1; done\n",
     );
-    wait_for(&d, 30, "the job to run", || log_text(&d, id).contains("running"));
+    wait_for(&d, 30, "the job to run", || {
+        log_text(&d, id).contains("running")
+    });
     cli(&d, &["preempt", &id.to_string()]);
     wait_for(&d, 30, "the stop and the requeue", || {
         events(&d)

@@ -6,6 +6,7 @@ pub mod journal;
 pub mod local;
 pub mod memory;
 pub mod sched;
+pub mod ssh;
 pub mod tui;
 
 /// Peak resident set size of this process in MiB (Linux; `None` elsewhere).

@@ -77,6 +77,26 @@ pub enum BenchCmd {
         #[arg(short, long, value_enum, default_value_t = Output::Table)]
         output: Output,
     },
+    /// SSH hosts (`provider = "ssh"`): from the cycle that places a job to its first output
+    /// line on the host, over a warm connection; and a restart re-adopting N running jobs.
+    /// The hosts must accept this user's key (gantry installs its agent there).
+    Ssh {
+        /// ssh destinations, comma-separated ([user@]host[:port]).
+        #[arg(long, value_delimiter = ',', required = true)]
+        hosts: Vec<String>,
+        /// `ssh -F`.
+        #[arg(long)]
+        ssh_config: Option<PathBuf>,
+        /// `ssh -i`.
+        #[arg(long)]
+        identity_file: Option<PathBuf>,
+        #[arg(long, default_value_t = 20)]
+        launches: usize,
+        #[arg(long, default_value_t = 100)]
+        jobs: usize,
+        #[arg(short, long, value_enum, default_value_t = Output::Table)]
+        output: Output,
+    },
     /// The local host: one NVML telemetry sample of every GPU, and a local job from the
     /// scheduling cycle that places it to running (its first output written).
     Local {
@@ -115,6 +135,48 @@ pub fn run(cmd: BenchCmd) -> Result<(), String> {
             jobs,
             output,
         } => return api(clients, jobs, output),
+        BenchCmd::Ssh {
+            hosts,
+            ssh_config,
+            identity_file,
+            launches,
+            jobs,
+            output,
+        } => {
+            let dir = std::env::temp_dir().join(format!("gantry-bench-ssh-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&dir);
+            let r = gantry::bench::ssh::run(&gantry::bench::ssh::SshBenchConfig {
+                hosts,
+                ssh_config,
+                identity_file,
+                launches: launches.max(1),
+                jobs,
+                dir: dir.clone(),
+            });
+            let _ = std::fs::remove_dir_all(&dir);
+            let r = r?;
+            if output == Output::Json {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&r).map_err(|e| e.to_string())?
+                );
+            } else {
+                println!(
+                    "SSH hosts: {} (connected and agents ready in {:.2} s)",
+                    r.hosts, r.connect_s
+                );
+                println!(
+                    "placement to first output line: p50 {:.0} ms, max {:.0} ms over {} launches (warm connection)",
+                    r.first_output_p50_ms, r.first_output_max_ms, r.launches
+                );
+                println!(
+                    "restart re-adopting {} running jobs: {:.2} s",
+                    r.jobs, r.readopt_s
+                );
+                println!("telemetry round: not measured (SSH hosts send no GPU telemetry yet)");
+            }
+            return Ok(());
+        }
         BenchCmd::Tui {
             gpus,
             jobs,

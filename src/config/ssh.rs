@@ -60,7 +60,6 @@ pub fn validate(p: &PoolConfig, name: &str) -> Result<(), String> {
     Ok(())
 }
 
-
 #[cfg(test)]
 mod tests {
     use crate::config::fleet::parse;
@@ -83,9 +82,15 @@ mod tests {
     #[test]
     fn bad_ssh_pools_say_what_and_where() {
         let e = with("").unwrap_err();
-        assert!(e.starts_with("f.toml:4:1:") && e.contains("needs `hosts`"), "{e}");
+        assert!(
+            e.starts_with("f.toml:4:1:") && e.contains("needs `hosts`"),
+            "{e}"
+        );
         let e = with("hosts = [\"gpu1:http\"]\n").unwrap_err();
-        assert!(e.contains("port `http`") && e.contains("[user@]host[:port]"), "{e}");
+        assert!(
+            e.contains("port `http`") && e.contains("[user@]host[:port]"),
+            "{e}"
+        );
         let e = with("hosts = [\"a\", \"a\"]\n").unwrap_err();
         assert!(e.contains("host `a` is listed twice"), "{e}");
         let e = with("hosts = [\"a\"]\nnodes = 3\n").unwrap_err();

@@ -586,3 +586,20 @@ impl State {
         Some(out)
     }
 }
+
+impl State {
+    /// Remote hosts answering now, and all of them.
+    pub fn remote_hosts_up(&self) -> (usize, usize) {
+        let all = self.remote.hosts.len();
+        (all - self.remote.down.len(), all)
+    }
+
+    /// Remote jobs whose every part the hosts confirmed running.
+    pub fn remote_running(&self) -> usize {
+        self.remote
+            .runs
+            .values()
+            .filter(|r| r.parts.iter().all(|p| p.state == PartState::Running))
+            .count()
+    }
+}

@@ -144,6 +144,4 @@ pub trait Runner: Send {
         lines: usize,
         wait: std::time::Duration,
     ) -> Result<Vec<String>, String>;
-    /// The hosts' names, in node order.
-    fn hosts(&self) -> Vec<String>;
 }

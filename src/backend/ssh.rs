@@ -237,10 +237,6 @@ impl Runner for SshPool {
             )
         })
     }
-
-    fn hosts(&self) -> Vec<String> {
-        self.names.clone()
-    }
 }
 
 /// What every host task of a pool shares.

@@ -130,7 +130,8 @@ pub fn run(c: &SshBenchConfig) -> Result<SshBenchReport, String> {
     let t = Instant::now();
     let mut state = open(&db, &cfg, &c.dir)?;
     run_until(&mut state, Duration::from_secs(120), "re-adoption", |s| {
-        s.remote_hosts_up().0 == s.remote_hosts_up().1 && s.remote_running() >= n
+        let (up, all) = s.remote_hosts_up();
+        up == all && s.remote_running() >= n
     })?;
     let readopt_s = t.elapsed().as_secs_f64();
     for id in ids {

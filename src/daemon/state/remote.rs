@@ -36,13 +36,13 @@ pub(super) struct Remote {
     pub runners: Vec<Option<Box<dyn Runner>>>,
     /// Fleet node → (pool, host index within the pool).
     pub hosts: HashMap<usize, (usize, usize)>,
+    /// Per pool, its hosts' fleet nodes in host order (the reverse of `hosts`).
+    pool_nodes: Vec<Vec<usize>>,
     pub runs: BTreeMap<JobId, RemoteRun>,
     /// Unreachable nodes: since when (daemon time) and the last reason said.
     pub down: HashMap<usize, (f64, String)>,
     /// Nodes unreachable past their timeout (their jobs were requeued).
     pub lost: std::collections::HashSet<usize>,
-    /// What each host said when it last connected.
-    pub info: HashMap<usize, HostInfo>,
     /// Where recently ended remote jobs ran (for their logs), at most `RAN_ON_KEPT`.
     pub ran_on: HashMap<JobId, Vec<usize>>,
     ran_on_order: VecDeque<JobId>,
@@ -78,13 +78,13 @@ impl Remote {
                 None
             });
         }
-        let mut seen = vec![0usize; cfg.pools.len()];
+        r.pool_nodes = vec![Vec::new(); cfg.pools.len()];
         for (i, n) in fleet.nodes.iter().enumerate() {
             let pool = n.pool.index();
             if r.runners[pool].is_some() {
-                r.hosts.insert(i, (pool, seen[pool]));
+                r.hosts.insert(i, (pool, r.pool_nodes[pool].len()));
+                r.pool_nodes[pool].push(i);
             }
-            seen[pool] += 1;
         }
         Ok(r)
     }
@@ -246,11 +246,7 @@ impl State {
     }
 
     fn node_of(&self, pool: usize, host: usize) -> Option<usize> {
-        self.remote
-            .hosts
-            .iter()
-            .find(|(_, &(p, h))| p == pool && h == host)
-            .map(|(&n, _)| n)
+        self.remote.pool_nodes.get(pool)?.get(host).copied()
     }
 
     /// The part of run `id` on `node` if `token` is the run's.
@@ -433,7 +429,6 @@ impl State {
                 info.hostname, info.arch, info.version
             ),
         )?;
-        self.remote.info.insert(node, info.clone());
         let expected: Vec<(JobId, String, PartState)> = self
             .remote
             .runs
@@ -513,14 +508,12 @@ impl State {
                 .map(|(&id, _)| id)
                 .collect();
             for &id in &jobs {
-                self.kill_remote(id)?;
-                if self.engine.job(id).is_some_and(|j| !j.state.is_final()) {
-                    self.engine.lost(
-                        id,
-                        now,
-                        &format!("host {name} unreachable past its timeout: requeued from its checkpoint"),
-                    )?;
-                }
+                self.requeue_remote(
+                    id,
+                    &format!(
+                        "host {name} unreachable past its timeout: requeued from its checkpoint"
+                    ),
+                )?;
             }
             self.record(
                 "ssh",
@@ -544,16 +537,19 @@ impl State {
             .collect();
         for (id, node) in stuck {
             let name = self.node_name(node);
-            self.kill_remote(id)?;
-            if self.engine.job(id).is_some_and(|j| !j.state.is_final()) {
-                self.engine.lost(
-                    id,
-                    now,
-                    &format!(
-                        "{name} did not confirm its start in {START_TIMEOUT_S:.0} s: requeued"
-                    ),
-                )?;
-            }
+            self.requeue_remote(
+                id,
+                &format!("{name} did not confirm its start in {START_TIMEOUT_S:.0} s: requeued"),
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Kills every part of a run and sends its job back to the queue with `why`.
+    fn requeue_remote(&mut self, id: JobId, why: &str) -> Result<(), EngineError> {
+        self.kill_remote(id)?;
+        if self.engine.job(id).is_some_and(|j| !j.state.is_final()) {
+            self.engine.lost(id, self.now, why)?;
         }
         Ok(())
     }

@@ -117,6 +117,14 @@ fn the_daemon_cli_round_trip_with_exit_codes() {
     assert_eq!(code, 0, "{err}");
     assert!(serde_json::from_str::<serde_json::Value>(&out).unwrap()["state"].is_string());
 
+    // A job of the simulated fleet writes no logs: the command says why.
+    let (code, _, err) = gantry(s, &["logs", &ids]);
+    assert_eq!(code, 3, "{err}");
+    assert!(
+        err.contains("has not started") || err.contains("simulated fleet"),
+        "{err}"
+    );
+
     let (code, _, err) = gantry(s, &["prio", &ids, "production"]);
     assert_eq!(code, 0, "{err}");
     let (code, _, err) = gantry(s, &["prio", &ids, "urgent"]);

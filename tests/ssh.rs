@@ -353,12 +353,16 @@ fn jobs_and_gangs_run_on_the_hosts_they_were_placed_on() {
     let log = log_text(&d, one);
     assert!(log.contains(&format!("host={} rank=0", host.name)), "{log}");
 
-    // Two nodes: ranks, node count and addresses on each, in SkyPilot's names.
+    // Two nodes: ranks, node count and addresses on each, in SkyPilot's names; the workdir
+    // (a directory on the daemon's machine) copied to each node, without `.git`.
+    let work = h.dir.join("work");
+    std::fs::create_dir_all(work.join(".git")).unwrap();
+    std::fs::write(work.join("data.txt"), "payload\n").unwrap();
     let gang = submit(
         &d,
         &h.dir,
         "gang",
-        "name: gang\nnum_nodes: 2\nresources:\n  accelerators: A100-80GB:2\nrun: |\n  echo \"host=$(hostname) rank=$SKYPILOT_NODE_RANK n=$SKYPILOT_NUM_NODES gpus=$SKYPILOT_NUM_GPUS_PER_NODE ips=$(echo $SKYPILOT_NODE_IPS | tr ' ' ,)\"\n",
+        &format!("name: gang\nnum_nodes: 2\nworkdir: {}\nresources:\n  accelerators: A100-80GB:2\nrun: |\n  echo \"host=$(hostname) rank=$SKYPILOT_NODE_RANK n=$SKYPILOT_NUM_NODES gpus=$SKYPILOT_NUM_GPUS_PER_NODE ips=$(echo $SKYPILOT_NODE_IPS | tr ' ' ,)\"\n  echo \"rank=$SKYPILOT_NODE_RANK data=$(cat data.txt) git=$(ls -d .git 2>/dev/null)\"\n", work.display()),
     );
     wait_for(&d, 30, "the gang to complete", || {
         state(&d, gang) == "completed"
@@ -376,6 +380,60 @@ fn jobs_and_gangs_run_on_the_hosts_they_were_placed_on() {
         names.iter().all(|n| log.contains(&format!("host={n}"))),
         "each node on its own host: {log}"
     );
+    for rank in 0..2 {
+        assert!(
+            log.contains(&format!("rank={rank} data=payload git=\n"))
+                || log.ends_with(&format!("rank={rank} data=payload git=")),
+            "{log}"
+        );
+    }
+    // The hosts forget the copies once the end is recorded.
+    wait_for(&d, 15, "the workdir copies to be removed", || {
+        h.hosts.iter().all(|x| {
+            std::fs::read_dir(format!("/root/.gantry/work/{}", x.name))
+                .map(|r| r.count() == 0)
+                .unwrap_or(true)
+        })
+    });
+    // Each node's logs on their own (`--node K`), and all of them marked by node.
+    for rank in 0..2 {
+        let out = cli(
+            &d,
+            &["logs", &gang.to_string(), "--node", &rank.to_string()],
+        );
+        assert!(
+            out.contains(&format!("rank={rank} n=2"))
+                && !out.contains(&format!("rank={} n=2", 1 - rank)),
+            "node {rank}: {out}"
+        );
+    }
+    let all = cli(&d, &["logs", &gang.to_string()]);
+    assert!(
+        all.contains("[node 0] host=") && all.contains("[node 1] host="),
+        "{all}"
+    );
+
+    // Following a running job: every line once, the last (no newline) when it ends, then
+    // the command returns.
+    let talk = submit(
+        &d,
+        &h.dir,
+        "talk",
+        "name: talk\nresources:\n  accelerators: A100-80GB:1\nrun: |\n  for i in 1 2 3; do echo line$i; sleep 0.4; done\n  echo warn >&2\n  printf last\n",
+    );
+    wait_for(&d, 30, "job talk to run", || state(&d, talk) == "running");
+    let out = Command::new(env!("CARGO_BIN_EXE_gantry"))
+        .arg("--connect")
+        .arg(&d.socket)
+        .args(["logs", &talk.to_string(), "-f"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "line1\nline2\nline3\nlast\n"
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "warn\n");
 
     // One node's process fails: the whole gang stops and requeues.
     let failing = submit(

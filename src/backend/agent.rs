@@ -9,6 +9,7 @@
 
 use super::local::exec;
 use super::local::runs::LocalRuns;
+use super::logs::{LogQuery, LogRead};
 use super::{Exit, HostGpu, HostInfo, Launch};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -19,7 +20,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// The protocol's version: a daemon refuses an agent that speaks another.
-pub const PROTOCOL: u32 = 1;
+pub const PROTOCOL: u32 = 2;
 
 /// What the daemon asks.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -40,10 +41,11 @@ pub enum ToAgent {
         job: i64,
         token: String,
     },
-    Tail {
+    /// Read a run's logs (answered with `Logs` of the same id).
+    Logs {
         id: u64,
         job: i64,
-        lines: usize,
+        query: LogQuery,
     },
 }
 
@@ -70,9 +72,9 @@ pub enum FromAgent {
         token: String,
         exit: Exit,
     },
-    Tail {
+    Logs {
         id: u64,
-        lines: Vec<String>,
+        read: LogRead,
     },
     /// A line the agent could not act on, and why.
     Refused {
@@ -297,11 +299,18 @@ impl Agent {
                     self.drop_files(job);
                     self.tokens.remove(&job);
                 }
+                // The run's workdir copy, if it had one (also for a run the agent no longer
+                // tracks: the copy may have landed after its end was recorded).
+                if let Some(home) = std::env::var_os("HOME") {
+                    let copy =
+                        Path::new(&home).join(super::ssh::remote_workdir(&hostname(), job, &token));
+                    let _ = std::fs::remove_dir_all(copy);
+                }
                 None
             }
-            ToAgent::Tail { id, job, lines } => Some(FromAgent::Tail {
+            ToAgent::Logs { id, job, query } => Some(FromAgent::Logs {
                 id,
-                lines: super::local::runs::log_tail(&self.runs.log_dir, job, lines),
+                read: super::logs::read(&self.runs.log_dir, job, &query),
             }),
         }
     }

@@ -11,6 +11,7 @@
 
 pub mod agent;
 pub mod local;
+pub mod logs;
 pub mod ssh;
 
 use serde::{Deserialize, Serialize};
@@ -136,12 +137,6 @@ pub trait Runner: Send {
     fn forget(&mut self, host: usize, job: i64, token: &str);
     /// What happened since the last poll.
     fn poll(&mut self) -> Vec<RunEvent>;
-    /// The last `lines` lines of the run's logs, waiting at most `wait` for the host.
-    fn tail(
-        &mut self,
-        host: usize,
-        job: i64,
-        lines: usize,
-        wait: std::time::Duration,
-    ) -> Result<Vec<String>, String>;
+    /// Reads runs' logs on the pool's nodes, from any thread.
+    fn logs(&self) -> std::sync::Arc<dyn logs::LogReader>;
 }

@@ -11,6 +11,7 @@
 //! how the daemon re-adopts them.
 
 use super::agent::{FromAgent, ToAgent, PROTOCOL};
+use super::logs::{LogQuery, LogRead, LogReader};
 use super::{Launch, RunEvent, Runner};
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -95,15 +96,52 @@ fn build_id(exe: &std::path::Path) -> String {
     format!("{}-{len:x}-{mtime:x}", env!("CARGO_PKG_VERSION"))
 }
 
-type Tails = Arc<Mutex<HashMap<u64, mpsc::Sender<Vec<String>>>>>;
+type Pending = Arc<Mutex<HashMap<u64, mpsc::Sender<LogRead>>>>;
 
 /// The SSH hosts of one pool.
 pub struct SshPool {
+    logs: Arc<SshLogs>,
+    events: mpsc::Receiver<RunEvent>,
+}
+
+/// Sends requests to a pool's hosts and reads their runs' logs; shared with log readers,
+/// which call it from the API's threads.
+struct SshLogs {
     names: Vec<String>,
     links: Vec<amp::UnboundedSender<ToAgent>>,
-    events: mpsc::Receiver<RunEvent>,
-    tails: Tails,
-    next_tail: AtomicU64,
+    /// Log reads waiting for their host's answer, by request id.
+    pending: Pending,
+    next: AtomicU64,
+}
+
+impl SshLogs {
+    fn send(&self, host: usize, req: ToAgent) {
+        if let Some(l) = self.links.get(host) {
+            let _ = l.send(req);
+        }
+    }
+}
+
+impl LogReader for SshLogs {
+    fn read(&self, host: usize, job: i64, q: &LogQuery, wait: Duration) -> Result<LogRead, String> {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = mpsc::channel();
+        if let Ok(mut t) = self.pending.lock() {
+            t.insert(id, tx);
+        }
+        self.send(host, ToAgent::Logs { id, job, query: *q });
+        let got = rx.recv_timeout(wait);
+        if let Ok(mut t) = self.pending.lock() {
+            t.remove(&id);
+        }
+        got.map_err(|_| {
+            format!(
+                "{} did not answer within {} ms",
+                self.names.get(host).map_or("the host", String::as_str),
+                wait.as_millis()
+            )
+        })
+    }
 }
 
 impl SshPool {
@@ -118,7 +156,7 @@ impl SshPool {
             format!("cannot find this gantry binary to install it on the hosts: {e}")
         })?;
         let (tx, events) = mpsc::channel();
-        let tails: Tails = Arc::default();
+        let pending: Pending = Arc::default();
         let mut links = Vec::new();
         let mut receivers = Vec::new();
         for _ in &dests {
@@ -131,7 +169,7 @@ impl SshPool {
             build: build_id(&exe),
             opts,
             events: tx,
-            tails: tails.clone(),
+            pending: pending.clone(),
         });
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -156,18 +194,18 @@ impl SshPool {
             })
             .map_err(|e| format!("cannot start the SSH backend's thread: {e}"))?;
         Ok(SshPool {
-            names: hosts.to_vec(),
-            links,
+            logs: Arc::new(SshLogs {
+                names: hosts.to_vec(),
+                links,
+                pending,
+                next: AtomicU64::new(1),
+            }),
             events,
-            tails,
-            next_tail: AtomicU64::new(1),
         })
     }
 
     fn send(&self, host: usize, req: ToAgent) {
-        if let Some(l) = self.links.get(host) {
-            let _ = l.send(req);
-        }
+        self.logs.send(host, req);
     }
 }
 
@@ -212,30 +250,8 @@ impl Runner for SshPool {
         self.events.try_iter().collect()
     }
 
-    fn tail(
-        &mut self,
-        host: usize,
-        job: i64,
-        lines: usize,
-        wait: Duration,
-    ) -> Result<Vec<String>, String> {
-        let id = self.next_tail.fetch_add(1, Ordering::Relaxed);
-        let (tx, rx) = mpsc::channel();
-        if let Ok(mut t) = self.tails.lock() {
-            t.insert(id, tx);
-        }
-        self.send(host, ToAgent::Tail { id, job, lines });
-        let got = rx.recv_timeout(wait);
-        if let Ok(mut t) = self.tails.lock() {
-            t.remove(&id);
-        }
-        got.map_err(|_| {
-            format!(
-                "{} did not answer within {} ms",
-                self.names.get(host).map_or("the host", String::as_str),
-                wait.as_millis()
-            )
-        })
+    fn logs(&self) -> Arc<dyn LogReader> {
+        self.logs.clone()
     }
 }
 
@@ -245,7 +261,7 @@ struct Shared {
     build: String,
     opts: SshOptions,
     events: mpsc::Sender<RunEvent>,
-    tails: Tails,
+    pending: Pending,
 }
 
 /// How long a host that could not be reached waits before the next try (doubling up to the
@@ -373,17 +389,22 @@ async fn session(
             )
         }
     }
+    let s = Arc::new(s);
+    // Starts whose workdir is being copied come back here when it is there.
+    let (copied_tx, mut copied) = amp::unbounded_channel::<Launch>();
     loop {
-        tokio::select! {
+        let req = tokio::select! {
             req = rx.recv() => {
                 let Some(req) = req else { return (None, true) };
-                let Ok(mut line) = serde_json::to_string(&req) else { continue };
-                line.push('\n');
-                if let Err(e) = stdin.write_all(line.as_bytes()).await {
-                    return (Some(format!("writing to the agent failed: {e}")), true);
+                match req {
+                    ToAgent::Start(l) if l.workdir.is_some() => {
+                        tokio::spawn(copy_workdir(s.clone(), host, l, copied_tx.clone(), shared.events.clone()));
+                        continue;
+                    }
+                    req => Some(req),
                 }
-                let _ = stdin.flush().await;
             }
+            l = copied.recv() => l.map(ToAgent::Start),
             line = lines.next_line() => {
                 match line {
                     Ok(Some(l)) => relay(host, &l, shared),
@@ -393,9 +414,121 @@ async fn session(
                     }
                     Err(e) => return (Some(format!("reading from the agent failed: {e}")), true),
                 }
+                None
             }
+        };
+        if let Some(req) = req {
+            let Ok(mut line) = serde_json::to_string(&req) else {
+                continue;
+            };
+            line.push('\n');
+            if let Err(e) = stdin.write_all(line.as_bytes()).await {
+                return (Some(format!("writing to the agent failed: {e}")), true);
+            }
+            let _ = stdin.flush().await;
         }
     }
+}
+
+/// Where a run's copy of its job's workdir goes on a host, relative to the home directory
+/// (where the agent runs): per host name, since hosts often share a home directory (NFS) and
+/// a gang's nodes each copy; per run token too, so a requeued run's fresh copy and the removal
+/// of the previous run's never meet. The agent removes it when the run is forgotten.
+pub fn remote_workdir(hostname: &str, job: i64, token: &str) -> String {
+    format!(".gantry/work/{hostname}/job-{job}-{}", token_tag(token))
+}
+
+/// The start of a run token, as far as it is safe in a path.
+fn token_tag(token: &str) -> String {
+    token
+        .chars()
+        .filter(char::is_ascii_alphanumeric)
+        .take(12)
+        .collect()
+}
+
+/// Copies a job's workdir (a directory on the daemon's machine) to the host as a tar stream
+/// over the host's SSH connection, then hands the start on with the copy as its workdir.
+/// Version-control metadata (`.git` …) stays behind. A copy that fails fails the start.
+async fn copy_workdir(
+    s: Arc<openssh::Session>,
+    host: usize,
+    mut l: Launch,
+    copied: amp::UnboundedSender<Launch>,
+    events: mpsc::Sender<RunEvent>,
+) {
+    let local = l.workdir.clone().unwrap_or_default();
+    match send_dir(&s, &local, l.job, &l.token).await {
+        Ok(there) => {
+            l.workdir = Some(there);
+            let _ = copied.send(l);
+        }
+        Err(why) => {
+            let _ = events.send(RunEvent::StartFailed {
+                host,
+                job: l.job,
+                token: l.token,
+                why: format!("copying its workdir {local}: {why}"),
+            });
+        }
+    }
+}
+
+/// Sends the directory; where it landed on the host.
+async fn send_dir(
+    s: &openssh::Session,
+    local: &str,
+    job: i64,
+    token: &str,
+) -> Result<String, String> {
+    if !std::path::Path::new(local).is_dir() {
+        return Err("no such directory on the daemon's machine".to_string());
+    }
+    let mut tar = tokio::process::Command::new("tar")
+        .args(["-C", local, "--exclude-vcs", "-czf", "-", "."])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| format!("cannot run tar here: {e}"))?;
+    let mut remote = s
+        // The host's name as the agent reads it (`agent::hostname`).
+        .raw_command(format!(
+            "d=.gantry/work/$(cat /proc/sys/kernel/hostname)/job-{job}-{} && rm -rf \"$d\" && mkdir -p \"$d\" && tar -xzf - -C \"$d\" && echo \"$d\"",
+            token_tag(token)
+        ))
+        .stdin(openssh::Stdio::piped())
+        .stdout(openssh::Stdio::piped())
+        .stderr(openssh::Stdio::piped())
+        .spawn()
+        .await
+        .map_err(|e| format!("cannot run tar on the host: {}", error_chain(&e)))?;
+    if let (Some(mut from), Some(mut to)) = (tar.stdout.take(), remote.stdin().take()) {
+        let copied = tokio::io::copy(&mut from, &mut to).await;
+        let _ = to.shutdown().await;
+        copied.map_err(|e| format!("sending it failed: {e}"))?;
+    }
+    let here = tar
+        .wait_with_output()
+        .await
+        .map_err(|e| format!("tar here: {e}"))?;
+    if !here.status.success() {
+        return Err(format!(
+            "tar here: {}",
+            String::from_utf8_lossy(&here.stderr).trim()
+        ));
+    }
+    let out = remote
+        .wait_with_output()
+        .await
+        .map_err(|e| format!("tar on the host: {}", error_chain(&e)))?;
+    if !out.status.success() {
+        return Err(format!(
+            "tar on the host: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
 
 /// An agent's line, passed on to the daemon.
@@ -419,9 +552,9 @@ fn relay(host: usize, line: &str, shared: &Shared) {
             token,
             exit,
         },
-        Ok(FromAgent::Tail { id, lines }) => {
-            if let Some(tx) = shared.tails.lock().ok().and_then(|mut t| t.remove(&id)) {
-                let _ = tx.send(lines);
+        Ok(FromAgent::Logs { id, read }) => {
+            if let Some(tx) = shared.pending.lock().ok().and_then(|mut t| t.remove(&id)) {
+                let _ = tx.send(read);
             }
             return;
         }

@@ -6,6 +6,7 @@
 mod bench;
 mod daemon;
 mod fleet;
+mod logs;
 mod remote;
 mod replay;
 mod sim;
@@ -118,6 +119,9 @@ enum Command {
         #[arg(short, long, value_enum, default_value_t = Output::Table)]
         output: Output,
     },
+    /// A job's stdout and stderr, from every node it ran on or one (`--node K`); `-f`
+    /// follows until it ends.
+    Logs(logs::LogsArgs),
     /// Why a job waits (or where it runs).
     Explain {
         id: String,
@@ -306,6 +310,7 @@ pub fn main() -> ExitCode {
         }) => remote::jobs(&target, state, team, class, limit, output),
         Some(Command::Job { id, output }) => remote::job(&target, &id, output),
         Some(Command::Explain { id, output }) => remote::explain(&target, &id, output),
+        Some(Command::Logs(a)) => logs::logs(&target, a),
         Some(Command::Cancel { ids, output }) => remote::act(&target, "cancel", &ids, output),
         Some(Command::Preempt { ids, output }) => remote::act(&target, "preempt", &ids, output),
         Some(Command::Hold { ids, output }) => remote::act(&target, "hold", &ids, output),

@@ -154,7 +154,7 @@ fn clip(s: &str, n: usize) -> String {
     }
 }
 
-fn id_arg(id: &str) -> Result<i64, CliError> {
+pub fn id_arg(id: &str) -> Result<i64, CliError> {
     gantry::daemon::journal::parse_job_id(id).map_err(CliError::usage)
 }
 

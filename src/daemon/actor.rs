@@ -7,7 +7,7 @@
 use super::auth::{hash_token, new_token, rfc3339, unix_now, Caller, Grant, Role, TokenInfo};
 use super::engine::{EngineError, Submission};
 use super::journal::{EventRecord, JobId, JournalError, TokenRecord};
-use super::state::{Action, Counters, Histogram, JobDetail, Report, ReportBy, State};
+use super::state::{Action, Counters, Histogram, JobDetail, JobLogs, Report, ReportBy, State};
 use crate::client::Snapshot;
 use crate::scheduler::reclaim::ReclaimPlan;
 use serde::Serialize;
@@ -92,6 +92,11 @@ pub enum Request {
     Job {
         id: JobId,
         reply: Reply<JobDetail>,
+    },
+    /// Where a job's logs are (the API reads them).
+    Logs {
+        id: JobId,
+        reply: Reply<JobLogs>,
     },
     /// Shows the reclaim plan (`apply: None`) or applies the one shown with that id.
     Reclaim {
@@ -497,6 +502,9 @@ impl Actor {
             }
             Request::Job { id, reply } => {
                 let _ = reply.send(self.state.job_detail(id).map_err(ApiError::from));
+            }
+            Request::Logs { id, reply } => {
+                let _ = reply.send(self.state.job_logs(id).map_err(ApiError::from));
             }
             Request::Reclaim {
                 apply,

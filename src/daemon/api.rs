@@ -26,8 +26,8 @@ use std::sync::Arc;
 pub const MAX_BODY: usize = 1 << 20;
 
 #[derive(Clone)]
-struct Api {
-    handle: Handle,
+pub(super) struct Api {
+    pub(super) handle: Handle,
     /// Served on TCP: every request needs a token.
     tcp: bool,
     /// Turns true when the daemon stops: event streams end then.
@@ -49,7 +49,7 @@ fn json<T: Serialize>(status: StatusCode, value: &T) -> Response {
     }
 }
 
-fn ok<T: Serialize>(value: &T) -> Response {
+pub(super) fn ok<T: Serialize>(value: &T) -> Response {
     json(StatusCode::OK, value)
 }
 
@@ -75,6 +75,7 @@ pub fn router(
         .route("/v1/preview", post(preview))
         .route("/v1/jobs/{id}", get(job))
         .route("/v1/jobs/{id}/explain", get(explain))
+        .route("/v1/jobs/{id}/logs", get(super::logs::logs))
         .route("/v1/jobs/{id}/priority", put(priority))
         .route("/v1/jobs/{id}/{action}", post(act))
         .route("/v1/fleet", get(fleet))
@@ -140,13 +141,13 @@ async fn published(api: &Api) -> Arc<Published> {
     api.handle.fresh().await
 }
 
-fn query(raw: Option<String>) -> Result<HashMap<String, String>, ApiError> {
+pub(super) fn query(raw: Option<String>) -> Result<HashMap<String, String>, ApiError> {
     let pairs: Vec<(String, String)> = serde_urlencoded::from_str(raw.as_deref().unwrap_or(""))
         .map_err(|e| ApiError::bad_request(format!("query string: {e}")))?;
     Ok(pairs.into_iter().collect())
 }
 
-fn job_id(text: &str) -> Result<JobId, ApiError> {
+pub(super) fn job_id(text: &str) -> Result<JobId, ApiError> {
     super::journal::parse_job_id(text).map_err(ApiError::bad_request)
 }
 
@@ -365,6 +366,7 @@ async fn job(
     if !caller.may_change(&detail.team) {
         detail.spec = crate::spec::redact::redact(&detail.spec, false);
     }
+    detail.log_tail = super::logs::tail(&api.handle, id, 20).await;
     Ok(ok(&detail))
 }
 

@@ -11,6 +11,7 @@ pub mod host;
 pub mod job;
 pub mod journal;
 pub mod lock;
+pub mod logs;
 pub mod metrics;
 pub mod server;
 pub mod state;

@@ -2,6 +2,7 @@
 //! signal reaches everything it started; stdout and stderr go to log files the console can tail;
 //! stopping sends the job's signal, waits the grace period, then SIGKILLs the group.
 
+use crate::backend::logs::{log_path, Stream};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fs::OpenOptions;
@@ -76,10 +77,6 @@ pub struct Stopped {
     pub exit: Exit,
     /// The grace period ran out and the group was SIGKILLed.
     pub killed: bool,
-}
-
-fn log_path(dir: &Path, job: i64, stream: &str) -> PathBuf {
-    dir.join(format!("job-{job}.{stream}"))
 }
 
 /// Where a job's exit status is written when it ends (read by a daemon that re-adopted it).
@@ -216,7 +213,7 @@ pub fn launch(spec: &LaunchSpec) -> Result<Running, ExecError> {
         dir: spec.log_dir.display().to_string(),
         source,
     })?;
-    let open = |stream: &str| {
+    let open = |stream: Stream| {
         OpenOptions::new()
             .create(true)
             .append(true)
@@ -227,7 +224,7 @@ pub fn launch(spec: &LaunchSpec) -> Result<Running, ExecError> {
                 source,
             })
     };
-    let (out, err) = (open("out")?, open("err")?);
+    let (out, err) = (open(Stream::Out)?, open(Stream::Err)?);
     if let Some(dir) = &spec.workdir {
         if !dir.is_dir() {
             return Err(ExecError::NoWorkdir {
@@ -277,8 +274,8 @@ pub fn launch(spec: &LaunchSpec) -> Result<Running, ExecError> {
     Ok(Running {
         job,
         pid: child.id(),
-        stdout_log: log_path(&spec.log_dir, job, "out"),
-        stderr_log: log_path(&spec.log_dir, job, "err"),
+        stdout_log: log_path(&spec.log_dir, job, Stream::Out),
+        stderr_log: log_path(&spec.log_dir, job, Stream::Err),
         started: Instant::now(),
         child,
     })

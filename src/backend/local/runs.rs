@@ -7,7 +7,7 @@
 use crate::backend::local::exec::{self, Exit, LaunchSpec, Running};
 use crate::daemon::journal::JobId;
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// How the daemon holds a local job's processes.
 pub enum Process {
@@ -193,71 +193,5 @@ pub fn kill_orphan(pgid: u32, job: JobId, token: Option<&str>) -> Orphan {
         Orphan::NotOurs
     } else {
         Orphan::Gone
-    }
-}
-
-/// The last `n` lines of a job's stdout and stderr logs, if it ran on this host. Only the
-/// end of each file is read (at most `TAIL_BYTES`, found by seeking): a job that wrote a
-/// gigabyte of logs costs the daemon what a small one does.
-pub fn log_tail(dir: &Path, id: JobId, n: usize) -> Vec<String> {
-    let mut out = Vec::new();
-    for stream in ["out", "err"] {
-        let Some(text) = read_end(&dir.join(format!("job-{id}.{stream}")), TAIL_BYTES) else {
-            continue;
-        };
-        let lines: Vec<&str> = text.lines().collect();
-        for l in &lines[lines.len().saturating_sub(n)..] {
-            out.push(format!("{stream}: {l}"));
-        }
-    }
-    out
-}
-
-/// How much of the end of a log `log_tail` reads.
-pub const TAIL_BYTES: u64 = 64 * 1024;
-
-/// The last `max` bytes of a file as text, starting at a line boundary when it was cut.
-fn read_end(path: &Path, max: u64) -> Option<String> {
-    use std::io::{Read, Seek, SeekFrom};
-    let mut f = std::fs::File::open(path).ok()?;
-    let len = f.metadata().ok()?.len();
-    let start = len.saturating_sub(max);
-    f.seek(SeekFrom::Start(start)).ok()?;
-    let mut bytes = Vec::with_capacity((len - start) as usize);
-    f.take(max).read_to_end(&mut bytes).ok()?;
-    let text = String::from_utf8_lossy(&bytes).into_owned();
-    Some(if start > 0 {
-        // The first line was cut: drop it.
-        text.split_once('\n')
-            .map_or(String::new(), |(_, rest)| rest.to_string())
-    } else {
-        text
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_tail_of_a_large_log_reads_only_its_end() {
-        let dir = std::env::temp_dir().join(format!("gantry-tail-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("job-7.out");
-        {
-            use std::io::Write;
-            let mut f = std::io::BufWriter::new(std::fs::File::create(&path).unwrap());
-            for i in 0..400_000 {
-                writeln!(f, "line {i}").unwrap();
-            }
-        }
-        let t = std::time::Instant::now();
-        let tail = log_tail(&dir, 7, 3);
-        assert_eq!(
-            tail,
-            ["out: line 399997", "out: line 399998", "out: line 399999"]
-        );
-        assert!(t.elapsed().as_millis() < 500);
-        let _ = std::fs::remove_dir_all(&dir);
     }
 }

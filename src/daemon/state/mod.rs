@@ -251,6 +251,14 @@ pub struct Report {
     pub rows: Vec<ReportRow>,
 }
 
+/// Where a job's logs are (read off the actor by the API).
+pub struct JobLogs {
+    pub state: JobState,
+    pub sources: Vec<crate::backend::logs::LogSource>,
+    /// Why there are no sources.
+    pub none: Option<String>,
+}
+
 /// Everything about one job, for `gantry job ID`.
 #[derive(Clone, Debug, Serialize)]
 pub struct JobDetail {

@@ -6,6 +6,7 @@
 //! recorded once however the link behaves.
 
 use super::*;
+use crate::backend::logs::{LogAt, LogSource};
 use crate::backend::{Exit, Gang, HostInfo, RunEvent, Runner};
 
 /// A job handed to a remote backend: its run's token and each node's part, rank order.
@@ -554,32 +555,27 @@ impl State {
         Ok(())
     }
 
-    /// The last `n` lines of a remote job's logs: every node's, each line marked with the
-    /// node's rank in a multi-node job. Asks the hosts (waiting at most a second each), so
-    /// only for one job's detail.
-    pub(super) fn remote_tail(&mut self, id: JobId, n: usize) -> Option<Vec<String>> {
+    /// Where a remote job's logs are: one source per node, rank order (`None`: the job did
+    /// not run on a remote backend lately).
+    pub(super) fn remote_log_sources(&self, id: JobId) -> Option<Vec<LogSource>> {
         let nodes: Vec<usize> = match self.remote.runs.get(&id) {
             Some(r) => r.parts.iter().map(|p| p.node).collect(),
             None => self.remote.ran_on.get(&id)?.clone(),
         };
-        let gang = nodes.len() > 1;
-        let mut out = Vec::new();
-        for (rank, node) in nodes.into_iter().enumerate() {
-            let Some((runner, host)) = self.remote.runner(node) else {
-                continue;
-            };
-            let lines = runner
-                .tail(host, id, n, std::time::Duration::from_secs(1))
-                .unwrap_or_else(|why| vec![format!("(logs unavailable: {why})")]);
-            out.extend(lines.into_iter().map(|l| {
-                if gang {
-                    format!("[node {rank}] {l}")
-                } else {
-                    l
-                }
-            }));
-        }
-        Some(out)
+        let sources = nodes
+            .into_iter()
+            .enumerate()
+            .filter_map(|(rank, node)| {
+                let &(pool, host) = self.remote.hosts.get(&node)?;
+                let reader = self.remote.runners[pool].as_ref()?.logs();
+                Some(LogSource {
+                    rank,
+                    node: self.node_name(node),
+                    at: LogAt::Remote { reader, host },
+                })
+            })
+            .collect();
+        Some(sources)
     }
 }
 

@@ -2,6 +2,7 @@
 
 use super::budget::budget_used;
 use super::*;
+use crate::backend::logs::{LogAt, LogSource, Stream};
 
 impl State {
     /// Everything about one job.
@@ -10,10 +11,8 @@ impl State {
         let record = self.engine.job_record(id)?.ok_or(EngineError::NoJob(id))?;
         // `secrets` values are never shown, to anyone (the API hides `envs` from others).
         let spec = crate::spec::redact::redact(&record.spec, true);
-        let log_tail = match self.remote_tail(id, 20) {
-            Some(lines) => lines,
-            None => crate::backend::local::runs::log_tail(&self.local.log_dir, id, 20),
-        };
+        // Read by the API, off the actor (a remote host may be slow to answer).
+        let log_tail = Vec::new();
         let Some(j) = self.engine.job(id) else {
             // Finished long enough ago to be only in the journal (or no longer resolvable).
             return Ok(JobDetail {
@@ -72,6 +71,56 @@ impl State {
             spec,
             events,
             log_tail,
+        })
+    }
+
+    /// Where job `id`'s logs are, one source per node it ran on (rank order), and its state;
+    /// no sources, with why, when it has none.
+    pub fn job_logs(&mut self, id: JobId) -> Result<JobLogs, EngineError> {
+        let state = match self.engine.job(id) {
+            Some(j) => j.state,
+            None => {
+                self.engine
+                    .job_record(id)?
+                    .ok_or(EngineError::NoJob(id))?
+                    .state
+            }
+        };
+        if let Some(sources) = self.remote_log_sources(id) {
+            return Ok(JobLogs {
+                state,
+                sources,
+                none: None,
+            });
+        }
+        let dir = &self.local.log_dir;
+        let written = [Stream::Out, Stream::Err]
+            .iter()
+            .any(|&s| crate::backend::logs::log_path(dir, id, s).exists());
+        if written {
+            return Ok(JobLogs {
+                state,
+                sources: vec![LogSource {
+                    rank: 0,
+                    node: self
+                        .host_node
+                        .map_or_else(|| "local".to_string(), |n| self.node_name(n)),
+                    at: LogAt::Dir(dir.clone()),
+                }],
+                none: None,
+            });
+        }
+        let none = if state == JobState::Pending || state == JobState::Held {
+            format!("job {id} has not started: no logs yet")
+        } else {
+            format!(
+                "job {id} has no logs: it ran on the simulated fleet (which runs no processes), or its logs were removed"
+            )
+        };
+        Ok(JobLogs {
+            state,
+            sources: Vec::new(),
+            none: Some(none),
         })
     }
 

@@ -1,0 +1,193 @@
+//! `GET /v1/jobs/{id}/logs`: a job's logs, per node. The actor only says where they are; the
+//! reading (files here, or a remote host's agent, which may take a while or not answer) runs
+//! on a blocking thread, so a slow host never holds up other clients.
+//!
+//! Query: `node=K` (one node's, by rank; default every node's), `tail=N` (the last N lines of
+//! each stream, default 100), `after=OUT,ERR[;OUT,ERR…]` (follow: what was written since the
+//! cursors the previous answer gave, one per node in its order; `from=start` for zero
+//! cursors), `partial=true` (include a last line without its newline: the job has ended).
+
+use super::actor::{ApiError, Handle, Request};
+use super::api::{job_id, ok, query, Api};
+use super::journal::JobId;
+use crate::backend::logs::{LogCursor, LogLine, LogQuery, LogSource};
+use axum::extract::{Path, RawQuery, State};
+use axum::response::Response;
+use serde::Serialize;
+use std::time::Duration;
+
+/// How long a read waits for a remote host.
+const WAIT: Duration = Duration::from_secs(2);
+
+#[derive(Serialize)]
+pub struct NodeLogs {
+    pub rank: usize,
+    pub node: String,
+    pub lines: Vec<LogLine>,
+    /// Where the next read of this node starts (`OUT,ERR`).
+    pub cursor: String,
+    /// Why this node's logs could not be read (the others' still are).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+#[derive(Serialize)]
+pub struct JobLogsAnswer {
+    pub job: JobId,
+    pub state: super::job::JobState,
+    /// The job has ended: nothing more will be written.
+    #[serde(rename = "final")]
+    pub is_final: bool,
+    pub nodes: Vec<NodeLogs>,
+}
+
+pub(super) async fn logs(
+    State(api): State<Api>,
+    Path(id): Path<String>,
+    RawQuery(raw): RawQuery,
+) -> Result<Response, ApiError> {
+    let id = job_id(&id)?;
+    let q = query(raw)?;
+    let tail = match q.get("tail") {
+        None => 100,
+        Some(t) => t
+            .parse::<usize>()
+            .ok()
+            .filter(|&n| n <= 100_000)
+            .ok_or_else(|| {
+                ApiError::bad_request(format!("tail `{}`: expected 0..=100000", t.escape_debug()))
+            })?,
+    };
+    let partial = match q.get("partial").map(String::as_str) {
+        None | Some("false" | "0") => false,
+        Some("true" | "1") => true,
+        Some(p) => {
+            return Err(ApiError::bad_request(format!(
+                "partial `{}`: expected true or false",
+                p.escape_debug()
+            )))
+        }
+    };
+    let found = api.handle.call(|reply| Request::Logs { id, reply }).await?;
+    let mut sources = found.sources;
+    if sources.is_empty() {
+        let why = found
+            .none
+            .unwrap_or_else(|| format!("job {id} has no logs"));
+        return Err(ApiError::new(404, "no-logs", why));
+    }
+    if let Some(k) = q.get("node") {
+        let ranks = sources.len();
+        let k = k
+            .parse::<usize>()
+            .ok()
+            .filter(|&k| k < ranks)
+            .ok_or_else(|| {
+                ApiError::bad_request(format!(
+                    "node `{}`: job {id} ran on {ranks} node(s); expected a rank in 0..={}",
+                    k.escape_debug(),
+                    ranks - 1
+                ))
+            })?;
+        sources = vec![sources.swap_remove(k)];
+    }
+    let after: Vec<Option<LogCursor>> = match q.get("after") {
+        None if q.get("from").is_some_and(|f| f == "start") => {
+            vec![Some(LogCursor::default()); sources.len()]
+        }
+        None => vec![None; sources.len()],
+        Some(a) => {
+            let cursors = a
+                .split(';')
+                .map(|c| LogCursor::parse(c).map(Some))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| ApiError::bad_request(format!("after: {e}")))?;
+            if cursors.len() != sources.len() {
+                return Err(ApiError::bad_request(format!(
+                    "after: {} cursor(s) for {} node(s); send the cursors of the previous answer",
+                    cursors.len(),
+                    sources.len()
+                )));
+            }
+            cursors
+        }
+    };
+    let nodes = tokio::task::spawn_blocking(move || {
+        sources
+            .iter()
+            .zip(after)
+            .map(|(s, after)| {
+                read_node(
+                    s,
+                    id,
+                    &LogQuery {
+                        tail,
+                        after,
+                        partial,
+                    },
+                )
+            })
+            .collect::<Vec<_>>()
+    })
+    .await
+    .map_err(|e| ApiError::new(500, "internal", format!("reading logs: {e}")))?;
+    Ok(ok(&JobLogsAnswer {
+        job: id,
+        state: found.state,
+        is_final: found.state.is_final(),
+        nodes,
+    }))
+}
+
+fn read_node(s: &LogSource, id: JobId, q: &LogQuery) -> NodeLogs {
+    match s.read(id, q, WAIT) {
+        Ok(r) => NodeLogs {
+            rank: s.rank,
+            node: s.node.clone(),
+            lines: r.lines,
+            cursor: r.cursor.to_string(),
+            error: None,
+        },
+        Err(why) => NodeLogs {
+            rank: s.rank,
+            node: s.node.clone(),
+            lines: Vec::new(),
+            cursor: q.after.unwrap_or_default().to_string(),
+            error: Some(why),
+        },
+    }
+}
+
+/// The last `n` lines of every node's logs for a job's detail, `[node K]`-marked for a
+/// multi-node job; empty when it has none.
+pub(super) async fn tail(handle: &Handle, id: JobId, n: usize) -> Vec<String> {
+    let Ok(found) = handle.call(|reply| Request::Logs { id, reply }).await else {
+        return Vec::new();
+    };
+    let sources = found.sources;
+    let gang = sources.len() > 1;
+    tokio::task::spawn_blocking(move || {
+        let q = LogQuery {
+            tail: n,
+            after: None,
+            partial: true,
+        };
+        let mut out = Vec::new();
+        for s in &sources {
+            let mark = |l: String| {
+                if gang {
+                    format!("[node {}] {l}", s.rank)
+                } else {
+                    l
+                }
+            };
+            match s.read(id, &q, Duration::from_secs(1)) {
+                Ok(r) => out.extend(r.lines.iter().map(|l| mark(l.to_string()))),
+                Err(why) => out.push(mark(format!("(logs unavailable: {why})"))),
+            }
+        }
+        out
+    })
+    .await
+    .unwrap_or_default()
+}

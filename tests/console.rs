@@ -885,6 +885,7 @@ fn the_fleet_view_shows_this_hosts_nvml_status_and_foreign_gpus() {
         temp_c: 71.0,
         history: vec![90, 93],
         foreign_pids,
+        unmeasured: false,
     };
     app.pool_detail = Some((
         0,
@@ -909,6 +910,23 @@ fn the_fleet_view_shows_this_hosts_nvml_status_and_foreign_gpus() {
     assert!(
         !s.contains("SIMULATED ·") && !s.contains("· SIMULATED"),
         "measured, not simulated:\n{s}"
+    );
+    // A real host's GPU with no NVML sample: no utilization, power or temperature made up.
+    if let Some((_, p)) = app.pool_detail.as_mut() {
+        let g = &mut p.nodes[0].gpus[1];
+        g.unmeasured = true;
+        g.foreign_pids.clear();
+        g.power_w = 0.0;
+    }
+    let s = screen(&app, &snap, 120, 30);
+    let line = s
+        .lines()
+        .find(|l| l.contains("gpu1"))
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        line.contains("n/a") && line.contains("not measured") && !line.contains("0W"),
+        "{s}"
     );
 }
 

@@ -558,3 +558,74 @@ fn a_restart_never_kills_a_process_group_that_is_not_provably_the_jobs() {
     let _ = stranger.kill();
     let _ = stranger.wait();
 }
+
+/// An SSH host's agent sends the same NVML samples: measured utilization and foreign processes
+/// on that node, held out of the scheduler like this host's; a host with no sample is shown
+/// as not measured, never modelled. (The hosts are unreachable here: the samples are fed to
+/// the state as the SSH backend would hand them over.)
+#[test]
+fn an_ssh_hosts_samples_are_measured_telemetry_and_hosts_without_them_are_not_made_up() {
+    let d = dir("ssh-samples");
+    let cfg = parse(
+        "ssh.toml",
+        r#"
+[[teams]]
+name = "a"
+
+[[pools]]
+provider = "ssh"
+region = "onprem"
+zone = "rack"
+name = "lab"
+instance_type = "server"
+gpu = "H100"
+gpus_per_node = 2
+vram_gb = 80
+cpus = 8
+memory_gb = 16
+capacity = "reserved"
+price_per_hour = 0.0
+hosts = ["127.0.0.1:1", "127.0.0.1:2"]
+"#,
+    )
+    .unwrap();
+    let mut s = State::open(&d.join("state.db"), &cfg, &options(&d)).unwrap();
+    let pool = s.pool_detail(0).unwrap();
+    assert!(
+        pool.nodes
+            .iter()
+            .all(|n| n.gpus.iter().all(|g| g.unmeasured && g.power_w == 0.0)),
+        "no sample yet: nothing is modelled for a real host"
+    );
+    let found = nvml([(87, vec![process(4242, Some(4242), 80)]), (3, vec![])]);
+    s.observe_node(0, found, &std::collections::HashMap::new())
+        .unwrap();
+    let pool = s.pool_detail(0).unwrap();
+    let g0 = &pool.nodes[0].gpus[0];
+    assert_eq!(
+        (g0.util_pct, g0.foreign_pids.clone(), g0.unmeasured),
+        (87.0, vec![4242], false)
+    );
+    assert!(pool.nodes[1].gpus.iter().all(|g| g.unmeasured));
+    assert!(
+        events(&mut s).iter().any(|e| e.contains(
+            "GPU 0 on 127.0.0.1:1 is busy with processes gantry did not start (pid 4242"
+        )),
+        "{:?}",
+        events(&mut s)
+    );
+    // The foreign process exits: the GPU is free again.
+    s.observe_node(0, nvml([(0, vec![]), (0, vec![])]), &Default::default())
+        .unwrap();
+    assert!(events(&mut s)
+        .iter()
+        .any(|e| e.contains("GPU 0 on 127.0.0.1:1: the foreign processes exited")));
+}
+
+fn events(s: &mut State) -> Vec<String> {
+    s.events(None, 100)
+        .unwrap()
+        .into_iter()
+        .map(|e| e.detail)
+        .collect()
+}

@@ -7,8 +7,8 @@
 //! re-adopts it. A run is forgotten only when the daemon says its end is recorded, so an exit
 //! that happened while nobody listened is reported on the next connection: once.
 
-use super::local::exec;
 use super::local::runs::LocalRuns;
+use super::local::{exec, nvml};
 use super::logs::{LogQuery, LogRead};
 use super::{Exit, HostGpu, HostInfo, Launch};
 use serde::{Deserialize, Serialize};
@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// The protocol's version: a daemon refuses an agent that speaks another.
-pub const PROTOCOL: u32 = 2;
+pub const PROTOCOL: u32 = 3;
 
 /// What the daemon asks.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -76,6 +76,11 @@ pub enum FromAgent {
         id: u64,
         read: LogRead,
     },
+    /// An NVML sample of the host's GPUs, with the process group of each run: (pgid, job).
+    Sample {
+        found: nvml::Discovery,
+        groups: Vec<(u32, i64)>,
+    },
     /// A line the agent could not act on, and why.
     Refused {
         why: String,
@@ -129,7 +134,12 @@ fn say(out: &Out, msg: &FromAgent) {
 
 /// Serves one connection: `input` carries the daemon's requests, `out` the answers and
 /// events. Returns when `input` ends; the jobs keep running.
-pub fn serve(dir: &Path, input: impl BufRead, out: Box<dyn Write + Send>) -> std::io::Result<()> {
+pub fn serve(
+    dir: &Path,
+    sample_every: Duration,
+    input: impl BufRead,
+    out: Box<dyn Write + Send>,
+) -> std::io::Result<()> {
     let runs_dir = dir.join("runs");
     std::fs::create_dir_all(&runs_dir)?;
     let out: Out = Arc::new(Mutex::new(out));
@@ -157,8 +167,16 @@ pub fn serve(dir: &Path, input: impl BufRead, out: Box<dyn Write + Send>) -> std
         known.push((r.job, r.token));
     }
     known.sort();
-    let (gpus, nvml, driver) = match crate::backend::local::nvml::discover() {
-        crate::backend::local::nvml::Discovery::Available { driver, gpus } => {
+    // NVML opened once and kept: per-process utilization is read since the previous sample.
+    let mut probe = nvml::Probe::open();
+    let found = match &mut probe {
+        Ok(p) => p.sample(),
+        Err(reason) => nvml::Discovery::Unavailable {
+            reason: reason.clone(),
+        },
+    };
+    let (gpus, nvml, driver) = match found {
+        nvml::Discovery::Available { driver, gpus } => {
             let gpus: Vec<HostGpu> = gpus
                 .into_iter()
                 .map(|g| HostGpu {
@@ -170,9 +188,7 @@ pub fn serve(dir: &Path, input: impl BufRead, out: Box<dyn Write + Send>) -> std
                 .collect();
             (gpus, None, Some(driver))
         }
-        crate::backend::local::nvml::Discovery::Unavailable { reason } => {
-            (Vec::new(), Some(reason), None)
-        }
+        nvml::Discovery::Unavailable { reason } => (Vec::new(), Some(reason), None),
     };
     agent.uuids = gpus
         .iter()
@@ -221,6 +237,26 @@ pub fn serve(dir: &Path, input: impl BufRead, out: Box<dyn Write + Send>) -> std
             }
         })
     };
+    // Telemetry: an NVML sample every `sample_every`, with the process groups of the runs so
+    // the daemon can tell its jobs' processes from foreign ones. None without NVML.
+    let sampler = probe.ok().map(|mut probe| {
+        let (agent, out, done) = (agent.clone(), out.clone(), done.clone());
+        std::thread::spawn(move || {
+            let mut next = Instant::now();
+            while !done.load(Ordering::Relaxed) {
+                if Instant::now() < next {
+                    std::thread::sleep(Duration::from_millis(50));
+                    continue;
+                }
+                next += sample_every;
+                let found = probe.sample();
+                let Ok(a) = agent.lock() else { return };
+                let groups: Vec<(u32, i64)> = a.runs.groups().map(|(j, g)| (g, j)).collect();
+                drop(a);
+                say(&out, &FromAgent::Sample { found, groups });
+            }
+        })
+    });
     for line in input.lines() {
         let line = line?;
         if line.trim().is_empty() {
@@ -243,6 +279,9 @@ pub fn serve(dir: &Path, input: impl BufRead, out: Box<dyn Write + Send>) -> std
     }
     done.store(true, Ordering::Relaxed);
     let _ = poller.join();
+    if let Some(s) = sampler {
+        let _ = s.join();
+    }
     Ok(())
 }
 

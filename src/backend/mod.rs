@@ -122,6 +122,13 @@ pub enum RunEvent {
     Up { host: usize, info: HostInfo },
     /// The host cannot be reached or its agent stopped; it is retried.
     Down { host: usize, why: String },
+    /// Telemetry: the host's GPUs as NVML measured them, and the process group of each run
+    /// there, (pgid, job), to tell the jobs' processes from foreign ones.
+    Sample {
+        host: usize,
+        found: local::nvml::Discovery,
+        groups: Vec<(u32, i64)>,
+    },
 }
 
 /// Where jobs run: one per pool of a real backend. Every method returns at once; outcomes

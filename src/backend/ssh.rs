@@ -558,6 +558,11 @@ fn relay(host: usize, line: &str, shared: &Shared) {
             }
             return;
         }
+        Ok(FromAgent::Sample { found, groups }) => RunEvent::Sample {
+            host,
+            found,
+            groups,
+        },
         Ok(FromAgent::Refused { why }) => RunEvent::Down {
             host,
             why: format!("the agent refused a request: {why}"),

@@ -7,6 +7,7 @@ pub mod local;
 pub mod memory;
 pub mod sched;
 pub mod ssh;
+pub mod telemetry;
 pub mod tui;
 
 /// Peak resident set size of this process in MiB (Linux; `None` elsewhere).

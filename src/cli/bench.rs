@@ -97,6 +97,18 @@ pub enum BenchCmd {
         #[arg(short, long, value_enum, default_value_t = Output::Table)]
         output: Output,
     },
+    /// The daemon's time for one telemetry round of N SSH hosts (synthetic NVML samples in
+    /// the agent's wire format, applied through the daemon's state, plus one daemon step).
+    Telemetry {
+        #[arg(long, default_value_t = 16)]
+        hosts: usize,
+        #[arg(long, default_value_t = 8)]
+        gpus: usize,
+        #[arg(long, default_value_t = 50)]
+        rounds: usize,
+        #[arg(short, long, value_enum, default_value_t = Output::Table)]
+        output: Output,
+    },
     /// The local host: one NVML telemetry sample of every GPU, and a local job from the
     /// scheduling cycle that places it to running (its first output written).
     Local {
@@ -135,6 +147,40 @@ pub fn run(cmd: BenchCmd) -> Result<(), String> {
             jobs,
             output,
         } => return api(clients, jobs, output),
+        BenchCmd::Telemetry {
+            hosts,
+            gpus,
+            rounds,
+            output,
+        } => {
+            let dir =
+                std::env::temp_dir().join(format!("gantry-bench-tele-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&dir);
+            let r =
+                gantry::bench::telemetry::run(hosts.max(1), gpus.clamp(1, 64), rounds.max(1), &dir);
+            let _ = std::fs::remove_dir_all(&dir);
+            let r = r?;
+            if output == Output::Json {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&r).map_err(|e| e.to_string())?
+                );
+            } else {
+                println!(
+                    "telemetry round, {} SSH hosts x {} GPUs (synthetic NVML samples, agent wire format), {} rounds:",
+                    r.hosts, r.gpus_per_host, r.rounds
+                );
+                println!(
+                    "  decode + apply samples: p50 {:.2} ms, max {:.2} ms",
+                    r.observe_p50_ms, r.observe_max_ms
+                );
+                println!(
+                    "  with one daemon step (cycle, snapshot): p50 {:.2} ms, max {:.2} ms",
+                    r.round_p50_ms, r.round_max_ms
+                );
+            }
+            return Ok(());
+        }
         BenchCmd::Ssh {
             hosts,
             ssh_config,

@@ -237,6 +237,9 @@ enum Command {
         /// Where it keeps its runs and logs (default ~/.gantry/agent/HOSTNAME).
         #[arg(long)]
         dir: Option<std::path::PathBuf>,
+        /// How often it samples the host's GPUs (NVML) for the daemon.
+        #[arg(long, default_value = "2s")]
+        sample_every: String,
     },
     /// Where gantry keeps its files (XDG paths).
     Info {
@@ -289,12 +292,7 @@ pub fn main() -> ExitCode {
         Some(Command::Sim(args)) => sim::run(args).map_err(CliError::from),
         Some(Command::Spec(cmd)) => spec::run(cmd).map_err(CliError::from),
         Some(Command::Daemon(args)) => daemon::run(args).map_err(CliError::from),
-        Some(Command::Agent { dir }) => {
-            let dir = dir.unwrap_or_else(gantry::backend::agent::default_dir);
-            let stdin = std::io::stdin().lock();
-            gantry::backend::agent::serve(&dir, stdin, Box::new(std::io::stdout()))
-                .map_err(|e| CliError::usage(format!("gantry agent ({}): {e}", dir.display())))
-        }
+        Some(Command::Agent { dir, sample_every }) => agent(dir, &sample_every),
         Some(Command::Submit {
             file,
             team,
@@ -477,4 +475,20 @@ fn gpus(output: Output) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// `gantry agent`: serves the daemon on stdin/stdout until it hangs up.
+fn agent(dir: Option<std::path::PathBuf>, sample_every: &str) -> Result<(), CliError> {
+    let dir = dir.unwrap_or_else(gantry::backend::agent::default_dir);
+    let every = gantry::spec::parse_duration(sample_every)
+        .filter(|s| (0.05..=3600.0).contains(s))
+        .ok_or_else(|| {
+            CliError::usage(format!(
+                "--sample-every {sample_every}: expected a duration from 50ms to 1h, e.g. 2s"
+            ))
+        })?;
+    let stdin = std::io::stdin().lock();
+    let every = std::time::Duration::from_secs_f64(every);
+    gantry::backend::agent::serve(&dir, every, stdin, Box::new(std::io::stdout()))
+        .map_err(|e| CliError::usage(format!("gantry agent ({}): {e}", dir.display())))
 }

@@ -358,9 +358,13 @@ pub struct GpuView {
     pub temp_c: f64,
     /// Recent utilization samples, oldest first, percent.
     pub history: Vec<u8>,
-    /// Processes on it that gantry did not start (NVML, local host only).
+    /// Processes on it that gantry did not start (NVML on a real host).
     #[serde(default)]
     pub foreign_pids: Vec<u32>,
+    /// A real host's GPU with no NVML measurement (no driver there, or no sample yet):
+    /// utilization, power and temperature are unknown and shown as such, not modelled.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unmeasured: bool,
 }
 
 /// What the console's caller may do at the daemon (its token's role and team).

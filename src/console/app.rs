@@ -1095,6 +1095,22 @@ impl App {
                 Span::raw(format!("  {}  nvlink {}", n.state, escape(&n.nvlink))),
             ]));
             for g in &n.gpus {
+                if g.unmeasured {
+                    lines.push(Line::from(format!(
+                        "    gpu{:<2} {}  n/a  {:>3}/{:<3}G  not measured (no NVML sample)  {}",
+                        g.index,
+                        "·".repeat(10),
+                        g.vram_used_mib / 1024,
+                        g.vram_total_mib / 1024,
+                        if g.jobs.is_empty() {
+                            "idle".to_string()
+                        } else {
+                            let ids: Vec<String> = g.jobs.iter().map(|j| j.to_string()).collect();
+                            format!("job {}", ids.join(","))
+                        }
+                    )));
+                    continue;
+                }
                 let filled = ((g.util_pct / 100.0) * 10.0).round().clamp(0.0, 10.0) as usize;
                 let spark: String = g
                     .history

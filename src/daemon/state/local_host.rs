@@ -39,7 +39,10 @@ impl State {
             .placement
             .as_ref()
             .is_some_and(|p| p.nodes.iter().any(|n| !n.gpus.is_empty()));
-        if wants_gpus && self.host.sampled_at.is_none() && self.host.unavailable.is_none() {
+        let seen = self
+            .host_telemetry()
+            .is_some_and(|t| t.sampled_at.is_some() || t.unavailable.is_some());
+        if wants_gpus && !seen {
             // Placed on a GPU the hold before NVML's first sample could not cover (MIG mode):
             // back to the queue until the host has been seen.
             self.engine
@@ -67,8 +70,12 @@ impl State {
         let launch = gpus.and_then(|g| launch_of(id, &spec, g, crate::backend::Gang::default()));
         match launch.and_then(|l| Ok((self.local.launch(&l)?, l.token))) {
             Ok((pgid, token)) => {
-                if !mig.is_empty() {
-                    self.host.assigned.insert(id, mig);
+                if let (false, Some(node)) = (mig.is_empty(), self.host_node) {
+                    self.measured
+                        .entry(node)
+                        .or_default()
+                        .assigned
+                        .insert(id, mig);
                 }
                 let run = crate::daemon::journal::LocalRunRecord {
                     job: id,
@@ -102,7 +109,10 @@ impl State {
         &self,
         grants: impl Iterator<Item = &'a crate::model::GpuGrant>,
     ) -> Result<Vec<String>, String> {
-        if let Some(reason) = &self.host.unavailable {
+        let Some(tel) = self.host_telemetry() else {
+            return Err("it was granted GPUs but this host has no NVML sample yet".to_string());
+        };
+        if let Some(reason) = &tel.unavailable {
             return Err(format!(
                 "it was granted GPUs but NVML is not available here ({reason})"
             ));
@@ -111,8 +121,7 @@ impl State {
         for g in grants {
             let id = match g.share {
                 GpuShare::Mig { profile, .. } => {
-                    let free = self
-                        .host
+                    let free = tel
                         .free_mig_instance(g.gpu, profile.memory_gb)
                         .filter(|u| !ids.contains(u));
                     free.ok_or(format!(
@@ -120,8 +129,7 @@ impl State {
                         g.gpu, profile.compute, profile.memory_gb, profile.compute, profile.memory_gb
                     ))?
                 }
-                _ => self
-                    .host
+                _ => tel
                     .uuid(g.gpu)
                     .map(str::to_string)
                     .ok_or(format!("this host has no GPU {}", g.gpu))?,
@@ -142,9 +150,12 @@ impl State {
         self.host_node.is_some()
     }
 
-    /// An NVML sample of this host (or why there is none): telemetry for the console and
-    /// reclaim, and GPUs busy with processes gantry did not start held out of the scheduler's
-    /// reach until those processes exit.
+    /// This host's NVML telemetry (`None` when the fleet does not include this host).
+    pub(super) fn host_telemetry(&self) -> Option<&crate::daemon::host::HostTelemetry> {
+        self.measured.get(&self.host_node?)
+    }
+
+    /// An NVML sample of this host (or why there is none): see `observe_node`.
     pub fn observe_host(
         &mut self,
         found: crate::backend::local::nvml::Discovery,
@@ -153,103 +164,7 @@ impl State {
             return Ok(());
         };
         let groups: HashMap<u32, JobId> = self.local.groups().map(|(j, g)| (g, j)).collect();
-        let nid = NodeId(node as u32);
-        let jobs: Vec<(JobId, Vec<u8>)> = self
-            .local
-            .runs
-            .keys()
-            .filter_map(|&id| {
-                let p = self.engine.job(id)?.placement.as_ref()?;
-                let gpus: Vec<u8> = p
-                    .nodes
-                    .iter()
-                    .filter(|n| n.node == nid)
-                    .flat_map(|n| n.gpus.iter().map(|g| g.gpu))
-                    .collect();
-                Some((id, gpus))
-            })
-            .collect();
-        let keep = self.reclaim.window_s + 120.0;
-        let first = self.host.sampled_at.is_none() && self.host.unavailable.is_none();
-        let changes = self.host.observe(self.now, found, &groups, &jobs, keep);
-        // Each GPU's MIG mode follows the host's (the operator's MIG manager decides it).
-        let modes: Vec<(u8, bool)> = self
-            .host
-            .gpus
-            .iter()
-            .filter_map(|g| Some((u8::try_from(g.index).ok()?, g.mig_enabled?)))
-            .collect();
-        for (g, on) in modes {
-            let current = self.engine.fleet().nodes[node]
-                .gpus
-                .get(usize::from(g))
-                .map(|gpu| gpu.mig.is_some());
-            if current.is_none_or(|c| c == on) {
-                continue;
-            }
-            // Held GPUs are not idle to the cluster: release, switch, hold again.
-            let held = self.engine.release_gpu(nid, g);
-            if self.engine.set_mig_mode(nid, g, on) {
-                self.log(format!(
-                    "GPU {g} on this host is {} MIG mode (NVML)",
-                    if on { "in" } else { "out of" }
-                ));
-            }
-            if held {
-                self.engine.hold_gpu(nid, g);
-            }
-        }
-        if first {
-            // The GPUs held since the start: free those without foreign processes (all of them
-            // when NVML is absent, so that a job granted one fails with the reason).
-            for g in 0..self.engine.fleet().nodes[node].gpus.len() as u8 {
-                if !self.host.foreign.contains_key(&g) {
-                    self.engine.release_gpu(nid, g);
-                }
-            }
-        }
-        for change in changes {
-            match change {
-                crate::daemon::host::HostChange::Unavailable(reason) => {
-                    self.record("local", format!("{reason}; jobs on this host get no GPUs"))?;
-                }
-                crate::daemon::host::HostChange::Foreign { gpu, pids, mib } => {
-                    let held = self.engine.hold_gpu(nid, gpu) || self.engine.is_held(nid, gpu);
-                    let pids: Vec<String> = pids.iter().map(u32::to_string).collect();
-                    self.record(
-                        "local",
-                        format!(
-                            "GPU {gpu} on this host is busy with processes gantry did not start (pid {}, {mib} MiB){}",
-                            pids.join(", "),
-                            if held {
-                                "; not allocated until they exit"
-                            } else {
-                                "; it shares a GPU with a gantry job"
-                            }
-                        ),
-                    )?;
-                }
-                crate::daemon::host::HostChange::Cleared { gpu } => {
-                    if self.engine.release_gpu(nid, gpu) {
-                        self.record(
-                            "local",
-                            format!("GPU {gpu} on this host: the foreign processes exited; it can be allocated again"),
-                        )?;
-                    }
-                }
-            }
-        }
-        // A GPU still foreign that could not be held (a gantry job was on it) is held once free.
-        let pending: Vec<u8> = self
-            .host
-            .foreign
-            .keys()
-            .copied()
-            .filter(|&g| !self.engine.is_held(nid, g))
-            .collect();
-        for g in pending {
-            self.engine.hold_gpu(nid, g);
-        }
+        self.observe_node(node, found, &groups)?;
         self.snapshot = self.build_snapshot();
         Ok(())
     }

@@ -8,6 +8,7 @@ mod open;
 mod budget;
 mod local_host;
 mod nodes;
+mod observe;
 mod reclaim;
 mod remote;
 mod telemetry;
@@ -316,8 +317,9 @@ pub struct State {
     local: crate::backend::local::runs::LocalRuns,
     /// The fleet node that is this host (the first node of a `provider = "local"` pool).
     host_node: Option<usize>,
-    /// This host's GPUs as NVML last reported them.
-    host: super::host::HostTelemetry,
+    /// Per measured node (this host; SSH hosts with NVML): its GPUs as NVML last reported
+    /// them. A node without an entry has no measurements, and none are made up for it.
+    measured: BTreeMap<usize, super::host::HostTelemetry>,
     /// Jobs on remote backends (SSH hosts) and those hosts.
     remote: remote::Remote,
     budgets: Vec<TeamBudget>,

@@ -106,7 +106,10 @@ impl State {
             messages: opts.messages.clone(),
             local,
             host_node,
-            host: crate::daemon::host::HostTelemetry::default(),
+            measured: host_node
+                .map(|n| (n, crate::daemon::host::HostTelemetry::default()))
+                .into_iter()
+                .collect(),
             remote,
             nodes,
             budgets: vec![TeamBudget::default(); cfg.teams.len()],

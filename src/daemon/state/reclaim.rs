@@ -14,16 +14,24 @@ impl State {
             let (Some(p), Some(started)) = (&j.placement, j.started_at) else {
                 continue;
             };
-            if self.local.runs.contains_key(&j.id) {
-                // Measured: this job's own utilization of each of its GPUs, from NVML.
+            let real = p
+                .nodes
+                .iter()
+                .any(|n| self.is_remote(n.node.index()) || Some(n.node.index()) == self.host_node);
+            if real {
+                // Measured: this job's own utilization of each of its GPUs, from NVML; a host
+                // without measurements gives no samples (and nothing is judged idle from them).
                 let per_gpu: Vec<Samples> = p
                     .nodes
                     .iter()
-                    .flat_map(|n| n.gpus.iter().map(|g| g.gpu))
-                    .map(|g| {
-                        self.host.job_series(j.id, g).map_or(Vec::new(), |s| {
-                            s.iter().copied().filter(|(t, _)| *t >= from).collect()
-                        })
+                    .flat_map(|n| n.gpus.iter().map(move |g| (n.node.index(), g.gpu)))
+                    .map(|(node, g)| {
+                        self.measured
+                            .get(&node)
+                            .and_then(|t| t.job_series(j.id, g))
+                            .map_or(Vec::new(), |s| {
+                                s.iter().copied().filter(|(t, _)| *t >= from).collect()
+                            })
                     })
                     .collect();
                 series.push((j, per_gpu));

@@ -265,7 +265,8 @@ impl State {
             | RunEvent::StartFailed { host, .. }
             | RunEvent::Exited { host, .. }
             | RunEvent::Up { host, .. }
-            | RunEvent::Down { host, .. } => *host,
+            | RunEvent::Down { host, .. }
+            | RunEvent::Sample { host, .. } => *host,
         };
         let Some(node) = self.node_of(pool, host) else {
             return Ok(());
@@ -314,6 +315,20 @@ impl State {
                 }
             },
             RunEvent::Up { info, .. } => self.host_up(pool, host, node, info)?,
+            RunEvent::Sample { found, groups, .. } => {
+                // Only the runs the daemon has there count as gantry's; anything else on a
+                // GPU is foreign to it.
+                let groups: HashMap<u32, JobId> = groups
+                    .into_iter()
+                    .filter(|(_, job)| {
+                        self.remote
+                            .runs
+                            .get(job)
+                            .is_some_and(|r| r.parts.iter().any(|p| p.node == node))
+                    })
+                    .collect();
+                self.observe_node(node, found, &groups)?;
+            }
             RunEvent::Down { why, .. } => {
                 let now = self.now;
                 let said = self.remote.down.get(&node).map(|(_, w)| w.clone());

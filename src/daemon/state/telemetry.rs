@@ -24,15 +24,17 @@ impl State {
                 }
             }
         }
-        // Remote hosts' GPUs are not sampled yet: nothing is made up for them.
-        out.retain(|&(node, _), _| !self.is_remote(node as usize));
-        // This host's GPUs read what NVML measured, whoever runs there.
-        if let Some(node) = self.host_node {
+        // Real hosts' GPUs read what NVML measured, whoever runs there; nothing is made up
+        // for one without measurements.
+        out.retain(|&(node, _), _| {
+            let node = node as usize;
+            !self.is_remote(node) && Some(node) != self.host_node
+        });
+        for (&node, t) in &self.measured {
             for g in 0..self.engine.fleet().nodes[node].gpus.len() as u8 {
-                match self.host.util(g) {
-                    Some(u) => out.insert((node as u32, g), u),
-                    None => out.remove(&(node as u32, g)),
-                };
+                if let Some(u) = t.util(g) {
+                    out.insert((node as u32, g), u);
+                }
             }
         }
         out
@@ -68,7 +70,8 @@ impl State {
         }
     }
 
-    /// One pool node by node and GPU by GPU (simulated telemetry).
+    /// One pool node by node and GPU by GPU: measured on real hosts (NVML), modelled on the
+    /// simulated fleet (and labelled so).
     pub fn pool_detail(&self, index: usize) -> Option<crate::client::PoolDetail> {
         let fleet = self.engine.fleet();
         let pool = fleet.pools.get(index)?;
@@ -131,6 +134,7 @@ impl State {
                             vram_used_mib: reserved.min(vram),
                             vram_total_mib: vram,
                             foreign_pids: Vec::new(),
+                            unmeasured: false,
                             jobs,
                             mig_used: gpu.mig.map(|m| m.compute_used),
                             history: self
@@ -138,8 +142,17 @@ impl State {
                                 .get(&key)
                                 .map_or(Vec::new(), |h| h.iter().copied().collect()),
                         };
-                        if Some(i) == self.host_node {
-                            self.measured(&mut view);
+                        let real = self.is_remote(i) || Some(i) == self.host_node;
+                        match self.measured.get(&i) {
+                            Some(t) if t.util(g as u8).is_some() => measured(t, &mut view),
+                            _ if real => {
+                                view.unmeasured = true;
+                                view.util_pct = 0.0;
+                                view.power_w = 0.0;
+                                view.temp_c = 0.0;
+                                view.history.clear();
+                            }
+                            _ => {}
                         }
                         view
                     })
@@ -156,24 +169,6 @@ impl State {
             dollars_per_hour: pool.price_per_hour,
             nodes,
         })
-    }
-
-    /// What NVML measured on this host's GPU replaces the modelled power, temperature and
-    /// memory (utilization already comes from it).
-    pub(super) fn measured(&self, view: &mut crate::client::GpuView) {
-        let Some(s) = self.host.gpus.get(usize::from(view.index)) else {
-            return;
-        };
-        view.power_w = s.power_w.unwrap_or(0.0);
-        view.temp_c = s.temperature_c.map_or(0.0, f64::from);
-        view.vram_used_mib = u32::try_from(s.memory_used_mib).unwrap_or(u32::MAX);
-        view.vram_total_mib = u32::try_from(s.memory_total_mib).unwrap_or(u32::MAX);
-        view.foreign_pids = self
-            .host
-            .foreign
-            .get(&view.index)
-            .cloned()
-            .unwrap_or_default();
     }
 
     /// Simulated per-GPU utilization of a running job at time `t`, percent.
@@ -230,4 +225,17 @@ impl State {
         out.retain(|c| c.gpus > 0);
         out
     }
+}
+
+/// What NVML measured on a host's GPU replaces the modelled power, temperature and memory
+/// (utilization already comes from it).
+fn measured(t: &crate::daemon::host::HostTelemetry, view: &mut crate::client::GpuView) {
+    let Some(s) = t.gpus.get(usize::from(view.index)) else {
+        return;
+    };
+    view.power_w = s.power_w.unwrap_or(0.0);
+    view.temp_c = s.temperature_c.map_or(0.0, f64::from);
+    view.vram_used_mib = u32::try_from(s.memory_used_mib).unwrap_or(u32::MAX);
+    view.vram_total_mib = u32::try_from(s.memory_total_mib).unwrap_or(u32::MAX);
+    view.foreign_pids = t.foreign.get(&view.index).cloned().unwrap_or_default();
 }

@@ -339,7 +339,10 @@ impl State {
             events_total: self.events_total,
             teams,
             simulated: self.nodes.pools.iter().any(|p| p.is_simulated()),
-            host: self.host_node.map(|_| self.host.status(self.now)),
+            host: self
+                .host_node
+                .and_then(|n| self.measured.get(&n))
+                .map(|t| t.status(self.now)),
             now: self.now,
             pools,
             gpus_total,

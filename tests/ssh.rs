@@ -630,3 +630,60 @@ fn preempt_sends_the_signal_waits_the_grace_and_requeues() {
             .any(|(_, c)| c.contains("gantry-job"))
     });
 }
+
+/// Reclaim judges a job on an SSH host by measured utilization only. These hosts have no
+/// NVML, so a job there is never offered as idle (before, the simulated fleet's model read it
+/// as 0% busy and offered it once the idle window passed). The daemon's state is driven
+/// directly here, so its clock can run through the window in a moment.
+#[test]
+fn a_job_on_a_host_without_measurements_is_never_offered_for_reclaim() {
+    use gantry::daemon::state::{Action, Messages, State, StateOptions};
+    if !can_run() {
+        return;
+    }
+    let h = hosts("reclaim", 1);
+    let path = h.fleet(&h.entries(), "2m");
+    let cfg = gantry::config::fleet::parse("fleet.toml", &std::fs::read_to_string(&path).unwrap())
+        .unwrap();
+    // The state is embedded in this test binary: the agent installed is the real gantry.
+    std::env::set_var("GANTRY_AGENT_BIN", env!("CARGO_BIN_EXE_gantry"));
+    let dir = temp_dir("ssh-reclaim-state");
+    let opts = StateOptions {
+        messages: Messages::File(dir.join("daemon.log")),
+        log_dir: Some(dir.join("logs")),
+        ..StateOptions::default()
+    };
+    let mut s = State::open(&dir.join("state.db"), &cfg, &opts).unwrap();
+    let id = s
+        .submit(&[gantry::daemon::engine::Submission {
+            file: "idle.yaml".into(),
+            text: b"name: idle\nresources:\n  accelerators: A100-80GB:1\nrun: sleep 300\n".to_vec(),
+            team: Some("lab".into()),
+            ..Default::default()
+        }])
+        .remove(0)
+        .unwrap();
+    let t0 = Instant::now();
+    while s.engine().job(id).map(|j| j.state) != Some(gantry::daemon::job::JobState::Running)
+        || s.remote_running() == 0
+    {
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "the job did not start"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+        s.advance(0.05).unwrap();
+    }
+    // Forty minutes of daemon time: well past the 15-minute idle window.
+    for _ in 0..40 {
+        s.advance(60.0).unwrap();
+    }
+    let plan = s.reclaim_plan();
+    assert!(
+        plan.items.is_empty(),
+        "a job with no measurements was offered: {:?}",
+        plan.items
+    );
+    s.act(id, Action::Cancel, "test").unwrap();
+    s.advance(0.1).unwrap();
+}

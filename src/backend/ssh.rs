@@ -152,9 +152,21 @@ impl SshPool {
             .iter()
             .map(|h| Destination::parse(h))
             .collect::<Result<_, _>>()?;
-        let exe = std::env::current_exe().map_err(|e| {
-            format!("cannot find this gantry binary to install it on the hosts: {e}")
-        })?;
+        // The binary installed as the agent: this one, or `GANTRY_AGENT_BIN` (a gantry built
+        // for the hosts' architecture, or the real binary when the daemon is embedded).
+        let own_binary = std::env::var_os("GANTRY_AGENT_BIN").is_none();
+        let exe = match std::env::var_os("GANTRY_AGENT_BIN") {
+            Some(p) => PathBuf::from(p),
+            None => std::env::current_exe().map_err(|e| {
+                format!("cannot find this gantry binary to install it on the hosts: {e}")
+            })?,
+        };
+        if !exe.is_file() {
+            return Err(format!(
+                "the agent binary {} is not a file (GANTRY_AGENT_BIN)",
+                exe.display()
+            ));
+        }
         let (tx, events) = mpsc::channel();
         let pending: Pending = Arc::default();
         let mut links = Vec::new();
@@ -167,6 +179,7 @@ impl SshPool {
         let shared = Arc::new(Shared {
             exe: exe.clone(),
             build: build_id(&exe),
+            own_binary,
             opts,
             events: tx,
             pending: pending.clone(),
@@ -259,6 +272,9 @@ impl Runner for SshPool {
 struct Shared {
     exe: PathBuf,
     build: String,
+    /// The agent is this binary (its architecture is known); not when `GANTRY_AGENT_BIN`
+    /// names another.
+    own_binary: bool,
     opts: SshOptions,
     events: mpsc::Sender<RunEvent>,
     pending: Pending,
@@ -596,7 +612,7 @@ async fn install(s: &openssh::Session, host: usize, shared: &Shared) -> Result<S
     if words.next() == Some("present") {
         return Ok(path);
     }
-    if arch != std::env::consts::ARCH {
+    if shared.own_binary && arch != std::env::consts::ARCH {
         return Err(format!(
             "the host is {arch}, this gantry binary is {}: install gantry {} for {arch} there as ~/{path}",
             std::env::consts::ARCH,

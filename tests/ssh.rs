@@ -571,6 +571,45 @@ fn an_unreachable_host_is_lost_and_its_jobs_requeue_elsewhere() {
     cli(&d, &["cancel", &id.to_string()]);
 }
 
+/// A host that stops answering takes no new work at once (long before it is lost): a job goes
+/// to the host still reachable, and a gang needing both waits rather than starting half-way.
+#[test]
+fn an_unreachable_host_takes_no_new_jobs_and_a_gang_waits_for_enough_hosts() {
+    if !can_run() {
+        return;
+    }
+    let mut h = hosts("cordon", 2);
+    let d = daemon("ssh-cordon", &h.fleet(&h.entries(), "10m"));
+    wait_for(&d, 60, "both hosts to connect", || connected(&d, 2));
+    h.hosts[0].kill();
+    wait_for(&d, 30, "the host to be seen unreachable", || {
+        events(&d)
+            .iter()
+            .any(|e| e.contains("no new jobs go there until it answers"))
+    });
+    let gang = submit(
+        &d,
+        &h.dir,
+        "pair",
+        "name: pair\nnum_nodes: 2\nresources:\n  accelerators: A100-80GB:1\nrun: echo rank=$SKYPILOT_NODE_RANK\n",
+    );
+    for i in 0..3 {
+        let one = submit(
+            &d,
+            &h.dir,
+            &format!("one{i}"),
+            "name: one\nresources:\n  accelerators: A100-80GB:1\nrun: echo \"host=$(hostname)\"\n",
+        );
+        wait_for(&d, 30, "the job to complete", || {
+            state(&d, one) == "completed"
+        });
+        let log = log_text(&d, one);
+        assert!(log.contains(&format!("host={}", h.hosts[1].name)), "{log}");
+    }
+    assert_eq!(state(&d, gang), "pending", "{}", events(&d).join("\n"));
+    cli(&d, &["cancel", &gang.to_string()]);
+}
+
 #[test]
 fn a_bad_host_entry_says_which_host_and_what_ssh_said() {
     if !can_run() {

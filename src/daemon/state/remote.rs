@@ -335,7 +335,15 @@ impl State {
                 if said.as_deref() != Some(why.as_str()) {
                     let since = self.remote.down.get(&node).map_or(now, |d| d.0);
                     self.remote.down.insert(node, (since, why.clone()));
-                    self.record("ssh", format!("host {name} unreachable: {why}"))?;
+                    let mut line = format!("host {name} unreachable: {why}");
+                    if said.is_none() && self.nodes.lives[node] == Life::Up {
+                        // Its jobs keep running until it is lost; nothing new is placed there
+                        // (a gang never waits on a host it cannot reach).
+                        self.engine
+                            .set_health(NodeId(node as u32), crate::model::Health::Cordoned);
+                        line.push_str("; no new jobs go there until it answers");
+                    }
+                    self.record("ssh", line)?;
                 }
             }
         }
@@ -437,6 +445,10 @@ impl State {
         self.remote.lost.remove(&node);
         if was_lost {
             self.set_life(node, Life::Up);
+        } else {
+            // Cordoned while unreachable: placeable again.
+            self.engine
+                .set_health(NodeId(node as u32), crate::model::Health::Healthy);
         }
         self.record(
             "ssh",

@@ -153,19 +153,10 @@ pub fn run(cmd: BenchCmd) -> Result<(), String> {
             rounds,
             output,
         } => {
-            let dir =
-                std::env::temp_dir().join(format!("gantry-bench-tele-{}", std::process::id()));
-            let _ = std::fs::remove_dir_all(&dir);
-            let r =
-                gantry::bench::telemetry::run(hosts.max(1), gpus.clamp(1, 64), rounds.max(1), &dir);
-            let _ = std::fs::remove_dir_all(&dir);
-            let r = r?;
-            if output == Output::Json {
-                println!(
-                    "{}",
-                    serde_json::to_string_pretty(&r).map_err(|e| e.to_string())?
-                );
-            } else {
+            let r = in_scratch("tele", |dir| {
+                gantry::bench::telemetry::run(hosts.max(1), gpus.clamp(1, 64), rounds.max(1), dir)
+            })?;
+            if !json_asked(&r, output)? {
                 println!(
                     "telemetry round, {} SSH hosts x {} GPUs (synthetic NVML samples, agent wire format), {} rounds:",
                     r.hosts, r.gpus_per_host, r.rounds
@@ -189,24 +180,17 @@ pub fn run(cmd: BenchCmd) -> Result<(), String> {
             jobs,
             output,
         } => {
-            let dir = std::env::temp_dir().join(format!("gantry-bench-ssh-{}", std::process::id()));
-            let _ = std::fs::remove_dir_all(&dir);
-            let r = gantry::bench::ssh::run(&gantry::bench::ssh::SshBenchConfig {
-                hosts,
-                ssh_config,
-                identity_file,
-                launches: launches.max(1),
-                jobs,
-                dir: dir.clone(),
-            });
-            let _ = std::fs::remove_dir_all(&dir);
-            let r = r?;
-            if output == Output::Json {
-                println!(
-                    "{}",
-                    serde_json::to_string_pretty(&r).map_err(|e| e.to_string())?
-                );
-            } else {
+            let r = in_scratch("ssh", |dir| {
+                gantry::bench::ssh::run(&gantry::bench::ssh::SshBenchConfig {
+                    hosts,
+                    ssh_config,
+                    identity_file,
+                    launches: launches.max(1),
+                    jobs,
+                    dir: dir.to_path_buf(),
+                })
+            })?;
+            if !json_asked(&r, output)? {
                 println!(
                     "SSH hosts: {} (connected and agents ready in {:.2} s)",
                     r.hosts, r.connect_s
@@ -443,4 +427,25 @@ fn local(launches: usize, output: Output) -> Result<(), String> {
         r.placement_to_running_p50_ms, r.placement_to_running_p99_ms, r.launches
     );
     Ok(())
+}
+
+/// Runs `f` in a scratch directory of its own, removed afterwards.
+fn in_scratch<T>(
+    name: &str,
+    f: impl FnOnce(&std::path::Path) -> Result<T, String>,
+) -> Result<T, String> {
+    let dir = std::env::temp_dir().join(format!("gantry-bench-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let r = f(&dir);
+    let _ = std::fs::remove_dir_all(&dir);
+    r
+}
+
+/// Prints `r` as JSON when asked; whether it did (else the caller prints its table).
+fn json_asked<T: serde::Serialize>(r: &T, output: Output) -> Result<bool, String> {
+    if output != Output::Json {
+        return Ok(false);
+    }
+    print_json(r)?;
+    Ok(true)
 }

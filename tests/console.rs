@@ -697,6 +697,68 @@ fn enter_opens_the_job_in_detail_and_esc_goes_back() {
     assert!(app.detail.is_none());
 }
 
+/// `l` in a job's detail opens its logs: every node's marked `[node K]`, `]` one node's,
+/// stderr shown apart, escape sequences in the output neutralised, esc back to the detail.
+#[test]
+fn l_opens_a_jobs_logs_and_brackets_step_through_its_nodes() {
+    use gantry::backend::logs::{LogLine, Stream};
+    use gantry::client::{JobView, LogsView, NodeLogsView};
+    let snap = demo_snapshot();
+    let mut app = App::new(false);
+    app.detail = Some(JobView {
+        id: 7,
+        state: "running".into(),
+        ..JobView::default()
+    });
+    assert!(screen(&app, &snap, 100, 30).contains("l logs"));
+    assert_eq!(app.on_key("l", &snap), Outcome::Logs { id: 7, node: None });
+    let line = |stream, text: &str| LogLine {
+        stream,
+        text: text.into(),
+    };
+    let node = |rank: usize, lines: Vec<LogLine>| NodeLogsView {
+        rank,
+        node: format!("gpu{rank}"),
+        lines,
+        error: None,
+    };
+    let pane = app.logs.as_mut().unwrap();
+    pane.update(Ok(LogsView {
+        job: 7,
+        is_final: false,
+        nodes: vec![
+            node(0, vec![line(Stream::Out, "step 1 loss 2.3\u{1b}[2J")]),
+            node(1, vec![line(Stream::Err, "rank 1 warning")]),
+        ],
+    }));
+    let s = screen(&app, &snap, 100, 30);
+    assert!(
+        s.contains("[node 0] step 1 loss 2.3\\u{1b}[2J") && s.contains("[node 1] rank 1 warning"),
+        "{s}"
+    );
+    assert!(s.contains("all 2 nodes") && s.contains("following"), "{s}");
+    assert_eq!(
+        app.on_key("]", &snap),
+        Outcome::Logs {
+            id: 7,
+            node: Some(0)
+        }
+    );
+    app.logs.as_mut().unwrap().update(Ok(LogsView {
+        job: 7,
+        is_final: true,
+        nodes: vec![node(0, vec![line(Stream::Out, "done")])],
+    }));
+    let s = screen(&app, &snap, 100, 30);
+    assert!(
+        s.contains("node 0 of 2 (gpu0)") && s.contains("paused") && !s.contains("[node"),
+        "the job ended: following stops\n{s}"
+    );
+    assert_eq!(app.on_key("[", &snap), Outcome::Logs { id: 7, node: None });
+    assert_eq!(app.on_key("esc", &snap), Outcome::Redraw);
+    assert!(app.logs.is_none() && app.detail.is_some());
+}
+
 #[test]
 fn the_submit_form_checks_as_you_type_and_submits_what_parses() {
     let snap = demo_snapshot();

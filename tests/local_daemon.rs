@@ -629,3 +629,41 @@ fn events(s: &mut State) -> Vec<String> {
         .map(|e| e.detail)
         .collect()
 }
+
+/// The embedded console's client reads a local job's logs as the API does: the detail's tail
+/// and the log view's lines (both read outside the daemon's actor).
+#[test]
+fn the_in_process_client_shows_a_local_jobs_logs() {
+    use gantry::client::Client;
+    let d = dir("inproc-logs");
+    let (handle, actor) = gantry::daemon::actor::spawn(
+        open(&d),
+        gantry::daemon::actor::Clock {
+            speed: 1.0,
+            step: Duration::from_millis(50),
+        },
+    )
+    .unwrap();
+    let mut c = gantry::client::local::LocalClient::new(handle.clone());
+    let id = c
+        .submit("name: talk\nteam: a\nresources:\n  cpus: 1\n  memory: 1\nrun: echo hi; echo oops >&2\n")
+        .unwrap();
+    let t0 = Instant::now();
+    while c.job(id).map(|j| j.state) != Ok("completed".to_string()) {
+        assert!(t0.elapsed() < Duration::from_secs(20), "{:?}", c.job(id));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(c.job(id).unwrap().log_tail, ["out: hi", "err: oops"]);
+    let logs = c.logs(id, None, 10).unwrap();
+    assert!(logs.is_final);
+    let texts: Vec<String> = logs.nodes[0].lines.iter().map(|l| l.text.clone()).collect();
+    assert_eq!(texts, ["hi", "oops"]);
+    assert!(c
+        .logs(id, Some(3), 10)
+        .unwrap_err()
+        .contains("expected a rank"));
+    handle.shutdown();
+    drop(c);
+    drop(handle);
+    let _ = actor.join();
+}

@@ -627,6 +627,21 @@ impl Client for RemoteClient {
             .map(|_| format!("job {}: {} done", req.id, req.action.name()))
             .map_err(|e| e.to_string())
     }
+    fn logs(
+        &mut self,
+        id: i64,
+        node: Option<usize>,
+        tail: usize,
+    ) -> Result<super::LogsView, String> {
+        let node = node.map_or(String::new(), |k| format!("&node={k}"));
+        self.http
+            .call(
+                "GET",
+                &format!("/v1/jobs/{id}/logs?tail={tail}{node}&partial=true"),
+                None,
+            )
+            .map_err(|e| e.to_string())
+    }
     fn pool(&mut self, index: usize) -> Result<super::PoolDetail, String> {
         self.http
             .call("GET", &format!("/v1/pools/{index}"), None)

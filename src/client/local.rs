@@ -55,12 +55,43 @@ impl Client for LocalClient {
     }
     fn job(&mut self, id: i64) -> Result<super::JobView, String> {
         use crate::daemon::actor::Request;
-        let detail = self
+        let mut detail = self
             .handle
             .call_blocking(|reply| Request::Job { id, reply })
             .map_err(|e| e.error)?;
+        // Logs are read outside the actor, as the API reads them.
+        if let Ok(found) = self
+            .handle
+            .call_blocking(|reply| Request::Logs { id, reply })
+        {
+            detail.log_tail = crate::daemon::logs::tail_lines(found, id, 20);
+        }
         // The same shape the HTTP API serves, read the way the remote console reads it.
         serde_json::to_value(&detail)
+            .and_then(serde_json::from_value)
+            .map_err(|e| e.to_string())
+    }
+    fn logs(
+        &mut self,
+        id: i64,
+        node: Option<usize>,
+        tail: usize,
+    ) -> Result<super::LogsView, String> {
+        use crate::daemon::actor::Request;
+        let found = self
+            .handle
+            .call_blocking(|reply| Request::Logs { id, reply })
+            .map_err(|e| e.error)?;
+        let node = node.map(|k| k.to_string());
+        let want = crate::daemon::logs::Want {
+            node: node.as_deref(),
+            tail,
+            after: None,
+            from_start: false,
+            partial: true,
+        };
+        let answer = crate::daemon::logs::answer(found, id, &want).map_err(|e| e.error)?;
+        serde_json::to_value(&answer)
             .and_then(serde_json::from_value)
             .map_err(|e| e.to_string())
     }

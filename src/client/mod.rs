@@ -282,6 +282,24 @@ pub struct JobRequest {
     pub action: JobAction,
 }
 
+/// A job's logs as `GET /v1/jobs/{id}/logs` answers (the fields the console uses).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct LogsView {
+    pub job: i64,
+    #[serde(rename = "final")]
+    pub is_final: bool,
+    pub nodes: Vec<NodeLogsView>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct NodeLogsView {
+    pub rank: usize,
+    pub node: String,
+    pub lines: Vec<crate::backend::logs::LogLine>,
+    #[serde(default)]
+    pub error: Option<String>,
+}
+
 /// One job in detail, as the console shows it (the fields of `GET /v1/jobs/{id}` it uses).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct JobView {
@@ -423,6 +441,11 @@ pub trait Client {
     fn job(&mut self, id: i64) -> Result<JobView, String> {
         let _ = id;
         Err("this client cannot show job details".to_string())
+    }
+    /// The last `tail` lines of each stream of a job's logs: every node's, or node `node`'s.
+    fn logs(&mut self, id: i64, node: Option<usize>, tail: usize) -> Result<LogsView, String> {
+        let _ = (id, node, tail);
+        Err("this client cannot show logs".to_string())
     }
     /// Submits a job spec (YAML); the new job's id.
     fn submit(&mut self, spec: &str) -> Result<i64, String> {

@@ -74,6 +74,11 @@ pub enum Outcome {
     Submit(String),
     /// Fetch one pool's nodes and GPUs to show them.
     Pool(usize),
+    /// Fetch a job's logs for the log view: every node's, or one node's.
+    Logs {
+        id: i64,
+        node: Option<usize>,
+    },
 }
 
 /// What a confirmation dialog asks.
@@ -240,6 +245,8 @@ pub struct App {
     pub draft: Option<super::form::Form>,
     /// The job shown in detail (over the Jobs view), once fetched.
     pub detail: Option<crate::client::JobView>,
+    /// The log view (over the job's detail).
+    pub logs: Option<super::logs::LogPane>,
     /// What the daemon lets this console's caller do; refused actions show why.
     pub access: crate::client::Access,
     /// The Jobs view's order.
@@ -336,6 +343,7 @@ impl App {
             form: None,
             draft: None,
             detail: None,
+            logs: None,
             access: crate::client::Access::operator(),
             marked: Default::default(),
             job_filter: None,
@@ -463,12 +471,32 @@ impl App {
                 _ => Outcome::Nothing,
             };
         }
-        if self.detail.is_some() {
-            // The detail closes on esc, enter or q; other keys do nothing under it.
+        if let Some(p) = self.logs.as_mut() {
+            let (down, up) = (action == Some(Action::Down), action == Some(Action::Up));
+            return match p.key(key, down, up) {
+                super::logs::LogKey::Close => {
+                    self.logs = None;
+                    Outcome::Redraw
+                }
+                super::logs::LogKey::Fetch => Outcome::Logs {
+                    id: p.job,
+                    node: p.node,
+                },
+                super::logs::LogKey::Redraw => Outcome::Redraw,
+                super::logs::LogKey::Nothing => Outcome::Nothing,
+            };
+        }
+        if let Some(d) = &self.detail {
+            // The detail closes on esc, enter or q; l opens the job's logs.
             return match key {
                 "esc" | "enter" | "q" => {
                     self.detail = None;
                     Outcome::Redraw
+                }
+                "l" => {
+                    let id = d.id;
+                    self.logs = Some(super::logs::LogPane::new(id));
+                    Outcome::Logs { id, node: None }
                 }
                 _ => Outcome::Nothing,
             };
@@ -633,7 +661,12 @@ impl App {
     /// click on a row of the Jobs view selects it.
     pub fn on_mouse(&mut self, event: crossterm::event::MouseEvent, snap: &Snapshot) -> Outcome {
         use crossterm::event::{MouseButton, MouseEventKind};
-        if !self.mouse || self.confirm.is_some() || self.form.is_some() || self.detail.is_some() {
+        if !self.mouse
+            || self.confirm.is_some()
+            || self.form.is_some()
+            || self.detail.is_some()
+            || self.logs.is_some()
+        {
             return Outcome::Nothing;
         }
         match event.kind {
@@ -996,6 +1029,13 @@ impl App {
             form.render(f, body, self.theme.accent, self.theme.error);
         } else if self.help {
             self.render_help(f, body);
+        } else if let Some(p) = &self.logs {
+            p.render(
+                f,
+                body,
+                self.style(self.theme.muted),
+                self.style(self.theme.error),
+            );
         } else if let Some(d) = &self.detail {
             self.render_detail(f, body, d, snap.now);
         } else if let Some((_, p)) = &self.pool_detail {
@@ -1234,7 +1274,7 @@ impl App {
             Paragraph::new(lines).block(
                 Block::default()
                     .borders(Borders::ALL)
-                    .title(format!(" job {} (esc back) ", d.id)),
+                    .title(format!(" job {} (l logs · esc back) ", d.id)),
             ),
             area,
         );

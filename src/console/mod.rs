@@ -6,6 +6,7 @@ pub mod app;
 pub mod filter;
 pub mod form;
 pub mod keymap;
+pub mod logs;
 pub mod svg;
 pub mod theme;
 
@@ -102,6 +103,7 @@ where
     let mut dirty = true;
     let mut mouse_on = false;
     let mut pool_fetched = Instant::now();
+    let mut logs_fetched = Instant::now();
     while !stop() {
         // Mouse capture follows the app's setting (the config file's, then the m key).
         if app.mouse != mouse_on {
@@ -228,6 +230,14 @@ where
                                 }
                                 dirty = true;
                             }
+                            Outcome::Logs { id, node } => {
+                                let got = client.logs(id, node, logs::TAIL);
+                                if let Some(p) = app.logs.as_mut() {
+                                    p.update(got);
+                                }
+                                logs_fetched = Instant::now();
+                                dirty = true;
+                            }
                             Outcome::Pool(i) => {
                                 match client.pool(i) {
                                     Ok(p) => app.pool_detail = Some((i, p)),
@@ -248,6 +258,14 @@ where
             }
 
             wait = Duration::ZERO;
+        }
+        // A followed log view refetches once a second.
+        if let Some(p) = app.logs.as_mut().filter(|p| p.follow) {
+            if logs_fetched.elapsed() >= Duration::from_secs(1) {
+                p.update(client.logs(p.job, p.node, logs::TAIL));
+                logs_fetched = Instant::now();
+                dirty = true;
+            }
         }
         if client.poll() {
             dirty = true;

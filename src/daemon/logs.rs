@@ -10,6 +10,7 @@
 use super::actor::{ApiError, Handle, Request};
 use super::api::{job_id, ok, query, Api};
 use super::journal::JobId;
+use super::state::JobLogs;
 use crate::backend::logs::{LogCursor, LogLine, LogQuery, LogSource};
 use axum::extract::{Path, RawQuery, State};
 use axum::response::Response;
@@ -68,7 +69,36 @@ pub(super) async fn logs(
             )))
         }
     };
+    let after = q.get("after").cloned();
+    let from_start = q.get("from").is_some_and(|f| f == "start");
+    let node = q.get("node").cloned();
     let found = api.handle.call(|reply| Request::Logs { id, reply }).await?;
+    let answer = tokio::task::spawn_blocking(move || {
+        let want = Want {
+            node: node.as_deref(),
+            tail,
+            after: after.as_deref(),
+            from_start,
+            partial,
+        };
+        answer(found, id, &want)
+    })
+    .await
+    .map_err(|e| ApiError::new(500, "internal", format!("reading logs: {e}")))??;
+    Ok(ok(&answer))
+}
+
+/// What a logs request asks, as its query gave it.
+pub struct Want<'a> {
+    pub node: Option<&'a str>,
+    pub tail: usize,
+    pub after: Option<&'a str>,
+    pub from_start: bool,
+    pub partial: bool,
+}
+
+/// Reads the logs `found` points at (blocking: a remote host may take up to `WAIT`).
+pub fn answer(found: JobLogs, id: JobId, want: &Want) -> Result<JobLogsAnswer, ApiError> {
     let mut sources = found.sources;
     if sources.is_empty() {
         let why = found
@@ -76,7 +106,7 @@ pub(super) async fn logs(
             .unwrap_or_else(|| format!("job {id} has no logs"));
         return Err(ApiError::new(404, "no-logs", why));
     }
-    if let Some(k) = q.get("node") {
+    if let Some(k) = want.node {
         let ranks = sources.len();
         let k = k
             .parse::<usize>()
@@ -91,10 +121,8 @@ pub(super) async fn logs(
             })?;
         sources = vec![sources.swap_remove(k)];
     }
-    let after: Vec<Option<LogCursor>> = match q.get("after") {
-        None if q.get("from").is_some_and(|f| f == "start") => {
-            vec![Some(LogCursor::default()); sources.len()]
-        }
+    let after: Vec<Option<LogCursor>> = match want.after {
+        None if want.from_start => vec![Some(LogCursor::default()); sources.len()],
         None => vec![None; sources.len()],
         Some(a) => {
             let cursors = a
@@ -112,31 +140,27 @@ pub(super) async fn logs(
             cursors
         }
     };
-    let nodes = tokio::task::spawn_blocking(move || {
-        sources
-            .iter()
-            .zip(after)
-            .map(|(s, after)| {
-                read_node(
-                    s,
-                    id,
-                    &LogQuery {
-                        tail,
-                        after,
-                        partial,
-                    },
-                )
-            })
-            .collect::<Vec<_>>()
-    })
-    .await
-    .map_err(|e| ApiError::new(500, "internal", format!("reading logs: {e}")))?;
-    Ok(ok(&JobLogsAnswer {
+    let nodes = sources
+        .iter()
+        .zip(after)
+        .map(|(s, after)| {
+            read_node(
+                s,
+                id,
+                &LogQuery {
+                    tail: want.tail,
+                    after,
+                    partial: want.partial,
+                },
+            )
+        })
+        .collect();
+    Ok(JobLogsAnswer {
         job: id,
         state: found.state,
         is_final: found.state.is_final(),
         nodes,
-    }))
+    })
 }
 
 fn read_node(s: &LogSource, id: JobId, q: &LogQuery) -> NodeLogs {
@@ -164,30 +188,32 @@ pub(super) async fn tail(handle: &Handle, id: JobId, n: usize) -> Vec<String> {
     let Ok(found) = handle.call(|reply| Request::Logs { id, reply }).await else {
         return Vec::new();
     };
-    let sources = found.sources;
-    let gang = sources.len() > 1;
-    tokio::task::spawn_blocking(move || {
-        let q = LogQuery {
-            tail: n,
-            after: None,
-            partial: true,
-        };
-        let mut out = Vec::new();
-        for s in &sources {
-            let mark = |l: String| {
-                if gang {
-                    format!("[node {}] {l}", s.rank)
-                } else {
-                    l
-                }
-            };
-            match s.read(id, &q, Duration::from_secs(1)) {
-                Ok(r) => out.extend(r.lines.iter().map(|l| mark(l.to_string()))),
-                Err(why) => out.push(mark(format!("(logs unavailable: {why})"))),
+    tokio::task::spawn_blocking(move || tail_lines(found, id, n))
+        .await
+        .unwrap_or_default()
+}
+
+/// `tail`'s reading (blocking: a remote host may take up to a second).
+pub fn tail_lines(found: JobLogs, id: JobId, n: usize) -> Vec<String> {
+    let gang = found.sources.len() > 1;
+    let q = LogQuery {
+        tail: n,
+        after: None,
+        partial: true,
+    };
+    let mut out = Vec::new();
+    for s in &found.sources {
+        let mark = |l: String| {
+            if gang {
+                format!("[node {}] {l}", s.rank)
+            } else {
+                l
             }
+        };
+        match s.read(id, &q, Duration::from_secs(1)) {
+            Ok(r) => out.extend(r.lines.iter().map(|l| mark(l.to_string()))),
+            Err(why) => out.push(mark(format!("(logs unavailable: {why})"))),
         }
-        out
-    })
-    .await
-    .unwrap_or_default()
+    }
+    out
 }

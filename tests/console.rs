@@ -720,6 +720,7 @@ fn l_opens_a_jobs_logs_and_brackets_step_through_its_nodes() {
         rank,
         node: format!("gpu{rank}"),
         lines,
+        cursor: String::new(),
         error: None,
     };
     let pane = app.logs.as_mut().unwrap();

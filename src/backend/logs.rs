@@ -29,6 +29,14 @@ impl LogCursor {
             err: e.trim().parse().map_err(|_| bad())?,
         })
     }
+
+    /// The offset into `stream`.
+    fn at(&mut self, stream: Stream) -> &mut u64 {
+        match stream {
+            Stream::Out => &mut self.out,
+            Stream::Err => &mut self.err,
+        }
+    }
 }
 
 impl std::fmt::Display for LogCursor {
@@ -99,24 +107,14 @@ pub fn log_path(dir: &Path, job: i64, stream: Stream) -> PathBuf {
 pub fn read(dir: &Path, job: i64, q: &LogQuery) -> LogRead {
     let mut out = LogRead::default();
     for stream in [Stream::Out, Stream::Err] {
-        let from = q.after.map(|c| match stream {
-            Stream::Out => c.out,
-            Stream::Err => c.err,
-        });
+        let from = q.after.map(|mut c| *c.at(stream));
         let Some((text, next)) = read_stream(&log_path(dir, job, stream), q, from) else {
             // No file: the cursor stays where it was.
-            let keep = from.unwrap_or(0);
-            match stream {
-                Stream::Out => out.cursor.out = keep,
-                Stream::Err => out.cursor.err = keep,
-            }
+            *out.cursor.at(stream) = from.unwrap_or(0);
             continue;
         };
         out.found = true;
-        match stream {
-            Stream::Out => out.cursor.out = next,
-            Stream::Err => out.cursor.err = next,
-        }
+        *out.cursor.at(stream) = next;
         let lines: Vec<&str> = text.lines().collect();
         let keep = if q.after.is_some() {
             &lines[..]
@@ -167,20 +165,6 @@ fn read_range(f: &mut std::fs::File, start: u64, n: u64) -> Option<Vec<u8>> {
     let mut bytes = Vec::with_capacity(n as usize);
     f.take(n).read_to_end(&mut bytes).ok()?;
     Some(bytes)
-}
-
-/// The last `n` lines of each of a job's streams as `out: …` / `err: …` (a job's detail).
-pub fn tail_lines(dir: &Path, job: i64, n: usize) -> Vec<String> {
-    let q = LogQuery {
-        tail: n,
-        after: None,
-        partial: true,
-    };
-    read(dir, job, &q)
-        .lines
-        .iter()
-        .map(ToString::to_string)
-        .collect()
 }
 
 /// Reads runs' logs on the nodes of one backend pool (`host` is the node's index there). May
@@ -246,7 +230,12 @@ mod tests {
             }
         }
         let t = std::time::Instant::now();
-        let tail = tail_lines(&dir, 7, 3);
+        let q = LogQuery {
+            tail: 3,
+            after: None,
+            partial: true,
+        };
+        let tail = texts(&read(&dir, 7, &q));
         assert_eq!(
             tail,
             ["out: line 399997", "out: line 399998", "out: line 399999"]

@@ -100,13 +100,13 @@ type Pending = Arc<Mutex<HashMap<u64, mpsc::Sender<LogRead>>>>;
 
 /// The SSH hosts of one pool.
 pub struct SshPool {
-    logs: Arc<SshLogs>,
+    agents: Arc<Agents>,
     events: mpsc::Receiver<RunEvent>,
 }
 
-/// Sends requests to a pool's hosts and reads their runs' logs; shared with log readers,
-/// which call it from the API's threads.
-struct SshLogs {
+/// The pool's links to its hosts' agents: sends them requests and reads their runs' logs;
+/// shared with log readers, which call it from the API's threads.
+struct Agents {
     names: Vec<String>,
     links: Vec<amp::UnboundedSender<ToAgent>>,
     /// Log reads waiting for their host's answer, by request id.
@@ -114,7 +114,7 @@ struct SshLogs {
     next: AtomicU64,
 }
 
-impl SshLogs {
+impl Agents {
     fn send(&self, host: usize, req: ToAgent) {
         if let Some(l) = self.links.get(host) {
             let _ = l.send(req);
@@ -122,7 +122,7 @@ impl SshLogs {
     }
 }
 
-impl LogReader for SshLogs {
+impl LogReader for Agents {
     fn read(&self, host: usize, job: i64, q: &LogQuery, wait: Duration) -> Result<LogRead, String> {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = mpsc::channel();
@@ -207,7 +207,7 @@ impl SshPool {
             })
             .map_err(|e| format!("cannot start the SSH backend's thread: {e}"))?;
         Ok(SshPool {
-            logs: Arc::new(SshLogs {
+            agents: Arc::new(Agents {
                 names: hosts.to_vec(),
                 links,
                 pending,
@@ -218,7 +218,7 @@ impl SshPool {
     }
 
     fn send(&self, host: usize, req: ToAgent) {
-        self.logs.send(host, req);
+        self.agents.send(host, req);
     }
 }
 
@@ -264,7 +264,7 @@ impl Runner for SshPool {
     }
 
     fn logs(&self) -> Arc<dyn LogReader> {
-        self.logs.clone()
+        self.agents.clone()
     }
 }
 

@@ -89,7 +89,8 @@ pub fn run(
     let mut observe = Vec::new();
     let mut round = Vec::new();
     for r in 0..rounds + 1 {
-        let lines: Vec<String> = (0..hosts).map(|_| line(gpus, r)).collect();
+        // Every host sends the same sample (built once, outside the timing).
+        let lines = vec![line(gpus, r); hosts];
         let t0 = Instant::now();
         for (node, l) in lines.iter().enumerate() {
             let Ok(FromAgent::Sample { found, groups }) = serde_json::from_str(l) else {

@@ -5,7 +5,8 @@
 
 use super::remote::{id_arg, Target};
 use super::{CliError, Output};
-use serde_json::Value;
+use gantry::backend::logs::Stream;
+use gantry::client::LogsView;
 use std::io::Write;
 
 #[derive(clap::Args)]
@@ -44,60 +45,54 @@ pub fn logs(t: &Target, a: LogsArgs) -> Result<(), CliError> {
             (None, None) => path.push_str("from=start"),
         }
         // Complete lines only while the job may still write (the rest comes with its newline).
-        let v: Value = c.call("GET", &format!("{path}&partial={}", !a.follow), None)?;
-        let (printed, cursors) = print(&v, a.node.is_none(), a.output)?;
-        after = Some(cursors);
-        let is_final = v["final"].as_bool().unwrap_or(true);
+        let v: LogsView = c.call("GET", &format!("{path}&partial={}", !a.follow), None)?;
+        let printed = print(&v, a.node.is_none(), a.output)?;
+        let cursors = cursors_of(&v);
         if printed > 0 {
+            after = Some(cursors);
             continue; // more may be waiting (reads are bounded)
         }
         if !a.follow {
             return Ok(());
         }
-        if is_final {
+        if v.is_final {
             // The last line may lack its newline: read it now that none will follow.
-            let path = format!(
-                "{base}after={}&partial=true",
-                after.clone().unwrap_or_default()
-            );
-            let v: Value = c.call("GET", &path, None)?;
+            let path = format!("{base}after={cursors}&partial=true");
+            let v: LogsView = c.call("GET", &path, None)?;
             print(&v, a.node.is_none(), a.output)?;
             return Ok(());
         }
+        after = Some(cursors);
         std::thread::sleep(FOLLOW_EVERY);
     }
 }
 
-/// Prints one answer's lines; (how many, the cursors for the next read).
-fn print(v: &Value, all_nodes: bool, output: Output) -> Result<(usize, String), CliError> {
-    let nodes = v["nodes"].as_array().cloned().unwrap_or_default();
-    let gang = all_nodes && nodes.len() > 1;
+/// The cursors of an answer's nodes, for the next read (`OUT,ERR;OUT,ERR…`).
+fn cursors_of(v: &LogsView) -> String {
+    let cursors: Vec<&str> = v.nodes.iter().map(|n| n.cursor.as_str()).collect();
+    cursors.join(";")
+}
+
+/// Prints one answer's lines; how many.
+fn print(v: &LogsView, all_nodes: bool, output: Output) -> Result<usize, CliError> {
+    let gang = all_nodes && v.nodes.len() > 1;
     let (mut out, mut err) = (std::io::stdout().lock(), std::io::stderr().lock());
     let mut printed = 0;
-    let mut cursors = Vec::new();
-    for n in &nodes {
-        let rank = n["rank"].as_u64().unwrap_or(0);
-        cursors.push(n["cursor"].as_str().unwrap_or("0,0").to_string());
-        if let Some(why) = n["error"].as_str() {
-            let _ = writeln!(
-                err,
-                "gantry: node {rank} ({}): {why}",
-                n["node"].as_str().unwrap_or("?")
-            );
+    for n in &v.nodes {
+        if let Some(why) = &n.error {
+            let _ = writeln!(err, "gantry: node {} ({}): {why}", n.rank, n.node);
         }
-        for l in n["lines"].as_array().into_iter().flatten() {
+        for l in &n.lines {
             printed += 1;
-            let text = l["text"].as_str().unwrap_or("");
-            let to_err = l["stream"] == "err";
             let line = match output {
                 Output::Json => serde_json::json!({
-                    "node": rank, "stream": l["stream"], "text": text
+                    "node": n.rank, "stream": l.stream, "text": l.text
                 })
                 .to_string(),
-                Output::Table if gang => format!("[node {rank}] {text}"),
-                Output::Table => text.to_string(),
+                Output::Table if gang => format!("[node {}] {}", n.rank, l.text),
+                Output::Table => l.text.clone(),
             };
-            let w: &mut dyn Write = if to_err && output == Output::Table {
+            let w: &mut dyn Write = if l.stream == Stream::Err && output == Output::Table {
                 &mut err
             } else {
                 &mut out
@@ -112,5 +107,5 @@ fn print(v: &Value, all_nodes: bool, output: Output) -> Result<(usize, String), 
         }
     }
     let _ = out.flush();
-    Ok((printed, cursors.join(";")))
+    Ok(printed)
 }

@@ -296,6 +296,9 @@ pub struct NodeLogsView {
     pub rank: usize,
     pub node: String,
     pub lines: Vec<crate::backend::logs::LogLine>,
+    /// Where the next read of this node starts (`OUT,ERR`).
+    #[serde(default)]
+    pub cursor: String,
     #[serde(default)]
     pub error: Option<String>,
 }

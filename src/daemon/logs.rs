@@ -140,21 +140,7 @@ pub fn answer(found: JobLogs, id: JobId, want: &Want) -> Result<JobLogsAnswer, A
             cursors
         }
     };
-    let nodes = sources
-        .iter()
-        .zip(after)
-        .map(|(s, after)| {
-            read_node(
-                s,
-                id,
-                &LogQuery {
-                    tail: want.tail,
-                    after,
-                    partial: want.partial,
-                },
-            )
-        })
-        .collect();
+    let nodes = read_nodes(&sources, id, after, want.tail, want.partial, WAIT);
     Ok(JobLogsAnswer {
         job: id,
         state: found.state,
@@ -163,23 +149,38 @@ pub fn answer(found: JobLogs, id: JobId, want: &Want) -> Result<JobLogsAnswer, A
     })
 }
 
-fn read_node(s: &LogSource, id: JobId, q: &LogQuery) -> NodeLogs {
-    match s.read(id, q, WAIT) {
-        Ok(r) => NodeLogs {
-            rank: s.rank,
-            node: s.node.clone(),
-            lines: r.lines,
-            cursor: r.cursor.to_string(),
-            error: None,
-        },
-        Err(why) => NodeLogs {
-            rank: s.rank,
-            node: s.node.clone(),
-            lines: Vec::new(),
-            cursor: q.after.unwrap_or_default().to_string(),
-            error: Some(why),
-        },
-    }
+/// Reads each source (from its cursor in `after`, or its tail), waiting at most `wait` for
+/// each remote host; a node that cannot be read says why and keeps its cursor.
+fn read_nodes(
+    sources: &[LogSource],
+    id: JobId,
+    after: Vec<Option<LogCursor>>,
+    tail: usize,
+    partial: bool,
+    wait: Duration,
+) -> Vec<NodeLogs> {
+    sources
+        .iter()
+        .zip(after)
+        .map(|(s, after)| {
+            let q = LogQuery {
+                tail,
+                after,
+                partial,
+            };
+            let (lines, cursor, error) = match s.read(id, &q, wait) {
+                Ok(r) => (r.lines, r.cursor, None),
+                Err(why) => (Vec::new(), after.unwrap_or_default(), Some(why)),
+            };
+            NodeLogs {
+                rank: s.rank,
+                node: s.node.clone(),
+                lines,
+                cursor: cursor.to_string(),
+                error,
+            }
+        })
+        .collect()
 }
 
 /// The last `n` lines of every node's logs for a job's detail, `[node K]`-marked for a
@@ -195,24 +196,21 @@ pub(super) async fn tail(handle: &Handle, id: JobId, n: usize) -> Vec<String> {
 
 /// `tail`'s reading (blocking: a remote host may take up to a second).
 pub fn tail_lines(found: JobLogs, id: JobId, n: usize) -> Vec<String> {
-    let gang = found.sources.len() > 1;
-    let q = LogQuery {
-        tail: n,
-        after: None,
-        partial: true,
-    };
+    let sources = found.sources;
+    let gang = sources.len() > 1;
+    let after = vec![None; sources.len()];
     let mut out = Vec::new();
-    for s in &found.sources {
+    for node in read_nodes(&sources, id, after, n, true, Duration::from_secs(1)) {
         let mark = |l: String| {
             if gang {
-                format!("[node {}] {l}", s.rank)
+                format!("[node {}] {l}", node.rank)
             } else {
                 l
             }
         };
-        match s.read(id, &q, Duration::from_secs(1)) {
-            Ok(r) => out.extend(r.lines.iter().map(|l| mark(l.to_string()))),
-            Err(why) => out.push(mark(format!("(logs unavailable: {why})"))),
+        match &node.error {
+            Some(why) => out.push(mark(format!("(logs unavailable: {why})"))),
+            None => out.extend(node.lines.iter().map(|l| mark(l.to_string()))),
         }
     }
     out

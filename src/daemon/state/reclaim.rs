@@ -14,10 +14,7 @@ impl State {
             let (Some(p), Some(started)) = (&j.placement, j.started_at) else {
                 continue;
             };
-            let real = p
-                .nodes
-                .iter()
-                .any(|n| self.is_remote(n.node.index()) || Some(n.node.index()) == self.host_node);
+            let real = p.nodes.iter().any(|n| self.is_real_host(n.node.index()));
             if real {
                 // Measured: this job's own utilization of each of its GPUs, from NVML; a host
                 // without measurements gives no samples (and nothing is judged idle from them).

@@ -138,6 +138,12 @@ impl State {
         self.remote.hosts.contains_key(&i)
     }
 
+    /// Whether node `i` is a real machine (this host, or a remote backend's): its telemetry
+    /// is measured or unknown, never modelled.
+    pub(super) fn is_real_host(&self, i: usize) -> bool {
+        self.is_remote(i) || Some(i) == self.host_node
+    }
+
     /// Starts every node's part of a job placed on remote hosts: the same run token, each
     /// node its rank and the addresses of all, head first.
     pub(super) fn launch_remote(&mut self, id: JobId) -> Result<(), EngineError> {

@@ -26,10 +26,7 @@ impl State {
         }
         // Real hosts' GPUs read what NVML measured, whoever runs there; nothing is made up
         // for one without measurements.
-        out.retain(|&(node, _), _| {
-            let node = node as usize;
-            !self.is_remote(node) && Some(node) != self.host_node
-        });
+        out.retain(|&(node, _), _| !self.is_real_host(node as usize));
         for (&node, t) in &self.measured {
             for g in 0..self.engine.fleet().nodes[node].gpus.len() as u8 {
                 if let Some(u) = t.util(g) {
@@ -142,10 +139,9 @@ impl State {
                                 .get(&key)
                                 .map_or(Vec::new(), |h| h.iter().copied().collect()),
                         };
-                        let real = self.is_remote(i) || Some(i) == self.host_node;
                         match self.measured.get(&i) {
                             Some(t) if t.util(g as u8).is_some() => measured(t, &mut view),
-                            _ if real => {
+                            _ if self.is_real_host(i) => {
                                 view.unmeasured = true;
                                 view.util_pct = 0.0;
                                 view.power_w = 0.0;

@@ -291,7 +291,7 @@ fn a_local_job_outlives_a_kill_9_of_its_daemon_and_is_re_adopted() {
     let mut second = daemon(&dir);
     let job = cli(&sock, &["job", "1", "--output", "json"]);
     assert!(job.contains("\"state\": \"running\""), "{job}");
-    assert!(job.contains("re-adopted process group"), "{job}");
+    assert!(job.contains("re-adopted on"), "{job}");
     std::fs::write(&go, "").unwrap();
     wait_for("the re-adopted job to complete", || {
         cli(&sock, &["job", "1", "--output", "json"]).contains("\"state\": \"completed\"")

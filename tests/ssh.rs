@@ -704,7 +704,7 @@ fn a_job_on_a_host_without_measurements_is_never_offered_for_reclaim() {
         .unwrap();
     let t0 = Instant::now();
     while s.engine().job(id).map(|j| j.state) != Some(gantry::daemon::job::JobState::Running)
-        || s.remote_running() == 0
+        || s.runs_confirmed() == 0
     {
         assert!(
             t0.elapsed() < Duration::from_secs(60),

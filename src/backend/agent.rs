@@ -10,7 +10,7 @@
 use super::local::runs::LocalRuns;
 use super::local::{exec, nvml};
 use super::logs::{LogQuery, LogRead};
-use super::{Exit, HostGpu, HostInfo, Launch};
+use super::{Exit, HostGpu, HostInfo, Launch, RunEvent};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::io::{BufRead, Write};
@@ -87,6 +87,44 @@ pub enum FromAgent {
     },
 }
 
+impl FromAgent {
+    /// What this message tells the daemon about host `host` (`None` for a log read's answer,
+    /// which goes to the reader that asked).
+    pub fn event(self, host: usize) -> Option<RunEvent> {
+        Some(match self {
+            FromAgent::Hello { info, .. } => RunEvent::Up { host, info },
+            FromAgent::Started { job, token, pgid } => RunEvent::Started {
+                host,
+                job,
+                token,
+                pgid,
+            },
+            FromAgent::StartFailed { job, token, why } => RunEvent::StartFailed {
+                host,
+                job,
+                token,
+                why,
+            },
+            FromAgent::Exited { job, token, exit } => RunEvent::Exited {
+                host,
+                job,
+                token,
+                exit,
+            },
+            FromAgent::Sample { found, groups } => RunEvent::Sample {
+                host,
+                found,
+                groups,
+            },
+            FromAgent::Refused { why } => RunEvent::Down {
+                host,
+                why: format!("the agent refused a request: {why}"),
+            },
+            FromAgent::Logs { .. } => return None,
+        })
+    }
+}
+
 /// A run as the agent keeps it on disk.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 struct RunFile {
@@ -113,23 +151,86 @@ struct Agent {
     runs: LocalRuns,
     /// Job → its run's token, for every run not yet forgotten.
     tokens: HashMap<i64, String>,
-    dir: PathBuf,
+    runs_dir: PathBuf,
     /// GPU index → UUID, from NVML (empty without it: indices are passed through).
     uuids: HashMap<String, String>,
     started: Instant,
 }
 
-type Out = Arc<Mutex<Box<dyn Write + Send>>>;
+/// Where an agent keeps its runs (one file each) and their logs and exit statuses.
+#[derive(Clone, Debug)]
+pub struct AgentDirs {
+    pub runs: PathBuf,
+    pub logs: PathBuf,
+}
 
-fn say(out: &Out, msg: &FromAgent) {
-    let Ok(mut line) = serde_json::to_string(msg) else {
-        return;
-    };
-    line.push('\n');
-    if let Ok(mut w) = out.lock() {
-        let _ = w.write_all(line.as_bytes());
-        let _ = w.flush();
+impl AgentDirs {
+    /// `runs/` and `logs/` under `dir` (a remote host's agent directory).
+    pub fn under(dir: &Path) -> AgentDirs {
+        AgentDirs {
+            runs: dir.join("runs"),
+            logs: dir.join("logs"),
+        }
     }
+}
+
+/// How an agent learns about its host's GPUs.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Sampling {
+    /// NVML, opened once and sampled every so often.
+    Nvml(Duration),
+    /// Not at all: the hello names no GPUs and no samples follow (the daemon's tests hand it
+    /// samples of their own).
+    Off,
+}
+
+/// Where an agent's messages go: a pipe to the daemon (`serve`), or the daemon's own event
+/// queue when the agent runs inside it (the local host's pool).
+pub type Say = Arc<dyn Fn(FromAgent) + Send + Sync>;
+
+/// A running agent: its runs, the thread that notices their exits and the one that samples
+/// NVML. Requests go to `handle`; dropping it stops the threads (the jobs keep running).
+pub struct Running {
+    agent: Arc<Mutex<Agent>>,
+    say: Say,
+    done: Arc<AtomicBool>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Running {
+    /// Acts on one request of the daemon; an answer, if any, goes where the agent says things.
+    pub fn handle(&self, req: ToAgent) {
+        let answer = match self.agent.lock() {
+            Ok(mut a) => a.handle(req),
+            Err(_) => return,
+        };
+        if let Some(answer) = answer {
+            (self.say)(answer);
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.done.store(true, Ordering::Relaxed);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Writes a run's file (atomically), so the next agent over `dirs` re-adopts it.
+pub fn record_run(dirs: &AgentDirs, job: i64, pgid: u32, token: &str) -> std::io::Result<()> {
+    std::fs::create_dir_all(&dirs.runs)?;
+    let path = dirs.runs.join(format!("job-{job}.json"));
+    let tmp = path.with_extension("tmp");
+    let file = RunFile {
+        job,
+        pgid,
+        token: token.to_string(),
+    };
+    std::fs::write(&tmp, serde_json::to_vec(&file)?)?;
+    std::fs::rename(&tmp, &path)
 }
 
 /// Serves one connection: `input` carries the daemon's requests, `out` the answers and
@@ -140,20 +241,52 @@ pub fn serve(
     input: impl BufRead,
     out: Box<dyn Write + Send>,
 ) -> std::io::Result<()> {
-    let runs_dir = dir.join("runs");
-    std::fs::create_dir_all(&runs_dir)?;
-    let out: Out = Arc::new(Mutex::new(out));
+    let out = Mutex::new(out);
+    let say: Say = Arc::new(move |msg: FromAgent| {
+        let Ok(mut line) = serde_json::to_string(&msg) else {
+            return;
+        };
+        line.push('\n');
+        if let Ok(mut w) = out.lock() {
+            let _ = w.write_all(line.as_bytes());
+            let _ = w.flush();
+        }
+    });
+    let agent = start(
+        &AgentDirs::under(dir),
+        Sampling::Nvml(sample_every),
+        say.clone(),
+    )?;
+    for line in input.lines() {
+        let line = line?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        match serde_json::from_str::<ToAgent>(&line) {
+            Ok(req) => agent.handle(req),
+            Err(e) => say(FromAgent::Refused {
+                why: format!("not a request of protocol {PROTOCOL}: {e}"),
+            }),
+        }
+    }
+    Ok(())
+}
+
+/// Starts an agent over `dirs`: re-adopts the runs a previous agent left, says hello (with
+/// them), reports those that vanished, and starts noticing exits and sampling.
+pub fn start(dirs: &AgentDirs, sampling: Sampling, say: Say) -> std::io::Result<Running> {
+    std::fs::create_dir_all(&dirs.runs)?;
     let mut agent = Agent {
-        runs: LocalRuns::new(dir.join("logs")),
+        runs: LocalRuns::new(dirs.logs.clone()),
         tokens: HashMap::new(),
-        dir: dir.to_path_buf(),
+        runs_dir: dirs.runs.clone(),
         uuids: HashMap::new(),
         started: Instant::now(),
     };
     // The runs a previous agent left: re-adopted where they still run or left their exit.
     let mut known = Vec::new();
     let mut vanished = Vec::new();
-    for entry in std::fs::read_dir(&runs_dir)?.flatten() {
+    for entry in std::fs::read_dir(&dirs.runs)?.flatten() {
         let Some(r) = std::fs::read(entry.path())
             .ok()
             .and_then(|b| serde_json::from_slice::<RunFile>(&b).ok())
@@ -168,15 +301,19 @@ pub fn serve(
     }
     known.sort();
     // NVML opened once and kept: per-process utilization is read since the previous sample.
-    let mut probe = nvml::Probe::open();
+    let (mut probe, sample_every) = match sampling {
+        Sampling::Nvml(every) => (Some(nvml::Probe::open()), every),
+        Sampling::Off => (None, Duration::MAX),
+    };
     let found = match &mut probe {
-        Ok(p) => p.sample(),
-        Err(reason) => nvml::Discovery::Unavailable {
+        Some(Ok(p)) => Some(p.sample()),
+        Some(Err(reason)) => Some(nvml::Discovery::Unavailable {
             reason: reason.clone(),
-        },
+        }),
+        None => None,
     };
     let (gpus, nvml, driver) = match found {
-        nvml::Discovery::Available { driver, gpus } => {
+        Some(nvml::Discovery::Available { driver, gpus }) => {
             let gpus: Vec<HostGpu> = gpus
                 .into_iter()
                 .map(|g| HostGpu {
@@ -188,42 +325,38 @@ pub fn serve(
                 .collect();
             (gpus, None, Some(driver))
         }
-        nvml::Discovery::Unavailable { reason } => (Vec::new(), Some(reason), None),
+        Some(nvml::Discovery::Unavailable { reason }) => (Vec::new(), Some(reason), None),
+        None => (Vec::new(), None, None),
     };
     agent.uuids = gpus
         .iter()
         .map(|g| (g.index.to_string(), g.uuid.clone()))
         .collect();
-    say(
-        &out,
-        &FromAgent::Hello {
-            protocol: PROTOCOL,
-            info: HostInfo {
-                hostname: hostname(),
-                arch: std::env::consts::ARCH.to_string(),
-                version: env!("CARGO_PKG_VERSION").to_string(),
-                gpus,
-                nvml,
-                driver,
-                runs: known,
-            },
+    say(FromAgent::Hello {
+        protocol: PROTOCOL,
+        info: HostInfo {
+            hostname: hostname(),
+            arch: std::env::consts::ARCH.to_string(),
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            gpus,
+            nvml,
+            driver,
+            runs: known,
         },
-    );
+    });
     // Gone without a status (killed outright, or the host rebooted).
     for (job, token) in vanished {
-        say(
-            &out,
-            &FromAgent::Exited {
-                job,
-                token,
-                exit: Exit::Unknown,
-            },
-        );
+        say(FromAgent::Exited {
+            job,
+            token,
+            exit: Exit::Unknown,
+        });
     }
     let agent = Arc::new(Mutex::new(agent));
     let done = Arc::new(AtomicBool::new(false));
-    let poller = {
-        let (agent, out, done) = (agent.clone(), out.clone(), done.clone());
+    let mut threads = Vec::new();
+    threads.push({
+        let (agent, say, done) = (agent.clone(), say.clone(), done.clone());
         std::thread::spawn(move || {
             while !done.load(Ordering::Relaxed) {
                 std::thread::sleep(Duration::from_millis(50));
@@ -232,16 +365,16 @@ pub fn serve(
                 a.runs.kill_due(now);
                 for (job, exit) in a.runs.exited() {
                     let token = a.tokens.get(&job).cloned().unwrap_or_default();
-                    say(&out, &FromAgent::Exited { job, token, exit });
+                    say(FromAgent::Exited { job, token, exit });
                 }
             }
         })
-    };
+    });
     // Telemetry: an NVML sample every `sample_every`, with the process groups of the runs so
     // the daemon can tell its jobs' processes from foreign ones. None without NVML.
-    let sampler = probe.ok().map(|mut probe| {
-        let (agent, out, done) = (agent.clone(), out.clone(), done.clone());
-        std::thread::spawn(move || {
+    if let Some(Ok(mut probe)) = probe {
+        let (agent, say, done) = (agent.clone(), say.clone(), done.clone());
+        threads.push(std::thread::spawn(move || {
             let mut next = Instant::now();
             while !done.load(Ordering::Relaxed) {
                 if Instant::now() < next {
@@ -253,41 +386,21 @@ pub fn serve(
                 let Ok(a) = agent.lock() else { return };
                 let groups: Vec<(u32, i64)> = a.runs.groups().map(|(j, g)| (g, j)).collect();
                 drop(a);
-                say(&out, &FromAgent::Sample { found, groups });
+                say(FromAgent::Sample { found, groups });
             }
-        })
-    });
-    for line in input.lines() {
-        let line = line?;
-        if line.trim().is_empty() {
-            continue;
-        }
-        match serde_json::from_str::<ToAgent>(&line) {
-            Ok(req) => {
-                let Ok(mut a) = agent.lock() else { break };
-                if let Some(answer) = a.handle(req) {
-                    say(&out, &answer);
-                }
-            }
-            Err(e) => say(
-                &out,
-                &FromAgent::Refused {
-                    why: format!("not a request of protocol {PROTOCOL}: {e}"),
-                },
-            ),
-        }
+        }));
     }
-    done.store(true, Ordering::Relaxed);
-    let _ = poller.join();
-    if let Some(s) = sampler {
-        let _ = s.join();
-    }
-    Ok(())
+    Ok(Running {
+        agent,
+        say,
+        done,
+        threads,
+    })
 }
 
 impl Agent {
     fn run_file(&self, job: i64) -> PathBuf {
-        self.dir.join("runs").join(format!("job-{job}.json"))
+        self.runs_dir.join(format!("job-{job}.json"))
     }
 
     fn owns(&self, job: i64, token: &str) -> bool {
@@ -356,21 +469,17 @@ impl Agent {
 
     fn start(&mut self, l: &Launch) -> Result<u32, String> {
         let pgid = self.runs.launch(l)?;
-        let file = RunFile {
-            job: l.job,
-            pgid,
-            token: l.token.clone(),
+        let dirs = AgentDirs {
+            runs: self.runs_dir.clone(),
+            logs: self.runs.log_dir.clone(),
         };
-        let path = self.run_file(l.job);
-        let tmp = path.with_extension("tmp");
-        let written = serde_json::to_vec(&file)
-            .map_err(|e| e.to_string())
-            .and_then(|b| std::fs::write(&tmp, b).map_err(|e| e.to_string()))
-            .and_then(|()| std::fs::rename(&tmp, &path).map_err(|e| e.to_string()));
-        if let Err(e) = written {
+        if let Err(e) = record_run(&dirs, l.job, pgid, &l.token) {
             // A run the next agent could not find must not be left running.
             self.runs.kill(l.job);
-            return Err(format!("cannot record the run in {}: {e}", path.display()));
+            return Err(format!(
+                "cannot record the run in {}: {e}",
+                self.run_file(l.job).display()
+            ));
         }
         self.tokens.insert(l.job, l.token.clone());
         Ok(pgid)

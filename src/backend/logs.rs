@@ -173,33 +173,30 @@ pub trait LogReader: Send + Sync {
     fn read(&self, host: usize, job: i64, q: &LogQuery, wait: Duration) -> Result<LogRead, String>;
 }
 
-/// One node's logs of a job, as the actor hands them to a reader.
+/// Logs in a directory of this machine (the local host's runs).
+pub struct DirReader(pub PathBuf);
+
+impl LogReader for DirReader {
+    fn read(&self, _host: usize, job: i64, q: &LogQuery, _: Duration) -> Result<LogRead, String> {
+        Ok(read(&self.0, job, q))
+    }
+}
+
+/// One node's logs of a job, as the actor hands them to a reader: host `host` of the pool
+/// whose runner gave `reader`.
 #[derive(Clone)]
 pub struct LogSource {
     /// The node's rank in the job (0 for a single-node job).
     pub rank: usize,
     /// The node's name.
     pub node: String,
-    pub at: LogAt,
-}
-
-#[derive(Clone)]
-pub enum LogAt {
-    /// Files on this machine.
-    Dir(PathBuf),
-    /// A node of a remote backend.
-    Remote {
-        reader: Arc<dyn LogReader>,
-        host: usize,
-    },
+    pub reader: Arc<dyn LogReader>,
+    pub host: usize,
 }
 
 impl LogSource {
     pub fn read(&self, job: i64, q: &LogQuery, wait: Duration) -> Result<LogRead, String> {
-        match &self.at {
-            LogAt::Dir(dir) => Ok(read(dir, job, q)),
-            LogAt::Remote { reader, host } => reader.read(*host, job, q, wait),
-        }
+        self.reader.read(self.host, job, q, wait)
     }
 }
 

@@ -17,6 +17,50 @@ pub mod ssh;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
+/// What opening a pool's runner needs from the daemon.
+#[derive(Clone, Debug)]
+pub struct Opening {
+    /// Where this host's runs and their logs are kept (beside the journal).
+    pub local: agent::AgentDirs,
+    /// How this host's GPUs are sampled.
+    pub sampling: agent::Sampling,
+}
+
+/// The runner of a pool of the fleet file: by its `provider`, or `None` for a simulated one.
+/// The error names the pool.
+pub fn runner_for(
+    p: &crate::config::fleet::PoolConfig,
+    opening: &Opening,
+) -> Result<Option<Box<dyn Runner>>, String> {
+    let runner: Box<dyn Runner> = if p.is_local() {
+        Box::new(local::pool::LocalPool::open(
+            &opening.local,
+            opening.sampling,
+        )?)
+    } else if p.is_ssh() {
+        let opts = ssh::SshOptions {
+            identity_file: p.identity_file.as_deref().map(expand_home),
+            config_file: p.ssh_config.as_deref().map(expand_home),
+            jump: p.jump_host.clone(),
+            connect_timeout: std::time::Duration::from_secs(10),
+        };
+        Box::new(
+            ssh::SshPool::connect(&p.hosts, opts).map_err(|e| format!("pool `{}`: {e}", p.name))?,
+        )
+    } else {
+        return Ok(None);
+    };
+    Ok(Some(runner))
+}
+
+/// `~/x` → `$HOME/x`.
+fn expand_home(p: &str) -> std::path::PathBuf {
+    match (p.strip_prefix("~/"), std::env::var_os("HOME")) {
+        (Some(rest), Some(home)) => std::path::Path::new(&home).join(rest),
+        _ => std::path::PathBuf::from(p),
+    }
+}
+
 pub use local::exec::Exit;
 
 /// One node's part of a job, as a backend starts it.
@@ -134,6 +178,10 @@ pub enum RunEvent {
 /// Where jobs run: one per pool of a real backend. Every method returns at once; outcomes
 /// come back from `poll`.
 pub trait Runner: Send {
+    /// What the daemon's events about this backend are filed under (`local`, `ssh`).
+    fn kind(&self) -> &'static str;
+    /// The address the other nodes of a job reach `host` at.
+    fn address(&self, host: usize) -> String;
     /// Starts one node's part of a job on `host`.
     fn start(&mut self, host: usize, launch: Launch);
     /// Sends `signal` (a name: SIGTERM, SIGUSR1…) to the run; SIGKILL after `grace_s`.
@@ -146,4 +194,9 @@ pub trait Runner: Send {
     fn poll(&mut self) -> Vec<RunEvent>;
     /// Reads runs' logs on the pool's nodes, from any thread.
     fn logs(&self) -> std::sync::Arc<dyn logs::LogReader>;
+    /// The hosts known, without asking over a network, to keep logs of `job` (after a
+    /// restart the daemon no longer knows where an ended job ran).
+    fn logs_of(&self, _job: i64) -> Vec<usize> {
+        Vec::new()
+    }
 }

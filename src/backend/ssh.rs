@@ -223,6 +223,18 @@ impl SshPool {
 }
 
 impl Runner for SshPool {
+    fn kind(&self) -> &'static str {
+        "ssh"
+    }
+
+    fn address(&self, host: usize) -> String {
+        self.agents
+            .names
+            .get(host)
+            .and_then(|n| Destination::parse(n).ok())
+            .map_or_else(String::new, |d| d.address().to_string())
+    }
+
     fn start(&mut self, host: usize, launch: Launch) {
         self.send(host, ToAgent::Start(launch));
     }
@@ -547,45 +559,22 @@ async fn send_dir(
     Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
 
-/// An agent's line, passed on to the daemon.
+/// An agent's line, passed on to the daemon (a log read's answer to the reader waiting for it).
 fn relay(host: usize, line: &str, shared: &Shared) {
-    let event = match serde_json::from_str::<FromAgent>(line) {
-        Ok(FromAgent::Started { job, token, pgid }) => RunEvent::Started {
-            host,
-            job,
-            token,
-            pgid,
-        },
-        Ok(FromAgent::StartFailed { job, token, why }) => RunEvent::StartFailed {
-            host,
-            job,
-            token,
-            why,
-        },
-        Ok(FromAgent::Exited { job, token, exit }) => RunEvent::Exited {
-            host,
-            job,
-            token,
-            exit,
-        },
+    match serde_json::from_str::<FromAgent>(line) {
         Ok(FromAgent::Logs { id, read }) => {
             if let Some(tx) = shared.pending.lock().ok().and_then(|mut t| t.remove(&id)) {
                 let _ = tx.send(read);
             }
-            return;
         }
-        Ok(FromAgent::Sample { found, groups }) => RunEvent::Sample {
-            host,
-            found,
-            groups,
-        },
-        Ok(FromAgent::Refused { why }) => RunEvent::Down {
-            host,
-            why: format!("the agent refused a request: {why}"),
-        },
-        Ok(FromAgent::Hello { .. }) | Err(_) => return,
-    };
-    let _ = shared.events.send(event);
+        // The hello was the session's first line; another one is not news.
+        Ok(FromAgent::Hello { .. }) | Err(_) => {}
+        Ok(msg) => {
+            if let Some(event) = msg.event(host) {
+                let _ = shared.events.send(event);
+            }
+        }
+    }
 }
 
 /// What is left in a pipe (the agent's stderr), trimmed, at most 2 KiB.

@@ -95,7 +95,7 @@ pub fn run(c: &SshBenchConfig) -> Result<SshBenchReport, String> {
     let t0 = Instant::now();
     let mut state = open(&db, &cfg, &c.dir)?;
     run_until(&mut state, Duration::from_secs(120), "the hosts", |s| {
-        let (up, all) = s.remote_hosts_up();
+        let (up, all) = s.hosts_up();
         up == all
     })?;
     let connect_s = t0.elapsed().as_secs_f64();
@@ -124,14 +124,14 @@ pub fn run(c: &SshBenchConfig) -> Result<SshBenchReport, String> {
         &mut state,
         Duration::from_secs(120),
         "the jobs to run",
-        |s| s.remote_running() >= n,
+        |s| s.runs_confirmed() >= n,
     )?;
     drop(state);
     let t = Instant::now();
     let mut state = open(&db, &cfg, &c.dir)?;
     run_until(&mut state, Duration::from_secs(120), "re-adoption", |s| {
-        let (up, all) = s.remote_hosts_up();
-        up == all && s.remote_running() >= n
+        let (up, all) = s.hosts_up();
+        up == all && s.runs_confirmed() >= n
     })?;
     let readopt_s = t.elapsed().as_secs_f64();
     for id in ids {

@@ -87,11 +87,6 @@ pub fn run(a: DaemonArgs) -> Result<(), String> {
             ..Default::default()
         },
     };
-    let opts = StateOptions {
-        seed: a.seed,
-        demo_workload: a.demo,
-        ..StateOptions::default()
-    };
     let interval = gantry::spec::parse_duration(&a.sample_interval)
         .filter(|s| (0.05..=3600.0).contains(s))
         .ok_or_else(|| {
@@ -100,14 +95,19 @@ pub fn run(a: DaemonArgs) -> Result<(), String> {
                 a.sample_interval
             )
         })?;
+    let opts = StateOptions {
+        seed: a.seed,
+        demo_workload: a.demo,
+        sampling: gantry::backend::agent::Sampling::Nvml(Duration::from_secs_f64(interval)),
+        ..StateOptions::default()
+    };
     let state = State::open(&db, &cfg, &opts).map_err(|e| e.to_string())?;
     let jobs = state.engine().jobs().count();
-    let local = state.has_local_host();
     let mut backends = Vec::new();
     if state.snapshot().simulated {
         backends.push("simulated backend".to_string());
     }
-    if state.has_local_host() {
+    if cfg.pools.iter().any(|p| p.is_local()) {
         backends.push("this host: local processes, GPUs through NVML".to_string());
     }
     let ssh: usize = cfg
@@ -132,11 +132,6 @@ pub fn run(a: DaemonArgs) -> Result<(), String> {
         },
     )
     .map_err(|e| e.to_string())?;
-    if local {
-        handle
-            .start_host_sampler(Duration::from_secs_f64(interval))
-            .map_err(|e| format!("cannot start the NVML sampler: {e}"))?;
-    }
     let runtime = gantry::daemon::server::runtime()?;
     eprintln!(
         "gantry daemon {}: fleet {source} ({backend}), journal {} ({jobs} jobs), socket {}{}",

@@ -140,8 +140,6 @@ pub enum Request {
         by: ReportBy,
         reply: Reply<Report>,
     },
-    /// An NVML sample of the local host (or why there is none), from the sampler thread.
-    Host(crate::backend::local::nvml::Discovery),
     Shutdown,
 }
 
@@ -217,33 +215,6 @@ impl Handle {
 
     pub fn shutdown(&self) {
         let _ = self.tx.send(Request::Shutdown);
-    }
-
-    /// Samples this host's GPUs through NVML every `interval` on a thread of its own and
-    /// hands each sample to the daemon. Without NVML it says so once and stops: no retries.
-    /// The thread ends with the daemon.
-    pub fn start_host_sampler(&self, interval: Duration) -> std::io::Result<()> {
-        let tx = self.tx.clone();
-        std::thread::Builder::new()
-            .name("gantry-nvml".to_string())
-            .spawn(move || {
-                let mut probe = match crate::backend::local::nvml::Probe::open() {
-                    Ok(p) => p,
-                    Err(reason) => {
-                        let gone = crate::backend::local::nvml::Discovery::Unavailable { reason };
-                        let _ = tx.send(Request::Host(gone));
-                        return;
-                    }
-                };
-                loop {
-                    let started = Instant::now();
-                    if tx.send(Request::Host(probe.sample())).is_err() {
-                        return;
-                    }
-                    std::thread::sleep(interval.saturating_sub(started.elapsed()));
-                }
-            })
-            .map(|_| ())
     }
 
     /// The caller a bearer token stands for.
@@ -569,12 +540,6 @@ impl Actor {
                 reply,
             } => {
                 let _ = reply.send(self.state.report(since, until, by).map_err(ApiError::from));
-            }
-            Request::Host(found) => {
-                if let Err(e) = self.state.observe_host(found) {
-                    self.state
-                        .warn(format!("recording the host's GPU sample failed: {e}"));
-                }
             }
         }
     }

@@ -59,6 +59,9 @@ pub enum EngineError {
     Unreadable { id: JobId, why: String },
     #[error("{0}")]
     Locked(String),
+    /// A backend could not be opened (a pool's runner, this host's run directory).
+    #[error("{0}")]
+    Backend(String),
     /// An action the job's state does not allow, with what would.
     #[error("job {id} is {state}; {why}")]
     WrongState {

@@ -6,11 +6,11 @@
 mod open;
 
 mod budget;
-mod local_host;
+mod hosts;
+mod launch;
 mod nodes;
 mod observe;
 mod reclaim;
-mod remote;
 mod telemetry;
 mod view;
 
@@ -52,8 +52,10 @@ pub struct StateOptions {
     pub demo_workload: bool,
     /// Simulated node failures per node-hour (Llama 3's 54-day run: about 0.0002).
     pub failures_per_node_hour: f64,
-    /// Where local jobs' logs go (default: `logs/` beside the journal).
+    /// Where this host's jobs' logs go (default: `logs/` beside the journal).
     pub log_dir: Option<std::path::PathBuf>,
+    /// How this host's GPUs are sampled (`provider = "local"` pools).
+    pub sampling: crate::backend::agent::Sampling,
     /// Where the daemon's own warnings go besides the event log.
     pub messages: Messages,
 }
@@ -65,6 +67,7 @@ impl Default for StateOptions {
             demo_workload: false,
             failures_per_node_hour: 0.0002,
             log_dir: None,
+            sampling: crate::backend::agent::Sampling::Nvml(std::time::Duration::from_secs(1)),
             messages: Messages::Stderr,
         }
     }
@@ -313,15 +316,11 @@ pub struct State {
     messages: Messages,
     engine: Engine,
     nodes: Nodes,
-    /// Jobs running as real processes on this host (`provider = "local"` pools).
-    local: crate::backend::local::runs::LocalRuns,
-    /// The fleet node that is this host (the first node of a `provider = "local"` pool).
-    host_node: Option<usize>,
-    /// Per measured node (this host; SSH hosts with NVML): its GPUs as NVML last reported
-    /// them. A node without an entry has no measurements, and none are made up for it.
+    /// Per real host: its GPUs as NVML last reported them (or why it cannot). A node without
+    /// an entry has no measurements, and none are made up for it.
     measured: BTreeMap<usize, super::host::HostTelemetry>,
-    /// Jobs on remote backends (SSH hosts) and those hosts.
-    remote: remote::Remote,
+    /// Jobs on real backends (this host, SSH hosts) and those hosts.
+    hosts: hosts::Hosts,
     budgets: Vec<TeamBudget>,
     /// The clock time last written to the journal (at most a simulated minute behind).
     clock_saved: f64,
@@ -504,11 +503,7 @@ impl State {
                 self.engine.cancel(id, now)?;
                 self.runs.remove(&id);
                 self.stops.remove(&id);
-                if self.local.runs.contains_key(&id) {
-                    self.local.kill(id);
-                    self.engine.store().remove_local_run(id)?;
-                }
-                self.kill_remote(id)?;
+                self.kill_on_hosts(id)?;
             }
             Action::Hold => self.engine.hold(id, now)?,
             Action::Release => self.engine.release(id, now)?,
@@ -540,22 +535,11 @@ impl State {
     }
 
     fn begin_stop(&mut self, id: JobId) {
+        // A real run: the spec's signal now, SIGKILL when the grace ends; its exit requeues it.
+        if self.stop_on_hosts(id) {
+            return;
+        }
         let grace = self.grace_of(id);
-        if self.local.runs.contains_key(&id) {
-            // A real process: the spec's signal now, SIGKILL when the grace ends; its exit
-            // requeues it.
-            let signal = self
-                .engine
-                .job(id)
-                .and_then(|j| j.spec.checkpoint.as_ref())
-                .and_then(|c| crate::backend::local::exec::signal_number(&c.signal.0))
-                .unwrap_or(libc::SIGTERM);
-            self.local.stop(id, signal, self.now + grace);
-            return;
-        }
-        if self.stop_remote(id) {
-            return;
-        }
         self.runs.remove(&id);
         self.stops.insert(id, self.now + grace.min(120.0));
     }
@@ -567,12 +551,6 @@ impl State {
     fn pool_path_of(&self, i: usize) -> String {
         let fleet = self.engine.fleet();
         fleet.pool_path(fleet.nodes[i].pool)
-    }
-
-    /// Whether node `i` is this host (a `provider = "local"` pool): real processes, no
-    /// simulated failures.
-    fn is_local(&self, i: usize) -> bool {
-        self.nodes.pools[self.engine.fleet().nodes[i].pool.index()].is_local()
     }
 
     /// Whether node `i` belongs to a real backend (this host, SSH hosts): nothing about it is
@@ -621,8 +599,7 @@ impl State {
             }
             self.log(format!("job {id} stopped and requeued from its checkpoint"));
         }
-        self.poll_local()?;
-        self.poll_remote()?;
+        self.poll_hosts()?;
         if self.workload.is_some() && self.rng.below(3) == 0 {
             self.submit_demo()?;
         }
@@ -659,19 +636,14 @@ impl State {
                 .as_ref()
                 .and_then(|p| p.nodes.first())
                 .map(|g| g.node.index());
-            let on_host = first.is_some_and(|n| self.is_local(n));
-            let on_remote = first.is_some_and(|n| self.is_remote(n));
+            let on_host = first.is_some_and(|n| self.is_real_host(n));
             self.counters
                 .waits
                 .entry(class)
                 .or_default()
                 .observe(&WAIT_BUCKETS, wait);
             if on_host {
-                self.launch_local(id)?;
-                continue;
-            }
-            if on_remote {
-                self.launch_remote(id)?;
+                self.launch_on_hosts(id)?;
                 continue;
             }
             let busy_pct = 70.0 + 25.0 * self.rng.unit();

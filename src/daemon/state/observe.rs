@@ -7,6 +7,30 @@ use crate::backend::local::nvml::Discovery;
 use crate::daemon::host::HostChange;
 
 impl State {
+    /// A sample of the real host named `node` as if its agent had sent it, the process groups
+    /// of gantry's runs being those the host reported when they started: for tests, which
+    /// stand in for NVML (no GPU in CI). The snapshot is rebuilt.
+    pub fn observe_sample(&mut self, node: &str, found: Discovery) -> Result<(), EngineError> {
+        let fleet = self.engine.fleet();
+        let Some(i) = fleet.nodes.iter().position(|n| n.name == node) else {
+            return Err(EngineError::Backend(format!("no node named {node}")));
+        };
+        let groups: HashMap<u32, JobId> = self
+            .hosts
+            .runs
+            .iter()
+            .flat_map(|(&id, r)| {
+                r.parts
+                    .iter()
+                    .filter(|p| p.node == i)
+                    .filter_map(move |p| Some((p.pgid?, id)))
+            })
+            .collect();
+        self.observe_node(i, found, &groups)?;
+        self.snapshot = self.build_snapshot();
+        Ok(())
+    }
+
     /// A sample of node `node`'s GPUs (or why there is none). `groups` maps the process groups
     /// of gantry's runs on that host to their jobs. The caller rebuilds the snapshot.
     pub fn observe_node(
@@ -41,12 +65,8 @@ impl State {
             .iter()
             .filter_map(|g| Some((u8::try_from(g.index).ok()?, g.mig_enabled?)))
             .collect();
-        let on_host = if Some(node) == self.host_node {
-            "this host".to_string()
-        } else {
-            self.node_name(node)
-        };
-        let source = if self.is_remote(node) { "ssh" } else { "local" };
+        let on_host = self.node_name(node);
+        let source = self.hosts.kind(node);
         for (g, on) in modes {
             let current = self.engine.fleet().nodes[node]
                 .gpus
@@ -81,7 +101,10 @@ impl State {
         for change in changes {
             match change {
                 HostChange::Unavailable(reason) => {
-                    self.record(source, format!("{reason}; jobs on {on_host} get no GPUs"))?;
+                    self.record(
+                        source,
+                        format!("{reason}: GPUs on {on_host} are as declared, not measured"),
+                    )?;
                 }
                 HostChange::Foreign { gpu, pids, mib } => {
                     let held = self.engine.hold_gpu(nid, gpu) || self.engine.is_held(nid, gpu);

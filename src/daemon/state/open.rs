@@ -1,6 +1,6 @@
-//! Opening the state: the lock, the journal, the fleet at its elastic maximum, local runs
-//! re-adopted or (only where provably the run's) stopped, and the warnings a changed fleet
-//! file gives.
+//! Opening the state: the lock, the journal, the fleet at its elastic maximum, the real
+//! backends' runners (whose hosts re-adopt the runs they still have when they answer), and the
+//! warnings a changed fleet file gives.
 
 use super::*;
 
@@ -21,33 +21,24 @@ impl State {
         } else {
             cfg
         };
-        let (resume, local_records, remote_records) = {
-            let store = crate::daemon::journal::Store::open(db)?;
-            (
-                store.last_time()?,
-                store.local_runs()?,
-                store.remote_runs()?,
-            )
+        let base = db.parent().unwrap_or_else(|| Path::new("."));
+        let opening = crate::backend::Opening {
+            local: crate::backend::agent::AgentDirs {
+                runs: base.join("runs"),
+                logs: opts.log_dir.clone().unwrap_or_else(|| base.join("logs")),
+            },
+            sampling: opts.sampling,
         };
-        let log_dir = opts
-            .log_dir
-            .clone()
-            .unwrap_or_else(|| db.parent().unwrap_or_else(|| Path::new(".")).join("logs"));
-        // Jobs a previous daemon started on this host that still run (or left how they
-        // ended) are re-adopted where they were placed; the rest are requeued.
-        let mut local = crate::backend::local::runs::LocalRuns::new(log_dir);
+        let (resume, orphans, remote_records) = {
+            let mut store = crate::daemon::journal::Store::open(db)?;
+            let orphans = migrate_local_runs(&mut store, &opening.local)?;
+            (store.last_time()?, orphans, store.remote_runs()?)
+        };
+        // Jobs handed to real hosts are expected there until the hosts say otherwise.
         let mut adopted = BTreeMap::new();
-        let mut orphans = Vec::new();
-        for r in local_records {
-            let placement = r
-                .placement
-                .as_deref()
-                .and_then(|p| serde_json::from_str::<crate::model::Placement>(p).ok());
-            match (placement, r.started_at) {
-                (Some(p), Some(t)) if local.adopt(r.job, r.pgid, r.token.clone()) => {
-                    adopted.insert(r.job, (p, t));
-                }
-                _ => orphans.push((r.job, r.pgid, r.token)),
+        for r in &remote_records {
+            if let Ok(p) = serde_json::from_str::<crate::model::Placement>(&r.placement) {
+                adopted.insert(r.job, (p, r.started_at));
             }
         }
         let teams = teams_of(cfg);
@@ -57,13 +48,8 @@ impl State {
         // Every pool at its elastic maximum, so node ids never change; nodes not bought yet
         // are down until an elastic decision provisions them.
         let mut fleet = fleet_sized(cfg, |p| p.max_nodes.unwrap_or(p.nodes).max(p.nodes));
-        let remote = super::remote::Remote::open(cfg, &fleet).map_err(EngineError::NeverFits)?;
-        // Jobs handed to remote hosts are expected there until the hosts say otherwise.
-        for r in &remote_records {
-            if let Ok(p) = serde_json::from_str::<crate::model::Placement>(&r.placement) {
-                adopted.insert(r.job, (p, r.started_at));
-            }
-        }
+        let hosts =
+            super::hosts::Hosts::open(cfg, &fleet, &opening).map_err(EngineError::Backend)?;
         let lives = start_lives(&fleet, &cfg.pools);
         for (n, life) in fleet.nodes.iter_mut().zip(&lives) {
             n.health = life.health();
@@ -88,29 +74,11 @@ impl State {
             }
         }
         let recent = engine.store().events(None, EVENTS_KEPT)?;
-        for &id in adopted.keys() {
-            if engine.job(id).is_none_or(|j| j.placement.is_none()) {
-                // Its placement no longer fits the fleet (or the job is gone): stop it.
-                if let Some(r) = local.runs.remove(&id) {
-                    orphans.push((id, r.pgid, r.token));
-                }
-            }
-        }
-        let host_node = engine
-            .fleet()
-            .nodes
-            .iter()
-            .position(|n| cfg.pools[n.pool.index()].is_local());
         let mut s = State {
             _lock: lock,
             messages: opts.messages.clone(),
-            local,
-            host_node,
-            measured: host_node
-                .map(|n| (n, crate::daemon::host::HostTelemetry::default()))
-                .into_iter()
-                .collect(),
-            remote,
+            measured: BTreeMap::new(),
+            hosts,
             nodes,
             budgets: vec![TeamBudget::default(); cfg.teams.len()],
             budget_read_at: None,
@@ -159,13 +127,19 @@ impl State {
                 s.arm_node(i);
             }
         }
-        // Remote hosts join the fleet when they answer; until then they are down, and lost
-        // (with the jobs expected there) if they stay silent past their pool's timeout.
-        let mut remote_nodes: Vec<usize> = s.remote.hosts.keys().copied().collect();
-        remote_nodes.sort_unstable();
-        for i in remote_nodes {
+        // Real hosts join the fleet when they answer; until then they are down, and lost
+        // (with the jobs expected there) if they stay silent past their pool's timeout. Their
+        // GPUs wait for NVML's first sample (or word that there is none): until then gantry
+        // cannot tell which are busy with processes it did not start, nor give a job their
+        // UUIDs.
+        let mut real: Vec<usize> = s.hosts.at.keys().copied().collect();
+        real.sort_unstable();
+        for i in real {
             s.set_life(i, Life::Failed);
-            s.remote.down.insert(i, (s.now, "connecting".to_string()));
+            s.hosts.down.insert(i, (s.now, "connecting".to_string()));
+            for g in 0..s.engine.fleet().nodes[i].gpus.len() as u8 {
+                s.engine.hold_gpu(NodeId(i as u32), g);
+            }
         }
         for r in remote_records {
             let parts = s.engine.job(r.job).and_then(|j| {
@@ -173,62 +147,34 @@ impl State {
                 (j.started_at.is_some()).then(|| {
                     p.nodes
                         .iter()
-                        .map(|g| super::remote::Part {
+                        .map(|g| super::hosts::Part {
                             node: g.node.index(),
-                            state: super::remote::PartState::Running,
+                            state: super::hosts::PartState::Running,
                             since: s.now,
+                            pgid: None,
                         })
                         .collect::<Vec<_>>()
                 })
             });
             match parts {
-                Some(parts) if parts.iter().all(|p| s.remote.hosts.contains_key(&p.node)) => {
-                    s.remote.runs.insert(
+                Some(parts) if parts.iter().all(|p| s.hosts.at.contains_key(&p.node)) => {
+                    s.hosts.runs.insert(
                         r.job,
-                        super::remote::RemoteRun {
+                        super::hosts::HostRun {
                             token: r.token,
                             parts,
                         },
                     );
                 }
                 // Requeued at open (its placement no longer fits the fleet): the host stops
-                // the run when it connects (it is not expected there).
+                // the run when it answers (it is not expected there).
                 _ => s.engine.store().remove_remote_run(r.job)?,
             }
         }
-        // This host's GPUs wait for NVML's first sample: until then gantry cannot tell which
-        // are busy with processes it did not start, nor give a job their UUIDs.
-        if let Some(node) = s.host_node {
-            for g in 0..s.engine.fleet().nodes[node].gpus.len() as u8 {
-                s.engine.hold_gpu(NodeId(node as u32), g);
-            }
-        }
-        for &id in adopted.keys() {
-            let Some(pgid) = s.local.runs.get(&id).map(|r| r.pgid) else {
-                continue;
-            };
-            if s.engine
-                .job(id)
-                .is_some_and(|j| j.state == JobState::Preempting)
-            {
-                // Its stop began before the restart: the grace runs again from now.
-                let grace = s.grace_of(id);
-                if let Some(r) = s.local.runs.get_mut(&id) {
-                    r.kill_at = Some(s.now + grace);
-                }
-            }
-            s.record_job(
-                id,
-                "local",
-                format!(
-                    "re-adopted process group {pgid}, still running on this host after the restart"
-                ),
-            )?;
-        }
-        // Processes a previous daemon left on this host that could not be re-adopted: their
-        // jobs were requeued; stop them — only where the group is provably the run's (its
-        // token in every member's environment). A group id that now names someone else's
-        // processes (pid reuse after a reboot) is left alone, and said so.
+        // Process groups journaled by a daemon of an earlier version that could not be handed
+        // to this host's agent: their jobs were requeued; each group is stopped only where
+        // it is provably the run's. A group id that now names someone else's processes (pid
+        // reuse after a reboot) is left alone, and said so.
         for (job, pgid, token) in orphans {
             use crate::backend::local::runs::{kill_orphan, Orphan};
             match kill_orphan(pgid, job, token.as_deref()) {
@@ -242,8 +188,9 @@ impl State {
                 )?,
                 Orphan::Gone => {}
             }
-            s.engine.store().remove_local_run(job)?;
         }
+        // What the hosts said already (this host answers at once).
+        s.poll_hosts()?;
         if s.workload.is_some() && s.engine.jobs().next().is_none() {
             // A morning's backlog, so the first screen is already busy (a fresh journal only).
             for _ in 0..40 {
@@ -272,4 +219,38 @@ impl State {
         };
         State::open(&dir.join("demo.db"), &cfg, &opts)
     }
+}
+
+/// Hands the runs a daemon of an earlier version journaled as this host's process groups to
+/// this host's agent directory, where the local pool's agent re-adopts them like any host's
+/// (the journal keeps them as runs on hosts from then on). Rows without a run token (older
+/// still) or a placement cannot be handed over: their (job, process group, token) are
+/// returned, and their jobs are requeued by the engine.
+fn migrate_local_runs(
+    store: &mut crate::daemon::journal::Store,
+    dirs: &crate::backend::agent::AgentDirs,
+) -> Result<Vec<(JobId, u32, Option<String>)>, EngineError> {
+    let mut orphans = Vec::new();
+    for r in store.local_runs()? {
+        match (r.token, r.placement, r.started_at) {
+            (Some(token), Some(placement), Some(started_at)) => {
+                crate::backend::agent::record_run(dirs, r.job, r.pgid, &token).map_err(|e| {
+                    EngineError::Backend(format!(
+                        "cannot hand job {}'s process group to {}: {e}",
+                        r.job,
+                        dirs.runs.display()
+                    ))
+                })?;
+                store.add_remote_run(&crate::daemon::journal::RemoteRunRecord {
+                    job: r.job,
+                    token,
+                    placement,
+                    started_at,
+                })?;
+            }
+            (token, _, _) => orphans.push((r.job, r.pgid, token)),
+        }
+        store.remove_local_run(r.job)?;
+    }
+    Ok(orphans)
 }

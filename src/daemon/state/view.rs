@@ -2,7 +2,6 @@
 
 use super::budget::budget_used;
 use super::*;
-use crate::backend::logs::{LogAt, LogSource, Stream};
 
 impl State {
     /// Everything about one job.
@@ -86,27 +85,10 @@ impl State {
                     .state
             }
         };
-        if let Some(sources) = self.remote_log_sources(id) {
+        if let Some(sources) = self.log_sources(id) {
             return Ok(JobLogs {
                 state,
                 sources,
-                none: None,
-            });
-        }
-        let dir = &self.local.log_dir;
-        let written = [Stream::Out, Stream::Err]
-            .iter()
-            .any(|&s| crate::backend::logs::log_path(dir, id, s).exists());
-        if written {
-            return Ok(JobLogs {
-                state,
-                sources: vec![LogSource {
-                    rank: 0,
-                    node: self
-                        .host_node
-                        .map_or_else(|| "local".to_string(), |n| self.node_name(n)),
-                    at: LogAt::Dir(dir.clone()),
-                }],
                 none: None,
             });
         }
@@ -339,8 +321,10 @@ impl State {
             events_total: self.events_total,
             teams,
             simulated: self.nodes.pools.iter().any(|p| p.is_simulated()),
+            // The first real host's NVML status (this host's, in a fleet with a local pool).
             host: self
-                .host_node
+                .hosts
+                .first_node()
                 .and_then(|n| self.measured.get(&n))
                 .map(|t| t.status(self.now)),
             now: self.now,

@@ -1,16 +1,17 @@
-//! Jobs on remote backends (a `Runner` per pool: SSH hosts so far). Starting each node's part
-//! of a placement, what the hosts report (started, exited, reachable or not), re-adoption when
-//! a host answers again (after a disconnect, an agent crash or a daemon restart), and hosts
-//! lost past their pool's timeout. The journal keeps each remote run (its token and
-//! placement) until its end is recorded; only then may the host forget it, so an exit is
-//! recorded once however the link behaves.
+//! Jobs on real hosts: a `Runner` per pool of a real backend (this host, SSH hosts). Starting
+//! each node's part of a placement, what the hosts report (started, exited, reachable or not,
+//! GPU samples), re-adoption when a host answers again (after a disconnect, an agent crash or
+//! a daemon restart), and hosts lost past their pool's timeout. The journal keeps each run
+//! (its token and placement) until its end is recorded; only then may the host forget it, so
+//! an exit is recorded once however the link behaves. Nothing here knows which backend a
+//! pool is: that is the runner's business.
 
 use super::*;
-use crate::backend::logs::{LogAt, LogSource};
+use crate::backend::logs::LogSource;
 use crate::backend::{Exit, Gang, HostInfo, RunEvent, Runner};
 
-/// A job handed to a remote backend: its run's token and each node's part, rank order.
-pub(super) struct RemoteRun {
+/// A job handed to a backend: its run's token and each node's part, rank order.
+pub(super) struct HostRun {
     pub token: String,
     pub parts: Vec<Part>,
 }
@@ -21,6 +22,8 @@ pub(super) struct Part {
     pub state: PartState,
     /// When it was asked to start (daemon time).
     pub since: f64,
+    /// Its process group there, once the host said.
+    pub pgid: Option<u32>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -30,60 +33,52 @@ pub(super) enum PartState {
     Exited(Exit),
 }
 
-/// The remote backends' side of the state.
+/// The real backends' side of the state.
 #[derive(Default)]
-pub(super) struct Remote {
-    /// One runner per pool (`None`: the pool is not a remote backend's).
+pub(super) struct Hosts {
+    /// One runner per pool (`None`: the pool is simulated).
     pub runners: Vec<Option<Box<dyn Runner>>>,
     /// Fleet node → (pool, host index within the pool).
-    pub hosts: HashMap<usize, (usize, usize)>,
-    /// Per pool, its hosts' fleet nodes in host order (the reverse of `hosts`).
+    pub at: HashMap<usize, (usize, usize)>,
+    /// Per pool, its hosts' fleet nodes in host order (the reverse of `at`).
     pool_nodes: Vec<Vec<usize>>,
-    pub runs: BTreeMap<JobId, RemoteRun>,
+    pub runs: BTreeMap<JobId, HostRun>,
     /// Unreachable nodes: since when (daemon time) and the last reason said.
     pub down: HashMap<usize, (f64, String)>,
     /// Nodes unreachable past their timeout (their jobs were requeued).
     pub lost: std::collections::HashSet<usize>,
-    /// Where recently ended remote jobs ran (for their logs), at most `RAN_ON_KEPT`.
+    /// Where recently ended jobs ran (for their logs), at most `RAN_ON_KEPT`.
     pub ran_on: HashMap<JobId, Vec<usize>>,
     ran_on_order: VecDeque<JobId>,
     /// Per pool: how long a host may stay unreachable before it is lost, seconds.
     pub lost_after: Vec<f64>,
 }
 
-/// How many ended remote jobs keep where they ran (their logs stay on the hosts).
+/// How many ended jobs keep where they ran (their logs stay on the hosts).
 const RAN_ON_KEPT: usize = 1000;
 
 /// How long a part may wait for its host to confirm the start once the host is up.
 const START_TIMEOUT_S: f64 = 120.0;
 
-impl Remote {
-    /// Runners for the fleet file's remote pools; nodes of `fleet` mapped to their hosts.
-    pub fn open(cfg: &FleetConfig, fleet: &crate::model::Fleet) -> Result<Remote, String> {
-        let mut r = Remote {
+impl Hosts {
+    /// Runners for the fleet file's real pools; nodes of `fleet` mapped to their hosts.
+    pub fn open(
+        cfg: &FleetConfig,
+        fleet: &crate::model::Fleet,
+        opening: &crate::backend::Opening,
+    ) -> Result<Hosts, String> {
+        let mut r = Hosts {
             lost_after: cfg.pools.iter().map(|p| p.lost_after_s()).collect(),
-            ..Remote::default()
+            ..Hosts::default()
         };
         for p in &cfg.pools {
-            r.runners.push(if p.is_ssh() {
-                let opts = crate::backend::ssh::SshOptions {
-                    identity_file: p.identity_file.as_deref().map(expand_home),
-                    config_file: p.ssh_config.as_deref().map(expand_home),
-                    jump: p.jump_host.clone(),
-                    connect_timeout: std::time::Duration::from_secs(10),
-                };
-                let pool = crate::backend::ssh::SshPool::connect(&p.hosts, opts)
-                    .map_err(|e| format!("pool `{}`: {e}", p.name))?;
-                Some(Box::new(pool) as Box<dyn Runner>)
-            } else {
-                None
-            });
+            r.runners.push(crate::backend::runner_for(p, opening)?);
         }
         r.pool_nodes = vec![Vec::new(); cfg.pools.len()];
         for (i, n) in fleet.nodes.iter().enumerate() {
             let pool = n.pool.index();
             if r.runners[pool].is_some() {
-                r.hosts.insert(i, (pool, r.pool_nodes[pool].len()));
+                r.at.insert(i, (pool, r.pool_nodes[pool].len()));
                 r.pool_nodes[pool].push(i);
             }
         }
@@ -105,8 +100,21 @@ impl Remote {
     }
 
     fn runner(&mut self, node: usize) -> Option<(&mut Box<dyn Runner>, usize)> {
-        let &(pool, host) = self.hosts.get(&node)?;
+        let &(pool, host) = self.at.get(&node)?;
         Some((self.runners[pool].as_mut()?, host))
+    }
+
+    /// The first real host (the lowest node).
+    pub fn first_node(&self) -> Option<usize> {
+        self.at.keys().min().copied()
+    }
+
+    /// What the runner of `node`'s pool files its events under.
+    pub fn kind(&self, node: usize) -> &'static str {
+        self.at
+            .get(&node)
+            .and_then(|&(pool, _)| self.runners[pool].as_ref())
+            .map_or("host", |r| r.kind())
     }
 
     /// Sends `f` to the runner of every part of a run.
@@ -124,29 +132,16 @@ impl Remote {
     }
 }
 
-/// `~/x` → `$HOME/x`.
-fn expand_home(p: &str) -> std::path::PathBuf {
-    match (p.strip_prefix("~/"), std::env::var_os("HOME")) {
-        (Some(rest), Some(home)) => std::path::Path::new(&home).join(rest),
-        _ => std::path::PathBuf::from(p),
-    }
-}
-
 impl State {
-    /// Whether node `i` is a remote backend's host.
-    pub(super) fn is_remote(&self, i: usize) -> bool {
-        self.remote.hosts.contains_key(&i)
-    }
-
-    /// Whether node `i` is a real machine (this host, or a remote backend's): its telemetry
-    /// is measured or unknown, never modelled.
+    /// Whether node `i` is a real machine (a real backend's host): its telemetry is measured
+    /// or unknown, never modelled.
     pub(super) fn is_real_host(&self, i: usize) -> bool {
-        self.is_remote(i) || Some(i) == self.host_node
+        self.hosts.at.contains_key(&i)
     }
 
-    /// Starts every node's part of a job placed on remote hosts: the same run token, each
-    /// node its rank and the addresses of all, head first.
-    pub(super) fn launch_remote(&mut self, id: JobId) -> Result<(), EngineError> {
+    /// Starts every node's part of a job placed on real hosts: the same run token, each node
+    /// its rank, the addresses of all (head first) and the IDs of its GPUs there.
+    pub(super) fn launch_on_hosts(&mut self, id: JobId) -> Result<(), EngineError> {
         let Some(j) = self.engine.job(id) else {
             return Ok(());
         };
@@ -154,16 +149,42 @@ impl State {
             return Ok(());
         };
         let spec = j.spec.clone();
+        // A GPU job on a host whose NVML has not answered yet waits (see `observe_node`).
+        let waiting = p.nodes.iter().find(|g| {
+            !g.gpus.is_empty()
+                && self
+                    .measured
+                    .get(&g.node.index())
+                    .is_some_and(|t| t.sampled_at.is_none() && t.unavailable.is_none())
+        });
+        if let Some(g) = waiting {
+            let name = self.node_name(g.node.index());
+            self.engine.lost(
+                id,
+                self.now,
+                &format!("waiting for NVML's first sample of {name}"),
+            )?;
+            return Ok(());
+        }
         let ips: Vec<String> = p
             .nodes
             .iter()
             .map(|g| self.host_address(g.node.index()))
             .collect();
-        let launch = match super::local_host::launch_of(id, &spec, Vec::new(), Gang::default()) {
+        let gpus: Result<Vec<Vec<String>>, String> = p
+            .nodes
+            .iter()
+            .map(|g| self.gpu_ids(g.node.index(), &g.gpus))
+            .collect();
+        let launch = gpus.and_then(|gpus| {
+            super::launch::launch_of(id, &spec, Vec::new(), Gang::default()).map(|l| (l, gpus))
+        });
+        let (launch, gpus) = match launch {
             Ok(l) => l,
             Err(why) => {
+                let kind = self.hosts.kind(p.nodes[0].node.index());
                 self.engine.finished(id, false, self.now)?;
-                return self.record_job(id, "ssh", format!("could not start: {why}"));
+                return self.record_job(id, kind, format!("could not start: {why}"));
             }
         };
         let record = crate::daemon::journal::RemoteRunRecord {
@@ -174,27 +195,40 @@ impl State {
         };
         self.engine.store().add_remote_run(&record)?;
         let mut parts = Vec::new();
-        for (rank, g) in p.nodes.iter().enumerate() {
+        for ((rank, g), ids) in p.nodes.iter().enumerate().zip(gpus) {
             let node = g.node.index();
+            let mig: Vec<String> = ids
+                .iter()
+                .filter(|u| u.starts_with("MIG-"))
+                .cloned()
+                .collect();
+            if !mig.is_empty() {
+                self.measured
+                    .entry(node)
+                    .or_default()
+                    .assigned
+                    .insert(id, mig);
+            }
             let mut l = launch.clone();
-            l.gpus = g.gpus.iter().map(|x| x.gpu.to_string()).collect();
+            l.gpus = ids;
             l.gang = Gang {
                 rank: rank as u16,
                 ips: ips.clone(),
             };
-            if let Some((runner, host)) = self.remote.runner(node) {
+            if let Some((runner, host)) = self.hosts.runner(node) {
                 runner.start(host, l);
             }
             parts.push(Part {
                 node,
                 state: PartState::Starting,
                 since: self.now,
+                pgid: None,
             });
         }
         let hosts: Vec<String> = parts.iter().map(|p| self.node_name(p.node)).collect();
-        self.remote.runs.insert(
+        self.hosts.runs.insert(
             id,
-            RemoteRun {
+            HostRun {
                 token: launch.token,
                 parts,
             },
@@ -203,15 +237,16 @@ impl State {
         Ok(())
     }
 
-    /// The address a node is reached at (its host entry's host part).
+    /// The address the other nodes of a job reach `node` at.
     fn host_address(&self, node: usize) -> String {
-        let name = self.node_name(node);
-        crate::backend::ssh::Destination::parse(&name).map_or(name, |d| d.address().to_string())
+        let at = self.hosts.at.get(&node).copied();
+        at.and_then(|(pool, host)| Some(self.hosts.runners[pool].as_ref()?.address(host)))
+            .unwrap_or_else(|| self.node_name(node))
     }
 
     /// The spec's stop signal to every part; SIGKILL after the grace. Their exits requeue it.
-    pub(super) fn stop_remote(&mut self, id: JobId) -> bool {
-        if !self.remote.runs.contains_key(&id) {
+    pub(super) fn stop_on_hosts(&mut self, id: JobId) -> bool {
+        if !self.hosts.runs.contains_key(&id) {
             return false;
         }
         let grace = self.grace_of(id);
@@ -220,52 +255,52 @@ impl State {
             .job(id)
             .and_then(|j| j.spec.checkpoint.as_ref())
             .map_or("SIGTERM".to_string(), |c| c.signal.0.clone());
-        self.remote
+        self.hosts
             .each_part(id, |r, host, token| r.stop(host, id, token, &signal, grace));
         true
     }
 
     /// Kills every part at once and forgets the run (a cancel, or the rest of a gang).
-    pub(super) fn kill_remote(&mut self, id: JobId) -> Result<(), EngineError> {
-        if self.remote.runs.contains_key(&id) {
-            self.remote.each_part(id, |r, host, token| {
+    pub(super) fn kill_on_hosts(&mut self, id: JobId) -> Result<(), EngineError> {
+        if self.hosts.runs.contains_key(&id) {
+            self.hosts.each_part(id, |r, host, token| {
                 r.kill(host, id, token);
                 r.forget(host, id, token);
             });
-            self.remote.remove(id);
+            self.hosts.remove(id);
             self.engine.store().remove_remote_run(id)?;
         }
         Ok(())
     }
 
     /// What the remote backends reported since the last poll, then hosts past their timeout.
-    pub(super) fn poll_remote(&mut self) -> Result<(), EngineError> {
+    pub(super) fn poll_hosts(&mut self) -> Result<(), EngineError> {
         let mut events = Vec::new();
-        for (pool, r) in self.remote.runners.iter_mut().enumerate() {
+        for (pool, r) in self.hosts.runners.iter_mut().enumerate() {
             if let Some(r) = r {
                 events.extend(r.poll().into_iter().map(|e| (pool, e)));
             }
         }
         for (pool, e) in events {
-            self.on_remote_event(pool, e)?;
+            self.on_host_event(pool, e)?;
         }
         self.lose_unreachable()
     }
 
     fn node_of(&self, pool: usize, host: usize) -> Option<usize> {
-        self.remote.pool_nodes.get(pool)?.get(host).copied()
+        self.hosts.pool_nodes.get(pool)?.get(host).copied()
     }
 
     /// The part of run `id` on `node` if `token` is the run's.
     fn part_mut(&mut self, id: JobId, token: &str, node: usize) -> Option<&mut Part> {
-        let run = self.remote.runs.get_mut(&id)?;
+        let run = self.hosts.runs.get_mut(&id)?;
         if run.token != token {
             return None;
         }
         run.parts.iter_mut().find(|p| p.node == node)
     }
 
-    fn on_remote_event(&mut self, pool: usize, e: RunEvent) -> Result<(), EngineError> {
+    fn on_host_event(&mut self, pool: usize, e: RunEvent) -> Result<(), EngineError> {
         let host = match &e {
             RunEvent::Started { host, .. }
             | RunEvent::StartFailed { host, .. }
@@ -287,22 +322,27 @@ impl State {
                     Some(p) => {
                         p.state = PartState::Running;
                         p.since = now;
+                        p.pgid = Some(pgid);
                         self.log(format!(
                             "job {job} started on {name} as process group {pgid}"
                         ));
                     }
-                    None => self.stray(pool, host, job, &token, &name),
+                    None => self.stray(pool, host, job, &token, &name)?,
                 }
             }
             RunEvent::StartFailed {
                 job, token, why, ..
             } => {
                 if self.part_mut(job, &token, node).is_some() {
-                    self.kill_remote(job)?;
+                    self.kill_on_hosts(job)?;
                     if self.engine.job(job).is_some_and(|j| !j.state.is_final()) {
                         self.engine.finished(job, false, self.now)?;
                     }
-                    self.record_job(job, "ssh", format!("could not start on {name}: {why}"))?;
+                    self.record_job(
+                        job,
+                        self.hosts.kind(node),
+                        format!("could not start on {name}: {why}"),
+                    )?;
                 }
             }
             RunEvent::Exited {
@@ -315,7 +355,7 @@ impl State {
                 None => {
                     // An exit already recorded (reported again after a reconnect), or a run
                     // the daemon gave up on: the host may forget it.
-                    if let Some(r) = self.remote.runners[pool].as_mut() {
+                    if let Some(r) = self.hosts.runners[pool].as_mut() {
                         r.forget(host, job, &token);
                     }
                 }
@@ -327,7 +367,7 @@ impl State {
                 let groups: HashMap<u32, JobId> = groups
                     .into_iter()
                     .filter(|(_, job)| {
-                        self.remote
+                        self.hosts
                             .runs
                             .get(job)
                             .is_some_and(|r| r.parts.iter().any(|p| p.node == node))
@@ -337,10 +377,10 @@ impl State {
             }
             RunEvent::Down { why, .. } => {
                 let now = self.now;
-                let said = self.remote.down.get(&node).map(|(_, w)| w.clone());
+                let said = self.hosts.down.get(&node).map(|(_, w)| w.clone());
                 if said.as_deref() != Some(why.as_str()) {
-                    let since = self.remote.down.get(&node).map_or(now, |d| d.0);
-                    self.remote.down.insert(node, (since, why.clone()));
+                    let since = self.hosts.down.get(&node).map_or(now, |d| d.0);
+                    self.hosts.down.insert(node, (since, why.clone()));
                     let mut line = format!("host {name} unreachable: {why}");
                     if said.is_none() && self.nodes.lives[node] == Life::Up {
                         // Its jobs keep running until it is lost; nothing new is placed there
@@ -349,7 +389,7 @@ impl State {
                             .set_health(NodeId(node as u32), crate::model::Health::Cordoned);
                         line.push_str("; no new jobs go there until it answers");
                     }
-                    self.record("ssh", line)?;
+                    self.record(self.hosts.kind(node), line)?;
                 }
             }
         }
@@ -358,20 +398,32 @@ impl State {
 
     /// A run the host has that the daemon does not expect there: killed (the agent acts only
     /// on the run's own processes) and forgotten.
-    fn stray(&mut self, pool: usize, host: usize, job: JobId, token: &str, name: &str) {
-        if let Some(r) = self.remote.runners[pool].as_mut() {
-            r.kill(host, job, token);
-            r.forget(host, job, token);
-        }
-        self.log(format!(
-            "job {job}: stopped a run of it left on {name} (the job was requeued meanwhile)"
-        ));
+    fn stray(
+        &mut self,
+        pool: usize,
+        host: usize,
+        job: JobId,
+        token: &str,
+        name: &str,
+    ) -> Result<(), EngineError> {
+        let Some(r) = self.hosts.runners[pool].as_mut() else {
+            return Ok(());
+        };
+        r.kill(host, job, token);
+        r.forget(host, job, token);
+        let kind = r.kind();
+        self.record(
+            kind,
+            format!(
+                "job {job}: stopped a run of it left on {name} (the job was requeued meanwhile)"
+            ),
+        )
     }
 
     /// A part ended: once every part has, or one failed, the job's fate is decided.
     fn settle(&mut self, id: JobId, node: usize, exit: Exit) -> Result<(), EngineError> {
         let name = self.node_name(node);
-        let Some(run) = self.remote.runs.get(&id) else {
+        let Some(run) = self.hosts.runs.get(&id) else {
             return Ok(());
         };
         let gang = run.parts.len() > 1;
@@ -383,7 +435,7 @@ impl State {
         let state = self.engine.job(id).map(|j| j.state);
         if failed && !all_done && state == Some(JobState::Running) {
             // One node's process failed: the rest of the gang stops now.
-            self.remote
+            self.hosts
                 .each_part(id, |r, host, token| r.kill(host, id, token));
         }
         if !all_done && !failed {
@@ -417,9 +469,9 @@ impl State {
             }
             _ => {}
         }
-        self.remote
+        self.hosts
             .each_part(id, |r, host, token| r.forget(host, id, token));
-        self.remote.remove(id);
+        self.hosts.remove(id);
         self.engine.store().remove_remote_run(id)?;
         Ok(())
     }
@@ -435,8 +487,12 @@ impl State {
     ) -> Result<(), EngineError> {
         let name = self.node_name(node);
         let declared = self.engine.fleet().nodes[node].gpus.len();
-        let gpus = if info.gpus.is_empty() {
-            format!("{declared} GPU(s) as declared (not measured: no NVML there)")
+        let gpus = if declared == 0 && info.gpus.is_empty() {
+            "no GPUs".to_string()
+        } else if let Some(why) = &info.nvml {
+            format!("{declared} GPU(s) as declared (not measured: {why})")
+        } else if info.gpus.is_empty() {
+            format!("{declared} GPU(s) as declared, measured once sampled")
         } else {
             let mut s = format!("{} GPU(s) {} (NVML)", info.gpus.len(), info.gpus[0].name);
             if info.gpus.len() != declared {
@@ -447,8 +503,8 @@ impl State {
             s
         };
         let was_lost = self.nodes.lives[node] != Life::Up;
-        self.remote.down.remove(&node);
-        self.remote.lost.remove(&node);
+        self.hosts.down.remove(&node);
+        self.hosts.lost.remove(&node);
         if was_lost {
             self.set_life(node, Life::Up);
         } else {
@@ -457,14 +513,28 @@ impl State {
                 .set_health(NodeId(node as u32), crate::model::Health::Healthy);
         }
         self.record(
-            "ssh",
+            self.hosts.kind(node),
             format!(
                 "host {name} connected: {} ({}, gantry {}), {gpus}",
                 info.hostname, info.arch, info.version
             ),
         )?;
+        // Its GPUs as NVML sees them now (a driver installed since it last answered is picked
+        // up here): without NVML they are as declared, not measured; with it, they wait for
+        // the first sample.
+        match &info.nvml {
+            Some(reason) => {
+                let found = crate::backend::local::nvml::Discovery::Unavailable {
+                    reason: reason.clone(),
+                };
+                self.observe_node(node, found, &HashMap::new())?;
+            }
+            None => {
+                self.measured.entry(node).or_default();
+            }
+        }
         let expected: Vec<(JobId, String, PartState)> = self
-            .remote
+            .hosts
             .runs
             .iter()
             .filter_map(|(&id, r)| {
@@ -480,21 +550,21 @@ impl State {
                     if let Some(p) = self.part_mut(*id, token, node) {
                         p.since = now;
                     }
-                    self.record_job(*id, "ssh", format!("re-adopted on {name}"))?;
+                    self.record_job(*id, self.hosts.kind(node), format!("re-adopted on {name}"))?;
                     if self
                         .engine
                         .job(*id)
                         .is_some_and(|j| j.state == JobState::Preempting)
                     {
                         // Its stop may have been lost with the connection: sent again.
-                        self.stop_remote(*id);
+                        self.stop_on_hosts(*id);
                     }
                 }
                 PartState::Starting if there => {
                     if let Some(p) = self.part_mut(*id, token, node) {
                         p.state = PartState::Running;
                     }
-                    self.record_job(*id, "ssh", format!("re-adopted on {name}"))?;
+                    self.record_job(*id, self.hosts.kind(node), format!("re-adopted on {name}"))?;
                 }
                 PartState::Running => {
                     if let Some(p) = self.part_mut(*id, token, node) {
@@ -509,7 +579,7 @@ impl State {
         }
         for (job, token) in &info.runs {
             if !expected.iter().any(|(j, t, _)| j == job && t == token) {
-                self.stray(pool, host, *job, token, &name);
+                self.stray(pool, host, *job, token, &name)?;
             }
         }
         Ok(())
@@ -521,28 +591,28 @@ impl State {
     fn lose_unreachable(&mut self) -> Result<(), EngineError> {
         let now = self.now;
         let mut lost: Vec<(usize, String)> = Vec::new();
-        for (&node, (since, why)) in &self.remote.down {
-            let pool = self.remote.hosts[&node].0;
-            if now - since >= self.remote.lost_after[pool] && !self.remote.lost.contains(&node) {
+        for (&node, (since, why)) in &self.hosts.down {
+            let pool = self.hosts.at[&node].0;
+            if now - since >= self.hosts.lost_after[pool] && !self.hosts.lost.contains(&node) {
                 lost.push((node, why.clone()));
             }
         }
         lost.sort();
         for (node, why) in lost {
             let name = self.node_name(node);
-            self.remote.lost.insert(node);
+            self.hosts.lost.insert(node);
             if self.nodes.lives[node] == Life::Up {
                 self.set_life(node, Life::Failed);
             }
             let jobs: Vec<JobId> = self
-                .remote
+                .hosts
                 .runs
                 .iter()
                 .filter(|(_, r)| r.parts.iter().any(|p| p.node == node))
                 .map(|(&id, _)| id)
                 .collect();
             for &id in &jobs {
-                self.requeue_remote(
+                self.requeue_run(
                     id,
                     &format!(
                         "host {name} unreachable past its timeout: requeued from its checkpoint"
@@ -550,7 +620,7 @@ impl State {
                 )?;
             }
             self.record(
-                "ssh",
+                self.hosts.kind(node),
                 format!(
                     "host {name} lost ({why}); {} job(s) requeued; it rejoins when it answers",
                     jobs.len()
@@ -558,7 +628,7 @@ impl State {
             )?;
         }
         let stuck: Vec<(JobId, usize)> = self
-            .remote
+            .hosts
             .runs
             .iter()
             .flat_map(|(&id, r)| {
@@ -567,11 +637,11 @@ impl State {
                     .filter(|p| p.state == PartState::Starting && now - p.since > START_TIMEOUT_S)
                     .map(move |p| (id, p.node))
             })
-            .filter(|(_, n)| !self.remote.down.contains_key(n))
+            .filter(|(_, n)| !self.hosts.down.contains_key(n))
             .collect();
         for (id, node) in stuck {
             let name = self.node_name(node);
-            self.requeue_remote(
+            self.requeue_run(
                 id,
                 &format!("{name} did not confirm its start in {START_TIMEOUT_S:.0} s: requeued"),
             )?;
@@ -580,31 +650,52 @@ impl State {
     }
 
     /// Kills every part of a run and sends its job back to the queue with `why`.
-    fn requeue_remote(&mut self, id: JobId, why: &str) -> Result<(), EngineError> {
-        self.kill_remote(id)?;
+    fn requeue_run(&mut self, id: JobId, why: &str) -> Result<(), EngineError> {
+        self.kill_on_hosts(id)?;
         if self.engine.job(id).is_some_and(|j| !j.state.is_final()) {
             self.engine.lost(id, self.now, why)?;
         }
         Ok(())
     }
 
-    /// Where a remote job's logs are: one source per node, rank order (`None`: the job did
-    /// not run on a remote backend lately).
-    pub(super) fn remote_log_sources(&self, id: JobId) -> Option<Vec<LogSource>> {
-        let nodes: Vec<usize> = match self.remote.runs.get(&id) {
-            Some(r) => r.parts.iter().map(|p| p.node).collect(),
-            None => self.remote.ran_on.get(&id)?.clone(),
+    /// Where a job's logs are: one source per node, rank order (`None`: the job did not run
+    /// on a real host lately, nor does a host keep its logs where the daemon can see them
+    /// without asking over a network).
+    pub(super) fn log_sources(&self, id: JobId) -> Option<Vec<LogSource>> {
+        let nodes: Vec<usize> = match (self.hosts.runs.get(&id), self.hosts.ran_on.get(&id)) {
+            (Some(r), _) => r.parts.iter().map(|p| p.node).collect(),
+            (None, Some(nodes)) => nodes.clone(),
+            // Ended before this daemon started: where a backend still keeps its logs.
+            (None, None) => {
+                let mut nodes: Vec<usize> = (0..self.hosts.runners.len())
+                    .flat_map(|pool| {
+                        let hosts = self.hosts.runners[pool]
+                            .as_ref()
+                            .map(|r| r.logs_of(id))
+                            .unwrap_or_default();
+                        hosts
+                            .into_iter()
+                            .filter_map(move |h| self.hosts.pool_nodes[pool].get(h).copied())
+                    })
+                    .collect();
+                nodes.dedup();
+                if nodes.is_empty() {
+                    return None;
+                }
+                nodes
+            }
         };
         let sources = nodes
             .into_iter()
             .enumerate()
             .filter_map(|(rank, node)| {
-                let &(pool, host) = self.remote.hosts.get(&node)?;
-                let reader = self.remote.runners[pool].as_ref()?.logs();
+                let &(pool, host) = self.hosts.at.get(&node)?;
+                let reader = self.hosts.runners[pool].as_ref()?.logs();
                 Some(LogSource {
                     rank,
                     node: self.node_name(node),
-                    at: LogAt::Remote { reader, host },
+                    reader,
+                    host,
                 })
             })
             .collect();
@@ -613,15 +704,20 @@ impl State {
 }
 
 impl State {
-    /// Remote hosts answering now, and all of them.
-    pub fn remote_hosts_up(&self) -> (usize, usize) {
-        let all = self.remote.hosts.len();
-        (all - self.remote.down.len(), all)
+    /// The process group a job's first node runs it in, once its host said.
+    pub fn process_group(&self, id: JobId) -> Option<u32> {
+        self.hosts.runs.get(&id)?.parts.first()?.pgid
     }
 
-    /// Remote jobs whose every part the hosts confirmed running.
-    pub fn remote_running(&self) -> usize {
-        self.remote
+    /// Real hosts answering now, and all of them.
+    pub fn hosts_up(&self) -> (usize, usize) {
+        let all = self.hosts.at.len();
+        (all - self.hosts.down.len(), all)
+    }
+
+    /// Jobs on real hosts whose every part the hosts confirmed running.
+    pub fn runs_confirmed(&self) -> usize {
+        self.hosts
             .runs
             .values()
             .filter(|r| r.parts.iter().all(|p| p.state == PartState::Running))

@@ -1,0 +1,73 @@
+//! What a node's part of a job is started with: its spec's commands and environment, a fresh
+//! run token, and the IDs its GPUs go by on that host.
+
+use super::*;
+
+impl State {
+    /// The IDs for `CUDA_VISIBLE_DEVICES` of GPU grants on `node`. On a host NVML measures:
+    /// each GPU's UUID, or for a MIG slice a MIG instance of that size no other job holds. On
+    /// one it does not (GPUs as declared): the indices, and no MIG slices (no instance to
+    /// name).
+    pub(super) fn gpu_ids(
+        &self,
+        node: usize,
+        grants: &[crate::model::GpuGrant],
+    ) -> Result<Vec<String>, String> {
+        let name = self.node_name(node);
+        let tel = self.measured.get(&node).filter(|t| t.sampled_at.is_some());
+        let mut ids: Vec<String> = Vec::new();
+        for g in grants {
+            let id = match (g.share, tel) {
+                (GpuShare::Mig { profile, .. }, Some(tel)) => {
+                    let free = tel
+                        .free_mig_instance(g.gpu, profile.memory_gb)
+                        .filter(|u| !ids.contains(u));
+                    free.ok_or(format!(
+                        "GPU {} on {name} has no free MIG instance of {}g.{}gb (create one with `nvidia-smi mig -cgi {}g.{}gb -C`)",
+                        g.gpu, profile.compute, profile.memory_gb, profile.compute, profile.memory_gb
+                    ))?
+                }
+                (GpuShare::Mig { .. }, None) => {
+                    return Err(format!(
+                        "it was granted a MIG slice of GPU {} on {name}, whose GPUs NVML does not measure (no MIG instance to name)",
+                        g.gpu
+                    ))
+                }
+                (_, Some(tel)) => tel
+                    .uuid(g.gpu)
+                    .map(str::to_string)
+                    .ok_or(format!("{name} has no GPU {}", g.gpu))?,
+                (_, None) => g.gpu.to_string(),
+            };
+            ids.push(id);
+        }
+        Ok(ids)
+    }
+}
+
+/// A job's launch on one node: its spec's commands and environment, a fresh run token, the
+/// GPUs to make visible and the node's place in the gang.
+pub(super) fn launch_of(
+    id: JobId,
+    spec: &crate::spec::JobSpec,
+    gpus: Vec<String>,
+    gang: crate::backend::Gang,
+) -> Result<crate::backend::Launch, String> {
+    let token = crate::daemon::auth::new_token()
+        .map_err(|e| format!("cannot read /dev/urandom for the run's token: {e}"))?;
+    let run = spec
+        .run
+        .clone()
+        .ok_or("the spec has no `run` command to start")?;
+    Ok(crate::backend::Launch {
+        job: id,
+        token,
+        setup: spec.setup.clone(),
+        run,
+        workdir: spec.workdir.clone(),
+        envs: spec.envs.clone(),
+        gpus,
+        checkpoint_dir: spec.checkpoint.as_ref().and_then(|c| c.dir.clone()),
+        gang,
+    })
+}

@@ -302,3 +302,71 @@ fn a_local_job_outlives_a_kill_9_of_its_daemon_and_is_re_adopted() {
     second.wait().unwrap();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The fleet file is edited under a running daemon: a broken edit is reported where it is
+/// wrong and changes nothing; a good one is applied, says what changed, and the job running on
+/// this host meanwhile keeps running and finishes once.
+#[test]
+fn an_edited_fleet_file_is_applied_while_a_local_job_keeps_running() {
+    let dir = std::env::temp_dir().join(format!("gantry-reload-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let fleet = Command::new(env!("CARGO_BIN_EXE_gantry"))
+        .args(["fleet", "--print-local"])
+        .output()
+        .unwrap()
+        .stdout;
+    let fleet = String::from_utf8(fleet).unwrap();
+    std::fs::write(dir.join("fleet.toml"), &fleet).unwrap();
+    let go = dir.join("go");
+    std::fs::write(
+        dir.join("job.yaml"),
+        format!(
+            "name: steady\nresources:\n  cpus: 1\n  memory: 1\nrun: |\n  echo started\n  while [ ! -e {} ]; do sleep 0.1; done\n  echo finished\n",
+            go.display()
+        ),
+    )
+    .unwrap();
+    let sock = dir.join("sock");
+    let mut d = daemon(&dir);
+    let submitted = cli(&sock, &["submit", dir.join("job.yaml").to_str().unwrap()]);
+    assert!(submitted.contains("submitted job 1"), "{submitted}");
+    let log = dir.join("logs").join("job-1.out");
+    wait_for("the job to start", || {
+        std::fs::read_to_string(&log).is_ok_and(|t| t.contains("started"))
+    });
+    let events = || cli(&sock, &["events", "--limit", "200"]);
+    // A broken edit: said with where, nothing changes.
+    let lines = fleet.lines().count();
+    std::fs::write(
+        dir.join("fleet.toml"),
+        format!("{fleet}\n[[teams]]\nname = 5\n"),
+    )
+    .unwrap();
+    wait_for("the broken edit to be reported", || {
+        let e = events();
+        e.contains("was not applied") && e.contains(&format!("fleet.toml:{}", lines + 3))
+    });
+    // A good one.
+    std::fs::write(
+        dir.join("fleet.toml"),
+        format!("{fleet}\n[[teams]]\nname = \"vision\"\n"),
+    )
+    .unwrap();
+    wait_for("the edit to be applied", || {
+        events().contains("fleet file reloaded: team `vision` added")
+    });
+    let job = cli(&sock, &["job", "1", "--output", "json"]);
+    assert!(job.contains("\"state\": \"running\""), "{job}");
+    let teams = cli(&sock, &["teams", "--output", "json"]);
+    assert!(teams.contains("vision"), "{teams}");
+    std::fs::write(&go, "").unwrap();
+    wait_for("the job to complete", || {
+        cli(&sock, &["job", "1", "--output", "json"]).contains("\"state\": \"completed\"")
+    });
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(text, "started\nfinished\n", "it ran once, not twice");
+    d.kill().unwrap();
+    d.wait().unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -726,3 +726,95 @@ fn a_job_on_a_host_without_measurements_is_never_offered_for_reclaim() {
     s.act(id, Action::Cancel, "test").unwrap();
     s.advance(0.1).unwrap();
 }
+
+/// Hosts are added to and removed from a running daemon by editing its fleet file: it says
+/// what changed; the job on the host that stays keeps running — the same run, finishing once —
+/// the new host joins and takes work, and the job on the host that left is stopped there and
+/// requeued.
+#[test]
+fn editing_the_fleet_file_adds_and_removes_hosts_while_jobs_keep_running() {
+    if !can_run() {
+        return;
+    }
+    let h = hosts("reload", 3);
+    let e = h.entries();
+    let fleet = h.fleet(&e[..2], "60s");
+    let d = daemon("ssh-reload", &fleet);
+    wait_for(&d, 60, "both hosts to connect", || connected(&d, 2));
+    let go = h.dir.join("go");
+    let whole = |name: &str, run: &str| {
+        format!("name: {name}\nresources:\n  accelerators: A100-80GB:2\nrun: |\n  echo \"host=$(hostname)\"\n  {run}\n")
+    };
+    let stays = submit(
+        &d,
+        &h.dir,
+        "stays",
+        &whole(
+            "stays",
+            &format!(
+                "while [ ! -e {} ]; do sleep 0.1; done; echo finished",
+                go.display()
+            ),
+        ),
+    );
+    let leaves = submit(&d, &h.dir, "leaves", &whole("leaves", "sleep 300"));
+    wait_for(&d, 30, "both jobs to run", || {
+        log_text(&d, stays).contains("host=") && log_text(&d, leaves).contains("host=")
+    });
+    let kept = node_of(&d, stays);
+    let gone = node_of(&d, leaves);
+    let gone_host = h
+        .hosts
+        .iter()
+        .find(|x| gone == format!("127.0.0.1:{}", x.port))
+        .unwrap();
+    let new_host = &h.hosts[2];
+    // The edit: the new host first, then the busy host that stays (its node id changes); the
+    // other busy one leaves.
+    let entries = vec![new_host.entry(), format!("root@{kept}")];
+    let tmp = h.dir.join("fleet.toml.new");
+    std::fs::copy(h.fleet(&entries, "60s"), &tmp).unwrap();
+    std::fs::rename(&tmp, &fleet).unwrap();
+    wait_for(&d, 30, "the reload", || {
+        events(&d).iter().any(|e| {
+            e.contains("fleet file reloaded: pool `lab`")
+                && e.contains(&format!("+ host {}", new_host.entry()))
+                && e.contains(&format!("− host root@{gone}"))
+        })
+    });
+    wait_for(&d, 60, "the kept host to be re-adopted", || {
+        events(&d)
+            .iter()
+            .any(|e| e == &format!("job {stays} re-adopted on {kept}"))
+    });
+    assert_eq!(state(&d, stays), "running");
+    wait_for(
+        &d,
+        30,
+        "the job of the host that left to be requeued",
+        || {
+            events(&d)
+                .iter()
+                .any(|e| e.contains(&format!("job {leaves}")) && e.contains("left the fleet file"))
+        },
+    );
+    assert!(
+        !gone_host
+            .processes()
+            .iter()
+            .any(|(_, c)| c.contains("sleep 300")),
+        "its run on the host that left was stopped"
+    );
+    // The new host joined: the requeued job runs there (the kept host is busy).
+    wait_for(&d, 60, "the requeued job to run on the new host", || {
+        log_text(&d, leaves).contains(&format!("host={}", new_host.name))
+    });
+    std::fs::write(&go, "").unwrap();
+    wait_for(&d, 30, "the kept job to complete", || {
+        state(&d, stays) == "completed"
+    });
+    let log = log_text(&d, stays);
+    assert_eq!(log.matches("host=").count(), 1, "it ran once: {log}");
+    assert!(log.contains("finished"), "{log}");
+    cli(&d, &["cancel", &leaves.to_string()]);
+}

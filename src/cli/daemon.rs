@@ -8,6 +8,8 @@ use gantry::daemon::server::{serve, signals, Listen};
 use gantry::daemon::state::{Messages, State, StateOptions};
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 #[derive(clap::Args)]
@@ -72,7 +74,7 @@ pub fn run(a: DaemonArgs) -> Result<(), String> {
     }
     gantry::daemon::server::raise_fd_limit();
     let paths = gantry::config::paths::from_env();
-    let (source, cfg, _) = super::fleet::load(a.config)?;
+    let (source, cfg, file) = super::fleet::load(a.config)?;
     let db = a.db.unwrap_or(paths.journal);
     if let Some(dir) = db.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
@@ -142,12 +144,70 @@ pub fn run(a: DaemonArgs) -> Result<(), String> {
             .tcp
             .map_or(String::new(), |a| format!(", tcp {a} (bearer tokens)"))
     );
+    if let Some(path) = file {
+        let hup = Arc::new(AtomicBool::new(false));
+        let flag = hup.clone();
+        runtime.spawn(async move {
+            use tokio::signal::unix::{signal, SignalKind};
+            if let Ok(mut s) = signal(SignalKind::hangup()) {
+                while s.recv().await.is_some() {
+                    flag.store(true, Ordering::Relaxed);
+                }
+            }
+        });
+        let handle = handle.clone();
+        std::thread::Builder::new()
+            .name("gantry-fleet-file".to_string())
+            .spawn(move || watch_fleet_file(&path, &handle, &hup))
+            .map_err(|e| format!("cannot watch the fleet file: {e}"))?;
+    }
     let result = runtime.block_on(async { serve(handle.clone(), &listen, signals()).await });
     handle.shutdown();
     drop(handle);
     let _ = actor.join();
     eprintln!("gantry daemon: stopped");
     result
+}
+
+/// Applies the fleet file again whenever it changes (checked every second; a change is applied
+/// once the file has stayed the same for a second, so an editor's half-written save is not
+/// read) or the daemon gets SIGHUP. Polling the file's size, modification time and inode is
+/// enough here and works where inotify does not (NFS homes, editors that replace the file).
+/// Ends when the daemon stops.
+fn watch_fleet_file(
+    path: &std::path::Path,
+    handle: &gantry::daemon::actor::Handle,
+    hup: &AtomicBool,
+) {
+    use std::os::unix::fs::MetadataExt;
+    let seen = |p: &std::path::Path| {
+        std::fs::metadata(p)
+            .ok()
+            .map(|m| (m.len(), m.mtime(), m.mtime_nsec(), m.ino()))
+    };
+    let mut applied = seen(path);
+    let mut last = applied;
+    loop {
+        std::thread::sleep(Duration::from_secs(1));
+        let now = seen(path);
+        let settled = now == last && now != applied;
+        last = now;
+        if !(settled || hup.swap(false, Ordering::Relaxed)) {
+            continue;
+        }
+        applied = now;
+        let cfg = super::fleet::load(Some(path.to_path_buf())).map(|(_, cfg, _)| cfg);
+        match handle.reload(cfg) {
+            Ok(said) => eprintln!("gantry daemon: fleet file {}: {said}", path.display()),
+            Err(e) if e.code == "stopping" => return,
+            Err(e) if e.code == "reopen-failed" => {
+                // The state is closed (journal flushed, lock released): nothing left to serve.
+                eprintln!("gantry daemon: {}; stopping", e.error);
+                std::process::exit(1);
+            }
+            Err(e) => eprintln!("gantry daemon: {}", e.error),
+        }
+    }
 }
 
 /// Makes the state directory this user's alone (0700) when it is ours and not a shared one

@@ -7,7 +7,9 @@ use serde::Serialize;
 use std::path::PathBuf;
 
 /// Which fleet file is in force: an explicit one, the user's, or the built-in simulated fleet.
-pub fn load(explicit: Option<PathBuf>) -> Result<(String, FleetConfig, bool), String> {
+/// The fleet file (`--config`, else the user's, else the built-in one): its name, the fleet,
+/// and its path (`None` for the built-in one).
+pub fn load(explicit: Option<PathBuf>) -> Result<(String, FleetConfig, Option<PathBuf>), String> {
     let user = paths::from_env().fleet_file;
     let path = explicit.or_else(|| user.exists().then_some(user));
     match path {
@@ -22,12 +24,12 @@ pub fn load(explicit: Option<PathBuf>) -> Result<(String, FleetConfig, bool), St
                     eprintln!("gantry: {line}");
                 }
             }
-            Ok((name.clone(), cfg, false))
+            Ok((name.clone(), cfg, Some(p)))
         }
         None => Ok((
             "built-in".to_string(),
             fleet::parse("built-in", DEFAULT_FLEET).map_err(|e| e.to_string())?,
-            true,
+            None,
         )),
     }
 }
@@ -47,7 +49,8 @@ pub fn run(config: Option<PathBuf>, print_default: bool, output: Output) -> Resu
         print!("{DEFAULT_FLEET}");
         return Ok(());
     }
-    let (source, cfg, simulated) = load(config)?;
+    let (source, cfg, file) = load(config)?;
+    let simulated = file.is_none();
     let built = fleet::fleet_of(&cfg);
     let dollars: f64 = cfg
         .pools

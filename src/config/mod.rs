@@ -4,4 +4,5 @@
 pub mod console;
 pub mod fleet;
 pub mod paths;
+pub mod reload;
 pub mod ssh;

@@ -140,6 +140,11 @@ pub enum Request {
         by: ReportBy,
         reply: Reply<Report>,
     },
+    /// Open the state again over an edited fleet file (or say why the edit cannot be read).
+    Reload {
+        cfg: Result<Box<crate::config::fleet::FleetConfig>, String>,
+        reply: Reply<String>,
+    },
     Shutdown,
 }
 
@@ -215,6 +220,18 @@ impl Handle {
 
     pub fn shutdown(&self) {
         let _ = self.tx.send(Request::Shutdown);
+    }
+
+    /// Applies an edited fleet file (`Err`: why it could not be read; the event log says so
+    /// and the previous file stays in force). The answer says what changed.
+    pub fn reload(
+        &self,
+        cfg: Result<crate::config::fleet::FleetConfig, String>,
+    ) -> Result<String, ApiError> {
+        self.call_blocking(|reply| Request::Reload {
+            cfg: cfg.map(Box::new),
+            reply,
+        })
     }
 
     /// The caller a bearer token stands for.
@@ -299,8 +316,33 @@ pub fn spawn(
                 cycle_seconds: Histogram::default(),
                 changes: 0,
                 acked,
+                reload: None,
             };
-            actor.run(&rx, &publish);
+            loop {
+                actor.run(&rx, &publish);
+                let Some((cfg, reply)) = actor.reload.take() else {
+                    return;
+                };
+                match actor.reopen(&cfg) {
+                    Ok((a, said)) => {
+                        actor = a;
+                        actor.changed();
+                        let _ = reply.send(said.map_err(|e| ApiError::new(422, "invalid", e)));
+                        publish.send_replace(publication(
+                            &actor.state,
+                            &actor.cycle_seconds,
+                            actor.changes,
+                        ));
+                    }
+                    Err(e) => {
+                        // Not even the previous fleet file opens again: nothing to serve (the
+                        // caller says why and stops the daemon).
+                        let why = format!("reopening the state failed: {e}");
+                        let _ = reply.send(Err(ApiError::new(500, "reopen-failed", why)));
+                        return;
+                    }
+                }
+            }
         })
         .map_err(|e| EngineError::NeverFits(format!("cannot start the daemon thread: {e}")))?;
     Ok((handle, thread))
@@ -320,6 +362,8 @@ struct Actor {
     cycle_cost: Duration,
     /// Scheduling-cycle latency, for `/metrics`.
     cycle_seconds: Histogram,
+    /// A fleet file to reopen the state over, once the run loop has returned.
+    reload: Option<(Box<crate::config::fleet::FleetConfig>, Reply<String>)>,
 }
 
 /// What the actor publishes: the state's snapshot and counters, taken once.
@@ -333,6 +377,39 @@ fn publication(state: &State, cycle_seconds: &Histogram, changes: u64) -> Arc<Pu
 }
 
 impl Actor {
+    /// The actor over the state reopened with `cfg` (see `State::reload`).
+    fn reopen(
+        self,
+        cfg: &crate::config::fleet::FleetConfig,
+    ) -> Result<(Actor, Result<String, String>), EngineError> {
+        let Actor {
+            changes,
+            acked,
+            state,
+            tokens,
+            clock,
+            cycle_seconds,
+            ..
+        } = self;
+        let (state, said) = state.reload(cfg)?;
+        Ok((
+            Actor {
+                changes,
+                acked,
+                state,
+                tokens,
+                clock,
+                last_step: Instant::now(),
+                dirty: true,
+                last_cycle: Instant::now(),
+                cycle_cost: Duration::ZERO,
+                cycle_seconds,
+                reload: None,
+            },
+            said,
+        ))
+    }
+
     fn run(&mut self, rx: &mpsc::Receiver<Request>, publish: &watch::Sender<Arc<Published>>) {
         loop {
             let timer = self.clock.step.saturating_sub(self.last_step.elapsed());
@@ -411,6 +488,24 @@ impl Actor {
                     self.flush_submissions(&submissions, replies);
                     return false;
                 }
+                Request::Reload { cfg, reply } => {
+                    self.flush_submissions(&submissions, std::mem::take(&mut replies));
+                    submissions.clear();
+                    match cfg {
+                        // The run loop returns; the state is reopened outside it.
+                        Ok(cfg) => {
+                            self.reload = Some((cfg, reply));
+                            return false;
+                        }
+                        Err(why) => {
+                            self.state.warn(format!(
+                                "the edited fleet file was not applied: {why}; the previous one stays in force"
+                            ));
+                            self.changed();
+                            let _ = reply.send(Err(ApiError::new(422, "invalid", why)));
+                        }
+                    }
+                }
                 other => {
                     // Keep order: submissions before this request are admitted first.
                     self.flush_submissions(&submissions, std::mem::take(&mut replies));
@@ -438,7 +533,7 @@ impl Actor {
 
     fn handle(&mut self, req: Request) {
         match req {
-            Request::Submit { .. } | Request::Shutdown => {}
+            Request::Submit { .. } | Request::Shutdown | Request::Reload { .. } => {}
             Request::Act {
                 id,
                 action,

@@ -73,9 +73,8 @@ pub struct Probe {
 impl Probe {
     /// Opens NVML; the error says why it is not available here.
     pub fn open() -> Result<Probe, String> {
-        let nvml = Nvml::init().map_err(|e| {
-            format!("NVML is not available ({e}); no NVIDIA driver on this host, so local GPUs are not part of the fleet")
-        })?;
+        let nvml = Nvml::init()
+            .map_err(|e| format!("NVML is not available ({e}): no NVIDIA driver on this host"))?;
         let driver = nvml
             .sys_driver_version()
             .unwrap_or_else(|_| "unknown".to_string());

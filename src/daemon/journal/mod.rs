@@ -101,6 +101,9 @@ const MIGRATIONS: &[&str] = &[
         placement TEXT NOT NULL,
         started_at REAL NOT NULL
     );",
+    // 11: the names of a run's nodes, rank order: node ids change when hosts are added to or
+    // removed from the fleet file, names do not
+    "ALTER TABLE remote_runs ADD COLUMN nodes TEXT;",
 ];
 
 /// How long a submission's Idempotency-Key is remembered (wall-clock seconds).
@@ -126,6 +129,8 @@ pub struct RemoteRunRecord {
     /// The placement as JSON.
     pub placement: String,
     pub started_at: f64,
+    /// The placement's nodes by name, rank order (`None` in runs journaled before names were).
+    pub nodes: Option<Vec<String>>,
 }
 
 /// A run that starts billing: the job's share of its nodes' price.

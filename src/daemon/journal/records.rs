@@ -181,8 +181,14 @@ impl Store {
     pub fn add_remote_run(&mut self, run: &RemoteRunRecord) -> Result<(), JournalError> {
         self.conn
             .execute(
-                "INSERT OR REPLACE INTO remote_runs (job, token, placement, started_at) VALUES (?1, ?2, ?3, ?4)",
-                params![run.job, run.token, run.placement, run.started_at],
+                "INSERT OR REPLACE INTO remote_runs (job, token, placement, started_at, nodes) VALUES (?1, ?2, ?3, ?4, ?5)",
+                params![
+                    run.job,
+                    run.token,
+                    run.placement,
+                    run.started_at,
+                    run.nodes.as_ref().and_then(|n| serde_json::to_string(n).ok())
+                ],
             )
             .map(|_| ())
             .map_err(self.sql())
@@ -199,7 +205,9 @@ impl Store {
     pub fn remote_runs(&self) -> Result<Vec<RemoteRunRecord>, JournalError> {
         let mut q = self
             .conn
-            .prepare("SELECT job, token, placement, started_at FROM remote_runs ORDER BY job")
+            .prepare(
+                "SELECT job, token, placement, started_at, nodes FROM remote_runs ORDER BY job",
+            )
             .map_err(self.sql())?;
         let rows = q
             .query_map([], |r| {
@@ -208,6 +216,9 @@ impl Store {
                     token: r.get(1)?,
                     placement: r.get(2)?,
                     started_at: r.get(3)?,
+                    nodes: r
+                        .get::<_, Option<String>>(4)?
+                        .and_then(|n| serde_json::from_str(&n).ok()),
                 })
             })
             .map_err(self.sql())?;

@@ -192,6 +192,12 @@ impl State {
             token: launch.token.clone(),
             placement: serde_json::to_string(&p).unwrap_or_default(),
             started_at: self.now,
+            nodes: Some(
+                p.nodes
+                    .iter()
+                    .map(|g| self.node_name(g.node.index()))
+                    .collect(),
+            ),
         };
         self.engine.store().add_remote_run(&record)?;
         let mut parts = Vec::new();
@@ -650,7 +656,7 @@ impl State {
     }
 
     /// Kills every part of a run and sends its job back to the queue with `why`.
-    fn requeue_run(&mut self, id: JobId, why: &str) -> Result<(), EngineError> {
+    pub(super) fn requeue_run(&mut self, id: JobId, why: &str) -> Result<(), EngineError> {
         self.kill_on_hosts(id)?;
         if self.engine.job(id).is_some_and(|j| !j.state.is_final()) {
             self.engine.lost(id, self.now, why)?;

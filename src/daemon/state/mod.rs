@@ -313,6 +313,8 @@ struct TeamBudget {
 pub struct State {
     /// This daemon's exclusive hold on the journal (released when the state is dropped).
     _lock: super::lock::StateLock,
+    /// What it was opened with (a reload opens it again over a new fleet file).
+    opened: Opened,
     messages: Messages,
     engine: Engine,
     nodes: Nodes,
@@ -346,6 +348,13 @@ pub struct State {
     pub counters: Counters,
     /// Reclaim plans shown lately, newest last: what `apply_reclaim` may apply.
     reclaim_shown: VecDeque<ReclaimPlan>,
+}
+
+/// The journal, options and fleet file a state was opened with.
+struct Opened {
+    db: std::path::PathBuf,
+    opts: StateOptions,
+    cfg: FleetConfig,
 }
 
 /// Reclaim plans remembered for applying (several operators may be reviewing at once).

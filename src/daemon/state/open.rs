@@ -34,13 +34,6 @@ impl State {
             let orphans = migrate_local_runs(&mut store, &opening.local)?;
             (store.last_time()?, orphans, store.remote_runs()?)
         };
-        // Jobs handed to real hosts are expected there until the hosts say otherwise.
-        let mut adopted = BTreeMap::new();
-        for r in &remote_records {
-            if let Ok(p) = serde_json::from_str::<crate::model::Placement>(&r.placement) {
-                adopted.insert(r.job, (p, r.started_at));
-            }
-        }
         let teams = teams_of(cfg);
         let names = teams.iter().map(|t| t.name.clone()).collect();
         let classes = classes_of(cfg);
@@ -50,6 +43,30 @@ impl State {
         let mut fleet = fleet_sized(cfg, |p| p.max_nodes.unwrap_or(p.nodes).max(p.nodes));
         let hosts =
             super::hosts::Hosts::open(cfg, &fleet, &opening).map_err(EngineError::Backend)?;
+        // Jobs handed to real hosts are expected there until the hosts say otherwise: on the
+        // nodes of those names (ids move when hosts are added to or removed from the file).
+        let mut adopted = BTreeMap::new();
+        for r in &remote_records {
+            let Ok(mut p) = serde_json::from_str::<crate::model::Placement>(&r.placement) else {
+                continue;
+            };
+            if let Some(names) = &r.nodes {
+                let now: Option<Vec<NodeId>> = names
+                    .iter()
+                    .map(|n| {
+                        let i = fleet.nodes.iter().position(|x| x.name == *n)?;
+                        Some(NodeId(i as u32))
+                    })
+                    .collect();
+                let Some(now) = now.filter(|v| v.len() == p.nodes.len()) else {
+                    continue; // a node of it left the fleet file: requeued
+                };
+                for (g, id) in p.nodes.iter_mut().zip(now) {
+                    g.node = id;
+                }
+            }
+            adopted.insert(r.job, (p, r.started_at));
+        }
         let lives = start_lives(&fleet, &cfg.pools);
         for (n, life) in fleet.nodes.iter_mut().zip(&lives) {
             n.health = life.health();
@@ -76,6 +93,11 @@ impl State {
         let recent = engine.store().events(None, EVENTS_KEPT)?;
         let mut s = State {
             _lock: lock,
+            opened: Opened {
+                db: db.to_path_buf(),
+                opts: opts.clone(),
+                cfg: cfg.clone(),
+            },
             messages: opts.messages.clone(),
             measured: BTreeMap::new(),
             hosts,
@@ -201,6 +223,72 @@ impl State {
         Ok(s)
     }
 
+    /// Opens the state again over fleet file `new` (edited while the daemon runs), saying
+    /// what changed. Jobs on real hosts keep running and are re-adopted when their hosts
+    /// answer (every host's link is made again); runs on hosts no longer in the file are
+    /// killed and their jobs requeued; the simulated backend's jobs are requeued (it keeps
+    /// nothing across a reopen). A file that cannot be
+    /// applied leaves the previous one in force, with why (the inner error). The outer error:
+    /// not even the previous fleet file could be opened again (the journal is gone).
+    pub fn reload(
+        mut self,
+        new: &FleetConfig,
+    ) -> Result<(State, Result<String, String>), EngineError> {
+        let changes = crate::config::reload::changes(&self.opened.cfg, new);
+        if changes.is_empty() {
+            return Ok((self, Ok("the fleet file is unchanged".to_string())));
+        }
+        // Runs on hosts that leave the file are stopped while their hosts are still reached
+        // (after the reload nothing would manage them) and their jobs requeued.
+        let staying: std::collections::HashSet<String> =
+            fleet_sized(new, |p| p.max_nodes.unwrap_or(p.nodes).max(p.nodes))
+                .nodes
+                .into_iter()
+                .map(|n| n.name)
+                .collect();
+        let leaving: Vec<(JobId, String)> = self
+            .hosts
+            .runs
+            .iter()
+            .filter_map(|(&id, r)| {
+                let gone = r
+                    .parts
+                    .iter()
+                    .map(|p| self.node_name(p.node))
+                    .find(|n| !staying.contains(n))?;
+                Some((id, gone))
+            })
+            .collect();
+        for (id, host) in leaving {
+            self.requeue_run(
+                id,
+                &format!("host {host} left the fleet file: its run was stopped and the job requeued from its checkpoint"),
+            )?;
+        }
+        let (db, opts, old) = (
+            self.opened.db.clone(),
+            self.opened.opts.clone(),
+            self.opened.cfg.clone(),
+        );
+        // Everything let go first: the journal's lock, this host's agent, the hosts' links.
+        drop(self);
+        let said = changes.join("; ");
+        match State::open(&db, new, &opts) {
+            Ok(mut s) => {
+                s.record("fleet", format!("fleet file reloaded: {said}"))?;
+                Ok((s, Ok(said)))
+            }
+            Err(e) => {
+                let mut s = State::open(&db, &old, &opts)?;
+                let why = format!(
+                    "the edited fleet file was not applied ({e}); the previous one stays in force"
+                );
+                s.warn(why.clone());
+                Ok((s, Err(why)))
+            }
+        }
+    }
+
     /// The built-in simulated fleet with the demo workload, its journal in `dir`: what the
     /// embedded console shows, for tests and benches.
     pub fn demo(dir: &Path, seed: u64) -> Result<State, EngineError> {
@@ -246,6 +334,7 @@ fn migrate_local_runs(
                     token,
                     placement,
                     started_at,
+                    nodes: None,
                 })?;
             }
             (token, _, _) => orphans.push((r.job, r.pgid, token)),

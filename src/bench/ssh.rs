@@ -104,9 +104,19 @@ pub fn run(c: &SshBenchConfig) -> Result<SshBenchReport, String> {
         let id = submit(&mut state, "'echo first; sleep 60'")?;
         let t = Instant::now();
         state.tick().map_err(|e| e.to_string())?;
+        // Read as `gantry logs` reads them: through the host's agent, off the state.
+        let q = crate::backend::logs::LogQuery {
+            tail: 5,
+            after: None,
+            partial: true,
+        };
         run_until(&mut state, Duration::from_secs(30), "the first line", |s| {
-            s.job_detail(id)
-                .is_ok_and(|d| d.log_tail.iter().any(|l| l.ends_with("first")))
+            s.job_logs(id).is_ok_and(|l| {
+                l.sources.iter().any(|src| {
+                    src.read(id, &q, Duration::from_secs(1))
+                        .is_ok_and(|r| r.lines.iter().any(|x| x.text == "first"))
+                })
+            })
         })?;
         first.push(t.elapsed().as_secs_f64() * 1000.0);
         state

@@ -203,7 +203,7 @@ pub fn run(cmd: BenchCmd) -> Result<(), String> {
                     "restart re-adopting {} running jobs: {:.2} s",
                     r.jobs, r.readopt_s
                 );
-                println!("telemetry round: not measured (SSH hosts send no GPU telemetry yet)");
+                println!("telemetry round: `gantry bench telemetry` measures it (daemon time per round of samples)");
             }
             return Ok(());
         }

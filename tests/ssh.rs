@@ -818,3 +818,25 @@ fn editing_the_fleet_file_adds_and_removes_hosts_while_jobs_keep_running() {
     assert!(log.contains("finished"), "{log}");
     cli(&d, &["cancel", &leaves.to_string()]);
 }
+
+/// `gantry bench ssh` runs its whole protocol against real hosts (it had stopped finding the
+/// first output line once the job detail's log tail moved out of the state).
+#[test]
+fn the_ssh_bench_measures_against_real_hosts() {
+    if !can_run() {
+        return;
+    }
+    let h = hosts("bench", 2);
+    // The state is embedded here: the agent installed on the hosts is the real binary.
+    std::env::set_var("GANTRY_AGENT_BIN", env!("CARGO_BIN_EXE_gantry"));
+    let report = gantry::bench::ssh::run(&gantry::bench::ssh::SshBenchConfig {
+        hosts: h.entries(),
+        ssh_config: Some(h.dir.join("ssh_config")),
+        identity_file: None,
+        launches: 2,
+        jobs: 4,
+        dir: h.dir.join("bench"),
+    })
+    .unwrap();
+    assert_eq!(report.hosts, 2);
+}

@@ -13,7 +13,6 @@ pub struct LocalPool {
     agent: agent::Running,
     events: mpsc::Receiver<RunEvent>,
     logs: Arc<DirReader>,
-    log_dir: std::path::PathBuf,
 }
 
 impl LocalPool {
@@ -38,7 +37,6 @@ impl LocalPool {
             agent,
             events,
             logs: Arc::new(DirReader(dirs.logs.clone())),
-            log_dir: dirs.logs.clone(),
         })
     }
 }
@@ -91,7 +89,7 @@ impl Runner for LocalPool {
         use crate::backend::logs::{log_path, Stream};
         let kept = [Stream::Out, Stream::Err]
             .iter()
-            .any(|&s| log_path(&self.log_dir, job, s).exists());
+            .any(|&s| log_path(&self.logs.0, job, s).exists());
         if kept {
             vec![0]
         } else {

@@ -1,8 +1,9 @@
-//! Jobs placed on this host run as real processes (`backend::local::exec`): each in its own process group with its logs in the
-//! daemon's log directory. Exits are polled on the daemon's clock; a preemption sends the
-//! spec's signal and SIGKILLs the group when the grace period ends. Process groups are
-//! journaled, so a restarted daemon re-adopts the jobs still running (it is no longer their
-//! parent, so it learns how they end from the exit status their group leader writes).
+//! A host's runs as real processes (`backend::local::exec`), kept by `gantry agent` (on an SSH
+//! host, or inside the daemon for this host): each in its own process group with its logs in
+//! the agent's log directory. Exits are polled; a stop sends the spec's signal and SIGKILLs the
+//! group when the grace period ends. The agent records each run in a file, so the next agent
+//! re-adopts the runs still going (it is no longer their parent, so it learns how they end
+//! from the exit status their group leader writes).
 
 use crate::backend::local::exec::{self, Exit, LaunchSpec, Running};
 use crate::daemon::journal::JobId;

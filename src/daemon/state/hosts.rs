@@ -176,9 +176,7 @@ impl State {
             .iter()
             .map(|g| self.gpu_ids(g.node.index(), &g.gpus))
             .collect();
-        let launch = gpus.and_then(|gpus| {
-            super::launch::launch_of(id, &spec, Vec::new(), Gang::default()).map(|l| (l, gpus))
-        });
+        let launch = gpus.and_then(|gpus| super::launch::launch_of(id, &spec).map(|l| (l, gpus)));
         let (launch, gpus) = match launch {
             Ok(l) => l,
             Err(why) => {

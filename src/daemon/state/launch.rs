@@ -45,13 +45,11 @@ impl State {
     }
 }
 
-/// A job's launch on one node: its spec's commands and environment, a fresh run token, the
-/// GPUs to make visible and the node's place in the gang.
+/// A job's launch: its spec's commands and environment and a fresh run token (each node's
+/// GPUs and place in the gang are filled in per node).
 pub(super) fn launch_of(
     id: JobId,
     spec: &crate::spec::JobSpec,
-    gpus: Vec<String>,
-    gang: crate::backend::Gang,
 ) -> Result<crate::backend::Launch, String> {
     let token = crate::daemon::auth::new_token()
         .map_err(|e| format!("cannot read /dev/urandom for the run's token: {e}"))?;
@@ -66,8 +64,8 @@ pub(super) fn launch_of(
         run,
         workdir: spec.workdir.clone(),
         envs: spec.envs.clone(),
-        gpus,
+        gpus: Vec::new(),
         checkpoint_dir: spec.checkpoint.as_ref().and_then(|c| c.dir.clone()),
-        gang,
+        gang: crate::backend::Gang::default(),
     })
 }

@@ -7,6 +7,7 @@ use gantry::config::fleet::{parse, FleetConfig};
 use gantry::daemon::engine::Submission;
 use gantry::daemon::job::JobState;
 use gantry::daemon::state::{Action, State, StateOptions};
+use gantry::scheduler::reclaim::ReclaimAction;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -728,4 +729,52 @@ fn the_in_process_client_shows_a_local_jobs_logs() {
     drop(c);
     drop(handle);
     let _ = actor.join();
+}
+
+#[test]
+fn a_job_reclaimed_by_cancel_has_its_processes_stopped() {
+    // Bug fixed: applying a reclaim plan's `cancel` marked the job cancelled and freed its GPU
+    // while its processes kept running on it.
+    let d = dir("reclaim-cancel");
+    let mut s = open_gpu(&d);
+    let host = host_name(&s);
+    s.observe_sample(&host, nvml([(0, vec![]), (0, vec![])]))
+        .unwrap();
+    let mut sub = gpu_job("sleep 120");
+    let text = String::from_utf8(sub.text.clone()).unwrap();
+    // No checkpoint, not interactive: reclaim cancels it.
+    sub.text = text.replace("checkpoint: {grace: 5s}\n", "").into_bytes();
+    let id = s.submit(&[sub]).remove(0).unwrap();
+    s.tick().unwrap();
+    until(&mut s, |s| s.process_group(id).is_some());
+    let pg = s.process_group(id).unwrap() as i32;
+    let g = s
+        .engine()
+        .job(id)
+        .unwrap()
+        .placement
+        .as_ref()
+        .unwrap()
+        .nodes[0]
+        .gpus[0]
+        .gpu;
+    for _ in 0..20 {
+        s.advance(60.0).unwrap();
+        let mut gpus = [(0, Vec::new()), (0, Vec::new())];
+        gpus[usize::from(g)] = (0, vec![process(pg as u32, Some(pg as u32), 0)]);
+        s.observe_sample(&host, nvml(gpus)).unwrap();
+    }
+    let shown = s.show_reclaim();
+    assert_eq!(shown.items.len(), 1, "{shown:?}");
+    assert_eq!(shown.items[0].action, ReclaimAction::Cancel);
+    s.apply_reclaim("test", &shown.id).unwrap();
+    assert_eq!(state(&s, id), JobState::Cancelled);
+    // SAFETY: signal 0 only checks that the process group exists.
+    let alive = || unsafe { libc::kill(-pg, 0) } == 0;
+    let t = Instant::now();
+    while alive() && t.elapsed() < Duration::from_secs(10) {
+        s.advance(0.02).unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(!alive(), "the cancelled job's process group {pg} is gone");
 }

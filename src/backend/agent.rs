@@ -97,7 +97,7 @@ impl FromAgent {
                 host,
                 job,
                 token,
-                pgid,
+                pgid: Some(pgid),
             },
             FromAgent::StartFailed { job, token, why } => RunEvent::StartFailed {
                 host,
@@ -110,6 +110,7 @@ impl FromAgent {
                 job,
                 token,
                 exit,
+                at: None,
             },
             FromAgent::Sample { found, groups } => RunEvent::Sample {
                 host,

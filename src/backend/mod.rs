@@ -1,6 +1,7 @@
 //! Backends: where GPUs come from and where jobs run. Built so far: the local host (real child
-//! processes; GPUs through NVML when a driver is present) and SSH hosts (the same local backend
-//! run remotely by `gantry agent`, reached with the system `ssh`).
+//! processes; GPUs through NVML when a driver is present), SSH hosts (the same local backend
+//! run remotely by `gantry agent`, reached with the system `ssh`) and the simulated fleet (a
+//! model, labelled so wherever it shows).
 //!
 //! The interface is `Runner`: the daemon hands it a `Launch` per node of a placement and
 //! learns what happened from `RunEvent`s it polls. Every call returns at once: a remote
@@ -12,6 +13,7 @@
 pub mod agent;
 pub mod local;
 pub mod logs;
+pub mod sim;
 pub mod ssh;
 
 use serde::{Deserialize, Serialize};
@@ -24,14 +26,72 @@ pub struct Opening {
     pub local: agent::AgentDirs,
     /// How this host's GPUs are sampled.
     pub sampling: agent::Sampling,
+    /// What makes the simulated fleet's draws repeatable.
+    pub seed: u64,
+    /// The simulated fleet's node failures per node-hour.
+    pub failures_per_node_hour: f64,
 }
 
-/// The runner of a pool of the fleet file: by its `provider`, or `None` for a simulated one.
-/// The error names the pool.
+/// The provisioner of a pool whose nodes are bought and given back (elastic capacity), or
+/// `None` where the nodes are simply there (this host, SSH hosts). Only the simulated clouds
+/// have one yet; real clouds implement the same interface. `hosts` is the pool's node slots
+/// (its maximum), `now` the daemon's clock at open.
+pub fn provisioner_for(
+    p: &crate::config::fleet::PoolConfig,
+    index: usize,
+    hosts: usize,
+    opening: &Opening,
+    now: f64,
+) -> Option<Box<dyn Provisioner>> {
+    if !p.is_simulated() {
+        return None;
+    }
+    let seed = opening.seed ^ (index as u64 + 1).wrapping_mul(0xD1B5_4A32_D192_ED03);
+    Some(Box::new(sim::SimCloud::new(
+        p,
+        hosts,
+        opening.failures_per_node_hour,
+        seed,
+        now,
+    )))
+}
+
+/// What a provisioner reports about a node of its pool (`host`: its index in the pool).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum NodeEvent {
+    /// A node bought is up.
+    Ready(usize),
+    /// The provider takes a spot node back in `gone_in_s`: its jobs should checkpoint now.
+    SpotNotice { host: usize, gone_in_s: f64 },
+    /// Taken back by the provider.
+    Gone(usize),
+    /// Failed: in repair (`repair`, a reserved node) or terminated.
+    Failed { host: usize, repair: bool },
+    /// Back from repair.
+    Repaired(usize),
+}
+
+/// Where elastic capacity comes from: buys and gives back a pool's nodes, and says what
+/// happens to them. Times are the daemon's clock (a real cloud reports what it saw; the
+/// simulated one has no other clock).
+pub trait Provisioner: Send {
+    /// Asks for node slot `host`; the answer is the expected seconds until it is ready.
+    fn buy(&mut self, host: usize, now: f64) -> f64;
+    /// Gives node `host` back (nothing more is said about it until it is bought again).
+    fn give_back(&mut self, host: usize, now: f64);
+    /// What happened up to `until`, each event at its own time, in time order.
+    fn poll(&mut self, until: f64) -> Vec<(f64, NodeEvent)>;
+}
+
+/// The runner of a pool of the fleet file, by its `provider` (every provider gantry has no
+/// real backend for is simulated). `nodes` are the fleet's names for the pool's nodes, host
+/// order. The error names the pool.
 pub fn runner_for(
     p: &crate::config::fleet::PoolConfig,
+    index: usize,
+    nodes: Vec<String>,
     opening: &Opening,
-) -> Result<Option<Box<dyn Runner>>, String> {
+) -> Result<Box<dyn Runner>, String> {
     let runner: Box<dyn Runner> = if p.is_local() {
         Box::new(local::pool::LocalPool::open(
             &opening.local,
@@ -48,9 +108,11 @@ pub fn runner_for(
             ssh::SshPool::connect(&p.hosts, opts).map_err(|e| format!("pool `{}`: {e}", p.name))?,
         )
     } else {
-        return Ok(None);
+        // One stream of draws per pool, so adding a pool leaves the others' as they were.
+        let seed = opening.seed ^ (index as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        Box::new(sim::SimPool::new(nodes, seed))
     };
-    Ok(Some(runner))
+    Ok(runner)
 }
 
 /// `~/x` → `$HOME/x`.
@@ -69,6 +131,12 @@ pub struct Launch {
     pub job: i64,
     /// A secret of this run alone (`GANTRY_RUN_TOKEN`): proves a process is the run's.
     pub token: String,
+    /// The job's name, and its time limit: what a scheduler-backed backend asks for (a
+    /// batch system's job name and `--time`), and what the simulated one models a run by.
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(default)]
+    pub time_limit_s: Option<f64>,
     pub setup: Option<String>,
     pub run: String,
     pub workdir: Option<String>,
@@ -148,7 +216,8 @@ pub enum RunEvent {
         host: usize,
         job: i64,
         token: String,
-        pgid: u32,
+        /// Its process group there (none on the simulated fleet, which runs no processes).
+        pgid: Option<u32>,
     },
     StartFailed {
         host: usize,
@@ -161,6 +230,9 @@ pub enum RunEvent {
         job: i64,
         token: String,
         exit: Exit,
+        /// When, on the daemon's clock, where the backend knows it (the simulated one ends a
+        /// run at its own time however long the daemon's step); else when it is reported.
+        at: Option<f64>,
     },
     /// The host is reachable (again); what it runs is in `info.runs`.
     Up { host: usize, info: HostInfo },
@@ -175,11 +247,16 @@ pub enum RunEvent {
     },
 }
 
-/// Where jobs run: one per pool of a real backend. Every method returns at once; outcomes
-/// come back from `poll`.
+/// Where jobs run: one per pool. Every method returns at once; outcomes come back from `poll`.
 pub trait Runner: Send {
-    /// What the daemon's events about this backend are filed under (`local`, `ssh`).
+    /// What the daemon's events about this backend are filed under (`local`, `ssh`, `sim`).
     fn kind(&self) -> &'static str;
+    /// Whether the backend is a model (the simulated fleet): its telemetry is modelled, not
+    /// measured (and labelled so); its runs end with the daemon, so none are journaled for
+    /// re-adoption; its nodes need no connection and no first sample before they take work.
+    fn simulated(&self) -> bool {
+        false
+    }
     /// The address the other nodes of a job reach `host` at.
     fn address(&self, host: usize) -> String;
     /// Starts one node's part of a job on `host`.
@@ -190,13 +267,20 @@ pub trait Runner: Send {
     fn kill(&mut self, host: usize, job: i64, token: &str);
     /// The run's end is recorded: the host may forget it (its logs stay).
     fn forget(&mut self, host: usize, job: i64, token: &str);
-    /// What happened since the last poll.
-    fn poll(&mut self) -> Vec<RunEvent>;
+    /// What happened since the last poll, up to `now` on the daemon's clock (real backends
+    /// report what they saw; the simulated one has no other clock).
+    fn poll(&mut self, now: f64) -> Vec<RunEvent>;
     /// Reads runs' logs on the pool's nodes, from any thread.
     fn logs(&self) -> std::sync::Arc<dyn logs::LogReader>;
     /// The hosts known, without asking over a network, to keep logs of `job` (after a
     /// restart the daemon no longer knows where an ended job ran).
     fn logs_of(&self, _job: i64) -> Vec<usize> {
         Vec::new()
+    }
+    /// The per-GPU utilization a simulated backend models for `job` (started at `started`)
+    /// at time `at`, percent; real backends measure instead (their `Sample` events) and
+    /// answer `None`.
+    fn modelled_util(&self, _job: i64, _started: f64, _at: f64) -> Option<f64> {
+        None
     }
 }

@@ -77,7 +77,7 @@ impl Runner for LocalPool {
         });
     }
 
-    fn poll(&mut self) -> Vec<RunEvent> {
+    fn poll(&mut self, _now: f64) -> Vec<RunEvent> {
         self.events.try_iter().collect()
     }
 

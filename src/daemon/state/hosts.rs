@@ -14,6 +14,9 @@ use crate::backend::{Exit, Gang, HostInfo, RunEvent, Runner};
 pub(super) struct HostRun {
     pub token: String,
     pub parts: Vec<Part>,
+    /// Journaled for re-adoption (a real backend's run; the simulated fleet's end with the
+    /// daemon).
+    pub journaled: bool,
 }
 
 pub(super) struct Part {
@@ -36,8 +39,12 @@ pub(super) enum PartState {
 /// The real backends' side of the state.
 #[derive(Default)]
 pub(super) struct Hosts {
-    /// One runner per pool (`None`: the pool is simulated).
-    pub runners: Vec<Option<Box<dyn Runner>>>,
+    /// One runner per pool.
+    pub runners: Vec<Box<dyn Runner>>,
+    /// Per pool: its runner is a model (`Runner::simulated`).
+    pub simulated: Vec<bool>,
+    /// The real hosts' nodes, lowest first.
+    real: Vec<usize>,
     /// Fleet node → (pool, host index within the pool).
     pub at: HashMap<usize, (usize, usize)>,
     /// Per pool, its hosts' fleet nodes in host order (the reverse of `at`).
@@ -61,7 +68,7 @@ const RAN_ON_KEPT: usize = 1000;
 const START_TIMEOUT_S: f64 = 120.0;
 
 impl Hosts {
-    /// Runners for the fleet file's real pools; nodes of `fleet` mapped to their hosts.
+    /// A runner for each pool of the fleet file; nodes of `fleet` mapped to their hosts.
     pub fn open(
         cfg: &FleetConfig,
         fleet: &crate::model::Fleet,
@@ -71,17 +78,22 @@ impl Hosts {
             lost_after: cfg.pools.iter().map(|p| p.lost_after_s()).collect(),
             ..Hosts::default()
         };
-        for p in &cfg.pools {
-            r.runners.push(crate::backend::runner_for(p, opening)?);
-        }
         r.pool_nodes = vec![Vec::new(); cfg.pools.len()];
         for (i, n) in fleet.nodes.iter().enumerate() {
             let pool = n.pool.index();
-            if r.runners[pool].is_some() {
-                r.at.insert(i, (pool, r.pool_nodes[pool].len()));
-                r.pool_nodes[pool].push(i);
-            }
+            r.at.insert(i, (pool, r.pool_nodes[pool].len()));
+            r.pool_nodes[pool].push(i);
         }
+        for (i, p) in cfg.pools.iter().enumerate() {
+            let names = r.pool_nodes[i]
+                .iter()
+                .map(|&n| fleet.nodes[n].name.clone())
+                .collect();
+            let runner = crate::backend::runner_for(p, i, names, opening)?;
+            r.simulated.push(runner.simulated());
+            r.runners.push(runner);
+        }
+        r.real = (0..fleet.nodes.len()).filter(|&n| r.is_real(n)).collect();
         Ok(r)
     }
 
@@ -101,20 +113,32 @@ impl Hosts {
 
     fn runner(&mut self, node: usize) -> Option<(&mut Box<dyn Runner>, usize)> {
         let &(pool, host) = self.at.get(&node)?;
-        Some((self.runners[pool].as_mut()?, host))
+        Some((&mut self.runners[pool], host))
+    }
+
+    /// Whether `node` is a real machine: its telemetry is measured or unknown, never
+    /// modelled, and its runs are journaled.
+    pub fn is_real(&self, node: usize) -> bool {
+        self.at
+            .get(&node)
+            .is_some_and(|&(pool, _)| !self.simulated[pool])
+    }
+
+    /// The real hosts, lowest node first.
+    pub fn real_nodes(&self) -> &[usize] {
+        &self.real
     }
 
     /// The first real host (the lowest node).
     pub fn first_node(&self) -> Option<usize> {
-        self.at.keys().min().copied()
+        self.real.first().copied()
     }
 
     /// What the runner of `node`'s pool files its events under.
     pub fn kind(&self, node: usize) -> &'static str {
         self.at
             .get(&node)
-            .and_then(|&(pool, _)| self.runners[pool].as_ref())
-            .map_or("host", |r| r.kind())
+            .map_or("host", |&(pool, _)| self.runners[pool].kind())
     }
 
     /// Sends `f` to the runner of every part of a run.
@@ -136,12 +160,13 @@ impl State {
     /// Whether node `i` is a real machine (a real backend's host): its telemetry is measured
     /// or unknown, never modelled.
     pub(super) fn is_real_host(&self, i: usize) -> bool {
-        self.hosts.at.contains_key(&i)
+        self.hosts.is_real(i)
     }
 
-    /// Starts every node's part of a job placed on real hosts: the same run token, each node
-    /// its rank, the addresses of all (head first) and the IDs of its GPUs there.
-    pub(super) fn launch_on_hosts(&mut self, id: JobId) -> Result<(), EngineError> {
+    /// Starts every node's part of a placed job through its pool's runner: the same run
+    /// token, each node its rank, the addresses of all (head first) and the IDs of its GPUs
+    /// there.
+    pub(super) fn launch(&mut self, id: JobId) -> Result<(), EngineError> {
         let Some(j) = self.engine.job(id) else {
             return Ok(());
         };
@@ -149,6 +174,8 @@ impl State {
             return Ok(());
         };
         let spec = j.spec.clone();
+        let name = j.name.clone();
+        let real = p.nodes.iter().any(|g| self.is_real_host(g.node.index()));
         // A GPU job on a host whose NVML has not answered yet waits (see `observe_node`).
         let waiting = p.nodes.iter().find(|g| {
             !g.gpus.is_empty()
@@ -176,7 +203,12 @@ impl State {
             .iter()
             .map(|g| self.gpu_ids(g.node.index(), &g.gpus))
             .collect();
-        let launch = gpus.and_then(|gpus| super::launch::launch_of(id, &spec).map(|l| (l, gpus)));
+        let launch = gpus.and_then(|gpus| {
+            if real && spec.run.is_none() {
+                return Err("the spec has no `run` command to start".to_string());
+            }
+            super::launch::launch_of(id, name, &spec).map(|l| (l, gpus))
+        });
         let (launch, gpus) = match launch {
             Ok(l) => l,
             Err(why) => {
@@ -197,7 +229,9 @@ impl State {
                     .collect(),
             ),
         };
-        self.engine.store().add_remote_run(&record)?;
+        if real {
+            self.engine.store().add_remote_run(&record)?;
+        }
         let mut parts = Vec::new();
         for ((rank, g), ids) in p.nodes.iter().enumerate().zip(gpus) {
             let node = g.node.index();
@@ -235,25 +269,29 @@ impl State {
             HostRun {
                 token: launch.token,
                 parts,
+                journaled: real,
             },
         );
-        self.log(format!("job {id} starting on {}", hosts.join(", ")));
+        if real {
+            self.log(format!("job {id} starting on {}", hosts.join(", ")));
+        }
         Ok(())
     }
 
     /// The address the other nodes of a job reach `node` at.
     fn host_address(&self, node: usize) -> String {
         let at = self.hosts.at.get(&node).copied();
-        at.and_then(|(pool, host)| Some(self.hosts.runners[pool].as_ref()?.address(host)))
+        at.map(|(pool, host)| self.hosts.runners[pool].address(host))
             .unwrap_or_else(|| self.node_name(node))
     }
 
-    /// The spec's stop signal to every part; SIGKILL after the grace. Their exits requeue it.
-    pub(super) fn stop_on_hosts(&mut self, id: JobId) -> bool {
+    /// The spec's stop signal to every part; SIGKILL after the grace (the spec's, unless
+    /// `grace` says otherwise). Their exits requeue it.
+    pub(super) fn stop_on_hosts(&mut self, id: JobId, grace: Option<f64>) -> bool {
         if !self.hosts.runs.contains_key(&id) {
             return false;
         }
-        let grace = self.grace_of(id);
+        let grace = grace.unwrap_or_else(|| self.grace_of(id));
         let signal = self
             .engine
             .job(id)
@@ -266,13 +304,16 @@ impl State {
 
     /// Kills every part at once and forgets the run (a cancel, or the rest of a gang).
     pub(super) fn kill_on_hosts(&mut self, id: JobId) -> Result<(), EngineError> {
-        if self.hosts.runs.contains_key(&id) {
+        if let Some(run) = self.hosts.runs.get(&id) {
+            let journaled = run.journaled;
             self.hosts.each_part(id, |r, host, token| {
                 r.kill(host, id, token);
                 r.forget(host, id, token);
             });
             self.hosts.remove(id);
-            self.engine.store().remove_remote_run(id)?;
+            if journaled {
+                self.engine.store().remove_remote_run(id)?;
+            }
         }
         Ok(())
     }
@@ -280,10 +321,9 @@ impl State {
     /// What the remote backends reported since the last poll, then hosts past their timeout.
     pub(super) fn poll_hosts(&mut self) -> Result<(), EngineError> {
         let mut events = Vec::new();
+        let now = self.now;
         for (pool, r) in self.hosts.runners.iter_mut().enumerate() {
-            if let Some(r) = r {
-                events.extend(r.poll().into_iter().map(|e| (pool, e)));
-            }
+            events.extend(r.poll(now).into_iter().map(|e| (pool, e)));
         }
         for (pool, e) in events {
             self.on_host_event(pool, e)?;
@@ -291,7 +331,7 @@ impl State {
         self.lose_unreachable()
     }
 
-    fn node_of(&self, pool: usize, host: usize) -> Option<usize> {
+    pub(super) fn node_of(&self, pool: usize, host: usize) -> Option<usize> {
         self.hosts.pool_nodes.get(pool)?.get(host).copied()
     }
 
@@ -326,10 +366,13 @@ impl State {
                     Some(p) => {
                         p.state = PartState::Running;
                         p.since = now;
-                        p.pgid = Some(pgid);
-                        self.log(format!(
-                            "job {job} started on {name} as process group {pgid}"
-                        ));
+                        p.pgid = pgid;
+                        self.log(match pgid {
+                            Some(pgid) => {
+                                format!("job {job} started on {name} as process group {pgid}")
+                            }
+                            None => format!("job {job} started on {name}"),
+                        });
                     }
                     None => self.stray(pool, host, job, &token, &name)?,
                 }
@@ -350,18 +393,25 @@ impl State {
                 }
             }
             RunEvent::Exited {
-                job, token, exit, ..
+                job,
+                token,
+                exit,
+                at,
+                ..
             } => match self.part_mut(job, &token, node) {
                 Some(p) => {
                     p.state = PartState::Exited(exit);
-                    self.settle(job, node, exit)?;
+                    // Recorded at the exit's own time where the backend knows it.
+                    let now = self.now;
+                    self.now = at.map_or(now, |t| t.min(now));
+                    let settled = self.settle(job, node, exit);
+                    self.now = now;
+                    settled?;
                 }
                 None => {
                     // An exit already recorded (reported again after a reconnect), or a run
                     // the daemon gave up on: the host may forget it.
-                    if let Some(r) = self.hosts.runners[pool].as_mut() {
-                        r.forget(host, job, &token);
-                    }
+                    self.hosts.runners[pool].forget(host, job, &token);
                 }
             },
             RunEvent::Up { info, .. } => self.host_up(pool, host, node, info)?,
@@ -410,9 +460,7 @@ impl State {
         token: &str,
         name: &str,
     ) -> Result<(), EngineError> {
-        let Some(r) = self.hosts.runners[pool].as_mut() else {
-            return Ok(());
-        };
+        let r = &mut self.hosts.runners[pool];
         r.kill(host, job, token);
         r.forget(host, job, token);
         let kind = r.kind();
@@ -431,6 +479,7 @@ impl State {
             return Ok(());
         };
         let gang = run.parts.len() > 1;
+        let journaled = run.journaled;
         let all_done = run
             .parts
             .iter()
@@ -476,7 +525,9 @@ impl State {
         self.hosts
             .each_part(id, |r, host, token| r.forget(host, id, token));
         self.hosts.remove(id);
-        self.engine.store().remove_remote_run(id)?;
+        if journaled {
+            self.engine.store().remove_remote_run(id)?;
+        }
         Ok(())
     }
 
@@ -561,7 +612,7 @@ impl State {
                         .is_some_and(|j| j.state == JobState::Preempting)
                     {
                         // Its stop may have been lost with the connection: sent again.
-                        self.stop_on_hosts(*id);
+                        self.stop_on_hosts(*id, None);
                     }
                 }
                 PartState::Starting if there => {
@@ -673,10 +724,7 @@ impl State {
             (None, None) => {
                 let mut nodes: Vec<usize> = (0..self.hosts.runners.len())
                     .flat_map(|pool| {
-                        let hosts = self.hosts.runners[pool]
-                            .as_ref()
-                            .map(|r| r.logs_of(id))
-                            .unwrap_or_default();
+                        let hosts = self.hosts.runners[pool].logs_of(id);
                         hosts
                             .into_iter()
                             .filter_map(move |h| self.hosts.pool_nodes[pool].get(h).copied())
@@ -689,12 +737,16 @@ impl State {
                 nodes
             }
         };
+        // The simulated fleet runs no processes: it has no logs to read.
+        if !nodes.iter().any(|&n| self.is_real_host(n)) {
+            return None;
+        }
         let sources = nodes
             .into_iter()
             .enumerate()
             .filter_map(|(rank, node)| {
                 let &(pool, host) = self.hosts.at.get(&node)?;
-                let reader = self.hosts.runners[pool].as_ref()?.logs();
+                let reader = self.hosts.runners[pool].logs();
                 Some(LogSource {
                     rank,
                     node: self.node_name(node),
@@ -715,7 +767,7 @@ impl State {
 
     /// Real hosts answering now, and all of them.
     pub fn hosts_up(&self) -> (usize, usize) {
-        let all = self.hosts.at.len();
+        let all = self.hosts.real_nodes().len();
         (all - self.hosts.down.len(), all)
     }
 
@@ -724,7 +776,7 @@ impl State {
         self.hosts
             .runs
             .values()
-            .filter(|r| r.parts.iter().all(|p| p.state == PartState::Running))
+            .filter(|r| r.journaled && r.parts.iter().all(|p| p.state == PartState::Running))
             .count()
     }
 }

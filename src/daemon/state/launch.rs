@@ -4,7 +4,8 @@
 use super::*;
 
 impl State {
-    /// The IDs for `CUDA_VISIBLE_DEVICES` of GPU grants on `node`. On a host NVML measures:
+    /// The IDs for `CUDA_VISIBLE_DEVICES` of GPU grants on `node`. On the simulated fleet:
+    /// the indices. On a host NVML measures:
     /// each GPU's UUID, or for a MIG slice a MIG instance of that size no other job holds. On
     /// one it does not (GPUs as declared): the indices, and no MIG slices (no instance to
     /// name).
@@ -13,6 +14,10 @@ impl State {
         node: usize,
         grants: &[crate::model::GpuGrant],
     ) -> Result<Vec<String>, String> {
+        if !self.is_real_host(node) {
+            // The simulated fleet runs no processes: its GPUs go by their indices.
+            return Ok(grants.iter().map(|g| g.gpu.to_string()).collect());
+        }
         let name = self.node_name(node);
         let tel = self.measured.get(&node).filter(|t| t.sampled_at.is_some());
         let mut ids: Vec<String> = Vec::new();
@@ -49,17 +54,17 @@ impl State {
 /// GPUs and place in the gang are filled in per node).
 pub(super) fn launch_of(
     id: JobId,
+    name: Option<String>,
     spec: &crate::spec::JobSpec,
 ) -> Result<crate::backend::Launch, String> {
     let token = crate::daemon::auth::new_token()
         .map_err(|e| format!("cannot read /dev/urandom for the run's token: {e}"))?;
-    let run = spec
-        .run
-        .clone()
-        .ok_or("the spec has no `run` command to start")?;
+    let run = spec.run.clone().unwrap_or_default();
     Ok(crate::backend::Launch {
         job: id,
         token,
+        name,
+        time_limit_s: spec.time_limit_s,
         setup: spec.setup.clone(),
         run,
         workdir: spec.workdir.clone(),

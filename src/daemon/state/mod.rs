@@ -1,7 +1,8 @@
-//! The daemon's state: the engine plus the simulated backend that runs what it places, the
-//! event log, simulated telemetry, counters for `/metrics`, and the snapshot the console and
-//! the API read. It does no networking and keeps no wall clock: its owner (the actor) tells it
-//! what time it is. Everything the simulated backend makes up is labelled simulated.
+//! The daemon's state: the engine, the backends' runners that run what it places (one per
+//! pool, driven through `backend::Runner` whatever the backend), the simulated fleet's node
+//! lifecycle, the event log, telemetry, counters for `/metrics`, and the snapshot the console
+//! and the API read. It does no networking and keeps no wall clock: its owner (the actor)
+//! tells it what time it is. Everything the simulated backend makes up is labelled simulated.
 
 mod open;
 
@@ -31,13 +32,9 @@ use crate::scheduler::reclaim::{
 use crate::scheduler::rng::Rng;
 use crate::scheduler::scale::{scale_down, scale_up, NodeIdle, ScaleConfig};
 use crate::sim::idle::{cause_of, IdleCause, IdleNow};
-use crate::sim::lifecycle::{
-    draw_after, offers, pool_counts, provisioning_delay, start_lives, Life, SPOT_NOTICE_S,
-};
+use crate::sim::lifecycle::{offers, pool_counts, start_lives, Life};
 use crate::sim::workload::Workload;
 use serde::Serialize;
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::path::Path;
 
@@ -100,26 +97,15 @@ impl Messages {
     }
 }
 
-/// A timed event of the simulated nodes; the epoch drops it if the node changed since.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-enum NodeTimer {
-    Ready(usize, u64),
-    Notice(usize, u64),
-    Gone(usize, u64),
-    Fail(usize, u64),
-    Repair(usize, u64),
-}
-
-/// The simulated backend's nodes: which exist, what is coming, what is going.
+/// The fleet's nodes over time: which exist, what is coming, what is going; and, per pool,
+/// the provisioner elastic capacity is bought from and given back to (none where the nodes
+/// are simply there).
 struct Nodes {
     pools: Vec<crate::config::fleet::PoolConfig>,
     lives: Vec<Life>,
-    epochs: Vec<u64>,
     empty_since: Vec<Option<f64>>,
-    timers: BinaryHeap<Reverse<(u64, u64, NodeTimer)>>,
-    seq: u64,
+    provisioners: Vec<Option<Box<dyn crate::backend::Provisioner>>>,
     interrupted: Vec<Option<f64>>,
-    failures_per_node_hour: f64,
     scale: ScaleConfig,
     /// When consolidation looks for a cloud node to give back next.
     next_consolidate: f64,
@@ -153,16 +139,6 @@ impl Action {
     pub fn parse(s: &str) -> Option<Action> {
         Action::ALL.into_iter().find(|a| a.name() == s)
     }
-}
-
-/// Simulated behaviour of a running job: when it ends and when its GPUs go quiet.
-#[derive(Clone, Debug)]
-struct SimRun {
-    ends_at: f64,
-    /// Seconds after start when its GPUs go idle (notebooks left open); None: busy throughout.
-    idle_after: Option<f64>,
-    /// Its busy utilization, percent.
-    busy_pct: f64,
 }
 
 /// Counters and histograms behind `/metrics`.
@@ -333,9 +309,6 @@ pub struct State {
     budget_read_at: Option<u64>,
     rng: Rng,
     now: f64,
-    runs: HashMap<JobId, SimRun>,
-    /// Preempting jobs and when their grace ends (the simulated stop).
-    stops: HashMap<JobId, f64>,
     events: VecDeque<String>,
     events_total: u64,
     snapshot: Snapshot,
@@ -510,8 +483,6 @@ impl State {
         match action {
             Action::Cancel => {
                 self.engine.cancel(id, now)?;
-                self.runs.remove(&id);
-                self.stops.remove(&id);
                 self.kill_on_hosts(id)?;
             }
             Action::Hold => self.engine.hold(id, now)?,
@@ -533,8 +504,6 @@ impl State {
         Ok(())
     }
 
-    /// A preempted job stops when its grace period ends (the simulated signal handler
-    /// checkpoints within it).
     /// The job's stop grace period, seconds (the spec's `checkpoint.grace`, else 30 s).
     fn grace_of(&self, id: JobId) -> f64 {
         self.engine
@@ -543,14 +512,9 @@ impl State {
             .unwrap_or(30.0)
     }
 
+    /// The spec's signal now, SIGKILL when the grace ends; the run's exit requeues the job.
     fn begin_stop(&mut self, id: JobId) {
-        // A real run: the spec's signal now, SIGKILL when the grace ends; its exit requeues it.
-        if self.stop_on_hosts(id) {
-            return;
-        }
-        let grace = self.grace_of(id);
-        self.runs.remove(&id);
-        self.stops.insert(id, self.now + grace.min(120.0));
+        self.stop_on_hosts(id, None);
     }
 
     fn node_name(&self, i: usize) -> String {
@@ -562,52 +526,12 @@ impl State {
         fleet.pool_path(fleet.nodes[i].pool)
     }
 
-    /// Whether node `i` belongs to a real backend (this host, SSH hosts): nothing about it is
-    /// simulated.
-    fn is_real(&self, i: usize) -> bool {
-        !self.nodes.pools[self.engine.fleet().nodes[i].pool.index()].is_simulated()
-    }
-
-    /// Advances the simulated clock by `dt` seconds: completions, stops, arrivals, a cycle.
-    /// Jobs end (and stop billing) at their own end time, however large the step.
+    /// Advances the daemon's clock by `dt` seconds: node events, what the backends report
+    /// (exits, stops), arrivals, a cycle. Jobs end (and stop billing) at their own end time
+    /// where the backend knows it, however large the step.
     pub fn advance(&mut self, dt: f64) -> Result<(), EngineError> {
         self.now += dt.max(0.0);
         self.run_node_timers(self.now)?;
-        let mut due: Vec<(f64, JobId)> = self
-            .runs
-            .iter()
-            .filter(|(_, r)| r.ends_at <= self.now)
-            .map(|(&id, r)| (r.ends_at, id))
-            .collect();
-        due.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-        for (at, id) in due {
-            self.runs.remove(&id);
-            let ok = self.rng.below(20) != 0;
-            // One job whose end cannot be recorded must not stop the others' (or the cycle).
-            if let Err(e) = self.engine.finished(id, ok, at) {
-                self.warn(format!("job {id}: its end could not be recorded: {e}"));
-                continue;
-            }
-            self.log(format!(
-                "job {id} {}",
-                if ok { "completed" } else { "failed (exit 1)" }
-            ));
-        }
-        let mut stopped: Vec<(f64, JobId)> = self
-            .stops
-            .iter()
-            .filter(|(_, &t)| t <= self.now)
-            .map(|(&id, &t)| (t, id))
-            .collect();
-        stopped.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-        for (at, id) in stopped {
-            self.stops.remove(&id);
-            if let Err(e) = self.engine.requeued(id, at) {
-                self.warn(format!("job {id}: its requeue could not be recorded: {e}"));
-                continue;
-            }
-            self.log(format!("job {id} stopped and requeued from its checkpoint"));
-        }
         self.poll_hosts()?;
         if self.workload.is_some() && self.rng.below(3) == 0 {
             self.submit_demo()?;
@@ -632,40 +556,12 @@ impl State {
             };
             let wait = self.now - j.submitted_at;
             let class = self.class_name(j.class);
-            let notebook = j.spec.run.as_deref().is_some_and(|r| r.contains("jupyter"))
-                || j.name.as_deref().is_some_and(|n| n.starts_with("notebook"));
-            let base = j
-                .name
-                .as_deref()
-                .and_then(Workload::mean_duration)
-                .or(j.spec.time_limit_s.map(|t| 0.6 * t))
-                .unwrap_or(3600.0);
-            let first = j
-                .placement
-                .as_ref()
-                .and_then(|p| p.nodes.first())
-                .map(|g| g.node.index());
-            let on_host = first.is_some_and(|n| self.is_real_host(n));
             self.counters
                 .waits
                 .entry(class)
                 .or_default()
                 .observe(&WAIT_BUCKETS, wait);
-            if on_host {
-                self.launch_on_hosts(id)?;
-                continue;
-            }
-            let busy_pct = 70.0 + 25.0 * self.rng.unit();
-            let duration = base * (0.5 + self.rng.unit());
-            self.runs.insert(
-                id,
-                SimRun {
-                    ends_at: self.now + duration,
-                    idle_after: notebook.then_some(20.0 * 60.0),
-                    busy_pct,
-                },
-            );
-            self.log(format!("job {id} started"));
+            self.launch(id)?;
         }
         for id in report.preempting {
             self.begin_stop(id);

@@ -1,40 +1,13 @@
-//! The simulated fleet's nodes over time: timers (provisioned, spot notice, failure, repair,
-//! give-back), elastic growth and shrink, defragmentation and consolidation — each a journaled
-//! event with its reason and price.
+//! The fleet's nodes over time: what the provisioners say (ready, spot notice, taken back,
+//! failed, repaired), elastic growth and shrink through them, defragmentation and
+//! consolidation — each a journaled event with its reason and price.
 
 use super::*;
+use crate::backend::NodeEvent;
 
 impl State {
-    pub(super) fn timer(&mut self, at: f64, t: NodeTimer) {
-        self.nodes.seq += 1;
-        self.nodes
-            .timers
-            .push(Reverse((at.max(0.0).to_bits(), self.nodes.seq, t)));
-    }
-
-    /// Draws a node's next spot interruption (spot pools) and failure.
-    pub(super) fn arm_node(&mut self, i: usize) {
-        if self.is_real(i) {
-            return;
-        }
-        let epoch = self.nodes.epochs[i];
-        let pool = &self.nodes.pools[self.engine.fleet().nodes[i].pool.index()];
-        let spot = (pool.capacity == CapacityType::Spot)
-            .then_some(pool.spot_interruptions_per_node_hour)
-            .filter(|r| *r > 0.0);
-        if let Some(rate) = spot {
-            let at = self.now + draw_after(&mut self.rng, rate);
-            self.timer(at, NodeTimer::Notice(i, epoch));
-        }
-        if self.nodes.failures_per_node_hour > 0.0 {
-            let at = self.now + draw_after(&mut self.rng, self.nodes.failures_per_node_hour);
-            self.timer(at, NodeTimer::Fail(i, epoch));
-        }
-    }
-
     pub(super) fn set_life(&mut self, i: usize, life: Life) {
         self.nodes.lives[i] = life;
-        self.nodes.epochs[i] += 1;
         self.engine.set_health(NodeId(i as u32), life.health());
         if life == Life::Up {
             self.nodes.empty_since[i] = Some(self.now);
@@ -54,30 +27,68 @@ impl State {
             .collect()
     }
 
-    /// Node events due by `until`, in time order, each at its own time.
+    /// Node `i`'s pool and its index there, for its provisioner.
+    fn slot(&self, i: usize) -> (usize, usize) {
+        self.hosts.at.get(&i).copied().unwrap_or_default()
+    }
+
+    /// Asks node `i`'s provisioner for it; the expected seconds until it is ready.
+    fn buy(&mut self, i: usize) -> f64 {
+        let (pool, host) = self.slot(i);
+        let now = self.now;
+        self.set_life(i, Life::Provisioning);
+        match self.nodes.provisioners[pool].as_mut() {
+            Some(p) => p.buy(host, now),
+            None => 0.0,
+        }
+    }
+
+    /// Gives node `i` back to its provisioner.
+    fn give_back(&mut self, i: usize) {
+        let (pool, host) = self.slot(i);
+        let now = self.now;
+        self.set_life(i, Life::Absent);
+        if let Some(p) = self.nodes.provisioners[pool].as_mut() {
+            p.give_back(host, now);
+        }
+    }
+
+    /// What the provisioners say happened up to `until`, in time order, each at its own time
+    /// (what the runners report up to then comes first: a run that ends as its node goes
+    /// ends on its own terms).
     pub(super) fn run_node_timers(&mut self, until: f64) -> Result<(), EngineError> {
-        while let Some(Reverse((bits, _, _))) = self.nodes.timers.peek() {
-            let at = f64::from_bits(*bits);
-            if at > until {
-                break;
+        let mut due: Vec<(f64, usize, NodeEvent)> = Vec::new();
+        for (pool, p) in self.nodes.provisioners.iter_mut().enumerate() {
+            if let Some(p) = p {
+                due.extend(p.poll(until).into_iter().map(|(at, e)| (at, pool, e)));
             }
-            let Some(Reverse((_, _, t))) = self.nodes.timers.pop() else {
-                break;
-            };
+        }
+        due.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        for (at, pool, e) in due {
             let saved = self.now;
-            self.now = at;
-            self.node_event(t)?;
-            self.now = saved.max(at);
+            self.now = at.min(saved);
+            self.poll_hosts()?;
+            let done = self.node_event(pool, e);
+            self.now = saved;
+            done?;
         }
         Ok(())
     }
 
-    pub(super) fn node_event(&mut self, t: NodeTimer) -> Result<(), EngineError> {
-        let live = |s: &State, i: usize, e: u64| s.nodes.epochs[i] == e;
-        match t {
-            NodeTimer::Ready(i, e) if live(self, i, e) => {
+    pub(super) fn node_event(&mut self, pool: usize, e: NodeEvent) -> Result<(), EngineError> {
+        let host = match e {
+            NodeEvent::Ready(h)
+            | NodeEvent::SpotNotice { host: h, .. }
+            | NodeEvent::Gone(h)
+            | NodeEvent::Failed { host: h, .. }
+            | NodeEvent::Repaired(h) => h,
+        };
+        let Some(i) = self.node_of(pool, host) else {
+            return Ok(());
+        };
+        match e {
+            NodeEvent::Ready(_) => {
                 self.set_life(i, Life::Up);
-                self.arm_node(i);
                 self.record(
                     "fleet",
                     format!(
@@ -87,41 +98,37 @@ impl State {
                     ),
                 )?;
             }
-            NodeTimer::Notice(i, e) if live(self, i, e) && self.nodes.lives[i] == Life::Up => {
+            NodeEvent::SpotNotice { gone_in_s, .. } => {
                 self.set_life(i, Life::Noticed);
                 self.counters.spot_interruptions += 1;
                 let jobs = self.jobs_on(i);
                 for id in &jobs {
+                    // A job already stopping (its node draining) keeps its own grace.
+                    if self.engine.job(*id).map(|j| j.state) != Some(JobState::Running) {
+                        continue;
+                    }
                     self.engine.preempt(
                         *id,
                         self.now,
                         "spot interruption notice: checkpoint now",
                     )?;
-                    self.runs.remove(id);
-                    self.stops.insert(*id, self.now + SPOT_NOTICE_S);
+                    self.stop_on_hosts(*id, Some(gone_in_s));
                 }
-                let epoch = self.nodes.epochs[i];
-                self.timer(self.now + SPOT_NOTICE_S, NodeTimer::Gone(i, epoch));
                 self.record(
                     "fleet",
                     format!(
-                        "spot notice: {} ({}) is taken back in 2 min; {} job(s) checkpointing",
+                        "spot notice: {} ({}) is taken back in {:.0} min; {} job(s) checkpointing",
                         self.node_name(i),
                         self.pool_path_of(i),
+                        gone_in_s / 60.0,
                         jobs.len()
                     ),
                 )?;
             }
-            NodeTimer::Gone(i, e) if live(self, i, e) => {
+            NodeEvent::Gone(_) => {
                 for id in self.jobs_on(i) {
-                    self.stops.remove(&id);
-                    self.engine.lost(
-                        id,
-                        self.now,
-                        "spot node taken back: requeued from its checkpoint",
-                    )?;
+                    self.requeue_run(id, "spot node taken back: requeued from its checkpoint")?;
                 }
-                let pool = self.engine.fleet().nodes[i].pool.index();
                 self.nodes.interrupted[pool] = Some(self.now);
                 self.set_life(i, Life::Absent);
                 self.record(
@@ -129,34 +136,20 @@ impl State {
                     format!("node {} taken back by the provider", self.node_name(i)),
                 )?;
             }
-            NodeTimer::Fail(i, e) if live(self, i, e) && self.nodes.lives[i] == Life::Up => {
+            NodeEvent::Failed { repair, .. } => {
                 let jobs = self.jobs_on(i);
                 for id in &jobs {
-                    self.runs.remove(id);
-                    self.stops.remove(id);
-                    self.engine.lost(
-                        *id,
-                        self.now,
-                        "its node failed: requeued from its last checkpoint",
-                    )?;
+                    self.requeue_run(*id, "its node failed: requeued from its last checkpoint")?;
                 }
-                let reserved = self.nodes.pools[self.engine.fleet().nodes[i].pool.index()].capacity
-                    == CapacityType::Reserved;
                 self.counters.node_failures += 1;
-                if reserved {
-                    self.set_life(i, Life::Failed);
-                    let epoch = self.nodes.epochs[i];
-                    self.timer(self.now + 4.0 * 3600.0, NodeTimer::Repair(i, epoch));
-                } else {
-                    self.set_life(i, Life::Absent);
-                }
+                self.set_life(i, if repair { Life::Failed } else { Life::Absent });
                 self.record(
                     "fleet",
                     format!(
                         "node {} failed ({} job(s) requeued); {}",
                         self.node_name(i),
                         jobs.len(),
-                        if reserved {
+                        if repair {
                             "repair under way"
                         } else {
                             "instance terminated"
@@ -164,12 +157,10 @@ impl State {
                     ),
                 )?;
             }
-            NodeTimer::Repair(i, e) if live(self, i, e) => {
+            NodeEvent::Repaired(_) => {
                 self.set_life(i, Life::Up);
-                self.arm_node(i);
                 self.record("fleet", format!("node {} repaired", self.node_name(i)))?;
             }
-            _ => {}
         }
         Ok(())
     }
@@ -218,11 +209,9 @@ impl State {
                 })
                 .take(up.nodes as usize)
                 .collect();
-            let delay = provisioning_delay(&self.nodes.pools[up.pool.index()]);
+            let mut delay: f64 = 0.0;
             for &i in &absent {
-                self.set_life(i, Life::Provisioning);
-                let epoch = self.nodes.epochs[i];
-                self.timer(self.now + delay, NodeTimer::Ready(i, epoch));
+                delay = delay.max(self.buy(i));
             }
             self.counters.scale_ups += 1;
             let fallback = if up.spot_fallback {
@@ -272,7 +261,7 @@ impl State {
             .collect();
         for i in drained {
             let price = self.nodes.pools[self.engine.fleet().nodes[i].pool.index()].price_per_hour;
-            self.set_life(i, Life::Absent);
+            self.give_back(i);
             self.counters.scale_downs += 1;
             self.counters.consolidated_nodes += 1;
             self.record(
@@ -288,7 +277,7 @@ impl State {
             let i = n.index();
             let price = self.nodes.pools[self.engine.fleet().nodes[i].pool.index()].price_per_hour;
             let empty = self.now - self.nodes.empty_since[i].unwrap_or(self.now);
-            self.set_life(i, Life::Absent);
+            self.give_back(i);
             self.counters.scale_downs += 1;
             self.record(
                 "fleet",
@@ -354,7 +343,7 @@ impl State {
                 .filter(|&i| {
                     let n = &fleet.nodes[i];
                     self.nodes.lives[i] == Life::Up
-                        && !self.is_real(i)
+                        && !self.is_real_host(i)
                         && n.model.is_some_and(|m| req.models.rank(m).is_some())
                         && n.gpu_milli_used() > 0
                 })
@@ -417,7 +406,7 @@ impl State {
                 let pool = &self.nodes.pools[fleet.nodes[i].pool.index()];
                 self.nodes.lives[i] == Life::Up
                     && pool.capacity != CapacityType::Reserved
-                    && pool.is_simulated()
+                    && !self.hosts.is_real(i)
                     && counts[fleet.nodes[i].pool.index()] > pool.min_nodes
             })
             .map(|i| (fleet.nodes[i].gpu_milli_used(), i))

@@ -28,6 +28,8 @@ impl State {
                 logs: opts.log_dir.clone().unwrap_or_else(|| base.join("logs")),
             },
             sampling: opts.sampling,
+            seed: opts.seed,
+            failures_per_node_hour: opts.failures_per_node_hour,
         };
         let (resume, orphans, remote_records) = {
             let mut store = crate::daemon::journal::Store::open(db)?;
@@ -71,15 +73,21 @@ impl State {
         for (n, life) in fleet.nodes.iter_mut().zip(&lives) {
             n.health = life.health();
         }
+        let provisioners = cfg
+            .pools
+            .iter()
+            .enumerate()
+            .map(|(i, p)| {
+                let slots = fleet.nodes.iter().filter(|n| n.pool.index() == i).count();
+                crate::backend::provisioner_for(p, i, slots, &opening, resume)
+            })
+            .collect();
         let nodes = Nodes {
             pools: cfg.pools.clone(),
-            epochs: vec![0; lives.len()],
             empty_since: vec![Some(resume); lives.len()],
             lives,
-            timers: BinaryHeap::new(),
-            seq: 0,
+            provisioners,
             interrupted: vec![None; cfg.pools.len()],
-            failures_per_node_hour: opts.failures_per_node_hour,
             scale: crate::config::fleet::scale_of(cfg),
             next_consolidate: resume + CONSOLIDATE_EVERY_S,
         };
@@ -110,8 +118,6 @@ impl State {
             engine,
             rng: Rng::new(opts.seed),
             now: resume,
-            runs: HashMap::new(),
-            stops: HashMap::new(),
             events: VecDeque::new(),
             events_total: 0,
             snapshot: Snapshot::default(),
@@ -144,19 +150,12 @@ impl State {
             let n = s.engine.stale_history();
             s.messages.write(&format!("{n} finished job(s) name a pool, team or class the fleet file no longer has: their history stays in the journal (gantry job ID)"));
         }
-        for i in 0..s.nodes.lives.len() {
-            if s.nodes.lives[i] == Life::Up {
-                s.arm_node(i);
-            }
-        }
         // Real hosts join the fleet when they answer; until then they are down, and lost
         // (with the jobs expected there) if they stay silent past their pool's timeout. Their
         // GPUs wait for NVML's first sample (or word that there is none): until then gantry
         // cannot tell which are busy with processes it did not start, nor give a job their
         // UUIDs.
-        let mut real: Vec<usize> = s.hosts.at.keys().copied().collect();
-        real.sort_unstable();
-        for i in real {
+        for i in s.hosts.real_nodes().to_vec() {
             s.set_life(i, Life::Failed);
             s.hosts.down.insert(i, (s.now, "connecting".to_string()));
             for g in 0..s.engine.fleet().nodes[i].gpus.len() as u8 {
@@ -179,12 +178,13 @@ impl State {
                 })
             });
             match parts {
-                Some(parts) if parts.iter().all(|p| s.hosts.at.contains_key(&p.node)) => {
+                Some(parts) if parts.iter().all(|p| s.hosts.is_real(p.node)) => {
                     s.hosts.runs.insert(
                         r.job,
                         super::hosts::HostRun {
                             token: r.token,
                             parts,
+                            journaled: true,
                         },
                     );
                 }

@@ -114,7 +114,7 @@ impl State {
                 }
                 ReclaimAction::Cancel => {
                     self.engine.cancel(jid, self.now)?;
-                    self.runs.remove(&jid);
+                    self.kill_on_hosts(jid)?;
                 }
             }
             self.counters.reclaimed_jobs += 1;

@@ -156,7 +156,7 @@ impl State {
             })
             .collect();
         Some(crate::client::PoolDetail {
-            simulated: self.nodes.pools[index].is_simulated(),
+            simulated: self.hosts.simulated[index],
             path: fleet.pool_path(crate::model::PoolId(index as u32)),
             model: pool
                 .model
@@ -169,12 +169,15 @@ impl State {
 
     /// Simulated per-GPU utilization of a running job at time `t`, percent.
     pub(super) fn util_at(&self, id: JobId, started: f64, t: f64) -> f64 {
-        match self.runs.get(&id) {
-            Some(r) if r.idle_after.is_some_and(|a| t - started >= a) => 1.0,
-            // A deterministic wobble (steps, evaluation, data loading) around the job's level.
-            Some(r) => (r.busy_pct + 6.0 * ((t - started) / 420.0 + id as f64).sin()).min(100.0),
-            None => 0.0,
-        }
+        let Some(run) = self.hosts.runs.get(&id) else {
+            return 0.0;
+        };
+        let Some(&(pool, _)) = run.parts.first().and_then(|p| self.hosts.at.get(&p.node)) else {
+            return 0.0;
+        };
+        self.hosts.runners[pool]
+            .modelled_util(id, started, t)
+            .unwrap_or(0.0)
     }
 
     /// Paid GPUs that nobody uses right now, by cause (`sim::idle`'s vocabulary, as `gantry

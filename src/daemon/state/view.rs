@@ -320,7 +320,7 @@ impl State {
             version: self.snapshot.version + 1,
             events_total: self.events_total,
             teams,
-            simulated: self.nodes.pools.iter().any(|p| p.is_simulated()),
+            simulated: self.hosts.simulated.iter().any(|&s| s),
             // The first real host's NVML status (this host's, in a fleet with a local pool).
             host: self
                 .hosts

@@ -35,6 +35,8 @@ use sha2::{Digest, Sha256};
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, BinaryHeap};
 
+mod rebalance;
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Setup {
@@ -115,9 +117,6 @@ struct SimNode {
     model: Option<usize>,
     reserved: bool,
 }
-
-/// Jobs and where each would move.
-type Moves = Vec<(usize, Placement)>;
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum JobState {
@@ -1260,162 +1259,6 @@ impl<'a> World<'a> {
                 empty / 60.0
             ));
         }
-    }
-
-    /// Consolidation — what Karpenter does for pods, done with checkpoints: when nothing
-    /// waits for capacity, a cloud node whose every job checkpoints and fits on capacity that
-    /// is already paid for is drained (its jobs checkpoint on SIGTERM and restart there, paying
-    /// the restore) and given back at once. Fewest-used nodes first; a node that received jobs
-    /// in this pass is not drained in it.
-    fn consolidate(&mut self) {
-        if self.now < self.next_consolidate || !self.cfg.consolidate {
-            return;
-        }
-        self.next_consolidate = self.now + 300.0;
-        let lives: Vec<Life> = self.nodes.iter().map(|n| n.life).collect();
-        let mut counts = pool_counts(self.clusters[0].fleet(), self.fleet_cfg.len(), &lives);
-        let mut candidates: Vec<(u32, usize)> = (0..self.nodes.len())
-            .filter(|&i| {
-                self.nodes[i].life == Life::Up
-                    && self.nodes[i].jobs > 0
-                    && self.pool_cfg(i).capacity != CapacityType::Reserved
-            })
-            .map(|i| (self.clusters[0].fleet().nodes[i].gpu_milli_used(), i))
-            .collect();
-        candidates.sort_unstable();
-        let mut receivers = std::collections::HashSet::new();
-        for (_, n) in candidates {
-            let pool = self.nodes[n].pool.index();
-            if receivers.contains(&n) || counts[pool] <= self.fleet_cfg[pool].min_nodes {
-                continue;
-            }
-            let jobs = self.jobs_on(n);
-            if jobs.is_empty() || !jobs.iter().all(|&j| self.movable(j)) {
-                continue;
-            }
-            let Some((moves, _)) = self.try_moves(n, &jobs, None) else {
-                continue;
-            };
-            for (j, placement) in moves {
-                for g in &placement.nodes {
-                    receivers.insert(g.node.index());
-                }
-                let borrowed = self.runs[j].borrowed;
-                self.stop(j, false, true, JobState::Pending);
-                self.start(j, placement, 0, borrowed);
-                self.out.moved_jobs += 1;
-            }
-            self.set_life(n, Life::Absent);
-            counts[pool] -= 1;
-            self.out.consolidated_nodes += 1;
-            self.out.scale_downs += 1;
-            let path = self.clusters[0].fleet().pool_path(self.nodes[n].pool);
-            let price = self.pool_cfg(n).price_per_hour;
-            self.log(format_args!(
-                "{path} -1 (node {n} consolidated: {} job(s) moved to paid capacity), -${price:.2}/h",
-                jobs.len()
-            ));
-        }
-    }
-
-    /// Whether a running job may be moved: it checkpoints, may be preempted, is not a
-    /// service or a notebook, and sits on one node.
-    fn movable(&self, j: usize) -> bool {
-        let (job, r) = (&self.jobs[j], &self.runs[j]);
-        r.state == JobState::Running
-            && job.preemptible
-            && job.checkpoint_s.is_some()
-            && matches!(job.kind, Kind::Training | Kind::Experiment)
-            && r.placement.as_ref().is_some_and(|p| p.nodes.len() == 1)
-    }
-
-    /// Defragmentation with checkpoints: a job that fits nowhere and needs whole GPUs on one
-    /// node gets a node already paid for, emptied by moving its (movable) jobs to free room
-    /// elsewhere, instead of a new one bought for it. Lightest nodes first; the first few
-    /// stuck jobs per cycle. Jobs served this way leave `waiting`.
-    fn defragment(&mut self, waiting: &mut Vec<usize>) {
-        if !self.cfg.consolidate {
-            return;
-        }
-        let mut served = Vec::new();
-        for &w in waiting.iter().take(4) {
-            let req = &self.jobs[w].request;
-            let crate::model::GpuRequest::Whole(k) = req.gpu else {
-                continue;
-            };
-            if req.nodes != 1 {
-                continue;
-            }
-            let fleet = self.clusters[0].fleet();
-            let mut candidates: Vec<(u32, usize)> = (0..self.nodes.len())
-                .filter(|&i| {
-                    let n = &fleet.nodes[i];
-                    self.nodes[i].life == Life::Up
-                        && n.health == crate::model::Health::Healthy
-                        && n.gpus.len() >= usize::from(k)
-                        && n.model.is_some_and(|m| req.models.rank(m).is_some())
-                        && self.nodes[i].jobs > 0
-                })
-                .map(|i| {
-                    let n = &fleet.nodes[i];
-                    (n.gpu_milli_used(), i)
-                })
-                .collect();
-            candidates.sort_unstable();
-            for (_, n) in candidates.into_iter().take(4) {
-                let jobs = self.jobs_on(n);
-                if !jobs.iter().all(|&j| self.movable(j)) {
-                    continue;
-                }
-                // The stuck job must fit once the moves are made (on the emptied node).
-                let Some((moves, Some(target))) = self.try_moves(n, &jobs, Some(w)) else {
-                    continue;
-                };
-                for (j, placement) in moves {
-                    let borrowed = self.runs[j].borrowed;
-                    self.stop(j, false, true, JobState::Pending);
-                    self.start(j, placement, 0, borrowed);
-                    self.out.moved_jobs += 1;
-                }
-                self.out.defragmented += 1;
-                self.log(format_args!(
-                    "defragment node {n}: {} job(s) moved so job {w} gets {k} GPU(s) there",
-                    jobs.len()
-                ));
-                self.start(w, target, 0, false);
-                served.push(w);
-                break;
-            }
-        }
-        waiting.retain(|w| !served.contains(w));
-    }
-
-    /// Where the jobs on node `n` would go with `n` out of the picture, if every one of them
-    /// fits on other nodes that are up — and, with `then`, where that job would go once they
-    /// have moved (it must fit too). The cluster is left as it was.
-    fn try_moves(
-        &mut self,
-        n: usize,
-        jobs: &[usize],
-        then: Option<usize>,
-    ) -> Option<(Moves, Option<Placement>)> {
-        let movers: Vec<Mover> = jobs
-            .iter()
-            .map(|&j| Mover {
-                id: j as u64,
-                placement: self.runs[j].placement.as_ref().expect("running"),
-                request: &self.jobs[j].request,
-            })
-            .collect();
-        let then = then.map(|w| (w as u64, &self.jobs[w].request));
-        let (moves, target) = moves_off(
-            &mut self.placer,
-            &mut self.clusters[0],
-            NodeId(n as u32),
-            &movers,
-            then,
-        )?;
-        Some((jobs.iter().copied().zip(moves).collect(), target))
     }
 
     /// Idle reclamation from utilization samples, applied at once (the policy a team would

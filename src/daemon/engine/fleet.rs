@@ -88,20 +88,18 @@ impl Engine {
         });
     }
 
-    /// Whether the jobs on `node` would all fit on other capacity that is up, were the node
-    /// given back (a dry run: nothing changes).
-    pub fn fit_elsewhere(&mut self, node: crate::model::NodeId, jobs: &[JobId]) -> bool {
-        self.room_after_moves(node, jobs, None)
-    }
-
-    /// Whether the jobs on `node` would all fit on other capacity that is up and, with
-    /// `then`, that pending job on `node` once they have gone (a dry run).
-    pub fn room_after_moves(
+    /// Where the jobs on `node` would go on other capacity that is up and, with `then`,
+    /// where that pending job would go once they have gone — on `node` itself, or `None`
+    /// (a dry run: nothing changes). `None` unless every one fits.
+    pub fn moves_off(
         &mut self,
         node: crate::model::NodeId,
         jobs: &[JobId],
         then: Option<JobId>,
-    ) -> bool {
+    ) -> Option<(
+        Vec<crate::model::Placement>,
+        Option<crate::model::Placement>,
+    )> {
         let movers: Vec<Mover> = jobs
             .iter()
             .filter_map(|id| {
@@ -114,20 +112,20 @@ impl Engine {
             })
             .collect();
         if movers.len() != jobs.len() {
-            return false;
+            return None;
         }
         let then = match then {
-            Some(id) => match self.jobs.get(&id) {
-                Some(j) => Some((id as u64, &j.request)),
-                None => return false,
-            },
+            Some(id) => Some((id as u64, &self.jobs.get(&id)?.request)),
             None => None,
         };
-        // With `then`, it must land on the emptied node itself.
-        let Some((_, target)) = moves_off(&mut self.placer, &mut self.cluster, node, &movers, then)
-        else {
-            return false;
-        };
-        target.is_none_or(|p| p.nodes.iter().all(|g| g.node == node))
+        let (moves, target) = moves_off(&mut self.placer, &mut self.cluster, node, &movers, then)?;
+        // The node is held for `then`: it must land there.
+        if target
+            .as_ref()
+            .is_some_and(|p| !p.nodes.iter().all(|g| g.node == node))
+        {
+            return None;
+        }
+        Some((moves, target))
     }
 }

@@ -4,6 +4,7 @@
 
 use super::*;
 use crate::backend::NodeEvent;
+use crate::scheduler::moves::{Candidate, Rebalance};
 
 impl State {
     pub(super) fn set_life(&mut self, i: usize, life: Life) {
@@ -302,89 +303,43 @@ impl State {
         Ok(())
     }
 
-    /// Whether a running job may be moved: its spec says it can be stopped and resumed
-    /// (preemptible, with a checkpoint) and it runs on one node of the simulated backend.
-    pub(super) fn movable(&self, id: JobId) -> bool {
-        self.engine.job(id).is_some_and(|j| {
-            j.state == JobState::Running
-                && j.spec.preemptible
-                && j.spec.checkpoint.is_some()
-                && j.placement.as_ref().is_some_and(|p| p.nodes.len() == 1)
-        })
-    }
-
-    /// Defragmentation with checkpoints, as `gantry sim` does it: a job that fits nowhere and
-    /// needs whole GPUs on one node gets a node already paid for, emptied by moving its jobs
-    /// to room elsewhere, instead of one bought for it. The node is held for the job (nobody
-    /// else is placed there) while its jobs checkpoint and requeue; the job starts there once
-    /// it fits, or the hold lapses after 15 minutes. One at a time, lightest nodes first.
+    /// Defragmentation, planned as `gantry sim` plans it (`scheduler::moves`): a job that fits
+    /// nowhere and needs whole GPUs on one node gets a node already paid for, emptied by
+    /// moving its jobs to room elsewhere, instead of one bought for it. The node is held for
+    /// the job (nobody else is placed there) while its jobs checkpoint and requeue; the job
+    /// starts there once it fits, or the hold lapses after 15 minutes. One at a time.
     pub(super) fn defragment(&mut self) -> Result<(), EngineError> {
         self.engine.drop_pins(self.now - 15.0 * 60.0);
         if self.engine.pins().next().is_some() {
             return Ok(());
         }
-        let mut stuck: Vec<(usize, JobId)> = self
+        let mut stuck: Vec<(usize, JobId, crate::model::JobRequest)> = self
             .engine
             .jobs()
-            .filter(|j| j.state == JobState::Pending && j.request.nodes == 1)
-            .filter(|j| matches!(j.request.gpu, GpuRequest::Whole(_)))
+            .filter(|j| j.state == JobState::Pending)
             .filter_map(|j| {
                 let e = j.explanation.as_ref()?;
-                e.reason.waits_for_capacity().then_some((e.position, j.id))
+                let waits = e.reason.waits_for_capacity();
+                waits.then(|| (e.position, j.id, j.request.clone()))
             })
             .collect();
-        stuck.sort_unstable();
-        for (_, w) in stuck.into_iter().take(4) {
-            let Some(req) = self.engine.job(w).map(|j| j.request.clone()) else {
-                continue;
-            };
-            let fleet = self.engine.fleet();
-            let mut candidates: Vec<(u32, usize)> = (0..fleet.nodes.len())
-                .filter(|&i| {
-                    let n = &fleet.nodes[i];
-                    self.nodes.lives[i] == Life::Up
-                        && !self.is_real_host(i)
-                        && n.model.is_some_and(|m| req.models.rank(m).is_some())
-                        && n.gpu_milli_used() > 0
-                })
-                .map(|i| (fleet.nodes[i].gpu_milli_used(), i))
-                .collect();
-            candidates.sort_unstable();
-            for (_, i) in candidates.into_iter().take(4) {
-                let jobs = self.jobs_on(i);
-                if jobs.is_empty()
-                    || !jobs.iter().all(|&id| self.movable(id))
-                    || !self
-                        .engine
-                        .room_after_moves(NodeId(i as u32), &jobs, Some(w))
-                {
-                    continue;
-                }
-                self.engine.pin(NodeId(i as u32), w, self.now);
-                let why = format!(
-                    "defragmentation: {} is emptied for job {w}; checkpoint and move",
-                    self.node_name(i)
-                );
-                self.move_jobs(&jobs, &why)?;
-                self.record(
-                    "fleet",
-                    format!(
-                        "defragment {}: {} job(s) checkpoint and move so job {w} gets the node instead of one bought for it",
-                        self.node_name(i),
-                        jobs.len()
-                    ),
-                )?;
-                return Ok(());
-            }
-        }
-        Ok(())
+        stuck.sort_unstable_by_key(|s| (s.0, s.1));
+        let stuck: Vec<(u64, &crate::model::JobRequest)> =
+            stuck.iter().map(|(_, id, r)| (*id as u64, r)).collect();
+        let mut world = Rebalancing {
+            state: self,
+            failed: None,
+        };
+        crate::scheduler::moves::defragment(&mut world, &stuck, 1);
+        world.failed.map_or(Ok(()), Err)
     }
 
-    /// Consolidation — what Karpenter does for pods, done with checkpoints, as `gantry sim`
-    /// does it: when no job waits for capacity, the least-used cloud node whose jobs all
-    /// checkpoint and would all fit on other capacity already paid for is drained (cordoned;
-    /// its jobs told to checkpoint, then requeued to start elsewhere) and given back once
-    /// empty. One node at a time, every few minutes: calm, and each step an event.
+    /// Consolidation, planned as `gantry sim` plans it (`scheduler::moves`): when no job
+    /// waits for capacity, the least-used cloud node whose jobs all checkpoint and would all
+    /// fit on other capacity already paid for is drained (cordoned; its jobs told to
+    /// checkpoint, then requeued to start elsewhere) and given back once empty. One node at
+    /// a time, every few minutes — a move here takes its jobs' grace, where `gantry sim`'s
+    /// are instant: calm, and each step an event.
     pub(super) fn consolidate(&mut self) -> Result<(), EngineError> {
         if self.now < self.nodes.next_consolidate {
             return Ok(());
@@ -400,47 +355,161 @@ impl State {
             return Ok(());
         }
         let fleet = self.engine.fleet();
-        let counts = pool_counts(fleet, self.nodes.pools.len(), &self.nodes.lives);
-        let mut candidates: Vec<(u32, usize)> = (0..fleet.nodes.len())
-            .filter(|&i| {
-                let pool = &self.nodes.pools[fleet.nodes[i].pool.index()];
-                self.nodes.lives[i] == Life::Up
-                    && pool.capacity != CapacityType::Reserved
-                    && !self.hosts.is_real(i)
-                    && counts[fleet.nodes[i].pool.index()] > pool.min_nodes
-            })
-            .map(|i| (fleet.nodes[i].gpu_milli_used(), i))
-            .filter(|&(used, _)| used > 0)
-            .collect();
-        candidates.sort_unstable();
-        for (_, i) in candidates {
-            let jobs = self.jobs_on(i);
-            let movable = jobs.iter().all(|&id| self.movable(id));
-            let pinned = self.engine.pins().any(|(n, _, _)| n.index() == i);
-            if jobs.is_empty()
-                || !movable
-                || pinned
-                || !self.engine.fit_elsewhere(NodeId(i as u32), &jobs)
-            {
-                continue;
+        let mut counts = pool_counts(fleet, self.nodes.pools.len(), &self.nodes.lives);
+        let mins: Vec<u32> = self.nodes.pools.iter().map(|p| p.min_nodes).collect();
+        let mut world = Rebalancing {
+            state: self,
+            failed: None,
+        };
+        crate::scheduler::moves::consolidate(&mut world, &mut counts, &mins, 1);
+        world.failed.map_or(Ok(()), Err)
+    }
+
+    /// Node `i` as the planner sees it.
+    fn candidate(&self, i: usize) -> Candidate {
+        let n = &self.engine.fleet().nodes[i];
+        Candidate {
+            node: i,
+            pool: n.pool.index(),
+            used_milli: n.gpu_milli_used(),
+            model: n.model,
+            gpus: n.gpus.len(),
+        }
+    }
+
+    /// Whether a running job may be moved: its spec says it can be stopped and resumed
+    /// (preemptible, with a checkpoint) and it runs on one node.
+    fn movable(&self, id: JobId) -> bool {
+        self.engine.job(id).is_some_and(|j| {
+            j.state == JobState::Running
+                && j.spec.preemptible
+                && j.spec.checkpoint.is_some()
+                && j.placement.as_ref().is_some_and(|p| p.nodes.len() == 1)
+        })
+    }
+}
+
+/// The daemon's state as the planner's world; the first journal error stops the pass.
+struct Rebalancing<'s> {
+    state: &'s mut State,
+    failed: Option<EngineError>,
+}
+
+impl Rebalancing<'_> {
+    fn carry_out(&mut self, f: impl FnOnce(&mut State) -> Result<(), EngineError>) {
+        if self.failed.is_none() {
+            if let Err(e) = f(self.state) {
+                self.failed = Some(e);
             }
-            self.set_life(i, Life::Draining);
+        }
+    }
+}
+
+impl Rebalance for Rebalancing<'_> {
+    /// Up cloud nodes of the simulated fleet (only a provisioner can give one back), not held
+    /// for a job, running something.
+    fn consolidation_candidates(&self) -> Vec<Candidate> {
+        let s = &*self.state;
+        let fleet = s.engine.fleet();
+        (0..fleet.nodes.len())
+            .filter(|&i| {
+                let pool = fleet.nodes[i].pool.index();
+                s.nodes.lives[i] == Life::Up
+                    && s.nodes.pools[pool].capacity != CapacityType::Reserved
+                    && s.nodes.provisioners[pool].is_some()
+                    && !s.engine.pins().any(|(n, _, _)| n.index() == i)
+            })
+            .map(|i| s.candidate(i))
+            .filter(|c| c.used_milli > 0)
+            .collect()
+    }
+
+    /// Up nodes whose jobs a stop moves (the simulated fleet's), running something.
+    fn defrag_candidates(&self) -> Vec<Candidate> {
+        let s = &*self.state;
+        (0..s.engine.fleet().nodes.len())
+            .filter(|&i| s.nodes.lives[i] == Life::Up && !s.is_real_host(i))
+            .map(|i| s.candidate(i))
+            .filter(|c| c.used_milli > 0)
+            .collect()
+    }
+
+    fn jobs_on(&self, node: usize) -> Vec<u64> {
+        self.state
+            .jobs_on(node)
+            .into_iter()
+            .map(|j| j as u64)
+            .collect()
+    }
+
+    fn movable(&self, job: u64) -> bool {
+        self.state.movable(job as JobId)
+    }
+
+    fn try_moves(
+        &mut self,
+        node: usize,
+        jobs: &[u64],
+        then: Option<u64>,
+    ) -> Option<(
+        Vec<crate::model::Placement>,
+        Option<crate::model::Placement>,
+    )> {
+        let jobs: Vec<JobId> = jobs.iter().map(|&j| j as JobId).collect();
+        self.state
+            .engine
+            .moves_off(NodeId(node as u32), &jobs, then.map(|j| j as JobId))
+    }
+
+    /// Cordoned; its jobs checkpoint and requeue (the next cycles place them on the capacity
+    /// found); given back once empty (`elastic`).
+    fn drain(&mut self, node: usize, jobs: &[u64], _moves: Vec<crate::model::Placement>) {
+        let jobs: Vec<JobId> = jobs.iter().map(|&j| j as JobId).collect();
+        self.carry_out(|s| {
+            s.set_life(node, Life::Draining);
             let why = format!(
                 "consolidation: {} is given back; checkpoint and move to capacity already paid for",
-                self.node_name(i)
+                s.node_name(node)
             );
-            self.move_jobs(&jobs, &why)?;
-            self.record(
+            s.move_jobs(&jobs, &why)?;
+            s.record(
                 "fleet",
                 format!(
                     "{} draining {}: {} job(s) checkpoint and move to capacity already paid for",
-                    self.pool_path_of(i),
-                    self.node_name(i),
+                    s.pool_path_of(node),
+                    s.node_name(node),
                     jobs.len()
                 ),
-            )?;
-            break;
-        }
-        Ok(())
+            )
+        });
+    }
+
+    /// Held for the job; its jobs checkpoint and requeue; the job starts there once it fits.
+    fn empty_for(
+        &mut self,
+        node: usize,
+        jobs: &[u64],
+        _moves: Vec<crate::model::Placement>,
+        job: u64,
+        _target: crate::model::Placement,
+    ) {
+        let jobs: Vec<JobId> = jobs.iter().map(|&j| j as JobId).collect();
+        let w = job as JobId;
+        self.carry_out(|s| {
+            s.engine.pin(NodeId(node as u32), w, s.now);
+            let why = format!(
+                "defragmentation: {} is emptied for job {w}; checkpoint and move",
+                s.node_name(node)
+            );
+            s.move_jobs(&jobs, &why)?;
+            s.record(
+                "fleet",
+                format!(
+                    "defragment {}: {} job(s) checkpoint and move so job {w} gets the node instead of one bought for it",
+                    s.node_name(node),
+                    jobs.len()
+                ),
+            )
+        });
     }
 }

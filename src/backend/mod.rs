@@ -124,6 +124,21 @@ fn expand_home(p: &str) -> std::path::PathBuf {
 }
 
 pub use local::exec::Exit;
+/// What a host's GPUs look like in a sample (NVML's view, as every real backend reports it).
+pub use local::nvml::{Discovery, GpuProcess, GpuSample, MigInstance};
+
+/// The fleet file with its `gpu = "auto"` pools filled in from this host's NVML (and what was
+/// done, to be said once); the file as it is when it has none.
+pub fn discover_auto(
+    cfg: &crate::config::fleet::FleetConfig,
+) -> (crate::config::fleet::FleetConfig, Vec<String>) {
+    let mut c = cfg.clone();
+    let mut said = Vec::new();
+    if crate::config::fleet::wants_discovery(cfg) {
+        said = crate::config::fleet::apply_discovery(&mut c, &local::nvml::discover());
+    }
+    (c, said)
+}
 
 /// One node's part of a job, as a backend starts it.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

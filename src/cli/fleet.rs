@@ -17,12 +17,10 @@ pub fn load(explicit: Option<PathBuf>) -> Result<(String, FleetConfig, Option<Pa
             let name = p.display().to_string();
             let text = std::fs::read_to_string(&p)
                 .map_err(|e| format!("{name}: cannot read the fleet file: {e}"))?;
-            let mut cfg = fleet::parse(&name, &text).map_err(|e| e.to_string())?;
-            if fleet::wants_discovery(&cfg) {
-                let found = gantry::backend::local::nvml::discover();
-                for line in fleet::apply_discovery(&mut cfg, &found) {
-                    eprintln!("gantry: {line}");
-                }
+            let cfg = fleet::parse(&name, &text).map_err(|e| e.to_string())?;
+            let (cfg, said) = gantry::backend::discover_auto(&cfg);
+            for line in said {
+                eprintln!("gantry: {line}");
             }
             Ok((name.clone(), cfg, Some(p)))
         }

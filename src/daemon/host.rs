@@ -3,7 +3,7 @@
 //! NVML reports it), and the GPUs busy with processes gantry did not start ("foreign").
 //! Pure bookkeeping: the sampler does the IO and the state decides what to do with a change.
 
-use crate::backend::local::nvml::{Discovery, GpuSample};
+use crate::backend::{Discovery, GpuSample};
 pub use crate::client::HostStatus;
 use crate::daemon::journal::JobId;
 use std::collections::{BTreeMap, HashMap, VecDeque};
@@ -91,7 +91,7 @@ impl HostTelemetry {
         let mut changes = Vec::new();
         for g in &gpus {
             let gpu = g.index as u8;
-            let foreign: Vec<&crate::backend::local::nvml::GpuProcess> = g
+            let foreign: Vec<&crate::backend::GpuProcess> = g
                 .processes
                 .iter()
                 .filter(|p| p.pgid.is_none_or(|pg| !groups.contains_key(&pg)))
@@ -189,7 +189,7 @@ fn job_util(g: &GpuSample, job: JobId, groups: &HashMap<u32, JobId>) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::local::nvml::GpuProcess;
+    use crate::backend::GpuProcess;
 
     fn gpu(index: u32, util: u32, processes: Vec<GpuProcess>) -> GpuSample {
         GpuSample {
@@ -311,7 +311,7 @@ mod tests {
 
     #[test]
     fn mig_instances_are_matched_by_size_and_not_handed_out_twice() {
-        use crate::backend::local::nvml::MigInstance;
+        use crate::backend::MigInstance;
         let mut h = HostTelemetry::default();
         let mut g = gpu(0, 0, vec![]);
         g.mig_instances = vec![

@@ -579,7 +579,7 @@ impl State {
         // the first sample.
         match &info.nvml {
             Some(reason) => {
-                let found = crate::backend::local::nvml::Discovery::Unavailable {
+                let found = crate::backend::Discovery::Unavailable {
                     reason: reason.clone(),
                 };
                 self.observe_node(node, found, &HashMap::new())?;

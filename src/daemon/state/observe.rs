@@ -3,7 +3,7 @@
 //! processes gantry did not start held out of the scheduler's reach until those exit.
 
 use super::*;
-use crate::backend::local::nvml::Discovery;
+use crate::backend::Discovery;
 use crate::daemon::host::HostChange;
 
 impl State {

@@ -12,15 +12,8 @@ impl State {
         // One daemon per journal, before anything is read or written.
         let lock = crate::daemon::lock::StateLock::acquire(db).map_err(EngineError::Locked)?;
         // `gpu = "auto"` pools not discovered by the caller are discovered here.
-        let discovered;
-        let cfg = if crate::config::fleet::wants_discovery(cfg) {
-            let mut c = cfg.clone();
-            crate::config::fleet::apply_discovery(&mut c, &crate::backend::local::nvml::discover());
-            discovered = c;
-            &discovered
-        } else {
-            cfg
-        };
+        let (discovered, _) = crate::backend::discover_auto(cfg);
+        let cfg = &discovered;
         let base = db.parent().unwrap_or_else(|| Path::new("."));
         let opening = crate::backend::Opening {
             local: crate::backend::agent::AgentDirs {

@@ -859,6 +859,24 @@ fn the_fleet_view_opens_a_pool_node_by_node_and_gpu_by_gpu() {
     assert!(busy
         .clone()
         .all(|g| g.power_w > 70.0 && g.power_w <= 700.0 && g.temp_c > 30.0));
+    // Each GPU of a job is modelled on its own (not eight identical copies), and the memory
+    // it uses is told apart from what its job reserves.
+    let gpus: Vec<&gantry::client::GpuView> = detail
+        .nodes
+        .iter()
+        .flat_map(|n| &n.gpus)
+        .filter(|g| g.jobs.len() == 1 && g.jobs[0] == detail.nodes[0].gpus[0].jobs[0])
+        .collect();
+    assert!(gpus.len() > 1, "a multi-GPU job on the first node");
+    let utils: std::collections::BTreeSet<u64> =
+        gpus.iter().map(|g| (g.util_pct * 100.0) as u64).collect();
+    assert!(utils.len() > 1, "its GPUs vary: {utils:?}");
+    assert!(busy
+        .clone()
+        .all(|g| g.vram_used_mib < g.vram_reserved_mib && g.vram_reserved_mib <= g.vram_total_mib));
+    // The idle-cost header counts the same GPUs as the table of causes under it.
+    let by_cause: f64 = snap.idle_by_cause.iter().map(|c| c.dollars_per_hour).sum();
+    assert!((snap.idle_dollars_per_hour - by_cause).abs() < 1e-9);
     assert!(
         detail.nodes[0].gpus[0].history.len() >= 5,
         "a sample a simulated minute"
@@ -941,6 +959,7 @@ fn the_fleet_view_shows_this_hosts_nvml_status_and_foreign_gpus() {
         index,
         util_pct: 93.0,
         vram_used_mib: 40_960,
+        vram_reserved_mib: 81_559,
         vram_total_mib: 81_559,
         jobs,
         mig_used: None,
@@ -1114,4 +1133,16 @@ impl Tmux {
         }
         panic!("never saw any of {texts:?}:\n{}", screen());
     }
+}
+
+#[test]
+fn money_shows_cents_under_a_hundred_dollars() {
+    use gantry::console::app::money;
+    // A 1 h 37 m notebook at $0.27/h is not "$0".
+    assert_eq!(money(0.27 * 97.0 / 60.0), "$0.44");
+    assert_eq!(money(12.3), "$12.30");
+    assert_eq!(money(99.994), "$99.99");
+    assert_eq!(money(950.0), "$950");
+    assert_eq!(money(12_300.0), "$12.3k");
+    assert_eq!(money(1_250_000.0), "$1.25M");
 }

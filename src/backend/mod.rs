@@ -224,6 +224,14 @@ pub struct HostInfo {
     pub runs: Vec<(i64, String)>,
 }
 
+/// One GPU of a job as a simulated backend models it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Modelled {
+    pub util_pct: f64,
+    /// Of the memory the job reserves on the GPU, the share in use (0 to 1).
+    pub memory_used: f64,
+}
+
 /// What a runner reports. `host` is the node's index within the runner's pool.
 #[derive(Clone, Debug, PartialEq)]
 pub enum RunEvent {
@@ -292,10 +300,11 @@ pub trait Runner: Send {
     fn logs_of(&self, _job: i64) -> Vec<usize> {
         Vec::new()
     }
-    /// The per-GPU utilization a simulated backend models for `job` (started at `started`)
-    /// at time `at`, percent; real backends measure instead (their `Sample` events) and
-    /// answer `None`.
-    fn modelled_util(&self, _job: i64, _started: f64, _at: f64) -> Option<f64> {
+    /// What a simulated backend models for one GPU of `job` (started at `started`) at time
+    /// `at`: utilization, percent, and the share of the memory the job reserves there that it
+    /// uses. `gpu` tells the job's GPUs apart (each varies on its own). Real backends measure
+    /// instead (their `Sample` events) and answer `None`.
+    fn modelled_gpu(&self, _job: i64, _gpu: u32, _started: f64, _at: f64) -> Option<Modelled> {
         None
     }
 }

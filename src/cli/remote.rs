@@ -470,7 +470,7 @@ pub fn pool_live(c: &mut HttpClient, which: &str, output: Output) -> Result<(), 
     );
     println!(
         "{:<28} {:<12} {:>3} {:>5} {:>17} {:>6} {:>5}  JOBS",
-        "NODE", "STATE", "GPU", "UTIL", "VRAM MiB", "POWER", "TEMP"
+        "NODE", "STATE", "GPU", "UTIL", "VRAM USED/TOT MiB", "POWER", "TEMP"
     );
     for n in v["nodes"].as_array().into_iter().flatten() {
         if n["gpus"].as_array().is_none_or(|g| g.is_empty()) {

@@ -365,8 +365,11 @@ pub struct GpuView {
     pub index: u8,
     /// Utilization now, percent.
     pub util_pct: f64,
-    /// VRAM its jobs reserve, and the GPU's total, MiB.
+    /// VRAM in use (measured by NVML on a real host, modelled on the simulated fleet), what
+    /// its jobs reserve, and the GPU's total, MiB.
     pub vram_used_mib: u32,
+    #[serde(default)]
+    pub vram_reserved_mib: u32,
     pub vram_total_mib: u32,
     /// Jobs on it (several for shares and MIG slices).
     pub jobs: Vec<i64>,

@@ -286,16 +286,18 @@ pub fn escape(s: &str) -> String {
         .collect()
 }
 
-/// A duration as `5m` or `2h05m` (job ages, idle times), for the console and the CLI.
-/// Dollars, short: $950, $12.3k, $1.25M.
+/// Dollars, short: $0.44, $12.30, $950, $12.3k, $1.25M — cents under $100, where a
+/// notebook's hour and a whole dollar differ.
 pub fn money(usd: f64) -> String {
     let a = usd.abs();
     if a >= 1e6 {
         format!("${:.2}M", usd / 1e6)
     } else if a >= 1e4 {
         format!("${:.1}k", usd / 1e3)
-    } else {
+    } else if a >= 100.0 {
         format!("${usd:.0}")
+    } else {
+        format!("${usd:.2}")
     }
 }
 
@@ -305,6 +307,7 @@ fn capitalized(s: &str) -> String {
         .map_or(String::new(), |f| f.to_uppercase().chain(c).collect())
 }
 
+/// A duration as `5m` or `2h05m` (job ages, idle times), for the console and the CLI.
 pub fn hm(s: f64) -> String {
     let m = (s.max(0.0) / 60.0) as u64;
     if m >= 60 {
@@ -1116,11 +1119,19 @@ impl App {
     }
 
     /// One pool node by node (leaf, NVLink domain, state) and GPU by GPU: a utilization bar,
-    /// reserved VRAM, the jobs on it, MIG slices in use and a sparkline of recent utilization.
+    /// VRAM used (and, when wide, what its jobs reserve), the jobs on it, MIG slices in use and
+    /// a sparkline of recent utilization.
     fn render_pool(&self, f: &mut Frame, area: Rect, p: &crate::client::PoolDetail) {
         const SPARK: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
         let bold = Style::default().add_modifier(Modifier::BOLD);
-        let mut lines = Vec::new();
+        let wide = area.width >= 120;
+        let mut lines = vec![Line::styled(
+            format!(
+                "    gpu   util             VRAM used{}  power temp  jobs",
+                if wide { "   reserved" } else { "" }
+            ),
+            self.style(self.theme.muted),
+        )];
         let mut leaf: Option<&str> = None;
         for n in &p.nodes {
             if n.leaf.as_deref() != leaf {
@@ -1137,10 +1148,10 @@ impl App {
             for g in &n.gpus {
                 if g.unmeasured {
                     lines.push(Line::from(format!(
-                        "    gpu{:<2} {}  n/a  {:>3}/{:<3}G  not measured (no NVML sample)  {}",
+                        "    gpu{:<2} {}  n/a  res {:>3}/{:<3}G  not measured (no NVML sample)  {}",
                         g.index,
                         "·".repeat(10),
-                        g.vram_used_mib / 1024,
+                        g.vram_reserved_mib / 1024,
                         g.vram_total_mib / 1024,
                         if g.jobs.is_empty() {
                             "idle".to_string()
@@ -1167,6 +1178,11 @@ impl App {
                     format!("job {}", ids.join(","))
                 };
                 let mig = g.mig_used.map_or(String::new(), |m| format!(" MIG {m}/7"));
+                let reserved = if wide {
+                    format!("  res {:>3}G", g.vram_reserved_mib / 1024)
+                } else {
+                    String::new()
+                };
                 lines.push(Line::from(vec![
                     Span::raw(format!("    gpu{:<2} ", g.index)),
                     Span::styled(
@@ -1174,7 +1190,7 @@ impl App {
                         self.style(self.theme.bar),
                     ),
                     Span::raw(format!(
-                        " {:>3.0}%  {:>3}/{:<3}G {:>4.0}W {:>3.0}°C{mig}  {:<14} ",
+                        " {:>3.0}%  {:>3}/{:<3}G{reserved} {:>4.0}W {:>3.0}°C{mig}  {:<14} ",
                         g.util_pct,
                         g.vram_used_mib / 1024,
                         g.vram_total_mib / 1024,
@@ -1464,8 +1480,9 @@ impl App {
         lines.push(Line::from(""));
         lines.push(Line::from(format!("spent     {} this month", money(spent))));
         if budget > 0.0 {
+            // Fits the 28 columns of the pane at any budget.
             lines.push(Line::from(format!(
-                "budgets   {} ({:.1}% used)",
+                "budgets   {} {:.1}% used",
                 money(budget),
                 100.0 * spent / budget
             )));

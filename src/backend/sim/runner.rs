@@ -5,7 +5,7 @@
 //! daemon does not journal them for re-adoption (`simulated()`).
 
 use crate::backend::logs::{LogQuery, LogRead, LogReader};
-use crate::backend::{Exit, Launch, RunEvent, Runner};
+use crate::backend::{Exit, Launch, Modelled, RunEvent, Runner};
 use crate::scheduler::rng::Rng;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -183,22 +183,43 @@ impl Runner for SimPool {
         Arc::new(NoLogs)
     }
 
-    fn modelled_util(&self, job: i64, started: f64, at: f64) -> Option<f64> {
+    fn modelled_gpu(&self, job: i64, gpu: u32, started: f64, at: f64) -> Option<Modelled> {
         let run = self
             .runs
             .range((job, String::new())..)
             .next()
             .filter(|((j, _), _)| *j == job)
             .map(|(_, r)| r)?;
-        if run.stop.is_some() {
-            return Some(0.0);
-        }
-        Some(match run.idle_after {
-            Some(a) if at - started >= a => 1.0,
-            // A deterministic wobble (steps, evaluation, data loading) around the job's level.
-            _ => (run.busy_pct + 6.0 * ((at - started) / 420.0 + job as f64).sin()).min(100.0),
+        // Each GPU its own level (±6 points), phase and memory footprint, fixed per job and
+        // GPU: a data-parallel job's GPUs are alike, not identical.
+        let h = mix(job as u64, u64::from(gpu));
+        let offset = (h % 13) as f64 - 6.0;
+        let phase = ((h >> 8) % 1000) as f64 / 1000.0 * std::f64::consts::TAU;
+        let memory_used = 0.55 + 0.4 * ((h >> 24) % 1000) as f64 / 1000.0;
+        let util_pct = match (run.stop, run.idle_after) {
+            // Checkpointing and exiting: the GPU winds down.
+            (Some(_), _) => 0.0,
+            (None, Some(a)) if at - started >= a => 1.0,
+            // A deterministic wobble (steps, evaluation, data loading) around the level.
+            _ => (run.busy_pct + offset + 6.0 * ((at - started) / 420.0 + phase).sin())
+                .clamp(0.0, 100.0),
+        };
+        Some(Modelled {
+            util_pct,
+            memory_used,
         })
     }
+}
+
+/// A well-mixed hash of two numbers (SplitMix64's finalizer).
+fn mix(a: u64, b: u64) -> u64 {
+    let mut z = a
+        .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+        .wrapping_add(b)
+        .wrapping_add(0x6A09_E667_F3BC_C909);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
 }
 
 #[cfg(test)]
@@ -224,7 +245,9 @@ mod tests {
         p.start(0, launch(2, "y"));
         let started = p.poll(100.0);
         assert_eq!(started.len(), 3, "{started:?}");
-        assert!(p.modelled_util(1, 100.0, 150.0).is_some_and(|u| u > 50.0));
+        let util = |p: &SimPool, gpu| p.modelled_gpu(1, gpu, 100.0, 150.0).map(|m| m.util_pct);
+        assert!(util(&p, 0).is_some_and(|u| u > 50.0));
+        assert_ne!(util(&p, 0), util(&p, 1), "each GPU varies on its own");
         p.stop(0, 2, "t2", "SIGUSR1", 30.0);
         let ev = p.poll(100_000.0);
         let exits: Vec<(usize, i64, Exit, Option<f64>)> = ev
@@ -250,6 +273,6 @@ mod tests {
             "0.6 × limit × [0.5, 1.5)"
         );
         assert!(p.poll(200_000.0).is_empty(), "each exit is said once");
-        assert_eq!(p.modelled_util(1, 100.0, 150.0), None);
+        assert_eq!(p.modelled_gpu(1, 0, 100.0, 150.0), None);
     }
 }

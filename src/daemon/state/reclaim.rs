@@ -34,14 +34,25 @@ impl State {
                 series.push((j, per_gpu));
                 continue;
             }
-            let gpus: usize = p.nodes.iter().map(|n| n.gpus.len()).sum();
-            let mut samples = Vec::new();
-            let mut t = started.max(from);
-            while t <= self.now {
-                samples.push((t, self.util_at(j.id, started, t)));
-                t += step;
-            }
-            series.push((j, vec![samples; gpus]));
+            let per_gpu: Vec<Samples> = p
+                .nodes
+                .iter()
+                .flat_map(|n| {
+                    n.gpus
+                        .iter()
+                        .map(move |g| super::telemetry::gpu_key(n.node.0, g.gpu))
+                })
+                .map(|key| {
+                    let mut samples = Vec::new();
+                    let mut t = started.max(from);
+                    while t <= self.now {
+                        samples.push((t, self.util_at(j.id, key, started, t)));
+                        t += step;
+                    }
+                    samples
+                })
+                .collect();
+            series.push((j, per_gpu));
         }
         let usage: Vec<JobUsage> = series
             .iter()

@@ -12,9 +12,9 @@ impl State {
             let (Some(p), Some(started)) = (&j.placement, j.started_at) else {
                 continue;
             };
-            let u = self.util_at(j.id, started, self.now);
             for n in &p.nodes {
                 for g in &n.gpus {
+                    let u = self.util_at(j.id, gpu_key(n.node.0, g.gpu), started, self.now);
                     let share = match g.share {
                         GpuShare::Whole => 1.0,
                         GpuShare::Milli(m) => f64::from(m) / 1000.0,
@@ -73,21 +73,35 @@ impl State {
         let fleet = self.engine.fleet();
         let pool = fleet.pools.get(index)?;
         let utils = self.gpu_utils();
-        let mut on: HashMap<(u32, u8), (Vec<i64>, u32)> = HashMap::new();
+        let vram = pool.model.map_or(0, |m| fleet.model(m).vram_mib);
+        // Per GPU: its jobs, the memory they reserve and (modelled) use, MiB.
+        let mut on: HashMap<(u32, u8), (Vec<i64>, u32, f64)> = HashMap::new();
         for j in self.engine.jobs() {
             let Some(p) = &j.placement else { continue };
             for n in &p.nodes {
+                if n.node.index() >= fleet.nodes.len()
+                    || fleet.nodes[n.node.index()].pool.index() != index
+                {
+                    continue;
+                }
                 for g in &n.gpus {
-                    let e = on.entry((n.node.0, g.gpu)).or_default();
-                    e.0.push(j.id);
-                    e.1 += match g.share {
-                        GpuShare::Whole if g.vram_mib == 0 => u32::MAX,
+                    let reserved = match g.share {
+                        GpuShare::Whole if g.vram_mib == 0 => vram,
+                        GpuShare::Mig { profile, .. } if g.vram_mib == 0 => {
+                            u32::from(profile.memory_gb) * 1024
+                        }
                         _ => g.vram_mib,
                     };
+                    let used = j.started_at.and_then(|started| {
+                        self.modelled(j.id, gpu_key(n.node.0, g.gpu), started, self.now)
+                    });
+                    let e = on.entry((n.node.0, g.gpu)).or_default();
+                    e.0.push(j.id);
+                    e.1 = e.1.saturating_add(reserved);
+                    e.2 += f64::from(reserved) * used.map_or(0.0, |m| m.memory_used);
                 }
             }
         }
-        let vram = pool.model.map_or(0, |m| fleet.model(m).vram_mib);
         // Simulated board power from utilization: idle draw to the model's TDP; temperature
         // follows power.
         let tdp = match pool.model.map(|m| fleet.model(m).name.as_str()) {
@@ -120,7 +134,7 @@ impl State {
                     .enumerate()
                     .map(|(g, gpu)| {
                         let key = (i as u32, g as u8);
-                        let (jobs, reserved) = on.get(&key).cloned().unwrap_or_default();
+                        let (jobs, reserved, used) = on.get(&key).cloned().unwrap_or_default();
                         let util = utils.get(&key).copied().unwrap_or(0.0).min(100.0);
                         let power = 0.1 * tdp + 0.9 * tdp * util / 100.0;
                         let mut view = crate::client::GpuView {
@@ -128,7 +142,8 @@ impl State {
                             util_pct: util,
                             power_w: power,
                             temp_c: 30.0 + 45.0 * power / tdp,
-                            vram_used_mib: reserved.min(vram),
+                            vram_used_mib: (used as u32).min(vram),
+                            vram_reserved_mib: reserved.min(vram),
                             vram_total_mib: vram,
                             foreign_pids: Vec::new(),
                             unmeasured: false,
@@ -167,17 +182,24 @@ impl State {
         })
     }
 
-    /// Simulated per-GPU utilization of a running job at time `t`, percent.
-    pub(super) fn util_at(&self, id: JobId, started: f64, t: f64) -> f64 {
-        let Some(run) = self.hosts.runs.get(&id) else {
-            return 0.0;
-        };
-        let Some(&(pool, _)) = run.parts.first().and_then(|p| self.hosts.at.get(&p.node)) else {
-            return 0.0;
-        };
-        self.hosts.runners[pool]
-            .modelled_util(id, started, t)
-            .unwrap_or(0.0)
+    /// One GPU of a running job at time `t` as its backend models it (the simulated one;
+    /// `None` elsewhere). `key` tells the job's GPUs apart (`gpu_key`).
+    pub(super) fn modelled(
+        &self,
+        id: JobId,
+        key: u32,
+        started: f64,
+        t: f64,
+    ) -> Option<crate::backend::Modelled> {
+        let run = self.hosts.runs.get(&id)?;
+        let &(pool, _) = run.parts.first().and_then(|p| self.hosts.at.get(&p.node))?;
+        self.hosts.runners[pool].modelled_gpu(id, key, started, t)
+    }
+
+    /// Modelled utilization of one GPU of a running job at time `t`, percent (0 unmodelled).
+    pub(super) fn util_at(&self, id: JobId, key: u32, started: f64, t: f64) -> f64 {
+        self.modelled(id, key, started, t)
+            .map_or(0.0, |m| m.util_pct)
     }
 
     /// Paid GPUs that nobody uses right now, by cause (`sim::idle`'s vocabulary, as `gantry
@@ -224,6 +246,11 @@ impl State {
         out.retain(|c| c.gpus > 0);
         out
     }
+}
+
+/// Tells a job's GPUs apart for its backend's model: node and GPU index.
+pub(super) fn gpu_key(node: u32, gpu: u8) -> u32 {
+    (node << 8) | u32::from(gpu)
 }
 
 /// What NVML measured on a host's GPU replaces the modelled power, temperature and memory

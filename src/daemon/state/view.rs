@@ -175,17 +175,10 @@ impl State {
             .zip(&paid)
             .map(|(p, n)| p.dollars_per_hour * *n as f64)
             .sum();
-        let idle_dollars: f64 = pools
-            .iter()
-            .map(|p| {
-                if p.gpus == 0 {
-                    0.0
-                } else {
-                    p.dollars_per_hour * p.nodes as f64 * (p.gpus - p.gpus_busy) as f64
-                        / p.gpus as f64
-                }
-            })
-            .sum();
+        // The same GPUs as the idle-by-cause table (booting and in-repair ones included), so
+        // the header and the table under it agree.
+        let idle_by_cause = self.idle_by_cause();
+        let idle_dollars: f64 = idle_by_cause.iter().map(|c| c.dollars_per_hour).sum();
         let mut jobs: Vec<JobRow> = self
             .engine
             .jobs()
@@ -333,7 +326,7 @@ impl State {
             gpus_busy,
             dollars_per_hour: dollars,
             idle_dollars_per_hour: idle_dollars,
-            idle_by_cause: self.idle_by_cause(),
+            idle_by_cause,
             jobs,
             queue_by_class,
             events: self.events.iter().take(50).cloned().collect(),

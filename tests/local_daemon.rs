@@ -778,3 +778,112 @@ fn a_job_reclaimed_by_cancel_has_its_processes_stopped() {
     }
     assert!(!alive(), "the cancelled job's process group {pg} is gone");
 }
+
+/// Two SSH hosts nobody answers on (their hellos come from the test, standing in for NVML).
+fn auto_ssh_fleet() -> FleetConfig {
+    parse(
+        "auto.toml",
+        r#"
+[[teams]]
+name = "a"
+guaranteed = 8
+
+[[pools]]
+provider = "ssh"
+region = "lab"
+zone = "lab"
+name = "lab"
+instance_type = "server"
+hosts = ["127.0.0.1:1", "127.0.0.2:1"]
+gpu = "auto"
+cpus = 8
+memory_gb = 16
+capacity = "reserved"
+price_per_hour = 2.0
+lost_after = "1h"
+"#,
+    )
+    .unwrap()
+}
+
+fn hello(gpus: usize, name: &str) -> gantry::backend::HostInfo {
+    gantry::backend::HostInfo {
+        hostname: "gpu-box".into(),
+        arch: std::env::consts::ARCH.into(),
+        version: env!("CARGO_PKG_VERSION").into(),
+        gpus: (0..gpus)
+            .map(|i| gantry::backend::HostGpu {
+                index: i as u32,
+                name: name.into(),
+                memory_mib: 81_559,
+                uuid: format!("GPU-{i}"),
+            })
+            .collect(),
+        nvml: None,
+        driver: Some("550.54".into()),
+        runs: Vec::new(),
+    }
+}
+
+#[test]
+fn an_auto_ssh_pool_is_built_with_the_gpus_its_hosts_nvml_finds() {
+    let d = dir("auto-ssh");
+    let cfg = auto_ssh_fleet();
+    let mut s = State::open(&d.join("state.db"), &cfg, &options(&d)).unwrap();
+    let gpus = |s: &State| -> Vec<usize> {
+        s.engine()
+            .fleet()
+            .nodes
+            .iter()
+            .map(|n| n.gpus.len())
+            .collect()
+    };
+    let names: Vec<String> = s
+        .engine()
+        .fleet()
+        .nodes
+        .iter()
+        .map(|n| n.name.clone())
+        .collect();
+    assert_eq!(gpus(&s), [0, 0], "CPU-only until a host says");
+    // A host without NVML leaves it so.
+    let mut none = hello(0, "");
+    none.nvml = Some("NVML is not available (test)".into());
+    s.observe_hello(&names[1], none).unwrap();
+    assert!(!s.wants_reopen());
+    // The first to find GPUs builds the pool.
+    s.observe_hello(&names[0], hello(2, "NVIDIA H100 80GB HBM3"))
+        .unwrap();
+    assert!(s.wants_reopen());
+    let mut s = s.reopen_rediscovered().unwrap();
+    assert_eq!(gpus(&s), [2, 2]);
+    let fleet = s.engine().fleet();
+    let model = fleet.model(fleet.nodes[0].model.unwrap());
+    assert_eq!((model.name.as_str(), model.vram_mib / 1024), ("H100", 80));
+    let events = s.events(None, 20).unwrap();
+    assert!(
+        events
+            .iter()
+            .any(|e| e.detail.contains("NVML on") && e.detail.contains("finds 2 × H100 (80 GB)")),
+        "{events:?}"
+    );
+    // Said again on reconnect: nothing to do. Another host with other GPUs is said only.
+    s.observe_hello(&names[0], hello(2, "NVIDIA H100 80GB HBM3"))
+        .unwrap();
+    s.observe_hello(&names[1], hello(4, "NVIDIA A100-SXM4-80GB"))
+        .unwrap();
+    assert!(!s.wants_reopen());
+    let events = s.events(None, 20).unwrap();
+    assert!(
+        events.iter().any(|e| e
+            .detail
+            .contains("give hosts with other GPUs a pool of their own")),
+        "{events:?}"
+    );
+    // The host that built it finds more (a GPU added, a driver upgraded): rebuilt again.
+    s.observe_hello(&names[0], hello(4, "NVIDIA H100 80GB HBM3"))
+        .unwrap();
+    assert!(s.wants_reopen());
+    let s = s.reopen_rediscovered().unwrap();
+    assert_eq!(gpus(&s), [4, 4]);
+}

@@ -840,3 +840,36 @@ fn the_ssh_bench_measures_against_real_hosts() {
     .unwrap();
     assert_eq!(report.hosts, 2);
 }
+
+#[test]
+fn an_auto_pool_of_hosts_without_nvml_says_so_and_runs_cpu_jobs() {
+    if !can_run() {
+        return;
+    }
+    let h = hosts("auto", 1);
+    let path = h.fleet(&h.entries(), "2m");
+    let text = std::fs::read_to_string(&path).unwrap().replace(
+        "gpu = \"A100-80GB\"\ngpus_per_node = 2\nvram_gb = 80\n",
+        "gpu = \"auto\"\n",
+    );
+    std::fs::write(&path, text).unwrap();
+    let d = daemon("ssh-auto", &path);
+    wait_for(&d, 60, "the host to connect", || connected(&d, 1));
+    let ev = events(&d).join("\n");
+    // No NVIDIA driver on these hosts: no GPUs, and the reason, once.
+    assert!(
+        ev.contains("no GPUs (gpu = \"auto\": NVML is not available"),
+        "{ev}"
+    );
+    assert!(!ev.contains("the pool is rebuilt"), "{ev}");
+    let id = submit(
+        &d,
+        &h.dir,
+        "cpu",
+        "name: cpu\nresources:\n  cpus: 1\nrun: |\n  echo \"on $(hostname)\"\n",
+    );
+    wait_for(&d, 30, "the CPU job to complete", || {
+        state(&d, id) == "completed"
+    });
+    assert!(log_text(&d, id).contains(&format!("on {}", h.hosts[0].name)));
+}

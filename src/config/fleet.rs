@@ -279,7 +279,37 @@ pub const AUTO_GPU: &str = "auto";
 
 /// Whether any pool asks for its GPUs to be discovered.
 pub fn wants_discovery(cfg: &FleetConfig) -> bool {
-    cfg.pools.iter().any(|p| p.gpu.as_deref() == Some(AUTO_GPU))
+    cfg.pools.iter().any(|p| p.is_local() && p.is_auto())
+}
+
+/// The GPUs NVML found on a host of a `gpu = "auto"` SSH pool: what the pool is built with.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FoundGpus {
+    pub model: String,
+    pub count: u8,
+    pub vram_gb: u32,
+    /// The host that said (its fleet node's name).
+    pub host: String,
+}
+
+impl FoundGpus {
+    /// The same GPUs, whoever said.
+    pub fn same(&self, other: &FoundGpus) -> bool {
+        (&self.model, self.count, self.vram_gb) == (&other.model, other.count, other.vram_gb)
+    }
+}
+
+impl FoundGpus {
+    /// From the GPUs a host's agent reported (the model of GPU 0; none without NVML).
+    pub fn of(host: &str, gpus: &[crate::backend::HostGpu]) -> Option<FoundGpus> {
+        let first = gpus.first()?;
+        Some(FoundGpus {
+            host: host.to_string(),
+            model: crate::backend::local::nvml::model_name(&first.name),
+            count: gpus.len().min(16) as u8,
+            vram_gb: (first.memory_mib as f64 / 1024.0).round() as u32,
+        })
+    }
 }
 
 /// Fills the `gpu = "auto"` pools from what NVML found on this host: the model (of GPU 0;
@@ -291,11 +321,7 @@ pub fn apply_discovery(
 ) -> Vec<String> {
     use crate::backend::local::nvml::{model_name, Discovery};
     let mut said = Vec::new();
-    for p in cfg
-        .pools
-        .iter_mut()
-        .filter(|p| p.gpu.as_deref() == Some(AUTO_GPU))
-    {
+    for p in cfg.pools.iter_mut().filter(|p| p.is_local() && p.is_auto()) {
         let name = format!("{}/{}/{}/{}", p.provider, p.region, p.zone, p.name);
         match found {
             Discovery::Available { gpus, driver } if !gpus.is_empty() => {
@@ -355,6 +381,26 @@ impl PoolConfig {
     /// Hosts reached over SSH, where `gantry agent` runs the jobs.
     pub fn is_ssh(&self) -> bool {
         self.provider == "ssh"
+    }
+
+    /// `gpu = "auto"`: the GPUs are what NVML finds (this host's, or an SSH pool's hosts').
+    pub fn is_auto(&self) -> bool {
+        self.gpu.as_deref() == Some(AUTO_GPU)
+    }
+
+    /// An auto pool built with the GPUs found (CPU-only until some are).
+    pub fn resolve_auto(&mut self, found: Option<&FoundGpus>) {
+        match found {
+            Some(f) => {
+                self.gpu = Some(f.model.clone());
+                self.gpus_per_node = f.count;
+                self.vram_gb = f.vram_gb;
+            }
+            None => {
+                self.gpu = None;
+                self.gpus_per_node = 0;
+            }
+        }
     }
 
     /// A pool of the simulated backend (every provider gantry has no backend for).
@@ -477,15 +523,15 @@ fn validate(file: &str, text: &str, cfg: &FleetConfig) -> Result<(), ConfigError
         if let Err(message) = super::ssh::validate(p, &name) {
             return Err(at("pools", i, message));
         }
-        let auto = p.gpu.as_deref() == Some(AUTO_GPU);
-        if auto && !p.is_local() {
+        let auto = p.is_auto();
+        if auto && !p.is_local() && !p.is_ssh() {
             return Err(at(
                 "pools",
                 i,
-                format!("{name}: gpu = \"auto\" (discover the GPUs through NVML) is only for provider = \"local\" pools"),
+                format!("{name}: gpu = \"auto\" (discover the GPUs through NVML) is only for provider = \"local\" and \"ssh\" pools; declare this pool's `gpu` and `gpus_per_node`"),
             ));
         }
-        if auto && p.nodes != 1 {
+        if auto && p.is_local() && p.nodes != 1 {
             return Err(at(
                 "pools",
                 i,
@@ -827,7 +873,8 @@ mod tests {
         let auto = "[[pools]]\nprovider = \"aws\"\nregion = \"r\"\nzone = \"z\"\nname = \"p\"\ninstance_type = \"i\"\ngpu = \"auto\"\ncpus = 1\nmemory_gb = 1\ncapacity = \"on-demand\"\nprice_per_hour = 1.0\nnodes = 1\n";
         let e = parse("f.toml", auto).unwrap_err();
         assert!(
-            e.message.contains("only for provider = \"local\" pools"),
+            e.message
+                .contains("only for provider = \"local\" and \"ssh\" pools"),
             "{e}"
         );
         let mig = DEFAULT_FLEET.replacen("mig_gpus_per_node = 4", "mig_gpus_per_node = 9", 1);

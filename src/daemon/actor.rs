@@ -319,12 +319,34 @@ pub fn spawn(
                 reload: None,
             };
             loop {
-                actor.run(&rx, &publish);
+                if actor.run(&rx, &publish) {
+                    // Hosts of a `gpu = "auto"` pool found GPUs: the fleet is rebuilt.
+                    match actor.reopen(State::reopen_rediscovered) {
+                        Ok(a) => {
+                            actor = a;
+                            actor.changed();
+                            publish.send_replace(publication(
+                                &actor.state,
+                                &actor.cycle_seconds,
+                                actor.changes,
+                            ));
+                            continue;
+                        }
+                        // Said through the daemon's messages (`reopen_rediscovered`): nothing
+                        // to serve.
+                        Err(_) => return,
+                    }
+                }
                 let Some((cfg, reply)) = actor.reload.take() else {
                     return;
                 };
-                match actor.reopen(&cfg) {
-                    Ok((a, said)) => {
+                let mut said = Ok(String::new());
+                match actor.reopen(|s| {
+                    let (s, r) = s.reload(&cfg)?;
+                    said = r;
+                    Ok(s)
+                }) {
+                    Ok(a) => {
                         actor = a;
                         actor.changed();
                         let _ = reply.send(said.map_err(|e| ApiError::new(422, "invalid", e)));
@@ -377,11 +399,11 @@ fn publication(state: &State, cycle_seconds: &Histogram, changes: u64) -> Arc<Pu
 }
 
 impl Actor {
-    /// The actor over the state reopened with `cfg` (see `State::reload`).
+    /// The actor over the state `open` reopens (`State::reload`, `State::reopen_rediscovered`).
     fn reopen(
         self,
-        cfg: &crate::config::fleet::FleetConfig,
-    ) -> Result<(Actor, Result<String, String>), EngineError> {
+        open: impl FnOnce(State) -> Result<State, EngineError>,
+    ) -> Result<Actor, EngineError> {
         let Actor {
             changes,
             acked,
@@ -391,26 +413,29 @@ impl Actor {
             cycle_seconds,
             ..
         } = self;
-        let (state, said) = state.reload(cfg)?;
-        Ok((
-            Actor {
-                changes,
-                acked,
-                state,
-                tokens,
-                clock,
-                last_step: Instant::now(),
-                dirty: true,
-                last_cycle: Instant::now(),
-                cycle_cost: Duration::ZERO,
-                cycle_seconds,
-                reload: None,
-            },
-            said,
-        ))
+        let state = open(state)?;
+        Ok(Actor {
+            changes,
+            acked,
+            state,
+            tokens,
+            clock,
+            last_step: Instant::now(),
+            dirty: true,
+            last_cycle: Instant::now(),
+            cycle_cost: Duration::ZERO,
+            cycle_seconds,
+            reload: None,
+        })
     }
 
-    fn run(&mut self, rx: &mpsc::Receiver<Request>, publish: &watch::Sender<Arc<Published>>) {
+    /// Serves requests and steps the clock; returns true to have the state reopened with the
+    /// GPUs hosts found (`State::wants_reopen`), false to stop or reload (`self.reload`).
+    fn run(
+        &mut self,
+        rx: &mpsc::Receiver<Request>,
+        publish: &watch::Sender<Arc<Published>>,
+    ) -> bool {
         loop {
             let timer = self.clock.step.saturating_sub(self.last_step.elapsed());
             let wait = if self.dirty {
@@ -431,10 +456,10 @@ impl Actor {
                     }
                 }
                 Err(RecvTimeoutError::Timeout) => {}
-                Err(RecvTimeoutError::Disconnected) => return,
+                Err(RecvTimeoutError::Disconnected) => return false,
             }
             if !self.handle_batch(batch) {
-                return;
+                return false;
             }
             let started = Instant::now();
             let stepped = if self.last_step.elapsed() >= self.clock.step {
@@ -457,6 +482,10 @@ impl Actor {
                 self.cycle_seconds
                     .observe(&CYCLE_BUCKETS, took.as_secs_f64());
                 publish.send_replace(publication(&self.state, &self.cycle_seconds, self.changes));
+                if self.state.wants_reopen() {
+                    // Reopened outside the loop (see `start`).
+                    return true;
+                }
             }
         }
     }

@@ -533,7 +533,7 @@ impl State {
 
     /// A host answered: back in the fleet, its runs compared with what the daemon expects
     /// there (re-adopted, gone, or strays to stop).
-    fn host_up(
+    pub(super) fn host_up(
         &mut self,
         pool: usize,
         host: usize,
@@ -542,7 +542,27 @@ impl State {
     ) -> Result<(), EngineError> {
         let name = self.node_name(node);
         let declared = self.engine.fleet().nodes[node].gpus.len();
-        let gpus = if declared == 0 && info.gpus.is_empty() {
+        let auto = self
+            .opened
+            .cfg
+            .pools
+            .get(pool)
+            .is_some_and(|p| p.is_ssh() && p.is_auto());
+        if auto {
+            self.rediscover(pool, &name, &info);
+        }
+        let gpus = if auto && info.gpus.is_empty() {
+            match &info.nvml {
+                Some(why) => format!("no GPUs (gpu = \"auto\": {why})"),
+                None => "no GPUs (gpu = \"auto\": NVML found none)".to_string(),
+            }
+        } else if auto {
+            format!(
+                "{} GPU(s) {} (NVML; gpu = \"auto\")",
+                info.gpus.len(),
+                info.gpus[0].name
+            )
+        } else if declared == 0 && info.gpus.is_empty() {
             "no GPUs".to_string()
         } else if let Some(why) = &info.nvml {
             format!("{declared} GPU(s) as declared (not measured: {why})")
@@ -638,6 +658,40 @@ impl State {
             }
         }
         Ok(())
+    }
+
+    /// A host of `gpu = "auto"` pool `pool` said what NVML finds there. The first host to find
+    /// GPUs builds the pool (its hosts are taken to be alike), and it rebuilds it when it finds
+    /// others (a driver installed or a GPU added since); another host finding other GPUs is
+    /// said, and the pool keeps what it was built with.
+    fn rediscover(&mut self, pool: usize, name: &str, info: &HostInfo) {
+        let Some(found) = crate::config::fleet::FoundGpus::of(name, &info.gpus) else {
+            return;
+        };
+        let pool_name = self.opened.cfg.pools[pool].name.clone();
+        let pending = self
+            .rediscovered
+            .as_ref()
+            .filter(|r| r.1 == pool_name)
+            .map(|r| &r.2);
+        let known = pending.or(self.opened.opts.discovered.get(&pool_name));
+        match known {
+            Some(known) if known.same(&found) => return,
+            Some(known) if known.host != found.host => {
+                let what = format!(
+                    "host {name} has {} × {} ({} GB) but pool {pool_name} is built with {} × {} from {}: give hosts with other GPUs a pool of their own",
+                    found.count, found.model, found.vram_gb, known.count, known.model, known.host
+                );
+                self.warn(what);
+                return;
+            }
+            _ => {}
+        }
+        let why = format!(
+            "pool {pool_name}: NVML on {name} finds {} × {} ({} GB); the pool is rebuilt with them",
+            found.count, found.model, found.vram_gb
+        );
+        self.rediscovered = Some((why, pool_name, found));
     }
 
     /// Hosts unreachable past their pool's timeout are lost: out of the fleet until they

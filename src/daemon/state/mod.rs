@@ -55,6 +55,9 @@ pub struct StateOptions {
     pub sampling: crate::backend::agent::Sampling,
     /// Where the daemon's own warnings go besides the event log.
     pub messages: Messages,
+    /// What NVML found on the hosts of `gpu = "auto"` SSH pools, by pool name (those pools are
+    /// CPU-only until a host says; the state is then reopened with this filled in).
+    pub discovered: BTreeMap<String, crate::config::fleet::FoundGpus>,
 }
 
 impl Default for StateOptions {
@@ -66,6 +69,7 @@ impl Default for StateOptions {
             log_dir: None,
             sampling: crate::backend::agent::Sampling::Nvml(std::time::Duration::from_secs(1)),
             messages: Messages::Stderr,
+            discovered: BTreeMap::new(),
         }
     }
 }
@@ -80,7 +84,7 @@ pub enum Messages {
 }
 
 impl Messages {
-    fn write(&self, line: &str) {
+    pub(super) fn write(&self, line: &str) {
         match self {
             Messages::Stderr => eprintln!("gantry daemon: {line}"),
             Messages::File(path) => {
@@ -321,7 +325,14 @@ pub struct State {
     pub counters: Counters,
     /// Reclaim plans shown lately, newest last: what `apply_reclaim` may apply.
     reclaim_shown: VecDeque<ReclaimPlan>,
+    /// A host of a `gpu = "auto"` pool found GPUs the fleet is not built with: the state is
+    /// to be reopened with them (`reopen_rediscovered`), and this says why.
+    rediscovered: Option<Rediscovered>,
 }
+
+/// GPUs a host of a `gpu = "auto"` pool found, to reopen the state with: why, the pool's name,
+/// what was found.
+type Rediscovered = (String, String, crate::config::fleet::FoundGpus);
 
 /// The journal, options and fleet file a state was opened with.
 struct Opened {

@@ -31,6 +31,25 @@ impl State {
         Ok(())
     }
 
+    /// The real host named `node` answering with `info`, as if its agent had said hello: for
+    /// tests, which stand in for a host's NVML (no GPU in CI). The snapshot is rebuilt.
+    pub fn observe_hello(
+        &mut self,
+        node: &str,
+        info: crate::backend::HostInfo,
+    ) -> Result<(), EngineError> {
+        let fleet = self.engine.fleet();
+        let Some(i) = fleet.nodes.iter().position(|n| n.name == node) else {
+            return Err(EngineError::Backend(format!("no node named {node}")));
+        };
+        let Some(&(pool, host)) = self.hosts.at.get(&i) else {
+            return Err(EngineError::Backend(format!("{node} is not a host")));
+        };
+        self.host_up(pool, host, i, info)?;
+        self.snapshot = self.build_snapshot();
+        Ok(())
+    }
+
     /// A sample of node `node`'s GPUs (or why there is none). `groups` maps the process groups
     /// of gantry's runs on that host to their jobs. The caller rebuilds the snapshot.
     pub fn observe_node(

@@ -12,7 +12,17 @@ impl State {
         // One daemon per journal, before anything is read or written.
         let lock = crate::daemon::lock::StateLock::acquire(db).map_err(EngineError::Locked)?;
         // `gpu = "auto"` pools not discovered by the caller are discovered here.
-        let (discovered, _) = crate::backend::discover_auto(cfg);
+        // The fleet file as written (a reload compares with it; auto pools stay auto there).
+        let file_cfg = cfg;
+        let (mut discovered, _) = crate::backend::discover_auto(cfg);
+        // `gpu = "auto"` SSH pools: as their hosts' NVML said, CPU-only until one has.
+        for p in discovered
+            .pools
+            .iter_mut()
+            .filter(|p| p.is_ssh() && p.is_auto())
+        {
+            p.resolve_auto(opts.discovered.get(&p.name));
+        }
         let cfg = &discovered;
         let base = db.parent().unwrap_or_else(|| Path::new("."));
         let opening = crate::backend::Opening {
@@ -97,7 +107,7 @@ impl State {
             opened: Opened {
                 db: db.to_path_buf(),
                 opts: opts.clone(),
-                cfg: cfg.clone(),
+                cfg: file_cfg.clone(),
             },
             messages: opts.messages.clone(),
             measured: BTreeMap::new(),
@@ -121,6 +131,7 @@ impl State {
             reclaim: cfg.reclaim.config(),
             counters: Counters::default(),
             reclaim_shown: VecDeque::new(),
+            rediscovered: None,
         };
         for e in recent {
             s.push_event(
@@ -278,6 +289,46 @@ impl State {
                 );
                 s.warn(why.clone());
                 Ok((s, Err(why)))
+            }
+        }
+    }
+
+    /// Whether a host of a `gpu = "auto"` pool found GPUs the fleet is not built with (the
+    /// owner then calls `reopen_rediscovered`).
+    pub fn wants_reopen(&self) -> bool {
+        self.rediscovered.is_some()
+    }
+
+    /// The state opened again with the GPUs the hosts of `gpu = "auto"` pools found: runs on
+    /// real hosts are re-adopted when their hosts answer again (as after a reload).
+    pub fn reopen_rediscovered(mut self) -> Result<State, EngineError> {
+        let Some((why, pool, found)) = self.rediscovered.take() else {
+            return Ok(self);
+        };
+        let (db, mut opts, cfg) = (
+            self.opened.db.clone(),
+            self.opened.opts.clone(),
+            self.opened.cfg.clone(),
+        );
+        let before = opts.discovered.clone();
+        opts.discovered.insert(pool, found);
+        drop(self);
+        match State::open(&db, &cfg, &opts) {
+            Ok(mut s) => {
+                s.record("fleet", why)?;
+                Ok(s)
+            }
+            Err(e) => {
+                // Not with the GPUs found (a running job's placement no longer fits, say):
+                // as it was, and said.
+                let mut opts = opts;
+                opts.discovered = before;
+                let messages = opts.messages.clone();
+                let mut s = State::open(&db, &cfg, &opts).inspect_err(|e2| {
+                    messages.write(&format!("reopening the state failed: {e2}"));
+                })?;
+                s.warn(format!("{why}, but the state could not be reopened with them ({e}): the pool stays as it was"));
+                Ok(s)
             }
         }
     }

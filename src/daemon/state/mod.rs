@@ -9,6 +9,8 @@ mod open;
 mod budget;
 mod hosts;
 mod launch;
+mod legacy;
+mod links;
 mod nodes;
 mod observe;
 mod reclaim;

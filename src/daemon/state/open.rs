@@ -36,7 +36,7 @@ impl State {
         };
         let (resume, orphans, remote_records) = {
             let mut store = crate::daemon::journal::Store::open(db)?;
-            let orphans = migrate_local_runs(&mut store, &opening.local)?;
+            let orphans = super::legacy::migrate_local_runs(&mut store, &opening.local)?;
             (store.last_time()?, orphans, store.remote_runs()?)
         };
         let teams = teams_of(cfg);
@@ -197,24 +197,7 @@ impl State {
                 _ => s.engine.store().remove_remote_run(r.job)?,
             }
         }
-        // Process groups journaled by a daemon of an earlier version that could not be handed
-        // to this host's agent: their jobs were requeued; each group is stopped only where
-        // it is provably the run's. A group id that now names someone else's processes (pid
-        // reuse after a reboot) is left alone, and said so.
-        for (job, pgid, token) in orphans {
-            use crate::backend::local::runs::{kill_orphan, Orphan};
-            match kill_orphan(pgid, job, token.as_deref()) {
-                Orphan::Killed => s.record(
-                    "local",
-                    format!("job {job}: killed process group {pgid} left from before the restart; the job was requeued"),
-                )?,
-                Orphan::NotOurs => s.record(
-                    "local",
-                    format!("job {job}: process group {pgid} is alive but not provably this job's (its id was reused): left alone; the job was requeued"),
-                )?,
-                Orphan::Gone => {}
-            }
-        }
+        s.stop_legacy_orphans(orphans)?;
         // What the hosts said already (this host answers at once).
         s.poll_hosts()?;
         if s.workload.is_some() && s.engine.jobs().next().is_none() {
@@ -351,39 +334,4 @@ impl State {
         };
         State::open(&dir.join("demo.db"), &cfg, &opts)
     }
-}
-
-/// Hands the runs a daemon of an earlier version journaled as this host's process groups to
-/// this host's agent directory, where the local pool's agent re-adopts them like any host's
-/// (the journal keeps them as runs on hosts from then on). Rows without a run token (older
-/// still) or a placement cannot be handed over: their (job, process group, token) are
-/// returned, and their jobs are requeued by the engine.
-fn migrate_local_runs(
-    store: &mut crate::daemon::journal::Store,
-    dirs: &crate::backend::agent::AgentDirs,
-) -> Result<Vec<(JobId, u32, Option<String>)>, EngineError> {
-    let mut orphans = Vec::new();
-    for r in store.local_runs()? {
-        match (r.token, r.placement, r.started_at) {
-            (Some(token), Some(placement), Some(started_at)) => {
-                crate::backend::agent::record_run(dirs, r.job, r.pgid, &token).map_err(|e| {
-                    EngineError::Backend(format!(
-                        "cannot hand job {}'s process group to {}: {e}",
-                        r.job,
-                        dirs.runs.display()
-                    ))
-                })?;
-                store.add_remote_run(&crate::daemon::journal::RemoteRunRecord {
-                    job: r.job,
-                    token,
-                    placement,
-                    started_at,
-                    nodes: None,
-                })?;
-            }
-            (token, _, _) => orphans.push((r.job, r.pgid, token)),
-        }
-        store.remove_local_run(r.job)?;
-    }
-    Ok(orphans)
 }

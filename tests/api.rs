@@ -2,6 +2,9 @@
 //! cases included), bad input answered with a precise 4xx and no change of state, fuzzed
 //! request bodies, the event stream, and the snapshot deltas a remote console applies.
 
+#[path = "common/promtool.rs"]
+mod promtool;
+
 use gantry::client::http::{Endpoint, HttpClient, Response};
 use gantry::client::Snapshot;
 use gantry::daemon::actor::{spawn, Clock, Handle};
@@ -13,6 +16,8 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 struct Daemon {
+    /// `--metrics-listen`: GET /metrics alone, no token.
+    metrics: String,
     socket: PathBuf,
     tcp: String,
     handle: Handle,
@@ -59,9 +64,11 @@ fn start() -> Daemon {
     let runtime = gantry::daemon::server::runtime().unwrap();
     let socket = dir.join("api.sock");
     let port = free_port();
+    let metrics_port = free_port();
     let listen = Listen {
         socket: socket.clone(),
         tcp: Some(format!("127.0.0.1:{port}").parse().unwrap()),
+        metrics: Some(format!("127.0.0.1:{metrics_port}").parse().unwrap()),
         ..Default::default()
     };
     let h = handle.clone();
@@ -95,6 +102,7 @@ fn start() -> Daemon {
     Daemon {
         socket,
         tcp: format!("127.0.0.1:{port}"),
+        metrics: format!("127.0.0.1:{metrics_port}"),
         handle,
         _runtime: runtime,
         tokens,
@@ -666,4 +674,29 @@ fn a_pool_in_detail_by_index_with_precise_errors() {
         .request("GET", "/v1/pools/0", None)
         .unwrap();
     assert_eq!(r.status, 401);
+}
+
+#[test]
+fn metrics_pass_promtool_and_serve_without_a_token_on_their_own_address() {
+    let d = daemon();
+    d.submit("applied");
+    let mut open = HttpClient::new(Endpoint::Tcp(d.metrics.clone()), None);
+    let r = open.request("GET", "/metrics", None).unwrap();
+    assert_eq!(r.status, 200, "{}", text(&r));
+    let metrics = text(&r);
+    for family in [
+        "gantry_build_info{version=\"",
+        "# TYPE gantry_jobs gauge",
+        "gantry_jobs{state=\"",
+        "# TYPE gantry_spend_dollars_total counter",
+        "gantry_spend_dollars_total{team=\"applied\"}",
+        "# TYPE gantry_job_gpu_info gauge",
+    ] {
+        assert!(metrics.contains(family), "{family}: {metrics}");
+    }
+    // Only /metrics there: the API stays behind the socket and tokens.
+    let r = open.request("GET", "/v1/jobs", None).unwrap();
+    assert_eq!(r.status, 404, "{}", text(&r));
+    // promtool finds nothing to say (the demo fleet has no measured GPUs).
+    promtool::check(&metrics, &[]);
 }

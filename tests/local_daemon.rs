@@ -3,6 +3,9 @@
 //! preemption signals and requeues, a cancel kills, and a restarted daemon kills the process
 //! groups its predecessor left. Ordinary commands, no GPU.
 
+#[path = "common/promtool.rs"]
+mod promtool;
+
 use gantry::config::fleet::{parse, FleetConfig};
 use gantry::daemon::engine::Submission;
 use gantry::daemon::job::JobState;
@@ -886,4 +889,69 @@ fn an_auto_ssh_pool_is_built_with_the_gpus_its_hosts_nvml_finds() {
     assert!(s.wants_reopen());
     let s = s.reopen_rediscovered().unwrap();
     assert_eq!(gpus(&s), [4, 4]);
+}
+
+#[test]
+fn metrics_put_each_measured_gpu_and_each_jobs_gpu_under_dcgms_labels() {
+    let d = dir("metrics");
+    let mut s = open_gpu(&d);
+    let host = host_name(&s);
+    s.observe_sample(&host, nvml([(0, vec![]), (0, vec![])]))
+        .unwrap();
+    let id = s.submit(&[gpu_job("sleep 30")]).remove(0).unwrap();
+    s.tick().unwrap();
+    until(&mut s, |s| s.process_group(id).is_some());
+    let pg = s.process_group(id).unwrap();
+    let g = s
+        .engine()
+        .job(id)
+        .unwrap()
+        .placement
+        .as_ref()
+        .unwrap()
+        .nodes[0]
+        .gpus[0]
+        .gpu;
+    let mut gpus = [(0, Vec::new()), (0, Vec::new())];
+    gpus[usize::from(g)] = (87, vec![process(pg, Some(pg), 87)]);
+    s.observe_sample(&host, nvml(gpus)).unwrap();
+    let (gpus, job_gpus) = s.gpu_metrics();
+    let published = gantry::daemon::actor::Published {
+        changes: 0,
+        snapshot: s.snapshot().clone(),
+        counters: s.counters.clone(),
+        cycle_seconds: Default::default(),
+        gpus,
+        job_gpus,
+    };
+    let text = gantry::daemon::metrics::render_metrics(&published);
+    // This host's name as its agent says it (DCGM's Hostname).
+    let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .unwrap()
+        .trim()
+        .to_string();
+    let uuid = format!("GPU-test-{g}");
+    let util = format!(
+        "gantry_gpu_utilization_ratio{{gpu=\"{g}\",UUID=\"{uuid}\",device=\"nvidia{g}\",modelName=\"NVIDIA H100 80GB HBM3\",Hostname=\"{hostname}\","
+    );
+    assert!(text.contains(&util), "{util}\n{text}");
+    assert!(
+        text.contains("gantry_gpu_memory_total_bytes{gpu=\"0\""),
+        "{text}"
+    );
+    let info = format!(
+        "gantry_job_gpu_info{{job=\"{id}\",team=\"a\",gpu=\"{g}\",UUID=\"{uuid}\",Hostname=\"{hostname}\",GPU_I_ID=\"\",mig_uuid=\"\"}} 1"
+    );
+    assert!(text.contains(&info), "{info}\n{text}");
+    promtool::check(
+        &text,
+        &[
+            "gantry_gpu_utilization_ratio",
+            "gantry_gpu_memory_used_bytes",
+            "gantry_gpu_memory_total_bytes",
+            "gantry_gpu_power_watts",
+            "gantry_gpu_temperature_celsius",
+        ],
+    );
+    s.act(id, Action::Cancel, "test").unwrap();
 }

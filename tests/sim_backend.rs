@@ -85,6 +85,17 @@ fn open(name: &str, cfg: &FleetConfig, failures: f64) -> State {
     .unwrap()
 }
 
+/// The state `open(name, …)` made, opened again over its journal.
+fn reopen(name: &str, cfg: &FleetConfig) -> State {
+    let d = std::env::temp_dir().join(format!("gantry-backend-{}-{name}", std::process::id()));
+    let opts = StateOptions {
+        seed: 9,
+        failures_per_node_hour: 0.0,
+        ..StateOptions::default()
+    };
+    State::open(&d.join("state.db"), cfg, &opts).unwrap()
+}
+
 /// A checkpointing training job of team a.
 fn train(gpus: u8, spot: bool, time_limit: &str) -> Submission {
     Submission {
@@ -466,4 +477,28 @@ fn reclaim_applies_exactly_the_plan_shown_counts_shares_and_suspends_notebooks()
     // The owner resumes a suspended notebook.
     s.act(a, Action::Release, "test").unwrap();
     assert_eq!(state_of(&s, a), JobState::Pending);
+}
+
+#[test]
+fn spend_ever_only_grows_across_budget_months_and_restarts() {
+    let cfg = fleet(0.0);
+    let mut s = open("spend-total", &cfg, 0.0);
+    s.submit(&[train(8, false, "20d")]).remove(0).unwrap();
+    s.tick().unwrap();
+    let total = |s: &State| s.snapshot().teams[0].spend_total_usd;
+    let month = |s: &State| s.snapshot().teams[0].spend_month_usd;
+    let mut last = 0.0;
+    let mut rolled = false;
+    for _ in 0..50 {
+        s.advance(86_400.0).unwrap();
+        assert!(total(&s) >= last - 1e-6, "{} < {last}", total(&s));
+        assert!(total(&s) >= month(&s) - 1e-6);
+        rolled |= month(&s) < total(&s) - 1.0;
+        last = total(&s);
+    }
+    assert!(rolled, "a budget month began, and the total kept what came before");
+    // The journal gives the same total after a restart (the same journal, reopened).
+    drop(s);
+    let s = reopen("spend-total", &cfg);
+    assert!((total(&s) - last).abs() < 1e-6 * last.max(1.0), "{} vs {last}", total(&s));
 }

@@ -26,6 +26,9 @@ pub struct DaemonArgs {
     /// Also serve TCP here (e.g. 127.0.0.1:7450); every request there needs a bearer token.
     #[arg(long)]
     listen: Option<SocketAddr>,
+    /// Serve GET /metrics alone here, without a token, as exporters do (e.g. 0.0.0.0:9400).
+    #[arg(long)]
+    metrics_listen: Option<SocketAddr>,
     /// Simulated seconds per wall second (1: real time).
     #[arg(long, default_value_t = 1.0)]
     speed: f64,
@@ -83,6 +86,7 @@ pub fn run(a: DaemonArgs) -> Result<(), String> {
     let listen = Listen {
         socket: a.socket.unwrap_or(paths.socket),
         tcp: a.listen,
+        metrics: a.metrics_listen,
         limits: gantry::daemon::server::Limits {
             request_timeout: Duration::from_secs_f64(request_timeout),
             max_tcp_connections: a.max_connections,
@@ -136,13 +140,16 @@ pub fn run(a: DaemonArgs) -> Result<(), String> {
     .map_err(|e| e.to_string())?;
     let runtime = gantry::daemon::server::runtime()?;
     eprintln!(
-        "gantry daemon {}: fleet {source} ({backend}), journal {} ({jobs} jobs), socket {}{}",
+        "gantry daemon {}: fleet {source} ({backend}), journal {} ({jobs} jobs), socket {}{}{}",
         env!("CARGO_PKG_VERSION"),
         db.display(),
         listen.socket.display(),
         listen
             .tcp
-            .map_or(String::new(), |a| format!(", tcp {a} (bearer tokens)"))
+            .map_or(String::new(), |a| format!(", tcp {a} (bearer tokens)")),
+        listen
+            .metrics
+            .map_or(String::new(), |a| format!(", metrics {a} (open)"))
     );
     if let Some(path) = file {
         let hup = Arc::new(AtomicBool::new(false));

@@ -88,6 +88,9 @@ pub struct TeamRow {
     pub spend_month_usd: f64,
     #[serde(default)]
     pub gpu_hours_month: f64,
+    /// Spent ever (finished runs, and running ones so far), dollars.
+    #[serde(default)]
+    pub spend_total_usd: f64,
     /// Fraction of the budget used (the larger of dollars and GPU-hours), if it has one.
     #[serde(default)]
     pub budget_used: Option<f64>,

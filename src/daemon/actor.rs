@@ -157,6 +157,9 @@ pub struct Published {
     pub counters: Counters,
     /// Scheduling-cycle latency, seconds.
     pub cycle_seconds: Histogram,
+    /// Real hosts' measured GPUs, and the running jobs' GPUs there (`/metrics`).
+    pub gpus: Vec<super::state::GpuMetric>,
+    pub job_gpus: Vec<super::state::JobGpuMetric>,
 }
 
 /// Bucket bounds of the cycle-latency histogram, seconds.
@@ -390,11 +393,14 @@ struct Actor {
 
 /// What the actor publishes: the state's snapshot and counters, taken once.
 fn publication(state: &State, cycle_seconds: &Histogram, changes: u64) -> Arc<Published> {
+    let (gpus, job_gpus) = state.gpu_metrics();
     Arc::new(Published {
         changes,
         snapshot: state.snapshot().clone(),
         counters: state.counters.clone(),
         cycle_seconds: cycle_seconds.clone(),
+        gpus,
+        job_gpus,
     })
 }
 

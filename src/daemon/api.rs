@@ -102,6 +102,30 @@ pub fn router(
         .with_state(api)
 }
 
+/// `GET /metrics` alone, without a token (as exporters serve it), for `--metrics-listen`.
+pub fn metrics_router(
+    handle: Handle,
+    stop: tokio::sync::watch::Receiver<bool>,
+    limits: super::server::Limits,
+) -> Router {
+    let api = Api {
+        handle,
+        tcp: true,
+        stop,
+        limits,
+    };
+    Router::new()
+        .route("/metrics", get(metrics))
+        .fallback(|| async {
+            ApiError::new(
+                404,
+                "not-found",
+                "this listener serves GET /metrics only; the API is on the daemon's socket (and --listen)",
+            )
+        })
+        .with_state(api)
+}
+
 /// Names the caller: the Unix socket's user is an operator; TCP needs `Authorization: Bearer`.
 async fn authenticate(
     State(api): State<Api>,

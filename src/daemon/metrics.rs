@@ -1,5 +1,9 @@
 //! `/metrics`: the published state in Prometheus' text exposition format (GPUs by pool, model
-//! and state, queue depth and wait time by class, cycle latency, spend, idle GPUs by cause).
+//! and state, jobs by state, queue depth and wait time by class, cycle latency, spend, idle
+//! GPUs by cause), and each measured GPU and each running job's GPU with the DCGM exporter's
+//! label names (`gpu`, `UUID`, `modelName`, `Hostname`), so that
+//! `DCGM_FI_DEV_GPU_UTIL * on(UUID, Hostname) group_left(job, team) gantry_job_gpu_info` puts
+//! gantry's jobs on DCGM's series.
 
 use super::actor::{Published, CYCLE_BUCKETS};
 use super::state::WAIT_BUCKETS;
@@ -14,7 +18,35 @@ pub fn render_metrics(p: &Published) -> String {
             .replace('"', "\\\"")
             .replace('\n', "\\n")
     };
+    let _ = writeln!(
+        o,
+        "# HELP gantry_build_info The running gantry's version.\n# TYPE gantry_build_info gauge\ngantry_build_info{{version=\"{}\"}} 1",
+        env!("CARGO_PKG_VERSION")
+    );
     let _ = writeln!(o, "# HELP gantry_simulated 1 when the fleet is the simulated one.\n# TYPE gantry_simulated gauge\ngantry_simulated {}", u8::from(s.simulated));
+    let _ = writeln!(
+        o,
+        "# HELP gantry_jobs Jobs not yet ended, by state, priority class and team.\n# TYPE gantry_jobs gauge"
+    );
+    let mut jobs: std::collections::BTreeMap<(&str, &str, &str), usize> = Default::default();
+    for j in &s.jobs {
+        if matches!(
+            j.state.as_str(),
+            "pending" | "held" | "running" | "preempting"
+        ) {
+            *jobs
+                .entry((j.state.as_str(), j.class.as_str(), j.team.as_str()))
+                .or_default() += 1;
+        }
+    }
+    for ((state, class, team), n) in jobs {
+        let _ = writeln!(
+            o,
+            "gantry_jobs{{state=\"{state}\",class=\"{}\",team=\"{}\"}} {n}",
+            label(class),
+            label(team)
+        );
+    }
     let _ = writeln!(
         o,
         "# HELP gantry_gpus GPUs by pool, model and state.\n# TYPE gantry_gpus gauge"
@@ -59,7 +91,7 @@ pub fn render_metrics(p: &Published) -> String {
     let _ = writeln!(o, "# HELP gantry_scale_ups_total Elastic pools grown (simulated backend).\n# TYPE gantry_scale_ups_total counter\ngantry_scale_ups_total {}", p.counters.scale_ups);
     let _ = writeln!(o, "# HELP gantry_scale_downs_total Cloud nodes given back, consolidated ones included.\n# TYPE gantry_scale_downs_total counter\ngantry_scale_downs_total {}", p.counters.scale_downs);
     let _ = writeln!(o, "# HELP gantry_consolidated_nodes_total Cloud nodes given back after their jobs moved to capacity already paid for.\n# TYPE gantry_consolidated_nodes_total counter\ngantry_consolidated_nodes_total {}", p.counters.consolidated_nodes);
-    let _ = writeln!(o, "# HELP gantry_reclaimed_gpu_hours_total Idle GPU-hours reclaimed.\n# TYPE gantry_reclaimed_gpu_hours_total counter\ngantry_reclaimed_gpu_hours_total {}", p.counters.reclaimed_gpu_hours);
+    let _ = writeln!(o, "# HELP gantry_reclaimed_gpu_seconds_total Idle GPU time reclaimed, GPU-seconds.\n# TYPE gantry_reclaimed_gpu_seconds_total counter\ngantry_reclaimed_gpu_seconds_total {}", p.counters.reclaimed_gpu_hours * 3600.0);
     let _ = writeln!(o, "# HELP gantry_spend_dollars_per_hour Spend rate of running jobs, by team.\n# TYPE gantry_spend_dollars_per_hour gauge");
     for t in &s.teams {
         let _ = writeln!(
@@ -67,6 +99,15 @@ pub fn render_metrics(p: &Published) -> String {
             "gantry_spend_dollars_per_hour{{team=\"{}\"}} {}",
             label(&t.name),
             t.burn_per_hour
+        );
+    }
+    let _ = writeln!(o, "# HELP gantry_spend_dollars_total Dollars spent by team: finished runs, and running ones so far.\n# TYPE gantry_spend_dollars_total counter");
+    for t in &s.teams {
+        let _ = writeln!(
+            o,
+            "gantry_spend_dollars_total{{team=\"{}\"}} {}",
+            label(&t.name),
+            t.spend_total_usd
         );
     }
     let _ = writeln!(o, "# HELP gantry_idle_dollars_per_hour Price of GPUs nobody uses.\n# TYPE gantry_idle_dollars_per_hour gauge\ngantry_idle_dollars_per_hour {}", s.idle_dollars_per_hour);
@@ -83,7 +124,76 @@ pub fn render_metrics(p: &Published) -> String {
             c.gpus
         );
     }
+    gpu_series(&mut o, p, &label);
     o
+}
+
+/// Per measured GPU (real hosts: the simulated fleet's are modelled, not exported one by one)
+/// and per running job's GPU, with the DCGM exporter's label names.
+fn gpu_series(o: &mut String, p: &Published, label: &dyn Fn(&str) -> String) {
+    type Value = fn(&crate::daemon::state::GpuMetric) -> Option<f64>;
+    let series: [(&str, &str, &str, Value); 5] = [
+        (
+            "gantry_gpu_utilization_ratio",
+            "gauge",
+            "GPU utilization (NVML), 0 to 1.",
+            |g| Some(g.util_pct / 100.0),
+        ),
+        (
+            "gantry_gpu_memory_used_bytes",
+            "gauge",
+            "GPU memory in use (NVML).",
+            |g| Some(g.memory_used_bytes as f64),
+        ),
+        (
+            "gantry_gpu_memory_total_bytes",
+            "gauge",
+            "GPU memory (NVML).",
+            |g| Some(g.memory_total_bytes as f64),
+        ),
+        (
+            "gantry_gpu_power_watts",
+            "gauge",
+            "GPU board power (NVML).",
+            |g| g.power_w,
+        ),
+        (
+            "gantry_gpu_temperature_celsius",
+            "gauge",
+            "GPU temperature (NVML).",
+            |g| g.temperature_c.map(f64::from),
+        ),
+    ];
+    for (name, kind, help, value) in series {
+        let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} {kind}");
+        for g in &p.gpus {
+            let Some(v) = value(g) else { continue };
+            let _ = writeln!(
+                o,
+                "{name}{{gpu=\"{}\",UUID=\"{}\",device=\"nvidia{}\",modelName=\"{}\",Hostname=\"{}\",node=\"{}\",pool=\"{}\"}} {v}",
+                g.gpu,
+                label(&g.uuid),
+                g.gpu,
+                label(&g.model_name),
+                label(&g.hostname),
+                label(&g.node),
+                label(&g.pool)
+            );
+        }
+    }
+    let _ = writeln!(o, "# HELP gantry_job_gpu_info A running gantry job's GPU; join DCGM's series on UUID and Hostname.\n# TYPE gantry_job_gpu_info gauge");
+    for j in &p.job_gpus {
+        let _ = writeln!(
+            o,
+            "gantry_job_gpu_info{{job=\"{}\",team=\"{}\",gpu=\"{}\",UUID=\"{}\",Hostname=\"{}\",GPU_I_ID=\"\",mig_uuid=\"{}\"}} 1",
+            j.job,
+            label(&j.team),
+            j.gpu,
+            label(&j.uuid),
+            label(&j.hostname),
+            label(&j.mig_uuid)
+        );
+    }
 }
 
 fn histogram(

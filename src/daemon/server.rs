@@ -49,6 +49,8 @@ pub struct Listen {
     pub socket: PathBuf,
     /// TCP address, only when asked for; every request there needs a token.
     pub tcp: Option<SocketAddr>,
+    /// TCP address serving `GET /metrics` alone, without a token, only when asked for.
+    pub metrics: Option<SocketAddr>,
     pub limits: Limits,
 }
 
@@ -109,7 +111,15 @@ pub async fn serve(
         ),
         None => None,
     };
-    // Both listeners answer from here on: tell systemd (Type=notify) the daemon is ready. A
+    let metrics = match listen.metrics {
+        Some(addr) => Some(
+            tokio::net::TcpListener::bind(addr)
+                .await
+                .map_err(|e| format!("--metrics-listen {addr}: {e}"))?,
+        ),
+        None => None,
+    };
+    // Every listener answers from here on: tell systemd (Type=notify) the daemon is ready. A
     // no-op without NOTIFY_SOCKET.
     let _ = sd_notify::notify(&[sd_notify::NotifyState::Ready]);
     let (stop_tx, stop_rx) = watch::channel(false);
@@ -127,14 +137,26 @@ pub async fn serve(
         limits,
         stop_rx.clone(),
     );
-    match tcp {
-        Some(tcp) => {
-            let tcp_app = router(handle.clone(), true, stop_rx.clone(), limits);
-            let tcp_loop = accept_loop(tcp, tcp_app, limits.max_tcp_connections, limits, stop_rx);
-            tokio::join!(unix_loop, tcp_loop);
+    let tcp_loop = async {
+        if let Some(tcp) = tcp {
+            let app = router(handle.clone(), true, stop_rx.clone(), limits);
+            accept_loop(
+                tcp,
+                app,
+                limits.max_tcp_connections,
+                limits,
+                stop_rx.clone(),
+            )
+            .await;
         }
-        None => unix_loop.await,
-    }
+    };
+    let metrics_loop = async {
+        if let Some(l) = metrics {
+            let app = super::api::metrics_router(handle.clone(), stop_rx.clone(), limits);
+            accept_loop(l, app, limits.max_tcp_connections, limits, stop_rx.clone()).await;
+        }
+    };
+    tokio::join!(unix_loop, tcp_loop, metrics_loop);
     let _ = std::fs::remove_file(&listen.socket);
     Ok(())
 }

@@ -100,12 +100,13 @@ pub fn exchange(
         .iter()
         .map(|(k, v)| format!("{k}: {v}\r\n"))
         .collect();
-    write!(
-        s,
+    let request = format!(
         "{head} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n{extra}Content-Length: {}\r\n\r\n{body}",
         body.len()
-    )
-    .unwrap();
+    );
+    // One write; and a daemon that answers (and closes) before reading the whole request (a
+    // refusal on the headers) may break the pipe under it: its answer is read all the same.
+    let _ = s.write_all(request.as_bytes());
     let mut out = String::new();
     let _ = s.read_to_string(&mut out);
     out

@@ -3,6 +3,10 @@
 
 use super::*;
 
+/// A team's finished spend (`closed_spend_by_team`): team, dollars and GPU-hours inside the
+/// window, the same runs' whole dollars.
+pub type TeamSpend = (String, f64, f64, f64);
+
 impl Store {
     pub fn add_token(&mut self, t: &TokenRecord) -> Result<(), JournalError> {
         self.conn
@@ -232,21 +236,38 @@ impl Store {
     }
 
     /// Every job, in submission order: what a restarted daemon starts from.
-    /// Per team: dollars and GPU-hours of finished runs inside `[since, ∞)`.
-    pub fn closed_spend_by_team(
-        &self,
-        since: f64,
-    ) -> Result<Vec<(String, f64, f64)>, JournalError> {
+    /// Per team: dollars and GPU-hours of finished runs inside `[since, ∞)`, and the whole
+    /// dollars of those runs (their parts before `since` too).
+    pub fn closed_spend_by_team(&self, since: f64) -> Result<Vec<TeamSpend>, JournalError> {
         let mut q = self
             .conn
             .prepare_cached(
                 "SELECT team, SUM((ended_at - MAX(started_at, ?1)) * dollars_per_hour / 3600.0),
-                        SUM((ended_at - MAX(started_at, ?1)) * gpus / 3600.0)
+                        SUM((ended_at - MAX(started_at, ?1)) * gpus / 3600.0),
+                        SUM((ended_at - started_at) * dollars_per_hour / 3600.0)
                  FROM charges WHERE ended_at IS NOT NULL AND ended_at > ?1 GROUP BY team",
             )
             .map_err(self.sql())?;
         let rows = q
-            .query_map([since], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .query_map([since], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+            })
+            .map_err(self.sql())?;
+        rows.collect::<Result<Vec<_>, _>>().map_err(self.sql())
+    }
+
+    /// Per team, the whole spend of the runs that ended by `until` (with the last column of
+    /// `closed_spend_by_team(until)`: every finished run once, whole).
+    pub fn spend_before_by_team(&self, until: f64) -> Result<Vec<(String, f64)>, JournalError> {
+        let mut q = self
+            .conn
+            .prepare_cached(
+                "SELECT team, SUM((ended_at - started_at) * dollars_per_hour / 3600.0)
+                 FROM charges WHERE ended_at IS NOT NULL AND ended_at <= ?1 GROUP BY team",
+            )
+            .map_err(self.sql())?;
+        let rows = q
+            .query_map([until], |r| Ok((r.get(0)?, r.get(1)?)))
             .map_err(self.sql())?;
         rows.collect::<Result<Vec<_>, _>>().map_err(self.sql())
     }

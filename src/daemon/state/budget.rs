@@ -17,10 +17,14 @@ impl State {
             // Alerts this month already announced, by this daemon or before a restart: the
             // journal remembers, so a restart does not announce them again.
             let first = self.budget_read_at.is_none();
-            let announced = if rollover || first {
-                self.engine.store().event_details("budget", start)?
+            let (announced, before) = if rollover || first {
+                let store = self.engine.store();
+                (
+                    store.event_details("budget", start)?,
+                    Some(store.spend_before_by_team(start)?),
+                )
             } else {
-                Vec::new()
+                (Vec::new(), None)
             };
             for (i, b) in self.budgets.iter_mut().enumerate() {
                 if b.month != month || first {
@@ -40,12 +44,16 @@ impl State {
                     };
                 }
                 let name = &self.team_config[i].name;
-                let (usd, gh) = closed
+                if let Some(before) = &before {
+                    b.before_month_usd = before.iter().find(|c| &c.0 == name).map_or(0.0, |c| c.1);
+                }
+                let (usd, gh, whole) = closed
                     .iter()
                     .find(|c| &c.0 == name)
-                    .map_or((0.0, 0.0), |c| (c.1, c.2));
+                    .map_or((0.0, 0.0, 0.0), |c| (c.1, c.2, c.3));
                 b.closed_usd = usd;
                 b.closed_gpu_h = gh;
+                b.closed_whole_usd = whole;
             }
             for t in 0..self.budgets.len() {
                 self.engine.set_budget_gate(t, None);
@@ -55,6 +63,7 @@ impl State {
         for b in &mut self.budgets {
             b.usd = b.closed_usd;
             b.gpu_h = b.closed_gpu_h;
+            b.total_usd = b.before_month_usd + b.closed_whole_usd;
         }
         for j in self.engine.jobs() {
             let (Some(p), Some(t)) = (&j.placement, j.started_at) else {
@@ -64,6 +73,7 @@ impl State {
             if let Some(b) = self.budgets.get_mut(j.team) {
                 b.usd += p.price_per_hour * hours;
                 b.gpu_h += j.request.total_gpu_milli() as f64 / 1000.0 * hours;
+                b.total_usd += p.price_per_hour * (self.now - t).max(0.0) / 3600.0;
             }
         }
         for t in 0..self.budgets.len() {

@@ -59,6 +59,8 @@ pub(super) struct Hosts {
     ran_on_order: VecDeque<JobId>,
     /// Per pool: how long a host may stay unreachable before it is lost, seconds.
     pub lost_after: Vec<f64>,
+    /// What each real host calls itself (its agent's hello): DCGM's `Hostname`.
+    pub hostnames: HashMap<usize, String>,
 }
 
 /// How many ended jobs keep where they ran (their logs stay on the hosts).

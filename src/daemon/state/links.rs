@@ -53,6 +53,7 @@ impl State {
             }
             s
         };
+        self.hosts.hostnames.insert(node, info.hostname.clone());
         let was_lost = self.nodes.lives[node] != Life::Up;
         self.hosts.down.remove(&node);
         self.hosts.lost.remove(&node);

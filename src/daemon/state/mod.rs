@@ -7,6 +7,7 @@
 mod open;
 
 mod budget;
+mod export;
 mod hosts;
 mod launch;
 mod legacy;
@@ -17,6 +18,7 @@ mod reclaim;
 mod telemetry;
 mod view;
 
+pub use export::{GpuMetric, JobGpuMetric};
 pub use view::reason_text;
 
 use super::engine::{BudgetGate, Engine, EngineError, Submission};
@@ -290,6 +292,12 @@ struct TeamBudget {
     alerted: usize,
     /// The action at 100% is in force.
     enforced: bool,
+    /// The whole spend of runs that ended before this month began (read when a month
+    /// begins) and of those that ended in it: with the running jobs' since they started, the
+    /// team's spend ever (`/metrics`' counter).
+    before_month_usd: f64,
+    closed_whole_usd: f64,
+    total_usd: f64,
 }
 
 pub struct State {

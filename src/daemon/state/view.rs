@@ -263,6 +263,7 @@ impl State {
                 budget_monthly_usd: t.budget_monthly_usd,
                 budget_monthly_gpu_hours: t.budget_monthly_gpu_hours,
                 spend_month_usd: b.usd,
+                spend_total_usd: b.total_usd,
                 gpu_hours_month: b.gpu_h,
                 budget_used: budget_used(t, b.usd, b.gpu_h),
                 budget_action: t.budget_action.to_string(),

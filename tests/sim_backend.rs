@@ -496,9 +496,16 @@ fn spend_ever_only_grows_across_budget_months_and_restarts() {
         rolled |= month(&s) < total(&s) - 1.0;
         last = total(&s);
     }
-    assert!(rolled, "a budget month began, and the total kept what came before");
+    assert!(
+        rolled,
+        "a budget month began, and the total kept what came before"
+    );
     // The journal gives the same total after a restart (the same journal, reopened).
     drop(s);
     let s = reopen("spend-total", &cfg);
-    assert!((total(&s) - last).abs() < 1e-6 * last.max(1.0), "{} vs {last}", total(&s));
+    assert!(
+        (total(&s) - last).abs() < 1e-6 * last.max(1.0),
+        "{} vs {last}",
+        total(&s)
+    );
 }

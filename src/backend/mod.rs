@@ -14,6 +14,7 @@ pub mod agent;
 pub mod local;
 pub mod logs;
 pub mod sim;
+pub mod slurm;
 pub mod ssh;
 
 use serde::{Deserialize, Serialize};

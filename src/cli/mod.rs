@@ -10,6 +10,7 @@ mod logs;
 mod remote;
 mod replay;
 mod sim;
+mod slurm;
 mod spec;
 
 use clap::{Parser, Subcommand, ValueEnum};
@@ -231,6 +232,19 @@ enum Command {
         #[arg(short, long, value_enum, default_value_t = Output::Table)]
         output: Output,
     },
+    /// A Slurm cluster through slurmrestd: partitions, nodes with their GPUs (GRES) and state,
+    /// and the queue with Slurm's reasons in plain words. The token comes from SLURM_JWT
+    /// (`scontrol token username=USER`; slurmrestd takes no root token).
+    Slurm {
+        /// slurmrestd's address: http://HOST:PORT or unix:/PATH (also SLURMRESTD).
+        #[arg(long, env = "SLURMRESTD")]
+        slurmrestd: String,
+        /// The Slurm user the token belongs to (default: $USER).
+        #[arg(long)]
+        user: Option<String>,
+        #[arg(short, long, value_enum, default_value_t = Output::Table)]
+        output: Output,
+    },
     /// The agent on an SSH host: the daemon starts it over SSH (`provider = "ssh"` pools) and
     /// speaks to it on stdin/stdout. Not for interactive use.
     Agent {
@@ -370,6 +384,11 @@ pub fn main() -> ExitCode {
         }
         Some(Command::Info { output, .. }) => fleet::info(output).map_err(CliError::from),
         Some(Command::Gpus { output }) => gpus(output).map_err(CliError::from),
+        Some(Command::Slurm {
+            slurmrestd,
+            user,
+            output,
+        }) => slurm::show(&slurmrestd, user, output).map_err(CliError::from),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

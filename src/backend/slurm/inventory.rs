@@ -1,0 +1,298 @@
+//! A Slurm cluster as slurmrestd describes it — partitions, nodes with their GPUs (GRES) and
+//! state, and the queue with Slurm's reasons said in gantry's words — read from the JSON of
+//! `v0.0.38` (Slurm 22.05) and later versions (whose states are lists and numbers objects).
+
+use super::gres::{self, Gpus};
+use serde::Serialize;
+use serde_json::Value;
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Inventory {
+    /// The REST API version in use (`v0.0.38`) and Slurm's release.
+    pub api: String,
+    pub slurm: Option<String>,
+    pub partitions: Vec<Partition>,
+    pub nodes: Vec<Node>,
+    pub jobs: Vec<Job>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Partition {
+    pub name: String,
+    pub nodes: String,
+    pub state: String,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Node {
+    pub name: String,
+    pub partitions: Vec<String>,
+    /// idle, mixed, allocated, down, drained, draining, … (lowercase, flags joined by `+`).
+    pub state: String,
+    /// Why it is down or drained, where an administrator said.
+    pub reason: String,
+    pub gpus: Vec<Gpus>,
+    pub gpus_used: Vec<Gpus>,
+    pub cpus: u32,
+    pub memory_mb: u64,
+}
+
+impl Node {
+    /// Whether jobs may be placed there (not down, drained, draining or failing).
+    pub fn usable(&self) -> bool {
+        ![
+            "down",
+            "drain",
+            "fail",
+            "maint",
+            "reboot",
+            "not_responding",
+            "future",
+        ]
+        .iter()
+        .any(|s| self.state.contains(s))
+    }
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Job {
+    pub id: u64,
+    pub name: String,
+    pub user: String,
+    pub account: String,
+    pub partition: String,
+    /// pending, running, completing, completed, failed, cancelled, … (lowercase).
+    pub state: String,
+    /// Slurm's reason code (`Resources`, `Priority`, `QOSMaxGRESPerUser`, …; empty if none).
+    pub reason_code: String,
+    /// The reason in gantry's words.
+    pub reason: String,
+    pub nodes: String,
+    /// GPUs it asked for per node, and on which indices it holds them (running jobs).
+    pub gpus_per_node: u32,
+    pub gpus_held: Vec<Gpus>,
+}
+
+impl Job {
+    pub fn pending(&self) -> bool {
+        self.state == "pending"
+    }
+    pub fn running(&self) -> bool {
+        matches!(self.state.as_str(), "running" | "completing" | "suspended")
+    }
+}
+
+/// Slurm's reason for a job that waits (or ended badly), in gantry's words.
+pub fn reason_text(code: &str) -> String {
+    let said = match code {
+        "" | "None" => return String::new(),
+        "Resources" => "waits for free resources (GPUs, CPUs or memory) on the nodes it may use",
+        "Priority" => "queued behind jobs of higher priority",
+        "Dependency" => "waits for the jobs it depends on",
+        "DependencyNeverSatisfied" => "a job it depends on failed: it will never start",
+        "BeginTime" => "its start time has not come",
+        "JobHeldUser" => "held by its owner",
+        "JobHeldAdmin" => "held by an administrator",
+        "ReqNodeNotAvail" => "a node it needs is down, drained or reserved",
+        "NodeDown" => "a node it needs is down",
+        "PartitionDown" => "its partition is down",
+        "PartitionInactive" => "its partition is inactive",
+        "PartitionTimeLimit" => "its time limit exceeds the partition's",
+        "PartitionNodeLimit" => "it asks for more nodes than the partition allows",
+        "QOSMaxGRESPerUser" => "its user's GPU limit in the QOS is reached",
+        "QOSMaxGRESPerJob" => "it asks for more GPUs than the QOS allows a job",
+        "QOSGrpGRES" => "the QOS's GPU limit for its group is reached",
+        "AssocGrpGRES" => "its account's GPU limit is reached",
+        "AssocMaxJobsLimit" | "QOSMaxJobsPerUserLimit" => {
+            "its user or account runs as many jobs as allowed"
+        }
+        "AssocGrpCpuLimit" | "QOSGrpCpuLimit" => "its account's or QOS's CPU limit is reached",
+        "Reservation" => "waits for its reservation",
+        "InvalidAccount" => "its account is not valid (it will not start)",
+        "InvalidQOS" => "its QOS is not valid (it will not start)",
+        "BadConstraints" => "no node has the features it asks for",
+        "Licenses" => "waits for licenses",
+        "JobLaunchFailure" => "Slurm could not launch it",
+        "NonZeroExitCode" => "it exited with a non-zero code",
+        "TimeLimit" => "it reached its time limit",
+        "Prolog" => "its prolog is running",
+        _ => return format!("Slurm: {code}"),
+    };
+    format!("{said} (Slurm: {code})")
+}
+
+/// A number as slurmrestd writes it: plain, or `{"set": true, "number": N}` (v0.0.39+).
+fn num(v: &Value) -> Option<i64> {
+    match v {
+        Value::Number(n) => n.as_i64(),
+        Value::Object(o) => match o.get("set") {
+            Some(Value::Bool(false)) => None,
+            _ => o.get("number").and_then(Value::as_i64),
+        },
+        _ => None,
+    }
+}
+
+/// A state as slurmrestd writes it: a string (v0.0.38) or a list of flags (later), lowercase,
+/// joined by `+`.
+fn state(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.to_lowercase(),
+        Value::Array(a) => a
+            .iter()
+            .filter_map(Value::as_str)
+            .map(str::to_lowercase)
+            .collect::<Vec<_>>()
+            .join("+"),
+        _ => String::new(),
+    }
+}
+
+fn text(v: &Value, key: &str) -> String {
+    v.get(key)
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// The per-node GPUs of a job's TRES (`gres:gpu:a100:2` in v0.0.38, `gres/gpu:a100=2` later).
+fn gpus_per_node(tres: &str) -> u32 {
+    tres.split(',')
+        .filter_map(|t| {
+            let t = t
+                .trim()
+                .trim_start_matches("gres:")
+                .trim_start_matches("gres/");
+            let t = t.replace('=', ":");
+            gres::parse(&t).ok()
+        })
+        .flatten()
+        .map(|g| g.count)
+        .sum()
+}
+
+/// A node of `GET /slurm/VERSION/nodes`.
+pub fn node(v: &Value) -> Result<Node, String> {
+    let name = text(v, "name");
+    let mut st = state(v.get("state").unwrap_or(&Value::Null));
+    // v0.0.38 keeps DRAIN and the like in `state_flags`.
+    for f in v
+        .get("state_flags")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+    {
+        let f = f.to_lowercase();
+        if !st.split('+').any(|s| s == f) {
+            st.push('+');
+            st.push_str(&f);
+        }
+    }
+    let gpus = gres::parse(&text(v, "gres")).map_err(|e| format!("node {name}: {e}"))?;
+    let gpus_used = gres::parse(&text(v, "gres_used")).map_err(|e| format!("node {name}: {e}"))?;
+    Ok(Node {
+        partitions: v
+            .get("partitions")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .map(str::to_string)
+            .collect(),
+        state: st,
+        reason: text(v, "reason"),
+        gpus,
+        gpus_used,
+        cpus: v.get("cpus").and_then(num).unwrap_or(0).max(0) as u32,
+        memory_mb: v.get("real_memory").and_then(num).unwrap_or(0).max(0) as u64,
+        name,
+    })
+}
+
+/// A job of `GET /slurm/VERSION/jobs`.
+pub fn job(v: &Value) -> Job {
+    let code = text(v, "state_reason");
+    let held: Vec<Gpus> = v
+        .get("gres_detail")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .filter_map(|g| gres::parse(g).ok())
+        .flatten()
+        .collect();
+    Job {
+        id: v.get("job_id").and_then(num).unwrap_or(0).max(0) as u64,
+        name: text(v, "name"),
+        user: text(v, "user_name"),
+        account: text(v, "account"),
+        partition: text(v, "partition"),
+        state: state(v.get("job_state").unwrap_or(&Value::Null)),
+        reason: reason_text(&code),
+        reason_code: if code == "None" { String::new() } else { code },
+        nodes: text(v, "nodes"),
+        gpus_per_node: gpus_per_node(&text(v, "tres_per_node")),
+        gpus_held: held,
+    }
+}
+
+pub fn partition(v: &Value) -> Partition {
+    Partition {
+        name: text(v, "name"),
+        nodes: text(v, "nodes"),
+        state: state(v.get("state").unwrap_or(&Value::Null)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nodes_and_jobs_of_v0_0_38_and_later() {
+        let n = node(&serde_json::json!({
+            "name": "gpu-a", "state": "mixed", "state_flags": ["DRAIN"], "reason": "fan",
+            "gres": "gpu:a100:4", "gres_used": "gpu:a100:3(IDX:0-2)", "cpus": 64,
+            "real_memory": 512000, "partitions": ["gpu"]
+        }))
+        .unwrap();
+        assert_eq!(n.state, "mixed+drain");
+        assert!(!n.usable());
+        assert_eq!(
+            (n.gpus[0].count, n.gpus_used[0].indices.clone()),
+            (4, vec![0, 1, 2])
+        );
+        // v0.0.40: states are lists, numbers objects.
+        let n = node(&serde_json::json!({
+            "name": "gpu-b", "state": ["IDLE"], "gres": "gpu:h100:8",
+            "gres_used": "gpu:h100:0(IDX:N/A)", "cpus": 96, "real_memory": {"set": true, "number": 1000}
+        }))
+        .unwrap();
+        assert_eq!(
+            (n.state.as_str(), n.memory_mb, n.usable()),
+            ("idle", 1000, true)
+        );
+        let j = job(&serde_json::json!({
+            "job_id": 7, "name": "train", "job_state": "PENDING", "state_reason": "Resources",
+            "user_name": "alice", "account": "ml", "partition": "gpu",
+            "tres_per_node": "gres:gpu:a100:3", "gres_detail": []
+        }));
+        assert!(j.pending());
+        assert_eq!(j.gpus_per_node, 3);
+        assert_eq!(
+            j.reason,
+            "waits for free resources (GPUs, CPUs or memory) on the nodes it may use (Slurm: Resources)"
+        );
+        let j = job(&serde_json::json!({
+            "job_id": {"set": true, "number": 8}, "job_state": ["RUNNING"], "state_reason": "None",
+            "tres_per_node": "gres/gpu:h100=2", "gres_detail": ["gpu:h100:2(IDX:4-5)"]
+        }));
+        assert!(j.running() && j.reason.is_empty() && j.reason_code.is_empty());
+        assert_eq!(
+            (j.id, j.gpus_per_node, j.gpus_held[0].indices.clone()),
+            (8, 2, vec![4, 5])
+        );
+        assert_eq!(reason_text("SomethingNew"), "Slurm: SomethingNew");
+    }
+}

@@ -1,0 +1,218 @@
+//! slurmrestd over HTTP (`http://host:6820`) or its Unix socket (`unix:/run/slurmrestd.sock`):
+//! which OpenAPI version the server serves (detected, and said), and what it says, with errors
+//! that name the server and what to do.
+
+use super::inventory::{self, Inventory};
+use serde_json::Value;
+use std::io::Read;
+use std::time::Duration;
+
+/// The versions gantry reads, newest first. v0.0.38 (Slurm 22.05) is tested against a real
+/// slurmrestd; later ones are read by the same tolerant parser (lists for states, objects for
+/// numbers).
+pub const VERSIONS: [&str; 5] = ["v0.0.42", "v0.0.41", "v0.0.40", "v0.0.39", "v0.0.38"];
+
+/// The most a response may be (a cluster of thousands of nodes and jobs fits well within).
+const MAX_BODY: u64 = 64 << 20;
+
+pub struct SlurmRest {
+    /// What the user wrote (for messages).
+    pub url: String,
+    base: String,
+    user: Option<String>,
+    token: Option<String>,
+    client: reqwest::blocking::Client,
+    /// The API version in use, and Slurm's release where the server says.
+    pub version: String,
+    pub release: Option<String>,
+}
+
+impl SlurmRest {
+    /// Connects to `url`, authenticating as `user` with `token` (a JWT from `scontrol token`)
+    /// where given (the Unix socket's local auth needs neither), and picks the newest API
+    /// version both speak.
+    pub fn connect(
+        url: &str,
+        user: Option<String>,
+        token: Option<String>,
+    ) -> Result<SlurmRest, String> {
+        let mut builder = reqwest::blocking::Client::builder()
+            .timeout(Duration::from_secs(10))
+            .connect_timeout(Duration::from_secs(5));
+        let base = if let Some(path) = url.strip_prefix("unix:") {
+            builder = builder.unix_socket(std::path::PathBuf::from(path));
+            "http://slurmrestd".to_string()
+        } else if url.starts_with("http://") || url.starts_with("https://") {
+            url.trim_end_matches('/').to_string()
+        } else {
+            return Err(format!(
+                "slurmrestd = \"{url}\": expected http://HOST:PORT or unix:/PATH/TO/SOCKET"
+            ));
+        };
+        let client = builder
+            .build()
+            .map_err(|e| format!("slurmrestd {url}: {e}"))?;
+        let mut s = SlurmRest {
+            url: url.to_string(),
+            base,
+            user,
+            token,
+            client,
+            version: String::new(),
+            release: None,
+        };
+        s.version = s.detect()?;
+        Ok(s)
+    }
+
+    /// The newest version in `VERSIONS` the server's OpenAPI description lists (or, where it
+    /// serves none, answers a ping in).
+    fn detect(&self) -> Result<String, String> {
+        let served: Vec<String> = match self.get_json("/openapi/v3") {
+            Ok(doc) => doc
+                .get("paths")
+                .and_then(Value::as_object)
+                .into_iter()
+                .flatten()
+                .filter_map(|(p, _)| p.strip_prefix("/slurm/")?.split('/').next())
+                .map(str::to_string)
+                .collect(),
+            Err(e) if e.contains("cannot reach") || e.contains("refused the credentials") => {
+                return Err(e)
+            }
+            Err(_) => Vec::new(),
+        };
+        if let Some(v) = VERSIONS.iter().find(|v| served.iter().any(|s| s == *v)) {
+            return Ok(v.to_string());
+        }
+        for v in VERSIONS {
+            if self.get_json(&format!("/slurm/{v}/ping")).is_ok() {
+                return Ok(v.to_string());
+            }
+        }
+        let mut served = served;
+        served.sort();
+        served.dedup();
+        Err(format!(
+            "slurmrestd {} serves {} — gantry reads {}: run slurmrestd with `-s openapi/v0.0.38` (Slurm 22.05) or a newer plugin",
+            self.url,
+            if served.is_empty() {
+                "no Slurm API it describes".to_string()
+            } else {
+                served.join(", ")
+            },
+            VERSIONS.join(", ")
+        ))
+    }
+
+    /// `GET path` as JSON; Slurm's own errors in the answer are an error too.
+    fn get_json(&self, path: &str) -> Result<Value, String> {
+        let mut req = self.client.get(format!("{}{path}", self.base));
+        if let (Some(user), Some(token)) = (&self.user, &self.token) {
+            req = req
+                .header("X-SLURM-USER-NAME", user)
+                .header("X-SLURM-USER-TOKEN", token);
+        }
+        let resp = req.send().map_err(|e| {
+            format!(
+                "cannot reach slurmrestd at {}: {} (is it running, and is this its address?)",
+                self.url,
+                root_cause(&e)
+            )
+        })?;
+        let status = resp.status();
+        let mut body = Vec::new();
+        resp.take(MAX_BODY)
+            .read_to_end(&mut body)
+            .map_err(|e| format!("slurmrestd {}: reading {path}: {e}", self.url))?;
+        if status.as_u16() == 401 || status.as_u16() == 403 {
+            return Err(format!(
+                "slurmrestd {} refused the credentials (HTTP {status}): give the pool's user a token from `scontrol token username=USER` in SLURM_JWT (slurmrestd does not take root's)",
+                self.url
+            ));
+        }
+        let v: Value = serde_json::from_slice(&body).map_err(|_| {
+            format!(
+                "slurmrestd {}: GET {path} answered HTTP {status}, not JSON: {}",
+                self.url,
+                String::from_utf8_lossy(&body[..body.len().min(200)]).trim()
+            )
+        })?;
+        let errors: Vec<String> = v
+            .get("errors")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|e| {
+                let text = e
+                    .get("description")
+                    .or_else(|| e.get("error"))
+                    .and_then(Value::as_str)?;
+                (!text.is_empty()).then(|| text.to_string())
+            })
+            .collect();
+        if !status.is_success() || !errors.is_empty() {
+            // slurmrestd 22.05 passes the token through; slurmctld refusing it comes back as
+            // a 500 with no more said than this.
+            let hint = if self.token.is_some()
+                && status.as_u16() == 500
+                && errors.iter().any(|e| e == "Unspecified error")
+            {
+                " — slurmctld refuses an invalid or expired token this way: make one with `scontrol token username=USER` (USER the pool's user) and set SLURM_JWT"
+            } else {
+                ""
+            };
+            return Err(format!(
+                "slurmrestd {}: GET {path}: HTTP {status}: {}{hint}",
+                self.url,
+                if errors.is_empty() {
+                    "no reason given".to_string()
+                } else {
+                    errors.join("; ")
+                }
+            ));
+        }
+        Ok(v)
+    }
+
+    /// Partitions, nodes and jobs, now.
+    pub fn inventory(&mut self) -> Result<Inventory, String> {
+        let v = &self.version;
+        let nodes = self.get_json(&format!("/slurm/{v}/nodes"))?;
+        self.release = nodes
+            .pointer("/meta/Slurm/release")
+            .or_else(|| nodes.pointer("/meta/slurm/release"))
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        let partitions = self.get_json(&format!("/slurm/{v}/partitions"))?;
+        let jobs = self.get_json(&format!("/slurm/{v}/jobs"))?;
+        let list = |doc: &Value, key: &str| -> Vec<Value> {
+            doc.get(key)
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default()
+        };
+        Ok(Inventory {
+            api: self.version.clone(),
+            slurm: self.release.clone(),
+            partitions: list(&partitions, "partitions")
+                .iter()
+                .map(inventory::partition)
+                .collect(),
+            nodes: list(&nodes, "nodes")
+                .iter()
+                .map(inventory::node)
+                .collect::<Result<_, _>>()?,
+            jobs: list(&jobs, "jobs").iter().map(inventory::job).collect(),
+        })
+    }
+}
+
+/// The innermost error (reqwest's outer ones say only "error sending request").
+fn root_cause(e: &dyn std::error::Error) -> String {
+    let mut e = e;
+    while let Some(inner) = e.source() {
+        e = inner;
+    }
+    e.to_string()
+}

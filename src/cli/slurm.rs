@@ -1,0 +1,69 @@
+//! `gantry slurm`: a Slurm cluster through slurmrestd, as an on-call SRE wants it on one
+//! screen — GPUs per node and who holds them, and why each pending job waits.
+
+use super::{print_json, Output};
+use gantry::backend::slurm::inventory::Inventory;
+use gantry::backend::slurm::rest::SlurmRest;
+
+pub fn show(url: &str, user: Option<String>, output: Output) -> Result<(), String> {
+    let user = user.or_else(|| std::env::var("USER").ok());
+    let token = std::env::var("SLURM_JWT").ok().filter(|t| !t.is_empty());
+    if token.is_none() && !url.starts_with("unix:") {
+        return Err(format!(
+            "slurmrestd {url}: no token: set SLURM_JWT (`export $(scontrol token username=USER)`) — or use its Unix socket (unix:/PATH), where Slurm's local auth needs none"
+        ));
+    }
+    let mut rest = SlurmRest::connect(url, user, token)?;
+    let inv = rest.inventory()?;
+    if output == Output::Json {
+        return print_json(&inv);
+    }
+    print_table(&inv);
+    Ok(())
+}
+
+fn print_table(inv: &Inventory) {
+    println!(
+        "Slurm {} through slurmrestd {} · {} partition(s), {} node(s), {} job(s)",
+        inv.slurm.as_deref().unwrap_or("?"),
+        inv.api,
+        inv.partitions.len(),
+        inv.nodes.len(),
+        inv.jobs.len()
+    );
+    println!(
+        "\n{:<20} {:<16} {:<18} {:>9}  {:>5}  REASON",
+        "NODE", "PARTITIONS", "STATE", "GPUS USED", "CPUS"
+    );
+    for n in &inv.nodes {
+        let total: u32 = n.gpus.iter().map(|g| g.count).sum();
+        let used: u32 = n.gpus_used.iter().map(|g| g.count).sum();
+        let models: Vec<&str> = n.gpus.iter().filter_map(|g| g.model.as_deref()).collect();
+        println!(
+            "{:<20} {:<16} {:<18} {:>9}  {:>5}  {}",
+            n.name,
+            n.partitions.join(","),
+            n.state,
+            format!(
+                "{used}/{total}{}",
+                if models.is_empty() {
+                    String::new()
+                } else {
+                    format!(" {}", models.join("+"))
+                }
+            ),
+            n.cpus,
+            n.reason
+        );
+    }
+    println!(
+        "\n{:>8} {:<16} {:<10} {:<10} {:<10} {:>4} {:<14} WHY",
+        "JOB", "NAME", "USER", "PARTITION", "STATE", "GPUS", "NODES"
+    );
+    for j in inv.jobs.iter().filter(|j| j.pending() || j.running()) {
+        println!(
+            "{:>8} {:<16} {:<10} {:<10} {:<10} {:>4} {:<14} {}",
+            j.id, j.name, j.user, j.partition, j.state, j.gpus_per_node, j.nodes, j.reason
+        );
+    }
+}

@@ -509,3 +509,17 @@ fn spend_ever_only_grows_across_budget_months_and_restarts() {
         total(&s)
     );
 }
+
+#[test]
+fn a_job_on_the_simulated_fleet_has_no_logs_and_says_why() {
+    let cfg = fleet(0.0);
+    let mut s = open("sim-logs", &cfg, 0.0);
+    let id = s.submit(&[train(1, false, "2h")]).remove(0).unwrap();
+    s.tick().unwrap();
+    s.advance(1.0).unwrap();
+    assert_eq!(s.engine().job(id).unwrap().state, JobState::Running);
+    let logs = s.job_logs(id).unwrap();
+    assert!(logs.sources.is_empty());
+    let why = logs.none.unwrap_or_default();
+    assert!(why.contains("simulated fleet"), "{why}");
+}

@@ -258,3 +258,55 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn skypilot_forms_that_lost_a_count_or_were_refused() {
+    let acc = |text: &str| {
+        let s = spec::parse("t.yaml", text.as_bytes()).unwrap_or_else(|e| panic!("{e}"));
+        s.accelerators
+            .unwrap()
+            .options
+            .iter()
+            .map(|a| (a.model.clone(), a.count))
+            .collect::<Vec<_>>()
+    };
+    // No space after the colon: YAML keys "H100:8" with no value — the count is in the key
+    // (it was read as one GPU each).
+    assert_eq!(
+        acc("resources:\n  accelerators: {H100:8, H200:8}\nrun: x\n"),
+        [
+            ("H100".to_string(), GpuCount::Whole(8)),
+            ("H200".to_string(), GpuCount::Whole(8))
+        ]
+    );
+    assert_eq!(
+        acc("resources:\n  accelerators: {H100: 4}\nrun: x\n"),
+        [("H100".to_string(), GpuCount::Whole(4))]
+    );
+    // `gpus` is SkyPilot's newer name for `accelerators`.
+    assert_eq!(
+        acc("resources:\n  gpus: H100:8\nrun: x\n"),
+        [("H100".to_string(), GpuCount::Whole(8))]
+    );
+    let e = spec::parse(
+        "t.yaml",
+        b"resources:\n  accelerators: {'H100:8': 4}\nrun: x\n",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("give the count once"), "{e}");
+    // Sizes with units, and the deprecated `spot_recovery`.
+    let s = spec::parse(
+        "t.yaml",
+        b"resources:\n  memory: 32GB+\n  disk_size: 1TB\n  spot_recovery: failover\nrun: x\n",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!((s.mem_mib, s.disk_gb), (32 * 1024, Some(1024)));
+    let e = spec::parse("t.yaml", b"resources:\n  memory: 32XB\nrun: x\n")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("t.yaml:2:3") && e.contains("`32XB` is not memory"),
+        "{e}"
+    );
+}

@@ -96,6 +96,8 @@ struct RawSpec {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawResources {
+    /// `gpus` is SkyPilot's newer name for the same field.
+    #[serde(alias = "gpus")]
     accelerators: Option<Accelerators>,
     use_spot: Option<bool>,
     infra: Option<Text>,
@@ -103,8 +105,8 @@ struct RawResources {
     region: Option<Text>,
     zone: Option<Text>,
     cpus: Option<Amount>,
-    memory: Option<Amount>,
-    disk_size: Option<Count>,
+    memory: Option<values::MemoryGb>,
+    disk_size: Option<values::DiskGb>,
     ports: Option<Ignored>,
     disk_tier: Option<Ignored>,
     image_id: Option<Ignored>,
@@ -112,6 +114,8 @@ struct RawResources {
     autostop: Option<Ignored>,
     instance_type: Option<Ignored>,
     network_tier: Option<Ignored>,
+    /// `spot_recovery` is its deprecated name.
+    #[serde(alias = "spot_recovery")]
     job_recovery: Option<Ignored>,
     accelerator_args: Option<Ignored>,
 }

@@ -119,6 +119,72 @@ impl<'de> Deserialize<'de> for Amount {
     }
 }
 
+/// SkyPilot's `memory`: GB as a number or a string — "32", "32+" (at least 32), "32GB",
+/// "32GB+", "512MB" — held in thousandths of a GB (as `Amount`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MemoryGb(pub u32);
+
+impl<'de> Deserialize<'de> for MemoryGb {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let v = Value::deserialize(d)?;
+        let text = scalar_text(&v).ok_or_else(|| {
+            D::Error::custom(format!(
+                "expected GB like 32, \"32+\" or \"32GB+\", found {}",
+                kind(&v)
+            ))
+        })?;
+        let gb = size_gb(text.trim().trim_end_matches('+')).ok_or_else(|| {
+            D::Error::custom(format!(
+                "`{text}` is not memory like 32, \"32+\" or \"32GB+\""
+            ))
+        })?;
+        if !(gb > 0.0 && gb <= 1_000_000.0) {
+            return Err(D::Error::custom(format!(
+                "`{text}` is out of range; expected more than 0 and at most 1000000 GB"
+            )));
+        }
+        Ok(MemoryGb((gb * 1000.0).round() as u32))
+    }
+}
+
+/// SkyPilot's `disk_size`: GB as a whole number or a size string ("1024GB", "1TB").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DiskGb(pub u32);
+
+impl<'de> Deserialize<'de> for DiskGb {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let v = Value::deserialize(d)?;
+        let text = scalar_text(&v).ok_or_else(|| {
+            D::Error::custom(format!(
+                "expected GB like 256 or \"1TB\", found {}",
+                kind(&v)
+            ))
+        })?;
+        let gb = size_gb(text.trim())
+            .filter(|g| *g >= 0.0 && *g <= 1_000_000.0)
+            .ok_or_else(|| {
+                D::Error::custom(format!("`{text}` is not a disk size like 256 or \"1TB\""))
+            })?;
+        Ok(DiskGb(gb.ceil() as u32))
+    }
+}
+
+/// A size in GB from "32", "32GB", "32GiB", "512MB", "1TB" (a bare number is GB).
+fn size_gb(t: &str) -> Option<f64> {
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: f64 = num.parse().ok()?;
+    let k = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "g" | "gb" | "gib" => 1.0,
+        "m" | "mb" | "mib" => 1.0 / 1024.0,
+        "t" | "tb" | "tib" => 1024.0,
+        _ => return None,
+    };
+    Some(n * k).filter(|x| x.is_finite())
+}
+
 /// VRAM: "40GB", "40GiB", "40960MiB" or a number of GB; held in MiB.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Bytes(pub u32);
@@ -353,10 +419,22 @@ impl<'de> Deserialize<'de> for Accelerators {
                 .map(|(k, c)| {
                     let model = scalar_text(k)
                         .ok_or_else(|| "accelerator names must be strings".to_string())?;
-                    parse_one(&model).map(|a| a.model).and_then(|model| {
-                        let count = count_of(&model, if c.is_null() { None } else { Some(c) })?;
-                        Ok(Accelerator { model, count })
-                    })
+                    // `{H100:8, H200:8}` (no space after the colon) is YAML for keys
+                    // "H100:8" with no value, as SkyPilot's loader reads it too: the count is
+                    // in the key.
+                    let one = parse_one(&model)?;
+                    match (model.contains(':'), c.is_null()) {
+                        (_, true) => Ok(one),
+                        (false, false) => Ok(Accelerator {
+                            count: count_of(&one.model, Some(c))?,
+                            model: one.model,
+                        }),
+                        (true, false) => Err(format!(
+                            "`{model}: {}`: give the count once, in the key (`{model}`) or as its value (`{}: N`)",
+                            scalar_text(c).unwrap_or_default(),
+                            one.model
+                        )),
+                    }
                 })
                 .collect::<Result<Vec<_>, String>>()
                 .map_err(D::Error::custom)?,

@@ -91,14 +91,28 @@ pub fn exit_path(dir: &Path, job: i64) -> PathBuf {
 /// killed by a signal makes the leader die of the same signal, so the parent sees it too.
 /// `$1` is the script, `$2` the exit file.
 const WRAPPER: &str = r#"trap : TERM INT HUP QUIT USR1 USR2
-/bin/sh -c "$1"
-rc=$?
-printf '%s\n' "$rc" > "$2.tmp" && mv "$2.tmp" "$2"
+rc=0
+if [ -n "$1" ]; then
+  "$4" -c "$1"
+  rc=$?
+fi
+if [ "$rc" -eq 0 ]; then
+  "$4" -c "$2"
+  rc=$?
+fi
+printf '%s\n' "$rc" > "$3.tmp" && mv "$3.tmp" "$3"
 if [ "$rc" -gt 128 ] && [ "$rc" -lt 160 ]; then
   trap - TERM INT HUP QUIT USR1 USR2
   kill -$((rc - 128)) $$
 fi
 exit "$rc""#;
+
+/// What a task script starts with under bash: conda's shell hook where conda is on the PATH,
+/// so `conda activate` works as in SkyPilot's scripts. Not ~/.bashrc (SkyPilot sources it):
+/// a job killed while the user's rc ran its own setup left this project's pyenv with a stale
+/// lock that stalled every later bash login for a minute — a job must not be able to break
+/// its user's shells.
+const BASH_PRELUDE: &str = "if command -v conda >/dev/null 2>&1; then _c=$(conda info --base 2>/dev/null) && . \"$_c/etc/profile.d/conda.sh\" >/dev/null 2>&1; unset _c; fi\n";
 
 /// How a job ended, from the status its leader wrote (`None`: not written, so not ended or
 /// killed outright). Shell convention: above 128 is death by signal `status - 128`.
@@ -205,7 +219,7 @@ pub fn group_runs_job(pgid: u32, job: i64, token: Option<&str>) -> bool {
     carries(pgid, &marker(job, token))
 }
 
-/// Starts the job: `sh -c` over its setup and run script, in a new process group.
+/// Starts the job: its setup, then (if that succeeded) its run, in a new process group.
 pub fn launch(spec: &LaunchSpec) -> Result<Running, ExecError> {
     let job = spec.job;
     std::fs::create_dir_all(&spec.log_dir).map_err(|source| ExecError::Logs {
@@ -233,10 +247,19 @@ pub fn launch(spec: &LaunchSpec) -> Result<Running, ExecError> {
             });
         }
     }
-    let script = match &spec.setup {
-        Some(setup) => format!("set -e\n{setup}\nset +e\n{}", spec.run),
-        None => spec.run.clone(),
+    // As SkyPilot runs a task: setup and run as separate bash scripts (a `cd` or `export` in
+    // setup does not leak into run; a failing setup — its last command's status — stops the
+    // job), each after conda's shell hook where conda is. Hosts without bash get `sh`.
+    let bash = Path::new("/bin/bash").exists();
+    let script = |body: &str| {
+        if bash {
+            format!("{BASH_PRELUDE}{body}")
+        } else {
+            body.to_string()
+        }
     };
+    let setup = spec.setup.as_deref().map(script).unwrap_or_default();
+    let run = script(&spec.run);
     let exit_file = exit_path(&spec.log_dir, job);
     // A previous run of the same job left its exit; this run must not be mistaken for ended.
     let _ = std::fs::remove_file(&exit_file);
@@ -245,8 +268,10 @@ pub fn launch(spec: &LaunchSpec) -> Result<Running, ExecError> {
     cmd.arg("-c")
         .arg(WRAPPER)
         .arg("gantry-job")
-        .arg(script)
+        .arg(setup)
+        .arg(run)
         .arg(&exit_file)
+        .arg(if bash { "/bin/bash" } else { "/bin/sh" })
         .stdin(Stdio::null())
         .stdout(out)
         .stderr(err)
@@ -399,6 +424,51 @@ mod tests {
         .unwrap();
         assert_eq!(r.wait().unwrap(), Exit::Code(1));
         assert_eq!(std::fs::read_to_string(&r.stdout_log).unwrap(), "");
+    }
+
+    /// Runs a job (in a directory of its own) to its end: its exit and its stdout.
+    fn run_job(job: i64, setup: Option<&str>, run: &str) -> (Exit, String) {
+        let dir = tmp(&format!("shell-{job}"));
+        let mut r = launch(&LaunchSpec {
+            run_token: "test-run".to_string(),
+            job,
+            setup: setup.map(str::to_string),
+            run: run.into(),
+            workdir: Some(dir.clone()),
+            log_dir: dir,
+            ..LaunchSpec::default()
+        })
+        .unwrap();
+        let exit = r.wait().unwrap();
+        (exit, std::fs::read_to_string(&r.stdout_log).unwrap())
+    }
+
+    #[test]
+    fn setup_and_run_are_separate_bash_scripts_as_skypilot_runs_them() {
+        if !Path::new("/bin/bash").exists() {
+            eprintln!("skipped: no /bin/bash");
+            return;
+        }
+        // bash, not dash: [[ ]], pipefail, process substitution, `source`.
+        let (exit, out) = run_job(
+            11,
+            None,
+            "[[ 1 -eq 1 ]] && echo brackets\nset -o pipefail; false | true; echo pipefail=$?\ncat <(echo substituted)\necho 'echo sourced' > s.sh; source s.sh",
+        );
+        assert_eq!(exit, Exit::Code(0));
+        assert_eq!(out, "brackets\npipefail=1\nsubstituted\nsourced\n");
+        // Setup's `cd` and `export` stay in setup; its status is its last command's.
+        let (exit, out) = run_job(
+            12,
+            Some("cd /\nexport LEAK=1\nfalse\ntrue"),
+            "pwd\necho LEAK=$LEAK",
+        );
+        assert_eq!(exit, Exit::Code(0));
+        let wd = tmp("shell-12");
+        assert_eq!(out, format!("{}\nLEAK=\n", wd.display()));
+        // A failed run fails the job with its code.
+        let (exit, _) = run_job(13, Some("true"), "echo before\nexit 7");
+        assert_eq!(exit, Exit::Code(7));
     }
 
     #[test]

@@ -155,10 +155,18 @@ fn hosts(test: &str, n: usize) -> Hosts {
             ),
         )
         .unwrap();
+        // Each host has its own home for root (an empty directory mounted over /root in
+        // its mount namespace): sessions do not run this machine's shell rc files (whose
+        // tools may hang a login — pyenv's rehash lock, left by a session killed mid-login,
+        // stalled every later one for a minute), and agents keep their state apart, as on
+        // separate machines.
+        let home = dir.join(format!("home{i}"));
+        std::fs::create_dir_all(&home).unwrap();
         let unshare = Command::new("unshare")
             .args(["--pid", "--fork", "--mount-proc", "--uts", "sh", "-c"])
             .arg(format!(
-                "hostname {name} && exec /usr/sbin/sshd -D -e -f {}",
+                "hostname {name} && mount --bind {} /root && exec /usr/sbin/sshd -D -e -f {}",
+                home.display(),
                 cfg.display()
             ))
             .stdout(Stdio::null())

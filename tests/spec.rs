@@ -195,6 +195,28 @@ fn resolving_against_the_fleet_names_what_is_missing() {
         .unwrap_err()
         .to_string()
         .contains("same count"));
+    // As SkyPilot does, options the fleet cannot offer are skipped (the whole job used to be
+    // refused for one of them); none left is an error naming them.
+    let s = spec::parse(
+        "t.yaml",
+        b"resources:\n  accelerators: {B200: 8, H100: 8}\n",
+    )
+    .unwrap();
+    let r = s.to_request(&fleet).unwrap();
+    assert_eq!(r.gpu, GpuRequest::Whole(8));
+    assert_eq!(
+        r.models,
+        gantry::model::ModelChoice::AnyOf(vec![fleet.model_by_name("H100").unwrap()])
+    );
+    let s = spec::parse(
+        "t.yaml",
+        b"resources:\n  accelerators: {B200: 8, GB200: 4}\n",
+    )
+    .unwrap();
+    assert_eq!(
+        s.to_request(&fleet).unwrap_err().to_string(),
+        "none of `B200`, `GB200` is in this fleet (it has: H100, A100, A100-80GB, L4, A10G)"
+    );
     assert!(spec::parse("t.yaml", b"  \n")
         .unwrap_err()
         .to_string()

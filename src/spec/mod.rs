@@ -496,20 +496,39 @@ impl JobSpec {
             (None, None) => (GpuRequest::None, ModelChoice::Any),
             (None, Some(p)) => (GpuRequest::Mig(p), ModelChoice::Any),
             (Some(acc), mig) => {
-                let first = acc
-                    .options
-                    .first()
-                    .ok_or_else(|| ResolveError("`accelerators` is empty".to_string()))?;
-                if acc.options.iter().any(|o| o.count != first.count) {
-                    return Err(ResolveError(
-                        "every model in `accelerators` must ask for the same count (gantry places one shape)".to_string(),
-                    ));
+                if acc.options.is_empty() {
+                    return Err(ResolveError("`accelerators` is empty".to_string()));
                 }
-                let ids = acc
+                // As SkyPilot does, options this fleet cannot offer are skipped; the job
+                // fails only if none is left.
+                let feasible: Vec<(&Accelerator, crate::model::ModelId)> = acc
                     .options
                     .iter()
-                    .map(|o| resolve(&o.model))
-                    .collect::<Result<Vec<_>, _>>()?;
+                    .filter_map(|o| Some((o, resolve(&o.model).ok()?)))
+                    .collect();
+                let Some(&(first, _)) = feasible.first() else {
+                    if let [only] = acc.options.as_slice() {
+                        return Err(resolve(&only.model).err().unwrap_or_else(|| {
+                            ResolveError(format!("unknown GPU model `{}`", only.model))
+                        }));
+                    }
+                    let asked: Vec<String> = acc
+                        .options
+                        .iter()
+                        .map(|o| format!("`{}`", o.model))
+                        .collect();
+                    return Err(ResolveError(format!(
+                        "none of {} is in this fleet (it has: {})",
+                        asked.join(", "),
+                        names.join(", ")
+                    )));
+                };
+                if feasible.iter().any(|(o, _)| o.count != first.count) {
+                    return Err(ResolveError(
+                        "every model in `accelerators` this fleet has must ask for the same count (gantry places one shape)".to_string(),
+                    ));
+                }
+                let ids: Vec<crate::model::ModelId> = feasible.iter().map(|(_, id)| *id).collect();
                 let gpu = match (mig, first.count) {
                     (Some(p), _) => GpuRequest::Mig(p),
                     (None, GpuCount::Whole(n)) => GpuRequest::Whole(n),

@@ -352,3 +352,45 @@ fn gpus_without_a_driver_says_so_once_and_succeeds() {
         assert_eq!(v["status"], "available");
     }
 }
+
+#[test]
+fn help_ends_with_the_exit_codes_and_console_flags_stay_with_the_console() {
+    let (code, top, _) = gantry(&["--help"]);
+    assert_eq!(code, 0);
+    assert!(
+        top.contains("--theme") && top.contains("--readonly"),
+        "{top}"
+    );
+    assert!(
+        top.contains("Exit codes: 0 done, 1 the daemon failed, 2 bad input"),
+        "{top}"
+    );
+    let (code, jobs, _) = gantry(&["jobs", "--help"]);
+    assert_eq!(code, 0);
+    assert!(jobs.contains("5 no daemon to reach"), "{jobs}");
+    // Before: --theme, --keymap and --readonly cluttered every subcommand's help.
+    for flag in ["--theme", "--keymap", "--readonly"] {
+        assert!(
+            !jobs.contains(flag),
+            "{flag} in `gantry jobs --help`: {jobs}"
+        );
+    }
+    let (code, _, err) = gantry(&["jobs", "--theme", "dark"]);
+    assert_eq!(code, 2, "{err}");
+}
+
+#[test]
+fn the_man_pages_come_from_the_command_line_itself() {
+    let (code, page, _) = gantry(&["man"]);
+    assert_eq!(code, 0);
+    assert!(page.contains(".TH gantry 1"), "{page}");
+    assert!(page.contains("Exit codes"), "{page}");
+    let dir = std::env::temp_dir().join(format!("gantry-man-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let (code, _, err) = gantry(&["man", "--dir", dir.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let submit = std::fs::read_to_string(dir.join("gantry-submit.1")).unwrap();
+    assert!(submit.contains(".TH gantry-submit 1"), "{submit}");
+    assert!(submit.contains("\\fBgantry submit\\fR"), "{submit}");
+    assert!(dir.join("gantry-logs.1").exists() && dir.join("gantry.1").exists());
+}

@@ -25,11 +25,11 @@ struct Cli {
     command: Option<Command>,
     /// Console theme: dark, light, 16color, high-contrast (also GANTRY_THEME). A file of the
     /// same name under the config dir's themes/ overrides any colour role.
-    #[arg(long, global = true, env = "GANTRY_THEME")]
+    #[arg(long, env = "GANTRY_THEME")]
     theme: Option<String>,
     /// Console keymap: default, vim (also GANTRY_KEYMAP). A file of the same name under the
     /// config dir's keymaps/ rebinds only the keys it names.
-    #[arg(long, global = true, env = "GANTRY_KEYMAP")]
+    #[arg(long, env = "GANTRY_KEYMAP")]
     keymap: Option<String>,
     /// The daemon to talk to: a Unix socket path or http://HOST:PORT (also GANTRY_CONNECT;
     /// default: the socket `gantry info` shows). With no command, opens the console on it.
@@ -37,7 +37,7 @@ struct Cli {
     connect: Option<String>,
     /// Console without dangerous actions (preempt, cancel, hold, release): they leave the keys
     /// and the help, and an RO badge shows (also GANTRY_READONLY=1).
-    #[arg(long, global = true, env = "GANTRY_READONLY", value_parser = clap::builder::BoolishValueParser::new())]
+    #[arg(long, env = "GANTRY_READONLY", value_parser = clap::builder::BoolishValueParser::new())]
     readonly: bool,
     /// Bearer token for a TCP daemon (also GANTRY_TOKEN).
     #[arg(long, global = true, env = "GANTRY_TOKEN", hide_env_values = true)]
@@ -209,6 +209,12 @@ enum Command {
     Token(remote::TokenCmd),
     /// Prints a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions { shell: clap_complete::Shell },
+    /// The manual page (roff) of gantry on stdout; with --dir, one page per command written
+    /// there (`gantry man --dir /usr/local/share/man/man1`, then `man gantry-submit`).
+    Man {
+        #[arg(long)]
+        dir: Option<std::path::PathBuf>,
+    },
     /// The fleet: live from the daemon when one answers, else the fleet file in force.
     Fleet {
         /// A fleet file (default: the one `gantry info` shows, else the built-in).
@@ -265,8 +271,24 @@ enum Command {
     },
 }
 
+/// What every command's help ends with.
+const EXIT_CODES: &str = "Exit codes: 0 done, 1 the daemon failed, 2 bad input, 3 no such job, 4 not allowed, 5 no daemon to reach, 6 the job's state does not allow it.";
+
+/// The command line as clap builds it, every command's help ending with the exit codes.
+fn command() -> clap::Command {
+    use clap::CommandFactory;
+    fn with_codes(c: clap::Command) -> clap::Command {
+        c.after_help(EXIT_CODES).mut_subcommands(with_codes)
+    }
+    with_codes(Cli::command())
+}
+
 pub fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = {
+        use clap::FromArgMatches;
+        let matches = command().get_matches();
+        Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
+    };
     // Rust ignores SIGPIPE, which turns `gantry … | head` into a panic on the next print; a
     // command that prints should simply stop, as every Unix tool does. Not so the daemon and
     // the console (which embeds one): there a client that hangs up must cost a failed write
@@ -352,10 +374,10 @@ pub fn main() -> ExitCode {
         Some(Command::Reclaim { apply, output }) => remote::reclaim(&target, apply, output),
         Some(Command::Token(cmd)) => remote::token(&target, cmd),
         Some(Command::Completions { shell }) => {
-            use clap::CommandFactory;
-            clap_complete::generate(shell, &mut Cli::command(), "gantry", &mut std::io::stdout());
+            clap_complete::generate(shell, &mut command(), "gantry", &mut std::io::stdout());
             Ok(())
         }
+        Some(Command::Man { dir }) => man(dir).map_err(CliError::from),
         Some(Command::Fleet {
             print_local: true, ..
         }) => {
@@ -422,6 +444,46 @@ fn fleet_command(
         }
     }
     fleet::run(config, print_default, output).map_err(CliError::from)
+}
+
+/// `gantry man`: the manual from the command line's own definitions (clap_mangen), so it never
+/// disagrees with `--help`.
+fn man(dir: Option<std::path::PathBuf>) -> Result<(), String> {
+    let mut cmd = command();
+    cmd.build();
+    let Some(dir) = dir else {
+        let mut out = Vec::new();
+        clap_mangen::Man::new(cmd)
+            .render(&mut out)
+            .map_err(|e| e.to_string())?;
+        use std::io::Write;
+        return std::io::stdout().write_all(&out).map_err(|e| e.to_string());
+    };
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let write = |name: &str, page: clap::Command| -> Result<(), String> {
+        let path = dir.join(format!("{name}.1"));
+        let mut out = Vec::new();
+        clap_mangen::Man::new(page)
+            .title(name.to_string())
+            .source(format!("gantry {}", env!("CARGO_PKG_VERSION")))
+            .render(&mut out)
+            .map_err(|e| e.to_string())?;
+        std::fs::write(&path, out).map_err(|e| format!("{}: {e}", path.display()))
+    };
+    let subs: Vec<clap::Command> = cmd
+        .get_subcommands()
+        .filter(|s| !s.is_hide_set() && s.get_name() != "help")
+        .cloned()
+        .collect();
+    write("gantry", cmd)?;
+    let mut n = 1;
+    for s in subs {
+        let name = format!("gantry-{}", s.get_name());
+        write(&name, s)?;
+        n += 1;
+    }
+    eprintln!("{n} manual pages written to {}", dir.display());
+    Ok(())
 }
 
 /// Prints `value` as pretty JSON.

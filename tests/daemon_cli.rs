@@ -206,3 +206,37 @@ fn completions_print_a_script() {
     assert!(out.status.success());
     assert!(String::from_utf8_lossy(&out.stdout).contains("_gantry"));
 }
+
+#[test]
+fn tables_align_names_in_any_script() {
+    // Before: widths counted characters, so a CJK or emoji name (two columns a character)
+    // pushed every later column of its row to the right.
+    let d = start();
+    let s = &d.socket;
+    for name in ["训练任务-大模型-预训练", "🚀-launch", "plain-name"] {
+        let spec = d.dir.join(format!("{}.yaml", name.len()));
+        std::fs::write(
+            &spec,
+            format!("name: {name}\nteam: applied\nresources:\n  accelerators: H100:1\nrun: x\n"),
+        )
+        .unwrap();
+        let (code, _, err) = gantry(s, &["submit", spec.to_str().unwrap()]);
+        assert_eq!(code, 0, "{err}");
+    }
+    let (code, out, err) = gantry(s, &["jobs", "--team", "applied"]);
+    assert_eq!(code, 0, "{err}");
+    let width = |line: &str| unicode_width::UnicodeWidthStr::width(line);
+    // The TEAM column starts at the same display column on every row as in the header.
+    let header = out.lines().next().unwrap();
+    let at = width(&header[..header.find("TEAM").unwrap()]);
+    let rows: Vec<&str> = out.lines().filter(|l| l.contains("applied")).collect();
+    assert!(rows.len() >= 3, "{out}");
+    for row in rows {
+        let col = width(&row[..row.find("applied").unwrap()]);
+        assert_eq!(col, at, "{out}");
+    }
+    assert!(
+        out.contains("训练任务-大模型-预训练") || out.contains('…'),
+        "{out}"
+    );
+}

@@ -12,6 +12,7 @@ mod replay;
 mod sim;
 mod slurm;
 mod spec;
+mod table;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use serde::Serialize;

@@ -2,6 +2,7 @@
 //! hold, release, prio, teams, events, reclaim, token. Each prints a table or JSON
 //! (`--output json`, the daemon's own JSON) and exits with a code that says what went wrong.
 
+use super::table::cell;
 use super::{CliError, Output};
 use gantry::client::http::{encode, ClientError, Endpoint, HttpClient};
 use gantry::client::{HostStatus, IdleNow, JobRow, TeamRow};
@@ -125,11 +126,11 @@ pub fn jobs(
     );
     for j in &rows {
         println!(
-            "{:>6} {:<24} {:<12} {:<11} {:<10} {:>7} {:>7} {:>4}  {}",
+            "{:>6} {} {} {} {:<10} {:>7} {:>7} {:>4}  {}",
             j.id,
-            clip(&j.name, 24),
-            clip(&j.team, 12),
-            j.class,
+            cell(&j.name, 24),
+            cell(&j.team, 12),
+            cell(&j.class, 11),
             j.state,
             j.gpus,
             hm(now - j.since_s),
@@ -141,17 +142,6 @@ pub fn jobs(
         println!("(no jobs match)");
     }
     Ok(())
-}
-
-fn clip(s: &str, n: usize) -> String {
-    let e = gantry::console::app::escape(s);
-    if e.chars().count() <= n {
-        e
-    } else {
-        let mut c: String = e.chars().take(n - 1).collect();
-        c.push('…');
-        c
-    }
 }
 
 pub fn id_arg(id: &str) -> Result<i64, CliError> {
@@ -335,9 +325,9 @@ pub fn teams(t: &Target, output: Output) -> Result<(), CliError> {
     );
     for r in rows {
         println!(
-            "{:<14} {:<10} {:>6.1} {:>10} {:>8.1} {:>8.1} {:>7} {:>7} {:>9.2} {:>12.2} {:>12} {:>6}  {}",
-            r.name,
-            r.cohort,
+            "{} {} {:>6.1} {:>10} {:>8.1} {:>8.1} {:>7} {:>7} {:>9.2} {:>12.2} {:>12} {:>6}  {}",
+            cell(&r.name, 14),
+            cell(&r.cohort, 10),
             r.weight,
             r.guaranteed
                 .map_or("-".to_string(), |g| format!("{g}+{}", r.borrow_limit)),
@@ -386,9 +376,9 @@ pub fn fleet_live(c: &mut HttpClient, output: Output) -> Result<(), CliError> {
     let n = |v: &Value| v.as_u64().unwrap_or(0);
     for p in v["pools"].as_array().into_iter().flatten() {
         println!(
-            "{:<44} {:<14} {:<10} {:>5} {:>5} {:>5} {:>6} {:>6} {:>9.2}",
-            p["path"].as_str().unwrap_or(""),
-            p["model"].as_str().unwrap_or(""),
+            "{} {} {:<10} {:>5} {:>5} {:>5} {:>6} {:>6} {:>9.2}",
+            cell(p["path"].as_str().unwrap_or(""), 44),
+            cell(p["model"].as_str().unwrap_or(""), 14),
             p["capacity"].as_str().unwrap_or(""),
             n(&p["nodes"]),
             n(&p["provisioning"]),
@@ -628,7 +618,7 @@ pub fn report(
                 if by == "team" {
                     String::new()
                 } else {
-                    format!(" {:<14}", gantry::console::app::escape(t))
+                    format!(" {}", cell(t, 14))
                 }
             };
             println!(
@@ -644,8 +634,8 @@ pub fn report(
             );
             for row in &r.rows {
                 println!(
-                    "{:<20}{} {:>12.2} {:>10.1} {:>11.2} {:>11.2} {:>11.2} {:>5}",
-                    gantry::console::app::escape(&row.key),
+                    "{}{} {:>12.2} {:>10.1} {:>11.2} {:>11.2} {:>11.2} {:>5}",
+                    cell(&row.key, 20),
                     team_col(&row.team),
                     row.spend_usd,
                     row.gpu_hours,
@@ -797,11 +787,11 @@ fn print_tokens(v: &Value) {
     );
     for t in v.as_array().into_iter().flatten() {
         println!(
-            "{:<12}  {:<10}  {:<14}  {:<20}  {:<20}  {:<20}  {}",
+            "{:<12}  {:<10}  {}  {}  {:<20}  {:<20}  {}",
             t["id"].as_str().unwrap_or(""),
             t["role"].as_str().unwrap_or(""),
-            t["team"].as_str().unwrap_or("-"),
-            t["label"].as_str().unwrap_or(""),
+            cell(t["team"].as_str().unwrap_or("-"), 14),
+            cell(t["label"].as_str().unwrap_or(""), 20),
             when(&t["created_at"]),
             when(&t["expires_at"]),
             t["status"].as_str().unwrap_or("")

@@ -1,0 +1,48 @@
+//! Table cells by display width: a CJK character or an emoji takes two terminal columns,
+//! so padding and cutting by `char` count misaligns every column after one.
+
+use unicode_width::{UnicodeWidthChar, UnicodeWidthStr};
+
+/// `text` (control characters escaped) in exactly `width` columns: cut with `…` if wider,
+/// padded with spaces if narrower.
+pub fn cell(text: &str, width: usize) -> String {
+    let text = gantry::console::app::escape(text);
+    let w = text.width();
+    if w <= width {
+        return format!("{text}{}", " ".repeat(width - w));
+    }
+    let mut out = String::new();
+    let mut used = 0;
+    for c in text.chars() {
+        let cw = c.width().unwrap_or(0);
+        if used + cw + 1 > width {
+            break;
+        }
+        out.push(c);
+        used += cw;
+    }
+    out.push('…');
+    used += 1;
+    format!("{out}{}", " ".repeat(width.saturating_sub(used)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cells_are_as_wide_as_asked_whatever_the_script() {
+        for (text, width, want) in [
+            ("train", 8, "train   "),
+            ("训练任务", 10, "训练任务  "),
+            ("训练任务-大模型", 10, "训练任务-…"),
+            ("训练任务大模型", 10, "训练任务… "),
+            ("🚀 launch", 6, "🚀 la…"),
+            ("a\tb", 6, "a\\tb  "),
+        ] {
+            let got = cell(text, width);
+            assert_eq!(got, want);
+            assert_eq!(got.width(), width, "{got:?}");
+        }
+    }
+}

@@ -21,8 +21,11 @@ impl Drop for Daemon {
     }
 }
 
+/// A daemon of its own (tests run in parallel: each gets its own directory).
 fn start() -> Daemon {
-    let dir = std::env::temp_dir().join(format!("gantry-dcli-{}", std::process::id()));
+    static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("gantry-dcli-{}-{n}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let socket = dir.join("d.sock");
@@ -239,4 +242,55 @@ fn tables_align_names_in_any_script() {
         out.contains("训练任务-大模型-预训练") || out.contains('…'),
         "{out}"
     );
+}
+
+#[test]
+fn submit_reads_stdin_and_prints_only_the_id_when_asked() {
+    use std::io::Write;
+    let d = start();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_gantry"))
+        .args(["submit", "-", "-o", "id"])
+        .env("GANTRY_CONNECT", &d.socket)
+        .env_remove("GANTRY_TOKEN")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"name: from-stdin\nteam: applied\nresources:\n  accelerators: H100:1\nrun: x\n")
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The id alone, as `sbatch --parsable` prints it: usable as ID=$(gantry submit - -o id).
+    let id: i64 = said.trim().parse().unwrap_or_else(|_| panic!("{said:?}"));
+    let (code, out, err) = gantry(&d.socket, &["job", &id.to_string(), "-o", "json"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("from-stdin"), "{out}");
+    // A broken file on stdin is named `stdin` with its position.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_gantry"))
+        .args(["submit", "-"])
+        .env("GANTRY_CONNECT", &d.socket)
+        .stdin(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"name: x\nnum_nodes: two\n")
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("stdin:2:"), "{err}");
 }

@@ -73,6 +73,14 @@ pub enum Output {
     Json,
 }
 
+/// What `gantry submit` prints.
+#[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
+pub enum SubmitOutput {
+    Table,
+    Json,
+    Id,
+}
+
 #[derive(Subcommand)]
 enum Command {
     /// Replay a public cluster trace through the scheduler core.
@@ -91,6 +99,7 @@ enum Command {
     Daemon(daemon::DaemonArgs),
     /// Submits a job file (gantry YAML or SkyPilot task YAML) to the daemon.
     Submit {
+        /// The job file; `-` reads it from stdin.
         file: std::path::PathBuf,
         /// Team (overrides the file's).
         #[arg(long)]
@@ -98,8 +107,9 @@ enum Command {
         /// Priority class (overrides the file's).
         #[arg(long)]
         priority: Option<String>,
-        #[arg(short, long, value_enum, default_value_t = Output::Table)]
-        output: Output,
+        /// table, json, or id (the job id alone, as `sbatch --parsable` prints it).
+        #[arg(short, long, value_enum, default_value_t = SubmitOutput::Table)]
+        output: SubmitOutput,
     },
     /// Lists jobs, queue order first.
     Jobs {

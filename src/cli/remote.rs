@@ -67,11 +67,26 @@ pub fn submit(
     file: PathBuf,
     team: Option<String>,
     priority: Option<String>,
-    output: Output,
+    output: super::SubmitOutput,
 ) -> Result<(), CliError> {
-    let name = file.display().to_string();
-    let text = std::fs::read(&file)
-        .map_err(|e| CliError::usage(format!("{name}: cannot read the job file: {e}")))?;
+    let stdin = file.as_os_str() == "-";
+    let name = if stdin {
+        "stdin".to_string()
+    } else {
+        file.display().to_string()
+    };
+    let text = if stdin {
+        let mut t = Vec::new();
+        use std::io::Read;
+        std::io::stdin()
+            .take(gantry::spec::MAX_SPEC_BYTES as u64 + 1)
+            .read_to_end(&mut t)
+            .map_err(|e| CliError::usage(format!("stdin: cannot read the job file: {e}")))?;
+        t
+    } else {
+        std::fs::read(&file)
+            .map_err(|e| CliError::usage(format!("{name}: cannot read the job file: {e}")))?
+    };
     // Check locally first, so a broken file gets its file:line:col without a round trip.
     gantry::spec::parse(&name, &text).map_err(|e| CliError::usage(e.to_string()))?;
     let mut path = format!("/v1/jobs?file={}", encode(&name));
@@ -87,8 +102,12 @@ pub fn submit(
         t.client()?
             .call_with("POST", &path, Some(&text), &[("Idempotency-Key", &key)])?;
     match output {
-        Output::Json => print_value(&v),
-        Output::Table => {
+        super::SubmitOutput::Json => print_value(&v),
+        super::SubmitOutput::Id => {
+            println!("{}", v["id"]);
+            Ok(())
+        }
+        super::SubmitOutput::Table => {
             println!("submitted job {}", v["id"]);
             Ok(())
         }

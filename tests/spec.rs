@@ -332,3 +332,32 @@ fn skypilot_forms_that_lost_a_count_or_were_refused() {
         "{e}"
     );
 }
+
+#[test]
+fn a_bad_value_is_reported_at_its_own_key() {
+    // Before: at the first key of its mapping, under that key's name (`1:1: 'name': …`).
+    let err = |name: &str, text: &str| spec::parse(name, text.as_bytes()).unwrap_err().to_string();
+    assert_eq!(
+        err("t.yaml", "name: test\nnum_nodes: two\nrun: x\n"),
+        "t.yaml:2:1: `num_nodes`: expected a whole number, found a string"
+    );
+    let e = err(
+        "t.yaml",
+        "name: test\nresources:\n  cpus: 4\n  accelerators: H100:zero\nrun: x\n",
+    );
+    assert!(
+        e.starts_with("t.yaml:4:3: `resources.accelerators`:"),
+        "{e}"
+    );
+    // JSON too (it was always 1:1).
+    let e = err("t.json", "{\"name\": \"x\", \"num_nodes\": \"two\"}");
+    assert!(e.starts_with("t.json:1:15: `num_nodes`:"), "{e}");
+    let e = err(
+        "t.json",
+        "{\n  \"name\": \"x\",\n  \"resources\": {\"cpus\": 2, \"accelerators\": \"H100:zero\"}\n}\n",
+    );
+    assert!(
+        e.starts_with("t.json:3:28: `resources.accelerators`:"),
+        "{e}"
+    );
+}

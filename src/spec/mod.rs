@@ -219,12 +219,34 @@ pub fn parse(file: &str, bytes: &[u8]) -> Result<JobSpec, SpecError> {
     // Budgets first (aliases, depth, size): the loader below expands aliases and is slow on
     // deep nesting, and the text may come from anyone with a researcher token.
     limits::check(text).map_err(|o| at(o.line, o.col, o.message))?;
-    let raw: RawSpec = serde_yaml_ng::from_str(text).map_err(|e| {
+    // serde_path_to_error names the field a bad value belongs to: serde's own position for
+    // a value error is the start of its mapping (`name: x` then `num_nodes: two` was reported
+    // at 1:1 as `name`).
+    let de = serde_yaml_ng::Deserializer::from_str(text);
+    let raw: RawSpec = serde_path_to_error::deserialize(de).map_err(|e| {
+        let path = e.path().to_string();
+        let e = e.into_inner();
         let (line, col) = e.location().map_or((1, 1), |l| (l.line(), l.column()));
+        let message = e.to_string();
+        // A value error is reported at (or before) its key; a syntax error met while reading a
+        // field is reported where the text breaks, after it.
+        let key = (!message.contains("unknown field") && !path.is_empty() && path != ".")
+            .then(|| locate_path(text, &path))
+            .flatten()
+            .filter(|&k| (line, col) <= k);
+        if let Some((line, col)) = key {
+            let rest = message.split(" at line ").next().unwrap_or(&message);
+            // serde_yaml may put its own (partial) path first.
+            let rest = match rest.split_once(": ") {
+                Some((p, r)) if !p.contains(' ') && !p.is_empty() => r,
+                _ => rest,
+            };
+            return at(line, col, format!("`{path}`: {rest}"));
+        }
         at(
             line,
             col,
-            explain_yaml_error(&e.to_string(), key_at(text, line, col)),
+            explain_yaml_error(&message, key_at(text, line, col)),
         )
     })?;
     build(raw, text, file)
@@ -380,6 +402,45 @@ fn locate_key(text: &str, key: &str) -> (usize, usize) {
         }
     }
     (1, 1)
+}
+
+/// Where the key of a dotted field path (`resources.accelerators`, `envs.HF_TOKEN`,
+/// `checkpoint[0].grace`) is written: each segment searched for after its parent's line, at a
+/// deeper indent or inside a flow mapping. `None` when a segment is not found as written.
+fn locate_path(text: &str, path: &str) -> Option<(usize, usize)> {
+    let lines: Vec<&str> = text.lines().collect();
+    let (mut from, mut indent, mut found) = (0usize, None::<usize>, None);
+    for seg in path.split('.') {
+        let seg = seg.split('[').next().unwrap_or(seg);
+        if seg.is_empty() {
+            continue;
+        }
+        let needles = [
+            format!("{seg}:"),
+            format!("\"{seg}\":"),
+            format!("'{seg}':"),
+        ];
+        let mut hit = None;
+        for (i, line) in lines.iter().enumerate().skip(from) {
+            let Some(c) = needles.iter().filter_map(|n| line.find(n.as_str())).min() else {
+                continue;
+            };
+            let before = &line[..c];
+            let t = before.trim_end();
+            let flow = t.ends_with('{') || t.ends_with(',');
+            let at_start = before.trim().is_empty() || t.ends_with('-');
+            let depth = before.chars().count();
+            if flow || (at_start && indent.is_none_or(|p| depth > p)) {
+                hit = Some((i, depth));
+                break;
+            }
+        }
+        let (i, depth) = hit?;
+        found = Some((i + 1, depth + 1));
+        from = i;
+        indent = Some(depth);
+    }
+    found
 }
 
 /// The mapping key written at `line:col`, if the position points at one.

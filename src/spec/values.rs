@@ -133,7 +133,7 @@ impl<'de> Deserialize<'de> for MemoryGb {
                 kind(&v)
             ))
         })?;
-        let gb = size_gb(text.trim().trim_end_matches('+')).ok_or_else(|| {
+        let gb = size_gb(text.trim().trim_end_matches('+')).map_err(|_| {
             D::Error::custom(format!(
                 "`{text}` is not memory like 32, \"32+\" or \"32GB+\""
             ))
@@ -161,6 +161,7 @@ impl<'de> Deserialize<'de> for DiskGb {
             ))
         })?;
         let gb = size_gb(text.trim())
+            .ok()
             .filter(|g| *g >= 0.0 && *g <= 1_000_000.0)
             .ok_or_else(|| {
                 D::Error::custom(format!("`{text}` is not a disk size like 256 or \"1TB\""))
@@ -169,20 +170,30 @@ impl<'de> Deserialize<'de> for DiskGb {
     }
 }
 
-/// A size in GB from "32", "32GB", "32GiB", "512MB", "1TB" (a bare number is GB).
-fn size_gb(t: &str) -> Option<f64> {
+/// Why a size did not read.
+enum SizeError {
+    NotANumber,
+    /// The unit as written, lowercased.
+    Unit(String),
+}
+
+/// A size in GB from "32", "32GB", "32GiB", "512MB", "1TB" (a bare number is GB; the units
+/// are binary whatever their spelling). Memory, disk and VRAM sizes all read through it.
+fn size_gb(t: &str) -> Result<f64, SizeError> {
     let split = t
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
         .unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
-    let n: f64 = num.parse().ok()?;
+    let n: f64 = num.parse().map_err(|_| SizeError::NotANumber)?;
     let k = match unit.trim().to_ascii_lowercase().as_str() {
         "" | "g" | "gb" | "gib" => 1.0,
         "m" | "mb" | "mib" => 1.0 / 1024.0,
         "t" | "tb" | "tib" => 1024.0,
-        _ => return None,
+        other => return Err(SizeError::Unit(other.to_string())),
     };
-    Some(n * k).filter(|x| x.is_finite())
+    Some(n * k)
+        .filter(|x| x.is_finite())
+        .ok_or(SizeError::NotANumber)
 }
 
 /// VRAM: "40GB", "40GiB", "40960MiB" or a number of GB; held in MiB.
@@ -195,19 +206,15 @@ impl<'de> Deserialize<'de> for Bytes {
         let text = scalar_text(&v).ok_or_else(|| {
             D::Error::custom(format!("expected a size like 40GB, found {}", kind(&v)))
         })?;
-        let t = text.trim();
-        let split = t
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .unwrap_or(t.len());
-        let (num, unit) = t.split_at(split);
-        let n: f64 = num
-            .parse()
-            .map_err(|_| D::Error::custom(format!("`{text}` is not a size like 40GB")))?;
-        let mib = match unit.trim().to_ascii_lowercase().as_str() {
-            "" | "g" | "gb" | "gib" => n * 1024.0,
-            "m" | "mb" | "mib" => n,
-            "t" | "tb" | "tib" => n * 1024.0 * 1024.0,
-            other => {
+        let mib = match size_gb(text.trim()) {
+            // Scaling by a power of two is exact: 40960MiB is 40960 again.
+            Ok(gb) => gb * 1024.0,
+            Err(SizeError::NotANumber) => {
+                return Err(D::Error::custom(format!(
+                    "`{text}` is not a size like 40GB"
+                )))
+            }
+            Err(SizeError::Unit(other)) => {
                 return Err(D::Error::custom(format!(
                     "unknown unit `{other}` in `{text}`; use MiB, GB or TB"
                 )))

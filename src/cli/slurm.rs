@@ -2,6 +2,7 @@
 //! screen — GPUs per node and who holds them, and why each pending job waits.
 
 use super::{print_json, Output};
+use gantry::backend::slurm::gres;
 use gantry::backend::slurm::inventory::Inventory;
 use gantry::backend::slurm::rest::SlurmRest;
 
@@ -36,8 +37,7 @@ fn print_table(inv: &Inventory) {
         "NODE", "PARTITIONS", "STATE", "GPUS USED", "CPUS"
     );
     for n in &inv.nodes {
-        let total: u32 = n.gpus.iter().map(|g| g.count).sum();
-        let used: u32 = n.gpus_used.iter().map(|g| g.count).sum();
+        let (total, used) = (gres::count(&n.gpus), gres::count(&n.gpus_used));
         let models: Vec<&str> = n.gpus.iter().filter_map(|g| g.model.as_deref()).collect();
         println!(
             "{:<20} {:<16} {:<18} {:>9}  {:>5}  {}",

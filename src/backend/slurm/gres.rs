@@ -54,9 +54,9 @@ pub fn parse(text: &str) -> Result<Vec<Gpus>, String> {
     Ok(out)
 }
 
-/// Total GPUs in a GRES string (0 when it has none or does not parse).
-pub fn total(text: &str) -> u32 {
-    parse(text).map_or(0, |g| g.iter().map(|g| g.count).sum())
+/// How many GPUs, all types together.
+pub fn count(gpus: &[Gpus]) -> u32 {
+    gpus.iter().map(|g| g.count).sum()
 }
 
 /// Entries split on commas outside parentheses (`IDX:0,2-3` has commas of its own).
@@ -133,7 +133,7 @@ mod tests {
         );
         assert!(parse("").unwrap().is_empty());
         assert!(parse("(null)").unwrap().is_empty());
-        assert_eq!(total("gpu:a100:4,gpu:v100:2"), 6);
+        assert_eq!(count(&parse("gpu:a100:4,gpu:v100:2").unwrap()), 6);
         let e = parse("gpu:a100:x").unwrap_err();
         assert!(e.contains("`x` is not a GPU count"), "{e}");
         assert!(parse("gpu:a100:2(IDX:3-1)").is_err());

@@ -252,27 +252,41 @@ impl State {
                 &format!("host {host} left the fleet file: its run was stopped and the job requeued from its checkpoint"),
             )?;
         }
-        let (db, opts, old) = (
-            self.opened.db.clone(),
-            self.opened.opts.clone(),
-            self.opened.cfg.clone(),
-        );
-        // Everything let go first: the journal's lock, this host's agent, the hosts' links.
-        drop(self);
+        let opts = self.opened.opts.clone();
         let said = changes.join("; ");
-        match State::open(&db, new, &opts) {
-            Ok(mut s) => {
+        match self.reopen_over(new, &opts)? {
+            (mut s, None) => {
                 s.record("fleet", format!("fleet file reloaded: {said}"))?;
                 Ok((s, Ok(said)))
             }
-            Err(e) => {
-                let mut s = State::open(&db, &old, &opts)?;
+            (mut s, Some(e)) => {
                 let why = format!(
                     "the edited fleet file was not applied ({e}); the previous one stays in force"
                 );
                 s.warn(why.clone());
                 Ok((s, Err(why)))
             }
+        }
+    }
+
+    /// This state let go (the journal's lock, this host's agent, the hosts' links) and opened
+    /// again over `cfg` and `opts` — or, where that fails, over what it was opened with, with
+    /// why the new one did not open. The error: not even the old one opens.
+    fn reopen_over(
+        self,
+        cfg: &FleetConfig,
+        opts: &StateOptions,
+    ) -> Result<(State, Option<EngineError>), EngineError> {
+        let Opened {
+            db,
+            opts: old_opts,
+            cfg: old_cfg,
+        } = &self.opened;
+        let (db, old_opts, old_cfg) = (db.clone(), old_opts.clone(), old_cfg.clone());
+        drop(self);
+        match State::open(&db, cfg, opts) {
+            Ok(s) => Ok((s, None)),
+            Err(e) => Ok((State::open(&db, &old_cfg, &old_opts)?, Some(e))),
         }
     }
 
@@ -288,28 +302,21 @@ impl State {
         let Some((why, pool, found)) = self.rediscovered.take() else {
             return Ok(self);
         };
-        let (db, mut opts, cfg) = (
-            self.opened.db.clone(),
-            self.opened.opts.clone(),
-            self.opened.cfg.clone(),
-        );
-        let before = opts.discovered.clone();
+        let (cfg, mut opts) = (self.opened.cfg.clone(), self.opened.opts.clone());
         opts.discovered.insert(pool, found);
-        drop(self);
-        match State::open(&db, &cfg, &opts) {
-            Ok(mut s) => {
+        // Its owner (the actor) has nothing left to say a failure with: said here.
+        let messages = self.messages.clone();
+        let reopened = self.reopen_over(&cfg, &opts).inspect_err(|e| {
+            messages.write(&format!("reopening the state failed: {e}"));
+        })?;
+        match reopened {
+            (mut s, None) => {
                 s.record("fleet", why)?;
                 Ok(s)
             }
-            Err(e) => {
-                // Not with the GPUs found (a running job's placement no longer fits, say):
-                // as it was, and said.
-                let mut opts = opts;
-                opts.discovered = before;
-                let messages = opts.messages.clone();
-                let mut s = State::open(&db, &cfg, &opts).inspect_err(|e2| {
-                    messages.write(&format!("reopening the state failed: {e2}"));
-                })?;
+            // Not with the GPUs found (a running job's placement no longer fits, say): as it
+            // was, and said.
+            (mut s, Some(e)) => {
                 s.warn(format!("{why}, but the state could not be reopened with them ({e}): the pool stays as it was"));
                 Ok(s)
             }

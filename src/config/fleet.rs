@@ -293,22 +293,31 @@ pub struct FoundGpus {
 }
 
 impl FoundGpus {
+    /// `count` GPUs on `host` counted as the model of the first (named `name` by NVML, with
+    /// `memory_mib`): a host mixing models is one pool of the first's.
+    fn new(host: &str, name: &str, memory_mib: u64, count: usize) -> FoundGpus {
+        FoundGpus {
+            host: host.to_string(),
+            model: crate::backend::local::nvml::model_name(name),
+            count: count.min(16) as u8,
+            vram_gb: (memory_mib as f64 / 1024.0).round() as u32,
+        }
+    }
+
+    /// From the GPUs a host's agent reported (none without NVML).
+    pub fn of(host: &str, gpus: &[crate::backend::HostGpu]) -> Option<FoundGpus> {
+        let first = gpus.first()?;
+        Some(FoundGpus::new(
+            host,
+            &first.name,
+            first.memory_mib,
+            gpus.len(),
+        ))
+    }
+
     /// The same GPUs, whoever said.
     pub fn same(&self, other: &FoundGpus) -> bool {
         (&self.model, self.count, self.vram_gb) == (&other.model, other.count, other.vram_gb)
-    }
-}
-
-impl FoundGpus {
-    /// From the GPUs a host's agent reported (the model of GPU 0; none without NVML).
-    pub fn of(host: &str, gpus: &[crate::backend::HostGpu]) -> Option<FoundGpus> {
-        let first = gpus.first()?;
-        Some(FoundGpus {
-            host: host.to_string(),
-            model: crate::backend::local::nvml::model_name(&first.name),
-            count: gpus.len().min(16) as u8,
-            vram_gb: (first.memory_mib as f64 / 1024.0).round() as u32,
-        })
     }
 }
 
@@ -325,14 +334,16 @@ pub fn apply_discovery(
         let name = format!("{}/{}/{}/{}", p.provider, p.region, p.zone, p.name);
         match found {
             Discovery::Available { gpus, driver } if !gpus.is_empty() => {
-                let model = model_name(&gpus[0].name);
+                let first = &gpus[0];
+                let found =
+                    FoundGpus::new("this host", &first.name, first.memory_total_mib, gpus.len());
+                let model = found.model.clone();
                 let mixed: Vec<String> = gpus
                     .iter()
                     .map(|g| model_name(&g.name))
                     .filter(|m| *m != model)
                     .collect();
-                p.gpus_per_node = gpus.len().min(16) as u8;
-                p.vram_gb = (gpus[0].memory_total_mib as f64 / 1024.0).round() as u32;
+                p.resolve_auto(Some(&found));
                 let mig = gpus.iter().filter(|g| g.mig_enabled == Some(true)).count() as u8;
                 p.mig_gpus_per_node = if mig_geometry(&model).is_some() {
                     mig
@@ -354,16 +365,13 @@ pub fn apply_discovery(
                         format!("; also {} — counted as {model}", mixed.join(", "))
                     }
                 ));
-                p.gpu = Some(model);
             }
             Discovery::Available { .. } => {
-                p.gpu = None;
-                p.gpus_per_node = 0;
+                p.resolve_auto(None);
                 said.push(format!("{name}: NVML found no GPUs; the pool is CPU-only"));
             }
             Discovery::Unavailable { reason } => {
-                p.gpu = None;
-                p.gpus_per_node = 0;
+                p.resolve_auto(None);
                 said.push(format!("{name}: {reason}; the pool is CPU-only"));
             }
         }

@@ -244,26 +244,30 @@ fn tables_align_names_in_any_script() {
     );
 }
 
-#[test]
-fn submit_reads_stdin_and_prints_only_the_id_when_asked() {
+/// `gantry ARGS` against `d` with `input` on its stdin.
+fn gantry_stdin(d: &Daemon, args: &[&str], input: &[u8]) -> std::process::Output {
     use std::io::Write;
-    let d = start();
     let mut child = Command::new(env!("CARGO_BIN_EXE_gantry"))
-        .args(["submit", "-", "-o", "id"])
+        .args(args)
         .env("GANTRY_CONNECT", &d.socket)
         .env_remove("GANTRY_TOKEN")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(b"name: from-stdin\nteam: applied\nresources:\n  accelerators: H100:1\nrun: x\n")
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+    child.stdin.take().unwrap().write_all(input).unwrap();
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn submit_reads_stdin_and_prints_only_the_id_when_asked() {
+    let d = start();
+    let out = gantry_stdin(
+        &d,
+        &["submit", "-", "-o", "id"],
+        b"name: from-stdin\nteam: applied\nresources:\n  accelerators: H100:1\nrun: x\n",
+    );
     let said = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
@@ -276,20 +280,7 @@ fn submit_reads_stdin_and_prints_only_the_id_when_asked() {
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("from-stdin"), "{out}");
     // A broken file on stdin is named `stdin` with its position.
-    let mut child = Command::new(env!("CARGO_BIN_EXE_gantry"))
-        .args(["submit", "-"])
-        .env("GANTRY_CONNECT", &d.socket)
-        .stdin(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(b"name: x\nnum_nodes: two\n")
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = gantry_stdin(&d, &["submit", "-"], b"name: x\nnum_nodes: two\n");
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("stdin:2:"), "{err}");

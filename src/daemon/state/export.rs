@@ -65,7 +65,9 @@ impl State {
             }
         }
         let mut jobs = Vec::new();
-        for (&id, run) in &self.hosts.runs {
+        // Real hosts' runs only (the simulated fleet's are most of them at scale, and never
+        // measured): this runs at every publication.
+        for (&id, run) in self.hosts.runs.iter().filter(|(_, r)| r.journaled) {
             let Some(j) = self.engine.job(id) else {
                 continue;
             };

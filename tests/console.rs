@@ -196,9 +196,14 @@ fn end_to_end_in_tmux() {
     wait_for("/llama");
     tmux(&["send-keys", "-t", "e2e", "Enter"]);
     wait_for("events, newest first");
+    // An Escape and a key in one read are Alt+key to a terminal parser: wait for each Escape
+    // to take effect before the next key.
     tmux(&["send-keys", "-t", "e2e", "Escape"]);
+    t.wait_gone("events, newest first");
     wait_for("/llama");
-    tmux(&["send-keys", "-t", "e2e", "Escape", "P"]);
+    tmux(&["send-keys", "-t", "e2e", "Escape"]);
+    t.wait_gone("/llama");
+    tmux(&["send-keys", "-t", "e2e", "P"]);
     wait_for(":prio ");
     tmux(&[
         "send-keys",
@@ -249,6 +254,7 @@ fn end_to_end_in_tmux() {
     tmux(&["send-keys", "-t", "e2e", "Enter"]);
     wait_for("gpu0");
     tmux(&["send-keys", "-t", "e2e", "Escape"]);
+    wait_for("fleet: provider/region");
     tmux(&["send-keys", "-t", "e2e", "4"]);
     wait_for("use/weight");
     tmux(&["send-keys", "-t", "e2e", "5"]);
@@ -258,6 +264,7 @@ fn end_to_end_in_tmux() {
     tmux(&["send-keys", "-t", "e2e", "?"]);
     wait_for("keys (from the keymap)");
     tmux(&["send-keys", "-t", "e2e", "Escape"]);
+    t.wait_gone("keys (from the keymap)");
     tmux(&["send-keys", "-t", "e2e", "q"]);
     wait_for("EXITED");
     tmux(&["kill-server"]);
@@ -897,6 +904,38 @@ fn the_fleet_view_opens_a_pool_node_by_node_and_gpu_by_gpu() {
     assert!(d.pool_detail(99).is_none());
 }
 
+/// Escape typed just before a key reaches the console as Alt+key when both arrive in one read
+/// (the CI run that caught it: Escape then 4 in a pool's node view stayed in the node view).
+#[test]
+fn escape_and_a_key_in_one_read_act_as_both() {
+    use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+    let demo = fixture::demo(10);
+    let snap = demo.state.snapshot().clone();
+    let mut app = App::new(false);
+    app.on_key("3", &snap);
+    assert_eq!(app.on_key("enter", &snap), Outcome::Pool(0));
+    app.pool_detail = Some((0, demo.state.pool_detail(0).unwrap()));
+    let alt_4 = KeyEvent::new(KeyCode::Char('4'), KeyModifiers::ALT);
+    let names = gantry::console::key_names(alt_4);
+    assert_eq!(names, ["esc", "4"]);
+    for name in &names {
+        app.on_key(name, &snap);
+    }
+    assert!(app.pool_detail.is_none());
+    let s = screen(&app, &snap, 120, 40);
+    assert!(s.contains("use/weight"), "{s}");
+    let plain = KeyEvent::new(KeyCode::Char('4'), KeyModifiers::NONE);
+    assert_eq!(gantry::console::key_names(plain), ["4"]);
+    // A view's key from inside a pool goes to that view (it used to be swallowed).
+    app.on_key("3", &snap);
+    app.pool_detail = Some((0, demo.state.pool_detail(0).unwrap()));
+    app.on_key("5", &snap);
+    assert!(app.pool_detail.is_none());
+    assert!(screen(&app, &snap, 120, 40).contains("events, newest first"));
+    let ctrl_s = KeyEvent::new(KeyCode::Char('s'), KeyModifiers::CONTROL);
+    assert_eq!(gantry::console::key_names(ctrl_s), ["ctrl-s"]);
+}
+
 #[test]
 fn o_orders_jobs_by_cost_age_gpus_and_name() {
     let snap = demo_snapshot();
@@ -1132,6 +1171,18 @@ impl Tmux {
             std::thread::sleep(std::time::Duration::from_millis(100));
         }
         panic!("never saw any of {texts:?}:\n{}", screen());
+    }
+
+    /// Waits until the screen no longer shows `text` (10 s at most, else the test fails).
+    fn wait_gone(&self, text: &str) {
+        let screen = || self.run(&["capture-pane", "-p", "-t", self.session]);
+        for _ in 0..100 {
+            if !screen().contains(text) {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        panic!("{text:?} never went away:\n{}", screen());
     }
 }
 

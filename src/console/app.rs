@@ -456,8 +456,18 @@ impl App {
             };
         }
         if self.pool_detail.is_some() {
-            // j/k (or the keymap's down/up) scroll; esc, enter or q go back.
+            // j/k (or the keymap's down/up) scroll; esc, enter or q go back; a view's key
+            // leaves the pool for that view.
+            let switch = matches!(
+                action,
+                Some(Action::View(_) | Action::NextView | Action::PrevView)
+            );
+            if switch {
+                self.pool_detail = None;
+                self.pool_scroll = 0;
+            }
             return match (key, action) {
+                _ if switch => self.on_key(key, snap),
                 ("esc" | "enter" | "q", _) => {
                     self.pool_detail = None;
                     self.pool_scroll = 0;

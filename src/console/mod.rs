@@ -38,9 +38,13 @@ pub fn load_theme(
     Ok((t, depth != theme::Depth::None))
 }
 
-fn key_name(k: crossterm::event::KeyEvent) -> Option<String> {
+/// The console's names for a key press, in order. A terminal sends Escape as one byte and
+/// Alt+key as Escape then the key, so an Escape typed just before a key (over SSH both often
+/// arrive in one read) parses as Alt+key: the console binds nothing to Alt, so it takes that
+/// as the Escape and then the key the user typed.
+pub fn key_names(k: crossterm::event::KeyEvent) -> Vec<String> {
     use crossterm::event::KeyModifiers;
-    Some(match k.code {
+    let name = match k.code {
         KeyCode::Char(c) if k.modifiers.contains(KeyModifiers::CONTROL) => format!("ctrl-{c}"),
         KeyCode::Char(c) => c.to_string(),
         KeyCode::Delete => "delete".into(),
@@ -55,8 +59,13 @@ fn key_name(k: crossterm::event::KeyEvent) -> Option<String> {
         KeyCode::Left => "left".into(),
         KeyCode::Right => "right".into(),
         KeyCode::BackTab => "backtab".into(),
-        _ => return None,
-    })
+        _ => return Vec::new(),
+    };
+    if k.modifiers.contains(KeyModifiers::ALT) && k.code != KeyCode::Esc {
+        vec!["esc".into(), name]
+    } else {
+        vec![name]
+    }
 }
 
 /// Where key and resize events come from.
@@ -129,7 +138,7 @@ where
         while let Some(ev) = input.next(wait)? {
             match ev {
                 Event::Key(k) if k.kind == KeyEventKind::Press => {
-                    if let Some(name) = key_name(k) {
+                    for name in key_names(k) {
                         match app.on_key(&name, client.snapshot()) {
                             Outcome::Quit => return Ok(()),
                             Outcome::Redraw => dirty = true,

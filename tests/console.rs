@@ -1006,6 +1006,7 @@ fn the_fleet_view_shows_this_hosts_nvml_status_and_foreign_gpus() {
         temp_c: 71.0,
         history: vec![90, 93],
         foreign_pids,
+        foreign: None,
         unmeasured: false,
     };
     app.pool_detail = Some((
@@ -1049,6 +1050,12 @@ fn the_fleet_view_shows_this_hosts_nvml_status_and_foreign_gpus() {
         line.contains("n/a") && line.contains("not measured") && !line.contains("0W"),
         "{s}"
     );
+    // A GPU a Slurm job of the cluster's own holds says whose it is.
+    if let Some((_, p)) = app.pool_detail.as_mut() {
+        p.nodes[0].gpus[1].foreign = Some("Slurm job 12 \"train\" of alice".into());
+    }
+    let s = screen(&app, &snap, 120, 30);
+    assert!(s.contains("Slurm job 12 \"train\" of alice"), "{s}");
 }
 
 /// Plain `gantry` attaches to the daemon answering on the default socket (before: it always

@@ -7,7 +7,9 @@
 #[path = "common/daemon.rs"]
 mod common;
 
-use common::{free_port, temp_dir};
+use common::{
+    cli, daemon_cmd, events, free_port, job, log_text, state, submit, temp_dir, wait_for, Daemon,
+};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -58,7 +60,9 @@ impl Drop for Cluster {
 }
 
 impl Cluster {
-    fn start(name: &str) -> Cluster {
+    /// A cluster of `nodes` (name, GPU type, count) in one partition `gpu`, each node its
+    /// own `slurmd`, its GPUs character devices (Slurm drops plain files) named in gres.conf.
+    fn start(name: &str, nodes: &[(&str, &str, u32)]) -> Cluster {
         ensure_munge();
         let dir = temp_dir(&format!("slurm-{name}"));
         // slurmrestd runs as nobody: it must read the configuration.
@@ -69,29 +73,45 @@ impl Cluster {
             .unwrap()
             .trim()
             .to_string();
-        let (ctld, slurmd, rest) = (free_port(), free_port(), free_port());
-        std::fs::create_dir_all(dir.join("dev")).unwrap();
-        for i in 0..4 {
-            std::fs::write(dir.join(format!("dev/nvidia{i}")), "").unwrap();
-        }
+        let (ctld, rest) = (free_port(), free_port());
         for d in ["state", "spool"] {
             std::fs::create_dir_all(dir.join(d)).unwrap();
         }
         std::fs::write(dir.join("jwt.key"), rand_key()).unwrap();
         let d = dir.display();
+        let (mut node_lines, mut gres) = (String::new(), String::new());
+        for (n, kind, count) in nodes {
+            let devs = dir.join("dev").join(n);
+            std::fs::create_dir_all(&devs).unwrap();
+            for i in 0..*count {
+                let status = Command::new("mknod")
+                    .arg(devs.join(format!("nvidia{i}")))
+                    .args(["c", "195", &i.to_string()])
+                    .status()
+                    .unwrap();
+                assert!(status.success(), "mknod");
+            }
+            node_lines.push_str(&format!(
+                "NodeName={n} NodeHostname={host} NodeAddr=127.0.0.1 Port={} CPUs=4 RealMemory=1000 Gres=gpu:{kind}:{count} State=UNKNOWN\n",
+                free_port()
+            ));
+            gres.push_str(&format!(
+                "NodeName={n} Name=gpu Type={kind} File={}/nvidia[0-{}]\n",
+                devs.display(),
+                count - 1
+            ));
+        }
+        let names: Vec<&str> = nodes.iter().map(|n| n.0).collect();
         let conf = dir.join("slurm.conf");
         std::fs::write(
             &conf,
             format!(
-                "ClusterName=gantry{ctld}\nSlurmctldHost={host}(127.0.0.1)\nSlurmctldPort={ctld}\nSlurmdPort={slurmd}\nSlurmUser=root\nAuthType=auth/munge\nAuthAltTypes=auth/jwt\nAuthAltParameters=jwt_key={d}/jwt.key\nStateSaveLocation={d}/state\nSlurmdSpoolDir={d}/spool\nSlurmctldPidFile={d}/ctld.pid\nSlurmdPidFile={d}/slurmd.pid\nSlurmctldLogFile={d}/ctld.log\nSlurmdLogFile={d}/slurmd.log\nProctrackType=proctrack/linuxproc\nTaskPlugin=task/none\nSelectType=select/cons_tres\nSelectTypeParameters=CR_Core\nSlurmdParameters=config_overrides\nDefMemPerCPU=10\nGresTypes=gpu\nReturnToService=2\nMpiDefault=none\nJobAcctGatherType=jobacct_gather/none\nAccountingStorageType=accounting_storage/none\nSchedulerParameters=sched_interval=1\nNodeName=gpu-a NodeHostname={host} NodeAddr=127.0.0.1 CPUs=4 RealMemory=1000 Gres=gpu:a100:4 State=UNKNOWN\nPartitionName=gpu Nodes=gpu-a Default=YES MaxTime=INFINITE State=UP\n"
+                "ClusterName=gantry{ctld}\nSlurmctldHost={host}(127.0.0.1)\nSlurmctldPort={ctld}\nSlurmUser=root\nAuthType=auth/munge\nAuthAltTypes=auth/jwt\nAuthAltParameters=jwt_key={d}/jwt.key\nStateSaveLocation={d}/state\nSlurmdSpoolDir={d}/spool/%n\nSlurmctldPidFile={d}/ctld.pid\nSlurmdPidFile={d}/slurmd-%n.pid\nSlurmctldLogFile={d}/ctld.log\nSlurmdLogFile={d}/slurmd-%n.log\nProctrackType=proctrack/linuxproc\nTaskPlugin=task/none\nSelectType=select/cons_tres\nSelectTypeParameters=CR_Core\nSlurmdParameters=config_overrides\nDefMemPerCPU=10\nGresTypes=gpu\nReturnToService=2\nMpiDefault=none\nJobAcctGatherType=jobacct_gather/none\nAccountingStorageType=accounting_storage/none\nSchedulerParameters=sched_interval=1\nKillWait=5\n{node_lines}PartitionName=gpu Nodes={} Default=YES MaxTime=INFINITE State=UP\n",
+                names.join(",")
             ),
         )
         .unwrap();
-        std::fs::write(
-            dir.join("gres.conf"),
-            format!("NodeName=gpu-a Name=gpu Type=a100 File={d}/dev/nvidia[0-3]\n"),
-        )
-        .unwrap();
+        std::fs::write(dir.join("gres.conf"), gres).unwrap();
         let spawn = |cmd: &mut Command, log: &str| -> Child {
             use std::os::unix::process::CommandExt;
             let out = std::fs::File::create(dir.join(log)).unwrap();
@@ -107,29 +127,52 @@ impl Cluster {
             Command::new("/usr/sbin/slurmctld").args(["-D", "-i"]),
             "ctld.out",
         )];
-        children.push(spawn(
-            Command::new("/usr/sbin/slurmd").args(["-D", "-N", "gpu-a"]),
-            "slurmd.out",
-        ));
-        children.push(spawn(
-            Command::new("runuser")
-                .args(["-u", "nobody", "--", "env"])
-                .arg(format!("SLURM_CONF={}", conf.display()))
-                .args(["SLURM_JWT=daemon", "/usr/sbin/slurmrestd"])
-                .args(["-a", "rest_auth/jwt", "-s", "openapi/v0.0.38"])
-                .arg(format!("127.0.0.1:{rest}")),
-            "restd.out",
-        ));
-        let c = Cluster {
+        for n in &names {
+            std::fs::create_dir_all(dir.join("spool").join(n)).unwrap();
+            children.push(spawn(
+                Command::new("/usr/sbin/slurmd").args(["-D", "-N", n]),
+                &format!("slurmd-{n}.out"),
+            ));
+        }
+        let mut c = Cluster {
             url: format!("http://127.0.0.1:{rest}"),
             dir,
             conf,
             children,
         };
-        c.wait_for("the node to be idle", 30, |c| {
-            c.slurm("sinfo", &["-h", "-o", "%t"]).trim() == "idle"
+        c.start_restd(rest);
+        c.wait_for("the nodes to be idle", 30, |c| {
+            let states = c.slurm("sinfo", &["-h", "-N", "-o", "%t"]);
+            states.lines().count() == names.len() && states.lines().all(|s| s.trim() == "idle")
         });
         c
+    }
+
+    /// slurmrestd on 127.0.0.1:`port`, as nobody, with JWT auth.
+    fn start_restd(&mut self, port: u16) {
+        use std::os::unix::process::CommandExt;
+        let out = std::fs::File::create(self.dir.join("restd.out")).unwrap();
+        let child = Command::new("runuser")
+            .args(["-u", "nobody", "--", "env"])
+            .arg(format!("SLURM_CONF={}", self.conf.display()))
+            .args(["SLURM_JWT=daemon", "/usr/sbin/slurmrestd"])
+            .args(["-a", "rest_auth/jwt", "-s", "openapi/v0.0.38"])
+            .arg(format!("127.0.0.1:{port}"))
+            .stdin(Stdio::null())
+            .stdout(out.try_clone().unwrap())
+            .stderr(out)
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        self.children.push(child);
+    }
+
+    /// Stops slurmrestd (the last daemon started).
+    fn stop_restd(&mut self) {
+        if let Some(mut c) = self.children.pop() {
+            unsafe { libc::kill(-(c.id() as i32), libc::SIGKILL) };
+            let _ = c.wait();
+        }
     }
 
     /// A Slurm command, its stdout.
@@ -159,11 +202,19 @@ impl Cluster {
 
     /// A JWT for `user` (slurmrestd takes no root token).
     fn token(&self, user: &str) -> String {
-        let t = self.slurm(
-            "scontrol",
-            &["token", &format!("username={user}"), "lifespan=600"],
+        let out = Command::new("scontrol")
+            .args(["token", &format!("username={user}"), "lifespan=600"])
+            .env("SLURM_CONF", &self.conf)
+            .output()
+            .unwrap();
+        let t = String::from_utf8_lossy(&out.stdout);
+        let t = t.trim().trim_start_matches("SLURM_JWT=").to_string();
+        assert!(
+            !t.is_empty(),
+            "scontrol token: {}",
+            String::from_utf8_lossy(&out.stderr)
         );
-        t.trim().trim_start_matches("SLURM_JWT=").to_string()
+        t
     }
 
     fn gantry(&self, token: &str, args: &[&str]) -> std::process::Output {
@@ -234,7 +285,7 @@ fn gantry_slurm_shows_gpus_who_holds_them_and_why_jobs_wait() {
     if !can_run() {
         return;
     }
-    let c = Cluster::start("show");
+    let c = Cluster::start("show", &[("gpu-a", "a100", 4)]);
     let holder = c.sbatch(&["-J", "holder", "--gres=gpu:a100:3", "--wrap", "sleep 120"]);
     c.wait_for("the first job to run", 30, |c| {
         c.slurm("squeue", &["-h", "-j", &holder.to_string(), "-o", "%T"])
@@ -318,4 +369,204 @@ fn gantry_slurm_shows_gpus_who_holds_them_and_why_jobs_wait() {
         err.contains("cannot reach slurmrestd at http://127.0.0.1:"),
         "{err}"
     );
+}
+
+/// A daemon over a fleet of Slurm pools (name, gpu, per node, nodes) reading `c` as nobody.
+fn daemon_over(c: &Cluster, test: &str, pools: &[(&str, &str, u8, &[&str])]) -> Daemon {
+    let dir = temp_dir(test);
+    let mut text = String::from("[[teams]]\nname = \"lab\"\n");
+    for (name, gpu, count, nodes) in pools {
+        let hosts: Vec<String> = nodes.iter().map(|n| format!("\"{n}\"")).collect();
+        text.push_str(&format!(
+            "\n[[pools]]\nprovider = \"slurm\"\nregion = \"hpc\"\nzone = \"dc\"\nname = \"{name}\"\ninstance_type = \"node\"\ngpu = \"{gpu}\"\ngpus_per_node = {count}\nvram_gb = 80\ncpus = 4\nmemory_gb = 1\ncapacity = \"reserved\"\nprice_per_hour = 2.0\nhosts = [{}]\nslurmrestd = \"{}\"\npartition = \"gpu\"\nslurm_user = \"nobody\"\n",
+            hosts.join(", "),
+            c.url
+        ));
+    }
+    let fleet = dir.join("fleet.toml");
+    std::fs::write(&fleet, text).unwrap();
+    let socket = dir.join("d.sock");
+    let port = free_port();
+    let token = c.token("nobody");
+    let child = daemon_cmd(&dir, &socket, port, &["--config", fleet.to_str().unwrap()])
+        .env("SLURM_JWT", token)
+        .env("SLURM_CONF", &c.conf)
+        .stderr(std::fs::File::create(dir.join("daemon.err")).unwrap())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    while std::os::unix::net::UnixStream::connect(&socket).is_err() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "daemon did not start"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Daemon {
+        child,
+        dir,
+        socket,
+        port,
+    }
+}
+
+/// Slurm's running gantry jobs: (name, node).
+fn gantry_jobs(c: &Cluster) -> Vec<(String, String)> {
+    c.slurm("squeue", &["-h", "-t", "RUNNING", "-o", "%j %N"])
+        .lines()
+        .filter(|l| l.starts_with("gantry-"))
+        .filter_map(|l| l.split_once(' '))
+        .map(|(a, b)| (a.to_string(), b.trim().to_string()))
+        .collect()
+}
+
+#[test]
+fn gantry_jobs_run_as_slurm_jobs_on_the_nodes_gantry_chose() {
+    if !can_run() {
+        return;
+    }
+    let mut c = Cluster::start(
+        "run",
+        &[
+            ("gpu-a", "a100", 8),
+            ("gpu-b", "a100", 8),
+            ("gpu-c", "h100", 8),
+            ("gpu-d", "h100", 8),
+        ],
+    );
+    // The cluster's own work first: 6 of gpu-a's GPUs.
+    let holder = c.sbatch(&[
+        "-J",
+        "holder",
+        "--nodelist=gpu-a",
+        "--gres=gpu:a100:6",
+        "--wrap",
+        "sleep 300",
+    ]);
+    let d = daemon_over(
+        &c,
+        "slurm-run-daemon",
+        &[
+            ("a100", "A100", 8, &["gpu-a", "gpu-b"]),
+            ("h100", "H100", 8, &["gpu-c", "gpu-d"]),
+        ],
+    );
+    wait_for(&d, 30, "the four nodes to connect", || {
+        events(&d)
+            .iter()
+            .filter(|e| e.contains("connected:"))
+            .count()
+            >= 4
+    });
+    wait_for(&d, 30, "Slurm's own job to be held out", || {
+        events(&d).iter().any(|e| {
+            e.contains(&format!(
+                "Slurm job {holder} \"holder\" of nobody holds 6 GPU(s) on gpu-a"
+            ))
+        })
+    });
+    // Four A100s: gpu-a has two free, so gantry chooses gpu-b and Slurm runs it there.
+    let t0 = Instant::now();
+    let single = submit(
+        &d,
+        &c.dir,
+        "single",
+        "name: single\nresources:\n  accelerators: A100:4\ncheckpoint: {signal: SIGUSR1, grace: 20s}\nrun: |\n  trap 'echo checkpointed; exit 0' USR1\n  echo \"on $SLURMD_NODENAME gpus=$CUDA_VISIBLE_DEVICES rank=$GANTRY_NODE_RANK\"\n  while true; do sleep 0.1; done\n",
+    );
+    let name = format!("gantry-{single}");
+    wait_for(&d, 30, "Slurm to run the gantry job", || {
+        gantry_jobs(&c).iter().any(|(n, _)| *n == name)
+    });
+    eprintln!(
+        "placement to Slurm RUNNING: {:.2} s",
+        t0.elapsed().as_secs_f64()
+    );
+    assert!(
+        gantry_jobs(&c).contains(&(name.clone(), "gpu-b".into())),
+        "{:?}",
+        gantry_jobs(&c)
+    );
+    wait_for(&d, 30, "gantry to see it running", || {
+        state(&d, single) == "running"
+    });
+    wait_for(&d, 30, "its output", || {
+        log_text(&d, single).contains("on gpu-b")
+    });
+    let said = log_text(&d, single);
+    let gpus = said
+        .split("gpus=")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .unwrap_or_default()
+        .to_string();
+    assert_eq!(
+        gpus.split(',').count(),
+        4,
+        "CUDA_VISIBLE_DEVICES {gpus:?} in {said}"
+    );
+    assert!(said.contains("rank=0"), "{said}");
+    // A two-node gang of eight H100s each: one Slurm job per node, each with its rank.
+    let gang = submit(
+        &d,
+        &c.dir,
+        "gang",
+        "name: gang\nnum_nodes: 2\nresources:\n  accelerators: H100:8\nrun: |\n  echo \"rank=$GANTRY_NODE_RANK of $GANTRY_NUM_NODES head=$GANTRY_HEAD_IP\"\n  sleep 300\n",
+    );
+    let name = format!("gantry-{gang}");
+    wait_for(&d, 30, "both nodes of the gang to run", || {
+        let mut on: Vec<String> = gantry_jobs(&c)
+            .into_iter()
+            .filter(|(n, _)| *n == name)
+            .map(|(_, node)| node)
+            .collect();
+        on.sort();
+        on == ["gpu-c", "gpu-d"]
+    });
+    wait_for(&d, 30, "gantry to see the gang running", || {
+        state(&d, gang) == "running"
+    });
+    // slurmrestd goes away: gantry says so, keeps running, and recovers when it is back.
+    let port: u16 = c.url.rsplit(':').next().unwrap().parse().unwrap();
+    c.stop_restd();
+    wait_for(&d, 30, "the outage to be said", || {
+        events(&d)
+            .iter()
+            .any(|e| e.contains("cannot reach slurmrestd"))
+    });
+    assert!(cli(&d, &["jobs", "-o", "json"]).contains("\"gang\""));
+    c.start_restd(port);
+    wait_for(&d, 60, "the nodes to reconnect", || {
+        events(&d)
+            .iter()
+            .filter(|e| e.contains("connected:"))
+            .count()
+            >= 8
+    });
+    assert_eq!(state(&d, single), "running");
+    assert_eq!(state(&d, gang), "running");
+    // Preempt: the checkpoint signal, then the requeue; the job runs again.
+    cli(&d, &["preempt", &single.to_string()]);
+    wait_for(&d, 30, "the stop and the requeue", || {
+        events(&d)
+            .iter()
+            .any(|e| e.contains(&format!("job {single} preempting → pending")))
+    });
+    wait_for(&d, 30, "the restart", || state(&d, single) == "running");
+    assert!(
+        std::fs::read_to_string(
+            d.dir
+                .join("state/logs/slurm/gpu-b")
+                .join(format!("job-{single}.out"))
+        )
+        .unwrap_or_default()
+        .contains("checkpointed"),
+        "the checkpoint handler ran"
+    );
+    // Cancel: its Slurm jobs are gone.
+    cli(&d, &["cancel", &gang.to_string()]);
+    let name = format!("gantry-{gang}");
+    c.wait_for("the gang's Slurm jobs to end", 30, |c| {
+        !gantry_jobs(c).iter().any(|(n, _)| *n == name)
+    });
+    assert_eq!(job(&d, gang)["state"], "cancelled");
 }

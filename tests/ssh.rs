@@ -7,8 +7,9 @@
 #[path = "common/daemon.rs"]
 mod common;
 
-use common::{free_port, start_in, temp_dir, Daemon};
-use serde_json::Value;
+use common::{
+    cli, events, free_port, job, log_text, start_in, state, submit, temp_dir, wait_for, Daemon,
+};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -231,76 +232,6 @@ fn daemon(test: &str, fleet: &Path) -> Daemon {
     start_in(temp_dir(test), &["--config", fleet.to_str().unwrap()])
 }
 
-fn cli(d: &Daemon, args: &[&str]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_gantry"))
-        .arg("--connect")
-        .arg(&d.socket)
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "gantry {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn json(d: &Daemon, args: &[&str]) -> Value {
-    let mut a = args.to_vec();
-    a.extend(["-o", "json"]);
-    serde_json::from_str(&cli(d, &a)).unwrap()
-}
-
-fn events(d: &Daemon) -> Vec<String> {
-    cli(d, &["events", "--limit", "500", "-o", "json"])
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .map(|e| {
-            format!(
-                "{}{}",
-                e["job"]
-                    .as_i64()
-                    .map_or(String::new(), |j| format!("job {j} ")),
-                e["detail"].as_str().unwrap_or("")
-            )
-        })
-        .collect()
-}
-
-/// Waits (up to `secs`) until `pred` holds; the daemon's events in the panic message.
-fn wait_for(d: &Daemon, secs: u64, what: &str, mut pred: impl FnMut() -> bool) {
-    let t0 = Instant::now();
-    while !pred() {
-        if t0.elapsed() > Duration::from_secs(secs) {
-            panic!(
-                "timed out waiting for {what}; events:\n{}",
-                events(d).join("\n")
-            );
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    }
-}
-
-fn submit(d: &Daemon, dir: &Path, name: &str, yaml: &str) -> i64 {
-    let file = dir.join(format!("{name}.yaml"));
-    std::fs::write(&file, yaml).unwrap();
-    let out = cli(d, &["submit", file.to_str().unwrap(), "--team", "lab"]);
-    out.trim()
-        .rsplit(' ')
-        .next()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("no job id in {out:?}"))
-}
-
-fn job(d: &Daemon, id: i64) -> Value {
-    json(d, &["job", &id.to_string()])
-}
-
-fn state(d: &Daemon, id: i64) -> String {
-    job(d, id)["state"].as_str().unwrap_or("").to_string()
-}
-
 /// The node a job runs (or last ran) on, from `gantry job` (the first word of its placement).
 fn node_of(d: &Daemon, id: i64) -> String {
     job(d, id)["placement"][0]
@@ -316,18 +247,6 @@ fn connected(d: &Daemon, n: usize) -> bool {
         .filter(|e| e.contains("connected:"))
         .count()
         >= n
-}
-
-fn log_text(d: &Daemon, id: i64) -> String {
-    job(d, id)["log_tail"]
-        .as_array()
-        .map(|l| {
-            l.iter()
-                .filter_map(Value::as_str)
-                .collect::<Vec<_>>()
-                .join("\n")
-        })
-        .unwrap_or_default()
 }
 
 #[test]

@@ -1,7 +1,8 @@
 //! Backends: where GPUs come from and where jobs run. Built so far: the local host (real child
 //! processes; GPUs through NVML when a driver is present), SSH hosts (the same local backend
-//! run remotely by `gantry agent`, reached with the system `ssh`) and the simulated fleet (a
-//! model, labelled so wherever it shows).
+//! run remotely by `gantry agent`, reached with the system `ssh`), Slurm clusters (each
+//! node's part a batch job pinned to it; the cluster's own jobs are foreign work) and the
+//! simulated fleet (a model, labelled so wherever it shows).
 //!
 //! The interface is `Runner`: the daemon hands it a `Launch` per node of a placement and
 //! learns what happened from `RunEvent`s it polls. Every call returns at once: a remote
@@ -98,6 +99,12 @@ pub fn runner_for(
             &opening.local,
             opening.sampling,
         )?)
+    } else if p.is_slurm() {
+        Box::new(slurm::runner::SlurmPool::open(
+            p,
+            nodes,
+            &opening.local.logs,
+        ))
     } else if p.is_ssh() {
         let opts = ssh::SshOptions {
             identity_file: p.identity_file.as_deref().map(expand_home),
@@ -269,6 +276,21 @@ pub enum RunEvent {
         found: local::nvml::Discovery,
         groups: Vec<(u32, i64)>,
     },
+    /// The work on `host` that its scheduler placed and gantry did not (a Slurm cluster's own
+    /// jobs), holding GPUs gantry must not allocate: all of it, each time it changes.
+    Foreign { host: usize, work: Vec<ForeignWork> },
+    /// Something the backend could not do that the event log should say (a cancel its
+    /// scheduler refused).
+    Failed { host: usize, why: String },
+}
+
+/// Work a backend's own scheduler runs on a node beside gantry's.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ForeignWork {
+    /// What it is, for events (`Slurm job 12 "train" of alice, account ml`).
+    pub what: String,
+    /// The GPUs it holds there.
+    pub gpus: u32,
 }
 
 /// Where jobs run: one per pool. Every method returns at once; outcomes come back from `poll`.

@@ -125,6 +125,15 @@ pub fn run(a: DaemonArgs) -> Result<(), String> {
     if ssh > 0 {
         backends.push(format!("{ssh} SSH host(s)"));
     }
+    let slurm: usize = cfg
+        .pools
+        .iter()
+        .filter(|p| p.is_slurm())
+        .map(|p| p.hosts.len())
+        .sum();
+    if slurm > 0 {
+        backends.push(format!("{slurm} Slurm node(s)"));
+    }
     let backend = if backends.is_empty() {
         "no pools".to_string()
     } else {

@@ -388,6 +388,9 @@ pub struct GpuView {
     /// Processes on it that gantry did not start (NVML on a real host).
     #[serde(default)]
     pub foreign_pids: Vec<u32>,
+    /// The work of its backend's own scheduler that holds it (a Slurm job), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub foreign: Option<String>,
     /// A real host's GPU with no NVML measurement (no driver there, or no sample yet):
     /// utilization, power and temperature are unknown and shown as such, not modelled.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]

@@ -260,9 +260,17 @@ pub struct PoolConfig {
     pub ssh_config: Option<String>,
     /// `ssh -J`: the head node this pool's hosts are reached through.
     pub jump_host: Option<String>,
-    /// How long an SSH host may stay unreachable before it counts as lost and its jobs
-    /// requeue from their checkpoints (default 2m).
+    /// How long an SSH host (or a Slurm node) may stay unreachable before it counts as lost
+    /// and its jobs requeue from their checkpoints (default 2m).
     pub lost_after: Option<String>,
+    /// `provider = "slurm"`: slurmrestd's address (`http://HOST:6820` or `unix:/PATH`);
+    /// `hosts` are the Slurm nodes (NodeName), one gantry node each.
+    pub slurmrestd: Option<String>,
+    /// The Slurm partition gantry's jobs are submitted to (default: the cluster's default).
+    pub partition: Option<String>,
+    /// Who slurmrestd reads as (`X-SLURM-USER-NAME`, with the token in SLURM_JWT; default:
+    /// the user the daemon runs as). Not needed over the Unix socket.
+    pub slurm_user: Option<String>,
 }
 
 /// `nodes` left out of a pool (filled from `hosts` for SSH pools, an error for others).
@@ -271,7 +279,7 @@ fn nodes_unset() -> u32 {
 }
 
 /// The backends gantry has: `provider` names one; any other provider is simulated.
-pub const REAL_PROVIDERS: [&str; 2] = ["local", "ssh"];
+pub const REAL_PROVIDERS: [&str; 3] = ["local", "ssh", "slurm"];
 
 /// `gpu = "auto"` on a `provider = "local"` pool: model, count, VRAM and MIG mode come from
 /// NVML when the daemon starts.
@@ -391,6 +399,11 @@ impl PoolConfig {
         self.provider == "ssh"
     }
 
+    /// A Slurm cluster's nodes, reached through slurmrestd; gantry's jobs run as Slurm jobs.
+    pub fn is_slurm(&self) -> bool {
+        self.provider == "slurm"
+    }
+
     /// `gpu = "auto"`: the GPUs are what NVML finds (this host's, or an SSH pool's hosts').
     pub fn is_auto(&self) -> bool {
         self.gpu.as_deref() == Some(AUTO_GPU)
@@ -428,6 +441,7 @@ impl PoolConfig {
     pub fn node_name(&self, i: u32) -> String {
         match self.hosts.get(i as usize) {
             Some(h) if self.is_ssh() => h.rsplit('@').next().unwrap_or(h).to_string(),
+            Some(h) if self.is_slurm() => h.clone(),
             _ => format!("{}-{}-{i:03}", self.provider, self.name),
         }
     }
@@ -488,7 +502,7 @@ pub fn parse(file: &str, text: &str) -> Result<FleetConfig, ConfigError> {
     let mut cfg = cfg;
     for (i, p) in cfg.pools.iter_mut().enumerate() {
         if p.nodes == nodes_unset() {
-            if !p.is_ssh() {
+            if !p.is_ssh() && !p.is_slurm() {
                 let (line, col) = table_position(text, "pools", i);
                 return Err(ConfigError {
                     file: file.to_string(),
@@ -529,6 +543,9 @@ fn validate(file: &str, text: &str, cfg: &FleetConfig) -> Result<(), ConfigError
             ));
         }
         if let Err(message) = super::ssh::validate(p, &name) {
+            return Err(at("pools", i, message));
+        }
+        if let Err(message) = super::slurm::validate(p, &name) {
             return Err(at("pools", i, message));
         }
         let auto = p.is_auto();

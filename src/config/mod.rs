@@ -5,4 +5,5 @@ pub mod console;
 pub mod fleet;
 pub mod paths;
 pub mod reload;
+pub mod slurm;
 pub mod ssh;

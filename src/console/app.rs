@@ -1158,12 +1158,14 @@ impl App {
             for g in &n.gpus {
                 if g.unmeasured {
                     lines.push(Line::from(format!(
-                        "    gpu{:<2} {}  n/a  res {:>3}/{:<3}G  not measured (no NVML sample)  {}",
+                        "    gpu{:<2} {}  n/a  res {:>3}/{:<3}G  not measured  {}",
                         g.index,
                         "·".repeat(10),
                         g.vram_reserved_mib / 1024,
                         g.vram_total_mib / 1024,
-                        if g.jobs.is_empty() {
+                        if let Some(f) = &g.foreign {
+                            escape(f)
+                        } else if g.jobs.is_empty() {
                             "idle".to_string()
                         } else {
                             let ids: Vec<String> = g.jobs.iter().map(|j| j.to_string()).collect();
@@ -1178,7 +1180,9 @@ impl App {
                     .iter()
                     .map(|&u| SPARK[(usize::from(u) * 7 / 100).min(7)])
                     .collect();
-                let jobs = if !g.foreign_pids.is_empty() {
+                let jobs = if let Some(f) = &g.foreign {
+                    escape(f)
+                } else if !g.foreign_pids.is_empty() {
                     let pids: Vec<String> = g.foreign_pids.iter().map(|p| p.to_string()).collect();
                     format!("foreign {}", pids.join(","))
                 } else if g.jobs.is_empty() {

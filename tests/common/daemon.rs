@@ -3,6 +3,7 @@
 //! `#[path]` by the tests that start daemons (not every test uses every helper).
 #![allow(dead_code)]
 
+use serde_json::Value;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::os::unix::net::UnixStream;
@@ -171,4 +172,88 @@ pub fn token(d: &Daemon, role: &str, team: Option<&str>) -> String {
     let out = request(&d.socket, "POST /v1/tokens", &body);
     let v: serde_json::Value = serde_json::from_str(out.split_once("\r\n\r\n").unwrap().1).unwrap();
     v["token"].as_str().unwrap().to_string()
+}
+
+// The CLI against a daemon (`--connect` its socket), as a user would run it.
+
+pub fn cli(d: &Daemon, args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_gantry"))
+        .arg("--connect")
+        .arg(&d.socket)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "gantry {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+pub fn json(d: &Daemon, args: &[&str]) -> Value {
+    let mut a = args.to_vec();
+    a.extend(["-o", "json"]);
+    serde_json::from_str(&cli(d, &a)).unwrap()
+}
+
+pub fn events(d: &Daemon) -> Vec<String> {
+    cli(d, &["events", "--limit", "500", "-o", "json"])
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .map(|e| {
+            format!(
+                "{}{}",
+                e["job"]
+                    .as_i64()
+                    .map_or(String::new(), |j| format!("job {j} ")),
+                e["detail"].as_str().unwrap_or("")
+            )
+        })
+        .collect()
+}
+
+/// Waits (up to `secs`) until `pred` holds; the daemon's events in the panic message.
+pub fn wait_for(d: &Daemon, secs: u64, what: &str, mut pred: impl FnMut() -> bool) {
+    let t0 = Instant::now();
+    while !pred() {
+        if t0.elapsed() > Duration::from_secs(secs) {
+            panic!(
+                "timed out waiting for {what}; events:\n{}",
+                events(d).join("\n")
+            );
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+pub fn submit(d: &Daemon, dir: &Path, name: &str, yaml: &str) -> i64 {
+    let file = dir.join(format!("{name}.yaml"));
+    std::fs::write(&file, yaml).unwrap();
+    let out = cli(d, &["submit", file.to_str().unwrap(), "--team", "lab"]);
+    out.trim()
+        .rsplit(' ')
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no job id in {out:?}"))
+}
+
+pub fn job(d: &Daemon, id: i64) -> Value {
+    json(d, &["job", &id.to_string()])
+}
+
+pub fn state(d: &Daemon, id: i64) -> String {
+    job(d, id)["state"].as_str().unwrap_or("").to_string()
+}
+
+pub fn log_text(d: &Daemon, id: i64) -> String {
+    job(d, id)["log_tail"]
+        .as_array()
+        .map(|l| {
+            l.iter()
+                .filter_map(Value::as_str)
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
+        .unwrap_or_default()
 }

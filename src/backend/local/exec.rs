@@ -112,7 +112,7 @@ exit "$rc""#;
 /// a job killed while the user's rc ran its own setup left this project's pyenv with a stale
 /// lock that stalled every later bash login for a minute — a job must not be able to break
 /// its user's shells.
-const BASH_PRELUDE: &str = "if command -v conda >/dev/null 2>&1; then _c=$(conda info --base 2>/dev/null) && . \"$_c/etc/profile.d/conda.sh\" >/dev/null 2>&1; unset _c; fi\n";
+pub(crate) const BASH_PRELUDE: &str = "if command -v conda >/dev/null 2>&1; then _c=$(conda info --base 2>/dev/null) && . \"$_c/etc/profile.d/conda.sh\" >/dev/null 2>&1; unset _c; fi\n";
 
 /// How a job ended, from the status its leader wrote (`None`: not written, so not ended or
 /// killed outright). Shell convention: above 128 is death by signal `status - 128`.

@@ -71,6 +71,14 @@ pub struct Job {
     /// GPUs it asked for per node, and on which indices it holds them (running jobs).
     pub gpus_per_node: u32,
     pub gpus_held: Vec<Gpus>,
+    /// Per node it runs on: the node and the GPUs it holds there (running jobs).
+    pub alloc: Vec<(String, Vec<Gpus>)>,
+    /// What its submitter wrote in `--comment` (gantry marks its own jobs there).
+    pub comment: String,
+    /// How it ended, as a wait status (`exit code << 8 | signal`).
+    pub exit_code: i64,
+    /// When it started (Unix seconds; 0: never).
+    pub start_time: i64,
 }
 
 impl Job {
@@ -79,6 +87,18 @@ impl Job {
     }
     pub fn running(&self) -> bool {
         matches!(self.state.as_str(), "running" | "completing" | "suspended")
+    }
+    /// Whether it has ended (completed, failed, cancelled, timed out, …).
+    pub fn ended(&self) -> bool {
+        !self.pending() && !self.running() && !self.state.is_empty()
+    }
+    /// The GPUs it holds on `node`.
+    pub fn gpus_on(&self, node: &str) -> u32 {
+        self.alloc
+            .iter()
+            .filter(|(n, _)| n == node)
+            .map(|(_, g)| gres::count(g))
+            .sum()
     }
 }
 
@@ -222,8 +242,29 @@ pub fn job(v: &Value) -> Job {
         .filter_map(|g| gres::parse(g).ok())
         .flatten()
         .collect();
+    // `gres_detail` has an entry per allocated node, in the order of `allocated_nodes`.
+    let on: Vec<String> = v
+        .pointer("/job_resources/allocated_nodes")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .map(|n| text(n, "nodename"))
+        .collect();
+    let details: Vec<Vec<Gpus>> = v
+        .get("gres_detail")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .map(|g| gres::parse(g).unwrap_or_default())
+        .collect();
+    let alloc = on.into_iter().zip(details).collect();
     Job {
         id: v.get("job_id").and_then(num).unwrap_or(0).max(0) as u64,
+        alloc,
+        comment: text(v, "comment"),
+        exit_code: v.get("exit_code").and_then(num).unwrap_or(0),
+        start_time: v.get("start_time").and_then(num).unwrap_or(0),
         name: text(v, "name"),
         user: text(v, "user_name"),
         account: text(v, "account"),

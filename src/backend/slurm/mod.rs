@@ -3,6 +3,8 @@
 //! Slurm's reasons in gantry's words — what `gantry slurm` shows. Running gantry jobs on a
 //! Slurm pool (a `Runner`) builds on this.
 
+pub mod batch;
 pub mod gres;
 pub mod inventory;
 pub mod rest;
+pub mod runner;

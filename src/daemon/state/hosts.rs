@@ -61,6 +61,9 @@ pub(super) struct Hosts {
     pub lost_after: Vec<f64>,
     /// What each real host calls itself (its agent's hello): DCGM's `Hostname`.
     pub hostnames: HashMap<usize, String>,
+    /// Per node, the GPUs held for its backend's own work (a Slurm cluster's jobs) and that
+    /// work, as last said.
+    pub foreign: HashMap<usize, super::foreign::Held>,
 }
 
 /// How many ended jobs keep where they ran (their logs stay on the hosts).
@@ -330,6 +333,7 @@ impl State {
         for (pool, e) in events {
             self.on_host_event(pool, e)?;
         }
+        self.top_up_foreign();
         self.lose_unreachable()
     }
 
@@ -353,7 +357,9 @@ impl State {
             | RunEvent::Exited { host, .. }
             | RunEvent::Up { host, .. }
             | RunEvent::Down { host, .. }
-            | RunEvent::Sample { host, .. } => *host,
+            | RunEvent::Sample { host, .. }
+            | RunEvent::Foreign { host, .. }
+            | RunEvent::Failed { host, .. } => *host,
         };
         let Some(node) = self.node_of(pool, host) else {
             return Ok(());
@@ -430,6 +436,10 @@ impl State {
                     })
                     .collect();
                 self.observe_node(node, found, &groups)?;
+            }
+            RunEvent::Foreign { work, .. } => self.foreign_work(node, work)?,
+            RunEvent::Failed { why, .. } => {
+                self.record(self.hosts.kind(node), format!("{name}: {why}"))?
             }
             RunEvent::Down { why, .. } => {
                 let now = self.now;

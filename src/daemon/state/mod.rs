@@ -8,6 +8,7 @@ mod open;
 
 mod budget;
 mod export;
+mod foreign;
 mod hosts;
 mod launch;
 mod legacy;

@@ -146,6 +146,7 @@ impl State {
                             vram_reserved_mib: reserved.min(vram),
                             vram_total_mib: vram,
                             foreign_pids: Vec::new(),
+                            foreign: self.foreign_holder(i, g as u8),
                             unmeasured: false,
                             jobs,
                             mig_used: gpu.mig.map(|m| m.compute_used),

@@ -1,0 +1,590 @@
+//! A Slurm pool as a `Runner`: each node's part of a gantry job is a batch job pinned to that
+//! node (`batch::sbatch`), followed through slurmrestd's queue; the cluster's own jobs are
+//! foreign work holding GPUs. A worker thread does every network and command call, so the
+//! daemon's calls return at once; what it learns waits in a queue `poll` drains.
+//!
+//! A run is identified on the cluster by its comment (`gantry:JOB:TOKEN:RANK`): after a daemon
+//! restart the runs still queued or running are reported in each node's `Up`, and the daemon
+//! re-adopts them (or stops the ones it gave up on).
+
+use super::batch::{self, Submit};
+use super::inventory::{Inventory, Job};
+use super::rest::SlurmRest;
+use crate::backend::logs::{DirReader, LogQuery, LogRead, LogReader};
+use crate::backend::{Exit, ForeignWork, HostInfo, Launch, RunEvent, Runner};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// How often the queue is read.
+const REFRESH: Duration = Duration::from_secs(1);
+
+/// Pending reasons Slurm will not get over by waiting: the part is cancelled and the start
+/// failed with the reason.
+const HOPELESS: [&str; 9] = [
+    "BadConstraints",
+    "InvalidAccount",
+    "InvalidQOS",
+    "PartitionTimeLimit",
+    "PartitionNodeLimit",
+    "PartitionDown",
+    "PartitionInactive",
+    "DependencyNeverSatisfied",
+    "AccountNotAllowed",
+];
+
+enum Cmd {
+    Start(usize, Launch),
+    Stop {
+        host: usize,
+        job: i64,
+        token: String,
+        signal: String,
+        grace_s: f64,
+    },
+    Kill {
+        host: usize,
+        job: i64,
+        token: String,
+    },
+    Forget {
+        host: usize,
+        job: i64,
+        token: String,
+    },
+}
+
+pub struct SlurmPool {
+    nodes: Vec<String>,
+    tx: Sender<Cmd>,
+    events: Arc<Mutex<Vec<RunEvent>>>,
+    logs: Arc<SlurmLogs>,
+}
+
+impl SlurmPool {
+    /// The pool's runner; it connects in the background (an unreachable slurmrestd is said
+    /// in `Down` events, and retried).
+    pub fn open(
+        p: &crate::config::fleet::PoolConfig,
+        nodes: Vec<String>,
+        logs: &std::path::Path,
+    ) -> SlurmPool {
+        let (tx, rx) = channel();
+        let events = Arc::new(Mutex::new(Vec::new()));
+        let user = p
+            .slurm_user
+            .clone()
+            .or_else(|| std::env::var("USER").ok())
+            .or_else(|| std::env::var("LOGNAME").ok());
+        let worker = Worker {
+            url: p.slurmrestd.clone().unwrap_or_default(),
+            user,
+            token: std::env::var("SLURM_JWT").ok().filter(|t| !t.is_empty()),
+            submit: Submit {
+                partition: p.partition.clone(),
+                gpus_per_node: usize::from(p.gpus_per_node),
+                logs: logs.to_path_buf(),
+            },
+            nodes: nodes.clone(),
+            rest: None,
+            runs: HashMap::new(),
+            status: vec![None; nodes.len()],
+            sampled: vec![false; nodes.len()],
+            foreign: vec![None; nodes.len()],
+            out: events.clone(),
+        };
+        std::thread::Builder::new()
+            .name(format!("slurm-{}", p.name))
+            .spawn(move || worker.run(rx))
+            .expect("spawn the Slurm worker thread");
+        SlurmPool {
+            logs: Arc::new(SlurmLogs {
+                root: logs.to_path_buf(),
+                nodes: nodes.clone(),
+            }),
+            nodes,
+            tx,
+            events,
+        }
+    }
+}
+
+impl Runner for SlurmPool {
+    fn kind(&self) -> &'static str {
+        "slurm"
+    }
+    fn address(&self, host: usize) -> String {
+        self.nodes.get(host).cloned().unwrap_or_default()
+    }
+    fn start(&mut self, host: usize, launch: Launch) {
+        let _ = self.tx.send(Cmd::Start(host, launch));
+    }
+    fn stop(&mut self, host: usize, job: i64, token: &str, signal: &str, grace_s: f64) {
+        let _ = self.tx.send(Cmd::Stop {
+            host,
+            job,
+            token: token.to_string(),
+            signal: signal.to_string(),
+            grace_s,
+        });
+    }
+    fn kill(&mut self, host: usize, job: i64, token: &str) {
+        let _ = self.tx.send(Cmd::Kill {
+            host,
+            job,
+            token: token.to_string(),
+        });
+    }
+    fn forget(&mut self, host: usize, job: i64, token: &str) {
+        let _ = self.tx.send(Cmd::Forget {
+            host,
+            job,
+            token: token.to_string(),
+        });
+    }
+    fn poll(&mut self, _now: f64) -> Vec<RunEvent> {
+        std::mem::take(&mut *self.events.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+    fn logs(&self) -> Arc<dyn LogReader> {
+        self.logs.clone()
+    }
+    fn logs_of(&self, job: i64) -> Vec<usize> {
+        (0..self.nodes.len())
+            .filter(|&h| {
+                let dir = batch::node_log_dir(&self.logs.root, &self.nodes[h]);
+                crate::backend::logs::log_path(&dir, job, crate::backend::logs::Stream::Out)
+                    .exists()
+            })
+            .collect()
+    }
+}
+
+/// The runs' output files, where the daemon can read them (a filesystem the nodes share with
+/// the daemon's host, as Slurm sites have).
+struct SlurmLogs {
+    root: PathBuf,
+    nodes: Vec<String>,
+}
+
+impl LogReader for SlurmLogs {
+    fn read(&self, host: usize, job: i64, q: &LogQuery, w: Duration) -> Result<LogRead, String> {
+        let node = self.nodes.get(host).ok_or("no such node")?;
+        DirReader(batch::node_log_dir(&self.root, node)).read(host, job, q, w)
+    }
+}
+
+/// One node's part, as the worker follows it.
+struct Run {
+    /// Slurm's job id, once submitted.
+    slurm: Option<u64>,
+    started: bool,
+    /// Reported ended (or failed to start): nothing more is said about it.
+    ended: bool,
+    /// When the grace of a stop runs out: the job is cancelled then.
+    cancel_at: Option<Instant>,
+}
+
+type RunKey = (usize, i64, String);
+
+struct Worker {
+    url: String,
+    user: Option<String>,
+    token: Option<String>,
+    submit: Submit,
+    nodes: Vec<String>,
+    rest: Option<SlurmRest>,
+    runs: HashMap<RunKey, Run>,
+    /// Per node, what was last said: reachable (`Ok`) or why not.
+    status: Vec<Option<Result<(), String>>>,
+    /// Per node, whether the first sample was sent.
+    sampled: Vec<bool>,
+    /// Per node, the foreign work last said.
+    foreign: Vec<Option<Vec<ForeignWork>>>,
+    out: Arc<Mutex<Vec<RunEvent>>>,
+}
+
+impl Worker {
+    fn run(mut self, rx: Receiver<Cmd>) {
+        let mut next = Instant::now();
+        loop {
+            match rx.recv_timeout(next.saturating_duration_since(Instant::now())) {
+                Ok(cmd) => self.command(cmd),
+                Err(RecvTimeoutError::Timeout) => {
+                    self.refresh();
+                    next = Instant::now() + REFRESH;
+                }
+                // The daemon let the pool go (a reload or its end).
+                Err(RecvTimeoutError::Disconnected) => return,
+            }
+        }
+    }
+
+    fn emit(&self, e: RunEvent) {
+        self.out.lock().unwrap_or_else(|e| e.into_inner()).push(e);
+    }
+
+    fn command(&mut self, cmd: Cmd) {
+        let mut out = Vec::new();
+        match cmd {
+            Cmd::Start(host, l) => {
+                let key = (host, l.job, l.token.clone());
+                let node = self.nodes[host].clone();
+                match batch::sbatch(&self.submit, &node, &l) {
+                    Ok(id) => {
+                        self.runs.insert(
+                            key,
+                            Run {
+                                slurm: Some(id),
+                                started: false,
+                                ended: false,
+                                cancel_at: None,
+                            },
+                        );
+                    }
+                    Err(why) => self.emit(RunEvent::StartFailed {
+                        host,
+                        job: l.job,
+                        token: l.token,
+                        why: format!("Slurm refused it: {why}"),
+                    }),
+                }
+            }
+            Cmd::Stop {
+                host,
+                job,
+                token,
+                signal,
+                grace_s,
+            } => {
+                if let Some(r) = self.runs.get_mut(&(host, job, token)) {
+                    if let Some(id) = r.slurm {
+                        if r.started {
+                            out.push((host, id, batch::scancel(id, Some(&signal))));
+                            r.cancel_at =
+                                Some(Instant::now() + Duration::from_secs_f64(grace_s.max(0.0)));
+                        } else {
+                            out.push((host, id, batch::scancel(id, None)));
+                        }
+                    }
+                }
+            }
+            Cmd::Kill { host, job, token } => {
+                if let Some(id) = self.runs.get(&(host, job, token)).and_then(|r| r.slurm) {
+                    out.push((host, id, batch::scancel(id, None)));
+                }
+            }
+            Cmd::Forget { host, job, token } => {
+                self.runs.remove(&(host, job, token));
+            }
+        }
+        self.said(out);
+    }
+
+    /// A cancel Slurm refused goes to the event log (the job's own end, or its staying, is
+    /// what the daemon's state follows).
+    fn said(&self, done: Vec<(usize, u64, Result<(), String>)>) {
+        for (host, id, r) in done {
+            if let Err(why) = r {
+                self.emit(RunEvent::Failed {
+                    host,
+                    why: format!("cancelling Slurm job {id}: {why}"),
+                });
+            }
+        }
+    }
+
+    /// Reads the cluster; says what changed.
+    fn refresh(&mut self) {
+        let inv = match self.read() {
+            Ok(inv) => inv,
+            Err(why) => {
+                for host in 0..self.nodes.len() {
+                    self.say_status(host, Err(why.clone()), None);
+                }
+                return;
+            }
+        };
+        let by_id: HashMap<u64, &Job> = inv.jobs.iter().map(|j| (j.id, j)).collect();
+        for host in 0..self.nodes.len() {
+            let name = self.nodes[host].clone();
+            let status = match inv.nodes.iter().find(|n| n.name == name) {
+                None => Err(format!("Slurm has no node {name}")),
+                Some(n) if n.state.contains("down") || n.state.contains("not_responding") => {
+                    Err(format!(
+                        "Slurm says node {name} is {}{}",
+                        n.state,
+                        if n.reason.is_empty() {
+                            String::new()
+                        } else {
+                            format!(" ({})", n.reason)
+                        }
+                    ))
+                }
+                Some(_) => Ok(()),
+            };
+            self.say_status(host, status, Some(&inv));
+        }
+        self.follow_runs(&by_id);
+        self.say_foreign(&inv);
+    }
+
+    fn read(&mut self) -> Result<Inventory, String> {
+        if self.rest.is_none() {
+            self.rest = Some(SlurmRest::connect(
+                &self.url,
+                self.user.clone(),
+                self.token.clone(),
+            )?);
+        }
+        let rest = self.rest.as_mut().ok_or("not connected")?;
+        rest.inventory().inspect_err(|_| {
+            // Reconnect (and detect the version again) next time: it may have been upgraded.
+            self.rest = None;
+        })
+    }
+
+    /// `Up` (with the runs gantry has there) when a node becomes reachable, `Down` when it
+    /// stops being so or the reason changes.
+    fn say_status(&mut self, host: usize, now: Result<(), String>, inv: Option<&Inventory>) {
+        if self.status[host].as_ref() == Some(&now) {
+            return;
+        }
+        self.status[host] = Some(now.clone());
+        match (now, inv) {
+            (Ok(()), Some(inv)) => {
+                let name = &self.nodes[host];
+                let mut runs = Vec::new();
+                for j in inv.jobs.iter().filter(|j| !j.ended()) {
+                    let Some((job, token, _)) = batch::parse_comment(&j.comment) else {
+                        continue;
+                    };
+                    let here = j.nodes == *name
+                        || j.alloc.iter().any(|(n, _)| n == name)
+                        || (j.nodes.is_empty()
+                            && self.runs.contains_key(&(host, job, token.clone())));
+                    if !here {
+                        continue;
+                    }
+                    // Followed from now on (a run from before a restart is re-adopted).
+                    self.runs.entry((host, job, token.clone())).or_insert(Run {
+                        slurm: Some(j.id),
+                        started: false,
+                        ended: false,
+                        cancel_at: None,
+                    });
+                    runs.push((job, token));
+                }
+                let release = inv.slurm.clone().unwrap_or_else(|| "?".into());
+                self.emit(RunEvent::Up {
+                    host,
+                    info: HostInfo {
+                        hostname: name.clone(),
+                        arch: format!("Slurm {release} via slurmrestd {}", inv.api),
+                        version: env!("CARGO_PKG_VERSION").into(),
+                        gpus: Vec::new(),
+                        nvml: Some("Slurm reports no GPU telemetry".into()),
+                        driver: None,
+                        runs,
+                    },
+                });
+                if !self.sampled[host] {
+                    self.sampled[host] = true;
+                    self.emit(RunEvent::Sample {
+                        host,
+                        found: crate::backend::Discovery::Unavailable {
+                            reason: "Slurm reports no GPU telemetry (GPUs as its GRES and the fleet file declare)".into(),
+                        },
+                        groups: Vec::new(),
+                    });
+                }
+                // Said again after the node comes back.
+                self.foreign[host] = None;
+            }
+            (Err(why), _) => self.emit(RunEvent::Down { host, why }),
+            (Ok(()), None) => {}
+        }
+    }
+
+    /// Each followed run's state as Slurm has it now.
+    fn follow_runs(&mut self, by_id: &HashMap<u64, &Job>) {
+        let mut events = Vec::new();
+        let mut cancel: Vec<(usize, u64)> = Vec::new();
+        for ((host, job, token), r) in self.runs.iter_mut().filter(|(_, r)| !r.ended) {
+            let Some(id) = r.slurm else { continue };
+            let (host, job, token) = (*host, *job, token.clone());
+            if r.cancel_at.is_some_and(|t| Instant::now() >= t) {
+                r.cancel_at = None;
+                cancel.push((host, id));
+            }
+            match by_id.get(&id) {
+                Some(j) if j.running() => {
+                    if !r.started {
+                        r.started = true;
+                        events.push(RunEvent::Started {
+                            host,
+                            job,
+                            token,
+                            pgid: None,
+                        });
+                    }
+                }
+                Some(j) if j.pending() => {
+                    if HOPELESS.contains(&j.reason_code.as_str()) {
+                        r.ended = true;
+                        cancel.push((host, id));
+                        events.push(RunEvent::StartFailed {
+                            host,
+                            job,
+                            token,
+                            why: format!("Slurm job {id} cannot start: {}", j.reason),
+                        });
+                    }
+                }
+                Some(j) => {
+                    r.ended = true;
+                    let exit = exit_of(j);
+                    if r.started || j.start_time > 0 {
+                        if !r.started {
+                            events.push(RunEvent::Started {
+                                host,
+                                job,
+                                token: token.clone(),
+                                pgid: None,
+                            });
+                        }
+                        events.push(RunEvent::Exited {
+                            host,
+                            job,
+                            token,
+                            exit,
+                            at: None,
+                        });
+                    } else {
+                        events.push(RunEvent::StartFailed {
+                            host,
+                            job,
+                            token,
+                            why: format!(
+                                "Slurm job {id} ended before it ran ({}{})",
+                                j.state,
+                                if j.reason.is_empty() {
+                                    String::new()
+                                } else {
+                                    format!(": {}", j.reason)
+                                }
+                            ),
+                        });
+                    }
+                }
+                None => {
+                    // Gone from Slurm's memory (MinJobAge) without being seen to end.
+                    r.ended = true;
+                    events.push(RunEvent::Exited {
+                        host,
+                        job,
+                        token,
+                        exit: Exit::Unknown,
+                        at: None,
+                    });
+                }
+            }
+        }
+        let done = cancel
+            .into_iter()
+            .map(|(host, id)| (host, id, batch::scancel(id, None)))
+            .collect();
+        self.said(done);
+        for e in events {
+            self.emit(e);
+        }
+    }
+
+    /// The cluster's own running jobs on each node, with the GPUs they hold there.
+    fn say_foreign(&mut self, inv: &Inventory) {
+        for host in 0..self.nodes.len() {
+            if self.status[host] != Some(Ok(())) {
+                continue;
+            }
+            let name = &self.nodes[host];
+            let mut work: Vec<ForeignWork> = inv
+                .jobs
+                .iter()
+                .filter(|j| j.running() && batch::parse_comment(&j.comment).is_none())
+                .filter_map(|j| {
+                    let gpus = j.gpus_on(name);
+                    (gpus > 0).then(|| ForeignWork {
+                        what: format!(
+                            "Slurm job {} \"{}\" of {}{}",
+                            j.id,
+                            j.name,
+                            j.user,
+                            if j.account.is_empty() {
+                                String::new()
+                            } else {
+                                format!(", account {}", j.account)
+                            }
+                        ),
+                        gpus,
+                    })
+                })
+                .collect();
+            work.sort_by(|a, b| a.what.cmp(&b.what));
+            if self.foreign[host].as_ref() != Some(&work) {
+                self.foreign[host] = Some(work.clone());
+                self.emit(RunEvent::Foreign { host, work });
+            }
+        }
+    }
+}
+
+/// How a Slurm job ended, from its state and wait status.
+fn exit_of(j: &Job) -> Exit {
+    let (code, signal) = ((j.exit_code >> 8) & 0xff, j.exit_code & 0x7f);
+    if j.state.contains("completed") && code == 0 {
+        return Exit::Code(0);
+    }
+    if ["node_fail", "boot_fail", "preempted", "deadline"]
+        .iter()
+        .any(|s| j.state.contains(s))
+    {
+        // The node or Slurm ended it, not the job: requeued from its checkpoint.
+        return Exit::Unknown;
+    }
+    // The script's status: death by signal N is 128 + N.
+    if (129..160).contains(&code) {
+        return Exit::Signal((code - 128) as i32);
+    }
+    if signal > 0 {
+        return Exit::Signal(signal as i32);
+    }
+    if code > 0 {
+        return Exit::Code(code as i32);
+    }
+    if j.state.contains("timeout") || j.state.contains("cancelled") {
+        return Exit::Signal(libc::SIGTERM);
+    }
+    Exit::Code(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slurm_states_and_wait_statuses_are_exits() {
+        let j = |state: &str, exit_code: i64| Job {
+            state: state.into(),
+            exit_code,
+            ..Job::default()
+        };
+        assert_eq!(exit_of(&j("completed", 0)), Exit::Code(0));
+        assert_eq!(exit_of(&j("failed", 3 << 8)), Exit::Code(3));
+        assert_eq!(exit_of(&j("failed", 143 << 8)), Exit::Signal(15));
+        assert_eq!(exit_of(&j("cancelled", 9)), Exit::Signal(9));
+        assert_eq!(exit_of(&j("cancelled", 0)), Exit::Signal(libc::SIGTERM));
+        assert_eq!(exit_of(&j("node_fail", 0)), Exit::Unknown);
+        assert_eq!(exit_of(&j("failed", 0)), Exit::Code(1));
+    }
+}

@@ -8,7 +8,7 @@
 mod common;
 
 use common::{
-    cli, daemon_cmd, events, free_port, job, log_text, state, submit, temp_dir, wait_for, Daemon,
+    cli, events, free_port, job, log_text, start_with, state, submit, temp_dir, wait_for, Daemon,
 };
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -396,29 +396,14 @@ fn daemon_over(c: &Cluster, test: &str, pools: &[(&str, &str, u8, &[&str])]) -> 
     }
     let fleet = dir.join("fleet.toml");
     std::fs::write(&fleet, text).unwrap();
-    let socket = dir.join("d.sock");
-    let port = free_port();
     let token = c.token("nobody");
-    let child = daemon_cmd(&dir, &socket, port, &["--config", fleet.to_str().unwrap()])
-        .env("SLURM_JWT", token)
-        .env("SLURM_CONF", &c.conf)
-        .stderr(std::fs::File::create(dir.join("daemon.err")).unwrap())
-        .spawn()
-        .unwrap();
-    let t0 = Instant::now();
-    while std::os::unix::net::UnixStream::connect(&socket).is_err() {
-        assert!(
-            t0.elapsed() < Duration::from_secs(30),
-            "daemon did not start"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    Daemon {
-        child,
-        dir,
-        socket,
-        port,
-    }
+    let err = std::fs::File::create(dir.join("daemon.err")).unwrap();
+    let conf = c.conf.clone();
+    start_with(dir, &["--config", fleet.to_str().unwrap()], |cmd| {
+        cmd.env("SLURM_JWT", token)
+            .env("SLURM_CONF", conf)
+            .stderr(err);
+    })
 }
 
 /// Slurm's running gantry jobs: (name, node).

@@ -41,39 +41,12 @@ pub fn validate(p: &PoolConfig, name: &str) -> Result<(), String> {
             ));
         }
     }
-    if let Some(dup) = p
-        .hosts
-        .iter()
-        .enumerate()
-        .find_map(|(i, h)| p.hosts[..i].contains(h).then_some(h))
-    {
-        return Err(format!("{name}: node `{dup}` is listed twice"));
-    }
-    if p.nodes as usize != p.hosts.len() {
-        return Err(format!(
-            "{name}: nodes = {} but {} Slurm node(s) are listed: one gantry node per Slurm node (leave `nodes` out)",
-            p.nodes,
-            p.hosts.len()
-        ));
-    }
-    if p.max_nodes.is_some_and(|m| m != p.nodes) || p.min_nodes > 0 {
-        return Err(format!(
-            "{name}: a Slurm pool is its nodes: no min_nodes or max_nodes"
-        ));
-    }
     if p.is_auto() {
         return Err(format!(
             "{name}: gpu = \"auto\" is not read from Slurm yet: declare `gpu` and `gpus_per_node` (`gantry slurm --fleet` prints them from the nodes' GRES)"
         ));
     }
-    if let Some(d) = &p.lost_after {
-        if crate::spec::parse_duration(d).is_none_or(|s| !(1.0..=86_400.0).contains(&s)) {
-            return Err(format!(
-                "{name}: lost_after `{d}` must be a duration from 1s to 1d, e.g. 2m"
-            ));
-        }
-    }
-    Ok(())
+    super::ssh::listed_nodes(p, name, "node", "a Slurm pool is its nodes")
 }
 
 #[cfg(test)]

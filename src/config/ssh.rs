@@ -30,25 +30,35 @@ pub fn validate(p: &PoolConfig, name: &str) -> Result<(), String> {
         crate::backend::ssh::Destination::parse(h)
             .map_err(|e| format!("{name}: hosts: {e} (expected [user@]host[:port])"))?;
     }
+    listed_nodes(
+        p,
+        name,
+        "host",
+        "an SSH pool is its hosts (add hosts to grow it)",
+    )
+}
+
+/// What a pool of listed machines (SSH hosts, Slurm nodes) must be: each listed once, one
+/// node each, no elastic bounds, a sane `lost_after`. `what` names an entry ("host"), `is`
+/// says what the pool is when it has min/max bounds.
+pub(super) fn listed_nodes(p: &PoolConfig, name: &str, what: &str, is: &str) -> Result<(), String> {
     if let Some(dup) = p
         .hosts
         .iter()
         .enumerate()
         .find_map(|(i, h)| p.hosts[..i].contains(h).then_some(h))
     {
-        return Err(format!("{name}: host `{dup}` is listed twice"));
+        return Err(format!("{name}: {what} `{dup}` is listed twice"));
     }
     if p.nodes as usize != p.hosts.len() {
         return Err(format!(
-            "{name}: nodes = {} but {} host(s) are listed: an SSH pool has one node per host (leave `nodes` out)",
+            "{name}: nodes = {} but {} {what}(s) are listed: one node per {what} (leave `nodes` out)",
             p.nodes,
             p.hosts.len()
         ));
     }
     if p.max_nodes.is_some_and(|m| m != p.nodes) || p.min_nodes > 0 {
-        return Err(format!(
-            "{name}: an SSH pool is its hosts: no min_nodes or max_nodes (add hosts to grow it)"
-        ));
+        return Err(format!("{name}: {is}: no min_nodes or max_nodes"));
     }
     if let Some(d) = &p.lost_after {
         if crate::spec::parse_duration(d).is_none_or(|s| !(1.0..=86_400.0).contains(&s)) {

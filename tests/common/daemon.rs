@@ -63,9 +63,16 @@ pub fn start(name: &str, extra: &[&str]) -> Daemon {
 
 /// Starts a daemon whose files live in `dir` and waits until its Unix socket answers.
 pub fn start_in(dir: PathBuf, extra: &[&str]) -> Daemon {
+    start_with(dir, extra, |_| {})
+}
+
+/// `start_in`, with `adjust` changing the command first (its environment, its stderr).
+pub fn start_with(dir: PathBuf, extra: &[&str], adjust: impl FnOnce(&mut Command)) -> Daemon {
     let socket = dir.join("d.sock");
     let port = free_port();
-    let child = daemon_cmd(&dir, &socket, port, extra).spawn().unwrap();
+    let mut cmd = daemon_cmd(&dir, &socket, port, extra);
+    adjust(&mut cmd);
+    let child = cmd.spawn().unwrap();
     let t0 = Instant::now();
     while UnixStream::connect(&socket).is_err() {
         assert!(

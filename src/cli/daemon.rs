@@ -116,24 +116,17 @@ pub fn run(a: DaemonArgs) -> Result<(), String> {
     if cfg.pools.iter().any(|p| p.is_local()) {
         backends.push("this host: local processes, GPUs through NVML".to_string());
     }
-    let ssh: usize = cfg
-        .pools
-        .iter()
-        .filter(|p| p.is_ssh())
-        .map(|p| p.hosts.len())
-        .sum();
-    if ssh > 0 {
-        backends.push(format!("{ssh} SSH host(s)"));
-    }
-    let slurm: usize = cfg
-        .pools
-        .iter()
-        .filter(|p| p.is_slurm())
-        .map(|p| p.hosts.len())
-        .sum();
-    if slurm > 0 {
-        backends.push(format!("{slurm} Slurm node(s)"));
-    }
+    let listed = |of: fn(&gantry::config::fleet::PoolConfig) -> bool, what: &str| {
+        let n: usize = cfg
+            .pools
+            .iter()
+            .filter(|p| of(p))
+            .map(|p| p.hosts.len())
+            .sum();
+        (n > 0).then(|| format!("{n} {what}"))
+    };
+    backends.extend(listed(|p| p.is_ssh(), "SSH host(s)"));
+    backends.extend(listed(|p| p.is_slurm(), "Slurm node(s)"));
     let backend = if backends.is_empty() {
         "no pools".to_string()
     } else {

@@ -177,13 +177,25 @@ impl LogReader for SlurmLogs {
 
 /// One node's part, as the worker follows it.
 struct Run {
-    /// Slurm's job id, once submitted.
-    slurm: Option<u64>,
+    /// Slurm's job id.
+    slurm: u64,
     started: bool,
     /// Reported ended (or failed to start): nothing more is said about it.
     ended: bool,
     /// When the grace of a stop runs out: the job is cancelled then.
     cancel_at: Option<Instant>,
+}
+
+impl Run {
+    /// Slurm job `slurm`, not seen running yet.
+    fn new(slurm: u64) -> Run {
+        Run {
+            slurm,
+            started: false,
+            ended: false,
+            cancel_at: None,
+        }
+    }
 }
 
 type RunKey = (usize, i64, String);
@@ -233,15 +245,7 @@ impl Worker {
                 let node = self.nodes[host].clone();
                 match batch::sbatch(&self.submit, &node, &l) {
                     Ok(id) => {
-                        self.runs.insert(
-                            key,
-                            Run {
-                                slurm: Some(id),
-                                started: false,
-                                ended: false,
-                                cancel_at: None,
-                            },
-                        );
+                        self.runs.insert(key, Run::new(id));
                     }
                     Err(why) => self.emit(RunEvent::StartFailed {
                         host,
@@ -259,19 +263,18 @@ impl Worker {
                 grace_s,
             } => {
                 if let Some(r) = self.runs.get_mut(&(host, job, token)) {
-                    if let Some(id) = r.slurm {
-                        if r.started {
-                            out.push((host, id, batch::scancel(id, Some(&signal))));
-                            r.cancel_at =
-                                Some(Instant::now() + Duration::from_secs_f64(grace_s.max(0.0)));
-                        } else {
-                            out.push((host, id, batch::scancel(id, None)));
-                        }
+                    let id = r.slurm;
+                    if r.started {
+                        out.push((host, id, batch::scancel(id, Some(&signal))));
+                        r.cancel_at =
+                            Some(Instant::now() + Duration::from_secs_f64(grace_s.max(0.0)));
+                    } else {
+                        out.push((host, id, batch::scancel(id, None)));
                     }
                 }
             }
             Cmd::Kill { host, job, token } => {
-                if let Some(id) = self.runs.get(&(host, job, token)).and_then(|r| r.slurm) {
+                if let Some(id) = self.runs.get(&(host, job, token)).map(|r| r.slurm) {
                     out.push((host, id, batch::scancel(id, None)));
                 }
             }
@@ -307,9 +310,11 @@ impl Worker {
             }
         };
         let by_id: HashMap<u64, &Job> = inv.jobs.iter().map(|j| (j.id, j)).collect();
+        let by_name: HashMap<&str, &super::inventory::Node> =
+            inv.nodes.iter().map(|n| (n.name.as_str(), n)).collect();
         for host in 0..self.nodes.len() {
             let name = self.nodes[host].clone();
-            let status = match inv.nodes.iter().find(|n| n.name == name) {
+            let status = match by_name.get(name.as_str()) {
                 None => Err(format!("Slurm has no node {name}")),
                 Some(n) if n.state.contains("down") || n.state.contains("not_responding") => {
                     Err(format!(
@@ -368,12 +373,9 @@ impl Worker {
                         continue;
                     }
                     // Followed from now on (a run from before a restart is re-adopted).
-                    self.runs.entry((host, job, token.clone())).or_insert(Run {
-                        slurm: Some(j.id),
-                        started: false,
-                        ended: false,
-                        cancel_at: None,
-                    });
+                    self.runs
+                        .entry((host, job, token.clone()))
+                        .or_insert(Run::new(j.id));
                     runs.push((job, token));
                 }
                 let release = inv.slurm.clone().unwrap_or_else(|| "?".into());
@@ -412,8 +414,7 @@ impl Worker {
         let mut events = Vec::new();
         let mut cancel: Vec<(usize, u64)> = Vec::new();
         for ((host, job, token), r) in self.runs.iter_mut().filter(|(_, r)| !r.ended) {
-            let Some(id) = r.slurm else { continue };
-            let (host, job, token) = (*host, *job, token.clone());
+            let (id, host, job, token) = (r.slurm, *host, *job, token.clone());
             if r.cancel_at.is_some_and(|t| Instant::now() >= t) {
                 r.cancel_at = None;
                 cancel.push((host, id));
@@ -501,35 +502,43 @@ impl Worker {
         }
     }
 
-    /// The cluster's own running jobs on each node, with the GPUs they hold there.
+    /// The cluster's own running jobs on each node, with the GPUs they hold there. One pass
+    /// over the queue (a large cluster's runs to tens of thousands of jobs, read each second).
     fn say_foreign(&mut self, inv: &Inventory) {
+        let mut on: HashMap<&str, Vec<ForeignWork>> = HashMap::new();
+        let theirs = inv
+            .jobs
+            .iter()
+            .filter(|j| j.running() && batch::parse_comment(&j.comment).is_none());
+        for j in theirs {
+            let mut nodes: Vec<&str> = j.alloc.iter().map(|(n, _)| n.as_str()).collect();
+            nodes.dedup();
+            for node in nodes {
+                let gpus = j.gpus_on(node);
+                if gpus == 0 {
+                    continue;
+                }
+                on.entry(node).or_default().push(ForeignWork {
+                    what: format!(
+                        "Slurm job {} \"{}\" of {}{}",
+                        j.id,
+                        j.name,
+                        j.user,
+                        if j.account.is_empty() {
+                            String::new()
+                        } else {
+                            format!(", account {}", j.account)
+                        }
+                    ),
+                    gpus,
+                });
+            }
+        }
         for host in 0..self.nodes.len() {
             if self.status[host] != Some(Ok(())) {
                 continue;
             }
-            let name = &self.nodes[host];
-            let mut work: Vec<ForeignWork> = inv
-                .jobs
-                .iter()
-                .filter(|j| j.running() && batch::parse_comment(&j.comment).is_none())
-                .filter_map(|j| {
-                    let gpus = j.gpus_on(name);
-                    (gpus > 0).then(|| ForeignWork {
-                        what: format!(
-                            "Slurm job {} \"{}\" of {}{}",
-                            j.id,
-                            j.name,
-                            j.user,
-                            if j.account.is_empty() {
-                                String::new()
-                            } else {
-                                format!(", account {}", j.account)
-                            }
-                        ),
-                        gpus,
-                    })
-                })
-                .collect();
+            let mut work = on.remove(self.nodes[host].as_str()).unwrap_or_default();
             work.sort_by(|a, b| a.what.cmp(&b.what));
             if self.foreign[host].as_ref() != Some(&work) {
                 self.foreign[host] = Some(work.clone());

@@ -303,7 +303,14 @@ fn gantry_slurm_shows_gpus_who_holds_them_and_why_jobs_wait() {
             .trim()
             == "RUNNING"
     });
-    let waiting = c.sbatch(&["-J", "waiting", "--gres=gpu:a100:2", "--wrap", "sleep 1"]);
+    let waiting = c.sbatch(&[
+        "-J",
+        "waiting",
+        "--nodelist=gpu-a",
+        "--gres=gpu:a100:2",
+        "--wrap",
+        "sleep 1",
+    ]);
     c.wait_for("the second job to be held back for resources", 30, |c| {
         c.slurm("squeue", &["-h", "-j", &waiting.to_string(), "-o", "%r"])
             .trim()
@@ -346,6 +353,8 @@ fn gantry_slurm_shows_gpus_who_holds_them_and_why_jobs_wait() {
     let w = job(waiting);
     assert_eq!(w["state"], "pending");
     assert_eq!(w["reason_code"], "Resources");
+    // Where it is pinned, while it waits (how gantry finds its own waiting runs again).
+    assert_eq!(w["required_nodes"], "gpu-a", "{w}");
     assert!(
         w["reason"]
             .as_str()

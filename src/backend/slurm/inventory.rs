@@ -68,6 +68,8 @@ pub struct Job {
     /// The reason in gantry's words.
     pub reason: String,
     pub nodes: String,
+    /// The nodes it was pinned to (`--nodelist`), even while it waits.
+    pub required_nodes: String,
     /// GPUs it asked for per node, and on which indices it holds them (running jobs).
     pub gpus_per_node: u32,
     pub gpus_held: Vec<Gpus>,
@@ -273,6 +275,7 @@ pub fn job(v: &Value) -> Job {
         reason: reason_text(&code),
         reason_code: if code == "None" { String::new() } else { code },
         nodes: text(v, "nodes"),
+        required_nodes: text(v, "required_nodes"),
         gpus_per_node: gpus_per_node(&text(v, "tres_per_node")),
         gpus_held: held,
     }

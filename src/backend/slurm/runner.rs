@@ -365,10 +365,11 @@ impl Worker {
                     let Some((job, token, _)) = batch::parse_comment(&j.comment) else {
                         continue;
                     };
-                    let here = j.nodes == *name
-                        || j.alloc.iter().any(|(n, _)| n == name)
-                        || (j.nodes.is_empty()
-                            && self.runs.contains_key(&(host, job, token.clone())));
+                    // Pinned to one node, whether it runs or still waits (a waiting job has
+                    // no nodes yet).
+                    let here = j.required_nodes == *name
+                        || j.nodes == *name
+                        || j.alloc.iter().any(|(n, _)| n == name);
                     if !here {
                         continue;
                     }
@@ -580,6 +581,61 @@ fn exit_of(j: &Job) -> Exit {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The worker of a pool of `nodes`, never connected.
+    fn worker(nodes: &[&str]) -> Worker {
+        let n = nodes.len();
+        Worker {
+            url: "http://127.0.0.1:1".into(),
+            user: None,
+            token: None,
+            submit: Submit {
+                partition: None,
+                gpus_per_node: 8,
+                logs: std::env::temp_dir(),
+            },
+            nodes: nodes.iter().map(|s| s.to_string()).collect(),
+            rest: None,
+            runs: HashMap::new(),
+            status: vec![None; n],
+            sampled: vec![false; n],
+            foreign: vec![None; n],
+            out: Arc::new(Mutex::new(Vec::new())),
+        }
+    }
+
+    /// After a daemon restart, a gantry job Slurm still holds pending (no nodes yet) is
+    /// reported on the node it was pinned to, so the daemon re-adopts it instead of requeuing
+    /// it while Slurm later runs it unfollowed (before: only running ones were found).
+    #[test]
+    fn a_waiting_gantry_job_is_reported_on_its_pinned_node() {
+        let mut w = worker(&["gpu-a", "gpu-b"]);
+        let inv = Inventory {
+            jobs: vec![Job {
+                id: 41,
+                state: "pending".into(),
+                reason_code: "Resources".into(),
+                required_nodes: "gpu-b".into(),
+                comment: batch::comment(7, "tok", 0),
+                ..Job::default()
+            }],
+            ..Inventory::default()
+        };
+        w.say_status(0, Ok(()), Some(&inv));
+        w.say_status(1, Ok(()), Some(&inv));
+        let runs: Vec<(usize, Vec<(i64, String)>)> = w
+            .out
+            .lock()
+            .unwrap()
+            .iter()
+            .filter_map(|e| match e {
+                RunEvent::Up { host, info } => Some((*host, info.runs.clone())),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(runs, [(0, vec![]), (1, vec![(7, "tok".to_string())])]);
+        assert_eq!(w.runs[&(1, 7, "tok".to_string())].slurm, 41);
+    }
 
     #[test]
     fn slurm_states_and_wait_statuses_are_exits() {

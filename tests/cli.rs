@@ -170,6 +170,46 @@ fn bench_sched_json_has_the_promised_fields() {
     assert_eq!(v["gpus"], 4800);
 }
 
+/// The Slurm bench runs end to end on a small cluster: every node read, gantry's runs
+/// followed, the cluster's own jobs' GPUs held out by the daemon.
+#[test]
+fn bench_slurm_reads_the_scaled_cluster_and_the_daemon_holds_its_gpus() {
+    let (code, out, err) = gantry(&[
+        "bench",
+        "slurm",
+        "--nodes",
+        "50",
+        "--jobs",
+        "500",
+        "--refreshes",
+        "2",
+        "-o",
+        "json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("valid JSON");
+    assert_eq!(
+        (v["nodes"].as_u64(), v["gpus"].as_u64()),
+        (Some(50), Some(400))
+    );
+    assert_eq!(v["api"], "v0.0.38");
+    // Three 2-GPU jobs on each node, gantry's on every tenth (in the daemon's part all are
+    // the cluster's own).
+    assert_eq!(
+        (v["running_jobs"].as_u64(), v["gantry_runs"].as_u64()),
+        (Some(150), Some(5))
+    );
+    assert_eq!(v["foreign_gpus_held"], 300);
+    for f in [
+        "read_p50_ms",
+        "cold_refresh_ms",
+        "refresh_p50_ms",
+        "first_view_s",
+    ] {
+        assert!(v[f].as_f64().is_some_and(|x| x > 0.0), "{f} in {v}");
+    }
+}
+
 #[test]
 fn philly_replay_reports_every_policy_and_what_it_skipped() {
     let args = [

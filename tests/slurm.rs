@@ -579,3 +579,101 @@ fn gantry_jobs_run_as_slurm_jobs_on_the_nodes_gantry_chose() {
     });
     assert_eq!(job(&d, gang)["state"], "cancelled");
 }
+
+/// `gantry bench slurm` scales what the real slurmrestd answered (v0.0.38, Slurm 22.05),
+/// recorded in `src/bench/slurm/v0.0.38/`: this checks the recording still has every field
+/// the server sends for the same cluster — two nodes of eight GPUs, a running job of the
+/// cluster's own, a pending one, a gantry-submitted one — and, with `GANTRY_RECORD_SLURM=1`,
+/// records it again.
+#[test]
+fn the_bench_recording_is_what_slurmrestd_answers() {
+    if !can_run() {
+        return;
+    }
+    let c = Cluster::start("record", &[("gpu-a", "a100", 8), ("gpu-b", "h100", 8)]);
+    c.sbatch(&[
+        "-J",
+        "pretrain",
+        "--nodelist=gpu-a",
+        "--gres=gpu:a100:6",
+        "--wrap",
+        "sleep 300",
+    ]);
+    c.sbatch(&[
+        "-J",
+        "gantry-7",
+        "--nodelist=gpu-b",
+        "--gres=gpu:h100:2",
+        "--comment=gantry:7:t0:0",
+        "--wrap",
+        "sleep 300",
+    ]);
+    c.wait_for("the jobs to run", 30, |c| {
+        c.slurm("squeue", &["-h", "-t", "RUNNING", "-o", "%i"])
+            .lines()
+            .count()
+            == 2
+    });
+    let pending = c.sbatch(&[
+        "-J",
+        "sweep",
+        "--nodelist=gpu-a",
+        "--gres=gpu:a100:4",
+        "--wrap",
+        "sleep 1",
+    ]);
+    c.wait_for("the sweep to wait for resources", 30, |c| {
+        c.slurm("squeue", &["-h", "-j", &pending.to_string(), "-o", "%r"])
+            .trim()
+            == "Resources"
+    });
+    let token = c.token("nobody");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/bench/slurm/v0.0.38");
+    let record = std::env::var_os("GANTRY_RECORD_SLURM").is_some();
+    let http = reqwest::blocking::Client::new();
+    for (what, list) in [
+        ("nodes", "nodes"),
+        ("partitions", "partitions"),
+        ("jobs", "jobs"),
+    ] {
+        let body = http
+            .get(format!("{}/slurm/v0.0.38/{what}", c.url))
+            .header("X-SLURM-USER-NAME", "nobody")
+            .header("X-SLURM-USER-TOKEN", &token)
+            .send()
+            .unwrap()
+            .text()
+            .unwrap();
+        let live: Value = serde_json::from_str(&body).unwrap();
+        assert!(
+            live["errors"].as_array().is_some_and(|e| e.is_empty()),
+            "{live}"
+        );
+        let file = dir.join(format!("{what}.json"));
+        if record {
+            // As served (slurmrestd 22.05 indents its JSON): the bench serves these bytes.
+            std::fs::write(&file, &body).unwrap();
+        }
+        let recorded: Value =
+            serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+        let keys = |v: &Value| -> Vec<Vec<String>> {
+            let mut k: Vec<Vec<String>> = v[list]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|x| {
+                    let mut k: Vec<String> = x.as_object().unwrap().keys().cloned().collect();
+                    k.sort();
+                    k
+                })
+                .collect();
+            k.sort();
+            k
+        };
+        assert_eq!(
+            keys(&live),
+            keys(&recorded),
+            "{what}: the recording differs from what slurmrestd answers now: record it again with GANTRY_RECORD_SLURM=1"
+        );
+    }
+}

@@ -6,6 +6,7 @@ pub mod journal;
 pub mod local;
 pub mod memory;
 pub mod sched;
+pub mod slurm;
 pub mod ssh;
 pub mod telemetry;
 pub mod tui;

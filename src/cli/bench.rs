@@ -97,6 +97,22 @@ pub enum BenchCmd {
         #[arg(short, long, value_enum, default_value_t = Output::Table)]
         output: Output,
     },
+    /// A Slurm cluster's refresh through slurmrestd: the real slurmrestd's recorded JSON
+    /// (v0.0.38) scaled to N nodes and M jobs and served on a Unix socket; read, a pool
+    /// worker's whole refresh (cold and steady), and the daemon to every node up.
+    Slurm {
+        #[arg(long, default_value_t = 1_000)]
+        nodes: usize,
+        #[arg(long, default_value_t = 8)]
+        gpus_per_node: u32,
+        #[arg(long, default_value_t = 20_000)]
+        jobs: usize,
+        /// Steady refreshes timed.
+        #[arg(long, default_value_t = 10)]
+        refreshes: usize,
+        #[arg(short, long, value_enum, default_value_t = Output::Table)]
+        output: Output,
+    },
     /// The daemon's time for one telemetry round of N SSH hosts (synthetic NVML samples in
     /// the agent's wire format, applied through the daemon's state, plus one daemon step).
     Telemetry {
@@ -204,6 +220,42 @@ pub fn run(cmd: BenchCmd) -> Result<(), String> {
                     r.jobs, r.readopt_s
                 );
                 println!("telemetry round: `gantry bench telemetry` measures it (daemon time per round of samples)");
+            }
+            return Ok(());
+        }
+        BenchCmd::Slurm {
+            nodes,
+            gpus_per_node,
+            jobs,
+            refreshes,
+            output,
+        } => {
+            let r = in_scratch("slurm", |dir| {
+                gantry::bench::slurm::run(&gantry::bench::slurm::SlurmBenchConfig {
+                    nodes: nodes.max(1),
+                    gpus_per_node: gpus_per_node.max(1),
+                    jobs,
+                    refreshes: refreshes.max(1),
+                    dir: dir.to_path_buf(),
+                })
+            })?;
+            if !json_asked(&r, output)? {
+                println!(
+                    "Slurm cluster (slurmrestd {} JSON recorded from Slurm 22.05, scaled): {} nodes, {} GPUs, {} jobs ({} running, {} of them gantry's), {:.1} MB per refresh",
+                    r.api, r.nodes, r.gpus, r.jobs, r.running_jobs, r.gantry_runs, r.bytes as f64 / 1e6
+                );
+                println!(
+                    "read (3 GETs + parse): p50 {:.0} ms, max {:.0} ms",
+                    r.read_p50_ms, r.read_max_ms
+                );
+                println!(
+                    "pool worker refresh: cold {:.0} ms ({} events), steady p50 {:.0} ms, max {:.0} ms",
+                    r.cold_refresh_ms, r.cold_events, r.refresh_p50_ms, r.refresh_max_ms
+                );
+                println!(
+                    "daemon start to every node up and {} foreign GPUs held: {:.2} s",
+                    r.foreign_gpus_held, r.first_view_s
+                );
             }
             return Ok(());
         }

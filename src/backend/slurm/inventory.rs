@@ -170,11 +170,80 @@ fn state(v: &Value) -> String {
     }
 }
 
-fn text(v: &Value, key: &str) -> String {
-    v.get(key)
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_string()
+fn text(v: &Value) -> String {
+    v.as_str().unwrap_or_default().to_string()
+}
+
+fn strings(v: &Value) -> impl Iterator<Item = &str> {
+    v.as_array().into_iter().flatten().filter_map(Value::as_str)
+}
+
+/// One answer of slurmrestd (`/nodes`, `/jobs` or `/partitions`), read as it streams in:
+/// only the fields gantry uses are kept — a large cluster's job list runs to tens of
+/// megabytes a second, and every other field is skipped unbuilt — each as loosely typed as
+/// the API versions differ.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(default)]
+pub struct Answer {
+    pub errors: Vec<Value>,
+    pub meta: Value,
+    pub nodes: Vec<RawNode>,
+    pub jobs: Vec<RawJob>,
+    pub partitions: Vec<RawPartition>,
+}
+
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(default)]
+pub struct RawNode {
+    name: Value,
+    state: Value,
+    state_flags: Value,
+    reason: Value,
+    gres: Value,
+    gres_used: Value,
+    cpus: Value,
+    real_memory: Value,
+    partitions: Value,
+}
+
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(default)]
+pub struct RawJob {
+    job_id: Value,
+    name: Value,
+    user_name: Value,
+    account: Value,
+    partition: Value,
+    job_state: Value,
+    state_reason: Value,
+    nodes: Value,
+    required_nodes: Value,
+    tres_per_node: Value,
+    gres_detail: Value,
+    job_resources: RawResources,
+    comment: Value,
+    exit_code: Value,
+    start_time: Value,
+}
+
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(default)]
+struct RawResources {
+    allocated_nodes: Vec<RawAllocated>,
+}
+
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(default)]
+struct RawAllocated {
+    nodename: Value,
+}
+
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(default)]
+pub struct RawPartition {
+    name: Value,
+    nodes: Value,
+    state: Value,
 }
 
 /// The per-node GPUs of a job's TRES (`gres:gpu:a100:2` in v0.0.38, `gres/gpu:a100=2` later).
@@ -194,98 +263,71 @@ fn gpus_per_node(tres: &str) -> u32 {
 }
 
 /// A node of `GET /slurm/VERSION/nodes`.
-pub fn node(v: &Value) -> Result<Node, String> {
-    let name = text(v, "name");
-    let mut st = state(v.get("state").unwrap_or(&Value::Null));
+pub fn node(v: &RawNode) -> Result<Node, String> {
+    let name = text(&v.name);
+    let mut st = state(&v.state);
     // v0.0.38 keeps DRAIN and the like in `state_flags`.
-    for f in v
-        .get("state_flags")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-    {
+    for f in strings(&v.state_flags) {
         let f = f.to_lowercase();
         if !st.split('+').any(|s| s == f) {
             st.push('+');
             st.push_str(&f);
         }
     }
-    let gpus = gres::parse(&text(v, "gres")).map_err(|e| format!("node {name}: {e}"))?;
-    let gpus_used = gres::parse(&text(v, "gres_used")).map_err(|e| format!("node {name}: {e}"))?;
+    let gpus = gres::parse(&text(&v.gres)).map_err(|e| format!("node {name}: {e}"))?;
+    let gpus_used = gres::parse(&text(&v.gres_used)).map_err(|e| format!("node {name}: {e}"))?;
     Ok(Node {
-        partitions: v
-            .get("partitions")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_str)
-            .map(str::to_string)
-            .collect(),
+        partitions: strings(&v.partitions).map(str::to_string).collect(),
         state: st,
-        reason: text(v, "reason"),
+        reason: text(&v.reason),
         gpus,
         gpus_used,
-        cpus: v.get("cpus").and_then(num).unwrap_or(0).max(0) as u32,
-        memory_mb: v.get("real_memory").and_then(num).unwrap_or(0).max(0) as u64,
+        cpus: num(&v.cpus).unwrap_or(0).max(0) as u32,
+        memory_mb: num(&v.real_memory).unwrap_or(0).max(0) as u64,
         name,
     })
 }
 
 /// A job of `GET /slurm/VERSION/jobs`.
-pub fn job(v: &Value) -> Job {
-    let code = text(v, "state_reason");
-    let held: Vec<Gpus> = v
-        .get("gres_detail")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-        .filter_map(|g| gres::parse(g).ok())
-        .flatten()
-        .collect();
+pub fn job(v: &RawJob) -> Job {
+    let code = text(&v.state_reason);
     // `gres_detail` has an entry per allocated node, in the order of `allocated_nodes`.
-    let on: Vec<String> = v
-        .pointer("/job_resources/allocated_nodes")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .map(|n| text(n, "nodename"))
-        .collect();
-    let details: Vec<Vec<Gpus>> = v
-        .get("gres_detail")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
+    let details: Vec<Vec<Gpus>> = strings(&v.gres_detail)
         .map(|g| gres::parse(g).unwrap_or_default())
         .collect();
-    let alloc = on.into_iter().zip(details).collect();
+    let held: Vec<Gpus> = details.iter().flatten().cloned().collect();
+    let alloc = v
+        .job_resources
+        .allocated_nodes
+        .iter()
+        .map(|n| text(&n.nodename))
+        .zip(details)
+        .collect();
     Job {
-        id: v.get("job_id").and_then(num).unwrap_or(0).max(0) as u64,
+        id: num(&v.job_id).unwrap_or(0).max(0) as u64,
         alloc,
-        comment: text(v, "comment"),
-        exit_code: v.get("exit_code").and_then(num).unwrap_or(0),
-        start_time: v.get("start_time").and_then(num).unwrap_or(0),
-        name: text(v, "name"),
-        user: text(v, "user_name"),
-        account: text(v, "account"),
-        partition: text(v, "partition"),
-        state: state(v.get("job_state").unwrap_or(&Value::Null)),
+        comment: text(&v.comment),
+        exit_code: num(&v.exit_code).unwrap_or(0),
+        start_time: num(&v.start_time).unwrap_or(0),
+        name: text(&v.name),
+        user: text(&v.user_name),
+        account: text(&v.account),
+        partition: text(&v.partition),
+        state: state(&v.job_state),
         reason: reason_text(&code),
         reason_code: if code == "None" { String::new() } else { code },
-        nodes: text(v, "nodes"),
-        required_nodes: text(v, "required_nodes"),
-        gpus_per_node: gpus_per_node(&text(v, "tres_per_node")),
+        nodes: text(&v.nodes),
+        required_nodes: text(&v.required_nodes),
+        gpus_per_node: gpus_per_node(&text(&v.tres_per_node)),
         gpus_held: held,
     }
 }
 
-pub fn partition(v: &Value) -> Partition {
+pub fn partition(v: &RawPartition) -> Partition {
     Partition {
-        name: text(v, "name"),
-        nodes: text(v, "nodes"),
-        state: state(v.get("state").unwrap_or(&Value::Null)),
+        name: text(&v.name),
+        nodes: text(&v.nodes),
+        state: state(&v.state),
     }
 }
 
@@ -293,9 +335,16 @@ pub fn partition(v: &Value) -> Partition {
 mod tests {
     use super::*;
 
+    fn node(v: Value) -> Result<Node, String> {
+        super::node(&serde_json::from_value(v).unwrap())
+    }
+    fn job(v: Value) -> Job {
+        super::job(&serde_json::from_value(v).unwrap())
+    }
+
     #[test]
     fn nodes_and_jobs_of_v0_0_38_and_later() {
-        let n = node(&serde_json::json!({
+        let n = node(serde_json::json!({
             "name": "gpu-a", "state": "mixed", "state_flags": ["DRAIN"], "reason": "fan",
             "gres": "gpu:a100:4", "gres_used": "gpu:a100:3(IDX:0-2)", "cpus": 64,
             "real_memory": 512000, "partitions": ["gpu"]
@@ -308,7 +357,7 @@ mod tests {
             (4, vec![0, 1, 2])
         );
         // v0.0.40: states are lists, numbers objects.
-        let n = node(&serde_json::json!({
+        let n = node(serde_json::json!({
             "name": "gpu-b", "state": ["IDLE"], "gres": "gpu:h100:8",
             "gres_used": "gpu:h100:0(IDX:N/A)", "cpus": 96, "real_memory": {"set": true, "number": 1000}
         }))
@@ -317,7 +366,7 @@ mod tests {
             (n.state.as_str(), n.memory_mb, n.usable()),
             ("idle", 1000, true)
         );
-        let j = job(&serde_json::json!({
+        let j = job(serde_json::json!({
             "job_id": 7, "name": "train", "job_state": "PENDING", "state_reason": "Resources",
             "user_name": "alice", "account": "ml", "partition": "gpu",
             "tres_per_node": "gres:gpu:a100:3", "gres_detail": []
@@ -328,7 +377,7 @@ mod tests {
             j.reason,
             "waits for free resources (GPUs, CPUs or memory) on the nodes it may use (Slurm: Resources)"
         );
-        let j = job(&serde_json::json!({
+        let j = job(serde_json::json!({
             "job_id": {"set": true, "number": 8}, "job_state": ["RUNNING"], "state_reason": "None",
             "tres_per_node": "gres/gpu:h100=2", "gres_detail": ["gpu:h100:2(IDX:4-5)"]
         }));
@@ -338,5 +387,47 @@ mod tests {
             (8, 2, vec![4, 5])
         );
         assert_eq!(reason_text("SomethingNew"), "Slurm: SomethingNew");
+    }
+
+    /// What the real slurmrestd of the test cluster answered (Slurm 22.05, v0.0.38; the
+    /// bench's recording) reads as what the cluster had: a job of the cluster's own on six
+    /// of gpu-a's A100s, one waiting there for resources, gantry's on two of gpu-b's H100s.
+    #[test]
+    fn the_real_slurmrestd_answers_read_as_the_cluster_had() {
+        let read = |doc: &str| serde_json::from_str::<Answer>(doc).unwrap();
+        let nodes = read(include_str!("../../bench/slurm/v0.0.38/nodes.json"));
+        assert!(nodes.errors.is_empty());
+        assert_eq!(nodes.meta["Slurm"]["release"], "22.05.8");
+        let nodes: Vec<Node> = nodes
+            .nodes
+            .iter()
+            .map(|n| super::node(n).unwrap())
+            .collect();
+        let a = nodes.iter().find(|n| n.name == "gpu-a").unwrap();
+        assert_eq!((a.state.as_str(), a.cpus, a.usable()), ("mixed", 4, true));
+        assert_eq!(gres::count(&a.gpus_used), 6);
+        let jobs = read(include_str!("../../bench/slurm/v0.0.38/jobs.json"));
+        let jobs: Vec<Job> = jobs.jobs.iter().map(super::job).collect();
+        let by = |name: &str| jobs.iter().find(|j| j.name == name).unwrap();
+        let theirs = by("pretrain");
+        assert!(theirs.running() && theirs.comment.is_empty());
+        assert_eq!(
+            (theirs.gpus_on("gpu-a"), theirs.user.as_str()),
+            (6, "nobody")
+        );
+        let ours = by("gantry-7");
+        assert_eq!(ours.comment, "gantry:7:t0:0");
+        assert_eq!(ours.gpus_on("gpu-b"), 2);
+        let waiting = by("sweep");
+        assert!(waiting.pending());
+        assert_eq!(
+            (
+                waiting.reason_code.as_str(),
+                waiting.required_nodes.as_str()
+            ),
+            ("Resources", "gpu-a")
+        );
+        let parts = read(include_str!("../../bench/slurm/v0.0.38/partitions.json"));
+        assert_eq!(super::partition(&parts.partitions[0]).name, "gpu");
     }
 }

@@ -2,7 +2,7 @@
 //! which OpenAPI version the server serves (detected, and said), and what it says, with errors
 //! that name the server and what to do.
 
-use super::inventory::{self, Inventory};
+use super::inventory::{self, Answer, Inventory};
 use serde_json::Value;
 use std::io::Read;
 use std::time::Duration;
@@ -12,8 +12,9 @@ use std::time::Duration;
 /// numbers).
 pub const VERSIONS: [&str; 5] = ["v0.0.42", "v0.0.41", "v0.0.40", "v0.0.39", "v0.0.38"];
 
-/// The most a response may be (a cluster of thousands of nodes and jobs fits well within).
-const MAX_BODY: u64 = 64 << 20;
+/// The most an answer may be: slurmrestd spends about 3.3 kB on a job, so 20,000 jobs are
+/// 66 MB; this leaves room for 300,000.
+const MAX_BODY: u64 = 1 << 30;
 
 pub struct SlurmRest {
     /// What the user wrote (for messages).
@@ -105,8 +106,8 @@ impl SlurmRest {
         ))
     }
 
-    /// `GET path` as JSON; Slurm's own errors in the answer are an error too.
-    fn get_json(&self, path: &str) -> Result<Value, String> {
+    /// `GET path`: the status and the body.
+    fn get(&self, path: &str) -> Result<(reqwest::StatusCode, Vec<u8>), String> {
         let mut req = self.client.get(format!("{}{path}", self.base));
         if let (Some(user), Some(token)) = (&self.user, &self.token) {
             req = req
@@ -121,28 +122,75 @@ impl SlurmRest {
             )
         })?;
         let status = resp.status();
-        let mut body = Vec::new();
-        resp.take(MAX_BODY)
+        let mut body =
+            Vec::with_capacity(resp.content_length().unwrap_or(0).min(MAX_BODY) as usize);
+        resp.take(MAX_BODY + 1)
             .read_to_end(&mut body)
             .map_err(|e| format!("slurmrestd {}: reading {path}: {e}", self.url))?;
+        if body.len() as u64 > MAX_BODY {
+            return Err(format!(
+                "slurmrestd {}: GET {path} answered more than {} MiB: gantry reads no more",
+                self.url,
+                MAX_BODY >> 20
+            ));
+        }
         if status.as_u16() == 401 || status.as_u16() == 403 {
             return Err(format!(
                 "slurmrestd {} refused the credentials (HTTP {status}): give the pool's user a token from `scontrol token username=USER` in SLURM_JWT (slurmrestd does not take root's)",
                 self.url
             ));
         }
-        let v: Value = serde_json::from_slice(&body).map_err(|_| {
-            format!(
-                "slurmrestd {}: GET {path} answered HTTP {status}, not JSON: {}",
-                self.url,
-                String::from_utf8_lossy(&body[..body.len().min(200)]).trim()
-            )
-        })?;
-        let errors: Vec<String> = v
+        Ok((status, body))
+    }
+
+    /// `GET path` as JSON; Slurm's own errors in the answer are an error too.
+    fn get_json(&self, path: &str) -> Result<Value, String> {
+        let (status, body) = self.get(path)?;
+        let v: Value =
+            serde_json::from_slice(&body).map_err(|_| self.not_json(path, status, &body))?;
+        let errors = v
             .get("errors")
             .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
+            .cloned()
+            .unwrap_or_default();
+        self.check(path, status, &errors)?;
+        Ok(v)
+    }
+
+    /// `GET path` read as an `Answer` (the fields gantry uses, the rest skipped).
+    fn get_answer(&self, path: &str) -> Result<Answer, String> {
+        let (status, body) = self.get(path)?;
+        let a: Answer = serde_json::from_slice(&body).map_err(|e| {
+            if serde_json::from_slice::<serde::de::IgnoredAny>(&body).is_ok() {
+                format!(
+                    "slurmrestd {}: GET {path}: an answer gantry cannot read ({e}): is this Slurm's REST API?",
+                    self.url
+                )
+            } else {
+                self.not_json(path, status, &body)
+            }
+        })?;
+        self.check(path, status, &a.errors)?;
+        Ok(a)
+    }
+
+    fn not_json(&self, path: &str, status: reqwest::StatusCode, body: &[u8]) -> String {
+        format!(
+            "slurmrestd {}: GET {path} answered HTTP {status}, not JSON: {}",
+            self.url,
+            String::from_utf8_lossy(&body[..body.len().min(200)]).trim()
+        )
+    }
+
+    /// An error for a failed status or Slurm's own errors in the answer.
+    fn check(
+        &self,
+        path: &str,
+        status: reqwest::StatusCode,
+        errors: &[Value],
+    ) -> Result<(), String> {
+        let errors: Vec<String> = errors
+            .iter()
             .filter_map(|e| {
                 let text = e
                     .get("description")
@@ -151,59 +199,56 @@ impl SlurmRest {
                 (!text.is_empty()).then(|| text.to_string())
             })
             .collect();
-        if !status.is_success() || !errors.is_empty() {
-            // slurmrestd 22.05 passes the token through; slurmctld refusing it comes back as
-            // a 500 with no more said than this.
-            let hint = if self.token.is_some()
-                && status.as_u16() == 500
-                && errors.iter().any(|e| e == "Unspecified error")
-            {
-                " — slurmctld refuses an invalid or expired token this way: make one with `scontrol token username=USER` (USER the pool's user) and set SLURM_JWT"
-            } else {
-                ""
-            };
-            return Err(format!(
-                "slurmrestd {}: GET {path}: HTTP {status}: {}{hint}",
-                self.url,
-                if errors.is_empty() {
-                    "no reason given".to_string()
-                } else {
-                    errors.join("; ")
-                }
-            ));
+        if status.is_success() && errors.is_empty() {
+            return Ok(());
         }
-        Ok(v)
+        // slurmrestd 22.05 passes the token through; slurmctld refusing it comes back as a
+        // 500 with no more said than this.
+        let hint = if self.token.is_some()
+            && status.as_u16() == 500
+            && errors.iter().any(|e| e == "Unspecified error")
+        {
+            " — slurmctld refuses an invalid or expired token this way: make one with `scontrol token username=USER` (USER the pool's user) and set SLURM_JWT"
+        } else {
+            ""
+        };
+        Err(format!(
+            "slurmrestd {}: GET {path}: HTTP {status}: {}{hint}",
+            self.url,
+            if errors.is_empty() {
+                "no reason given".to_string()
+            } else {
+                errors.join("; ")
+            }
+        ))
     }
 
     /// Partitions, nodes and jobs, now.
     pub fn inventory(&mut self) -> Result<Inventory, String> {
         let v = &self.version;
-        let nodes = self.get_json(&format!("/slurm/{v}/nodes"))?;
+        let nodes = self.get_answer(&format!("/slurm/{v}/nodes"))?;
         self.release = nodes
-            .pointer("/meta/Slurm/release")
-            .or_else(|| nodes.pointer("/meta/slurm/release"))
+            .meta
+            .pointer("/Slurm/release")
+            .or_else(|| nodes.meta.pointer("/slurm/release"))
             .and_then(Value::as_str)
             .map(str::to_string);
-        let partitions = self.get_json(&format!("/slurm/{v}/partitions"))?;
-        let jobs = self.get_json(&format!("/slurm/{v}/jobs"))?;
-        let list = |doc: &Value, key: &str| -> Vec<Value> {
-            doc.get(key)
-                .and_then(Value::as_array)
-                .cloned()
-                .unwrap_or_default()
-        };
+        let partitions = self.get_answer(&format!("/slurm/{v}/partitions"))?;
+        let jobs = self.get_answer(&format!("/slurm/{v}/jobs"))?;
         Ok(Inventory {
             api: self.version.clone(),
             slurm: self.release.clone(),
-            partitions: list(&partitions, "partitions")
+            partitions: partitions
+                .partitions
                 .iter()
                 .map(inventory::partition)
                 .collect(),
-            nodes: list(&nodes, "nodes")
+            nodes: nodes
+                .nodes
                 .iter()
                 .map(inventory::node)
                 .collect::<Result<_, _>>()?,
-            jobs: list(&jobs, "jobs").iter().map(inventory::job).collect(),
+            jobs: jobs.jobs.iter().map(inventory::job).collect(),
         })
     }
 }

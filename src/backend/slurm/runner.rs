@@ -78,23 +78,18 @@ impl SlurmPool {
             .clone()
             .or_else(|| std::env::var("USER").ok())
             .or_else(|| std::env::var("LOGNAME").ok());
-        let worker = Worker {
-            url: p.slurmrestd.clone().unwrap_or_default(),
+        let worker = Worker::new(
+            p.slurmrestd.clone().unwrap_or_default(),
             user,
-            token: std::env::var("SLURM_JWT").ok().filter(|t| !t.is_empty()),
-            submit: Submit {
+            std::env::var("SLURM_JWT").ok().filter(|t| !t.is_empty()),
+            Submit {
                 partition: p.partition.clone(),
                 gpus_per_node: usize::from(p.gpus_per_node),
                 logs: logs.to_path_buf(),
             },
-            nodes: nodes.clone(),
-            rest: None,
-            runs: HashMap::new(),
-            status: vec![None; nodes.len()],
-            sampled: vec![false; nodes.len()],
-            foreign: vec![None; nodes.len()],
-            out: events.clone(),
-        };
+            nodes.clone(),
+            events.clone(),
+        );
         std::thread::Builder::new()
             .name(format!("slurm-{}", p.name))
             .spawn(move || worker.run(rx))
@@ -218,6 +213,29 @@ struct Worker {
 }
 
 impl Worker {
+    fn new(
+        url: String,
+        user: Option<String>,
+        token: Option<String>,
+        submit: Submit,
+        nodes: Vec<String>,
+        out: Arc<Mutex<Vec<RunEvent>>>,
+    ) -> Worker {
+        Worker {
+            url,
+            user,
+            token,
+            submit,
+            rest: None,
+            runs: HashMap::new(),
+            status: vec![None; nodes.len()],
+            sampled: vec![false; nodes.len()],
+            foreign: vec![None; nodes.len()],
+            nodes,
+            out,
+        }
+    }
+
     fn run(mut self, rx: Receiver<Cmd>) {
         let mut next = Instant::now();
         loop {
@@ -312,6 +330,7 @@ impl Worker {
         let by_id: HashMap<u64, &Job> = inv.jobs.iter().map(|j| (j.id, j)).collect();
         let by_name: HashMap<&str, &super::inventory::Node> =
             inv.nodes.iter().map(|n| (n.name.as_str(), n)).collect();
+        let seen = Seen::of(&inv);
         for host in 0..self.nodes.len() {
             let name = self.nodes[host].clone();
             let status = match by_name.get(name.as_str()) {
@@ -329,7 +348,7 @@ impl Worker {
                 }
                 Some(_) => Ok(()),
             };
-            self.say_status(host, status, Some(&inv));
+            self.say_status(host, status, Some(&seen));
         }
         self.follow_runs(&by_id);
         self.say_foreign(&inv);
@@ -352,32 +371,21 @@ impl Worker {
 
     /// `Up` (with the runs gantry has there) when a node becomes reachable, `Down` when it
     /// stops being so or the reason changes.
-    fn say_status(&mut self, host: usize, now: Result<(), String>, inv: Option<&Inventory>) {
+    fn say_status(&mut self, host: usize, now: Result<(), String>, seen: Option<&Seen>) {
         if self.status[host].as_ref() == Some(&now) {
             return;
         }
         self.status[host] = Some(now.clone());
-        match (now, inv) {
-            (Ok(()), Some(inv)) => {
-                let name = &self.nodes[host];
+        match (now, seen) {
+            (Ok(()), Some(seen)) => {
+                let (name, inv) = (&self.nodes[host], seen.inv);
                 let mut runs = Vec::new();
-                for j in inv.jobs.iter().filter(|j| !j.ended()) {
-                    let Some((job, token, _)) = batch::parse_comment(&j.comment) else {
-                        continue;
-                    };
-                    // Pinned to one node, whether it runs or still waits (a waiting job has
-                    // no nodes yet).
-                    let here = j.required_nodes == *name
-                        || j.nodes == *name
-                        || j.alloc.iter().any(|(n, _)| n == name);
-                    if !here {
-                        continue;
-                    }
+                for (job, token, id) in seen.ours.get(name.as_str()).into_iter().flatten() {
                     // Followed from now on (a run from before a restart is re-adopted).
                     self.runs
-                        .entry((host, job, token.clone()))
-                        .or_insert(Run::new(j.id));
-                    runs.push((job, token));
+                        .entry((host, *job, token.clone()))
+                        .or_insert(Run::new(*id));
+                    runs.push((*job, token.clone()));
                 }
                 let release = inv.slurm.clone().unwrap_or_else(|| "?".into());
                 self.emit(RunEvent::Up {
@@ -549,6 +557,68 @@ impl Worker {
     }
 }
 
+/// A refresh's reading of the cluster, with gantry's runs that have not ended indexed by
+/// node (each node that comes up is told its runs: one pass over the queue for all of them).
+struct Seen<'a> {
+    inv: &'a Inventory,
+    /// Per node: (gantry job, token, Slurm job) of each run pinned there, waiting or running.
+    ours: HashMap<&'a str, Vec<(i64, String, u64)>>,
+}
+
+impl<'a> Seen<'a> {
+    fn of(inv: &'a Inventory) -> Seen<'a> {
+        let mut ours: HashMap<&str, Vec<(i64, String, u64)>> = HashMap::new();
+        for j in inv.jobs.iter().filter(|j| !j.ended()) {
+            let Some((job, token, _)) = batch::parse_comment(&j.comment) else {
+                continue;
+            };
+            // Pinned to one node, whether it runs or still waits (a waiting job has no
+            // nodes yet).
+            let mut on: Vec<&str> = [j.required_nodes.as_str(), j.nodes.as_str()]
+                .into_iter()
+                .chain(j.alloc.iter().map(|(n, _)| n.as_str()))
+                .filter(|n| !n.is_empty())
+                .collect();
+            on.sort_unstable();
+            on.dedup();
+            for node in on {
+                ours.entry(node)
+                    .or_default()
+                    .push((job, token.clone(), j.id));
+            }
+        }
+        Seen { inv, ours }
+    }
+}
+
+/// A pool's worker driven by the caller, one refresh at a time (`gantry bench slurm` times
+/// what the worker thread does each second).
+pub(crate) struct Probe {
+    worker: Worker,
+    out: Arc<Mutex<Vec<RunEvent>>>,
+}
+
+impl Probe {
+    pub(crate) fn new(url: &str, user: Option<String>, nodes: Vec<String>) -> Probe {
+        let out = Arc::new(Mutex::new(Vec::new()));
+        let submit = Submit {
+            partition: None,
+            gpus_per_node: 8,
+            logs: std::env::temp_dir(),
+        };
+        Probe {
+            worker: Worker::new(url.into(), user, None, submit, nodes, out.clone()),
+            out,
+        }
+    }
+
+    /// One refresh (read the cluster, follow the runs, say what changed): its events.
+    pub(crate) fn refresh(&mut self) -> Vec<RunEvent> {
+        self.worker.refresh();
+        std::mem::take(&mut *self.out.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+}
+
 /// How a Slurm job ended, from its state and wait status.
 fn exit_of(j: &Job) -> Exit {
     let (code, signal) = ((j.exit_code >> 8) & 0xff, j.exit_code & 0x7f);
@@ -584,24 +654,18 @@ mod tests {
 
     /// The worker of a pool of `nodes`, never connected.
     fn worker(nodes: &[&str]) -> Worker {
-        let n = nodes.len();
-        Worker {
-            url: "http://127.0.0.1:1".into(),
-            user: None,
-            token: None,
-            submit: Submit {
+        Worker::new(
+            "http://127.0.0.1:1".into(),
+            None,
+            None,
+            Submit {
                 partition: None,
                 gpus_per_node: 8,
                 logs: std::env::temp_dir(),
             },
-            nodes: nodes.iter().map(|s| s.to_string()).collect(),
-            rest: None,
-            runs: HashMap::new(),
-            status: vec![None; n],
-            sampled: vec![false; n],
-            foreign: vec![None; n],
-            out: Arc::new(Mutex::new(Vec::new())),
-        }
+            nodes.iter().map(|s| s.to_string()).collect(),
+            Arc::new(Mutex::new(Vec::new())),
+        )
     }
 
     /// After a daemon restart, a gantry job Slurm still holds pending (no nodes yet) is
@@ -621,8 +685,9 @@ mod tests {
             }],
             ..Inventory::default()
         };
-        w.say_status(0, Ok(()), Some(&inv));
-        w.say_status(1, Ok(()), Some(&inv));
+        let seen = Seen::of(&inv);
+        w.say_status(0, Ok(()), Some(&seen));
+        w.say_status(1, Ok(()), Some(&seen));
         let runs: Vec<(usize, Vec<(i64, String)>)> = w
             .out
             .lock()

@@ -92,6 +92,37 @@ fn batched_moves_are_all_or_nothing() {
     assert_eq!(states, vec![JobState::Running, JobState::Held]);
 }
 
+/// A batch commits its writes together, and a move that is all-or-none of its own stays so
+/// inside one (an illegal half rolls back alone; the batch's other writes are kept).
+#[test]
+fn a_batch_commits_once_and_keeps_moves_all_or_nothing() {
+    let path = tmp("batch-events");
+    let mut s = Store::open(&path).unwrap();
+    let ids = s.submit_all(&[job(1), job(2)]).unwrap();
+    s.begin_batch().unwrap();
+    for i in 0..100 {
+        s.add_event(i as f64, None, "host", &format!("node-{i} connected"))
+            .unwrap();
+    }
+    let bad = [
+        (ids[0], JobState::Running, "ok".to_string()),
+        (ids[1], JobState::Completed, "illegal".to_string()),
+    ];
+    assert!(s.transition_all(&bad, 5.0).is_err());
+    s.transition(ids[1], JobState::Held, 6.0, "operator")
+        .unwrap();
+    // Not yet on disk for another reader.
+    assert_eq!(Store::open(&path).unwrap().event_count().unwrap(), 2);
+    s.end_batch().unwrap();
+    let other = Store::open(&path).unwrap();
+    assert_eq!(other.event_count().unwrap(), 2 + 100 + 1);
+    let states: Vec<JobState> = other.load().unwrap().iter().map(|j| j.state).collect();
+    assert_eq!(states, vec![JobState::Pending, JobState::Held]);
+    // Outside a batch, each write commits as before.
+    s.add_event(7.0, None, "host", "alone").unwrap();
+    assert_eq!(other.event_count().unwrap(), 2 + 100 + 1 + 1);
+}
+
 #[test]
 fn a_newer_schema_is_refused_not_damaged() {
     let path = tmp("newer");

@@ -17,6 +17,11 @@ pub(super) struct Held {
 }
 
 impl State {
+    /// GPUs held out for foreign work, over the fleet.
+    pub fn foreign_gpus_held(&self) -> usize {
+        self.hosts.foreign.values().map(|h| h.gpus.len()).sum()
+    }
+
     /// The foreign work on `node` now (all of it).
     pub(super) fn foreign_work(
         &mut self,

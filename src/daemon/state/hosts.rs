@@ -330,9 +330,24 @@ impl State {
         for (pool, r) in self.hosts.runners.iter_mut().enumerate() {
             events.extend(r.poll(now).into_iter().map(|e| (pool, e)));
         }
-        for (pool, e) in events {
-            self.on_host_event(pool, e)?;
+        // What a refresh says of many nodes at once is written in one commit.
+        let batch = events.len() > 1;
+        if batch {
+            self.engine.store().begin_batch()?;
         }
+        let mut done = Ok(());
+        for (pool, e) in events {
+            done = self.on_host_event(pool, e);
+            if done.is_err() {
+                break;
+            }
+        }
+        if batch {
+            // What was done is kept whether or not an event failed: the state in memory has
+            // it.
+            self.engine.store().end_batch()?;
+        }
+        done?;
         self.top_up_foreign();
         self.lose_unreachable()
     }

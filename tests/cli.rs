@@ -288,9 +288,29 @@ fn spec_check_prints_what_it_understood_or_where_it_is_wrong() {
         "{out}"
     );
     assert!(
-        out.contains("ignored     service, resources.ports, resources.disk_tier"),
+        out.contains("not acted on:\n    service\n    resources.ports\n    resources.disk_tier"),
         "{out}"
     );
+    // A Slurm batch script: its #SBATCH lines read, what gantry does not act on listed.
+    let (code, out, err) = gantry(&["spec", "check", "tests/specs/ok/slurm_pretrain.sbatch"]);
+    assert_eq!(code, 0, "{err}");
+    for line in [
+        "name        llama-pretrain",
+        "nodes       2",
+        "GPUs/node   h100×8 (any of)",
+        "CPU/node    96.0",
+        "memory/node 1024000 MiB",
+        "team        ml",
+        "priority    high",
+        "time limit  2days",
+        "checkpoint  SIGUSR1 then 300 s grace",
+        "`--partition=gpu` (line 12: gantry chooses where the job runs)",
+        "`--output=logs/%x-%j.out` (line 13: gantry keeps the job's output: `gantry logs`)",
+        "`--exclusive` (line 14: gantry chooses where the job runs)",
+        "Slurm's own commands or SLURM_* variables (line 17)",
+    ] {
+        assert!(out.contains(line), "{line:?} in {out}");
+    }
     let (code, out, _) = gantry(&[
         "spec",
         "check",

@@ -279,6 +279,24 @@ fn submit_reads_stdin_and_prints_only_the_id_when_asked() {
     let (code, out, err) = gantry(&d.socket, &["job", &id.to_string(), "-o", "json"]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("from-stdin"), "{out}");
+    // A Slurm batch script, known by its #! and #SBATCH lines: submitted with what gantry
+    // does not act on said, not dropped unseen.
+    let out = gantry_stdin(
+        &d,
+        &["submit", "-", "-o", "id"],
+        b"#!/bin/bash\n#SBATCH -A applied --gres=gpu:h100:2 -p gpu\npython x.py\n",
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert_eq!(
+        err.trim(),
+        "gantry: stdin: not acted on: `-p gpu` (line 2: gantry chooses where the job runs)"
+    );
+    let id = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let (code, out, err) = gantry(&d.socket, &["job", &id, "-o", "json"]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["team"], "applied", "{v}");
     // A broken file on stdin is named `stdin` with its position.
     let out = gantry_stdin(&d, &["submit", "-"], b"name: x\nnum_nodes: two\n");
     let err = String::from_utf8_lossy(&out.stderr);

@@ -164,6 +164,59 @@ fn preempt_signals_the_process_and_requeues_cancel_kills() {
     assert_eq!(state(&s, id), JobState::Cancelled);
 }
 
+/// A Slurm batch script submitted as it is runs as sbatch would run it: under bash (its
+/// `[[`, `pipefail`), with its `--export` variables, and its `--signal` is the checkpoint
+/// signal a preemption sends; a Python script runs under its own interpreter.
+#[test]
+fn a_slurm_batch_script_runs_as_sbatch_would_run_it() {
+    let d = dir("sbatch");
+    let mut s = open(&d);
+    let marker = d.join("checkpointed");
+    let script = format!(
+        "#!/bin/bash\n#SBATCH --job-name=batch -c 1 --mem=100M -t 5\n#SBATCH --signal=B:USR1@5\n#SBATCH --export=GREETING=hello\n#SBATCH -p gpu -o slurm-%j.out\nset -euo pipefail\ntrap 'touch {}; exit 0' USR1\n[[ -n \"$GREETING\" ]] && echo \"$GREETING from bash $BASH_VERSINFO\"\nwhile true; do sleep 0.1; done\n",
+        marker.display()
+    );
+    let sub = |file: &str, text: &str| Submission {
+        file: file.into(),
+        text: text.as_bytes().to_vec(),
+        team: Some("a".into()),
+        ..Submission::default()
+    };
+    let id = s.submit(&[sub("train.sbatch", &script)]).remove(0).unwrap();
+    let py = s
+        .submit(&[sub(
+            "eval.sh",
+            "#!/usr/bin/env python3\n#SBATCH -c 1\nimport sys\nprint('python', sys.version_info[0])\n",
+        )])
+        .remove(0)
+        .unwrap();
+    let j = s.engine().job(id).unwrap();
+    assert_eq!(j.name.as_deref(), Some("batch"));
+    s.tick().unwrap();
+    until(&mut s, |s| {
+        state(s, id) == JobState::Running && state(s, py).is_final()
+    });
+    let t0 = Instant::now();
+    while log_tail(&mut s, id).is_empty() && t0.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(20));
+        s.advance(0.02).unwrap();
+    }
+    assert_eq!(
+        log_tail(&mut s, id),
+        vec!["out: hello from bash 5".to_string()]
+    );
+    let has_python = std::path::Path::new("/usr/bin/python3").exists();
+    if has_python {
+        assert_eq!(state(&s, py), JobState::Completed);
+        assert_eq!(log_tail(&mut s, py), vec!["out: python 3".to_string()]);
+    }
+    std::thread::sleep(Duration::from_millis(200)); // let the trap be set
+    s.act(id, Action::Preempt, "test").unwrap();
+    until(&mut s, |s| state(s, id) != JobState::Preempting);
+    assert!(marker.exists(), "the script got SIGUSR1 and checkpointed");
+    s.act(id, Action::Cancel, "test").unwrap();
+}
+
 /// Starts `run` under a daemon that is then dropped without stopping it (as if the daemon
 /// were killed); returns the job id and its start time.
 fn start_and_abandon(d: &Path, run: &str) -> (i64, f64) {

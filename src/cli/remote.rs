@@ -88,7 +88,11 @@ pub fn submit(
             .map_err(|e| CliError::usage(format!("{name}: cannot read the job file: {e}")))?
     };
     // Check locally first, so a broken file gets its file:line:col without a round trip.
-    gantry::spec::parse(&name, &text).map_err(|e| CliError::usage(e.to_string()))?;
+    let spec = gantry::spec::parse(&name, &text).map_err(|e| CliError::usage(e.to_string()))?;
+    // Said before the job goes, so nothing in the file is dropped unseen.
+    for i in &spec.ignored {
+        eprintln!("gantry: {name}: not acted on: {i}");
+    }
     let mut path = format!("/v1/jobs?file={}", encode(&name));
     if let Some(team) = &team {
         path.push_str(&format!("&team={}", encode(team)));

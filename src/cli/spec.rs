@@ -29,10 +29,17 @@ pub fn run(cmd: SpecCmd) -> Result<(), String> {
             let opts: Vec<String> = a
                 .options
                 .iter()
-                .map(|o| match o.count {
-                    gantry::spec::GpuCount::Whole(n) => format!("{}×{n}", o.model),
-                    gantry::spec::GpuCount::Fraction(m) => {
-                        format!("{}×{:.3}", o.model, f64::from(m) / 1000.0)
+                .map(|o| {
+                    let model = if o.model == gantry::spec::ANY_MODEL {
+                        "any model"
+                    } else {
+                        &o.model
+                    };
+                    match o.count {
+                        gantry::spec::GpuCount::Whole(n) => format!("{model}×{n}"),
+                        gantry::spec::GpuCount::Fraction(m) => {
+                            format!("{model}×{:.3}", f64::from(m) / 1000.0)
+                        }
                     }
                 })
                 .collect();
@@ -79,11 +86,20 @@ pub fn run(cmd: SpecCmd) -> Result<(), String> {
         "  priority    {}",
         spec.priority.as_deref().unwrap_or("(default)")
     );
-    if !spec.ignored.is_empty() {
+    if let Some(t) = spec.time_limit_s {
         println!(
-            "  ignored     {} (SkyPilot fields gantry does not act on)",
-            spec.ignored.join(", ")
+            "  time limit  {}",
+            humantime::format_duration(std::time::Duration::from_secs_f64(t))
         );
+    }
+    if let Some(c) = &spec.checkpoint {
+        println!("  checkpoint  {} then {} s grace", c.signal.0, c.grace_s);
+    }
+    if !spec.ignored.is_empty() {
+        println!("  not acted on:");
+        for i in &spec.ignored {
+            println!("    {i}");
+        }
     }
     Ok(())
 }

@@ -5,6 +5,7 @@
 
 pub mod limits;
 pub mod redact;
+pub mod sbatch;
 mod values;
 
 pub use values::{parse_duration, Accelerator, Accelerators, Checkpoint, GpuCount};
@@ -14,6 +15,10 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;
 use values::{Amount, Bytes, Count, Duration, Number, Text};
+
+/// The accelerator model meaning "any GPU model the fleet has" (a batch script's
+/// `--gres=gpu:4` names none).
+pub const ANY_MODEL: &str = "*";
 
 /// The largest spec accepted, in bytes.
 pub use limits::MAX_SPEC_BYTES;
@@ -215,6 +220,9 @@ pub fn parse(file: &str, bytes: &[u8]) -> Result<JobSpec, SpecError> {
             1,
             "the spec is empty; at least `run` or `resources` is expected".to_string(),
         ));
+    }
+    if sbatch::is_batch_script(file, text) {
+        return sbatch::parse(file, text);
     }
     // Budgets first (aliases, depth, size): the loader below expands aliases and is slow on
     // deep nesting, and the text may come from anyone with a researcher token.
@@ -556,6 +564,18 @@ impl JobSpec {
         let (gpu, models) = match (&self.accelerators, self.mig) {
             (None, None) => (GpuRequest::None, ModelChoice::Any),
             (None, Some(p)) => (GpuRequest::Mig(p), ModelChoice::Any),
+            (Some(acc), None) if matches!(acc.options.as_slice(), [o] if o.model == ANY_MODEL) => {
+                let gpu = match acc.options[0].count {
+                    GpuCount::Whole(n) => GpuRequest::Whole(n),
+                    GpuCount::Fraction(m) if self.nodes == 1 => GpuRequest::Fraction(m),
+                    GpuCount::Fraction(_) => {
+                        return Err(ResolveError(
+                            "a fraction of a GPU cannot be a gang of nodes".to_string(),
+                        ))
+                    }
+                };
+                (gpu, ModelChoice::Any)
+            }
             (Some(acc), mig) => {
                 if acc.options.is_empty() {
                     return Err(ResolveError("`accelerators` is empty".to_string()));

@@ -267,7 +267,7 @@ proptest! {
 
     /// Small edits of real specs (the inputs people actually get wrong).
     #[test]
-    fn mutated_fixtures_never_panic(which in 0usize..7, edits in proptest::collection::vec((any::<u64>(), any::<u8>()), 1..4)) {
+    fn mutated_fixtures_never_panic(which in 0usize..64, edits in proptest::collection::vec((any::<u64>(), any::<u8>()), 1..4)) {
         let mut files: Vec<_> = std::fs::read_dir("tests/specs/ok").unwrap().map(|e| e.unwrap().path()).collect();
         files.sort();
         let mut text = std::fs::read_to_string(&files[which % files.len()]).unwrap();
@@ -277,6 +277,25 @@ proptest! {
         match spec::parse("f.yaml", text.as_bytes()) {
             Ok(s) => { let _ = s.to_request(&fleet()); }
             Err(e) => prop_assert!(e.line >= 1 && e.col >= 1 && !e.message.is_empty()),
+        }
+    }
+
+    /// Batch scripts of random #SBATCH options with random values: a spec or an error at
+    /// a line of the script — never a panic (huge counts and times included).
+    #[test]
+    fn random_batch_scripts_never_panic(opts in proptest::collection::vec((0usize..22, "[a-z0-9:@=,.-]{0,12}|[0-9]{1,20}"), 0..8)) {
+        let names = ["--nodes", "-N", "--gres", "--gpus-per-node", "--gpus", "-G", "--gpus-per-task",
+            "--ntasks-per-node", "-n", "-c", "--cpus-per-gpu", "--mem", "--mem-per-cpu", "--mem-per-gpu",
+            "-t", "--signal", "-A", "-q", "--export", "-D", "-p", "--bogus"];
+        let mut text = String::from("#!/bin/bash\n");
+        for (i, v) in &opts {
+            text.push_str(&format!("#SBATCH {}={v}\n", names[*i]));
+        }
+        text.push_str("echo hi\n");
+        let lines = text.lines().count();
+        match spec::parse("f.sbatch", text.as_bytes()) {
+            Ok(s) => { let _ = s.to_request(&fleet()); }
+            Err(e) => prop_assert!(e.line >= 2 && e.line <= lines && e.col >= 9 && !e.message.is_empty(), "{e}"),
         }
     }
 }

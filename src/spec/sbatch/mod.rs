@@ -217,7 +217,7 @@ pub fn parse(file: &str, text: &str) -> Result<JobSpec, SpecError> {
             }
             "gpus-per-task" => {
                 let (ty, n) = typed_count(&v).map_err(|e| at(g, e))?;
-                (ty, n * tasks_per_node)
+                (ty, n.saturating_mul(tasks_per_node))
             }
             _ => typed_count(&v).map_err(|e| at(g, e))?,
         };
@@ -257,8 +257,8 @@ pub fn parse(file: &str, text: &str) -> Result<JobSpec, SpecError> {
         });
     }
     let cpus = match (cpus_per_task, cpus_per_gpu) {
-        (Some(c), _) => c * tasks_per_node,
-        (None, Some(c)) => c * gpus_per_node,
+        (Some(c), _) => c.saturating_mul(tasks_per_node),
+        (None, Some(c)) => c.saturating_mul(gpus_per_node),
         (None, None) => 0,
     };
     spec.cpu_milli = cpus.saturating_mul(1000);
@@ -271,8 +271,8 @@ pub fn parse(file: &str, text: &str) -> Result<JobSpec, SpecError> {
             0
         }
         (Some((_, m)), _, _) => m,
-        (None, Some(m), _) => m * u64::from(cpus.max(1)),
-        (None, None, Some(m)) => m * u64::from(gpus_per_node.max(1)),
+        (None, Some(m), _) => m.saturating_mul(u64::from(cpus.max(1))),
+        (None, None, Some(m)) => m.saturating_mul(u64::from(gpus_per_node.max(1))),
         (None, None, None) => 0,
     };
     if let Some(n) = slurm_bound(text) {

@@ -76,7 +76,7 @@ pub(super) fn memory_mib(v: &str) -> Result<u64, String> {
         "T" => 1024 * 1024,
         _ => return Err(format!("`{v}`: unknown unit `{unit}`; use K, M, G or T")),
     };
-    Ok(n * per)
+    Ok(n.saturating_mul(per))
 }
 
 /// A time limit as sbatch writes it: `M`, `M:S`, `H:M:S`, `D-H`, `D-H:M`, `D-H:M:S`;
@@ -88,33 +88,34 @@ pub(super) fn time_s(v: &str) -> Result<Option<f64>, String> {
         return Ok(None);
     }
     let (days, rest) = match v.split_once('-') {
-        Some((d, r)) => (d.parse::<u64>().map_err(|_| bad())?, Some(r)),
+        Some((d, r)) => (d.parse::<u32>().map_err(|_| bad())?, Some(r)),
         None => (0, None),
     };
-    let nums = |s: &str| -> Result<Vec<u64>, String> {
+    // In f64: no sum of parsed numbers overflows.
+    let nums = |s: &str| -> Result<Vec<f64>, String> {
         s.split(':')
-            .map(|p| p.parse::<u64>().map_err(|_| bad()))
+            .map(|p| p.parse::<u32>().map(f64::from).map_err(|_| bad()))
             .collect()
     };
     let s = match rest {
         Some(r) => match nums(r)?.as_slice() {
-            [h] => h * 3600,
-            [h, m] => h * 3600 + m * 60,
-            [h, m, s] => h * 3600 + m * 60 + s,
+            [h] => h * 3600.0,
+            [h, m] => h * 3600.0 + m * 60.0,
+            [h, m, s] => h * 3600.0 + m * 60.0 + s,
             _ => return Err(bad()),
         },
         None => match nums(v)?.as_slice() {
-            [m] => m * 60,
-            [m, s] => m * 60 + s,
-            [h, m, s] => h * 3600 + m * 60 + s,
+            [m] => m * 60.0,
+            [m, s] => m * 60.0 + s,
+            [h, m, s] => h * 3600.0 + m * 60.0 + s,
             _ => return Err(bad()),
         },
     };
-    let total = days * 86_400 + s;
-    if total == 0 {
+    let total = f64::from(days) * 86_400.0 + s;
+    if total == 0.0 {
         return Err(format!("`{v}` is no time at all"));
     }
-    Ok(Some(total as f64))
+    Ok(Some(total))
 }
 
 /// `--signal=[{R|B}:]SIG[@SECONDS]`: the signal and its lead time (sbatch's default 60 s).

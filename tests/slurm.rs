@@ -578,6 +578,43 @@ fn gantry_jobs_run_as_slurm_jobs_on_the_nodes_gantry_chose() {
         !gantry_jobs(c).iter().any(|(n, _)| *n == name)
     });
     assert_eq!(job(&d, gang)["state"], "cancelled");
+    // A node Slurm drains takes no new gantry work (Slurm would hold it pending there); what
+    // runs there goes on, and the node is used again once resumed.
+    c.slurm(
+        "scontrol",
+        &["update", "nodename=gpu-c", "state=drain", "reason=fan"],
+    );
+    wait_for(&d, 30, "the drain to be said", || {
+        events(&d).iter().any(|e| {
+            e.contains("host gpu-c cordoned: Slurm says node gpu-c is") && e.contains("(fan)")
+        })
+    });
+    let whole = "name: whole\nresources:\n  accelerators: H100:8\nrun: sleep 300\n";
+    let first = submit(&d, &c.dir, "whole1", whole);
+    let second = submit(&d, &c.dir, "whole2", whole);
+    let on = |id: i64| -> Vec<String> {
+        gantry_jobs(&c)
+            .into_iter()
+            .filter(|(n, _)| *n == format!("gantry-{id}"))
+            .map(|(_, node)| node)
+            .collect()
+    };
+    wait_for(&d, 30, "one whole-node job to run on gpu-d", || {
+        on(first) == ["gpu-d"] || on(second) == ["gpu-d"]
+    });
+    let waiting = if on(first).is_empty() { first } else { second };
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(state(&d, waiting), "pending", "{:?}", gantry_jobs(&c));
+    assert!(on(waiting).is_empty());
+    c.slurm("scontrol", &["update", "nodename=gpu-c", "state=resume"]);
+    wait_for(&d, 30, "the resume to be said", || {
+        events(&d)
+            .iter()
+            .any(|e| e.contains("host gpu-c takes new jobs again"))
+    });
+    wait_for(&d, 30, "the waiting job to run on gpu-c", || {
+        on(waiting) == ["gpu-c"] && state(&d, waiting) == "running"
+    });
 }
 
 /// `gantry bench slurm` scales what the real slurmrestd answered (v0.0.38, Slurm 22.05),

@@ -282,6 +282,9 @@ pub enum RunEvent {
     /// Something the backend could not do that the event log should say (a cancel its
     /// scheduler refused).
     Failed { host: usize, why: String },
+    /// The backend's own scheduler takes no new work on `host` (`Some(why)`: a Slurm node
+    /// drained) or takes it again (`None`); what runs there keeps running.
+    Cordon { host: usize, why: Option<String> },
 }
 
 /// Work a backend's own scheduler runs on a node beside gantry's.

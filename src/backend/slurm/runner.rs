@@ -209,6 +209,8 @@ struct Worker {
     sampled: Vec<bool>,
     /// Per node, the foreign work last said.
     foreign: Vec<Option<Vec<ForeignWork>>>,
+    /// Per node, why Slurm takes no new work there, as last said (`None`: it does).
+    cordon: Vec<Option<String>>,
     out: Arc<Mutex<Vec<RunEvent>>>,
 }
 
@@ -231,6 +233,7 @@ impl Worker {
             status: vec![None; nodes.len()],
             sampled: vec![false; nodes.len()],
             foreign: vec![None; nodes.len()],
+            cordon: vec![None; nodes.len()],
             nodes,
             out,
         }
@@ -333,22 +336,32 @@ impl Worker {
         let seen = Seen::of(&inv);
         for host in 0..self.nodes.len() {
             let name = self.nodes[host].clone();
-            let status = match by_name.get(name.as_str()) {
-                None => Err(format!("Slurm has no node {name}")),
-                Some(n) if n.state.contains("down") || n.state.contains("not_responding") => {
-                    Err(format!(
-                        "Slurm says node {name} is {}{}",
-                        n.state,
-                        if n.reason.is_empty() {
-                            String::new()
-                        } else {
-                            format!(" ({})", n.reason)
-                        }
-                    ))
-                }
-                Some(_) => Ok(()),
+            let said = |n: &super::inventory::Node| {
+                format!(
+                    "Slurm says node {name} is {}{}",
+                    n.state,
+                    if n.reason.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" ({})", n.reason)
+                    }
+                )
             };
+            let (status, cordon) = match by_name.get(name.as_str()) {
+                None => (Err(format!("Slurm has no node {name}")), None),
+                Some(n) if n.state.contains("down") || n.state.contains("not_responding") => {
+                    (Err(said(n)), None)
+                }
+                // Drained, failing, in maintenance: what runs there goes on, nothing new.
+                Some(n) if !n.usable() => (Ok(()), Some(said(n))),
+                Some(_) => (Ok(()), None),
+            };
+            let up = status.is_ok();
             self.say_status(host, status, Some(&seen));
+            if up && self.cordon[host] != cordon {
+                self.cordon[host] = cordon.clone();
+                self.emit(RunEvent::Cordon { host, why: cordon });
+            }
         }
         self.follow_runs(&by_id);
         self.say_foreign(&inv);

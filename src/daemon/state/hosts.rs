@@ -54,6 +54,8 @@ pub(super) struct Hosts {
     pub down: HashMap<usize, (f64, String)>,
     /// Nodes unreachable past their timeout (their jobs were requeued).
     pub lost: std::collections::HashSet<usize>,
+    /// Nodes their backend's scheduler takes no new work on (a drained Slurm node), and why.
+    pub cordoned: HashMap<usize, String>,
     /// Where recently ended jobs ran (for their logs), at most `RAN_ON_KEPT`.
     pub ran_on: HashMap<JobId, Vec<usize>>,
     ran_on_order: VecDeque<JobId>,
@@ -374,7 +376,8 @@ impl State {
             | RunEvent::Down { host, .. }
             | RunEvent::Sample { host, .. }
             | RunEvent::Foreign { host, .. }
-            | RunEvent::Failed { host, .. } => *host,
+            | RunEvent::Failed { host, .. }
+            | RunEvent::Cordon { host, .. } => *host,
         };
         let Some(node) = self.node_of(pool, host) else {
             return Ok(());
@@ -437,7 +440,14 @@ impl State {
                     self.hosts.runners[pool].forget(host, job, &token);
                 }
             },
-            RunEvent::Up { info, .. } => self.host_up(pool, host, node, info)?,
+            RunEvent::Up { info, .. } => {
+                self.host_up(pool, host, node, info)?;
+                if self.hosts.cordoned.contains_key(&node) {
+                    self.engine
+                        .set_health(NodeId(node as u32), crate::model::Health::Cordoned);
+                }
+            }
+            RunEvent::Cordon { why, .. } => self.cordon(node, &name, why)?,
             RunEvent::Sample { found, groups, .. } => {
                 // Only the runs the daemon has there count as gantry's; anything else on a
                 // GPU is foreign to it.
@@ -475,6 +485,39 @@ impl State {
             }
         }
         Ok(())
+    }
+
+    /// The backend's scheduler stops (`Some`) or resumes (`None`) taking new work on `node`:
+    /// gantry places nothing there meanwhile; its jobs there keep running.
+    fn cordon(&mut self, node: usize, name: &str, why: Option<String>) -> Result<(), EngineError> {
+        let kind = self.hosts.kind(node);
+        match why {
+            Some(why) => {
+                if self.hosts.cordoned.get(&node) == Some(&why) {
+                    return Ok(());
+                }
+                self.hosts.cordoned.insert(node, why.clone());
+                self.engine
+                    .set_health(NodeId(node as u32), crate::model::Health::Cordoned);
+                self.record(
+                    kind,
+                    format!(
+                        "host {name} cordoned: {why}; its jobs keep running, no new jobs go there"
+                    ),
+                )
+            }
+            None => {
+                if self.hosts.cordoned.remove(&node).is_none() {
+                    return Ok(());
+                }
+                // Unreachable or gone, it stays out until it is back.
+                if !self.hosts.down.contains_key(&node) && self.nodes.lives[node] == Life::Up {
+                    self.engine
+                        .set_health(NodeId(node as u32), crate::model::Health::Healthy);
+                }
+                self.record(kind, format!("host {name} takes new jobs again"))
+            }
+        }
     }
 
     /// A run the host has that the daemon does not expect there: killed (the agent acts only

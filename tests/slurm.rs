@@ -367,6 +367,29 @@ fn gantry_slurm_shows_gpus_who_holds_them_and_why_jobs_wait() {
     let table = String::from_utf8_lossy(&out.stdout);
     assert!(table.contains("3/4 a100"), "{table}");
     assert!(table.contains("waits for free resources"), "{table}");
+    // Pools for the fleet file, from the nodes' GRES: one that gantry loads as it is.
+    let out = c.gantry(&token, &["--user", "nobody", "--fleet"]);
+    let pools = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for line in [
+        "provider = \"slurm\"",
+        "name = \"gpu-a100\"",
+        "gpu = \"A100\"",
+        "gpus_per_node = 4",
+        "vram_gb = 40  # CHECK: A100s come with 40 or 80 GB",
+        "partition = \"gpu\"",
+        "hosts = [\"gpu-a\"]",
+    ] {
+        assert!(pools.contains(line), "{line:?} in {pools}");
+    }
+    let fleet =
+        gantry::config::fleet::parse("fleet.toml", &format!("[[teams]]\nname = \"lab\"\n{pools}"))
+            .unwrap_or_else(|e| panic!("{e}\n{pools}"));
+    assert_eq!(fleet.pools[0].hosts.len(), 1);
     // A token slurmctld does not take is an error that says what to do.
     let out = c.gantry("not-a-token", &["--user", "nobody"]);
     let err = String::from_utf8_lossy(&out.stderr);

@@ -259,6 +259,10 @@ enum Command {
         /// The Slurm user the token belongs to (default: $USER).
         #[arg(long)]
         user: Option<String>,
+        /// Print fleet-file pools for the cluster's GPU nodes instead (one per partition, GPU
+        /// type and node shape), to paste into fleet.toml.
+        #[arg(long)]
+        fleet: bool,
         #[arg(short, long, value_enum, default_value_t = Output::Table)]
         output: Output,
     },
@@ -420,8 +424,9 @@ pub fn main() -> ExitCode {
         Some(Command::Slurm {
             slurmrestd,
             user,
+            fleet,
             output,
-        }) => slurm::show(&slurmrestd, user, output).map_err(CliError::from),
+        }) => slurm::show(&slurmrestd, user, fleet, output).map_err(CliError::from),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

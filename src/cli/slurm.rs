@@ -6,7 +6,7 @@ use gantry::backend::slurm::gres;
 use gantry::backend::slurm::inventory::Inventory;
 use gantry::backend::slurm::rest::SlurmRest;
 
-pub fn show(url: &str, user: Option<String>, output: Output) -> Result<(), String> {
+pub fn show(url: &str, user: Option<String>, fleet: bool, output: Output) -> Result<(), String> {
     let user = user.or_else(|| std::env::var("USER").ok());
     let token = std::env::var("SLURM_JWT").ok().filter(|t| !t.is_empty());
     if token.is_none() && !url.starts_with("unix:") {
@@ -16,6 +16,22 @@ pub fn show(url: &str, user: Option<String>, output: Output) -> Result<(), Strin
     }
     let mut rest = SlurmRest::connect(url, user, token)?;
     let inv = rest.inventory()?;
+    if fleet {
+        let pools = gantry::backend::slurm::pools::pools(&inv);
+        if output == Output::Json {
+            return print_json(&pools);
+        }
+        if pools.is_empty() {
+            return Err(format!(
+                "slurmrestd {url}: no node of the cluster has GPUs in its GRES (gres = gpu:TYPE:N), so there is no pool to print"
+            ));
+        }
+        print!(
+            "{}",
+            gantry::backend::slurm::pools::to_toml(&inv, &pools, url)
+        );
+        return Ok(());
+    }
     if output == Output::Json {
         return print_json(&inv);
     }

@@ -127,7 +127,7 @@ fn a_job_on_the_host_runs_logs_and_its_exit_code_decides() {
         vec!["out: hello from gantry".to_string()]
     );
     assert_eq!(log_tail(&mut s, bad), vec!["err: oops".to_string()]);
-    let said = format!("job {bad} exited on {}: Code(3)", host_name(&s));
+    let said = format!("job {bad} exited with code 3 on {}", host_name(&s));
     assert!(
         s.snapshot().events.iter().any(|e| e.contains(&said)),
         "{:?}",
@@ -252,7 +252,7 @@ fn a_restarted_daemon_re_adopts_a_job_still_running_and_sees_it_end() {
     std::fs::write(&go, "").unwrap();
     until(&mut s, |s| state(s, id).is_final());
     assert_eq!(state(&s, id), JobState::Failed, "its exit code 4 decides");
-    let said = format!("job {id} exited on {}: Code(4)", host_name(&s));
+    let said = format!("job {id} exited with code 4 on {}", host_name(&s));
     assert!(s.snapshot().events.iter().any(|e| e.contains(&said)));
     assert_eq!(log_tail(&mut s, id), vec!["out: finishing".to_string()]);
 }

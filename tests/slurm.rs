@@ -414,14 +414,28 @@ fn gantry_slurm_shows_gpus_who_holds_them_and_why_jobs_wait() {
     );
 }
 
-/// A daemon over a fleet of Slurm pools (name, gpu, per node, nodes) reading `c` as nobody.
+/// A daemon over a fleet of Slurm pools (name, gpu, per node, nodes) reading `c` as nobody,
+/// submitting to partition `gpu`.
 fn daemon_over(c: &Cluster, test: &str, pools: &[(&str, &str, u8, &[&str])]) -> Daemon {
+    let pools: Vec<_> = pools
+        .iter()
+        .map(|&(n, g, k, nodes)| (n, g, k, nodes, "gpu"))
+        .collect();
+    daemon_over_partitions(c, test, &pools)
+}
+
+/// The same, each pool submitting to its own partition.
+fn daemon_over_partitions(
+    c: &Cluster,
+    test: &str,
+    pools: &[(&str, &str, u8, &[&str], &str)],
+) -> Daemon {
     let dir = temp_dir(test);
     let mut text = String::from("[[teams]]\nname = \"lab\"\n");
-    for (name, gpu, count, nodes) in pools {
+    for (name, gpu, count, nodes, partition) in pools {
         let hosts: Vec<String> = nodes.iter().map(|n| format!("\"{n}\"")).collect();
         text.push_str(&format!(
-            "\n[[pools]]\nprovider = \"slurm\"\nregion = \"hpc\"\nzone = \"dc\"\nname = \"{name}\"\ninstance_type = \"node\"\ngpu = \"{gpu}\"\ngpus_per_node = {count}\nvram_gb = 80\ncpus = 4\nmemory_gb = 1\ncapacity = \"reserved\"\nprice_per_hour = 2.0\nhosts = [{}]\nslurmrestd = \"{}\"\npartition = \"gpu\"\nslurm_user = \"nobody\"\n",
+            "\n[[pools]]\nprovider = \"slurm\"\nregion = \"hpc\"\nzone = \"dc\"\nname = \"{name}\"\ninstance_type = \"node\"\ngpu = \"{gpu}\"\ngpus_per_node = {count}\nvram_gb = 80\ncpus = 4\nmemory_gb = 1\ncapacity = \"reserved\"\nprice_per_hour = 2.0\nhosts = [{}]\nslurmrestd = \"{}\"\npartition = \"{partition}\"\nslurm_user = \"nobody\"\n",
             hosts.join(", "),
             c.url
         ));
@@ -638,6 +652,61 @@ fn gantry_jobs_run_as_slurm_jobs_on_the_nodes_gantry_chose() {
     wait_for(&d, 30, "the waiting job to run on gpu-c", || {
         on(waiting) == ["gpu-c"] && state(&d, waiting) == "running"
     });
+}
+
+/// What Slurm refuses or what fails there reaches gantry's events with Slurm's words: an
+/// `sbatch` refusal (a partition the cluster does not have) fails the job with the refusal;
+/// a script that exits 3 fails with exit 3; output and errors are in the job's log.
+#[test]
+fn slurm_refusals_and_failures_reach_gantrys_events() {
+    if !can_run() {
+        return;
+    }
+    let c = Cluster::start("refuse", &[("gpu-a", "a100", 4), ("gpu-b", "h100", 4)]);
+    let d = daemon_over_partitions(
+        &c,
+        "slurm-refuse-daemon",
+        &[
+            ("a100", "A100", 4, &["gpu-a"], "nope"),
+            ("h100", "H100", 4, &["gpu-b"], "gpu"),
+        ],
+    );
+    wait_for(&d, 30, "the nodes to connect", || {
+        events(&d)
+            .iter()
+            .filter(|e| e.contains("connected:"))
+            .count()
+            >= 2
+    });
+    let refused = submit(
+        &d,
+        &c.dir,
+        "refused",
+        "name: refused\nresources:\n  accelerators: A100:1\nrun: echo never\n",
+    );
+    let failing = submit(
+        &d,
+        &c.dir,
+        "failing",
+        "name: failing\nresources:\n  accelerators: H100:1\nrun: |\n  echo about to fail >&2\n  exit 3\n",
+    );
+    wait_for(&d, 30, "the refusal", || state(&d, refused) == "failed");
+    assert!(
+        events(&d).iter().any(|e| e.starts_with(&format!(
+            "job {refused} running → failed: could not start on gpu-a: Slurm refused it: sbatch: invalid partition specified: nope"
+        ))),
+        "{:?}",
+        events(&d)
+    );
+    wait_for(&d, 30, "the failure", || state(&d, failing) == "failed");
+    assert!(
+        events(&d)
+            .iter()
+            .any(|e| e == &format!("job {failing} running → failed: exited with code 3 on gpu-b")),
+        "{:?}",
+        events(&d)
+    );
+    assert!(log_text(&d, failing).contains("about to fail"));
 }
 
 /// `gantry bench slurm` scales what the real slurmrestd answered (v0.0.38, Slurm 22.05),

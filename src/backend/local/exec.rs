@@ -44,6 +44,34 @@ impl Exit {
     }
 }
 
+/// How a run ended, as the job's history says it ("exited with code 3", "killed by signal 9
+/// (SIGKILL)").
+impl std::fmt::Display for Exit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match *self {
+            Exit::Code(0) => write!(f, "exited 0"),
+            Exit::Code(c) => write!(f, "exited with code {c}"),
+            Exit::Signal(s) => {
+                let name = [
+                    (1, "SIGHUP"),
+                    (2, "SIGINT"),
+                    (6, "SIGABRT"),
+                    (9, "SIGKILL"),
+                    (10, "SIGUSR1"),
+                    (11, "SIGSEGV"),
+                    (12, "SIGUSR2"),
+                    (15, "SIGTERM"),
+                ]
+                .iter()
+                .find(|(n, _)| *n == s)
+                .map_or(String::new(), |(_, n)| format!(" ({n})"));
+                write!(f, "killed by signal {s}{name}")
+            }
+            Exit::Unknown => write!(f, "ended without an exit status"),
+        }
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum ExecError {
     #[error("job {job}: cannot create log files in {dir}: {source}")]

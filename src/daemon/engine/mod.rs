@@ -501,6 +501,19 @@ impl Engine {
         self.move_to(id, to, now, why)
     }
 
+    /// The same, with what happened said in the job's history ("exited with code 3 on
+    /// gpu-b", "could not start on gpu-a: …").
+    pub fn finished_because(
+        &mut self,
+        id: JobId,
+        ok: bool,
+        now: f64,
+        why: &str,
+    ) -> Result<(), EngineError> {
+        let (to, _) = exit_move(ok);
+        self.move_to(id, to, now, why)
+    }
+
     /// Several jobs' exits, with one journal commit; (job, exited 0). A job that is not
     /// running or preempting is skipped and named in the answer.
     pub fn finished_all(

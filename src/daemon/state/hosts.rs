@@ -219,9 +219,10 @@ impl State {
         let (launch, gpus) = match launch {
             Ok(l) => l,
             Err(why) => {
-                let kind = self.hosts.kind(p.nodes[0].node.index());
-                self.engine.finished(id, false, self.now)?;
-                return self.record_job(id, kind, format!("could not start: {why}"));
+                let why = format!("could not start: {why}");
+                self.engine.finished_because(id, false, self.now, &why)?;
+                self.log(format!("job {id} {why}"));
+                return Ok(());
             }
         };
         let record = crate::daemon::journal::RemoteRunRecord {
@@ -408,14 +409,13 @@ impl State {
             } => {
                 if self.part_mut(job, &token, node).is_some() {
                     self.kill_on_hosts(job)?;
+                    let why = format!("could not start on {name}: {why}");
                     if self.engine.job(job).is_some_and(|j| !j.state.is_final()) {
-                        self.engine.finished(job, false, self.now)?;
+                        self.engine.finished_because(job, false, self.now, &why)?;
+                        self.log(format!("job {job} {why}"));
+                    } else {
+                        self.record_job(job, self.hosts.kind(node), why)?;
                     }
-                    self.record_job(
-                        job,
-                        self.hosts.kind(node),
-                        format!("could not start on {name}: {why}"),
-                    )?;
                 }
             }
             RunEvent::Exited {
@@ -587,8 +587,9 @@ impl State {
                 )?;
             }
             Some(JobState::Running) => {
-                self.engine.finished(id, !failed, self.now)?;
-                self.log(format!("job {id} exited on {name}: {exit:?}"));
+                let said = format!("{exit} on {name}");
+                self.engine.finished_because(id, !failed, self.now, &said)?;
+                self.log(format!("job {id} {said}"));
             }
             _ => {}
         }

@@ -507,6 +507,32 @@ fn gantry_jobs_run_as_slurm_jobs_on_the_nodes_gantry_chose() {
             ))
         })
     });
+    // `gantry slurm` shows the four nodes, their GPUs by type and who holds them.
+    let out = c.gantry(&c.token("nobody"), &["--user", "nobody", "-o", "json"]);
+    let inv: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let gpus: Vec<(String, String, u64, u64)> = inv["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| {
+            (
+                n["name"].as_str().unwrap().to_string(),
+                n["gpus"][0]["model"].as_str().unwrap().to_string(),
+                n["gpus"][0]["count"].as_u64().unwrap(),
+                n["gpus_used"][0]["count"].as_u64().unwrap_or(0),
+            )
+        })
+        .collect();
+    let want = |n: &str, m: &str, used: u64| (n.to_string(), m.to_string(), 8, used);
+    assert_eq!(
+        gpus,
+        [
+            want("gpu-a", "a100", 6),
+            want("gpu-b", "a100", 0),
+            want("gpu-c", "h100", 0),
+            want("gpu-d", "h100", 0)
+        ]
+    );
     // Four A100s: gpu-a has two free, so gantry chooses gpu-b and Slurm runs it there.
     let t0 = Instant::now();
     let single = submit(

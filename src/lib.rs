@@ -8,6 +8,7 @@
 //! * [`trace`] — public cluster traces and their replay protocols.
 //! * [`backend`] — where jobs run: the local host (processes, NVML).
 //! * [`bench`] — the benchmarks behind every performance figure.
+//! * [`testkit`] — test doubles (a Kubernetes API server) for tests and benchmarks.
 pub mod backend;
 pub mod bench;
 pub mod client;
@@ -18,4 +19,5 @@ pub mod model;
 pub mod scheduler;
 pub mod sim;
 pub mod spec;
+pub mod testkit;
 pub mod trace;

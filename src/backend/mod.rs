@@ -12,6 +12,7 @@
 //! current one.
 
 pub mod agent;
+pub mod kube;
 pub mod local;
 pub mod logs;
 pub mod sim;

@@ -6,6 +6,7 @@
 mod bench;
 mod daemon;
 mod fleet;
+mod kube;
 mod logs;
 mod remote;
 mod replay;
@@ -266,6 +267,22 @@ enum Command {
         #[arg(short, long, value_enum, default_value_t = Output::Table)]
         output: Output,
     },
+    /// A Kubernetes cluster's GPU nodes: GPUs (device plugin, MIG), models (GPU Feature
+    /// Discovery labels), pools, zones, which nodes take work, and the pods holding GPUs.
+    /// Connects as kubectl does (KUBECONFIG or ~/.kube/config, or in-cluster).
+    Kube {
+        /// A kubeconfig file (else KUBECONFIG, ~/.kube/config, or the in-cluster account).
+        #[arg(long)]
+        kubeconfig: Option<std::path::PathBuf>,
+        /// The kubeconfig context (else the current one).
+        #[arg(long)]
+        context: Option<String>,
+        /// The node label whose value groups nodes into pools.
+        #[arg(long)]
+        pool_label: Option<String>,
+        #[arg(short, long, value_enum, default_value_t = Output::Table)]
+        output: Output,
+    },
     /// The agent on an SSH host: the daemon starts it over SSH (`provider = "ssh"` pools) and
     /// speaks to it on stdin/stdout. Not for interactive use.
     Agent {
@@ -421,6 +438,12 @@ pub fn main() -> ExitCode {
         }
         Some(Command::Info { output, .. }) => fleet::info(output).map_err(CliError::from),
         Some(Command::Gpus { output }) => gpus(output).map_err(CliError::from),
+        Some(Command::Kube {
+            kubeconfig,
+            context,
+            pool_label,
+            output,
+        }) => kube::show(kubeconfig, context, pool_label, output).map_err(CliError::from),
         Some(Command::Slurm {
             slurmrestd,
             user,

@@ -1,0 +1,215 @@
+//! Kubernetes clusters through kube-rs: connecting as kubectl does (kubeconfig and its
+//! contexts, `KUBECONFIG`, or the in-cluster service account), Nodes and Pods watched by
+//! reflectors (not polled), and the cluster's GPU nodes as gantry sees them (`inventory`).
+
+pub mod inventory;
+
+use futures_util::StreamExt;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{watcher, WatchStreamExt};
+use kube::{Api, Client, Config};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// A cluster connected to: the client, and what to call it in messages.
+pub struct Cluster {
+    pub client: Client,
+    /// `context NAME (https://…)`, or the in-cluster account.
+    pub name: String,
+    pub server: String,
+}
+
+/// The kubeconfig's error, said as one line with what to do.
+fn config_error(e: impl std::fmt::Display, file: Option<&Path>, context: Option<&str>) -> String {
+    let e = e.to_string();
+    let what = match (file, context) {
+        (Some(f), Some(c)) => format!("kubeconfig {} context {c}", f.display()),
+        (Some(f), None) => format!("kubeconfig {}", f.display()),
+        (None, Some(c)) => format!("kubeconfig context {c}"),
+        (None, None) => "kubeconfig".to_string(),
+    };
+    let hint = if e.contains("context") && context.is_some() {
+        "list the contexts with `kubectl config get-contexts`"
+    } else if file.is_none() {
+        "set KUBECONFIG or pass --kubeconfig (or run inside the cluster, where its service account is used)"
+    } else {
+        "check the file (`kubectl --kubeconfig FILE config view`)"
+    };
+    format!("{what}: {e}: {hint}")
+}
+
+/// Connects as kubectl would: `file` (else `KUBECONFIG` / `~/.kube/config`, else the
+/// in-cluster service account) and `context` (else the current one).
+pub async fn connect(file: Option<&Path>, context: Option<&str>) -> Result<Cluster, String> {
+    let options = kube::config::KubeConfigOptions {
+        context: context.map(str::to_string),
+        ..Default::default()
+    };
+    let config = match file {
+        Some(f) => {
+            let kc = kube::config::Kubeconfig::read_from(f)
+                .map_err(|e| config_error(e, file, context))?;
+            Config::from_custom_kubeconfig(kc, &options)
+                .await
+                .map_err(|e| config_error(e, file, context))?
+        }
+        None if context.is_some() => Config::from_kubeconfig(&options)
+            .await
+            .map_err(|e| config_error(e, file, context))?,
+        None => Config::infer()
+            .await
+            .map_err(|e| config_error(e, file, context))?,
+    };
+    let server = config.cluster_url.to_string();
+    let name = match context {
+        Some(c) => format!("context {c} ({server})"),
+        None => server.clone(),
+    };
+    let client = Client::try_from(config).map_err(|e| format!("{name}: {e}"))?;
+    Ok(Cluster {
+        client,
+        name,
+        server,
+    })
+}
+
+/// An API error in one line with what to do.
+pub fn api_error(cluster: &str, e: &watcher::Error) -> String {
+    let text = match e {
+        watcher::Error::InitialListFailed(k)
+        | watcher::Error::WatchStartFailed(k)
+        | watcher::Error::WatchFailed(k) => kube_error(k),
+        watcher::Error::WatchError(s) => format!("{} ({})", s.message, s.reason),
+        other => other.to_string(),
+    };
+    format!("{cluster}: {text}")
+}
+
+fn kube_error(e: &kube::Error) -> String {
+    match e {
+        kube::Error::Api(s) if s.code == 403 || s.code == 401 => format!(
+            "{} (HTTP {}): gantry needs get, list and watch on nodes and pods (the ClusterRole in deploy/), and fresh credentials (`kubectl auth can-i list nodes`)",
+            s.message, s.code
+        ),
+        kube::Error::Api(s) => format!("{} (HTTP {})", s.message, s.code),
+        other => {
+            let mut text = other.to_string();
+            let mut src = std::error::Error::source(other);
+            while let Some(s) = src {
+                text = format!("{text}: {s}");
+                src = s.source();
+            }
+            format!("cannot reach the API server: {text}")
+        }
+    }
+}
+
+/// Nodes and Pods as reflectors keep them, updated by watches that resume where they
+/// stopped (and list again when the server says their version is gone).
+pub struct Watched {
+    pub nodes: Store<Node>,
+    pub pods: Store<Pod>,
+    /// The last error the watches met (cleared when they work again), for `Down` events.
+    pub error: Arc<Mutex<Option<String>>>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Drop for Watched {
+    fn drop(&mut self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
+fn follow<K>(
+    rt: &tokio::runtime::Handle,
+    api: Api<K>,
+    name: String,
+    error: Arc<Mutex<Option<String>>>,
+) -> (Store<K>, tokio::task::JoinHandle<()>)
+where
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned
+        + Send
+        + Sync
+        + 'static,
+{
+    let (reader, writer) = reflector::store::<K>();
+    let stream = watcher(api, watcher::Config::default())
+        .default_backoff()
+        .reflect(writer);
+    let task = rt.spawn(async move {
+        let mut stream = std::pin::pin!(stream);
+        while let Some(item) = stream.next().await {
+            let mut e = error.lock().unwrap_or_else(|e| e.into_inner());
+            match item {
+                Ok(_) => *e = None,
+                Err(err) => *e = Some(api_error(&name, &err)),
+            }
+        }
+    });
+    (reader, task)
+}
+
+impl Watched {
+    /// Starts the watches on `rt`.
+    pub fn start(rt: &tokio::runtime::Handle, cluster: &Cluster) -> Watched {
+        let error = Arc::new(Mutex::new(None));
+        let (nodes, a) = follow(
+            rt,
+            Api::<Node>::all(cluster.client.clone()),
+            cluster.name.clone(),
+            error.clone(),
+        );
+        let (pods, b) = follow(
+            rt,
+            Api::<Pod>::all(cluster.client.clone()),
+            cluster.name.clone(),
+            error.clone(),
+        );
+        Watched {
+            nodes,
+            pods,
+            error,
+            tasks: vec![a, b],
+        }
+    }
+
+    /// Waits until both stores hold a full list; the watches' first error, or `limit`
+    /// passing, ends the wait with it (as kubectl does, a one-shot read does not retry).
+    pub async fn ready(&self, limit: Duration) -> Result<(), String> {
+        let both = async {
+            let _ = self.nodes.wait_until_ready().await;
+            let _ = self.pods.wait_until_ready().await;
+        };
+        let failed = async {
+            loop {
+                if let Some(e) = self.error.lock().unwrap_or_else(|e| e.into_inner()).clone() {
+                    return e;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        };
+        tokio::select! {
+            () = both => Ok(()),
+            e = failed => Err(e),
+            () = tokio::time::sleep(limit) => Err(format!("no answer from the API server in {limit:?}")),
+        }
+    }
+
+    /// The cluster's nodes with their GPUs and the pods holding them, now.
+    pub fn inventory(&self, labels: &inventory::Labels) -> Vec<inventory::KubeNode> {
+        let nodes = self.nodes.state();
+        let pods = self.pods.state();
+        inventory::inventory(
+            nodes.iter().map(|n| n.as_ref()),
+            pods.iter().map(|p| p.as_ref()),
+            labels,
+        )
+    }
+}

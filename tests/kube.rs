@@ -1,0 +1,424 @@
+//! Kubernetes clusters, against gantry's test API server (`gantry::testkit::apiserver`: no
+//! kube-apiserver can be installed here). The server is checked with the real `kubectl`
+//! (discovery, lists, label and field selectors, watches) so it cannot drift from what a
+//! client expects; then `gantry kube` reads the cluster through kube-rs reflectors, and the
+//! watches are cut, resumed and sent back to list by a 410.
+
+use gantry::backend::kube::inventory::Labels;
+use gantry::backend::kube::{connect, Watched};
+use gantry::testkit::apiserver::{ApiServer, Kind};
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+fn temp_dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("gantry-kube-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// A kubeconfig with one context, `test`, for `server`.
+fn kubeconfig(dir: &Path, server: &str) -> PathBuf {
+    let f = dir.join("kubeconfig");
+    std::fs::write(
+        &f,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: test\n  cluster:\n    server: {server}\ncontexts:\n- name: test\n  context:\n    cluster: test\n    user: test\ncurrent-context: test\nusers:\n- name: test\n  user:\n    token: test-token\n"
+        ),
+    )
+    .unwrap();
+    f
+}
+
+/// A GPU node as a GPU Operator cluster has it (device plugin allocatable, GPU Feature
+/// Discovery labels, the GPU taint cloud GPU pools add).
+fn gpu_node(name: &str, product: &str, memory_mib: u32, gpus: u32, zone: &str) -> Value {
+    json!({
+        "kind": "Node", "apiVersion": "v1",
+        "metadata": {"name": name, "labels": {
+            "kubernetes.io/hostname": name,
+            "node.kubernetes.io/instance-type": "p5.48xlarge",
+            "topology.kubernetes.io/zone": zone,
+            "nvidia.com/gpu.present": "true",
+            "nvidia.com/gpu.product": product,
+            "nvidia.com/gpu.memory": memory_mib.to_string(),
+            "nvidia.com/gpu.count": gpus.to_string(),
+            "nvidia.com/mig.strategy": "single",
+            "nvidia.com/gpu.clique": "f3ab1c2e-0000-4000-8000-000000000001.1"
+        }},
+        "spec": {"taints": [{"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}]},
+        "status": {
+            "capacity": {"cpu": "192", "memory": "2097151232Ki", "nvidia.com/gpu": gpus.to_string(), "pods": "737"},
+            "allocatable": {"cpu": "191450m", "memory": "2052345856Ki", "nvidia.com/gpu": gpus.to_string(), "pods": "737"},
+            "conditions": [
+                {"type": "MemoryPressure", "status": "False", "reason": "KubeletHasSufficientMemory"},
+                {"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "kubelet is posting ready status"}
+            ],
+            "nodeInfo": {"kubeletVersion": "v1.33.2", "containerRuntimeVersion": "containerd://1.7.27",
+                          "osImage": "Amazon Linux 2023", "kernelVersion": "6.1.0", "architecture": "amd64",
+                          "operatingSystem": "linux", "machineID": "", "systemUUID": "", "bootID": "",
+                          "kubeProxyVersion": "", "containerRuntimeVersion ": ""}
+        }
+    })
+}
+
+/// A pod bound to `node` asking for `gpus` GPUs.
+fn gpu_pod(ns: &str, name: &str, node: &str, gpus: u32, phase: &str) -> Value {
+    json!({
+        "kind": "Pod", "apiVersion": "v1",
+        "metadata": {"name": name, "namespace": ns, "labels": {"app": name}},
+        "spec": {
+            "nodeName": node, "schedulerName": "default-scheduler", "restartPolicy": "Never",
+            "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+            "containers": [{"name": "main", "image": "nvcr.io/nvidia/pytorch:25.01-py3",
+                            "resources": {"limits": {"nvidia.com/gpu": gpus.to_string()},
+                                          "requests": {"nvidia.com/gpu": gpus.to_string(), "cpu": "8"}}}]
+        },
+        "status": {"phase": phase, "podIP": "10.0.0.5", "hostIP": "10.1.0.5"}
+    })
+}
+
+/// The cluster of the tests: two H100 nodes (one cordoned), an A100 node in MIG mode, a
+/// NotReady node; a training pod of others on gpu-0, a finished one, a gantry pod.
+fn cluster(api: &ApiServer) {
+    api.apply(gpu_node(
+        "gpu-0",
+        "NVIDIA-H100-80GB-HBM3",
+        81559,
+        8,
+        "us-east-1a",
+    ))
+    .unwrap();
+    let mut cordoned = gpu_node("gpu-1", "NVIDIA-H100-80GB-HBM3", 81559, 8, "us-east-1b");
+    cordoned["spec"]["unschedulable"] = json!(true);
+    cordoned["spec"]["taints"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}));
+    api.apply(cordoned).unwrap();
+    let mut mig = gpu_node("mig-0", "NVIDIA-A100-SXM4-80GB", 81920, 0, "us-east-1a");
+    mig["metadata"]["labels"]["nvidia.com/mig.strategy"] = json!("mixed");
+    mig["status"]["allocatable"]["nvidia.com/mig-1g.10gb"] = json!("14");
+    mig["status"]["allocatable"]["nvidia.com/mig-3g.40gb"] = json!("2");
+    api.apply(mig).unwrap();
+    let mut down = gpu_node("gpu-2", "NVIDIA-H100-80GB-HBM3", 81559, 8, "us-east-1a");
+    down["status"]["conditions"][1]["status"] = json!("Unknown");
+    api.apply(down).unwrap();
+    api.apply(gpu_pod("research", "llama-sft-0", "gpu-0", 6, "Running"))
+        .unwrap();
+    api.apply(gpu_pod("research", "eval-done", "gpu-0", 2, "Succeeded"))
+        .unwrap();
+    let mut ours = gpu_pod("gantry", "gantry-7-0", "gpu-0", 1, "Running");
+    ours["metadata"]["labels"]["gantry.dev/job"] = json!("7");
+    api.apply(ours).unwrap();
+}
+
+fn kubectl(config: &Path, args: &[&str]) -> String {
+    let out = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(config)
+        .args(args)
+        .output()
+        .expect("kubectl is installed");
+    assert!(
+        out.status.success(),
+        "kubectl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn have_kubectl() -> bool {
+    let ok = Command::new("kubectl")
+        .args(["version", "--client"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        eprintln!("skipped: kubectl is not installed");
+    }
+    ok
+}
+
+/// What the real kubectl sees of the test server is what it sees of a cluster.
+#[test]
+fn kubectl_reads_the_test_api_server_as_a_cluster() {
+    if !have_kubectl() {
+        return;
+    }
+    let rt = runtime();
+    let api = ApiServer::start(rt.handle(), Duration::from_millis(200)).unwrap();
+    cluster(&api);
+    let dir = temp_dir("kubectl");
+    let k = kubeconfig(&dir, &api.url);
+    let nodes: Value = serde_json::from_str(&kubectl(&k, &["get", "nodes", "-o", "json"])).unwrap();
+    let items = nodes["items"].as_array().unwrap();
+    assert_eq!(items.len(), 4);
+    assert!(items
+        .iter()
+        .all(|n| n["metadata"]["resourceVersion"].as_str().is_some()));
+    assert_eq!(
+        kubectl(
+            &k,
+            &[
+                "get",
+                "nodes",
+                "-l",
+                "nvidia.com/mig.strategy=mixed",
+                "-o",
+                "name"
+            ]
+        ),
+        "node/mig-0\n"
+    );
+    assert_eq!(
+        kubectl(
+            &k,
+            &[
+                "get",
+                "pods",
+                "-A",
+                "--field-selector",
+                "spec.nodeName=gpu-0,status.phase=Running",
+                "-o",
+                "jsonpath={range .items[*]}{.metadata.namespace}/{.metadata.name} {end}"
+            ]
+        ),
+        "gantry/gantry-7-0 research/llama-sft-0 "
+    );
+    assert_eq!(
+        kubectl(
+            &k,
+            &[
+                "get",
+                "pod",
+                "-n",
+                "research",
+                "llama-sft-0",
+                "-o",
+                "jsonpath={.spec.nodeName}"
+            ]
+        ),
+        "gpu-0"
+    );
+    // A watch: kubectl sees a pod added and deleted while it watches.
+    let mut watch = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(&k)
+        .args([
+            "get",
+            "pods",
+            "-n",
+            "research",
+            "-w",
+            "--output-watch-events",
+            "-o",
+            "json",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    api.apply(gpu_pod("research", "new-job", "gpu-0", 1, "Pending"))
+        .unwrap();
+    api.remove(Kind::Pod, "research", "new-job");
+    std::thread::sleep(Duration::from_millis(1500));
+    let _ = watch.kill();
+    let out = watch.wait_with_output().unwrap();
+    let said: Vec<(String, String)> = serde_json::Deserializer::from_slice(&out.stdout)
+        .into_iter::<Value>()
+        .map(|e| {
+            let e = e.unwrap();
+            (
+                e["type"].as_str().unwrap_or_default().to_string(),
+                e["object"]["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+            )
+        })
+        .collect();
+    let new: Vec<&str> = said
+        .iter()
+        .filter(|(_, n)| n == "new-job")
+        .map(|(t, _)| t.as_str())
+        .collect();
+    assert_eq!(new, ["ADDED", "DELETED"], "{said:?}");
+    // Errors as the real server writes them.
+    let out = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(&k)
+        .args(["get", "node", "nope"])
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("nodes \"nope\" not found"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn gantry(args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_gantry"))
+        .args(args)
+        .env_remove("KUBECONFIG")
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// `gantry kube` shows the GPU nodes, their models, which take work, and who holds GPUs.
+#[test]
+fn gantry_kube_shows_gpu_nodes_and_who_holds_them() {
+    let rt = runtime();
+    let api = ApiServer::start(rt.handle(), Duration::from_secs(1)).unwrap();
+    cluster(&api);
+    let dir = temp_dir("show");
+    let k = kubeconfig(&dir, &api.url);
+    let ks = k.to_str().unwrap();
+    let (ok, out, err) = gantry(&[
+        "kube",
+        "--kubeconfig",
+        ks,
+        "--context",
+        "test",
+        "-o",
+        "json",
+    ]);
+    assert!(ok, "{err}");
+    let nodes: Value = serde_json::from_str(&out).unwrap();
+    let node = |n: &str| {
+        nodes
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["name"] == n)
+            .cloned()
+            .unwrap()
+    };
+    let g0 = node("gpu-0");
+    assert_eq!(
+        (
+            g0["gpus"].as_u64(),
+            g0["product"].as_str(),
+            g0["gpu_memory_mib"].as_u64()
+        ),
+        (Some(8), Some("NVIDIA-H100-80GB-HBM3"), Some(81559))
+    );
+    assert_eq!(g0["pool"], "p5.48xlarge");
+    assert_eq!(g0["zone"], "us-east-1a");
+    assert_eq!(
+        g0["unusable"],
+        json!([]),
+        "the GPU taint is one gantry's pods tolerate"
+    );
+    assert_eq!(
+        g0["foreign"],
+        json!([{"namespace": "research", "name": "llama-sft-0", "phase": "Running", "gpus": 6}])
+    );
+    assert_eq!(g0["gantry_gpus"], 1);
+    assert_eq!(node("gpu-1")["unusable"], json!(["cordoned"]));
+    assert_eq!(node("gpu-2")["unusable"], json!(["not Ready"]));
+    assert_eq!(node("mig-0")["mig"], json!({"1g.10gb": 14, "3g.40gb": 2}));
+    let (ok, table, err) = gantry(&["kube", "--kubeconfig", ks]);
+    assert!(ok, "{err}");
+    assert!(table.contains("7/8"), "{table}");
+    assert!(
+        table.contains("research             llama-sft-0"),
+        "{table}"
+    );
+    assert!(table.contains("cordoned"), "{table}");
+    // A context the file does not have, and a server that is not there: one line each.
+    let (ok, _, err) = gantry(&["kube", "--kubeconfig", ks, "--context", "prod"]);
+    assert!(!ok);
+    assert!(
+        err.contains("context prod") && err.contains("kubectl config get-contexts"),
+        "{err}"
+    );
+    let gone = kubeconfig(&temp_dir("gone"), "http://127.0.0.1:1");
+    let (ok, _, err) = gantry(&["kube", "--kubeconfig", gone.to_str().unwrap()]);
+    assert!(!ok);
+    assert!(err.contains("cannot reach the API server"), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+}
+
+fn wait(what: &str, mut done: impl FnMut() -> bool) {
+    let t0 = Instant::now();
+    while !done() {
+        assert!(t0.elapsed() < Duration::from_secs(20), "timed out: {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The reflectors follow the cluster through cut watches (resumed from their version,
+/// nothing missed) and a version the server no longer has (410 Gone: listed again).
+#[test]
+fn watches_resume_after_a_cut_and_list_again_after_410() {
+    let rt = runtime();
+    let api = ApiServer::start(rt.handle(), Duration::from_millis(200)).unwrap();
+    cluster(&api);
+    let dir = temp_dir("watch");
+    let k = kubeconfig(&dir, &api.url);
+    let watched = rt.block_on(async {
+        let c = connect(Some(&k), None).await.unwrap();
+        let w = Watched::start(&tokio::runtime::Handle::current(), &c);
+        w.ready(Duration::from_secs(10)).await.unwrap();
+        w
+    });
+    let labels = Labels::default();
+    let foreign_on = |node: &str| -> Vec<String> {
+        watched
+            .inventory(&labels)
+            .into_iter()
+            .find(|n| n.name == node)
+            .map(|n| n.foreign.into_iter().map(|p| p.name).collect())
+            .unwrap_or_default()
+    };
+    assert_eq!(foreign_on("gpu-0"), ["llama-sft-0"]);
+    // Changes while the watches are cut are seen once they resume (from their version: no
+    // new list).
+    let before = api.counts();
+    api.drop_watches();
+    api.apply(gpu_pod("research", "while-cut", "gpu-0", 1, "Running"))
+        .unwrap();
+    api.remove(Kind::Pod, "research", "llama-sft-0");
+    wait("the changes made while cut", || {
+        foreign_on("gpu-0") == ["while-cut"]
+    });
+    let after = api.counts();
+    assert_eq!(after.lists, before.lists, "resumed without listing again");
+    assert!(after.watches >= before.watches + 2, "{after:?}");
+    // The server forgets its history and cuts the watches: resuming answers 410, the
+    // reflectors list again and miss nothing.
+    api.compact();
+    api.drop_watches();
+    api.apply(gpu_pod("research", "after-410", "gpu-0", 1, "Running"))
+        .unwrap();
+    let mut cordon = api.get(Kind::Node, "", "gpu-1").unwrap();
+    cordon["spec"]["unschedulable"] = json!(false);
+    cordon["spec"]["taints"] = json!([]);
+    api.apply(cordon).unwrap();
+    wait("the changes after 410", || {
+        foreign_on("gpu-0") == ["after-410", "while-cut"]
+            && watched
+                .inventory(&labels)
+                .iter()
+                .any(|n| n.name == "gpu-1" && n.unusable.is_empty())
+    });
+    let last = api.counts();
+    assert!(last.gone >= 1 && last.lists > after.lists, "{last:?}");
+    assert!(watched.error.lock().unwrap().is_none());
+}

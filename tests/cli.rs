@@ -210,6 +210,24 @@ fn bench_slurm_reads_the_scaled_cluster_and_the_daemon_holds_its_gpus() {
     }
 }
 
+/// The Kubernetes bench reads the whole cluster from its child test server: every GPU the
+/// pods hold is found.
+#[test]
+fn bench_kube_reads_every_node_and_pod() {
+    let (code, out, err) = gantry(&[
+        "bench", "kube", "--nodes", "20", "--pods", "300", "-o", "json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("valid JSON");
+    assert_eq!(
+        (v["nodes"].as_u64(), v["gpus"].as_u64()),
+        (Some(20), Some(160))
+    );
+    assert_eq!(v["gpu_pods"], 140);
+    assert_eq!(v["held"], 140);
+    assert!(v["ready_s"].as_f64().is_some_and(|x| x > 0.0), "{v}");
+}
+
 #[test]
 fn philly_replay_reports_every_policy_and_what_it_skipped() {
     let args = [

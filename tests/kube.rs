@@ -210,6 +210,11 @@ fn kubectl_reads_the_test_api_server_as_a_cluster() {
         ),
         "gpu-0"
     );
+    // Pages of one item, followed by their continue tokens, are the whole list.
+    assert_eq!(
+        kubectl(&k, &["get", "pods", "-A", "--chunk-size=1", "-o", "name"]),
+        "pod/gantry-7-0\npod/eval-done\npod/llama-sft-0\n"
+    );
     // A watch: kubectl sees a pod added and deleted while it watches.
     let mut watch = Command::new("kubectl")
         .arg("--kubeconfig")

@@ -3,6 +3,7 @@
 
 pub mod api;
 pub mod journal;
+pub mod kube;
 pub mod local;
 pub mod memory;
 pub mod sched;

@@ -113,6 +113,29 @@ pub enum BenchCmd {
         #[arg(short, long, value_enum, default_value_t = Output::Table)]
         output: Output,
     },
+    /// A Kubernetes cluster through kube-rs reflectors: connect to both stores full, the
+    /// inventory from them, and peak memory. The cluster is gantry's test API server, in a
+    /// child process.
+    Kube {
+        #[arg(long, default_value_t = 5_000)]
+        nodes: usize,
+        #[arg(long, default_value_t = 8)]
+        gpus_per_node: u32,
+        #[arg(long, default_value_t = 50_000)]
+        pods: usize,
+        #[arg(short, long, value_enum, default_value_t = Output::Table)]
+        output: Output,
+    },
+    /// The populated test API server of `bench kube` (it starts this itself).
+    #[command(hide = true)]
+    KubeServe {
+        #[arg(long)]
+        nodes: usize,
+        #[arg(long)]
+        gpus_per_node: u32,
+        #[arg(long)]
+        pods: usize,
+    },
     /// The daemon's time for one telemetry round of N SSH hosts (synthetic NVML samples in
     /// the agent's wire format, applied through the daemon's state, plus one daemon step).
     Telemetry {
@@ -220,6 +243,40 @@ pub fn run(cmd: BenchCmd) -> Result<(), String> {
                     r.jobs, r.readopt_s
                 );
                 println!("telemetry round: `gantry bench telemetry` measures it (daemon time per round of samples)");
+            }
+            return Ok(());
+        }
+        BenchCmd::KubeServe {
+            nodes,
+            gpus_per_node,
+            pods,
+        } => {
+            return gantry::bench::kube::serve(&gantry::bench::kube::KubeBenchConfig {
+                nodes,
+                gpus_per_node,
+                pods,
+            })
+        }
+        BenchCmd::Kube {
+            nodes,
+            gpus_per_node,
+            pods,
+            output,
+        } => {
+            let r = gantry::bench::kube::run(&gantry::bench::kube::KubeBenchConfig {
+                nodes: nodes.max(1),
+                gpus_per_node: gpus_per_node.max(1),
+                pods,
+            })?;
+            if !json_asked(&r, output)? {
+                println!(
+                    "Kubernetes cluster (gantry's test API server, in a child process): {} nodes, {} GPUs, {} pods ({} holding a GPU)",
+                    r.nodes, r.gpus, r.pods, r.gpu_pods
+                );
+                println!(
+                    "connect to Nodes and Pods reflectors full: {:.2} s; inventory from them: {:.0} ms ({} GPUs held found); peak RSS {:.0} MiB",
+                    r.ready_s, r.inventory_ms, r.held, r.peak_rss_mib
+                );
             }
             return Ok(());
         }

@@ -508,18 +508,64 @@ async fn list(
         return watch_stream(s, f, &q);
     }
     s.counts.lock().unwrap_or_else(|e| e.into_inner()).lists += 1;
+    // Pages as the real server serves them: `limit` items, then a `continue` token naming
+    // the list's version and where the next page starts.
+    let limit: usize = q
+        .get("limit")
+        .and_then(|l| l.parse().ok())
+        .filter(|&l| l > 0)
+        .unwrap_or(usize::MAX);
     let st = s.store.lock().unwrap_or_else(|e| e.into_inner());
-    let items: Vec<&Value> = st
+    let (list_rv, after) = match q.get("continue").filter(|c| !c.is_empty()) {
+        None => (st.rv, None),
+        Some(token) => match token.split_once('|').and_then(|(rv, k)| {
+            let (ns, name) = k.split_once('/')?;
+            Some((rv.parse::<u64>().ok()?, (ns.to_string(), name.to_string())))
+        }) {
+            Some((rv, _)) if rv < st.oldest => {
+                return status(
+                    StatusCode::GONE,
+                    "Expired",
+                    "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter.".to_string(),
+                )
+            }
+            Some((rv, key)) => (rv, Some(key)),
+            None => {
+                return status(
+                    StatusCode::BAD_REQUEST,
+                    "BadRequest",
+                    format!("invalid continue token {token:?}"),
+                )
+            }
+        },
+    };
+    let from = match &after {
+        Some((ns, name)) => std::ops::Bound::Excluded((kind, ns.clone(), name.clone())),
+        None => std::ops::Bound::Included((kind, String::new(), String::new())),
+    };
+    let mut matching = st
         .objects
-        .iter()
-        .filter(|((k, _, _), _)| *k == kind)
-        .map(|(_, v)| v.as_ref())
-        .filter(|v| f.matches(v))
-        .collect();
-    // Serialized here, under the lock: a consistent snapshot at this version.
+        .range((from, std::ops::Bound::Unbounded))
+        .take_while(|((k, _, _), _)| *k == kind)
+        .filter(|(_, v)| f.matches(v));
+    let mut items: Vec<&Value> = Vec::new();
+    let mut last = None;
+    for (key, v) in matching.by_ref() {
+        items.push(v.as_ref());
+        last = Some(key);
+        if items.len() == limit {
+            break;
+        }
+    }
+    let more = items.len() == limit && matching.next().is_some();
+    let mut meta = json!({"resourceVersion": list_rv.to_string()});
+    if let (true, Some((_, ns, name))) = (more, last) {
+        meta["continue"] = json!(format!("{list_rv}|{ns}/{name}"));
+    }
+    // Serialized here, under the lock: a consistent page.
     let body = serde_json::to_vec(&json!({
         "kind": format!("{}List", kind.name()), "apiVersion": "v1",
-        "metadata": {"resourceVersion": st.rv.to_string()},
+        "metadata": meta,
         "items": items
     }))
     .unwrap_or_default();

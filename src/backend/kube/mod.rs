@@ -129,6 +129,7 @@ fn follow<K>(
     api: Api<K>,
     name: String,
     error: Arc<Mutex<Option<String>>>,
+    trim: fn(&mut K),
 ) -> (Store<K>, tokio::task::JoinHandle<()>)
 where
     K: kube::Resource<DynamicType = ()>
@@ -142,6 +143,7 @@ where
     let (reader, writer) = reflector::store::<K>();
     let stream = watcher(api, watcher::Config::default())
         .default_backoff()
+        .modify(trim)
         .reflect(writer);
     let task = rt.spawn(async move {
         let mut stream = std::pin::pin!(stream);
@@ -156,6 +158,44 @@ where
     (reader, task)
 }
 
+/// What gantry keeps of a Node: not the images it has pulled (hundreds on a real node), nor
+/// the fields' edit history.
+fn trim_node(n: &mut Node) {
+    n.metadata.managed_fields = None;
+    if let Some(s) = &mut n.status {
+        s.images = None;
+        s.volumes_attached = None;
+        s.volumes_in_use = None;
+    }
+}
+
+/// What gantry keeps of a Pod: where it is bound, what it asks for, its phase and its
+/// containers' states — not its environment, commands, volumes or probes (tens of
+/// thousands of pods are held in memory).
+fn trim_pod(p: &mut Pod) {
+    p.metadata.managed_fields = None;
+    if let Some(spec) = &mut p.spec {
+        spec.volumes = None;
+        for c in spec
+            .containers
+            .iter_mut()
+            .chain(spec.init_containers.iter_mut().flatten())
+        {
+            c.env = None;
+            c.env_from = None;
+            c.command = None;
+            c.args = None;
+            c.volume_mounts = None;
+            c.liveness_probe = None;
+            c.readiness_probe = None;
+            c.startup_probe = None;
+        }
+    }
+    if let Some(s) = &mut p.status {
+        s.conditions = None;
+    }
+}
+
 impl Watched {
     /// Starts the watches on `rt`.
     pub fn start(rt: &tokio::runtime::Handle, cluster: &Cluster) -> Watched {
@@ -165,12 +205,14 @@ impl Watched {
             Api::<Node>::all(cluster.client.clone()),
             cluster.name.clone(),
             error.clone(),
+            trim_node,
         );
         let (pods, b) = follow(
             rt,
             Api::<Pod>::all(cluster.client.clone()),
             cluster.name.clone(),
             error.clone(),
+            trim_pod,
         );
         Watched {
             nodes,

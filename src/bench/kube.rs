@@ -1,0 +1,215 @@
+//! `gantry bench kube`: a large Kubernetes cluster read through kube-rs reflectors — from
+//! connecting to both stores holding a full list, the inventory built from them, and this
+//! process's peak memory. The cluster is gantry's test API server (no kube-apiserver can run
+//! here) in a child process (`gantry bench kube-serve`), so the figure is the client's alone:
+//! GPU nodes in the shape GPU Operator clusters have (device plugin allocatable, GPU Feature
+//! Discovery labels, the GPU taint), most GPUs held by running pods of one GPU, the rest of
+//! the pods CPU-only or pending.
+
+use crate::backend::kube::inventory::Labels;
+use crate::backend::kube::{connect, Watched};
+use crate::testkit::apiserver::ApiServer;
+use serde::Serialize;
+use serde_json::{json, Value};
+use std::io::BufRead;
+use std::time::{Duration, Instant};
+
+pub struct KubeBenchConfig {
+    pub nodes: usize,
+    pub gpus_per_node: u32,
+    pub pods: usize,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct KubeBenchReport {
+    pub nodes: usize,
+    pub gpus: usize,
+    pub pods: usize,
+    pub gpu_pods: usize,
+    /// Connect to both reflectors holding the full lists.
+    pub ready_s: f64,
+    /// The inventory (every node, its GPUs, the pods holding them) from the stores.
+    pub inventory_ms: f64,
+    /// GPUs the inventory found held by pods (must equal `gpu_pods`).
+    pub held: u64,
+    /// This process's peak resident memory (the server runs apart).
+    pub peak_rss_mib: f64,
+}
+
+fn node(i: usize, gpus: u32) -> Value {
+    let name = format!("gpu-{i:05}");
+    json!({
+        "kind": "Node", "apiVersion": "v1",
+        "metadata": {"name": name, "labels": {
+            "kubernetes.io/hostname": name,
+            "kubernetes.io/os": "linux",
+            "node.kubernetes.io/instance-type": if i % 2 == 0 { "p5.48xlarge" } else { "p4d.24xlarge" },
+            "topology.kubernetes.io/region": "us-east-1",
+            "topology.kubernetes.io/zone": format!("us-east-1{}", ["a", "b", "c"][i % 3]),
+            "cloud.google.com/gke-nodepool": "gpu",
+            "nvidia.com/gpu.present": "true",
+            "nvidia.com/gpu.product": if i % 2 == 0 { "NVIDIA-H100-80GB-HBM3" } else { "NVIDIA-A100-SXM4-40GB" },
+            "nvidia.com/gpu.memory": if i % 2 == 0 { "81559" } else { "40960" },
+            "nvidia.com/gpu.count": gpus.to_string(),
+            "nvidia.com/gpu.family": "hopper",
+            "nvidia.com/cuda.driver.major": "550",
+            "nvidia.com/mig.strategy": "single",
+            "feature.node.kubernetes.io/pci-10de.present": "true"
+        }, "annotations": {
+            "node.alpha.kubernetes.io/ttl": "0",
+            "volumes.kubernetes.io/controller-managed-attach-detach": "true"
+        }},
+        "spec": {"providerID": format!("aws:///us-east-1a/i-{i:017x}"),
+                  "taints": [{"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}]},
+        "status": {
+            "capacity": {"cpu": "192", "memory": "2097151232Ki", "nvidia.com/gpu": gpus.to_string(),
+                         "pods": "737", "ephemeral-storage": "3905110864Ki", "hugepages-1Gi": "0"},
+            "allocatable": {"cpu": "191450m", "memory": "2052345856Ki", "nvidia.com/gpu": gpus.to_string(),
+                            "pods": "737", "ephemeral-storage": "3597861458096", "hugepages-1Gi": "0"},
+            "conditions": [
+                {"type": "MemoryPressure", "status": "False", "reason": "KubeletHasSufficientMemory",
+                 "lastHeartbeatTime": "2026-11-24T00:00:00Z", "lastTransitionTime": "2026-11-20T00:00:00Z",
+                 "message": "kubelet has sufficient memory available"},
+                {"type": "DiskPressure", "status": "False", "reason": "KubeletHasNoDiskPressure",
+                 "lastHeartbeatTime": "2026-11-24T00:00:00Z", "lastTransitionTime": "2026-11-20T00:00:00Z",
+                 "message": "kubelet has no disk pressure"},
+                {"type": "Ready", "status": "True", "reason": "KubeletReady",
+                 "lastHeartbeatTime": "2026-11-24T00:00:00Z", "lastTransitionTime": "2026-11-20T00:00:00Z",
+                 "message": "kubelet is posting ready status"}
+            ],
+            "addresses": [{"type": "InternalIP", "address": format!("10.{}.{}.{}", i / 65536, (i / 256) % 256, i % 256)},
+                          {"type": "Hostname", "address": name}],
+            "nodeInfo": {"kubeletVersion": "v1.33.2", "containerRuntimeVersion": "containerd://1.7.27",
+                         "osImage": "Amazon Linux 2023", "kernelVersion": "6.1.0", "architecture": "amd64",
+                         "operatingSystem": "linux", "machineID": "0", "systemUUID": "0", "bootID": "0",
+                         "kubeProxyVersion": "v1.33.2"}
+        }
+    })
+}
+
+fn pod(i: usize, node: Option<String>, gpus: u32) -> Value {
+    let name = format!("train-{i:06}");
+    let mut limits = json!({"cpu": "8", "memory": "64Gi"});
+    if gpus > 0 {
+        limits["nvidia.com/gpu"] = json!(gpus.to_string());
+    }
+    json!({
+        "kind": "Pod", "apiVersion": "v1",
+        "metadata": {"name": name, "namespace": format!("team-{}", i % 40),
+                     "labels": {"app": "train", "batch.kubernetes.io/job-name": format!("job-{}", i / 4)},
+                     "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": format!("job-{}", i / 4),
+                                          "uid": "00000000-0000-4000-8000-000000000000", "controller": true}]},
+        "spec": {
+            "nodeName": node, "schedulerName": "default-scheduler", "restartPolicy": "Never",
+            "serviceAccountName": "default",
+            "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+            "containers": [{"name": "main", "image": "nvcr.io/nvidia/pytorch:25.01-py3",
+                            "command": ["torchrun", "train.py"],
+                            "env": [{"name": "NCCL_DEBUG", "value": "INFO"}],
+                            "resources": {"limits": limits.clone(), "requests": limits}}]
+        },
+        "status": {"phase": if node.is_some() { "Running" } else { "Pending" },
+                   "qosClass": "Guaranteed", "podIP": "10.200.0.1", "hostIP": "10.0.0.1",
+                   "startTime": "2026-11-24T00:00:00Z"}
+    })
+}
+
+/// Fills `api` with the cluster; the GPU pods placed.
+pub fn populate(api: &ApiServer, c: &KubeBenchConfig) -> Result<usize, String> {
+    for i in 0..c.nodes {
+        api.apply(node(i, c.gpus_per_node))?;
+    }
+    // Most GPUs held by one-GPU pods (seven of each node's eight), the rest CPU pods and
+    // pods waiting.
+    let held_per_node = c.gpus_per_node.saturating_sub(1) as usize;
+    let gpu_pods = (c.nodes * held_per_node).min(c.pods * 7 / 10);
+    for i in 0..c.pods {
+        let (node, gpus) = if i < gpu_pods {
+            (Some(format!("gpu-{:05}", i / held_per_node.max(1))), 1)
+        } else if i % 2 == 0 {
+            (Some(format!("gpu-{:05}", i % c.nodes.max(1))), 0)
+        } else {
+            (None, 1)
+        };
+        api.apply(pod(i, node, gpus))?;
+    }
+    Ok(gpu_pods)
+}
+
+/// `gantry bench kube-serve`: the populated test server; prints its URL and the GPU pods,
+/// then serves until killed.
+pub fn serve(c: &KubeBenchConfig) -> Result<(), String> {
+    let rt = crate::daemon::server::runtime()?;
+    let api = ApiServer::start(rt.handle(), Duration::from_secs(60))?;
+    let gpu_pods = populate(&api, c)?;
+    println!("{} {gpu_pods}", api.url);
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+    loop {
+        std::thread::sleep(Duration::from_secs(3600));
+    }
+}
+
+pub fn run(c: &KubeBenchConfig) -> Result<KubeBenchReport, String> {
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let mut server = std::process::Command::new(exe)
+        .args(["bench", "kube-serve", "--nodes"])
+        .arg(c.nodes.to_string())
+        .arg("--gpus-per-node")
+        .arg(c.gpus_per_node.to_string())
+        .arg("--pods")
+        .arg(c.pods.to_string())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("starting the test API server: {e}"))?;
+    let mut line = String::new();
+    let read =
+        std::io::BufReader::new(server.stdout.take().ok_or("no stdout")?).read_line(&mut line);
+    let result = (|| {
+        read.map_err(|e| e.to_string())?;
+        let mut words = line.split_whitespace();
+        let url = words
+            .next()
+            .ok_or("the test API server said nothing")?
+            .to_string();
+        let gpu_pods: usize = words.next().and_then(|w| w.parse().ok()).unwrap_or(0);
+        let dir = std::env::temp_dir().join(format!("gantry-bench-kube-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+        let config = dir.join("kubeconfig");
+        std::fs::write(
+            &config,
+            format!("apiVersion: v1\nkind: Config\nclusters:\n- name: bench\n  cluster:\n    server: {url}\ncontexts:\n- name: bench\n  context:\n    cluster: bench\n    user: bench\ncurrent-context: bench\nusers:\n- name: bench\n  user:\n    token: bench\n"),
+        )
+        .map_err(|e| e.to_string())?;
+        let rt = crate::daemon::server::runtime()?;
+        let t = Instant::now();
+        let watched = rt.block_on(async {
+            let cluster = connect(Some(&config), None).await?;
+            let w = Watched::start(&tokio::runtime::Handle::current(), &cluster);
+            w.ready(Duration::from_secs(120)).await?;
+            Ok::<_, String>(w)
+        })?;
+        let ready_s = t.elapsed().as_secs_f64();
+        let t = Instant::now();
+        let inv = watched.inventory(&Labels::default());
+        let inventory_ms = t.elapsed().as_secs_f64() * 1000.0;
+        let held: u64 = inv
+            .iter()
+            .flat_map(|n| n.foreign.iter().map(|p| u64::from(p.gpus)))
+            .sum();
+        let _ = std::fs::remove_dir_all(&dir);
+        Ok(KubeBenchReport {
+            nodes: c.nodes,
+            gpus: c.nodes * c.gpus_per_node as usize,
+            pods: c.pods,
+            gpu_pods,
+            ready_s,
+            inventory_ms,
+            held,
+            peak_rss_mib: super::peak_rss_mib().unwrap_or(0.0),
+        })
+    })();
+    let _ = server.kill();
+    let _ = server.wait();
+    result
+}

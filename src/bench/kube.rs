@@ -43,13 +43,13 @@ fn node(i: usize, gpus: u32) -> Value {
         "metadata": {"name": name, "labels": {
             "kubernetes.io/hostname": name,
             "kubernetes.io/os": "linux",
-            "node.kubernetes.io/instance-type": if i % 2 == 0 { "p5.48xlarge" } else { "p4d.24xlarge" },
+            "node.kubernetes.io/instance-type": if i.is_multiple_of(2) { "p5.48xlarge" } else { "p4d.24xlarge" },
             "topology.kubernetes.io/region": "us-east-1",
             "topology.kubernetes.io/zone": format!("us-east-1{}", ["a", "b", "c"][i % 3]),
             "cloud.google.com/gke-nodepool": "gpu",
             "nvidia.com/gpu.present": "true",
-            "nvidia.com/gpu.product": if i % 2 == 0 { "NVIDIA-H100-80GB-HBM3" } else { "NVIDIA-A100-SXM4-40GB" },
-            "nvidia.com/gpu.memory": if i % 2 == 0 { "81559" } else { "40960" },
+            "nvidia.com/gpu.product": if i.is_multiple_of(2) { "NVIDIA-H100-80GB-HBM3" } else { "NVIDIA-A100-SXM4-40GB" },
+            "nvidia.com/gpu.memory": if i.is_multiple_of(2) { "81559" } else { "40960" },
             "nvidia.com/gpu.count": gpus.to_string(),
             "nvidia.com/gpu.family": "hopper",
             "nvidia.com/cuda.driver.major": "550",
@@ -126,7 +126,7 @@ pub fn populate(api: &ApiServer, c: &KubeBenchConfig) -> Result<usize, String> {
     for i in 0..c.pods {
         let (node, gpus) = if i < gpu_pods {
             (Some(format!("gpu-{:05}", i / held_per_node.max(1))), 1)
-        } else if i % 2 == 0 {
+        } else if i.is_multiple_of(2) {
             (Some(format!("gpu-{:05}", i % c.nodes.max(1))), 0)
         } else {
             (None, 1)

@@ -285,6 +285,118 @@ fn gantry(args: &[&str]) -> (bool, String, String) {
     )
 }
 
+/// What a scheduler does to pods, as kubectl does it to the test server: create, bind (once),
+/// logs, delete with a grace (terminating until the pod ends), and a grace that runs out.
+#[test]
+fn kubectl_creates_binds_reads_and_deletes_pods() {
+    if !have_kubectl() {
+        return;
+    }
+    let rt = runtime();
+    let api = ApiServer::start(rt.handle(), Duration::from_millis(200)).unwrap();
+    cluster(&api);
+    let dir = temp_dir("pods");
+    let k = kubeconfig(&dir, &api.url);
+    let mut pod = gpu_pod("research", "x", "", 2, "Pending");
+    pod["spec"].as_object_mut().unwrap().remove("nodeName");
+    pod["spec"]["schedulerName"] = json!("gantry");
+    pod.as_object_mut().unwrap().remove("status");
+    let file = dir.join("pod.json");
+    std::fs::write(&file, pod.to_string()).unwrap();
+    let out = kubectl(
+        &k,
+        &["create", "--validate=false", "-f", file.to_str().unwrap()],
+    );
+    assert_eq!(out.trim(), "pod/x created");
+    let phase = |name: &str| {
+        kubectl(
+            &k,
+            &[
+                "get",
+                "pod",
+                "-n",
+                "research",
+                name,
+                "-o",
+                "jsonpath={.status.phase} {.spec.nodeName}",
+            ],
+        )
+    };
+    assert_eq!(phase("x"), "Pending ");
+    let binding = dir.join("binding.json");
+    std::fs::write(
+        &binding,
+        r#"{"apiVersion":"v1","kind":"Binding","metadata":{"name":"x"},"target":{"apiVersion":"v1","kind":"Node","name":"gpu-0"}}"#,
+    )
+    .unwrap();
+    let raw = "/api/v1/namespaces/research/pods/x/binding";
+    kubectl(
+        &k,
+        &["create", "--raw", raw, "-f", binding.to_str().unwrap()],
+    );
+    assert_eq!(phase("x"), "Running gpu-0");
+    let again = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(&k)
+        .args(["create", "--raw", raw, "-f", binding.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&again.stderr).contains("already assigned to node \"gpu-0\""),
+        "{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
+    api.log("research", "x", "step 1\nstep 2\n");
+    assert_eq!(
+        kubectl(&k, &["logs", "-n", "research", "x"]),
+        "step 1\nstep 2\n"
+    );
+    assert_eq!(
+        kubectl(&k, &["logs", "-n", "research", "x", "--tail=1"]),
+        "step 2\n"
+    );
+    // Deleted with a grace: terminating until it ends, then gone.
+    kubectl(
+        &k,
+        &[
+            "delete",
+            "pod",
+            "-n",
+            "research",
+            "x",
+            "--grace-period=60",
+            "--wait=false",
+        ],
+    );
+    let deleting = kubectl(
+        &k,
+        &[
+            "get",
+            "pod",
+            "-n",
+            "research",
+            "x",
+            "-o",
+            "jsonpath={.metadata.deletionGracePeriodSeconds}",
+        ],
+    );
+    assert_eq!(deleting, "60");
+    api.finish("research", "x", 0);
+    assert!(api.get(Kind::Pod, "research", "x").is_none());
+    // A pod that does not end within its grace is killed (exit 137) and goes.
+    let mut y = gpu_pod("research", "y", "gpu-0", 1, "Running");
+    y["spec"]["terminationGracePeriodSeconds"] = json!(1);
+    api.apply(y).unwrap();
+    kubectl(
+        &k,
+        &["delete", "pod", "-n", "research", "y", "--wait=false"],
+    );
+    assert!(api.get(Kind::Pod, "research", "y").is_some());
+    wait("the grace to run out", || {
+        api.get(Kind::Pod, "research", "y").is_none()
+    });
+}
+
 /// `gantry kube` shows the GPU nodes, their models, which take work, and who holds GPUs.
 #[test]
 fn gantry_kube_shows_gpu_nodes_and_who_holds_them() {

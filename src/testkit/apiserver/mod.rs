@@ -11,13 +11,16 @@
 //! * label selectors (`k=v`, `k!=v`, `k`, `!k`, `k in (…)`, `k notin (…)`) and field selectors
 //!   (`metadata.name`, `metadata.namespace`, `spec.nodeName`, `status.phase`), on lists and
 //!   watches (an object that stops matching is `DELETED` for that watch);
-//! * discovery (`/api`, `/apis`, `/api/v1`, `/version`) as kubectl reads it.
+//! * discovery (`/api`, `/apis`, `/api/v1`, `/version`) as kubectl reads it;
+//! * what a scheduler does to pods: create (`generateName` too), bind through the
+//!   `pods/binding` subresource (409 when already bound), delete with a grace period
+//!   (`deletionTimestamp`, then gone when the pod ends or the grace runs out), read logs —
+//!   with a kubelet stand-in that runs bound pods and ends them as tests say (`pods.rs`).
 //!
 //! Objects go in through [`ApiServer::apply`] and [`ApiServer::remove`] (what a cluster's
 //! other clients would do); [`ApiServer::drop_watches`] cuts every open watch, as a load
 //! balancer or an apiserver restart does.
 
-use axum::body::Body;
 use axum::extract::{Path, Query, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -28,6 +31,13 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{broadcast, watch};
+
+mod pods;
+mod select;
+mod watch_stream;
+
+use select::{field_selector, label_selector, Filter};
+use watch_stream::watch_stream;
 
 /// Changes kept for watches to resume from.
 const HISTORY: usize = 10_000;
@@ -73,6 +83,8 @@ struct Shared {
     cut: watch::Sender<u64>,
     bookmark_every: Duration,
     counts: Mutex<Counts>,
+    /// What each pod has written, (namespace, name) → text.
+    logs: Mutex<HashMap<(String, String), String>>,
 }
 
 /// What the server has answered, for tests to check how a client behaved.
@@ -107,6 +119,7 @@ impl ApiServer {
             cut,
             bookmark_every,
             counts: Mutex::new(Counts::default()),
+            logs: Mutex::new(HashMap::new()),
         });
         let app = Router::new()
             .route("/version", get(version))
@@ -116,8 +129,19 @@ impl ApiServer {
             .route("/api/v1/nodes", get(list_nodes))
             .route("/api/v1/nodes/{name}", get(get_node))
             .route("/api/v1/pods", get(list_all_pods))
-            .route("/api/v1/namespaces/{ns}/pods", get(list_pods))
-            .route("/api/v1/namespaces/{ns}/pods/{name}", get(get_pod))
+            .route(
+                "/api/v1/namespaces/{ns}/pods",
+                get(list_pods).post(pods::create),
+            )
+            .route(
+                "/api/v1/namespaces/{ns}/pods/{name}",
+                get(get_pod).delete(pods::delete),
+            )
+            .route(
+                "/api/v1/namespaces/{ns}/pods/{name}/binding",
+                axum::routing::post(pods::bind),
+            )
+            .route("/api/v1/namespaces/{ns}/pods/{name}/log", get(pods::log))
             .with_state(shared.clone());
         let listener = runtime
             .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
@@ -133,6 +157,58 @@ impl ApiServer {
     /// Creates or replaces an object (a Node or a Pod, as JSON of its real shape); its
     /// resourceVersion (and uid, creationTimestamp where missing) are the server's.
     pub fn apply(&self, object: Value) -> Result<u64, String> {
+        self.shared.apply(object)
+    }
+
+    /// Deletes an object; false if there was none.
+    pub fn remove(&self, kind: Kind, namespace: &str, name: &str) -> bool {
+        self.shared.remove(kind, namespace, name)
+    }
+
+    /// The object now, if any.
+    pub fn get(&self, kind: Kind, namespace: &str, name: &str) -> Option<Value> {
+        self.shared.get(kind, namespace, name)
+    }
+
+    /// A pod's containers end with exit `code` (as its kubelet would report); a pod being
+    /// deleted then goes.
+    pub fn finish(&self, namespace: &str, name: &str, code: i32) {
+        self.shared.finish(namespace, name, code);
+    }
+
+    /// Appends to what a pod has written (its log).
+    pub fn log(&self, namespace: &str, name: &str, text: &str) {
+        self.shared
+            .logs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry((namespace.to_string(), name.to_string()))
+            .or_default()
+            .push_str(text);
+    }
+
+    /// Cuts every open watch (clients must resume from their last version).
+    pub fn drop_watches(&self) {
+        self.shared.cut.send_modify(|n| *n += 1);
+    }
+
+    /// How many lists, watches and 410s the server has answered.
+    pub fn counts(&self) -> Counts {
+        *self.shared.counts.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Forgets the history: a watch resuming from before now gets 410 Gone.
+    pub fn compact(&self) {
+        let mut st = self.shared.store.lock().unwrap_or_else(|e| e.into_inner());
+        st.history.clear();
+        st.oldest = st.rv;
+    }
+}
+
+impl Shared {
+    /// Creates or replaces an object (a Node or a Pod, as JSON of its real shape); its
+    /// resourceVersion (and uid, creationTimestamp where missing) are the server's.
+    pub(super) fn apply(&self, object: Value) -> Result<u64, String> {
         let kind = match object["kind"].as_str() {
             Some("Node") => Kind::Node,
             Some("Pod") => Kind::Pod,
@@ -149,7 +225,7 @@ impl ApiServer {
                 .unwrap_or("default")
                 .to_string(),
         };
-        let mut st = self.shared.store.lock().unwrap_or_else(|e| e.into_inner());
+        let mut st = self.store.lock().unwrap_or_else(|e| e.into_inner());
         st.rv += 1;
         let rv = st.rv;
         let key = (kind, ns.clone(), name.clone());
@@ -171,46 +247,29 @@ impl ApiServer {
         }
         let now = Arc::new(object);
         st.objects.insert(key, now.clone());
-        record(&mut st, &self.shared, kind, Some(now), before);
+        record(&mut st, self, kind, Some(now), before);
         Ok(rv)
     }
 
     /// Deletes an object; false if there was none.
-    pub fn remove(&self, kind: Kind, namespace: &str, name: &str) -> bool {
-        let mut st = self.shared.store.lock().unwrap_or_else(|e| e.into_inner());
+    pub(super) fn remove(&self, kind: Kind, namespace: &str, name: &str) -> bool {
+        let mut st = self.store.lock().unwrap_or_else(|e| e.into_inner());
         let ns = if kind == Kind::Node { "" } else { namespace };
         let Some(before) = st.objects.remove(&(kind, ns.to_string(), name.to_string())) else {
             return false;
         };
         st.rv += 1;
-        record(&mut st, &self.shared, kind, None, Some(before));
+        record(&mut st, self, kind, None, Some(before));
         true
     }
 
     /// The object now, if any.
-    pub fn get(&self, kind: Kind, namespace: &str, name: &str) -> Option<Value> {
-        let st = self.shared.store.lock().unwrap_or_else(|e| e.into_inner());
+    pub(super) fn get(&self, kind: Kind, namespace: &str, name: &str) -> Option<Value> {
+        let st = self.store.lock().unwrap_or_else(|e| e.into_inner());
         let ns = if kind == Kind::Node { "" } else { namespace };
         st.objects
             .get(&(kind, ns.to_string(), name.to_string()))
             .map(|v| (**v).clone())
-    }
-
-    /// Cuts every open watch (clients must resume from their last version).
-    pub fn drop_watches(&self) {
-        self.shared.cut.send_modify(|n| *n += 1);
-    }
-
-    /// How many lists, watches and 410s the server has answered.
-    pub fn counts(&self) -> Counts {
-        *self.shared.counts.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Forgets the history: a watch resuming from before now gets 410 Gone.
-    pub fn compact(&self) {
-        let mut st = self.shared.store.lock().unwrap_or_else(|e| e.into_inner());
-        st.history.clear();
-        st.oldest = st.rv;
     }
 }
 
@@ -265,7 +324,8 @@ async fn resources() -> Response {
             {"name": "nodes", "singularName": "node", "namespaced": false, "kind": "Node",
              "verbs": verbs, "shortNames": ["no"]},
             {"name": "pods", "singularName": "pod", "namespaced": true, "kind": "Pod",
-             "verbs": verbs, "shortNames": ["po"], "categories": ["all"]},
+             "verbs": ["create", "delete", "get", "list", "watch"], "shortNames": ["po"],
+             "categories": ["all"]},
             {"name": "pods/binding", "singularName": "", "namespaced": true, "kind": "Binding",
              "verbs": ["create"]},
             {"name": "pods/log", "singularName": "", "namespaced": true, "kind": "Pod",
@@ -336,151 +396,6 @@ async fn list_pods(
     Query(q): Query<HashMap<String, String>>,
 ) -> Response {
     list(s, Kind::Pod, Some(ns), q).await
-}
-
-/// What a list or watch asks for.
-struct Filter {
-    kind: Kind,
-    namespace: Option<String>,
-    labels: Vec<LabelReq>,
-    fields: Vec<(String, bool, String)>,
-}
-
-impl Filter {
-    fn matches(&self, v: &Value) -> bool {
-        if let Some(ns) = &self.namespace {
-            if v["metadata"]["namespace"].as_str() != Some(ns) {
-                return false;
-            }
-        }
-        let labels = v["metadata"]["labels"].as_object();
-        let label = |k: &str| labels.and_then(|l| l.get(k)).and_then(Value::as_str);
-        self.labels.iter().all(|r| r.holds(label(&r.key)))
-            && self.fields.iter().all(|(path, eq, want)| {
-                let got = match path.as_str() {
-                    "metadata.name" => v["metadata"]["name"].as_str(),
-                    "metadata.namespace" => v["metadata"]["namespace"].as_str(),
-                    "spec.nodeName" => v["spec"]["nodeName"].as_str(),
-                    "status.phase" => v["status"]["phase"].as_str(),
-                    "spec.unschedulable" => Some(if v["spec"]["unschedulable"] == true {
-                        "true"
-                    } else {
-                        "false"
-                    }),
-                    _ => None,
-                }
-                .unwrap_or("");
-                (got == want) == *eq
-            })
-    }
-}
-
-enum LabelOp {
-    Eq(String),
-    Ne(String),
-    In(Vec<String>),
-    NotIn(Vec<String>),
-    Exists,
-    Absent,
-}
-
-struct LabelReq {
-    key: String,
-    op: LabelOp,
-}
-
-impl LabelReq {
-    fn holds(&self, got: Option<&str>) -> bool {
-        match &self.op {
-            LabelOp::Eq(v) => got == Some(v),
-            LabelOp::Ne(v) => got != Some(v),
-            LabelOp::In(vs) => got.is_some_and(|g| vs.iter().any(|v| v == g)),
-            LabelOp::NotIn(vs) => !got.is_some_and(|g| vs.iter().any(|v| v == g)),
-            LabelOp::Exists => got.is_some(),
-            LabelOp::Absent => got.is_none(),
-        }
-    }
-}
-
-/// `a=b,c!=d,e in (x,y),!f` → requirements (commas inside parentheses kept).
-fn label_selector(text: &str) -> Result<Vec<LabelReq>, String> {
-    let mut parts = Vec::new();
-    let (mut depth, mut cur) = (0, String::new());
-    for c in text.chars() {
-        match c {
-            '(' => depth += 1,
-            ')' => depth -= 1,
-            ',' if depth == 0 => {
-                parts.push(std::mem::take(&mut cur));
-                continue;
-            }
-            _ => {}
-        }
-        cur.push(c);
-    }
-    parts.push(cur);
-    let set = |s: &str| -> Vec<String> {
-        s.trim()
-            .trim_start_matches('(')
-            .trim_end_matches(')')
-            .split(',')
-            .map(|x| x.trim().to_string())
-            .collect()
-    };
-    parts
-        .into_iter()
-        .map(|p| p.trim().to_string())
-        .filter(|p| !p.is_empty())
-        .map(|p| {
-            let req = |key: &str, op| LabelReq {
-                key: key.trim().to_string(),
-                op,
-            };
-            Ok(if let Some((k, v)) = p.split_once(" notin ") {
-                req(k, LabelOp::NotIn(set(v)))
-            } else if let Some((k, v)) = p.split_once(" in ") {
-                req(k, LabelOp::In(set(v)))
-            } else if let Some((k, v)) = p.split_once("!=") {
-                req(k, LabelOp::Ne(v.trim().to_string()))
-            } else if let Some((k, v)) = p.split_once("==").or_else(|| p.split_once('=')) {
-                req(k, LabelOp::Eq(v.trim().to_string()))
-            } else if let Some(k) = p.strip_prefix('!') {
-                req(k, LabelOp::Absent)
-            } else if p.contains(|c: char| c.is_whitespace() || c == '(') {
-                return Err(format!("unable to parse requirement: {p:?}"));
-            } else {
-                req(&p, LabelOp::Exists)
-            })
-        })
-        .collect()
-}
-
-fn field_selector(text: &str) -> Result<Vec<(String, bool, String)>, String> {
-    text.split(',')
-        .filter(|p| !p.trim().is_empty())
-        .map(|p| {
-            let (k, eq, v) = if let Some((k, v)) = p.split_once("!=") {
-                (k, false, v)
-            } else if let Some((k, v)) = p.split_once("==").or_else(|| p.split_once('=')) {
-                (k, true, v)
-            } else {
-                return Err(format!("invalid selector: {p:?}; can't understand {p:?}"));
-            };
-            let k = k.trim();
-            if ![
-                "metadata.name",
-                "metadata.namespace",
-                "spec.nodeName",
-                "status.phase",
-                "spec.unschedulable",
-            ]
-            .contains(&k)
-            {
-                return Err(format!("field label not supported: {k}"));
-            }
-            Ok((k.to_string(), eq, v.trim().to_string()))
-        })
-        .collect()
 }
 
 async fn list(
@@ -570,151 +485,4 @@ async fn list(
     }))
     .unwrap_or_default();
     ([(header::CONTENT_TYPE, "application/json")], body).into_response()
-}
-
-fn event(kind: &str, object: &Value) -> Vec<u8> {
-    let mut line = serde_json::to_vec(&json!({"type": kind, "object": object})).unwrap_or_default();
-    line.push(b'\n');
-    line
-}
-
-/// What `c` means for a watch with filter `f`: the event it sends, if any.
-fn watch_event(f: &Filter, c: &Change) -> Option<Vec<u8>> {
-    if c.kind != f.kind {
-        return None;
-    }
-    let was = c.before.as_deref().is_some_and(|b| f.matches(b));
-    let is = c.now.as_deref().is_some_and(|n| f.matches(n));
-    match (was, is, &c.now) {
-        (false, true, Some(n)) => Some(event("ADDED", n)),
-        (true, true, Some(n)) => Some(event("MODIFIED", n)),
-        (true, false, now) => {
-            // Gone, or no longer matching: DELETED with its last state.
-            let mut last = now.as_deref().or(c.before.as_deref()).cloned()?;
-            last["metadata"]["resourceVersion"] = json!(c.rv.to_string());
-            Some(event("DELETED", &last))
-        }
-        _ => None,
-    }
-}
-
-fn watch_stream(s: Arc<Shared>, f: Filter, q: &HashMap<String, String>) -> Response {
-    let from: u64 = q
-        .get("resourceVersion")
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0);
-    let bookmarks = q.get("allowWatchBookmarks").is_some_and(|b| b == "true");
-    let timeout = q
-        .get("timeoutSeconds")
-        .and_then(|t| t.parse().ok())
-        .map_or(Duration::from_secs(1800), Duration::from_secs);
-    // Subscribed before the replay is read: nothing falls between the two.
-    let mut rx = s.changes.subscribe();
-    let mut cut = s.cut.subscribe();
-    let (tx, out) = tokio::sync::mpsc::channel::<Vec<u8>>(1024);
-    let replay: Result<(Vec<Vec<u8>>, u64), u64> = {
-        let st = s.store.lock().unwrap_or_else(|e| e.into_inner());
-        if from != 0 && from < st.oldest {
-            s.counts.lock().unwrap_or_else(|e| e.into_inner()).gone += 1;
-            Err(st.oldest)
-        } else if from == 0 {
-            // No version: the current state as ADDED events, then changes.
-            let items = st
-                .objects
-                .iter()
-                .filter(|((k, _, _), v)| *k == f.kind && f.matches(v))
-                .map(|(_, v)| event("ADDED", v))
-                .collect();
-            Ok((items, st.rv))
-        } else {
-            let items = st
-                .history
-                .iter()
-                .filter(|c| c.rv > from)
-                .filter_map(|c| watch_event(&f, c))
-                .collect();
-            Ok((items, st.rv))
-        }
-    };
-    let kind = f.kind.name();
-    tokio::spawn(async move {
-        let (replayed, mut last) = match replay {
-            Ok(r) => r,
-            Err(oldest) => {
-                let gone = json!({
-                    "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-                    "message": format!("too old resource version: {from} ({oldest})"),
-                    "reason": "Expired", "code": 410
-                });
-                let _ = tx.send(event("ERROR", &gone)).await;
-                return;
-            }
-        };
-        for e in replayed {
-            if tx.send(e).await.is_err() {
-                return;
-            }
-        }
-        let deadline = tokio::time::Instant::now() + timeout;
-        let mut tick = tokio::time::interval(s.bookmark_every);
-        tick.tick().await;
-        loop {
-            tokio::select! {
-                c = rx.recv() => match c {
-                    Ok(c) if c.rv <= last => {}
-                    Ok(c) => {
-                        last = c.rv;
-                        if let Some(e) = watch_event(&f, &c) {
-                            if tx.send(e).await.is_err() { return; }
-                        }
-                    }
-                    // A watcher too slow for the change rate is cut, as the real server does.
-                    Err(_) => return,
-                },
-                _ = tick.tick(), if bookmarks => {
-                    let rv = s.store.lock().unwrap_or_else(|e| e.into_inner()).rv.max(last);
-                    let b = json!({"kind": kind, "apiVersion": "v1", "metadata": {"resourceVersion": rv.to_string()}});
-                    if tx.send(event("BOOKMARK", &b)).await.is_err() { return; }
-                }
-                _ = cut.changed() => return,
-                _ = tokio::time::sleep_until(deadline) => return,
-            }
-        }
-    });
-    let stream = futures_util::stream::unfold(out, |mut out| async move {
-        out.recv()
-            .await
-            .map(|b| (Ok::<_, std::convert::Infallible>(b), out))
-    });
-    (
-        [(header::CONTENT_TYPE, "application/json")],
-        Body::from_stream(stream),
-    )
-        .into_response()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn selectors_read_as_the_api_server_reads_them() {
-        let v = json!({"metadata": {"name": "n1", "labels": {"a": "1", "zone": "z1"}}, "spec": {"nodeName": "x"}});
-        let f = |l: &str, fs: &str| {
-            Filter {
-                kind: Kind::Node,
-                namespace: None,
-                labels: label_selector(l).unwrap(),
-                fields: field_selector(fs).unwrap(),
-            }
-            .matches(&v)
-        };
-        assert!(f("a=1", ""));
-        assert!(f("a==1,zone in (z1, z2)", "metadata.name=n1"));
-        assert!(!f("a!=1", ""));
-        assert!(f("!b,a", "spec.nodeName!=y"));
-        assert!(!f("zone notin (z1)", ""));
-        assert!(!f("", "spec.nodeName="));
-        assert!(field_selector("spec.bogus=1").is_err());
-    }
 }

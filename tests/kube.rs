@@ -20,7 +20,7 @@ fn runtime() -> tokio::runtime::Runtime {
         .unwrap()
 }
 
-fn temp_dir(name: &str) -> PathBuf {
+fn temp(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("gantry-kube-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
@@ -158,7 +158,7 @@ fn kubectl_reads_the_test_api_server_as_a_cluster() {
     let rt = runtime();
     let api = ApiServer::start(rt.handle(), Duration::from_millis(200)).unwrap();
     cluster(&api);
-    let dir = temp_dir("kubectl");
+    let dir = temp("kubectl");
     let k = kubeconfig(&dir, &api.url);
     let nodes: Value = serde_json::from_str(&kubectl(&k, &["get", "nodes", "-o", "json"])).unwrap();
     let items = nodes["items"].as_array().unwrap();
@@ -295,7 +295,7 @@ fn kubectl_creates_binds_reads_and_deletes_pods() {
     let rt = runtime();
     let api = ApiServer::start(rt.handle(), Duration::from_millis(200)).unwrap();
     cluster(&api);
-    let dir = temp_dir("pods");
+    let dir = temp("pods");
     let k = kubeconfig(&dir, &api.url);
     let mut pod = gpu_pod("research", "x", "", 2, "Pending");
     pod["spec"].as_object_mut().unwrap().remove("nodeName");
@@ -403,7 +403,7 @@ fn gantry_kube_shows_gpu_nodes_and_who_holds_them() {
     let rt = runtime();
     let api = ApiServer::start(rt.handle(), Duration::from_secs(1)).unwrap();
     cluster(&api);
-    let dir = temp_dir("show");
+    let dir = temp("show");
     let k = kubeconfig(&dir, &api.url);
     let ks = k.to_str().unwrap();
     let (ok, out, err) = gantry(&[
@@ -465,7 +465,7 @@ fn gantry_kube_shows_gpu_nodes_and_who_holds_them() {
         err.contains("context prod") && err.contains("kubectl config get-contexts"),
         "{err}"
     );
-    let gone = kubeconfig(&temp_dir("gone"), "http://127.0.0.1:1");
+    let gone = kubeconfig(&temp("gone"), "http://127.0.0.1:1");
     let (ok, _, err) = gantry(&["kube", "--kubeconfig", gone.to_str().unwrap()]);
     assert!(!ok);
     assert!(err.contains("cannot reach the API server"), "{err}");
@@ -487,7 +487,7 @@ fn watches_resume_after_a_cut_and_list_again_after_410() {
     let rt = runtime();
     let api = ApiServer::start(rt.handle(), Duration::from_millis(200)).unwrap();
     cluster(&api);
-    let dir = temp_dir("watch");
+    let dir = temp("watch");
     let k = kubeconfig(&dir, &api.url);
     let watched = rt.block_on(async {
         let c = connect(Some(&k), None).await.unwrap();
@@ -537,5 +537,5 @@ fn watches_resume_after_a_cut_and_list_again_after_410() {
     });
     let last = api.counts();
     assert!(last.gone >= 1 && last.lists > after.lists, "{last:?}");
-    assert!(watched.error.lock().unwrap().is_none());
+    assert!(watched.error().is_none());
 }

@@ -100,6 +100,11 @@ pub fn runner_for(
             &opening.local,
             opening.sampling,
         )?)
+    } else if p.is_kube() {
+        return Err(format!(
+            "pool `{}`: Kubernetes pools do not run gantry jobs yet; `gantry kube` shows the cluster",
+            p.name
+        ));
     } else if p.is_slurm() {
         Box::new(slurm::runner::SlurmPool::open(
             p,

@@ -127,6 +127,7 @@ pub fn run(a: DaemonArgs) -> Result<(), String> {
     };
     backends.extend(listed(|p| p.is_ssh(), "SSH host(s)"));
     backends.extend(listed(|p| p.is_slurm(), "Slurm node(s)"));
+    backends.extend(listed(|p| p.is_kube(), "Kubernetes node(s)"));
     let backend = if backends.is_empty() {
         "no pools".to_string()
     } else {

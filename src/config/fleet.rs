@@ -271,6 +271,15 @@ pub struct PoolConfig {
     /// Who slurmrestd reads as (`X-SLURM-USER-NAME`, with the token in SLURM_JWT; default:
     /// the user the daemon runs as). Not needed over the Unix socket.
     pub slurm_user: Option<String>,
+    /// `provider = "kubernetes"`: the kubeconfig context (default: the current one) and file
+    /// (default: `KUBECONFIG`, `~/.kube/config`, or the in-cluster service account); `hosts`
+    /// are the cluster's nodes, one gantry node each.
+    pub context: Option<String>,
+    pub kubeconfig: Option<String>,
+    /// Where gantry's pods go (default `gantry`).
+    pub namespace: Option<String>,
+    /// The container image gantry's pods run (their `run` and `setup` under bash).
+    pub image: Option<String>,
 }
 
 /// `nodes` left out of a pool (filled from `hosts` for SSH pools, an error for others).
@@ -279,7 +288,7 @@ fn nodes_unset() -> u32 {
 }
 
 /// The backends gantry has: `provider` names one; any other provider is simulated.
-pub const REAL_PROVIDERS: [&str; 3] = ["local", "ssh", "slurm"];
+pub const REAL_PROVIDERS: [&str; 4] = ["local", "ssh", "slurm", "kubernetes"];
 
 /// `gpu = "auto"` on a `provider = "local"` pool: model, count, VRAM and MIG mode come from
 /// NVML when the daemon starts.
@@ -404,6 +413,16 @@ impl PoolConfig {
         self.provider == "slurm"
     }
 
+    /// A Kubernetes cluster's nodes; gantry's jobs run as pods it binds to them.
+    pub fn is_kube(&self) -> bool {
+        self.provider == "kubernetes"
+    }
+
+    /// Pools whose `hosts` are a cluster's node names (not ssh destinations).
+    pub fn lists_cluster_nodes(&self) -> bool {
+        self.is_slurm() || self.is_kube()
+    }
+
     /// `gpu = "auto"`: the GPUs are what NVML finds (this host's, or an SSH pool's hosts').
     pub fn is_auto(&self) -> bool {
         self.gpu.as_deref() == Some(AUTO_GPU)
@@ -441,7 +460,7 @@ impl PoolConfig {
     pub fn node_name(&self, i: u32) -> String {
         match self.hosts.get(i as usize) {
             Some(h) if self.is_ssh() => h.rsplit('@').next().unwrap_or(h).to_string(),
-            Some(h) if self.is_slurm() => h.clone(),
+            Some(h) if self.lists_cluster_nodes() => h.clone(),
             _ => format!("{}-{}-{i:03}", self.provider, self.name),
         }
     }
@@ -502,7 +521,7 @@ pub fn parse(file: &str, text: &str) -> Result<FleetConfig, ConfigError> {
     let mut cfg = cfg;
     for (i, p) in cfg.pools.iter_mut().enumerate() {
         if p.nodes == nodes_unset() {
-            if !p.is_ssh() && !p.is_slurm() {
+            if !p.is_ssh() && !p.lists_cluster_nodes() {
                 let (line, col) = table_position(text, "pools", i);
                 return Err(ConfigError {
                     file: file.to_string(),
@@ -546,6 +565,9 @@ fn validate(file: &str, text: &str, cfg: &FleetConfig) -> Result<(), ConfigError
             return Err(at("pools", i, message));
         }
         if let Err(message) = super::slurm::validate(p, &name) {
+            return Err(at("pools", i, message));
+        }
+        if let Err(message) = super::kube::validate(p, &name) {
             return Err(at("pools", i, message));
         }
         let auto = p.is_auto();

@@ -3,6 +3,7 @@
 
 pub mod console;
 pub mod fleet;
+pub mod kube;
 pub mod paths;
 pub mod reload;
 pub mod slurm;

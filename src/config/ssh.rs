@@ -6,11 +6,14 @@ use super::fleet::PoolConfig;
 /// An SSH pool's hosts and options, or another pool's absence of them.
 pub fn validate(p: &PoolConfig, name: &str) -> Result<(), String> {
     let ssh_only = [
-        ("hosts", !p.hosts.is_empty() && !p.is_slurm()),
+        ("hosts", !p.hosts.is_empty() && !p.lists_cluster_nodes()),
         ("identity_file", p.identity_file.is_some()),
         ("ssh_config", p.ssh_config.is_some()),
         ("jump_host", p.jump_host.is_some()),
-        ("lost_after", p.lost_after.is_some() && !p.is_slurm()),
+        (
+            "lost_after",
+            p.lost_after.is_some() && !p.lists_cluster_nodes(),
+        ),
     ];
     if !p.is_ssh() {
         if let Some((field, _)) = ssh_only.iter().find(|(_, set)| *set) {

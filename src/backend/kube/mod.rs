@@ -3,6 +3,7 @@
 //! reflectors (not polled), and the cluster's GPU nodes as gantry sees them (`inventory`).
 
 pub mod inventory;
+pub mod runner;
 
 use futures_util::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -111,8 +112,10 @@ fn kube_error(e: &kube::Error) -> String {
 pub struct Watched {
     pub nodes: Store<Node>,
     pub pods: Store<Pod>,
-    /// The last error the watches met (cleared when they work again), for `Down` events.
-    pub error: Arc<Mutex<Option<String>>>,
+    /// The last error each watch met (cleared when it works again): nodes', pods'.
+    errors: [Arc<Mutex<Option<String>>>; 2],
+    /// Both stores have held a full list (set once).
+    full: Arc<std::sync::atomic::AtomicBool>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
@@ -199,27 +202,50 @@ fn trim_pod(p: &mut Pod) {
 impl Watched {
     /// Starts the watches on `rt`.
     pub fn start(rt: &tokio::runtime::Handle, cluster: &Cluster) -> Watched {
-        let error = Arc::new(Mutex::new(None));
+        let errors = [Arc::new(Mutex::new(None)), Arc::new(Mutex::new(None))];
         let (nodes, a) = follow(
             rt,
             Api::<Node>::all(cluster.client.clone()),
             cluster.name.clone(),
-            error.clone(),
+            errors[0].clone(),
             trim_node,
         );
         let (pods, b) = follow(
             rt,
             Api::<Pod>::all(cluster.client.clone()),
             cluster.name.clone(),
-            error.clone(),
+            errors[1].clone(),
             trim_pod,
         );
+        let full = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        {
+            let (n, p, f) = (nodes.clone(), pods.clone(), full.clone());
+            rt.spawn(async move {
+                let _ = n.wait_until_ready().await;
+                let _ = p.wait_until_ready().await;
+                f.store(true, std::sync::atomic::Ordering::Release);
+            });
+        }
         Watched {
             nodes,
             pods,
-            error,
+            full,
+            errors,
             tasks: vec![a, b],
         }
+    }
+
+    /// Whether both stores have held a full list.
+    pub fn is_ready(&self) -> bool {
+        self.full.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// What a watch met last time it failed, while it has not worked since (one watch's
+    /// success does not hide the other's failure).
+    pub fn error(&self) -> Option<String> {
+        self.errors
+            .iter()
+            .find_map(|e| e.lock().unwrap_or_else(|e| e.into_inner()).clone())
     }
 
     /// Waits until both stores hold a full list; the watches' first error, or `limit`
@@ -231,7 +257,7 @@ impl Watched {
         };
         let failed = async {
             loop {
-                if let Some(e) = self.error.lock().unwrap_or_else(|e| e.into_inner()).clone() {
+                if let Some(e) = self.error() {
                     return e;
                 }
                 tokio::time::sleep(Duration::from_millis(50)).await;

@@ -198,8 +198,11 @@ impl ApiServer {
     }
 
     /// Forgets the history: a watch resuming from before now gets 410 Gone.
+    /// (The store moves to a new version as it forgets: every version a client holds is
+    /// then older than what a watch may resume from.)
     pub fn compact(&self) {
         let mut st = self.shared.store.lock().unwrap_or_else(|e| e.into_inner());
+        st.rv += 1;
         st.history.clear();
         st.oldest = st.rv;
     }

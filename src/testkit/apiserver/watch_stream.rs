@@ -110,8 +110,9 @@ pub(super) fn watch_stream(s: Arc<Shared>, f: Filter, q: &HashMap<String, String
                     Err(_) => return,
                 },
                 _ = tick.tick(), if bookmarks => {
-                    let rv = s.store.lock().unwrap_or_else(|e| e.into_inner()).rv.max(last);
-                    let b = json!({"kind": kind, "apiVersion": "v1", "metadata": {"resourceVersion": rv.to_string()}});
+                    // The version this watch has delivered everything up to: a client
+                    // resuming from it misses nothing.
+                    let b = json!({"kind": kind, "apiVersion": "v1", "metadata": {"resourceVersion": last.to_string()}});
                     if tx.send(event("BOOKMARK", &b)).await.is_err() { return; }
                 }
                 _ = cut.changed() => return,

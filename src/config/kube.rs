@@ -1,0 +1,113 @@
+//! The fleet file's Kubernetes pools: which cluster (kubeconfig context), the nodes and the
+//! image gantry's pods run, checked before the daemon connects.
+
+use super::fleet::PoolConfig;
+
+/// A Kubernetes pool's settings, or another pool's absence of them.
+pub fn validate(p: &PoolConfig, name: &str) -> Result<(), String> {
+    let kube_only = [
+        ("context", p.context.is_some()),
+        ("kubeconfig", p.kubeconfig.is_some()),
+        ("namespace", p.namespace.is_some()),
+        ("image", p.image.is_some()),
+    ];
+    if !p.is_kube() {
+        if let Some((field, _)) = kube_only.iter().find(|(_, set)| *set) {
+            return Err(format!(
+                "{name}: `{field}` is for provider = \"kubernetes\" pools (this one is provider = \"{}\")",
+                p.provider
+            ));
+        }
+        return Ok(());
+    }
+    if p.hosts.is_empty() {
+        return Err(format!(
+            "{name}: a provider = \"kubernetes\" pool needs `hosts`: its nodes, e.g. hosts = [\"gpu-node-1\", \"gpu-node-2\"] (`gantry kube` lists them)"
+        ));
+    }
+    for h in &p.hosts {
+        // A DNS-1123 subdomain, as node names are.
+        let ok = !h.is_empty()
+            && h.len() <= 253
+            && h.chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.');
+        if !ok {
+            return Err(format!(
+                "{name}: hosts: `{h}` is not a Kubernetes node name (lowercase letters, digits, '-' and '.')"
+            ));
+        }
+    }
+    match p.image.as_deref() {
+        None | Some("") => {
+            return Err(format!(
+                "{name}: a provider = \"kubernetes\" pool needs `image`: the container image gantry's pods run, e.g. image = \"nvcr.io/nvidia/pytorch:25.01-py3\""
+            ))
+        }
+        Some(_) => {}
+    }
+    if let Some(ns) = &p.namespace {
+        let ok = !ns.is_empty()
+            && ns.len() <= 63
+            && ns
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+        if !ok {
+            return Err(format!(
+                "{name}: namespace = \"{ns}\" is not a Kubernetes namespace name (lowercase letters, digits and '-')"
+            ));
+        }
+    }
+    if p.is_auto() {
+        return Err(format!(
+            "{name}: gpu = \"auto\" is not read from Kubernetes yet: declare `gpu` and `gpus_per_node` (`gantry kube` shows the nodes' GPUs)"
+        ));
+    }
+    super::ssh::listed_nodes(p, name, "node", "a Kubernetes pool is its nodes")?;
+    Err(format!(
+        "{name}: provider = \"kubernetes\" pools do not run gantry jobs yet (the pod runner is in progress); `gantry kube --context …` shows the cluster's GPU nodes and who holds them"
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::config::fleet::parse;
+
+    const POOL: &str = "[[teams]]\nname = \"lab\"\n\n[[pools]]\nprovider = \"kubernetes\"\nregion = \"k8s\"\nzone = \"us-east-1a\"\nname = \"h100\"\ninstance_type = \"p5.48xlarge\"\ngpu = \"H100\"\ngpus_per_node = 8\nvram_gb = 80\ncpus = 190\nmemory_gb = 1900\ncapacity = \"reserved\"\nprice_per_hour = 98.32\n";
+
+    fn with(extra: &str) -> Result<crate::config::fleet::FleetConfig, String> {
+        parse("f.toml", &format!("{POOL}{extra}")).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn a_kubernetes_pool_is_its_nodes_and_says_what_is_wrong() {
+        // Well formed, and refused for what it is: the pod runner is not wired yet.
+        let e =
+            with("context = \"prod\"\nimage = \"pytorch:25\"\nhosts = [\"gpu-0\", \"gpu-1\"]\n")
+                .unwrap_err();
+        assert!(e.contains("do not run gantry jobs yet"), "{e}");
+        let e = with("image = \"x\"\n").unwrap_err();
+        assert!(
+            e.contains("f.toml:4:1") && e.contains("needs `hosts`"),
+            "{e}"
+        );
+        let e = with("hosts = [\"gpu-0\"]\n").unwrap_err();
+        assert!(e.contains("needs `image`"), "{e}");
+        let e = with("image = \"x\"\nhosts = [\"GPU_0\"]\n").unwrap_err();
+        assert!(e.contains("not a Kubernetes node name"), "{e}");
+        let e = with("image = \"x\"\nhosts = [\"gpu-0\"]\nnamespace = \"Gantry\"\n").unwrap_err();
+        assert!(e.contains("not a Kubernetes namespace name"), "{e}");
+        let e = parse(
+            "f.toml",
+            &POOL
+                .replace("kubernetes", "aws")
+                .replace("zone = ", "nodes = 1\ncontext = \"x\"\nzone = "),
+        )
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+        .unwrap_err();
+        assert!(
+            e.contains("`context` is for provider = \"kubernetes\" pools"),
+            "{e}"
+        );
+    }
+}

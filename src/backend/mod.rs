@@ -12,6 +12,7 @@
 //! current one.
 
 pub mod agent;
+mod cluster;
 pub mod kube;
 pub mod local;
 pub mod logs;

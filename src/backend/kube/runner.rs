@@ -18,6 +18,7 @@
 
 use super::inventory::{self, KubeNode, Labels, JOB_LABEL};
 use super::{connect, Cluster, Watched};
+use crate::backend::cluster::NodeReports;
 use crate::backend::logs::{LogQuery, LogRead, LogReader};
 use crate::backend::{Exit, ForeignWork, HostInfo, Launch, RunEvent, Runner};
 use k8s_openapi::api::core::v1::Pod;
@@ -97,10 +98,7 @@ impl KubePool {
             watched: None,
             next_connect: Instant::now(),
             runs: HashMap::new(),
-            status: vec![None; nodes.len()],
-            sampled: vec![false; nodes.len()],
-            foreign: vec![None; nodes.len()],
-            cordon: vec![None; nodes.len()],
+            reports: NodeReports::new(nodes.len()),
             out: events.clone(),
         };
         std::thread::Builder::new()
@@ -177,10 +175,8 @@ struct Worker {
     watched: Option<Watched>,
     next_connect: Instant,
     runs: HashMap<RunKey, Run>,
-    status: Vec<Option<Result<(), String>>>,
-    sampled: Vec<bool>,
-    foreign: Vec<Option<Vec<ForeignWork>>>,
-    cordon: Vec<Option<String>>,
+    /// What was last said of each node.
+    reports: NodeReports,
     out: Arc<Mutex<Vec<RunEvent>>>,
 }
 
@@ -529,9 +525,8 @@ impl Worker {
             let runs = ours.get(&name).cloned().unwrap_or_default();
             self.say_status(host, status, Some(runs));
             if up {
-                if self.cordon[host] != cordon {
-                    self.cordon[host] = cordon.clone();
-                    self.emit(RunEvent::Cordon { host, why: cordon });
+                if let Some(e) = self.reports.cordon(host, cordon) {
+                    self.emit(e);
                 }
                 let mut work: Vec<ForeignWork> = by_name
                     .get(name.as_str())
@@ -546,9 +541,8 @@ impl Worker {
                     })
                     .unwrap_or_default();
                 work.sort_by(|a, b| a.what.cmp(&b.what));
-                if self.foreign[host].as_ref() != Some(&work) {
-                    self.foreign[host] = Some(work.clone());
-                    self.emit(RunEvent::Foreign { host, work });
+                if let Some(e) = self.reports.foreign(host, work) {
+                    self.emit(e);
                 }
             }
         }
@@ -563,10 +557,9 @@ impl Worker {
         now: Result<(), String>,
         runs: Option<Vec<(i64, String)>>,
     ) {
-        if self.status[host].as_ref() == Some(&now) {
+        if !self.reports.status_changed(host, &now) {
             return;
         }
-        self.status[host] = Some(now.clone());
         match now {
             Ok(()) => {
                 let runs = runs.unwrap_or_default();
@@ -587,32 +580,25 @@ impl Worker {
                     .as_ref()
                     .map(|c| c.name.clone())
                     .unwrap_or_default();
-                self.emit(RunEvent::Up {
+                let info = HostInfo {
+                    hostname: name,
+                    arch: format!("Kubernetes {server}"),
+                    version: env!("CARGO_PKG_VERSION").into(),
+                    gpus: Vec::new(),
+                    nvml: Some(
+                        "Kubernetes reports no GPU telemetry without a DCGM exporter".into(),
+                    ),
+                    driver: None,
+                    runs,
+                };
+                let said = self.reports.up(
                     host,
-                    info: HostInfo {
-                        hostname: name,
-                        arch: format!("Kubernetes {server}"),
-                        version: env!("CARGO_PKG_VERSION").into(),
-                        gpus: Vec::new(),
-                        nvml: Some(
-                            "Kubernetes reports no GPU telemetry without a DCGM exporter".into(),
-                        ),
-                        driver: None,
-                        runs,
-                    },
-                });
-                if !self.sampled[host] {
-                    self.sampled[host] = true;
-                    self.emit(RunEvent::Sample {
-                        host,
-                        found: crate::backend::Discovery::Unavailable {
-                            reason: "Kubernetes reports no GPU telemetry (GPUs as the device plugin offers them and the fleet file declares)".into(),
-                        },
-                        groups: Vec::new(),
-                    });
+                    info,
+                    "Kubernetes reports no GPU telemetry (GPUs as the device plugin offers them and the fleet file declares)",
+                );
+                for e in said {
+                    self.emit(e);
                 }
-                self.foreign[host] = None;
-                self.cordon[host] = None;
             }
             Err(why) => self.emit(RunEvent::Down { host, why }),
         }

@@ -10,6 +10,7 @@
 use super::batch::{self, Submit};
 use super::inventory::{Inventory, Job};
 use super::rest::SlurmRest;
+use crate::backend::cluster::NodeReports;
 use crate::backend::logs::{DirReader, LogQuery, LogRead, LogReader};
 use crate::backend::{Exit, ForeignWork, HostInfo, Launch, RunEvent, Runner};
 use std::collections::HashMap;
@@ -203,14 +204,8 @@ struct Worker {
     nodes: Vec<String>,
     rest: Option<SlurmRest>,
     runs: HashMap<RunKey, Run>,
-    /// Per node, what was last said: reachable (`Ok`) or why not.
-    status: Vec<Option<Result<(), String>>>,
-    /// Per node, whether the first sample was sent.
-    sampled: Vec<bool>,
-    /// Per node, the foreign work last said.
-    foreign: Vec<Option<Vec<ForeignWork>>>,
-    /// Per node, why Slurm takes no new work there, as last said (`None`: it does).
-    cordon: Vec<Option<String>>,
+    /// What was last said of each node.
+    reports: NodeReports,
     out: Arc<Mutex<Vec<RunEvent>>>,
 }
 
@@ -230,10 +225,7 @@ impl Worker {
             submit,
             rest: None,
             runs: HashMap::new(),
-            status: vec![None; nodes.len()],
-            sampled: vec![false; nodes.len()],
-            foreign: vec![None; nodes.len()],
-            cordon: vec![None; nodes.len()],
+            reports: NodeReports::new(nodes.len()),
             nodes,
             out,
         }
@@ -358,9 +350,8 @@ impl Worker {
             };
             let up = status.is_ok();
             self.say_status(host, status, Some(&seen));
-            if up && self.cordon[host] != cordon {
-                self.cordon[host] = cordon.clone();
-                self.emit(RunEvent::Cordon { host, why: cordon });
+            if let Some(e) = up.then(|| self.reports.cordon(host, cordon)).flatten() {
+                self.emit(e);
             }
         }
         self.follow_runs(&by_id);
@@ -385,10 +376,9 @@ impl Worker {
     /// `Up` (with the runs gantry has there) when a node becomes reachable, `Down` when it
     /// stops being so or the reason changes.
     fn say_status(&mut self, host: usize, now: Result<(), String>, seen: Option<&Seen>) {
-        if self.status[host].as_ref() == Some(&now) {
+        if !self.reports.status_changed(host, &now) {
             return;
         }
-        self.status[host] = Some(now.clone());
         match (now, seen) {
             (Ok(()), Some(seen)) => {
                 let (name, inv) = (&self.nodes[host], seen.inv);
@@ -401,30 +391,23 @@ impl Worker {
                     runs.push((*job, token.clone()));
                 }
                 let release = inv.slurm.clone().unwrap_or_else(|| "?".into());
-                self.emit(RunEvent::Up {
+                let info = HostInfo {
+                    hostname: name.clone(),
+                    arch: format!("Slurm {release} via slurmrestd {}", inv.api),
+                    version: env!("CARGO_PKG_VERSION").into(),
+                    gpus: Vec::new(),
+                    nvml: Some("Slurm reports no GPU telemetry".into()),
+                    driver: None,
+                    runs,
+                };
+                let said = self.reports.up(
                     host,
-                    info: HostInfo {
-                        hostname: name.clone(),
-                        arch: format!("Slurm {release} via slurmrestd {}", inv.api),
-                        version: env!("CARGO_PKG_VERSION").into(),
-                        gpus: Vec::new(),
-                        nvml: Some("Slurm reports no GPU telemetry".into()),
-                        driver: None,
-                        runs,
-                    },
-                });
-                if !self.sampled[host] {
-                    self.sampled[host] = true;
-                    self.emit(RunEvent::Sample {
-                        host,
-                        found: crate::backend::Discovery::Unavailable {
-                            reason: "Slurm reports no GPU telemetry (GPUs as its GRES and the fleet file declare)".into(),
-                        },
-                        groups: Vec::new(),
-                    });
+                    info,
+                    "Slurm reports no GPU telemetry (GPUs as its GRES and the fleet file declare)",
+                );
+                for e in said {
+                    self.emit(e);
                 }
-                // Said again after the node comes back.
-                self.foreign[host] = None;
             }
             (Err(why), _) => self.emit(RunEvent::Down { host, why }),
             (Ok(()), None) => {}
@@ -557,14 +540,13 @@ impl Worker {
             }
         }
         for host in 0..self.nodes.len() {
-            if self.status[host] != Some(Ok(())) {
+            if !self.reports.is_up(host) {
                 continue;
             }
             let mut work = on.remove(self.nodes[host].as_str()).unwrap_or_default();
             work.sort_by(|a, b| a.what.cmp(&b.what));
-            if self.foreign[host].as_ref() != Some(&work) {
-                self.foreign[host] = Some(work.clone());
-                self.emit(RunEvent::Foreign { host, work });
+            if let Some(e) = self.reports.foreign(host, work) {
+                self.emit(e);
             }
         }
     }

@@ -12,13 +12,7 @@ pub fn validate(p: &PoolConfig, name: &str) -> Result<(), String> {
         ("image", p.image.is_some()),
     ];
     if !p.is_kube() {
-        if let Some((field, _)) = kube_only.iter().find(|(_, set)| *set) {
-            return Err(format!(
-                "{name}: `{field}` is for provider = \"kubernetes\" pools (this one is provider = \"{}\")",
-                p.provider
-            ));
-        }
-        return Ok(());
+        return super::ssh::none_set(p, name, "kubernetes", &kube_only);
     }
     if p.hosts.is_empty() {
         return Err(format!(

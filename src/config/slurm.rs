@@ -11,13 +11,7 @@ pub fn validate(p: &PoolConfig, name: &str) -> Result<(), String> {
         ("slurm_user", p.slurm_user.is_some()),
     ];
     if !p.is_slurm() {
-        if let Some((field, _)) = slurm_only.iter().find(|(_, set)| *set) {
-            return Err(format!(
-                "{name}: `{field}` is for provider = \"slurm\" pools (this one is provider = \"{}\")",
-                p.provider
-            ));
-        }
-        return Ok(());
+        return super::ssh::none_set(p, name, "slurm", &slurm_only);
     }
     let Some(url) = &p.slurmrestd else {
         return Err(format!(

@@ -16,13 +16,7 @@ pub fn validate(p: &PoolConfig, name: &str) -> Result<(), String> {
         ),
     ];
     if !p.is_ssh() {
-        if let Some((field, _)) = ssh_only.iter().find(|(_, set)| *set) {
-            return Err(format!(
-                "{name}: `{field}` is for provider = \"ssh\" pools (this one is provider = \"{}\")",
-                p.provider
-            ));
-        }
-        return Ok(());
+        return none_set(p, name, "ssh", &ssh_only);
     }
     if p.hosts.is_empty() {
         return Err(format!(
@@ -71,6 +65,22 @@ pub(super) fn listed_nodes(p: &PoolConfig, name: &str, what: &str, is: &str) -> 
         }
     }
     Ok(())
+}
+
+/// A pool of another provider must not set `fields` (name, set), which are `provider`'s.
+pub(super) fn none_set(
+    p: &PoolConfig,
+    name: &str,
+    provider: &str,
+    fields: &[(&str, bool)],
+) -> Result<(), String> {
+    match fields.iter().find(|(_, set)| *set) {
+        Some((field, _)) => Err(format!(
+            "{name}: `{field}` is for provider = \"{provider}\" pools (this one is provider = \"{}\")",
+            p.provider
+        )),
+        None => Ok(()),
+    }
 }
 
 #[cfg(test)]

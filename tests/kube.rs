@@ -4,150 +4,19 @@
 //! client expects; then `gantry kube` reads the cluster through kube-rs reflectors, and the
 //! watches are cut, resumed and sent back to list by a 410.
 
+#[path = "common/daemon.rs"]
+mod daemon;
+#[path = "common/kube_cluster.rs"]
+mod kube_cluster;
+
 use gantry::backend::kube::inventory::Labels;
 use gantry::backend::kube::{connect, Watched};
 use gantry::testkit::apiserver::{ApiServer, Kind};
+use kube_cluster::{cluster, gpu_node, gpu_pod, have_kubectl, kubeconfig, kubectl, runtime, temp};
 use serde_json::{json, Value};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
-fn temp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("gantry-kube-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-/// A kubeconfig with one context, `test`, for `server`.
-fn kubeconfig(dir: &Path, server: &str) -> PathBuf {
-    let f = dir.join("kubeconfig");
-    std::fs::write(
-        &f,
-        format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: test\n  cluster:\n    server: {server}\ncontexts:\n- name: test\n  context:\n    cluster: test\n    user: test\ncurrent-context: test\nusers:\n- name: test\n  user:\n    token: test-token\n"
-        ),
-    )
-    .unwrap();
-    f
-}
-
-/// A GPU node as a GPU Operator cluster has it (device plugin allocatable, GPU Feature
-/// Discovery labels, the GPU taint cloud GPU pools add).
-fn gpu_node(name: &str, product: &str, memory_mib: u32, gpus: u32, zone: &str) -> Value {
-    json!({
-        "kind": "Node", "apiVersion": "v1",
-        "metadata": {"name": name, "labels": {
-            "kubernetes.io/hostname": name,
-            "node.kubernetes.io/instance-type": "p5.48xlarge",
-            "topology.kubernetes.io/zone": zone,
-            "nvidia.com/gpu.present": "true",
-            "nvidia.com/gpu.product": product,
-            "nvidia.com/gpu.memory": memory_mib.to_string(),
-            "nvidia.com/gpu.count": gpus.to_string(),
-            "nvidia.com/mig.strategy": "single",
-            "nvidia.com/gpu.clique": "f3ab1c2e-0000-4000-8000-000000000001.1"
-        }},
-        "spec": {"taints": [{"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}]},
-        "status": {
-            "capacity": {"cpu": "192", "memory": "2097151232Ki", "nvidia.com/gpu": gpus.to_string(), "pods": "737"},
-            "allocatable": {"cpu": "191450m", "memory": "2052345856Ki", "nvidia.com/gpu": gpus.to_string(), "pods": "737"},
-            "conditions": [
-                {"type": "MemoryPressure", "status": "False", "reason": "KubeletHasSufficientMemory"},
-                {"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "kubelet is posting ready status"}
-            ],
-            "nodeInfo": {"kubeletVersion": "v1.33.2", "containerRuntimeVersion": "containerd://1.7.27",
-                          "osImage": "Amazon Linux 2023", "kernelVersion": "6.1.0", "architecture": "amd64",
-                          "operatingSystem": "linux", "machineID": "", "systemUUID": "", "bootID": "",
-                          "kubeProxyVersion": "", "containerRuntimeVersion ": ""}
-        }
-    })
-}
-
-/// A pod bound to `node` asking for `gpus` GPUs.
-fn gpu_pod(ns: &str, name: &str, node: &str, gpus: u32, phase: &str) -> Value {
-    json!({
-        "kind": "Pod", "apiVersion": "v1",
-        "metadata": {"name": name, "namespace": ns, "labels": {"app": name}},
-        "spec": {
-            "nodeName": node, "schedulerName": "default-scheduler", "restartPolicy": "Never",
-            "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
-            "containers": [{"name": "main", "image": "nvcr.io/nvidia/pytorch:25.01-py3",
-                            "resources": {"limits": {"nvidia.com/gpu": gpus.to_string()},
-                                          "requests": {"nvidia.com/gpu": gpus.to_string(), "cpu": "8"}}}]
-        },
-        "status": {"phase": phase, "podIP": "10.0.0.5", "hostIP": "10.1.0.5"}
-    })
-}
-
-/// The cluster of the tests: two H100 nodes (one cordoned), an A100 node in MIG mode, a
-/// NotReady node; a training pod of others on gpu-0, a finished one, a gantry pod.
-fn cluster(api: &ApiServer) {
-    api.apply(gpu_node(
-        "gpu-0",
-        "NVIDIA-H100-80GB-HBM3",
-        81559,
-        8,
-        "us-east-1a",
-    ))
-    .unwrap();
-    let mut cordoned = gpu_node("gpu-1", "NVIDIA-H100-80GB-HBM3", 81559, 8, "us-east-1b");
-    cordoned["spec"]["unschedulable"] = json!(true);
-    cordoned["spec"]["taints"]
-        .as_array_mut()
-        .unwrap()
-        .push(json!({"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}));
-    api.apply(cordoned).unwrap();
-    let mut mig = gpu_node("mig-0", "NVIDIA-A100-SXM4-80GB", 81920, 0, "us-east-1a");
-    mig["metadata"]["labels"]["nvidia.com/mig.strategy"] = json!("mixed");
-    mig["status"]["allocatable"]["nvidia.com/mig-1g.10gb"] = json!("14");
-    mig["status"]["allocatable"]["nvidia.com/mig-3g.40gb"] = json!("2");
-    api.apply(mig).unwrap();
-    let mut down = gpu_node("gpu-2", "NVIDIA-H100-80GB-HBM3", 81559, 8, "us-east-1a");
-    down["status"]["conditions"][1]["status"] = json!("Unknown");
-    api.apply(down).unwrap();
-    api.apply(gpu_pod("research", "llama-sft-0", "gpu-0", 6, "Running"))
-        .unwrap();
-    api.apply(gpu_pod("research", "eval-done", "gpu-0", 2, "Succeeded"))
-        .unwrap();
-    let mut ours = gpu_pod("gantry", "gantry-7-0", "gpu-0", 1, "Running");
-    ours["metadata"]["labels"]["gantry.dev/job"] = json!("7");
-    api.apply(ours).unwrap();
-}
-
-fn kubectl(config: &Path, args: &[&str]) -> String {
-    let out = Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(config)
-        .args(args)
-        .output()
-        .expect("kubectl is installed");
-    assert!(
-        out.status.success(),
-        "kubectl {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn have_kubectl() -> bool {
-    let ok = Command::new("kubectl")
-        .args(["version", "--client"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        eprintln!("skipped: kubectl is not installed");
-    }
-    ok
-}
 
 /// What the real kubectl sees of the test server is what it sees of a cluster.
 #[test]
@@ -538,4 +407,266 @@ fn watches_resume_after_a_cut_and_list_again_after_410() {
     let last = api.counts();
     assert!(last.gone >= 1 && last.lists > after.lists, "{last:?}");
     assert!(watched.error().is_none());
+}
+
+/// The pods of gantry's namespace for job `job`: (name, node, pod).
+fn pods_of(api: &ApiServer, job: i64) -> Vec<(String, String, Value)> {
+    let mut pods: Vec<_> = api
+        .pods("gantry")
+        .into_iter()
+        .filter(|p| p["metadata"]["labels"]["gantry.dev/job"].as_str() == Some(&*job.to_string()))
+        .map(|p| {
+            (
+                p["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+                p["spec"]["nodeName"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+                p,
+            )
+        })
+        .collect();
+    pods.sort_by(|a, b| a.0.cmp(&b.0));
+    pods
+}
+
+/// A daemon whose one pool is the test cluster's H100 nodes.
+fn daemon_over(api: &ApiServer, test: &str, hosts: &[&str]) -> daemon::Daemon {
+    let dir = daemon::temp_dir(test);
+    let k = kubeconfig(&dir, &api.url);
+    let hosts: Vec<String> = hosts.iter().map(|h| format!("\"{h}\"")).collect();
+    let fleet = dir.join("fleet.toml");
+    std::fs::write(
+        &fleet,
+        format!(
+            "[[teams]]\nname = \"lab\"\n\n[[pools]]\nprovider = \"kubernetes\"\nregion = \"k8s\"\nzone = \"us-east-1a\"\nname = \"h100\"\ninstance_type = \"p5.48xlarge\"\ngpu = \"H100\"\ngpus_per_node = 8\nvram_gb = 80\ncpus = 190\nmemory_gb = 1900\ncapacity = \"reserved\"\nprice_per_hour = 98.32\nkubeconfig = \"{}\"\ncontext = \"test\"\nimage = \"nvcr.io/nvidia/pytorch:25.01-py3\"\nhosts = [{}]\n",
+            k.display(),
+            hosts.join(", ")
+        ),
+    )
+    .unwrap();
+    start_daemon(dir)
+}
+
+/// The daemon of `dir` (its fleet file there), started again after a crash too.
+fn start_daemon(dir: PathBuf) -> daemon::Daemon {
+    let fleet = dir.join("fleet.toml");
+    let err = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join("daemon.err"))
+        .unwrap();
+    daemon::start_with(dir, &["--config", fleet.to_str().unwrap()], |cmd| {
+        cmd.stderr(err);
+    })
+}
+
+fn env_of(pod: &Value, name: &str) -> Option<String> {
+    pod["spec"]["containers"][0]["env"]
+        .as_array()?
+        .iter()
+        .find(|e| e["name"] == name)
+        .and_then(|e| e["value"].as_str())
+        .map(str::to_string)
+}
+
+/// gantry's jobs become pods bound (through `pods/binding`) to the nodes its core chose:
+/// the GPUs pods of others hold are left alone, cordoned and NotReady nodes take nothing;
+/// the pod's phase and exit code drive the job, its log is the job's, a preemption deletes
+/// it with the job's grace and the requeued job runs again as a new pod, and gantry deletes
+/// the pods of ended runs.
+#[test]
+fn gantry_jobs_run_as_pods_bound_to_the_nodes_gantry_chose() {
+    use daemon::{cli, events, job, log_text, state, submit, wait_for};
+    let rt = runtime();
+    let api = ApiServer::start(rt.handle(), Duration::from_millis(200)).unwrap();
+    cluster(&api);
+    api.remove(Kind::Pod, "gantry", "gantry-7-0");
+    api.apply(gpu_node(
+        "gpu-3",
+        "NVIDIA-H100-80GB-HBM3",
+        81559,
+        8,
+        "us-east-1a",
+    ))
+    .unwrap();
+    let d = daemon_over(&api, "kube-run", &["gpu-0", "gpu-1", "gpu-2", "gpu-3"]);
+    wait_for(&d, 30, "the nodes to be read", || {
+        let ev = events(&d);
+        let said = |s: &str| ev.iter().any(|e| e.contains(s));
+        said("pod research/llama-sft-0 holds 6 GPU(s) on gpu-0")
+            && said("host gpu-1 cordoned")
+            && said("node gpu-2 is not Ready")
+            && ev.iter().filter(|e| e.contains("connected:")).count() >= 3
+    });
+    // Four GPUs: gpu-0 has two free, gpu-1 is cordoned, gpu-2 is down: gpu-3.
+    let dir = d.dir.clone();
+    let first = submit(
+        &d,
+        &dir,
+        "first",
+        "name: first\nresources:\n  accelerators: H100:4\nenvs:\n  MODEL: llama\nrun: python train.py\n",
+    );
+    wait_for(&d, 30, "its pod to be bound", || {
+        pods_of(&api, first).len() == 1
+    });
+    let (name, node, pod) = pods_of(&api, first).remove(0);
+    assert_eq!(node, "gpu-3", "{pod:#}");
+    assert_eq!(pod["spec"]["schedulerName"], "gantry");
+    assert_eq!(
+        pod["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"],
+        "4"
+    );
+    assert_eq!(
+        pod["spec"]["containers"][0]["image"],
+        "nvcr.io/nvidia/pytorch:25.01-py3"
+    );
+    assert_eq!(
+        pod["metadata"]["labels"]["app.kubernetes.io/managed-by"],
+        "gantry"
+    );
+    assert_eq!(env_of(&pod, "MODEL").as_deref(), Some("llama"));
+    assert_eq!(
+        env_of(&pod, "GANTRY_RUN").as_deref(),
+        Some("python train.py")
+    );
+    assert_eq!(env_of(&pod, "GANTRY_NUM_GPUS").as_deref(), Some("4"));
+    wait_for(&d, 30, "the job to run", || state(&d, first) == "running");
+    // Its output is read through the pod log API.
+    api.log("gantry", &name, "step 1 loss 2.31\n");
+    wait_for(&d, 30, "its log", || {
+        log_text(&d, first).contains("step 1 loss 2.31")
+    });
+    // The container exits 0: the job completes and gantry deletes the pod.
+    api.finish("gantry", &name, 0);
+    wait_for(&d, 30, "the job to complete", || {
+        state(&d, first) == "completed"
+    });
+    wait_for(&d, 30, "its pod to be deleted", || {
+        pods_of(&api, first).is_empty()
+    });
+    // A whole node, with a checkpoint grace: preempted, its pod is deleted with that grace
+    // (terminating until the container ends), the job requeues and runs again as a new pod.
+    let whole = submit(
+        &d,
+        &dir,
+        "whole",
+        "name: whole\nresources:\n  accelerators: H100:8\ncheckpoint: {signal: SIGTERM, grace: 45s}\nrun: python train.py --resume\n",
+    );
+    wait_for(&d, 30, "the whole node to run", || {
+        state(&d, whole) == "running"
+    });
+    let (old, node, _) = pods_of(&api, whole).remove(0);
+    assert_eq!(node, "gpu-3");
+    cli(&d, &["preempt", &whole.to_string()]);
+    wait_for(&d, 30, "the delete with the job's grace", || {
+        api.get(Kind::Pod, "gantry", &old).is_some_and(|p| {
+            p["metadata"]["deletionGracePeriodSeconds"] == 45
+                && !p["metadata"]["deletionTimestamp"].is_null()
+        })
+    });
+    assert_eq!(state(&d, whole), "preempting");
+    // The container checkpoints and exits on SIGTERM.
+    api.finish("gantry", &old, 0);
+    wait_for(&d, 30, "the requeue and the new pod", || {
+        pods_of(&api, whole)
+            .iter()
+            .any(|(n, node, _)| *n != old && node == "gpu-3")
+            && state(&d, whole) == "running"
+    });
+    assert!(api.get(Kind::Pod, "gantry", &old).is_none());
+    // A container that exits 3 fails its job with that code.
+    let (new, _, _) = pods_of(&api, whole).remove(0);
+    api.finish("gantry", &new, 3);
+    wait_for(&d, 30, "the failure", || state(&d, whole) == "failed");
+    let said = format!("job {whole} running → failed: exited with code 3 on gpu-3");
+    assert!(
+        events(&d).iter().any(|e| e.starts_with(&said)),
+        "{said}: {:?}",
+        events(&d)
+    );
+    assert_eq!(job(&d, whole)["state"], "failed");
+    wait_for(&d, 30, "the failed run's pod to be deleted", || {
+        pods_of(&api, whole).is_empty()
+    });
+    // The cluster cordons gpu-3: gantry says so and places nothing there.
+    let mut cordon = api.get(Kind::Node, "", "gpu-3").unwrap();
+    cordon["spec"]["unschedulable"] = json!(true);
+    api.apply(cordon).unwrap();
+    wait_for(&d, 30, "the cordon", || {
+        events(&d).iter().any(|e| e.contains("host gpu-3 cordoned"))
+    });
+    let waits = submit(
+        &d,
+        &dir,
+        "waits",
+        "name: waits\nresources:\n  accelerators: H100:4\nrun: python train.py\n",
+    );
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(state(&d, waits), "pending");
+    assert!(pods_of(&api, waits).is_empty());
+}
+
+/// gantry killed (SIGKILL) while its pod runs finds the run again when it starts (by the
+/// pod's job label and token): the job is not started twice, and ends once, with its pod's
+/// exit code.
+#[test]
+fn a_daemon_killed_while_its_pod_runs_finds_the_run_again() {
+    use daemon::{events, state, submit, wait_for};
+    let rt = runtime();
+    let api = ApiServer::start(rt.handle(), Duration::from_millis(200)).unwrap();
+    api.apply(gpu_node(
+        "gpu-3",
+        "NVIDIA-H100-80GB-HBM3",
+        81559,
+        8,
+        "us-east-1a",
+    ))
+    .unwrap();
+    let d = daemon_over(&api, "kube-crash", &["gpu-3"]);
+    let dir = d.dir.clone();
+    let id = submit(
+        &d,
+        &dir,
+        "long",
+        "name: long\nresources:\n  accelerators: H100:8\nrun: python train.py\n",
+    );
+    wait_for(&d, 30, "its pod to run", || {
+        state(&d, id) == "running"
+            && pods_of(&api, id)
+                .first()
+                .is_some_and(|(_, _, p)| p["status"]["phase"] == "Running")
+    });
+    let (name, _, _) = pods_of(&api, id).remove(0);
+    let mut d = d;
+    unsafe { libc::kill(d.child.id() as i32, libc::SIGKILL) };
+    let _ = d.child.wait();
+    std::mem::forget(d);
+    let d = start_daemon(dir);
+    wait_for(&d, 30, "the run to be found again", || {
+        events(&d).iter().any(|e| e.contains("re-adopted"))
+    });
+    assert_eq!(state(&d, id), "running");
+    assert_eq!(pods_of(&api, id).len(), 1, "no second pod");
+    api.finish("gantry", &name, 0);
+    wait_for(&d, 30, "the job to complete", || {
+        state(&d, id) == "completed"
+    });
+    wait_for(&d, 30, "its pod to be deleted", || {
+        pods_of(&api, id).is_empty()
+    });
+    let ev = events(&d);
+    let count = |s: &str| ev.iter().filter(|e| e.contains(s)).count();
+    assert_eq!(
+        (
+            count(&format!("job {id} pending → running")),
+            count(&format!("job {id} running → completed"))
+        ),
+        (1, 1),
+        "{}",
+        ev.join("\n")
+    );
 }

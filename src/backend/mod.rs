@@ -102,10 +102,7 @@ pub fn runner_for(
             opening.sampling,
         )?)
     } else if p.is_kube() {
-        return Err(format!(
-            "pool `{}`: Kubernetes pools do not run gantry jobs yet; `gantry kube` shows the cluster",
-            p.name
-        ));
+        Box::new(kube::runner::KubePool::open(p, nodes))
     } else if p.is_slurm() {
         Box::new(slurm::runner::SlurmPool::open(
             p,

@@ -56,10 +56,7 @@ pub fn validate(p: &PoolConfig, name: &str) -> Result<(), String> {
             "{name}: gpu = \"auto\" is not read from Kubernetes yet: declare `gpu` and `gpus_per_node` (`gantry kube` shows the nodes' GPUs)"
         ));
     }
-    super::ssh::listed_nodes(p, name, "node", "a Kubernetes pool is its nodes")?;
-    Err(format!(
-        "{name}: provider = \"kubernetes\" pools do not run gantry jobs yet (the pod runner is in progress); `gantry kube --context …` shows the cluster's GPU nodes and who holds them"
-    ))
+    super::ssh::listed_nodes(p, name, "node", "a Kubernetes pool is its nodes")
 }
 
 #[cfg(test)]
@@ -74,11 +71,16 @@ mod tests {
 
     #[test]
     fn a_kubernetes_pool_is_its_nodes_and_says_what_is_wrong() {
-        // Well formed, and refused for what it is: the pod runner is not wired yet.
-        let e =
-            with("context = \"prod\"\nimage = \"pytorch:25\"\nhosts = [\"gpu-0\", \"gpu-1\"]\n")
-                .unwrap_err();
-        assert!(e.contains("do not run gantry jobs yet"), "{e}");
+        let f = with(
+            "context = \"prod\"\nnamespace = \"ml\"\nimage = \"pytorch:25\"\nhosts = [\"gpu-0\", \"gpu-1\"]\n",
+        )
+        .unwrap();
+        let p = &f.pools[0];
+        assert!(p.is_kube() && p.lists_cluster_nodes());
+        assert_eq!(
+            (p.context.as_deref(), p.namespace.as_deref(), p.hosts.len()),
+            (Some("prod"), Some("ml"), 2)
+        );
         let e = with("image = \"x\"\n").unwrap_err();
         assert!(
             e.contains("f.toml:4:1") && e.contains("needs `hosts`"),

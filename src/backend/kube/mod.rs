@@ -3,6 +3,7 @@
 //! reflectors (not polled), and the cluster's GPU nodes as gantry sees them (`inventory`).
 
 pub mod inventory;
+mod pod;
 pub mod runner;
 
 use futures_util::StreamExt;
@@ -11,8 +12,10 @@ use kube::runtime::reflector::{self, Store};
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Api, Client, Config};
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use tokio::sync::mpsc::UnboundedSender;
 
 /// A cluster connected to: the client, and what to call it in messages.
 pub struct Cluster {
@@ -116,6 +119,8 @@ pub struct Watched {
     errors: [Arc<Mutex<Option<String>>>; 2],
     /// Both stores have held a full list (set once).
     full: Arc<std::sync::atomic::AtomicBool>,
+    /// Bumped by every change either watch delivers: nothing to look at again while unmoved.
+    generation: Arc<AtomicU64>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
@@ -127,12 +132,24 @@ impl Drop for Watched {
     }
 }
 
+/// A change to one of gantry's pods (labelled with a job), as the pods watch delivered it —
+/// after the store took it. A deleted pod carries its last state (how it ended).
+pub struct PodChange {
+    pub pod: Pod,
+    pub deleted: bool,
+}
+
+/// What each watch event is also told to: the generation (any change) and, for pods, the
+/// worker following gantry's own.
+type Hook<K> = Box<dyn Fn(&watcher::Event<K>) + Send + Sync>;
+
 fn follow<K>(
     rt: &tokio::runtime::Handle,
     api: Api<K>,
     name: String,
     error: Arc<Mutex<Option<String>>>,
     trim: fn(&mut K),
+    hook: Hook<K>,
 ) -> (Store<K>, tokio::task::JoinHandle<()>)
 where
     K: kube::Resource<DynamicType = ()>
@@ -151,6 +168,9 @@ where
     let task = rt.spawn(async move {
         let mut stream = std::pin::pin!(stream);
         while let Some(item) = stream.next().await {
+            if let Ok(event) = &item {
+                hook(event);
+            }
             let mut e = error.lock().unwrap_or_else(|e| e.into_inner());
             match item {
                 Ok(_) => *e = None,
@@ -202,20 +222,56 @@ fn trim_pod(p: &mut Pod) {
 impl Watched {
     /// Starts the watches on `rt`.
     pub fn start(rt: &tokio::runtime::Handle, cluster: &Cluster) -> Watched {
+        Watched::start_following(rt, cluster, None)
+    }
+
+    /// The same, telling `ours` of every change to a pod labelled with a gantry job (a
+    /// pod that comes and goes between two looks at the store is not missed).
+    pub fn start_following(
+        rt: &tokio::runtime::Handle,
+        cluster: &Cluster,
+        ours: Option<UnboundedSender<PodChange>>,
+    ) -> Watched {
         let errors = [Arc::new(Mutex::new(None)), Arc::new(Mutex::new(None))];
+        let generation = Arc::new(AtomicU64::new(0));
+        let g = generation.clone();
         let (nodes, a) = follow(
             rt,
             Api::<Node>::all(cluster.client.clone()),
             cluster.name.clone(),
             errors[0].clone(),
             trim_node,
+            Box::new(move |_| {
+                g.fetch_add(1, Ordering::Release);
+            }),
         );
+        let g = generation.clone();
         let (pods, b) = follow(
             rt,
             Api::<Pod>::all(cluster.client.clone()),
             cluster.name.clone(),
             errors[1].clone(),
             trim_pod,
+            Box::new(move |e| {
+                g.fetch_add(1, Ordering::Release);
+                let Some(tx) = &ours else { return };
+                let (pod, deleted) = match e {
+                    watcher::Event::Apply(p) | watcher::Event::InitApply(p) => (p, false),
+                    watcher::Event::Delete(p) => (p, true),
+                    watcher::Event::Init | watcher::Event::InitDone => return,
+                };
+                let labelled = pod
+                    .metadata
+                    .labels
+                    .as_ref()
+                    .is_some_and(|l| l.contains_key(inventory::JOB_LABEL));
+                if labelled {
+                    let _ = tx.send(PodChange {
+                        pod: pod.clone(),
+                        deleted,
+                    });
+                }
+            }),
         );
         let full = Arc::new(std::sync::atomic::AtomicBool::new(false));
         {
@@ -230,9 +286,15 @@ impl Watched {
             nodes,
             pods,
             full,
+            generation,
             errors,
             tasks: vec![a, b],
         }
+    }
+
+    /// A number that moves whenever either store changes.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
     }
 
     /// Whether both stores have held a full list.

@@ -1,10 +1,3 @@
-//! NOT YET WIRED INTO THE DAEMON (`runner_for` refuses Kubernetes pools): driven by the
-//! daemon against the test API server, the pods reflector of this worker stopped taking
-//! events after a few pods came and went (the server had written them; the client thread sat
-//! idle in epoll) — found with a daemon test, not yet explained. The rest worked end to end:
-//! pods created and bound on the chosen node, exit codes, logs, graceful delete and requeue,
-//! foreign pods, cordoned and NotReady nodes.
-//!
 //! A Kubernetes pool as a `Runner`: each node's part of a gantry job is a pod gantry creates
 //! (`schedulerName: gantry`, so no other scheduler takes it) and binds to the node its core
 //! chose through the `pods/binding` subresource, as a scheduler does. Pod phases and
@@ -12,36 +5,29 @@
 //! kubelet sends SIGTERM, then SIGKILL when the grace ends); pods of others holding GPUs are
 //! foreign work; a cordoned, tainted or NotReady node takes nothing new.
 //!
+//! gantry's pods are followed change by change as the pods watch delivers them (a pod that
+//! starts and ends between two looks is not missed, and its exit code is the one in its last
+//! state); nodes are looked at again only when a watch has delivered something.
+//!
 //! A worker thread runs the client and the reflectors on its own runtime, so the daemon's
 //! calls return at once; what it learns waits in a queue `poll` drains. Runs are found again
 //! after a restart by their labels (`gantry.dev/job`) and token annotation.
 
 use super::inventory::{self, KubeNode, Labels, JOB_LABEL};
-use super::{connect, Cluster, Watched};
+use super::pod::{pod_name, pod_of, token_of, Run, RunKey};
+use super::{connect, Cluster, PodChange, Watched};
 use crate::backend::cluster::NodeReports;
 use crate::backend::logs::{LogQuery, LogRead, LogReader};
-use crate::backend::{Exit, ForeignWork, HostInfo, Launch, RunEvent, Runner};
+use crate::backend::{ForeignWork, HostInfo, Launch, RunEvent, Runner};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{DeleteParams, PostParams};
+use kube::runtime::reflector::ObjectRef;
 use kube::Api;
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
-
-const TOKEN_ANNOTATION: &str = "gantry.dev/token";
-const RANK_LABEL: &str = "gantry.dev/rank";
-/// How long a pod just created may be missing from the reflector before it counts as gone.
-const CREATE_LAG: Duration = Duration::from_secs(30);
-/// Container states Kubernetes will not get over by waiting: the start failed.
-const HOPELESS: [&str; 5] = [
-    "ErrImagePull",
-    "ImagePullBackOff",
-    "InvalidImageName",
-    "CreateContainerConfigError",
-    "CreateContainerError",
-];
 
 enum Cmd {
     Start(usize, Box<Launch>),
@@ -91,6 +77,7 @@ impl KubePool {
             image: p.image.clone().unwrap_or_default(),
         };
         let logs = Arc::new(KubeLogs { tx: tx.clone() });
+        let (changes, changed) = unbounded_channel();
         let worker = Worker {
             settings,
             nodes: nodes.clone(),
@@ -98,12 +85,14 @@ impl KubePool {
             watched: None,
             next_connect: Instant::now(),
             runs: HashMap::new(),
+            changes,
+            looked_at: None,
             reports: NodeReports::new(nodes.len()),
             out: events.clone(),
         };
         std::thread::Builder::new()
             .name(format!("kube-{}", p.name))
-            .spawn(move || worker.run(rx))
+            .spawn(move || worker.run(rx, changed))
             .expect("spawn the Kubernetes worker thread");
         KubePool {
             nodes,
@@ -157,17 +146,6 @@ impl Runner for KubePool {
     }
 }
 
-/// A pod of gantry's, followed.
-struct Run {
-    pod: String,
-    created: Instant,
-    seen: bool,
-    started: bool,
-    ended: bool,
-}
-
-type RunKey = (usize, i64, String);
-
 struct Worker {
     settings: Settings,
     nodes: Vec<String>,
@@ -175,131 +153,17 @@ struct Worker {
     watched: Option<Watched>,
     next_connect: Instant,
     runs: HashMap<RunKey, Run>,
+    /// Where gantry's pod changes are sent (kept for the watches of each connection).
+    changes: UnboundedSender<PodChange>,
+    /// The watches' generation last looked at.
+    looked_at: Option<u64>,
     /// What was last said of each node.
     reports: NodeReports,
     out: Arc<Mutex<Vec<RunEvent>>>,
 }
 
-/// The pod's name for a run: what `kubectl get pods` users read.
-fn pod_name(job: i64, rank: u16, token: &str) -> String {
-    let tail: String = token
-        .chars()
-        .filter(|c| c.is_ascii_alphanumeric())
-        .take(6)
-        .collect::<String>()
-        .to_ascii_lowercase();
-    format!("gantry-{job}-{rank}-{tail}")
-}
-
-/// The pod of one node's part of a job.
-fn pod_of(l: &Launch, s: &Settings, node: &str, grace_s: Option<u32>) -> Value {
-    let gpus = l.gpus.len();
-    let mut env: Vec<Value> = l
-        .envs
-        .iter()
-        .map(|(k, v)| json!({"name": k, "value": v}))
-        .collect();
-    let mut add = |k: &str, v: String| env.push(json!({"name": k, "value": v}));
-    add("GANTRY_JOB_ID", l.job.to_string());
-    add("GANTRY_RUN_TOKEN", l.token.clone());
-    add("GANTRY_NUM_GPUS", gpus.to_string());
-    for (k, v) in l.gang.env(gpus) {
-        add(k, v);
-    }
-    if let Some(d) = &l.checkpoint_dir {
-        add("GANTRY_CHECKPOINT_DIR", d.clone());
-    }
-    // As SkyPilot runs a task: setup and run as separate bash scripts; a failing setup stops
-    // the job. The scripts travel as environment values (no quoting to get wrong).
-    add("GANTRY_SETUP", l.setup.clone().unwrap_or_default());
-    add("GANTRY_RUN", l.run.clone());
-    let mut container = json!({
-        "name": "main",
-        "image": s.image,
-        "command": ["bash", "-c", "bash -c \"$GANTRY_SETUP\" && exec bash -c \"$GANTRY_RUN\""],
-        "env": env,
-    });
-    if gpus > 0 {
-        container["resources"] = json!({"limits": {"nvidia.com/gpu": gpus.to_string()}});
-    }
-    if let Some(w) = &l.workdir {
-        container["workingDir"] = json!(w);
-    }
-    let mut spec = json!({
-        "schedulerName": "gantry",
-        "restartPolicy": "Never",
-        "containers": [container],
-        "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
-    });
-    if let Some(g) = grace_s {
-        spec["terminationGracePeriodSeconds"] = json!(g);
-    }
-    // The nodes of a gang reach one another at their nodes' addresses (NCCL across pods).
-    if l.gang.ips.len() > 1 {
-        spec["hostNetwork"] = json!(true);
-    }
-    let _ = node;
-    json!({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {
-            "name": pod_name(l.job, l.gang.rank, &l.token),
-            "namespace": s.namespace,
-            "labels": {
-                "app.kubernetes.io/managed-by": "gantry",
-                JOB_LABEL: l.job.to_string(),
-                RANK_LABEL: l.gang.rank.to_string(),
-            },
-            "annotations": {TOKEN_ANNOTATION: l.token},
-        },
-        "spec": spec,
-    })
-}
-
-/// A pod's run state: how it ended (exit code of its container), if it did.
-fn ended(p: &Pod) -> Option<Exit> {
-    let phase = p.status.as_ref()?.phase.as_deref()?;
-    if phase != "Succeeded" && phase != "Failed" {
-        return None;
-    }
-    let code = p
-        .status
-        .as_ref()
-        .and_then(|s| s.container_statuses.as_ref())
-        .and_then(|cs| cs.first())
-        .and_then(|c| c.state.as_ref())
-        .and_then(|s| s.terminated.as_ref())
-        .map(|t| t.exit_code);
-    Some(match code {
-        // 128 + n: killed by signal n (137: SIGKILL at the end of a grace).
-        Some(c) if c > 128 && c < 160 => Exit::Signal(c - 128),
-        Some(c) => Exit::Code(c),
-        None if phase == "Succeeded" => Exit::Code(0),
-        None => Exit::Unknown,
-    })
-}
-
-/// Why a pod's container cannot start, if Kubernetes will not get over it by waiting.
-fn hopeless(p: &Pod) -> Option<String> {
-    p.status
-        .as_ref()?
-        .container_statuses
-        .as_ref()?
-        .iter()
-        .filter_map(|c| c.state.as_ref()?.waiting.as_ref())
-        .find(|w| HOPELESS.contains(&w.reason.as_deref().unwrap_or("")))
-        .map(|w| {
-            format!(
-                "{}{}",
-                w.reason.clone().unwrap_or_default(),
-                w.message
-                    .as_ref()
-                    .map_or(String::new(), |m| format!(": {m}"))
-            )
-        })
-}
-
 impl Worker {
-    fn run(mut self, mut rx: UnboundedReceiver<Cmd>) {
+    fn run(mut self, mut rx: UnboundedReceiver<Cmd>, mut changed: UnboundedReceiver<PodChange>) {
         // The reflectors and the client's connections run on a worker thread of their own,
         // whatever this loop is waiting on.
         let rt = match tokio::runtime::Builder::new_multi_thread()
@@ -328,7 +192,15 @@ impl Worker {
                         // The daemon let the pool go.
                         None => return,
                     },
-                    _ = tick.tick() => self.refresh().await,
+                    Some(c) = changed.recv() => self.pod_changed(c),
+                    _ = tick.tick() => {
+                        // What the watches delivered before this look is taken first: the
+                        // store may already lack a pod whose deletion says how it ended.
+                        while let Ok(c) = changed.try_recv() {
+                            self.pod_changed(c);
+                        }
+                        self.refresh().await;
+                    }
                 }
             }
         });
@@ -351,16 +223,7 @@ impl Worker {
                 let name = pod_name(l.job, l.gang.rank, &l.token);
                 match self.create_and_bind(&l, &node).await {
                     Ok(()) => {
-                        self.runs.insert(
-                            key,
-                            Run {
-                                pod: name,
-                                created: Instant::now(),
-                                seen: false,
-                                started: false,
-                                ended: false,
-                            },
-                        );
+                        self.runs.insert(key, Run::new(name));
                     }
                     Err(why) => self.emit(RunEvent::StartFailed {
                         host,
@@ -422,7 +285,8 @@ impl Worker {
         let api = self
             .pods()
             .ok_or("not connected to the Kubernetes API server")?;
-        let pod: Pod = serde_json::from_value(pod_of(l, &self.settings, node, None))
+        let s = &self.settings;
+        let pod: Pod = serde_json::from_value(pod_of(l, &s.image, &s.namespace))
             .map_err(|e| format!("building the pod: {e}"))?;
         let name = pod.metadata.name.clone().unwrap_or_default();
         let ns = &self.settings.namespace;
@@ -456,7 +320,12 @@ impl Worker {
             let s = &self.settings;
             match connect(s.kubeconfig.as_deref(), s.context.as_deref()).await {
                 Ok(c) => {
-                    self.watched = Some(Watched::start(&tokio::runtime::Handle::current(), &c));
+                    self.watched = Some(Watched::start_following(
+                        &tokio::runtime::Handle::current(),
+                        &c,
+                        Some(self.changes.clone()),
+                    ));
+                    self.looked_at = None;
                     self.cluster = Some(c);
                 }
                 Err(why) => {
@@ -479,33 +348,38 @@ impl Worker {
             }
             return;
         }
+        let generation = w.generation();
+        if self.looked_at != Some(generation) {
+            self.looked_at = Some(generation);
+            self.look_at_nodes();
+        }
+        self.check_runs();
+    }
+
+    /// Each node's state, cordon and foreign work, said where it changed.
+    fn look_at_nodes(&mut self) {
+        let Some(w) = &self.watched else { return };
         let inv = w.inventory(&Labels::default());
-        let pods = w.pods.state();
         let by_name: HashMap<&str, &KubeNode> = inv.iter().map(|n| (n.name.as_str(), n)).collect();
-        // gantry's pods (this namespace), by node: (job, token) for `Up`.
+        // gantry's pods (this namespace) by node: (job, token), for `Up`.
         let mut ours: HashMap<String, Vec<(i64, String)>> = HashMap::new();
-        let mut by_pod: HashMap<String, Arc<Pod>> = HashMap::new();
-        for p in pods
-            .iter()
-            .filter(|p| p.metadata.namespace.as_deref() == Some(self.settings.namespace.as_str()))
+        for p in
+            w.pods.state().iter().filter(|p| {
+                p.metadata.namespace.as_deref() == Some(self.settings.namespace.as_str())
+            })
         {
-            let labels = p.metadata.labels.as_ref();
-            let job = labels
+            let job = p
+                .metadata
+                .labels
+                .as_ref()
                 .and_then(|l| l.get(JOB_LABEL))
                 .and_then(|j| j.parse::<i64>().ok());
-            let token = p
-                .metadata
-                .annotations
-                .as_ref()
-                .and_then(|a| a.get(TOKEN_ANNOTATION))
-                .cloned();
             let node = p.spec.as_ref().and_then(|s| s.node_name.clone());
-            if let (Some(job), Some(token), Some(node)) = (job, token, node) {
+            if let (Some(job), Some(token), Some(node)) = (job, token_of(p), node) {
                 if inventory::holds(p) {
-                    ours.entry(node).or_default().push((job, token));
+                    ours.entry(node).or_default().push((job, token.clone()));
                 }
             }
-            by_pod.insert(p.metadata.name.clone().unwrap_or_default(), p.clone());
         }
         for host in 0..self.nodes.len() {
             let name = self.nodes[host].clone();
@@ -546,7 +420,65 @@ impl Worker {
                 }
             }
         }
-        self.follow(&by_pod);
+    }
+
+    /// A change the pods watch delivered to one of gantry's pods.
+    fn pod_changed(&mut self, c: PodChange) {
+        let p = &c.pod;
+        if p.metadata.namespace.as_deref() != Some(self.settings.namespace.as_str()) {
+            return;
+        }
+        let Some(name) = p.metadata.name.as_deref() else {
+            return;
+        };
+        let token = token_of(p);
+        let Some((key, run)) = self
+            .runs
+            .iter_mut()
+            .find(|(k, r)| r.pod == name || (r.pod.is_empty() && token == Some(&k.2)))
+        else {
+            return;
+        };
+        if run.pod.is_empty() {
+            // A run found again after a restart: this is its pod.
+            run.pod = name.to_string();
+        }
+        for e in run.step(key, p, c.deleted) {
+            self.emit(e);
+        }
+    }
+
+    /// Each followed run's pod as the store has it now: what the watch's changes did not
+    /// say (a pod gone while the watch listed again; a run found again after a restart).
+    fn check_runs(&mut self) {
+        let Some(w) = &self.watched else { return };
+        let store = w.pods.clone();
+        let ns = self.settings.namespace.clone();
+        if self.runs.values().any(|r| r.pod.is_empty() && !r.ended) {
+            let pods = store.state();
+            for ((_, _, token), r) in self.runs.iter_mut().filter(|(_, r)| r.pod.is_empty()) {
+                if let Some(p) = pods.iter().find(|p| {
+                    p.metadata.namespace.as_deref() == Some(ns.as_str())
+                        && token_of(p) == Some(token)
+                }) {
+                    r.pod = p.metadata.name.clone().unwrap_or_default();
+                }
+            }
+        }
+        let now = Instant::now();
+        let mut events = Vec::new();
+        for (key, r) in self.runs.iter_mut().filter(|(_, r)| !r.ended) {
+            let pod = (!r.pod.is_empty())
+                .then(|| store.get(&ObjectRef::new(&r.pod).within(&ns)))
+                .flatten();
+            events.extend(match pod {
+                Some(p) => r.step(key, &p, false),
+                None => r.missing(key, now),
+            });
+        }
+        for e in events {
+            self.emit(e);
+        }
     }
 
     /// `Up` (with gantry's runs there) when a node becomes usable, `Down` when it stops
@@ -566,13 +498,9 @@ impl Worker {
                 for (job, token) in &runs {
                     // Followed from now on (a run from before a restart is re-adopted).
                     let key = (host, *job, token.clone());
-                    self.runs.entry(key).or_insert_with(|| Run {
-                        pod: String::new(),
-                        created: Instant::now(),
-                        seen: false,
-                        started: false,
-                        ended: false,
-                    });
+                    self.runs
+                        .entry(key)
+                        .or_insert_with(|| Run::new(String::new()));
                 }
                 let name = self.nodes[host].clone();
                 let server = self
@@ -601,83 +529,6 @@ impl Worker {
                 }
             }
             Err(why) => self.emit(RunEvent::Down { host, why }),
-        }
-    }
-
-    /// Each followed run's pod as the cluster has it now.
-    fn follow(&mut self, by_pod: &HashMap<String, Arc<Pod>>) {
-        let mut events = Vec::new();
-        for ((host, job, token), r) in self.runs.iter_mut().filter(|(_, r)| !r.ended) {
-            let (host, job) = (*host, *job);
-            if r.pod.is_empty() {
-                // Re-adopted: its pod is the one with its job and token.
-                if let Some((name, _)) = by_pod.iter().find(|(_, p)| {
-                    p.metadata
-                        .annotations
-                        .as_ref()
-                        .and_then(|a| a.get(TOKEN_ANNOTATION))
-                        == Some(token)
-                }) {
-                    r.pod = name.clone();
-                }
-            }
-            let Some(p) = by_pod.get(&r.pod) else {
-                if r.seen || r.created.elapsed() > CREATE_LAG {
-                    // Deleted, or gone with its node, without being seen to end.
-                    r.ended = true;
-                    events.push(RunEvent::Exited {
-                        host,
-                        job,
-                        token: token.clone(),
-                        exit: Exit::Unknown,
-                        at: None,
-                    });
-                }
-                continue;
-            };
-            r.seen = true;
-            let phase = p
-                .status
-                .as_ref()
-                .and_then(|s| s.phase.as_deref())
-                .unwrap_or("Pending");
-            if let Some(exit) = ended(p) {
-                r.ended = true;
-                if !r.started {
-                    events.push(RunEvent::Started {
-                        host,
-                        job,
-                        token: token.clone(),
-                        pgid: None,
-                    });
-                }
-                events.push(RunEvent::Exited {
-                    host,
-                    job,
-                    token: token.clone(),
-                    exit,
-                    at: None,
-                });
-            } else if phase == "Running" && !r.started {
-                r.started = true;
-                events.push(RunEvent::Started {
-                    host,
-                    job,
-                    token: token.clone(),
-                    pgid: None,
-                });
-            } else if let Some(why) = hopeless(p) {
-                r.ended = true;
-                events.push(RunEvent::StartFailed {
-                    host,
-                    job,
-                    token: token.clone(),
-                    why: format!("pod {}: {why}", r.pod),
-                });
-            }
-        }
-        for e in events {
-            self.emit(e);
         }
     }
 }
@@ -743,23 +594,5 @@ fn log_read(text: &str, q: &LogQuery) -> LogRead {
             err: 0,
         },
         found: true,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn pod_names_and_exits() {
-        assert_eq!(pod_name(7, 1, "AbC-123xyz"), "gantry-7-1-abc123");
-        let p: Pod = serde_json::from_value(json!({
-            "metadata": {"name": "x"},
-            "status": {"phase": "Failed", "containerStatuses": [{"name": "main", "image": "i",
-                "imageID": "", "ready": false, "restartCount": 0,
-                "state": {"terminated": {"exitCode": 137}}}]}
-        }))
-        .unwrap();
-        assert_eq!(ended(&p), Some(Exit::Signal(9)));
     }
 }

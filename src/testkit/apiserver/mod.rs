@@ -170,6 +170,16 @@ impl ApiServer {
         self.shared.get(kind, namespace, name)
     }
 
+    /// The pods of `namespace` now, by name.
+    pub fn pods(&self, namespace: &str) -> Vec<Value> {
+        let st = self.shared.store.lock().unwrap_or_else(|e| e.into_inner());
+        st.objects
+            .iter()
+            .filter(|((k, ns, _), _)| *k == Kind::Pod && ns == namespace)
+            .map(|(_, v)| (**v).clone())
+            .collect()
+    }
+
     /// A pod's containers end with exit `code` (as its kubelet would report); a pod being
     /// deleted then goes.
     pub fn finish(&self, namespace: &str, name: &str, code: i32) {

@@ -670,3 +670,73 @@ fn a_daemon_killed_while_its_pod_runs_finds_the_run_again() {
         ev.join("\n")
     );
 }
+
+/// A two-node gang's pods are all created before any is bound: refused one (a namespace
+/// quota), none is bound and the one made is deleted; allowed, both are bound on the nodes
+/// gantry chose, with their ranks, and the job ends when both have.
+#[test]
+fn a_gang_is_bound_whole_or_not_at_all() {
+    use daemon::{events, state, submit, wait_for};
+    let rt = runtime();
+    let api = ApiServer::start(rt.handle(), Duration::from_millis(200)).unwrap();
+    for n in ["gpu-a", "gpu-b"] {
+        api.apply(gpu_node(n, "NVIDIA-H100-80GB-HBM3", 81559, 8, "us-east-1a"))
+            .unwrap();
+    }
+    let d = daemon_over(&api, "kube-gang", &["gpu-a", "gpu-b"]);
+    let dir = d.dir.clone();
+    let gang =
+        "name: gang\nnum_nodes: 2\nresources:\n  accelerators: H100:8\nrun: torchrun train.py\n";
+    api.quota_pods("gantry", Some(1));
+    let refused = submit(&d, &dir, "refused", gang);
+    wait_for(&d, 30, "the refusal", || {
+        events(&d)
+            .iter()
+            .any(|e| e.starts_with(&format!("job {refused} ")) && e.contains("exceeded quota"))
+    });
+    wait_for(&d, 30, "the pod made to be deleted", || {
+        pods_of(&api, refused).is_empty()
+    });
+    assert_eq!(api.counts().bindings, 0, "half a gang was bound");
+    api.quota_pods("gantry", None);
+    let id = submit(&d, &dir, "gang", gang);
+    wait_for(&d, 30, "both pods bound", || {
+        pods_of(&api, id)
+            .iter()
+            .filter(|(_, node, _)| !node.is_empty())
+            .count()
+            == 2
+    });
+    let pods = pods_of(&api, id);
+    let mut placed: Vec<(String, Option<String>, Option<String>)> = pods
+        .iter()
+        .map(|(_, node, p)| {
+            assert_eq!(p["spec"]["hostNetwork"], true, "{p:#}");
+            (
+                node.clone(),
+                env_of(p, "GANTRY_NODE_RANK"),
+                env_of(p, "GANTRY_NUM_NODES"),
+            )
+        })
+        .collect();
+    placed.sort();
+    let two = Some("2".to_string());
+    let mut ranks: Vec<_> = placed.iter().map(|p| p.1.clone().unwrap()).collect();
+    ranks.sort();
+    assert_eq!(ranks, ["0", "1"]);
+    assert_eq!(
+        placed
+            .iter()
+            .map(|p| (p.0.as_str(), p.2.clone()))
+            .collect::<Vec<_>>(),
+        [("gpu-a", two.clone()), ("gpu-b", two)]
+    );
+    assert_eq!(api.counts().bindings, 2);
+    wait_for(&d, 30, "the gang to run", || state(&d, id) == "running");
+    for (name, _, _) in &pods {
+        api.finish("gantry", name, 0);
+    }
+    wait_for(&d, 30, "the gang to complete", || {
+        state(&d, id) == "completed"
+    });
+}

@@ -5,6 +5,7 @@
 pub mod inventory;
 mod pod;
 pub mod runner;
+mod start;
 
 use futures_util::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Pod};

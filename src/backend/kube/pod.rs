@@ -37,6 +37,12 @@ pub(super) struct Run {
     missing_since: Option<Instant>,
     started: bool,
     pub ended: bool,
+    /// Its pod is being created and bound (what the watch says of it waits in `held`).
+    pub starting: bool,
+    /// Told to stop (this grace) while starting.
+    pub stop: Option<u32>,
+    /// The last change the watch delivered while starting: (pod, deleted).
+    pub held: Option<(Pod, bool)>,
 }
 
 impl Run {
@@ -49,6 +55,17 @@ impl Run {
             missing_since: None,
             started: false,
             ended: false,
+            starting: false,
+            stop: None,
+            held: None,
+        }
+    }
+
+    /// A pod being created and bound.
+    pub fn starting(pod: String) -> Run {
+        Run {
+            starting: true,
+            ..Run::new(pod)
         }
     }
 

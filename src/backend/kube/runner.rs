@@ -14,16 +14,16 @@
 //! after a restart by their labels (`gantry.dev/job`) and token annotation.
 
 use super::inventory::{self, KubeNode, Labels, JOB_LABEL};
-use super::pod::{pod_name, pod_of, token_of, Run, RunKey};
+use super::pod::{pod_of, token_of, Run, RunKey};
+use super::start::{Gangs, Part, Started, IN_FLIGHT};
 use super::{connect, Cluster, PodChange, Watched};
 use crate::backend::cluster::NodeReports;
 use crate::backend::logs::{LogQuery, LogRead, LogReader};
 use crate::backend::{ForeignWork, HostInfo, Launch, RunEvent, Runner};
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{DeleteParams, PostParams};
+use kube::api::DeleteParams;
 use kube::runtime::reflector::ObjectRef;
 use kube::Api;
-use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -78,6 +78,7 @@ impl KubePool {
         };
         let logs = Arc::new(KubeLogs { tx: tx.clone() });
         let (changes, changed) = unbounded_channel();
+        let (starts, started) = unbounded_channel();
         let worker = Worker {
             settings,
             nodes: nodes.clone(),
@@ -87,12 +88,15 @@ impl KubePool {
             runs: HashMap::new(),
             changes,
             looked_at: None,
+            gangs: Gangs::default(),
+            starts,
+            in_flight: Arc::new(tokio::sync::Semaphore::new(IN_FLIGHT)),
             reports: NodeReports::new(nodes.len()),
             out: events.clone(),
         };
         std::thread::Builder::new()
             .name(format!("kube-{}", p.name))
-            .spawn(move || worker.run(rx, changed))
+            .spawn(move || worker.run(rx, changed, started))
             .expect("spawn the Kubernetes worker thread");
         KubePool {
             nodes,
@@ -157,13 +161,22 @@ struct Worker {
     changes: UnboundedSender<PodChange>,
     /// The watches' generation last looked at.
     looked_at: Option<u64>,
+    gangs: Gangs,
+    /// Where starts in flight say how they went.
+    starts: UnboundedSender<Started>,
+    in_flight: Arc<tokio::sync::Semaphore>,
     /// What was last said of each node.
     reports: NodeReports,
     out: Arc<Mutex<Vec<RunEvent>>>,
 }
 
 impl Worker {
-    fn run(mut self, mut rx: UnboundedReceiver<Cmd>, mut changed: UnboundedReceiver<PodChange>) {
+    fn run(
+        mut self,
+        mut rx: UnboundedReceiver<Cmd>,
+        mut changed: UnboundedReceiver<PodChange>,
+        mut started: UnboundedReceiver<Started>,
+    ) {
         // The reflectors and the client's connections run on a worker thread of their own,
         // whatever this loop is waiting on.
         let rt = match tokio::runtime::Builder::new_multi_thread()
@@ -187,6 +200,9 @@ impl Worker {
             let mut tick = tokio::time::interval(Duration::from_millis(500));
             loop {
                 tokio::select! {
+                    // How a start went comes before what the watch says of its pods.
+                    biased;
+                    Some(s) = started.recv() => self.started(s).await,
                     cmd = rx.recv() => match cmd {
                         Some(cmd) => self.command(cmd).await,
                         // The daemon let the pool go.
@@ -218,19 +234,8 @@ impl Worker {
     async fn command(&mut self, cmd: Cmd) {
         match cmd {
             Cmd::Start(host, l) => {
-                let key = (host, l.job, l.token.clone());
-                let node = self.nodes[host].clone();
-                let name = pod_name(l.job, l.gang.rank, &l.token);
-                match self.create_and_bind(&l, &node).await {
-                    Ok(()) => {
-                        self.runs.insert(key, Run::new(name));
-                    }
-                    Err(why) => self.emit(RunEvent::StartFailed {
-                        host,
-                        job: l.job,
-                        token: l.token.clone(),
-                        why,
-                    }),
+                if let Some(parts) = self.gangs.add(host, *l, &self.nodes) {
+                    self.start(parts);
                 }
             }
             Cmd::Delete {
@@ -239,10 +244,16 @@ impl Worker {
                 token,
                 grace_s,
             } => {
-                let Some(pod) = self.runs.get(&(host, job, token)).map(|r| r.pod.clone()) else {
-                    return;
-                };
-                self.delete(&pod, grace_s, host).await;
+                let key = (host, job, token);
+                match self.runs.get_mut(&key) {
+                    // Deleted once its start has gone through.
+                    Some(r) if r.starting => r.stop = Some(grace_s),
+                    Some(r) => {
+                        let pod = r.pod.clone();
+                        self.delete(&pod, grace_s, host).await;
+                    }
+                    None => self.gang_stopped(key.1, &key.2),
+                }
             }
             Cmd::Log { host, job, reply } => {
                 let Some(api) = self.pods() else {
@@ -256,12 +267,14 @@ impl Worker {
                     let _ = reply.send(pod_log(&api, job, &node).await);
                 });
             }
-            Cmd::Forget { host, job, token } => {
-                if let Some(r) = self.runs.remove(&(host, job, token)) {
-                    // Its end is recorded: the pod object goes (gantry cleans up after itself).
-                    self.delete(&r.pod, 0, host).await;
-                }
-            }
+            Cmd::Forget { host, job, token } => match self.runs.remove(&(host, job, token.clone()))
+            {
+                // Its end is recorded: the pod object goes (gantry cleans up after itself);
+                // one still starting goes when its start is through.
+                Some(r) if !r.starting => self.delete(&r.pod, 0, host).await,
+                Some(_) => {}
+                None => self.gang_stopped(job, &token),
+            },
         }
     }
 
@@ -281,35 +294,106 @@ impl Worker {
         }
     }
 
-    async fn create_and_bind(&self, l: &Launch, node: &str) -> Result<(), String> {
-        let api = self
-            .pods()
-            .ok_or("not connected to the Kubernetes API server")?;
+    /// Starts the parts (one run, or a whole gang) in the background.
+    fn start(&mut self, parts: Vec<(usize, Launch)>) {
+        let refuse = |w: &Worker, parts: &[(usize, Launch)], why: &str| {
+            for (host, l) in parts {
+                w.emit(RunEvent::StartFailed {
+                    host: *host,
+                    job: l.job,
+                    token: l.token.clone(),
+                    why: why.to_string(),
+                });
+            }
+        };
+        let Some(api) = self.pods() else {
+            refuse(self, &parts, "not connected to the Kubernetes API server");
+            return;
+        };
         let s = &self.settings;
-        let pod: Pod = serde_json::from_value(pod_of(l, &s.image, &s.namespace))
-            .map_err(|e| format!("building the pod: {e}"))?;
-        let name = pod.metadata.name.clone().unwrap_or_default();
-        let ns = &self.settings.namespace;
-        api.create(&PostParams::default(), &pod)
-            .await
-            .map_err(|e| format!("creating pod {ns}/{name}: {}", super::kube_error(&e)))?;
-        let binding = json!({
-            "apiVersion": "v1", "kind": "Binding",
-            "metadata": {"name": name, "namespace": ns},
-            "target": {"apiVersion": "v1", "kind": "Node", "name": node},
-        });
-        let bound: Result<Value, _> = api
-            .create_subresource("binding", &name, &PostParams::default(), &binding)
-            .await;
-        if let Err(e) = bound {
-            // Not bound, it would wait forever for a scheduler named gantry: it goes.
-            let _ = api.delete(&name, &DeleteParams::default()).await;
-            return Err(format!(
-                "binding pod {ns}/{name} to {node}: {}",
-                super::kube_error(&e)
-            ));
+        let mut pods = Vec::new();
+        for (host, l) in &parts {
+            match serde_json::from_value::<Pod>(pod_of(l, &s.image, &s.namespace)) {
+                Ok(pod) => pods.push(Part {
+                    key: (*host, l.job, l.token.clone()),
+                    node: self.nodes[*host].clone(),
+                    pod,
+                }),
+                Err(e) => return refuse(self, &parts, &format!("building the pod: {e}")),
+            }
         }
-        Ok(())
+        let named: Vec<(RunKey, String)> = pods
+            .iter()
+            .map(|p| {
+                (
+                    p.key.clone(),
+                    p.pod.metadata.name.clone().unwrap_or_default(),
+                )
+            })
+            .collect();
+        for (key, name) in &named {
+            self.runs.insert(key.clone(), Run::starting(name.clone()));
+        }
+        let (tx, limit, ns) = (
+            self.starts.clone(),
+            self.in_flight.clone(),
+            self.settings.namespace.clone(),
+        );
+        tokio::spawn(async move {
+            let result = super::start::start(api, ns, pods, limit).await;
+            let _ = tx.send(Started {
+                parts: named,
+                result,
+            });
+        });
+    }
+
+    /// A start is through: the runs go on as their pods say (what the watch delivered
+    /// meanwhile is taken now), or fail with the refusal.
+    async fn started(&mut self, s: Started) {
+        for ((host, job, token), pod) in s.parts {
+            let key = (host, job, token);
+            if let Err(why) = &s.result {
+                if self.runs.remove(&key).is_some() {
+                    self.emit(RunEvent::StartFailed {
+                        host,
+                        job,
+                        token: key.2,
+                        why: why.clone(),
+                    });
+                }
+                continue;
+            }
+            let Some(r) = self.runs.get_mut(&key) else {
+                // Forgotten while it started.
+                self.delete(&pod, 0, host).await;
+                continue;
+            };
+            r.starting = false;
+            let events = match r.held.take() {
+                Some((p, deleted)) => r.step(&key, &p, deleted),
+                None => Vec::new(),
+            };
+            if let Some(grace) = r.stop.take() {
+                self.delete(&pod, grace, host).await;
+            }
+            for e in events {
+                self.emit(e);
+            }
+        }
+    }
+
+    /// A gang stopped before all its parts reached this pool: those that did end here.
+    fn gang_stopped(&mut self, job: i64, token: &str) {
+        for host in self.gangs.stop(job, token) {
+            self.emit(RunEvent::Exited {
+                host,
+                job,
+                token: token.to_string(),
+                exit: crate::backend::Exit::Unknown,
+                at: None,
+            });
+        }
     }
 
     async fn refresh(&mut self) {
@@ -443,6 +527,10 @@ impl Worker {
             // A run found again after a restart: this is its pod.
             run.pod = name.to_string();
         }
+        if run.starting {
+            run.held = Some((c.pod, c.deleted));
+            return;
+        }
         for e in run.step(key, p, c.deleted) {
             self.emit(e);
         }
@@ -467,7 +555,11 @@ impl Worker {
         }
         let now = Instant::now();
         let mut events = Vec::new();
-        for (key, r) in self.runs.iter_mut().filter(|(_, r)| !r.ended) {
+        for (key, r) in self
+            .runs
+            .iter_mut()
+            .filter(|(_, r)| !r.ended && !r.starting)
+        {
             let pod = (!r.pod.is_empty())
                 .then(|| store.get(&ObjectRef::new(&r.pod).within(&ns)))
                 .flatten();

@@ -85,6 +85,9 @@ struct Shared {
     counts: Mutex<Counts>,
     /// What each pod has written, (namespace, name) → text.
     logs: Mutex<HashMap<(String, String), String>>,
+    /// A ResourceQuota on the pods of a namespace: namespace → most pods. Held while a
+    /// create is admitted (the check and the write are one step, as the real server's are).
+    pod_quota: Mutex<HashMap<String, usize>>,
 }
 
 /// What the server has answered, for tests to check how a client behaved.
@@ -94,6 +97,8 @@ pub struct Counts {
     pub watches: u64,
     /// Watches answered 410 Gone (their version was compacted away).
     pub gone: u64,
+    /// Pods bound through `pods/binding`.
+    pub bindings: u64,
 }
 
 /// A running test API server.
@@ -120,6 +125,7 @@ impl ApiServer {
             bookmark_every,
             counts: Mutex::new(Counts::default()),
             logs: Mutex::new(HashMap::new()),
+            pod_quota: Mutex::new(HashMap::new()),
         });
         let app = Router::new()
             .route("/version", get(version))
@@ -168,6 +174,20 @@ impl ApiServer {
     /// The object now, if any.
     pub fn get(&self, kind: Kind, namespace: &str, name: &str) -> Option<Value> {
         self.shared.get(kind, namespace, name)
+    }
+
+    /// A ResourceQuota of `most` pods in `namespace` (`None`: none): creates beyond it are
+    /// refused with 403 "exceeded quota", as the real server refuses them.
+    pub fn quota_pods(&self, namespace: &str, most: Option<usize>) {
+        let mut q = self
+            .shared
+            .pod_quota
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        match most {
+            Some(n) => q.insert(namespace.to_string(), n),
+            None => q.remove(namespace),
+        };
     }
 
     /// The pods of `namespace` now, by name.

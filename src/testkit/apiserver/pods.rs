@@ -65,8 +65,21 @@ pub(super) async fn create(
         pod["status"] = json!({"phase": "Pending", "qosClass": "BestEffort"});
     }
     let bound = pod["spec"]["nodeName"].as_str().is_some();
-    if let Err(e) = s.apply(pod) {
-        return status(StatusCode::BAD_REQUEST, "BadRequest", e);
+    {
+        let quota = s.pod_quota.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(&most) = quota.get(&ns) {
+            let used = s.pods_in(&ns);
+            if used >= most {
+                return status(
+                    StatusCode::FORBIDDEN,
+                    "Forbidden",
+                    format!("pods \"{name}\" is forbidden: exceeded quota: pods, requested: pods=1, used: pods={used}, limited: pods={most}"),
+                );
+            }
+        }
+        if let Err(e) = s.apply(pod) {
+            return status(StatusCode::BAD_REQUEST, "BadRequest", e);
+        }
     }
     if bound {
         s.kubelet_start(&ns, &name);
@@ -114,6 +127,7 @@ pub(super) async fn bind(
     if let Err(e) = s.apply(pod) {
         return status(StatusCode::BAD_REQUEST, "BadRequest", e);
     }
+    s.counts.lock().unwrap_or_else(|e| e.into_inner()).bindings += 1;
     s.kubelet_start(&ns, &name);
     let mut r = js(
         json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}),
@@ -204,6 +218,15 @@ pub(super) async fn log(
 }
 
 impl Shared {
+    /// How many pods `ns` has.
+    fn pods_in(&self, ns: &str) -> usize {
+        let st = self.store.lock().unwrap_or_else(|e| e.into_inner());
+        st.objects
+            .keys()
+            .filter(|(k, n, _)| *k == Kind::Pod && n == ns)
+            .count()
+    }
+
     /// The kubelet stand-in starts a bound pod's containers.
     pub(super) fn kubelet_start(&self, ns: &str, name: &str) {
         let Some(mut pod) = self.get(Kind::Pod, ns, name) else {

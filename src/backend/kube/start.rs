@@ -1,0 +1,148 @@
+//! Starting runs as pods. Every pod of a gang is created before any is bound, and a gang is
+//! bound whole or not at all (a refusal deletes the pods already made): a scheduler that binds
+//! half a gang holds GPUs for a job that cannot run. Many starts are in flight at once (the
+//! worker does not wait on the API server between them).
+
+use super::pod::RunKey;
+use crate::backend::Launch;
+use futures_util::future::join_all;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{DeleteParams, PostParams};
+use kube::Api;
+use serde_json::{json, Value};
+use std::collections::HashMap;
+use std::sync::Arc;
+use tokio::sync::Semaphore;
+
+/// How many pods may be being created or bound at once.
+pub(super) const IN_FLIGHT: usize = 64;
+
+/// One node's part of a job, as the pod that runs it.
+pub(super) struct Part {
+    pub key: RunKey,
+    pub node: String,
+    pub pod: Pod,
+}
+
+/// How a start went, for the worker: the runs it was for with their pods, and the refusal
+/// if any.
+pub(super) struct Started {
+    pub parts: Vec<(RunKey, String)>,
+    pub result: Result<(), String>,
+}
+
+/// The parts of gangs whose nodes are all this pool's, held until the last one arrives.
+#[derive(Default)]
+pub(super) struct Gangs {
+    waiting: HashMap<(i64, String), Vec<(usize, Launch)>>,
+}
+
+impl Gangs {
+    /// The parts to start now: this one alone, or a whole gang once its last part is here.
+    pub fn add(
+        &mut self,
+        host: usize,
+        l: Launch,
+        nodes: &[String],
+    ) -> Option<Vec<(usize, Launch)>> {
+        let size = l.gang.ips.len();
+        if size <= 1 || !l.gang.ips.iter().all(|ip| nodes.contains(ip)) {
+            return Some(vec![(host, l)]);
+        }
+        let key = (l.job, l.token.clone());
+        let parts = self.waiting.entry(key.clone()).or_default();
+        parts.push((host, l));
+        if parts.len() < size {
+            return None;
+        }
+        self.waiting.remove(&key)
+    }
+
+    /// Lets go of a gang stopped before all its parts arrived: the hosts of those that had.
+    pub fn stop(&mut self, job: i64, token: &str) -> Vec<usize> {
+        self.waiting
+            .remove(&(job, token.to_string()))
+            .map(|parts| parts.into_iter().map(|(h, _)| h).collect())
+            .unwrap_or_default()
+    }
+}
+
+fn name(p: &Part) -> &str {
+    p.pod.metadata.name.as_deref().unwrap_or_default()
+}
+
+/// Creates every part's pod, then binds each to its node; on any refusal, deletes them all
+/// and says the first refusal.
+pub(super) async fn start(
+    api: Api<Pod>,
+    ns: String,
+    parts: Vec<Part>,
+    limit: Arc<Semaphore>,
+) -> Result<(), String> {
+    // A gang larger than the limit takes all of it rather than never starting.
+    let want = parts.len().clamp(1, IN_FLIGHT) as u32;
+    let _permits = limit
+        .acquire_many(want)
+        .await
+        .map_err(|_| "the Kubernetes pool is closing".to_string())?;
+    let pp = PostParams::default();
+    let created = join_all(parts.iter().map(|p| api.create(&pp, &p.pod))).await;
+    let mut refused = None;
+    let mut made = Vec::new();
+    for (p, r) in parts.iter().zip(created) {
+        match r {
+            Ok(_) => made.push(name(p)),
+            Err(e) => {
+                refused.get_or_insert_with(|| {
+                    format!("creating pod {ns}/{}: {}", name(p), super::kube_error(&e))
+                });
+            }
+        }
+    }
+    if let Some(why) = refused {
+        remove(&api, &made).await;
+        return Err(why);
+    }
+    let bound = join_all(parts.iter().map(|p| {
+        let binding = json!({
+            "apiVersion": "v1", "kind": "Binding",
+            "metadata": {"name": name(p), "namespace": ns},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": p.node},
+        });
+        let (api, ns) = (&api, &ns);
+        async move {
+            api.create_subresource::<Value, Value>(
+                "binding",
+                name(p),
+                &PostParams::default(),
+                &binding,
+            )
+            .await
+            .map_err(|e| {
+                format!(
+                    "binding pod {ns}/{} to {}: {}",
+                    name(p),
+                    p.node,
+                    super::kube_error(&e)
+                )
+            })
+        }
+    }))
+    .await;
+    if let Some(why) = bound.into_iter().find_map(Result::err) {
+        // Unbound, a pod would wait forever for a scheduler named gantry; bound, it would
+        // hold GPUs for a gang that cannot run: all go.
+        let all: Vec<&str> = parts.iter().map(name).collect();
+        remove(&api, &all).await;
+        return Err(why);
+    }
+    Ok(())
+}
+
+async fn remove(api: &Api<Pod>, names: &[&str]) {
+    let now = DeleteParams {
+        grace_period_seconds: Some(0),
+        ..DeleteParams::default()
+    };
+    join_all(names.iter().map(|n| api.delete(n, &now))).await;
+}

@@ -211,11 +211,11 @@ fn bench_slurm_reads_the_scaled_cluster_and_the_daemon_holds_its_gpus() {
 }
 
 /// The Kubernetes bench reads the whole cluster from its child test server: every GPU the
-/// pods hold is found.
+/// pods hold is found; then a pool's runner starts a pod on each of 10 nodes.
 #[test]
 fn bench_kube_reads_every_node_and_pod() {
     let (code, out, err) = gantry(&[
-        "bench", "kube", "--nodes", "20", "--pods", "300", "-o", "json",
+        "bench", "kube", "--nodes", "20", "--pods", "300", "--binds", "10", "-o", "json",
     ]);
     assert_eq!(code, 0, "{err}");
     let v: serde_json::Value = serde_json::from_str(&out).expect("valid JSON");
@@ -226,6 +226,8 @@ fn bench_kube_reads_every_node_and_pod() {
     assert_eq!(v["gpu_pods"], 140);
     assert_eq!(v["held"], 140);
     assert!(v["ready_s"].as_f64().is_some_and(|x| x > 0.0), "{v}");
+    assert_eq!(v["binds"], 10);
+    assert!(v["bind_s"].as_f64().is_some_and(|x| x > 0.0), "{v}");
 }
 
 #[test]

@@ -111,3 +111,35 @@ fn print_local_writes_this_hosts_cpus_and_memory() {
     assert!(check.status.success(), "{check:?}");
     let _ = std::fs::remove_file(&path);
 }
+
+/// The Kubernetes manifest cannot drift from the binary: its ConfigMap's fleet file is one
+/// gantry accepts, and the Deployment passes only flags `gantry daemon` has.
+#[test]
+fn the_kubernetes_deployment_is_one_gantry_accepts() {
+    let text = std::fs::read_to_string("deploy/gantry.yaml").unwrap();
+    let docs: Vec<serde_json::Value> = text
+        .split("\n---\n")
+        .map(|d| serde_yaml_ng::from_str(d).unwrap())
+        .collect();
+    let of = |kind: &str| docs.iter().find(|d| d["kind"] == kind).unwrap();
+    let fleet = of("ConfigMap")["data"]["fleet.toml"].as_str().unwrap();
+    let f = gantry::config::fleet::parse("deploy/gantry.yaml", fleet).unwrap();
+    assert!(f.pools.iter().all(|p| p.is_kube() && p.context.is_none()));
+    let container = &of("Deployment")["spec"]["template"]["spec"]["containers"][0];
+    let args: Vec<&str> = container["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    assert_eq!(args[0], "daemon");
+    let help = gantry().args(["daemon", "--help"]).output().unwrap();
+    let help = String::from_utf8_lossy(&help.stdout);
+    for a in &args[1..] {
+        let flag = a.split('=').next().unwrap();
+        assert!(help.contains(&format!("{flag} ")), "gantry daemon has no {flag}");
+    }
+    let sa = &of("Deployment")["spec"]["template"]["spec"]["serviceAccountName"];
+    let rbac = std::fs::read_to_string("deploy/rbac.yaml").unwrap();
+    assert!(rbac.contains(&format!("name: {}", sa.as_str().unwrap())));
+}

@@ -18,6 +18,8 @@ pub struct KubeBenchConfig {
     pub nodes: usize,
     pub gpus_per_node: u32,
     pub pods: usize,
+    /// gantry pods the pool's runner starts (one GPU each, on as many nodes).
+    pub binds: usize,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -32,8 +34,13 @@ pub struct KubeBenchReport {
     pub inventory_ms: f64,
     /// GPUs the inventory found held by pods (must equal `gpu_pods`).
     pub held: u64,
-    /// This process's peak resident memory (the server runs apart).
+    /// This process's peak resident memory (the server runs apart), before the bind phase
+    /// (whose pool keeps stores of its own).
     pub peak_rss_mib: f64,
+    /// gantry pods started through a Kubernetes pool's runner.
+    pub binds: usize,
+    /// From the first start to every pod created, bound and reported running by the watch.
+    pub bind_s: f64,
 }
 
 fn node(i: usize, gpus: u32) -> Value {
@@ -150,6 +157,71 @@ pub fn serve(c: &KubeBenchConfig) -> Result<(), String> {
     }
 }
 
+/// A Kubernetes pool over the first `binds` nodes (one GPU free on each), through the
+/// daemon's own runner: once it has the cluster, one single-GPU run started on each node;
+/// the seconds until every one is reported started (its pod created, bound, running).
+fn bind(kubeconfig: &std::path::Path, binds: usize) -> Result<f64, String> {
+    use crate::backend::{Gang, Launch, RunEvent, Runner};
+    let hosts: Vec<String> = (0..binds).map(|i| format!("gpu-{i:05}")).collect();
+    let listed: Vec<String> = hosts.iter().map(|h| format!("\"{h}\"")).collect();
+    let fleet = format!(
+        "[[teams]]\nname = \"bench\"\n\n[[pools]]\nprovider = \"kubernetes\"\nregion = \"k8s\"\nzone = \"us-east-1a\"\nname = \"h100\"\ninstance_type = \"p5.48xlarge\"\ngpu = \"H100\"\ngpus_per_node = 8\nvram_gb = 80\ncpus = 190\nmemory_gb = 1900\ncapacity = \"reserved\"\nprice_per_hour = 98.32\nkubeconfig = \"{}\"\nimage = \"nvcr.io/nvidia/pytorch:25.01-py3\"\nhosts = [{}]\n",
+        kubeconfig.display(),
+        listed.join(", ")
+    );
+    let config = crate::config::fleet::parse("bench.toml", &fleet).map_err(|e| e.to_string())?;
+    let mut pool = crate::backend::kube::runner::KubePool::open(&config.pools[0], hosts);
+    let deadline = Instant::now() + Duration::from_secs(300);
+    let mut up = 0;
+    while up < binds {
+        for e in pool.poll(0.0) {
+            match e {
+                RunEvent::Up { .. } => up += 1,
+                RunEvent::Down { why, .. } => return Err(format!("bind phase: {why}")),
+                _ => {}
+            }
+        }
+        if Instant::now() > deadline {
+            return Err(format!("bind phase: {up} of {binds} nodes up after 300 s"));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let t = Instant::now();
+    for i in 0..binds {
+        pool.start(
+            i,
+            Launch {
+                job: i as i64 + 1,
+                token: format!("gty_{:016x}{:016x}", i, i * 7919),
+                name: None,
+                time_limit_s: None,
+                setup: None,
+                run: "python train.py".into(),
+                workdir: None,
+                envs: Default::default(),
+                gpus: vec!["0".into()],
+                checkpoint_dir: None,
+                gang: Gang::default(),
+            },
+        );
+    }
+    let mut started = 0;
+    while started < binds {
+        for e in pool.poll(0.0) {
+            match e {
+                RunEvent::Started { .. } => started += 1,
+                RunEvent::StartFailed { why, .. } => return Err(format!("bind phase: {why}")),
+                _ => {}
+            }
+        }
+        if Instant::now() > deadline {
+            return Err(format!("bind phase: {started} of {binds} pods started"));
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    Ok(t.elapsed().as_secs_f64())
+}
+
 pub fn run(c: &KubeBenchConfig) -> Result<KubeBenchReport, String> {
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     let mut server = std::process::Command::new(exe)
@@ -197,6 +269,14 @@ pub fn run(c: &KubeBenchConfig) -> Result<KubeBenchReport, String> {
             .iter()
             .flat_map(|n| n.foreign.iter().map(|p| u64::from(p.gpus)))
             .sum();
+        let peak_rss_mib = super::peak_rss_mib().unwrap_or(0.0);
+        drop(watched);
+        let binds = c.binds.min(c.nodes);
+        let bind_s = if binds > 0 {
+            bind(&config, binds)?
+        } else {
+            0.0
+        };
         let _ = std::fs::remove_dir_all(&dir);
         Ok(KubeBenchReport {
             nodes: c.nodes,
@@ -206,7 +286,9 @@ pub fn run(c: &KubeBenchConfig) -> Result<KubeBenchReport, String> {
             ready_s,
             inventory_ms,
             held,
-            peak_rss_mib: super::peak_rss_mib().unwrap_or(0.0),
+            peak_rss_mib,
+            binds,
+            bind_s,
         })
     })();
     let _ = server.kill();

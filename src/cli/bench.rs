@@ -123,6 +123,9 @@ pub enum BenchCmd {
         gpus_per_node: u32,
         #[arg(long, default_value_t = 50_000)]
         pods: usize,
+        /// gantry pods then started through a Kubernetes pool's runner (created and bound).
+        #[arg(long, default_value_t = 1_000)]
+        binds: usize,
         #[arg(short, long, value_enum, default_value_t = Output::Table)]
         output: Output,
     },
@@ -255,18 +258,21 @@ pub fn run(cmd: BenchCmd) -> Result<(), String> {
                 nodes,
                 gpus_per_node,
                 pods,
+                binds: 0,
             })
         }
         BenchCmd::Kube {
             nodes,
             gpus_per_node,
             pods,
+            binds,
             output,
         } => {
             let r = gantry::bench::kube::run(&gantry::bench::kube::KubeBenchConfig {
                 nodes: nodes.max(1),
                 gpus_per_node: gpus_per_node.max(1),
                 pods,
+                binds,
             })?;
             if !json_asked(&r, output)? {
                 println!(
@@ -277,6 +283,14 @@ pub fn run(cmd: BenchCmd) -> Result<(), String> {
                     "connect to Nodes and Pods reflectors full: {:.2} s; inventory from them: {:.0} ms ({} GPUs held found); peak RSS {:.0} MiB",
                     r.ready_s, r.inventory_ms, r.held, r.peak_rss_mib
                 );
+                if r.binds > 0 {
+                    println!(
+                        "{} gantry pods created, bound and seen running through a pool's runner: {:.2} s ({:.0} pods/s)",
+                        r.binds,
+                        r.bind_s,
+                        r.binds as f64 / r.bind_s.max(1e-9)
+                    );
+                }
             }
             return Ok(());
         }

@@ -137,7 +137,10 @@ fn the_kubernetes_deployment_is_one_gantry_accepts() {
     let help = String::from_utf8_lossy(&help.stdout);
     for a in &args[1..] {
         let flag = a.split('=').next().unwrap();
-        assert!(help.contains(&format!("{flag} ")), "gantry daemon has no {flag}");
+        assert!(
+            help.contains(&format!("{flag} ")),
+            "gantry daemon has no {flag}"
+        );
     }
     let sa = &of("Deployment")["spec"]["template"]["spec"]["serviceAccountName"];
     let rbac = std::fs::read_to_string("deploy/rbac.yaml").unwrap();

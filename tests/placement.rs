@@ -413,3 +413,34 @@ fn release_gives_back_exactly_what_allocate_took() {
     );
     assert_eq!(cluster.fleet(), &empty, "and changes nothing");
 }
+
+/// A job's allowed pools (its `infra`) hold even when another pool is cheaper, and a job
+/// whose pools are full waits rather than spilling elsewhere.
+#[test]
+fn a_job_runs_only_in_the_pools_its_infra_allows() {
+    let mut f = Fixture::new();
+    let cheap = f.pool("a", "cheap", f.h100, 8, CapacityType::OnDemand, 10.0);
+    let dear = f.pool("b", "dear", f.h100, 8, CapacityType::OnDemand, 90.0);
+    f.b.node(cheap, "cheap-0", None, None, 0).unwrap();
+    f.b.node(dear, "dear-0", None, None, 0).unwrap();
+    let fleet = f.b.build();
+    let pool_of = |p: &Placement| fleet.node(p.nodes[0].node).pool;
+    let anywhere = whole(1, 8);
+    assert_eq!(
+        pool_of(&place(&fleet, &anywhere, Policy::Gantry).unwrap()),
+        cheap
+    );
+    let there = JobRequest {
+        pools: Some(vec![dear]),
+        ..whole(1, 8)
+    };
+    assert_eq!(
+        pool_of(&place(&fleet, &there, Policy::Gantry).unwrap()),
+        dear
+    );
+    let too_big = JobRequest {
+        pools: Some(vec![dear]),
+        ..whole(2, 8)
+    };
+    assert!(place(&fleet, &too_big, Policy::Gantry).is_err());
+}

@@ -117,6 +117,7 @@ fn job_gen() -> impl Strategy<Value = JobRequest> {
                 models,
                 spot_ok,
                 max_price_per_hour: max_price.map(f64::from),
+                pools: None,
             }
         })
 }

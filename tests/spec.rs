@@ -380,3 +380,72 @@ fn a_bad_value_is_reported_at_its_own_key() {
         "{e}"
     );
 }
+
+/// `infra` (or `cloud`/`region`/`zone`) is where the job may run: the pools there, `k8s` for
+/// Kubernetes as SkyPilot writes it; a place the fleet does not have, or one without the GPUs
+/// asked for, is refused with what the fleet has.
+#[test]
+fn infra_limits_the_pools_and_says_where_the_fleet_is() {
+    let mut b = FleetBuilder::new();
+    let h100 = b.model("H100", 81_559, None).unwrap();
+    let l4 = b.model("L4", 23_034, None).unwrap();
+    let mut pool = |provider: &'static str, region: &'static str, zone: &'static str, model| {
+        b.pool(PoolSpec {
+            provider,
+            region,
+            zone,
+            name: "p",
+            instance_type: "x",
+            model: Some(model),
+            gpus_per_node: 8,
+            cpu_milli: 64_000,
+            mem_mib: 1 << 20,
+            capacity: CapacityType::OnDemand,
+            price_per_hour: 10.0,
+        })
+        .unwrap()
+    };
+    let east = pool("aws", "us-east-1", "us-east-1a", h100);
+    let west = pool("aws", "us-west-2", "us-west-2b", h100);
+    let k8s = pool("kubernetes", "k8s", "dc1", l4);
+    let fleet = b.build();
+    let resolve = |text: &str| {
+        spec::parse("job.yaml", text.as_bytes())
+            .unwrap()
+            .to_request(&fleet)
+            .map(|r| r.pools)
+            .map_err(|e| e.to_string())
+    };
+    assert_eq!(
+        resolve("run: x\nresources:\n  accelerators: H100:1\n"),
+        Ok(None)
+    );
+    assert_eq!(
+        resolve("run: x\nresources:\n  accelerators: H100:1\n  infra: aws\n"),
+        Ok(Some(vec![east, west]))
+    );
+    assert_eq!(
+        resolve("run: x\nresources:\n  accelerators: H100:1\n  cloud: AWS\n  region: us-west-2\n"),
+        Ok(Some(vec![west]))
+    );
+    assert_eq!(
+        resolve("run: x\nresources:\n  accelerators: L4:1\n  infra: k8s\n"),
+        Ok(Some(vec![k8s]))
+    );
+    assert_eq!(
+        resolve("run: x\nresources:\n  accelerators: H100:1\n  infra: gcp/us-central1\n"),
+        Err("infra gcp/us-central1: no pool of this fleet is there (its pools are in: aws/us-east-1/us-east-1a, aws/us-west-2/us-west-2b, kubernetes/k8s/dc1)".into())
+    );
+    assert_eq!(
+        resolve("run: x\nresources:\n  accelerators: H100:1\n  infra: k8s\n"),
+        Err("infra k8s: none of the GPUs asked for is there (its pools have: L4)".into())
+    );
+    assert_eq!(
+        resolve("run: x\nresources:\n  accelerators: H100:1\n  instance_type: x\n  infra: aws/us-west-2\n"),
+        Ok(Some(vec![west]))
+    );
+    assert_eq!(
+        resolve("run: x\nresources:\n  instance_type: p4d.24xlarge\n"),
+        Err("infra instance type p4d.24xlarge: no pool of this fleet is there (its pools are in: aws/us-east-1/us-east-1a x, aws/us-west-2/us-west-2b x, kubernetes/k8s/dc1 x)".into())
+    );
+}

@@ -180,6 +180,7 @@ pub fn pending_set(fleet: &Fleet, count: usize, seed: u64) -> Vec<JobRequest> {
                 models,
                 spot_ok: rng.below(2) == 0,
                 max_price_per_hour: None,
+                pools: None,
             }
         })
         .collect()

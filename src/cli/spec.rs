@@ -78,6 +78,9 @@ pub fn run(cmd: SpecCmd) -> Result<(), String> {
         "  spot        {}",
         if spec.use_spot { "allowed" } else { "no" }
     );
+    if spec.infra != gantry::spec::Infra::default() {
+        println!("  runs in     {} (cloud/region/zone)", spec.infra);
+    }
     println!(
         "  team        {}",
         spec.team.as_deref().unwrap_or("(default)")

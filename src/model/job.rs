@@ -1,7 +1,7 @@
 //! What a job asks for. A job is a gang of `nodes` identical node requests; each node request
 //! is CPU, memory and either whole GPUs, a fraction of one GPU, or one MIG slice.
 
-use super::fleet::{ModelId, MILLI_PER_GPU};
+use super::fleet::{ModelId, PoolId, MILLI_PER_GPU};
 use super::mig::MigProfile;
 use serde::{Deserialize, Serialize};
 
@@ -86,6 +86,9 @@ pub struct JobRequest {
     pub spot_ok: bool,
     /// Ceiling on the job's price per hour, in US dollars.
     pub max_price_per_hour: Option<f64>,
+    /// The pools the job may run in (its spec's `infra`: cloud, region, zone); `None`: any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pools: Option<Vec<PoolId>>,
 }
 
 impl Default for JobRequest {
@@ -99,6 +102,7 @@ impl Default for JobRequest {
             models: ModelChoice::Any,
             spot_ok: false,
             max_price_per_hour: None,
+            pools: None,
         }
     }
 }
@@ -120,6 +124,11 @@ pub enum RequestError {
 }
 
 impl JobRequest {
+    /// Whether the job may run in `pool` (its `infra`).
+    pub fn allows_pool(&self, pool: PoolId) -> bool {
+        self.pools.as_ref().is_none_or(|p| p.contains(&pool))
+    }
+
     pub fn validate(&self) -> Result<(), RequestError> {
         if self.nodes == 0 {
             return Err(RequestError::NoNodes);

@@ -124,6 +124,7 @@ pub fn defragment<W: Rebalance>(
             .into_iter()
             .filter(|c| c.gpus >= usize::from(k))
             .filter(|c| c.model.is_some_and(|m| req.models.rank(m).is_some()))
+            .filter(|c| req.allows_pool(crate::model::PoolId(c.pool as u32)))
             .collect();
         candidates.sort_unstable_by_key(|c| (c.used_milli, c.node));
         for c in candidates.into_iter().take(DEFRAG_NODES) {

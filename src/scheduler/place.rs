@@ -665,10 +665,11 @@ fn has_room(h: &Header, job: &JobRequest) -> bool {
 }
 
 /// A pool's model rank and the job's per-node price there, or `None` when the pool is out:
-/// spot without `spot_ok`, a model the job does not accept, or over the job's price ceiling.
+/// spot without `spot_ok`, not where the job's `infra` says, a model the job does not accept,
+/// or over the job's price ceiling.
 fn pool_terms(fleet: &Fleet, id: crate::model::PoolId, job: &JobRequest) -> Option<(u16, f64)> {
     let pool = fleet.pool(id);
-    if pool.capacity == CapacityType::Spot && !job.spot_ok {
+    if pool.capacity == CapacityType::Spot && !job.spot_ok || !job.allows_pool(id) {
         return None;
     }
     let rank = match (job.gpu, pool.model) {
@@ -816,7 +817,7 @@ fn could_ever_host(fleet: &Fleet, s: &NodeState, job: &JobRequest) -> bool {
     if pool.cpu_milli < job.cpu_milli || pool.mem_mib < job.mem_mib {
         return false;
     }
-    if pool.capacity == CapacityType::Spot && !job.spot_ok {
+    if pool.capacity == CapacityType::Spot && !job.spot_ok || !job.allows_pool(s.pool) {
         return false;
     }
     let price_ok = |p: f64| {

@@ -124,7 +124,7 @@ fn suits(o: &PoolOffer, req: &JobRequest) -> Option<u16> {
     if req.cpu_milli > o.cpu_milli || req.mem_mib > o.mem_mib {
         return None;
     }
-    if o.capacity == CapacityType::Spot && !req.spot_ok {
+    if o.capacity == CapacityType::Spot && !req.spot_ok || !req.allows_pool(o.pool) {
         return None;
     }
     match req.gpu {

@@ -10,7 +10,7 @@ mod values;
 
 pub use values::{parse_duration, Accelerator, Accelerators, Checkpoint, GpuCount};
 
-use crate::model::{Fleet, GpuRequest, JobRequest, MigProfile, ModelChoice, MILLI_PER_GPU};
+use crate::model::{Fleet, GpuRequest, JobRequest, MigProfile, ModelChoice, PoolId, MILLI_PER_GPU};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -58,7 +58,6 @@ const SKYPILOT_RESOURCES_IGNORED: &[&str] = &[
     "image_id",
     "labels",
     "autostop",
-    "instance_type",
     "network_tier",
     "job_recovery",
     "accelerator_args",
@@ -117,7 +116,7 @@ struct RawResources {
     image_id: Option<Ignored>,
     labels: Option<Ignored>,
     autostop: Option<Ignored>,
-    instance_type: Option<Ignored>,
+    instance_type: Option<Text>,
     network_tier: Option<Ignored>,
     /// `spot_recovery` is its deprecated name.
     #[serde(alias = "spot_recovery")]
@@ -155,6 +154,96 @@ pub struct Infra {
     pub cloud: Option<String>,
     pub region: Option<String>,
     pub zone: Option<String>,
+    /// SkyPilot's `resources.instance_type`: only pools of this instance type.
+    pub instance_type: Option<String>,
+}
+
+impl std::fmt::Display for Infra {
+    /// As SkyPilot writes it: `cloud/region/zone`, `*` where any.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let part = |p: &Option<String>| p.clone().unwrap_or_else(|| "*".to_string());
+        let mut text = format!(
+            "{}/{}/{}",
+            part(&self.cloud),
+            part(&self.region),
+            part(&self.zone)
+        );
+        while let Some(t) = text.strip_suffix("/*") {
+            text = t.to_string();
+        }
+        if let Some(i) = &self.instance_type {
+            text = if text == "*" {
+                format!("instance type {i}")
+            } else {
+                format!("{text} instance type {i}")
+            };
+        }
+        f.write_str(&text)
+    }
+}
+
+/// Whether a pool's provider is the cloud `infra` names (`k8s` is SkyPilot's name for
+/// Kubernetes).
+fn same_cloud(want: &str, provider: &str) -> bool {
+    let canon = |c: &str| {
+        let c = c.to_ascii_lowercase();
+        if c == "k8s" {
+            "kubernetes".to_string()
+        } else {
+            c
+        }
+    };
+    canon(want) == canon(provider)
+}
+
+/// The pools `infra` allows on `fleet` (`None`: no `infra`, any pool); none is an error that
+/// lists where the fleet's pools are.
+fn pools_of(infra: &Infra, fleet: &Fleet) -> Result<Option<Vec<PoolId>>, ResolveError> {
+    if *infra == Infra::default() {
+        return Ok(None);
+    }
+    let place = |id: PoolId| {
+        let zone = &fleet.zones[fleet.pool(id).zone.index()];
+        let region = &fleet.regions[zone.region as usize];
+        (
+            region.provider.as_str(),
+            region.name.as_str(),
+            zone.name.as_str(),
+        )
+    };
+    let shape = |id: PoolId| fleet.pool(id).instance_type.as_str();
+    let ids = (0..fleet.pools.len()).map(|i| PoolId(i as u32));
+    let pools: Vec<PoolId> = ids
+        .clone()
+        .filter(|&id| {
+            let (cloud, region, zone) = place(id);
+            infra.cloud.as_deref().is_none_or(|c| same_cloud(c, cloud))
+                && infra.region.as_deref().is_none_or(|r| r == region)
+                && infra.zone.as_deref().is_none_or(|z| z == zone)
+                && infra
+                    .instance_type
+                    .as_deref()
+                    .is_none_or(|i| i == shape(id))
+        })
+        .collect();
+    if pools.is_empty() {
+        let mut places: Vec<String> = ids
+            .map(|id| {
+                let (c, r, z) = place(id);
+                match infra.instance_type {
+                    Some(_) => format!("{c}/{r}/{z} {}", shape(id)),
+                    None => format!("{c}/{r}/{z}"),
+                }
+            })
+            .collect();
+        places.sort();
+        places.dedup();
+        return Err(ResolveError(format!(
+            "infra {infra}: no pool of this fleet is there (its pools are in: {})",
+            places.join(", ")
+        )));
+    }
+    Ok(Some(pools))
 }
 
 /// A parsed job spec, with names not yet resolved against a fleet.
@@ -296,7 +385,6 @@ fn build(raw: RawSpec, text: &str, file: &str) -> Result<JobSpec, SpecError> {
             &r.image_id,
             &r.labels,
             &r.autostop,
-            &r.instance_type,
             &r.network_tier,
             &r.job_recovery,
             &r.accelerator_args,
@@ -311,6 +399,7 @@ fn build(raw: RawSpec, text: &str, file: &str) -> Result<JobSpec, SpecError> {
         cpu_milli = r.cpus.map_or(0, |c| c.0);
         mem_mib = r.memory.map_or(0, |m| u64::from(m.0) * 1024 / 1000);
         disk_gb = r.disk_size.map(|d| d.0);
+        infra.instance_type = r.instance_type.map(|t| t.0);
         if let Some(Text(i)) = r.infra {
             if r.cloud.is_some() || r.region.is_some() || r.zone.is_some() {
                 return Err(err(
@@ -639,7 +728,33 @@ impl JobSpec {
             models,
             spot_ok: self.use_spot,
             max_price_per_hour: self.max_price_per_hour,
+            pools: pools_of(&self.infra, fleet)?,
         };
+        if let (Some(pools), false) = (&request.pools, request.gpu == GpuRequest::None) {
+            let fits = |id: &PoolId| {
+                fleet
+                    .pool(*id)
+                    .model
+                    .is_some_and(|m| request.models.rank(m).is_some())
+            };
+            if !pools.iter().any(fits) {
+                let mut there: Vec<&str> = pools
+                    .iter()
+                    .filter_map(|id| Some(fleet.model(fleet.pool(*id).model?).name.as_str()))
+                    .collect();
+                there.sort_unstable();
+                there.dedup();
+                return Err(ResolveError(format!(
+                    "infra {}: none of the GPUs asked for is there (its pools have: {})",
+                    self.infra,
+                    if there.is_empty() {
+                        "no GPUs".to_string()
+                    } else {
+                        there.join(", ")
+                    }
+                )));
+            }
+        }
         request
             .validate()
             .map_err(|e| ResolveError(e.to_string()))?;

@@ -240,6 +240,7 @@ pub fn job_of(fleet: &Fleet, pod: &OpenbPod) -> Option<JobRequest> {
         models,
         spot_ok: true,
         max_price_per_hour: None,
+        pools: None,
     })
 }
 

@@ -508,7 +508,7 @@ fn gantry_jobs_run_as_pods_bound_to_the_nodes_gantry_chose() {
         &d,
         &dir,
         "first",
-        "name: first\nresources:\n  accelerators: H100:4\nenvs:\n  MODEL: llama\nrun: python train.py\n",
+        "name: first\nresources:\n  accelerators: H100:4\n  image_id: docker:nvcr.io/nvidia/pytorch:24.12-py3\nenvs:\n  MODEL: llama\nrun: python train.py\n",
     );
     wait_for(&d, 30, "its pod to be bound", || {
         pods_of(&api, first).len() == 1
@@ -521,8 +521,8 @@ fn gantry_jobs_run_as_pods_bound_to_the_nodes_gantry_chose() {
         "4"
     );
     assert_eq!(
-        pod["spec"]["containers"][0]["image"],
-        "nvcr.io/nvidia/pytorch:25.01-py3"
+        pod["spec"]["containers"][0]["image"], "nvcr.io/nvidia/pytorch:24.12-py3",
+        "the job's image_id"
     );
     assert_eq!(
         pod["metadata"]["labels"]["app.kubernetes.io/managed-by"],
@@ -559,8 +559,12 @@ fn gantry_jobs_run_as_pods_bound_to_the_nodes_gantry_chose() {
     wait_for(&d, 30, "the whole node to run", || {
         state(&d, whole) == "running"
     });
-    let (old, node, _) = pods_of(&api, whole).remove(0);
+    let (old, node, pod) = pods_of(&api, whole).remove(0);
     assert_eq!(node, "gpu-3");
+    assert_eq!(
+        pod["spec"]["containers"][0]["image"], "nvcr.io/nvidia/pytorch:25.01-py3",
+        "the pool's image"
+    );
     cli(&d, &["preempt", &whole.to_string()]);
     wait_for(&d, 30, "the delete with the job's grace", || {
         api.get(Kind::Pod, "gantry", &old).is_some_and(|p| {

@@ -445,6 +445,24 @@ fn infra_limits_the_pools_and_says_where_the_fleet_is() {
         Ok(Some(vec![west]))
     );
     assert_eq!(
+        resolve("run: x\nresources:\n  accelerators: L4:1\n  image_id: docker:pytorch:25\n"),
+        Ok(Some(vec![k8s]))
+    );
+    assert_eq!(
+        resolve("run: x\nresources:\n  accelerators: H100:1\n  image_id: docker:pytorch:25\n"),
+        Err("image_id docker:pytorch:25 (Kubernetes pools): none of the GPUs asked for is there (its pools have: L4)".into())
+    );
+    assert_eq!(
+        resolve("run: x\nresources:\n  infra: aws\n  image_id: docker:pytorch:25\n"),
+        Err("image_id docker:pytorch:25: only Kubernetes pools run container images, and none of this fleet's pools where the job may run is one; leave image_id out to run on the hosts as they are".into())
+    );
+    let ami = spec::parse("job.yaml", b"run: x\nresources:\n  image_id: ami-0abc\n").unwrap_err();
+    assert!(
+        ami.to_string()
+            .starts_with("job.yaml:3:3: `image_id`: `ami-0abc`: gantry runs container images"),
+        "{ami}"
+    );
+    assert_eq!(
         resolve("run: x\nresources:\n  instance_type: p4d.24xlarge\n"),
         Err("infra instance type p4d.24xlarge: no pool of this fleet is there (its pools are in: aws/us-east-1/us-east-1a x, aws/us-west-2/us-west-2b x, kubernetes/k8s/dc1 x)".into())
     );

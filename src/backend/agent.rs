@@ -26,7 +26,7 @@ pub const PROTOCOL: u32 = 3;
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ToAgent {
-    Start(Launch),
+    Start(Box<Launch>),
     Stop {
         job: i64,
         token: String,

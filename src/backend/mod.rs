@@ -171,6 +171,10 @@ pub struct Launch {
     /// What `CUDA_VISIBLE_DEVICES` names: GPU UUIDs, or indices on a host that maps them.
     pub gpus: Vec<String>,
     pub checkpoint_dir: Option<String>,
+    /// The container image to run in (`image_id: docker:…`; only Kubernetes pools get such
+    /// jobs): the pool's image otherwise.
+    #[serde(default)]
+    pub image: Option<String>,
     /// This node's place in a multi-node job.
     pub gang: Gang,
 }

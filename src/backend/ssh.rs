@@ -236,7 +236,7 @@ impl Runner for SshPool {
     }
 
     fn start(&mut self, host: usize, launch: Launch) {
-        self.send(host, ToAgent::Start(launch));
+        self.send(host, ToAgent::Start(Box::new(launch)));
     }
 
     fn stop(&mut self, host: usize, job: i64, token: &str, signal: &str, grace_s: f64) {
@@ -426,13 +426,13 @@ async fn session(
                 let Some(req) = req else { return (None, true) };
                 match req {
                     ToAgent::Start(l) if l.workdir.is_some() => {
-                        tokio::spawn(copy_workdir(s.clone(), host, l, copied_tx.clone(), shared.events.clone()));
+                        tokio::spawn(copy_workdir(s.clone(), host, *l, copied_tx.clone(), shared.events.clone()));
                         continue;
                     }
                     req => Some(req),
                 }
             }
-            l = copied.recv() => l.map(ToAgent::Start),
+            l = copied.recv() => l.map(|l| ToAgent::Start(Box::new(l))),
             line = lines.next_line() => {
                 match line {
                     Ok(Some(l)) => relay(host, &l, shared),

@@ -201,6 +201,7 @@ fn bind(kubeconfig: &std::path::Path, binds: usize) -> Result<f64, String> {
                 envs: Default::default(),
                 gpus: vec!["0".into()],
                 checkpoint_dir: None,
+                image: None,
                 gang: Gang::default(),
             },
         );

@@ -81,6 +81,9 @@ pub fn run(cmd: SpecCmd) -> Result<(), String> {
     if spec.infra != gantry::spec::Infra::default() {
         println!("  runs in     {} (cloud/region/zone)", spec.infra);
     }
+    if let Some(i) = &spec.image {
+        println!("  image       {i} (Kubernetes pools only)");
+    }
     println!(
         "  team        {}",
         spec.team.as_deref().unwrap_or("(default)")

@@ -55,7 +55,6 @@ const SKYPILOT_IGNORED: &[&str] = &[
 const SKYPILOT_RESOURCES_IGNORED: &[&str] = &[
     "ports",
     "disk_tier",
-    "image_id",
     "labels",
     "autostop",
     "network_tier",
@@ -113,7 +112,7 @@ struct RawResources {
     disk_size: Option<values::DiskGb>,
     ports: Option<Ignored>,
     disk_tier: Option<Ignored>,
-    image_id: Option<Ignored>,
+    image_id: Option<Text>,
     labels: Option<Ignored>,
     autostop: Option<Ignored>,
     instance_type: Option<Text>,
@@ -246,6 +245,29 @@ fn pools_of(infra: &Infra, fleet: &Fleet) -> Result<Option<Vec<PoolId>>, Resolve
     Ok(Some(pools))
 }
 
+/// Of `pools` (`None`: all), those that run container images: Kubernetes pools.
+fn container_pools(
+    image: &str,
+    pools: Option<Vec<PoolId>>,
+    fleet: &Fleet,
+) -> Result<Vec<PoolId>, ResolveError> {
+    let all = || (0..fleet.pools.len()).map(|i| PoolId(i as u32)).collect();
+    let kube: Vec<PoolId> = pools
+        .unwrap_or_else(all)
+        .into_iter()
+        .filter(|&id| {
+            let zone = &fleet.zones[fleet.pool(id).zone.index()];
+            same_cloud("kubernetes", &fleet.regions[zone.region as usize].provider)
+        })
+        .collect();
+    if kube.is_empty() {
+        return Err(ResolveError(format!(
+            "image_id docker:{image}: only Kubernetes pools run container images, and none of this fleet's pools where the job may run is one; leave image_id out to run on the hosts as they are"
+        )));
+    }
+    Ok(kube)
+}
+
 /// A parsed job spec, with names not yet resolved against a fleet.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct JobSpec {
@@ -260,6 +282,9 @@ pub struct JobSpec {
     /// Per node, MiB (0 = no reservation).
     pub mem_mib: u64,
     pub disk_gb: Option<u32>,
+    /// The container image the job runs in (SkyPilot's `image_id: docker:IMAGE`): only
+    /// Kubernetes pools run it.
+    pub image: Option<String>,
     pub envs: BTreeMap<String, String>,
     pub workdir: Option<String>,
     pub setup: Option<String>,
@@ -376,13 +401,13 @@ fn build(raw: RawSpec, text: &str, file: &str) -> Result<JobSpec, SpecError> {
     }
     let res = raw.resources;
     let mut infra = Infra::default();
+    let mut image = None;
     let (mut accelerators, mut use_spot, mut cpu_milli, mut mem_mib, mut disk_gb) =
         (None, false, 0, 0, None);
     if let Some(r) = res {
         let extra = [
             &r.ports,
             &r.disk_tier,
-            &r.image_id,
             &r.labels,
             &r.autostop,
             &r.network_tier,
@@ -400,6 +425,20 @@ fn build(raw: RawSpec, text: &str, file: &str) -> Result<JobSpec, SpecError> {
         mem_mib = r.memory.map_or(0, |m| u64::from(m.0) * 1024 / 1000);
         disk_gb = r.disk_size.map(|d| d.0);
         infra.instance_type = r.instance_type.map(|t| t.0);
+        if let Some(Text(i)) = r.image_id {
+            image = Some(
+                i.strip_prefix("docker:")
+                    .map(str::trim)
+                    .filter(|i| !i.is_empty() && !i.contains(char::is_whitespace))
+                    .ok_or_else(|| {
+                        err(
+                            "image_id",
+                            format!("`{i}`: gantry runs container images, written docker:IMAGE (e.g. docker:nvcr.io/nvidia/pytorch:25.01-py3); machine images (AMIs, GCP images) are not used: gantry runs jobs on machines that exist"),
+                        )
+                    })?
+                    .to_string(),
+            );
+        }
         if let Some(Text(i)) = r.infra {
             if r.cloud.is_some() || r.region.is_some() || r.zone.is_some() {
                 return Err(err(
@@ -462,6 +501,7 @@ fn build(raw: RawSpec, text: &str, file: &str) -> Result<JobSpec, SpecError> {
         cpu_milli,
         mem_mib,
         disk_gb,
+        image,
         envs: raw
             .envs
             .unwrap_or_default()
@@ -730,6 +770,10 @@ impl JobSpec {
             max_price_per_hour: self.max_price_per_hour,
             pools: pools_of(&self.infra, fleet)?,
         };
+        let mut request = request;
+        if let Some(image) = &self.image {
+            request.pools = Some(container_pools(image, request.pools.take(), fleet)?);
+        }
         if let (Some(pools), false) = (&request.pools, request.gpu == GpuRequest::None) {
             let fits = |id: &PoolId| {
                 fleet
@@ -744,9 +788,16 @@ impl JobSpec {
                     .collect();
                 there.sort_unstable();
                 there.dedup();
+                let mut limits = Vec::new();
+                if self.infra != Infra::default() {
+                    limits.push(format!("infra {}", self.infra));
+                }
+                if let Some(i) = &self.image {
+                    limits.push(format!("image_id docker:{i} (Kubernetes pools)"));
+                }
                 return Err(ResolveError(format!(
-                    "infra {}: none of the GPUs asked for is there (its pools have: {})",
-                    self.infra,
+                    "{}: none of the GPUs asked for is there (its pools have: {})",
+                    limits.join(", "),
                     if there.is_empty() {
                         "no GPUs".to_string()
                     } else {

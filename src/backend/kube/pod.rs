@@ -203,7 +203,7 @@ pub(super) fn pod_of(l: &Launch, image: &str, namespace: &str) -> Value {
     add("GANTRY_RUN", l.run.clone());
     let mut container = json!({
         "name": "main",
-        "image": image,
+        "image": l.image.as_deref().unwrap_or(image),
         "command": ["bash", "-c", "bash -c \"$GANTRY_SETUP\" && exec bash -c \"$GANTRY_RUN\""],
         "env": env,
     });

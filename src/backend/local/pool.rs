@@ -51,7 +51,7 @@ impl Runner for LocalPool {
     }
 
     fn start(&mut self, _host: usize, launch: Launch) {
-        self.agent.handle(ToAgent::Start(launch));
+        self.agent.handle(ToAgent::Start(Box::new(launch)));
     }
 
     fn stop(&mut self, _host: usize, job: i64, token: &str, signal: &str, grace_s: f64) {

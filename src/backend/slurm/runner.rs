@@ -37,7 +37,7 @@ const HOPELESS: [&str; 9] = [
 ];
 
 enum Cmd {
-    Start(usize, Launch),
+    Start(usize, Box<Launch>),
     Stop {
         host: usize,
         job: i64,
@@ -115,7 +115,7 @@ impl Runner for SlurmPool {
         self.nodes.get(host).cloned().unwrap_or_default()
     }
     fn start(&mut self, host: usize, launch: Launch) {
-        let _ = self.tx.send(Cmd::Start(host, launch));
+        let _ = self.tx.send(Cmd::Start(host, Box::new(launch)));
     }
     fn stop(&mut self, host: usize, job: i64, token: &str, signal: &str, grace_s: f64) {
         let _ = self.tx.send(Cmd::Stop {

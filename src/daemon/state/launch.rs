@@ -71,6 +71,7 @@ pub(super) fn launch_of(
         envs: spec.envs.clone(),
         gpus: Vec::new(),
         checkpoint_dir: spec.checkpoint.as_ref().and_then(|c| c.dir.clone()),
+        image: spec.image.clone(),
         gang: crate::backend::Gang::default(),
     })
 }

@@ -89,6 +89,7 @@ pub fn parse(file: &str, text: &str) -> Result<JobSpec, SpecError> {
         cpu_milli: 0,
         mem_mib: 0,
         disk_gb: None,
+        image: None,
         envs: Default::default(),
         workdir: None,
         setup: None,

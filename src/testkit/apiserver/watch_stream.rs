@@ -98,6 +98,10 @@ pub(super) fn watch_stream(s: Arc<Shared>, f: Filter, q: &HashMap<String, String
         tick.tick().await;
         loop {
             tokio::select! {
+                // A cut comes first: a watch cut delivers nothing made after the cut (as a
+                // connection lost at that moment), however soon the next change follows.
+                biased;
+                _ = cut.changed() => return,
                 c = rx.recv() => match c {
                     Ok(c) if c.rv <= last => {}
                     Ok(c) => {
@@ -115,7 +119,6 @@ pub(super) fn watch_stream(s: Arc<Shared>, f: Filter, q: &HashMap<String, String
                     let b = json!({"kind": kind, "apiVersion": "v1", "metadata": {"resourceVersion": last.to_string()}});
                     if tx.send(event("BOOKMARK", &b)).await.is_err() { return; }
                 }
-                _ = cut.changed() => return,
                 _ = tokio::time::sleep_until(deadline) => return,
             }
         }

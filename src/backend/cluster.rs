@@ -35,10 +35,16 @@ impl NodeReports {
     }
 
     /// `host` came up: its `Up`, then — the first time — the sample that says its GPUs are
-    /// not measured (`no_telemetry`). Its foreign work is said again after.
-    pub(crate) fn up(&mut self, host: usize, info: HostInfo, no_telemetry: &str) -> Vec<RunEvent> {
+    /// not measured (`no_telemetry`; `None` where samples follow). Its foreign work is said
+    /// again after.
+    pub(crate) fn up(
+        &mut self,
+        host: usize,
+        info: HostInfo,
+        no_telemetry: Option<&str>,
+    ) -> Vec<RunEvent> {
         let mut out = vec![RunEvent::Up { host, info }];
-        if !self.sampled[host] {
+        if let (false, Some(no_telemetry)) = (self.sampled[host], no_telemetry) {
             self.sampled[host] = true;
             out.push(RunEvent::Sample {
                 host,
@@ -90,11 +96,11 @@ mod tests {
             runs: Vec::new(),
         };
         assert!(r.status_changed(0, &Ok(())));
-        assert_eq!(r.up(0, info(), "none").len(), 2);
+        assert_eq!(r.up(0, info(), Some("none")).len(), 2);
         assert!(r.cordon(0, Some("drained".into())).is_some());
         assert!(r.status_changed(0, &Err("gone".into())));
         assert!(r.status_changed(0, &Ok(())));
-        assert_eq!(r.up(0, info(), "none").len(), 1, "sampled once");
+        assert_eq!(r.up(0, info(), Some("none")).len(), 1, "sampled once");
         assert!(matches!(
             r.cordon(0, None),
             Some(RunEvent::Cordon { why: None, .. })

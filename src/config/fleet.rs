@@ -280,6 +280,9 @@ pub struct PoolConfig {
     pub namespace: Option<String>,
     /// The container image gantry's pods run (their `run` and `setup` under bash).
     pub image: Option<String>,
+    /// Where the cluster's DCGM exporter metrics are read (Prometheus text: one exporter, or
+    /// a Prometheus `/federate` of all of them): per-GPU utilization and memory by node.
+    pub dcgm: Option<String>,
 }
 
 /// `nodes` left out of a pool (filled from `hosts` for SSH pools, an error for others).

@@ -10,6 +10,7 @@ pub fn validate(p: &PoolConfig, name: &str) -> Result<(), String> {
         ("kubeconfig", p.kubeconfig.is_some()),
         ("namespace", p.namespace.is_some()),
         ("image", p.image.is_some()),
+        ("dcgm", p.dcgm.is_some()),
     ];
     if !p.is_kube() {
         return super::ssh::none_set(p, name, "kubernetes", &kube_only);
@@ -48,6 +49,13 @@ pub fn validate(p: &PoolConfig, name: &str) -> Result<(), String> {
         if !ok {
             return Err(format!(
                 "{name}: namespace = \"{ns}\" is not a Kubernetes namespace name (lowercase letters, digits and '-')"
+            ));
+        }
+    }
+    if let Some(url) = &p.dcgm {
+        if !url.starts_with("http://") {
+            return Err(format!(
+                "{name}: dcgm = \"{url}\" is not an http:// URL: give the DCGM exporter's metrics address, e.g. dcgm = \"http://nvidia-dcgm-exporter.gpu-operator:9400/metrics\" (https is not read yet)"
             ));
         }
     }

@@ -1,5 +1,6 @@
 //! The Kubernetes tests' cluster: a kubeconfig for the test API server, GPU nodes and pods
 //! as a GPU Operator cluster has them, and the real kubectl.
+#![allow(dead_code)] // each test file uses its part
 
 use gantry::testkit::apiserver::ApiServer;
 use serde_json::{json, Value};

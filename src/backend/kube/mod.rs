@@ -2,6 +2,7 @@
 //! contexts, `KUBECONFIG`, or the in-cluster service account), Nodes and Pods watched by
 //! reflectors (not polled), and the cluster's GPU nodes as gantry sees them (`inventory`).
 
+pub mod dcgm;
 pub mod inventory;
 mod pod;
 pub mod runner;

@@ -9,6 +9,8 @@ use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 
 pub(super) const TOKEN_ANNOTATION: &str = "gantry.dev/token";
+/// The GPUs gantry granted the run (its indices or UUIDs), for telemetry after a restart.
+const GPUS_ANNOTATION: &str = "gantry.dev/gpus";
 const RANK_LABEL: &str = "gantry.dev/rank";
 /// How long a pod just created may be missing before it counts as gone (its creation
 /// answered, the watch has not delivered it yet).
@@ -43,6 +45,8 @@ pub(super) struct Run {
     pub stop: Option<u32>,
     /// The last change the watch delivered while starting: (pod, deleted).
     pub held: Option<(Pod, bool)>,
+    /// The GPUs gantry granted it (indices or UUIDs, as its launch named them).
+    pub gpus: Vec<String>,
 }
 
 impl Run {
@@ -58,14 +62,33 @@ impl Run {
             starting: false,
             stop: None,
             held: None,
+            gpus: Vec::new(),
         }
     }
 
-    /// A pod being created and bound.
-    pub fn starting(pod: String) -> Run {
+    /// A pod being created and bound, granted `gpus`.
+    pub fn starting(pod: String, gpus: Vec<String>) -> Run {
         Run {
             starting: true,
+            gpus,
             ..Run::new(pod)
+        }
+    }
+
+    /// A run found again after a restart: its pod is `p`.
+    pub fn found(&mut self, p: &Pod) {
+        self.pod = p.metadata.name.clone().unwrap_or_default();
+        if let Some(g) = p
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(GPUS_ANNOTATION))
+        {
+            self.gpus = g
+                .split(',')
+                .filter(|s| !s.is_empty())
+                .map(str::to_string)
+                .collect();
         }
     }
 
@@ -233,7 +256,7 @@ pub(super) fn pod_of(l: &Launch, image: &str, namespace: &str) -> Value {
                 JOB_LABEL: l.job.to_string(),
                 RANK_LABEL: l.gang.rank.to_string(),
             },
-            "annotations": {TOKEN_ANNOTATION: l.token},
+            "annotations": {TOKEN_ANNOTATION: l.token, GPUS_ANNOTATION: l.gpus.join(",")},
         },
         "spec": spec,
     })

@@ -16,8 +16,9 @@
 use super::inventory::{self, KubeNode, Labels, JOB_LABEL};
 use super::pod::{pod_of, token_of, Run, RunKey};
 use super::start::{Gangs, Part, Started, IN_FLIGHT};
-use super::{connect, Cluster, PodChange, Watched};
+use super::{connect, dcgm, Cluster, PodChange, Watched};
 use crate::backend::cluster::NodeReports;
+use crate::backend::local::nvml::Discovery;
 use crate::backend::logs::{LogQuery, LogRead, LogReader};
 use crate::backend::{ForeignWork, HostInfo, Launch, RunEvent, Runner};
 use k8s_openapi::api::core::v1::Pod;
@@ -62,6 +63,8 @@ struct Settings {
     context: Option<String>,
     namespace: String,
     image: String,
+    /// The DCGM exporter's metrics URL.
+    dcgm: Option<String>,
 }
 
 impl KubePool {
@@ -75,10 +78,12 @@ impl KubePool {
             context: p.context.clone(),
             namespace: p.namespace.clone().unwrap_or_else(|| "gantry".into()),
             image: p.image.clone().unwrap_or_default(),
+            dcgm: p.dcgm.clone(),
         };
         let logs = Arc::new(KubeLogs { tx: tx.clone() });
         let (changes, changed) = unbounded_channel();
         let (starts, started) = unbounded_channel();
+        let (scraped_tx, scraped) = unbounded_channel();
         let worker = Worker {
             settings,
             nodes: nodes.clone(),
@@ -89,6 +94,7 @@ impl KubePool {
             changes,
             looked_at: None,
             gangs: Gangs::default(),
+            telemetry: Telemetry::new(nodes.len(), scraped_tx),
             starts,
             in_flight: Arc::new(tokio::sync::Semaphore::new(IN_FLIGHT)),
             reports: NodeReports::new(nodes.len()),
@@ -96,7 +102,7 @@ impl KubePool {
         };
         std::thread::Builder::new()
             .name(format!("kube-{}", p.name))
-            .spawn(move || worker.run(rx, changed, started))
+            .spawn(move || worker.run(rx, changed, started, scraped))
             .expect("spawn the Kubernetes worker thread");
         KubePool {
             nodes,
@@ -162,6 +168,7 @@ struct Worker {
     /// The watches' generation last looked at.
     looked_at: Option<u64>,
     gangs: Gangs,
+    telemetry: Telemetry,
     /// Where starts in flight say how they went.
     starts: UnboundedSender<Started>,
     in_flight: Arc<tokio::sync::Semaphore>,
@@ -176,6 +183,7 @@ impl Worker {
         mut rx: UnboundedReceiver<Cmd>,
         mut changed: UnboundedReceiver<PodChange>,
         mut started: UnboundedReceiver<Started>,
+        mut scraped: UnboundedReceiver<Scraped>,
     ) {
         // The reflectors and the client's connections run on a worker thread of their own,
         // whatever this loop is waiting on.
@@ -209,6 +217,7 @@ impl Worker {
                         None => return,
                     },
                     Some(c) = changed.recv() => self.pod_changed(c),
+                    Some(s) = scraped.recv() => self.scraped(s),
                     _ = tick.tick() => {
                         // What the watches delivered before this look is taken first: the
                         // store may already lack a pod whose deletion says how it ended.
@@ -331,8 +340,9 @@ impl Worker {
                 )
             })
             .collect();
-        for (key, name) in &named {
-            self.runs.insert(key.clone(), Run::starting(name.clone()));
+        for ((key, name), (_, l)) in named.iter().zip(&parts) {
+            self.runs
+                .insert(key.clone(), Run::starting(name.clone(), l.gpus.clone()));
         }
         let (tx, limit, ns) = (
             self.starts.clone(),
@@ -438,6 +448,79 @@ impl Worker {
             self.look_at_nodes();
         }
         self.check_runs();
+        if let Some(url) = &self.settings.dcgm {
+            self.telemetry.scrape(url);
+        }
+    }
+
+    /// The exporter's answer: each node's GPUs in gantry's numbering, or why there are none.
+    fn scraped(&mut self, s: Scraped) {
+        self.telemetry.in_flight = false;
+        let url = self.settings.dcgm.clone().unwrap_or_default();
+        let ns = &self.settings.namespace;
+        for host in 0..self.nodes.len() {
+            if !self.reports.is_up(host) {
+                continue;
+            }
+            let node = &self.nodes[host];
+            let gpus = match &s {
+                Err(why) => Err(format!("the DCGM exporter at {url}: {why}")),
+                Ok(by_node) => by_node.get(node).ok_or_else(|| {
+                    format!("the DCGM exporter at {url} reports no GPU of node {node}")
+                }),
+            };
+            let found = match gpus {
+                Err(reason) => {
+                    if self.telemetry.said[host].as_ref() == Some(&reason) {
+                        continue;
+                    }
+                    self.telemetry.said[host] = Some(reason.clone());
+                    (Discovery::Unavailable { reason }, Vec::new())
+                }
+                Ok(gpus) => {
+                    self.telemetry.said[host] = None;
+                    let order = &self.telemetry.order[host];
+                    let mut runs = Vec::new();
+                    let mut groups = Vec::new();
+                    for ((h, job, _), r) in &self.runs {
+                        if *h != host || r.ended || r.pod.is_empty() {
+                            continue;
+                        }
+                        let granted = r
+                            .gpus
+                            .iter()
+                            .filter_map(|id| {
+                                id.parse::<u32>().ok().or_else(|| {
+                                    order.iter().position(|u| u == id).map(|i| i as u32)
+                                })
+                            })
+                            .collect();
+                        runs.push((format!("{ns}/{}", r.pod), granted));
+                        // Pods have no process groups gantry sees: one entry per job says
+                        // which jobs run here (their GPUs' utilization is theirs).
+                        groups.push((u32::MAX - groups.len() as u32, *job));
+                    }
+                    let (samples, uuids) = dcgm::in_gantrys_order(gpus, &runs);
+                    self.telemetry.order[host] = uuids;
+                    let driver = gpus
+                        .iter()
+                        .find_map(|g| g.driver.clone())
+                        .unwrap_or_else(|| "unknown (DCGM)".into());
+                    (
+                        Discovery::Available {
+                            driver,
+                            gpus: samples,
+                        },
+                        groups,
+                    )
+                }
+            };
+            self.emit(RunEvent::Sample {
+                host,
+                found: found.0,
+                groups: found.1,
+            });
+        }
     }
 
     /// Each node's state, cordon and foreign work, said where it changed.
@@ -525,7 +608,7 @@ impl Worker {
         };
         if run.pod.is_empty() {
             // A run found again after a restart: this is its pod.
-            run.pod = name.to_string();
+            run.found(p);
         }
         if run.starting {
             run.held = Some((c.pod, c.deleted));
@@ -549,7 +632,7 @@ impl Worker {
                     p.metadata.namespace.as_deref() == Some(ns.as_str())
                         && token_of(p) == Some(token)
                 }) {
-                    r.pod = p.metadata.name.clone().unwrap_or_default();
+                    r.found(p);
                 }
             }
         }
@@ -600,21 +683,24 @@ impl Worker {
                     .as_ref()
                     .map(|c| c.name.clone())
                     .unwrap_or_default();
+                let measured = self.settings.dcgm.is_some();
                 let info = HostInfo {
                     hostname: name,
                     arch: format!("Kubernetes {server}"),
                     version: env!("CARGO_PKG_VERSION").into(),
                     gpus: Vec::new(),
-                    nvml: Some(
-                        "Kubernetes reports no GPU telemetry without a DCGM exporter".into(),
-                    ),
+                    nvml: (!measured).then(|| {
+                        "Kubernetes reports no GPU telemetry without a DCGM exporter (the pool's `dcgm`)".into()
+                    }),
                     driver: None,
                     runs,
                 };
                 let said = self.reports.up(
                     host,
                     info,
-                    "Kubernetes reports no GPU telemetry (GPUs as the device plugin offers them and the fleet file declares)",
+                    (!measured).then_some(
+                        "Kubernetes reports no GPU telemetry without a DCGM exporter (GPUs as the device plugin offers them and the fleet file declares)",
+                    ),
                 );
                 for e in said {
                     self.emit(e);
@@ -622,6 +708,75 @@ impl Worker {
             }
             Err(why) => self.emit(RunEvent::Down { host, why }),
         }
+    }
+}
+
+/// What one read of the DCGM exporter gave: GPUs by node, or why not.
+type Scraped = Result<HashMap<String, Vec<dcgm::DcgmGpu>>, String>;
+
+/// How often the exporter is read (dcgm-exporter collects every 30 s by default; a few
+/// seconds keeps a busy/idle change prompt where it is set faster).
+const SCRAPE_EVERY: Duration = Duration::from_secs(5);
+
+/// The DCGM exporter's reads and what was said of each node.
+struct Telemetry {
+    http: Option<reqwest::Client>,
+    next: Instant,
+    in_flight: bool,
+    out: UnboundedSender<Scraped>,
+    /// Per host: the UUID at each of gantry's GPU indices, as last reported.
+    order: Vec<Vec<String>>,
+    /// Per host: why its GPUs were last said unmeasured (said once while it holds).
+    said: Vec<Option<String>>,
+}
+
+impl Telemetry {
+    fn new(hosts: usize, out: UnboundedSender<Scraped>) -> Telemetry {
+        Telemetry {
+            http: None,
+            next: Instant::now(),
+            in_flight: false,
+            out,
+            order: vec![Vec::new(); hosts],
+            said: vec![None; hosts],
+        }
+    }
+
+    /// Reads `url` in the background when it is time (one read at a time).
+    fn scrape(&mut self, url: &str) {
+        if self.in_flight || Instant::now() < self.next {
+            return;
+        }
+        let http = match &self.http {
+            Some(c) => c.clone(),
+            None => match reqwest::Client::builder()
+                .timeout(Duration::from_secs(5))
+                .build()
+            {
+                Ok(c) => {
+                    self.http = Some(c.clone());
+                    c
+                }
+                Err(e) => {
+                    let _ = self.out.send(Err(format!("no HTTP client: {e}")));
+                    return;
+                }
+            },
+        };
+        self.in_flight = true;
+        self.next = Instant::now() + SCRAPE_EVERY;
+        let (url, out) = (url.to_string(), self.out.clone());
+        tokio::spawn(async move {
+            let read = async {
+                let r = http.get(&url).send().await.map_err(|e| e.to_string())?;
+                if !r.status().is_success() {
+                    return Err(format!("HTTP {}", r.status()));
+                }
+                let text = r.text().await.map_err(|e| e.to_string())?;
+                dcgm::parse(&text)
+            };
+            let _ = out.send(read.await);
+        });
     }
 }
 

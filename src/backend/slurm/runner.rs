@@ -403,7 +403,7 @@ impl Worker {
                 let said = self.reports.up(
                     host,
                     info,
-                    "Slurm reports no GPU telemetry (GPUs as its GRES and the fleet file declare)",
+                    Some("Slurm reports no GPU telemetry (GPUs as its GRES and the fleet file declare)"),
                 );
                 for e in said {
                     self.emit(e);

@@ -1,0 +1,491 @@
+//! gantry's daemon over a Kubernetes cluster (gantry's test API server, whose kubelet
+//! stand-in runs a pod once bound; the tests end pods with exit codes): jobs as pods bound
+//! where gantry chose, gangs bound whole or not at all, a daemon killed and restarted, GPU
+//! telemetry from a DCGM exporter.
+
+#[path = "common/daemon.rs"]
+mod daemon;
+#[path = "common/kube_cluster.rs"]
+mod kube_cluster;
+
+use gantry::testkit::apiserver::{ApiServer, Kind};
+use kube_cluster::{cluster, gpu_node, kubeconfig, runtime};
+use serde_json::{json, Value};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// The pods of gantry's namespace for job `job`: (name, node, pod).
+fn pods_of(api: &ApiServer, job: i64) -> Vec<(String, String, Value)> {
+    let mut pods: Vec<_> = api
+        .pods("gantry")
+        .into_iter()
+        .filter(|p| p["metadata"]["labels"]["gantry.dev/job"].as_str() == Some(&*job.to_string()))
+        .map(|p| {
+            (
+                p["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+                p["spec"]["nodeName"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+                p,
+            )
+        })
+        .collect();
+    pods.sort_by(|a, b| a.0.cmp(&b.0));
+    pods
+}
+
+/// A daemon whose one pool is the test cluster's H100 nodes.
+fn daemon_over(api: &ApiServer, test: &str, hosts: &[&str]) -> daemon::Daemon {
+    daemon_with(api, test, hosts, "")
+}
+
+/// The same, with `extra` lines in the pool.
+fn daemon_with(api: &ApiServer, test: &str, hosts: &[&str], extra: &str) -> daemon::Daemon {
+    let dir = daemon::temp_dir(test);
+    let k = kubeconfig(&dir, &api.url);
+    let hosts: Vec<String> = hosts.iter().map(|h| format!("\"{h}\"")).collect();
+    let fleet = dir.join("fleet.toml");
+    std::fs::write(
+        &fleet,
+        format!(
+            "[[teams]]\nname = \"lab\"\n\n[[pools]]\nprovider = \"kubernetes\"\nregion = \"k8s\"\nzone = \"us-east-1a\"\nname = \"h100\"\ninstance_type = \"p5.48xlarge\"\ngpu = \"H100\"\ngpus_per_node = 8\nvram_gb = 80\ncpus = 190\nmemory_gb = 1900\ncapacity = \"reserved\"\nprice_per_hour = 98.32\nkubeconfig = \"{}\"\ncontext = \"test\"\nimage = \"nvcr.io/nvidia/pytorch:25.01-py3\"\nhosts = [{}]\n{extra}",
+            k.display(),
+            hosts.join(", ")
+        ),
+    )
+    .unwrap();
+    start_daemon(dir)
+}
+
+/// The daemon of `dir` (its fleet file there), started again after a crash too.
+fn start_daemon(dir: PathBuf) -> daemon::Daemon {
+    let fleet = dir.join("fleet.toml");
+    let err = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join("daemon.err"))
+        .unwrap();
+    daemon::start_with(dir, &["--config", fleet.to_str().unwrap()], |cmd| {
+        cmd.stderr(err);
+    })
+}
+
+fn env_of(pod: &Value, name: &str) -> Option<String> {
+    pod["spec"]["containers"][0]["env"]
+        .as_array()?
+        .iter()
+        .find(|e| e["name"] == name)
+        .and_then(|e| e["value"].as_str())
+        .map(str::to_string)
+}
+
+/// gantry's jobs become pods bound (through `pods/binding`) to the nodes its core chose:
+/// the GPUs pods of others hold are left alone, cordoned and NotReady nodes take nothing;
+/// the pod's phase and exit code drive the job, its log is the job's, a preemption deletes
+/// it with the job's grace and the requeued job runs again as a new pod, and gantry deletes
+/// the pods of ended runs.
+#[test]
+fn gantry_jobs_run_as_pods_bound_to_the_nodes_gantry_chose() {
+    use daemon::{cli, events, job, log_text, state, submit, wait_for};
+    let rt = runtime();
+    let api = ApiServer::start(rt.handle(), Duration::from_millis(200)).unwrap();
+    cluster(&api);
+    api.remove(Kind::Pod, "gantry", "gantry-7-0");
+    api.apply(gpu_node(
+        "gpu-3",
+        "NVIDIA-H100-80GB-HBM3",
+        81559,
+        8,
+        "us-east-1a",
+    ))
+    .unwrap();
+    let d = daemon_over(&api, "kube-run", &["gpu-0", "gpu-1", "gpu-2", "gpu-3"]);
+    wait_for(&d, 30, "the nodes to be read", || {
+        let ev = events(&d);
+        let said = |s: &str| ev.iter().any(|e| e.contains(s));
+        said("pod research/llama-sft-0 holds 6 GPU(s) on gpu-0")
+            && said("host gpu-1 cordoned")
+            && said("node gpu-2 is not Ready")
+            && ev.iter().filter(|e| e.contains("connected:")).count() >= 3
+    });
+    // Four GPUs: gpu-0 has two free, gpu-1 is cordoned, gpu-2 is down: gpu-3.
+    let dir = d.dir.clone();
+    let first = submit(
+        &d,
+        &dir,
+        "first",
+        "name: first\nresources:\n  accelerators: H100:4\n  image_id: docker:nvcr.io/nvidia/pytorch:24.12-py3\nenvs:\n  MODEL: llama\nrun: python train.py\n",
+    );
+    wait_for(&d, 30, "its pod to be bound", || {
+        pods_of(&api, first).len() == 1
+    });
+    let (name, node, pod) = pods_of(&api, first).remove(0);
+    assert_eq!(node, "gpu-3", "{pod:#}");
+    assert_eq!(pod["spec"]["schedulerName"], "gantry");
+    assert_eq!(
+        pod["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"],
+        "4"
+    );
+    assert_eq!(
+        pod["spec"]["containers"][0]["image"], "nvcr.io/nvidia/pytorch:24.12-py3",
+        "the job's image_id"
+    );
+    assert_eq!(
+        pod["metadata"]["labels"]["app.kubernetes.io/managed-by"],
+        "gantry"
+    );
+    assert_eq!(env_of(&pod, "MODEL").as_deref(), Some("llama"));
+    assert_eq!(
+        env_of(&pod, "GANTRY_RUN").as_deref(),
+        Some("python train.py")
+    );
+    assert_eq!(env_of(&pod, "GANTRY_NUM_GPUS").as_deref(), Some("4"));
+    wait_for(&d, 30, "the job to run", || state(&d, first) == "running");
+    // Its output is read through the pod log API.
+    api.log("gantry", &name, "step 1 loss 2.31\n");
+    wait_for(&d, 30, "its log", || {
+        log_text(&d, first).contains("step 1 loss 2.31")
+    });
+    // The container exits 0: the job completes and gantry deletes the pod.
+    api.finish("gantry", &name, 0);
+    wait_for(&d, 30, "the job to complete", || {
+        state(&d, first) == "completed"
+    });
+    wait_for(&d, 30, "its pod to be deleted", || {
+        pods_of(&api, first).is_empty()
+    });
+    // A whole node, with a checkpoint grace: preempted, its pod is deleted with that grace
+    // (terminating until the container ends), the job requeues and runs again as a new pod.
+    let whole = submit(
+        &d,
+        &dir,
+        "whole",
+        "name: whole\nresources:\n  accelerators: H100:8\ncheckpoint: {signal: SIGTERM, grace: 45s}\nrun: python train.py --resume\n",
+    );
+    wait_for(&d, 30, "the whole node to run", || {
+        state(&d, whole) == "running"
+    });
+    let (old, node, pod) = pods_of(&api, whole).remove(0);
+    assert_eq!(node, "gpu-3");
+    assert_eq!(
+        pod["spec"]["containers"][0]["image"], "nvcr.io/nvidia/pytorch:25.01-py3",
+        "the pool's image"
+    );
+    cli(&d, &["preempt", &whole.to_string()]);
+    wait_for(&d, 30, "the delete with the job's grace", || {
+        api.get(Kind::Pod, "gantry", &old).is_some_and(|p| {
+            p["metadata"]["deletionGracePeriodSeconds"] == 45
+                && !p["metadata"]["deletionTimestamp"].is_null()
+        })
+    });
+    assert_eq!(state(&d, whole), "preempting");
+    // The container checkpoints and exits on SIGTERM.
+    api.finish("gantry", &old, 0);
+    wait_for(&d, 30, "the requeue and the new pod", || {
+        pods_of(&api, whole)
+            .iter()
+            .any(|(n, node, _)| *n != old && node == "gpu-3")
+            && state(&d, whole) == "running"
+    });
+    assert!(api.get(Kind::Pod, "gantry", &old).is_none());
+    // A container that exits 3 fails its job with that code.
+    let (new, _, _) = pods_of(&api, whole).remove(0);
+    api.finish("gantry", &new, 3);
+    wait_for(&d, 30, "the failure", || state(&d, whole) == "failed");
+    let said = format!("job {whole} running → failed: exited with code 3 on gpu-3");
+    assert!(
+        events(&d).iter().any(|e| e.starts_with(&said)),
+        "{said}: {:?}",
+        events(&d)
+    );
+    assert_eq!(job(&d, whole)["state"], "failed");
+    wait_for(&d, 30, "the failed run's pod to be deleted", || {
+        pods_of(&api, whole).is_empty()
+    });
+    // The cluster cordons gpu-3: gantry says so and places nothing there.
+    let mut cordon = api.get(Kind::Node, "", "gpu-3").unwrap();
+    cordon["spec"]["unschedulable"] = json!(true);
+    api.apply(cordon).unwrap();
+    wait_for(&d, 30, "the cordon", || {
+        events(&d).iter().any(|e| e.contains("host gpu-3 cordoned"))
+    });
+    let waits = submit(
+        &d,
+        &dir,
+        "waits",
+        "name: waits\nresources:\n  accelerators: H100:4\nrun: python train.py\n",
+    );
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(state(&d, waits), "pending");
+    assert!(pods_of(&api, waits).is_empty());
+}
+
+/// gantry killed (SIGKILL) while its pod runs finds the run again when it starts (by the
+/// pod's job label and token): the job is not started twice, and ends once, with its pod's
+/// exit code.
+#[test]
+fn a_daemon_killed_while_its_pod_runs_finds_the_run_again() {
+    use daemon::{events, state, submit, wait_for};
+    let rt = runtime();
+    let api = ApiServer::start(rt.handle(), Duration::from_millis(200)).unwrap();
+    api.apply(gpu_node(
+        "gpu-3",
+        "NVIDIA-H100-80GB-HBM3",
+        81559,
+        8,
+        "us-east-1a",
+    ))
+    .unwrap();
+    let d = daemon_over(&api, "kube-crash", &["gpu-3"]);
+    let dir = d.dir.clone();
+    let id = submit(
+        &d,
+        &dir,
+        "long",
+        "name: long\nresources:\n  accelerators: H100:8\nrun: python train.py\n",
+    );
+    wait_for(&d, 30, "its pod to run", || {
+        state(&d, id) == "running"
+            && pods_of(&api, id)
+                .first()
+                .is_some_and(|(_, _, p)| p["status"]["phase"] == "Running")
+    });
+    let (name, _, _) = pods_of(&api, id).remove(0);
+    let mut d = d;
+    unsafe { libc::kill(d.child.id() as i32, libc::SIGKILL) };
+    let _ = d.child.wait();
+    std::mem::forget(d);
+    let d = start_daemon(dir);
+    wait_for(&d, 30, "the run to be found again", || {
+        events(&d).iter().any(|e| e.contains("re-adopted"))
+    });
+    assert_eq!(state(&d, id), "running");
+    assert_eq!(pods_of(&api, id).len(), 1, "no second pod");
+    api.finish("gantry", &name, 0);
+    wait_for(&d, 30, "the job to complete", || {
+        state(&d, id) == "completed"
+    });
+    wait_for(&d, 30, "its pod to be deleted", || {
+        pods_of(&api, id).is_empty()
+    });
+    let ev = events(&d);
+    let count = |s: &str| ev.iter().filter(|e| e.contains(s)).count();
+    assert_eq!(
+        (
+            count(&format!("job {id} pending → running")),
+            count(&format!("job {id} running → completed"))
+        ),
+        (1, 1),
+        "{}",
+        ev.join("\n")
+    );
+}
+
+/// A two-node gang's pods are all created before any is bound: refused one (a namespace
+/// quota), none is bound and the one made is deleted; allowed, both are bound on the nodes
+/// gantry chose, with their ranks, and the job ends when both have.
+#[test]
+fn a_gang_is_bound_whole_or_not_at_all() {
+    use daemon::{events, state, submit, wait_for};
+    let rt = runtime();
+    let api = ApiServer::start(rt.handle(), Duration::from_millis(200)).unwrap();
+    for n in ["gpu-a", "gpu-b"] {
+        api.apply(gpu_node(n, "NVIDIA-H100-80GB-HBM3", 81559, 8, "us-east-1a"))
+            .unwrap();
+    }
+    let d = daemon_over(&api, "kube-gang", &["gpu-a", "gpu-b"]);
+    let dir = d.dir.clone();
+    let gang =
+        "name: gang\nnum_nodes: 2\nresources:\n  accelerators: H100:8\nrun: torchrun train.py\n";
+    api.quota_pods("gantry", Some(1));
+    let refused = submit(&d, &dir, "refused", gang);
+    wait_for(&d, 30, "the refusal", || {
+        events(&d)
+            .iter()
+            .any(|e| e.starts_with(&format!("job {refused} ")) && e.contains("exceeded quota"))
+    });
+    wait_for(&d, 30, "the pod made to be deleted", || {
+        pods_of(&api, refused).is_empty()
+    });
+    assert_eq!(api.counts().bindings, 0, "half a gang was bound");
+    api.quota_pods("gantry", None);
+    let id = submit(&d, &dir, "gang", gang);
+    wait_for(&d, 30, "both pods bound", || {
+        pods_of(&api, id)
+            .iter()
+            .filter(|(_, node, _)| !node.is_empty())
+            .count()
+            == 2
+    });
+    let pods = pods_of(&api, id);
+    let mut placed: Vec<(String, Option<String>, Option<String>)> = pods
+        .iter()
+        .map(|(_, node, p)| {
+            assert_eq!(p["spec"]["hostNetwork"], true, "{p:#}");
+            (
+                node.clone(),
+                env_of(p, "GANTRY_NODE_RANK"),
+                env_of(p, "GANTRY_NUM_NODES"),
+            )
+        })
+        .collect();
+    placed.sort();
+    let two = Some("2".to_string());
+    let mut ranks: Vec<_> = placed.iter().map(|p| p.1.clone().unwrap()).collect();
+    ranks.sort();
+    assert_eq!(ranks, ["0", "1"]);
+    assert_eq!(
+        placed
+            .iter()
+            .map(|p| (p.0.as_str(), p.2.clone()))
+            .collect::<Vec<_>>(),
+        [("gpu-a", two.clone()), ("gpu-b", two)]
+    );
+    assert_eq!(api.counts().bindings, 2);
+    wait_for(&d, 30, "the gang to run", || state(&d, id) == "running");
+    for (name, _, _) in &pods {
+        api.finish("gantry", name, 0);
+    }
+    wait_for(&d, 30, "the gang to complete", || {
+        state(&d, id) == "completed"
+    });
+}
+
+/// A DCGM exporter's text for `node`: per GPU (util %, MiB used, the pod it is given to).
+fn dcgm_text(node: &str, gpus: &[(u32, Option<&str>)]) -> String {
+    let mut out = String::new();
+    for (metric, help) in [
+        ("DCGM_FI_DEV_GPU_UTIL", "GPU utilization (in %)."),
+        ("DCGM_FI_DEV_FB_USED", "Framebuffer memory used (in MiB)."),
+        ("DCGM_FI_DEV_FB_FREE", "Framebuffer memory free (in MiB)."),
+    ] {
+        out.push_str(&format!("# HELP {metric} {help}\n# TYPE {metric} gauge\n"));
+        for (i, (util, pod)) in gpus.iter().enumerate() {
+            let used = if pod.is_some() { 60_000 } else { 0 };
+            let value = match metric {
+                "DCGM_FI_DEV_GPU_UTIL" => *util,
+                "DCGM_FI_DEV_FB_USED" => used,
+                _ => 81_559 - used,
+            };
+            let pod = pod.map_or(String::new(), |p| {
+                format!(",container=\"main\",namespace=\"gantry\",pod=\"{p}\"")
+            });
+            out.push_str(&format!(
+                "{metric}{{gpu=\"{i}\",UUID=\"GPU-{i:04}\",pci_bus_id=\"00000000:{i:02X}:00.0\",device=\"nvidia{i}\",modelName=\"NVIDIA H100 80GB HBM3\",Hostname=\"{node}\",DCGM_FI_DRIVER_VERSION=\"550.90.07\"{pod}}} {value}\n"
+            ));
+        }
+    }
+    out
+}
+
+/// With a DCGM exporter, a Kubernetes node's GPUs are measured; the device plugin gave the
+/// job's pod other GPUs than the indices gantry granted, and the job's GPUs still show the
+/// utilization and memory of the GPUs its pod really has. An exporter that goes away is said
+/// once, and the GPUs are then unmeasured, not invented.
+#[test]
+fn dcgm_telemetry_measures_the_gpus_a_jobs_pods_really_have() {
+    use daemon::{events, json as cli_json, state, submit, wait_for};
+    let rt = runtime();
+    let api = ApiServer::start(rt.handle(), Duration::from_millis(200)).unwrap();
+    api.apply(gpu_node(
+        "gpu-3",
+        "NVIDIA-H100-80GB-HBM3",
+        81559,
+        8,
+        "us-east-1a",
+    ))
+    .unwrap();
+    let text = std::sync::Arc::new(std::sync::Mutex::new(dcgm_text("gpu-3", &[(0, None); 8])));
+    let serve = text.clone();
+    let app = axum::Router::new().route(
+        "/metrics",
+        axum::routing::get(move || {
+            let t = serve.lock().unwrap().clone();
+            async move {
+                if t.is_empty() {
+                    (axum::http::StatusCode::SERVICE_UNAVAILABLE, t)
+                } else {
+                    (axum::http::StatusCode::OK, t)
+                }
+            }
+        }),
+    );
+    let listener = rt
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .unwrap();
+    let url = format!("http://{}/metrics", listener.local_addr().unwrap());
+    rt.spawn(async move { axum::serve(listener, app).await });
+    let d = daemon_with(
+        &api,
+        "kube-dcgm",
+        &["gpu-3"],
+        &format!("dcgm = \"{url}\"\n"),
+    );
+    let gpus = |d: &daemon::Daemon| -> Vec<Value> {
+        let pool = cli_json(d, &["fleet", "--pool", "0"]);
+        pool["nodes"][0]["gpus"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+    };
+    wait_for(&d, 30, "the GPUs to be measured", || {
+        let g = gpus(&d);
+        g.len() == 8
+            && g.iter()
+                .all(|g| g["unmeasured"].is_null() && g["vram_total_mib"] == 81559)
+    });
+    let dir = d.dir.clone();
+    let id = submit(
+        &d,
+        &dir,
+        "two",
+        "name: two\nresources:\n  accelerators: H100:2\nrun: python train.py\n",
+    );
+    wait_for(&d, 30, "its pod", || {
+        state(&d, id) == "running" && pods_of(&api, id).len() == 1
+    });
+    let (pod, _, p) = pods_of(&api, id).remove(0);
+    let granted = p["metadata"]["annotations"]["gantry.dev/gpus"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(granted.split(',').count(), 2, "{granted}");
+    // The device plugin gave the pod GPUs 5 and 6.
+    let mut now = vec![(0, None); 8];
+    now[5] = (88, Some(pod.as_str()));
+    now[6] = (77, Some(pod.as_str()));
+    *text.lock().unwrap() = dcgm_text("gpu-3", &now);
+    wait_for(&d, 30, "the job's GPUs to show its pod's", || {
+        let mut theirs: Vec<(u64, u64)> = gpus(&d)
+            .iter()
+            .filter(|g| g["jobs"].as_array().is_some_and(|j| j.contains(&json!(id))))
+            .map(|g| {
+                (
+                    g["util_pct"].as_f64().unwrap_or(0.0) as u64,
+                    g["vram_used_mib"].as_u64().unwrap_or(0),
+                )
+            })
+            .collect();
+        theirs.sort();
+        theirs == [(77, 60_000), (88, 60_000)]
+    });
+    assert!(
+        gpus(&d)
+            .iter()
+            .filter(|g| g["jobs"].as_array().is_some_and(|j| j.is_empty()))
+            .all(|g| g["util_pct"].as_f64() == Some(0.0)),
+        "{:?}",
+        gpus(&d)
+    );
+    // The exporter fails: said once.
+    text.lock().unwrap().clear();
+    wait_for(&d, 30, "the failure to be said", || {
+        events(&d)
+            .iter()
+            .any(|e| e.contains("DCGM exporter") && e.contains("503"))
+    });
+}

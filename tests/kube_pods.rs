@@ -489,3 +489,61 @@ fn dcgm_telemetry_measures_the_gpus_a_jobs_pods_really_have() {
             .any(|e| e.contains("DCGM exporter") && e.contains("503"))
     });
 }
+
+/// A cluster that refuses gantry (RBAC: 403) or cannot be reached: each node's problem is one
+/// line with what to do, the daemon goes on answering, and once the cluster lets gantry in
+/// the nodes come up and a waiting job runs.
+#[test]
+fn a_forbidden_or_unreachable_cluster_is_said_and_the_daemon_keeps_running() {
+    use daemon::{cli, events, state, submit, wait_for};
+    let rt = runtime();
+    let api = ApiServer::start(rt.handle(), Duration::from_millis(200)).unwrap();
+    api.apply(gpu_node(
+        "gpu-3",
+        "NVIDIA-H100-80GB-HBM3",
+        81559,
+        8,
+        "us-east-1a",
+    ))
+    .unwrap();
+    api.forbid(true);
+    let d = daemon_over(&api, "kube-forbidden", &["gpu-3"]);
+    wait_for(&d, 30, "the refusal to be said", || {
+        events(&d).iter().any(|e| {
+            e.contains("host gpu-3 unreachable")
+                && e.contains("is forbidden")
+                && e.contains("the ClusterRole in deploy/")
+        })
+    });
+    let dir = d.dir.clone();
+    let id = submit(
+        &d,
+        &dir,
+        "waits",
+        "name: waits\nresources:\n  accelerators: H100:1\nrun: python train.py\n",
+    );
+    assert_eq!(state(&d, id), "pending");
+    assert!(cli(&d, &["jobs", "-o", "json"]).contains("\"waits\""));
+    api.forbid(false);
+    wait_for(&d, 60, "the node to come up and the job to run", || {
+        state(&d, id) == "running" && pods_of(&api, id).len() == 1
+    });
+    // A server that is not there: said, and the daemon answers.
+    let dir = daemon::temp_dir("kube-gone");
+    let k = kubeconfig(&dir, "http://127.0.0.1:1");
+    std::fs::write(
+        dir.join("fleet.toml"),
+        format!(
+            "[[teams]]\nname = \"lab\"\n\n[[pools]]\nprovider = \"kubernetes\"\nregion = \"k8s\"\nzone = \"z\"\nname = \"h100\"\ninstance_type = \"p5.48xlarge\"\ngpu = \"H100\"\ngpus_per_node = 8\nvram_gb = 80\ncpus = 190\nmemory_gb = 1900\ncapacity = \"reserved\"\nprice_per_hour = 98.32\nkubeconfig = \"{}\"\nimage = \"x\"\nhosts = [\"gpu-3\"]\n",
+            k.display()
+        ),
+    )
+    .unwrap();
+    let d = start_daemon(dir);
+    wait_for(&d, 30, "the outage to be said", || {
+        events(&d).iter().any(|e| {
+            e.contains("host gpu-3 unreachable") && e.contains("cannot reach the API server")
+        })
+    });
+    assert!(cli(&d, &["jobs", "-o", "json"]).starts_with('['));
+}

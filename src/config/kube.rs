@@ -100,6 +100,14 @@ mod tests {
         assert!(e.contains("not a Kubernetes node name"), "{e}");
         let e = with("image = \"x\"\nhosts = [\"gpu-0\"]\nnamespace = \"Gantry\"\n").unwrap_err();
         assert!(e.contains("not a Kubernetes namespace name"), "{e}");
+        let e = with("image = \"x\"\nhosts = [\"gpu-0\"]\ndcgm = \"dcgm-exporter:9400\"\n")
+            .unwrap_err();
+        assert!(e.contains("is not an http:// URL"), "{e}");
+        let ok = with("image = \"x\"\nhosts = [\"gpu-0\"]\ndcgm = \"http://dcgm:9400/metrics\"\n");
+        assert_eq!(
+            ok.unwrap().pools[0].dcgm.as_deref(),
+            Some("http://dcgm:9400/metrics")
+        );
         let e = parse(
             "f.toml",
             &POOL

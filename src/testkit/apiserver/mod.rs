@@ -88,6 +88,8 @@ struct Shared {
     /// A ResourceQuota on the pods of a namespace: namespace → most pods. Held while a
     /// create is admitted (the check and the write are one step, as the real server's are).
     pod_quota: Mutex<HashMap<String, usize>>,
+    /// Every request answered 403, as RBAC answers a service account without the role.
+    forbidden: std::sync::atomic::AtomicBool,
 }
 
 /// What the server has answered, for tests to check how a client behaved.
@@ -126,6 +128,7 @@ impl ApiServer {
             counts: Mutex::new(Counts::default()),
             logs: Mutex::new(HashMap::new()),
             pod_quota: Mutex::new(HashMap::new()),
+            forbidden: std::sync::atomic::AtomicBool::new(false),
         });
         let app = Router::new()
             .route("/version", get(version))
@@ -148,6 +151,10 @@ impl ApiServer {
                 axum::routing::post(pods::bind),
             )
             .route("/api/v1/namespaces/{ns}/pods/{name}/log", get(pods::log))
+            .layer(axum::middleware::from_fn_with_state(
+                shared.clone(),
+                refuse_when_forbidden,
+            ))
             .with_state(shared.clone());
         let listener = runtime
             .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
@@ -188,6 +195,14 @@ impl ApiServer {
             Some(n) => q.insert(namespace.to_string(), n),
             None => q.remove(namespace),
         };
+    }
+
+    /// Refuses every request with 403 Forbidden (`true`) as RBAC does when the client's
+    /// account lacks the role, or serves again (`false`).
+    pub fn forbid(&self, forbidden: bool) {
+        self.shared
+            .forbidden
+            .store(forbidden, std::sync::atomic::Ordering::SeqCst);
     }
 
     /// The pods of `namespace` now, by name.
@@ -377,6 +392,29 @@ fn js(v: Value) -> Response {
 }
 
 /// A `Status` answer, as the real server writes errors.
+/// RBAC's answer while the server is told to forbid: what the real server says.
+async fn refuse_when_forbidden(
+    State(s): State<Arc<Shared>>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    if !s.forbidden.load(std::sync::atomic::Ordering::SeqCst) {
+        return next.run(req).await;
+    }
+    let resource = req
+        .uri()
+        .path()
+        .rsplit('/')
+        .find(|p| *p == "nodes" || *p == "pods")
+        .unwrap_or("resource")
+        .to_string();
+    status(
+        StatusCode::FORBIDDEN,
+        "Forbidden",
+        format!("{resource} is forbidden: User \"system:serviceaccount:gantry:gantry\" cannot list resource \"{resource}\" in API group \"\" at the cluster scope"),
+    )
+}
+
 fn status(code: StatusCode, reason: &str, message: String) -> Response {
     let mut r = js(json!({
         "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",

@@ -303,3 +303,73 @@ fn submit_reads_stdin_and_prints_only_the_id_when_asked() {
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("stdin:2:"), "{err}");
 }
+
+/// `gantry submit --env` and `--secret` give what the file leaves empty (a secret's value from
+/// the submitter's environment); without them the file is refused before it is sent; a
+/// secret's value is never shown, not even to an operator.
+#[test]
+fn submit_gives_envs_and_secrets_the_file_leaves_empty() {
+    let d = start();
+    let file = d.dir.join("job.yaml");
+    std::fs::write(
+        &file,
+        "name: t\nresources:\n  accelerators: H100:1\nenvs:\n  HF_TOKEN:\n  EPOCHS: 3\nsecrets:\n  WANDB_API_KEY:\nrun: python train.py\n",
+    )
+    .unwrap();
+    let f = file.to_str().unwrap();
+    let (code, _, err) = gantry(&d.socket, &["submit", f, "--team", "applied"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("envs.HF_TOKEN, secrets.WANDB_API_KEY have no value in the file")
+            && err.contains("--env HF_TOKEN=…"),
+        "{err}"
+    );
+    let (code, _, err) = gantry(
+        &d.socket,
+        &[
+            "submit",
+            f,
+            "--env",
+            "HF_TOKEN=hf_x",
+            "--secret",
+            "NOT_SET_ANYWHERE_42",
+        ],
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("NOT_SET_ANYWHERE_42 is not set in your environment"),
+        "{err}"
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_gantry"))
+        .args([
+            "submit",
+            f,
+            "--team",
+            "applied",
+            "--env",
+            "HF_TOKEN=hf_x",
+            "--secret",
+            "WANDB_API_KEY",
+            "-o",
+            "id",
+        ])
+        .env("GANTRY_CONNECT", &d.socket)
+        .env("WANDB_API_KEY", "k-secret-9")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let id = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let (code, job, err) = gantry(&d.socket, &["job", &id, "-o", "json"]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&job).unwrap();
+    let spec = v["spec"].as_str().unwrap();
+    assert!(spec.contains("hf_x") && spec.contains("EPOCHS"), "{spec}");
+    assert!(
+        !spec.contains("k-secret-9") && spec.contains("WANDB_API_KEY"),
+        "{spec}"
+    );
+}

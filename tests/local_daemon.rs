@@ -1008,3 +1008,43 @@ fn metrics_put_each_measured_gpu_and_each_jobs_gpu_under_dcgms_labels() {
     );
     s.act(id, Action::Cancel, "test").unwrap();
 }
+
+/// `secrets` reach the job's environment as `envs` do; an `envs` or `secrets` value the file
+/// leaves empty is refused at submit with how to give it (SkyPilot refuses to launch too).
+#[test]
+fn secrets_reach_the_job_and_empty_values_are_refused() {
+    let d = dir("secrets");
+    let mut s = open(&d);
+    let with = |extra: &str| {
+        Submission {
+        file: "job.yaml".into(),
+        text: format!(
+            "name: t\nresources:\n  cpus: 1\n  memory: 1\n{extra}run: echo \"$HF_TOKEN $WANDB_API_KEY\"\n"
+        )
+        .into_bytes(),
+        team: Some("a".into()),
+        ..Submission::default()
+    }
+    };
+    let id = s
+        .submit(&[with(
+            "envs:\n  HF_TOKEN: hf_abc\nsecrets:\n  WANDB_API_KEY: k-123\n",
+        )])
+        .remove(0)
+        .unwrap();
+    s.tick().unwrap();
+    until(&mut s, |s| state(s, id).is_final());
+    assert_eq!(state(&s, id), JobState::Completed);
+    assert_eq!(log_tail(&mut s, id), vec!["out: hf_abc k-123".to_string()]);
+    let refused = s
+        .submit(&[with("envs:\n  HF_TOKEN:\nsecrets:\n  WANDB_API_KEY:\n")])
+        .remove(0)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        refused.contains("envs.HF_TOKEN has no value in the file")
+            && refused.contains("--env HF_TOKEN=")
+            && refused.contains("also without one: secrets.WANDB_API_KEY"),
+        "{refused}"
+    );
+}

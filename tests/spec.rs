@@ -48,7 +48,13 @@ fn every_ok_fixture_parses_and_resolves() {
     for entry in std::fs::read_dir("tests/specs/ok").unwrap() {
         let path = entry.unwrap().path();
         let name = path.display().to_string();
-        let spec = spec::parse(&name, &read(&name)).unwrap_or_else(|e| panic!("{e}"));
+        let mut spec = spec::parse(&name, &read(&name)).unwrap_or_else(|e| panic!("{e}"));
+        if let Some(first) = spec.unset.first() {
+            // Values left to the submitter: refused until given (`--env`), then it resolves.
+            let e = spec.to_request(&fleet).unwrap_err().to_string();
+            assert!(e.contains(first.as_str()), "{name}: {e}");
+            spec.unset.clear();
+        }
         let req = spec
             .to_request(&fleet)
             .unwrap_or_else(|e| panic!("{name}: {e}"));
@@ -69,20 +75,23 @@ fn fixtures_mean_what_they_say() {
     assert_eq!((r.nodes, r.gpu, r.spot_ok), (2, GpuRequest::Whole(8), true));
     assert_eq!(r.models, ModelChoice::AnyOf(vec![id("A100")]));
 
-    let s = parse("tests/specs/ok/skypilot_serve.yaml");
+    let mut s = parse("tests/specs/ok/skypilot_serve.yaml");
     assert_eq!(
         s.ignored,
         vec!["service", "resources.ports", "resources.disk_tier"]
     );
+    assert_eq!(s.envs.get("HF_TOKEN"), None);
     assert_eq!(
-        s.envs.get("HF_TOKEN").map(String::as_str),
-        Some(""),
-        "an unset SkyPilot env stays empty"
+        s.unset,
+        ["envs.HF_TOKEN"],
+        "an unset SkyPilot env must be given at submit, as SkyPilot requires"
     );
     assert_eq!(
         s.envs.get("MAX_MODEL_LEN").map(String::as_str),
         Some("4096")
     );
+    assert!(s.to_request(&fleet).is_err());
+    s.unset.clear();
     let r = s.to_request(&fleet).unwrap();
     assert_eq!(
         r.models,

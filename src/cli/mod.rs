@@ -111,6 +111,14 @@ enum Command {
         /// table, json, or id (the job id alone, as `sbatch --parsable` prints it).
         #[arg(short, long, value_enum, default_value_t = SubmitOutput::Table)]
         output: SubmitOutput,
+        /// NAME=VALUE for the job's `envs` (overrides the file's; gives those it leaves
+        /// empty). Repeatable.
+        #[arg(long = "env", value_name = "NAME=VALUE")]
+        envs: Vec<String>,
+        /// A secret for the job's `secrets`: NAME (its value read from your environment) or
+        /// NAME=VALUE. Never shown by gantry. Repeatable.
+        #[arg(long = "secret", value_name = "NAME[=VALUE]")]
+        secrets: Vec<String>,
     },
     /// Lists jobs, queue order first.
     Jobs {
@@ -366,7 +374,16 @@ pub fn main() -> ExitCode {
             team,
             priority,
             output,
-        }) => remote::submit(&target, file, team, priority, output),
+            envs,
+            secrets,
+        }) => remote::submit(
+            &target,
+            file,
+            team,
+            priority,
+            output,
+            &remote::Given { envs, secrets },
+        ),
         Some(Command::Jobs {
             state,
             team,

@@ -62,12 +62,93 @@ fn print_value(v: &Value) -> Result<(), CliError> {
     super::print_json(v).map_err(CliError::usage)
 }
 
+/// What `gantry submit` gives the job beside its file: `--env` and `--secret`.
+pub struct Given {
+    pub envs: Vec<String>,
+    pub secrets: Vec<String>,
+}
+
+/// `text` with `given` written into its `envs` and `secrets` (as SkyPilot's `--env` and
+/// `--secret` do); the file as it is when nothing is given.
+fn with_given(name: &str, text: Vec<u8>, given: &Given) -> Result<Vec<u8>, CliError> {
+    if given.envs.is_empty() && given.secrets.is_empty() {
+        return Ok(text);
+    }
+    let s = String::from_utf8_lossy(&text);
+    if gantry::spec::sbatch::is_batch_script(name, &s) {
+        return Err(CliError::usage(format!(
+            "{name}: --env and --secret are for YAML job files; in a batch script write #SBATCH --export=NAME=VALUE"
+        )));
+    }
+    let mut doc: serde_yaml_ng::Value =
+        serde_yaml_ng::from_str(&s).map_err(|e| CliError::usage(format!("{name}: {e}")))?;
+    let Some(map) = doc.as_mapping_mut() else {
+        return Err(CliError::usage(format!(
+            "{name}: a job file is a mapping of fields"
+        )));
+    };
+    let mut put = |key: &str, k: String, v: String| {
+        let entry = map
+            .entry(serde_yaml_ng::Value::String(key.into()))
+            .or_insert_with(|| serde_yaml_ng::Value::Mapping(Default::default()));
+        if entry.is_null() {
+            *entry = serde_yaml_ng::Value::Mapping(Default::default());
+        }
+        match entry.as_mapping_mut() {
+            Some(m) => {
+                m.insert(
+                    serde_yaml_ng::Value::String(k),
+                    serde_yaml_ng::Value::String(v),
+                );
+                Ok(())
+            }
+            None => Err(CliError::usage(format!("{name}: `{key}` is not a mapping"))),
+        }
+    };
+    let valid = |n: &str| {
+        !n.is_empty()
+            && !n.starts_with(|c: char| c.is_ascii_digit())
+            && n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+    };
+    for e in &given.envs {
+        let Some((k, v)) = e.split_once('=').filter(|(k, _)| valid(k)) else {
+            return Err(CliError::usage(format!(
+                "--env {e}: expected NAME=VALUE, NAME of letters, digits and _ (not starting with a digit)"
+            )));
+        };
+        put("envs", k.to_string(), v.to_string())?;
+    }
+    for e in &given.secrets {
+        let (k, v) = match e.split_once('=') {
+            Some((k, v)) => (k.to_string(), v.to_string()),
+            None => {
+                let v = std::env::var(e).map_err(|_| {
+                    CliError::usage(format!(
+                        "--secret {e}: {e} is not set in your environment (export it, or give --secret {e}=VALUE)"
+                    ))
+                })?;
+                (e.clone(), v)
+            }
+        };
+        if !valid(&k) {
+            return Err(CliError::usage(format!(
+                "--secret {e}: expected NAME or NAME=VALUE, NAME of letters, digits and _"
+            )));
+        }
+        put("secrets", k, v)?;
+    }
+    serde_yaml_ng::to_string(&doc)
+        .map(String::into_bytes)
+        .map_err(|e| CliError::usage(format!("{name}: {e}")))
+}
+
 pub fn submit(
     t: &Target,
     file: PathBuf,
     team: Option<String>,
     priority: Option<String>,
     output: super::SubmitOutput,
+    given: &Given,
 ) -> Result<(), CliError> {
     let stdin = file.as_os_str() == "-";
     let name = if stdin {
@@ -88,7 +169,23 @@ pub fn submit(
             .map_err(|e| CliError::usage(format!("{name}: cannot read the job file: {e}")))?
     };
     // Check locally first, so a broken file gets its file:line:col without a round trip.
+    gantry::spec::parse(&name, &text).map_err(|e| CliError::usage(e.to_string()))?;
+    let text = with_given(&name, text, given)?;
     let spec = gantry::spec::parse(&name, &text).map_err(|e| CliError::usage(e.to_string()))?;
+    if let Some(first) = spec.unset.first() {
+        let (what, key) = first.split_once('.').unwrap_or(("envs", first));
+        let flag = if what == "secrets" {
+            format!("--secret {key}")
+        } else {
+            format!("--env {key}=…")
+        };
+        return Err(CliError::usage(format!(
+            "{name}: {} {} no value in the file: give {} at submit ({flag})",
+            spec.unset.join(", "),
+            if spec.unset.len() > 1 { "have" } else { "has" },
+            if spec.unset.len() > 1 { "them" } else { "it" }
+        )));
+    }
     // Said before the job goes, so nothing in the file is dropped unseen.
     for i in &spec.ignored {
         eprintln!("gantry: {name}: not acted on: {i}");

@@ -81,6 +81,16 @@ pub fn run(cmd: SpecCmd) -> Result<(), String> {
     if spec.infra != gantry::spec::Infra::default() {
         println!("  runs in     {} (cloud/region/zone)", spec.infra);
     }
+    if !spec.unset.is_empty() {
+        println!(
+            "  at submit   {} (no value in the file: give with --env / --secret)",
+            spec.unset.join(", ")
+        );
+    }
+    if !spec.secrets.is_empty() {
+        let names: Vec<&str> = spec.secrets.keys().map(String::as_str).collect();
+        println!("  secrets     {} (never shown)", names.join(", "));
+    }
     if let Some(i) = &spec.image {
         println!("  image       {i} (Kubernetes pools only)");
     }

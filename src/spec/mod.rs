@@ -48,7 +48,6 @@ const SKYPILOT_IGNORED: &[&str] = &[
     "file_mounts",
     "service",
     "config",
-    "secrets",
     "volumes",
     "event_callback",
 ];
@@ -91,7 +90,7 @@ struct RawSpec {
     file_mounts: Option<Ignored>,
     service: Option<Ignored>,
     config: Option<Ignored>,
-    secrets: Option<Ignored>,
+    secrets: Option<BTreeMap<String, EnvValue>>,
     volumes: Option<Ignored>,
     event_callback: Option<Ignored>,
 }
@@ -136,15 +135,34 @@ enum EnvValue {
 }
 
 impl EnvValue {
-    fn into_string(self) -> String {
-        match self {
-            EnvValue::Unset(()) => String::new(),
+    /// The value, or `None` where the file leaves it to be given at submit.
+    fn into_value(self) -> Option<String> {
+        Some(match self {
+            EnvValue::Unset(()) => return None,
             EnvValue::Text(s) => s,
             EnvValue::Int(i) => i.to_string(),
             EnvValue::Float(f) => f.to_string(),
             EnvValue::Bool(b) => b.to_string(),
+        })
+    }
+}
+
+/// `envs` or `secrets` as values, and the names left without one (`what.NAME`).
+fn values_of(
+    what: &str,
+    map: Option<BTreeMap<String, EnvValue>>,
+    unset: &mut Vec<String>,
+) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    for (k, v) in map.unwrap_or_default() {
+        match v.into_value() {
+            Some(v) => {
+                out.insert(k, v);
+            }
+            None => unset.push(format!("{what}.{k}")),
         }
     }
+    out
 }
 
 /// Where the job may run (SkyPilot's `infra`, or `cloud`/`region`/`zone`).
@@ -286,6 +304,13 @@ pub struct JobSpec {
     /// Kubernetes pools run it.
     pub image: Option<String>,
     pub envs: BTreeMap<String, String>,
+    /// SkyPilot's `secrets`: in the job's environment like `envs`, never shown (the API
+    /// redacts them from the spec).
+    #[serde(skip_serializing)]
+    pub secrets: BTreeMap<String, String>,
+    /// `envs` and `secrets` the file leaves empty (`envs.HF_TOKEN`): to be given at submit
+    /// (`--env`, `--secret`); a job is not admitted without them, as SkyPilot refuses to launch.
+    pub unset: Vec<String>,
     pub workdir: Option<String>,
     pub setup: Option<String>,
     pub run: Option<String>,
@@ -390,7 +415,6 @@ fn build(raw: RawSpec, text: &str, file: &str) -> Result<JobSpec, SpecError> {
         &raw.file_mounts,
         &raw.service,
         &raw.config,
-        &raw.secrets,
         &raw.volumes,
         &raw.event_callback,
     ];
@@ -402,6 +426,9 @@ fn build(raw: RawSpec, text: &str, file: &str) -> Result<JobSpec, SpecError> {
     let res = raw.resources;
     let mut infra = Infra::default();
     let mut image = None;
+    let mut unset = Vec::new();
+    let envs = values_of("envs", raw.envs, &mut unset);
+    let secrets = values_of("secrets", raw.secrets, &mut unset);
     let (mut accelerators, mut use_spot, mut cpu_milli, mut mem_mib, mut disk_gb) =
         (None, false, 0, 0, None);
     if let Some(r) = res {
@@ -502,12 +529,9 @@ fn build(raw: RawSpec, text: &str, file: &str) -> Result<JobSpec, SpecError> {
         mem_mib,
         disk_gb,
         image,
-        envs: raw
-            .envs
-            .unwrap_or_default()
-            .into_iter()
-            .map(|(k, v)| (k, v.into_string()))
-            .collect(),
+        envs,
+        secrets,
+        unset,
         workdir: raw.workdir.map(|t| t.0),
         setup: raw.setup,
         run: raw.run,
@@ -679,6 +703,22 @@ pub struct ResolveError(pub String);
 impl JobSpec {
     /// The scheduler's view of this spec on `fleet`: model names resolved, shares checked.
     pub fn to_request(&self, fleet: &Fleet) -> Result<JobRequest, ResolveError> {
+        if let Some(first) = self.unset.first() {
+            let (what, name) = first.split_once('.').unwrap_or(("envs", first));
+            let how = if what == "secrets" {
+                format!("`gantry submit FILE --secret {name}` (read from your environment)")
+            } else {
+                format!("`gantry submit FILE --env {name}=…`")
+            };
+            return Err(ResolveError(format!(
+                "{first} has no value in the file: give it at submit with {how}{}",
+                if self.unset.len() > 1 {
+                    format!(" (also without one: {})", self.unset[1..].join(", "))
+                } else {
+                    String::new()
+                }
+            )));
+        }
         let names: Vec<&str> = fleet.models.iter().map(|m| m.name.as_str()).collect();
         let resolve = |name: &str| {
             fleet.model_by_name(name).ok_or_else(|| {

@@ -68,7 +68,12 @@ pub(super) fn launch_of(
         setup: spec.setup.clone(),
         run,
         workdir: spec.workdir.clone(),
-        envs: spec.envs.clone(),
+        envs: spec
+            .envs
+            .iter()
+            .chain(&spec.secrets)
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
         gpus: Vec::new(),
         checkpoint_dir: spec.checkpoint.as_ref().and_then(|c| c.dir.clone()),
         image: spec.image.clone(),

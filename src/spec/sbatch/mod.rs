@@ -90,6 +90,8 @@ pub fn parse(file: &str, text: &str) -> Result<JobSpec, SpecError> {
         mem_mib: 0,
         disk_gb: None,
         image: None,
+        secrets: Default::default(),
+        unset: Vec::new(),
         envs: Default::default(),
         workdir: None,
         setup: None,

@@ -372,4 +372,38 @@ fn submit_gives_envs_and_secrets_the_file_leaves_empty() {
         !spec.contains("k-secret-9") && spec.contains("WANDB_API_KEY"),
         "{spec}"
     );
+    // --gpus and --num-nodes override the file's; a bare count is any model.
+    let (code, out, err) = gantry(
+        &d.socket,
+        &[
+            "submit",
+            f,
+            "--team",
+            "applied",
+            "--env",
+            "HF_TOKEN=x",
+            "--secret",
+            "WANDB_API_KEY=y",
+            "--gpus",
+            "H100:2",
+            "--num-nodes",
+            "2",
+            "-o",
+            "id",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    let (_, job, _) = gantry(&d.socket, &["job", out.trim(), "-o", "json"]);
+    let v: serde_json::Value = serde_json::from_str(&job).unwrap();
+    let spec = v["spec"].as_str().unwrap();
+    assert!(
+        spec.contains("num_nodes: 2") && spec.contains("accelerators: H100:2"),
+        "{spec}"
+    );
+    let (code, _, err) = gantry(&d.socket, &["submit", f, "--gpus", "H100:two"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("as --env, --secret, --gpus and --num-nodes made it"),
+        "{err}"
+    );
 }

@@ -119,6 +119,13 @@ enum Command {
         /// NAME=VALUE. Never shown by gantry. Repeatable.
         #[arg(long = "secret", value_name = "NAME[=VALUE]")]
         secrets: Vec<String>,
+        /// GPUs per node, as the file's `accelerators` (e.g. H100:8, or 8 for any model);
+        /// overrides the file's.
+        #[arg(long, value_name = "MODEL:COUNT")]
+        gpus: Option<String>,
+        /// Nodes of the gang; overrides the file's `num_nodes`.
+        #[arg(long, value_name = "N")]
+        num_nodes: Option<u16>,
     },
     /// Lists jobs, queue order first.
     Jobs {
@@ -376,13 +383,20 @@ pub fn main() -> ExitCode {
             output,
             envs,
             secrets,
+            gpus,
+            num_nodes,
         }) => remote::submit(
             &target,
             file,
             team,
             priority,
             output,
-            &remote::Given { envs, secrets },
+            &remote::Given {
+                envs,
+                secrets,
+                gpus,
+                num_nodes,
+            },
         ),
         Some(Command::Jobs {
             state,

@@ -62,22 +62,29 @@ fn print_value(v: &Value) -> Result<(), CliError> {
     super::print_json(v).map_err(CliError::usage)
 }
 
-/// What `gantry submit` gives the job beside its file: `--env` and `--secret`.
+/// What `gantry submit` gives the job beside its file: `--env`, `--secret`, `--gpus`,
+/// `--num-nodes`.
 pub struct Given {
     pub envs: Vec<String>,
     pub secrets: Vec<String>,
+    pub gpus: Option<String>,
+    pub num_nodes: Option<u16>,
 }
 
 /// `text` with `given` written into its `envs` and `secrets` (as SkyPilot's `--env` and
 /// `--secret` do); the file as it is when nothing is given.
 fn with_given(name: &str, text: Vec<u8>, given: &Given) -> Result<Vec<u8>, CliError> {
-    if given.envs.is_empty() && given.secrets.is_empty() {
+    if given.envs.is_empty()
+        && given.secrets.is_empty()
+        && given.gpus.is_none()
+        && given.num_nodes.is_none()
+    {
         return Ok(text);
     }
     let s = String::from_utf8_lossy(&text);
     if gantry::spec::sbatch::is_batch_script(name, &s) {
         return Err(CliError::usage(format!(
-            "{name}: --env and --secret are for YAML job files; in a batch script write #SBATCH --export=NAME=VALUE"
+            "{name}: --env, --secret, --gpus and --num-nodes are for YAML job files; in a batch script write #SBATCH --export=NAME=VALUE, --gres=gpu:N, --nodes=N"
         )));
     }
     let mut doc: serde_yaml_ng::Value =
@@ -137,6 +144,32 @@ fn with_given(name: &str, text: Vec<u8>, given: &Given) -> Result<Vec<u8>, CliEr
         }
         put("secrets", k, v)?;
     }
+    use serde_yaml_ng::Value as Y;
+    if let Some(n) = given.num_nodes {
+        map.insert(Y::String("num_nodes".into()), Y::Number(n.into()));
+    }
+    if let Some(g) = &given.gpus {
+        // A bare count is any model, as `accelerators: "*:8"` would be.
+        let g = if g.parse::<f64>().is_ok() {
+            format!("{}:{g}", gantry::spec::ANY_MODEL)
+        } else {
+            g.clone()
+        };
+        let res = map
+            .entry(Y::String("resources".into()))
+            .or_insert_with(|| Y::Mapping(Default::default()));
+        if res.is_null() {
+            *res = Y::Mapping(Default::default());
+        }
+        let Some(res) = res.as_mapping_mut() else {
+            return Err(CliError::usage(format!(
+                "{name}: `resources` is not a mapping"
+            )));
+        };
+        // `gpus` is the same field under SkyPilot's newer name: one of them, the given one.
+        res.remove(Y::String("gpus".into()));
+        res.insert(Y::String("accelerators".into()), Y::String(g));
+    }
     serde_yaml_ng::to_string(&doc)
         .map(String::into_bytes)
         .map_err(|e| CliError::usage(format!("{name}: {e}")))
@@ -171,7 +204,11 @@ pub fn submit(
     // Check locally first, so a broken file gets its file:line:col without a round trip.
     gantry::spec::parse(&name, &text).map_err(|e| CliError::usage(e.to_string()))?;
     let text = with_given(&name, text, given)?;
-    let spec = gantry::spec::parse(&name, &text).map_err(|e| CliError::usage(e.to_string()))?;
+    let spec = gantry::spec::parse(&name, &text).map_err(|e| {
+        CliError::usage(format!(
+            "{e} (in the file as --env, --secret, --gpus and --num-nodes made it)"
+        ))
+    })?;
     if let Some(first) = spec.unset.first() {
         let (what, key) = first.split_once('.').unwrap_or(("envs", first));
         let flag = if what == "secrets" {

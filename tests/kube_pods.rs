@@ -547,3 +547,93 @@ fn a_forbidden_or_unreachable_cluster_is_said_and_the_daemon_keeps_running() {
     });
     assert!(cli(&d, &["jobs", "-o", "json"]).starts_with('['));
 }
+
+/// A pod of `namespace` a user gives gantry (`schedulerName: gantry`), asking `gpus` GPUs.
+fn user_pod(namespace: &str, name: &str, gpus: u32) -> Value {
+    json!({
+        "kind": "Pod", "apiVersion": "v1",
+        "metadata": {"name": name, "namespace": namespace,
+                     "labels": {"app": name, "gantry.dev/priority": "production"}},
+        "spec": {
+            "schedulerName": "gantry", "restartPolicy": "Never",
+            "containers": [{"name": "main", "image": "nvcr.io/nvidia/pytorch:25.01-py3",
+                            "command": ["python", "train.py"],
+                            "resources": {"limits": {"nvidia.com/gpu": gpus.to_string()}}}]
+        },
+        "status": {"phase": "Pending"}
+    })
+}
+
+/// gantry as a secondary scheduler: a pod a user creates with `schedulerName: gantry` is
+/// queued as a gantry job (its team from its namespace, its class from a label), placed by
+/// gantry's core and bound where it chose; one that cannot fit waits in the queue and says
+/// why; deleted while it waits, its job is cancelled; a pod that ended is the user's to keep.
+#[test]
+fn pods_users_give_gantry_are_queued_placed_and_bound() {
+    use daemon::{events, json as cli_json, state, wait_for};
+    let rt = runtime();
+    let api = ApiServer::start(rt.handle(), Duration::from_millis(200)).unwrap();
+    api.apply(gpu_node(
+        "gpu-3",
+        "NVIDIA-H100-80GB-HBM3",
+        81559,
+        8,
+        "us-east-1a",
+    ))
+    .unwrap();
+    let d = daemon_over(&api, "kube-sched", &["gpu-3"]);
+    let job_of = |d: &daemon::Daemon, pod: &str| -> Option<Value> {
+        cli_json(d, &["jobs"])
+            .as_array()?
+            .iter()
+            .find(|j| j["name"] == format!("pod lab/{pod}"))
+            .cloned()
+    };
+    api.apply(user_pod("lab", "train-1", 6)).unwrap();
+    wait_for(&d, 30, "the pod to be queued and bound", || {
+        job_of(&d, "train-1").is_some_and(|j| j["state"] == "running")
+            && api
+                .get(Kind::Pod, "lab", "train-1")
+                .is_some_and(|p| p["spec"]["nodeName"] == "gpu-3")
+    });
+    let first = job_of(&d, "train-1").unwrap();
+    assert_eq!(
+        (first["team"].as_str(), first["class"].as_str()),
+        (Some("lab"), Some("production"))
+    );
+    let first = first["id"].as_i64().unwrap();
+    // Four more GPUs do not fit beside six: the pod waits, queued, and says why.
+    api.apply(user_pod("lab", "train-2", 4)).unwrap();
+    wait_for(&d, 30, "the second pod to be queued", || {
+        job_of(&d, "train-2").is_some_and(|j| j["state"] == "pending" && j["position"] == 1)
+    });
+    let waiting = job_of(&d, "train-2").unwrap();
+    assert!(
+        !waiting["detail"].as_str().unwrap_or("").is_empty(),
+        "{waiting}"
+    );
+    assert!(api.get(Kind::Pod, "lab", "train-2").unwrap()["spec"]["nodeName"].is_null());
+    let second = waiting["id"].as_i64().unwrap();
+    // Its user deletes it: its job goes.
+    api.remove(Kind::Pod, "lab", "train-2");
+    wait_for(&d, 30, "its job to be cancelled", || {
+        state(&d, second) == "cancelled"
+    });
+    // The first pod's container ends: its job completes; the pod is left to its user.
+    api.finish("lab", "train-1", 0);
+    wait_for(&d, 30, "the job to complete", || {
+        state(&d, first) == "completed"
+    });
+    std::thread::sleep(Duration::from_secs(1));
+    assert!(
+        api.get(Kind::Pod, "lab", "train-1").is_some(),
+        "a user's pod is theirs"
+    );
+    assert!(
+        events(&d)
+            .iter()
+            .any(|e| e.contains(&format!("job {first} queued for pod lab/train-1"))),
+        "{:?}",
+        events(&d)
+    );
+}

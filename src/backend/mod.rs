@@ -175,6 +175,10 @@ pub struct Launch {
     /// jobs): the pool's image otherwise.
     #[serde(default)]
     pub image: Option<String>,
+    /// Work that exists already in the backend and waits for gantry to place it (a pod
+    /// created with `schedulerName: gantry`): placed, not started (`spec.adopt`).
+    #[serde(default)]
+    pub adopt: Option<String>,
     /// This node's place in a multi-node job.
     pub gang: Gang,
 }
@@ -248,6 +252,18 @@ pub struct Modelled {
     pub memory_used: f64,
 }
 
+/// Work a backend's own users asked gantry to place (pods created with `schedulerName:
+/// gantry`): the job file gantry queues for it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Wanted {
+    /// What it is, as its `adopt` says (`pod NAMESPACE/NAME`).
+    pub key: String,
+    /// The job file (YAML) for it.
+    pub spec: String,
+    pub team: String,
+    pub priority: Option<String>,
+}
+
 /// What a runner reports. `host` is the node's index within the runner's pool.
 #[derive(Clone, Debug, PartialEq)]
 pub enum RunEvent {
@@ -293,6 +309,9 @@ pub enum RunEvent {
     /// The backend's own scheduler takes no new work on `host` (`Some(why)`: a Slurm node
     /// drained) or takes it again (`None`); what runs there keeps running.
     Cordon { host: usize, why: Option<String> },
+    /// All the work the pool's users ask gantry to place now (each time it changes): what is
+    /// new is queued, what is gone and not yet placed is cancelled.
+    Wanted { work: Vec<Wanted> },
 }
 
 /// Work a backend's own scheduler runs on a node beside gantry's.

@@ -86,6 +86,9 @@ struct RawSpec {
     time_limit: Option<Duration>,
     max_price: Option<Number>,
     mig: Option<Text>,
+    /// Work that exists in a backend and waits for gantry to place it (`pod NS/NAME`);
+    /// written by the backend that found it, not by hand.
+    adopt: Option<Text>,
     // SkyPilot fields accepted and ignored
     file_mounts: Option<Ignored>,
     service: Option<Ignored>,
@@ -303,6 +306,8 @@ pub struct JobSpec {
     /// The container image the job runs in (SkyPilot's `image_id: docker:IMAGE`): only
     /// Kubernetes pools run it.
     pub image: Option<String>,
+    /// Work that exists already and is placed, not started (`pod NS/NAME`).
+    pub adopt: Option<String>,
     pub envs: BTreeMap<String, String>,
     /// SkyPilot's `secrets`: in the job's environment like `envs`, never shown (the API
     /// redacts them from the spec).
@@ -529,6 +534,7 @@ fn build(raw: RawSpec, text: &str, file: &str) -> Result<JobSpec, SpecError> {
         mem_mib,
         disk_gb,
         image,
+        adopt: raw.adopt.map(|t| t.0),
         envs,
         secrets,
         unset,

@@ -211,6 +211,16 @@ pub fn node(n: &Node, l: &Labels) -> KubeNode {
     }
 }
 
+/// The scheduler name that gives a pod to gantry.
+pub const SCHEDULER: &str = "gantry";
+
+/// Whether gantry placed the pod: one it made (labelled with its job), or one its users gave
+/// it (`schedulerName: gantry`). Its GPUs are gantry's jobs', never foreign.
+pub fn is_gantrys(p: &Pod) -> bool {
+    label(p.metadata.labels.as_ref(), JOB_LABEL).is_some()
+        || p.spec.as_ref().and_then(|s| s.scheduler_name.as_deref()) == Some(SCHEDULER)
+}
+
 /// Whether a pod holds its node's resources now (bound, not finished).
 pub fn holds(p: &Pod) -> bool {
     let bound = p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some();
@@ -244,7 +254,7 @@ pub fn inventory<'a>(
         let Some(&i) = node.and_then(|n| at.get(n)) else {
             continue;
         };
-        if label(p.metadata.labels.as_ref(), JOB_LABEL).is_some() {
+        if is_gantrys(p) {
             out[i].gantry_gpus += gpus;
             continue;
         }

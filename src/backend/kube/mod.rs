@@ -7,6 +7,7 @@ pub mod inventory;
 mod pod;
 pub mod runner;
 mod start;
+pub mod wanted;
 
 use futures_util::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Pod};

@@ -47,6 +47,10 @@ pub(super) struct Run {
     pub held: Option<(Pod, bool)>,
     /// The GPUs gantry granted it (indices or UUIDs, as its launch named them).
     pub gpus: Vec<String>,
+    /// Its pod's namespace (gantry's, or a user's whose pod gantry placed).
+    pub namespace: String,
+    /// A user's pod gantry placed (`adopt`): never deleted when its run is forgotten.
+    pub adopted: bool,
 }
 
 impl Run {
@@ -63,6 +67,8 @@ impl Run {
             stop: None,
             held: None,
             gpus: Vec::new(),
+            namespace: String::new(),
+            adopted: false,
         }
     }
 

@@ -16,6 +16,7 @@
 use super::inventory::{self, KubeNode, Labels, JOB_LABEL};
 use super::pod::{pod_of, token_of, Run, RunKey};
 use super::start::{Gangs, Part, Started, IN_FLIGHT};
+use super::wanted::adopted_pod;
 use super::{connect, dcgm, Cluster, PodChange, Watched};
 use crate::backend::cluster::NodeReports;
 use crate::backend::local::nvml::Discovery;
@@ -65,6 +66,8 @@ struct Settings {
     image: String,
     /// The DCGM exporter's metrics URL.
     dcgm: Option<String>,
+    /// The pool, for the job files of pods users give gantry.
+    place: super::wanted::Place,
 }
 
 impl KubePool {
@@ -79,6 +82,11 @@ impl KubePool {
             namespace: p.namespace.clone().unwrap_or_else(|| "gantry".into()),
             image: p.image.clone().unwrap_or_default(),
             dcgm: p.dcgm.clone(),
+            place: super::wanted::Place {
+                region: p.region.clone(),
+                zone: p.zone.clone(),
+                instance_type: p.instance_type.clone(),
+            },
         };
         let logs = Arc::new(KubeLogs { tx: tx.clone() });
         let (changes, changed) = unbounded_channel();
@@ -94,6 +102,7 @@ impl KubePool {
             changes,
             looked_at: None,
             gangs: Gangs::default(),
+            wanted: None,
             telemetry: Telemetry::new(nodes.len(), scraped_tx),
             starts,
             in_flight: Arc::new(tokio::sync::Semaphore::new(IN_FLIGHT)),
@@ -169,6 +178,8 @@ struct Worker {
     looked_at: Option<u64>,
     gangs: Gangs,
     telemetry: Telemetry,
+    /// The pods waiting for gantry to place them, as last said.
+    wanted: Option<Vec<crate::backend::Wanted>>,
     /// Where starts in flight say how they went.
     starts: UnboundedSender<Started>,
     in_flight: Arc<tokio::sync::Semaphore>,
@@ -258,8 +269,8 @@ impl Worker {
                     // Deleted once its start has gone through.
                     Some(r) if r.starting => r.stop = Some(grace_s),
                     Some(r) => {
-                        let pod = r.pod.clone();
-                        self.delete(&pod, grace_s, host).await;
+                        let (ns, pod) = (r.namespace.clone(), r.pod.clone());
+                        self.delete(&ns, &pod, grace_s, host).await;
                     }
                     None => self.gang_stopped(key.1, &key.2),
                 }
@@ -279,16 +290,20 @@ impl Worker {
             Cmd::Forget { host, job, token } => match self.runs.remove(&(host, job, token.clone()))
             {
                 // Its end is recorded: the pod object goes (gantry cleans up after itself);
-                // one still starting goes when its start is through.
-                Some(r) if !r.starting => self.delete(&r.pod, 0, host).await,
+                // one still starting goes when its start is through. A user's pod gantry
+                // placed stays theirs (their Job controller reads how it ended).
+                Some(r) if !r.starting && !r.adopted => {
+                    self.delete(&r.namespace, &r.pod, 0, host).await
+                }
                 Some(_) => {}
                 None => self.gang_stopped(job, &token),
             },
         }
     }
 
-    async fn delete(&self, pod: &str, grace_s: u32, host: usize) {
-        let Some(api) = self.pods() else { return };
+    async fn delete(&self, ns: &str, pod: &str, grace_s: u32, host: usize) {
+        let Some(c) = &self.cluster else { return };
+        let api: Api<Pod> = Api::namespaced(c.client.clone(), ns);
         let dp = DeleteParams {
             grace_period_seconds: Some(grace_s),
             ..DeleteParams::default()
@@ -298,7 +313,7 @@ impl Worker {
             Err(kube::Error::Api(s)) if s.code == 404 => {}
             Err(e) => self.emit(RunEvent::Failed {
                 host,
-                why: format!("deleting pod {}/{pod}: {e}", self.settings.namespace),
+                why: format!("deleting pod {ns}/{pod}: {e}"),
             }),
         }
     }
@@ -315,42 +330,67 @@ impl Worker {
                 });
             }
         };
-        let Some(api) = self.pods() else {
+        let Some(client) = self.cluster.as_ref().map(|c| c.client.clone()) else {
             refuse(self, &parts, "not connected to the Kubernetes API server");
             return;
         };
         let s = &self.settings;
         let mut pods = Vec::new();
         for (host, l) in &parts {
+            let key = (*host, l.job, l.token.clone());
+            let node = self.nodes[*host].clone();
+            if let Some(adopt) = &l.adopt {
+                // A user's pod that asked gantry to place it: bound, not made.
+                let Some((ns, name)) = adopted_pod(adopt) else {
+                    return refuse(
+                        self,
+                        &parts,
+                        &format!("`adopt: {adopt}` is not `pod NAMESPACE/NAME`"),
+                    );
+                };
+                let mut pod = Pod::default();
+                pod.metadata.name = Some(name.to_string());
+                pods.push(Part {
+                    key,
+                    node,
+                    namespace: ns.to_string(),
+                    pod,
+                    adopted: true,
+                });
+                continue;
+            }
             match serde_json::from_value::<Pod>(pod_of(l, &s.image, &s.namespace)) {
                 Ok(pod) => pods.push(Part {
-                    key: (*host, l.job, l.token.clone()),
-                    node: self.nodes[*host].clone(),
+                    key,
+                    node,
+                    namespace: s.namespace.clone(),
                     pod,
+                    adopted: false,
                 }),
                 Err(e) => return refuse(self, &parts, &format!("building the pod: {e}")),
             }
         }
-        let named: Vec<(RunKey, String)> = pods
+        let named: Vec<(RunKey, String, String, bool)> = pods
             .iter()
             .map(|p| {
                 (
                     p.key.clone(),
                     p.pod.metadata.name.clone().unwrap_or_default(),
+                    p.namespace.clone(),
+                    p.adopted,
                 )
             })
             .collect();
-        for ((key, name), (_, l)) in named.iter().zip(&parts) {
-            self.runs
-                .insert(key.clone(), Run::starting(name.clone(), l.gpus.clone()));
+        for (p, (_, l)) in pods.iter().zip(&parts) {
+            let name = p.pod.metadata.name.clone().unwrap_or_default();
+            let mut run = Run::starting(name, l.gpus.clone());
+            run.namespace = p.namespace.clone();
+            run.adopted = p.adopted;
+            self.runs.insert(p.key.clone(), run);
         }
-        let (tx, limit, ns) = (
-            self.starts.clone(),
-            self.in_flight.clone(),
-            self.settings.namespace.clone(),
-        );
+        let (tx, limit) = (self.starts.clone(), self.in_flight.clone());
         tokio::spawn(async move {
-            let result = super::start::start(api, ns, pods, limit).await;
+            let result = super::start::start(client, pods, limit).await;
             let _ = tx.send(Started {
                 parts: named,
                 result,
@@ -361,7 +401,7 @@ impl Worker {
     /// A start is through: the runs go on as their pods say (what the watch delivered
     /// meanwhile is taken now), or fail with the refusal.
     async fn started(&mut self, s: Started) {
-        for ((host, job, token), pod) in s.parts {
+        for ((host, job, token), pod, ns, adopted) in s.parts {
             let key = (host, job, token);
             if let Err(why) = &s.result {
                 if self.runs.remove(&key).is_some() {
@@ -375,8 +415,10 @@ impl Worker {
                 continue;
             }
             let Some(r) = self.runs.get_mut(&key) else {
-                // Forgotten while it started.
-                self.delete(&pod, 0, host).await;
+                // Forgotten while it started (a user's pod stays theirs).
+                if !adopted {
+                    self.delete(&ns, &pod, 0, host).await;
+                }
                 continue;
             };
             r.starting = false;
@@ -385,7 +427,7 @@ impl Worker {
                 None => Vec::new(),
             };
             if let Some(grace) = r.stop.take() {
-                self.delete(&pod, grace, host).await;
+                self.delete(&ns, &pod, grace, host).await;
             }
             for e in events {
                 self.emit(e);
@@ -446,6 +488,7 @@ impl Worker {
         if self.looked_at != Some(generation) {
             self.looked_at = Some(generation);
             self.look_at_nodes();
+            self.look_for_wanted();
         }
         self.check_runs();
         if let Some(url) = &self.settings.dcgm {
@@ -457,7 +500,6 @@ impl Worker {
     fn scraped(&mut self, s: Scraped) {
         self.telemetry.in_flight = false;
         let url = self.settings.dcgm.clone().unwrap_or_default();
-        let ns = &self.settings.namespace;
         for host in 0..self.nodes.len() {
             if !self.reports.is_up(host) {
                 continue;
@@ -495,7 +537,7 @@ impl Worker {
                                 })
                             })
                             .collect();
-                        runs.push((format!("{ns}/{}", r.pod), granted));
+                        runs.push((format!("{}/{}", r.namespace, r.pod), granted));
                         // Pods have no process groups gantry sees: one entry per job says
                         // which jobs run here (their GPUs' utilization is theirs).
                         groups.push((u32::MAX - groups.len() as u32, *job));
@@ -589,21 +631,39 @@ impl Worker {
         }
     }
 
+    /// The pods waiting for gantry to place them: said when the set changes. Each job file
+    /// keeps its pod to this pool (`infra`, `instance_type`); where several pools are one
+    /// cluster's, a pod's `node.kubernetes.io/instance-type` node selector picks its pool, and
+    /// without one the first pool to say it queues it.
+    fn look_for_wanted(&mut self) {
+        let Some(w) = &self.watched else { return };
+        let mut work: Vec<crate::backend::Wanted> = w
+            .pods
+            .state()
+            .iter()
+            .filter(|p| super::wanted::waits(p, &self.settings.place))
+            .map(|p| super::wanted::wanted(p, &self.settings.place))
+            .collect();
+        work.sort_by(|a, b| a.key.cmp(&b.key));
+        if self.wanted.as_ref() != Some(&work) {
+            self.wanted = Some(work.clone());
+            self.emit(RunEvent::Wanted { work });
+        }
+    }
+
     /// A change the pods watch delivered to one of gantry's pods.
     fn pod_changed(&mut self, c: PodChange) {
         let p = &c.pod;
-        if p.metadata.namespace.as_deref() != Some(self.settings.namespace.as_str()) {
-            return;
-        }
+        let ns = p.metadata.namespace.as_deref().unwrap_or_default();
         let Some(name) = p.metadata.name.as_deref() else {
             return;
         };
+        let ours = ns == self.settings.namespace;
         let token = token_of(p);
-        let Some((key, run)) = self
-            .runs
-            .iter_mut()
-            .find(|(k, r)| r.pod == name || (r.pod.is_empty() && token == Some(&k.2)))
-        else {
+        let Some((key, run)) = self.runs.iter_mut().find(|(k, r)| {
+            (r.pod == name && r.namespace == ns)
+                || (ours && r.pod.is_empty() && token == Some(&k.2))
+        }) else {
             return;
         };
         if run.pod.is_empty() {
@@ -644,7 +704,7 @@ impl Worker {
             .filter(|(_, r)| !r.ended && !r.starting)
         {
             let pod = (!r.pod.is_empty())
-                .then(|| store.get(&ObjectRef::new(&r.pod).within(&ns)))
+                .then(|| store.get(&ObjectRef::new(&r.pod).within(&r.namespace)))
                 .flatten();
             events.extend(match pod {
                 Some(p) => r.step(key, &p, false),
@@ -673,9 +733,11 @@ impl Worker {
                 for (job, token) in &runs {
                     // Followed from now on (a run from before a restart is re-adopted).
                     let key = (host, *job, token.clone());
-                    self.runs
-                        .entry(key)
-                        .or_insert_with(|| Run::new(String::new()));
+                    self.runs.entry(key).or_insert_with(|| {
+                        let mut r = Run::new(String::new());
+                        r.namespace = self.settings.namespace.clone();
+                        r
+                    });
                 }
                 let name = self.nodes[host].clone();
                 let server = self

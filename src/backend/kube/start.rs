@@ -17,17 +17,21 @@ use tokio::sync::Semaphore;
 /// How many pods may be being created or bound at once.
 pub(super) const IN_FLIGHT: usize = 64;
 
-/// One node's part of a job, as the pod that runs it.
+/// One node's part of a job, as the pod that runs it: one gantry makes, or (`adopted`) one
+/// a user made that waits for gantry to place it.
 pub(super) struct Part {
     pub key: RunKey,
     pub node: String,
+    pub namespace: String,
     pub pod: Pod,
+    pub adopted: bool,
 }
 
 /// How a start went, for the worker: the runs it was for with their pods, and the refusal
 /// if any.
 pub(super) struct Started {
-    pub parts: Vec<(RunKey, String)>,
+    /// (run, pod, its namespace, adopted).
+    pub parts: Vec<(RunKey, String, String, bool)>,
     pub result: Result<(), String>,
 }
 
@@ -71,11 +75,10 @@ fn name(p: &Part) -> &str {
     p.pod.metadata.name.as_deref().unwrap_or_default()
 }
 
-/// Creates every part's pod, then binds each to its node; on any refusal, deletes them all
-/// and says the first refusal.
+/// Creates the pod of every part gantry makes, then binds each part's pod to its node; on
+/// any refusal, deletes the pods it made (never one a user made) and says the first refusal.
 pub(super) async fn start(
-    api: Api<Pod>,
-    ns: String,
+    client: kube::Client,
     parts: Vec<Part>,
     limit: Arc<Semaphore>,
 ) -> Result<(), String> {
@@ -85,31 +88,43 @@ pub(super) async fn start(
         .acquire_many(want)
         .await
         .map_err(|_| "the Kubernetes pool is closing".to_string())?;
+    let api = |p: &Part| Api::<Pod>::namespaced(client.clone(), &p.namespace);
     let pp = PostParams::default();
-    let created = join_all(parts.iter().map(|p| api.create(&pp, &p.pod))).await;
+    let made: Vec<&Part> = parts.iter().filter(|p| !p.adopted).collect();
+    let created = join_all(made.iter().map(|p| {
+        let api = api(p);
+        let pp = &pp;
+        async move { api.create(pp, &p.pod).await }
+    }))
+    .await;
     let mut refused = None;
-    let mut made = Vec::new();
-    for (p, r) in parts.iter().zip(created) {
+    let mut have = Vec::new();
+    for (p, r) in made.iter().zip(created) {
         match r {
-            Ok(_) => made.push(name(p)),
+            Ok(_) => have.push(*p),
             Err(e) => {
                 refused.get_or_insert_with(|| {
-                    format!("creating pod {ns}/{}: {}", name(p), super::kube_error(&e))
+                    format!(
+                        "creating pod {}/{}: {}",
+                        p.namespace,
+                        name(p),
+                        super::kube_error(&e)
+                    )
                 });
             }
         }
     }
     if let Some(why) = refused {
-        remove(&api, &made).await;
+        remove(&client, &have).await;
         return Err(why);
     }
     let bound = join_all(parts.iter().map(|p| {
         let binding = json!({
             "apiVersion": "v1", "kind": "Binding",
-            "metadata": {"name": name(p), "namespace": ns},
+            "metadata": {"name": name(p), "namespace": p.namespace},
             "target": {"apiVersion": "v1", "kind": "Node", "name": p.node},
         });
-        let (api, ns) = (&api, &ns);
+        let api = api(p);
         async move {
             api.create_subresource::<Value, Value>(
                 "binding",
@@ -120,7 +135,8 @@ pub(super) async fn start(
             .await
             .map_err(|e| {
                 format!(
-                    "binding pod {ns}/{} to {}: {}",
+                    "binding pod {}/{} to {}: {}",
+                    p.namespace,
                     name(p),
                     p.node,
                     super::kube_error(&e)
@@ -131,18 +147,23 @@ pub(super) async fn start(
     .await;
     if let Some(why) = bound.into_iter().find_map(Result::err) {
         // Unbound, a pod would wait forever for a scheduler named gantry; bound, it would
-        // hold GPUs for a gang that cannot run: all go.
-        let all: Vec<&str> = parts.iter().map(name).collect();
-        remove(&api, &all).await;
+        // hold GPUs for a gang that cannot run: all gantry made go (a user's pod waits on).
+        let all: Vec<&Part> = parts.iter().filter(|p| !p.adopted).collect();
+        remove(&client, &all).await;
         return Err(why);
     }
     Ok(())
 }
 
-async fn remove(api: &Api<Pod>, names: &[&str]) {
+async fn remove(client: &kube::Client, parts: &[&Part]) {
     let now = DeleteParams {
         grace_period_seconds: Some(0),
         ..DeleteParams::default()
     };
-    join_all(names.iter().map(|n| api.delete(n, &now))).await;
+    join_all(parts.iter().map(|p| {
+        let api = Api::<Pod>::namespaced(client.clone(), &p.namespace);
+        let now = &now;
+        async move { api.delete(name(p), now).await }
+    }))
+    .await;
 }

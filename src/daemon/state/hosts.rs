@@ -66,6 +66,8 @@ pub(super) struct Hosts {
     /// Per node, the GPUs held for its backend's own work (a Slurm cluster's jobs) and that
     /// work, as last said.
     pub foreign: HashMap<usize, super::foreign::Held>,
+    /// Work its users asked gantry to place that could not be queued (said once each).
+    pub wanted_refused: std::collections::HashSet<String>,
 }
 
 /// How many ended jobs keep where they ran (their logs stay on the hosts).
@@ -369,7 +371,13 @@ impl State {
     }
 
     fn on_host_event(&mut self, pool: usize, e: RunEvent) -> Result<(), EngineError> {
+        let e = match e {
+            RunEvent::Wanted { work } => return self.wanted(pool, work),
+            e => e,
+        };
         let host = match &e {
+            // Of the pool, not of a host: handled above.
+            RunEvent::Wanted { .. } => return Ok(()),
             RunEvent::Started { host, .. }
             | RunEvent::StartFailed { host, .. }
             | RunEvent::Exited { host, .. }
@@ -448,6 +456,7 @@ impl State {
                 }
             }
             RunEvent::Cordon { why, .. } => self.cordon(node, &name, why)?,
+            RunEvent::Wanted { .. } => {}
             RunEvent::Sample { found, groups, .. } => {
                 // Only the runs the daemon has there count as gantry's; anything else on a
                 // GPU is foreign to it.

@@ -18,6 +18,7 @@ mod observe;
 mod reclaim;
 mod telemetry;
 mod view;
+mod wanted;
 
 pub use export::{GpuMetric, JobGpuMetric};
 pub use view::reason_text;

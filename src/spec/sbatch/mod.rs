@@ -90,6 +90,7 @@ pub fn parse(file: &str, text: &str) -> Result<JobSpec, SpecError> {
         mem_mib: 0,
         disk_gb: None,
         image: None,
+        adopt: None,
         secrets: Default::default(),
         unset: Vec::new(),
         envs: Default::default(),

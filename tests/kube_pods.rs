@@ -38,6 +38,20 @@ fn pods_of(api: &ApiServer, job: i64) -> Vec<(String, String, Value)> {
     pods
 }
 
+/// A test API server on `rt` whose cluster is one free 8-GPU H100 node, gpu-3.
+fn one_node(rt: &tokio::runtime::Runtime) -> ApiServer {
+    let api = ApiServer::start(rt.handle(), Duration::from_millis(200)).unwrap();
+    api.apply(gpu_node(
+        "gpu-3",
+        "NVIDIA-H100-80GB-HBM3",
+        81559,
+        8,
+        "us-east-1a",
+    ))
+    .unwrap();
+    api
+}
+
 /// A daemon whose one pool is the test cluster's H100 nodes.
 fn daemon_over(api: &ApiServer, test: &str, hosts: &[&str]) -> daemon::Daemon {
     daemon_with(api, test, hosts, "")
@@ -92,17 +106,9 @@ fn env_of(pod: &Value, name: &str) -> Option<String> {
 fn gantry_jobs_run_as_pods_bound_to_the_nodes_gantry_chose() {
     use daemon::{cli, events, job, log_text, state, submit, wait_for};
     let rt = runtime();
-    let api = ApiServer::start(rt.handle(), Duration::from_millis(200)).unwrap();
+    let api = one_node(&rt);
     cluster(&api);
     api.remove(Kind::Pod, "gantry", "gantry-7-0");
-    api.apply(gpu_node(
-        "gpu-3",
-        "NVIDIA-H100-80GB-HBM3",
-        81559,
-        8,
-        "us-east-1a",
-    ))
-    .unwrap();
     let d = daemon_over(&api, "kube-run", &["gpu-0", "gpu-1", "gpu-2", "gpu-3"]);
     wait_for(&d, 30, "the nodes to be read", || {
         let ev = events(&d);
@@ -231,15 +237,7 @@ fn gantry_jobs_run_as_pods_bound_to_the_nodes_gantry_chose() {
 fn a_daemon_killed_while_its_pod_runs_finds_the_run_again() {
     use daemon::{events, state, submit, wait_for};
     let rt = runtime();
-    let api = ApiServer::start(rt.handle(), Duration::from_millis(200)).unwrap();
-    api.apply(gpu_node(
-        "gpu-3",
-        "NVIDIA-H100-80GB-HBM3",
-        81559,
-        8,
-        "us-east-1a",
-    ))
-    .unwrap();
+    let api = one_node(&rt);
     let d = daemon_over(&api, "kube-crash", &["gpu-3"]);
     let dir = d.dir.clone();
     let id = submit(
@@ -390,15 +388,7 @@ fn dcgm_text(node: &str, gpus: &[(u32, Option<&str>)]) -> String {
 fn dcgm_telemetry_measures_the_gpus_a_jobs_pods_really_have() {
     use daemon::{events, json as cli_json, state, submit, wait_for};
     let rt = runtime();
-    let api = ApiServer::start(rt.handle(), Duration::from_millis(200)).unwrap();
-    api.apply(gpu_node(
-        "gpu-3",
-        "NVIDIA-H100-80GB-HBM3",
-        81559,
-        8,
-        "us-east-1a",
-    ))
-    .unwrap();
+    let api = one_node(&rt);
     let text = std::sync::Arc::new(std::sync::Mutex::new(dcgm_text("gpu-3", &[(0, None); 8])));
     let serve = text.clone();
     let app = axum::Router::new().route(
@@ -497,15 +487,7 @@ fn dcgm_telemetry_measures_the_gpus_a_jobs_pods_really_have() {
 fn a_forbidden_or_unreachable_cluster_is_said_and_the_daemon_keeps_running() {
     use daemon::{cli, events, state, submit, wait_for};
     let rt = runtime();
-    let api = ApiServer::start(rt.handle(), Duration::from_millis(200)).unwrap();
-    api.apply(gpu_node(
-        "gpu-3",
-        "NVIDIA-H100-80GB-HBM3",
-        81559,
-        8,
-        "us-east-1a",
-    ))
-    .unwrap();
+    let api = one_node(&rt);
     api.forbid(true);
     let d = daemon_over(&api, "kube-forbidden", &["gpu-3"]);
     wait_for(&d, 30, "the refusal to be said", || {
@@ -572,15 +554,7 @@ fn user_pod(namespace: &str, name: &str, gpus: u32) -> Value {
 fn pods_users_give_gantry_are_queued_placed_and_bound() {
     use daemon::{events, json as cli_json, state, wait_for};
     let rt = runtime();
-    let api = ApiServer::start(rt.handle(), Duration::from_millis(200)).unwrap();
-    api.apply(gpu_node(
-        "gpu-3",
-        "NVIDIA-H100-80GB-HBM3",
-        81559,
-        8,
-        "us-east-1a",
-    ))
-    .unwrap();
+    let api = one_node(&rt);
     let d = daemon_over(&api, "kube-sched", &["gpu-3"]);
     let job_of = |d: &daemon::Daemon, pod: &str| -> Option<Value> {
         cli_json(d, &["jobs"])

@@ -576,6 +576,25 @@ fn pods_users_give_gantry_are_queued_placed_and_bound() {
         (Some("lab"), Some("production"))
     );
     let first = first["id"].as_i64().unwrap();
+    // gantry marks the pod it placed as its run's: a daemon killed and started again finds
+    // the run and does not place the pod twice.
+    wait_for(&d, 30, "the pod to be marked", || {
+        api.get(Kind::Pod, "lab", "train-1").is_some_and(|p| {
+            p["metadata"]["labels"]["gantry.dev/job"].as_str() == Some(&*first.to_string())
+        })
+    });
+    let dir = d.dir.clone();
+    let mut d = d;
+    unsafe { libc::kill(d.child.id() as i32, libc::SIGKILL) };
+    let _ = d.child.wait();
+    std::mem::forget(d);
+    let d = start_daemon(dir);
+    wait_for(&d, 30, "the run to be found again", || {
+        events(&d)
+            .iter()
+            .any(|e| e.contains(&format!("job {first}")) && e.contains("re-adopted"))
+    });
+    assert_eq!(state(&d, first), "running");
     // Four more GPUs do not fit beside six: the pod waits, queued, and says why.
     api.apply(user_pod("lab", "train-2", 4)).unwrap();
     wait_for(&d, 30, "the second pod to be queued", || {
@@ -603,11 +622,15 @@ fn pods_users_give_gantry_are_queued_placed_and_bound() {
         api.get(Kind::Pod, "lab", "train-1").is_some(),
         "a user's pod is theirs"
     );
+    let ev = events(&d);
     assert!(
-        events(&d)
-            .iter()
+        ev.iter()
             .any(|e| e.contains(&format!("job {first} queued for pod lab/train-1"))),
-        "{:?}",
-        events(&d)
+        "{ev:?}"
     );
+    let placed = ev
+        .iter()
+        .filter(|e| e.contains(&format!("job {first} pending → running")))
+        .count();
+    assert_eq!(placed, 1, "{ev:?}");
 }

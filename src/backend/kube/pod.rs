@@ -10,7 +10,9 @@ use std::time::{Duration, Instant};
 
 pub(super) const TOKEN_ANNOTATION: &str = "gantry.dev/token";
 /// The GPUs gantry granted the run (its indices or UUIDs), for telemetry after a restart.
-const GPUS_ANNOTATION: &str = "gantry.dev/gpus";
+pub(super) const GPUS_ANNOTATION: &str = "gantry.dev/gpus";
+/// The label on the pods gantry makes (a user's pod gantry placed lacks it).
+const MANAGED_BY: &str = "app.kubernetes.io/managed-by";
 const RANK_LABEL: &str = "gantry.dev/rank";
 /// How long a pod just created may be missing before it counts as gone (its creation
 /// answered, the watch has not delivered it yet).
@@ -81,9 +83,17 @@ impl Run {
         }
     }
 
-    /// A run found again after a restart: its pod is `p`.
+    /// A run found again after a restart: its pod is `p` (one gantry made, or a user's it
+    /// placed and marked).
     pub fn found(&mut self, p: &Pod) {
         self.pod = p.metadata.name.clone().unwrap_or_default();
+        self.namespace = p.metadata.namespace.clone().unwrap_or_default();
+        self.adopted = p
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(MANAGED_BY))
+            .is_none_or(|m| m != "gantry");
         if let Some(g) = p
             .metadata
             .annotations
@@ -258,7 +268,7 @@ pub(super) fn pod_of(l: &Launch, image: &str, namespace: &str) -> Value {
             "name": pod_name(l.job, l.gang.rank, &l.token),
             "namespace": namespace,
             "labels": {
-                "app.kubernetes.io/managed-by": "gantry",
+                MANAGED_BY: "gantry",
                 JOB_LABEL: l.job.to_string(),
                 RANK_LABEL: l.gang.rank.to_string(),
             },

@@ -350,12 +350,20 @@ impl Worker {
                 };
                 let mut pod = Pod::default();
                 pod.metadata.name = Some(name.to_string());
+                let mark = serde_json::json!({"metadata": {
+                    "labels": {JOB_LABEL: l.job.to_string()},
+                    "annotations": {
+                        super::pod::TOKEN_ANNOTATION: l.token,
+                        super::pod::GPUS_ANNOTATION: l.gpus.join(","),
+                    },
+                }});
                 pods.push(Part {
                     key,
                     node,
                     namespace: ns.to_string(),
                     pod,
                     adopted: true,
+                    mark: Some(mark),
                 });
                 continue;
             }
@@ -366,6 +374,7 @@ impl Worker {
                     namespace: s.namespace.clone(),
                     pod,
                     adopted: false,
+                    mark: None,
                 }),
                 Err(e) => return refuse(self, &parts, &format!("building the pod: {e}")),
             }
@@ -570,13 +579,10 @@ impl Worker {
         let Some(w) = &self.watched else { return };
         let inv = w.inventory(&Labels::default());
         let by_name: HashMap<&str, &KubeNode> = inv.iter().map(|n| (n.name.as_str(), n)).collect();
-        // gantry's pods (this namespace) by node: (job, token), for `Up`.
+        // gantry's runs' pods (its own, and users' it placed and marked) by node: (job,
+        // token), for `Up`.
         let mut ours: HashMap<String, Vec<(i64, String)>> = HashMap::new();
-        for p in
-            w.pods.state().iter().filter(|p| {
-                p.metadata.namespace.as_deref() == Some(self.settings.namespace.as_str())
-            })
-        {
+        for p in w.pods.state().iter() {
             let job = p
                 .metadata
                 .labels
@@ -658,11 +664,9 @@ impl Worker {
         let Some(name) = p.metadata.name.as_deref() else {
             return;
         };
-        let ours = ns == self.settings.namespace;
         let token = token_of(p);
         let Some((key, run)) = self.runs.iter_mut().find(|(k, r)| {
-            (r.pod == name && r.namespace == ns)
-                || (ours && r.pod.is_empty() && token == Some(&k.2))
+            (r.pod == name && r.namespace == ns) || (r.pod.is_empty() && token == Some(&k.2))
         }) else {
             return;
         };
@@ -684,14 +688,10 @@ impl Worker {
     fn check_runs(&mut self) {
         let Some(w) = &self.watched else { return };
         let store = w.pods.clone();
-        let ns = self.settings.namespace.clone();
         if self.runs.values().any(|r| r.pod.is_empty() && !r.ended) {
             let pods = store.state();
             for ((_, _, token), r) in self.runs.iter_mut().filter(|(_, r)| r.pod.is_empty()) {
-                if let Some(p) = pods.iter().find(|p| {
-                    p.metadata.namespace.as_deref() == Some(ns.as_str())
-                        && token_of(p) == Some(token)
-                }) {
+                if let Some(p) = pods.iter().find(|p| token_of(p) == Some(token)) {
                     r.found(p);
                 }
             }

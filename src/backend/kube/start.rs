@@ -7,7 +7,7 @@ use super::pod::RunKey;
 use crate::backend::Launch;
 use futures_util::future::join_all;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{DeleteParams, PostParams};
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::Api;
 use serde_json::{json, Value};
 use std::collections::HashMap;
@@ -25,6 +25,9 @@ pub(super) struct Part {
     pub namespace: String,
     pub pod: Pod,
     pub adopted: bool,
+    /// For a user's pod: the merge patch that marks it as this run's once bound (so a
+    /// restarted daemon finds it again).
+    pub mark: Option<Value>,
 }
 
 /// How a start went, for the worker: the runs it was for with their pods, and the refusal
@@ -145,6 +148,15 @@ pub(super) async fn start(
         }
     }))
     .await;
+    let marks = join_all(parts.iter().filter_map(|p| {
+        let mark = p.mark.as_ref()?;
+        let api = api(p);
+        Some(async move {
+            api.patch(name(p), &PatchParams::default(), &Patch::Merge(mark))
+                .await
+                .map(|_| ())
+        })
+    }));
     if let Some(why) = bound.into_iter().find_map(Result::err) {
         // Unbound, a pod would wait forever for a scheduler named gantry; bound, it would
         // hold GPUs for a gang that cannot run: all gantry made go (a user's pod waits on).
@@ -152,6 +164,9 @@ pub(super) async fn start(
         remove(&client, &all).await;
         return Err(why);
     }
+    // Bound: the run goes on whether or not the mark is written; without it a restarted
+    // daemon does not find the run again (it needs `patch` on pods: deploy/rbac.yaml).
+    let _ = marks.await;
     Ok(())
 }
 

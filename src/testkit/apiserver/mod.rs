@@ -144,7 +144,7 @@ impl ApiServer {
             )
             .route(
                 "/api/v1/namespaces/{ns}/pods/{name}",
-                get(get_pod).delete(pods::delete),
+                get(get_pod).delete(pods::delete).patch(pods::patch),
             )
             .route(
                 "/api/v1/namespaces/{ns}/pods/{name}/binding",

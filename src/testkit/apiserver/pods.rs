@@ -136,6 +136,59 @@ pub(super) async fn bind(
     r
 }
 
+/// A JSON merge patch (RFC 7386, `application/merge-patch+json`) of a pod's labels and
+/// annotations: what a scheduler writes on the pods it places.
+pub(super) async fn patch(
+    State(s): State<Arc<Shared>>,
+    Path((ns, name)): Path<(String, String)>,
+    headers: axum::http::HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
+    let kind = headers
+        .get(axum::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    if kind != "application/merge-patch+json" {
+        return status(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "UnsupportedMediaType",
+            format!("the body of the request was in an unknown format - accepted media types include: application/merge-patch+json (got {kind:?}; this test server takes merge patches only)"),
+        );
+    }
+    let Ok(p) = serde_json::from_slice::<Value>(&body) else {
+        return status(
+            StatusCode::BAD_REQUEST,
+            "BadRequest",
+            "the patch is not JSON".into(),
+        );
+    };
+    let Some(mut pod) = s.get(Kind::Pod, &ns, &name) else {
+        return status(
+            StatusCode::NOT_FOUND,
+            "NotFound",
+            format!("pods \"{name}\" not found"),
+        );
+    };
+    for key in ["labels", "annotations"] {
+        if let Some(m) = p["metadata"][key].as_object() {
+            if !pod["metadata"][key].is_object() {
+                pod["metadata"][key] = json!({});
+            }
+            for (k, v) in m {
+                if v.is_null() {
+                    pod["metadata"][key].as_object_mut().map(|o| o.remove(k));
+                } else {
+                    pod["metadata"][key][k] = v.clone();
+                }
+            }
+        }
+    }
+    if let Err(e) = s.apply(pod) {
+        return status(StatusCode::BAD_REQUEST, "BadRequest", e);
+    }
+    js(s.get(Kind::Pod, &ns, &name).unwrap_or_default())
+}
+
 pub(super) async fn delete(
     State(s): State<Arc<Shared>>,
     Path((ns, name)): Path<(String, String)>,

@@ -634,3 +634,61 @@ fn pods_users_give_gantry_are_queued_placed_and_bound() {
         .count();
     assert_eq!(placed, 1, "{ev:?}");
 }
+
+/// A pod group (`gantry.dev/pod-group`, `gantry.dev/pod-group-size`) is one gang: queued once
+/// every member exists, its members bound to as many nodes at once, the job ending when all
+/// of them have.
+#[test]
+fn a_pod_group_is_queued_whole_and_placed_as_one_gang() {
+    use daemon::{json as cli_json, state, wait_for};
+    let rt = runtime();
+    let api = ApiServer::start(rt.handle(), Duration::from_millis(200)).unwrap();
+    for n in ["gpu-a", "gpu-b"] {
+        api.apply(gpu_node(n, "NVIDIA-H100-80GB-HBM3", 81559, 8, "us-east-1a"))
+            .unwrap();
+    }
+    let d = daemon_over(&api, "kube-group", &["gpu-a", "gpu-b"]);
+    let member = |name: &str| {
+        let mut p = user_pod("lab", name, 8);
+        p["metadata"]["labels"]["gantry.dev/pod-group"] = json!("ddp");
+        p["metadata"]["annotations"] = json!({"gantry.dev/pod-group-size": "2"});
+        p
+    };
+    let group_job = |d: &daemon::Daemon| -> Option<Value> {
+        cli_json(d, &["jobs"])
+            .as_array()?
+            .iter()
+            .find(|j| j["name"] == "pods lab/ddp")
+            .cloned()
+    };
+    api.apply(member("ddp-0")).unwrap();
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(group_job(&d).is_none(), "half a group is not queued");
+    api.apply(member("ddp-1")).unwrap();
+    wait_for(&d, 30, "the group to be placed whole", || {
+        group_job(&d).is_some_and(|j| j["state"] == "running")
+            && ["ddp-0", "ddp-1"].iter().all(|p| {
+                api.get(Kind::Pod, "lab", p)
+                    .is_some_and(|p| p["spec"]["nodeName"].is_string())
+            })
+    });
+    let mut nodes: Vec<String> = ["ddp-0", "ddp-1"]
+        .iter()
+        .map(|p| {
+            api.get(Kind::Pod, "lab", p).unwrap()["spec"]["nodeName"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    nodes.sort();
+    assert_eq!(nodes, ["gpu-a", "gpu-b"]);
+    let id = group_job(&d).unwrap()["id"].as_i64().unwrap();
+    api.finish("lab", "ddp-0", 0);
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(state(&d, id), "running", "one member still runs");
+    api.finish("lab", "ddp-1", 0);
+    wait_for(&d, 30, "the group's job to complete", || {
+        state(&d, id) == "completed"
+    });
+}

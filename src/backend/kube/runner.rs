@@ -341,11 +341,19 @@ impl Worker {
             let node = self.nodes[*host].clone();
             if let Some(adopt) = &l.adopt {
                 // A user's pod that asked gantry to place it: bound, not made.
-                let Some((ns, name)) = adopted_pod(adopt) else {
+                let store = self
+                    .watched
+                    .as_ref()
+                    .map(|w| w.pods.state())
+                    .unwrap_or_default();
+                let Some((ns, name)) = adopted_pod(adopt, l.gang.rank, &store) else {
                     return refuse(
                         self,
                         &parts,
-                        &format!("`adopt: {adopt}` is not `pod NAMESPACE/NAME`"),
+                        &format!(
+                            "`adopt: {adopt}` names no pod of rank {} (`pod NAMESPACE/NAME`, or `pods NAMESPACE/GROUP`)",
+                            l.gang.rank
+                        ),
                     );
                 };
                 let mut pod = Pod::default();
@@ -643,14 +651,7 @@ impl Worker {
     /// without one the first pool to say it queues it.
     fn look_for_wanted(&mut self) {
         let Some(w) = &self.watched else { return };
-        let mut work: Vec<crate::backend::Wanted> = w
-            .pods
-            .state()
-            .iter()
-            .filter(|p| super::wanted::waits(p, &self.settings.place))
-            .map(|p| super::wanted::wanted(p, &self.settings.place))
-            .collect();
-        work.sort_by(|a, b| a.key.cmp(&b.key));
+        let work = super::wanted::all_wanted(&w.pods.state(), &self.settings.place);
         if self.wanted.as_ref() != Some(&work) {
             self.wanted = Some(work.clone());
             self.emit(RunEvent::Wanted { work });

@@ -6,17 +6,74 @@ use super::inventory::{pod_gpus, JOB_LABEL, SCHEDULER};
 use crate::backend::Wanted;
 use k8s_openapi::api::core::v1::Pod;
 use serde_yaml_ng::{Mapping, Value};
+use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// The pod label naming its gantry team (else its namespace is the team's name).
 pub const TEAM_LABEL: &str = "gantry.dev/team";
 /// The pod label naming its priority class.
 pub const PRIORITY_LABEL: &str = "gantry.dev/priority";
 
-/// `pod NAMESPACE/NAME` → (namespace, name).
-pub fn adopted_pod(key: &str) -> Option<(&str, &str)> {
-    key.strip_prefix("pod ")?
-        .split_once('/')
-        .filter(|(ns, name)| !ns.is_empty() && !name.is_empty())
+/// The pod label that makes pods one gang (all placed at once, or none), and the annotation
+/// saying how many it has: the group is queued once every member waits.
+pub const GROUP_LABEL: &str = "gantry.dev/pod-group";
+pub const GROUP_SIZE: &str = "gantry.dev/pod-group-size";
+
+/// The pod of rank `rank` that `adopt` names: `pod NAMESPACE/NAME` (rank 0), or `pods
+/// NAMESPACE/GROUP` (the group's members by name, rank 0 first) among `pods`.
+pub fn adopted_pod(adopt: &str, rank: u16, pods: &[Arc<Pod>]) -> Option<(String, String)> {
+    let split = |rest: &str| {
+        rest.split_once('/')
+            .filter(|(ns, name)| !ns.is_empty() && !name.is_empty())
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+    };
+    if let Some(rest) = adopt.strip_prefix("pod ") {
+        return split(rest).filter(|_| rank == 0);
+    }
+    let (ns, group) = split(adopt.strip_prefix("pods ")?)?;
+    let mut members: Vec<String> = pods
+        .iter()
+        .filter(|p| p.metadata.namespace.as_deref() == Some(ns.as_str()))
+        .filter(|p| p.metadata.labels.as_ref().and_then(|l| l.get(GROUP_LABEL)) == Some(&group))
+        .filter_map(|p| p.metadata.name.clone())
+        .collect();
+    members.sort();
+    Some((ns, members.get(usize::from(rank))?.clone()))
+}
+
+/// Every piece of work waiting in `place`'s pool: single pods, and groups all of whose
+/// members wait (a group not yet whole waits for the rest, as Kueue's pod groups do).
+pub fn all_wanted(pods: &[Arc<Pod>], place: &Place) -> Vec<Wanted> {
+    let mut work = Vec::new();
+    let mut groups: BTreeMap<(String, String), Vec<&Pod>> = BTreeMap::new();
+    for p in pods.iter().filter(|p| waits(p, place)) {
+        let group = p.metadata.labels.as_ref().and_then(|l| l.get(GROUP_LABEL));
+        match group {
+            Some(g) => groups
+                .entry((p.metadata.namespace.clone().unwrap_or_default(), g.clone()))
+                .or_default()
+                .push(p),
+            None => work.push(wanted(p, place)),
+        }
+    }
+    for ((ns, group), members) in groups {
+        let size = members
+            .iter()
+            .find_map(|p| {
+                p.metadata
+                    .annotations
+                    .as_ref()?
+                    .get(GROUP_SIZE)?
+                    .parse::<usize>()
+                    .ok()
+            })
+            .unwrap_or(members.len());
+        if members.len() == size {
+            work.push(gang(&ns, &group, &members, place));
+        }
+    }
+    work.sort_by(|a, b| a.key.cmp(&b.key));
+    work
 }
 
 /// The pool the pods are placed in: where the job files keep them.
@@ -56,12 +113,22 @@ pub fn wanted(p: &Pod, place: &Place) -> Wanted {
         .clone()
         .unwrap_or_else(|| "default".into());
     let name = p.metadata.name.clone().unwrap_or_default();
-    let key = format!("pod {ns}/{name}");
+    job_file(format!("pod {ns}/{name}"), &ns, p, 1, pod_gpus(p), place)
+}
+
+/// The job file for a pod group: one gang of its members, each with the GPUs the most
+/// asking of them asks.
+fn gang(ns: &str, group: &str, members: &[&Pod], place: &Place) -> Wanted {
+    let gpus = members.iter().map(|p| pod_gpus(p)).max().unwrap_or(0);
+    let key = format!("pods {ns}/{group}");
+    job_file(key, ns, members[0], members.len(), gpus, place)
+}
+
+fn job_file(key: String, ns: &str, p: &Pod, nodes: usize, gpus: u32, place: &Place) -> Wanted {
     let labels = p.metadata.labels.as_ref();
     let label = |k: &str| labels.and_then(|l| l.get(k)).cloned();
     let s = |v: &str| Value::String(v.to_string());
     let mut resources = Mapping::new();
-    let gpus = pod_gpus(p);
     if gpus > 0 {
         resources.insert(
             s("accelerators"),
@@ -75,12 +142,15 @@ pub fn wanted(p: &Pod, place: &Place) -> Wanted {
     resources.insert(s("instance_type"), s(&place.instance_type));
     let mut doc = Mapping::new();
     doc.insert(s("name"), s(&key));
+    if nodes > 1 {
+        doc.insert(s("num_nodes"), Value::Number(nodes.into()));
+    }
     doc.insert(s("resources"), Value::Mapping(resources));
     doc.insert(s("run"), s(&format!("# {key}: its own containers")));
     doc.insert(s("adopt"), s(&key));
     Wanted {
         spec: serde_yaml_ng::to_string(&Value::Mapping(doc)).unwrap_or_default(),
-        team: label(TEAM_LABEL).unwrap_or_else(|| ns.clone()),
+        team: label(TEAM_LABEL).unwrap_or_else(|| ns.to_string()),
         priority: label(PRIORITY_LABEL),
         key,
     }
@@ -118,7 +188,10 @@ mod tests {
             spec.infra.to_string(),
             "kubernetes/k8s/dc1 instance type p5.48xlarge"
         );
-        assert_eq!(adopted_pod(&w.key), Some(("research", "train-x7")));
+        assert_eq!(
+            adopted_pod(&w.key, 0, &[]),
+            Some(("research".to_string(), "train-x7".to_string()))
+        );
         let mut bound = p.clone();
         bound.spec.as_mut().unwrap().node_name = Some("gpu-0".into());
         assert!(!waits(&bound, &place));

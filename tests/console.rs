@@ -1204,3 +1204,126 @@ fn money_shows_cents_under_a_hundred_dollars() {
     assert_eq!(money(12_300.0), "$12.3k");
     assert_eq!(money(1_250_000.0), "$1.25M");
 }
+
+/// `:ctx` lists the daemons console.toml names (the one shown marked), `:ctx NAME` switches to
+/// one, and an unknown name says which exist.
+#[test]
+fn ctx_lists_the_configured_daemons_and_switches() {
+    let snap = demo_snapshot();
+    let mut app = App::new(false);
+    let ctx = |app: &mut App, line: &str| {
+        app.on_key(":", &snap);
+        keys(app, &snap, line);
+        app.on_key("enter", &snap)
+    };
+    ctx(&mut app, "ctx");
+    assert!(
+        app.flash.as_deref().unwrap().starts_with("no contexts"),
+        "{:?}",
+        app.flash
+    );
+    app.contexts = vec![
+        ("lab".into(), "/run/gantry/gantry.sock".into()),
+        ("prod".into(), "http://gantry.prod:7450".into()),
+    ];
+    app.source = "daemon /run/gantry/gantry.sock".into();
+    ctx(&mut app, "ctx");
+    assert_eq!(
+        app.flash.as_deref(),
+        Some("contexts: *lab (/run/gantry/gantry.sock), prod (http://gantry.prod:7450); :ctx NAME switches")
+    );
+    assert_eq!(ctx(&mut app, "ctx prod"), Outcome::Switch("prod".into()));
+    assert_eq!(ctx(&mut app, "ctx staging"), Outcome::Redraw);
+    assert_eq!(
+        app.flash.as_deref(),
+        Some(":ctx staging: no such context; contexts: lab, prod")
+    );
+}
+
+/// The real binary in tmux: plain `gantry` opens console.toml's `context`, and `:ctx NAME`
+/// closes that daemon's view and opens the other's (the header says which daemon).
+#[test]
+fn ctx_switches_the_console_between_daemons_in_tmux() {
+    if std::process::Command::new("tmux")
+        .arg("-V")
+        .output()
+        .is_err()
+    {
+        eprintln!("tmux is not installed: end-to-end console test skipped (.ci/run installs it)");
+        return;
+    }
+    let bin = env!("CARGO_BIN_EXE_gantry");
+    let dir = std::env::temp_dir().join(format!("gctx-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("cfg/gantry")).unwrap();
+    struct Killed(Vec<std::process::Child>);
+    impl Drop for Killed {
+        fn drop(&mut self) {
+            for c in &mut self.0 {
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+        }
+    }
+    let mut daemons = Killed(Vec::new());
+    for name in ["a", "b"] {
+        let socket = dir.join(format!("{name}.sock"));
+        daemons.0.push(
+            std::process::Command::new(bin)
+                .args(["daemon", "--db"])
+                .arg(dir.join(format!("{name}.db")))
+                .arg("--socket")
+                .arg(&socket)
+                .env("XDG_CONFIG_HOME", dir.join("cfg"))
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap(),
+        );
+        let t0 = std::time::Instant::now();
+        while std::os::unix::net::UnixStream::connect(&socket).is_err() {
+            assert!(t0.elapsed().as_secs() < 20, "daemon {name} did not start");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+    std::fs::write(
+        dir.join("cfg/gantry/console.toml"),
+        format!(
+            "context = \"a\"\n[[contexts]]\nname = \"a\"\nconnect = \"{}\"\n[[contexts]]\nname = \"b\"\nconnect = \"{}\"\n",
+            dir.join("a.sock").display(),
+            dir.join("b.sock").display()
+        ),
+    )
+    .unwrap();
+    let t = Tmux::new("ctx");
+    t.run(&[
+        "new-session",
+        "-d",
+        "-s",
+        "ctx",
+        "-x",
+        "160",
+        "-y",
+        "32",
+        &format!(
+            "XDG_CONFIG_HOME={} {bin}; echo EXITED; sleep 30",
+            dir.join("cfg").display()
+        ),
+    ]);
+    let header = |n: &str| format!("daemon {}", dir.join(format!("{n}.sock")).display());
+    t.wait_for(&[&header("a")]);
+    for k in [":", "c", "t", "x", "Enter"] {
+        t.run(&["send-keys", "-t", "ctx", k]);
+    }
+    t.wait_for(&["*a ("]);
+    for k in [":", "c", "t", "x", " ", "b", "Enter"] {
+        t.run(&["send-keys", "-t", "ctx", k]);
+    }
+    let s = t.wait_for(&[&header("b")]);
+    assert!(!s.contains("EXITED") && !s.contains(&header("a")), "{s}");
+    t.run(&["send-keys", "-t", "ctx", "q"]);
+    t.wait_for(&["EXITED"]);
+    t.run(&["kill-server"]);
+    drop(daemons);
+    let _ = std::fs::remove_dir_all(&dir);
+}

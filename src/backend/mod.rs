@@ -128,7 +128,7 @@ pub fn runner_for(
 }
 
 /// `~/x` → `$HOME/x`.
-fn expand_home(p: &str) -> std::path::PathBuf {
+pub fn expand_home(p: &str) -> std::path::PathBuf {
     match (p.strip_prefix("~/"), std::env::var_os("HOME")) {
         (Some(rest), Some(home)) => std::path::Path::new(&home).join(rest),
         _ => std::path::PathBuf::from(p),

@@ -251,27 +251,68 @@ pub fn console(
         gantry::console::load_theme(theme.or(file.theme.as_deref()), &paths.config_dir)?;
     let keymap =
         gantry::console::load_keymap(keymap.or(file.keymap.as_deref()), &paths.config_dir)?;
-    let mut app = gantry::console::app::App::with(theme, keymap, color);
-    app.readonly = readonly || file.readonly;
-    app.mouse = file.mouse;
-    // A daemon named (--connect, GANTRY_CONNECT) or answering on the default socket is what
-    // the console shows; only when none answers does it run the embedded demo.
-    let attach = match connect {
-        Some(c) => Some(Endpoint::parse(c)?),
-        None => {
+    let app = |source: String| {
+        let mut app = gantry::console::app::App::with(theme.clone(), keymap.clone(), color);
+        app.readonly = readonly || file.readonly;
+        app.mouse = file.mouse;
+        app.source = source;
+        app.contexts = file
+            .contexts
+            .iter()
+            .map(|c| (c.name.clone(), c.connect.clone()))
+            .collect();
+        app
+    };
+    // A daemon named (--connect, GANTRY_CONNECT; else console.toml's `context`) or answering
+    // on the default socket is what the console shows; only when none answers does it run
+    // the embedded demo.
+    let mut attach = match (connect, &file.context) {
+        (Some(c), _) => Some((Endpoint::parse(c)?, token)),
+        (None, Some(name)) => Some(context(file.context(name)?)?),
+        (None, None) => {
             let default = Endpoint::Unix(paths.socket.clone());
             let answers = gantry::client::http::HttpClient::new(default.clone(), None)
                 .request("GET", "/v1/health", None)
                 .is_ok_and(|r| r.status == 200);
-            answers.then_some(default)
+            answers.then_some((default, token))
         }
     };
-    if let Some(endpoint) = attach {
-        app.source = format!("daemon {endpoint}");
-        let mut client = RemoteClient::connect(endpoint, token).map_err(|e| e.to_string())?;
-        return gantry::console::run(&mut client, app).map_err(|e| format!("console: {e}"));
+    loop {
+        let switch = match attach {
+            Some((endpoint, token)) => {
+                let app = app(format!("daemon {endpoint}"));
+                let mut client =
+                    RemoteClient::connect(endpoint, token).map_err(|e| e.to_string())?;
+                gantry::console::run(&mut client, app).map_err(|e| format!("console: {e}"))?
+            }
+            None => demo(&paths, app("demo".to_string()))?,
+        };
+        // `:ctx NAME`: the same console on another daemon.
+        let Some(name) = switch else { return Ok(()) };
+        attach = Some(context(file.context(&name)?)?);
     }
-    app.source = "demo".to_string();
+}
+
+/// Where a console.toml context is, and its token.
+fn context(c: &gantry::config::console::Context) -> Result<(Endpoint, Option<String>), String> {
+    let endpoint = Endpoint::parse(&c.connect).map_err(|e| format!("context {}: {e}", c.name))?;
+    let token = match &c.token_file {
+        None => None,
+        Some(f) => {
+            let path = gantry::backend::expand_home(f);
+            let t = std::fs::read_to_string(&path)
+                .map_err(|e| format!("context {}: token_file {}: {e}", c.name, path.display()))?;
+            Some(t.trim().to_string())
+        }
+    };
+    Ok((endpoint, token))
+}
+
+/// The console on the embedded demo daemon; the context to switch to, if the user asked.
+fn demo(
+    paths: &gantry::config::paths::Paths,
+    app: gantry::console::app::App,
+) -> Result<Option<String>, String> {
     let dir = std::env::temp_dir().join(format!("gantry-demo-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;

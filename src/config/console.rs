@@ -12,7 +12,29 @@ theme = \"dark\"          # dark, light, 16color, high-contrast (or your themes/
 keymap = \"default\"      # default, vim (or your keymaps/NAME.toml)
 readonly = false        # true: no dangerous actions, whatever the flags say
 mouse = false           # true: start with mouse capture on (m toggles it)
+
+# Daemons the console can switch between (`:ctx` lists them, `:ctx NAME` switches; plain
+# `gantry` opens the one named `context`, else the default socket):
+# context = \"lab\"
+# [[contexts]]
+# name = \"lab\"
+# connect = \"/run/gantry/gantry.sock\"
+# [[contexts]]
+# name = \"prod\"
+# connect = \"http://gantry.prod.example:7450\"
+# token_file = \"~/.config/gantry/prod.token\"   # a token from `gantry token create`
 ";
+
+/// A daemon the console can switch to.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Context {
+    pub name: String,
+    /// A Unix socket path or `http://HOST:PORT`, as `--connect` takes.
+    pub connect: String,
+    /// A file holding its bearer token (TCP daemons).
+    pub token_file: Option<String>,
+}
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -23,6 +45,24 @@ pub struct ConsoleConfig {
     pub readonly: bool,
     #[serde(default)]
     pub mouse: bool,
+    /// The context plain `gantry` opens.
+    pub context: Option<String>,
+    #[serde(default)]
+    pub contexts: Vec<Context>,
+}
+
+impl ConsoleConfig {
+    /// The context named `name`, or what the file has.
+    pub fn context(&self, name: &str) -> Result<&Context, String> {
+        self.contexts.iter().find(|c| c.name == name).ok_or_else(|| {
+            let names: Vec<&str> = self.contexts.iter().map(|c| c.name.as_str()).collect();
+            if names.is_empty() {
+                format!("no context `{name}`: console.toml lists none ([[contexts]] name, connect, token_file)")
+            } else {
+                format!("no context `{name}`; contexts: {}", names.join(", "))
+            }
+        })
+    }
 }
 
 /// Parses the file; an error names the file, line and column, and the allowed keys.
@@ -36,7 +76,7 @@ pub fn parse(file: &str, text: &str) -> Result<ConsoleConfig, String> {
             )
         });
         format!(
-            "{file}:{line}:{col}: {} (keys: theme, keymap, readonly, mouse)",
+            "{file}:{line}:{col}: {} (keys: theme, keymap, readonly, mouse, context, [[contexts]] name, connect, token_file)",
             e.message()
         )
     })
@@ -54,6 +94,33 @@ pub fn load(path: &std::path::Path) -> Result<ConsoleConfig, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn contexts_name_daemons_and_an_unknown_one_says_which_exist() {
+        let c = parse(
+            "console.toml",
+            "context = \"lab\"\n[[contexts]]\nname = \"lab\"\nconnect = \"/run/gantry/gantry.sock\"\n[[contexts]]\nname = \"prod\"\nconnect = \"http://gantry.prod:7450\"\ntoken_file = \"~/.config/gantry/prod.token\"\n",
+        )
+        .unwrap();
+        assert_eq!(c.context.as_deref(), Some("lab"));
+        assert_eq!(
+            c.context("prod").unwrap().token_file.as_deref(),
+            Some("~/.config/gantry/prod.token")
+        );
+        assert_eq!(
+            c.context("x").unwrap_err(),
+            "no context `x`; contexts: lab, prod"
+        );
+        let e = parse(
+            "console.toml",
+            "[[contexts]]\nname = \"a\"\nconect = \"x\"\n",
+        )
+        .unwrap_err();
+        assert!(
+            e.starts_with("console.toml:3:1:") && e.contains("conect"),
+            "{e}"
+        );
+    }
 
     #[test]
     fn the_default_parses_and_mistakes_are_placed() {

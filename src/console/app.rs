@@ -52,6 +52,8 @@ pub enum Outcome {
     Redraw,
     Nothing,
     Quit,
+    /// Close this daemon's view and open the context of this name (`:ctx NAME`).
+    Switch(String),
     /// The user confirmed a change to a job.
     Act(crate::client::JobRequest),
     /// The user confirmed moving a job to another class.
@@ -271,6 +273,8 @@ pub struct App {
     /// What the console shows, for the header: `demo` (the embedded daemon) or `daemon
     /// ENDPOINT`; empty in tests.
     pub source: String,
+    /// The daemons `:ctx` switches between (console.toml's `[[contexts]]`): (name, where).
+    pub contexts: Vec<(String, String)>,
 }
 
 /// Job names come from users: never let control characters reach the terminal.
@@ -361,6 +365,7 @@ impl App {
             theme,
             keymap,
             source: String::new(),
+            contexts: Vec::new(),
         }
     }
 
@@ -849,10 +854,35 @@ impl App {
                 Err(e) => self.flash = Some(format!(":submit {file}: {e}")),
             },
             ("prio", class) => self.ask_priority(class, snap),
+            ("ctx", "") => {
+                self.flash = Some(if self.contexts.is_empty() {
+                    "no contexts: list daemons in console.toml ([[contexts]] name, connect, token_file; `gantry info --print-console`)".into()
+                } else {
+                    let list: Vec<String> = self
+                        .contexts
+                        .iter()
+                        .map(|(n, at)| {
+                            let here = self.source.ends_with(at.as_str());
+                            format!("{}{n} ({at})", if here { "*" } else { "" })
+                        })
+                        .collect();
+                    format!("contexts: {}; :ctx NAME switches", list.join(", "))
+                })
+            }
+            ("ctx", name) => {
+                if self.contexts.iter().any(|(n, _)| n == name) {
+                    return Outcome::Switch(name.to_string());
+                }
+                let names: Vec<&str> = self.contexts.iter().map(|(n, _)| n.as_str()).collect();
+                self.flash = Some(format!(
+                    ":ctx {name}: no such context; contexts: {}",
+                    if names.is_empty() { "none".to_string() } else { names.join(", ") }
+                ));
+            }
             ("", _) => return Outcome::Redraw,
             (other, _) => {
                 self.flash = Some(format!(
-                    "unknown command `:{other}`; try :jobs [FILTER], :gpus MODEL, :team NAME, :job ID, :prio CLASS, :reclaim, :submit [FILE], :teams, :events, :q"
+                    "unknown command `:{other}`; try :jobs [FILTER], :gpus MODEL, :team NAME, :job ID, :prio CLASS, :reclaim, :submit [FILE], :teams, :events, :ctx [NAME], :q"
                 ))
             }
         }

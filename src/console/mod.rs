@@ -88,7 +88,8 @@ impl Input for TerminalInput {
 }
 
 /// Runs the console until the user quits.
-pub fn run(client: &mut dyn Client, mut app: App) -> std::io::Result<()> {
+/// Runs the console until the user quits (`None`) or switches to a context (`Some(name)`).
+pub fn run(client: &mut dyn Client, mut app: App) -> std::io::Result<Option<String>> {
     app.access = client.access();
     let mut terminal = ratatui::init(); // raw mode, alternate screen, and a panic hook that restores
     let result = run_loop(&mut terminal, app, client, &mut TerminalInput, &|| false);
@@ -98,14 +99,15 @@ pub fn run(client: &mut dyn Client, mut app: App) -> std::io::Result<()> {
 }
 
 /// The console's loop over any backend and input: draw when dirty, else wait for input or
-/// for the client's next news. `stop` ends it from outside (benchmarks).
+/// for the client's next news. `stop` ends it from outside (benchmarks). Ends with the context to
+/// switch to, if the user asked for one.
 pub fn run_loop<B: Backend + Write>(
     terminal: &mut Terminal<B>,
     mut app: App,
     client: &mut dyn Client,
     input: &mut dyn Input,
     stop: &dyn Fn() -> bool,
-) -> std::io::Result<()>
+) -> std::io::Result<Option<String>>
 where
     std::io::Error: From<B::Error>,
 {
@@ -140,7 +142,8 @@ where
                 Event::Key(k) if k.kind == KeyEventKind::Press => {
                     for name in key_names(k) {
                         match app.on_key(&name, client.snapshot()) {
-                            Outcome::Quit => return Ok(()),
+                            Outcome::Quit => return Ok(None),
+                            Outcome::Switch(to) => return Ok(Some(to)),
                             Outcome::Redraw => dirty = true,
                             Outcome::Act(req) => {
                                 app.flash = Some(match client.act(req) {
@@ -289,5 +292,5 @@ where
             }
         }
     }
-    Ok(())
+    Ok(None)
 }

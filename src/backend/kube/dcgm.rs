@@ -9,6 +9,8 @@
 
 use crate::backend::local::nvml::GpuSample;
 use std::collections::{BTreeMap, HashMap};
+use std::time::{Duration, Instant};
+use tokio::sync::mpsc::UnboundedSender;
 
 /// One GPU as the exporter reports it.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -153,6 +155,75 @@ pub fn in_gantrys_order(
         .collect();
     let uuids = samples.iter().map(|s| s.uuid.clone()).collect();
     (samples, uuids)
+}
+
+/// What one read of the DCGM exporter gave: GPUs by node, or why not.
+pub type Scraped = Result<HashMap<String, Vec<DcgmGpu>>, String>;
+
+/// How often the exporter is read (dcgm-exporter collects every 30 s by default; a few
+/// seconds keeps a busy/idle change prompt where it is set faster).
+const SCRAPE_EVERY: Duration = Duration::from_secs(5);
+
+/// The DCGM exporter's reads and what was said of each node.
+pub struct Telemetry {
+    http: Option<reqwest::Client>,
+    next: Instant,
+    pub in_flight: bool,
+    out: UnboundedSender<Scraped>,
+    /// Per host: the UUID at each of gantry's GPU indices, as last reported.
+    pub order: Vec<Vec<String>>,
+    /// Per host: why its GPUs were last said unmeasured (said once while it holds).
+    pub said: Vec<Option<String>>,
+}
+
+impl Telemetry {
+    pub fn new(hosts: usize, out: UnboundedSender<Scraped>) -> Telemetry {
+        Telemetry {
+            http: None,
+            next: Instant::now(),
+            in_flight: false,
+            out,
+            order: vec![Vec::new(); hosts],
+            said: vec![None; hosts],
+        }
+    }
+
+    /// Reads `url` in the background when it is time (one read at a time).
+    pub fn scrape(&mut self, url: &str) {
+        if self.in_flight || Instant::now() < self.next {
+            return;
+        }
+        let http = match &self.http {
+            Some(c) => c.clone(),
+            None => match reqwest::Client::builder()
+                .timeout(Duration::from_secs(5))
+                .build()
+            {
+                Ok(c) => {
+                    self.http = Some(c.clone());
+                    c
+                }
+                Err(e) => {
+                    let _ = self.out.send(Err(format!("no HTTP client: {e}")));
+                    return;
+                }
+            },
+        };
+        self.in_flight = true;
+        self.next = Instant::now() + SCRAPE_EVERY;
+        let (url, out) = (url.to_string(), self.out.clone());
+        tokio::spawn(async move {
+            let read = async {
+                let r = http.get(&url).send().await.map_err(|e| e.to_string())?;
+                if !r.status().is_success() {
+                    return Err(format!("HTTP {}", r.status()));
+                }
+                let text = r.text().await.map_err(|e| e.to_string())?;
+                parse(&text)
+            };
+            let _ = out.send(read.await);
+        });
+    }
 }
 
 #[cfg(test)]

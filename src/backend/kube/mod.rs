@@ -5,6 +5,7 @@
 pub mod dcgm;
 pub mod inventory;
 mod pod;
+mod podlog;
 pub mod runner;
 mod start;
 pub mod wanted;

@@ -103,7 +103,7 @@ impl KubePool {
             looked_at: None,
             gangs: Gangs::default(),
             wanted: None,
-            telemetry: Telemetry::new(nodes.len(), scraped_tx),
+            telemetry: dcgm::Telemetry::new(nodes.len(), scraped_tx),
             starts,
             in_flight: Arc::new(tokio::sync::Semaphore::new(IN_FLIGHT)),
             reports: NodeReports::new(nodes.len()),
@@ -177,7 +177,7 @@ struct Worker {
     /// The watches' generation last looked at.
     looked_at: Option<u64>,
     gangs: Gangs,
-    telemetry: Telemetry,
+    telemetry: dcgm::Telemetry,
     /// The pods waiting for gantry to place them, as last said.
     wanted: Option<Vec<crate::backend::Wanted>>,
     /// Where starts in flight say how they went.
@@ -194,7 +194,7 @@ impl Worker {
         mut rx: UnboundedReceiver<Cmd>,
         mut changed: UnboundedReceiver<PodChange>,
         mut started: UnboundedReceiver<Started>,
-        mut scraped: UnboundedReceiver<Scraped>,
+        mut scraped: UnboundedReceiver<dcgm::Scraped>,
     ) {
         // The reflectors and the client's connections run on a worker thread of their own,
         // whatever this loop is waiting on.
@@ -284,7 +284,7 @@ impl Worker {
                 let node = self.nodes.get(host).cloned().unwrap_or_default();
                 // Its own task: a slow answer does not hold the pool's other work.
                 tokio::spawn(async move {
-                    let _ = reply.send(pod_log(&api, job, &node).await);
+                    let _ = reply.send(super::podlog::pod_log(&api, job, &node).await);
                 });
             }
             Cmd::Forget { host, job, token } => match self.runs.remove(&(host, job, token.clone()))
@@ -514,7 +514,7 @@ impl Worker {
     }
 
     /// The exporter's answer: each node's GPUs in gantry's numbering, or why there are none.
-    fn scraped(&mut self, s: Scraped) {
+    fn scraped(&mut self, s: dcgm::Scraped) {
         self.telemetry.in_flight = false;
         let url = self.settings.dcgm.clone().unwrap_or_default();
         for host in 0..self.nodes.len() {
@@ -774,75 +774,6 @@ impl Worker {
     }
 }
 
-/// What one read of the DCGM exporter gave: GPUs by node, or why not.
-type Scraped = Result<HashMap<String, Vec<dcgm::DcgmGpu>>, String>;
-
-/// How often the exporter is read (dcgm-exporter collects every 30 s by default; a few
-/// seconds keeps a busy/idle change prompt where it is set faster).
-const SCRAPE_EVERY: Duration = Duration::from_secs(5);
-
-/// The DCGM exporter's reads and what was said of each node.
-struct Telemetry {
-    http: Option<reqwest::Client>,
-    next: Instant,
-    in_flight: bool,
-    out: UnboundedSender<Scraped>,
-    /// Per host: the UUID at each of gantry's GPU indices, as last reported.
-    order: Vec<Vec<String>>,
-    /// Per host: why its GPUs were last said unmeasured (said once while it holds).
-    said: Vec<Option<String>>,
-}
-
-impl Telemetry {
-    fn new(hosts: usize, out: UnboundedSender<Scraped>) -> Telemetry {
-        Telemetry {
-            http: None,
-            next: Instant::now(),
-            in_flight: false,
-            out,
-            order: vec![Vec::new(); hosts],
-            said: vec![None; hosts],
-        }
-    }
-
-    /// Reads `url` in the background when it is time (one read at a time).
-    fn scrape(&mut self, url: &str) {
-        if self.in_flight || Instant::now() < self.next {
-            return;
-        }
-        let http = match &self.http {
-            Some(c) => c.clone(),
-            None => match reqwest::Client::builder()
-                .timeout(Duration::from_secs(5))
-                .build()
-            {
-                Ok(c) => {
-                    self.http = Some(c.clone());
-                    c
-                }
-                Err(e) => {
-                    let _ = self.out.send(Err(format!("no HTTP client: {e}")));
-                    return;
-                }
-            },
-        };
-        self.in_flight = true;
-        self.next = Instant::now() + SCRAPE_EVERY;
-        let (url, out) = (url.to_string(), self.out.clone());
-        tokio::spawn(async move {
-            let read = async {
-                let r = http.get(&url).send().await.map_err(|e| e.to_string())?;
-                if !r.status().is_success() {
-                    return Err(format!("HTTP {}", r.status()));
-                }
-                let text = r.text().await.map_err(|e| e.to_string())?;
-                dcgm::parse(&text)
-            };
-            let _ = out.send(read.await);
-        });
-    }
-}
-
 /// Runs' logs through the pod log API, asked of the worker.
 struct KubeLogs {
     tx: UnboundedSender<Cmd>,
@@ -857,52 +788,6 @@ impl LogReader for KubeLogs {
         let text = answer
             .recv_timeout(wait.max(Duration::from_secs(5)))
             .map_err(|_| "the Kubernetes API server did not answer in time".to_string())??;
-        Ok(log_read(&text, q))
-    }
-}
-
-/// The log of job `job`'s pod on `node`.
-async fn pod_log(api: &Api<Pod>, job: i64, node: &str) -> Result<String, String> {
-    let lp = kube::api::ListParams::default()
-        .labels(&format!("{JOB_LABEL}={job}"))
-        .fields(&format!("spec.nodeName={node}"));
-    let list = api.list(&lp).await.map_err(|e| super::kube_error(&e))?;
-    let Some(pod) = list.items.first().and_then(|p| p.metadata.name.clone()) else {
-        return Err(format!("no pod of job {job} on {node}"));
-    };
-    api.logs(&pod, &kube::api::LogParams::default())
-        .await
-        .map_err(|e| super::kube_error(&e))
-}
-
-/// A pod's log (stdout and stderr as one stream, as the API gives it) read as `q` asks:
-/// what follows the cursor, or the last lines.
-fn log_read(text: &str, q: &LogQuery) -> LogRead {
-    use crate::backend::logs::{LogCursor, LogLine, Stream};
-    let from = q.after.map_or(0, |c| (c.out as usize).min(text.len()));
-    let rest = text.get(from..).unwrap_or_default();
-    // Complete lines only, unless the run has ended (`partial`).
-    let upto = if q.partial {
-        rest.len()
-    } else {
-        rest.rfind('\n').map_or(0, |i| i + 1)
-    };
-    let mut lines: Vec<LogLine> = rest[..upto]
-        .lines()
-        .map(|l| LogLine {
-            stream: Stream::Out,
-            text: l.to_string(),
-        })
-        .collect();
-    if q.after.is_none() && lines.len() > q.tail {
-        lines.drain(..lines.len() - q.tail);
-    }
-    LogRead {
-        lines,
-        cursor: LogCursor {
-            out: (from + upto) as u64,
-            err: 0,
-        },
-        found: true,
+        Ok(super::podlog::log_read(&text, q))
     }
 }

@@ -633,6 +633,22 @@ fn pods_users_give_gantry_are_queued_placed_and_bound() {
         .filter(|e| e.contains(&format!("job {first} pending → running")))
         .count();
     assert_eq!(placed, 1, "{ev:?}");
+    // Preempted, a user's pod is deleted with its grace; its job does not wait for a pod that
+    // is gone (its controller would make a new one, queued as new work).
+    api.apply(user_pod("lab", "train-3", 2)).unwrap();
+    wait_for(&d, 30, "the third pod to run", || {
+        job_of(&d, "train-3").is_some_and(|j| j["state"] == "running")
+    });
+    let third = job_of(&d, "train-3").unwrap()["id"].as_i64().unwrap();
+    daemon::cli(&d, &["preempt", &third.to_string()]);
+    wait_for(&d, 30, "the delete with grace", || {
+        api.get(Kind::Pod, "lab", "train-3")
+            .is_some_and(|p| !p["metadata"]["deletionTimestamp"].is_null())
+    });
+    api.finish("lab", "train-3", 0);
+    wait_for(&d, 30, "its job to end with its pod gone", || {
+        state(&d, third) == "cancelled"
+    });
 }
 
 /// A pod group (`gantry.dev/pod-group`, `gantry.dev/pod-group-size`) is one gang: queued once

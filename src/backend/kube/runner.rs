@@ -103,6 +103,8 @@ impl KubePool {
             looked_at: None,
             gangs: Gangs::default(),
             wanted: None,
+            adopted_ended: 0,
+            adopted_ended_said: 0,
             telemetry: dcgm::Telemetry::new(nodes.len(), scraped_tx),
             starts,
             in_flight: Arc::new(tokio::sync::Semaphore::new(IN_FLIGHT)),
@@ -180,6 +182,10 @@ struct Worker {
     telemetry: dcgm::Telemetry,
     /// The pods waiting for gantry to place them, as last said.
     wanted: Option<Vec<crate::backend::Wanted>>,
+    /// Runs of users' pods that have ended (counted), and the count when the waiting pods
+    /// were last said: a preempted user's pod is gone, and its requeued job must hear so.
+    adopted_ended: u64,
+    adopted_ended_said: u64,
     /// Where starts in flight say how they went.
     starts: UnboundedSender<Started>,
     in_flight: Arc<tokio::sync::Semaphore>,
@@ -652,8 +658,9 @@ impl Worker {
     fn look_for_wanted(&mut self) {
         let Some(w) = &self.watched else { return };
         let work = super::wanted::all_wanted(&w.pods.state(), &self.settings.place);
-        if self.wanted.as_ref() != Some(&work) {
+        if self.wanted.as_ref() != Some(&work) || self.adopted_ended != self.adopted_ended_said {
             self.wanted = Some(work.clone());
+            self.adopted_ended_said = self.adopted_ended;
             self.emit(RunEvent::Wanted { work });
         }
     }
@@ -679,7 +686,12 @@ impl Worker {
             run.held = Some((c.pod, c.deleted));
             return;
         }
-        for e in run.step(key, p, c.deleted) {
+        let was = run.ended;
+        let events = run.step(key, p, c.deleted);
+        if run.adopted && run.ended && !was {
+            self.adopted_ended += 1;
+        }
+        for e in events {
             self.emit(e);
         }
     }
@@ -711,6 +723,9 @@ impl Worker {
                 Some(p) => r.step(key, &p, false),
                 None => r.missing(key, now),
             });
+            if r.adopted && r.ended {
+                self.adopted_ended += 1;
+            }
         }
         for e in events {
             self.emit(e);

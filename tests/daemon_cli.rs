@@ -407,3 +407,45 @@ fn submit_gives_envs_and_secrets_the_file_leaves_empty() {
         "{err}"
     );
 }
+
+/// `workdir: .` is the submitter's directory, as `sky launch` reads it: made absolute for a
+/// daemon on this machine; refused, saying why, for one reached over TCP.
+#[test]
+fn a_relative_workdir_is_the_submitters() {
+    let d = start();
+    let here = d.dir.join("project");
+    std::fs::create_dir_all(&here).unwrap();
+    std::fs::write(
+        here.join("job.yaml"),
+        "name: w\nworkdir: .\nresources:\n  accelerators: H100:1\nrun: python train.py\n",
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_gantry"))
+        .args(["submit", "job.yaml", "--team", "applied", "-o", "id"])
+        .env("GANTRY_CONNECT", &d.socket)
+        .current_dir(&here)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let id = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let (_, job, _) = gantry(&d.socket, &["job", &id, "-o", "json"]);
+    let v: serde_json::Value = serde_json::from_str(&job).unwrap();
+    let want = format!("workdir: {}", here.canonicalize().unwrap().display());
+    assert!(v["spec"].as_str().unwrap().contains(&want), "{}", v["spec"]);
+    let out = Command::new(env!("CARGO_BIN_EXE_gantry"))
+        .args(["submit", "job.yaml", "--team", "applied"])
+        .env("GANTRY_CONNECT", format!("http://127.0.0.1:{}", d.port))
+        .current_dir(&here)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("a daemon reached over TCP cannot read it"),
+        "{err}"
+    );
+}

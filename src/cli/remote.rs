@@ -71,6 +71,48 @@ pub struct Given {
     pub num_nodes: Option<u16>,
 }
 
+/// A relative or `~` workdir is the submitter's, as `sky launch` reads it: made absolute for a
+/// daemon on this machine, refused for one reached over TCP (it cannot read this machine).
+fn with_workdir(
+    name: &str,
+    text: Vec<u8>,
+    workdir: Option<&str>,
+    tcp: bool,
+) -> Result<Vec<u8>, CliError> {
+    let Some(w) = workdir else { return Ok(text) };
+    let s = String::from_utf8_lossy(&text);
+    if std::path::Path::new(w).is_absolute() || gantry::spec::sbatch::is_batch_script(name, &s) {
+        return Ok(text);
+    }
+    if tcp {
+        return Err(CliError::usage(format!(
+            "{name}: workdir `{w}` is a directory of this machine, and a daemon reached over TCP cannot read it: give a path on the daemon's machine (shipping a workdir to a remote daemon is not built yet)"
+        )));
+    }
+    let path = match (w.strip_prefix('~'), std::env::var_os("HOME")) {
+        (Some(rest), Some(home)) if rest.is_empty() || rest.starts_with('/') => {
+            std::path::PathBuf::from(home).join(rest.trim_start_matches('/'))
+        }
+        _ => std::env::current_dir()
+            .map_err(|e| CliError::usage(format!("{name}: the current directory: {e}")))?
+            .join(w),
+    };
+    let path = path
+        .canonicalize()
+        .map_err(|e| CliError::usage(format!("{name}: workdir `{w}` ({}): {e}", path.display())))?;
+    let mut doc: serde_yaml_ng::Value =
+        serde_yaml_ng::from_str(&s).map_err(|e| CliError::usage(format!("{name}: {e}")))?;
+    if let Some(m) = doc.as_mapping_mut() {
+        m.insert(
+            serde_yaml_ng::Value::String("workdir".into()),
+            serde_yaml_ng::Value::String(path.display().to_string()),
+        );
+    }
+    serde_yaml_ng::to_string(&doc)
+        .map(String::into_bytes)
+        .map_err(|e| CliError::usage(format!("{name}: {e}")))
+}
+
 /// `text` with `given` written into its `envs` and `secrets` (as SkyPilot's `--env` and
 /// `--secret` do); the file as it is when nothing is given.
 fn with_given(name: &str, text: Vec<u8>, given: &Given) -> Result<Vec<u8>, CliError> {
@@ -204,6 +246,14 @@ pub fn submit(
     // Check locally first, so a broken file gets its file:line:col without a round trip.
     gantry::spec::parse(&name, &text).map_err(|e| CliError::usage(e.to_string()))?;
     let text = with_given(&name, text, given)?;
+    let workdir = gantry::spec::parse(&name, &text)
+        .ok()
+        .and_then(|s| s.workdir);
+    let tcp = matches!(
+        t.connect.as_deref().map(Endpoint::parse),
+        Some(Ok(Endpoint::Tcp(_)))
+    );
+    let text = with_workdir(&name, text, workdir.as_deref(), tcp)?;
     let spec = gantry::spec::parse(&name, &text).map_err(|e| {
         CliError::usage(format!(
             "{e} (in the file as --env, --secret, --gpus and --num-nodes made it)"

@@ -8,6 +8,7 @@ use gantry::client::http::{encode, ClientError, Endpoint, HttpClient};
 use gantry::client::{HostStatus, IdleNow, JobRow, TeamRow};
 use gantry::console::app::hm;
 use serde_json::Value;
+use serde_yaml_ng::{Mapping, Value as Y};
 use std::path::PathBuf;
 
 /// How to reach the daemon.
@@ -71,6 +72,40 @@ pub struct Given {
     pub num_nodes: Option<u16>,
 }
 
+/// The job file's top-level mapping as `edit` changes it, written out again (its comments and
+/// layout are not kept).
+fn edit_yaml(
+    name: &str,
+    text: &str,
+    edit: impl FnOnce(&mut Mapping) -> Result<(), CliError>,
+) -> Result<Vec<u8>, CliError> {
+    let mut doc: Y =
+        serde_yaml_ng::from_str(text).map_err(|e| CliError::usage(format!("{name}: {e}")))?;
+    let Some(map) = doc.as_mapping_mut() else {
+        return Err(CliError::usage(format!(
+            "{name}: a job file is a mapping of fields"
+        )));
+    };
+    edit(map)?;
+    serde_yaml_ng::to_string(&doc)
+        .map(String::into_bytes)
+        .map_err(|e| CliError::usage(format!("{name}: {e}")))
+}
+
+/// The mapping under `key` (`envs`, `resources`), made where the file has none or leaves it
+/// empty.
+fn section<'a>(name: &str, map: &'a mut Mapping, key: &str) -> Result<&'a mut Mapping, CliError> {
+    let entry = map
+        .entry(Y::String(key.into()))
+        .or_insert_with(|| Y::Mapping(Mapping::new()));
+    if entry.is_null() {
+        *entry = Y::Mapping(Mapping::new());
+    }
+    entry
+        .as_mapping_mut()
+        .ok_or_else(|| CliError::usage(format!("{name}: `{key}` is not a mapping")))
+}
+
 /// A relative or `~` workdir is the submitter's, as `sky launch` reads it: made absolute for a
 /// daemon on this machine, refused for one reached over TCP (it cannot read this machine).
 fn with_workdir(
@@ -100,21 +135,18 @@ fn with_workdir(
     let path = path
         .canonicalize()
         .map_err(|e| CliError::usage(format!("{name}: workdir `{w}` ({}): {e}", path.display())))?;
-    let mut doc: serde_yaml_ng::Value =
-        serde_yaml_ng::from_str(&s).map_err(|e| CliError::usage(format!("{name}: {e}")))?;
-    if let Some(m) = doc.as_mapping_mut() {
-        m.insert(
-            serde_yaml_ng::Value::String("workdir".into()),
-            serde_yaml_ng::Value::String(path.display().to_string()),
+    edit_yaml(name, &s, |map| {
+        map.insert(
+            Y::String("workdir".into()),
+            Y::String(path.display().to_string()),
         );
-    }
-    serde_yaml_ng::to_string(&doc)
-        .map(String::into_bytes)
-        .map_err(|e| CliError::usage(format!("{name}: {e}")))
+        Ok(())
+    })
 }
 
 /// `text` with `given` written into its `envs` and `secrets` (as SkyPilot's `--env` and
-/// `--secret` do); the file as it is when nothing is given.
+/// `--secret` do), `num_nodes` and `resources.accelerators`; the file as it is when nothing is
+/// given.
 fn with_given(name: &str, text: Vec<u8>, given: &Given) -> Result<Vec<u8>, CliError> {
     if given.envs.is_empty()
         && given.secrets.is_empty()
@@ -129,44 +161,21 @@ fn with_given(name: &str, text: Vec<u8>, given: &Given) -> Result<Vec<u8>, CliEr
             "{name}: --env, --secret, --gpus and --num-nodes are for YAML job files; in a batch script write #SBATCH --export=NAME=VALUE, --gres=gpu:N, --nodes=N"
         )));
     }
-    let mut doc: serde_yaml_ng::Value =
-        serde_yaml_ng::from_str(&s).map_err(|e| CliError::usage(format!("{name}: {e}")))?;
-    let Some(map) = doc.as_mapping_mut() else {
-        return Err(CliError::usage(format!(
-            "{name}: a job file is a mapping of fields"
-        )));
-    };
-    let mut put = |key: &str, k: String, v: String| {
-        let entry = map
-            .entry(serde_yaml_ng::Value::String(key.into()))
-            .or_insert_with(|| serde_yaml_ng::Value::Mapping(Default::default()));
-        if entry.is_null() {
-            *entry = serde_yaml_ng::Value::Mapping(Default::default());
-        }
-        match entry.as_mapping_mut() {
-            Some(m) => {
-                m.insert(
-                    serde_yaml_ng::Value::String(k),
-                    serde_yaml_ng::Value::String(v),
-                );
-                Ok(())
-            }
-            None => Err(CliError::usage(format!("{name}: `{key}` is not a mapping"))),
-        }
-    };
     let valid = |n: &str| {
         !n.is_empty()
             && !n.starts_with(|c: char| c.is_ascii_digit())
             && n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
     };
+    let mut envs = Vec::new();
     for e in &given.envs {
         let Some((k, v)) = e.split_once('=').filter(|(k, _)| valid(k)) else {
             return Err(CliError::usage(format!(
                 "--env {e}: expected NAME=VALUE, NAME of letters, digits and _ (not starting with a digit)"
             )));
         };
-        put("envs", k.to_string(), v.to_string())?;
+        envs.push((k.to_string(), v.to_string()));
     }
+    let mut secrets = Vec::new();
     for e in &given.secrets {
         let (k, v) = match e.split_once('=') {
             Some((k, v)) => (k.to_string(), v.to_string()),
@@ -184,37 +193,35 @@ fn with_given(name: &str, text: Vec<u8>, given: &Given) -> Result<Vec<u8>, CliEr
                 "--secret {e}: expected NAME or NAME=VALUE, NAME of letters, digits and _"
             )));
         }
-        put("secrets", k, v)?;
+        secrets.push((k, v));
     }
-    use serde_yaml_ng::Value as Y;
-    if let Some(n) = given.num_nodes {
-        map.insert(Y::String("num_nodes".into()), Y::Number(n.into()));
-    }
-    if let Some(g) = &given.gpus {
-        // A bare count is any model, as `accelerators: "*:8"` would be.
-        let g = if g.parse::<f64>().is_ok() {
-            format!("{}:{g}", gantry::spec::ANY_MODEL)
-        } else {
-            g.clone()
-        };
-        let res = map
-            .entry(Y::String("resources".into()))
-            .or_insert_with(|| Y::Mapping(Default::default()));
-        if res.is_null() {
-            *res = Y::Mapping(Default::default());
+    edit_yaml(name, &s, |map| {
+        for (key, given) in [("envs", envs), ("secrets", secrets)] {
+            if given.is_empty() {
+                continue;
+            }
+            let m = section(name, map, key)?;
+            for (k, v) in given {
+                m.insert(Y::String(k), Y::String(v));
+            }
         }
-        let Some(res) = res.as_mapping_mut() else {
-            return Err(CliError::usage(format!(
-                "{name}: `resources` is not a mapping"
-            )));
-        };
-        // `gpus` is the same field under SkyPilot's newer name: one of them, the given one.
-        res.remove(Y::String("gpus".into()));
-        res.insert(Y::String("accelerators".into()), Y::String(g));
-    }
-    serde_yaml_ng::to_string(&doc)
-        .map(String::into_bytes)
-        .map_err(|e| CliError::usage(format!("{name}: {e}")))
+        if let Some(n) = given.num_nodes {
+            map.insert(Y::String("num_nodes".into()), Y::Number(n.into()));
+        }
+        if let Some(g) = &given.gpus {
+            // A bare count is any model, as `accelerators: "*:8"` would be.
+            let g = if g.parse::<f64>().is_ok() {
+                format!("{}:{g}", gantry::spec::ANY_MODEL)
+            } else {
+                g.clone()
+            };
+            let res = section(name, map, "resources")?;
+            // `gpus` is the same field under SkyPilot's newer name: one of them, the given one.
+            res.remove(Y::String("gpus".into()));
+            res.insert(Y::String("accelerators".into()), Y::String(g));
+        }
+        Ok(())
+    })
 }
 
 pub fn submit(
@@ -246,19 +253,17 @@ pub fn submit(
     // Check locally first, so a broken file gets its file:line:col without a round trip.
     gantry::spec::parse(&name, &text).map_err(|e| CliError::usage(e.to_string()))?;
     let text = with_given(&name, text, given)?;
-    let workdir = gantry::spec::parse(&name, &text)
-        .ok()
-        .and_then(|s| s.workdir);
-    let tcp = matches!(
-        t.connect.as_deref().map(Endpoint::parse),
-        Some(Ok(Endpoint::Tcp(_)))
-    );
-    let text = with_workdir(&name, text, workdir.as_deref(), tcp)?;
     let spec = gantry::spec::parse(&name, &text).map_err(|e| {
         CliError::usage(format!(
             "{e} (in the file as --env, --secret, --gpus and --num-nodes made it)"
         ))
     })?;
+    let tcp = matches!(
+        t.connect.as_deref().map(Endpoint::parse),
+        Some(Ok(Endpoint::Tcp(_)))
+    );
+    // Only `workdir` changes: the spec read above stands for the text sent.
+    let text = with_workdir(&name, text, spec.workdir.as_deref(), tcp)?;
     if let Some(first) = spec.unset.first() {
         let (what, key) = first.split_once('.').unwrap_or(("envs", first));
         let flag = if what == "secrets" {

@@ -190,15 +190,16 @@ impl Fleet {
     pub fn region_of(&self, zone: ZoneId) -> u32 {
         self.zones[zone.index()].region
     }
+    /// Where a pool is: its (provider, region, zone) names.
+    pub fn pool_place(&self, id: PoolId) -> (&str, &str, &str) {
+        let zone = &self.zones[self.pool(id).zone.index()];
+        let region = &self.regions[zone.region as usize];
+        (&region.provider, &region.name, &zone.name)
+    }
     /// `provider/region/zone/pool` — the name operators read in events and explanations.
     pub fn pool_path(&self, id: PoolId) -> String {
-        let pool = self.pool(id);
-        let zone = &self.zones[pool.zone.index()];
-        let region = &self.regions[zone.region as usize];
-        format!(
-            "{}/{}/{}/{}",
-            region.provider, region.name, zone.name, pool.name
-        )
+        let (provider, region, zone) = self.pool_place(id);
+        format!("{}/{}/{}/{}", provider, region, zone, self.pool(id).name)
     }
     pub fn gpu_count(&self) -> usize {
         self.nodes.iter().map(|n| n.gpus.len()).sum()

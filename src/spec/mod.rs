@@ -222,21 +222,12 @@ fn pools_of(infra: &Infra, fleet: &Fleet) -> Result<Option<Vec<PoolId>>, Resolve
     if *infra == Infra::default() {
         return Ok(None);
     }
-    let place = |id: PoolId| {
-        let zone = &fleet.zones[fleet.pool(id).zone.index()];
-        let region = &fleet.regions[zone.region as usize];
-        (
-            region.provider.as_str(),
-            region.name.as_str(),
-            zone.name.as_str(),
-        )
-    };
     let shape = |id: PoolId| fleet.pool(id).instance_type.as_str();
     let ids = (0..fleet.pools.len()).map(|i| PoolId(i as u32));
     let pools: Vec<PoolId> = ids
         .clone()
         .filter(|&id| {
-            let (cloud, region, zone) = place(id);
+            let (cloud, region, zone) = fleet.pool_place(id);
             infra.cloud.as_deref().is_none_or(|c| same_cloud(c, cloud))
                 && infra.region.as_deref().is_none_or(|r| r == region)
                 && infra.zone.as_deref().is_none_or(|z| z == zone)
@@ -249,7 +240,7 @@ fn pools_of(infra: &Infra, fleet: &Fleet) -> Result<Option<Vec<PoolId>>, Resolve
     if pools.is_empty() {
         let mut places: Vec<String> = ids
             .map(|id| {
-                let (c, r, z) = place(id);
+                let (c, r, z) = fleet.pool_place(id);
                 match infra.instance_type {
                     Some(_) => format!("{c}/{r}/{z} {}", shape(id)),
                     None => format!("{c}/{r}/{z}"),
@@ -276,10 +267,7 @@ fn container_pools(
     let kube: Vec<PoolId> = pools
         .unwrap_or_else(all)
         .into_iter()
-        .filter(|&id| {
-            let zone = &fleet.zones[fleet.pool(id).zone.index()];
-            same_cloud("kubernetes", &fleet.regions[zone.region as usize].provider)
-        })
+        .filter(|&id| same_cloud("kubernetes", fleet.pool_place(id).0))
         .collect();
     if kube.is_empty() {
         return Err(ResolveError(format!(

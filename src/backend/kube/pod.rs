@@ -8,9 +8,9 @@ use k8s_openapi::api::core::v1::Pod;
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 
-pub(super) const TOKEN_ANNOTATION: &str = "gantry.dev/token";
+const TOKEN_ANNOTATION: &str = "gantry.dev/token";
 /// The GPUs gantry granted the run (its indices or UUIDs), for telemetry after a restart.
-pub(super) const GPUS_ANNOTATION: &str = "gantry.dev/gpus";
+const GPUS_ANNOTATION: &str = "gantry.dev/gpus";
 /// The label on the pods gantry makes (a user's pod gantry placed lacks it).
 const MANAGED_BY: &str = "app.kubernetes.io/managed-by";
 const RANK_LABEL: &str = "gantry.dev/rank";
@@ -199,6 +199,16 @@ impl Run {
     }
 }
 
+/// What marks a pod as run `l`'s — a pod gantry made, or a user's it placed — so that a
+/// restarted daemon finds the run again (`token_of`, `Run::found`): the job label, the token
+/// and granted-GPUs annotations. (labels, annotations)
+pub(super) fn marks(l: &Launch) -> (Value, Value) {
+    (
+        json!({JOB_LABEL: l.job.to_string()}),
+        json!({TOKEN_ANNOTATION: l.token, GPUS_ANNOTATION: l.gpus.join(",")}),
+    )
+}
+
 /// The run token a pod of gantry's carries.
 pub(super) fn token_of(p: &Pod) -> Option<&String> {
     p.metadata.annotations.as_ref()?.get(TOKEN_ANNOTATION)
@@ -253,7 +263,7 @@ pub(super) fn pod_of(l: &Launch, image: &str, namespace: &str) -> Value {
         container["workingDir"] = json!(w);
     }
     let mut spec = json!({
-        "schedulerName": "gantry",
+        "schedulerName": super::inventory::SCHEDULER,
         "restartPolicy": "Never",
         "containers": [container],
         "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
@@ -262,17 +272,16 @@ pub(super) fn pod_of(l: &Launch, image: &str, namespace: &str) -> Value {
     if l.gang.ips.len() > 1 {
         spec["hostNetwork"] = json!(true);
     }
+    let (mut labels, annotations) = marks(l);
+    labels[MANAGED_BY] = json!("gantry");
+    labels[RANK_LABEL] = json!(l.gang.rank.to_string());
     json!({
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {
             "name": pod_name(l.job, l.gang.rank, &l.token),
             "namespace": namespace,
-            "labels": {
-                MANAGED_BY: "gantry",
-                JOB_LABEL: l.job.to_string(),
-                RANK_LABEL: l.gang.rank.to_string(),
-            },
-            "annotations": {TOKEN_ANNOTATION: l.token, GPUS_ANNOTATION: l.gpus.join(",")},
+            "labels": labels,
+            "annotations": annotations,
         },
         "spec": spec,
     })

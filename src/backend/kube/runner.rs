@@ -364,12 +364,10 @@ impl Worker {
                 };
                 let mut pod = Pod::default();
                 pod.metadata.name = Some(name.to_string());
+                let (labels, annotations) = super::pod::marks(l);
                 let mark = serde_json::json!({"metadata": {
-                    "labels": {JOB_LABEL: l.job.to_string()},
-                    "annotations": {
-                        super::pod::TOKEN_ANNOTATION: l.token,
-                        super::pod::GPUS_ANNOTATION: l.gpus.join(","),
-                    },
+                    "labels": labels,
+                    "annotations": annotations,
                 }});
                 pods.push(Part {
                     key,

@@ -7,32 +7,37 @@ use crate::backend::Wanted;
 
 impl State {
     pub(super) fn wanted(&mut self, pool: usize, work: Vec<Wanted>) -> Result<(), EngineError> {
-        // Every job ever made for such work, by what it adopts: one job per piece of work.
-        let known: HashMap<String, (JobId, JobState)> = self
+        let this_pool = self
+            .node_of(pool, 0)
+            .map(|n| self.engine.fleet().nodes[n].pool);
+        // Every job ever made for such work, by what it adopts (one job per piece of work):
+        // its id, and whether it waits unplaced in this pool.
+        let known: HashMap<String, (JobId, bool)> = self
             .engine
             .jobs()
-            .filter_map(|j| Some((j.spec.adopt.clone()?, (j.id, j.state))))
+            .filter_map(|j| {
+                let waits_here = matches!(j.state, JobState::Pending | JobState::Held)
+                    && this_pool.is_some_and(|p| j.request.allows_pool(p));
+                Some((j.spec.adopt.clone()?, (j.id, waits_here)))
+            })
             .collect();
-        let mut batch = Vec::new();
+        let (mut keys, mut subs) = (Vec::new(), Vec::new());
         for w in &work {
             if known.contains_key(&w.key) || self.hosts.wanted_refused.contains(&w.key) {
                 continue;
             }
-            batch.push((
-                w.key.clone(),
-                crate::daemon::engine::Submission {
-                    file: w.key.clone(),
-                    text: w.spec.clone().into_bytes(),
-                    team: Some(w.team.clone()),
-                    priority: w.priority.clone(),
-                    ..Default::default()
-                },
-            ));
+            keys.push(w.key.clone());
+            subs.push(crate::daemon::engine::Submission {
+                file: w.key.clone(),
+                text: w.spec.clone().into_bytes(),
+                team: Some(w.team.clone()),
+                priority: w.priority.clone(),
+                ..Default::default()
+            });
         }
         let kind = self.hosts.runners[pool].kind();
-        if !batch.is_empty() {
-            let subs: Vec<_> = batch.iter().map(|(_, s)| s.clone()).collect();
-            for ((key, _), r) in batch.iter().zip(self.submit(&subs)) {
+        if !subs.is_empty() {
+            for (key, r) in keys.into_iter().zip(self.submit(&subs)) {
                 match r {
                     Ok(id) => self.record_job(
                         id,
@@ -40,33 +45,20 @@ impl State {
                         format!("queued for {key}, which asks gantry to place it"),
                     )?,
                     Err(e) => {
-                        self.hosts.wanted_refused.insert(key.clone());
                         self.record(
                             kind,
                             format!("{key} asks gantry to place it and cannot be queued: {e}"),
                         )?;
+                        self.hosts.wanted_refused.insert(key);
                     }
                 }
             }
         }
         // What this pool's users no longer ask for, and gantry has not placed, goes.
-        let this_pool = self
-            .node_of(pool, 0)
-            .map(|n| self.engine.fleet().nodes[n].pool);
         let wanted: std::collections::HashSet<&str> = work.iter().map(|w| w.key.as_str()).collect();
         let gone: Vec<(JobId, String)> = known
             .into_iter()
-            .filter(|(key, (_, state))| {
-                !wanted.contains(key.as_str())
-                    && matches!(state, JobState::Pending | JobState::Held)
-            })
-            .filter(|(_, (id, _))| {
-                let job = self.engine.job(*id);
-                job.is_some_and(|j| {
-                    this_pool
-                        .is_some_and(|p| j.request.pools.as_ref().is_none_or(|ps| ps.contains(&p)))
-                })
-            })
+            .filter(|(key, (_, waits_here))| *waits_here && !wanted.contains(key.as_str()))
             .map(|(key, (id, _))| (id, key))
             .collect();
         for (id, key) in gone {

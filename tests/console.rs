@@ -135,12 +135,7 @@ fn the_demo_is_deterministic_for_a_seed() {
 /// The real binary in tmux: it opens on the embedded default, switches views, quits on q.
 #[test]
 fn end_to_end_in_tmux() {
-    if std::process::Command::new("tmux")
-        .arg("-V")
-        .output()
-        .is_err()
-    {
-        eprintln!("tmux is not installed: end-to-end console test skipped (.ci/run installs it)");
+    if !have_tmux("end-to-end console test") {
         return;
     }
     let t = Tmux::new("e2e");
@@ -1062,12 +1057,7 @@ fn the_fleet_view_shows_this_hosts_nvml_status_and_foreign_gpus() {
 /// opened the embedded demo), and its header says so.
 #[test]
 fn plain_gantry_attaches_to_the_daemon_on_the_default_socket() {
-    if std::process::Command::new("tmux")
-        .arg("-V")
-        .output()
-        .is_err()
-    {
-        eprintln!("tmux is not installed: attach test skipped (.ci/run installs it)");
+    if !have_tmux("attach test") {
         return;
     }
     let dir = std::env::temp_dir().join(format!("gantry-attach-{}", std::process::id()));
@@ -1144,6 +1134,18 @@ fn plain_gantry_attaches_to_the_daemon_on_the_default_socket() {
 }
 
 /// A tmux server of the test's own (`-L`) with one session: run commands, wait for text.
+/// Whether tmux is here; if not, says that `what` is skipped.
+fn have_tmux(what: &str) -> bool {
+    let here = std::process::Command::new("tmux")
+        .arg("-V")
+        .output()
+        .is_ok();
+    if !here {
+        eprintln!("tmux is not installed: {what} skipped (.ci/run installs it)");
+    }
+    here
+}
+
 struct Tmux {
     socket: String,
     session: &'static str,
@@ -1244,12 +1246,7 @@ fn ctx_lists_the_configured_daemons_and_switches() {
 /// closes that daemon's view and opens the other's (the header says which daemon).
 #[test]
 fn ctx_switches_the_console_between_daemons_in_tmux() {
-    if std::process::Command::new("tmux")
-        .arg("-V")
-        .output()
-        .is_err()
-    {
-        eprintln!("tmux is not installed: end-to-end console test skipped (.ci/run installs it)");
+    if !have_tmux("end-to-end console test") {
         return;
     }
     let bin = env!("CARGO_BIN_EXE_gantry");

@@ -304,6 +304,14 @@ fn submit_reads_stdin_and_prints_only_the_id_when_asked() {
     assert!(err.contains("stdin:2:"), "{err}");
 }
 
+/// Job `id`'s spec as the daemon shows it (`gantry job ID -o json`).
+fn spec_of(d: &Daemon, id: &str) -> String {
+    let (code, job, err) = gantry(&d.socket, &["job", id, "-o", "json"]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&job).unwrap();
+    v["spec"].as_str().unwrap().to_string()
+}
+
 /// `gantry submit --env` and `--secret` give what the file leaves empty (a secret's value from
 /// the submitter's environment); without them the file is refused before it is sent; a
 /// secret's value is never shown, not even to an operator.
@@ -363,10 +371,7 @@ fn submit_gives_envs_and_secrets_the_file_leaves_empty() {
         String::from_utf8_lossy(&out.stderr)
     );
     let id = String::from_utf8_lossy(&out.stdout).trim().to_string();
-    let (code, job, err) = gantry(&d.socket, &["job", &id, "-o", "json"]);
-    assert_eq!(code, 0, "{err}");
-    let v: serde_json::Value = serde_json::from_str(&job).unwrap();
-    let spec = v["spec"].as_str().unwrap();
+    let spec = spec_of(&d, &id);
     assert!(spec.contains("hf_x") && spec.contains("EPOCHS"), "{spec}");
     assert!(
         !spec.contains("k-secret-9") && spec.contains("WANDB_API_KEY"),
@@ -393,9 +398,7 @@ fn submit_gives_envs_and_secrets_the_file_leaves_empty() {
         ],
     );
     assert_eq!(code, 0, "{err}");
-    let (_, job, _) = gantry(&d.socket, &["job", out.trim(), "-o", "json"]);
-    let v: serde_json::Value = serde_json::from_str(&job).unwrap();
-    let spec = v["spec"].as_str().unwrap();
+    let spec = spec_of(&d, out.trim());
     assert!(
         spec.contains("num_nodes: 2") && spec.contains("accelerators: H100:2"),
         "{spec}"
@@ -432,10 +435,9 @@ fn a_relative_workdir_is_the_submitters() {
         String::from_utf8_lossy(&out.stderr)
     );
     let id = String::from_utf8_lossy(&out.stdout).trim().to_string();
-    let (_, job, _) = gantry(&d.socket, &["job", &id, "-o", "json"]);
-    let v: serde_json::Value = serde_json::from_str(&job).unwrap();
     let want = format!("workdir: {}", here.canonicalize().unwrap().display());
-    assert!(v["spec"].as_str().unwrap().contains(&want), "{}", v["spec"]);
+    let spec = spec_of(&d, &id);
+    assert!(spec.contains(&want), "{spec}");
     let out = Command::new(env!("CARGO_BIN_EXE_gantry"))
         .args(["submit", "job.yaml", "--team", "applied"])
         .env("GANTRY_CONNECT", format!("http://127.0.0.1:{}", d.port))

@@ -38,17 +38,13 @@ fn pods_of(api: &ApiServer, job: i64) -> Vec<(String, String, Value)> {
     pods
 }
 
-/// A test API server on `rt` whose cluster is one free 8-GPU H100 node, gpu-3.
-fn one_node(rt: &tokio::runtime::Runtime) -> ApiServer {
+/// A test API server on `rt` whose cluster is free 8-GPU H100 nodes of these names.
+fn free_nodes(rt: &tokio::runtime::Runtime, names: &[&str]) -> ApiServer {
     let api = ApiServer::start(rt.handle(), Duration::from_millis(200)).unwrap();
-    api.apply(gpu_node(
-        "gpu-3",
-        "NVIDIA-H100-80GB-HBM3",
-        81559,
-        8,
-        "us-east-1a",
-    ))
-    .unwrap();
+    for n in names {
+        api.apply(gpu_node(n, "NVIDIA-H100-80GB-HBM3", 81559, 8, "us-east-1a"))
+            .unwrap();
+    }
     api
 }
 
@@ -106,7 +102,7 @@ fn env_of(pod: &Value, name: &str) -> Option<String> {
 fn gantry_jobs_run_as_pods_bound_to_the_nodes_gantry_chose() {
     use daemon::{cli, events, job, log_text, state, submit, wait_for};
     let rt = runtime();
-    let api = one_node(&rt);
+    let api = free_nodes(&rt, &["gpu-3"]);
     cluster(&api);
     api.remove(Kind::Pod, "gantry", "gantry-7-0");
     let d = daemon_over(&api, "kube-run", &["gpu-0", "gpu-1", "gpu-2", "gpu-3"]);
@@ -237,7 +233,7 @@ fn gantry_jobs_run_as_pods_bound_to_the_nodes_gantry_chose() {
 fn a_daemon_killed_while_its_pod_runs_finds_the_run_again() {
     use daemon::{events, state, submit, wait_for};
     let rt = runtime();
-    let api = one_node(&rt);
+    let api = free_nodes(&rt, &["gpu-3"]);
     let d = daemon_over(&api, "kube-crash", &["gpu-3"]);
     let dir = d.dir.clone();
     let id = submit(
@@ -290,11 +286,7 @@ fn a_daemon_killed_while_its_pod_runs_finds_the_run_again() {
 fn a_gang_is_bound_whole_or_not_at_all() {
     use daemon::{events, state, submit, wait_for};
     let rt = runtime();
-    let api = ApiServer::start(rt.handle(), Duration::from_millis(200)).unwrap();
-    for n in ["gpu-a", "gpu-b"] {
-        api.apply(gpu_node(n, "NVIDIA-H100-80GB-HBM3", 81559, 8, "us-east-1a"))
-            .unwrap();
-    }
+    let api = free_nodes(&rt, &["gpu-a", "gpu-b"]);
     let d = daemon_over(&api, "kube-gang", &["gpu-a", "gpu-b"]);
     let dir = d.dir.clone();
     let gang =
@@ -388,7 +380,7 @@ fn dcgm_text(node: &str, gpus: &[(u32, Option<&str>)]) -> String {
 fn dcgm_telemetry_measures_the_gpus_a_jobs_pods_really_have() {
     use daemon::{events, json as cli_json, state, submit, wait_for};
     let rt = runtime();
-    let api = one_node(&rt);
+    let api = free_nodes(&rt, &["gpu-3"]);
     let text = std::sync::Arc::new(std::sync::Mutex::new(dcgm_text("gpu-3", &[(0, None); 8])));
     let serve = text.clone();
     let app = axum::Router::new().route(
@@ -487,7 +479,7 @@ fn dcgm_telemetry_measures_the_gpus_a_jobs_pods_really_have() {
 fn a_forbidden_or_unreachable_cluster_is_said_and_the_daemon_keeps_running() {
     use daemon::{cli, events, state, submit, wait_for};
     let rt = runtime();
-    let api = one_node(&rt);
+    let api = free_nodes(&rt, &["gpu-3"]);
     api.forbid(true);
     let d = daemon_over(&api, "kube-forbidden", &["gpu-3"]);
     wait_for(&d, 30, "the refusal to be said", || {
@@ -554,7 +546,7 @@ fn user_pod(namespace: &str, name: &str, gpus: u32) -> Value {
 fn pods_users_give_gantry_are_queued_placed_and_bound() {
     use daemon::{events, json as cli_json, state, wait_for};
     let rt = runtime();
-    let api = one_node(&rt);
+    let api = free_nodes(&rt, &["gpu-3"]);
     let d = daemon_over(&api, "kube-sched", &["gpu-3"]);
     let job_of = |d: &daemon::Daemon, pod: &str| -> Option<Value> {
         cli_json(d, &["jobs"])
@@ -658,11 +650,7 @@ fn pods_users_give_gantry_are_queued_placed_and_bound() {
 fn a_pod_group_is_queued_whole_and_placed_as_one_gang() {
     use daemon::{json as cli_json, state, wait_for};
     let rt = runtime();
-    let api = ApiServer::start(rt.handle(), Duration::from_millis(200)).unwrap();
-    for n in ["gpu-a", "gpu-b"] {
-        api.apply(gpu_node(n, "NVIDIA-H100-80GB-HBM3", 81559, 8, "us-east-1a"))
-            .unwrap();
-    }
+    let api = free_nodes(&rt, &["gpu-a", "gpu-b"]);
     let d = daemon_over(&api, "kube-group", &["gpu-a", "gpu-b"]);
     let member = |name: &str| {
         let mut p = user_pod("lab", name, 8);

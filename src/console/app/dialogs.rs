@@ -1,0 +1,156 @@
+//! Dialogs over the body: confirmations (what an action will do, Cancel the default) and the
+//! keys help.
+
+use super::*;
+use ratatui::layout::Rect;
+use ratatui::style::{Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Paragraph};
+use ratatui::Frame;
+
+impl App {
+    /// The confirmation dialog, centred over the body; Cancel is the default.
+    pub(super) fn render_confirm(&self, f: &mut Frame, area: Rect, c: &Confirm) {
+        use crate::client::JobAction as J;
+        let (verb, mut lines): (String, Vec<Line>) = match &c.ask {
+            Ask::Job { request, name } => {
+                let what = match request.action {
+                    J::Preempt => {
+                        "It is signalled, given its grace period, and requeued from its checkpoint."
+                    }
+                    J::Cancel => "It stops for good and does not requeue.",
+                    J::Hold => "It keeps its place in the queue but will not start until released.",
+                    J::Release => "It may start again at the next scheduling cycle.",
+                };
+                let verb = request.action.name().to_string();
+                let title = capitalized(&verb);
+                (
+                    verb,
+                    vec![
+                        Line::from(format!("{title} job {} {}?", request.id, escape(name))),
+                        Line::from(what),
+                    ],
+                )
+            }
+            Ask::Prio { id, name, from, to } => (
+                "reprioritize".to_string(),
+                vec![
+                    Line::from(format!(
+                        "Move job {id} {} from {from} to {to}?",
+                        escape(name)
+                    )),
+                    Line::from("It is reordered at the next cycle; a higher class may preempt."),
+                ],
+            ),
+            Ask::Bulk { action, ids, typed } => {
+                let verb = action.name().to_string();
+                let shown: Vec<String> = ids.iter().take(12).map(|i| i.to_string()).collect();
+                let more = if ids.len() > 12 { " …" } else { "" };
+                let lines = vec![
+                    Line::from(format!(
+                        "{} {} marked job(s): {}{more}",
+                        capitalized(&verb),
+                        ids.len(),
+                        shown.join(", ")
+                    )),
+                    Line::from(format!(
+                        "Type {} and press enter to confirm; esc cancels.",
+                        ids.len()
+                    )),
+                    Line::from(vec![
+                        Span::raw("> "),
+                        Span::raw(typed.clone()),
+                        Span::styled("█", self.style(self.theme.accent)),
+                    ]),
+                ];
+                return self.dialog(f, area, &format!(" confirm {verb} ×{} ", ids.len()), lines);
+            }
+            Ask::Reclaim(plan) => {
+                let mut l = vec![Line::from(format!(
+                    "Reclaim {} GPU(s) from {} idle job(s), saving ${:.2}/h? (plan {})",
+                    crate::client::gpus_text(plan.gpus_freed),
+                    plan.items.len(),
+                    plan.dollars_per_hour_saved,
+                    plan.id
+                ))];
+                let room = area.height.saturating_sub(8) as usize;
+                for it in plan.items.iter().take(room.max(1)) {
+                    l.push(Line::from(format!(
+                        "  job {:<6} {} GPU(s) idle {:<7} ${:>6.2}/h  {}",
+                        it.job,
+                        crate::client::gpus_text(it.gpus),
+                        hm(it.idle_for_s),
+                        it.dollars_per_hour,
+                        it.action.describe()
+                    )));
+                }
+                if plan.items.len() > room.max(1) {
+                    l.push(Line::from(format!(
+                        "  … and {} more",
+                        plan.items.len() - room.max(1)
+                    )));
+                }
+                ("reclaim".to_string(), l)
+            }
+        };
+        let title = capitalized(&verb);
+        let button = |label: &str, focused: bool| {
+            let s = Span::raw(format!("[ {label} ]"));
+            if focused {
+                s.style(Style::default().add_modifier(Modifier::REVERSED | Modifier::BOLD))
+            } else {
+                s
+            }
+        };
+        lines.push(Line::from(""));
+        lines.push(Line::from(vec![
+            button("Cancel", !c.on_confirm),
+            Span::raw("   "),
+            button(&title, c.on_confirm),
+            Span::raw("   y confirms · esc cancels"),
+        ]));
+        self.dialog(f, area, &format!(" confirm {verb} "), lines);
+    }
+
+    /// A bordered box centred over `area`, sized to its lines.
+    pub(super) fn dialog(&self, f: &mut Frame, area: Rect, title: &str, lines: Vec<Line>) {
+        let w = area.width.min(72);
+        let h = (lines.len() as u16 + 3).min(area.height);
+        let rect = Rect {
+            x: area.x + (area.width - w) / 2,
+            y: area.y + area.height.saturating_sub(h) / 2,
+            width: w,
+            height: h,
+        };
+        f.render_widget(ratatui::widgets::Clear, rect);
+        f.render_widget(
+            Paragraph::new(lines)
+                .wrap(ratatui::widgets::Wrap { trim: true })
+                .block(
+                    Block::default()
+                        .borders(Borders::ALL)
+                        .border_style(self.style(self.theme.warn))
+                        .title(title.to_string()),
+                ),
+            rect,
+        );
+    }
+
+    /// The help screen, generated from the active keymap.
+    pub(super) fn render_help(&self, f: &mut Frame, area: Rect) {
+        let lines: Vec<Line> = self
+            .keymap
+            .help(self.readonly)
+            .into_iter()
+            .map(|(k, d)| Line::from(format!("  {k:<6} {d}")))
+            .collect();
+        f.render_widget(
+            Paragraph::new(lines).block(
+                Block::default()
+                    .borders(Borders::ALL)
+                    .title(" keys (from the keymap) "),
+            ),
+            area,
+        );
+    }
+}

@@ -1,0 +1,357 @@
+//! Drawing the console: the frame (header, tabs, body, key bar) and what opens over a view
+//! (a pool node by node, a job in detail).
+
+use super::*;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::{Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Paragraph, Tabs};
+use ratatui::Frame;
+
+impl App {
+    pub fn render(&self, f: &mut Frame, snap: &Snapshot) {
+        let area = f.area();
+        if area.width < MIN_WIDTH || area.height < MIN_HEIGHT {
+            let msg = format!("gantry needs {MIN_WIDTH}×{MIN_HEIGHT}; this terminal is {}×{}. Enlarge it, or press q to quit.", area.width, area.height);
+            f.render_widget(
+                Paragraph::new(msg).wrap(ratatui::widgets::Wrap { trim: true }),
+                area,
+            );
+            return;
+        }
+        let [top, body, bottom] = Layout::vertical([
+            Constraint::Length(1),
+            Constraint::Min(3),
+            Constraint::Length(1),
+        ])
+        .areas(area);
+        let sim = match (snap.simulated, self.readonly) {
+            (true, true) => " SIMULATED  RO ",
+            (true, false) => " SIMULATED ",
+            (false, true) => " RO ",
+            (false, false) => "",
+        };
+        let t = snap.now as u64;
+        let narrow = area.width < 120;
+        let tabs = Tabs::new(
+            View::ALL
+                .iter()
+                .map(|v| if narrow { v.short() } else { v.title() }),
+        )
+        .select(View::ALL.iter().position(|v| *v == self.view).unwrap_or(0))
+        .highlight_style(self.style(self.theme.accent).add_modifier(Modifier::BOLD));
+        // Where the data comes from, when there is room for it (the embedded demo or the
+        // daemon attached to).
+        let source = if self.source.is_empty() || area.width < 100 {
+            String::new()
+        } else {
+            let s = escape(&self.source);
+            let keep = usize::from(area.width / 3);
+            if s.chars().count() > keep {
+                let tail: String = s.chars().skip(s.chars().count() + 1 - keep).collect();
+                format!("…{tail}  ")
+            } else {
+                format!("{s}  ")
+            }
+        };
+        let [left, right] = Layout::horizontal([
+            Constraint::Min(30),
+            Constraint::Length(36 + source.chars().count() as u16),
+        ])
+        .areas(top);
+        f.render_widget(tabs, left);
+        f.render_widget(
+            Paragraph::new(Line::from(vec![
+                Span::styled(
+                    sim,
+                    if self.color {
+                        Style::default()
+                            .fg(self.theme.badge_fg)
+                            .bg(self.theme.badge_bg)
+                    } else {
+                        Style::default().add_modifier(Modifier::REVERSED)
+                    },
+                ),
+                Span::raw(format!(" {source}")),
+                Span::raw(format!(
+                    "gantry  day {} {:02}:{:02}",
+                    t / 86_400 + 1,
+                    t / 3600 % 24,
+                    t / 60 % 60
+                )),
+            ]))
+            .right_aligned(),
+            right,
+        );
+        if let Some(form) = &self.form {
+            form.render(f, body, self.theme.accent, self.theme.error);
+        } else if self.help {
+            self.render_help(f, body);
+        } else if let Some(p) = &self.logs {
+            p.render(
+                f,
+                body,
+                self.style(self.theme.muted),
+                self.style(self.theme.error),
+            );
+        } else if let Some(d) = &self.detail {
+            self.render_detail(f, body, d, snap.now);
+        } else if let Some((_, p)) = &self.pool_detail {
+            self.render_pool(f, body, p);
+        } else {
+            match self.view {
+                View::Overview => self.render_overview(f, body, snap),
+                View::Jobs => self.render_jobs(f, body, snap),
+                View::Fleet => self.render_fleet(f, body, snap),
+                View::Teams => self.render_teams(f, body, snap),
+                View::Events => self.render_event_list(f, body, snap, " events, newest first "),
+            }
+        }
+        use crate::console::keymap::Action;
+        // Help first: on a narrow terminal the end of the line is what gets cut.
+        let common = format!(
+            "{} filter  {} command  {} view  {} quit",
+            self.key_for(Action::Filter),
+            self.key_for(Action::Command),
+            self.key_for(Action::NextView),
+            self.key_for(Action::Quit)
+        );
+        let acts = if self.readonly {
+            String::new()
+        } else {
+            use crate::client::JobAction as J;
+            format!(
+                "{} preempt  {} cancel  {}/{} hold/release  {} prio  ",
+                self.key_for(Action::Job(J::Preempt)),
+                self.key_for(Action::Job(J::Cancel)),
+                self.key_for(Action::Job(J::Hold)),
+                self.key_for(Action::Job(J::Release)),
+                self.key_for(Action::Reprioritize)
+            )
+        };
+        let help = format!("{} help  ", self.key_for(Action::Help));
+        // Actions the caller's token may not take at all stay visible, greyed, with the reason.
+        let greyed = self.access.role == crate::daemon::auth::Role::Viewer;
+        let acts = if greyed && !acts.is_empty() {
+            Span::styled(
+                format!("{}(viewer token: read-only)  ", acts),
+                Style::default().add_modifier(Modifier::DIM | Modifier::CROSSED_OUT),
+            )
+        } else {
+            Span::raw(acts)
+        };
+        let keys = match self.view {
+            View::Jobs => Line::from(vec![
+                Span::raw(format!(
+                    "{help}{}/{} move  ",
+                    self.key_for(Action::Down),
+                    self.key_for(Action::Up)
+                )),
+                acts,
+                Span::raw(common),
+            ]),
+            _ => Line::from(format!("{help}{common}")),
+        };
+        let line = match (&self.prompt, &self.flash) {
+            (Some(p), _) => {
+                let lead = match p.kind {
+                    PromptKind::Filter => "/",
+                    PromptKind::Command => ":",
+                };
+                Paragraph::new(Line::from(vec![
+                    Span::raw(format!("{lead}{}", escape(&p.text))),
+                    Span::styled("█", self.style(self.theme.accent)),
+                    Span::styled("   enter apply · esc cancel", self.style(self.theme.muted)),
+                ]))
+            }
+            (None, Some(m)) => Paragraph::new(escape(m)).style(self.style(self.theme.accent)),
+            (None, None) => Paragraph::new(keys).style(self.style(self.theme.muted)),
+        };
+        f.render_widget(line, bottom);
+        if let Some(c) = &self.confirm {
+            self.render_confirm(f, body, c);
+        }
+    }
+
+    /// One pool node by node (leaf, NVLink domain, state) and GPU by GPU: a utilization bar,
+    /// VRAM used (and, when wide, what its jobs reserve), the jobs on it, MIG slices in use and
+    /// a sparkline of recent utilization.
+    fn render_pool(&self, f: &mut Frame, area: Rect, p: &crate::client::PoolDetail) {
+        const SPARK: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
+        let bold = Style::default().add_modifier(Modifier::BOLD);
+        let wide = area.width >= 120;
+        let mut lines = vec![Line::styled(
+            format!(
+                "    gpu   util             VRAM used{}  power temp  jobs",
+                if wide { "   reserved" } else { "" }
+            ),
+            self.style(self.theme.muted),
+        )];
+        let mut leaf: Option<&str> = None;
+        for n in &p.nodes {
+            if n.leaf.as_deref() != leaf {
+                leaf = n.leaf.as_deref();
+                lines.push(Line::from(Span::styled(
+                    format!("leaf {}", escape(leaf.unwrap_or("-"))),
+                    self.style(self.theme.accent),
+                )));
+            }
+            lines.push(Line::from(vec![
+                Span::styled(format!("  {}", escape(&n.name)), bold),
+                Span::raw(format!("  {}  nvlink {}", n.state, escape(&n.nvlink))),
+            ]));
+            for g in &n.gpus {
+                if g.unmeasured {
+                    lines.push(Line::from(format!(
+                        "    gpu{:<2} {}  n/a  res {:>3}/{:<3}G  not measured  {}",
+                        g.index,
+                        "·".repeat(10),
+                        g.vram_reserved_mib / 1024,
+                        g.vram_total_mib / 1024,
+                        if let Some(f) = &g.foreign {
+                            escape(f)
+                        } else if g.jobs.is_empty() {
+                            "idle".to_string()
+                        } else {
+                            let ids: Vec<String> = g.jobs.iter().map(|j| j.to_string()).collect();
+                            format!("job {}", ids.join(","))
+                        }
+                    )));
+                    continue;
+                }
+                let filled = ((g.util_pct / 100.0) * 10.0).round().clamp(0.0, 10.0) as usize;
+                let spark: String = g
+                    .history
+                    .iter()
+                    .map(|&u| SPARK[(usize::from(u) * 7 / 100).min(7)])
+                    .collect();
+                let jobs = if let Some(f) = &g.foreign {
+                    escape(f)
+                } else if !g.foreign_pids.is_empty() {
+                    let pids: Vec<String> = g.foreign_pids.iter().map(|p| p.to_string()).collect();
+                    format!("foreign {}", pids.join(","))
+                } else if g.jobs.is_empty() {
+                    "idle".to_string()
+                } else {
+                    let ids: Vec<String> = g.jobs.iter().map(|j| j.to_string()).collect();
+                    format!("job {}", ids.join(","))
+                };
+                let mig = g.mig_used.map_or(String::new(), |m| format!(" MIG {m}/7"));
+                let reserved = if wide {
+                    format!("  res {:>3}G", g.vram_reserved_mib / 1024)
+                } else {
+                    String::new()
+                };
+                lines.push(Line::from(vec![
+                    Span::raw(format!("    gpu{:<2} ", g.index)),
+                    Span::styled(
+                        format!("{}{}", "█".repeat(filled), "░".repeat(10 - filled)),
+                        self.style(self.theme.bar),
+                    ),
+                    Span::raw(format!(
+                        " {:>3.0}%  {:>3}/{:<3}G{reserved} {:>4.0}W {:>3.0}°C{mig}  {:<14} ",
+                        g.util_pct,
+                        g.vram_used_mib / 1024,
+                        g.vram_total_mib / 1024,
+                        g.power_w,
+                        g.temp_c,
+                        jobs
+                    )),
+                    Span::styled(spark, self.style(self.theme.accent)),
+                ]));
+            }
+        }
+        if p.nodes.is_empty() {
+            lines.push(Line::from("no nodes: the pool is scaled to zero"));
+        }
+        let max = (lines.len() as u16).saturating_sub(area.height.saturating_sub(2));
+        f.render_widget(
+            Paragraph::new(lines)
+                .scroll((self.pool_scroll.min(max), 0))
+                .block(Block::default().borders(Borders::ALL).title(format!(
+                    " {} · {} · {} · ${:.2}/node-h{} (j/k scroll · esc back) ",
+                    escape(&p.path),
+                    escape(&p.model),
+                    p.capacity,
+                    p.dollars_per_hour,
+                    if p.simulated { " · SIMULATED" } else { "" }
+                ))),
+            area,
+        );
+    }
+
+    /// One job in full: what it is, where it runs or why it waits, what it cost, its events.
+    fn render_detail(&self, f: &mut Frame, area: Rect, d: &crate::client::JobView, now: f64) {
+        let bold = Style::default().add_modifier(Modifier::BOLD);
+        let mut lines = vec![
+            Line::from(vec![
+                Span::styled(
+                    format!("job {} {}", d.id, escape(d.name.as_deref().unwrap_or(""))),
+                    bold,
+                ),
+                Span::raw(format!(
+                    "   {} · {} · {}",
+                    escape(&d.team),
+                    escape(&d.class),
+                    d.state
+                )),
+            ]),
+            Line::from(format!(
+                "submitted {} ago{}   cost so far {} at ${:.2}/h",
+                hm(now - d.submitted_at),
+                d.started_at
+                    .map_or(String::new(), |t| format!(", running {}", hm(now - t))),
+                money(d.cost_usd),
+                d.dollars_per_hour
+            )),
+        ];
+        if let Some(r) = &d.reason {
+            lines.push(Line::from(vec![
+                Span::styled("why it waits: ", bold),
+                Span::raw(escape(r)),
+            ]));
+        }
+        for p in &d.placement {
+            lines.push(Line::from(format!("on {}", escape(p))));
+        }
+        lines.push(Line::from(Span::styled("spec", bold)));
+        lines.extend(
+            d.spec
+                .lines()
+                .take(14)
+                .map(|l| Line::from(format!("  {}", escape(l)))),
+        );
+        lines.push(Line::from(Span::styled("events, newest first", bold)));
+        lines.extend(d.events.iter().map(|e| {
+            let t = e.at.max(0.0) as u64;
+            Line::from(format!(
+                "  day {} {:02}:{:02}  {}",
+                t / 86_400 + 1,
+                t / 3600 % 24,
+                t / 60 % 60,
+                escape(&e.detail)
+            ))
+        }));
+        if d.log_tail.is_empty() {
+            lines.push(Line::from(Span::styled(
+                "logs: none here (jobs on the local host log to job-ID.out/.err; simulated ones run no process)",
+                self.style(self.theme.muted),
+            )));
+        } else {
+            lines.push(Line::from(Span::styled("log tail", bold)));
+            lines.extend(
+                d.log_tail
+                    .iter()
+                    .map(|l| Line::from(format!("  {}", escape(l)))),
+            );
+        }
+        f.render_widget(
+            Paragraph::new(lines).block(
+                Block::default()
+                    .borders(Borders::ALL)
+                    .title(format!(" job {} (l logs · esc back) ", d.id)),
+            ),
+            area,
+        );
+    }
+}

@@ -1019,6 +1019,7 @@ fn the_fleet_view_shows_this_hosts_nvml_status_and_foreign_gpus() {
                 nvlink: "local-host-000".into(),
                 gpus: vec![gpu(0, vec![12], vec![]), gpu(1, vec![], vec![4242])],
             }],
+            waiting: Vec::new(),
         },
     ));
     let s = screen(&app, &snap, 120, 30);
@@ -1051,6 +1052,21 @@ fn the_fleet_view_shows_this_hosts_nvml_status_and_foreign_gpus() {
     }
     let s = screen(&app, &snap, 120, 30);
     assert!(s.contains("Slurm job 12 \"train\" of alice"), "{s}");
+    // The cluster's own jobs waiting for the pool's nodes, with Slurm's reasons.
+    if let Some((_, p)) = app.pool_detail.as_mut() {
+        p.waiting = vec![gantry::backend::ForeignWaiting {
+            what: "Slurm job 14 \"sweep\" of bob".into(),
+            gpus: 8,
+            nodes: 2,
+            reason: "queued behind jobs of higher priority (Slurm: Priority)".into(),
+        }];
+    }
+    let s = screen(&app, &snap, 120, 30);
+    assert!(
+        s.contains("waiting in its own scheduler's queue for these nodes (1)")
+            && s.contains("Slurm job 14 \"sweep\" of bob · 8 GPU(s) on 2 node(s) · queued behind jobs of higher priority (Slurm: Priority)"),
+        "{s}"
+    );
 }
 
 /// Plain `gantry` attaches to the daemon answering on the default socket (before: it always

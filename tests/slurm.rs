@@ -1,295 +1,20 @@
 //! A real Slurm cluster (Debian's slurm-wlm 22.05: `slurmctld`, `slurmd`, `slurmrestd`, with
-//! `munged`), started by the test on 127.0.0.1 ports: one node with four declared A100s (GRES
-//! backed by plain files — Slurm schedules them; no GPU is needed), and `gantry slurm` reading
-//! it through slurmrestd. Needs root and the packages (`.ci/run` installs them); without them
-//! each test says it skipped.
+//! `munged`), started by each test on 127.0.0.1 ports with GPUs declared as GRES (no GPU is
+//! needed): `gantry slurm` reading it through slurmrestd, and gantry's daemon running jobs
+//! there. Needs root and the packages (`.ci/run` installs them); without them each test says
+//! it skipped.
 
 #[path = "common/daemon.rs"]
 mod common;
+#[path = "common/slurm_cluster.rs"]
+mod slurm_cluster;
 
-use common::{
-    cli, events, free_port, job, log_text, start_with, state, submit, temp_dir, wait_for, Daemon,
-};
+use common::{cli, events, free_port, job, log_text, state, submit, wait_for};
 use serde_json::Value;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use slurm_cluster::{can_run, daemon_over, daemon_over_partitions, gantry_jobs, Cluster};
+use std::path::Path;
+use std::process::Command;
 use std::time::{Duration, Instant};
-
-fn can_run() -> bool {
-    let root = unsafe { libc::geteuid() } == 0;
-    let have = [
-        "/usr/sbin/slurmctld",
-        "/usr/sbin/slurmd",
-        "/usr/sbin/slurmrestd",
-        "/usr/sbin/munged",
-    ]
-    .iter()
-    .all(|p| Path::new(p).exists());
-    if !(root && have) {
-        eprintln!(
-            "skipped: needs root and Debian's slurm-wlm, slurmrestd and munge (apt-get install slurm-wlm slurmrestd munge)"
-        );
-    }
-    root && have
-}
-
-/// A one-node cluster; its daemons are stopped when it is dropped.
-struct Cluster {
-    dir: PathBuf,
-    /// Its GPUs are character devices (else Slurm sets no CUDA_VISIBLE_DEVICES).
-    char_devices: bool,
-    conf: PathBuf,
-    url: String,
-    children: Vec<Child>,
-}
-
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        // Jobs first (their slurmstepd outlives slurmd), then the daemons.
-        self.slurm("scancel", &["--full", "-u", "nobody"]);
-        let t0 = Instant::now();
-        while !self.slurm("squeue", &["-h"]).trim().is_empty()
-            && t0.elapsed() < Duration::from_secs(10)
-        {
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        for c in &mut self.children {
-            // Each in its own process group (slurmrestd runs under runuser).
-            unsafe { libc::kill(-(c.id() as i32), libc::SIGKILL) };
-            let _ = c.wait();
-        }
-    }
-}
-
-impl Cluster {
-    /// A cluster of `nodes` (name, GPU type, count) in one partition `gpu`, each node its
-    /// own `slurmd`, its GPUs character devices (Slurm drops plain files) named in gres.conf.
-    fn start(name: &str, nodes: &[(&str, &str, u32)]) -> Cluster {
-        ensure_munge();
-        let dir = temp_dir(&format!("slurm-{name}"));
-        // slurmrestd runs as nobody: it must read the configuration.
-        for d in [dir.parent().unwrap(), &dir] {
-            let _ = Command::new("chmod").arg("755").arg(d).status();
-        }
-        let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-            .unwrap()
-            .trim()
-            .to_string();
-        let (ctld, rest) = (free_port(), free_port());
-        for d in ["state", "spool"] {
-            std::fs::create_dir_all(dir.join(d)).unwrap();
-        }
-        std::fs::write(dir.join("jwt.key"), rand_key()).unwrap();
-        let d = dir.display();
-        let (mut node_lines, mut gres) = (String::new(), String::new());
-        let mut char_devices = true;
-        for (n, kind, count) in nodes {
-            let devs = dir.join("dev").join(n);
-            std::fs::create_dir_all(&devs).unwrap();
-            for i in 0..*count {
-                let path = devs.join(format!("nvidia{i}"));
-                let made = Command::new("mknod")
-                    .arg(&path)
-                    .args(["c", "195", &i.to_string()])
-                    .stderr(Stdio::null())
-                    .status()
-                    .is_ok_and(|s| s.success());
-                if !made {
-                    // A container without CAP_MKNOD: plain files still make GRES Slurm
-                    // schedules, but it then sets no CUDA_VISIBLE_DEVICES.
-                    char_devices = false;
-                    std::fs::write(&path, "").unwrap();
-                }
-            }
-            node_lines.push_str(&format!(
-                "NodeName={n} NodeHostname={host} NodeAddr=127.0.0.1 Port={} CPUs=4 RealMemory=1000 Gres=gpu:{kind}:{count} State=UNKNOWN\n",
-                free_port()
-            ));
-            gres.push_str(&format!(
-                "NodeName={n} Name=gpu Type={kind} File={}/nvidia[0-{}]\n",
-                devs.display(),
-                count - 1
-            ));
-        }
-        let names: Vec<&str> = nodes.iter().map(|n| n.0).collect();
-        let conf = dir.join("slurm.conf");
-        std::fs::write(
-            &conf,
-            format!(
-                "ClusterName=gantry{ctld}\nSlurmctldHost={host}(127.0.0.1)\nSlurmctldPort={ctld}\nSlurmUser=root\nAuthType=auth/munge\nAuthAltTypes=auth/jwt\nAuthAltParameters=jwt_key={d}/jwt.key\nStateSaveLocation={d}/state\nSlurmdSpoolDir={d}/spool/%n\nSlurmctldPidFile={d}/ctld.pid\nSlurmdPidFile={d}/slurmd-%n.pid\nSlurmctldLogFile={d}/ctld.log\nSlurmdLogFile={d}/slurmd-%n.log\nProctrackType=proctrack/linuxproc\nTaskPlugin=task/none\nSelectType=select/cons_tres\nSelectTypeParameters=CR_Core\nSlurmdParameters=config_overrides\nDefMemPerCPU=10\nGresTypes=gpu\nReturnToService=2\nMpiDefault=none\nJobAcctGatherType=jobacct_gather/none\nAccountingStorageType=accounting_storage/none\nSchedulerParameters=sched_interval=1\nKillWait=5\n{node_lines}PartitionName=gpu Nodes={} Default=YES MaxTime=INFINITE State=UP\n",
-                names.join(",")
-            ),
-        )
-        .unwrap();
-        std::fs::write(dir.join("gres.conf"), gres).unwrap();
-        let spawn = |cmd: &mut Command, log: &str| -> Child {
-            use std::os::unix::process::CommandExt;
-            let out = std::fs::File::create(dir.join(log)).unwrap();
-            cmd.env("SLURM_CONF", &conf)
-                .stdin(Stdio::null())
-                .stdout(out.try_clone().unwrap())
-                .stderr(out)
-                .process_group(0)
-                .spawn()
-                .unwrap()
-        };
-        let mut children = vec![spawn(
-            Command::new("/usr/sbin/slurmctld").args(["-D", "-i"]),
-            "ctld.out",
-        )];
-        for n in &names {
-            std::fs::create_dir_all(dir.join("spool").join(n)).unwrap();
-            children.push(spawn(
-                Command::new("/usr/sbin/slurmd").args(["-D", "-N", n]),
-                &format!("slurmd-{n}.out"),
-            ));
-        }
-        let mut c = Cluster {
-            char_devices,
-            url: format!("http://127.0.0.1:{rest}"),
-            dir,
-            conf,
-            children,
-        };
-        c.start_restd(rest);
-        c.wait_for("the nodes to be idle", 30, |c| {
-            let states = c.slurm("sinfo", &["-h", "-N", "-o", "%t"]);
-            states.lines().count() == names.len() && states.lines().all(|s| s.trim() == "idle")
-        });
-        c
-    }
-
-    /// slurmrestd on 127.0.0.1:`port`, as nobody, with JWT auth.
-    fn start_restd(&mut self, port: u16) {
-        use std::os::unix::process::CommandExt;
-        let out = std::fs::File::create(self.dir.join("restd.out")).unwrap();
-        let child = Command::new("runuser")
-            .args(["-u", "nobody", "--", "env"])
-            .arg(format!("SLURM_CONF={}", self.conf.display()))
-            .args(["SLURM_JWT=daemon", "/usr/sbin/slurmrestd"])
-            .args(["-a", "rest_auth/jwt", "-s", "openapi/v0.0.38"])
-            .arg(format!("127.0.0.1:{port}"))
-            .stdin(Stdio::null())
-            .stdout(out.try_clone().unwrap())
-            .stderr(out)
-            .process_group(0)
-            .spawn()
-            .unwrap();
-        self.children.push(child);
-    }
-
-    /// Stops slurmrestd (the last daemon started).
-    fn stop_restd(&mut self) {
-        if let Some(mut c) = self.children.pop() {
-            unsafe { libc::kill(-(c.id() as i32), libc::SIGKILL) };
-            let _ = c.wait();
-        }
-    }
-
-    /// A Slurm command, its stdout.
-    fn slurm(&self, cmd: &str, args: &[&str]) -> String {
-        let out = Command::new(cmd)
-            .args(args)
-            .env("SLURM_CONF", &self.conf)
-            .output()
-            .unwrap();
-        String::from_utf8_lossy(&out.stdout).to_string()
-    }
-
-    /// A batch job submitted as nobody; its id.
-    fn sbatch(&self, args: &[&str]) -> u64 {
-        let out = Command::new("runuser")
-            .args(["-u", "nobody", "--", "env"])
-            .arg(format!("SLURM_CONF={}", self.conf.display()))
-            .args(["sbatch", "--parsable", "-D", "/tmp", "-o", "/dev/null"])
-            .args(args)
-            .output()
-            .unwrap();
-        let said = String::from_utf8_lossy(&out.stdout);
-        said.trim()
-            .parse()
-            .unwrap_or_else(|_| panic!("sbatch: {said}{}", String::from_utf8_lossy(&out.stderr)))
-    }
-
-    /// A JWT for `user` (slurmrestd takes no root token).
-    fn token(&self, user: &str) -> String {
-        let out = Command::new("scontrol")
-            .args(["token", &format!("username={user}"), "lifespan=600"])
-            .env("SLURM_CONF", &self.conf)
-            .output()
-            .unwrap();
-        let t = String::from_utf8_lossy(&out.stdout);
-        let t = t.trim().trim_start_matches("SLURM_JWT=").to_string();
-        assert!(
-            !t.is_empty(),
-            "scontrol token: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        t
-    }
-
-    fn gantry(&self, token: &str, args: &[&str]) -> std::process::Output {
-        Command::new(env!("CARGO_BIN_EXE_gantry"))
-            .arg("slurm")
-            .args(args)
-            .env("SLURM_JWT", token)
-            .env("SLURMRESTD", &self.url)
-            .output()
-            .unwrap()
-    }
-
-    fn wait_for(&self, what: &str, secs: u64, pred: impl Fn(&Cluster) -> bool) {
-        let t0 = Instant::now();
-        while !pred(self) {
-            assert!(
-                t0.elapsed() < Duration::from_secs(secs),
-                "timed out waiting for {what}; logs in {}",
-                self.dir.display()
-            );
-            std::thread::sleep(Duration::from_millis(200));
-        }
-    }
-}
-
-fn rand_key() -> Vec<u8> {
-    let mut k = vec![0u8; 32];
-    use std::io::Read;
-    std::fs::File::open("/dev/urandom")
-        .unwrap()
-        .read_exact(&mut k)
-        .unwrap();
-    k
-}
-
-/// munged answers (started here if it does not).
-fn ensure_munge() {
-    let ok = || {
-        Command::new("munge")
-            .arg("-n")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success())
-    };
-    if ok() {
-        return;
-    }
-    let _ = std::fs::create_dir_all("/run/munge");
-    let _ = Command::new("chown")
-        .args(["munge:munge", "/run/munge"])
-        .status();
-    let _ = Command::new("runuser")
-        .args(["-u", "munge", "--", "/usr/sbin/munged"])
-        .status();
-    let t0 = Instant::now();
-    while !ok() {
-        assert!(
-            t0.elapsed() < Duration::from_secs(10),
-            "munged did not start"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
 
 #[test]
 fn gantry_slurm_shows_gpus_who_holds_them_and_why_jobs_wait() {
@@ -412,54 +137,6 @@ fn gantry_slurm_shows_gpus_who_holds_them_and_why_jobs_wait() {
         err.contains("cannot reach slurmrestd at http://127.0.0.1:"),
         "{err}"
     );
-}
-
-/// A daemon over a fleet of Slurm pools (name, gpu, per node, nodes) reading `c` as nobody,
-/// submitting to partition `gpu`.
-fn daemon_over(c: &Cluster, test: &str, pools: &[(&str, &str, u8, &[&str])]) -> Daemon {
-    let pools: Vec<_> = pools
-        .iter()
-        .map(|&(n, g, k, nodes)| (n, g, k, nodes, "gpu"))
-        .collect();
-    daemon_over_partitions(c, test, &pools)
-}
-
-/// The same, each pool submitting to its own partition.
-fn daemon_over_partitions(
-    c: &Cluster,
-    test: &str,
-    pools: &[(&str, &str, u8, &[&str], &str)],
-) -> Daemon {
-    let dir = temp_dir(test);
-    let mut text = String::from("[[teams]]\nname = \"lab\"\n");
-    for (name, gpu, count, nodes, partition) in pools {
-        let hosts: Vec<String> = nodes.iter().map(|n| format!("\"{n}\"")).collect();
-        text.push_str(&format!(
-            "\n[[pools]]\nprovider = \"slurm\"\nregion = \"hpc\"\nzone = \"dc\"\nname = \"{name}\"\ninstance_type = \"node\"\ngpu = \"{gpu}\"\ngpus_per_node = {count}\nvram_gb = 80\ncpus = 4\nmemory_gb = 1\ncapacity = \"reserved\"\nprice_per_hour = 2.0\nhosts = [{}]\nslurmrestd = \"{}\"\npartition = \"{partition}\"\nslurm_user = \"nobody\"\n",
-            hosts.join(", "),
-            c.url
-        ));
-    }
-    let fleet = dir.join("fleet.toml");
-    std::fs::write(&fleet, text).unwrap();
-    let token = c.token("nobody");
-    let err = std::fs::File::create(dir.join("daemon.err")).unwrap();
-    let conf = c.conf.clone();
-    start_with(dir, &["--config", fleet.to_str().unwrap()], |cmd| {
-        cmd.env("SLURM_JWT", token)
-            .env("SLURM_CONF", conf)
-            .stderr(err);
-    })
-}
-
-/// Slurm's running gantry jobs: (name, node).
-fn gantry_jobs(c: &Cluster) -> Vec<(String, String)> {
-    c.slurm("squeue", &["-h", "-t", "RUNNING", "-o", "%j %N"])
-        .lines()
-        .filter(|l| l.starts_with("gantry-"))
-        .filter_map(|l| l.split_once(' '))
-        .map(|(a, b)| (a.to_string(), b.trim().to_string()))
-        .collect()
 }
 
 #[test]
@@ -831,4 +508,176 @@ fn the_bench_recording_is_what_slurmrestd_answers() {
             "{what}: the recording differs from what slurmrestd answers now: record it again with GANTRY_RECORD_SLURM=1"
         );
     }
+}
+
+/// The row of job `id` in `gantry jobs -o json`.
+fn row(d: &common::Daemon, id: i64) -> Value {
+    let rows = common::json(d, &["jobs"]);
+    rows.as_array()
+        .into_iter()
+        .flatten()
+        .find(|r| r["id"].as_i64() == Some(id))
+        .cloned()
+        .unwrap_or(Value::Null)
+}
+
+/// What Slurm's own scheduler holds back shows in gantry: the cluster's own jobs waiting for
+/// a pool's nodes, with Slurm's reasons (`gantry fleet --pool`, the console's pool view); a
+/// gantry job Slurm holds pending says why in its row and its events; a partition taken
+/// down cordons the pool's nodes until it is up again; a time limit past the partition's
+/// fails the job with Slurm's reason instead of waiting for ever.
+#[test]
+fn what_slurm_holds_back_is_shown_with_slurms_reasons() {
+    if !can_run() {
+        return;
+    }
+    // Strict priority order (sched/builtin): a job behind one that cannot start waits too.
+    let c = Cluster::start_conf(
+        "holds",
+        &[("gpu-a", "a100", 4), ("gpu-b", "a100", 4)],
+        "SchedulerType=sched/builtin\n",
+    );
+    let d = daemon_over(
+        &c,
+        "slurm-holds-daemon",
+        &[("a100", "A100", 4, &["gpu-a", "gpu-b"])],
+    );
+    wait_for(&d, 30, "the nodes to connect", || {
+        events(&d)
+            .iter()
+            .filter(|e| e.contains("connected:"))
+            .count()
+            >= 2
+    });
+    c.sbatch(&[
+        "-J",
+        "holder",
+        "--nodelist=gpu-a",
+        "--gres=gpu:a100:3",
+        "--wrap",
+        "sleep 300",
+    ]);
+    c.wait_for("the holder to run", 30, |c| {
+        c.slurm("squeue", &["-h", "-t", "RUNNING", "-o", "%j"])
+            .contains("holder")
+    });
+    let waiter = c.sbatch(&[
+        "-J",
+        "waiter",
+        "-N",
+        "2",
+        "--gres=gpu:a100:4",
+        "--wrap",
+        "sleep 300",
+    ]);
+    // The cluster's own queue for the pool's nodes, with Slurm's reason.
+    let pool = || common::json(&d, &["fleet", "--pool", "a100"]);
+    wait_for(&d, 30, "the waiting Slurm job in the pool's view", || {
+        pool()["waiting"].as_array().is_some_and(|w| {
+            w.iter()
+                .any(|w| w["what"].as_str().unwrap_or("").contains("\"waiter\""))
+        })
+    });
+    let w = pool()["waiting"][0].clone();
+    assert_eq!(
+        (
+            w["what"].as_str().unwrap(),
+            w["gpus"].as_u64(),
+            w["nodes"].as_u64()
+        ),
+        (
+            &*format!("Slurm job {waiter} \"waiter\" of nobody"),
+            Some(8),
+            Some(2)
+        ),
+        "{w}"
+    );
+    assert!(
+        w["reason"]
+            .as_str()
+            .unwrap()
+            .ends_with("(Slurm: Resources)"),
+        "{w}"
+    );
+    let table = cli(&d, &["fleet", "--pool", "a100"]);
+    assert!(
+        table.contains("waiting in the backend's own queue for these nodes:"),
+        "{table}"
+    );
+    assert!(table.contains("held by Slurm job"), "{table}");
+
+    // A gantry job queued behind the waiter in Slurm's order: held, and said why.
+    let held = submit(
+        &d,
+        &c.dir,
+        "held",
+        "name: held\nresources:\n  accelerators: A100:1\nrun: sleep 120\n",
+    );
+    wait_for(&d, 30, "Slurm to hold the gantry job back", || {
+        row(&d, held)["detail"]
+            .as_str()
+            .unwrap_or("")
+            .contains("held back: Slurm job")
+    });
+    let detail = row(&d, held)["detail"].as_str().unwrap().to_string();
+    assert!(detail.contains("(Slurm: Priority)"), "{detail}");
+    assert!(
+        events(&d)
+            .iter()
+            .any(|e| e.starts_with(&format!("job {held} waits on gpu-"))
+                && e.contains("(Slurm: Priority)")),
+        "{:?}",
+        events(&d)
+    );
+    // Once the waiter is gone, it runs and no longer says it is held.
+    c.slurm("scancel", &[&waiter.to_string()]);
+    c.wait_for("the held job to run", 30, |c| {
+        gantry_jobs(c)
+            .iter()
+            .any(|(name, _)| *name == format!("gantry-{held}"))
+    });
+    wait_for(&d, 10, "the hold to be lifted in its row", || {
+        !row(&d, held)["detail"]
+            .as_str()
+            .unwrap_or("")
+            .contains("held back")
+    });
+
+    // A partition taken down cordons the pool's nodes; up again, they take jobs again.
+    c.slurm("scontrol", &["update", "PartitionName=gpu", "State=DOWN"]);
+    wait_for(&d, 30, "the partition's cordon", || {
+        events(&d)
+            .iter()
+            .any(|e| e.contains("cordoned: Slurm partition gpu is down"))
+    });
+    let waits = submit(
+        &d,
+        &c.dir,
+        "waits",
+        "name: waits\nresources:\n  accelerators: A100:1\nrun: sleep 1\n",
+    );
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(state(&d, waits), "pending", "{:?}", events(&d));
+    c.slurm("scontrol", &["update", "PartitionName=gpu", "State=UP"]);
+    wait_for(&d, 30, "the job to run once the partition is up", || {
+        state(&d, waits) == "completed"
+    });
+
+    // A time limit past the partition's: Slurm will never start it.
+    c.slurm("scontrol", &["update", "PartitionName=gpu", "MaxTime=1"]);
+    let long = submit(
+        &d,
+        &c.dir,
+        "long",
+        "name: long\nresources:\n  accelerators: A100:1\ntime_limit: 2h\nrun: sleep 1\n",
+    );
+    wait_for(&d, 30, "the hopeless job to fail", || {
+        state(&d, long) == "failed"
+    });
+    assert!(
+        events(&d).iter().any(|e| e.starts_with(&format!("job {long} "))
+            && e.contains("cannot start: its time limit exceeds the partition's (Slurm: PartitionTimeLimit)")),
+        "{:?}",
+        events(&d)
+    );
 }

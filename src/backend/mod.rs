@@ -312,6 +312,30 @@ pub enum RunEvent {
     /// All the work the pool's users ask gantry to place now (each time it changes): what is
     /// new is queued, what is gone and not yet placed is cancelled.
     Wanted { work: Vec<Wanted> },
+    /// The backend's scheduler holds a part gantry started there back (a Slurm job pending),
+    /// and why in gantry's words; `None` once it no longer does.
+    Waits {
+        host: usize,
+        job: i64,
+        token: String,
+        why: Option<String>,
+    },
+    /// The work the backend's own users queued for the pool's nodes that waits there (a
+    /// Slurm partition's pending jobs), with its scheduler's reasons: all of it, each time
+    /// it changes.
+    Queue { waiting: Vec<ForeignWaiting> },
+}
+
+/// Work a backend's own scheduler holds waiting for a pool's nodes.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ForeignWaiting {
+    /// What it is (`Slurm job 14 "sweep" of bob, account ml`).
+    pub what: String,
+    /// GPUs it asks for, over all its nodes, and on how many nodes.
+    pub gpus: u32,
+    pub nodes: u32,
+    /// Why it waits, in gantry's words (with the scheduler's own code).
+    pub reason: String,
 }
 
 /// Work a backend's own scheduler runs on a node beside gantry's.

@@ -690,8 +690,25 @@ pub fn pool_live(c: &mut HttpClient, which: &str, output: Output) -> Result<(), 
             if !foreign.is_empty() {
                 who.push_str(&format!(" foreign pid {}", foreign.join(",")));
             }
+            if let Some(holder) = g["foreign"].as_str() {
+                who.push_str(&format!(" held by {holder}"));
+            }
+            // A GPU nothing measures (a Slurm node's) shows no numbers rather than zeros.
+            let (util, power, temp) = if g["unmeasured"].as_bool() == Some(true) {
+                ("-".to_string(), "-".to_string(), "-".to_string())
+            } else {
+                (
+                    format!("{:.0}%", g["util_pct"].as_f64().unwrap_or(0.0)),
+                    format!("{:.0} W", g["power_w"].as_f64().unwrap_or(0.0)),
+                    format!("{:.0}°C", g["temp_c"].as_f64().unwrap_or(0.0)),
+                )
+            };
+            let used = match g["unmeasured"].as_bool() {
+                Some(true) => "-".to_string(),
+                _ => g["vram_used_mib"].as_u64().unwrap_or(0).to_string(),
+            };
             println!(
-                "{:<28} {:<12} {:>3} {:>4.0}% {:>17} {:>4.0} W {:>3.0}°C  {}",
+                "{:<28} {:<12} {:>3} {:>5} {:>17} {:>6} {:>5}  {}",
                 if k == 0 {
                     n["name"].as_str().unwrap_or("")
                 } else {
@@ -703,15 +720,24 @@ pub fn pool_live(c: &mut HttpClient, which: &str, output: Output) -> Result<(), 
                     ""
                 },
                 g["index"],
-                g["util_pct"].as_f64().unwrap_or(0.0),
-                format!(
-                    "{}/{}",
-                    g["vram_used_mib"].as_u64().unwrap_or(0),
-                    g["vram_total_mib"].as_u64().unwrap_or(0)
-                ),
-                g["power_w"].as_f64().unwrap_or(0.0),
-                g["temp_c"].as_f64().unwrap_or(0.0),
+                util,
+                format!("{used}/{}", g["vram_total_mib"].as_u64().unwrap_or(0)),
+                power,
+                temp,
                 who.trim()
+            );
+        }
+    }
+    let waiting = v["waiting"].as_array().map_or(&[][..], Vec::as_slice);
+    if !waiting.is_empty() {
+        println!("\nwaiting in the backend's own queue for these nodes:");
+        for w in waiting {
+            println!(
+                "  {} — {} GPU(s) on {} node(s): {}",
+                w["what"].as_str().unwrap_or(""),
+                w["gpus"],
+                w["nodes"],
+                w["reason"].as_str().unwrap_or("")
             );
         }
     }

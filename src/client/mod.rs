@@ -350,6 +350,10 @@ pub struct PoolDetail {
     pub capacity: String,
     pub dollars_per_hour: f64,
     pub nodes: Vec<NodeView>,
+    /// Work the backend's own users queued for these nodes that waits there (a Slurm
+    /// partition's pending jobs), with its scheduler's reasons.
+    #[serde(default)]
+    pub waiting: Vec<crate::backend::ForeignWaiting>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

@@ -72,6 +72,8 @@ pub struct Job {
     pub required_nodes: String,
     /// GPUs it asked for per node, and on which indices it holds them (running jobs).
     pub gpus_per_node: u32,
+    /// How many nodes it asked for (or runs on).
+    pub node_count: u32,
     pub gpus_held: Vec<Gpus>,
     /// Per node it runs on: the node and the GPUs it holds there (running jobs).
     pub alloc: Vec<(String, Vec<Gpus>)>,
@@ -219,6 +221,7 @@ pub struct RawJob {
     nodes: Value,
     required_nodes: Value,
     tres_per_node: Value,
+    node_count: Value,
     gres_detail: Value,
     job_resources: RawResources,
     comment: Value,
@@ -319,6 +322,9 @@ pub fn job(v: &RawJob) -> Job {
         nodes: text(&v.nodes),
         required_nodes: text(&v.required_nodes),
         gpus_per_node: gpus_per_node(&text(&v.tres_per_node)),
+        node_count: num(&v.node_count)
+            .unwrap_or(1)
+            .clamp(1, i64::from(u32::MAX)) as u32,
         gpus_held: held,
     }
 }

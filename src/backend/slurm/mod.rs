@@ -7,5 +7,6 @@ pub mod batch;
 pub mod gres;
 pub mod inventory;
 pub mod pools;
+pub mod queue;
 pub mod rest;
 pub mod runner;

@@ -12,7 +12,7 @@ use super::inventory::{Inventory, Job};
 use super::rest::SlurmRest;
 use crate::backend::cluster::NodeReports;
 use crate::backend::logs::{DirReader, LogQuery, LogRead, LogReader};
-use crate::backend::{Exit, ForeignWork, HostInfo, Launch, RunEvent, Runner};
+use crate::backend::{Exit, ForeignWaiting, ForeignWork, HostInfo, Launch, RunEvent, Runner};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
@@ -24,14 +24,14 @@ const REFRESH: Duration = Duration::from_secs(1);
 
 /// Pending reasons Slurm will not get over by waiting: the part is cancelled and the start
 /// failed with the reason.
-const HOPELESS: [&str; 9] = [
+/// (A partition down or inactive is not among them: an administrator brings it back; the
+/// part waits, said, and the pool's nodes are cordoned meanwhile.)
+const HOPELESS: [&str; 7] = [
     "BadConstraints",
     "InvalidAccount",
     "InvalidQOS",
     "PartitionTimeLimit",
     "PartitionNodeLimit",
-    "PartitionDown",
-    "PartitionInactive",
     "DependencyNeverSatisfied",
     "AccountNotAllowed",
 ];
@@ -180,6 +180,8 @@ struct Run {
     ended: bool,
     /// When the grace of a stop runs out: the job is cancelled then.
     cancel_at: Option<Instant>,
+    /// Why Slurm holds it pending, as last said.
+    waits: Option<String>,
 }
 
 impl Run {
@@ -190,6 +192,7 @@ impl Run {
             started: false,
             ended: false,
             cancel_at: None,
+            waits: None,
         }
     }
 }
@@ -206,6 +209,8 @@ struct Worker {
     runs: HashMap<RunKey, Run>,
     /// What was last said of each node.
     reports: NodeReports,
+    /// The cluster's own jobs waiting for the pool's nodes, as last said.
+    queue: Vec<ForeignWaiting>,
     out: Arc<Mutex<Vec<RunEvent>>>,
 }
 
@@ -226,6 +231,7 @@ impl Worker {
             rest: None,
             runs: HashMap::new(),
             reports: NodeReports::new(nodes.len()),
+            queue: Vec::new(),
             nodes,
             out,
         }
@@ -326,6 +332,7 @@ impl Worker {
         let by_name: HashMap<&str, &super::inventory::Node> =
             inv.nodes.iter().map(|n| (n.name.as_str(), n)).collect();
         let seen = Seen::of(&inv);
+        let closed = super::queue::partition_closed(&inv, self.submit.partition.as_deref());
         for host in 0..self.nodes.len() {
             let name = self.nodes[host].clone();
             let said = |n: &super::inventory::Node| {
@@ -346,7 +353,7 @@ impl Worker {
                 }
                 // Drained, failing, in maintenance: what runs there goes on, nothing new.
                 Some(n) if !n.usable() => (Ok(()), Some(said(n))),
-                Some(_) => (Ok(()), None),
+                Some(_) => (Ok(()), closed.clone()),
             };
             let up = status.is_ok();
             self.say_status(host, status, Some(&seen));
@@ -356,6 +363,11 @@ impl Worker {
         }
         self.follow_runs(&by_id);
         self.say_foreign(&inv);
+        let waiting = super::queue::waiting(&inv, &self.nodes);
+        if waiting != self.queue {
+            self.queue = waiting.clone();
+            self.emit(RunEvent::Queue { waiting });
+        }
     }
 
     fn read(&mut self) -> Result<Inventory, String> {
@@ -446,6 +458,21 @@ impl Worker {
                             token,
                             why: format!("Slurm job {id} cannot start: {}", j.reason),
                         });
+                    } else {
+                        // Held back (a reason other than the moment's scheduling pass):
+                        // said while it lasts, so the job says why it has not started.
+                        let said = r.waits.is_some() || j.reason_code != "Resources";
+                        let why = (!j.reason.is_empty() && said)
+                            .then(|| format!("Slurm job {id} pending: {}", j.reason));
+                        if why != r.waits {
+                            r.waits = why.clone();
+                            events.push(RunEvent::Waits {
+                                host,
+                                job,
+                                token,
+                                why,
+                            });
+                        }
                     }
                 }
                 Some(j) => {
@@ -524,17 +551,7 @@ impl Worker {
                     continue;
                 }
                 on.entry(node).or_default().push(ForeignWork {
-                    what: format!(
-                        "Slurm job {} \"{}\" of {}{}",
-                        j.id,
-                        j.name,
-                        j.user,
-                        if j.account.is_empty() {
-                            String::new()
-                        } else {
-                            format!(", account {}", j.account)
-                        }
-                    ),
+                    what: what(j),
                     gpus,
                 });
             }
@@ -550,6 +567,21 @@ impl Worker {
             }
         }
     }
+}
+
+/// A cluster's own job, for events and views: `Slurm job 12 "train" of alice, account ml`.
+pub(super) fn what(j: &Job) -> String {
+    format!(
+        "Slurm job {} \"{}\" of {}{}",
+        j.id,
+        j.name,
+        j.user,
+        if j.account.is_empty() {
+            String::new()
+        } else {
+            format!(", account {}", j.account)
+        }
+    )
 }
 
 /// A refresh's reading of the cluster, with gantry's runs that have not ended indexed by

@@ -264,6 +264,25 @@ impl App {
         if p.nodes.is_empty() {
             lines.push(Line::from("no nodes: the pool is scaled to zero"));
         }
+        if !p.waiting.is_empty() {
+            lines.push(Line::from(""));
+            lines.push(Line::from(Span::styled(
+                format!(
+                    "waiting in its own scheduler's queue for these nodes ({})",
+                    p.waiting.len()
+                ),
+                bold,
+            )));
+            for w in &p.waiting {
+                lines.push(Line::from(format!(
+                    "  {} · {} GPU(s) on {} node(s) · {}",
+                    escape(&w.what),
+                    w.gpus,
+                    w.nodes,
+                    escape(&w.reason)
+                )));
+            }
+        }
         let max = (lines.len() as u16).saturating_sub(area.height.saturating_sub(2));
         f.render_widget(
             Paragraph::new(lines)

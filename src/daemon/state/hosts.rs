@@ -27,6 +27,8 @@ pub(super) struct Part {
     pub since: f64,
     /// Its process group there, once the host said.
     pub pgid: Option<u32>,
+    /// Why the backend's scheduler holds it back, while it does (a Slurm job pending).
+    pub waits: Option<String>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -68,6 +70,9 @@ pub(super) struct Hosts {
     pub foreign: HashMap<usize, super::foreign::Held>,
     /// Work its users asked gantry to place that could not be queued (said once each).
     pub wanted_refused: std::collections::HashSet<String>,
+    /// Per pool: the work its backend's own users queued for its nodes that waits there, as
+    /// last said.
+    pub queues: HashMap<usize, Vec<crate::backend::ForeignWaiting>>,
 }
 
 /// How many ended jobs keep where they ran (their logs stay on the hosts).
@@ -269,6 +274,7 @@ impl State {
             parts.push(Part {
                 node,
                 state: PartState::Starting,
+                waits: None,
                 since: self.now,
                 pgid: None,
             });
@@ -373,11 +379,19 @@ impl State {
     fn on_host_event(&mut self, pool: usize, e: RunEvent) -> Result<(), EngineError> {
         let e = match e {
             RunEvent::Wanted { work } => return self.wanted(pool, work),
+            RunEvent::Queue { waiting } => {
+                if waiting.is_empty() {
+                    self.hosts.queues.remove(&pool);
+                } else {
+                    self.hosts.queues.insert(pool, waiting);
+                }
+                return Ok(());
+            }
             e => e,
         };
         let host = match &e {
             // Of the pool, not of a host: handled above.
-            RunEvent::Wanted { .. } => return Ok(()),
+            RunEvent::Wanted { .. } | RunEvent::Queue { .. } => return Ok(()),
             RunEvent::Started { host, .. }
             | RunEvent::StartFailed { host, .. }
             | RunEvent::Exited { host, .. }
@@ -386,6 +400,7 @@ impl State {
             | RunEvent::Sample { host, .. }
             | RunEvent::Foreign { host, .. }
             | RunEvent::Failed { host, .. }
+            | RunEvent::Waits { host, .. }
             | RunEvent::Cordon { host, .. } => *host,
         };
         let Some(node) = self.node_of(pool, host) else {
@@ -402,6 +417,7 @@ impl State {
                         p.state = PartState::Running;
                         p.since = now;
                         p.pgid = pgid;
+                        p.waits = None;
                         self.log(match pgid {
                             Some(pgid) => {
                                 format!("job {job} started on {name} as process group {pgid}")
@@ -456,7 +472,19 @@ impl State {
                 }
             }
             RunEvent::Cordon { why, .. } => self.cordon(node, &name, why)?,
-            RunEvent::Wanted { .. } => {}
+            RunEvent::Waits {
+                job, token, why, ..
+            } => {
+                if let Some(p) = self.part_mut(job, &token, node) {
+                    let said = why.clone().filter(|w| p.waits.as_ref() != Some(w));
+                    p.waits = why;
+                    if let Some(why) = said {
+                        let kind = self.hosts.kind(node);
+                        self.record_job(job, kind, format!("waits on {name}: {why}"))?;
+                    }
+                }
+            }
+            RunEvent::Wanted { .. } | RunEvent::Queue { .. } => {}
             RunEvent::Sample { found, groups, .. } => {
                 // Only the runs the daemon has there count as gantry's; anything else on a
                 // GPU is foreign to it.

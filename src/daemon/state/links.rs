@@ -213,7 +213,7 @@ impl State {
                 ),
             )?;
         }
-        let stuck: Vec<(JobId, usize)> = self
+        let stuck: Vec<(JobId, usize, Option<String>)> = self
             .hosts
             .runs
             .iter()
@@ -221,16 +221,22 @@ impl State {
                 r.parts
                     .iter()
                     .filter(|p| p.state == PartState::Starting && now - p.since > START_TIMEOUT_S)
-                    .map(move |p| (id, p.node))
+                    .map(move |p| (id, p.node, p.waits.clone()))
             })
-            .filter(|(_, n)| !self.hosts.down.contains_key(n))
+            .filter(|(_, n, _)| !self.hosts.down.contains_key(n))
             .collect();
-        for (id, node) in stuck {
+        for (id, node, waits) in stuck {
             let name = self.node_name(node);
-            self.requeue_run(
-                id,
-                &format!("{name} did not confirm its start in {START_TIMEOUT_S:.0} s: requeued"),
-            )?;
+            let why = match waits {
+                // Its scheduler holds it (a Slurm job pending): placed again, maybe elsewhere.
+                Some(w) => format!(
+                    "still held back on {name} after {START_TIMEOUT_S:.0} s ({w}): requeued"
+                ),
+                None => {
+                    format!("{name} did not confirm its start in {START_TIMEOUT_S:.0} s: requeued")
+                }
+            };
+            self.requeue_run(id, &why)?;
         }
         Ok(())
     }

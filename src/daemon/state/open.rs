@@ -177,6 +177,7 @@ impl State {
                             state: super::hosts::PartState::Running,
                             since: s.now,
                             pgid: None,
+                            waits: None,
                         })
                         .collect::<Vec<_>>()
                 })

@@ -180,6 +180,7 @@ impl State {
             capacity: pool.capacity.to_string(),
             dollars_per_hour: pool.price_per_hour,
             nodes,
+            waiting: self.hosts.queues.get(&index).cloned().unwrap_or_default(),
         })
     }
 

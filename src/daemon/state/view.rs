@@ -209,8 +209,15 @@ impl State {
                         } else {
                             String::new()
                         };
+                        // A part its backend's scheduler holds back says why.
+                        let waits = self
+                            .hosts
+                            .runs
+                            .get(&j.id)
+                            .and_then(|r| r.parts.iter().find_map(|p| p.waits.as_ref()))
+                            .map_or(String::new(), |w| format!(" · held back: {w}"));
                         (
-                            format!("{node}{share}{more} ${:.2}/h", p.price_per_hour),
+                            format!("{node}{share}{more} ${:.2}/h{waits}", p.price_per_hour),
                             None,
                         )
                     }

@@ -266,7 +266,8 @@ pub struct PoolConfig {
     /// `provider = "slurm"`: slurmrestd's address (`http://HOST:6820` or `unix:/PATH`);
     /// `hosts` are the Slurm nodes (NodeName), one gantry node each.
     pub slurmrestd: Option<String>,
-    /// The Slurm partition gantry's jobs are submitted to (default: the cluster's default).
+    /// The Slurm partition gantry's jobs are submitted to (default: the cluster's default), or
+    /// several as sbatch takes them (`gpu,long`).
     pub partition: Option<String>,
     /// Who slurmrestd reads as (`X-SLURM-USER-NAME`, with the token in SLURM_JWT; default:
     /// the user the daemon runs as). Not needed over the Unix socket.

@@ -56,12 +56,18 @@ pub fn waiting(inv: &Inventory, nodes: &[String]) -> Vec<ForeignWaiting> {
 }
 
 /// Why the partition gantry submits to takes no work, if it does not (down, drained,
-/// inactive): nothing new should go to the pool's nodes while so.
+/// inactive): nothing new should go to the pool's nodes while so. Of a list (`gpu,long`, as
+/// sbatch takes it), only when none of them does.
 pub fn partition_closed(inv: &Inventory, partition: Option<&str>) -> Option<String> {
-    let name = partition?;
-    let p = inv.partitions.iter().find(|p| p.name == name)?;
-    (!p.state.is_empty() && p.state != "up")
-        .then(|| format!("Slurm partition {name} is {}", p.state))
+    let mut closed = Vec::new();
+    for name in partition?.split(',').map(str::trim) {
+        let p = inv.partitions.iter().find(|p| p.name == name)?;
+        if p.state.is_empty() || p.state == "up" {
+            return None;
+        }
+        closed.push(format!("Slurm partition {name} is {}", p.state));
+    }
+    (!closed.is_empty()).then(|| closed.join("; "))
 }
 
 #[cfg(test)]
@@ -152,6 +158,18 @@ mod tests {
             Some("Slurm partition gpu is down")
         );
         assert_eq!(partition_closed(&inv, None), None);
+        let mut two = inv.clone();
+        two.partitions.push(Partition {
+            name: "long".into(),
+            nodes: "gpu-a".into(),
+            state: "up".into(),
+        });
+        assert_eq!(partition_closed(&two, Some("gpu,long")), None);
+        two.partitions[1].state = "inactive".into();
+        assert_eq!(
+            partition_closed(&two, Some("gpu,long")).as_deref(),
+            Some("Slurm partition gpu is down; Slurm partition long is inactive")
+        );
         assert_eq!(partition_closed(&inv, Some("other")), None);
     }
 }

@@ -10,7 +10,7 @@ mod kube_cluster;
 use gantry::backend::kube::inventory::Labels;
 use gantry::backend::kube::{connect, Watched};
 use gantry::testkit::apiserver::{ApiServer, Kind};
-use kube_cluster::{cluster, gpu_pod, have_kubectl, kubeconfig, kubectl, runtime, temp};
+use kube_cluster::{cluster, gpu_node, gpu_pod, have_kubectl, kubeconfig, kubectl, runtime, temp};
 use serde_json::{json, Value};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -404,4 +404,60 @@ fn watches_resume_after_a_cut_and_list_again_after_410() {
     let last = api.counts();
     assert!(last.gone >= 1 && last.lists > after.lists, "{last:?}");
     assert!(watched.error().is_none());
+}
+
+/// `gantry kube --fleet` writes the cluster's GPU nodes as fleet-file pools: grouped by the
+/// instance type and zone, each node's network block (the label given) and NVLink clique
+/// as the pool's named leaves and NVLink domains; the file loads, and the daemon's fleet
+/// places those nodes in those leaves and domains.
+#[test]
+fn gantry_kube_fleet_writes_pools_with_their_topology() {
+    let rt = runtime();
+    let api = ApiServer::start(rt.handle(), Duration::from_secs(1)).unwrap();
+    for (name, block, clique) in [
+        ("gb-0", "block-1", "rack-a.0"),
+        ("gb-1", "block-1", "rack-a.0"),
+        ("gb-2", "block-2", "rack-b.0"),
+    ] {
+        let mut n = gpu_node(name, "NVIDIA-H100-80GB-HBM3", 81559, 8, "us-east-1a");
+        n["metadata"]["labels"]["network.example.com/block"] = json!(block);
+        n["metadata"]["labels"]["nvidia.com/gpu.clique"] = json!(clique);
+        api.apply(n).unwrap();
+    }
+    let dir = temp("fleet");
+    let k = kubeconfig(&dir, &api.url);
+    let (ok, text, err) = gantry(&[
+        "kube",
+        "--kubeconfig",
+        k.to_str().unwrap(),
+        "--context",
+        "test",
+        "--block-label",
+        "network.example.com/block",
+        "--fleet",
+    ]);
+    assert!(ok, "{err}");
+    assert!(
+        text.contains("leaves = { \"block-1\" = [\"gb-0\", \"gb-1\"], \"block-2\" = [\"gb-2\"] }"),
+        "{text}"
+    );
+    assert!(text.contains("context = \"test\""), "{text}");
+    let cfg =
+        gantry::config::fleet::parse("fleet.toml", &format!("[[teams]]\nname = \"lab\"\n{text}"))
+            .unwrap_or_else(|e| panic!("{e}\n{text}"));
+    assert_eq!(cfg.pools.len(), 1);
+    assert_eq!(
+        (
+            cfg.pools[0].name.as_str(),
+            cfg.pools[0].gpu.as_deref(),
+            cfg.pools[0].vram_gb
+        ),
+        ("p5-48xlarge", Some("H100"), 80)
+    );
+    let f = gantry::config::fleet::fleet_of(&cfg);
+    let at = |name: &str| f.nodes.iter().find(|n| n.name == name).unwrap();
+    assert_eq!(at("gb-0").leaf, at("gb-1").leaf);
+    assert_ne!(at("gb-0").leaf, at("gb-2").leaf);
+    assert_eq!(at("gb-0").nvlink, at("gb-1").nvlink);
+    assert_ne!(at("gb-1").nvlink, at("gb-2").nvlink);
 }

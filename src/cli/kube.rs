@@ -7,23 +7,38 @@ use gantry::backend::kube::{connect, Watched};
 use std::path::PathBuf;
 use std::time::Duration;
 
-pub fn show(
-    kubeconfig: Option<PathBuf>,
-    context: Option<String>,
-    pool_label: Option<String>,
-    output: Output,
-) -> Result<(), String> {
+/// Which cluster, and which labels say what.
+pub struct Reading {
+    pub kubeconfig: Option<PathBuf>,
+    pub context: Option<String>,
+    pub pool_label: Option<String>,
+    pub block_label: Option<String>,
+}
+
+pub fn show(r: Reading, fleet: bool, output: Output) -> Result<(), String> {
     let rt = gantry::daemon::server::runtime()?;
     let labels = Labels {
-        pool: pool_label.unwrap_or_else(|| Labels::default().pool),
+        pool: r.pool_label.unwrap_or_else(|| Labels::default().pool),
+        block: r.block_label,
         ..Labels::default()
     };
     let (cluster, nodes) = rt.block_on(async {
-        let cluster = connect(kubeconfig.as_deref(), context.as_deref()).await?;
+        let cluster = connect(r.kubeconfig.as_deref(), r.context.as_deref()).await?;
         let watched = Watched::start(&tokio::runtime::Handle::current(), &cluster);
         watched.ready(Duration::from_secs(15)).await?;
         Ok::<_, String>((cluster.name, watched.inventory(&labels)))
     })?;
+    if fleet {
+        let (pools, left) = gantry::backend::kube::pools::pools(&nodes);
+        if output == Output::Json {
+            return print_json(&pools);
+        }
+        print!(
+            "{}",
+            gantry::backend::kube::pools::to_toml(&cluster, r.context.as_deref(), &pools, &left)
+        );
+        return Ok(());
+    }
     if output == Output::Json {
         return print_json(&nodes);
     }

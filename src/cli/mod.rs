@@ -295,6 +295,14 @@ enum Command {
         /// The node label whose value groups nodes into pools.
         #[arg(long)]
         pool_label: Option<String>,
+        /// The node label naming its network block (leaf switch), as Kueue's topology-aware
+        /// scheduling reads it.
+        #[arg(long)]
+        block_label: Option<String>,
+        /// Print fleet-file pools for the cluster's GPU nodes (by pool label, zone, model and
+        /// shape, with their blocks and NVLink domains) and exit.
+        #[arg(long)]
+        fleet: bool,
         #[arg(short, long, value_enum, default_value_t = Output::Table)]
         output: Output,
     },
@@ -473,8 +481,20 @@ pub fn main() -> ExitCode {
             kubeconfig,
             context,
             pool_label,
+            block_label,
+            fleet,
             output,
-        }) => kube::show(kubeconfig, context, pool_label, output).map_err(CliError::from),
+        }) => kube::show(
+            kube::Reading {
+                kubeconfig,
+                context,
+                pool_label,
+                block_label,
+            },
+            fleet,
+            output,
+        )
+        .map_err(CliError::from),
         Some(Command::Slurm {
             slurmrestd,
             user,

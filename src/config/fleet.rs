@@ -245,6 +245,12 @@ pub struct PoolConfig {
     pub nodes_per_leaf: Option<u32>,
     /// Nodes sharing one NVLink domain (NVL72-style racks; default 1 = the node).
     pub nodes_per_nvlink: Option<u32>,
+    /// Listed hosts by leaf or network block, by name: `leaves = { block-a = ["g1", "g2"] }`.
+    #[serde(default)]
+    pub leaves: std::collections::BTreeMap<String, Vec<String>>,
+    /// Listed hosts by NVLink domain (`nvidia.com/gpu.clique`), by name.
+    #[serde(default)]
+    pub nvlink_domains: std::collections::BTreeMap<String, Vec<String>>,
     #[serde(default)]
     pub mig_gpus_per_node: u8,
     pub provisioning_delay: Option<String>,
@@ -574,6 +580,9 @@ fn validate(file: &str, text: &str, cfg: &FleetConfig) -> Result<(), ConfigError
         if let Err(message) = super::kube::validate(p, &name) {
             return Err(at("pools", i, message));
         }
+        if let Err(message) = super::topology::validate(p, &name) {
+            return Err(at("pools", i, message));
+        }
         let auto = p.is_auto();
         if auto && !p.is_local() && !p.is_ssh() {
             return Err(at(
@@ -833,13 +842,8 @@ pub fn fleet_sized(cfg: &FleetConfig, count: impl Fn(&PoolConfig) -> u32) -> Fle
             .expect("validated pool");
         for i in 0..count(p) {
             let node = p.node_name(i);
-            let leaf = p
-                .nodes_per_leaf
-                .map(|k| format!("{}/{}/leaf-{}", p.provider, p.zone, i / k));
-            let nvlink = p
-                .nodes_per_nvlink
-                .filter(|&k| k > 1)
-                .map(|k| format!("{}/{}-rack-{}", p.provider, p.name, i / k));
+            let leaf = super::topology::leaf(p, i);
+            let nvlink = super::topology::nvlink(p, i);
             b.node(
                 pool,
                 &node,

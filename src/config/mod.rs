@@ -8,3 +8,4 @@ pub mod paths;
 pub mod reload;
 pub mod slurm;
 pub mod ssh;
+pub mod topology;

@@ -6,6 +6,7 @@ pub mod dcgm;
 pub mod inventory;
 mod pod;
 mod podlog;
+pub mod pools;
 pub mod runner;
 mod start;
 pub mod wanted;

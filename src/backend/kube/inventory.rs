@@ -124,6 +124,31 @@ pub fn pod_gpus(p: &Pod) -> u32 {
     main.max(init)
 }
 
+/// What a pod asks of `resource` (`cpu`, `memory`) as the scheduler counts it: its
+/// containers' requests summed (a limit alone stands for its request), or the most an init
+/// container asks, whichever is more; in the resource's unit (cores, bytes).
+pub fn pod_requests(p: &Pod, resource: &str) -> f64 {
+    let Some(spec) = &p.spec else { return 0.0 };
+    let of = |c: &k8s_openapi::api::core::v1::Container| -> f64 {
+        let r = c.resources.as_ref();
+        let get = |m: Option<
+            &BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>,
+        >| { m.and_then(|m| m.get(resource)).and_then(|q| quantity(&q.0)) };
+        get(r.and_then(|r| r.requests.as_ref()))
+            .or_else(|| get(r.and_then(|r| r.limits.as_ref())))
+            .unwrap_or(0.0)
+            .max(0.0)
+    };
+    let main: f64 = spec.containers.iter().map(of).sum();
+    let init = spec
+        .init_containers
+        .iter()
+        .flatten()
+        .map(of)
+        .fold(0.0, f64::max);
+    main.max(init)
+}
+
 fn label<'a>(labels: Option<&'a BTreeMap<String, String>>, key: &str) -> Option<&'a str> {
     labels.and_then(|l| l.get(key)).map(String::as_str)
 }

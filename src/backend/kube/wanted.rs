@@ -113,7 +113,7 @@ pub fn wanted(p: &Pod, place: &Place) -> Wanted {
         .clone()
         .unwrap_or_else(|| "default".into());
     let name = p.metadata.name.clone().unwrap_or_default();
-    job_file(format!("pod {ns}/{name}"), &ns, p, 1, pod_gpus(p), place)
+    job_file(format!("pod {ns}/{name}"), &ns, &[p], pod_gpus(p), place)
 }
 
 /// The job file for a pod group: one gang of its members, each with the GPUs the most
@@ -121,10 +121,11 @@ pub fn wanted(p: &Pod, place: &Place) -> Wanted {
 fn gang(ns: &str, group: &str, members: &[&Pod], place: &Place) -> Wanted {
     let gpus = members.iter().map(|p| pod_gpus(p)).max().unwrap_or(0);
     let key = format!("pods {ns}/{group}");
-    job_file(key, ns, members[0], members.len(), gpus, place)
+    job_file(key, ns, members, gpus, place)
 }
 
-fn job_file(key: String, ns: &str, p: &Pod, nodes: usize, gpus: u32, place: &Place) -> Wanted {
+fn job_file(key: String, ns: &str, members: &[&Pod], gpus: u32, place: &Place) -> Wanted {
+    let (p, nodes) = (members[0], members.len());
     let labels = p.metadata.labels.as_ref();
     let label = |k: &str| labels.and_then(|l| l.get(k)).cloned();
     let s = |v: &str| Value::String(v.to_string());
@@ -134,6 +135,22 @@ fn job_file(key: String, ns: &str, p: &Pod, nodes: usize, gpus: u32, place: &Pla
             s("accelerators"),
             s(&format!("{}:{gpus}", crate::spec::ANY_MODEL)),
         );
+    }
+    // CPUs and memory as the pods request them (the most asking member, per node), so the
+    // core reserves them on the node as it would for gantry's own jobs.
+    let most = |resource: &str| {
+        members
+            .iter()
+            .map(|m| super::inventory::pod_requests(m, resource))
+            .fold(0.0, f64::max)
+    };
+    let cpus = (most("cpu") * 1000.0).ceil() / 1000.0;
+    if cpus > 0.0 {
+        resources.insert(s("cpus"), Value::Number(cpus.into()));
+    }
+    let gib = (most("memory") / f64::from(1u32 << 30) * 1000.0).ceil() / 1000.0;
+    if gib > 0.0 {
+        resources.insert(s("memory"), Value::Number(gib.into()));
     }
     resources.insert(
         s("infra"),
@@ -160,6 +177,38 @@ fn job_file(key: String, ns: &str, p: &Pod, nodes: usize, gpus: u32, place: &Pla
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// A pod's CPU and memory requests reach its job (before, only its GPUs did: the core
+    /// placed it where its CPUs or memory would not fit).
+    #[test]
+    fn a_pods_cpu_and_memory_requests_are_its_jobs() {
+        let p: Pod = serde_json::from_value(json!({
+            "metadata": {"name": "t", "namespace": "research"},
+            "spec": {"schedulerName": "gantry", "containers": [
+                {"name": "main", "image": "i", "resources": {
+                    "requests": {"cpu": "500m", "memory": "2Gi"},
+                    "limits": {"nvidia.com/gpu": "1", "cpu": "8"}}},
+                {"name": "side", "image": "i", "resources": {"limits": {"cpu": "2"}}}],
+                "initContainers": [{"name": "fetch", "image": "i",
+                    "resources": {"requests": {"memory": "6Gi"}}}]},
+            "status": {"phase": "Pending"}
+        }))
+        .unwrap();
+        let place = Place {
+            region: "k8s".into(),
+            zone: "dc1".into(),
+            instance_type: "p5.48xlarge".into(),
+        };
+        let w = wanted(&p, &place);
+        let spec = crate::spec::parse("w", w.spec.as_bytes()).unwrap();
+        // 0.5 + 2 CPUs; memory the init container's 6 GiB (more than the 2 the others ask).
+        assert_eq!(
+            (spec.cpu_milli, spec.mem_mib),
+            (2500, 6 * 1024),
+            "{}",
+            w.spec
+        );
+    }
 
     #[test]
     fn a_waiting_pod_is_a_job_file_kept_to_its_pool() {

@@ -102,42 +102,36 @@ pub fn quantity(q: &str) -> Option<f64> {
 /// The GPUs a pod asks for (its containers' limits, else requests; an init container's
 /// while it runs counts as the most).
 pub fn pod_gpus(p: &Pod) -> u32 {
-    let Some(spec) = &p.spec else { return 0 };
-    let of = |c: &k8s_openapi::api::core::v1::Container| -> u32 {
-        let r = c.resources.as_ref();
-        let get = |m: Option<
-            &BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>,
-        >| { m.and_then(|m| m.get(GPU)).and_then(|q| quantity(&q.0)) };
-        get(r.and_then(|r| r.limits.as_ref()))
-            .or_else(|| get(r.and_then(|r| r.requests.as_ref())))
-            .unwrap_or(0.0)
-            .max(0.0) as u32
-    };
-    let main: u32 = spec.containers.iter().map(of).sum();
-    let init = spec
-        .init_containers
-        .iter()
-        .flatten()
-        .map(of)
-        .max()
-        .unwrap_or(0);
-    main.max(init)
+    asked(p, GPU, true) as u32
 }
 
 /// What a pod asks of `resource` (`cpu`, `memory`) as the scheduler counts it: its
 /// containers' requests summed (a limit alone stands for its request), or the most an init
 /// container asks, whichever is more; in the resource's unit (cores, bytes).
 pub fn pod_requests(p: &Pod, resource: &str) -> f64 {
+    asked(p, resource, false)
+}
+
+/// A pod's `resource`: per container its limit or its request (`limit_first` says which is
+/// read first, the other standing in where it is missing), summed over the containers, or
+/// the most any init container asks if that is more (they run one at a time, before).
+fn asked(p: &Pod, resource: &str, limit_first: bool) -> f64 {
     let Some(spec) = &p.spec else { return 0.0 };
     let of = |c: &k8s_openapi::api::core::v1::Container| -> f64 {
         let r = c.resources.as_ref();
         let get = |m: Option<
             &BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>,
         >| { m.and_then(|m| m.get(resource)).and_then(|q| quantity(&q.0)) };
-        get(r.and_then(|r| r.requests.as_ref()))
-            .or_else(|| get(r.and_then(|r| r.limits.as_ref())))
-            .unwrap_or(0.0)
-            .max(0.0)
+        let (limits, requests) = (
+            get(r.and_then(|r| r.limits.as_ref())),
+            get(r.and_then(|r| r.requests.as_ref())),
+        );
+        let (first, then) = if limit_first {
+            (limits, requests)
+        } else {
+            (requests, limits)
+        };
+        first.or(then).unwrap_or(0.0).max(0.0)
     };
     let main: f64 = spec.containers.iter().map(of).sum();
     let init = spec

@@ -178,6 +178,15 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    /// The pool the tests' pods wait for.
+    fn place() -> Place {
+        Place {
+            region: "k8s".into(),
+            zone: "dc1".into(),
+            instance_type: "p5.48xlarge".into(),
+        }
+    }
+
     /// A pod's CPU and memory requests reach its job (before, only its GPUs did: the core
     /// placed it where its CPUs or memory would not fit).
     #[test]
@@ -194,11 +203,7 @@ mod tests {
             "status": {"phase": "Pending"}
         }))
         .unwrap();
-        let place = Place {
-            region: "k8s".into(),
-            zone: "dc1".into(),
-            instance_type: "p5.48xlarge".into(),
-        };
+        let place = place();
         let w = wanted(&p, &place);
         let spec = crate::spec::parse("w", w.spec.as_bytes()).unwrap();
         // 0.5 + 2 CPUs; memory the init container's 6 GiB (more than the 2 the others ask).
@@ -220,11 +225,7 @@ mod tests {
             "status": {"phase": "Pending"}
         }))
         .unwrap();
-        let place = Place {
-            region: "k8s".into(),
-            zone: "dc1".into(),
-            instance_type: "p5.48xlarge".into(),
-        };
+        let place = place();
         assert!(waits(&p, &place));
         let w = wanted(&p, &place);
         assert_eq!(

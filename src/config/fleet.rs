@@ -840,15 +840,18 @@ pub fn fleet_sized(cfg: &FleetConfig, count: impl Fn(&PoolConfig) -> u32) -> Fle
                 price_per_hour: p.price_per_hour,
             })
             .expect("validated pool");
-        for i in 0..count(p) {
+        let n = count(p);
+        let (leaves, nvlinks) = (
+            super::topology::leaves(p, n),
+            super::topology::nvlinks(p, n),
+        );
+        for i in 0..n {
             let node = p.node_name(i);
-            let leaf = super::topology::leaf(p, i);
-            let nvlink = super::topology::nvlink(p, i);
             b.node(
                 pool,
                 &node,
-                leaf.as_deref(),
-                nvlink.as_deref(),
+                leaves[i as usize].as_deref(),
+                nvlinks[i as usize].as_deref(),
                 p.mig_gpus_per_node,
             )
             .expect("validated node");

@@ -5,7 +5,7 @@
 //! `nodes_per_nvlink`) suits pools whose nodes are numbered in rack order.
 
 use super::fleet::PoolConfig;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 /// The pool's `leaves` and `nvlink_domains`, or why they are wrong.
 pub fn validate(p: &PoolConfig, name: &str) -> Result<(), String> {
@@ -35,13 +35,14 @@ pub fn validate(p: &PoolConfig, name: &str) -> Result<(), String> {
                 "{name}: `{field}` and `{other}` both say which nodes are together: keep one"
             ));
         }
+        let index = host_index(p);
         let mut seen: BTreeMap<&str, &str> = BTreeMap::new();
         for (group, hosts) in groups {
             if group.trim().is_empty() {
                 return Err(format!("{name}: `{field}` has a group with an empty name"));
             }
             for h in hosts {
-                if index_of(p, h).is_none() {
+                if !index.contains_key(h.as_str()) {
                     return Err(format!(
                         "{name}: {field}.{group}: `{h}` is not one of the pool's hosts ({})",
                         p.hosts.join(", ")
@@ -58,36 +59,68 @@ pub fn validate(p: &PoolConfig, name: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// The host at `i` of the pool's `hosts`, as a group may name it: the entry as written, or
-/// the node's name (an SSH host without its user and port).
-fn index_of(p: &PoolConfig, host: &str) -> Option<usize> {
-    (0..p.hosts.len()).find(|&i| p.hosts[i] == host || p.node_name(i as u32) == host)
-}
-
-fn group_of(p: &PoolConfig, groups: &BTreeMap<String, Vec<String>>, i: u32) -> Option<String> {
-    groups
-        .iter()
-        .find(|(_, hosts)| hosts.iter().any(|h| index_of(p, h) == Some(i as usize)))
-        .map(|(g, _)| g.clone())
-}
-
-/// The leaf of node `i` of the pool: named (`leaves`), counted (`nodes_per_leaf`), or none.
-pub fn leaf(p: &PoolConfig, i: u32) -> Option<String> {
-    if let Some(g) = group_of(p, &p.leaves, i) {
-        return Some(format!("{}/{}/{g}", p.provider, p.zone));
+/// Each listed host by the names a group may call it — the entry as written, or the node's
+/// name (an SSH host without its user) — to its index in `hosts`. Built once per pool: a
+/// cluster's pool lists thousands of nodes, and scanning `hosts` for every name of every
+/// group made a 3,000-node pool take minutes to load.
+fn host_index(p: &PoolConfig) -> HashMap<String, usize> {
+    let mut index = HashMap::with_capacity(p.hosts.len() * 2);
+    for (i, h) in p.hosts.iter().enumerate() {
+        index.insert(p.node_name(i as u32), i);
+        index.insert(h.clone(), i);
     }
-    p.nodes_per_leaf
-        .map(|k| format!("{}/{}/leaf-{}", p.provider, p.zone, i / k))
+    index
 }
 
-/// The NVLink domain node `i` shares with others, if any (alone: the node itself).
-pub fn nvlink(p: &PoolConfig, i: u32) -> Option<String> {
-    if let Some(g) = group_of(p, &p.nvlink_domains, i) {
-        return Some(format!("{}/{}/nvlink-{g}", p.provider, p.zone));
+/// The group of each listed host (by index in `hosts`), where `groups` names one.
+fn group_by_host<'a>(
+    p: &PoolConfig,
+    groups: &'a BTreeMap<String, Vec<String>>,
+) -> Vec<Option<&'a str>> {
+    let mut of = vec![None; p.hosts.len()];
+    if groups.is_empty() {
+        return of;
     }
-    p.nodes_per_nvlink
-        .filter(|&k| k > 1)
-        .map(|k| format!("{}/{}-rack-{}", p.provider, p.name, i / k))
+    let index = host_index(p);
+    for (g, hosts) in groups {
+        for h in hosts {
+            if let Some(&i) = index.get(h.as_str()) {
+                // The first group naming it, as validation lets a host be named twice only
+                // by its two names.
+                of[i].get_or_insert(g.as_str());
+            }
+        }
+    }
+    of
+}
+
+/// The leaf of each of the pool's first `count` nodes: named (`leaves`), counted
+/// (`nodes_per_leaf`), or none.
+pub fn leaves(p: &PoolConfig, count: u32) -> Vec<Option<String>> {
+    let named = group_by_host(p, &p.leaves);
+    (0..count)
+        .map(|i| match named.get(i as usize).copied().flatten() {
+            Some(g) => Some(format!("{}/{}/{g}", p.provider, p.zone)),
+            None => p
+                .nodes_per_leaf
+                .map(|k| format!("{}/{}/leaf-{}", p.provider, p.zone, i / k)),
+        })
+        .collect()
+}
+
+/// The NVLink domain each of the pool's first `count` nodes shares with others, if any
+/// (alone: the node itself).
+pub fn nvlinks(p: &PoolConfig, count: u32) -> Vec<Option<String>> {
+    let named = group_by_host(p, &p.nvlink_domains);
+    (0..count)
+        .map(|i| match named.get(i as usize).copied().flatten() {
+            Some(g) => Some(format!("{}/{}/nvlink-{g}", p.provider, p.zone)),
+            None => p
+                .nodes_per_nvlink
+                .filter(|&k| k > 1)
+                .map(|k| format!("{}/{}-rack-{}", p.provider, p.name, i / k)),
+        })
+        .collect()
 }
 
 #[cfg(test)]

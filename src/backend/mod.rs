@@ -13,6 +13,7 @@
 
 pub mod agent;
 mod cluster;
+pub mod gpu_model;
 pub mod kube;
 pub mod local;
 pub mod logs;

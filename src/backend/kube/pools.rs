@@ -5,7 +5,7 @@
 //! the pool's named `leaves` and `nvlink_domains`, so the core places gangs by them.
 
 use super::inventory::KubeNode;
-use crate::backend::slurm::pools::model_of;
+use crate::backend::gpu_model::model_of;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -59,7 +59,10 @@ pub fn pools(nodes: &[KubeNode]) -> (Vec<Pool>, Vec<(String, String)>) {
     }
     let mut out: Vec<Pool> = Vec::new();
     for ((label, zone, product, gpus, cpus, memory_gb), nodes) in by {
-        let (gpu, mut vram_gb, mut check) = model_of(product.as_deref());
+        let (gpu, mut vram_gb, mut check) = match product.as_deref() {
+            Some(p) => model_of(p),
+            None => ("GPU".into(), 0, None),
+        };
         // GPU Feature Discovery's memory label settles what the product name may not.
         if let Some(mib) = nodes[0].gpu_memory_mib.filter(|&m| m > 0) {
             vram_gb = mib.div_ceil(1024) as u32;

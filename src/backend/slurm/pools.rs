@@ -3,6 +3,7 @@
 //! Slurm nodes — gantry's pools hold one GPU model and one node shape each.
 
 use super::inventory::{Inventory, Node};
+use crate::backend::gpu_model::model_of;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -21,50 +22,6 @@ pub struct Pool {
     pub cpus: u32,
     pub memory_gb: u64,
     pub hosts: Vec<String>,
-}
-
-/// gantry's model name and memory per GPU for a Slurm GRES type (site-chosen names such as
-/// `a100`, `a100_80g`, `h100`), and what to check where the type does not settle it.
-pub fn model_of(gres_type: Option<&str>) -> (String, u32, Option<String>) {
-    let Some(t) = gres_type else {
-        return (
-            "GPU".into(),
-            0,
-            Some("Slurm names no GPU type on these nodes: set gpu and vram_gb".into()),
-        );
-    };
-    let l = t.to_ascii_lowercase();
-    let has = |s: &str| l.contains(s);
-    let (name, vram, check) = match () {
-        _ if has("a100") && has("80") => ("A100-80GB", 80, None),
-        _ if has("a100") => ("A100", 40, Some("A100s come with 40 or 80 GB")),
-        _ if has("h100") => ("H100", 80, None),
-        _ if has("gh200") => ("GH200", 96, None),
-        _ if has("h200") => ("H200", 141, None),
-        _ if has("b200") => ("B200", 180, None),
-        _ if has("l40s") => ("L40S", 48, None),
-        _ if has("l40") => ("L40", 48, None),
-        _ if has("l4") => ("L4", 24, None),
-        _ if has("a10g") => ("A10G", 24, None),
-        _ if has("a10") => ("A10", 24, None),
-        _ if has("a40") => ("A40", 48, None),
-        _ if has("a6000") => ("RTXA6000", 48, None),
-        _ if has("v100") && has("32") => ("V100-32GB", 32, None),
-        _ if has("v100") => ("V100", 16, Some("V100s come with 16 or 32 GB")),
-        _ if has("t4") => ("T4", 16, None),
-        _ if has("mi300") => ("MI300X", 192, None),
-        _ if has("mi250") => ("MI250X", 128, None),
-        _ => {
-            return (
-                t.to_ascii_uppercase(),
-                0,
-                Some(format!(
-                    "gantry does not know the memory of a `{t}`: set vram_gb"
-                )),
-            )
-        }
-    };
-    (name.into(), vram, check.map(str::to_string))
 }
 
 /// The pools of the cluster's GPU nodes (nodes without GPUs are left out).
@@ -91,7 +48,14 @@ pub fn pools(inv: &Inventory) -> Vec<Pool> {
     }
     let mut out: Vec<Pool> = Vec::new();
     for ((partition, ty, count, cpus, memory_gb), nodes) in by {
-        let (gpu, vram_gb, check) = model_of(ty.as_deref());
+        let (gpu, vram_gb, check) = match ty.as_deref() {
+            Some(t) => model_of(t),
+            None => (
+                "GPU".into(),
+                0,
+                Some("Slurm names no GPU type on these nodes: set gpu and vram_gb".into()),
+            ),
+        };
         let mut name = format!(
             "{}{}",
             if partition.is_empty() {
@@ -215,8 +179,8 @@ mod tests {
         )
         .unwrap_or_else(|e| panic!("{e}\n{fixed}"));
         assert_eq!(fleet.pools.len(), 4);
-        assert_eq!(model_of(Some("v100")).1, 16);
-        assert_eq!(model_of(Some("A10G")).0, "A10G");
-        assert_eq!(model_of(Some("a10")).0, "A10");
+        assert_eq!(model_of("v100").1, 16);
+        assert_eq!(model_of("A10G").0, "A10G");
+        assert_eq!(model_of("a10").0, "A10");
     }
 }

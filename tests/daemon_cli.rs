@@ -305,6 +305,16 @@ fn submit_reads_stdin_and_prints_only_the_id_when_asked() {
 }
 
 /// Job `id`'s spec as the daemon shows it (`gantry job ID -o json`).
+/// The id `gantry submit … -o id` printed, once it succeeded.
+fn submitted_id(out: &std::process::Output) -> String {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
 fn spec_of(d: &Daemon, id: &str) -> String {
     let (code, job, err) = gantry(&d.socket, &["job", id, "-o", "json"]);
     assert_eq!(code, 0, "{err}");
@@ -365,12 +375,7 @@ fn submit_gives_envs_and_secrets_the_file_leaves_empty() {
         .env("WANDB_API_KEY", "k-secret-9")
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let id = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let id = submitted_id(&out);
     let spec = spec_of(&d, &id);
     assert!(spec.contains("hf_x") && spec.contains("EPOCHS"), "{spec}");
     assert!(
@@ -429,12 +434,7 @@ fn a_relative_workdir_is_the_submitters() {
         .current_dir(&here)
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let id = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let id = submitted_id(&out);
     let want = format!("workdir: {}", here.canonicalize().unwrap().display());
     let spec = spec_of(&d, &id);
     assert!(spec.contains(&want), "{spec}");

@@ -694,18 +694,16 @@ pub fn pool_live(c: &mut HttpClient, which: &str, output: Output) -> Result<(), 
                 who.push_str(&format!(" held by {holder}"));
             }
             // A GPU nothing measures (a Slurm node's) shows no numbers rather than zeros.
-            let (util, power, temp) = if g["unmeasured"].as_bool() == Some(true) {
-                ("-".to_string(), "-".to_string(), "-".to_string())
+            let (util, used, power, temp) = if g["unmeasured"].as_bool() == Some(true) {
+                let none = || "-".to_string();
+                (none(), none(), none(), none())
             } else {
                 (
                     format!("{:.0}%", g["util_pct"].as_f64().unwrap_or(0.0)),
+                    g["vram_used_mib"].as_u64().unwrap_or(0).to_string(),
                     format!("{:.0} W", g["power_w"].as_f64().unwrap_or(0.0)),
                     format!("{:.0}°C", g["temp_c"].as_f64().unwrap_or(0.0)),
                 )
-            };
-            let used = match g["unmeasured"].as_bool() {
-                Some(true) => "-".to_string(),
-                _ => g["vram_used_mib"].as_u64().unwrap_or(0).to_string(),
             };
             println!(
                 "{:<28} {:<12} {:>3} {:>5} {:>17} {:>6} {:>5}  {}",

@@ -89,6 +89,10 @@ impl Job {
     pub fn pending(&self) -> bool {
         self.state == "pending"
     }
+    /// Whether gantry submitted it (its comment is gantry's mark); else the cluster's own.
+    pub fn is_gantrys(&self) -> bool {
+        super::batch::parse_comment(&self.comment).is_some()
+    }
     pub fn running(&self) -> bool {
         matches!(self.state.as_str(), "running" | "completing" | "suspended")
     }

@@ -2,7 +2,6 @@
 //! pool's nodes (shown with Slurm's reasons beside gantry's queue), and whether the partition
 //! gantry submits to takes work at all.
 
-use super::batch;
 use super::inventory::{Inventory, Job};
 use crate::backend::ForeignWaiting;
 use std::collections::HashSet;
@@ -25,7 +24,7 @@ pub fn waiting(inv: &Inventory, nodes: &[String]) -> Vec<ForeignWaiting> {
         .jobs
         .iter()
         .filter(|j| j.pending() && j.gpus_per_node > 0)
-        .filter(|j| batch::parse_comment(&j.comment).is_none())
+        .filter(|j| !j.is_gantrys())
         .filter(|j| j.partition.split(',').any(|p| partitions.contains(p)))
         .collect();
     jobs.sort_by_key(|j| j.id);

@@ -538,10 +538,7 @@ impl Worker {
     /// over the queue (a large cluster's runs to tens of thousands of jobs, read each second).
     fn say_foreign(&mut self, inv: &Inventory) {
         let mut on: HashMap<&str, Vec<ForeignWork>> = HashMap::new();
-        let theirs = inv
-            .jobs
-            .iter()
-            .filter(|j| j.running() && batch::parse_comment(&j.comment).is_none());
+        let theirs = inv.jobs.iter().filter(|j| j.running() && !j.is_gantrys());
         for j in theirs {
             let mut nodes: Vec<&str> = j.alloc.iter().map(|(n, _)| n.as_str()).collect();
             nodes.dedup();

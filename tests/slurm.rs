@@ -572,10 +572,14 @@ fn what_slurm_holds_back_is_shown_with_slurms_reasons() {
     ]);
     // The cluster's own queue for the pool's nodes, with Slurm's reason.
     let pool = || common::json(&d, &["fleet", "--pool", "a100"]);
+    // Slurm gives no reason until its scheduler has looked at a new job (CI once read the
+    // pool between submission and that pass): wait for its verdict.
     wait_for(&d, 30, "the waiting Slurm job in the pool's view", || {
         pool()["waiting"].as_array().is_some_and(|w| {
-            w.iter()
-                .any(|w| w["what"].as_str().unwrap_or("").contains("\"waiter\""))
+            w.iter().any(|w| {
+                w["what"].as_str().unwrap_or("").contains("\"waiter\"")
+                    && w["reason"].as_str().unwrap_or("").contains("(Slurm: ")
+            })
         })
     });
     let w = pool()["waiting"][0].clone();
@@ -614,10 +618,8 @@ fn what_slurm_holds_back_is_shown_with_slurms_reasons() {
         "name: held\nresources:\n  accelerators: A100:1\nrun: sleep 120\n",
     );
     wait_for(&d, 30, "Slurm to hold the gantry job back", || {
-        row(&d, held)["detail"]
-            .as_str()
-            .unwrap_or("")
-            .contains("held back: Slurm job")
+        let detail = row(&d, held)["detail"].as_str().unwrap_or("").to_string();
+        detail.contains("held back: Slurm job") && detail.contains("(Slurm: Priority)")
     });
     let detail = row(&d, held)["detail"].as_str().unwrap().to_string();
     assert!(detail.contains("(Slurm: Priority)"), "{detail}");
@@ -645,10 +647,12 @@ fn what_slurm_holds_back_is_shown_with_slurms_reasons() {
 
     // A partition taken down cordons the pool's nodes; up again, they take jobs again.
     c.slurm("scontrol", &["update", "PartitionName=gpu", "State=DOWN"]);
-    wait_for(&d, 30, "the partition's cordon", || {
+    wait_for(&d, 30, "the partition's cordon of both nodes", || {
         events(&d)
             .iter()
-            .any(|e| e.contains("cordoned: Slurm partition gpu is down"))
+            .filter(|e| e.contains("cordoned: Slurm partition gpu is down"))
+            .count()
+            >= 2
     });
     let waits = submit(
         &d,

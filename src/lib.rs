@@ -8,6 +8,7 @@
 //! * [`trace`] — public cluster traces and their replay protocols.
 //! * [`backend`] — where jobs run: the local host (processes, NVML).
 //! * [`bench`] — the benchmarks behind every performance figure.
+//! * [`tls`] — TLS both ends share: the crypto provider, fingerprints, pinning.
 //! * [`testkit`] — test doubles (a Kubernetes API server) for tests and benchmarks.
 pub mod backend;
 pub mod bench;
@@ -20,4 +21,5 @@ pub mod scheduler;
 pub mod sim;
 pub mod spec;
 pub mod testkit;
+pub mod tls;
 pub mod trace;

@@ -240,11 +240,12 @@ fn the_cli_retries_a_submission_whose_reply_was_lost_and_makes_one_job() {
             let mut conn = BufReader::new(conn);
             let req = read_request(&mut conn);
             let text = String::from_utf8_lossy(&req).to_string();
-            keys.push(
-                text.lines()
-                    .find_map(|l| l.strip_prefix("Idempotency-Key: "))
-                    .map(str::to_string),
-            );
+            // Header names are case-insensitive (hyper sends them lower-case).
+            keys.push(text.lines().find_map(|l| {
+                let (name, value) = l.split_once(':')?;
+                name.eq_ignore_ascii_case("idempotency-key")
+                    .then(|| value.trim().to_string())
+            }));
             let mut up = TcpStream::connect(("127.0.0.1", daemon_port)).unwrap();
             let fixed = text.replacen("Connection: keep-alive", "Connection: close", 1);
             up.write_all(fixed.as_bytes()).unwrap();

@@ -462,6 +462,7 @@ fn the_bench_recording_is_what_slurmrestd_answers() {
     let token = c.token("nobody");
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/bench/slurm/v0.0.38");
     let record = std::env::var_os("GANTRY_RECORD_SLURM").is_some();
+    gantry::tls::install_provider();
     let http = reqwest::blocking::Client::new();
     for (what, list) in [
         ("nodes", "nodes"),

@@ -6,6 +6,7 @@ use gantry::client::local::LocalClient;
 use gantry::daemon::actor::{spawn, Clock};
 use gantry::daemon::server::{serve, signals, Listen};
 use gantry::daemon::state::{Messages, State, StateOptions};
+use gantry::daemon::tls::CertSource;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -26,6 +27,21 @@ pub struct DaemonArgs {
     /// Also serve TCP here (e.g. 127.0.0.1:7450); every request there needs a bearer token.
     #[arg(long)]
     listen: Option<SocketAddr>,
+    /// Serve TLS on --listen: the certificate of --tls-cert/--tls-key, else one the daemon
+    /// makes on first start and keeps beside its journal (clients pin its fingerprint, which
+    /// the start line and `gantry token create` print).
+    #[arg(long, requires = "listen")]
+    tls: bool,
+    /// PEM certificate chain for --listen (implies --tls).
+    #[arg(long, requires_all = ["tls_key", "listen"])]
+    tls_cert: Option<PathBuf>,
+    /// PEM private key of --tls-cert.
+    #[arg(long, requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// Another name (DNS or IP) for the certificate the daemon makes, e.g. gantry.lab.example;
+    /// repeatable. Names matter only to clients that verify by CA, not to those that pin.
+    #[arg(long, requires = "tls")]
+    tls_name: Vec<String>,
     /// Serve GET /metrics alone here, without a token, as exporters do (e.g. 0.0.0.0:9400).
     #[arg(long)]
     metrics_listen: Option<SocketAddr>,
@@ -83,9 +99,27 @@ pub fn run(a: DaemonArgs) -> Result<(), String> {
         std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         private_dir(dir);
     }
+    let tls = match (a.tls_cert, a.tls_key) {
+        (Some(cert), Some(key)) => Some(CertSource::Files { cert, key }),
+        _ if a.tls => Some(CertSource::Own {
+            dir: gantry::config::paths::tls_dir(&db),
+            names: a.tls_name,
+        }),
+        _ => None,
+    };
+    let tls = tls.as_ref().map(gantry::daemon::tls::load).transpose()?;
+    if let Some(addr) = a
+        .listen
+        .filter(|addr| tls.is_none() && !addr.ip().is_loopback())
+    {
+        eprintln!(
+            "gantry daemon: warning: --listen {addr} without --tls: tokens and job specs cross the network unencrypted"
+        );
+    }
     let listen = Listen {
         socket: a.socket.unwrap_or(paths.socket),
         tcp: a.listen,
+        tls,
         metrics: a.metrics_listen,
         limits: gantry::daemon::server::Limits {
             request_timeout: Duration::from_secs_f64(request_timeout),
@@ -147,9 +181,15 @@ pub fn run(a: DaemonArgs) -> Result<(), String> {
         env!("CARGO_PKG_VERSION"),
         db.display(),
         listen.socket.display(),
-        listen
-            .tcp
-            .map_or(String::new(), |a| format!(", tcp {a} (bearer tokens)")),
+        listen.tcp.map_or(String::new(), |a| match &listen.tls {
+            None => format!(", tcp {a} (bearer tokens)"),
+            Some(t) => format!(
+                ", tcp {a} (TLS, certificate {} {}{}; bearer tokens)",
+                t.cert.display(),
+                t.fingerprint,
+                if t.made { ", made now" } else { "" },
+            ),
+        }),
         listen
             .metrics
             .map_or(String::new(), |a| format!(", metrics {a} (open)"))
@@ -241,8 +281,7 @@ fn private_dir(dir: &std::path::Path) {
 pub fn console(
     theme: Option<&str>,
     keymap: Option<&str>,
-    connect: Option<&str>,
-    token: Option<String>,
+    target: &super::remote::Target,
     readonly: bool,
 ) -> Result<(), String> {
     let paths = gantry::config::paths::from_env();
@@ -266,8 +305,9 @@ pub fn console(
     // A daemon named (--connect, GANTRY_CONNECT; else console.toml's `context`) or answering
     // on the default socket is what the console shows; only when none answers does it run
     // the embedded demo.
-    let mut attach = match (connect, &file.context) {
-        (Some(c), _) => Some((Endpoint::parse(c)?, token)),
+    let token = target.token.clone();
+    let mut attach = match (&target.connect, &file.context) {
+        (Some(_), _) => Some((target.endpoint().map_err(|e| e.message)?, token)),
         (None, Some(name)) => Some(context(file.context(name)?)?),
         (None, None) => {
             let default = Endpoint::Unix(paths.socket.clone());
@@ -295,7 +335,9 @@ pub fn console(
 
 /// Where a console.toml context is, and its token.
 fn context(c: &gantry::config::console::Context) -> Result<(Endpoint, Option<String>), String> {
-    let endpoint = Endpoint::parse(&c.connect).map_err(|e| format!("context {}: {e}", c.name))?;
+    let endpoint = Endpoint::parse(&c.connect)
+        .and_then(|e| e.pinned(c.tls_fingerprint.as_deref()))
+        .map_err(|e| format!("context {}: {e}", c.name))?;
     let token = match &c.token_file {
         None => None,
         Some(f) => {

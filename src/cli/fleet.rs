@@ -150,6 +150,12 @@ pub fn info(output: Output) -> Result<(), String> {
     println!("data dir    {}", p.data_dir.display());
     println!("journal     {}", p.journal.display());
     println!("socket      {}", p.socket.display());
+    let cert = p.tls_dir.join("cert.pem");
+    let tls = match std::fs::read(&cert) {
+        Ok(pem) => gantry::tls::pem_fingerprint(&pem).unwrap_or_else(|| "unreadable".to_string()),
+        Err(_) => "absent: `gantry daemon --listen ADDR --tls` makes it on first start".to_string(),
+    };
+    println!("tls cert    {} ({tls})", cert.display());
     println!("scope       {}", p.scope);
     for why in &p.chosen_by {
         println!("  chosen by {why}");

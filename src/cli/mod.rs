@@ -33,8 +33,9 @@ struct Cli {
     /// config dir's keymaps/ rebinds only the keys it names.
     #[arg(long, env = "GANTRY_KEYMAP")]
     keymap: Option<String>,
-    /// The daemon to talk to: a Unix socket path or http://HOST:PORT (also GANTRY_CONNECT;
-    /// default: the socket `gantry info` shows). With no command, opens the console on it.
+    /// The daemon to talk to: a Unix socket path, http://HOST:PORT or https://HOST:PORT (also
+    /// GANTRY_CONNECT; default: the socket `gantry info` shows). With no command, opens the
+    /// console on it.
     #[arg(long, global = true, env = "GANTRY_CONNECT")]
     connect: Option<String>,
     /// Console without dangerous actions (preempt, cancel, hold, release): they leave the keys
@@ -44,6 +45,11 @@ struct Cli {
     /// Bearer token for a TCP daemon (also GANTRY_TOKEN).
     #[arg(long, global = true, env = "GANTRY_TOKEN", hide_env_values = true)]
     token: Option<String>,
+    /// Trust the https:// daemon whose certificate has this SHA-256 fingerprint (also
+    /// GANTRY_TLS_FINGERPRINT): the one `gantry token create` and the daemon's start line print
+    /// for the certificate it made itself. Without it, the system's CAs must vouch for it.
+    #[arg(long, global = true, env = "GANTRY_TLS_FINGERPRINT")]
+    tls_fingerprint: Option<String>,
 }
 
 /// A failed command: what to print and the exit code.
@@ -361,13 +367,13 @@ pub fn main() -> ExitCode {
     let target = remote::Target {
         connect: cli.connect.clone(),
         token: cli.token.clone(),
+        tls_fingerprint: cli.tls_fingerprint.clone(),
     };
     let result: Result<(), CliError> = match cli.command {
         None if std::io::IsTerminal::is_terminal(&std::io::stdout()) => daemon::console(
             cli.theme.as_deref(),
             cli.keymap.as_deref(),
-            cli.connect.as_deref(),
-            cli.token.clone(),
+            &target,
             cli.readonly,
         )
         .map_err(CliError::from),

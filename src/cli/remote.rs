@@ -15,15 +15,29 @@ use std::path::PathBuf;
 pub struct Target {
     pub connect: Option<String>,
     pub token: Option<String>,
+    pub tls_fingerprint: Option<String>,
 }
 
 impl Target {
-    pub fn client(&self) -> Result<HttpClient, CliError> {
+    /// The daemon's address (`--connect`, else the default socket), its certificate pinned
+    /// where `--tls-fingerprint` says; warns on stderr when a token would cross a network
+    /// unencrypted.
+    pub fn endpoint(&self) -> Result<Endpoint, CliError> {
         let endpoint = match &self.connect {
             Some(c) => Endpoint::parse(c).map_err(CliError::usage)?,
             None => Endpoint::Unix(gantry::config::paths::from_env().socket),
         };
-        Ok(HttpClient::new(endpoint, self.token.clone()))
+        let endpoint = endpoint
+            .pinned(self.tls_fingerprint.as_deref())
+            .map_err(CliError::usage)?;
+        if let Some(warning) = endpoint.cleartext_warning() {
+            eprintln!("{warning}");
+        }
+        Ok(endpoint)
+    }
+
+    pub fn client(&self) -> Result<HttpClient, CliError> {
+        Ok(HttpClient::new(self.endpoint()?, self.token.clone()))
     }
 }
 
@@ -1007,6 +1021,10 @@ pub fn token(t: &Target, cmd: TokenCmd) -> Result<(), CliError> {
         Output::Table => {
             println!("{}", v["token"].as_str().unwrap_or(""));
             eprintln!("(shown once: the daemon keeps only its SHA-256. Use it as GANTRY_TOKEN or --token.)");
+            // Stdout stays the token alone (scripts capture it); the pin goes with the advice.
+            if let Some(fp) = v["tls_fingerprint"].as_str() {
+                eprintln!("(the daemon serves TLS with certificate {fp}: connect with --connect https://HOST:PORT --tls-fingerprint {fp}, or GANTRY_TLS_FINGERPRINT)");
+            }
             Ok(())
         }
     }

@@ -1,51 +1,119 @@
-//! The client side of the daemon's API: a small blocking HTTP/1.1 client over the Unix socket
-//! or TCP (keep-alive, chunked bodies, server-sent events), the typed calls the CLI makes, and
-//! the console's `RemoteClient`, which follows the event stream. It speaks only to gantry's own
-//! server, which is why a full HTTP stack (and its TLS) is not pulled in: a remote daemon is
-//! reached through an SSH tunnel or a forwarded Unix socket.
+//! The client side of the daemon's API, on reqwest: the Unix socket, `http://` and `https://`
+//! (rustls: a daemon's own certificate pinned by its fingerprint, a CA's verified by the
+//! system's roots), responses bounded whatever a server claims, retries only of what is safe
+//! to repeat, and the event stream's server-sent events (parsed by sse-stream). The calls
+//! block, for the CLI and the console: each client drives its requests on a runtime of its
+//! own on the caller's thread.
 
-use super::{Client, Snapshot, SnapshotDelta};
+pub use super::remote::RemoteClient;
+use futures_util::StreamExt;
 use serde::de::DeserializeOwned;
-use std::io::{self, BufRead, BufReader, Read, Write};
-use std::os::unix::net::UnixStream;
+use std::net::IpAddr;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// Where the daemon listens.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Endpoint {
     Unix(PathBuf),
-    /// host:port
+    /// host:port, plain HTTP.
     Tcp(String),
+    /// host:port over TLS; `pin`: the SHA-256 of the one certificate trusted (else the
+    /// system's roots verify it).
+    Https {
+        addr: String,
+        pin: Option<[u8; 32]>,
+    },
 }
 
 impl Endpoint {
-    /// `unix:/path`, `/path/to/gantry.sock`, or `http://host:port`.
+    /// `unix:/path`, `/path/to/gantry.sock`, `http://host:port` or `https://host:port`.
     pub fn parse(text: &str) -> Result<Endpoint, String> {
         let t = text.trim();
-        if let Some(rest) = t.strip_prefix("http://") {
+        for (scheme, port) in [("http://", 80), ("https://", 443)] {
+            let Some(rest) = t.strip_prefix(scheme) else {
+                continue;
+            };
             let host = rest.trim_end_matches('/');
             if host.is_empty() || host.contains('/') {
-                return Err(format!("--connect {t}: expected http://HOST:PORT"));
+                return Err(format!("--connect {t}: expected {scheme}HOST:PORT"));
             }
-            let host = if host.contains(':') {
-                host.to_string()
-            } else {
-                format!("{host}:80")
+            let addr = match host_and_port(host) {
+                (_, Some(_)) => host.to_string(),
+                (_, None) => format!("{host}:{port}"),
             };
-            return Ok(Endpoint::Tcp(host));
+            return Ok(if port == 80 {
+                Endpoint::Tcp(addr)
+            } else {
+                Endpoint::Https { addr, pin: None }
+            });
         }
-        if t.starts_with("https://") {
+        if t.contains("://") {
             return Err(format!(
-                "--connect {t}: gantry's API has no TLS of its own; reach a remote daemon through an SSH tunnel (ssh -L 7450:127.0.0.1:7450 HOST) and connect to http://127.0.0.1:7450"
+                "--connect {t}: expected a socket path, unix:PATH, http://HOST:PORT or https://HOST:PORT"
             ));
         }
         let path = t.strip_prefix("unix:").unwrap_or(t);
         if path.is_empty() {
-            return Err("--connect: empty; expected a socket path or http://HOST:PORT".into());
+            return Err("--connect: empty; expected a socket path or http(s)://HOST:PORT".into());
         }
         Ok(Endpoint::Unix(PathBuf::from(path)))
+    }
+
+    /// Pins the certificate of an `https://` daemon (`--tls-fingerprint`).
+    pub fn pinned(self, fingerprint: Option<&str>) -> Result<Endpoint, String> {
+        let Some(fp) = fingerprint.filter(|f| !f.trim().is_empty()) else {
+            return Ok(self);
+        };
+        match self {
+            Endpoint::Https { addr, .. } => Ok(Endpoint::Https {
+                addr,
+                pin: Some(crate::tls::parse_fingerprint(fp)?),
+            }),
+            other => Err(format!(
+                "--tls-fingerprint: {other} is not an https:// address; a pin applies to a daemon serving TLS (gantry daemon --listen ADDR --tls)"
+            )),
+        }
+    }
+
+    /// What to tell a user who sends a token in the clear over a network: `http://` to an
+    /// address that is not this machine's.
+    pub fn cleartext_warning(&self) -> Option<String> {
+        let Endpoint::Tcp(addr) = self else {
+            return None;
+        };
+        let (host, _) = host_and_port(addr);
+        let local = host == "localhost"
+            || host
+                .trim_matches(['[', ']'])
+                .parse::<IpAddr>()
+                .is_ok_and(|ip| ip.is_loopback());
+        (!local).then(|| {
+            format!(
+                "warning: http://{addr} carries your token and jobs unencrypted; serve TLS (gantry daemon --listen ADDR --tls) and connect to https://{addr} with --tls-fingerprint, or reach it through an SSH tunnel"
+            )
+        })
+    }
+
+    /// The URL requests go to (a Unix socket's requests name localhost).
+    fn base(&self) -> String {
+        match self {
+            Endpoint::Unix(_) => "http://localhost".to_string(),
+            Endpoint::Tcp(addr) => format!("http://{addr}"),
+            Endpoint::Https { addr, .. } => format!("https://{addr}"),
+        }
+    }
+}
+
+/// `host:port` → (host, port); a bracketed IPv6 host keeps its brackets.
+fn host_and_port(addr: &str) -> (&str, Option<&str>) {
+    if let Some(end) = addr.strip_prefix('[').and_then(|r| r.find(']')) {
+        let (host, rest) = addr.split_at(end + 2);
+        return (host, rest.strip_prefix(':'));
+    }
+    match addr.rsplit_once(':') {
+        Some((h, p)) if !h.contains(':') => (h, Some(p)),
+        _ => (addr, None),
     }
 }
 
@@ -54,6 +122,7 @@ impl std::fmt::Display for Endpoint {
         match self {
             Endpoint::Unix(p) => write!(f, "{}", p.display()),
             Endpoint::Tcp(h) => write!(f, "http://{h}"),
+            Endpoint::Https { addr, .. } => write!(f, "https://{addr}"),
         }
     }
 }
@@ -70,6 +139,10 @@ pub enum ClientError {
     },
     #[error("daemon at {endpoint}: {why}")]
     Protocol { endpoint: String, why: String },
+    /// The TLS handshake failed: the certificate is not the pinned one, or nothing trusted
+    /// vouches for it.
+    #[error("will not talk to {endpoint}: {why}")]
+    Untrusted { endpoint: String, why: String },
 }
 
 impl ClientError {
@@ -77,7 +150,7 @@ impl ClientError {
     /// 6 conflict (the job is not in a state that allows it), 1 anything else.
     pub fn exit_code(&self) -> u8 {
         match self {
-            ClientError::Unreachable { .. } => 5,
+            ClientError::Unreachable { .. } | ClientError::Untrusted { .. } => 5,
             ClientError::Api { status, .. } => match status {
                 400 | 413 | 422 => 2,
                 404 => 3,
@@ -90,35 +163,6 @@ impl ClientError {
     }
 }
 
-enum Stream {
-    Unix(UnixStream),
-    Tcp(std::net::TcpStream),
-}
-
-impl Read for Stream {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        match self {
-            Stream::Unix(s) => s.read(buf),
-            Stream::Tcp(s) => s.read(buf),
-        }
-    }
-}
-
-impl Write for Stream {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        match self {
-            Stream::Unix(s) => s.write(buf),
-            Stream::Tcp(s) => s.write(buf),
-        }
-    }
-    fn flush(&mut self) -> io::Result<()> {
-        match self {
-            Stream::Unix(s) => s.flush(),
-            Stream::Tcp(s) => s.flush(),
-        }
-    }
-}
-
 /// One response.
 #[derive(Clone, Debug)]
 pub struct Response {
@@ -126,13 +170,31 @@ pub struct Response {
     pub body: Vec<u8>,
 }
 
-/// A blocking HTTP/1.1 connection to the daemon, reused across requests.
+/// The most a response body (or one event of a stream) may hold: a client never allocates
+/// what a server merely claims.
+pub const MAX_RESPONSE_BYTES: u64 = 256 << 20;
+
+/// A client of one daemon. Connections are kept alive and reused across requests.
 pub struct HttpClient {
     pub endpoint: Endpoint,
     token: Option<String>,
-    conn: Option<BufReader<Stream>>,
-    /// Read timeout for ordinary requests (not for event streams).
+    /// How long an ordinary request may take, answer included (not event streams).
     pub timeout: Duration,
+    /// Built on the first request, so that making a client cannot fail.
+    inner: Option<Inner>,
+}
+
+struct Inner {
+    http: reqwest::Client,
+    runtime: tokio::runtime::Runtime,
+}
+
+/// Why a request got no answer.
+enum Failed {
+    /// The connection failed or broke: the request may be sent again if that is safe.
+    Transport(reqwest::Error),
+    /// The answer was there but unacceptable (too large): sending again would not help.
+    Answer(String),
 }
 
 impl HttpClient {
@@ -140,8 +202,8 @@ impl HttpClient {
         HttpClient {
             endpoint,
             token,
-            conn: None,
             timeout: Duration::from_secs(30),
+            inner: None,
         }
     }
 
@@ -159,57 +221,90 @@ impl HttpClient {
         }
     }
 
-    fn connect(&self, timeout: Option<Duration>) -> Result<BufReader<Stream>, ClientError> {
-        let stream = match &self.endpoint {
-            Endpoint::Unix(p) => {
-                let s = UnixStream::connect(p).map_err(|e| self.unreachable(e))?;
-                s.set_read_timeout(timeout)
-                    .map_err(|e| self.unreachable(e))?;
-                Stream::Unix(s)
-            }
-            Endpoint::Tcp(h) => {
-                let s = std::net::TcpStream::connect(h).map_err(|e| self.unreachable(e))?;
-                s.set_read_timeout(timeout)
-                    .map_err(|e| self.unreachable(e))?;
-                let _ = s.set_nodelay(true);
-                Stream::Tcp(s)
-            }
-        };
-        Ok(BufReader::new(stream))
+    /// A transport error in the words of its innermost cause (reqwest's outer ones say only
+    /// "error sending request"): unreachable when no connection was made.
+    fn transport(&self, e: &reqwest::Error) -> ClientError {
+        let why = innermost(e);
+        if let Some(tls) = cause::<rustls::Error>(e) {
+            let hint = match tls {
+                rustls::Error::InvalidCertificate(
+                    rustls::CertificateError::UnknownIssuer | rustls::CertificateError::BadSignature,
+                ) => " — no CA this machine trusts signed its certificate; if it is the one the daemon made itself, pin it with --tls-fingerprint (gantry token create and the daemon's start line print it)",
+                _ => "",
+            };
+            // A pinned certificate that is not the pin: the verifier's own words (rustls
+            // shows an `Other` error only in its Debug form).
+            let said = match tls {
+                rustls::Error::InvalidCertificate(rustls::CertificateError::Other(other)) => {
+                    other.0.to_string()
+                }
+                _ => format!("{tls}{hint}"),
+            };
+            return ClientError::Untrusted {
+                endpoint: self.endpoint.to_string(),
+                why: said,
+            };
+        }
+        if e.is_connect() {
+            self.unreachable(why)
+        } else if e.is_timeout() {
+            self.protocol(format!(
+                "no answer within {} s ({why})",
+                self.timeout.as_secs()
+            ))
+        } else {
+            self.protocol(why)
+        }
     }
 
-    fn head(
+    fn inner(&mut self) -> Result<&Inner, ClientError> {
+        if self.inner.is_none() {
+            crate::tls::install_provider();
+            let mut b = reqwest::Client::builder()
+                .connect_timeout(Duration::from_secs(10))
+                // The daemon is reached directly (or through an SSH tunnel), never through
+                // the environment's HTTP proxy.
+                .no_proxy()
+                .http1_only();
+            match &self.endpoint {
+                Endpoint::Unix(path) => b = b.unix_socket(path.clone()),
+                Endpoint::Https { pin: Some(pin), .. } => {
+                    let mut tls =
+                        crate::tls::pinned_client_config(*pin).map_err(|e| self.protocol(e))?;
+                    tls.alpn_protocols = vec![b"http/1.1".to_vec()];
+                    b = b.tls_backend_preconfigured(tls);
+                }
+                Endpoint::Https { pin: None, .. } | Endpoint::Tcp(_) => {}
+            }
+            let http = b.build().map_err(|e| self.protocol(innermost(&e)))?;
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|e| self.protocol(format!("cannot start the client's runtime: {e}")))?;
+            self.inner = Some(Inner { http, runtime });
+        }
+        Ok(self.inner.as_ref().expect("built above"))
+    }
+
+    fn prepare(
         &self,
+        http: &reqwest::Client,
         method: &str,
         path: &str,
-        body: Option<&[u8]>,
         accept: &str,
-        extra: &[(&str, &str)],
-    ) -> Vec<u8> {
-        let host = match &self.endpoint {
-            Endpoint::Unix(_) => "localhost",
-            Endpoint::Tcp(h) => h,
-        };
-        let mut head = format!("{method} {path} HTTP/1.1\r\nHost: {host}\r\nAccept: {accept}\r\n");
+    ) -> Result<reqwest::RequestBuilder, ClientError> {
+        let method = reqwest::Method::from_bytes(method.as_bytes())
+            .map_err(|_| self.protocol(format!("bad method {method}")))?;
+        let mut req = http
+            .request(method, format!("{}{path}", self.endpoint.base()))
+            .header(reqwest::header::ACCEPT, accept);
         if let Some(t) = &self.token {
-            head.push_str(&format!("Authorization: Bearer {t}\r\n"));
+            req = req.bearer_auth(t);
         }
-        if let Some(b) = body {
-            head.push_str(&format!("Content-Length: {}\r\n", b.len()));
-        }
-        for (k, v) in extra {
-            head.push_str(&format!("{k}: {v}\r\n"));
-        }
-        head.push_str("\r\n");
-        let mut bytes = head.into_bytes();
-        if let Some(b) = body {
-            bytes.extend_from_slice(b);
-        }
-        bytes
+        Ok(req)
     }
 
-    /// Sends one request and reads the whole response. A kept-alive connection the server
-    /// has closed meanwhile is replaced once, transparently.
+    /// Sends one request and reads the whole response.
     pub fn request(
         &mut self,
         method: &str,
@@ -228,40 +323,47 @@ impl HttpClient {
         body: Option<&[u8]>,
         extra: &[(&str, &str)],
     ) -> Result<Response, ClientError> {
-        let bytes = self.head(method, path, body, "application/json", extra);
+        // The daemon reads no more than this and then closes: a client still writing would
+        // see its write cut before it could read the answer, so the limit is said here.
+        let max = crate::daemon::api::MAX_BODY;
+        if let Some(b) = body.filter(|b| b.len() > max) {
+            return Err(ClientError::Api {
+                status: 413,
+                code: "too-large".into(),
+                error: format!(
+                    "request body of {} bytes, over the daemon's limit of {max} (a job spec is a few KiB)",
+                    b.len()
+                ),
+            });
+        }
         let repeatable = method == "GET"
             || extra
                 .iter()
                 .any(|(k, _)| k.eq_ignore_ascii_case("idempotency-key"));
-        for attempt in 0..2 {
-            let reused = self.conn.is_some();
-            let mut conn = match self.conn.take() {
-                Some(c) => c,
-                None => self.connect(Some(self.timeout))?,
-            };
-            let answer = match conn.get_mut().write_all(&bytes) {
-                Ok(()) => read_response(&mut conn),
-                // The server may answer before reading everything (a body over its limit) and
-                // close: its answer is still there to read.
-                Err(e) => match read_response(&mut conn) {
-                    Ok((resp, _)) => Ok((resp, false)),
-                    Err(_) => Err((true, e.to_string())),
-                },
-            };
-            match answer {
-                Ok((resp, keep)) => {
-                    if keep {
-                        self.conn = Some(conn);
-                    }
-                    return Ok(resp);
-                }
-                Err((retryable, _)) if attempt == 0 && (repeatable || (reused && retryable)) => {
-                    continue;
-                }
-                Err((_, why)) => return Err(self.protocol(why)),
+        let timeout = self.timeout;
+        self.inner()?;
+        let inner = self.inner.as_ref().expect("built above");
+        let mut last = None;
+        for _attempt in 0..if repeatable { 2 } else { 1 } {
+            let mut req = self
+                .prepare(&inner.http, method, path, "application/json")?
+                .timeout(timeout);
+            for (k, v) in extra {
+                req = req.header(*k, *v);
+            }
+            if let Some(b) = body {
+                req = req.body(b.to_vec());
+            }
+            match inner.runtime.block_on(answer(req)) {
+                Ok(r) => return Ok(r),
+                Err(Failed::Answer(why)) => return Err(self.protocol(why)),
+                Err(Failed::Transport(e)) => last = Some(e),
             }
         }
-        Err(self.protocol("no response"))
+        Err(match last {
+            Some(e) => self.transport(&e),
+            None => self.protocol("no response"),
+        })
     }
 
     /// A request whose 2xx body is JSON `T`; other statuses become `ClientError::Api`.
@@ -297,45 +399,145 @@ impl HttpClient {
         path: &str,
         mut on_event: impl FnMut(&str, &str) -> bool,
     ) -> Result<(), ClientError> {
-        let mut conn = self.connect(None)?;
-        let bytes = self.head("GET", path, None, "text/event-stream", &[]);
-        conn.get_mut()
-            .write_all(&bytes)
-            .map_err(|e| self.unreachable(e))?;
-        let (status, headers) = read_head(&mut conn).map_err(|(_, why)| self.protocol(why))?;
-        if status != 200 {
-            let body = read_body(&mut conn, &headers).map_err(|(_, why)| self.protocol(why))?;
-            return Err(api_error(status, &body));
+        self.inner()?;
+        let inner = self.inner.as_ref().expect("built above");
+        let req = self.prepare(&inner.http, "GET", path, "text/event-stream")?;
+        let resp = inner
+            .runtime
+            .block_on(req.send())
+            .map_err(|e| self.transport(&e))?;
+        if resp.status() != reqwest::StatusCode::OK {
+            let status = resp.status().as_u16();
+            return match inner.runtime.block_on(read_body(resp)) {
+                Ok(body) => Err(api_error(status, &body)),
+                Err(Failed::Transport(e)) => Err(self.transport(&e)),
+                Err(Failed::Answer(why)) => Err(self.protocol(why)),
+            };
         }
-        let reader: Box<dyn BufRead> = if headers.chunked {
-            Box::new(BufReader::new(Chunked {
-                inner: conn,
-                left: 0,
-                done: false,
-            }))
-        } else {
-            Box::new(conn)
-        };
-        let (mut event, mut data) = (String::new(), String::new());
-        for line in reader.lines() {
-            let line = line.map_err(|e| self.protocol(e))?;
-            if line.is_empty() {
-                if !data.is_empty() && !on_event(&event, &data) {
-                    return Ok(());
-                }
-                event.clear();
-                data.clear();
-            } else if let Some(e) = line.strip_prefix("event:") {
-                event = e.trim().to_string();
-            } else if let Some(d) = line.strip_prefix("data:") {
-                if !data.is_empty() {
-                    data.push('\n');
-                }
-                data.push_str(d.strip_prefix(' ').unwrap_or(d));
+        let mut events = Box::pin(sse_stream::SseStream::from_bytes_stream(bounded_events(
+            resp,
+        )));
+        // Each event is awaited on its own, and `on_event` runs outside the runtime: it may
+        // make requests of its own (with another client) while the stream waits.
+        while let Some(event) = inner.runtime.block_on(events.next()) {
+            let event = event.map_err(|e| self.protocol(e))?;
+            let data = event.data.unwrap_or_default();
+            if !data.is_empty() && !on_event(event.event.as_deref().unwrap_or(""), &data) {
+                return Ok(());
             }
         }
         Ok(())
     }
+}
+
+/// Sends `req` and reads its whole answer.
+async fn answer(req: reqwest::RequestBuilder) -> Result<Response, Failed> {
+    let resp = req.send().await.map_err(Failed::Transport)?;
+    let status = resp.status().as_u16();
+    Ok(Response {
+        status,
+        body: read_body(resp).await?,
+    })
+}
+
+/// The body, grown as it arrives and never past `MAX_RESPONSE_BYTES`, whatever the server's
+/// Content-Length says.
+async fn read_body(mut resp: reqwest::Response) -> Result<Vec<u8>, Failed> {
+    let too_big = |n: String| {
+        Failed::Answer(format!(
+            "a response of {n} bytes, over the client's limit of {MAX_RESPONSE_BYTES}"
+        ))
+    };
+    if let Some(n) = resp.content_length().filter(|n| *n > MAX_RESPONSE_BYTES) {
+        return Err(too_big(n.to_string()));
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = resp.chunk().await.map_err(Failed::Transport)? {
+        if (body.len() + chunk.len()) as u64 > MAX_RESPONSE_BYTES {
+            return Err(too_big("more".to_string()));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
+/// The stream's bytes, cut with an error once one event (the bytes since the last blank line)
+/// grows past `MAX_RESPONSE_BYTES`: a server cannot make the client hold an endless line.
+fn bounded_events(
+    resp: reqwest::Response,
+) -> impl futures_util::Stream<Item = Result<bytes::Bytes, std::io::Error>> {
+    let state = (Some(resp), EventBound::new(MAX_RESPONSE_BYTES));
+    futures_util::stream::unfold(state, |(resp, mut bound)| async move {
+        let mut resp = resp?;
+        let item = match resp.chunk().await {
+            Ok(Some(chunk)) if bound.take(&chunk) => Ok(chunk),
+            Ok(Some(_)) => Err(std::io::Error::other(format!(
+                "an event over the client's limit of {MAX_RESPONSE_BYTES} bytes"
+            ))),
+            Ok(None) => return None,
+            Err(e) => Err(std::io::Error::other(innermost(&e))),
+        };
+        let next = item.is_ok().then_some(resp);
+        Some((item, (next, bound)))
+    })
+}
+
+/// Bytes since the last blank line of an event stream.
+struct EventBound {
+    since: u64,
+    newline: bool,
+    limit: u64,
+}
+
+impl EventBound {
+    fn new(limit: u64) -> EventBound {
+        EventBound {
+            since: 0,
+            newline: false,
+            limit,
+        }
+    }
+
+    /// Counts `chunk`; false once an event is over the limit.
+    fn take(&mut self, chunk: &[u8]) -> bool {
+        for &b in chunk {
+            match b {
+                b'\r' => continue,
+                b'\n' if self.newline => self.since = 0,
+                _ => self.since += 1,
+            }
+            self.newline = b == b'\n';
+        }
+        self.since <= self.limit
+    }
+}
+
+/// The first cause of `e` (itself included) that is a `T`.
+fn cause<'a, T: std::error::Error + 'static>(
+    e: &'a (dyn std::error::Error + 'static),
+) -> Option<&'a T> {
+    let mut at = Some(e);
+    while let Some(err) = at {
+        if let Some(t) = err.downcast_ref::<T>() {
+            return Some(t);
+        }
+        // An io::Error's source() skips the error it wraps (rustls's, inside hyper's).
+        let wrapped = err
+            .downcast_ref::<std::io::Error>()
+            .and_then(|io| io.get_ref())
+            .map(|inner| inner as &(dyn std::error::Error + 'static));
+        at = wrapped.or_else(|| err.source());
+    }
+    None
+}
+
+/// The innermost cause of an error, which says what actually went wrong.
+fn innermost(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut inner: &(dyn std::error::Error + 'static) = e;
+    while let Some(next) = inner.source() {
+        inner = next;
+    }
+    inner.to_string()
 }
 
 fn api_error(status: u16, body: &[u8]) -> ClientError {
@@ -358,120 +560,6 @@ fn api_error(status: u16, body: &[u8]) -> ClientError {
     }
 }
 
-struct Head {
-    length: Option<usize>,
-    chunked: bool,
-    close: bool,
-}
-
-/// (retryable, why)
-type ReadError = (bool, String);
-
-/// The most a response body may hold: a client never allocates what a server merely claims.
-pub const MAX_RESPONSE_BYTES: u64 = 256 << 20;
-/// The most one header line, and the number of header lines, a response may have.
-const MAX_HEADER_LINE: u64 = 16 << 10;
-const MAX_HEADERS: usize = 200;
-
-/// One line of a response head, at most `MAX_HEADER_LINE` bytes.
-fn head_line(r: &mut impl BufRead, line: &mut String) -> io::Result<usize> {
-    line.clear();
-    let n = r.take(MAX_HEADER_LINE).read_line(line)?;
-    if n as u64 == MAX_HEADER_LINE && !line.ends_with('\n') {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidData,
-            format!("a response header line over {MAX_HEADER_LINE} bytes"),
-        ));
-    }
-    Ok(n)
-}
-
-fn read_head(r: &mut impl BufRead) -> Result<(u16, Head), ReadError> {
-    let mut line = String::new();
-    let n = head_line(r, &mut line).map_err(|e| (true, e.to_string()))?;
-    if n == 0 {
-        return Err((true, "connection closed before a response".into()));
-    }
-    let status: u16 = line
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .ok_or((false, format!("not an HTTP response: {}", line.trim())))?;
-    let mut head = Head {
-        length: None,
-        chunked: false,
-        close: false,
-    };
-    for seen in 0.. {
-        if seen > MAX_HEADERS {
-            return Err((false, format!("a response with over {MAX_HEADERS} headers")));
-        }
-        if head_line(r, &mut line).map_err(|e| (false, e.to_string()))? == 0 {
-            return Err((false, "connection closed inside the response head".into()));
-        }
-        let l = line.trim_end();
-        if l.is_empty() {
-            break;
-        }
-        let Some((k, v)) = l.split_once(':') else {
-            continue;
-        };
-        let (k, v) = (k.trim().to_ascii_lowercase(), v.trim().to_ascii_lowercase());
-        match k.as_str() {
-            "content-length" => head.length = v.parse().ok(),
-            "transfer-encoding" => head.chunked = v.contains("chunked"),
-            "connection" => head.close = v == "close",
-            _ => {}
-        }
-    }
-    Ok((status, head))
-}
-
-/// The body, grown as it arrives and never past `MAX_RESPONSE_BYTES`, whatever the server's
-/// Content-Length says.
-fn read_body(r: &mut BufReader<Stream>, head: &Head) -> Result<Vec<u8>, ReadError> {
-    let too_big = |n: String| {
-        (
-            false,
-            format!("a response of {n} bytes, over the client's limit of {MAX_RESPONSE_BYTES}"),
-        )
-    };
-    let mut body = Vec::new();
-    let read = if let Some(n) = head.length {
-        if n as u64 > MAX_RESPONSE_BYTES {
-            return Err(too_big(n.to_string()));
-        }
-        let got = r
-            .take(n as u64)
-            .read_to_end(&mut body)
-            .map_err(|e| (false, e.to_string()))?;
-        if got < n {
-            return Err((
-                false,
-                format!("the response ended after {got} of its {n} bytes"),
-            ));
-        }
-        got
-    } else if head.chunked {
-        let c = Chunked {
-            inner: r,
-            left: 0,
-            done: false,
-        };
-        c.take(MAX_RESPONSE_BYTES + 1)
-            .read_to_end(&mut body)
-            .map_err(|e| (false, e.to_string()))?
-    } else {
-        r.take(MAX_RESPONSE_BYTES + 1)
-            .read_to_end(&mut body)
-            .map_err(|e| (false, e.to_string()))?
-    };
-    if read as u64 > MAX_RESPONSE_BYTES {
-        return Err(too_big("more".to_string()));
-    }
-    Ok(body)
-}
-
 /// A fresh random Idempotency-Key (128 bits, hex), so a retried submission is never a
 /// second job.
 pub fn new_idempotency_key() -> Result<String, ClientError> {
@@ -481,65 +569,6 @@ pub fn new_idempotency_key() -> Result<String, ClientError> {
     })
 }
 
-/// (response, whether the connection may be reused)
-fn read_response(r: &mut BufReader<Stream>) -> Result<(Response, bool), ReadError> {
-    let (status, head) = read_head(r)?;
-    let body = read_body(r, &head)?;
-    let keep = !head.close && (head.length.is_some() || head.chunked);
-    Ok((Response { status, body }, keep))
-}
-
-/// A chunked transfer-encoded body as a plain reader.
-struct Chunked<R: BufRead> {
-    inner: R,
-    left: usize,
-    done: bool,
-}
-
-impl<R: BufRead> Read for Chunked<R> {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        if self.done || buf.is_empty() {
-            return Ok(0);
-        }
-        if self.left == 0 {
-            let mut line = String::new();
-            if self.inner.read_line(&mut line)? == 0 {
-                self.done = true;
-                return Ok(0);
-            }
-            let size = line.trim().split(';').next().unwrap_or("");
-            self.left = usize::from_str_radix(size, 16).map_err(|_| {
-                io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    format!("bad chunk size `{}`", line.trim()),
-                )
-            })?;
-            if self.left == 0 {
-                // Trailer section: read up to the blank line.
-                loop {
-                    line.clear();
-                    if self.inner.read_line(&mut line)? == 0 || line.trim().is_empty() {
-                        break;
-                    }
-                }
-                self.done = true;
-                return Ok(0);
-            }
-        }
-        let want = buf.len().min(self.left);
-        let n = self.inner.read(&mut buf[..want])?;
-        if n == 0 {
-            return Err(io::ErrorKind::UnexpectedEof.into());
-        }
-        self.left -= n;
-        if self.left == 0 {
-            let mut crlf = [0u8; 2];
-            self.inner.read_exact(&mut crlf)?;
-        }
-        Ok(n)
-    }
-}
-
 /// Encodes a query-string value.
 pub fn encode(v: &str) -> String {
     serde_urlencoded::to_string([("v", v)])
@@ -547,181 +576,12 @@ pub fn encode(v: &str) -> String {
         .unwrap_or_default()
 }
 
-/// The console's view of a remote daemon: a thread follows `/v1/events/stream` (a snapshot,
-/// then deltas) and reconnects when the stream breaks, saying so in the event list.
-pub struct RemoteClient {
-    shared: Arc<Mutex<(Snapshot, bool)>>,
-    snapshot: Snapshot,
-    access: super::Access,
-    /// For changes (requests of their own; the stream has its connection).
-    http: HttpClient,
-}
-
-impl RemoteClient {
-    /// Connects once (so a wrong address fails now, with its reason), then follows.
-    pub fn connect(endpoint: Endpoint, token: Option<String>) -> Result<RemoteClient, ClientError> {
-        let mut http = HttpClient::new(endpoint.clone(), token.clone());
-        let first: Snapshot = http.call("GET", "/v1/snapshot", None)?;
-        let access: super::Access = http.call("GET", "/v1/whoami", None)?;
-        let shared = Arc::new(Mutex::new((first.clone(), false)));
-        let mine = shared.clone();
-        std::thread::Builder::new()
-            .name("gantry-follow".into())
-            .spawn(move || loop {
-                let mut c = HttpClient::new(endpoint.clone(), token.clone());
-                let result = c.follow("/v1/events/stream", |event, data| {
-                    let Ok(mut guard) = mine.lock() else {
-                        return false;
-                    };
-                    match event {
-                        "snapshot" => {
-                            if let Ok(s) = serde_json::from_str::<Snapshot>(data) {
-                                guard.0 = s;
-                                guard.1 = true;
-                            }
-                        }
-                        "delta" => {
-                            if let Ok(d) = serde_json::from_str::<SnapshotDelta>(data) {
-                                guard.0.apply(d);
-                                guard.1 = true;
-                            }
-                        }
-                        _ => {}
-                    }
-                    true
-                });
-                if let Ok(mut guard) = mine.lock() {
-                    let why = match result {
-                        Ok(()) => "the daemon closed the stream".to_string(),
-                        Err(e) => e.to_string(),
-                    };
-                    guard
-                        .0
-                        .events
-                        .insert(0, format!("connection lost: {why}; retrying every 2 s"));
-                    guard.1 = true;
-                }
-                std::thread::sleep(Duration::from_secs(2));
-            })
-            .map_err(|e| ClientError::Protocol {
-                endpoint: String::new(),
-                why: e.to_string(),
-            })?;
-        Ok(RemoteClient {
-            shared,
-            snapshot: first,
-            access,
-            http,
-        })
-    }
-}
-
-impl Client for RemoteClient {
-    fn access(&self) -> super::Access {
-        self.access.clone()
-    }
-    fn act(&mut self, req: super::JobRequest) -> Result<String, String> {
-        let path = format!("/v1/jobs/{}/{}", req.id, req.action.name());
-        self.http
-            .call::<serde_json::Value>("POST", &path, None)
-            .map(|_| format!("job {}: {} done", req.id, req.action.name()))
-            .map_err(|e| e.to_string())
-    }
-    fn logs(
-        &mut self,
-        id: i64,
-        node: Option<usize>,
-        tail: usize,
-    ) -> Result<super::LogsView, String> {
-        let node = node.map_or(String::new(), |k| format!("&node={k}"));
-        self.http
-            .call(
-                "GET",
-                &format!("/v1/jobs/{id}/logs?tail={tail}{node}&partial=true"),
-                None,
-            )
-            .map_err(|e| e.to_string())
-    }
-    fn pool(&mut self, index: usize) -> Result<super::PoolDetail, String> {
-        self.http
-            .call("GET", &format!("/v1/pools/{index}"), None)
-            .map_err(|e| e.to_string())
-    }
-    fn submit(&mut self, spec: &str) -> Result<i64, String> {
-        #[derive(serde::Deserialize)]
-        struct Submitted {
-            id: i64,
-        }
-        let key = new_idempotency_key().map_err(|e| e.to_string())?;
-        self.http
-            .call_with::<Submitted>(
-                "POST",
-                "/v1/jobs?file=form",
-                Some(spec.as_bytes()),
-                &[("Idempotency-Key", &key)],
-            )
-            .map(|s| s.id)
-            .map_err(|e| e.to_string())
-    }
-    fn preview(&mut self, spec: &str) -> Result<crate::daemon::engine::Preview, String> {
-        self.http
-            .call("POST", "/v1/preview?file=form", Some(spec.as_bytes()))
-            .map_err(|e| e.to_string())
-    }
-    fn job(&mut self, id: i64) -> Result<super::JobView, String> {
-        self.http
-            .call("GET", &format!("/v1/jobs/{id}"), None)
-            .map_err(|e| e.to_string())
-    }
-    fn set_priority(&mut self, id: i64, class: &str) -> Result<String, String> {
-        let body = serde_json::json!({ "class": class }).to_string();
-        self.http
-            .call::<serde_json::Value>(
-                "PUT",
-                &format!("/v1/jobs/{id}/priority"),
-                Some(body.as_bytes()),
-            )
-            .map(|_| format!("job {id}: now {class}"))
-            .map_err(|e| e.to_string())
-    }
-    fn reclaim(
-        &mut self,
-        apply: Option<&str>,
-    ) -> Result<crate::scheduler::reclaim::ReclaimPlan, String> {
-        match apply {
-            None => self.http.call("GET", "/v1/reclaim", None),
-            Some(id) => {
-                let body = serde_json::json!({ "plan": id }).to_string();
-                self.http.call("POST", "/v1/reclaim", Some(body.as_bytes()))
-            }
-        }
-        .map_err(|e| e.to_string())
-    }
-    fn poll(&mut self) -> bool {
-        let Ok(mut guard) = self.shared.lock() else {
-            return false;
-        };
-        if !guard.1 {
-            return false;
-        }
-        guard.1 = false;
-        self.snapshot = guard.0.clone();
-        true
-    }
-    fn snapshot(&self) -> &Snapshot {
-        &self.snapshot
-    }
-    fn until_next(&self) -> Duration {
-        Duration::from_millis(200)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn endpoints_parse_and_https_is_refused_with_the_way_out() {
+    fn endpoints_parse_with_their_schemes_and_pins() {
         assert_eq!(
             Endpoint::parse("/run/g.sock").unwrap(),
             Endpoint::Unix("/run/g.sock".into())
@@ -734,23 +594,73 @@ mod tests {
             Endpoint::parse("http://127.0.0.1:7450/").unwrap(),
             Endpoint::Tcp("127.0.0.1:7450".into())
         );
-        assert!(Endpoint::parse("https://x")
-            .unwrap_err()
-            .contains("SSH tunnel"));
+        assert_eq!(
+            Endpoint::parse("https://gantry.lab").unwrap(),
+            Endpoint::Https {
+                addr: "gantry.lab:443".into(),
+                pin: None
+            }
+        );
+        assert_eq!(
+            Endpoint::parse("https://[::1]:7450").unwrap().to_string(),
+            "https://[::1]:7450"
+        );
+        assert!(Endpoint::parse("ftp://x").unwrap_err().contains("https://"));
         assert!(Endpoint::parse("").is_err());
+        let fp = crate::tls::fingerprint(b"x");
+        let pinned = Endpoint::parse("https://h:1")
+            .unwrap()
+            .pinned(Some(&fp))
+            .unwrap();
+        assert!(matches!(pinned, Endpoint::Https { pin: Some(_), .. }));
+        let e = Endpoint::parse("http://h:1")
+            .unwrap()
+            .pinned(Some(&fp))
+            .unwrap_err();
+        assert!(e.contains("not an https://"), "{e}");
     }
 
     #[test]
-    fn chunked_bodies_decode() {
-        let raw = b"5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n";
-        let mut c = Chunked {
-            inner: &raw[..],
-            left: 0,
-            done: false,
-        };
-        let mut out = String::new();
-        c.read_to_string(&mut out).unwrap();
-        assert_eq!(out, "hello world");
+    fn cleartext_to_another_machine_is_warned_about() {
+        for local in [
+            "http://127.0.0.1:7450",
+            "http://localhost:1",
+            "http://[::1]:7450",
+        ] {
+            let e = Endpoint::parse(local).unwrap();
+            assert_eq!(e.cleartext_warning(), None, "{local}");
+        }
+        let far = Endpoint::parse("http://10.0.0.5:7450").unwrap();
+        assert!(far.cleartext_warning().unwrap().contains("unencrypted"));
+        assert_eq!(
+            Endpoint::parse("https://10.0.0.5:7450")
+                .unwrap()
+                .cleartext_warning(),
+            None
+        );
+    }
+
+    #[test]
+    fn an_endless_event_is_cut() {
+        let mut b = EventBound::new(100);
+        assert!(b.take(b"event: a\ndata: x\n\n"));
+        let line = [b'x'; 30];
+        assert!((0..3).all(|_| b.take(&line)));
+        assert!(!b.take(&line), "one event past the limit is refused");
+        let mut b = EventBound::new(100);
+        for _ in 0..100 {
+            assert!(
+                b.take(&line) && b.take(b"\r\n\r\n"),
+                "many small events pass"
+            );
+        }
+        let mut b = EventBound::new(100);
+        let lines = (0..100).map(|_| b.take(b"data: 12345\n"));
+        assert_eq!(
+            lines.filter(|ok| !ok).count(),
+            92,
+            "lines of one event add up"
+        );
     }
 
     #[test]

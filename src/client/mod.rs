@@ -4,6 +4,7 @@
 
 pub mod http;
 pub mod local;
+pub mod remote;
 
 pub use crate::sim::idle::{IdleCause, IdleNow};
 use serde::{Deserialize, Serialize};

@@ -21,8 +21,9 @@ mouse = false           # true: start with mouse capture on (m toggles it)
 # connect = \"/run/gantry/gantry.sock\"
 # [[contexts]]
 # name = \"prod\"
-# connect = \"http://gantry.prod.example:7450\"
+# connect = \"https://gantry.prod.example:7450\"
 # token_file = \"~/.config/gantry/prod.token\"   # a token from `gantry token create`
+# tls_fingerprint = \"sha256:…\"                  # the daemon's certificate, as it prints it
 ";
 
 /// A daemon the console can switch to.
@@ -30,10 +31,12 @@ mouse = false           # true: start with mouse capture on (m toggles it)
 #[serde(deny_unknown_fields)]
 pub struct Context {
     pub name: String,
-    /// A Unix socket path or `http://HOST:PORT`, as `--connect` takes.
+    /// A Unix socket path, `http://HOST:PORT` or `https://HOST:PORT`, as `--connect` takes.
     pub connect: String,
     /// A file holding its bearer token (TCP daemons).
     pub token_file: Option<String>,
+    /// The SHA-256 of an https:// daemon's own certificate, as `--tls-fingerprint` takes.
+    pub tls_fingerprint: Option<String>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -57,7 +60,7 @@ impl ConsoleConfig {
         self.contexts.iter().find(|c| c.name == name).ok_or_else(|| {
             let names: Vec<&str> = self.contexts.iter().map(|c| c.name.as_str()).collect();
             if names.is_empty() {
-                format!("no context `{name}`: console.toml lists none ([[contexts]] name, connect, token_file)")
+                format!("no context `{name}`: console.toml lists none ([[contexts]] name, connect, token_file, tls_fingerprint)")
             } else {
                 format!("no context `{name}`; contexts: {}", names.join(", "))
             }
@@ -76,7 +79,7 @@ pub fn parse(file: &str, text: &str) -> Result<ConsoleConfig, String> {
             )
         });
         format!(
-            "{file}:{line}:{col}: {} (keys: theme, keymap, readonly, mouse, context, [[contexts]] name, connect, token_file)",
+            "{file}:{line}:{col}: {} (keys: theme, keymap, readonly, mouse, context, [[contexts]] name, connect, token_file, tls_fingerprint)",
             e.message()
         )
     })

@@ -23,6 +23,8 @@ pub struct Paths {
     /// system): the daemon's socket.
     pub runtime_dir: PathBuf,
     pub socket: PathBuf,
+    /// The certificate `gantry daemon --tls` makes for itself: beside the journal.
+    pub tls_dir: PathBuf,
     /// `user` or `system`.
     pub scope: &'static str,
     /// Why: the rule that chose the scope, and each path a variable set.
@@ -73,6 +75,7 @@ pub fn resolve(env: impl Fn(&str) -> Option<String>, root: bool) -> Paths {
         console_file: config_dir.join("console.toml"),
         journal: data_dir.join("state.db"),
         socket: runtime_dir.join("gantry.sock"),
+        tls_dir: PathBuf::new(),
         config_dir,
         data_dir,
         runtime_dir,
@@ -89,7 +92,17 @@ pub fn resolve(env: impl Fn(&str) -> Option<String>, root: bool) -> Paths {
             p.chosen_by.push(format!("{var}={v}"));
         }
     }
+    p.tls_dir = tls_dir(&p.journal);
     p
+}
+
+/// Where a daemon keeps the TLS certificate it makes for itself: `tls/` beside its journal.
+pub fn tls_dir(journal: &Path) -> PathBuf {
+    journal
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."))
+        .join("tls")
 }
 
 pub fn from_env() -> Paths {

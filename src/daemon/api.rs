@@ -30,6 +30,8 @@ pub(super) struct Api {
     pub(super) handle: Handle,
     /// Served on TCP: every request needs a token.
     tcp: bool,
+    /// The TCP listener's TLS certificate, for `gantry token create` to print.
+    tls_fingerprint: Option<String>,
     /// Turns true when the daemon stops: event streams end then.
     stop: tokio::sync::watch::Receiver<bool>,
     limits: super::server::Limits,
@@ -54,16 +56,18 @@ pub(super) fn ok<T: Serialize>(value: &T) -> Response {
 }
 
 /// The router; `tcp` makes every route require a bearer token; event streams end when `stop`
-/// turns true.
+/// turns true. `tls_fingerprint`: the TCP listener's certificate, when it serves TLS.
 pub fn router(
     handle: Handle,
     tcp: bool,
+    tls_fingerprint: Option<String>,
     stop: tokio::sync::watch::Receiver<bool>,
     limits: super::server::Limits,
 ) -> Router {
     let api = Api {
         handle,
         tcp,
+        tls_fingerprint,
         stop,
         limits,
     };
@@ -111,6 +115,7 @@ pub fn metrics_router(
     let api = Api {
         handle,
         tcp: true,
+        tls_fingerprint: None,
         stop,
         limits,
     };
@@ -719,7 +724,11 @@ async fn token(
         .await?;
     Ok(json(
         StatusCode::CREATED,
-        &serde_json::json!({"token": token, "role": role.name()}),
+        &serde_json::json!({
+            "token": token,
+            "role": role.name(),
+            "tls_fingerprint": api.tls_fingerprint,
+        }),
     ))
 }
 

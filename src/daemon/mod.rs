@@ -15,3 +15,4 @@ pub mod logs;
 pub mod metrics;
 pub mod server;
 pub mod state;
+pub mod tls;

@@ -49,6 +49,8 @@ pub struct Listen {
     pub socket: PathBuf,
     /// TCP address, only when asked for; every request there needs a token.
     pub tcp: Option<SocketAddr>,
+    /// TLS on the TCP listener, when asked for.
+    pub tls: Option<super::tls::Tls>,
     /// TCP address serving `GET /metrics` alone, without a token, only when asked for.
     pub metrics: Option<SocketAddr>,
     pub limits: Limits,
@@ -129,9 +131,17 @@ pub async fn serve(
         let _ = stop_tx.send(true);
     });
     let limits = listen.limits;
-    let unix_app = router(handle.clone(), false, stop_rx.clone(), limits);
+    let fingerprint = listen.tls.as_ref().map(|t| t.fingerprint.clone());
+    let unix_app = router(
+        handle.clone(),
+        false,
+        fingerprint.clone(),
+        stop_rx.clone(),
+        limits,
+    );
     let unix_loop = accept_loop(
         unix,
+        None,
         unix_app,
         limits.max_unix_connections,
         limits,
@@ -139,9 +149,14 @@ pub async fn serve(
     );
     let tcp_loop = async {
         if let Some(tcp) = tcp {
-            let app = router(handle.clone(), true, stop_rx.clone(), limits);
+            let app = router(handle.clone(), true, fingerprint, stop_rx.clone(), limits);
+            let tls = listen
+                .tls
+                .as_ref()
+                .map(|t| tokio_rustls::TlsAcceptor::from(t.config.clone()));
             accept_loop(
                 tcp,
+                tls,
                 app,
                 limits.max_tcp_connections,
                 limits,
@@ -153,7 +168,8 @@ pub async fn serve(
     let metrics_loop = async {
         if let Some(l) = metrics {
             let app = super::api::metrics_router(handle.clone(), stop_rx.clone(), limits);
-            accept_loop(l, app, limits.max_tcp_connections, limits, stop_rx.clone()).await;
+            let cap = limits.max_tcp_connections;
+            accept_loop(l, None, app, cap, limits, stop_rx.clone()).await;
         }
     };
     tokio::join!(unix_loop, tcp_loop, metrics_loop);
@@ -162,9 +178,11 @@ pub async fn serve(
 }
 
 /// Accepts connections until `stop`, each served on a task of its own while a slot of the
-/// listener's cap is free; then waits (at most the grace) for the open ones to finish.
+/// listener's cap is free (over TLS when `tls`); then waits (at most the grace) for the open
+/// ones to finish.
 async fn accept_loop<L>(
     mut listener: L,
+    tls: Option<tokio_rustls::TlsAcceptor>,
     app: axum::Router,
     cap: usize,
     limits: Limits,
@@ -184,22 +202,22 @@ async fn accept_loop<L>(
             drop(io);
             continue;
         };
-        let service = TowerToHyperService::new(app.clone());
-        let mut stop = stop.clone();
+        let app = app.clone();
+        let stop = stop.clone();
+        let tls = tls.clone();
         tokio::spawn(async move {
             let _slot = slot;
-            let mut builder = hyper::server::conn::http1::Builder::new();
-            builder
-                .timer(TokioTimer::new())
-                .header_read_timeout(limits.request_timeout);
-            let conn = builder.serve_connection(TokioIo::new(io), service);
-            tokio::pin!(conn);
-            tokio::select! {
-                _ = conn.as_mut() => return,
-                _ = stop.wait_for(|&s| s) => {}
+            match tls {
+                None => serve_connection(io, app, limits, stop).await,
+                // The handshake, like a request's headers, must end within the time limit: a
+                // client that starts one and stalls holds a slot no longer than that.
+                Some(tls) => {
+                    let shaken = tokio::time::timeout(limits.request_timeout, tls.accept(io));
+                    if let Ok(Ok(io)) = shaken.await {
+                        serve_connection(io, app, limits, stop).await;
+                    }
+                }
             }
-            conn.as_mut().graceful_shutdown();
-            let _ = tokio::time::timeout(limits.shutdown_grace, conn).await;
         });
     }
     // Every slot back means every connection has closed.
@@ -208,6 +226,31 @@ async fn accept_loop<L>(
         slots.acquire_many(cap as u32),
     )
     .await;
+}
+
+/// Serves one connection's requests until it closes, or until `stop` (then gracefully, for at
+/// most the grace).
+async fn serve_connection<I>(
+    io: I,
+    app: axum::Router,
+    limits: Limits,
+    mut stop: watch::Receiver<bool>,
+) where
+    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let service = TowerToHyperService::new(app);
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.request_timeout);
+    let conn = builder.serve_connection(TokioIo::new(io), service);
+    tokio::pin!(conn);
+    tokio::select! {
+        _ = conn.as_mut() => return,
+        _ = stop.wait_for(|&s| s) => {}
+    }
+    conn.as_mut().graceful_shutdown();
+    let _ = tokio::time::timeout(limits.shutdown_grace, conn).await;
 }
 
 /// Raises this process's open-file limit to its hard limit, so the connection caps (not the

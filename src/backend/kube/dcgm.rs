@@ -193,6 +193,7 @@ impl Telemetry {
         if self.in_flight || Instant::now() < self.next {
             return;
         }
+        crate::tls::install_provider();
         let http = match &self.http {
             Some(c) => c.clone(),
             None => match reqwest::Client::builder()

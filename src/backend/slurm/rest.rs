@@ -37,6 +37,7 @@ impl SlurmRest {
         user: Option<String>,
         token: Option<String>,
     ) -> Result<SlurmRest, String> {
+        crate::tls::install_provider();
         let mut builder = reqwest::blocking::Client::builder()
             .timeout(Duration::from_secs(10))
             .connect_timeout(Duration::from_secs(5));

@@ -1,0 +1,175 @@
+//! The console's view of a remote daemon: a thread follows `/v1/events/stream` (a snapshot,
+//! then deltas) and reconnects when the stream breaks, saying so in the event list; changes
+//! are requests of their own.
+
+use super::http::{new_idempotency_key, ClientError, Endpoint, HttpClient};
+use super::{Client, Snapshot, SnapshotDelta};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+pub struct RemoteClient {
+    shared: Arc<Mutex<(Snapshot, bool)>>,
+    snapshot: Snapshot,
+    access: super::Access,
+    /// For changes (requests of their own; the stream has its connection).
+    http: HttpClient,
+}
+
+impl RemoteClient {
+    /// Connects once (so a wrong address fails now, with its reason), then follows.
+    pub fn connect(endpoint: Endpoint, token: Option<String>) -> Result<RemoteClient, ClientError> {
+        let mut http = HttpClient::new(endpoint.clone(), token.clone());
+        let first: Snapshot = http.call("GET", "/v1/snapshot", None)?;
+        let access: super::Access = http.call("GET", "/v1/whoami", None)?;
+        let shared = Arc::new(Mutex::new((first.clone(), false)));
+        let mine = shared.clone();
+        std::thread::Builder::new()
+            .name("gantry-follow".into())
+            .spawn(move || loop {
+                let mut c = HttpClient::new(endpoint.clone(), token.clone());
+                let result = c.follow("/v1/events/stream", |event, data| {
+                    let Ok(mut guard) = mine.lock() else {
+                        return false;
+                    };
+                    match event {
+                        "snapshot" => {
+                            if let Ok(s) = serde_json::from_str::<Snapshot>(data) {
+                                guard.0 = s;
+                                guard.1 = true;
+                            }
+                        }
+                        "delta" => {
+                            if let Ok(d) = serde_json::from_str::<SnapshotDelta>(data) {
+                                guard.0.apply(d);
+                                guard.1 = true;
+                            }
+                        }
+                        _ => {}
+                    }
+                    true
+                });
+                if let Ok(mut guard) = mine.lock() {
+                    let why = match result {
+                        Ok(()) => "the daemon closed the stream".to_string(),
+                        Err(e) => e.to_string(),
+                    };
+                    guard
+                        .0
+                        .events
+                        .insert(0, format!("connection lost: {why}; retrying every 2 s"));
+                    guard.1 = true;
+                }
+                std::thread::sleep(Duration::from_secs(2));
+            })
+            .map_err(|e| ClientError::Protocol {
+                endpoint: String::new(),
+                why: e.to_string(),
+            })?;
+        Ok(RemoteClient {
+            shared,
+            snapshot: first,
+            access,
+            http,
+        })
+    }
+}
+
+impl Client for RemoteClient {
+    fn access(&self) -> super::Access {
+        self.access.clone()
+    }
+    fn act(&mut self, req: super::JobRequest) -> Result<String, String> {
+        let path = format!("/v1/jobs/{}/{}", req.id, req.action.name());
+        self.http
+            .call::<serde_json::Value>("POST", &path, None)
+            .map(|_| format!("job {}: {} done", req.id, req.action.name()))
+            .map_err(|e| e.to_string())
+    }
+    fn logs(
+        &mut self,
+        id: i64,
+        node: Option<usize>,
+        tail: usize,
+    ) -> Result<super::LogsView, String> {
+        let node = node.map_or(String::new(), |k| format!("&node={k}"));
+        self.http
+            .call(
+                "GET",
+                &format!("/v1/jobs/{id}/logs?tail={tail}{node}&partial=true"),
+                None,
+            )
+            .map_err(|e| e.to_string())
+    }
+    fn pool(&mut self, index: usize) -> Result<super::PoolDetail, String> {
+        self.http
+            .call("GET", &format!("/v1/pools/{index}"), None)
+            .map_err(|e| e.to_string())
+    }
+    fn submit(&mut self, spec: &str) -> Result<i64, String> {
+        #[derive(serde::Deserialize)]
+        struct Submitted {
+            id: i64,
+        }
+        let key = new_idempotency_key().map_err(|e| e.to_string())?;
+        self.http
+            .call_with::<Submitted>(
+                "POST",
+                "/v1/jobs?file=form",
+                Some(spec.as_bytes()),
+                &[("Idempotency-Key", &key)],
+            )
+            .map(|s| s.id)
+            .map_err(|e| e.to_string())
+    }
+    fn preview(&mut self, spec: &str) -> Result<crate::daemon::engine::Preview, String> {
+        self.http
+            .call("POST", "/v1/preview?file=form", Some(spec.as_bytes()))
+            .map_err(|e| e.to_string())
+    }
+    fn job(&mut self, id: i64) -> Result<super::JobView, String> {
+        self.http
+            .call("GET", &format!("/v1/jobs/{id}"), None)
+            .map_err(|e| e.to_string())
+    }
+    fn set_priority(&mut self, id: i64, class: &str) -> Result<String, String> {
+        let body = serde_json::json!({ "class": class }).to_string();
+        self.http
+            .call::<serde_json::Value>(
+                "PUT",
+                &format!("/v1/jobs/{id}/priority"),
+                Some(body.as_bytes()),
+            )
+            .map(|_| format!("job {id}: now {class}"))
+            .map_err(|e| e.to_string())
+    }
+    fn reclaim(
+        &mut self,
+        apply: Option<&str>,
+    ) -> Result<crate::scheduler::reclaim::ReclaimPlan, String> {
+        match apply {
+            None => self.http.call("GET", "/v1/reclaim", None),
+            Some(id) => {
+                let body = serde_json::json!({ "plan": id }).to_string();
+                self.http.call("POST", "/v1/reclaim", Some(body.as_bytes()))
+            }
+        }
+        .map_err(|e| e.to_string())
+    }
+    fn poll(&mut self) -> bool {
+        let Ok(mut guard) = self.shared.lock() else {
+            return false;
+        };
+        if !guard.1 {
+            return false;
+        }
+        guard.1 = false;
+        self.snapshot = guard.0.clone();
+        true
+    }
+    fn snapshot(&self) -> &Snapshot {
+        &self.snapshot
+    }
+    fn until_next(&self) -> Duration {
+        Duration::from_millis(200)
+    }
+}

@@ -244,6 +244,55 @@ fn tables_align_names_in_any_script() {
     );
 }
 
+#[test]
+fn listings_print_wide_tables_and_yaml_as_kubectl_does() {
+    // Before: `-o` took table and json only.
+    let d = start();
+    let s = &d.socket;
+    let long = "a-job-name-longer-than-the-twenty-four-columns-of-the-table";
+    let spec = d.dir.join("long.yaml");
+    std::fs::write(
+        &spec,
+        format!("name: {long}\nteam: applied\nresources:\n  accelerators: H100:1\nrun: x\n"),
+    )
+    .unwrap();
+    let (code, _, err) = gantry(s, &["submit", spec.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let (_, table, _) = gantry(s, &["jobs", "--team", "applied"]);
+    assert!(!table.contains(long) && table.contains('…'), "{table}");
+    let (code, wide, err) = gantry(s, &["jobs", "--team", "applied", "-o", "wide"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(wide.contains(long), "wide cuts nothing: {wide}");
+    assert!(wide.lines().next().unwrap().contains("$/H"), "{wide}");
+    // YAML is the same data as JSON.
+    for args in [
+        &["jobs", "--team", "applied"][..],
+        &["teams"],
+        &["fleet"],
+        &["report"],
+    ] {
+        let (_, json, _) = gantry(s, &[args, &["-o", "json"]].concat());
+        let (code, yaml, err) = gantry(s, &[args, &["-o", "yaml"]].concat());
+        assert_eq!(code, 0, "{args:?}: {err}");
+        let from_json: serde_json::Value = serde_json::from_str(&json).unwrap();
+        let from_yaml: serde_json::Value = serde_yaml_ng::from_str(&yaml).unwrap();
+        assert_eq!(from_json, from_yaml, "{args:?}");
+    }
+    // A stream is one YAML document per record.
+    let (code, events, err) = gantry(s, &["events", "--limit", "3", "-o", "yaml"]);
+    assert_eq!(code, 0, "{err}");
+    let docs: Vec<serde_json::Value> = serde_yaml_ng::Deserializer::from_str(&events)
+        .map(|d| serde::Deserialize::deserialize(d).unwrap())
+        .collect();
+    assert!(
+        !docs.is_empty() && docs.iter().all(|d| d["detail"].is_string()),
+        "{events}"
+    );
+    // Following is -f, as tail's and kubectl logs' (before: --follow only).
+    let (_, help, _) = gantry(s, &["events", "--help"]);
+    assert!(help.contains("-f, --follow"), "{help}");
+}
+
 /// `gantry ARGS` against `d` with `input` on its stdin.
 fn gantry_stdin(d: &Daemon, args: &[&str], input: &[u8]) -> std::process::Output {
     use std::io::Write;

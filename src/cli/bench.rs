@@ -1,6 +1,6 @@
 //! `gantry bench …`
 
-use super::{print_json, Output};
+use super::{print_as, Output};
 use clap::Subcommand;
 use gantry::bench::sched::{run as run_sched, SchedBenchConfig};
 use gantry::scheduler::Policy;
@@ -343,7 +343,7 @@ pub fn run(cmd: BenchCmd) -> Result<(), String> {
             let r = gantry::bench::tui::run(gpus, jobs, 160, 48, frames.max(1));
             let l = gantry::bench::tui::idle_and_live(gpus, jobs, seconds);
             let rss = gantry::bench::peak_rss_mib();
-            if output == Output::Json {
+            if output.is_data() {
                 #[derive(serde::Serialize)]
                 struct Both<'a> {
                     #[serde(flatten)]
@@ -352,11 +352,14 @@ pub fn run(cmd: BenchCmd) -> Result<(), String> {
                     idle_live: &'a gantry::bench::tui::IdleLiveReport,
                     peak_rss_mib: Option<f64>,
                 }
-                return print_json(&Both {
-                    frames: &r,
-                    idle_live: &l,
-                    peak_rss_mib: rss,
-                });
+                return print_as(
+                    output,
+                    &Both {
+                        frames: &r,
+                        idle_live: &l,
+                        peak_rss_mib: rss,
+                    },
+                );
             }
             println!(
                 "bench tui: {} GPUs, {} jobs, {}×{}: frame p50 {:.2} ms, p99 {:.2} ms; key to frame p99 {:.2} ms ({} frames)",
@@ -387,8 +390,8 @@ pub fn run(cmd: BenchCmd) -> Result<(), String> {
         gangs,
     };
     let r = run_sched(&cfg);
-    if output == Output::Json {
-        return print_json(&r);
+    if output.is_data() {
+        return print_as(output, &r);
     }
     println!(
         "bench sched: {} nodes, {} GPUs, {} pending jobs, one core",
@@ -462,8 +465,8 @@ fn api(clients: usize, jobs: usize, output: Output) -> Result<(), String> {
     let r = gantry::bench::api::run(&cfg);
     let _ = std::fs::remove_dir_all(&dir);
     let r = r?;
-    if output == Output::Json {
-        return print_json(&r);
+    if output.is_data() {
+        return print_as(output, &r);
     }
     println!(
         "bench api: {} durable submissions over the Unix socket from {} clients: {:.0}/s, p50 {:.2} ms, p99 {:.2} ms; journal holds {}; {} scheduling cycles ran meanwhile",
@@ -489,8 +492,8 @@ fn journal(
         print_acks,
     };
     let r = gantry::bench::journal::run(&cfg).map_err(|e| e.to_string())?;
-    if output == Output::Json {
-        return print_json(&r);
+    if output.is_data() {
+        return print_as(output, &r);
     }
     println!(
         "bench journal: {} durable submissions from {} clients: {:.0}/s, p50 {:.2} ms, p99 {:.2} ms",
@@ -510,8 +513,8 @@ fn memory(jobs: usize, history: usize, output: Output) -> Result<(), String> {
     let r = gantry::bench::memory::run(&cfg);
     let _ = std::fs::remove_dir_all(&cfg.dir);
     let r = r?;
-    if output == Output::Json {
-        return print_json(&r);
+    if output.is_data() {
+        return print_as(output, &r);
     }
     println!(
         "bench memory: {} jobs submitted, run and finished in {:.0} s ({:.0}/s, group commits of 1,000); journal {:.0} MiB",
@@ -533,8 +536,8 @@ fn local(launches: usize, output: Output) -> Result<(), String> {
     let r = gantry::bench::local::run(&dir, launches);
     let _ = std::fs::remove_dir_all(&dir);
     let r = r?;
-    if output == Output::Json {
-        return print_json(&r);
+    if output.is_data() {
+        return print_as(output, &r);
     }
     match (r.telemetry_sample_p50_ms, r.telemetry_sample_p99_ms) {
         (Some(p50), Some(p99)) => println!(
@@ -566,9 +569,9 @@ fn in_scratch<T>(
 
 /// Prints `r` as JSON when asked; whether it did (else the caller prints its table).
 fn json_asked<T: serde::Serialize>(r: &T, output: Output) -> Result<bool, String> {
-    if output != Output::Json {
+    if !output.is_data() {
         return Ok(false);
     }
-    print_json(r)?;
+    print_as(output, r)?;
     Ok(true)
 }

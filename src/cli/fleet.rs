@@ -1,6 +1,6 @@
 //! `gantry fleet` and `gantry info`
 
-use super::{print_json, Output};
+use super::{print_as, Output};
 use gantry::config::fleet::{self, FleetConfig, DEFAULT_FLEET};
 use gantry::config::paths;
 use serde::Serialize;
@@ -55,15 +55,18 @@ pub fn run(config: Option<PathBuf>, print_default: bool, output: Output) -> Resu
         .iter()
         .map(|p| p.price_per_hour * f64::from(p.nodes))
         .sum();
-    if output == Output::Json {
-        return print_json(&FleetView {
-            source: &source,
-            simulated,
-            nodes: built.nodes.len(),
-            gpus: built.gpu_count(),
-            dollars_per_hour: dollars,
-            config: &cfg,
-        });
+    if output.is_data() {
+        return print_as(
+            output,
+            &FleetView {
+                source: &source,
+                simulated,
+                nodes: built.nodes.len(),
+                gpus: built.gpu_count(),
+                dollars_per_hour: dollars,
+                config: &cfg,
+            },
+        );
     }
     let label = if simulated {
         " — SIMULATED (the built-in demo fleet; `gantry fleet --print-default` shows it)"
@@ -125,8 +128,8 @@ pub fn run(config: Option<PathBuf>, print_default: bool, output: Output) -> Resu
 
 pub fn info(output: Output) -> Result<(), String> {
     let p = paths::from_env();
-    if output == Output::Json {
-        return print_json(&p);
+    if output.is_data() {
+        return print_as(output, &p);
     }
     let state = |f: &PathBuf| {
         if f.exists() {

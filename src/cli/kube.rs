@@ -1,7 +1,7 @@
 //! `gantry kube`: a Kubernetes cluster's GPU nodes as gantry sees them — GPUs, models (GPU
 //! Feature Discovery), zones, which nodes take work and which pods hold GPUs there.
 
-use super::{print_json, Output};
+use super::{print_as, Output};
 use gantry::backend::kube::inventory::{KubeNode, Labels};
 use gantry::backend::kube::{connect, Watched};
 use std::path::PathBuf;
@@ -30,8 +30,8 @@ pub fn show(r: Reading, fleet: bool, output: Output) -> Result<(), String> {
     })?;
     if fleet {
         let (pools, left) = gantry::backend::kube::pools::pools(&nodes);
-        if output == Output::Json {
-            return print_json(&pools);
+        if output.is_data() {
+            return print_as(output, &pools);
         }
         print!(
             "{}",
@@ -39,8 +39,8 @@ pub fn show(r: Reading, fleet: bool, output: Output) -> Result<(), String> {
         );
         return Ok(());
     }
-    if output == Output::Json {
-        return print_json(&nodes);
+    if output.is_data() {
+        return print_as(output, &nodes);
     }
     print_table(&cluster, &nodes);
     Ok(())

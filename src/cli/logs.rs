@@ -84,15 +84,19 @@ fn print(v: &LogsView, all_nodes: bool, output: Output) -> Result<usize, CliErro
         }
         for l in &n.lines {
             printed += 1;
+            let record = || serde_json::json!({"node": n.rank, "stream": l.stream, "text": l.text});
             let line = match output {
-                Output::Json => serde_json::json!({
-                    "node": n.rank, "stream": l.stream, "text": l.text
-                })
-                .to_string(),
-                Output::Table if gang => format!("[node {}] {}", n.rank, l.text),
-                Output::Table => l.text.clone(),
+                Output::Json => record().to_string(),
+                Output::Yaml => format!(
+                    "---\n{}",
+                    serde_yaml_ng::to_string(&record())
+                        .unwrap_or_default()
+                        .trim_end()
+                ),
+                _ if gang => format!("[node {}] {}", n.rank, l.text),
+                _ => l.text.clone(),
             };
-            let w: &mut dyn Write = if l.stream == Stream::Err && output == Output::Table {
+            let w: &mut dyn Write = if l.stream == Stream::Err && !output.is_data() {
                 &mut err
             } else {
                 &mut out

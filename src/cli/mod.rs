@@ -74,10 +74,21 @@ impl From<String> for CliError {
     }
 }
 
+/// How a command prints (`-o`), as kubectl's: a table, a wide table (every column, nothing
+/// cut), or the daemon's own data as JSON or YAML.
 #[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
 pub enum Output {
     Table,
+    Wide,
     Json,
+    Yaml,
+}
+
+impl Output {
+    /// JSON or YAML: data for programs, not a table.
+    pub fn is_data(self) -> bool {
+        matches!(self, Output::Json | Output::Yaml)
+    }
 }
 
 /// What `gantry submit` prints.
@@ -85,6 +96,7 @@ pub enum Output {
 pub enum SubmitOutput {
     Table,
     Json,
+    Yaml,
     Id,
 }
 
@@ -216,9 +228,9 @@ enum Command {
         #[arg(short, long, value_enum, default_value_t = Output::Table)]
         output: Output,
     },
-    /// The daemon's events; `--follow` keeps printing new ones.
+    /// The daemon's events; `-f/--follow` keeps printing new ones.
     Events {
-        #[arg(long)]
+        #[arg(short, long)]
         follow: bool,
         /// Only this job's events.
         #[arg(long)]
@@ -435,10 +447,10 @@ pub fn main() -> ExitCode {
             format,
             output,
         }) => {
-            let format = if output == Output::Json {
-                remote::ReportFormat::Json
-            } else {
-                format
+            let format = match output {
+                Output::Json => remote::ReportFormat::Json,
+                Output::Yaml => remote::ReportFormat::Yaml,
+                Output::Table | Output::Wide => format,
             };
             remote::report(&target, since, until, &by, format)
         }
@@ -589,6 +601,30 @@ pub fn print_json(value: &impl Serialize) -> Result<(), String> {
     Ok(())
 }
 
+/// `value` as `-o json` (pretty) or `-o yaml` asks.
+pub fn print_as(output: Output, value: &impl Serialize) -> Result<(), String> {
+    if output != Output::Yaml {
+        return print_json(value);
+    }
+    let text = serde_yaml_ng::to_string(value).map_err(|e| e.to_string())?;
+    print!("{text}");
+    Ok(())
+}
+
+/// One record of a stream (events, log lines): a JSON line, or a YAML document.
+pub fn print_record(output: Output, value: &impl Serialize) -> Result<(), String> {
+    if output == Output::Yaml {
+        let text = serde_yaml_ng::to_string(value).map_err(|e| e.to_string())?;
+        print!("---\n{text}");
+    } else {
+        println!(
+            "{}",
+            serde_json::to_string(value).map_err(|e| e.to_string())?
+        );
+    }
+    Ok(())
+}
+
 /// `--threads`, or every core.
 pub fn threads_or_all(threads: Option<usize>) -> usize {
     threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
@@ -608,8 +644,8 @@ where
 fn gpus(output: Output) -> Result<(), String> {
     use gantry::backend::local::nvml::{discover, Discovery};
     let d = discover();
-    if output == Output::Json {
-        return print_json(&d);
+    if output.is_data() {
+        return print_as(output, &d);
     }
     match d {
         Discovery::Unavailable { reason } => println!("{reason}"),

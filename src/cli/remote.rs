@@ -2,7 +2,7 @@
 //! hold, release, prio, teams, events, reclaim, token. Each prints a table or JSON
 //! (`--output json`, the daemon's own JSON) and exits with a code that says what went wrong.
 
-use super::table::cell;
+use super::table::{cell, width};
 use super::{CliError, Output};
 use gantry::client::http::{encode, ClientError, Endpoint, HttpClient};
 use gantry::client::{HostStatus, IdleNow, JobRow, TeamRow};
@@ -73,8 +73,8 @@ pub enum TokenCmd {
     },
 }
 
-fn print_value(v: &Value) -> Result<(), CliError> {
-    super::print_json(v).map_err(CliError::usage)
+fn print_value_as(output: Output, v: &Value) -> Result<(), CliError> {
+    super::print_as(output, v).map_err(CliError::usage)
 }
 
 /// What `gantry submit` gives the job beside its file: `--env`, `--secret`, `--gpus`,
@@ -309,7 +309,8 @@ pub fn submit(
         t.client()?
             .call_with("POST", &path, Some(&text), &[("Idempotency-Key", &key)])?;
     match output {
-        super::SubmitOutput::Json => print_value(&v),
+        super::SubmitOutput::Json => print_value_as(Output::Json, &v),
+        super::SubmitOutput::Yaml => print_value_as(Output::Yaml, &v),
         super::SubmitOutput::Id => {
             println!("{}", v["id"]);
             Ok(())
@@ -341,22 +342,50 @@ pub fn jobs(
     let path = format!("/v1/jobs?{}", q.join("&"));
     let mut c = t.client()?;
     let rows: Vec<JobRow> = c.call("GET", &path, None)?;
-    if output == Output::Json {
-        return super::print_json(&rows).map_err(CliError::usage);
+    if output.is_data() {
+        return super::print_as(output, &rows).map_err(CliError::usage);
     }
     let snap: Value = c.call("GET", "/v1/health", None)?;
     let now = snap["now"].as_f64().unwrap_or(0.0);
+    // Wide: names and teams whole, and what each job costs.
+    let wide = output == Output::Wide;
+    let fit = |of: fn(&JobRow) -> &str, head: &str, narrow: usize| {
+        let longest = rows.iter().map(|j| width(of(j))).max().unwrap_or(0);
+        if wide {
+            longest.max(head.len())
+        } else {
+            narrow
+        }
+    };
+    let (nw, tw, cw) = (
+        fit(|j| &j.name, "NAME", 24),
+        fit(|j| &j.team, "TEAM", 12),
+        fit(|j| &j.class, "CLASS", 11),
+    );
+    let money = if wide { "      $/H       COST" } else { "" };
     println!(
-        "{:>6} {:<24} {:<12} {:<11} {:<10} {:>7} {:>7} {:>4}  DETAIL",
-        "ID", "NAME", "TEAM", "CLASS", "STATE", "GPUS", "AGE", "POS"
+        "{:>6} {} {} {} {:<10} {:>7} {:>7} {:>4}{money}  DETAIL",
+        "ID",
+        cell("NAME", nw),
+        cell("TEAM", tw),
+        cell("CLASS", cw),
+        "STATE",
+        "GPUS",
+        "AGE",
+        "POS"
     );
     for j in &rows {
+        let money = if wide {
+            format!(" {:>8.2} {:>10.2}", j.dollars_per_hour, j.cost_at(now))
+        } else {
+            String::new()
+        };
         println!(
-            "{:>6} {} {} {} {:<10} {:>7} {:>7} {:>4}  {}",
+            "{:>6} {} {} {} {:<10} {:>7} {:>7} {:>4}{money}  {}",
             j.id,
-            cell(&j.name, 24),
-            cell(&j.team, 12),
-            cell(&j.class, 11),
+            cell(&j.name, nw),
+            cell(&j.team, tw),
+            cell(&j.class, cw),
             j.state,
             j.gpus,
             hm(now - j.since_s),
@@ -377,8 +406,8 @@ pub fn id_arg(id: &str) -> Result<i64, CliError> {
 pub fn job(t: &Target, id: &str, output: Output) -> Result<(), CliError> {
     let id = id_arg(id)?;
     let v: Value = t.client()?.call("GET", &format!("/v1/jobs/{id}"), None)?;
-    if output == Output::Json {
-        return print_value(&v);
+    if output.is_data() {
+        return print_value_as(output, &v);
     }
     let s = |k: &str| {
         v[k].as_str()
@@ -441,8 +470,8 @@ pub fn explain(t: &Target, id: &str, output: Output) -> Result<(), CliError> {
     let v: Value = t
         .client()?
         .call("GET", &format!("/v1/jobs/{id}/explain"), None)?;
-    if output == Output::Json {
-        return print_value(&v);
+    if output.is_data() {
+        return print_value_as(output, &v);
     }
     let e = &v["explanation"];
     match v["position"].as_u64() {
@@ -487,21 +516,21 @@ pub fn act(t: &Target, action: &str, ids: &[String], output: Output) -> Result<(
         match r {
             Ok(_) => {
                 results.push(serde_json::json!({"id": id, "ok": true}));
-                if output == Output::Table {
+                if !output.is_data() {
                     println!("job {id}: {action} done");
                 }
             }
             Err(e) => {
                 results.push(serde_json::json!({"id": id, "ok": false, "error": e.message}));
-                if output == Output::Table {
+                if !output.is_data() {
                     eprintln!("error: {}", e.message);
                 }
                 first_err.get_or_insert(e);
             }
         }
     }
-    if output == Output::Json {
-        print_value(&Value::Array(results))?;
+    if output.is_data() {
+        print_value_as(output, &Value::Array(results))?;
     }
     match first_err {
         Some(e) => Err(CliError {
@@ -521,8 +550,8 @@ pub fn prio(t: &Target, id: &str, class: &str, output: Output) -> Result<(), Cli
         Some(body.as_bytes()),
     )?;
     match output {
-        Output::Json => print_value(&v),
-        Output::Table => {
+        Output::Json | Output::Yaml => print_value_as(output, &v),
+        Output::Table | Output::Wide => {
             println!("job {id}: now {class}");
             Ok(())
         }
@@ -531,8 +560,8 @@ pub fn prio(t: &Target, id: &str, class: &str, output: Output) -> Result<(), Cli
 
 pub fn teams(t: &Target, output: Output) -> Result<(), CliError> {
     let rows: Vec<TeamRow> = t.client()?.call("GET", "/v1/teams", None)?;
-    if output == Output::Json {
-        return super::print_json(&rows).map_err(CliError::usage);
+    if output.is_data() {
+        return super::print_as(output, &rows).map_err(CliError::usage);
     }
     println!(
         "{:<14} {:<10} {:>6} {:>10} {:>8} {:>8} {:>7} {:>7} {:>9} {:>12} {:>12} {:>6}  AT 100%",
@@ -579,8 +608,8 @@ pub fn teams(t: &Target, output: Output) -> Result<(), CliError> {
 
 pub fn fleet_live(c: &mut HttpClient, output: Output) -> Result<(), CliError> {
     let v: Value = c.call("GET", "/v1/fleet", None)?;
-    if output == Output::Json {
-        return print_value(&v);
+    if output.is_data() {
+        return print_value_as(output, &v);
     }
     println!(
         "live fleet from the daemon at {}{}: {} GPUs, {} busy, ${:.2}/h (${:.2}/h idle)",
@@ -669,8 +698,8 @@ pub fn pool_live(c: &mut HttpClient, which: &str, output: Output) -> Result<(), 
             ))
         })?;
     let v: Value = c.call("GET", &format!("/v1/pools/{index}"), None)?;
-    if output == Output::Json {
-        return print_value(&v);
+    if output.is_data() {
+        return print_value_as(output, &v);
     }
     println!(
         "pool {} — {} {} ${:.2}/node-h ({})",
@@ -771,8 +800,8 @@ pub fn events(
     let list: Vec<Value> = c.call("GET", &path, None)?;
     for e in &list {
         match output {
-            Output::Json => println!("{e}"),
-            Output::Table => println!(
+            Output::Json | Output::Yaml => super::print_record(output, e)?,
+            Output::Table | Output::Wide => println!(
                 "t={:>9.0}s {}{}",
                 e["at"].as_f64().unwrap_or(0.0),
                 e["job"]
@@ -794,11 +823,11 @@ pub fn events(
             return true;
         };
         for line in d.events_new.iter().rev() {
-            let shown = match output {
-                Output::Json => serde_json::json!({ "event": line }).to_string(),
-                Output::Table => gantry::console::app::escape(line),
-            };
-            println!("{shown}");
+            if output.is_data() {
+                let _ = super::print_record(output, &serde_json::json!({ "event": line }));
+            } else {
+                println!("{}", gantry::console::app::escape(line));
+            }
         }
         true
     })?;
@@ -811,6 +840,7 @@ pub enum ReportFormat {
     Table,
     Csv,
     Json,
+    Yaml,
 }
 
 /// A CSV field, quoted when it must be.
@@ -838,6 +868,7 @@ pub fn report(
     let r: gantry::daemon::state::Report = t.client()?.call("GET", &path, None)?;
     match format {
         ReportFormat::Json => super::print_json(&r).map_err(CliError::usage),
+        ReportFormat::Yaml => super::print_as(Output::Yaml, &r).map_err(CliError::usage),
         ReportFormat::Csv => {
             println!("key,team,spend_usd,gpu_hours,on_demand_usd,spot_usd,reserved_usd,runs");
             for row in &r.rows {
@@ -918,8 +949,8 @@ pub fn reclaim(t: &Target, apply: Option<String>, output: Output) -> Result<(), 
                 let shown: Value = c.call("GET", "/v1/reclaim", None)?;
                 if shown["items"].as_array().is_none_or(Vec::is_empty) {
                     return match output {
-                        Output::Json => print_value(&shown),
-                        Output::Table => {
+                        Output::Json | Output::Yaml => print_value_as(output, &shown),
+                        Output::Table | Output::Wide => {
                             println!("nothing to reclaim: no job's GPUs have been idle through the window");
                             Ok(())
                         }
@@ -933,8 +964,8 @@ pub fn reclaim(t: &Target, apply: Option<String>, output: Output) -> Result<(), 
             (c.call("POST", "/v1/reclaim", Some(body.as_bytes()))?, true)
         }
     };
-    if output == Output::Json {
-        return print_value(&v);
+    if output.is_data() {
+        return print_value_as(output, &v);
     }
     let items = v["items"].as_array().cloned().unwrap_or_default();
     let skipped = v["skipped"].as_array().cloned().unwrap_or_default();
@@ -986,8 +1017,8 @@ pub fn token(t: &Target, cmd: TokenCmd) -> Result<(), CliError> {
         TokenCmd::List { output } => {
             let v: Value = t.client()?.call("GET", "/v1/tokens", None)?;
             return match output {
-                Output::Json => print_value(&v),
-                Output::Table => {
+                Output::Json | Output::Yaml => print_value_as(output, &v),
+                Output::Table | Output::Wide => {
                     print_tokens(&v);
                     Ok(())
                 }
@@ -998,8 +1029,8 @@ pub fn token(t: &Target, cmd: TokenCmd) -> Result<(), CliError> {
                 t.client()?
                     .call("DELETE", &format!("/v1/tokens/{}", encode(&id)), None)?;
             return match output {
-                Output::Json => print_value(&v),
-                Output::Table => {
+                Output::Json | Output::Yaml => print_value_as(output, &v),
+                Output::Table | Output::Wide => {
                     println!(
                         "token {} ({}) revoked",
                         v["id"].as_str().unwrap_or(""),
@@ -1017,8 +1048,8 @@ pub fn token(t: &Target, cmd: TokenCmd) -> Result<(), CliError> {
         .client()?
         .call("POST", "/v1/tokens", Some(body.as_bytes()))?;
     match output {
-        Output::Json => print_value(&v),
-        Output::Table => {
+        Output::Json | Output::Yaml => print_value_as(output, &v),
+        Output::Table | Output::Wide => {
             println!("{}", v["token"].as_str().unwrap_or(""));
             eprintln!("(shown once: the daemon keeps only its SHA-256. Use it as GANTRY_TOKEN or --token.)");
             // Stdout stays the token alone (scripts capture it); the pin goes with the advice.

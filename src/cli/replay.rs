@@ -1,6 +1,6 @@
 //! `gantry replay openb|philly`
 
-use super::{parse_list, print_json, threads_or_all, Output};
+use super::{parse_list, print_as, threads_or_all, Output};
 use clap::Subcommand;
 use gantry::scheduler::Policy;
 use gantry::trace::{openb, philly};
@@ -91,8 +91,8 @@ pub fn run(cmd: ReplayCmd) -> Result<(), String> {
             let threads = threads_or_all(threads);
             let started = std::time::Instant::now();
             let results = openb::replay_all(&replay, &policies, &seeds, threads);
-            if output == Output::Json {
-                return print_json(&results);
+            if output.is_data() {
+                return print_as(output, &results);
             }
             println!(
                 "openb replay: {} nodes, {} GPUs, {} pods, inflate {:.0}%, seeds {:?}",
@@ -173,8 +173,8 @@ pub fn run(cmd: ReplayCmd) -> Result<(), String> {
             let threads = threads_or_all(threads);
             let started = std::time::Instant::now();
             let results = replay.run(&policies, threads);
-            if output == Output::Json {
-                return print_json(&results);
+            if output.is_data() {
+                return print_as(output, &results);
             }
             let s = &replay.skipped;
             println!(

@@ -1,6 +1,6 @@
 //! `gantry sim`: a seeded week of mixed work on the simulated fleet, naive setup vs gantry.
 
-use super::{print_json, Output};
+use super::{print_as, Output};
 use gantry::sim::{compare, Comparison, Setup, SimOptions};
 use std::path::PathBuf;
 use std::time::Instant;
@@ -67,19 +67,22 @@ pub fn run(a: SimArgs) -> Result<(), String> {
     )?;
     let elapsed = started.elapsed().as_secs_f64();
     match a.output {
-        Output::Json => {
+        Output::Json | Output::Yaml => {
             #[derive(serde::Serialize)]
             struct Out<'a> {
                 #[serde(flatten)]
                 cmp: &'a Comparison,
                 elapsed_s: f64,
             }
-            print_json(&Out {
-                cmp: &cmp,
-                elapsed_s: elapsed,
-            })
+            print_as(
+                a.output,
+                &Out {
+                    cmp: &cmp,
+                    elapsed_s: elapsed,
+                },
+            )
         }
-        Output::Table => {
+        Output::Table | Output::Wide => {
             print_table(&cmp, a.events);
             println!("(simulated in {elapsed:.2} s wall)");
             Ok(())

@@ -1,7 +1,7 @@
 //! `gantry slurm`: a Slurm cluster through slurmrestd, as an on-call SRE wants it on one
 //! screen — GPUs per node and who holds them, and why each pending job waits.
 
-use super::{print_json, Output};
+use super::{print_as, Output};
 use gantry::backend::slurm::gres;
 use gantry::backend::slurm::inventory::Inventory;
 use gantry::backend::slurm::rest::SlurmRest;
@@ -18,8 +18,8 @@ pub fn show(url: &str, user: Option<String>, fleet: bool, output: Output) -> Res
     let inv = rest.inventory()?;
     if fleet {
         let pools = gantry::backend::slurm::pools::pools(&inv);
-        if output == Output::Json {
-            return print_json(&pools);
+        if output.is_data() {
+            return print_as(output, &pools);
         }
         if pools.is_empty() {
             return Err(format!(
@@ -32,8 +32,8 @@ pub fn show(url: &str, user: Option<String>, fleet: bool, output: Output) -> Res
         );
         return Ok(());
     }
-    if output == Output::Json {
-        return print_json(&inv);
+    if output.is_data() {
+        return print_as(output, &inv);
     }
     print_table(&inv);
     Ok(())

@@ -1,6 +1,6 @@
 //! `gantry spec check FILE`
 
-use super::{print_json, Output};
+use super::{print_as, Output};
 use clap::Subcommand;
 use std::path::PathBuf;
 
@@ -19,8 +19,8 @@ pub fn run(cmd: SpecCmd) -> Result<(), String> {
     let name = file.display().to_string();
     let bytes = std::fs::read(&file).map_err(|e| format!("{name}: cannot read the file: {e}"))?;
     let spec = gantry::spec::parse(&name, &bytes).map_err(|e| e.to_string())?;
-    if output == Output::Json {
-        return print_json(&spec);
+    if output.is_data() {
+        return print_as(output, &spec);
     }
     let gpus = match (&spec.accelerators, spec.mig) {
         (_, Some(p)) => format!("MIG slice {p}"),

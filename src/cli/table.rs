@@ -3,6 +3,11 @@
 
 use unicode_width::{UnicodeWidthChar, UnicodeWidthStr};
 
+/// How many terminal columns `text` takes once its control characters are escaped.
+pub fn width(text: &str) -> usize {
+    gantry::console::app::escape(text).width()
+}
+
 /// `text` (control characters escaped) in exactly `width` columns: cut with `…` if wider,
 /// padded with spaces if narrower.
 pub fn cell(text: &str, width: usize) -> String {

@@ -2,6 +2,7 @@
 //!
 //! * [`config`] — where files live (XDG) and the fleet file.
 //! * [`daemon`] — the state owner: durable journal and job state machine (in progress).
+//! * [`errors`] — reading an error's chain of causes.
 //! * [`model`] — the domain vocabulary every part imports.
 //! * [`scheduler`] — the pure scheduler core (placement policies).
 //! * [`spec`] — job specs (gantry YAML, a superset of SkyPilot task YAML).
@@ -16,6 +17,7 @@ pub mod client;
 pub mod config;
 pub mod console;
 pub mod daemon;
+pub mod errors;
 pub mod model;
 pub mod scheduler;
 pub mod sim;

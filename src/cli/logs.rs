@@ -84,15 +84,12 @@ fn print(v: &LogsView, all_nodes: bool, output: Output) -> Result<usize, CliErro
         }
         for l in &n.lines {
             printed += 1;
-            let record = || serde_json::json!({"node": n.rank, "stream": l.stream, "text": l.text});
             let line = match output {
-                Output::Json => record().to_string(),
-                Output::Yaml => format!(
-                    "---\n{}",
-                    serde_yaml_ng::to_string(&record())
-                        .unwrap_or_default()
-                        .trim_end()
-                ),
+                Output::Json | Output::Yaml => super::record(
+                    output,
+                    &serde_json::json!({"node": n.rank, "stream": l.stream, "text": l.text}),
+                )
+                .map_err(CliError::usage)?,
                 _ if gang => format!("[node {}] {}", n.rank, l.text),
                 _ => l.text.clone(),
             };

@@ -611,17 +611,20 @@ pub fn print_as(output: Output, value: &impl Serialize) -> Result<(), String> {
     Ok(())
 }
 
-/// One record of a stream (events, log lines): a JSON line, or a YAML document.
-pub fn print_record(output: Output, value: &impl Serialize) -> Result<(), String> {
+/// One record of a stream (events, log lines) as text without its last newline: a JSON line,
+/// or a YAML document.
+pub fn record(output: Output, value: &impl Serialize) -> Result<String, String> {
     if output == Output::Yaml {
         let text = serde_yaml_ng::to_string(value).map_err(|e| e.to_string())?;
-        print!("---\n{text}");
+        Ok(format!("---\n{}", text.trim_end()))
     } else {
-        println!(
-            "{}",
-            serde_json::to_string(value).map_err(|e| e.to_string())?
-        );
+        serde_json::to_string(value).map_err(|e| e.to_string())
     }
+}
+
+/// Prints one record of a stream (see `record`).
+pub fn print_record(output: Output, value: &impl Serialize) -> Result<(), String> {
+    println!("{}", record(output, value)?);
     Ok(())
 }
 

@@ -30,22 +30,24 @@ impl Endpoint {
     /// `unix:/path`, `/path/to/gantry.sock`, `http://host:port` or `https://host:port`.
     pub fn parse(text: &str) -> Result<Endpoint, String> {
         let t = text.trim();
-        for (scheme, port) in [("http://", 80), ("https://", 443)] {
-            let Some(rest) = t.strip_prefix(scheme) else {
-                continue;
-            };
+        let https = t.starts_with("https://");
+        if let Some(rest) = t
+            .strip_prefix("http://")
+            .or_else(|| t.strip_prefix("https://"))
+        {
+            let scheme = if https { "https://" } else { "http://" };
             let host = rest.trim_end_matches('/');
             if host.is_empty() || host.contains('/') {
                 return Err(format!("--connect {t}: expected {scheme}HOST:PORT"));
             }
             let addr = match host_and_port(host) {
                 (_, Some(_)) => host.to_string(),
-                (_, None) => format!("{host}:{port}"),
+                (_, None) => format!("{host}:{}", if https { 443 } else { 80 }),
             };
-            return Ok(if port == 80 {
-                Endpoint::Tcp(addr)
-            } else {
+            return Ok(if https {
                 Endpoint::Https { addr, pin: None }
+            } else {
+                Endpoint::Tcp(addr)
             });
         }
         if t.contains("://") {
@@ -224,27 +226,23 @@ impl HttpClient {
     /// A transport error in the words of its innermost cause (reqwest's outer ones say only
     /// "error sending request"): unreachable when no connection was made.
     fn transport(&self, e: &reqwest::Error) -> ClientError {
-        let why = innermost(e);
-        if let Some(tls) = cause::<rustls::Error>(e) {
-            let hint = match tls {
-                rustls::Error::InvalidCertificate(
-                    rustls::CertificateError::UnknownIssuer | rustls::CertificateError::BadSignature,
-                ) => " — no CA this machine trusts signed its certificate; if it is the one the daemon made itself, pin it with --tls-fingerprint (gantry token create and the daemon's start line print it)",
-                _ => "",
-            };
-            // A pinned certificate that is not the pin: the verifier's own words (rustls
-            // shows an `Other` error only in its Debug form).
-            let said = match tls {
-                rustls::Error::InvalidCertificate(rustls::CertificateError::Other(other)) => {
-                    other.0.to_string()
-                }
-                _ => format!("{tls}{hint}"),
+        if let Some(tls) = crate::errors::cause::<rustls::Error>(e) {
+            use rustls::CertificateError as Cert;
+            let why = match tls {
+                // A pinned certificate that is not the pin: the verifier's own words (rustls
+                // shows an `Other` error only in its Debug form).
+                rustls::Error::InvalidCertificate(Cert::Other(other)) => other.0.to_string(),
+                rustls::Error::InvalidCertificate(Cert::UnknownIssuer | Cert::BadSignature) => format!(
+                    "{tls} — no CA this machine trusts signed its certificate; if it is the one the daemon made itself, pin it with --tls-fingerprint (gantry token create and the daemon's start line print it)"
+                ),
+                _ => tls.to_string(),
             };
             return ClientError::Untrusted {
                 endpoint: self.endpoint.to_string(),
-                why: said,
+                why,
             };
         }
+        let why = crate::errors::root_cause(e);
         if e.is_connect() {
             self.unreachable(why)
         } else if e.is_timeout() {
@@ -257,7 +255,8 @@ impl HttpClient {
         }
     }
 
-    fn inner(&mut self) -> Result<&Inner, ClientError> {
+    /// Builds the client and its runtime on first use.
+    fn build(&mut self) -> Result<(), ClientError> {
         if self.inner.is_none() {
             crate::tls::install_provider();
             let mut b = reqwest::Client::builder()
@@ -276,14 +275,16 @@ impl HttpClient {
                 }
                 Endpoint::Https { pin: None, .. } | Endpoint::Tcp(_) => {}
             }
-            let http = b.build().map_err(|e| self.protocol(innermost(&e)))?;
+            let http = b
+                .build()
+                .map_err(|e| self.protocol(crate::errors::root_cause(&e)))?;
             let runtime = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()
                 .map_err(|e| self.protocol(format!("cannot start the client's runtime: {e}")))?;
             self.inner = Some(Inner { http, runtime });
         }
-        Ok(self.inner.as_ref().expect("built above"))
+        Ok(())
     }
 
     fn prepare(
@@ -341,7 +342,7 @@ impl HttpClient {
                 .iter()
                 .any(|(k, _)| k.eq_ignore_ascii_case("idempotency-key"));
         let timeout = self.timeout;
-        self.inner()?;
+        self.build()?;
         let inner = self.inner.as_ref().expect("built above");
         let mut last = None;
         for _attempt in 0..if repeatable { 2 } else { 1 } {
@@ -399,7 +400,7 @@ impl HttpClient {
         path: &str,
         mut on_event: impl FnMut(&str, &str) -> bool,
     ) -> Result<(), ClientError> {
-        self.inner()?;
+        self.build()?;
         let inner = self.inner.as_ref().expect("built above");
         let req = self.prepare(&inner.http, "GET", path, "text/event-stream")?;
         let resp = inner
@@ -475,7 +476,7 @@ fn bounded_events(
                 "an event over the client's limit of {MAX_RESPONSE_BYTES} bytes"
             ))),
             Ok(None) => return None,
-            Err(e) => Err(std::io::Error::other(innermost(&e))),
+            Err(e) => Err(std::io::Error::other(crate::errors::root_cause(&e))),
         };
         let next = item.is_ok().then_some(resp);
         Some((item, (next, bound)))
@@ -510,34 +511,6 @@ impl EventBound {
         }
         self.since <= self.limit
     }
-}
-
-/// The first cause of `e` (itself included) that is a `T`.
-fn cause<'a, T: std::error::Error + 'static>(
-    e: &'a (dyn std::error::Error + 'static),
-) -> Option<&'a T> {
-    let mut at = Some(e);
-    while let Some(err) = at {
-        if let Some(t) = err.downcast_ref::<T>() {
-            return Some(t);
-        }
-        // An io::Error's source() skips the error it wraps (rustls's, inside hyper's).
-        let wrapped = err
-            .downcast_ref::<std::io::Error>()
-            .and_then(|io| io.get_ref())
-            .map(|inner| inner as &(dyn std::error::Error + 'static));
-        at = wrapped.or_else(|| err.source());
-    }
-    None
-}
-
-/// The innermost cause of an error, which says what actually went wrong.
-fn innermost(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut inner: &(dyn std::error::Error + 'static) = e;
-    while let Some(next) = inner.source() {
-        inner = next;
-    }
-    inner.to_string()
 }
 
 fn api_error(status: u16, body: &[u8]) -> ClientError {

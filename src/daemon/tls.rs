@@ -100,12 +100,15 @@ pub fn load(source: &CertSource) -> Result<Tls, String> {
 /// written 0600 and both files appear whole or not at all.
 fn make(dir: &Path, cert: &Path, key: &Path, names: &[String]) -> Result<(), String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let mut all: Vec<String> = vec!["localhost".into(), "127.0.0.1".into(), "::1".into()];
-    if let Some(host) = hostname() {
-        all.push(host);
-    }
+    let mut all: Vec<String> = vec![
+        "localhost".into(),
+        "127.0.0.1".into(),
+        "::1".into(),
+        crate::backend::agent::hostname(),
+    ];
     all.extend(names.iter().cloned());
-    all.dedup();
+    let mut seen = std::collections::HashSet::new();
+    all.retain(|n| seen.insert(n.clone()));
     let made = rcgen::generate_simple_self_signed(all)
         .map_err(|e| format!("cannot make a TLS certificate: {e}"))?;
     write_new(key, made.signing_key.serialize_pem().as_bytes(), 0o600)?;
@@ -125,13 +128,6 @@ fn write_new(path: &Path, bytes: &[u8], mode: u32) -> Result<(), String> {
         .and_then(|()| f.sync_all())
         .map_err(|e| format!("{}: {e}", tmp.display()))?;
     std::fs::rename(&tmp, path).map_err(|e| format!("{}: {e}", path.display()))
-}
-
-fn hostname() -> Option<String> {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .ok()
-        .map(|h| h.trim().to_string())
-        .filter(|h| !h.is_empty())
 }
 
 #[cfg(test)]

@@ -193,22 +193,24 @@ impl Telemetry {
         if self.in_flight || Instant::now() < self.next {
             return;
         }
-        crate::tls::install_provider();
         let http = match &self.http {
             Some(c) => c.clone(),
-            None => match reqwest::Client::builder()
-                .timeout(Duration::from_secs(5))
-                .build()
-            {
-                Ok(c) => {
-                    self.http = Some(c.clone());
-                    c
+            None => {
+                crate::tls::install_provider();
+                match reqwest::Client::builder()
+                    .timeout(Duration::from_secs(5))
+                    .build()
+                {
+                    Ok(c) => {
+                        self.http = Some(c.clone());
+                        c
+                    }
+                    Err(e) => {
+                        let _ = self.out.send(Err(format!("no HTTP client: {e}")));
+                        return;
+                    }
                 }
-                Err(e) => {
-                    let _ = self.out.send(Err(format!("no HTTP client: {e}")));
-                    return;
-                }
-            },
+            }
         };
         self.in_flight = true;
         self.next = Instant::now() + SCRAPE_EVERY;

@@ -119,7 +119,7 @@ impl SlurmRest {
             format!(
                 "cannot reach slurmrestd at {}: {} (is it running, and is this its address?)",
                 self.url,
-                root_cause(&e)
+                crate::errors::root_cause(&e)
             )
         })?;
         let status = resp.status();
@@ -252,13 +252,4 @@ impl SlurmRest {
             jobs: jobs.jobs.iter().map(inventory::job).collect(),
         })
     }
-}
-
-/// The innermost error (reqwest's outer ones say only "error sending request").
-fn root_cause(e: &dyn std::error::Error) -> String {
-    let mut e = e;
-    while let Some(inner) = e.source() {
-        e = inner;
-    }
-    e.to_string()
 }

@@ -708,16 +708,33 @@ fn a_pool_in_detail_by_index_with_precise_errors() {
 fn metrics_pass_promtool_and_serve_without_a_token_on_their_own_address() {
     let d = daemon();
     d.submit("applied");
+    let spec =
+        "name: p\nteam: applied\nproject: vision-7b\nresources:\n  accelerators: H100:1\nrun: x\n";
+    let r = d
+        .unix()
+        .request("POST", "/v1/jobs", Some(spec.as_bytes()))
+        .unwrap();
+    assert_eq!(r.status, 201, "{}", text(&r));
     let mut open = HttpClient::new(Endpoint::Tcp(d.metrics.clone()), None);
-    let r = open.request("GET", "/metrics", None).unwrap();
-    assert_eq!(r.status, 200, "{}", text(&r));
-    let metrics = text(&r);
+    // Spend by project once the job runs (before: by team only).
+    let by_project = "gantry_spend_dollars_total{team=\"applied\",project=\"vision-7b\"}";
+    let t0 = std::time::Instant::now();
+    let metrics = loop {
+        let r = open.request("GET", "/metrics", None).unwrap();
+        assert_eq!(r.status, 200, "{}", text(&r));
+        let metrics = text(&r);
+        if metrics.contains(by_project) || t0.elapsed() > std::time::Duration::from_secs(30) {
+            break metrics;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
     for family in [
         "gantry_build_info{version=\"",
         "# TYPE gantry_jobs gauge",
         "gantry_jobs{state=\"",
         "# TYPE gantry_spend_dollars_total counter",
-        "gantry_spend_dollars_total{team=\"applied\"}",
+        "gantry_spend_dollars_total{team=\"applied\",project=\"\"}",
+        by_project,
         "# TYPE gantry_job_gpu_info gauge",
     ] {
         assert!(metrics.contains(family), "{family}: {metrics}");

@@ -60,7 +60,14 @@ fn dir(name: &str) -> PathBuf {
     d
 }
 
+/// 2026-11-20T00:00:00Z: the wall clock the tests' daemons start at.
+const NOV_20: f64 = 1_795_132_800.0;
+
 fn open(d: &Path, cfg: &FleetConfig) -> State {
+    open_at(d, cfg, NOV_20)
+}
+
+fn open_at(d: &Path, cfg: &FleetConfig, wall: f64) -> State {
     State::open(
         &d.join("state.db"),
         cfg,
@@ -69,6 +76,7 @@ fn open(d: &Path, cfg: &FleetConfig) -> State {
             demo_workload: false,
             failures_per_node_hour: 0.0,
             log_dir: None,
+            wall_clock: Some(wall),
             ..StateOptions::default()
         },
     )
@@ -305,4 +313,68 @@ fn budgets_alert_then_demote_or_block() {
     // A new budget month lifts the block.
     s.advance(30.0 * 86_400.0).unwrap();
     assert!(s.submit(&[job("a", 1, "p")]).remove(0).is_ok());
+}
+
+/// Budget months are calendar months in the fleet's time zone, not 30 days of the daemon's
+/// clock: a block set on November 30 lifts at midnight, Berlin's an hour before UTC's.
+#[test]
+fn a_budget_month_ends_at_midnight_in_the_fleets_time_zone() {
+    // 2026-11-30T20:00:00Z.
+    let nov_30_20h = NOV_20 + 10.0 * 86_400.0 + 20.0 * 3600.0;
+    for (zone, lifted_after_h) in [("UTC", 4.0), ("Europe/Berlin", 3.0)] {
+        let d = dir(&format!("month-{}", zone.replace('/', "-")));
+        let cfg = fleet(&format!(
+            "budget_monthly_gpu_hours = 4\nbudget_action = \"block\"\n[calendar]\ntime_zone = \"{zone}\""
+        ));
+        let mut s = open_at(&d, &cfg, nov_30_20h);
+        let big = s.submit(&[job("a", 8, "p")]).remove(0).unwrap();
+        s.tick().unwrap();
+        s.advance(3600.0).unwrap();
+        s.act(big, Action::Cancel, "test").unwrap();
+        let blocked = |s: &mut State| s.submit(&[job("a", 1, "p")]).remove(0).is_err();
+        assert!(blocked(&mut s), "{zone}: over budget at 21:00 UTC");
+        assert_eq!(s.snapshot().calendar.budget_month, "2026-11", "{zone}");
+        // Until the month ends in the zone, the block holds.
+        s.advance((lifted_after_h - 1.0) * 3600.0 - 60.0).unwrap();
+        assert!(blocked(&mut s), "{zone}: still November there");
+        s.advance(120.0).unwrap();
+        let spent = s.snapshot().teams[0].spend_month_usd;
+        assert!(!blocked(&mut s), "{zone}: December, the block lifted");
+        assert_eq!(s.snapshot().calendar.budget_month, "2026-12", "{zone}");
+        assert_eq!(spent, 0.0, "{zone}: nothing spent yet in December");
+        assert_eq!(s.snapshot().calendar.time_zone, zone);
+    }
+}
+
+/// A restart resumes the daemon's clock but not the calendar's: what happened before keeps its
+/// date, and the downtime passes on the calendar (before: no calendar at all).
+#[test]
+fn a_restart_keeps_the_dates_and_the_calendar_moves_over_the_downtime() {
+    let d = dir("calendar");
+    let cfg = fleet("");
+    let mut s = open(&d, &cfg);
+    let id = s.submit(&[job("a", 1, "p")]).remove(0).unwrap();
+    s.advance(3600.0).unwrap();
+    s.tick().unwrap();
+    assert_eq!(s.job_detail(id).unwrap().submitted, "2026-11-20T00:00:00Z");
+    assert_eq!(s.snapshot().calendar.time, "2026-11-20T01:00:00Z");
+    assert_eq!(
+        s.snapshot().calendar.budget_month_ends,
+        "2026-12-01T00:00:00Z"
+    );
+    drop(s);
+    let mut s = open_at(&d, &cfg, NOV_20 + 5.0 * 3600.0);
+    s.tick().unwrap();
+    assert!(
+        (s.now() - 3600.0).abs() < 1.0,
+        "the clock resumes: {}",
+        s.now()
+    );
+    assert_eq!(s.snapshot().calendar.time, "2026-11-20T05:00:00Z");
+    let job = s.job_detail(id).unwrap();
+    assert_eq!(job.submitted, "2026-11-20T00:00:00Z");
+    assert!(job
+        .events
+        .iter()
+        .all(|e| e.time.starts_with("2026-11-20T0")));
 }

@@ -500,3 +500,121 @@ fn a_relative_workdir_is_the_submitters() {
         "{err}"
     );
 }
+
+/// Time is said and read as calendar time: events in RFC 3339, report windows as dates in the
+/// fleet's zone, the budget month named (before: seconds on the daemon's clock everywhere, and
+/// `--since 2026-11-01` refused).
+#[test]
+fn reports_and_events_speak_calendar_time() {
+    let d = start();
+    let s = &d.socket;
+    let near_now = |t: &str| {
+        let t = chrono::DateTime::parse_from_rfc3339(t)
+            .unwrap_or_else(|e| panic!("`{t}` is not RFC 3339: {e}"));
+        let off = (t.timestamp() - chrono::Utc::now().timestamp()).abs();
+        assert!(off < 2 * 86_400, "{t} is not about now");
+    };
+    let spec = d.dir.join("cal.yaml");
+    std::fs::write(
+        &spec,
+        "name: cal\nresources:\n  accelerators: H100:1\nrun: x\n",
+    )
+    .unwrap();
+    let (code, _, err) = gantry(s, &["submit", spec.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let (code, events, err) = gantry(s, &["events", "--limit", "3", "-o", "json"]);
+    assert_eq!(code, 0, "{err}");
+    let first = events.lines().next().expect("the submission is an event");
+    let e: serde_json::Value = serde_json::from_str(first).unwrap();
+    near_now(e["time"].as_str().unwrap());
+    let (_, table, _) = gantry(s, &["events", "--limit", "1"]);
+    assert!(
+        table.starts_with(&e["time"].as_str().unwrap()[..10]),
+        "{table}"
+    );
+
+    let (code, json, err) = gantry(s, &["report", "--since", "2020-01-01", "-o", "json"]);
+    assert_eq!(code, 0, "{err}");
+    let r: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(
+        r["since"], 0.0,
+        "before the daemon's first start: its beginning"
+    );
+    near_now(r["until_time"].as_str().unwrap());
+    for since in ["2026-11-01T09:30", "2026-11-01T09:30:00+01:00", "7d", "0"] {
+        let (code, _, err) = gantry(s, &["report", "--since", since]);
+        assert_eq!(code, 0, "{since}: {err}");
+    }
+    let (code, _, err) = gantry(s, &["report", "--since", "yesterday"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("since `yesterday`: expected a date (2026-11-01), a time in UTC"),
+        "{err}"
+    );
+    let (_, table, _) = gantry(s, &["report"]);
+    assert!(table.starts_with("SIMULATED spend from 20"), "{table}");
+
+    let (_, teams, _) = gantry(s, &["teams"]);
+    let month = chrono::Utc::now().format("%Y-%m").to_string();
+    assert!(
+        teams.contains(&format!("budget month {month} (UTC); the next begins ")),
+        "{teams}"
+    );
+    // A team that spent nothing spent 0, not -0 (an empty sum of f64 is -0.0).
+    assert!(!teams.contains("-0.0"), "{teams}");
+}
+
+/// `gantry jobs -w` prints the list, then each job again as it changes, read from the event
+/// stream (before: no --watch at all).
+#[test]
+fn jobs_watch_prints_each_change_as_it_happens() {
+    use std::io::BufRead;
+    let d = start();
+    let s = &d.socket;
+    let mut watcher = Command::new(env!("CARGO_BIN_EXE_gantry"))
+        .args(["jobs", "-w", "-o", "json", "--team", "applied"])
+        .env("GANTRY_CONNECT", s)
+        .env_remove("GANTRY_TOKEN")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<serde_json::Value>();
+    let out = watcher.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+            if let Ok(v) = serde_json::from_str(&line) {
+                let _ = tx.send(v);
+            }
+        }
+    });
+    let until = |pred: &dyn Fn(&serde_json::Value) -> bool| {
+        let t0 = Instant::now();
+        while t0.elapsed() < Duration::from_secs(30) {
+            if let Ok(v) = rx.recv_timeout(Duration::from_millis(200)) {
+                if pred(&v) {
+                    return v;
+                }
+            }
+        }
+        panic!("the watch printed no such row");
+    };
+    let spec = d.dir.join("w.yaml");
+    std::fs::write(
+        &spec,
+        "name: watched\nteam: applied\nresources:\n  accelerators: H100:1\nrun: x\n",
+    )
+    .unwrap();
+    let (code, out, err) = gantry(s, &["submit", spec.to_str().unwrap(), "-o", "json"]);
+    assert_eq!(code, 0, "{err}");
+    let id = serde_json::from_str::<serde_json::Value>(&out).unwrap()["id"]
+        .as_i64()
+        .unwrap();
+    let first = until(&|v| v["id"] == id);
+    assert_eq!(first["team"], "applied");
+    let (code, _, err) = gantry(s, &["cancel", &id.to_string()]);
+    assert_eq!(code, 0, "{err}");
+    until(&|v| v["id"] == id && v["state"] == "cancelled");
+    let _ = watcher.kill();
+    let _ = watcher.wait();
+}

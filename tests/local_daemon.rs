@@ -596,10 +596,12 @@ fn a_mig_job_on_the_host_gets_a_mig_instance_of_its_size() {
     gpus[1].mig_enabled = Some(true);
     gpus[1].mig_instances = ["MIG-aaa", "MIG-bbb"]
         .iter()
-        .map(|u| MigInstance {
+        .zip([1, 2])
+        .map(|(u, gi)| MigInstance {
             uuid: u.to_string(),
             memory_total_mib: 40_320,
             memory_used_mib: 0,
+            gpu_instance_id: Some(gi),
         })
         .collect();
     gpus[0].mig_enabled = Some(false);
@@ -632,6 +634,25 @@ fn a_mig_job_on_the_host_gets_a_mig_instance_of_its_size() {
         .collect();
     seen.sort();
     assert_eq!(seen, vec!["MIG-aaa", "MIG-bbb"], "one instance each");
+    // Each job's instance joins DCGM's per-instance series by GPU_I_ID (before: always "").
+    let (gpus, job_gpus) = s.gpu_metrics();
+    let text = gantry::daemon::metrics::render_metrics(&gantry::daemon::actor::Published {
+        changes: 0,
+        snapshot: s.snapshot().clone(),
+        counters: s.counters.clone(),
+        cycle_seconds: Default::default(),
+        gpus,
+        job_gpus,
+        project_spend: s.project_spend(),
+        calendar: s.calendar().clone(),
+    });
+    for (uuid, gi) in [("MIG-aaa", 1), ("MIG-bbb", 2)] {
+        assert!(
+            text.lines().any(|l| l.starts_with("gantry_job_gpu_info")
+                && l.contains(&format!("GPU_I_ID=\"{gi}\",mig_uuid=\"{uuid}\""))),
+            "{text}"
+        );
+    }
     for id in [a, b] {
         s.act(id, Action::Cancel, "test").unwrap();
     }
@@ -976,6 +997,8 @@ fn metrics_put_each_measured_gpu_and_each_jobs_gpu_under_dcgms_labels() {
         cycle_seconds: Default::default(),
         gpus,
         job_gpus,
+        project_spend: s.project_spend(),
+        calendar: s.calendar().clone(),
     };
     let text = gantry::daemon::metrics::render_metrics(&published);
     // This host's name as its agent says it (DCGM's Hostname).

@@ -59,6 +59,7 @@ pub fn big_snapshot(gpus: usize, jobs: usize) -> Snapshot {
         events_total: 200,
         simulated: true,
         now: 3600.0,
+        calendar: Default::default(),
         gpus_total: gpus,
         gpus_busy: gpus / 2,
         dollars_per_hour: 1e5,

@@ -14,8 +14,10 @@ mod sim;
 mod slurm;
 mod spec;
 mod table;
+mod watch;
 
 use clap::{Parser, Subcommand, ValueEnum};
+use gantry::client::JobFilter;
 use serde::Serialize;
 use std::process::ExitCode;
 
@@ -158,6 +160,9 @@ enum Command {
         limit: Option<usize>,
         #[arg(short, long, value_enum, default_value_t = Output::Table)]
         output: Output,
+        /// After the list, print each job again as it changes (as `kubectl get -w`).
+        #[arg(short, long, conflicts_with = "limit")]
+        watch: bool,
     },
     /// One job: spec, placement, events.
     Job {
@@ -207,8 +212,9 @@ enum Command {
     },
     /// Chargeback: what jobs cost in a window, by team, project or job.
     Report {
-        /// Start: seconds on the daemon's clock, or a duration before now (24h, 7d). Default:
-        /// the beginning.
+        /// Start: a date (2026-11-01) or time (2026-11-01T09:30) in the fleet's time zone,
+        /// RFC 3339 (2026-11-01T09:30:00Z), a duration before now (24h, 7d), or seconds on
+        /// the daemon's clock. Default: the beginning.
         #[arg(long)]
         since: Option<String>,
         /// End (same forms). Default: now.
@@ -227,6 +233,9 @@ enum Command {
     Teams {
         #[arg(short, long, value_enum, default_value_t = Output::Table)]
         output: Output,
+        /// After the list, print each team again as it changes.
+        #[arg(short, long)]
+        watch: bool,
     },
     /// The daemon's events; `-f/--follow` keeps printing new ones.
     Events {
@@ -428,8 +437,17 @@ pub fn main() -> ExitCode {
             state,
             team,
             class,
+            output,
+            watch: true,
+            ..
+        }) => watch::jobs(&target, JobFilter { state, team, class }, output),
+        Some(Command::Jobs {
+            state,
+            team,
+            class,
             limit,
             output,
+            ..
         }) => remote::jobs(&target, state, team, class, limit, output),
         Some(Command::Job { id, output }) => remote::job(&target, &id, output),
         Some(Command::Explain { id, output }) => remote::explain(&target, &id, output),
@@ -439,7 +457,11 @@ pub fn main() -> ExitCode {
         Some(Command::Hold { ids, output }) => remote::act(&target, "hold", &ids, output),
         Some(Command::Release { ids, output }) => remote::act(&target, "release", &ids, output),
         Some(Command::Prio { id, class, output }) => remote::prio(&target, &id, &class, output),
-        Some(Command::Teams { output }) => remote::teams(&target, output),
+        Some(Command::Teams {
+            output,
+            watch: true,
+        }) => watch::teams(&target, output),
+        Some(Command::Teams { output, .. }) => remote::teams(&target, output),
         Some(Command::Report {
             since,
             until,

@@ -347,40 +347,72 @@ pub fn jobs(
     }
     let snap: Value = c.call("GET", "/v1/health", None)?;
     let now = snap["now"].as_f64().unwrap_or(0.0);
-    // Wide: names and teams whole, and what each job costs.
-    let wide = output == Output::Wide;
-    let fit = |of: fn(&JobRow) -> &str, head: &str, narrow: usize| {
-        let longest = rows.iter().map(|j| width(of(j))).max().unwrap_or(0);
-        if wide {
-            longest.max(head.len())
-        } else {
-            narrow
-        }
-    };
-    let (nw, tw, cw) = (
-        fit(|j| &j.name, "NAME", 24),
-        fit(|j| &j.team, "TEAM", 12),
-        fit(|j| &j.class, "CLASS", 11),
-    );
-    let money = if wide { "      $/H       COST" } else { "" };
-    println!(
-        "{:>6} {} {} {} {:<10} {:>7} {:>7} {:>4}{money}  DETAIL",
-        "ID",
-        cell("NAME", nw),
-        cell("TEAM", tw),
-        cell("CLASS", cw),
-        "STATE",
-        "GPUS",
-        "AGE",
-        "POS"
-    );
+    let table = JobTable::new(&rows, output == Output::Wide);
+    table.header();
     for j in &rows {
-        let money = if wide {
+        println!("{}", table.line(j, now));
+    }
+    if rows.is_empty() {
+        println!("(no jobs match)");
+    }
+    Ok(())
+}
+
+/// How `gantry jobs` lays out its table: column widths, and whether it is wide (names and
+/// teams whole, and what each job costs).
+pub struct JobTable {
+    wide: bool,
+    widths: (usize, usize, usize),
+}
+
+impl JobTable {
+    pub fn new(rows: &[JobRow], wide: bool) -> JobTable {
+        let fit = |of: fn(&JobRow) -> &str, head: &str, narrow: usize| {
+            let longest = rows.iter().map(|j| width(of(j))).max().unwrap_or(0);
+            if wide {
+                longest.max(head.len())
+            } else {
+                narrow
+            }
+        };
+        JobTable {
+            wide,
+            widths: (
+                fit(|j| &j.name, "NAME", 24),
+                fit(|j| &j.team, "TEAM", 12),
+                fit(|j| &j.class, "CLASS", 11),
+            ),
+        }
+    }
+
+    pub fn header(&self) {
+        let (nw, tw, cw) = self.widths;
+        let money = if self.wide {
+            "      $/H       COST"
+        } else {
+            ""
+        };
+        println!(
+            "{:>6} {} {} {} {:<10} {:>7} {:>7} {:>4}{money}  DETAIL",
+            "ID",
+            cell("NAME", nw),
+            cell("TEAM", tw),
+            cell("CLASS", cw),
+            "STATE",
+            "GPUS",
+            "AGE",
+            "POS"
+        );
+    }
+
+    pub fn line(&self, j: &JobRow, now: f64) -> String {
+        let (nw, tw, cw) = self.widths;
+        let money = if self.wide {
             format!(" {:>8.2} {:>10.2}", j.dollars_per_hour, j.cost_at(now))
         } else {
             String::new()
         };
-        println!(
+        format!(
             "{:>6} {} {} {} {:<10} {:>7} {:>7} {:>4}{money}  {}",
             j.id,
             cell(&j.name, nw),
@@ -391,12 +423,8 @@ pub fn jobs(
             hm(now - j.since_s),
             j.position.map_or(String::new(), |p| p.to_string()),
             gantry::console::app::escape(&j.detail)
-        );
+        )
     }
-    if rows.is_empty() {
-        println!("(no jobs match)");
-    }
-    Ok(())
 }
 
 pub fn id_arg(id: &str) -> Result<i64, CliError> {
@@ -563,6 +591,24 @@ pub fn teams(t: &Target, output: Output) -> Result<(), CliError> {
     if output.is_data() {
         return super::print_as(output, &rows).map_err(CliError::usage);
     }
+    team_header();
+    for r in &rows {
+        println!("{}", team_line(r));
+    }
+    // Which month MONTH $ is.
+    let fleet: Value = t.client()?.call("GET", "/v1/fleet", None)?;
+    let cal = &fleet["calendar"];
+    if let Some(month) = cal["budget_month"].as_str().filter(|m| !m.is_empty()) {
+        println!(
+            "budget month {month} ({}); the next begins {}",
+            cal["time_zone"].as_str().unwrap_or(""),
+            cal["budget_month_ends"].as_str().unwrap_or("")
+        );
+    }
+    Ok(())
+}
+
+pub fn team_header() {
     println!(
         "{:<14} {:<10} {:>6} {:>10} {:>8} {:>8} {:>7} {:>7} {:>9} {:>12} {:>12} {:>6}  AT 100%",
         "TEAM",
@@ -578,32 +624,32 @@ pub fn teams(t: &Target, output: Output) -> Result<(), CliError> {
         "BUDGET $",
         "USED%"
     );
-    for r in rows {
-        println!(
-            "{} {} {:>6.1} {:>10} {:>8.1} {:>8.1} {:>7} {:>7} {:>9.2} {:>12.2} {:>12} {:>6}  {}",
-            cell(&r.name, 14),
-            cell(&r.cohort, 10),
-            r.weight,
-            r.guaranteed
-                .map_or("-".to_string(), |g| format!("{g}+{}", r.borrow_limit)),
-            r.used_gpus,
-            r.borrowed_gpus,
-            r.running,
-            r.pending,
-            r.burn_per_hour,
-            r.spend_month_usd,
-            r.budget_monthly_usd
-                .map_or("-".to_string(), |b| format!("{b:.0}")),
-            r.budget_used
-                .map_or("-".to_string(), |u| format!("{:.1}", u * 100.0)),
-            if r.budget_used.is_some() {
-                r.budget_action.as_str()
-            } else {
-                "-"
-            }
-        );
-    }
-    Ok(())
+}
+
+pub fn team_line(r: &TeamRow) -> String {
+    format!(
+        "{} {} {:>6.1} {:>10} {:>8.1} {:>8.1} {:>7} {:>7} {:>9.2} {:>12.2} {:>12} {:>6}  {}",
+        cell(&r.name, 14),
+        cell(&r.cohort, 10),
+        r.weight,
+        r.guaranteed
+            .map_or("-".to_string(), |g| format!("{g}+{}", r.borrow_limit)),
+        r.used_gpus,
+        r.borrowed_gpus,
+        r.running,
+        r.pending,
+        r.burn_per_hour,
+        r.spend_month_usd,
+        r.budget_monthly_usd
+            .map_or("-".to_string(), |b| format!("{b:.0}")),
+        r.budget_used
+            .map_or("-".to_string(), |u| format!("{:.1}", u * 100.0)),
+        if r.budget_used.is_some() {
+            r.budget_action.as_str()
+        } else {
+            "-"
+        }
+    )
 }
 
 pub fn fleet_live(c: &mut HttpClient, output: Output) -> Result<(), CliError> {
@@ -612,13 +658,14 @@ pub fn fleet_live(c: &mut HttpClient, output: Output) -> Result<(), CliError> {
         return print_value_as(output, &v);
     }
     println!(
-        "live fleet from the daemon at {}{}: {} GPUs, {} busy, ${:.2}/h (${:.2}/h idle)",
+        "live fleet from the daemon at {}{}, {}: {} GPUs, {} busy, ${:.2}/h (${:.2}/h idle)",
         c.endpoint,
         if v["simulated"].as_bool() == Some(true) {
             " (simulated)"
         } else {
             ""
         },
+        v["calendar"]["time"].as_str().unwrap_or("?"),
         v["gpus_total"],
         v["gpus_busy"],
         v["dollars_per_hour"].as_f64().unwrap_or(0.0),
@@ -802,8 +849,8 @@ pub fn events(
         match output {
             Output::Json | Output::Yaml => super::print_record(output, e)?,
             Output::Table | Output::Wide => println!(
-                "t={:>9.0}s {}{}",
-                e["at"].as_f64().unwrap_or(0.0),
+                "{} {}{}",
+                e["time"].as_str().unwrap_or(""),
                 e["job"]
                     .as_i64()
                     .map_or(String::new(), |j| format!("job {j} ")),
@@ -824,7 +871,9 @@ pub fn events(
         };
         for line in d.events_new.iter().rev() {
             if output.is_data() {
-                let _ = super::print_record(output, &serde_json::json!({ "event": line }));
+                // Stamped with the time of the change that carried it (the line has HH:MM).
+                let record = serde_json::json!({ "time": d.calendar.time, "event": line });
+                let _ = super::print_record(output, &record);
             } else {
                 println!("{}", gantry::console::app::escape(line));
             }
@@ -888,10 +937,10 @@ pub fn report(
         }
         ReportFormat::Table => {
             println!(
-                "{}spend from t={:.0}s to t={:.0}s of the daemon's clock, by {}",
+                "{}spend from {} to {}, by {}",
                 if r.simulated { "SIMULATED " } else { "" },
-                r.since,
-                r.until,
+                r.since_time,
+                r.until_time,
                 by
             );
             // Grouped by team, the key is the team.

@@ -30,6 +30,26 @@ pub struct PoolRow {
     pub down: usize,
 }
 
+/// Which jobs a listing shows: `GET /v1/jobs?state=&team=&class=`, and `gantry jobs -w` over
+/// the event stream.
+#[derive(Clone, Debug, Default)]
+pub struct JobFilter {
+    /// Comma-separated states, any of which.
+    pub state: Option<String>,
+    pub team: Option<String>,
+    pub class: Option<String>,
+}
+
+impl JobFilter {
+    pub fn matches(&self, j: &JobRow) -> bool {
+        self.state
+            .as_ref()
+            .is_none_or(|s| s.split(',').any(|s| s == j.state))
+            && self.team.as_ref().is_none_or(|t| *t == j.team)
+            && self.class.as_ref().is_none_or(|c| *c == j.class)
+    }
+}
+
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct JobRow {
     pub id: i64,
@@ -84,7 +104,8 @@ pub struct TeamRow {
     pub budget_monthly_usd: Option<f64>,
     #[serde(default)]
     pub budget_monthly_gpu_hours: Option<f64>,
-    /// Spent this budget month (30 days of the daemon's clock), dollars and GPU-hours.
+    /// Spent this budget month (the calendar month in the fleet's time zone), dollars and
+    /// GPU-hours.
     #[serde(default)]
     pub spend_month_usd: f64,
     #[serde(default)]
@@ -108,6 +129,9 @@ pub struct Snapshot {
     pub simulated: bool,
     /// Seconds on the daemon's clock.
     pub now: f64,
+    /// `now` on the calendar, and the budget month.
+    #[serde(default)]
+    pub calendar: CalendarNow,
     pub pools: Vec<PoolRow>,
     pub gpus_total: usize,
     pub gpus_busy: usize,
@@ -174,6 +198,18 @@ impl HostStatus {
     }
 }
 
+/// The daemon's now on the calendar.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct CalendarNow {
+    /// RFC 3339, in the fleet's time zone.
+    pub time: String,
+    /// The fleet's IANA time zone (`[calendar] time_zone`).
+    pub time_zone: String,
+    /// The budget month (`2026-11`) and when the next begins (RFC 3339).
+    pub budget_month: String,
+    pub budget_month_ends: String,
+}
+
 /// How many recent events a snapshot carries.
 pub const EVENTS_KEPT: usize = 50;
 
@@ -182,6 +218,8 @@ pub const EVENTS_KEPT: usize = 50;
 pub struct SnapshotDelta {
     pub version: u64,
     pub now: f64,
+    #[serde(default)]
+    pub calendar: CalendarNow,
     pub pools: Vec<PoolRow>,
     pub gpus_total: usize,
     pub gpus_busy: usize,
@@ -214,6 +252,7 @@ impl Snapshot {
         SnapshotDelta {
             version: next.version,
             now: next.now,
+            calendar: next.calendar.clone(),
             pools: next.pools.clone(),
             gpus_total: next.gpus_total,
             gpus_busy: next.gpus_busy,
@@ -265,6 +304,7 @@ impl Snapshot {
         self.events_total = d.events_total;
         self.version = d.version;
         self.now = d.now;
+        self.calendar = d.calendar;
         self.pools = d.pools;
         self.gpus_total = d.gpus_total;
         self.gpus_busy = d.gpus_busy;

@@ -61,6 +61,9 @@ pub struct FleetConfig {
     /// How elastic pools grow and shrink.
     #[serde(default)]
     pub scale: ScaleSettings,
+    /// The time zone of budget months and dates.
+    #[serde(default)]
+    pub calendar: super::calendar::CalendarSettings,
 }
 
 /// `[scale]`: when an empty cloud node goes back, how long a pool whose spot capacity was just
@@ -698,6 +701,17 @@ fn validate(file: &str, text: &str, cfg: &FleetConfig) -> Result<(), ConfigError
             "reclaim: idle_window `{}` must be a duration from 1m to 7d, e.g. 15m",
             r.idle_window
         )));
+    }
+    if let Err(message) = cfg.calendar.zone() {
+        let table = text.find("[calendar]").unwrap_or(0);
+        let key = text[table..].find("time_zone").map_or(table, |k| table + k);
+        let (line, col) = position(text, key);
+        return Err(ConfigError {
+            file: file.to_string(),
+            line,
+            col,
+            message,
+        });
     }
     let s = &cfg.scale;
     let scale_at = |message: String| {

@@ -1,6 +1,7 @@
 //! Configuration files: where they live (XDG) and the fleet file (TOML). Every file has a
 //! documented built-in default that the binary can print.
 
+pub mod calendar;
 pub mod console;
 pub mod fleet;
 pub mod kube;

@@ -160,6 +160,10 @@ pub struct Published {
     /// Real hosts' measured GPUs, and the running jobs' GPUs there (`/metrics`).
     pub gpus: Vec<super::state::GpuMetric>,
     pub job_gpus: Vec<super::state::JobGpuMetric>,
+    /// Dollars spent ever per team and project ("" for none).
+    pub project_spend: Vec<(String, String, f64)>,
+    /// The daemon's clock on the calendar (reading dates in requests).
+    pub calendar: super::calendar::Calendar,
 }
 
 /// Bucket bounds of the cycle-latency histogram, seconds.
@@ -401,6 +405,8 @@ fn publication(state: &State, cycle_seconds: &Histogram, changes: u64) -> Arc<Pu
         cycle_seconds: cycle_seconds.clone(),
         gpus,
         job_gpus,
+        project_spend: state.project_spend(),
+        calendar: state.calendar().clone(),
     })
 }
 

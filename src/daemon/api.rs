@@ -235,17 +235,17 @@ async fn jobs(State(api): State<Api>, RawQuery(raw): RawQuery) -> Result<Respons
             ApiError::bad_request(format!("limit `{}`: expected a count", l.escape_debug()))
         })?,
     };
+    let filter = crate::client::JobFilter {
+        state: q.get("state").cloned(),
+        team: q.get("team").cloned(),
+        class: q.get("class").cloned(),
+    };
     let p = published(&api).await;
     let rows: Vec<_> = p
         .snapshot
         .jobs
         .iter()
-        .filter(|j| {
-            q.get("state")
-                .is_none_or(|s| s.split(',').any(|s| *s == j.state))
-        })
-        .filter(|j| q.get("team").is_none_or(|t| *t == j.team))
-        .filter(|j| q.get("class").is_none_or(|c| *c == j.class))
+        .filter(|j| filter.matches(j))
         .take(limit)
         .collect();
     Ok(ok(&rows))
@@ -494,6 +494,7 @@ async fn priority(
 #[derive(Serialize)]
 struct FleetView<'a> {
     simulated: bool,
+    calendar: &'a crate::client::CalendarNow,
     gpus_total: usize,
     gpus_busy: usize,
     dollars_per_hour: f64,
@@ -508,6 +509,7 @@ async fn fleet(State(api): State<Api>) -> Response {
     let s = &p.snapshot;
     ok(&FleetView {
         simulated: s.simulated,
+        calendar: &s.calendar,
         gpus_total: s.gpus_total,
         gpus_busy: s.gpus_busy,
         dollars_per_hour: s.dollars_per_hour,
@@ -542,20 +544,20 @@ async fn events(State(api): State<Api>, RawQuery(raw): RawQuery) -> Result<Respo
     Ok(ok(&list))
 }
 
-/// The bill for a window of the daemon's clock: `since` and `until` are seconds on it, or a
-/// duration before now (`24h`, `7d`); `by` is team (default), project or job.
+/// The bill for a window: `since` and `until` are dates or times in the fleet's time zone,
+/// RFC 3339, a duration before now (`24h`, `7d`) or seconds on the daemon's clock; `by` is
+/// team (default), project or job.
 async fn report(State(api): State<Api>, RawQuery(raw): RawQuery) -> Result<Response, ApiError> {
     let q = query(raw)?;
+    let calendar = api.handle.published.borrow().calendar.clone();
     let now = api.handle.published.borrow().snapshot.now;
     let at = |name: &str, default: f64| -> Result<f64, ApiError> {
         match q.get(name) {
             None => Ok(default),
-            Some(v) => clock_time(v, now).ok_or_else(|| {
-                ApiError::bad_request(format!(
-                    "{name} `{}`: give seconds on the daemon's clock (e.g. 86400) or a duration before now (e.g. 24h, 7d)",
-                    v.escape_debug()
-                ))
-            }),
+            Some(v) => calendar
+                .parse(v, now)
+                .map(|t| t.max(0.0))
+                .map_err(|e| ApiError::bad_request(format!("{name} {e}"))),
         }
     };
     let (since, until) = (at("since", 0.0)?, at("until", now)?);
@@ -583,14 +585,6 @@ async fn report(State(api): State<Api>, RawQuery(raw): RawQuery) -> Result<Respo
         })
         .await?;
     Ok(ok(&report))
-}
-
-/// Seconds on the daemon's clock, or a duration (`24h`) counted back from `now`.
-pub fn clock_time(text: &str, now: f64) -> Option<f64> {
-    if let Ok(t) = text.parse::<f64>() {
-        return (t.is_finite() && t >= 0.0).then_some(t);
-    }
-    crate::spec::parse_duration(text).map(|d| (now - d).max(0.0))
 }
 
 /// Server-sent events: `snapshot` (whole) first, then a `delta` per change.

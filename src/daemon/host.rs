@@ -319,16 +319,19 @@ mod tests {
                 uuid: "MIG-a".into(),
                 memory_total_mib: 9984,
                 memory_used_mib: 0,
+                gpu_instance_id: None,
             },
             MigInstance {
                 uuid: "MIG-b".into(),
                 memory_total_mib: 9984,
                 memory_used_mib: 0,
+                gpu_instance_id: None,
             },
             MigInstance {
                 uuid: "MIG-c".into(),
                 memory_total_mib: 40_192,
                 memory_used_mib: 0,
+                gpu_instance_id: None,
             },
         ];
         h.observe(0.0, sample(vec![g]), &HashMap::new(), &[], 60.0);

@@ -101,13 +101,25 @@ pub fn render_metrics(p: &Published) -> String {
             t.burn_per_hour
         );
     }
-    let _ = writeln!(o, "# HELP gantry_spend_dollars_total Dollars spent by team: finished runs, and running ones so far.\n# TYPE gantry_spend_dollars_total counter");
-    for t in &s.teams {
+    let _ = writeln!(o, "# HELP gantry_spend_dollars_total Dollars spent by team and project (\"\" for none): finished runs, and running ones so far.\n# TYPE gantry_spend_dollars_total counter");
+    for (team, project, usd) in &p.project_spend {
         let _ = writeln!(
             o,
-            "gantry_spend_dollars_total{{team=\"{}\"}} {}",
-            label(&t.name),
-            t.spend_total_usd
+            "gantry_spend_dollars_total{{team=\"{}\",project=\"{}\"}} {usd}",
+            label(team),
+            label(project)
+        );
+    }
+    // Teams that never spent have their series too (at 0).
+    for t in s
+        .teams
+        .iter()
+        .filter(|t| !p.project_spend.iter().any(|(team, _, _)| team == &t.name))
+    {
+        let _ = writeln!(
+            o,
+            "gantry_spend_dollars_total{{team=\"{}\",project=\"\"}} 0",
+            label(&t.name)
         );
     }
     let _ = writeln!(o, "# HELP gantry_idle_dollars_per_hour Price of GPUs nobody uses.\n# TYPE gantry_idle_dollars_per_hour gauge\ngantry_idle_dollars_per_hour {}", s.idle_dollars_per_hour);
@@ -185,12 +197,13 @@ fn gpu_series(o: &mut String, p: &Published, label: &dyn Fn(&str) -> String) {
     for j in &p.job_gpus {
         let _ = writeln!(
             o,
-            "gantry_job_gpu_info{{job=\"{}\",team=\"{}\",gpu=\"{}\",UUID=\"{}\",Hostname=\"{}\",GPU_I_ID=\"\",mig_uuid=\"{}\"}} 1",
+            "gantry_job_gpu_info{{job=\"{}\",team=\"{}\",gpu=\"{}\",UUID=\"{}\",Hostname=\"{}\",GPU_I_ID=\"{}\",mig_uuid=\"{}\"}} 1",
             j.job,
             label(&j.team),
             j.gpu,
             label(&j.uuid),
             label(&j.hostname),
+            j.gpu_instance_id.map_or(String::new(), |i| i.to_string()),
             label(&j.mig_uuid)
         );
     }

@@ -6,6 +6,7 @@
 pub mod actor;
 pub mod api;
 pub mod auth;
+pub mod calendar;
 pub mod engine;
 pub mod host;
 pub mod job;

@@ -26,6 +26,26 @@ pub struct MigInstance {
     pub uuid: String,
     pub memory_total_mib: u64,
     pub memory_used_mib: u64,
+    /// Its GPU instance id (DCGM's `GPU_I_ID` label), where the driver says.
+    #[serde(default)]
+    pub gpu_instance_id: Option<u32>,
+}
+
+/// A MIG device's GPU instance id. nvml-wrapper 0.13 does not wrap
+/// `nvmlDeviceGetGpuInstanceId`, so it is called through the library it loaded (a driver
+/// without the symbol gives `None`).
+fn gpu_instance_id(device: &nvml_wrapper::Device) -> Option<u32> {
+    let get = device
+        .nvml()
+        .lib()
+        .nvmlDeviceGetGpuInstanceId
+        .as_ref()
+        .ok()?;
+    let mut id: std::os::raw::c_uint = 0;
+    // SAFETY: `device` is a live handle of the library `get` came from, and `id` outlives
+    // the call, which only writes one unsigned int through it.
+    let rc = unsafe { get(device.handle(), &raw mut id) };
+    (rc == 0).then_some(id)
 }
 
 /// One telemetry sample of one GPU.
@@ -125,6 +145,7 @@ impl Probe {
                             uuid: m.uuid().unwrap_or_default(),
                             memory_total_mib: mm.as_ref().map_or(0, |x| x.total >> 20),
                             memory_used_mib: mm.as_ref().map_or(0, |x| x.used >> 20),
+                            gpu_instance_id: gpu_instance_id(&m),
                         });
                         handles.push(m);
                     }

@@ -104,6 +104,9 @@ const MIGRATIONS: &[&str] = &[
     // 11: the names of a run's nodes, rank order: node ids change when hosts are added to or
     // removed from the fleet file, names do not
     "ALTER TABLE remote_runs ADD COLUMN nodes TEXT;",
+    // 12: where each start of the daemon pinned its clock to the wall clock (Unix seconds),
+    // so its times can be said as calendar dates (budget months, reports, RFC 3339)
+    "CREATE TABLE calendar (clock REAL PRIMARY KEY, unix REAL NOT NULL);",
 ];
 
 /// How long a submission's Idempotency-Key is remembered (wall-clock seconds).
@@ -193,7 +196,10 @@ impl TokenRecord {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct EventRecord {
     pub seq: i64,
+    /// Seconds on the daemon's clock.
     pub at: f64,
+    /// `at` on the calendar (RFC 3339 in the fleet's time zone), filled in by the state.
+    pub time: String,
     pub job: Option<JobId>,
     pub kind: String,
     pub detail: String,

@@ -5,7 +5,9 @@ use super::*;
 
 /// A team's finished spend (`closed_spend_by_team`): team, dollars and GPU-hours inside the
 /// window, the same runs' whole dollars.
-pub type TeamSpend = (String, f64, f64, f64);
+/// A team's and project's (`None`: none) dollars and GPU-hours in a window, and the whole
+/// dollars of those runs.
+pub type TeamSpend = (String, Option<String>, f64, f64, f64);
 
 impl Store {
     pub fn add_token(&mut self, t: &TokenRecord) -> Result<(), JournalError> {
@@ -97,6 +99,7 @@ impl Store {
                 Ok(EventRecord {
                     seq: r.get(0)?,
                     at: r.get(1)?,
+                    time: String::new(),
                     job: r.get(2)?,
                     kind: r.get(3)?,
                     detail: r.get(4)?,
@@ -139,6 +142,36 @@ impl Store {
         self.conn
             .prepare_cached("INSERT INTO clock (id, at) VALUES (1, ?1) ON CONFLICT(id) DO UPDATE SET at = MAX(at, ?1)")
             .and_then(|mut q| q.execute([at]))
+            .map(|_| ())
+            .map_err(self.sql())
+    }
+
+    /// Where the daemon's starts pinned its clock to the wall clock.
+    pub fn calendar_anchors(&self) -> Result<Vec<crate::daemon::calendar::Anchor>, JournalError> {
+        let mut q = self
+            .conn
+            .prepare_cached("SELECT clock, unix FROM calendar ORDER BY clock")
+            .map_err(self.sql())?;
+        let rows = q
+            .query_map([], |r| {
+                Ok(crate::daemon::calendar::Anchor {
+                    clock: r.get(0)?,
+                    unix: r.get(1)?,
+                })
+            })
+            .map_err(self.sql())?;
+        rows.collect::<Result<_, _>>().map_err(self.sql())
+    }
+
+    pub fn add_calendar_anchor(
+        &mut self,
+        a: crate::daemon::calendar::Anchor,
+    ) -> Result<(), JournalError> {
+        self.conn
+            .execute(
+                "INSERT OR REPLACE INTO calendar (clock, unix) VALUES (?1, ?2)",
+                params![a.clock, a.unix],
+            )
             .map(|_| ())
             .map_err(self.sql())
     }
@@ -236,38 +269,41 @@ impl Store {
     }
 
     /// Every job, in submission order: what a restarted daemon starts from.
-    /// Per team: dollars and GPU-hours of finished runs inside `[since, ∞)`, and the whole
-    /// dollars of those runs (their parts before `since` too).
-    pub fn closed_spend_by_team(&self, since: f64) -> Result<Vec<TeamSpend>, JournalError> {
+    /// Per team and project: dollars and GPU-hours of finished runs inside `[since, ∞)`, and
+    /// the whole dollars of those runs (their parts before `since` too).
+    pub fn closed_spend(&self, since: f64) -> Result<Vec<TeamSpend>, JournalError> {
         let mut q = self
             .conn
             .prepare_cached(
-                "SELECT team, SUM((ended_at - MAX(started_at, ?1)) * dollars_per_hour / 3600.0),
+                "SELECT team, project, SUM((ended_at - MAX(started_at, ?1)) * dollars_per_hour / 3600.0),
                         SUM((ended_at - MAX(started_at, ?1)) * gpus / 3600.0),
                         SUM((ended_at - started_at) * dollars_per_hour / 3600.0)
-                 FROM charges WHERE ended_at IS NOT NULL AND ended_at > ?1 GROUP BY team",
+                 FROM charges WHERE ended_at IS NOT NULL AND ended_at > ?1 GROUP BY team, project",
             )
             .map_err(self.sql())?;
         let rows = q
             .query_map([since], |r| {
-                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
             })
             .map_err(self.sql())?;
         rows.collect::<Result<Vec<_>, _>>().map_err(self.sql())
     }
 
-    /// Per team, the whole spend of the runs that ended by `until` (with the last column of
-    /// `closed_spend_by_team(until)`: every finished run once, whole).
-    pub fn spend_before_by_team(&self, until: f64) -> Result<Vec<(String, f64)>, JournalError> {
+    /// Per team and project, the whole spend of the runs that ended by `until` (with the last
+    /// column of `closed_spend(until)`: every finished run once, whole).
+    pub fn spend_before(
+        &self,
+        until: f64,
+    ) -> Result<Vec<(String, Option<String>, f64)>, JournalError> {
         let mut q = self
             .conn
             .prepare_cached(
-                "SELECT team, SUM((ended_at - started_at) * dollars_per_hour / 3600.0)
-                 FROM charges WHERE ended_at IS NOT NULL AND ended_at <= ?1 GROUP BY team",
+                "SELECT team, project, SUM((ended_at - started_at) * dollars_per_hour / 3600.0)
+                 FROM charges WHERE ended_at IS NOT NULL AND ended_at <= ?1 GROUP BY team, project",
             )
             .map_err(self.sql())?;
         let rows = q
-            .query_map([until], |r| Ok((r.get(0)?, r.get(1)?)))
+            .query_map([until], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
             .map_err(self.sql())?;
         rows.collect::<Result<Vec<_>, _>>().map_err(self.sql())
     }

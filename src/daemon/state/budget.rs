@@ -8,12 +8,12 @@ impl State {
     /// `block` refuses the team's new submissions, `demote` moves its new and pending jobs to
     /// the lowest class. A new month lifts both.
     pub(super) fn account_budgets(&mut self) -> Result<(), EngineError> {
-        let month = (self.now / BUDGET_MONTH_S).floor() as i64;
-        let start = month as f64 * BUDGET_MONTH_S;
+        let this = self.calendar.month(self.now);
+        let (month, start) = (this.key, this.start);
         let releases = self.engine.releases();
         let rollover = self.budgets.iter().any(|b| b.month != month);
         if rollover || self.budget_read_at != Some(releases) {
-            let closed = self.engine.store().closed_spend_by_team(start)?;
+            let closed = self.engine.store().closed_spend(start)?;
             // Alerts this month already announced, by this daemon or before a restart: the
             // journal remembers, so a restart does not announce them again.
             let first = self.budget_read_at.is_none();
@@ -21,7 +21,7 @@ impl State {
                 let store = self.engine.store();
                 (
                     store.event_details("budget", start)?,
-                    Some(store.spend_before_by_team(start)?),
+                    Some(store.spend_before(start)?),
                 )
             } else {
                 (Vec::new(), None)
@@ -44,16 +44,39 @@ impl State {
                     };
                 }
                 let name = &self.team_config[i].name;
+                // Folded from +0.0: an empty f64 sum is -0.0, which tables print as "-0.00".
                 if let Some(before) = &before {
-                    b.before_month_usd = before.iter().find(|c| &c.0 == name).map_or(0.0, |c| c.1);
+                    b.before_month_usd = before
+                        .iter()
+                        .filter(|c| &c.0 == name)
+                        .fold(0.0, |a, c| a + c.2);
                 }
-                let (usd, gh, whole) = closed
-                    .iter()
-                    .find(|c| &c.0 == name)
-                    .map_or((0.0, 0.0, 0.0), |c| (c.1, c.2, c.3));
-                b.closed_usd = usd;
-                b.closed_gpu_h = gh;
-                b.closed_whole_usd = whole;
+                let mine = || closed.iter().filter(|c| &c.0 == name);
+                b.closed_usd = mine().fold(0.0, |a, c| a + c.2);
+                b.closed_gpu_h = mine().fold(0.0, |a, c| a + c.3);
+                b.closed_whole_usd = mine().fold(0.0, |a, c| a + c.4);
+            }
+            // The same per team and project, for `/metrics`' counters.
+            let key = |team: &str, project: &Option<String>| {
+                (team.to_string(), project.clone().unwrap_or_default())
+            };
+            if let Some(before) = &before {
+                self.project_spend.clear();
+                for (team, project, usd) in before {
+                    self.project_spend
+                        .entry(key(team, project))
+                        .or_default()
+                        .before_month_usd = *usd;
+                }
+            }
+            for p in self.project_spend.values_mut() {
+                p.closed_whole_usd = 0.0;
+            }
+            for (team, project, _, _, whole) in &closed {
+                self.project_spend
+                    .entry(key(team, project))
+                    .or_default()
+                    .closed_whole_usd = *whole;
             }
             for t in 0..self.budgets.len() {
                 self.engine.set_budget_gate(t, None);
@@ -65,16 +88,25 @@ impl State {
             b.gpu_h = b.closed_gpu_h;
             b.total_usd = b.before_month_usd + b.closed_whole_usd;
         }
+        for p in self.project_spend.values_mut() {
+            p.total_usd = p.before_month_usd + p.closed_whole_usd;
+        }
         for j in self.engine.jobs() {
             let (Some(p), Some(t)) = (&j.placement, j.started_at) else {
                 continue;
             };
             let hours = (self.now - t.max(start)).max(0.0) / 3600.0;
+            let whole = p.price_per_hour * (self.now - t).max(0.0) / 3600.0;
             if let Some(b) = self.budgets.get_mut(j.team) {
                 b.usd += p.price_per_hour * hours;
                 b.gpu_h += j.request.total_gpu_milli() as f64 / 1000.0 * hours;
-                b.total_usd += p.price_per_hour * (self.now - t).max(0.0) / 3600.0;
+                b.total_usd += whole;
             }
+            let key = (
+                self.teams.get(j.team).cloned().unwrap_or_default(),
+                j.spec.project.clone().unwrap_or_default(),
+            );
+            self.project_spend.entry(key).or_default().total_usd += whole;
         }
         for t in 0..self.budgets.len() {
             let cfg = self.team_config[t].clone();
@@ -174,9 +206,11 @@ impl State {
         let mut rows: Vec<ReportRow> = rows.into_values().collect();
         rows.sort_by(|a, b| b.spend_usd.total_cmp(&a.spend_usd).then(a.key.cmp(&b.key)));
         Ok(Report {
-            simulated: true,
+            simulated: self.snapshot.simulated,
             since,
             until: until.min(now),
+            since_time: self.calendar.rfc3339(since),
+            until_time: self.calendar.rfc3339(until.min(now)),
             by,
             total_usd: rows.iter().map(|r| r.spend_usd).sum(),
             total_gpu_hours: rows.iter().map(|r| r.gpu_hours).sum(),

@@ -31,8 +31,10 @@ pub struct JobGpuMetric {
     pub uuid: String,
     pub hostname: String,
     pub gpu: u32,
-    /// The MIG instance it was given (empty for a whole GPU or a share).
+    /// The MIG instance it was given (empty for a whole GPU or a share), and that
+    /// instance's GPU instance id (DCGM's `GPU_I_ID`).
     pub mig_uuid: String,
+    pub gpu_instance_id: Option<u32>,
 }
 
 impl State {
@@ -86,6 +88,12 @@ impl State {
                         GpuShare::Mig { .. } => mig.next().cloned().unwrap_or_default(),
                         _ => String::new(),
                     };
+                    let gpu_instance_id = t
+                        .gpus
+                        .iter()
+                        .flat_map(|s| &s.mig_instances)
+                        .find(|m| !mig_uuid.is_empty() && m.uuid == mig_uuid)
+                        .and_then(|m| m.gpu_instance_id);
                     jobs.push(JobGpuMetric {
                         job: id,
                         team: self.team_name(j.team),
@@ -93,6 +101,7 @@ impl State {
                         hostname: hostname(node),
                         gpu: u32::from(g.gpu),
                         mig_uuid,
+                        gpu_instance_id,
                     });
                 }
             }

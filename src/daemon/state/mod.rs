@@ -64,6 +64,8 @@ pub struct StateOptions {
     /// What NVML found on the hosts of `gpu = "auto"` SSH pools, by pool name (those pools are
     /// CPU-only until a host says; the state is then reopened with this filled in).
     pub discovered: BTreeMap<String, crate::config::fleet::FoundGpus>,
+    /// The wall clock at opening, Unix seconds: `None` reads the system's (tests pin it).
+    pub wall_clock: Option<f64>,
 }
 
 impl Default for StateOptions {
@@ -76,6 +78,7 @@ impl Default for StateOptions {
             sampling: crate::backend::agent::Sampling::Nvml(std::time::Duration::from_secs(1)),
             messages: Messages::Stderr,
             discovered: BTreeMap::new(),
+            wall_clock: None,
         }
     }
 }
@@ -233,8 +236,14 @@ pub struct ReportRow {
 #[derive(Clone, Debug, PartialEq, Serialize, serde::Deserialize)]
 pub struct Report {
     pub simulated: bool,
+    /// The window, seconds on the daemon's clock.
     pub since: f64,
     pub until: f64,
+    /// The same on the calendar, RFC 3339 in the fleet's time zone.
+    #[serde(default)]
+    pub since_time: String,
+    #[serde(default)]
+    pub until_time: String,
     pub by: ReportBy,
     pub total_usd: f64,
     pub total_gpu_hours: f64,
@@ -259,6 +268,9 @@ pub struct JobDetail {
     pub state: JobState,
     pub submitted_at: f64,
     pub started_at: Option<f64>,
+    /// The same on the calendar, RFC 3339.
+    pub submitted: String,
+    pub started: Option<String>,
     pub borrowed: bool,
     /// Where it runs: node names and GPU indices.
     pub placement: Vec<String>,
@@ -273,9 +285,6 @@ pub struct JobDetail {
     /// The last lines of its stdout and stderr, if it ran on this host.
     pub log_tail: Vec<String>,
 }
-
-/// A month of the daemon's clock, for budgets: 30 days.
-pub const BUDGET_MONTH_S: f64 = 30.0 * 86_400.0;
 
 /// How often consolidation looks for a cloud node to give back (at most one at a time).
 const CONSOLIDATE_EVERY_S: f64 = 300.0;
@@ -302,6 +311,15 @@ struct TeamBudget {
     total_usd: f64,
 }
 
+/// A team's project's spend ever: runs that ended before this month, those that ended in it,
+/// and with the running ones' since they started.
+#[derive(Clone, Debug, Default)]
+struct ProjectSpend {
+    before_month_usd: f64,
+    closed_whole_usd: f64,
+    total_usd: f64,
+}
+
 pub struct State {
     /// This daemon's exclusive hold on the journal (released when the state is dropped).
     _lock: super::lock::StateLock,
@@ -316,6 +334,8 @@ pub struct State {
     /// Jobs on real backends (this host, SSH hosts) and those hosts.
     hosts: hosts::Hosts,
     budgets: Vec<TeamBudget>,
+    /// Spend ever per (team, project; "" for none), kept as the teams' is.
+    project_spend: BTreeMap<(String, String), ProjectSpend>,
     /// The clock time last written to the journal (at most a simulated minute behind).
     clock_saved: f64,
     /// Recent simulated utilization per (node, GPU), sampled once a simulated minute.
@@ -325,6 +345,8 @@ pub struct State {
     budget_read_at: Option<u64>,
     rng: Rng,
     now: f64,
+    /// The daemon's clock on the calendar, in the fleet's time zone.
+    calendar: crate::daemon::calendar::Calendar,
     events: VecDeque<String>,
     events_total: u64,
     snapshot: Snapshot,
@@ -361,6 +383,19 @@ impl State {
         self.now
     }
 
+    /// Dollars spent ever per team and project ("" for none): finished runs, and running
+    /// ones so far.
+    pub fn project_spend(&self) -> Vec<(String, String, f64)> {
+        self.project_spend
+            .iter()
+            .map(|((team, project), s)| (team.clone(), project.clone(), s.total_usd))
+            .collect()
+    }
+
+    pub fn calendar(&self) -> &crate::daemon::calendar::Calendar {
+        &self.calendar
+    }
+
     pub fn snapshot(&self) -> &Snapshot {
         &self.snapshot
     }
@@ -370,9 +405,8 @@ impl State {
     }
 
     fn push_event(&mut self, at: f64, what: String) {
-        let t = at.max(0.0) as u64;
-        self.events
-            .push_front(format!("{:02}:{:02} {what}", t / 3600 % 24, t / 60 % 60));
+        let line = format!("{} {what}", self.calendar.hh_mm(at));
+        self.events.push_front(line);
         self.events.truncate(EVENTS_KEPT);
         self.events_total += 1;
     }
@@ -485,7 +519,16 @@ impl State {
         job: Option<JobId>,
         limit: usize,
     ) -> Result<Vec<EventRecord>, EngineError> {
-        Ok(self.engine.store().events(job, limit)?)
+        let events = self.engine.store().events(job, limit)?;
+        Ok(self.dated(events))
+    }
+
+    /// Events with their calendar times.
+    fn dated(&self, mut events: Vec<EventRecord>) -> Vec<EventRecord> {
+        for e in &mut events {
+            e.time = self.calendar.rfc3339(e.at);
+        }
+        events
     }
 
     pub fn team_names(&self) -> Vec<String> {

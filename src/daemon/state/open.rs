@@ -3,6 +3,7 @@
 //! warnings a changed fleet file gives.
 
 use super::*;
+use crate::daemon::calendar::Calendar;
 
 impl State {
     /// Opens the journal at `db` over the fleet of `cfg`. The clock resumes from the latest
@@ -34,10 +35,23 @@ impl State {
             seed: opts.seed,
             failures_per_node_hour: opts.failures_per_node_hour,
         };
-        let (resume, orphans, remote_records) = {
+        let (resume, orphans, remote_records, calendar) = {
             let mut store = crate::daemon::journal::Store::open(db)?;
             let orphans = super::legacy::migrate_local_runs(&mut store, &opening.local)?;
-            (store.last_time()?, orphans, store.remote_runs()?)
+            let resume = store.last_time()?;
+            // This start pins the daemon's clock to the wall clock (when the calendar moved on).
+            let mut anchors = store.calendar_anchors()?;
+            let wall = opts
+                .wall_clock
+                .unwrap_or_else(crate::daemon::auth::unix_now);
+            if let Some(a) = Calendar::start(&anchors, resume, wall) {
+                store.add_calendar_anchor(a)?;
+                anchors.push(a);
+            }
+            // Checked with the fleet file; a zone this build does not know is UTC.
+            let zone = cfg.calendar.zone().unwrap_or(chrono_tz::Tz::UTC);
+            let calendar = Calendar::new(anchors, zone);
+            (resume, orphans, store.remote_runs()?, calendar)
         };
         let teams = teams_of(cfg);
         let names = teams.iter().map(|t| t.name.clone()).collect();
@@ -115,12 +129,14 @@ impl State {
             nodes,
             budgets: vec![TeamBudget::default(); cfg.teams.len()],
             budget_read_at: None,
+            project_spend: BTreeMap::new(),
             clock_saved: resume,
             gpu_history: HashMap::new(),
             history_at: f64::NEG_INFINITY,
             engine,
             rng: Rng::new(opts.seed),
             now: resume,
+            calendar,
             events: VecDeque::new(),
             events_total: 0,
             snapshot: Snapshot::default(),
@@ -326,18 +342,31 @@ impl State {
 
     /// The built-in simulated fleet with the demo workload, its journal in `dir`: what the
     /// embedded console shows, for tests and benches.
+    /// Its calendar starts at 2026-11-20T00:00:00Z, so that what it shows is the same on
+    /// every run (screens' snapshots, fixtures).
     pub fn demo(dir: &Path, seed: u64) -> Result<State, EngineError> {
-        State::demo_with(dir, seed, Messages::File(dir.join("daemon.log")))
+        let log = Messages::File(dir.join("daemon.log"));
+        State::demo_opening(dir, seed, log, Some(1_795_132_800.0))
     }
 
-    /// `demo`, with the daemon's warnings sent to `messages`.
+    /// `demo` on the wall clock, with the daemon's warnings sent to `messages`.
     pub fn demo_with(dir: &Path, seed: u64, messages: Messages) -> Result<State, EngineError> {
+        State::demo_opening(dir, seed, messages, None)
+    }
+
+    fn demo_opening(
+        dir: &Path,
+        seed: u64,
+        messages: Messages,
+        wall_clock: Option<f64>,
+    ) -> Result<State, EngineError> {
         let cfg = crate::config::fleet::parse("built-in", crate::config::fleet::DEFAULT_FLEET)
             .map_err(|e| EngineError::NeverFits(e.to_string()))?;
         let opts = StateOptions {
             seed,
             demo_workload: true,
             messages,
+            wall_clock,
             ..StateOptions::default()
         };
         State::open(&dir.join("demo.db"), &cfg, &opts)

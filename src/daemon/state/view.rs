@@ -7,6 +7,7 @@ impl State {
     /// Everything about one job.
     pub fn job_detail(&mut self, id: JobId) -> Result<JobDetail, EngineError> {
         let events = self.engine.store().events(Some(id), 100)?;
+        let events = self.dated(events);
         let record = self.engine.job_record(id)?.ok_or(EngineError::NoJob(id))?;
         // `secrets` values are never shown, to anyone (the API hides `envs` from others).
         let spec = crate::spec::redact::redact(&record.spec, true);
@@ -22,6 +23,8 @@ impl State {
                 state: record.state,
                 submitted_at: record.submitted_at,
                 started_at: None,
+                submitted: self.calendar.rfc3339(record.submitted_at),
+                started: None,
                 borrowed: false,
                 placement: Vec::new(),
                 dollars_per_hour: 0.0,
@@ -61,6 +64,8 @@ impl State {
             state: j.state,
             submitted_at: j.submitted_at,
             started_at: j.started_at,
+            submitted: self.calendar.rfc3339(j.submitted_at),
+            started: j.started_at.map(|t| self.calendar.rfc3339(t)),
             borrowed: j.borrowed,
             placement,
             dollars_per_hour: j.placement.as_ref().map_or(0.0, |p| p.price_per_hour),
@@ -329,6 +334,15 @@ impl State {
                 .and_then(|n| self.measured.get(&n))
                 .map(|t| t.status(self.now)),
             now: self.now,
+            calendar: {
+                let month = self.calendar.month(self.now);
+                crate::client::CalendarNow {
+                    time: self.calendar.rfc3339(self.now),
+                    time_zone: self.calendar.zone().name().to_string(),
+                    budget_month: month.label,
+                    budget_month_ends: self.calendar.rfc3339(month.end),
+                }
+            },
             pools,
             gpus_total,
             gpus_busy,

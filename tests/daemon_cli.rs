@@ -618,3 +618,45 @@ fn jobs_watch_prints_each_change_as_it_happens() {
     let _ = watcher.kill();
     let _ = watcher.wait();
 }
+
+/// Dynamic completion asks the daemon: job ids with their names, teams, pools (before: only
+/// the static script, which knows no job); with no daemon it completes no ids and says nothing.
+#[test]
+fn completion_offers_the_daemons_job_ids_teams_and_pools() {
+    let d = start();
+    let spec = d.dir.join("c.yaml");
+    std::fs::write(
+        &spec,
+        "name: tabbed\nteam: applied\nresources:\n  accelerators: H100:1\nrun: x\n",
+    )
+    .unwrap();
+    let (code, _, err) = gantry(&d.socket, &["submit", spec.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let complete = |connect: &Path, words: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_gantry"))
+            .args(["--", "gantry"])
+            .args(words)
+            .env("COMPLETE", "fish")
+            .env("GANTRY_CONNECT", connect)
+            .env_remove("GANTRY_TOKEN")
+            .output()
+            .unwrap();
+        assert!(out.status.success() && out.stderr.is_empty(), "{out:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let ids = complete(&d.socket, &["cancel", ""]);
+    assert!(
+        ids.lines()
+            .any(|l| l.starts_with("1\t") && l.contains("tabbed") && l.contains("applied")),
+        "{ids}"
+    );
+    let teams = complete(&d.socket, &["jobs", "--team", "app"]);
+    assert!(teams.lines().any(|l| l.starts_with("applied\t")), "{teams}");
+    let pools = complete(&d.socket, &["fleet", "--pool", "aws/"]);
+    assert!(
+        !pools.is_empty() && pools.lines().all(|l| l.starts_with("aws/")),
+        "{pools}"
+    );
+    let none = complete(&d.dir.join("no-daemon.sock"), &["cancel", ""]);
+    assert!(!none.lines().any(|l| l.starts_with("1\t")), "{none}");
+}

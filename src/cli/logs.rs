@@ -12,6 +12,7 @@ use std::io::Write;
 #[derive(clap::Args)]
 pub struct LogsArgs {
     /// The job's id.
+    #[arg(add = super::complete::job_ids())]
     id: String,
     /// Keep printing what the job writes until it ends.
     #[arg(short, long)]

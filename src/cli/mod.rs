@@ -4,6 +4,7 @@
 //! role, team); 5 the daemon cannot be reached; 6 the job's state does not allow it.
 
 mod bench;
+mod complete;
 mod daemon;
 mod fleet;
 mod kube;
@@ -123,7 +124,7 @@ enum Command {
         /// The job file; `-` reads it from stdin.
         file: std::path::PathBuf,
         /// Team (overrides the file's).
-        #[arg(long)]
+        #[arg(long, add = complete::team_names())]
         team: Option<String>,
         /// Priority class (overrides the file's).
         #[arg(long)]
@@ -152,7 +153,7 @@ enum Command {
         /// State(s), comma-separated: pending, held, running, preempting, completed, failed, cancelled.
         #[arg(long)]
         state: Option<String>,
-        #[arg(long)]
+        #[arg(long, add = complete::team_names())]
         team: Option<String>,
         #[arg(long)]
         class: Option<String>,
@@ -166,6 +167,7 @@ enum Command {
     },
     /// One job: spec, placement, events.
     Job {
+        #[arg(add = complete::job_ids())]
         id: String,
         #[arg(short, long, value_enum, default_value_t = Output::Table)]
         output: Output,
@@ -175,36 +177,42 @@ enum Command {
     Logs(logs::LogsArgs),
     /// Why a job waits (or where it runs).
     Explain {
+        #[arg(add = complete::job_ids())]
         id: String,
         #[arg(short, long, value_enum, default_value_t = Output::Table)]
         output: Output,
     },
     /// Cancels jobs.
     Cancel {
+        #[arg(add = complete::job_ids())]
         ids: Vec<String>,
         #[arg(short, long, value_enum, default_value_t = Output::Table)]
         output: Output,
     },
     /// Preempts running jobs: signal, grace, requeue from the checkpoint.
     Preempt {
+        #[arg(add = complete::job_ids())]
         ids: Vec<String>,
         #[arg(short, long, value_enum, default_value_t = Output::Table)]
         output: Output,
     },
     /// Holds pending jobs (they keep their place but do not start).
     Hold {
+        #[arg(add = complete::job_ids())]
         ids: Vec<String>,
         #[arg(short, long, value_enum, default_value_t = Output::Table)]
         output: Output,
     },
     /// Releases held jobs.
     Release {
+        #[arg(add = complete::job_ids())]
         ids: Vec<String>,
         #[arg(short, long, value_enum, default_value_t = Output::Table)]
         output: Output,
     },
     /// Moves a job to another priority class.
     Prio {
+        #[arg(add = complete::job_ids())]
         id: String,
         class: String,
         #[arg(short, long, value_enum, default_value_t = Output::Table)]
@@ -282,7 +290,7 @@ enum Command {
         print_local: bool,
         /// One pool of the live fleet node by node and GPU by GPU: its index in `gantry
         /// fleet` or its path.
-        #[arg(long, conflicts_with_all = ["print_default", "config"])]
+        #[arg(long, conflicts_with_all = ["print_default", "config"], add = complete::pool_paths())]
         pool: Option<String>,
         #[arg(short, long, value_enum, default_value_t = Output::Table)]
         output: Output,
@@ -366,6 +374,9 @@ fn command() -> clap::Command {
 }
 
 pub fn main() -> ExitCode {
+    // `COMPLETE=bash gantry` prints the shell's registration; the shell then runs gantry with
+    // COMPLETE set at each <Tab>, answered here (job ids, teams, pools from the daemon).
+    clap_complete::CompleteEnv::with_factory(command).complete();
     let cli = {
         use clap::FromArgMatches;
         let matches = command().get_matches();

@@ -635,17 +635,7 @@ fn a_mig_job_on_the_host_gets_a_mig_instance_of_its_size() {
     seen.sort();
     assert_eq!(seen, vec!["MIG-aaa", "MIG-bbb"], "one instance each");
     // Each job's instance joins DCGM's per-instance series by GPU_I_ID (before: always "").
-    let (gpus, job_gpus) = s.gpu_metrics();
-    let text = gantry::daemon::metrics::render_metrics(&gantry::daemon::actor::Published {
-        changes: 0,
-        snapshot: s.snapshot().clone(),
-        counters: s.counters.clone(),
-        cycle_seconds: Default::default(),
-        gpus,
-        job_gpus,
-        project_spend: s.project_spend(),
-        calendar: s.calendar().clone(),
-    });
+    let text = metrics_of(&s);
     for (uuid, gi) in [("MIG-aaa", 1), ("MIG-bbb", 2)] {
         assert!(
             text.lines().any(|l| l.starts_with("gantry_job_gpu_info")
@@ -989,18 +979,7 @@ fn metrics_put_each_measured_gpu_and_each_jobs_gpu_under_dcgms_labels() {
     let mut gpus = [(0, Vec::new()), (0, Vec::new())];
     gpus[usize::from(g)] = (87, vec![process(pg, Some(pg), 87)]);
     s.observe_sample(&host, nvml(gpus)).unwrap();
-    let (gpus, job_gpus) = s.gpu_metrics();
-    let published = gantry::daemon::actor::Published {
-        changes: 0,
-        snapshot: s.snapshot().clone(),
-        counters: s.counters.clone(),
-        cycle_seconds: Default::default(),
-        gpus,
-        job_gpus,
-        project_spend: s.project_spend(),
-        calendar: s.calendar().clone(),
-    };
-    let text = gantry::daemon::metrics::render_metrics(&published);
+    let text = metrics_of(&s);
     // This host's name as its agent says it (DCGM's Hostname).
     let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname")
         .unwrap()
@@ -1070,4 +1049,10 @@ fn secrets_reach_the_job_and_empty_values_are_refused() {
             && refused.contains("also without one: secrets.WANDB_API_KEY"),
         "{refused}"
     );
+}
+
+/// `/metrics` as the daemon would serve it for `s` now.
+fn metrics_of(s: &State) -> String {
+    let published = gantry::daemon::actor::publication(s, &Default::default(), 0);
+    gantry::daemon::metrics::render_metrics(&published)
 }

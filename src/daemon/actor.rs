@@ -396,7 +396,8 @@ struct Actor {
 }
 
 /// What the actor publishes: the state's snapshot and counters, taken once.
-fn publication(state: &State, cycle_seconds: &Histogram, changes: u64) -> Arc<Published> {
+/// What the API serves of `state` (and `/metrics`), as published after a change.
+pub fn publication(state: &State, cycle_seconds: &Histogram, changes: u64) -> Arc<Published> {
     let (gpus, job_gpus) = state.gpu_metrics();
     Arc::new(Published {
         changes,

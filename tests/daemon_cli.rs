@@ -617,6 +617,24 @@ fn jobs_watch_prints_each_change_as_it_happens() {
     until(&|v| v["id"] == id && v["state"] == "cancelled");
     let _ = watcher.kill();
     let _ = watcher.wait();
+    // The fleet's pools too, as a table: the header once, then rows.
+    let mut fleet = Command::new(env!("CARGO_BIN_EXE_gantry"))
+        .args(["fleet", "-w"])
+        .env("GANTRY_CONNECT", s)
+        .env_remove("GANTRY_TOKEN")
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(fleet.stdout.take().unwrap()).lines();
+    let header = lines.next().unwrap().unwrap();
+    let row = lines.next().unwrap().unwrap();
+    assert!(
+        header.starts_with("POOL") && header.contains("$/H/NODE"),
+        "{header}"
+    );
+    assert!(row.contains('/') && !row.starts_with("POOL"), "{row}");
+    let _ = fleet.kill();
+    let _ = fleet.wait();
 }
 
 /// Dynamic completion asks the daemon: job ids with their names, teams, pools (before: only

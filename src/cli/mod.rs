@@ -294,6 +294,9 @@ enum Command {
         pool: Option<String>,
         #[arg(short, long, value_enum, default_value_t = Output::Table)]
         output: Output,
+        /// The live fleet's pools, then each pool again as it changes.
+        #[arg(short, long, conflicts_with_all = ["print_default", "print_local", "config", "pool"])]
+        watch: bool,
     },
     /// The local host's GPUs through NVML (or why they cannot be read).
     Gpus {
@@ -506,6 +509,11 @@ pub fn main() -> ExitCode {
             print!("{}", gantry::config::fleet::local_fleet_for_this_host());
             Ok(())
         }
+        Some(Command::Fleet {
+            watch: true,
+            output,
+            ..
+        }) => watch::pools(&target, output),
         Some(Command::Fleet {
             pool: Some(which),
             output,

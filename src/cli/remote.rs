@@ -5,7 +5,7 @@
 use super::table::{cell, width};
 use super::{CliError, Output};
 use gantry::client::http::{encode, ClientError, Endpoint, HttpClient};
-use gantry::client::{HostStatus, IdleNow, JobRow, TeamRow};
+use gantry::client::{HostStatus, IdleNow, JobRow, PoolRow, TeamRow};
 use gantry::console::app::hm;
 use serde_json::Value;
 use serde_yaml_ng::{Mapping, Value as Y};
@@ -652,6 +652,28 @@ pub fn team_line(r: &TeamRow) -> String {
     )
 }
 
+pub fn pool_header() {
+    println!(
+        "{:<44} {:<14} {:<10} {:>5} {:>5} {:>5} {:>6} {:>6} {:>9}",
+        "POOL", "MODEL", "CAPACITY", "NODES", "PROV", "DOWN", "GPUS", "BUSY", "$/H/NODE"
+    );
+}
+
+pub fn pool_line(p: &PoolRow) -> String {
+    format!(
+        "{} {} {:<10} {:>5} {:>5} {:>5} {:>6} {:>6} {:>9.2}",
+        cell(&p.path, 44),
+        cell(&p.model, 14),
+        p.capacity,
+        p.nodes,
+        p.provisioning,
+        p.down,
+        p.gpus,
+        p.gpus_busy,
+        p.dollars_per_hour
+    )
+}
+
 pub fn fleet_live(c: &mut HttpClient, output: Output) -> Result<(), CliError> {
     let v: Value = c.call("GET", "/v1/fleet", None)?;
     if output.is_data() {
@@ -671,24 +693,10 @@ pub fn fleet_live(c: &mut HttpClient, output: Output) -> Result<(), CliError> {
         v["dollars_per_hour"].as_f64().unwrap_or(0.0),
         v["idle_dollars_per_hour"].as_f64().unwrap_or(0.0)
     );
-    println!(
-        "{:<44} {:<14} {:<10} {:>5} {:>5} {:>5} {:>6} {:>6} {:>9}",
-        "POOL", "MODEL", "CAPACITY", "NODES", "PROV", "DOWN", "GPUS", "BUSY", "$/H/NODE"
-    );
-    let n = |v: &Value| v.as_u64().unwrap_or(0);
-    for p in v["pools"].as_array().into_iter().flatten() {
-        println!(
-            "{} {} {:<10} {:>5} {:>5} {:>5} {:>6} {:>6} {:>9.2}",
-            cell(p["path"].as_str().unwrap_or(""), 44),
-            cell(p["model"].as_str().unwrap_or(""), 14),
-            p["capacity"].as_str().unwrap_or(""),
-            n(&p["nodes"]),
-            n(&p["provisioning"]),
-            n(&p["down"]),
-            n(&p["gpus"]),
-            n(&p["gpus_busy"]),
-            p["dollars_per_hour"].as_f64().unwrap_or(0.0)
-        );
+    pool_header();
+    let pools: Vec<PoolRow> = serde_json::from_value(v["pools"].clone()).unwrap_or_default();
+    for p in &pools {
+        println!("{}", pool_line(p));
     }
     let why: Vec<IdleNow> = serde_json::from_value(v["idle_by_cause"].clone()).unwrap_or_default();
     if !why.is_empty() {

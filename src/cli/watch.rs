@@ -3,9 +3,9 @@
 //! a float), read from the daemon's event stream — no polling. In JSON or YAML, each such
 //! row is one record.
 
-use super::remote::{team_header, team_line, JobTable, Target};
+use super::remote::{pool_header, pool_line, team_header, team_line, JobTable, Target};
 use super::{print_record, CliError, Output};
-use gantry::client::{JobFilter, JobRow, Snapshot, SnapshotDelta, TeamRow};
+use gantry::client::{JobFilter, JobRow, PoolRow, Snapshot, SnapshotDelta, TeamRow};
 use serde::Serialize;
 use std::collections::HashMap;
 
@@ -60,6 +60,29 @@ impl Listing for Teams {
     fn line(&self, r: &TeamRow, _: &Snapshot) -> String {
         team_line(r)
     }
+}
+
+struct Pools;
+
+impl Listing for Pools {
+    type Row = PoolRow;
+    fn rows(&self, s: &Snapshot) -> Vec<(String, PoolRow)> {
+        s.pools
+            .iter()
+            .map(|p| (p.path.clone(), p.clone()))
+            .collect()
+    }
+    fn header(&mut self, _: &[(String, PoolRow)]) {
+        pool_header();
+    }
+    fn line(&self, r: &PoolRow, _: &Snapshot) -> String {
+        pool_line(r)
+    }
+}
+
+/// `gantry fleet -w`: the live fleet's pools.
+pub fn pools(t: &Target, output: Output) -> Result<(), CliError> {
+    watch(t, output, Pools)
 }
 
 /// `gantry jobs -w`.

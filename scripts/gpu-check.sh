@@ -7,15 +7,23 @@
 #      its GPU's utilization and VRAM in gantry's telemetry while it computes; after it goes
 #      idle (holding its memory), `gantry reclaim` flags it; `gantry preempt` delivers SIGTERM
 #      and its checkpoint file appears.
-# Usage: scripts/gpu-check.sh   (from anywhere; builds gantry in release mode)
+#   4. /metrics while the job runs: the DCGM-named per-GPU series and gantry_job_gpu_info carry
+#      the GPU's real UUID, so PromQL joins them with the DCGM exporter's.
+# Usage: scripts/gpu-check.sh   (from anywhere; builds gantry in release mode, or runs the
+#        binary GANTRY_BIN names, for a GPU machine without a Rust toolchain)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if ! command -v nvidia-smi >/dev/null 2>&1; then
   echo "gpu-check: no nvidia-smi on this host: skipped"
   exit 0
 fi
-cargo build --release --quiet
-bin=$PWD/target/release/gantry
+if [ -n "${GANTRY_BIN:-}" ]; then
+  bin=$GANTRY_BIN
+else
+  cargo build --release --quiet
+  bin=$PWD/target/release/gantry
+fi
+"$bin" --version
 fail=0
 
 echo "== nvidia-smi"
@@ -28,7 +36,7 @@ ours=$("$bin" gpus --output json | python3 -c '
 import json, sys
 d = json.load(sys.stdin)
 for g in d.get("gpus", []):
-    print(f"{g[\"index\"]},{g[\"uuid\"]},{g[\"memory_total_mib\"]}")
+    print(g["index"], g["uuid"], g["memory_total_mib"], sep=",")
 ' | sort)
 if [ "$smi" = "$ours" ]; then
   echo "match: $(echo "$ours" | wc -l) GPU(s)"
@@ -48,7 +56,7 @@ work=$(mktemp -d)
 # This host alone, reclaim after 1 idle minute (the default is 15) so the check is short.
 "$bin" fleet --print-local | sed 's/^idle_window = "15m"/idle_window = "1m"/' > "$work/fleet.toml"
 export GANTRY_CONNECT=$work/sock
-"$bin" daemon --config "$work/fleet.toml" --db "$work/state.db" --socket "$work/sock" \
+"$bin" daemon --metrics-listen 127.0.0.1:9477 --config "$work/fleet.toml" --db "$work/state.db" --socket "$work/sock" \
   > "$work/daemon.log" 2>&1 &
 daemon=$!
 trap 'kill $daemon 2>/dev/null || true; wait $daemon 2>/dev/null || true' EXIT
@@ -96,6 +104,7 @@ checkpoint:
 run: python3 $work/matmul.py
 EOF
 id=$("$bin" submit "$work/job.yaml" --output json | python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])')
+t0=$SECONDS
 echo "submitted job $id"
 for _ in $(seq 100); do
   "$bin" jobs --output json | grep -q '"state": "running"' && break; sleep 0.2
@@ -108,22 +117,43 @@ import json, sys
 d = json.load(sys.stdin)
 gpus = [g for n in d["nodes"] for g in n["gpus"] if g["jobs"]]
 for g in gpus:
-    print(f"job GPU {g[\"index\"]}: utilization {g[\"util_pct\"]:.0f}%, VRAM used {g[\"vram_used_mib\"]} MiB, {g[\"power_w\"]:.0f} W")
+    print("job GPU %d: utilization %.0f%%, VRAM used %d MiB, %.0f W"
+          % (g["index"], g["util_pct"], g["vram_used_mib"], g["power_w"] or 0))
 ok = gpus and all(g["util_pct"] > 50 and g["vram_used_mib"] > 0 for g in gpus)
 print("utilization > 50% and VRAM seen:", "yes" if ok else "NO")
 sys.exit(0 if ok else 1)
 ' || fail=1
+echo "-- /metrics (the DCGM exporter's label names; the job's GPU by its real UUID):"
+python3 - "$id" <<'PY' || fail=1
+import sys, subprocess, urllib.request
+text = urllib.request.urlopen("http://127.0.0.1:9477/metrics", timeout=10).read().decode()
+uuids = set(subprocess.run(["nvidia-smi", "--query-gpu=uuid", "--format=csv,noheader"],
+                           capture_output=True, text=True).stdout.split())
+info = [l for l in text.splitlines() if l.startswith("gantry_job_gpu_info{")]
+util = [l for l in text.splitlines() if l.startswith("DCGM_FI_DEV_GPU_UTIL{") or l.startswith("gantry_gpu_utilization")]
+for l in info + util[:4]:
+    print("  " + l)
+job = f'job="{sys.argv[1]}"'
+ok = any(job in l and any(u in l for u in uuids) for l in info)
+print("gantry_job_gpu_info names the job's GPU by nvidia-smi's UUID:", "yes" if ok else "NO")
+sys.exit(0 if ok else 1)
+PY
 echo "-- after its busy minute and one idle minute (gantry reclaim):"
-sleep 110
+# The job computes for 60 s after CUDA starts, then idles; the window is 1 minute of samples
+# all under the threshold, so the flag comes some 2 to 2.5 minutes after the start.
+flagged=NO
+for i in $(seq 60); do
+  if "$bin" reclaim --output json | python3 -c "
+import json, sys
+sys.exit(0 if any(i['job'] == $id for i in json.load(sys.stdin)['items']) else 1)"; then
+    flagged=yes; break
+  fi
+  sleep 5
+done
 "$bin" fleet --pool host
 "$bin" reclaim
-"$bin" reclaim --output json | python3 -c "
-import json, sys
-items = json.load(sys.stdin)['items']
-ok = any(i['job'] == $id for i in items)
-print('reclaim flags the idle job:', 'yes' if ok else 'NO')
-sys.exit(0 if ok else 1)
-" || fail=1
+echo "reclaim flags the idle job: $flagged ($((SECONDS - t0)) s after it was submitted)"
+[ $flagged = yes ] || fail=1
 echo "-- preempt (SIGTERM, grace 30 s, requeue):"
 "$bin" preempt "$id"
 for _ in $(seq 150); do [ -f "$work/ckpt/step.txt" ] && break; sleep 0.2; done

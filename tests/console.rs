@@ -8,9 +8,25 @@ use gantry::console::app::{escape, App, Outcome, View};
 #[path = "common/console.rs"]
 mod fixture;
 use fixture::screen;
+#[path = "common/tmux.rs"]
+mod tmux;
+use tmux::{have_tmux, Tmux};
 
 fn demo_snapshot() -> Snapshot {
     fixture::demo(5).state.snapshot().clone()
+}
+
+/// The Jobs view's default rows: waiting jobs first (by position), then running, then ended.
+fn queue_order(snap: &Snapshot) -> Vec<i64> {
+    let rank = |s: &str| match s {
+        "pending" => 0,
+        "held" => 1,
+        "running" | "preempting" => 2,
+        _ => 3,
+    };
+    let mut jobs: Vec<&JobRow> = snap.jobs.iter().collect();
+    jobs.sort_by_key(|j| rank(&j.state));
+    jobs.iter().map(|j| j.id).collect()
 }
 
 #[test]
@@ -78,16 +94,14 @@ fn keys_switch_views_and_selection_follows_the_job_not_the_row() {
     app.on_key("j", &snap);
     app.on_key("j", &snap);
     let chosen = app.selected.unwrap();
-    assert_eq!(chosen, snap.jobs[2].id);
+    assert_eq!(chosen, queue_order(&snap)[2]);
     // New data arrive with the rows in another order: the selection stays on the same job.
     let mut moved = snap.clone();
     moved.jobs.reverse();
     app.on_key("j", &moved);
-    let at = moved.jobs.iter().position(|j| j.id == chosen).unwrap();
-    assert_eq!(
-        app.selected,
-        Some(moved.jobs[(at + 1).min(moved.jobs.len() - 1)].id)
-    );
+    let order = queue_order(&moved);
+    let at = order.iter().position(|&j| j == chosen).unwrap();
+    assert_eq!(app.selected, Some(order[(at + 1).min(order.len() - 1)]));
     assert_eq!(app.on_key("tab", &snap), Outcome::Redraw);
     assert_eq!(app.view, View::Fleet);
     app.on_key("4", &snap);
@@ -160,7 +174,29 @@ fn end_to_end_in_tmux() {
     wait_for("GPUs busy");
     tmux(&["send-keys", "-t", "e2e", "2"]);
     wait_for("where / why pending");
-    // Preempt the selected (first, running) job: Enter on the default button cancels; y confirms.
+    // Preempt the first running job: Enter on the default button goes back; y confirms.
+    tmux(&[
+        "send-keys",
+        "-t",
+        "e2e",
+        ":",
+        "j",
+        "o",
+        "b",
+        "s",
+        " ",
+        "s",
+        "t",
+        "a",
+        "t",
+        "e",
+        "=",
+        "r",
+        "u",
+        "n",
+        "Enter",
+    ]);
+    wait_for("/state=run");
     tmux(&["send-keys", "-t", "e2e", "p"]);
     wait_for("confirm preempt");
     tmux(&["send-keys", "-t", "e2e", "Enter"]);
@@ -174,6 +210,9 @@ fn end_to_end_in_tmux() {
     wait_for("confirm preempt");
     tmux(&["send-keys", "-t", "e2e", "y"]);
     wait_for("preempt done");
+    // A preempting job leaves the state=run filter: esc clears it.
+    tmux(&["send-keys", "-t", "e2e", "Escape"]);
+    t.wait_gone("/state=run");
     wait_for("preempting");
     // Filter, reprioritize through `:prio`, and the reclaim sweep.
     tmux(&[
@@ -276,7 +315,7 @@ fn dangerous_actions_ask_first_with_cancel_the_default_and_vanish_when_readonly(
     assert_eq!(app.on_key("p", &snap), Outcome::Redraw);
     let s = screen(&app, &snap, 80, 24);
     assert!(
-        s.contains("confirm preempt") && s.contains("[ Cancel ]"),
+        s.contains("confirm preempt") && s.contains("[ Back ]"),
         "{s}"
     );
     // Enter on the default (Cancel) does nothing; other keys are swallowed by the dialog.
@@ -325,13 +364,14 @@ fn the_selected_job_stays_on_screen_deep_in_a_long_queue() {
     let mut app = App::new(false);
     app.on_key("2", &snap);
     app.on_key("G", &snap);
+    // The queue order ends with the running jobs (every fourth), the last one last.
     let s = screen(&app, &snap, 80, 24);
-    assert!(s.contains("job-4999"), "{s}");
+    assert!(s.contains("job-4996"), "{s}");
     for _ in 0..30 {
         app.on_key("k", &snap);
     }
     let s = screen(&app, &snap, 80, 24);
-    assert!(s.contains("job-4969"), "{s}");
+    assert!(s.contains("job-4876"), "{s}");
     assert!(s.contains("jobs (5000)"));
 }
 
@@ -381,13 +421,12 @@ fn slash_filters_the_view_and_colon_runs_commands() {
     );
     // Selection moves within the kept rows; actions act on them.
     app.on_key("G", &snap);
-    let last = snap
-        .jobs
-        .iter()
+    let last = queue_order(&snap)
+        .into_iter()
         .rev()
-        .find(|j| j.team == "applied")
+        .find(|&id| snap.jobs.iter().any(|j| j.id == id && j.team == "applied"))
         .unwrap();
-    assert_eq!(app.selected, Some(last.id));
+    assert_eq!(app.selected, Some(last));
     // `!` inverts; esc clears.
     app.on_key("/", &snap);
     for _ in 0..20 {
@@ -477,13 +516,13 @@ fn reprioritize_and_reclaim_ask_first() {
     assert!(
         s.contains("confirm reprioritize")
             && s.contains(&format!("from {} to serving", job.class))
-            && s.contains("[ Cancel ]"),
+            && s.contains("[ Back ]"),
         "{s}"
     );
     assert_eq!(
         app.on_key("enter", &snap),
         Outcome::Redraw,
-        "Cancel is the default"
+        "Back is the default"
     );
     app.on_key("P", &snap);
     keys(&mut app, &snap, "serving");
@@ -556,7 +595,7 @@ fn bulk_actions_need_the_count_typed() {
         app.on_key(" ", &snap);
     }
     assert_eq!(app.marked.len(), 3);
-    let ids: Vec<i64> = snap.jobs.iter().take(3).map(|j| j.id).collect();
+    let ids: Vec<i64> = queue_order(&snap).into_iter().take(3).collect();
     let s = screen(&app, &snap, 100, 30);
     assert!(
         s.contains(&format!("*{}", ids[0])),
@@ -575,14 +614,19 @@ fn bulk_actions_need_the_count_typed() {
     assert!(app.confirm.is_none());
     app.on_key("x", &snap);
     app.on_key("3", &snap);
-    let want: Vec<JobRequest> = ids
+    let Outcome::ActMany(mut got) = app.on_key("enter", &snap) else {
+        panic!("the typed count confirms")
+    };
+    got.sort_by_key(|r| r.id);
+    let mut want: Vec<JobRequest> = ids
         .iter()
         .map(|&id| JobRequest {
             id,
             action: JobAction::Cancel,
         })
         .collect();
-    assert_eq!(app.on_key("enter", &snap), Outcome::ActMany(want));
+    want.sort_by_key(|r| r.id);
+    assert_eq!(got, want);
     // Esc clears the marks; read-only cannot mark.
     app.on_key("esc", &snap);
     assert!(app.marked.is_empty());
@@ -661,7 +705,7 @@ fn enter_opens_the_job_in_detail_and_esc_goes_back() {
     let snap = demo_snapshot();
     let mut app = App::new(false);
     app.on_key("2", &snap);
-    let first = snap.jobs[0].id;
+    let first = queue_order(&snap)[0];
     assert_eq!(app.on_key("enter", &snap), Outcome::Detail(first));
     app.detail = Some(JobView {
         id: first,
@@ -824,11 +868,12 @@ fn the_mouse_is_off_until_toggled_then_clicks_select_and_the_wheel_scrolls() {
     let _ = screen(&app, &snap, 100, 30);
     // Rows start below the tab line, the border and the header: screen row 3 is the first job.
     app.on_mouse(at(MouseEventKind::Down(MouseButton::Left), 5), &snap);
-    assert_eq!(app.selected, Some(snap.jobs[2].id));
+    let order = queue_order(&snap);
+    assert_eq!(app.selected, Some(order[2]));
     app.on_mouse(at(MouseEventKind::ScrollDown, 0), &snap);
-    assert_eq!(app.selected, Some(snap.jobs[3].id));
+    assert_eq!(app.selected, Some(order[3]));
     app.on_mouse(at(MouseEventKind::ScrollUp, 0), &snap);
-    assert_eq!(app.selected, Some(snap.jobs[2].id));
+    assert_eq!(app.selected, Some(order[2]));
     app.on_key("m", &snap);
     assert!(!app.mouse);
 }
@@ -929,40 +974,6 @@ fn escape_and_a_key_in_one_read_act_as_both() {
     assert!(screen(&app, &snap, 120, 40).contains("events, newest first"));
     let ctrl_s = KeyEvent::new(KeyCode::Char('s'), KeyModifiers::CONTROL);
     assert_eq!(gantry::console::key_names(ctrl_s), ["ctrl-s"]);
-}
-
-#[test]
-fn o_orders_jobs_by_cost_age_gpus_and_name() {
-    let snap = demo_snapshot();
-    let mut app = App::new(false);
-    app.on_key("2", &snap);
-    app.on_key("o", &snap);
-    let s = screen(&app, &snap, 160, 48);
-    assert!(s.contains("by cost"), "{s}");
-    app.on_key("g", &snap);
-    let top = snap
-        .jobs
-        .iter()
-        .map(|j| j.cost_at(snap.now))
-        .fold(0.0, f64::max);
-    let first = snap
-        .jobs
-        .iter()
-        .find(|j| Some(j.id) == app.selected)
-        .unwrap();
-    assert!((first.cost_at(snap.now) - top).abs() < 1e-9);
-    for _ in 0..4 {
-        app.on_key("o", &snap);
-    }
-    let s = screen(&app, &snap, 160, 48);
-    assert!(
-        s.contains(&format!("jobs ({}) ─", snap.jobs.len())),
-        "back to queue order:\n{s}"
-    );
-    // The overview says what this month cost against the budgets.
-    app.on_key("1", &snap);
-    let s = screen(&app, &snap, 100, 30);
-    assert!(s.contains("this month") && s.contains("budgets"), "{s}");
 }
 
 #[test]
@@ -1147,68 +1158,6 @@ fn plain_gantry_attaches_to_the_daemon_on_the_default_socket() {
     let _ = daemon.kill();
     let _ = daemon.wait();
     let _ = std::fs::remove_dir_all(&dir);
-}
-
-/// A tmux server of the test's own (`-L`) with one session: run commands, wait for text.
-/// Whether tmux is here; if not, says that `what` is skipped.
-fn have_tmux(what: &str) -> bool {
-    let here = std::process::Command::new("tmux")
-        .arg("-V")
-        .output()
-        .is_ok();
-    if !here {
-        eprintln!("tmux is not installed: {what} skipped (.ci/run installs it)");
-    }
-    here
-}
-
-struct Tmux {
-    socket: String,
-    session: &'static str,
-}
-
-impl Tmux {
-    fn new(session: &'static str) -> Tmux {
-        Tmux {
-            socket: format!("gantry-{session}-{}", std::process::id()),
-            session,
-        }
-    }
-
-    fn run(&self, args: &[&str]) -> String {
-        let out = std::process::Command::new("tmux")
-            .arg("-L")
-            .arg(&self.socket)
-            .args(args)
-            .output()
-            .unwrap();
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-
-    /// The screen once it shows any of `texts` (10 s at most, else the test fails with it).
-    fn wait_for(&self, texts: &[&str]) -> String {
-        let screen = || self.run(&["capture-pane", "-p", "-t", self.session]);
-        for _ in 0..100 {
-            let s = screen();
-            if texts.iter().any(|t| s.contains(t)) {
-                return s;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(100));
-        }
-        panic!("never saw any of {texts:?}:\n{}", screen());
-    }
-
-    /// Waits until the screen no longer shows `text` (10 s at most, else the test fails).
-    fn wait_gone(&self, text: &str) {
-        let screen = || self.run(&["capture-pane", "-p", "-t", self.session]);
-        for _ in 0..100 {
-            if !screen().contains(text) {
-                return;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(100));
-        }
-        panic!("{text:?} never went away:\n{}", screen());
-    }
 }
 
 #[test]

@@ -23,6 +23,11 @@ impl Drop for Daemon {
 
 /// A daemon of its own (tests run in parallel: each gets its own directory).
 fn start() -> Daemon {
+    start_with(&[])
+}
+
+/// A daemon of its own with these extra arguments (`--config FILE`, …).
+fn start_with(extra: &[&str]) -> Daemon {
     static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let dir = std::env::temp_dir().join(format!("gantry-dcli-{}-{n}", std::process::id()));
@@ -40,6 +45,7 @@ fn start() -> Daemon {
         .arg("--socket")
         .arg(&socket)
         .args(["--listen", &format!("127.0.0.1:{port}")])
+        .args(extra)
         .env("XDG_CONFIG_HOME", dir.join("cfg"))
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -677,4 +683,32 @@ fn completion_offers_the_daemons_job_ids_teams_and_pools() {
     );
     let none = complete(&d.dir.join("no-daemon.sock"), &["cancel", ""]);
     assert!(!none.lines().any(|l| l.starts_with("1\t")), "{none}");
+}
+
+#[test]
+fn a_fleet_with_nothing_idle_costs_zero_not_minus_zero() {
+    // Seen on a GPU host with its one GPU busy: `($-0.00/h idle)` — an empty f64 sum is -0.0.
+    let dir = std::env::temp_dir().join(format!("gantry-dcli-zero-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let fleet = dir.join("fleet.toml");
+    std::fs::write(
+        &fleet,
+        "[[teams]]\nname = \"default\"\n\n[[pools]]\nprovider = \"onprem\"\nregion = \"r\"\nzone = \"z\"\nname = \"cpu\"\ninstance_type = \"box\"\ngpu = \"H100\"\ngpus_per_node = 8\ncapacity = \"reserved\"\nprice_per_hour = 0.0\nnodes = 0\n",
+    )
+    .unwrap();
+    let d = start_with(&["--config", fleet.to_str().unwrap()]);
+    let (code, out, err) = gantry(&d.socket, &["fleet"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("($0.00/h idle)"), "{out}");
+    assert!(!out.contains("-0.00"), "{out}");
+    let (_, json, _) = gantry(&d.socket, &["fleet", "-o", "json"]);
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert!(
+        v["idle_dollars_per_hour"]
+            .as_f64()
+            .unwrap()
+            .is_sign_positive(),
+        "{json}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -1,4 +1,4 @@
-//! Snapshot tests (insta) of every console view at 80×24 and 160×48 on a fixed fixture: the
+//! Snapshot tests (insta) of every console view at 80×24, 120×36 and 200×50 on a fixed fixture: the
 //! simulated demo fleet, seed 7, after five simulated minutes. A change to any screen shows up
 //! as a reviewable diff (`cargo insta review`, or compare the `.snap.new` files).
 
@@ -22,10 +22,10 @@ fn screen(app: &App, snap: &Snapshot, w: u16, h: u16) -> String {
 }
 
 #[test]
-fn every_view_at_two_sizes() {
+fn every_view_at_three_sizes() {
     let (snap, pool) = fixture();
     let mut app = App::new(false);
-    for (w, h) in [(80u16, 24u16), (160, 48)] {
+    for (w, h) in [(80u16, 24u16), (120, 36), (200, 50)] {
         for view in View::ALL {
             app.view = view;
             let name = view.short().to_lowercase();

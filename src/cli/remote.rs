@@ -1037,7 +1037,8 @@ pub fn reclaim(t: &Target, apply: Option<String>, output: Output) -> Result<(), 
     for i in &items {
         println!(
             "{:>6} {:>5} {:>9.2} {:>9}  {}",
-            i["job"],
+            // A JSON value's Display ignores width: the id as a number pads.
+            i["job"].as_i64().unwrap_or(0),
             gantry::client::gpus_text(i["gpus"].as_f64().unwrap_or(0.0)),
             i["dollars_per_hour"].as_f64().unwrap_or(0.0),
             hm(i["idle_for_s"].as_f64().unwrap_or(0.0)),
@@ -1047,7 +1048,7 @@ pub fn reclaim(t: &Target, apply: Option<String>, output: Output) -> Result<(), 
     for s in &skipped {
         println!(
             "{:>6} skipped: {}",
-            s["job"],
+            s["job"].as_i64().unwrap_or(0),
             s["why"].as_str().unwrap_or("")
         );
     }

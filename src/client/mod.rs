@@ -539,6 +539,11 @@ pub trait Client {
     fn snapshot(&self) -> &Snapshot;
     /// How long until there may be news (the console sleeps on input until then).
     fn until_next(&self) -> std::time::Duration;
+    /// The daemon is out of reach: since when (local time) and why. An embedded daemon
+    /// never is.
+    fn lost(&self) -> Option<String> {
+        None
+    }
 }
 
 /// A message about job `id`: `why` as it is when it already names the job (the daemon's

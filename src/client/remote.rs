@@ -7,9 +7,21 @@ use super::{Client, Snapshot, SnapshotDelta};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-pub struct RemoteClient {
-    shared: Arc<Mutex<(Snapshot, bool)>>,
+/// What the following thread shares with the console.
+#[derive(Default)]
+struct Followed {
     snapshot: Snapshot,
+    /// A change the console has not taken yet.
+    news: bool,
+    /// Since when (local time) and why the daemon is out of reach; cleared by its next
+    /// snapshot.
+    lost: Option<String>,
+}
+
+pub struct RemoteClient {
+    shared: Arc<Mutex<Followed>>,
+    snapshot: Snapshot,
+    lost: Option<String>,
     access: super::Access,
     /// For changes (requests of their own; the stream has its connection).
     http: HttpClient,
@@ -21,7 +33,10 @@ impl RemoteClient {
         let mut http = HttpClient::new(endpoint.clone(), token.clone());
         let first: Snapshot = http.call("GET", "/v1/snapshot", None)?;
         let access: super::Access = http.call("GET", "/v1/whoami", None)?;
-        let shared = Arc::new(Mutex::new((first.clone(), false)));
+        let shared = Arc::new(Mutex::new(Followed {
+            snapshot: first.clone(),
+            ..Followed::default()
+        }));
         let mine = shared.clone();
         std::thread::Builder::new()
             .name("gantry-follow".into())
@@ -34,14 +49,15 @@ impl RemoteClient {
                     match event {
                         "snapshot" => {
                             if let Ok(s) = serde_json::from_str::<Snapshot>(data) {
-                                guard.0 = s;
-                                guard.1 = true;
+                                guard.snapshot = s;
+                                guard.news = true;
+                                guard.lost = None;
                             }
                         }
                         "delta" => {
                             if let Ok(d) = serde_json::from_str::<SnapshotDelta>(data) {
-                                guard.0.apply(d);
-                                guard.1 = true;
+                                guard.snapshot.apply(d);
+                                guard.news = true;
                             }
                         }
                         _ => {}
@@ -53,11 +69,15 @@ impl RemoteClient {
                         Ok(()) => "the daemon closed the stream".to_string(),
                         Err(e) => e.to_string(),
                     };
-                    guard
-                        .0
-                        .events
-                        .insert(0, format!("connection lost: {why}; retrying every 2 s"));
-                    guard.1 = true;
+                    if guard.lost.is_none() {
+                        let at = chrono::Local::now().format("%H:%M:%S");
+                        guard.lost = Some(format!("since {at}"));
+                        guard.snapshot.events.insert(
+                            0,
+                            format!("{at} connection lost: {why}; retrying every 2 s"),
+                        );
+                        guard.news = true;
+                    }
                 }
                 std::thread::sleep(Duration::from_secs(2));
             })
@@ -68,6 +88,7 @@ impl RemoteClient {
         Ok(RemoteClient {
             shared,
             snapshot: first,
+            lost: None,
             access,
             http,
         })
@@ -159,12 +180,16 @@ impl Client for RemoteClient {
         let Ok(mut guard) = self.shared.lock() else {
             return false;
         };
-        if !guard.1 {
+        if !guard.news {
             return false;
         }
-        guard.1 = false;
-        self.snapshot = guard.0.clone();
+        guard.news = false;
+        self.snapshot = guard.snapshot.clone();
+        self.lost = guard.lost.clone();
         true
+    }
+    fn lost(&self) -> Option<String> {
+        self.lost.clone()
     }
     fn snapshot(&self) -> &Snapshot {
         &self.snapshot

@@ -1,8 +1,12 @@
 //! Console state, keys and drawing. Pure over a `Snapshot`: tests render it on a TestBackend.
 
+mod complete;
 mod dialogs;
 mod draw;
+mod order;
 mod views;
+
+pub use order::columns;
 
 use super::filter::Filter;
 use crate::client::{JobRow, Snapshot};
@@ -83,6 +87,20 @@ pub enum Outcome {
     },
 }
 
+impl Outcome {
+    /// Whether it asks the daemon to change something.
+    pub fn changes(&self) -> bool {
+        matches!(
+            self,
+            Outcome::Act(_)
+                | Outcome::Prio { .. }
+                | Outcome::Reclaim { apply: Some(_) }
+                | Outcome::ActMany(_)
+                | Outcome::Submit(_)
+        )
+    }
+}
+
 /// What a confirmation dialog asks.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Ask {
@@ -138,52 +156,6 @@ pub struct Confirm {
     pub on_confirm: bool,
 }
 
-/// How the Jobs view orders its rows (`o` cycles).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum SortBy {
-    /// The daemon's order: running first, then queue position.
-    #[default]
-    Queue,
-    Cost,
-    Age,
-    Gpus,
-    Name,
-}
-
-impl SortBy {
-    fn next(self) -> SortBy {
-        match self {
-            SortBy::Queue => SortBy::Cost,
-            SortBy::Cost => SortBy::Age,
-            SortBy::Age => SortBy::Gpus,
-            SortBy::Gpus => SortBy::Name,
-            SortBy::Name => SortBy::Queue,
-        }
-    }
-    pub fn name(self) -> &'static str {
-        match self {
-            SortBy::Queue => "queue order",
-            SortBy::Cost => "cost",
-            SortBy::Age => "age",
-            SortBy::Gpus => "GPUs",
-            SortBy::Name => "name",
-        }
-    }
-}
-
-/// GPUs a job row asks for, as a number ("2×8" is 16, "0.50" a half, a MIG slice a fraction).
-fn row_gpus(j: &JobRow) -> f64 {
-    if let Some((n, g)) = j.gpus.split_once('×') {
-        return n.parse::<f64>().unwrap_or(0.0) * g.parse::<f64>().unwrap_or(0.0);
-    }
-    j.gpus.parse().unwrap_or_else(|_| {
-        j.gpus
-            .split_once("g.")
-            .and_then(|(c, _)| c.parse::<f64>().ok())
-            .map_or(0.0, |c| c / 7.0)
-    })
-}
-
 /// Which prompt the key bar holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PromptKind {
@@ -198,33 +170,6 @@ pub enum PromptKind {
 pub struct Prompt {
     pub kind: PromptKind,
     pub text: String,
-}
-
-/// The Jobs view's rows: all of them, or those the filter keeps (only then is a list built).
-enum Rows<'a> {
-    All(&'a [JobRow]),
-    Kept(Vec<&'a JobRow>),
-}
-
-impl<'a> Rows<'a> {
-    fn len(&self) -> usize {
-        match self {
-            Rows::All(r) => r.len(),
-            Rows::Kept(r) => r.len(),
-        }
-    }
-    fn get(&self, i: usize) -> Option<&'a JobRow> {
-        match self {
-            Rows::All(r) => r.get(i),
-            Rows::Kept(r) => r.get(i).copied(),
-        }
-    }
-    fn position(&self, id: i64) -> Option<usize> {
-        match self {
-            Rows::All(r) => r.iter().position(|j| j.id == id),
-            Rows::Kept(r) => r.iter().position(|j| j.id == id),
-        }
-    }
 }
 
 pub struct App {
@@ -251,8 +196,8 @@ pub struct App {
     pub logs: Option<super::logs::LogPane>,
     /// What the daemon lets this console's caller do; refused actions show why.
     pub access: crate::client::Access,
-    /// The Jobs view's order.
-    pub sort: SortBy,
+    /// Each view's order (by `View::ALL` index); the Jobs view's `None` is the queue order.
+    pub sorts: [Option<crate::console::table::Sort>; 5],
     /// Jobs marked with space for a bulk action.
     pub marked: std::collections::BTreeSet<i64>,
     /// Filters of the Jobs, Fleet and Events views.
@@ -260,6 +205,12 @@ pub struct App {
     pub pool_filter: Option<Filter>,
     pub event_filter: Option<Filter>,
     pub help: bool,
+    /// Lines the help is scrolled.
+    pub help_scroll: u16,
+    /// Rows the view in front showed in the last frame (a page for PageDown, half for ctrl-d).
+    pub page: std::cell::Cell<usize>,
+    /// The daemon is out of reach: since when and why (the data shown are as they were then).
+    pub lost: Option<String>,
     /// Dangerous actions removed from keys and help; an RO badge in the header.
     pub readonly: bool,
     pub confirm: Option<Confirm>,
@@ -305,6 +256,21 @@ pub fn money(usd: f64) -> String {
     }
 }
 
+/// A share as a percentage: two decimals under 1% (a month's first dollars of a large budget
+/// would read 0%), none from 10%.
+pub fn pct(fraction: f64) -> String {
+    let p = 100.0 * fraction;
+    if p > 0.0 && p < 0.01 {
+        "<0.01%".to_string()
+    } else if p > 0.0 && p < 1.0 {
+        format!("{p:.2}%")
+    } else if p < 10.0 {
+        format!("{p:.1}%")
+    } else {
+        format!("{p:.0}%")
+    }
+}
+
 fn capitalized(s: &str) -> String {
     let mut c = s.chars();
     c.next()
@@ -341,7 +307,7 @@ impl App {
         App {
             view: View::Overview,
             prompt: None,
-            sort: SortBy::Queue,
+            sorts: [None; 5],
             pool_selected: 0,
             pool_detail: None,
             pool_scroll: 0,
@@ -357,6 +323,9 @@ impl App {
             pool_filter: None,
             event_filter: None,
             help: false,
+            help_scroll: 0,
+            page: std::cell::Cell::new(20),
+            lost: None,
             readonly: false,
             confirm: None,
             flash: None,
@@ -433,11 +402,18 @@ impl App {
             return Outcome::Redraw;
         }
         if let Some(p) = &mut self.prompt {
+            // The candidates `tab` listed go with the next key.
+            self.flash = None;
             match key {
                 "esc" => self.prompt = None,
                 "enter" => {
                     let p = self.prompt.take().expect("a prompt is open");
                     return self.submit(p, snap);
+                }
+                "tab" if p.kind == PromptKind::Command => {
+                    let (text, note) = complete::complete(&p.text, &self.contexts, snap);
+                    p.text = text;
+                    self.flash = note;
                 }
                 "backspace" => {
                     p.text.pop();
@@ -478,20 +454,18 @@ impl App {
                     self.pool_scroll = 0;
                     Outcome::Redraw
                 }
-                (_, Some(Action::Down)) => {
-                    self.pool_scroll = self.pool_scroll.saturating_add(3);
-                    Outcome::Redraw
-                }
-                (_, Some(Action::Up)) => {
-                    self.pool_scroll = self.pool_scroll.saturating_sub(3);
-                    Outcome::Redraw
-                }
-                _ => Outcome::Nothing,
+                (_, a) => match self.motion(a, 3) {
+                    Some(n) => {
+                        self.pool_scroll = self.pool_scroll.saturating_add_signed(n as i16);
+                        Outcome::Redraw
+                    }
+                    None => Outcome::Nothing,
+                },
             };
         }
+        let scroll = self.motion(action, 3);
         if let Some(p) = self.logs.as_mut() {
-            let (down, up) = (action == Some(Action::Down), action == Some(Action::Up));
-            return match p.key(key, down, up) {
+            return match p.key(key, scroll) {
                 super::logs::LogKey::Close => {
                     self.logs = None;
                     Outcome::Redraw
@@ -520,12 +494,14 @@ impl App {
             };
         }
         if self.help {
+            // The help scrolls (it is longer than 24 lines); esc, q, ? and enter close it.
+            if let Some(n) = scroll.filter(|_| !matches!(key, "esc" | "q" | "?" | "enter")) {
+                self.help_scroll = self.help_scroll.saturating_add_signed(n as i16);
+                return Outcome::Redraw;
+            }
             self.help = false;
-            return if action == Some(Action::Quit) {
-                Outcome::Quit
-            } else {
-                Outcome::Redraw
-            };
+            self.help_scroll = 0;
+            return Outcome::Redraw;
         }
         let at = View::ALL.iter().position(|v| *v == self.view).unwrap_or(0);
         self.flash = None;
@@ -541,12 +517,12 @@ impl App {
             return Outcome::Nothing;
         }
         match action {
-            None => return Outcome::Nothing,
+            None => return self.sort_letter(key),
+            // A new filter replaces the one in force (shown in the view's title) once applied.
             Some(Action::Filter) => {
-                let text = self.filter_ref().map_or(String::new(), |f| f.text.clone());
                 self.prompt = Some(Prompt {
                     kind: PromptKind::Filter,
-                    text,
+                    text: String::new(),
                 });
             }
             Some(Action::Command) => {
@@ -597,11 +573,9 @@ impl App {
                     }
                 ));
             }
-            Some(Action::Sort) if self.view == View::Jobs => {
-                self.sort = self.sort.next();
-                self.flash = Some(format!("jobs sorted by {}", self.sort.name()));
-            }
-            Some(Action::Sort) => return Outcome::Nothing,
+            Some(Action::Sort) => return self.sort_reverse(),
+            Some(Action::SortNext) => return self.sort_step(1),
+            Some(Action::SortPrev) => return self.sort_step(-1),
             Some(Action::Submit) if self.readonly => return Outcome::Nothing,
             Some(Action::Submit) => self.open_form(None),
             Some(Action::Job(what)) if !self.marked.is_empty() && self.view == View::Jobs => {
@@ -662,10 +636,31 @@ impl App {
             Some(Action::PrevView) => {
                 self.view = View::ALL[(at + View::ALL.len() - 1) % View::ALL.len()]
             }
-            Some(Action::Down) if self.view == View::Fleet => self.move_pool(snap, 1),
-            Some(Action::Up) if self.view == View::Fleet => self.move_pool(snap, -1),
-            Some(Action::Down) => self.move_selection(snap, 1),
-            Some(Action::Up) => self.move_selection(snap, -1),
+            Some(
+                a @ (Action::Down
+                | Action::Up
+                | Action::PageDown
+                | Action::PageUp
+                | Action::HalfDown
+                | Action::HalfUp),
+            ) => {
+                let n = self.motion(Some(a), 1).unwrap_or(0) as i64;
+                match self.view {
+                    View::Fleet => self.move_pool(snap, n),
+                    _ => self.move_selection(snap, n),
+                }
+            }
+            // g/G (home/end) in the Fleet view select the first/last pool as it is ordered.
+            Some(Action::First) if self.view == View::Fleet => {
+                if let Some(&i) = self.visible_pools(snap).first() {
+                    self.pool_selected = i;
+                }
+            }
+            Some(Action::Last) if self.view == View::Fleet => {
+                if let Some(&i) = self.visible_pools(snap).last() {
+                    self.pool_selected = i;
+                }
+            }
             Some(Action::First) => self.selected = self.rows(snap).get(0).map(|j| j.id),
             Some(Action::Last) => {
                 let rows = self.rows(snap);
@@ -673,6 +668,22 @@ impl App {
             }
         }
         Outcome::Redraw
+    }
+
+    /// How many lines a motion moves (`line` for one step down or up; a page is the rows the
+    /// last frame showed), negative upward; `None` for other actions.
+    fn motion(&self, action: Option<super::keymap::Action>, line: i32) -> Option<i32> {
+        use super::keymap::Action;
+        let page = (self.page.get() as i32).max(1);
+        Some(match action? {
+            Action::Down => line,
+            Action::Up => -line,
+            Action::PageDown => page,
+            Action::PageUp => -page,
+            Action::HalfDown => (page / 2).max(1),
+            Action::HalfUp => -(page / 2).max(1),
+            _ => return None,
+        })
     }
 
     /// A mouse event (only while mouse capture is on): the wheel moves the selection, a
@@ -715,18 +726,6 @@ impl App {
             .or(rows.get(0))
     }
 
-    /// Pools the Fleet view lists under its filter (indices into the snapshot's).
-    fn visible_pools(&self, snap: &Snapshot) -> Vec<usize> {
-        (0..snap.pools.len())
-            .filter(|&i| {
-                let p = &snap.pools[i];
-                self.pool_filter.as_ref().is_none_or(|f| {
-                    f.matches_text(&format!("{} {} {}", p.path, p.model, p.capacity))
-                })
-            })
-            .collect()
-    }
-
     fn move_pool(&mut self, snap: &Snapshot, delta: i64) {
         let pools = self.visible_pools(snap);
         if pools.is_empty() {
@@ -744,41 +743,12 @@ impl App {
         self.rows(snap).len()
     }
 
-    /// The Jobs view's rows under its filter and order (a list is built only for those).
-    fn rows<'a>(&self, snap: &'a Snapshot) -> Rows<'a> {
-        if self.job_filter.is_none() && self.sort == SortBy::Queue {
-            return Rows::All(&snap.jobs);
-        }
-        let mut kept: Vec<&JobRow> = snap
-            .jobs
-            .iter()
-            .filter(|j| self.job_filter.as_ref().is_none_or(|f| f.matches_job(j)))
-            .collect();
-        let now = snap.now;
-        match self.sort {
-            SortBy::Queue => {}
-            SortBy::Cost => kept.sort_by(|a, b| b.cost_at(now).total_cmp(&a.cost_at(now))),
-            SortBy::Age => kept.sort_by(|a, b| a.since_s.total_cmp(&b.since_s)),
-            SortBy::Gpus => kept.sort_by(|a, b| row_gpus(b).total_cmp(&row_gpus(a))),
-            SortBy::Name => kept.sort_by(|a, b| a.name.cmp(&b.name)),
-        }
-        Rows::Kept(kept)
-    }
-
     /// The filter of the view in front (the Overview and Teams views filter jobs).
     fn filter_mut(&mut self) -> &mut Option<Filter> {
         match self.view {
             View::Fleet => &mut self.pool_filter,
             View::Events => &mut self.event_filter,
             _ => &mut self.job_filter,
-        }
-    }
-
-    fn filter_ref(&self) -> Option<&Filter> {
-        match self.view {
-            View::Fleet => self.pool_filter.as_ref(),
-            View::Events => self.event_filter.as_ref(),
-            _ => self.job_filter.as_ref(),
         }
     }
 
@@ -876,13 +846,25 @@ impl App {
                 let names: Vec<&str> = self.contexts.iter().map(|(n, _)| n.as_str()).collect();
                 self.flash = Some(format!(
                     ":ctx {name}: no such context; contexts: {}",
-                    if names.is_empty() { "none".to_string() } else { names.join(", ") }
+                    if names.is_empty() {
+                        "none".to_string()
+                    } else {
+                        names.join(", ")
+                    }
                 ));
             }
             ("", _) => return Outcome::Redraw,
             (other, _) => {
                 self.flash = Some(format!(
-                    "unknown command `:{other}`; try :jobs [FILTER], :gpus MODEL, :team NAME, :job ID, :prio CLASS, :reclaim, :submit [FILE], :teams, :events, :ctx [NAME], :q"
+                    "unknown command `:{other}`; try {} (tab completes)",
+                    complete::COMMANDS
+                        .iter()
+                        .map(|(c, arg)| format!(
+                            ":{c}{}{arg}",
+                            if arg.is_empty() { "" } else { " " }
+                        ))
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 ))
             }
         }

@@ -19,6 +19,12 @@ pub enum Action {
     Up,
     First,
     Last,
+    /// A screenful down or up (PageDown/PageUp).
+    PageDown,
+    PageUp,
+    /// Half a screen down or up (ctrl-d/ctrl-u).
+    HalfDown,
+    HalfUp,
     Help,
     Quit,
     /// Opens the `/` prompt: filter the view's rows.
@@ -35,8 +41,12 @@ pub enum Action {
     Submit,
     /// Turns mouse capture on or off.
     Mouse,
-    /// Cycles the Jobs view's order: queue, cost, age, GPUs, name.
+    /// Reverses the view's order.
     Sort,
+    /// Orders the view by the next column (`>`).
+    SortNext,
+    /// Orders the view by the previous column (`<`).
+    SortPrev,
     /// A change to the selected job (asks for confirmation; absent in read-only mode).
     Job(crate::client::JobAction),
 }
@@ -52,7 +62,7 @@ impl Action {
 }
 
 const VIEW_NAMES: [&str; 5] = ["overview", "jobs", "fleet", "teams", "events"];
-const KEYS: [&str; 10] = [
+const KEYS: [&str; 12] = [
     "tab",
     "up",
     "down",
@@ -60,10 +70,28 @@ const KEYS: [&str; 10] = [
     "right",
     "home",
     "end",
+    "pageup",
+    "pagedown",
     "esc",
     "enter",
     "backspace",
 ];
+
+/// A key a binding may name: one character, `ctrl-` and a letter, or a named key.
+fn is_key(on: &str) -> bool {
+    let ctrl = on
+        .strip_prefix("ctrl-")
+        .is_some_and(|c| c.len() == 1 && c.chars().all(|c| c.is_ascii_lowercase()));
+    on.chars().count() == 1 || ctrl || KEYS.contains(&on)
+}
+
+/// How the help names a key (a space is invisible).
+pub fn key_label(key: &str) -> &str {
+    match key {
+        " " => "space",
+        k => k,
+    }
+}
 
 fn parse_action(run: &str) -> Option<Action> {
     let words: Vec<&str> = run.split_whitespace().collect();
@@ -75,6 +103,10 @@ fn parse_action(run: &str) -> Option<Action> {
         ["up"] => Action::Up,
         ["first"] => Action::First,
         ["last"] => Action::Last,
+        ["page", "down"] => Action::PageDown,
+        ["page", "up"] => Action::PageUp,
+        ["half", "down"] => Action::HalfDown,
+        ["half", "up"] => Action::HalfUp,
         ["help"] => Action::Help,
         ["quit"] => Action::Quit,
         ["filter"] => Action::Filter,
@@ -84,7 +116,9 @@ fn parse_action(run: &str) -> Option<Action> {
         ["open"] => Action::Open,
         ["submit"] => Action::Submit,
         ["mouse"] => Action::Mouse,
-        ["sort"] => Action::Sort,
+        ["sort"] | ["sort", "reverse"] => Action::Sort,
+        ["sort", "next"] => Action::SortNext,
+        ["sort", "prev"] => Action::SortPrev,
         ["job", what] => Action::Job(crate::client::JobAction::parse(what)?),
         _ => return None,
     })
@@ -129,12 +163,11 @@ fn parse(name: &str, text: &str) -> Result<Vec<Binding>, String> {
     file.bind
         .into_iter()
         .map(|b| {
-            let key_ok = b.on.chars().count() == 1 || KEYS.contains(&b.on.as_str());
-            if !key_ok {
-                return Err(format!("{name}: key `{}` is not a key; use one character or one of {}", b.on, KEYS.join(", ")));
+            if !is_key(&b.on) {
+                return Err(format!("{name}: key `{}` is not a key; use one character, ctrl-LETTER or one of {}", b.on, KEYS.join(", ")));
             }
             let action = parse_action(&b.run).ok_or_else(|| {
-                format!("{name}: `{}` is not an action; use view overview|jobs|fleet|teams|events, view next, view prev, down, up, first, last, help, quit, filter, command, reprioritize, mark, open, submit, mouse, sort, job cancel|hold|release|preempt", b.run)
+                format!("{name}: `{}` is not an action; use view overview|jobs|fleet|teams|events, view next, view prev, down, up, first, last, page down|up, half down|up, help, quit, filter, command, reprioritize, mark, open, submit, mouse, sort next|prev|reverse, job cancel|hold|release|preempt", b.run)
             })?;
             Ok(Binding { key: b.on, action, desc: b.desc })
         })
@@ -206,6 +239,10 @@ mod tests {
         let v = Keymap::load("vim", Path::new("/nonexistent")).unwrap();
         assert_eq!(v.action("h"), Some(Action::PrevView));
         assert_eq!(v.action("j"), Some(Action::Down));
+        assert_eq!(v.action("ctrl-d"), Some(Action::HalfDown));
+        assert_eq!(v.action("ctrl-b"), Some(Action::PageUp));
+        assert_eq!(d.action("pagedown"), Some(Action::PageDown));
+        assert_eq!(d.action("ctrl-u"), Some(Action::HalfUp));
         assert!(Keymap::load("emacs", Path::new("/x"))
             .unwrap_err()
             .contains("shipped: default, vim"));
@@ -238,12 +275,21 @@ mod tests {
             .contains("`explode` is not an action"));
         std::fs::write(
             dir.join("keymaps/default.toml"),
-            "[[bind]]\non = \"ctrl-q\"\nrun = \"quit\"\n",
+            "[[bind]]\non = \"meta-q\"\nrun = \"quit\"\n",
         )
         .unwrap();
         assert!(Keymap::load("default", &dir)
             .unwrap_err()
-            .contains("key `ctrl-q` is not a key"));
+            .contains("key `meta-q` is not a key"));
+        std::fs::write(
+            dir.join("keymaps/default.toml"),
+            "[[bind]]\non = \"ctrl-q\"\nrun = \"quit\"\n",
+        )
+        .unwrap();
+        assert_eq!(
+            Keymap::load("default", &dir).unwrap().action("ctrl-q"),
+            Some(Action::Quit)
+        );
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

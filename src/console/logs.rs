@@ -1,6 +1,9 @@
 //! The console's log view: a job's stdout and stderr over the whole body, every node's (a
 //! multi-node job's lines marked `[node K]`) or one node's; `[` and `]` step through the
-//! nodes, `f` follows (refetched each second while the job runs), j/k scroll back.
+//! nodes, `f` follows (refetched each second while the job runs), j/k and the page keys scroll
+//! back, `/` searches (`n`/`N` the next and previous match, highlighted), `w` wraps long
+//! lines, `s` saves what is shown to a file. It keeps only the last `TAIL` lines of each
+//! stream, so a job that writes fast costs the console bounded memory.
 
 use crate::client::LogsView;
 use ratatui::layout::Rect;
@@ -25,6 +28,14 @@ pub struct LogPane {
     pub follow: bool,
     /// Lines scrolled back from the end.
     pub back: u16,
+    /// Long lines wrap at the pane's width (else they are cut).
+    pub wrap: bool,
+    /// The search being typed (`/`), if the prompt is open.
+    pub typing: Option<String>,
+    /// The last search; its matches are highlighted.
+    pub search: Option<String>,
+    /// What the last `s`, `n` or `N` did, for the pane's bottom line.
+    pub note: Option<String>,
 }
 
 /// What a key in the log view asks.
@@ -63,10 +74,50 @@ impl LogPane {
         }
     }
 
-    /// `down`/`up`: the keymap's scroll actions.
-    pub fn key(&mut self, key: &str, down: bool, up: bool) -> LogKey {
+    /// `scroll`: lines the keymap's motion asks (positive: toward the end), if the key is one.
+    pub fn key(&mut self, key: &str, scroll: Option<i32>) -> LogKey {
+        if let Some(t) = &mut self.typing {
+            match key {
+                "esc" => self.typing = None,
+                "enter" => {
+                    let t = self.typing.take().unwrap_or_default();
+                    self.search = (!t.is_empty()).then_some(t);
+                    self.follow = false;
+                    self.jump(true, true);
+                }
+                "backspace" => {
+                    t.pop();
+                }
+                k if k.chars().count() == 1 && t.len() < 200 => t.push_str(k),
+                _ => return LogKey::Nothing,
+            }
+            return LogKey::Redraw;
+        }
+        self.note = None;
         match key {
+            "esc" if self.search.is_some() => {
+                self.search = None;
+                LogKey::Redraw
+            }
             "esc" | "q" => LogKey::Close,
+            "/" => {
+                self.typing = Some(String::new());
+                LogKey::Redraw
+            }
+            "n" | "N" if self.search.is_some() => {
+                self.follow = false;
+                self.jump(key == "n", false);
+                LogKey::Redraw
+            }
+            "w" => {
+                self.wrap = !self.wrap;
+                self.back = 0;
+                LogKey::Redraw
+            }
+            "s" => {
+                self.note = Some(self.save());
+                LogKey::Redraw
+            }
             "]" | "[" => {
                 let n = self.nodes.len();
                 if n < 2 {
@@ -93,27 +144,30 @@ impl LogPane {
                     LogKey::Redraw
                 }
             }
-            _ if down => {
-                self.back = self.back.saturating_sub(3);
-                LogKey::Redraw
-            }
-            _ if up => {
-                self.back = self.back.saturating_add(3);
-                LogKey::Redraw
-            }
-            _ => LogKey::Nothing,
+            _ => match scroll {
+                Some(n) if n > 0 => {
+                    self.back = self.back.saturating_sub(n.unsigned_abs() as u16);
+                    LogKey::Redraw
+                }
+                Some(n) => {
+                    self.back = self.back.saturating_add(n.unsigned_abs() as u16);
+                    LogKey::Redraw
+                }
+                None => LogKey::Nothing,
+            },
         }
     }
 
-    pub fn render(&self, f: &mut Frame, area: Rect, muted: Style, error: Style) {
+    /// The text of every line shown, in order, with its stream (node marks included).
+    fn texts(&self) -> Vec<(String, bool)> {
         let all = self.node.is_none() && self.view.nodes.len() > 1;
-        let mut lines: Vec<Line> = Vec::new();
+        let mut out = Vec::new();
         for n in &self.view.nodes {
             if let Some(why) = &n.error {
-                lines.push(Line::from(Span::styled(
+                out.push((
                     format!("node {} ({}): {}", n.rank, super::app::escape(&n.node), why),
-                    error,
-                )));
+                    true,
+                ));
             }
             for l in &n.lines {
                 let mark = if all {
@@ -121,11 +175,84 @@ impl LogPane {
                 } else {
                     String::new()
                 };
-                let text = format!("{mark}{}", super::app::escape(&l.text));
-                lines.push(match l.stream {
-                    crate::backend::logs::Stream::Err => Line::from(Span::styled(text, error)),
-                    crate::backend::logs::Stream::Out => Line::from(text),
-                });
+                out.push((
+                    format!("{mark}{}", super::app::escape(&l.text)),
+                    l.stream == crate::backend::logs::Stream::Err,
+                ));
+            }
+        }
+        out
+    }
+
+    /// Scrolls so that the next match above the line at the top of the screen (`older`), or
+    /// below it, is the last line shown; `fresh`: a new search starts from the end.
+    fn jump(&mut self, older: bool, fresh: bool) {
+        let Some(q) = self.search.as_deref().map(str::to_lowercase) else {
+            return;
+        };
+        let texts = self.texts();
+        let n = texts.len();
+        // The line now at the bottom of the screen, counted from the end.
+        let here = if fresh { 0 } else { usize::from(self.back) };
+        let hit = |i: usize| texts[i].0.to_lowercase().contains(&q);
+        let found = if older || fresh {
+            (0..n.saturating_sub(here + usize::from(!fresh)))
+                .rev()
+                .find(|&i| hit(i))
+        } else {
+            (n.saturating_sub(here)..n).find(|&i| hit(i))
+        };
+        match found {
+            Some(i) => self.back = (n - 1 - i).min(usize::from(u16::MAX)) as u16,
+            None => {
+                self.note = Some(format!(
+                    "`{}`: no more matches",
+                    self.search.as_deref().unwrap_or("")
+                ))
+            }
+        }
+    }
+
+    /// Writes the lines shown to `gantry-job-ID[-node-K].log` in the working directory.
+    fn save(&self) -> String {
+        let name = match self.node {
+            Some(k) => format!("gantry-job-{}-node-{k}.log", self.job),
+            None => format!("gantry-job-{}.log", self.job),
+        };
+        let mut text = String::new();
+        for (l, _) in self.texts() {
+            text.push_str(&l);
+            text.push('\n');
+        }
+        match std::fs::write(&name, text) {
+            Ok(()) => format!(
+                "saved {} line(s) to {}",
+                self.texts().len(),
+                std::env::current_dir()
+                    .map(|d| d.join(&name).display().to_string())
+                    .unwrap_or(name)
+            ),
+            Err(e) => format!("could not save {name}: {e}"),
+        }
+    }
+
+    pub fn render(&self, f: &mut Frame, area: Rect, muted: Style, error: Style) {
+        let width = usize::from(area.width.saturating_sub(2)).max(1);
+        let q = self.search.as_deref().map(str::to_lowercase);
+        let mut lines: Vec<Line> = Vec::new();
+        for (text, is_err) in self.texts() {
+            let mut style = if is_err { error } else { Style::default() };
+            if q.as_deref()
+                .is_some_and(|q| text.to_lowercase().contains(q))
+            {
+                style = style.add_modifier(Modifier::REVERSED);
+            }
+            if self.wrap {
+                for piece in wrap(&text, width) {
+                    lines.push(Line::from(Span::styled(piece, style)));
+                }
+            } else {
+                lines.push(Line::from(Span::styled(text, style)));
             }
         }
         if lines.is_empty() {
@@ -168,9 +295,106 @@ impl LogPane {
                         title,
                         Style::default().add_modifier(Modifier::BOLD),
                     ))
-                    .title_bottom(" f follow · j/k scroll · esc back "),
+                    .title_bottom(self.bottom_line()),
             ),
             area,
         );
+    }
+
+    /// The pane's bottom line: the search being typed, what the last key did, or the keys.
+    fn bottom_line(&self) -> String {
+        if let Some(t) = &self.typing {
+            return format!(" /{}█  enter search · esc cancel ", super::app::escape(t));
+        }
+        if let Some(n) = &self.note {
+            return format!(" {n} ");
+        }
+        format!(
+            " f follow · / search{} · w wrap{} · s save · j/k scroll · esc back ",
+            if self.search.is_some() { " (n/N)" } else { "" },
+            if self.wrap { " (on)" } else { "" }
+        )
+    }
+}
+
+/// `text` in pieces at most `width` terminal columns wide.
+fn wrap(text: &str, width: usize) -> Vec<String> {
+    use unicode_width::UnicodeWidthChar;
+    let mut out = vec![String::new()];
+    let mut used = 0;
+    for c in text.chars() {
+        let w = c.width().unwrap_or(0);
+        if used + w > width && used > 0 {
+            out.push(String::new());
+            used = 0;
+        }
+        out.last_mut().expect("one piece at least").push(c);
+        used += w;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::logs::{LogLine, Stream};
+    use crate::client::{LogsView, NodeLogsView};
+
+    fn pane(lines: &[&str]) -> LogPane {
+        let mut p = LogPane::new(7);
+        p.view = LogsView {
+            nodes: vec![NodeLogsView {
+                rank: 0,
+                node: "n0".into(),
+                lines: lines
+                    .iter()
+                    .map(|t| LogLine {
+                        stream: Stream::Out,
+                        text: t.to_string(),
+                    })
+                    .collect(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        p
+    }
+
+    #[test]
+    fn slash_finds_matches_from_the_end_and_n_steps_back() {
+        let mut p = pane(&[
+            "loss 3.1", "step 2", "loss 2.0", "step 4", "loss 1.2", "done",
+        ]);
+        for k in ["/", "L", "o", "s", "s", "enter"] {
+            p.key(k, None);
+        }
+        assert_eq!(p.search.as_deref(), Some("Loss"));
+        assert!(!p.follow, "a search stops following");
+        assert_eq!(
+            p.back, 1,
+            "the newest match (loss 1.2) is the last line shown"
+        );
+        p.key("n", None);
+        assert_eq!(p.back, 3, "n: the one before (loss 2.0)");
+        p.key("n", None);
+        assert_eq!(p.back, 5);
+        p.key("n", None);
+        assert_eq!(p.back, 5, "no more matches above");
+        assert!(p.note.as_deref().unwrap_or("").contains("no more matches"));
+        p.key("N", None);
+        assert_eq!(p.back, 3, "N: the next one down");
+        assert_eq!(
+            p.key("esc", None),
+            LogKey::Redraw,
+            "esc clears the search first"
+        );
+        assert_eq!(p.key("esc", None), LogKey::Close);
+    }
+
+    #[test]
+    fn long_lines_wrap_by_display_width() {
+        assert_eq!(wrap("abcdefg", 3), ["abc", "def", "g"]);
+        assert_eq!(wrap("训练任务", 5), ["训练", "任务"]);
+        assert_eq!(wrap("", 4), [""]);
     }
 }

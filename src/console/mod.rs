@@ -8,6 +8,7 @@ pub mod form;
 pub mod keymap;
 pub mod logs;
 pub mod svg;
+pub mod table;
 pub mod theme;
 
 use crate::client::Client;
@@ -53,6 +54,8 @@ pub fn key_names(k: crossterm::event::KeyEvent) -> Vec<String> {
         KeyCode::Down => "down".into(),
         KeyCode::Home => "home".into(),
         KeyCode::End => "end".into(),
+        KeyCode::PageUp => "pageup".into(),
+        KeyCode::PageDown => "pagedown".into(),
         KeyCode::Esc => "esc".into(),
         KeyCode::Backspace => "backspace".into(),
         KeyCode::Enter => "enter".into(),
@@ -129,6 +132,7 @@ where
             }
         }
         if dirty {
+            app.lost = client.lost();
             crossterm::execute!(terminal.backend_mut(), BeginSynchronizedUpdate)?;
             terminal.draw(|f| app.render(f, client.snapshot()))?;
             crossterm::execute!(terminal.backend_mut(), EndSynchronizedUpdate)?;
@@ -141,7 +145,16 @@ where
             match ev {
                 Event::Key(k) if k.kind == KeyEventKind::Press => {
                     for name in key_names(k) {
-                        match app.on_key(&name, client.snapshot()) {
+                        let outcome = app.on_key(&name, client.snapshot());
+                        if let Some(since) = client.lost().filter(|_| outcome.changes()) {
+                            // Refused here, at once, rather than each request timing out.
+                            app.flash = Some(format!(
+                                "not sent: the daemon is out of reach ({since}); the console reconnects by itself"
+                            ));
+                            dirty = true;
+                            continue;
+                        }
+                        match outcome {
                             Outcome::Quit => return Ok(None),
                             Outcome::Switch(to) => return Ok(Some(to)),
                             Outcome::Redraw => dirty = true,

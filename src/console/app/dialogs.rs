@@ -103,11 +103,16 @@ impl App {
             }
         };
         lines.push(Line::from(""));
+        // "Back" dismisses: a job's cancel dialog would otherwise offer [ Cancel ] twice.
+        let confirm = match &c.ask {
+            Ask::Job { request, .. } => format!("{title} job {}", request.id),
+            _ => title,
+        };
         lines.push(Line::from(vec![
-            button("Cancel", !c.on_confirm),
+            button("Back", !c.on_confirm),
             Span::raw("   "),
-            button(&title, c.on_confirm),
-            Span::raw("   y confirms · esc cancels"),
+            button(&confirm, c.on_confirm),
+            Span::raw("   y confirms · esc goes back"),
         ]));
         self.dialog(f, area, &format!(" confirm {verb} "), lines);
     }
@@ -138,18 +143,49 @@ impl App {
 
     /// The help screen, generated from the active keymap.
     pub(super) fn render_help(&self, f: &mut Frame, area: Rect) {
-        let lines: Vec<Line> = self
+        let mut lines: Vec<Line> = self
             .keymap
             .help(self.readonly)
             .into_iter()
-            .map(|(k, d)| Line::from(format!("  {k:<6} {d}")))
+            .map(|(k, d)| Line::from(format!("  {:<8} {d}", crate::console::keymap::key_label(k))))
             .collect();
+        lines.push(Line::from(""));
+        lines.push(Line::styled(
+            "  Sort: shift and a column's letter (again: reversed) —",
+            self.style(self.theme.muted),
+        ));
+        for view in [View::Jobs, View::Fleet, View::Teams] {
+            let keys: Vec<String> = super::columns(view)
+                .iter()
+                .map(|c| format!("{} {}", c.key, c.title))
+                .collect();
+            lines.push(Line::styled(
+                format!("    {:<8} {}", view.short(), keys.join(" · ")),
+                self.style(self.theme.muted),
+            ));
+        }
+        lines.push(Line::styled(
+            "  Logs (l on a job's detail): f follow · / search, n/N · w wrap · s save · [ ] node",
+            self.style(self.theme.muted),
+        ));
+        let inner = area.height.saturating_sub(2);
+        self.page.set(usize::from(inner));
+        let max = (lines.len() as u16).saturating_sub(inner);
+        let top = self.help_scroll.min(max);
+        let title = if max > 0 {
+            format!(
+                " keys (from the keymap) · {}–{} of {} · j/k scroll · esc closes ",
+                top + 1,
+                (top + inner).min(lines.len() as u16),
+                lines.len()
+            )
+        } else {
+            " keys (from the keymap) · esc closes ".to_string()
+        };
         f.render_widget(
-            Paragraph::new(lines).block(
-                Block::default()
-                    .borders(Borders::ALL)
-                    .title(" keys (from the keymap) "),
-            ),
+            Paragraph::new(lines)
+                .scroll((top, 0))
+                .block(Block::default().borders(Borders::ALL).title(title)),
             area,
         );
     }

@@ -25,6 +25,10 @@ impl App {
             Constraint::Length(1),
         ])
         .areas(area);
+        let lost = self
+            .lost
+            .as_ref()
+            .map(|since| format!(" DISCONNECTED {since} "));
         let sim = match (snap.simulated, self.readonly) {
             (true, true) => " SIMULATED  RO ",
             (true, false) => " SIMULATED ",
@@ -42,7 +46,7 @@ impl App {
         .highlight_style(self.style(self.theme.accent).add_modifier(Modifier::BOLD));
         // Where the data comes from, when there is room for it (the embedded demo or the
         // daemon attached to).
-        let source = if self.source.is_empty() || area.width < 100 {
+        let source = if self.source.is_empty() || area.width < 100 || lost.is_some() {
             String::new()
         } else {
             let s = escape(&self.source);
@@ -54,14 +58,24 @@ impl App {
                 format!("{s}  ")
             }
         };
+        let badge = lost.as_deref().map_or(0, |l| l.chars().count() as u16);
         let [left, right] = Layout::horizontal([
             Constraint::Min(30),
-            Constraint::Length(36 + source.chars().count() as u16),
+            Constraint::Length(36 + badge + source.chars().count() as u16),
         ])
         .areas(top);
         f.render_widget(tabs, left);
+        let alarm = if self.color {
+            Style::default()
+                .fg(self.theme.badge_fg)
+                .bg(self.theme.error)
+                .add_modifier(Modifier::BOLD)
+        } else {
+            Style::default().add_modifier(Modifier::REVERSED | Modifier::BOLD)
+        };
         f.render_widget(
             Paragraph::new(Line::from(vec![
+                Span::styled(lost.clone().unwrap_or_default(), alarm),
                 Span::styled(
                     sim,
                     if self.color {
@@ -88,6 +102,7 @@ impl App {
         } else if self.help {
             self.render_help(f, body);
         } else if let Some(p) = &self.logs {
+            self.page.set(usize::from(body.height.saturating_sub(2)));
             p.render(
                 f,
                 body,
@@ -97,6 +112,7 @@ impl App {
         } else if let Some(d) = &self.detail {
             self.render_detail(f, body, d, snap.now);
         } else if let Some((_, p)) = &self.pool_detail {
+            self.page.set(usize::from(body.height.saturating_sub(2)));
             self.render_pool(f, body, p);
         } else {
             match self.view {
@@ -106,6 +122,11 @@ impl App {
                 View::Teams => self.render_teams(f, body, snap),
                 View::Events => self.render_event_list(f, body, snap, " events, newest first "),
             }
+        }
+        if self.lost.is_some() {
+            // Stale data stay readable but grey: nothing on screen is current.
+            f.buffer_mut()
+                .set_style(body, Style::default().add_modifier(Modifier::DIM));
         }
         use crate::console::keymap::Action;
         // Help first: on a narrow terminal the end of the line is what gets cut.
@@ -141,6 +162,19 @@ impl App {
             Span::raw(acts)
         };
         let keys = match self.view {
+            // What is open over the view has keys of its own (the form types letters).
+            _ if self.form.is_some() => Line::from(
+                "ctrl-s submit  ctrl-p preview where it lands  esc close (the draft is kept)",
+            ),
+            _ if self.help => Line::from("j/k pageup/pagedown scroll  esc close"),
+            _ if self.logs.is_some() => Line::from(
+                "f follow  / search  n/N next/previous  w wrap  s save  [ ] node  esc back",
+            ),
+            _ if self.detail.is_some() => Line::from("l logs  esc back"),
+            _ if self.pool_detail.is_some() => Line::from("j/k pageup/pagedown scroll  esc back"),
+            _ if self.lost.is_some() => Line::from(
+                "the daemon is out of reach: reconnecting every 2 s; actions wait until it answers  q quit",
+            ),
             View::Jobs => Line::from(vec![
                 Span::raw(format!(
                     "{help}{}/{} move  ",
@@ -150,6 +184,10 @@ impl App {
                 acts,
                 Span::raw(common),
             ]),
+            View::Fleet | View::Teams => Line::from(format!(
+                "{help}< > sort  {} reverse  {common}",
+                self.key_for(Action::Sort)
+            )),
             _ => Line::from(format!("{help}{common}")),
         };
         let line = match (&self.prompt, &self.flash) {
@@ -158,10 +196,18 @@ impl App {
                     PromptKind::Filter => "/",
                     PromptKind::Command => ":",
                 };
+                // `tab`'s candidates, else what the keys do.
+                let hint = match (&self.flash, p.kind) {
+                    (Some(m), _) => format!("   {}", escape(m)),
+                    (None, PromptKind::Command) => {
+                        "   tab completes · enter runs · esc cancels".into()
+                    }
+                    (None, PromptKind::Filter) => "   enter apply · esc cancel".into(),
+                };
                 Paragraph::new(Line::from(vec![
                     Span::raw(format!("{lead}{}", escape(&p.text))),
                     Span::styled("█", self.style(self.theme.accent)),
-                    Span::styled("   enter apply · esc cancel", self.style(self.theme.muted)),
+                    Span::styled(hint, self.style(self.theme.muted)),
                 ]))
             }
             (None, Some(m)) => Paragraph::new(escape(m)).style(self.style(self.theme.accent)),

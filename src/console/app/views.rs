@@ -1,10 +1,11 @@
 //! The five views: overview, jobs, teams, events, fleet.
 
 use super::*;
+use crate::console::table::{cut, text, Grid, Value};
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Modifier, Style};
 use ratatui::text::Line;
-use ratatui::widgets::{Block, Borders, Cell, Gauge, Paragraph, Row, Table, TableState};
+use ratatui::widgets::{Block, Borders, Gauge, Paragraph, TableState};
 use ratatui::Frame;
 
 impl App {
@@ -26,11 +27,11 @@ impl App {
                 .gauge_style(self.style(self.theme.bar))
                 .ratio(ratio.clamp(0.0, 1.0))
                 .label(format!(
-                    "{}/{} GPUs busy · fleet ${:.0}/h · idle GPUs cost ${:.0}/h",
+                    "{}/{} GPUs busy · fleet {}/h · idle GPUs cost {}/h",
                     snap.gpus_busy,
                     snap.gpus_total,
-                    snap.dollars_per_hour,
-                    snap.idle_dollars_per_hour
+                    money(snap.dollars_per_hour),
+                    money(snap.idle_dollars_per_hour)
                 )),
             gauges,
         );
@@ -49,9 +50,9 @@ impl App {
         if budget > 0.0 {
             // Fits the 28 columns of the pane at any budget.
             lines.push(Line::from(format!(
-                "budgets   {} {:.1}% used",
+                "budgets   {} {} used",
                 money(budget),
-                100.0 * spent / budget
+                pct(spent / budget)
             )));
         }
         if let Some(t) = snap
@@ -78,15 +79,15 @@ impl App {
         if !snap.idle_by_cause.is_empty() {
             lines.push(Line::from(""));
             lines.push(Line::styled(
-                "idle GPUs, why     GPUs  $/h",
+                "idle GPUs, why   GPUs    $/h",
                 self.style(self.theme.muted),
             ));
             for c in &snap.idle_by_cause {
                 lines.push(Line::from(format!(
-                    "{:<17}{:>5} {:>4.0}",
+                    "{:<17}{:>4}{:>7}",
                     c.cause.short(),
                     c.gpus,
-                    c.dollars_per_hour
+                    money(c.dollars_per_hour)
                 )));
             }
         }
@@ -98,40 +99,18 @@ impl App {
     }
 
     pub(super) fn render_jobs(&self, f: &mut Frame, area: Rect, snap: &Snapshot) {
-        let wide = area.width >= 120;
-        let header = if wide {
-            vec![
-                "id",
-                "name",
-                "team",
-                "class",
-                "state",
-                "GPUs",
-                "age",
-                "pos",
-                "cost",
-                "where / why pending",
-            ]
-        } else {
-            vec![
-                "id",
-                "name",
-                "class",
-                "state",
-                "GPUs",
-                "age",
-                "where / why pending",
-            ]
-        };
         // Build only the rows that fit, around the selection: a 100,000-job queue costs the same
         // to draw as a 40-job one.
         let list = self.rows(snap);
         let selected = self.selected.and_then(|id| list.position(id)).unwrap_or(0);
         let visible = area.height.saturating_sub(3).max(1) as usize;
+        self.page.set(visible);
         let first = selected.saturating_sub(visible - 1);
         // Below the border and the header row.
         self.jobs_geometry.set((area.y + 2, first));
-        let rows: Vec<Row> = (first..list.len().min(first + visible))
+        let plain = Style::default();
+        let mut grid = Grid::new(&order::JOB_COLS, self.sorts[1]);
+        grid.rows = (first..list.len().min(first + visible))
             .filter_map(|i| list.get(i))
             .map(|j| {
                 let state_color = match j.state.as_str() {
@@ -140,57 +119,34 @@ impl App {
                     "failed" => self.theme.error,
                     _ => self.theme.muted,
                 };
-                let pos = j.position.map_or(String::new(), |p| p.to_string());
                 let id = if self.marked.contains(&j.id) {
                     format!("*{}", j.id)
                 } else {
                     j.id.to_string()
                 };
-                let mut cells = vec![Cell::from(id), Cell::from(escape(&j.name))];
-                if wide {
-                    cells.push(Cell::from(escape(&j.team)));
-                }
-                cells.extend([
-                    Cell::from(j.class.clone()),
-                    Cell::from(j.state.clone()).style(self.style(state_color)),
-                    Cell::from(j.gpus.clone()),
-                    Cell::from(hm(snap.now - j.since_s)),
-                ]);
-                if wide {
-                    cells.push(Cell::from(pos));
-                    cells.push(Cell::from(money(j.cost_at(snap.now))));
-                }
-                cells.push(Cell::from(escape(&j.detail)));
-                Row::new(cells)
+                let rate = if j.dollars_per_hour > 0.0 {
+                    money(j.dollars_per_hour)
+                } else {
+                    String::new()
+                };
+                vec![
+                    text(id, plain),
+                    text(escape(&j.name), plain),
+                    text(escape(&j.team), plain),
+                    text(j.class.clone(), plain),
+                    text(j.state.clone(), self.style(state_color)),
+                    text(j.gpus.clone(), plain),
+                    text(hm(snap.now - j.since_s), plain),
+                    text(j.position.map_or(String::new(), |p| p.to_string()), plain),
+                    text(rate, plain),
+                    text(money(j.cost_at(snap.now)), plain),
+                    text(escape(&j.detail), plain),
+                ]
             })
             .collect();
-        let widths: Vec<Constraint> = if wide {
-            vec![
-                Constraint::Length(5),
-                Constraint::Length(20),
-                Constraint::Length(12),
-                Constraint::Length(11),
-                Constraint::Length(10),
-                Constraint::Length(8),
-                Constraint::Length(6),
-                Constraint::Length(4),
-                Constraint::Length(8),
-                Constraint::Min(20),
-            ]
-        } else {
-            vec![
-                Constraint::Length(4),
-                Constraint::Length(17),
-                Constraint::Length(10),
-                Constraint::Length(8),
-                Constraint::Length(7),
-                Constraint::Length(5),
-                Constraint::Min(10),
-            ]
-        };
         let mut state = TableState::default().with_selected(Some(selected - first));
-        let table = Table::new(rows, widths)
-            .header(Row::new(header).style(Style::default().add_modifier(Modifier::BOLD)))
+        let table = grid
+            .table(area.width.saturating_sub(2))
             .row_highlight_style(Style::default().add_modifier(Modifier::REVERSED))
             .block(Block::default().borders(Borders::ALL).title(format!(
                 "{}{}",
@@ -203,30 +159,27 @@ impl App {
                         escape(&f.text)
                     ),
                 },
-                if self.sort == SortBy::Queue {
-                    String::new()
+                if self.sorts[1].is_none() {
+                    "queue order, waiting first "
                 } else {
-                    format!("by {} ", self.sort.name())
+                    ""
                 }
             )));
         f.render_stateful_widget(table, area, &mut state);
     }
 
     pub(super) fn render_teams(&self, f: &mut Frame, area: Rect, snap: &Snapshot) {
-        let wide = area.width >= 120;
         let used_total: f64 = snap.teams.iter().map(|t| t.used_gpus).sum();
         let weight_total: f64 = snap.teams.iter().map(|t| t.weight).sum();
-        let rows: Vec<Row> = snap
-            .teams
-            .iter()
+        let plain = Style::default();
+        let mut grid = Grid::new(&order::TEAM_COLS, self.sorts[3]);
+        grid.rows = self
+            .team_rows(snap)
+            .into_iter()
             .map(|t| {
-                let quota = t.guaranteed.map_or("none".to_string(), |g| {
-                    if wide {
-                        format!("{g} (+{} borrow)", t.borrow_limit)
-                    } else {
-                        format!("{g} +{}", t.borrow_limit)
-                    }
-                });
+                let quota = t
+                    .guaranteed
+                    .map_or("none".to_string(), |g| format!("{g} +{}", t.borrow_limit));
                 // Fair share: its part of the GPUs in use against its part of the weights.
                 let share = format!(
                     "{:.0}%/{:.0}%",
@@ -235,14 +188,9 @@ impl App {
                 );
                 let budget = match (t.budget_used, t.budget_monthly_usd) {
                     (Some(u), Some(b)) => {
-                        format!(
-                            "{} of {} {:.0}%",
-                            money(t.spend_month_usd),
-                            money(b),
-                            u * 100.0
-                        )
+                        format!("{} of {} {}", money(t.spend_month_usd), money(b), pct(u))
                     }
-                    (Some(u), None) => format!("{:.0} GPU-h {:.0}%", t.gpu_hours_month, u * 100.0),
+                    (Some(u), None) => format!("{:.0} GPU-h {}", t.gpu_hours_month, pct(u)),
                     _ => format!("{} (no budget)", money(t.spend_month_usd)),
                 };
                 let budget_color = match t.budget_used {
@@ -251,78 +199,30 @@ impl App {
                     _ => Color::Reset,
                 };
                 let over = t.guaranteed.is_some_and(|g| t.used_gpus > f64::from(g));
-                let mut cells = vec![Cell::from(escape(&t.name))];
-                if wide {
-                    cells.push(Cell::from(escape(&t.cohort)));
-                    cells.push(Cell::from(format!("{:.1}", t.weight)));
-                }
-                cells.extend([
-                    Cell::from(quota),
-                    Cell::from(format!("{:.1}", t.used_gpus)).style(self.style(if over {
-                        self.theme.warn
-                    } else {
-                        Color::Reset
-                    })),
-                    Cell::from(format!("{:.1}", t.borrowed_gpus)),
-                ]);
-                if wide {
-                    cells.push(Cell::from(format!("{:.1}", t.lent_gpus)));
-                    cells.push(Cell::from(share));
-                }
-                cells.extend([
-                    Cell::from(t.running.to_string()),
-                    Cell::from(t.pending.to_string()),
-                    Cell::from(format!("${:.0}/h", t.burn_per_hour)),
-                    Cell::from(budget).style(self.style(budget_color)),
-                ]);
-                Row::new(cells)
+                vec![
+                    text(escape(&t.name), plain),
+                    text(escape(&t.cohort), plain),
+                    text(format!("{:.1}", t.weight), plain),
+                    text(quota, plain),
+                    text(
+                        format!("{:.1}", t.used_gpus),
+                        self.style(if over { self.theme.warn } else { Color::Reset }),
+                    ),
+                    text(format!("{:.1}", t.borrowed_gpus), plain),
+                    text(format!("{:.1}", t.lent_gpus), plain),
+                    text(share, plain),
+                    text(t.running.to_string(), plain),
+                    text(t.pending.to_string(), plain),
+                    text(format!("{}/h", money(t.burn_per_hour)), plain),
+                    text(budget, self.style(budget_color)),
+                ]
             })
             .collect();
-        let mut widths = vec![Constraint::Min(12)];
-        if wide {
-            widths.extend([Constraint::Length(9), Constraint::Length(6)]);
-        }
-        widths.extend([
-            Constraint::Length(if wide { 15 } else { 8 }),
-            Constraint::Length(6),
-            Constraint::Length(8),
-        ]);
-        if wide {
-            widths.extend([Constraint::Length(6), Constraint::Length(10)]);
-        }
-        widths.extend([
-            Constraint::Length(4),
-            Constraint::Length(5),
-            Constraint::Length(8),
-            Constraint::Min(18),
-        ]);
-        let header: Vec<&str> = if wide {
-            vec![
-                "team",
-                "cohort",
-                "weight",
-                "guaranteed",
-                "GPUs",
-                "borrowed",
-                "lent",
-                "use/weight",
-                "run",
-                "pend",
-                "burn",
-                "spent this month / budget",
-            ]
-        } else {
-            vec![
-                "team", "quota", "GPUs", "borrowed", "run", "pend", "burn", "budget",
-            ]
-        };
-        let table = Table::new(rows, widths)
-            .header(Row::new(header).style(Style::default().add_modifier(Modifier::BOLD)))
-            .block(
-                Block::default()
-                    .borders(Borders::ALL)
-                    .title(" teams: quota, usage, spend rate and monthly budget "),
-            );
+        let table = grid.table(area.width.saturating_sub(2)).block(
+            Block::default()
+                .borders(Borders::ALL)
+                .title(" teams: quota (guaranteed +borrow), usage, spend rate and monthly budget "),
+        );
         f.render_widget(table, area);
     }
 
@@ -338,16 +238,29 @@ impl App {
         let filter = (self.view == View::Events)
             .then_some(self.event_filter.as_ref())
             .flatten();
-        let lines: Vec<Line> = snap
+        let oldest_first = self.view == View::Events && self.events_oldest_first();
+        let inner = usize::from(area.width.saturating_sub(2));
+        let kept = snap
             .events
             .iter()
-            .filter(|e| filter.is_none_or(|f| f.matches_text(e)))
+            .filter(|e| filter.is_none_or(|f| f.matches_text(e)));
+        let kept: Box<dyn Iterator<Item = &String>> = if oldest_first {
+            Box::new(kept.rev())
+        } else {
+            Box::new(kept)
+        };
+        let lines: Vec<Line> = kept
             .take(area.height.saturating_sub(2) as usize)
-            .map(|e| Line::from(escape(e)))
+            .map(|e| Line::from(cut(&escape(e), inner).into_owned()))
             .collect();
+        let title = if oldest_first {
+            title.replace("newest first", "oldest first")
+        } else {
+            title.to_string()
+        };
         let title = match filter {
             Some(f) => format!("{}/{} ", title, escape(&f.text)),
-            None => title.to_string(),
+            None => title,
         };
         f.render_widget(
             Paragraph::new(lines).block(Block::default().borders(Borders::ALL).title(title)),
@@ -359,41 +272,39 @@ impl App {
         let wide = area.width >= 120;
         let shown = self.visible_pools(snap);
         let selected = shown.iter().position(|&i| i == self.pool_selected);
-        let rows: Vec<Row> = shown
+        self.page.set(usize::from(area.height.saturating_sub(3)));
+        let plain = Style::default();
+        let mut grid = Grid::new(&order::POOL_COLS, self.sorts[2]);
+        grid.rows = shown
             .iter()
             .map(|&i| &snap.pools[i])
             .map(|p| {
-                let width = 16usize;
-                let filled = (p.gpus_busy * width).checked_div(p.gpus).unwrap_or(0);
-                let bar = format!("{}{}", "█".repeat(filled), "░".repeat(width - filled));
-                Row::new(vec![
-                    Cell::from(if wide {
-                        p.path.clone()
-                    } else {
-                        p.short.clone()
-                    }),
-                    Cell::from(p.model.clone()),
-                    Cell::from(p.capacity.clone()),
-                    Cell::from(match (p.provisioning, p.down) {
-                        (0, 0) => p.nodes.to_string(),
-                        (0, d) => format!("{} -{d}", p.nodes),
-                        (k, _) => format!("{} +{k}", p.nodes),
-                    }),
-                    Cell::from(format!("{}/{}", p.gpus_busy, p.gpus)),
-                    Cell::from(bar).style(self.style(self.theme.bar)),
-                    Cell::from(format!("${:.2}", p.dollars_per_hour)),
-                ])
+                let load = (p.gpus_busy as f64 / p.gpus.max(1) as f64).clamp(0.0, 1.0);
+                vec![
+                    text(
+                        if wide {
+                            p.path.clone()
+                        } else {
+                            p.short.clone()
+                        },
+                        plain,
+                    ),
+                    text(p.model.clone(), plain),
+                    text(p.capacity.clone(), plain),
+                    text(
+                        match (p.provisioning, p.down) {
+                            (0, 0) => p.nodes.to_string(),
+                            (0, d) => format!("{} -{d}", p.nodes),
+                            (k, _) => format!("{} +{k}", p.nodes),
+                        },
+                        plain,
+                    ),
+                    text(format!("{}/{}", p.gpus_busy, p.gpus), plain),
+                    (Value::Bar(load), self.style(self.theme.bar)),
+                    text(money(p.dollars_per_hour), plain),
+                ]
             })
             .collect();
-        let widths = [
-            Constraint::Min(24),
-            Constraint::Length(10),
-            Constraint::Length(9),
-            Constraint::Length(6),
-            Constraint::Length(7),
-            Constraint::Length(16),
-            Constraint::Length(8),
-        ];
         let mut block = Block::default().borders(Borders::ALL).title(format!(
             " fleet: {}{} ",
             if wide {
@@ -408,13 +319,8 @@ impl App {
         if let Some(h) = &snap.host {
             block = block.title_bottom(Line::from(format!(" {} ", escape(&h.summary()))));
         }
-        let table = Table::new(rows, widths)
-            .header(
-                Row::new(vec![
-                    "pool", "GPU", "capacity", "nodes", "busy", "", "$/node-h",
-                ])
-                .style(Style::default().add_modifier(Modifier::BOLD)),
-            )
+        let table = grid
+            .table(area.width.saturating_sub(2))
             .block(block)
             .row_highlight_style(Style::default().add_modifier(Modifier::REVERSED));
         let mut state = TableState::default().with_selected(selected);

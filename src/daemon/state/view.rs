@@ -183,7 +183,12 @@ impl State {
         // The same GPUs as the idle-by-cause table (booting and in-repair ones included), so
         // the header and the table under it agree.
         let idle_by_cause = self.idle_by_cause();
-        let idle_dollars: f64 = idle_by_cause.iter().map(|c| c.dollars_per_hour).sum();
+        // An empty f64 sum is -0.0, which prints as "$-0.00/h": adding 0.0 makes it +0.0.
+        let idle_dollars: f64 = idle_by_cause
+            .iter()
+            .map(|c| c.dollars_per_hour)
+            .sum::<f64>()
+            + 0.0;
         let mut jobs: Vec<JobRow> = self
             .engine
             .jobs()

@@ -1,0 +1,113 @@
+//! `tab` in the `:` prompt: completes a command's name, then its argument (a team, a GPU
+//! model, a priority class, a context, a job id) from what the console knows.
+
+use crate::client::Snapshot;
+
+/// The commands and what each takes, as `:help`'s list and the completion know them.
+pub const COMMANDS: [(&str, &str); 14] = [
+    ("jobs", "[FILTER]"),
+    ("fleet", "[FILTER]"),
+    ("gpus", "MODEL"),
+    ("teams", ""),
+    ("team", "NAME"),
+    ("events", "[FILTER]"),
+    ("job", "ID"),
+    ("prio", "CLASS"),
+    ("reclaim", ""),
+    ("submit", "[FILE]"),
+    ("ctx", "[NAME]"),
+    ("overview", ""),
+    ("help", ""),
+    ("q", ""),
+];
+
+/// What the command line reads after `tab`, and the candidates when more than one is left.
+pub fn complete(
+    text: &str,
+    contexts: &[(String, String)],
+    snap: &Snapshot,
+) -> (String, Option<String>) {
+    let (verb, arg) = match text.split_once(' ') {
+        None => {
+            let names: Vec<String> = COMMANDS.iter().map(|(c, _)| c.to_string()).collect();
+            return extend("", text, &names, true);
+        }
+        Some((v, a)) => (v, a.trim_start()),
+    };
+    let mut names: Vec<String> = match verb {
+        "team" => snap.teams.iter().map(|t| t.name.clone()).collect(),
+        "gpus" => snap.pools.iter().map(|p| p.model.clone()).collect(),
+        "prio" => snap.queue_by_class.iter().map(|(c, _)| c.clone()).collect(),
+        "ctx" => contexts.iter().map(|(n, _)| n.clone()).collect(),
+        "job" => snap.jobs.iter().map(|j| j.id.to_string()).collect(),
+        _ => return (text.to_string(), None),
+    };
+    names.sort();
+    names.dedup();
+    extend(&format!("{verb} "), arg, &names, false)
+}
+
+/// `typed` extended to the longest prefix its candidates share (and a space after a whole
+/// command); the candidates listed when several remain.
+fn extend(lead: &str, typed: &str, names: &[String], command: bool) -> (String, Option<String>) {
+    let hits: Vec<&String> = names.iter().filter(|n| n.starts_with(typed)).collect();
+    match hits.as_slice() {
+        [] => (
+            format!("{lead}{typed}"),
+            Some(format!("nothing starts with `{typed}`")),
+        ),
+        [one] => {
+            let space = if command && COMMANDS.iter().any(|(c, a)| c == one && !a.is_empty()) {
+                " "
+            } else {
+                ""
+            };
+            (format!("{lead}{one}{space}"), None)
+        }
+        many => {
+            let mut common = many[0].clone();
+            for h in &many[1..] {
+                while !h.starts_with(common.as_str()) {
+                    common.pop();
+                }
+            }
+            let shown: Vec<&str> = many.iter().take(12).map(|s| s.as_str()).collect();
+            let more = if many.len() > 12 { " …" } else { "" };
+            (
+                format!("{lead}{common}"),
+                Some(format!("{}{more}", shown.join("  "))),
+            )
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn commands_then_their_arguments_complete() {
+        let mut snap = Snapshot::default();
+        for name in ["ml-research", "ml-platform", "applied"] {
+            snap.teams.push(crate::client::TeamRow {
+                name: name.into(),
+                ..Default::default()
+            });
+        }
+        let ctx = vec![("prod".to_string(), "https://a".to_string())];
+        assert_eq!(complete("rec", &ctx, &snap), ("reclaim".into(), None));
+        assert_eq!(complete("pr", &ctx, &snap), ("prio ".into(), None));
+        let (t, note) = complete("te", &ctx, &snap);
+        assert_eq!(t, "team");
+        assert_eq!(note.as_deref(), Some("teams  team"));
+        let (t, note) = complete("team ml", &ctx, &snap);
+        assert_eq!(t, "team ml-");
+        assert_eq!(note.as_deref(), Some("ml-platform  ml-research"));
+        assert_eq!(complete("team ap", &ctx, &snap).0, "team applied");
+        assert_eq!(complete("ctx p", &ctx, &snap).0, "ctx prod");
+        assert!(complete("zz", &ctx, &snap)
+            .1
+            .unwrap()
+            .contains("nothing starts"));
+    }
+}

@@ -1,0 +1,352 @@
+//! Each view's columns and the order of its rows: `<`/`>` choose the column, `o` reverses,
+//! shift and a column's letter choose it directly (again: the other way). The Jobs view's
+//! default is the queue: waiting jobs by position first, then what runs, then what ended.
+
+use super::*;
+use crate::client::{PoolRow, TeamRow};
+use crate::console::table::{Col, Sort};
+use std::cmp::Ordering;
+
+/// The Jobs view's columns (the order of `job_cmp`'s match).
+pub const JOB_COLS: [Col; 11] = [
+    Col::fixed("id", 'I', 5, 0),
+    Col::text("name", 'N', 10, 18, 0),
+    Col::text("team", 'T', 6, 12, 6),
+    Col::fixed("class", 'C', 10, 3),
+    Col::fixed("state", 'S', 9, 0),
+    Col::fixed("GPUs", 'U', 7, 0),
+    Col::fixed("age", 'A', 6, 4).right(),
+    Col::fixed("pos", 'O', 4, 8).right(),
+    Col::fixed("$/h", 'D', 7, 7).right(),
+    Col::fixed("cost", 'M', 8, 5).right(),
+    Col::text("where / why pending", 'W', 20, 64, 0),
+];
+
+/// The Fleet view's columns.
+pub const POOL_COLS: [Col; 7] = [
+    Col::text("pool", 'O', 14, 24, 0),
+    Col::fixed("GPU", 'U', 10, 0),
+    Col::fixed("capacity", 'C', 9, 3),
+    Col::fixed("nodes", 'N', 6, 0),
+    Col::fixed("busy", 'B', 7, 0).right(),
+    // A bar: shrinks to 10 cells before the capacity column is dropped, grows to 16.
+    Col {
+        title: "load",
+        key: 'L',
+        min: 8,
+        want: 10,
+        drop: 2,
+        flex: true,
+        right: false,
+    },
+    Col::fixed("$/node-h", 'D', 8, 1).right(),
+];
+
+/// The Teams view's columns.
+pub const TEAM_COLS: [Col; 12] = [
+    Col::text("team", 'T', 8, 16, 0),
+    Col::fixed("cohort", 'C', 9, 7),
+    Col::fixed("weight", 'W', 6, 8).right(),
+    Col::text("quota", 'Q', 6, 12, 0),
+    Col::fixed("GPUs", 'U', 6, 0).right(),
+    Col::fixed("borrowed", 'B', 8, 4).right(),
+    Col::fixed("lent", 'L', 6, 5).right(),
+    Col::fixed("use/weight", 'F', 10, 6).right(),
+    Col::fixed("run", 'N', 4, 0).right(),
+    Col::fixed("pend", 'E', 5, 0).right(),
+    Col::fixed("burn", 'X', 8, 3).right(),
+    Col::text("spent this month / budget", 'M', 14, 28, 0),
+];
+
+/// The columns of a view's table (none for the Overview and Events).
+pub fn columns(view: View) -> &'static [Col] {
+    match view {
+        View::Jobs => &JOB_COLS,
+        View::Fleet => &POOL_COLS,
+        View::Teams => &TEAM_COLS,
+        View::Overview | View::Events => &[],
+    }
+}
+
+/// GPUs a job row asks for, as a number ("2×8" is 16, "0.50" a half, a MIG slice a fraction).
+pub(super) fn row_gpus(j: &JobRow) -> f64 {
+    if let Some((n, g)) = j.gpus.split_once('×') {
+        return n.parse::<f64>().unwrap_or(0.0) * g.parse::<f64>().unwrap_or(0.0);
+    }
+    j.gpus.parse().unwrap_or_else(|_| {
+        j.gpus
+            .split_once("g.")
+            .and_then(|(c, _)| c.parse::<f64>().ok())
+            .map_or(0.0, |c| c / 7.0)
+    })
+}
+
+/// Where a state stands in the queue order: waiting first (what an on-call reads first),
+/// then running, then ended.
+fn queue_rank(state: &str) -> u8 {
+    match state {
+        "pending" => 0,
+        "held" => 1,
+        "running" | "preempting" => 2,
+        _ => 3,
+    }
+}
+
+fn job_cmp(col: usize, a: &JobRow, b: &JobRow, now: f64) -> Ordering {
+    match col {
+        0 => a.id.cmp(&b.id),
+        1 => a.name.cmp(&b.name),
+        2 => a.team.cmp(&b.team),
+        3 => a.class.cmp(&b.class),
+        4 => queue_rank(&a.state).cmp(&queue_rank(&b.state)),
+        5 => row_gpus(a).total_cmp(&row_gpus(b)),
+        6 => b.since_s.total_cmp(&a.since_s),
+        7 => a
+            .position
+            .unwrap_or(usize::MAX)
+            .cmp(&b.position.unwrap_or(usize::MAX)),
+        8 => a.dollars_per_hour.total_cmp(&b.dollars_per_hour),
+        9 => a.cost_at(now).total_cmp(&b.cost_at(now)),
+        _ => a.detail.cmp(&b.detail),
+    }
+}
+
+fn pool_cmp(col: usize, a: &PoolRow, b: &PoolRow) -> Ordering {
+    let busy = |p: &PoolRow| p.gpus_busy as f64 / p.gpus.max(1) as f64;
+    match col {
+        0 => a.path.cmp(&b.path),
+        1 => a.model.cmp(&b.model),
+        2 => a.capacity.cmp(&b.capacity),
+        3 => a.nodes.cmp(&b.nodes),
+        4 => a.gpus_busy.cmp(&b.gpus_busy),
+        5 => busy(a).total_cmp(&busy(b)),
+        _ => a.dollars_per_hour.total_cmp(&b.dollars_per_hour),
+    }
+}
+
+fn team_cmp(col: usize, a: &TeamRow, b: &TeamRow) -> Ordering {
+    match col {
+        0 => a.name.cmp(&b.name),
+        1 => a.cohort.cmp(&b.cohort),
+        2 => a.weight.total_cmp(&b.weight),
+        3 => a.guaranteed.cmp(&b.guaranteed),
+        4 => a.used_gpus.total_cmp(&b.used_gpus),
+        5 => a.borrowed_gpus.total_cmp(&b.borrowed_gpus),
+        6 => a.lent_gpus.total_cmp(&b.lent_gpus),
+        7 => (a.used_gpus / a.weight.max(1e-9)).total_cmp(&(b.used_gpus / b.weight.max(1e-9))),
+        8 => a.running.cmp(&b.running),
+        9 => a.pending.cmp(&b.pending),
+        10 => a.burn_per_hour.total_cmp(&b.burn_per_hour),
+        _ => a
+            .budget_used
+            .unwrap_or(-1.0)
+            .total_cmp(&b.budget_used.unwrap_or(-1.0))
+            .then(a.spend_month_usd.total_cmp(&b.spend_month_usd)),
+    }
+}
+
+fn directed(o: Ordering, s: Sort) -> Ordering {
+    if s.desc {
+        o.reverse()
+    } else {
+        o
+    }
+}
+
+/// The Jobs view's rows: the snapshot in queue order, or those a filter or a column order
+/// keeps (only then is a list built, so a 100,000-job queue draws as fast as a short one).
+pub(super) enum Rows<'a> {
+    /// The daemon's list (running, pending, held, ended) shown as pending and held first:
+    /// rows `[split, end)` come before `[0, split)`.
+    Queue {
+        all: &'a [JobRow],
+        split: usize,
+        end: usize,
+    },
+    Kept(Vec<&'a JobRow>),
+}
+
+impl<'a> Rows<'a> {
+    pub(super) fn len(&self) -> usize {
+        match self {
+            Rows::Queue { all, .. } => all.len(),
+            Rows::Kept(r) => r.len(),
+        }
+    }
+    pub(super) fn get(&self, i: usize) -> Option<&'a JobRow> {
+        match self {
+            Rows::Queue { all, split, end } => {
+                let waiting = end - split;
+                let at = if i < waiting {
+                    split + i
+                } else if i < *end {
+                    i - waiting
+                } else {
+                    i
+                };
+                all.get(at)
+            }
+            Rows::Kept(r) => r.get(i).copied(),
+        }
+    }
+    pub(super) fn position(&self, id: i64) -> Option<usize> {
+        (0..self.len()).find(|&i| self.get(i).is_some_and(|j| j.id == id))
+    }
+}
+
+impl App {
+    /// The Jobs view's rows under its filter and order.
+    pub(super) fn rows<'a>(&self, snap: &'a Snapshot) -> Rows<'a> {
+        let sort = self.sorts[1];
+        let daemon_order = snap
+            .jobs
+            .windows(2)
+            .all(|w| view_rank(&w[0].state) <= view_rank(&w[1].state));
+        if self.job_filter.is_none() && sort.is_none() && daemon_order {
+            // The daemon sends running, pending, held, ended, each in queue order.
+            let split = snap.jobs.partition_point(|j| view_rank(&j.state) < 1);
+            let end = snap.jobs.partition_point(|j| view_rank(&j.state) < 3);
+            return Rows::Queue {
+                all: &snap.jobs,
+                split,
+                end,
+            };
+        }
+        let mut kept: Vec<&JobRow> = snap
+            .jobs
+            .iter()
+            .filter(|j| self.job_filter.as_ref().is_none_or(|f| f.matches_job(j)))
+            .collect();
+        let now = snap.now;
+        match sort {
+            Some(s) => kept.sort_by(|a, b| {
+                directed(job_cmp(s.col, a, b, now), s).then_with(|| a.id.cmp(&b.id))
+            }),
+            None => kept.sort_by_key(|j| queue_rank(&j.state)),
+        }
+        Rows::Kept(kept)
+    }
+
+    /// Pools the Fleet view lists under its filter and order (indices into the snapshot's).
+    pub(super) fn visible_pools(&self, snap: &Snapshot) -> Vec<usize> {
+        let mut shown: Vec<usize> = (0..snap.pools.len())
+            .filter(|&i| {
+                let p = &snap.pools[i];
+                self.pool_filter.as_ref().is_none_or(|f| {
+                    f.matches_text(&format!("{} {} {}", p.path, p.model, p.capacity))
+                })
+            })
+            .collect();
+        if let Some(s) = self.sorts[2] {
+            shown.sort_by(|&a, &b| directed(pool_cmp(s.col, &snap.pools[a], &snap.pools[b]), s));
+        }
+        shown
+    }
+
+    /// The Teams view's rows in its order.
+    pub(super) fn team_rows<'a>(&self, snap: &'a Snapshot) -> Vec<&'a TeamRow> {
+        let mut rows: Vec<&TeamRow> = snap.teams.iter().collect();
+        if let Some(s) = self.sorts[3] {
+            rows.sort_by(|a, b| directed(team_cmp(s.col, a, b), s));
+        }
+        rows
+    }
+
+    /// The Events view lists the oldest first (after `o`).
+    pub(super) fn events_oldest_first(&self) -> bool {
+        self.sorts[4].is_some_and(|s| !s.desc)
+    }
+
+    /// `<` (step -1), `>` (+1): order the view by the column before or after the current one.
+    pub(super) fn sort_step(&mut self, step: isize) -> Outcome {
+        let cols = columns(self.view);
+        let v = self.view_index();
+        if cols.is_empty() {
+            return Outcome::Nothing;
+        }
+        let n = cols.len() as isize;
+        let col = match self.sorts[v] {
+            Some(s) => (s.col as isize + step).rem_euclid(n) as usize,
+            None if step > 0 => 0,
+            None => cols.len() - 1,
+        };
+        self.sort_by(col, cols[col].right);
+        Outcome::Redraw
+    }
+
+    /// Shift and a column's letter: order by it; pressed again, the other way.
+    pub(super) fn sort_letter(&mut self, key: &str) -> Outcome {
+        let mut chars = key.chars();
+        let (Some(c), None) = (chars.next(), chars.next()) else {
+            return Outcome::Nothing;
+        };
+        let Some(col) = columns(self.view).iter().position(|k| k.key == c) else {
+            return Outcome::Nothing;
+        };
+        let v = self.view_index();
+        let desc = match self.sorts[v] {
+            Some(s) if s.col == col => !s.desc,
+            _ => columns(self.view)[col].right,
+        };
+        self.sort_by(col, desc);
+        Outcome::Redraw
+    }
+
+    /// `o`: the other way (the Jobs view's queue order and the Events view's newest-first
+    /// included).
+    pub(super) fn sort_reverse(&mut self) -> Outcome {
+        let v = self.view_index();
+        match (self.view, self.sorts[v]) {
+            (View::Overview, _) => return Outcome::Nothing,
+            (View::Events, None) => {
+                self.sorts[v] = Some(Sort {
+                    col: 0,
+                    desc: false,
+                })
+            }
+            (View::Events, Some(_)) => self.sorts[v] = None,
+            (_, Some(s)) => self.sort_by(s.col, !s.desc),
+            // Reversing the queue order: by position, last first.
+            (View::Jobs, None) => self.sort_by(7, true),
+            (_, None) => self.sort_by(0, true),
+        }
+        self.flash = Some(self.order_name());
+        Outcome::Redraw
+    }
+
+    fn sort_by(&mut self, col: usize, desc: bool) {
+        let v = self.view_index();
+        self.sorts[v] = Some(Sort { col, desc });
+        self.flash = Some(self.order_name());
+    }
+
+    /// What the key bar says after a change of order.
+    fn order_name(&self) -> String {
+        let v = self.view_index();
+        match (self.sorts[v], self.view) {
+            (None, View::Events) => "events: newest first".into(),
+            (Some(_), View::Events) => "events: oldest first".into(),
+            (None, _) => format!("{}: queue order", self.view.short().to_lowercase()),
+            (Some(s), view) => format!(
+                "{}: by {} {}  (< > column · o reverses · shift+letter)",
+                view.short().to_lowercase(),
+                columns(view)[s.col].title.trim(),
+                if s.desc { "▼" } else { "▲" }
+            ),
+        }
+    }
+
+    pub(super) fn view_index(&self) -> usize {
+        View::ALL.iter().position(|v| *v == self.view).unwrap_or(0)
+    }
+}
+
+/// The daemon's order of states in the snapshot (running, pending, held, ended).
+fn view_rank(state: &str) -> u8 {
+    match state {
+        "running" | "preempting" => 0,
+        "pending" => 1,
+        "held" => 2,
+        _ => 3,
+    }
+}

@@ -1,0 +1,310 @@
+//! One table for every view. Each column says how narrow it may get, what it claims before
+//! lower-value columns give way, and which go first on a narrow terminal; text is cut by
+//! display width with `…`; spare width goes to the text columns (names, reasons), so a wide
+//! terminal shows a pending job's whole reason instead of empty space; the sorted column has
+//! an arrow in the header.
+
+use ratatui::layout::Constraint;
+use ratatui::style::{Modifier, Style};
+use ratatui::text::Line;
+use ratatui::widgets::{Cell, Row, Table};
+use unicode_width::{UnicodeWidthChar, UnicodeWidthStr};
+
+/// A column of a view's table.
+#[derive(Clone, Copy, Debug)]
+pub struct Col {
+    pub title: &'static str,
+    /// Shift and this letter sort by the column (pressed again: the other way).
+    pub key: char,
+    /// The narrowest it is drawn; cut text ends in `…`.
+    pub min: u16,
+    /// What it claims before columns that matter less are dropped.
+    pub want: u16,
+    /// 0: always shown; otherwise the higher, the sooner it is dropped when space is short.
+    pub drop: u8,
+    /// Text that grows into spare width up to its whole content.
+    pub flex: bool,
+    /// A number: right-aligned.
+    pub right: bool,
+}
+
+impl Col {
+    /// A column of short values that keeps its width.
+    pub const fn fixed(title: &'static str, key: char, width: u16, drop: u8) -> Col {
+        Col {
+            title,
+            key,
+            min: width,
+            want: width,
+            drop,
+            flex: false,
+            right: false,
+        }
+    }
+    /// A text column: at least `min`, claims `want`, grows into spare width.
+    pub const fn text(title: &'static str, key: char, min: u16, want: u16, drop: u8) -> Col {
+        Col {
+            title,
+            key,
+            min,
+            want,
+            drop,
+            flex: true,
+            right: false,
+        }
+    }
+    pub const fn right(self) -> Col {
+        Col {
+            right: true,
+            ..self
+        }
+    }
+}
+
+/// Which column a view is ordered by, and which way.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Sort {
+    pub col: usize,
+    pub desc: bool,
+}
+
+/// `text` cut to `width` terminal columns, ending in `…` when cut. Wide characters (CJK,
+/// emoji) count as two.
+pub fn cut(text: &str, width: usize) -> std::borrow::Cow<'_, str> {
+    if text.width() <= width {
+        return text.into();
+    }
+    if width == 0 {
+        return "".into();
+    }
+    let mut out = String::new();
+    let mut used = 0;
+    for c in text.chars() {
+        let cw = c.width().unwrap_or(0);
+        if used + cw + 1 > width {
+            break;
+        }
+        out.push(c);
+        used += cw;
+    }
+    out.push('…');
+    out.into()
+}
+
+/// The columns shown and their widths, for a table `width` columns wide whose cells are at
+/// most `natural[i]` wide. Columns are dropped (highest `drop` first) until what the rest claim
+/// fits; then text columns shrink toward their minimum if still needed; spare width goes to
+/// text columns whose content is wider than they are, the last (the reason, the detail) first.
+pub fn fit(cols: &[Col], natural: &[u16], width: u16) -> Vec<(usize, u16)> {
+    let claim = |i: usize| natural[i].min(cols[i].want).max(cols[i].min);
+    let total = |kept: &[(usize, u16)]| -> u32 {
+        kept.iter().map(|&(_, w)| u32::from(w)).sum::<u32>() + kept.len().saturating_sub(1) as u32
+    };
+    let mut kept: Vec<(usize, u16)> = (0..cols.len()).map(|i| (i, claim(i))).collect();
+    while total(&kept) > u32::from(width) {
+        let Some(k) = kept
+            .iter()
+            .enumerate()
+            .filter(|(_, &(i, _))| cols[i].drop > 0)
+            .max_by_key(|(k, &(i, _))| (cols[i].drop, *k))
+            .map(|(k, _)| k)
+        else {
+            break;
+        };
+        kept.remove(k);
+    }
+    // Still too wide: the widest text column gives a column at a time, then any column.
+    for flex_only in [true, false] {
+        while total(&kept) > u32::from(width) {
+            let Some(c) = kept
+                .iter_mut()
+                .filter(|(i, w)| (cols[*i].flex || !flex_only) && *w > cols[*i].min)
+                .max_by_key(|(_, w)| *w)
+            else {
+                break;
+            };
+            c.1 -= 1;
+        }
+    }
+    let mut spare = u32::from(width).saturating_sub(total(&kept));
+    for (i, w) in kept.iter_mut().rev() {
+        if spare == 0 {
+            break;
+        }
+        if cols[*i].flex && natural[*i] > *w {
+            let more = u32::from(natural[*i] - *w).min(spare);
+            *w += more as u16;
+            spare -= more;
+        }
+    }
+    kept
+}
+
+/// What a cell holds.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Value {
+    Text(String),
+    /// A bar filled to this fraction, drawn at whatever width its column gets (a bar cut by
+    /// width would read as full).
+    Bar(f64),
+}
+
+/// The widest a bar grows when there is room.
+const BAR_FULL: u16 = 16;
+
+/// A view's rows, laid out by `fit` and drawn with the sort arrow in the header.
+pub struct Grid<'a> {
+    pub cols: &'a [Col],
+    pub sort: Option<Sort>,
+    pub rows: Vec<Vec<(Value, Style)>>,
+}
+
+/// A text cell.
+pub fn text(s: impl Into<String>, style: Style) -> (Value, Style) {
+    (Value::Text(s.into()), style)
+}
+
+/// A bar `width` cells wide filled to `ratio`.
+pub fn bar(ratio: f64, width: usize) -> String {
+    let filled = ((ratio.clamp(0.0, 1.0) * width as f64).round() as usize).min(width);
+    format!("{}{}", "█".repeat(filled), "░".repeat(width - filled))
+}
+
+impl<'a> Grid<'a> {
+    pub fn new(cols: &'a [Col], sort: Option<Sort>) -> Grid<'a> {
+        Grid {
+            cols,
+            sort,
+            rows: Vec::new(),
+        }
+    }
+
+    /// The column's title, with ▲ or ▼ when the view is ordered by it.
+    fn title(&self, i: usize) -> String {
+        match self.sort {
+            Some(s) if s.col == i => {
+                format!("{}{}", self.cols[i].title, if s.desc { "▼" } else { "▲" })
+            }
+            _ => self.cols[i].title.to_string(),
+        }
+    }
+
+    /// The table for an area `width` columns wide (inside its borders).
+    pub fn table(self, width: u16) -> Table<'a> {
+        let mut natural: Vec<u16> = (0..self.cols.len())
+            .map(|i| self.title(i).width() as u16)
+            .collect();
+        for r in &self.rows {
+            for (i, (v, _)) in r.iter().enumerate().take(natural.len()) {
+                let w = match v {
+                    Value::Text(t) => t.width().min(usize::from(u16::MAX)) as u16,
+                    Value::Bar(_) => self.cols[i].want.max(BAR_FULL),
+                };
+                natural[i] = natural[i].max(w);
+            }
+        }
+        // The sorted column is at least as wide as its title with the arrow.
+        let mut cols = self.cols.to_vec();
+        if let Some(c) = self.sort.and_then(|s| cols.get_mut(s.col)) {
+            let w = self.title(self.sort.map_or(0, |s| s.col)).width() as u16;
+            c.min = c.min.max(w);
+            c.want = c.want.max(c.min);
+        }
+        let layout = fit(&cols, &natural, width);
+        let bold = Style::default().add_modifier(Modifier::BOLD);
+        let header = Row::new(
+            layout
+                .iter()
+                .map(|&(i, w)| self.cell(&self.title(i), i, w, bold))
+                .collect::<Vec<_>>(),
+        );
+        let widths: Vec<Constraint> = layout.iter().map(|&(_, w)| Constraint::Length(w)).collect();
+        let rows: Vec<Row> = self
+            .rows
+            .iter()
+            .map(|r| {
+                Row::new(
+                    layout
+                        .iter()
+                        .map(|&(i, w)| match r.get(i) {
+                            Some((Value::Text(text), style)) => self.cell(text, i, w, *style),
+                            Some((Value::Bar(ratio), style)) => {
+                                Cell::from(bar(*ratio, usize::from(w))).style(*style)
+                            }
+                            None => Cell::from(""),
+                        })
+                        .collect::<Vec<_>>(),
+                )
+            })
+            .collect();
+        Table::new(rows, widths).header(header).column_spacing(1)
+    }
+
+    fn cell(&self, text: &str, i: usize, w: u16, style: Style) -> Cell<'static> {
+        let text = cut(text, usize::from(w)).into_owned();
+        let line = if self.cols[i].right {
+            Line::from(text).right_aligned()
+        } else {
+            Line::from(text)
+        };
+        Cell::from(line).style(style)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const COLS: [Col; 5] = [
+        Col::fixed("id", 'I', 4, 0),
+        Col::text("name", 'N', 8, 16, 0),
+        Col::fixed("team", 'T', 10, 2),
+        Col::fixed("cost", 'C', 8, 1),
+        Col::text("why", 'W', 20, 48, 0),
+    ];
+
+    #[test]
+    fn text_is_cut_by_display_width_with_an_ellipsis() {
+        assert_eq!(cut("train", 8), "train");
+        assert_eq!(cut("训练任务大模型", 9), "训练任务…");
+        assert_eq!(cut("needs 1 node(s); 0 have room", 10), "needs 1 n…");
+        assert_eq!(cut("🚀 launch", 6).width(), 6);
+        assert_eq!(cut("abc", 0), "");
+    }
+
+    #[test]
+    fn narrow_tables_drop_low_value_columns_before_cutting_the_reason() {
+        // Everything at what it claims is 4+16+10+8+48 + 4 gaps = 90.
+        let natural = [3, 16, 10, 8, 48];
+        let all = fit(&COLS, &natural, 90);
+        assert_eq!(all.len(), 5);
+        // 80 columns: the team goes first (drop 2), the cost stays; the reason stays whole.
+        let at80 = fit(&COLS, &natural, 80);
+        assert_eq!(at80.iter().map(|c| c.0).collect::<Vec<_>>(), [0, 1, 3, 4]);
+        assert_eq!(at80.last(), Some(&(4, 48)));
+        // 60 columns: the cost goes too, then the widest text (the reason) shrinks.
+        let at60 = fit(&COLS, &natural, 60);
+        assert_eq!(at60.iter().map(|c| c.0).collect::<Vec<_>>(), [0, 1, 4]);
+        let sum: u16 = at60.iter().map(|c| c.1).sum::<u16>() + 2;
+        assert_eq!(sum, 60);
+        assert!(at60.iter().all(|&(i, w)| w >= COLS[i].min));
+    }
+
+    #[test]
+    fn a_bar_is_drawn_at_its_columns_width_never_cut() {
+        assert_eq!(bar(0.5, 8), "████░░░░");
+        assert_eq!(bar(18.0 / 32.0, 8), "█████░░░", "4.5 cells round up");
+        assert_eq!(bar(1.0, 4), "████");
+        assert_eq!(bar(0.0, 3), "░░░");
+    }
+
+    #[test]
+    fn spare_width_goes_to_text_whose_content_is_wider() {
+        // A 120-character reason on a 200-column terminal is shown whole.
+        let natural = [3, 30, 10, 8, 120];
+        let at200 = fit(&COLS, &natural, 200);
+        assert_eq!(at200.len(), 5);
+        assert_eq!(at200[4], (4, 120));
+        assert_eq!(at200[1], (1, 30), "then the name gets its whole length");
+    }
+}

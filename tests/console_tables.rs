@@ -382,3 +382,67 @@ fn a_console_that_loses_its_daemon_says_so_and_comes_back_by_itself() {
     let _ = d.wait();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn fleet_pool_node_gpu_job_and_back_again() {
+    use gantry::daemon::state::history::Range;
+    let d = fixture::demo(30);
+    let snap = d.state.snapshot().clone();
+    let mut app = App::new(false);
+    app.on_key("3", &snap);
+    assert_eq!(app.on_key("enter", &snap), Outcome::Pool(0));
+    let pool = d.state.pool_detail(0).unwrap();
+    app.pool_detail = Some((0, pool.clone()));
+    // j selects the next node (marked ▶); enter opens it over the last hour.
+    app.on_key("j", &snap);
+    let s = screen(&app, &snap, 120, 36);
+    assert!(s.contains(&format!("▶ {}", pool.nodes[1].name)), "{s}");
+    let name = pool.nodes[1].name.clone();
+    assert_eq!(
+        app.on_key("enter", &snap),
+        Outcome::Node {
+            name: name.clone(),
+            range: Range::Hour
+        }
+    );
+    let node = d.state.node_detail(&name, Range::Hour).unwrap();
+    assert_eq!(node.gpus.len(), 8);
+    assert!(
+        node.gpus.iter().all(|g| g.points.len() >= 29),
+        "half an hour of minutes"
+    );
+    app.node.as_mut().unwrap().update(Ok(node.clone()));
+    for (w, h) in [(80, 24), (120, 36), (200, 50)] {
+        let s = screen(&app, &snap, w, h);
+        assert!(s.contains("last 1h") && s.contains("SIMULATED"), "{s}");
+        for measure in ["util", "VRAM", "power", "temp"] {
+            assert!(s.contains(measure), "{measure} at {w}: {s}");
+        }
+        assert!(s.contains('▇') || s.contains('█') || s.contains('▆'), "{s}");
+        let job = &node.gpus[0].jobs[0];
+        assert!(s.contains(&format!("job {} {}", job.id, job.name)), "{s}");
+    }
+    // r: the next range; enter: the selected GPU's job, over the node view.
+    assert_eq!(
+        app.on_key("r", &snap),
+        Outcome::Node {
+            name: name.clone(),
+            range: Range::Day
+        }
+    );
+    app.on_key("j", &snap);
+    let on_gpu1 = node.gpus[1].jobs[0].id;
+    assert_eq!(app.on_key("enter", &snap), Outcome::Detail(on_gpu1));
+    app.detail = Some(gantry::client::JobView {
+        id: on_gpu1,
+        ..Default::default()
+    });
+    // esc walks back: job → node → pool → fleet.
+    app.on_key("esc", &snap);
+    assert!(app.detail.is_none() && app.node.is_some());
+    app.on_key("esc", &snap);
+    assert!(app.node.is_none() && app.pool_detail.is_some());
+    app.on_key("esc", &snap);
+    assert!(app.pool_detail.is_none());
+    assert_eq!(app.view, View::Fleet);
+}

@@ -693,7 +693,7 @@ fn a_fleet_with_nothing_idle_costs_zero_not_minus_zero() {
     let fleet = dir.join("fleet.toml");
     std::fs::write(
         &fleet,
-        "[[teams]]\nname = \"default\"\n\n[[pools]]\nprovider = \"onprem\"\nregion = \"r\"\nzone = \"z\"\nname = \"cpu\"\ninstance_type = \"box\"\ngpu = \"H100\"\ngpus_per_node = 8\ncapacity = \"reserved\"\nprice_per_hour = 0.0\nnodes = 0\n",
+        "[[teams]]\nname = \"default\"\n\n[[pools]]\nprovider = \"onprem\"\nregion = \"r\"\nzone = \"z\"\nname = \"cpu\"\ninstance_type = \"box\"\ngpu = \"H100\"\ngpus_per_node = 8\nvram_gb = 80\ncpus = 64\nmemory_gb = 512\ncapacity = \"reserved\"\nprice_per_hour = 0.0\nnodes = 0\n",
     )
     .unwrap();
     let d = start_with(&["--config", fleet.to_str().unwrap()]);
@@ -711,4 +711,34 @@ fn a_fleet_with_nothing_idle_costs_zero_not_minus_zero() {
         "{json}"
     );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_node_over_time_from_the_cli_and_the_api() {
+    let d = start();
+    let s = &d.socket;
+    let (code, out, err) = gantry(s, &["fleet", "--pool", "0", "-o", "json"]);
+    assert_eq!(code, 0, "{err}");
+    let pool: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let name = pool["nodes"][0]["name"].as_str().unwrap().to_string();
+    let (code, out, err) = gantry(s, &["fleet", "--node", &name, "--range", "5m"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains(&format!("node {name}")) && out.contains("the last 5m"),
+        "{out}"
+    );
+    assert!(out.contains("UTIL%") && out.contains("WHO"), "{out}");
+    let (code, out, err) = gantry(s, &["fleet", "--node", &name, "-o", "json"]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["range"], "1h");
+    assert_eq!(v["step_s"], 60.0);
+    assert!(v["gpus"].as_array().is_some_and(|g| !g.is_empty()), "{v}");
+    // Mistakes say what is allowed, with the CLI's exit codes (2 usage, 3 not found).
+    let (code, _, err) = gantry(s, &["fleet", "--node", &name, "--range", "2h"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("5m, 1h or 24h"), "{err}");
+    let (code, _, err) = gantry(s, &["fleet", "--node", "no-such-node"]);
+    assert_eq!(code, 3, "{err}");
+    assert!(err.contains("no such node"), "{err}");
 }

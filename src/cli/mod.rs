@@ -9,6 +9,7 @@ mod daemon;
 mod fleet;
 mod kube;
 mod logs;
+mod node;
 mod remote;
 mod replay;
 mod sim;
@@ -297,6 +298,13 @@ enum Command {
         /// The live fleet's pools, then each pool again as it changes.
         #[arg(short, long, conflicts_with_all = ["print_default", "print_local", "config", "pool"])]
         watch: bool,
+        /// One node of the live fleet GPU by GPU over time (`--range`): utilization, VRAM,
+        /// power and temperature, and who is on each GPU.
+        #[arg(long, conflicts_with_all = ["print_default", "print_local", "config", "pool", "watch"])]
+        node: Option<String>,
+        /// With --node: the last 5m, 1h or 24h.
+        #[arg(long, default_value = "1h", requires = "node")]
+        range: String,
     },
     /// The local host's GPUs through NVML (or why they cannot be read).
     Gpus {
@@ -514,6 +522,14 @@ pub fn main() -> ExitCode {
             output,
             ..
         }) => watch::pools(&target, output),
+        Some(Command::Fleet {
+            node: Some(name),
+            range,
+            output,
+            ..
+        }) => target
+            .client()
+            .and_then(|mut c| node::node_live(&mut c, &name, &range, output)),
         Some(Command::Fleet {
             pool: Some(which),
             output,

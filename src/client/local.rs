@@ -101,6 +101,17 @@ impl Client for LocalClient {
             .call_blocking(|reply| Request::Pool { index, reply })
             .map_err(|e| e.error)
     }
+    fn node(
+        &mut self,
+        name: &str,
+        range: crate::daemon::state::history::Range,
+    ) -> Result<super::NodeDetail, String> {
+        use crate::daemon::actor::Request;
+        let name = name.to_string();
+        self.handle
+            .call_blocking(|reply| Request::Node { name, range, reply })
+            .map_err(|e| e.error)
+    }
     fn submit(&mut self, spec: &str) -> Result<i64, String> {
         use crate::daemon::actor::Request;
         let submission = form_submission(spec);

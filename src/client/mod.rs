@@ -382,6 +382,49 @@ pub struct JobEvent {
     pub detail: String,
 }
 
+/// One node GPU by GPU over a range (`GET /v1/nodes/{name}?range=5m|1h|24h`, `gantry node`):
+/// what each GPU did and who is on it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NodeDetail {
+    pub name: String,
+    pub pool: String,
+    pub model: String,
+    pub state: String,
+    pub simulated: bool,
+    pub range: crate::daemon::state::history::Range,
+    /// Seconds each point spans.
+    pub step_s: f64,
+    pub gpus: Vec<GpuHistoryView>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GpuHistoryView {
+    pub index: u8,
+    /// NVML's UUID on a real host.
+    pub uuid: Option<String>,
+    pub vram_total_mib: u32,
+    /// What it shows now.
+    pub now: crate::daemon::state::history::Point,
+    /// A real host's GPU that NVML does not measure: no numbers are shown for it.
+    pub unmeasured: bool,
+    /// Oldest first, one per `step_s`, the last still filling; `None` (null) where there was
+    /// no sample.
+    pub points: Vec<Option<crate::daemon::state::history::Point>>,
+    pub jobs: Vec<GpuJob>,
+    /// Work on it that is not gantry's: processes NVML sees, a cluster's own jobs or pods.
+    pub foreign: Vec<String>,
+}
+
+/// A gantry job on a GPU, and how much of the GPU it has.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GpuJob {
+    pub id: i64,
+    pub name: String,
+    pub team: String,
+    /// whole, a fraction (0.50) or a MIG profile (3g.40gb).
+    pub share: String,
+}
+
 /// One pool node by node and GPU by GPU, for the Fleet view's drill-down.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct PoolDetail {
@@ -519,6 +562,15 @@ pub trait Client {
     fn pool(&mut self, index: usize) -> Result<PoolDetail, String> {
         let _ = index;
         Err("this client cannot show pool details".to_string())
+    }
+    /// One node GPU by GPU over a range, by its name.
+    fn node(
+        &mut self,
+        name: &str,
+        range: crate::daemon::state::history::Range,
+    ) -> Result<NodeDetail, String> {
+        let _ = (name, range);
+        Err("this client cannot show nodes".to_string())
     }
     /// Moves a job to another priority class.
     fn set_priority(&mut self, id: i64, class: &str) -> Result<String, String> {

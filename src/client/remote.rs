@@ -126,6 +126,20 @@ impl Client for RemoteClient {
             .call("GET", &format!("/v1/pools/{index}"), None)
             .map_err(|e| e.to_string())
     }
+    fn node(
+        &mut self,
+        name: &str,
+        range: crate::daemon::state::history::Range,
+    ) -> Result<super::NodeDetail, String> {
+        let path = format!(
+            "/v1/nodes/{}?range={}",
+            super::http::encode(name),
+            range.name()
+        );
+        self.http
+            .call("GET", &path, None)
+            .map_err(|e| e.to_string())
+    }
     fn submit(&mut self, spec: &str) -> Result<i64, String> {
         #[derive(serde::Deserialize)]
         struct Submitted {

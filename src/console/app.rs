@@ -80,6 +80,11 @@ pub enum Outcome {
     Submit(String),
     /// Fetch one pool's nodes and GPUs to show them.
     Pool(usize),
+    /// Fetch one node's GPUs over a range for the node view.
+    Node {
+        name: String,
+        range: crate::daemon::state::history::Range,
+    },
     /// Fetch a job's logs for the log view: every node's, or one node's.
     Logs {
         id: i64,
@@ -184,8 +189,10 @@ pub struct App {
     pub pool_selected: usize,
     /// The pool shown node by node and GPU by GPU, and its index (refreshed as data change).
     pub pool_detail: Option<(usize, crate::client::PoolDetail)>,
-    /// Lines scrolled in the pool detail.
-    pool_scroll: u16,
+    /// The node selected in the pool detail (its place in the pool's list).
+    pub pool_node: usize,
+    /// A node GPU by GPU over time, opened from the pool detail.
+    pub node: Option<super::node::NodePane>,
     /// The submit form, while open.
     pub form: Option<super::form::Form>,
     /// The form as it was closed without submitting (reopening resumes it, cursor and all).
@@ -310,7 +317,8 @@ impl App {
             sorts: [None; 5],
             pool_selected: 0,
             pool_detail: None,
-            pool_scroll: 0,
+            pool_node: 0,
+            node: None,
             mouse: false,
             jobs_geometry: std::cell::Cell::new((0, 0)),
             form: None,
@@ -436,33 +444,6 @@ impl App {
                 }
             };
         }
-        if self.pool_detail.is_some() {
-            // j/k (or the keymap's down/up) scroll; esc, enter or q go back; a view's key
-            // leaves the pool for that view.
-            let switch = matches!(
-                action,
-                Some(Action::View(_) | Action::NextView | Action::PrevView)
-            );
-            if switch {
-                self.pool_detail = None;
-                self.pool_scroll = 0;
-            }
-            return match (key, action) {
-                _ if switch => self.on_key(key, snap),
-                ("esc" | "enter" | "q", _) => {
-                    self.pool_detail = None;
-                    self.pool_scroll = 0;
-                    Outcome::Redraw
-                }
-                (_, a) => match self.motion(a, 3) {
-                    Some(n) => {
-                        self.pool_scroll = self.pool_scroll.saturating_add_signed(n as i16);
-                        Outcome::Redraw
-                    }
-                    None => Outcome::Nothing,
-                },
-            };
-        }
         let scroll = self.motion(action, 3);
         if let Some(p) = self.logs.as_mut() {
             return match p.key(key, scroll) {
@@ -489,6 +470,66 @@ impl App {
                     let id = d.id;
                     self.logs = Some(super::logs::LogPane::new(id));
                     Outcome::Logs { id, node: None }
+                }
+                _ => Outcome::Nothing,
+            };
+        }
+        let step = self.motion(action, 1);
+        if let Some(n) = self.node.as_mut() {
+            // Over a pool: j/k a GPU, r the range, enter the GPU's job, esc back to the pool.
+            return match n.key(key, step) {
+                super::node::NodeKey::Close => {
+                    self.node = None;
+                    Outcome::Redraw
+                }
+                super::node::NodeKey::Fetch => Outcome::Node {
+                    name: n.name.clone(),
+                    range: n.range,
+                },
+                super::node::NodeKey::Open(id) => Outcome::Detail(id),
+                super::node::NodeKey::Redraw => Outcome::Redraw,
+                super::node::NodeKey::Nothing => Outcome::Nothing,
+            };
+        }
+        if let Some((_, pool)) = &self.pool_detail {
+            // j/k (or the keymap's motions) select a node; enter opens it; esc or q go back; a
+            // view's key leaves the pool for that view.
+            let switch = matches!(
+                action,
+                Some(Action::View(_) | Action::NextView | Action::PrevView)
+            );
+            let nodes = pool.nodes.len();
+            if switch {
+                self.pool_detail = None;
+                self.pool_node = 0;
+                return self.on_key(key, snap);
+            }
+            return match (key, self.motion(action, 1)) {
+                ("esc" | "q", _) => {
+                    self.pool_detail = None;
+                    self.pool_node = 0;
+                    Outcome::Redraw
+                }
+                ("enter", _) => match pool.nodes.get(self.pool_node) {
+                    Some(n) => {
+                        let pane = super::node::NodePane::new(&n.name);
+                        let out = Outcome::Node {
+                            name: n.name.clone(),
+                            range: pane.range,
+                        };
+                        self.node = Some(pane);
+                        out
+                    }
+                    None => Outcome::Nothing,
+                },
+                (_, Some(n)) if nodes > 0 => {
+                    // A page moves as many nodes as a screen holds (a node and its GPUs are
+                    // about nine lines).
+                    let by = if n.abs() > 1 { n / 9 } else { n };
+                    let at =
+                        self.pool_node as i64 + i64::from(if by == 0 { n.signum() } else { by });
+                    self.pool_node = at.clamp(0, nodes as i64 - 1) as usize;
+                    Outcome::Redraw
                 }
                 _ => Outcome::Nothing,
             };

@@ -7,6 +7,7 @@ pub mod filter;
 pub mod form;
 pub mod keymap;
 pub mod logs;
+pub mod node;
 pub mod svg;
 pub mod table;
 pub mod theme;
@@ -118,6 +119,7 @@ where
     let mut mouse_on = false;
     let mut pool_fetched = Instant::now();
     let mut logs_fetched = Instant::now();
+    let mut node_fetched = Instant::now();
     while !stop() {
         // Mouse capture follows the app's setting (the config file's, then the m key).
         if app.mouse != mouse_on {
@@ -263,6 +265,14 @@ where
                                 logs_fetched = Instant::now();
                                 dirty = true;
                             }
+                            Outcome::Node { name, range } => {
+                                let got = client.node(&name, range);
+                                if let Some(n) = app.node.as_mut() {
+                                    n.update(got);
+                                }
+                                node_fetched = Instant::now();
+                                dirty = true;
+                            }
                             Outcome::Pool(i) => {
                                 match client.pool(i) {
                                     Ok(p) => app.pool_detail = Some((i, p)),
@@ -289,6 +299,14 @@ where
             if logs_fetched.elapsed() >= Duration::from_secs(1) {
                 p.update(client.logs(p.job, p.node, logs::TAIL));
                 logs_fetched = Instant::now();
+                dirty = true;
+            }
+        }
+        // An open node view follows the data once a second.
+        if let Some(n) = app.node.as_mut() {
+            if node_fetched.elapsed() >= Duration::from_secs(1) {
+                n.update(client.node(&n.name.clone(), n.range));
+                node_fetched = Instant::now();
                 dirty = true;
             }
         }

@@ -130,6 +130,11 @@ pub enum Request {
         index: usize,
         reply: Reply<crate::client::PoolDetail>,
     },
+    Node {
+        name: String,
+        range: super::state::history::Range,
+        reply: Reply<crate::client::NodeDetail>,
+    },
     Preview {
         submission: Submission,
         reply: Reply<super::engine::Preview>,
@@ -657,6 +662,18 @@ impl Actor {
             }
             Request::Events { job, limit, reply } => {
                 let _ = reply.send(self.state.events(job, limit).map_err(ApiError::from));
+            }
+            Request::Node { name, range, reply } => {
+                let _ = reply.send(self.state.node_detail(&name, range).ok_or_else(|| {
+                    ApiError::new(
+                        404,
+                        "not-found",
+                        format!(
+                            "node `{}`: no such node (gantry fleet --pool NAME lists a pool's)",
+                            name.escape_debug()
+                        ),
+                    )
+                }));
             }
             Request::Pool { index, reply } => {
                 let _ = reply.send(self.state.pool_detail(index).ok_or_else(|| {

@@ -84,6 +84,7 @@ pub fn router(
         .route("/v1/jobs/{id}/{action}", post(act))
         .route("/v1/fleet", get(fleet))
         .route("/v1/pools/{index}", get(pool))
+        .route("/v1/nodes/{name}", get(node))
         .route("/v1/teams", get(teams))
         .route("/v1/events", get(events))
         .route("/v1/report", get(report))
@@ -285,6 +286,24 @@ async fn pool(State(api): State<Api>, Path(index): Path<String>) -> Result<Respo
     let detail = api
         .handle
         .call(|reply| Request::Pool { index, reply })
+        .await?;
+    Ok(ok(&detail))
+}
+
+/// One node GPU by GPU over `?range=5m|1h|24h` (1h by default).
+async fn node(
+    State(api): State<Api>,
+    Path(name): Path<String>,
+    RawQuery(raw): RawQuery,
+) -> Result<Response, ApiError> {
+    let q = query(raw)?;
+    let range = match q.get("range") {
+        None => super::state::history::Range::Hour,
+        Some(r) => super::state::history::Range::parse(r).map_err(ApiError::bad_request)?,
+    };
+    let detail = api
+        .handle
+        .call(|reply| Request::Node { name, range, reply })
         .await?;
     Ok(ok(&detail))
 }

@@ -111,6 +111,15 @@ impl App {
             );
         } else if let Some(d) = &self.detail {
             self.render_detail(f, body, d, snap.now);
+        } else if let Some(n) = &self.node {
+            self.page.set(usize::from(body.height.saturating_sub(2)));
+            n.render(
+                f,
+                body,
+                self.style(self.theme.muted),
+                self.style(self.theme.accent),
+                self.style(self.theme.error),
+            );
         } else if let Some((_, p)) = &self.pool_detail {
             self.page.set(usize::from(body.height.saturating_sub(2)));
             self.render_pool(f, body, p);
@@ -171,7 +180,12 @@ impl App {
                 "f follow  / search  n/N next/previous  w wrap  s save  [ ] node  esc back",
             ),
             _ if self.detail.is_some() => Line::from("l logs  esc back"),
-            _ if self.pool_detail.is_some() => Line::from("j/k pageup/pagedown scroll  esc back"),
+            _ if self.node.is_some() => {
+                Line::from("r range 5m/1h/24h  j/k GPU  enter its job  esc back to the pool")
+            }
+            _ if self.pool_detail.is_some() => {
+                Line::from("j/k node  enter the node over time (5m/1h/24h)  esc back")
+            }
             _ if self.lost.is_some() => Line::from(
                 "the daemon is out of reach: reconnecting every 2 s; actions wait until it answers  q quit",
             ),
@@ -234,6 +248,7 @@ impl App {
             self.style(self.theme.muted),
         )];
         let mut leaf: Option<&str> = None;
+        let mut selected_line = 0;
         for n in &p.nodes {
             if n.leaf.as_deref() != leaf {
                 leaf = n.leaf.as_deref();
@@ -242,8 +257,22 @@ impl App {
                     self.style(self.theme.accent),
                 )));
             }
+            let chosen = p
+                .nodes
+                .get(self.pool_node)
+                .is_some_and(|c| std::ptr::eq(c, n));
+            if chosen {
+                selected_line = lines.len();
+            }
             lines.push(Line::from(vec![
-                Span::styled(format!("  {}", escape(&n.name)), bold),
+                Span::styled(
+                    format!("{} {}", if chosen { "▶" } else { " " }, escape(&n.name)),
+                    if chosen {
+                        bold.add_modifier(Modifier::REVERSED)
+                    } else {
+                        bold
+                    },
+                ),
                 Span::raw(format!("  {}  nvlink {}", n.state, escape(&n.nvlink))),
             ]));
             for g in &n.gpus {
@@ -329,18 +358,21 @@ impl App {
                 )));
             }
         }
-        let max = (lines.len() as u16).saturating_sub(area.height.saturating_sub(2));
+        // The selected node and its GPUs (up to 8 lines) stay on screen.
+        let inner = usize::from(area.height.saturating_sub(2));
+        let max = lines.len().saturating_sub(inner);
+        let top = (selected_line + 10).saturating_sub(inner).min(max) as u16;
         f.render_widget(
-            Paragraph::new(lines)
-                .scroll((self.pool_scroll.min(max), 0))
-                .block(Block::default().borders(Borders::ALL).title(format!(
-                    " {} · {} · {} · ${:.2}/node-h{} (j/k scroll · esc back) ",
-                    escape(&p.path),
-                    escape(&p.model),
-                    p.capacity,
-                    p.dollars_per_hour,
-                    if p.simulated { " · SIMULATED" } else { "" }
-                ))),
+            Paragraph::new(lines).scroll((top, 0)).block(
+                Block::default().borders(Borders::ALL).title(format!(
+                " {} · {} · {} · ${:.2}/node-h{} (j/k node · enter its GPUs over time · esc back) ",
+                escape(&p.path),
+                escape(&p.model),
+                p.capacity,
+                p.dollars_per_hour,
+                if p.simulated { " · SIMULATED" } else { "" }
+            )),
+            ),
             area,
         );
     }

@@ -9,6 +9,7 @@ mod open;
 mod budget;
 mod export;
 mod foreign;
+pub mod history;
 mod hosts;
 mod launch;
 mod legacy;
@@ -338,8 +339,8 @@ pub struct State {
     project_spend: BTreeMap<(String, String), ProjectSpend>,
     /// The clock time last written to the journal (at most a simulated minute behind).
     clock_saved: f64,
-    /// Recent simulated utilization per (node, GPU), sampled once a simulated minute.
-    gpu_history: HashMap<(u32, u8), VecDeque<u8>>,
+    /// What each (node, GPU) did over the last 5 minutes, hour and day, sampled every 10 s.
+    gpu_history: HashMap<(u32, u8), history::GpuHistory>,
     history_at: f64,
     /// The engine's release count when the closed spend was last read.
     budget_read_at: Option<u64>,

@@ -1,6 +1,7 @@
 //! GPU utilization: simulated for the simulated fleet (and labelled so), measured by NVML for
 //! the local host; per-pool detail and idle GPUs by cause.
 
+use super::history::{Point, Range};
 use super::*;
 
 impl State {
@@ -37,14 +38,14 @@ impl State {
         out
     }
 
-    /// Keeps the last 40 samples per GPU, one per simulated minute (the Fleet drill-down's
-    /// sparklines).
+    /// Samples every GPU of every node that is up into its history (`history`), every 10 s
+    /// of the daemon's clock at most.
     pub(super) fn sample_gpus(&mut self) {
-        if self.now - self.history_at < 60.0 {
+        if self.now - self.history_at < 10.0 {
             return;
         }
         self.history_at = self.now;
-        let utils = self.gpu_utils();
+        let readings = self.readings(None);
         let fleet = self.engine.fleet();
         for (i, n) in fleet.nodes.iter().enumerate() {
             if !matches!(
@@ -57,36 +58,87 @@ impl State {
                 continue;
             }
             for g in 0..n.gpus.len() as u8 {
-                let u = utils.get(&(i as u32, g)).copied().unwrap_or(0.0);
-                let h = self.gpu_history.entry((i as u32, g)).or_default();
-                h.push_back(u.clamp(0.0, 100.0) as u8);
-                if h.len() > 40 {
-                    h.pop_front();
+                let Some(r) = readings.get(&(i as u32, g)) else {
+                    continue;
+                };
+                // A real host's GPU that NVML has not measured gets no made-up history.
+                if r.unmeasured {
+                    continue;
                 }
+                self.gpu_history
+                    .entry((i as u32, g))
+                    .or_default()
+                    .push(self.now, r.point());
             }
         }
     }
 
-    /// One pool node by node and GPU by GPU: measured on real hosts (NVML), modelled on the
-    /// simulated fleet (and labelled so).
-    pub fn pool_detail(&self, index: usize) -> Option<crate::client::PoolDetail> {
+    /// What every GPU of the pool `only` (or of every pool) shows now: its jobs, what they
+    /// reserve and use, utilization, power and temperature — measured by NVML on real hosts,
+    /// modelled on the simulated fleet (and labelled so there), unmeasured elsewhere.
+    pub(super) fn readings(&self, only: Option<usize>) -> HashMap<(u32, u8), Reading> {
         let fleet = self.engine.fleet();
-        let pool = fleet.pools.get(index)?;
         let utils = self.gpu_utils();
-        let vram = pool.model.map_or(0, |m| fleet.model(m).vram_mib);
+        let vram_of = |pool: usize| {
+            fleet.pools[pool]
+                .model
+                .map_or(0, |m| fleet.model(m).vram_mib)
+        };
+        let mut out: HashMap<(u32, u8), Reading> = HashMap::new();
+        for (i, n) in fleet.nodes.iter().enumerate() {
+            let pool = n.pool.index();
+            if only.is_some_and(|p| p != pool) || self.nodes.lives[i] == Life::Absent {
+                continue;
+            }
+            // Simulated board power from utilization: idle draw to the model's TDP;
+            // temperature follows power.
+            let tdp = match fleet.pools[pool]
+                .model
+                .map(|m| fleet.model(m).name.as_str())
+            {
+                Some("H100" | "H200") => 700.0,
+                Some("A100-80GB" | "A100") => 400.0,
+                Some("L40S") => 350.0,
+                _ => 300.0,
+            };
+            for g in 0..n.gpus.len() as u8 {
+                let util = utils.get(&(i as u32, g)).copied().unwrap_or(0.0).min(100.0);
+                let power = 0.1 * tdp + 0.9 * tdp * util / 100.0;
+                let mut r = Reading {
+                    util_pct: util,
+                    power_w: power,
+                    temp_c: 30.0 + 45.0 * power / tdp,
+                    vram_total_mib: vram_of(pool),
+                    ..Reading::default()
+                };
+                match self.measured.get(&i) {
+                    Some(t) if t.util(g).is_some() => {
+                        r.measured = t.gpus.get(usize::from(g)).cloned()
+                    }
+                    _ if self.is_real_host(i) => r.unmeasured = true,
+                    _ => {}
+                }
+                if let Some(s) = &r.measured {
+                    r.power_w = s.power_w.unwrap_or(0.0);
+                    r.temp_c = s.temperature_c.map_or(0.0, f64::from);
+                    r.vram_total_mib = u32::try_from(s.memory_total_mib).unwrap_or(u32::MAX);
+                }
+                if r.unmeasured {
+                    (r.util_pct, r.power_w, r.temp_c) = (0.0, 0.0, 0.0);
+                }
+                out.insert((i as u32, g), r);
+            }
+        }
         // Per GPU: its jobs, the memory they reserve and (modelled) use, MiB.
-        let mut on: HashMap<(u32, u8), (Vec<i64>, u32, f64)> = HashMap::new();
         for j in self.engine.jobs() {
             let Some(p) = &j.placement else { continue };
             for n in &p.nodes {
-                if n.node.index() >= fleet.nodes.len()
-                    || fleet.nodes[n.node.index()].pool.index() != index
-                {
-                    continue;
-                }
                 for g in &n.gpus {
+                    let Some(r) = out.get_mut(&(n.node.0, g.gpu)) else {
+                        continue;
+                    };
                     let reserved = match g.share {
-                        GpuShare::Whole if g.vram_mib == 0 => vram,
+                        GpuShare::Whole if g.vram_mib == 0 => r.vram_total_mib,
                         GpuShare::Mig { profile, .. } if g.vram_mib == 0 => {
                             u32::from(profile.memory_gb) * 1024
                         }
@@ -95,21 +147,21 @@ impl State {
                     let used = j.started_at.and_then(|started| {
                         self.modelled(j.id, gpu_key(n.node.0, g.gpu), started, self.now)
                     });
-                    let e = on.entry((n.node.0, g.gpu)).or_default();
-                    e.0.push(j.id);
-                    e.1 = e.1.saturating_add(reserved);
-                    e.2 += f64::from(reserved) * used.map_or(0.0, |m| m.memory_used);
+                    r.jobs.push(j.id);
+                    r.reserved_mib = r.reserved_mib.saturating_add(reserved);
+                    r.used_mib += f64::from(reserved) * used.map_or(0.0, |m| m.memory_used);
                 }
             }
         }
-        // Simulated board power from utilization: idle draw to the model's TDP; temperature
-        // follows power.
-        let tdp = match pool.model.map(|m| fleet.model(m).name.as_str()) {
-            Some("H100" | "H200") => 700.0,
-            Some("A100-80GB" | "A100") => 400.0,
-            Some("L40S") => 350.0,
-            _ => 300.0,
-        };
+        out
+    }
+
+    /// One pool node by node and GPU by GPU: measured on real hosts (NVML), modelled on the
+    /// simulated fleet (and labelled so).
+    pub fn pool_detail(&self, index: usize) -> Option<crate::client::PoolDetail> {
+        let fleet = self.engine.fleet();
+        let pool = fleet.pools.get(index)?;
+        let readings = self.readings(Some(index));
         let nodes = fleet
             .nodes
             .iter()
@@ -117,15 +169,7 @@ impl State {
             .filter(|(i, n)| n.pool.index() == index && self.nodes.lives[*i] != Life::Absent)
             .map(|(i, n)| crate::client::NodeView {
                 name: n.name.clone(),
-                state: match self.nodes.lives[i] {
-                    Life::Up => "up",
-                    Life::Provisioning => "provisioning",
-                    Life::Noticed => "notice",
-                    Life::Draining => "draining",
-                    Life::Failed => "failed",
-                    Life::Absent => "absent",
-                }
-                .to_string(),
+                state: self.life_name(i).to_string(),
                 leaf: n.leaf.map(|l| fleet.leaves[l.index()].clone()),
                 nvlink: fleet.nvlink_domains[n.nvlink.index()].clone(),
                 gpus: n
@@ -134,39 +178,38 @@ impl State {
                     .enumerate()
                     .map(|(g, gpu)| {
                         let key = (i as u32, g as u8);
-                        let (jobs, reserved, used) = on.get(&key).cloned().unwrap_or_default();
-                        let util = utils.get(&key).copied().unwrap_or(0.0).min(100.0);
-                        let power = 0.1 * tdp + 0.9 * tdp * util / 100.0;
-                        let mut view = crate::client::GpuView {
-                            index: g as u8,
-                            util_pct: util,
-                            power_w: power,
-                            temp_c: 30.0 + 45.0 * power / tdp,
-                            vram_used_mib: (used as u32).min(vram),
-                            vram_reserved_mib: reserved.min(vram),
-                            vram_total_mib: vram,
-                            foreign_pids: Vec::new(),
-                            foreign: self.foreign_holder(i, g as u8),
-                            unmeasured: false,
-                            jobs,
-                            mig_used: gpu.mig.map(|m| m.compute_used),
-                            history: self
-                                .gpu_history
-                                .get(&key)
-                                .map_or(Vec::new(), |h| h.iter().copied().collect()),
+                        let r = readings.get(&key).cloned().unwrap_or_default();
+                        // The sparkline: the last 40 minutes.
+                        let history = match (&r.unmeasured, self.gpu_history.get(&key)) {
+                            (false, Some(h)) => h
+                                .series(Range::Hour)
+                                .iter()
+                                .rev()
+                                .take(40)
+                                .rev()
+                                .map(|p| p.map_or(0, |p| p.util_pct.clamp(0.0, 100.0) as u8))
+                                .collect(),
+                            _ => Vec::new(),
                         };
-                        match self.measured.get(&i) {
-                            Some(t) if t.util(g as u8).is_some() => measured(t, &mut view),
-                            _ if self.is_real_host(i) => {
-                                view.unmeasured = true;
-                                view.util_pct = 0.0;
-                                view.power_w = 0.0;
-                                view.temp_c = 0.0;
-                                view.history.clear();
-                            }
-                            _ => {}
+                        crate::client::GpuView {
+                            index: g as u8,
+                            util_pct: r.util_pct,
+                            power_w: r.power_w,
+                            temp_c: r.temp_c,
+                            vram_used_mib: r.vram_used(),
+                            vram_reserved_mib: r.reserved_mib.min(r.vram_total_mib),
+                            vram_total_mib: r.vram_total_mib,
+                            foreign_pids: self
+                                .measured
+                                .get(&i)
+                                .and_then(|t| t.foreign.get(&(g as u8)).cloned())
+                                .unwrap_or_default(),
+                            foreign: self.foreign_holder(i, g as u8),
+                            unmeasured: r.unmeasured,
+                            jobs: r.jobs,
+                            mig_used: gpu.mig.map(|m| m.compute_used),
+                            history,
                         }
-                        view
                     })
                     .collect(),
             })
@@ -182,6 +225,88 @@ impl State {
             nodes,
             waiting: self.hosts.queues.get(&index).cloned().unwrap_or_default(),
         })
+    }
+
+    /// One node GPU by GPU over a range: utilization, VRAM in use, power and temperature, and
+    /// who is on each GPU (gantry's jobs with their share, and work that is not gantry's).
+    pub fn node_detail(&self, name: &str, range: Range) -> Option<crate::client::NodeDetail> {
+        let fleet = self.engine.fleet();
+        let i = fleet.nodes.iter().position(|n| n.name == name)?;
+        let n = &fleet.nodes[i];
+        let pool = n.pool.index();
+        let readings = self.readings(Some(pool));
+        let gpus = (0..n.gpus.len() as u8)
+            .map(|g| {
+                let r = readings.get(&(i as u32, g)).cloned().unwrap_or_default();
+                let jobs = self
+                    .engine
+                    .jobs()
+                    .filter_map(|j| {
+                        let p = j.placement.as_ref()?;
+                        let share = p
+                            .nodes
+                            .iter()
+                            .filter(|pn| pn.node.index() == i)
+                            .flat_map(|pn| pn.gpus.iter())
+                            .find(|pg| pg.gpu == g)?;
+                        Some(crate::client::GpuJob {
+                            id: j.id,
+                            name: j.name.clone().unwrap_or_default(),
+                            team: self.team_name(j.team),
+                            share: match share.share {
+                                GpuShare::Whole => "whole".to_string(),
+                                GpuShare::Milli(m) => format!("{:.2}", f64::from(m) / 1000.0),
+                                GpuShare::Mig { profile, .. } => profile.to_string(),
+                            },
+                        })
+                    })
+                    .collect();
+                let mut foreign: Vec<String> = self
+                    .measured
+                    .get(&i)
+                    .and_then(|t| t.foreign.get(&g))
+                    .map(|pids| pids.iter().map(|p| format!("pid {p}")).collect())
+                    .unwrap_or_default();
+                foreign.extend(self.foreign_holder(i, g));
+                crate::client::GpuHistoryView {
+                    index: g,
+                    uuid: r.measured.as_ref().map(|s| s.uuid.clone()),
+                    vram_total_mib: r.vram_total_mib,
+                    now: r.point(),
+                    unmeasured: r.unmeasured,
+                    points: self
+                        .gpu_history
+                        .get(&(i as u32, g))
+                        .map_or(Vec::new(), |h| h.series(range)),
+                    jobs,
+                    foreign,
+                }
+            })
+            .collect();
+        let (step_s, _) = range.buckets();
+        Some(crate::client::NodeDetail {
+            name: n.name.clone(),
+            pool: fleet.pool_path(n.pool),
+            model: fleet.pools[pool]
+                .model
+                .map_or("-".to_string(), |m| fleet.model(m).name.clone()),
+            state: self.life_name(i).to_string(),
+            simulated: self.hosts.simulated[pool],
+            range,
+            step_s,
+            gpus,
+        })
+    }
+
+    fn life_name(&self, i: usize) -> &'static str {
+        match self.nodes.lives[i] {
+            Life::Up => "up",
+            Life::Provisioning => "provisioning",
+            Life::Noticed => "notice",
+            Life::Draining => "draining",
+            Life::Failed => "failed",
+            Life::Absent => "absent",
+        }
     }
 
     /// One GPU of a running job at time `t` as its backend models it (the simulated one;
@@ -255,15 +380,37 @@ pub(super) fn gpu_key(node: u32, gpu: u8) -> u32 {
     (node << 8) | u32::from(gpu)
 }
 
-/// What NVML measured on a host's GPU replaces the modelled power, temperature and memory
-/// (utilization already comes from it).
-fn measured(t: &crate::daemon::host::HostTelemetry, view: &mut crate::client::GpuView) {
-    let Some(s) = t.gpus.get(usize::from(view.index)) else {
-        return;
-    };
-    view.power_w = s.power_w.unwrap_or(0.0);
-    view.temp_c = s.temperature_c.map_or(0.0, f64::from);
-    view.vram_used_mib = u32::try_from(s.memory_used_mib).unwrap_or(u32::MAX);
-    view.vram_total_mib = u32::try_from(s.memory_total_mib).unwrap_or(u32::MAX);
-    view.foreign_pids = t.foreign.get(&view.index).cloned().unwrap_or_default();
+/// What one GPU shows now (`State::readings`).
+#[derive(Clone, Debug, Default)]
+pub(super) struct Reading {
+    pub jobs: Vec<i64>,
+    /// VRAM its jobs reserve, and (modelled) use, MiB.
+    pub reserved_mib: u32,
+    pub used_mib: f64,
+    pub util_pct: f64,
+    pub power_w: f64,
+    pub temp_c: f64,
+    pub vram_total_mib: u32,
+    /// NVML's sample, on a real host that has one.
+    pub measured: Option<crate::backend::local::nvml::GpuSample>,
+    /// A real host's GPU without measurements: nothing is made up for it.
+    pub unmeasured: bool,
+}
+
+impl Reading {
+    fn vram_used(&self) -> u32 {
+        match &self.measured {
+            Some(s) => u32::try_from(s.memory_used_mib).unwrap_or(u32::MAX),
+            None => (self.used_mib as u32).min(self.vram_total_mib),
+        }
+    }
+
+    fn point(&self) -> Point {
+        Point {
+            util_pct: self.util_pct as f32,
+            vram_used_mib: self.vram_used(),
+            power_w: self.power_w as f32,
+            temp_c: self.temp_c as f32,
+        }
+    }
 }

@@ -44,6 +44,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     app.view = View::Fleet;
     app.pool_detail = d.pool_detail(0).map(|p| (0, p));
     shoot(&app, "pool")?;
+    let node = app.pool_detail.as_ref().map(|(_, p)| p.nodes[0].name.clone());
+    if let Some(name) = node {
+        let mut pane = gantry::console::node::NodePane::new(&name);
+        pane.update(
+            d.node_detail(&name, gantry::daemon::state::history::Range::Hour)
+                .ok_or_else(|| format!("no node {name}")),
+        );
+        app.node = Some(pane);
+        shoot(&app, "node")?;
+        app.node = None;
+    }
     app.pool_detail = None;
     app.view = View::Jobs;
     app.on_key("n", &snap);

@@ -5,6 +5,7 @@ pub mod api;
 pub mod journal;
 pub mod kube;
 pub mod local;
+pub mod logview;
 pub mod memory;
 pub mod sched;
 pub mod slurm;
@@ -14,8 +15,17 @@ pub mod tui;
 
 /// Peak resident set size of this process in MiB (Linux; `None` elsewhere).
 pub fn peak_rss_mib() -> Option<f64> {
+    status_mib("VmHWM:")
+}
+
+/// Resident set size of this process now, in MiB (Linux; `None` elsewhere).
+pub fn current_rss_mib() -> Option<f64> {
+    status_mib("VmRSS:")
+}
+
+fn status_mib(key: &str) -> Option<f64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let line = status.lines().find(|l| l.starts_with(key))?;
     let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kib / 1024.0)
 }

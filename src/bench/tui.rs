@@ -20,6 +20,8 @@ pub struct TuiBenchReport {
     pub frame_p99_ms: f64,
     /// A key (selection move) until its frame is drawn.
     pub key_to_frame_p99_ms: f64,
+    /// Each view's frame p99, ms (Overview, Jobs, Fleet, Teams, Events).
+    pub view_p99_ms: Vec<(String, f64)>,
 }
 
 /// A snapshot of the given size (synthetic: the figures are about drawing, not data).
@@ -98,17 +100,14 @@ pub fn run(gpus: usize, jobs: usize, width: u16, height: u16, frames: usize) -> 
     let mut term = Terminal::new(TestBackend::new(width, height)).expect("test backend");
     let mut app = App::new(true);
     let mut times = Vec::new();
+    let mut by_view: Vec<Vec<f64>> = vec![Vec::new(); View::ALL.len()];
     for i in 0..frames {
-        app.view = [
-            View::Overview,
-            View::Jobs,
-            View::Fleet,
-            View::Teams,
-            View::Events,
-        ][i % 5];
+        app.view = View::ALL[i % View::ALL.len()];
         let t = Instant::now();
         term.draw(|f| app.render(f, &snap)).expect("draw");
-        times.push(t.elapsed().as_secs_f64() * 1e3);
+        let ms = t.elapsed().as_secs_f64() * 1e3;
+        times.push(ms);
+        by_view[i % View::ALL.len()].push(ms);
     }
     app.view = View::Jobs;
     let mut keys = Vec::new();
@@ -129,6 +128,14 @@ pub fn run(gpus: usize, jobs: usize, width: u16, height: u16, frames: usize) -> 
         frame_p50_ms: quantile(&times, 0.5),
         frame_p99_ms: quantile(&times, 0.99),
         key_to_frame_p99_ms: quantile(&keys, 0.99),
+        view_p99_ms: View::ALL
+            .iter()
+            .zip(by_view.iter_mut())
+            .map(|(v, t)| {
+                t.sort_by(f64::total_cmp);
+                (v.short().to_string(), quantile(t, 0.99))
+            })
+            .collect(),
     }
 }
 

@@ -74,6 +74,9 @@ pub enum BenchCmd {
         /// Seconds of the idle and of the live run.
         #[arg(long, default_value_t = 10.0)]
         seconds: f64,
+        /// Instead: the log view following a job that writes this many MB/s, for --seconds.
+        #[arg(long)]
+        log_mb_per_s: Option<f64>,
         #[arg(short, long, value_enum, default_value_t = Output::Table)]
         output: Output,
     },
@@ -335,10 +338,29 @@ pub fn run(cmd: BenchCmd) -> Result<(), String> {
             jobs,
             frames,
             seconds,
+            log_mb_per_s,
             output,
         } => {
             if !(seconds.is_finite() && (0.5..=3600.0).contains(&seconds)) {
                 return Err(format!("--seconds {seconds}: expected 0.5..=3600"));
+            }
+            if let Some(rate) = log_mb_per_s {
+                if !(rate.is_finite() && (0.01..=1000.0).contains(&rate)) {
+                    return Err(format!("--log-mb-per-s {rate}: expected 0.01..=1000"));
+                }
+                let r = gantry::bench::logview::run(rate, seconds, 160, 48)
+                    .map_err(|e| format!("bench tui --log-mb-per-s: {e}"))?;
+                if output.is_data() {
+                    return print_as(output, &r);
+                }
+                let mib = |m: Option<f64>| m.map_or("n/a".to_string(), |m| format!("{m:.0} MiB"));
+                println!(
+                    "bench tui, log view: a job writing {:.1} MB/s (asked {:.1}) for {:.0} s, followed at 160×48: frame p50 {:.2} ms, p99 {:.2} ms ({} frames); tail fetch p50 {:.2} ms, p99 {:.2} ms; the pane held at most {} lines, {} KiB; RSS {} after 1 s, {} at the end",
+                    r.written_mb_per_s, r.asked_mb_per_s, r.seconds, r.frame_p50_ms, r.frame_p99_ms, r.frames,
+                    r.fetch_p50_ms, r.fetch_p99_ms, r.max_lines_held, r.max_bytes_held / 1024,
+                    mib(r.rss_after_1s_mib), mib(r.rss_end_mib)
+                );
+                return Ok(());
             }
             let r = gantry::bench::tui::run(gpus, jobs, 160, 48, frames.max(1));
             let l = gantry::bench::tui::idle_and_live(gpus, jobs, seconds);
@@ -365,6 +387,12 @@ pub fn run(cmd: BenchCmd) -> Result<(), String> {
                 "bench tui: {} GPUs, {} jobs, {}×{}: frame p50 {:.2} ms, p99 {:.2} ms; key to frame p99 {:.2} ms ({} frames)",
                 r.gpus, r.jobs, r.width, r.height, r.frame_p50_ms, r.frame_p99_ms, r.key_to_frame_p99_ms, r.frames
             );
+            let views: Vec<String> = r
+                .view_p99_ms
+                .iter()
+                .map(|(v, ms)| format!("{v} {ms:.2}"))
+                .collect();
+            println!("frame p99 by view, ms: {}", views.join(", "));
             println!(
                 "idle {:.0} s: {} bytes written, {:.2}% of a core; live (data change every second) {:.0} s: {:.0} bytes/s, {:.2}% of a core; peak RSS {}",
                 l.seconds,

@@ -205,6 +205,10 @@ pub struct App {
     pub access: crate::client::Access,
     /// Each view's order (by `View::ALL` index); the Jobs view's `None` is the queue order.
     pub sorts: [Option<crate::console::table::Sort>; 5],
+    /// The Jobs view's order as last computed, and for what.
+    row_order: std::cell::RefCell<Option<(order::OrderKey, order::Computed)>>,
+    /// Running jobs in the last snapshot counted, and which snapshot that was.
+    running: std::cell::Cell<Option<(order::SnapKey, usize)>>,
     /// Jobs marked with space for a bulk action.
     pub marked: std::collections::BTreeSet<i64>,
     /// Filters of the Jobs, Fleet and Events views.
@@ -315,6 +319,8 @@ impl App {
             view: View::Overview,
             prompt: None,
             sorts: [None; 5],
+            row_order: Default::default(),
+            running: Default::default(),
             pool_selected: 0,
             pool_detail: None,
             pool_node: 0,

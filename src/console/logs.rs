@@ -160,16 +160,41 @@ impl LogPane {
 
     /// The text of every line shown, in order, with its stream (node marks included).
     fn texts(&self) -> Vec<(String, bool)> {
+        self.texts_in(0, usize::MAX)
+    }
+
+    /// How many lines `texts` has.
+    fn count(&self) -> usize {
+        self.view
+            .nodes
+            .iter()
+            .map(|n| n.lines.len() + usize::from(n.error.is_some()))
+            .sum()
+    }
+
+    /// Lines `skip..skip + take` of `texts`, formatting only those (a frame draws a screenful of
+    /// the 500 lines of each stream it holds).
+    fn texts_in(&self, skip: usize, take: usize) -> Vec<(String, bool)> {
         let all = self.node.is_none() && self.view.nodes.len() > 1;
         let mut out = Vec::new();
+        let mut at = 0usize;
+        let end = skip.saturating_add(take);
         for n in &self.view.nodes {
-            if let Some(why) = &n.error {
-                out.push((
-                    format!("node {} ({}): {}", n.rank, super::app::escape(&n.node), why),
-                    true,
-                ));
+            if at >= end {
+                break;
             }
-            for l in &n.lines {
+            if let Some(why) = &n.error {
+                if at >= skip {
+                    out.push((
+                        format!("node {} ({}): {}", n.rank, super::app::escape(&n.node), why),
+                        true,
+                    ));
+                }
+                at += 1;
+            }
+            let from = skip.saturating_sub(at).min(n.lines.len());
+            let to = end.saturating_sub(at).min(n.lines.len());
+            for l in &n.lines[from..to.max(from)] {
                 let mark = if all {
                     format!("[node {}] ", n.rank)
                 } else {
@@ -180,6 +205,7 @@ impl LogPane {
                     l.stream == crate::backend::logs::Stream::Err,
                 ));
             }
+            at += n.lines.len();
         }
         out
     }
@@ -239,8 +265,20 @@ impl LogPane {
     pub fn render(&self, f: &mut Frame, area: Rect, muted: Style, error: Style) {
         let width = usize::from(area.width.saturating_sub(2)).max(1);
         let q = self.search.as_deref().map(str::to_lowercase);
+        let inner = area.height.saturating_sub(2);
+        // Unwrapped, only the screenful shown is formatted; wrapped, every line is (how many
+        // screen lines each takes decides the scroll).
+        let total = self.count() + usize::from(self.error.is_some());
+        let texts = if self.wrap {
+            self.texts()
+        } else {
+            let first = total
+                .saturating_sub(usize::from(inner))
+                .saturating_sub(usize::from(self.back));
+            self.texts_in(first, usize::from(inner))
+        };
         let mut lines: Vec<Line> = Vec::new();
-        for (text, is_err) in self.texts() {
+        for (text, is_err) in texts {
             let mut style = if is_err { error } else { Style::default() };
             if q.as_deref()
                 .is_some_and(|q| text.to_lowercase().contains(q))
@@ -255,7 +293,7 @@ impl LogPane {
                 lines.push(Line::from(Span::styled(text, style)));
             }
         }
-        if lines.is_empty() {
+        if total == 0 {
             lines.push(Line::from(Span::styled("no output yet", muted)));
         }
         if let Some(why) = &self.error {
@@ -264,9 +302,12 @@ impl LogPane {
                 error,
             )));
         }
-        let inner = area.height.saturating_sub(2);
-        let max = (lines.len() as u16).saturating_sub(inner);
-        let top = max.saturating_sub(self.back);
+        let top = if self.wrap {
+            let max = (lines.len() as u16).saturating_sub(inner);
+            max.saturating_sub(self.back)
+        } else {
+            0
+        };
         let which = match self.node {
             None if self.nodes.len() > 1 => format!("all {} nodes", self.nodes.len()),
             None => self.nodes.first().cloned().unwrap_or_default(),

@@ -348,14 +348,18 @@ impl App {
                 ),
                 bold,
             )));
+            let width = usize::from(area.width.saturating_sub(2));
             for w in &p.waiting {
-                lines.push(Line::from(format!(
+                let line = format!(
                     "  {} · {} GPU(s) on {} node(s) · {}",
                     escape(&w.what),
                     w.gpus,
                     w.nodes,
                     escape(&w.reason)
-                )));
+                );
+                lines.push(Line::from(
+                    crate::console::table::cut(&line, width).into_owned(),
+                ));
             }
         }
         // The selected node and its GPUs (up to 8 lines) stay on screen.

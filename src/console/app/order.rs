@@ -154,7 +154,8 @@ fn directed(o: Ordering, s: Sort) -> Ordering {
 }
 
 /// The Jobs view's rows: the snapshot in queue order, or those a filter or a column order
-/// keeps (only then is a list built, so a 100,000-job queue draws as fast as a short one).
+/// keeps, in that order. The order is computed once per snapshot, order and filter (a
+/// 100,000-job sort costs milliseconds; a key press or a frame must not pay it).
 pub(super) enum Rows<'a> {
     /// The daemon's list (running, pending, held, ended) shown as pending and held first:
     /// rows `[split, end)` come before `[0, split)`.
@@ -163,14 +164,18 @@ pub(super) enum Rows<'a> {
         split: usize,
         end: usize,
     },
-    Kept(Vec<&'a JobRow>),
+    /// Indices into the snapshot's jobs.
+    Kept {
+        all: &'a [JobRow],
+        order: std::rc::Rc<Vec<u32>>,
+    },
 }
 
 impl<'a> Rows<'a> {
     pub(super) fn len(&self) -> usize {
         match self {
             Rows::Queue { all, .. } => all.len(),
-            Rows::Kept(r) => r.len(),
+            Rows::Kept { order, .. } => order.len(),
         }
     }
     pub(super) fn get(&self, i: usize) -> Option<&'a JobRow> {
@@ -186,7 +191,7 @@ impl<'a> Rows<'a> {
                 };
                 all.get(at)
             }
-            Rows::Kept(r) => r.get(i).copied(),
+            Rows::Kept { all, order } => order.get(i).and_then(|&k| all.get(k as usize)),
         }
     }
     pub(super) fn position(&self, id: i64) -> Option<usize> {
@@ -194,9 +199,74 @@ impl<'a> Rows<'a> {
     }
 }
 
+/// What a computed order was computed for: the snapshot's job list (its buffer, length and
+/// version), the column order and the filter.
+#[derive(Clone, Debug, PartialEq)]
+pub(super) struct OrderKey {
+    jobs_at: usize,
+    jobs: usize,
+    version: u64,
+    sort: Option<Sort>,
+    filter: Option<String>,
+}
+
+/// Which snapshot's job list (its buffer, length and version) a count was made of.
+pub(super) type SnapKey = (usize, usize, u64);
+
+/// The Jobs view's last computed order.
+#[derive(Clone, Debug)]
+pub(super) enum Computed {
+    Queue { split: usize, end: usize },
+    Kept(std::rc::Rc<Vec<u32>>),
+}
+
 impl App {
     /// The Jobs view's rows under its filter and order.
     pub(super) fn rows<'a>(&self, snap: &'a Snapshot) -> Rows<'a> {
+        let key = OrderKey {
+            jobs_at: snap.jobs.as_ptr() as usize,
+            jobs: snap.jobs.len(),
+            version: snap.version,
+            sort: self.sorts[1],
+            filter: self.job_filter.as_ref().map(|f| f.text.clone()),
+        };
+        let mut cache = self.row_order.borrow_mut();
+        let computed = match cache.as_ref() {
+            Some((k, c)) if *k == key => c.clone(),
+            _ => {
+                let c = self.compute_rows(snap);
+                *cache = Some((key, c.clone()));
+                c
+            }
+        };
+        match computed {
+            Computed::Queue { split, end } => Rows::Queue {
+                all: &snap.jobs,
+                split,
+                end,
+            },
+            Computed::Kept(order) => Rows::Kept {
+                all: &snap.jobs,
+                order,
+            },
+        }
+    }
+
+    /// How many jobs run: counted once per snapshot (100,000 rows are 20 MB to walk, too much
+    /// for every frame of the Overview).
+    pub(super) fn running_jobs(&self, snap: &Snapshot) -> usize {
+        let key = (snap.jobs.as_ptr() as usize, snap.jobs.len(), snap.version);
+        match self.running.get() {
+            Some((k, n)) if k == key => n,
+            _ => {
+                let n = snap.jobs.iter().filter(|j| j.state == "running").count();
+                self.running.set(Some((key, n)));
+                n
+            }
+        }
+    }
+
+    fn compute_rows(&self, snap: &Snapshot) -> Computed {
         let sort = self.sorts[1];
         let daemon_order = snap
             .jobs
@@ -206,25 +276,25 @@ impl App {
             // The daemon sends running, pending, held, ended, each in queue order.
             let split = snap.jobs.partition_point(|j| view_rank(&j.state) < 1);
             let end = snap.jobs.partition_point(|j| view_rank(&j.state) < 3);
-            return Rows::Queue {
-                all: &snap.jobs,
-                split,
-                end,
-            };
+            return Computed::Queue { split, end };
         }
-        let mut kept: Vec<&JobRow> = snap
-            .jobs
-            .iter()
-            .filter(|j| self.job_filter.as_ref().is_none_or(|f| f.matches_job(j)))
+        let mut kept: Vec<u32> = (0..snap.jobs.len() as u32)
+            .filter(|&k| {
+                self.job_filter
+                    .as_ref()
+                    .is_none_or(|f| f.matches_job(&snap.jobs[k as usize]))
+            })
             .collect();
         let now = snap.now;
+        let job = |k: &u32| &snap.jobs[*k as usize];
         match sort {
             Some(s) => kept.sort_by(|a, b| {
+                let (a, b) = (job(a), job(b));
                 directed(job_cmp(s.col, a, b, now), s).then_with(|| a.id.cmp(&b.id))
             }),
-            None => kept.sort_by_key(|j| queue_rank(&j.state)),
+            None => kept.sort_by_key(|k| queue_rank(&job(k).state)),
         }
-        Rows::Kept(kept)
+        Computed::Kept(std::rc::Rc::new(kept))
     }
 
     /// Pools the Fleet view lists under its filter and order (indices into the snapshot's).

@@ -37,7 +37,7 @@ impl App {
         );
         let [queue, events] =
             Layout::horizontal([Constraint::Length(30), Constraint::Min(20)]).areas(mid);
-        let running = snap.jobs.iter().filter(|j| j.state == "running").count();
+        let running = self.running_jobs(snap);
         let mut lines = vec![Line::from(format!("running   {running}"))];
         for (class, n) in &snap.queue_by_class {
             lines.push(Line::from(format!("{class:<11} {n} pending")));

@@ -44,7 +44,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     app.view = View::Fleet;
     app.pool_detail = d.pool_detail(0).map(|p| (0, p));
     shoot(&app, "pool")?;
-    let node = app.pool_detail.as_ref().map(|(_, p)| p.nodes[0].name.clone());
+    let node = app
+        .pool_detail
+        .as_ref()
+        .map(|(_, p)| p.nodes[0].name.clone());
     if let Some(name) = node {
         let mut pane = gantry::console::node::NodePane::new(&name);
         pane.update(

@@ -393,6 +393,15 @@ pub fn run(cmd: BenchCmd) -> Result<(), String> {
                 .map(|(v, ms)| format!("{v} {ms:.2}"))
                 .collect();
             println!("frame p99 by view, ms: {}", views.join(", "));
+            let first: Vec<String> = r
+                .first_frame_ms
+                .iter()
+                .map(|(v, ms)| format!("{v} {ms:.2}"))
+                .collect();
+            println!(
+                "first frame on a new snapshot (not in the figures above), ms: {}",
+                first.join(", ")
+            );
             println!(
                 "idle {:.0} s: {} bytes written, {:.2}% of a core; live (data change every second) {:.0} s: {:.0} bytes/s, {:.2}% of a core; peak RSS {}",
                 l.seconds,

@@ -1,34 +1,20 @@
 //! Table cells by display width: a CJK character or an emoji takes two terminal columns,
 //! so padding and cutting by `char` count misaligns every column after one.
 
-use unicode_width::{UnicodeWidthChar, UnicodeWidthStr};
+use unicode_width::UnicodeWidthStr;
 
 /// How many terminal columns `text` takes once its control characters are escaped.
 pub fn width(text: &str) -> usize {
     gantry::console::app::escape(text).width()
 }
 
-/// `text` (control characters escaped) in exactly `width` columns: cut with `…` if wider,
-/// padded with spaces if narrower.
+/// `text` (control characters escaped) in exactly `width` columns: cut with `…` if wider
+/// (as the console's tables cut), padded with spaces if narrower.
 pub fn cell(text: &str, width: usize) -> String {
     let text = gantry::console::app::escape(text);
-    let w = text.width();
-    if w <= width {
-        return format!("{text}{}", " ".repeat(width - w));
-    }
-    let mut out = String::new();
-    let mut used = 0;
-    for c in text.chars() {
-        let cw = c.width().unwrap_or(0);
-        if used + cw + 1 > width {
-            break;
-        }
-        out.push(c);
-        used += cw;
-    }
-    out.push('…');
-    used += 1;
-    format!("{out}{}", " ".repeat(width.saturating_sub(used)))
+    let cut = gantry::console::table::cut(&text, width);
+    let pad = width.saturating_sub(cut.width());
+    format!("{cut}{}", " ".repeat(pad))
 }
 
 #[cfg(test)]

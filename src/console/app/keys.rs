@@ -1,0 +1,406 @@
+//! Keys and the mouse: what each does, depending on what is open — a confirmation, the `/` or
+//! `:` prompt, the submit form, a job's logs or detail, a node, a pool, the help — else the
+//! view's own keys.
+
+use super::*;
+
+impl App {
+    /// Handles one key (crossterm's KeyCode as a char or a name) through the keymap.
+    pub fn on_key(&mut self, key: &str, snap: &Snapshot) -> Outcome {
+        use crate::console::keymap::Action;
+        let action = self.keymap.action(key);
+        if let Some(Confirm {
+            ask: Ask::Bulk { ids, typed, .. },
+            ..
+        }) = &mut self.confirm
+        {
+            // A bulk action is confirmed only by typing the count, then Enter.
+            match key {
+                "enter" if *typed == ids.len().to_string() => {
+                    let go = self.confirm.take().map(|c| c.ask.outcome());
+                    return go.unwrap_or(Outcome::Redraw);
+                }
+                "esc" | "enter" => self.confirm = None,
+                "backspace" => {
+                    typed.pop();
+                }
+                k if k.len() == 1 && k.chars().all(|c| c.is_ascii_digit()) && typed.len() < 9 => {
+                    typed.push_str(k)
+                }
+                _ => return Outcome::Nothing,
+            }
+            return Outcome::Redraw;
+        }
+        if let Some(c) = &mut self.confirm {
+            // The dialog owns the keyboard: Enter does what has focus (Cancel at first), y
+            // confirms, Esc/n/q cancel, arrows and Tab move the focus.
+            match key {
+                "enter" => {
+                    let go = c.on_confirm.then(|| c.ask.outcome());
+                    self.confirm = None;
+                    return go.unwrap_or(Outcome::Redraw);
+                }
+                "y" => {
+                    let go = c.ask.outcome();
+                    self.confirm = None;
+                    return go;
+                }
+                "esc" | "n" | "q" => self.confirm = None,
+                "tab" | "left" | "right" | "h" | "l" => c.on_confirm = !c.on_confirm,
+                _ => return Outcome::Nothing,
+            }
+            return Outcome::Redraw;
+        }
+        if let Some(p) = &mut self.prompt {
+            // The candidates `tab` listed go with the next key.
+            self.flash = None;
+            match key {
+                "esc" => self.prompt = None,
+                "enter" => {
+                    let p = self.prompt.take().expect("a prompt is open");
+                    return self.submit(p, snap);
+                }
+                "tab" if p.kind == PromptKind::Command => {
+                    let (text, note) = complete::complete(&p.text, &self.contexts, snap);
+                    p.text = text;
+                    self.flash = note;
+                }
+                "backspace" => {
+                    p.text.pop();
+                }
+                k if k.chars().count() == 1 && p.text.len() < 200 => p.text.push_str(k),
+                _ => return Outcome::Nothing,
+            }
+            return Outcome::Redraw;
+        }
+        if let Some(form) = &mut self.form {
+            use crate::console::form::FormKey;
+            return match form.key(key) {
+                FormKey::Edited => Outcome::Redraw,
+                FormKey::Ignored => Outcome::Nothing,
+                FormKey::Preview => Outcome::Preview(form.text()),
+                FormKey::Submit(spec) => Outcome::Submit(spec),
+                FormKey::Close => {
+                    self.draft = self.form.take();
+                    Outcome::Redraw
+                }
+            };
+        }
+        let scroll = self.motion(action, 3);
+        if let Some(p) = self.logs.as_mut() {
+            return match p.key(key, scroll) {
+                crate::console::logs::LogKey::Close => {
+                    self.logs = None;
+                    Outcome::Redraw
+                }
+                crate::console::logs::LogKey::Fetch => Outcome::Logs {
+                    id: p.job,
+                    node: p.node,
+                },
+                crate::console::logs::LogKey::Redraw => Outcome::Redraw,
+                crate::console::logs::LogKey::Nothing => Outcome::Nothing,
+            };
+        }
+        if let Some(d) = &self.detail {
+            // The detail closes on esc, enter or q; l opens the job's logs.
+            return match key {
+                "esc" | "enter" | "q" => {
+                    self.detail = None;
+                    Outcome::Redraw
+                }
+                "l" => {
+                    let id = d.id;
+                    self.logs = Some(crate::console::logs::LogPane::new(id));
+                    Outcome::Logs { id, node: None }
+                }
+                _ => Outcome::Nothing,
+            };
+        }
+        let step = self.motion(action, 1);
+        if let Some(n) = self.node.as_mut() {
+            // Over a pool: j/k a GPU, r the range, enter the GPU's job, esc back to the pool.
+            return match n.key(key, step) {
+                crate::console::node::NodeKey::Close => {
+                    self.node = None;
+                    Outcome::Redraw
+                }
+                crate::console::node::NodeKey::Fetch => Outcome::Node {
+                    name: n.name.clone(),
+                    range: n.range,
+                },
+                crate::console::node::NodeKey::Open(id) => Outcome::Detail(id),
+                crate::console::node::NodeKey::Redraw => Outcome::Redraw,
+                crate::console::node::NodeKey::Nothing => Outcome::Nothing,
+            };
+        }
+        if let Some((_, pool)) = &self.pool_detail {
+            // j/k (or the keymap's motions) select a node; enter opens it; esc or q go back; a
+            // view's key leaves the pool for that view.
+            let switch = matches!(
+                action,
+                Some(Action::View(_) | Action::NextView | Action::PrevView)
+            );
+            let nodes = pool.nodes.len();
+            if switch {
+                self.pool_detail = None;
+                self.pool_node = 0;
+                return self.on_key(key, snap);
+            }
+            return match (key, self.motion(action, 1)) {
+                ("esc" | "q", _) => {
+                    self.pool_detail = None;
+                    self.pool_node = 0;
+                    Outcome::Redraw
+                }
+                ("enter", _) => match pool.nodes.get(self.pool_node) {
+                    Some(n) => {
+                        let pane = crate::console::node::NodePane::new(&n.name);
+                        let out = Outcome::Node {
+                            name: n.name.clone(),
+                            range: pane.range,
+                        };
+                        self.node = Some(pane);
+                        out
+                    }
+                    None => Outcome::Nothing,
+                },
+                (_, Some(n)) if nodes > 0 => {
+                    // A page moves as many nodes as a screen holds (a node and its GPUs are
+                    // about nine lines).
+                    let by = if n.abs() > 1 { n / 9 } else { n };
+                    let at =
+                        self.pool_node as i64 + i64::from(if by == 0 { n.signum() } else { by });
+                    self.pool_node = at.clamp(0, nodes as i64 - 1) as usize;
+                    Outcome::Redraw
+                }
+                _ => Outcome::Nothing,
+            };
+        }
+        if self.help {
+            // The help scrolls (it is longer than 24 lines); esc, q, ? and enter close it.
+            if let Some(n) = scroll.filter(|_| !matches!(key, "esc" | "q" | "?" | "enter")) {
+                self.help_scroll = self.help_scroll.saturating_add_signed(n as i16);
+                return Outcome::Redraw;
+            }
+            self.help = false;
+            self.help_scroll = 0;
+            return Outcome::Redraw;
+        }
+        let at = View::ALL.iter().position(|v| *v == self.view).unwrap_or(0);
+        self.flash = None;
+        // Esc steps back: it clears the view's filter, then the marks.
+        if key == "esc" && action.is_none() {
+            if self.filter_mut().take().is_some() {
+                return Outcome::Redraw;
+            }
+            if !self.marked.is_empty() {
+                self.marked.clear();
+                return Outcome::Redraw;
+            }
+            return Outcome::Nothing;
+        }
+        match action {
+            None => return self.sort_letter(key),
+            // A new filter replaces the one in force (shown in the view's title) once applied.
+            Some(Action::Filter) => {
+                self.prompt = Some(Prompt {
+                    kind: PromptKind::Filter,
+                    text: String::new(),
+                });
+            }
+            Some(Action::Command) => {
+                self.prompt = Some(Prompt {
+                    kind: PromptKind::Command,
+                    text: String::new(),
+                })
+            }
+            Some(Action::Reprioritize) if self.readonly => return Outcome::Nothing,
+            Some(Action::Reprioritize) => {
+                self.prompt = Some(Prompt {
+                    kind: PromptKind::Command,
+                    text: "prio ".into(),
+                })
+            }
+            Some(Action::Job(_)) if self.readonly => return Outcome::Nothing,
+            Some(Action::Mark) if self.readonly => return Outcome::Nothing,
+            Some(Action::Mark) if self.view == View::Jobs => {
+                if let Some(id) = self.selected_job(snap).map(|j| j.id) {
+                    if !self.marked.remove(&id) {
+                        self.marked.insert(id);
+                    }
+                }
+                self.move_selection(snap, 1);
+            }
+            Some(Action::Mark) => return Outcome::Nothing,
+            Some(Action::Open) if self.view == View::Fleet => {
+                return if self.visible_pools(snap).contains(&self.pool_selected) {
+                    Outcome::Pool(self.pool_selected)
+                } else {
+                    Outcome::Nothing
+                };
+            }
+            Some(Action::Open) if self.view == View::Jobs => {
+                return self
+                    .selected_job(snap)
+                    .map_or(Outcome::Nothing, |j| Outcome::Detail(j.id));
+            }
+            Some(Action::Open) => return Outcome::Nothing,
+            Some(Action::Mouse) => {
+                self.mouse = !self.mouse;
+                self.flash = Some(format!(
+                    "mouse {}",
+                    if self.mouse {
+                        "on: click selects a job, the wheel scrolls (shift-drag selects text)"
+                    } else {
+                        "off: the terminal selects text"
+                    }
+                ));
+            }
+            Some(Action::Sort) => return self.sort_reverse(),
+            Some(Action::SortNext) => return self.sort_step(1),
+            Some(Action::SortPrev) => return self.sort_step(-1),
+            Some(Action::Submit) if self.readonly => return Outcome::Nothing,
+            Some(Action::Submit) => self.open_form(None),
+            Some(Action::Job(what)) if !self.marked.is_empty() && self.view == View::Jobs => {
+                // Only marked jobs still listed count; one the caller may not change stops it.
+                let marked: Vec<&JobRow> = snap
+                    .jobs
+                    .iter()
+                    .filter(|j| self.marked.contains(&j.id))
+                    .collect();
+                if let Some((j, why)) = marked
+                    .iter()
+                    .find_map(|j| self.access.forbids_job(&j.team).map(|w| (j, w)))
+                {
+                    self.flash = Some(format!("{}: job {}: {why}", what.name(), j.id));
+                    return Outcome::Redraw;
+                }
+                let ids: Vec<i64> = marked.iter().map(|j| j.id).collect();
+                self.confirm = Some(Confirm {
+                    ask: Ask::Bulk {
+                        action: what,
+                        ids,
+                        typed: String::new(),
+                    },
+                    on_confirm: false,
+                });
+            }
+            Some(Action::Job(what)) => {
+                let job = self.selected_job(snap);
+                match (self.view, job) {
+                    (View::Jobs, Some(j)) if self.access.forbids_job(&j.team).is_some() => {
+                        let why = self.access.forbids_job(&j.team).unwrap_or_default();
+                        self.flash = Some(format!("{}: {why}", what.name()));
+                    }
+                    (View::Jobs, Some(j)) => {
+                        self.confirm = Some(Confirm {
+                            ask: Ask::Job {
+                                request: crate::client::JobRequest {
+                                    id: j.id,
+                                    action: what,
+                                },
+                                name: j.name.clone(),
+                            },
+                            on_confirm: false,
+                        });
+                    }
+                    _ => {
+                        self.flash = Some(format!(
+                            "{}: select a job in the Jobs view first",
+                            what.name()
+                        ))
+                    }
+                }
+            }
+            Some(Action::Quit) => return Outcome::Quit,
+            Some(Action::Help) => self.help = true,
+            Some(Action::View(i)) => self.view = View::ALL[i.min(View::ALL.len() - 1)],
+            Some(Action::NextView) => self.view = View::ALL[(at + 1) % View::ALL.len()],
+            Some(Action::PrevView) => {
+                self.view = View::ALL[(at + View::ALL.len() - 1) % View::ALL.len()]
+            }
+            Some(
+                a @ (Action::Down
+                | Action::Up
+                | Action::PageDown
+                | Action::PageUp
+                | Action::HalfDown
+                | Action::HalfUp),
+            ) => {
+                let n = self.motion(Some(a), 1).unwrap_or(0) as i64;
+                match self.view {
+                    View::Fleet => self.move_pool(snap, n),
+                    _ => self.move_selection(snap, n),
+                }
+            }
+            // g/G (home/end) in the Fleet view select the first/last pool as it is ordered.
+            Some(Action::First) if self.view == View::Fleet => {
+                if let Some(&i) = self.visible_pools(snap).first() {
+                    self.pool_selected = i;
+                }
+            }
+            Some(Action::Last) if self.view == View::Fleet => {
+                if let Some(&i) = self.visible_pools(snap).last() {
+                    self.pool_selected = i;
+                }
+            }
+            Some(Action::First) => self.selected = self.rows(snap).get(0).map(|j| j.id),
+            Some(Action::Last) => {
+                let rows = self.rows(snap);
+                self.selected = rows.get(rows.len().wrapping_sub(1)).map(|j| j.id)
+            }
+        }
+        Outcome::Redraw
+    }
+
+    /// How many lines a motion moves (`line` for one step down or up; a page is the rows the
+    /// last frame showed), negative upward; `None` for other actions.
+    pub(super) fn motion(
+        &self,
+        action: Option<crate::console::keymap::Action>,
+        line: i32,
+    ) -> Option<i32> {
+        use crate::console::keymap::Action;
+        let page = (self.page.get() as i32).max(1);
+        Some(match action? {
+            Action::Down => line,
+            Action::Up => -line,
+            Action::PageDown => page,
+            Action::PageUp => -page,
+            Action::HalfDown => (page / 2).max(1),
+            Action::HalfUp => -(page / 2).max(1),
+            _ => return None,
+        })
+    }
+
+    /// A mouse event (only while mouse capture is on): the wheel moves the selection, a
+    /// click on a row of the Jobs view selects it.
+    pub fn on_mouse(&mut self, event: crossterm::event::MouseEvent, snap: &Snapshot) -> Outcome {
+        use crossterm::event::{MouseButton, MouseEventKind};
+        if !self.mouse
+            || self.confirm.is_some()
+            || self.form.is_some()
+            || self.detail.is_some()
+            || self.logs.is_some()
+        {
+            return Outcome::Nothing;
+        }
+        match event.kind {
+            MouseEventKind::ScrollDown if self.view == View::Jobs => self.move_selection(snap, 1),
+            MouseEventKind::ScrollUp if self.view == View::Jobs => self.move_selection(snap, -1),
+            MouseEventKind::Down(MouseButton::Left) if self.view == View::Jobs => {
+                let (top, first) = self.jobs_geometry.get();
+                let Some(offset) = event.row.checked_sub(top) else {
+                    return Outcome::Nothing;
+                };
+                let rows = self.rows(snap);
+                match rows.get(first + usize::from(offset)) {
+                    Some(j) => self.selected = Some(j.id),
+                    None => return Outcome::Nothing,
+                }
+            }
+            _ => return Outcome::Nothing,
+        }
+        Outcome::Redraw
+    }
+}

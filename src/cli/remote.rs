@@ -1030,28 +1030,7 @@ pub fn reclaim(t: &Target, apply: Option<String>, output: Output) -> Result<(), 
         println!("nothing to reclaim: no job's GPUs have been idle through the window");
         return Ok(());
     }
-    println!(
-        "{:>6} {:>5} {:>9} {:>9}  ACTION",
-        "JOB", "GPUS", "$/H", "IDLE"
-    );
-    for i in &items {
-        println!(
-            "{:>6} {:>5} {:>9.2} {:>9}  {}",
-            // A JSON value's Display ignores width: the id as a number pads.
-            i["job"].as_i64().unwrap_or(0),
-            gantry::client::gpus_text(i["gpus"].as_f64().unwrap_or(0.0)),
-            i["dollars_per_hour"].as_f64().unwrap_or(0.0),
-            hm(i["idle_for_s"].as_f64().unwrap_or(0.0)),
-            i["action"].as_str().unwrap_or("")
-        );
-    }
-    for s in &skipped {
-        println!(
-            "{:>6} skipped: {}",
-            s["job"].as_i64().unwrap_or(0),
-            s["why"].as_str().unwrap_or("")
-        );
-    }
+    print!("{}", reclaim_rows(&items, &skipped));
     let id = v["id"].as_str().unwrap_or("");
     let gpus = gantry::client::gpus_text(v["gpus_freed"].as_f64().unwrap_or(0.0));
     let usd = v["dollars_per_hour_saved"].as_f64().unwrap_or(0.0);
@@ -1061,6 +1040,36 @@ pub fn reclaim(t: &Target, apply: Option<String>, output: Output) -> Result<(), 
         println!("plan {id}: would free {gpus} GPU(s), ${usd:.2}/h — a dry run; `gantry reclaim --apply {id}` applies exactly this plan");
     }
     Ok(())
+}
+
+/// The reclaim plan's table: a header, a row per idle job, a line per job skipped.
+fn reclaim_rows(items: &[Value], skipped: &[Value]) -> String {
+    use std::fmt::Write;
+    let mut out = format!(
+        "{:>6} {:>5} {:>9} {:>9}  ACTION\n",
+        "JOB", "GPUS", "$/H", "IDLE"
+    );
+    for i in items {
+        let _ = writeln!(
+            out,
+            "{:>6} {:>5} {:>9.2} {:>9}  {}",
+            // A JSON value's Display ignores width: the id as a number pads.
+            i["job"].as_i64().unwrap_or(0),
+            gantry::client::gpus_text(i["gpus"].as_f64().unwrap_or(0.0)),
+            i["dollars_per_hour"].as_f64().unwrap_or(0.0),
+            hm(i["idle_for_s"].as_f64().unwrap_or(0.0)),
+            i["action"].as_str().unwrap_or("")
+        );
+    }
+    for s in skipped {
+        let _ = writeln!(
+            out,
+            "{:>6} skipped: {}",
+            s["job"].as_i64().unwrap_or(0),
+            s["why"].as_str().unwrap_or("")
+        );
+    }
+    out
 }
 
 pub fn token(t: &Target, cmd: TokenCmd) -> Result<(), CliError> {
@@ -1148,5 +1157,29 @@ impl From<ClientError> for CliError {
             code: e.exit_code(),
             message: e.to_string(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_reclaim_table_pads_its_job_column() {
+        // Seen on an H100 host: `   JOB  GPUS` over `1     1` (a JSON value's Display ignores
+        // the width it is given).
+        let items = vec![serde_json::json!({
+            "job": 1, "gpus": 1.0, "dollars_per_hour": 2.5, "idle_for_s": 90.0,
+            "action": "checkpoint-and-requeue"
+        })];
+        let skipped = vec![serde_json::json!({ "job": 12, "why": "busy again" })];
+        let text = reclaim_rows(&items, &skipped);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0], "   JOB  GPUS       $/H      IDLE  ACTION");
+        assert_eq!(
+            lines[1],
+            "     1     1      2.50        1m  checkpoint-and-requeue"
+        );
+        assert_eq!(lines[2], "    12 skipped: busy again");
     }
 }

@@ -9,6 +9,8 @@ use gantry::console::app::{App, Outcome, View};
 #[path = "common/console.rs"]
 mod fixture;
 use fixture::screen;
+#[path = "common/daemon.rs"]
+mod daemon;
 #[path = "common/tmux.rs"]
 mod tmux;
 use tmux::{have_tmux, Tmux};
@@ -311,32 +313,10 @@ fn a_console_that_loses_its_daemon_says_so_and_comes_back_by_itself() {
     if !have_tmux("the disconnection test") {
         return;
     }
-    let dir = std::env::temp_dir().join(format!("gantry-lost-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    // The first daemon stays held (killed below) so its directory outlives the restart.
+    let mut first = daemon::start("lost", &[]);
+    let (dir, socket) = (first.dir.clone(), first.socket.clone());
     let bin = env!("CARGO_BIN_EXE_gantry");
-    let socket = dir.join("d.sock");
-    let daemon = || {
-        let child = std::process::Command::new(bin)
-            .arg("daemon")
-            .arg("--db")
-            .arg(dir.join("state.db"))
-            .arg("--socket")
-            .arg(&socket)
-            .env("XDG_CONFIG_HOME", dir.join("cfg"))
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
-        for _ in 0..500 {
-            if std::os::unix::net::UnixStream::connect(&socket).is_ok() {
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
-        child
-    };
-    let mut d = daemon();
     let spec = dir.join("job.yaml");
     std::fs::write(
         &spec,
@@ -362,10 +342,10 @@ fn a_console_that_loses_its_daemon_says_so_and_comes_back_by_itself() {
         "30",
         &format!("{bin} --connect {}; sleep 30", socket.display()),
     ]);
-    t.wait_for(&["daemon "]);
+    t.wait_for(&["d.sock"]);
     // kill -9: the stream breaks; the header says so, actions are refused at once.
-    d.kill().unwrap();
-    d.wait().unwrap();
+    first.child.kill().unwrap();
+    first.child.wait().unwrap();
     let s = t.wait_for(&["DISCONNECTED since"]);
     assert!(s.contains("connection lost"), "{s}");
     t.run(&["send-keys", "-t", "lost", "2"]);
@@ -374,13 +354,10 @@ fn a_console_that_loses_its_daemon_says_so_and_comes_back_by_itself() {
     t.wait_for(&["not sent: the daemon is out of reach"]);
     // The same daemon back on the same socket: the console reattaches within its 2 s retry.
     let _ = std::fs::remove_file(&socket);
-    let mut d = daemon();
+    let _second = daemon::start_in(dir, &[]);
     t.wait_gone("DISCONNECTED");
     t.run(&["send-keys", "-t", "lost", "q"]);
     t.run(&["kill-server"]);
-    let _ = d.kill();
-    let _ = d.wait();
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

@@ -3,8 +3,8 @@
 //! range, and who is on each GPU.
 
 use super::{CliError, Output};
-use gantry::client::http::{encode, HttpClient};
-use gantry::client::NodeDetail;
+use gantry::client::http::HttpClient;
+use gantry::client::{node_path, NodeDetail};
 use gantry::daemon::state::history::Range;
 
 pub fn node_live(
@@ -14,8 +14,7 @@ pub fn node_live(
     output: Output,
 ) -> Result<(), CliError> {
     let range = Range::parse(range).map_err(|e| CliError::usage(format!("--range: {e}")))?;
-    let path = format!("/v1/nodes/{}?range={}", encode(name), range.name());
-    let d: NodeDetail = c.call("GET", &path, None)?;
+    let d: NodeDetail = c.call("GET", &node_path(name, range), None)?;
     if output.is_data() {
         let v = serde_json::to_value(&d).map_err(|e| CliError::usage(e.to_string()))?;
         return super::print_as(output, &v).map_err(CliError::usage);
@@ -35,12 +34,7 @@ pub fn node_live(
         "GPU", "UTIL%", "(LOW–HIGH)", "VRAM USED MiB", "W", "°C"
     );
     for g in &d.gpus {
-        let who: Vec<String> = g
-            .jobs
-            .iter()
-            .map(|j| format!("job {} {} ({}, {})", j.id, j.name, j.team, j.share))
-            .chain(g.foreign.iter().map(|f| format!("not gantry's: {f}")))
-            .collect();
+        let who = g.who();
         let who = if who.is_empty() {
             "idle".to_string()
         } else {

@@ -415,6 +415,23 @@ pub struct GpuHistoryView {
     pub foreign: Vec<String>,
 }
 
+impl GpuHistoryView {
+    /// Who is on the GPU, a phrase each: gantry's jobs with their share, then work that is not
+    /// gantry's (the console's node view and `gantry fleet --node` say it alike).
+    pub fn who(&self) -> Vec<String> {
+        self.jobs
+            .iter()
+            .map(|j| format!("job {} {} ({}, {})", j.id, j.name, j.team, j.share))
+            .chain(self.foreign.iter().map(|f| format!("not gantry's: {f}")))
+            .collect()
+    }
+}
+
+/// `GET /v1/nodes/{name}?range=` for a node and a range.
+pub fn node_path(name: &str, range: crate::daemon::state::history::Range) -> String {
+    format!("/v1/nodes/{}?range={}", http::encode(name), range.name())
+}
+
 /// A gantry job on a GPU, and how much of the GPU it has.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct GpuJob {

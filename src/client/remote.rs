@@ -131,13 +131,8 @@ impl Client for RemoteClient {
         name: &str,
         range: crate::daemon::state::history::Range,
     ) -> Result<super::NodeDetail, String> {
-        let path = format!(
-            "/v1/nodes/{}?range={}",
-            super::http::encode(name),
-            range.name()
-        );
         self.http
-            .call("GET", &path, None)
+            .call("GET", &super::node_path(name, range), None)
             .map_err(|e| e.to_string())
     }
     fn submit(&mut self, spec: &str) -> Result<i64, String> {

@@ -147,24 +147,8 @@ fn gpu_lines(
     muted: Style,
     accent: Style,
 ) {
-    let who: Vec<String> = g
-        .jobs
-        .iter()
-        .map(|j| {
-            format!(
-                "job {} {} ({}, {})",
-                j.id,
-                super::app::escape(&j.name),
-                super::app::escape(&j.team),
-                j.share
-            )
-        })
-        .chain(
-            g.foreign
-                .iter()
-                .map(|f| format!("not gantry's: {}", super::app::escape(f))),
-        )
-        .collect();
+    // Names come from users: escaped once the phrase is made.
+    let who: Vec<String> = g.who().iter().map(|w| super::app::escape(w)).collect();
     let head = format!(
         "{} gpu{}{}  {}",
         if selected { "▶" } else { " " },

@@ -113,7 +113,8 @@ impl State {
                 };
                 match self.measured.get(&i) {
                     Some(t) if t.util(g).is_some() => {
-                        r.measured = t.gpus.get(usize::from(g)).cloned()
+                        r.measured = t.gpus.get(usize::from(g)).cloned();
+                        r.foreign_pids = t.foreign.get(&g).cloned().unwrap_or_default();
                     }
                     _ if self.is_real_host(i) => r.unmeasured = true,
                     _ => {}
@@ -147,7 +148,7 @@ impl State {
                     let used = j.started_at.and_then(|started| {
                         self.modelled(j.id, gpu_key(n.node.0, g.gpu), started, self.now)
                     });
-                    r.jobs.push(j.id);
+                    r.jobs.push((j.id, g.share));
                     r.reserved_mib = r.reserved_mib.saturating_add(reserved);
                     r.used_mib += f64::from(reserved) * used.map_or(0.0, |m| m.memory_used);
                 }
@@ -199,14 +200,10 @@ impl State {
                             vram_used_mib: r.vram_used(),
                             vram_reserved_mib: r.reserved_mib.min(r.vram_total_mib),
                             vram_total_mib: r.vram_total_mib,
-                            foreign_pids: self
-                                .measured
-                                .get(&i)
-                                .and_then(|t| t.foreign.get(&(g as u8)).cloned())
-                                .unwrap_or_default(),
                             foreign: self.foreign_holder(i, g as u8),
                             unmeasured: r.unmeasured,
-                            jobs: r.jobs,
+                            jobs: r.jobs.iter().map(|&(id, _)| id).collect(),
+                            foreign_pids: r.foreign_pids,
                             mig_used: gpu.mig.map(|m| m.compute_used),
                             history,
                         }
@@ -238,22 +235,16 @@ impl State {
         let gpus = (0..n.gpus.len() as u8)
             .map(|g| {
                 let r = readings.get(&(i as u32, g)).cloned().unwrap_or_default();
-                let jobs = self
-                    .engine
-                    .jobs()
-                    .filter_map(|j| {
-                        let p = j.placement.as_ref()?;
-                        let share = p
-                            .nodes
-                            .iter()
-                            .filter(|pn| pn.node.index() == i)
-                            .flat_map(|pn| pn.gpus.iter())
-                            .find(|pg| pg.gpu == g)?;
+                let jobs = r
+                    .jobs
+                    .iter()
+                    .filter_map(|&(id, share)| {
+                        let j = self.engine.job(id)?;
                         Some(crate::client::GpuJob {
-                            id: j.id,
+                            id,
                             name: j.name.clone().unwrap_or_default(),
                             team: self.team_name(j.team),
-                            share: match share.share {
+                            share: match share {
                                 GpuShare::Whole => "whole".to_string(),
                                 GpuShare::Milli(m) => format!("{:.2}", f64::from(m) / 1000.0),
                                 GpuShare::Mig { profile, .. } => profile.to_string(),
@@ -261,12 +252,8 @@ impl State {
                         })
                     })
                     .collect();
-                let mut foreign: Vec<String> = self
-                    .measured
-                    .get(&i)
-                    .and_then(|t| t.foreign.get(&g))
-                    .map(|pids| pids.iter().map(|p| format!("pid {p}")).collect())
-                    .unwrap_or_default();
+                let mut foreign: Vec<String> =
+                    r.foreign_pids.iter().map(|p| format!("pid {p}")).collect();
                 foreign.extend(self.foreign_holder(i, g));
                 crate::client::GpuHistoryView {
                     index: g,
@@ -383,7 +370,10 @@ pub(super) fn gpu_key(node: u32, gpu: u8) -> u32 {
 /// What one GPU shows now (`State::readings`).
 #[derive(Clone, Debug, Default)]
 pub(super) struct Reading {
-    pub jobs: Vec<i64>,
+    /// The jobs on it and each one's share of it.
+    pub jobs: Vec<(i64, GpuShare)>,
+    /// Processes on it that are not gantry's (NVML, real hosts).
+    pub foreign_pids: Vec<u32>,
     /// VRAM its jobs reserve, and (modelled) use, MiB.
     pub reserved_mib: u32,
     pub used_mib: f64,

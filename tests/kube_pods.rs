@@ -122,8 +122,11 @@ fn gantry_jobs_run_as_pods_bound_to_the_nodes_gantry_chose() {
         "first",
         "name: first\nresources:\n  accelerators: H100:4\n  image_id: docker:nvcr.io/nvidia/pytorch:24.12-py3\nenvs:\n  MODEL: llama\nrun: python train.py\n",
     );
+    // Bound, not only created: gantry creates a job's pods first and binds them after (CI once
+    // read the pod in between, its nodeName still empty).
     wait_for(&d, 30, "its pod to be bound", || {
-        pods_of(&api, first).len() == 1
+        let pods = pods_of(&api, first);
+        pods.len() == 1 && !pods[0].1.is_empty()
     });
     let (name, node, pod) = pods_of(&api, first).remove(0);
     assert_eq!(node, "gpu-3", "{pod:#}");

@@ -1056,3 +1056,81 @@ fn metrics_of(s: &State) -> String {
     let published = gantry::daemon::actor::publication(s, &Default::default(), 0);
     gantry::daemon::metrics::render_metrics(&published)
 }
+
+/// SkyPilot's `workdir: {url, ref}`: the repository is cloned at its ref on the node, setup and
+/// run start in the clone (setup's `cd` does not carry over, the clone does), and a repository
+/// that cannot be cloned fails the job saying so.
+#[test]
+fn a_git_workdir_is_cloned_at_its_ref_and_setup_and_run_start_in_it() {
+    let d = dir("gitwd");
+    let repo = d.join("repo");
+    std::fs::create_dir_all(&repo).unwrap();
+    let git = |args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .args([
+                "-c",
+                "user.name=t",
+                "-c",
+                "user.email=t@t",
+                "-c",
+                "init.defaultBranch=main",
+            ])
+            .args(args)
+            .current_dir(&repo)
+            .output()
+            .expect("git is installed");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    git(&["init", "--quiet"]);
+    std::fs::write(repo.join("version.txt"), "one\n").unwrap();
+    git(&["add", "."]);
+    git(&["commit", "--quiet", "-m", "one"]);
+    git(&["tag", "v1"]);
+    std::fs::write(repo.join("version.txt"), "two\n").unwrap();
+    git(&["commit", "--quiet", "-am", "two"]);
+    let mut s = open(&d);
+    let submit = |s: &mut State, url: &str| {
+        let text = format!(
+            "name: git\nworkdir:\n  url: {url}\n  ref: v1\nresources:\n  cpus: 1\nsetup: |\n  cd /\nrun: |\n  echo \"run in $(basename $(dirname $PWD))/$(basename $PWD): $(cat version.txt)\"\n"
+        );
+        s.submit(&[Submission {
+            file: "git.yaml".into(),
+            text: text.into_bytes(),
+            team: Some("a".into()),
+            ..Submission::default()
+        }])
+        .remove(0)
+        .unwrap()
+    };
+    let ok = submit(&mut s, &format!("file://{}", repo.display()));
+    let bad = submit(&mut s, &format!("file://{}/missing", d.display()));
+    s.tick().unwrap();
+    until(&mut s, |s| {
+        state(s, ok).is_final() && state(s, bad).is_final()
+    });
+    assert_eq!(
+        state(&s, ok),
+        JobState::Completed,
+        "{:?}",
+        log_tail(&mut s, ok)
+    );
+    let host = std::process::Command::new("hostname").output().unwrap();
+    let host = String::from_utf8_lossy(&host.stdout).trim().to_string();
+    assert_eq!(
+        log_tail(&mut s, ok),
+        vec![format!("out: run in {host}/job-{ok}: one")],
+        "the tag's file, read in the clone"
+    );
+    assert_eq!(state(&s, bad), JobState::Failed);
+    assert!(
+        log_tail(&mut s, bad)
+            .iter()
+            .any(|l| l.contains("gantry: cannot clone the workdir")),
+        "{:?}",
+        log_tail(&mut s, bad)
+    );
+}

@@ -76,9 +76,17 @@ fn fixtures_mean_what_they_say() {
     assert_eq!(r.models, ModelChoice::AnyOf(vec![id("A100")]));
 
     let mut s = parse("tests/specs/ok/skypilot_serve.yaml");
-    assert_eq!(
-        s.ignored,
-        vec!["service", "resources.ports", "resources.disk_tier"]
+    // Each field gantry does not act on is named with what it does instead.
+    let noted: Vec<&str> = s
+        .ignored
+        .iter()
+        .map(|i| i.split(": ").next().unwrap())
+        .collect();
+    assert_eq!(noted, ["service", "resources.ports", "resources.disk_tier"]);
+    assert!(
+        s.ignored[0].contains("the task runs once, as `sky launch` runs"),
+        "{:?}",
+        s.ignored
     );
     assert_eq!(s.envs.get("HF_TOKEN"), None);
     assert_eq!(
@@ -168,7 +176,8 @@ fn broken_fixtures_say_where_and_what() {
         ("bad_signal", "2:3: `checkpoint.signal`: unknown signal `SIGSTOP`; allowed: SIGTERM, SIGINT, SIGUSR1, SIGUSR2, SIGHUP, SIGQUIT"),
         ("bad_duration", "1:1: `time_limit`: `forever` is not a duration; expected e.g. 90s, 30m, 12h, 1h30m"),
         ("bad_mig", "3:1: `mig`: `9g.90gb` is not a MIG profile"),
-        ("infra_and_cloud", "2:3: `infra`: give either `infra` or `cloud`/`region`/`zone`, not both"),
+        ("infra_and_cloud", "2:3: `resources.infra`: give either `infra` or `cloud`/`region`/`zone`, not both"),
+        ("file_mounts", "2:1: `file_mounts`: not supported: gantry neither mounts buckets nor copies file_mounts: put local files under `workdir`"),
     ];
     for (name, want) in cases {
         let path = format!("tests/specs/bad/{name}.yaml");
@@ -467,8 +476,9 @@ fn infra_limits_the_pools_and_says_where_the_fleet_is() {
     );
     let ami = spec::parse("job.yaml", b"run: x\nresources:\n  image_id: ami-0abc\n").unwrap_err();
     assert!(
-        ami.to_string()
-            .starts_with("job.yaml:3:3: `image_id`: `ami-0abc`: gantry runs container images"),
+        ami.to_string().starts_with(
+            "job.yaml:3:3: `resources.image_id`: `ami-0abc`: gantry runs container images"
+        ),
         "{ami}"
     );
     assert_eq!(

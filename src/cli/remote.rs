@@ -264,20 +264,97 @@ pub fn submit(
         std::fs::read(&file)
             .map_err(|e| CliError::usage(format!("{name}: cannot read the job file: {e}")))?
     };
-    // Check locally first, so a broken file gets its file:line:col without a round trip.
-    gantry::spec::parse(&name, &text).map_err(|e| CliError::usage(e.to_string()))?;
-    let text = with_given(&name, text, given)?;
-    let spec = gantry::spec::parse(&name, &text).map_err(|e| {
-        CliError::usage(format!(
-            "{e} (in the file as --env, --secret, --gpus and --num-nodes made it)"
-        ))
-    })?;
+    // Check locally first, so a broken file gets its file:line:col without a round trip;
+    // every task of a pipeline is checked before any is sent.
+    let pipeline =
+        gantry::spec::parse_pipeline(&name, &text).map_err(|e| CliError::usage(e.to_string()))?;
     let tcp = matches!(
         t.connect.as_deref().map(Endpoint::parse),
         Some(Ok(Endpoint::Tcp(_)))
     );
+    let texts = pipeline
+        .tasks
+        .iter()
+        .map(|(doc, _)| prepare(&name, doc.as_bytes().to_vec(), given, tcp))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut answers: Vec<Value> = Vec::new();
+    for text in texts {
+        // Each task after the first starts once the one before it has completed.
+        let text = match answers.last().and_then(|v| v["id"].as_i64()) {
+            Some(prev) => edit_yaml(&name, &String::from_utf8_lossy(&text), |map| {
+                map.insert(Y::String("after".into()), Y::Number(prev.into()));
+                Ok(())
+            })?,
+            None => text,
+        };
+        match post_job(t, &name, &text, team.as_deref(), priority.as_deref()) {
+            Ok(v) => answers.push(v),
+            Err(e) => {
+                // A pipeline is whole or not at all: the tasks sent are taken back.
+                let sent: Vec<String> = answers.iter().map(|v| v["id"].to_string()).collect();
+                if !sent.is_empty() {
+                    let mut c = t.client()?;
+                    for id in &sent {
+                        let _ = c.call::<Value>("POST", &format!("/v1/jobs/{id}/cancel"), None);
+                    }
+                    eprintln!(
+                        "gantry: {name}: task {} of the pipeline was refused; its earlier tasks (jobs {}) are cancelled",
+                        sent.len() + 1,
+                        sent.join(", ")
+                    );
+                }
+                return Err(e);
+            }
+        }
+    }
+    let single = answers.len() == 1;
+    match output {
+        super::SubmitOutput::Json | super::SubmitOutput::Yaml => {
+            let out = if single {
+                answers.pop().unwrap_or_default()
+            } else {
+                serde_json::json!({ "pipeline": pipeline.name, "jobs": answers })
+            };
+            let as_ = if matches!(output, super::SubmitOutput::Json) {
+                Output::Json
+            } else {
+                Output::Yaml
+            };
+            print_value_as(as_, &out)
+        }
+        super::SubmitOutput::Id => {
+            for v in &answers {
+                println!("{}", v["id"]);
+            }
+            Ok(())
+        }
+        super::SubmitOutput::Table if single => {
+            println!("submitted job {}", answers[0]["id"]);
+            Ok(())
+        }
+        super::SubmitOutput::Table => {
+            let ids: Vec<String> = answers.iter().map(|v| v["id"].to_string()).collect();
+            println!(
+                "submitted pipeline {}: jobs {} (each starts once the one before it has completed)",
+                pipeline.name.as_deref().unwrap_or("(unnamed)"),
+                ids.join(" → ")
+            );
+            Ok(())
+        }
+    }
+}
+
+/// One task's text as it is sent: checked, with what was given at submit written in and a
+/// relative `workdir` made the submitter's; what the daemon will not act on is said first.
+fn prepare(name: &str, text: Vec<u8>, given: &Given, tcp: bool) -> Result<Vec<u8>, CliError> {
+    let text = with_given(name, text, given)?;
+    let spec = gantry::spec::parse(name, &text).map_err(|e| {
+        CliError::usage(format!(
+            "{e} (in the file as --env, --secret, --gpus and --num-nodes made it)"
+        ))
+    })?;
     // Only `workdir` changes: the spec read above stands for the text sent.
-    let text = with_workdir(&name, text, spec.workdir.as_deref(), tcp)?;
+    let text = with_workdir(name, text, spec.workdir.as_deref(), tcp)?;
     if let Some(first) = spec.unset.first() {
         let (what, key) = first.split_once('.').unwrap_or(("envs", first));
         let flag = if what == "secrets" {
@@ -296,30 +373,28 @@ pub fn submit(
     for i in &spec.ignored {
         eprintln!("gantry: {name}: not acted on: {i}");
     }
-    let mut path = format!("/v1/jobs?file={}", encode(&name));
-    if let Some(team) = &team {
+    Ok(text)
+}
+
+/// Sends one job file; the daemon's answer.
+fn post_job(
+    t: &Target,
+    name: &str,
+    text: &[u8],
+    team: Option<&str>,
+    priority: Option<&str>,
+) -> Result<Value, CliError> {
+    let mut path = format!("/v1/jobs?file={}", encode(name));
+    if let Some(team) = team {
         path.push_str(&format!("&team={}", encode(team)));
     }
-    if let Some(p) = &priority {
+    if let Some(p) = priority {
         path.push_str(&format!("&priority={}", encode(p)));
     }
     // A retry after a lost reply (here or in the client) finds the job, never makes two.
     let key = gantry::client::http::new_idempotency_key()?;
-    let v: Value =
-        t.client()?
-            .call_with("POST", &path, Some(&text), &[("Idempotency-Key", &key)])?;
-    match output {
-        super::SubmitOutput::Json => print_value_as(Output::Json, &v),
-        super::SubmitOutput::Yaml => print_value_as(Output::Yaml, &v),
-        super::SubmitOutput::Id => {
-            println!("{}", v["id"]);
-            Ok(())
-        }
-        super::SubmitOutput::Table => {
-            println!("submitted job {}", v["id"]);
-            Ok(())
-        }
-    }
+    Ok(t.client()?
+        .call_with("POST", &path, Some(text), &[("Idempotency-Key", &key)])?)
 }
 
 pub fn jobs(

@@ -2,6 +2,7 @@
 
 use super::{print_as, Output};
 use clap::Subcommand;
+use gantry::spec::JobSpec;
 use std::path::PathBuf;
 
 #[derive(Subcommand)]
@@ -18,15 +19,43 @@ pub fn run(cmd: SpecCmd) -> Result<(), String> {
     let SpecCmd::Check { file, output } = cmd;
     let name = file.display().to_string();
     let bytes = std::fs::read(&file).map_err(|e| format!("{name}: cannot read the file: {e}"))?;
-    let spec = gantry::spec::parse(&name, &bytes).map_err(|e| e.to_string())?;
+    let pipeline = gantry::spec::parse_pipeline(&name, &bytes).map_err(|e| e.to_string())?;
+    let specs: Vec<&JobSpec> = pipeline.tasks.iter().map(|(_, s)| s).collect();
     if output.is_data() {
-        return print_as(output, &spec);
+        return match specs.as_slice() {
+            [one] => print_as(output, one),
+            _ => print_as(
+                output,
+                &serde_json::json!({ "pipeline": pipeline.name, "tasks": specs }),
+            ),
+        };
     }
-    let gpus = match (&spec.accelerators, spec.mig) {
+    if specs.len() > 1 {
+        println!(
+            "{name}: ok — pipeline {} of {} tasks, each started once the one before it has completed",
+            pipeline.name.as_deref().unwrap_or("(unnamed)"),
+            specs.len()
+        );
+    }
+    for (n, spec) in specs.iter().enumerate() {
+        if specs.len() > 1 {
+            println!("task {}:", n + 1);
+        }
+        print_spec(&name, spec, specs.len() == 1);
+    }
+    Ok(())
+}
+
+/// GPUs per node as `H100×8 | A100×8 (any of)`.
+fn gpus_of(
+    acc: Option<&gantry::spec::Accelerators>,
+    mig: Option<gantry::model::MigProfile>,
+) -> String {
+    match (acc, mig) {
         (_, Some(p)) => format!("MIG slice {p}"),
         (None, None) => "none (CPU only)".to_string(),
         (Some(a), None) => {
-            let opts: Vec<String> = a
+            let mut opts: Vec<String> = a
                 .options
                 .iter()
                 .map(|o| {
@@ -43,6 +72,9 @@ pub fn run(cmd: SpecCmd) -> Result<(), String> {
                     }
                 })
                 .collect();
+            if opts.len() == 1 {
+                return opts.remove(0);
+            }
             format!(
                 "{} ({})",
                 opts.join(" | "),
@@ -53,11 +85,48 @@ pub fn run(cmd: SpecCmd) -> Result<(), String> {
                 }
             )
         }
-    };
-    println!("{name}: ok");
+    }
+}
+
+fn print_spec(name: &str, spec: &JobSpec, whole: bool) {
+    let gpus = gpus_of(spec.accelerators.as_ref(), spec.mig);
+    if whole {
+        println!("{name}: ok");
+    }
     println!("  name        {}", spec.name.as_deref().unwrap_or("(none)"));
     println!("  nodes       {}", spec.nodes);
-    println!("  GPUs/node   {gpus}");
+    if spec.alternatives.is_empty() {
+        println!("  GPUs/node   {gpus}");
+    } else {
+        println!(
+            "  ways        {} ({})",
+            spec.alternatives.len(),
+            if spec.ordered {
+                "in order of preference"
+            } else {
+                "any of them"
+            }
+        );
+        for (i, w) in spec.alternatives.iter().enumerate() {
+            let mut line = format!(
+                "    {}. {}",
+                i + 1,
+                gpus_of(w.accelerators.as_ref(), spec.mig)
+            );
+            if w.infra != gantry::spec::Infra::default() {
+                line.push_str(&format!(" in {}", w.infra));
+            }
+            line.push_str(if w.use_spot {
+                ", spot allowed"
+            } else {
+                ", on-demand"
+            });
+            if let Some(i) = &w.image {
+                line.push_str(&format!(", image {i}"));
+            }
+            println!("{line}");
+        }
+    }
     println!(
         "  CPU/node    {}",
         if spec.cpu_milli == 0 {
@@ -74,12 +143,31 @@ pub fn run(cmd: SpecCmd) -> Result<(), String> {
             format!("{} MiB", spec.mem_mib)
         }
     );
-    println!(
-        "  spot        {}",
-        if spec.use_spot { "allowed" } else { "no" }
-    );
-    if spec.infra != gantry::spec::Infra::default() {
-        println!("  runs in     {} (cloud/region/zone)", spec.infra);
+    if spec.alternatives.is_empty() {
+        println!(
+            "  spot        {}",
+            if spec.use_spot {
+                "allowed (on-demand too)"
+            } else {
+                "no"
+            }
+        );
+        if spec.infra != gantry::spec::Infra::default() {
+            println!("  runs in     {} (cloud/region/zone)", spec.infra);
+        }
+    }
+    if let Some(p) = spec.max_price_per_hour {
+        println!("  price cap   ${p:.2}/h");
+    }
+    if let Some(w) = &spec.workdir {
+        println!("  workdir     {w}");
+    }
+    if let Some(g) = &spec.git_workdir {
+        println!(
+            "  workdir     git {} at {} (cloned on each node)",
+            g.url,
+            g.reference.as_deref().unwrap_or("its default branch")
+        );
     }
     if !spec.unset.is_empty() {
         println!(
@@ -91,7 +179,7 @@ pub fn run(cmd: SpecCmd) -> Result<(), String> {
         let names: Vec<&str> = spec.secrets.keys().map(String::as_str).collect();
         println!("  secrets     {} (never shown)", names.join(", "));
     }
-    if let Some(i) = &spec.image {
+    if let (Some(i), true) = (&spec.image, spec.alternatives.is_empty()) {
         println!("  image       {i} (Kubernetes pools only)");
     }
     println!(
@@ -117,5 +205,4 @@ pub fn run(cmd: SpecCmd) -> Result<(), String> {
             println!("    {i}");
         }
     }
-    Ok(())
 }

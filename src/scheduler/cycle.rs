@@ -111,6 +111,11 @@ pub enum Decision {
 #[serde(tag = "kind", rename_all = "kebab-case")]
 pub enum PendingReason {
     Held,
+    /// Follows this job in a pipeline and waits for it to complete (set by the daemon, which
+    /// holds the job from the cycle meanwhile).
+    After {
+        job: JobId,
+    },
     /// Over the team's guarantee and nothing idle can be lent to it (milli-GPU): the cohort's
     /// idle guarantees plus capacity nobody is guaranteed, net of what is already borrowed.
     Quota {

@@ -7,6 +7,7 @@ pub mod limits;
 pub mod redact;
 mod resolve;
 pub mod sbatch;
+mod task;
 mod values;
 
 pub use resolve::ResolveError;
@@ -17,7 +18,6 @@ use crate::model::MigProfile;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;
-use values::{Amount, Bytes, Count, Duration, Number, Text};
 
 /// The accelerator model meaning "any GPU model the fleet has" (a batch script's
 /// `--gres=gpu:4` names none).
@@ -45,131 +45,6 @@ impl fmt::Display for SpecError {
 }
 
 impl std::error::Error for SpecError {}
-
-/// SkyPilot task fields gantry accepts but does not act on (reported, not fatal).
-const SKYPILOT_IGNORED: &[&str] = &[
-    "file_mounts",
-    "service",
-    "config",
-    "volumes",
-    "event_callback",
-];
-const SKYPILOT_RESOURCES_IGNORED: &[&str] = &[
-    "ports",
-    "disk_tier",
-    "labels",
-    "autostop",
-    "network_tier",
-    "job_recovery",
-    "accelerator_args",
-];
-
-/// A field gantry accepts and does not read: skipped without building its value (no alias of
-/// it is ever expanded into memory).
-type Ignored = serde::de::IgnoredAny;
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawSpec {
-    name: Option<Text>,
-    num_nodes: Option<Count>,
-    resources: Option<RawResources>,
-    envs: Option<BTreeMap<String, EnvValue>>,
-    workdir: Option<Text>,
-    setup: Option<String>,
-    run: Option<String>,
-    // gantry's extensions
-    team: Option<Text>,
-    project: Option<Text>,
-    priority: Option<Text>,
-    preemptible: Option<bool>,
-    interactive: Option<bool>,
-    checkpoint: Option<Checkpoint>,
-    vram: Option<Bytes>,
-    time_limit: Option<Duration>,
-    max_price: Option<Number>,
-    mig: Option<Text>,
-    /// Work that exists in a backend and waits for gantry to place it (`pod NS/NAME`);
-    /// written by the backend that found it, not by hand.
-    adopt: Option<Text>,
-    // SkyPilot fields accepted and ignored
-    file_mounts: Option<Ignored>,
-    service: Option<Ignored>,
-    config: Option<Ignored>,
-    secrets: Option<BTreeMap<String, EnvValue>>,
-    volumes: Option<Ignored>,
-    event_callback: Option<Ignored>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawResources {
-    /// `gpus` is SkyPilot's newer name for the same field.
-    #[serde(alias = "gpus")]
-    accelerators: Option<Accelerators>,
-    use_spot: Option<bool>,
-    infra: Option<Text>,
-    cloud: Option<Text>,
-    region: Option<Text>,
-    zone: Option<Text>,
-    cpus: Option<Amount>,
-    memory: Option<values::MemoryGb>,
-    disk_size: Option<values::DiskGb>,
-    ports: Option<Ignored>,
-    disk_tier: Option<Ignored>,
-    image_id: Option<Text>,
-    labels: Option<Ignored>,
-    autostop: Option<Ignored>,
-    instance_type: Option<Text>,
-    network_tier: Option<Ignored>,
-    /// `spot_recovery` is its deprecated name.
-    #[serde(alias = "spot_recovery")]
-    job_recovery: Option<Ignored>,
-    accelerator_args: Option<Ignored>,
-}
-
-/// Environment values may be written as strings, numbers or booleans.
-#[derive(Debug, Deserialize)]
-#[serde(untagged)]
-enum EnvValue {
-    /// SkyPilot leaves a value empty when it must be given at launch (`HF_TOKEN:`).
-    Unset(()),
-    Text(String),
-    Int(i64),
-    Float(f64),
-    Bool(bool),
-}
-
-impl EnvValue {
-    /// The value, or `None` where the file leaves it to be given at submit.
-    fn into_value(self) -> Option<String> {
-        Some(match self {
-            EnvValue::Unset(()) => return None,
-            EnvValue::Text(s) => s,
-            EnvValue::Int(i) => i.to_string(),
-            EnvValue::Float(f) => f.to_string(),
-            EnvValue::Bool(b) => b.to_string(),
-        })
-    }
-}
-
-/// `envs` or `secrets` as values, and the names left without one (`what.NAME`).
-fn values_of(
-    what: &str,
-    map: Option<BTreeMap<String, EnvValue>>,
-    unset: &mut Vec<String>,
-) -> BTreeMap<String, String> {
-    let mut out = BTreeMap::new();
-    for (k, v) in map.unwrap_or_default() {
-        match v.into_value() {
-            Some(v) => {
-                out.insert(k, v);
-            }
-            None => unset.push(format!("{what}.{k}")),
-        }
-    }
-    out
-}
 
 /// Where the job may run (SkyPilot's `infra`, or `cloud`/`region`/`zone`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -203,6 +78,27 @@ impl std::fmt::Display for Infra {
         }
         f.write_str(&text)
     }
+}
+
+/// One way a job may run: SkyPilot's `resources`, or one entry of its `resources.any_of` /
+/// `resources.ordered` (the entry's fields over those of `resources`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Alternative {
+    pub accelerators: Option<Accelerators>,
+    /// Spot capacity allowed (on-demand too); `false`: on-demand and reserved only.
+    pub use_spot: bool,
+    pub infra: Infra,
+    /// `image_id: docker:IMAGE`: only Kubernetes pools run it.
+    pub image: Option<String>,
+}
+
+/// SkyPilot's `workdir: {url, ref}`: a git repository cloned on each node, the job's
+/// directory for setup and run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GitWorkdir {
+    pub url: String,
+    #[serde(rename = "ref")]
+    pub reference: Option<String>,
 }
 
 /// A parsed job spec, with names not yet resolved against a fleet.
@@ -246,12 +142,174 @@ pub struct JobSpec {
     pub vram_mib: Option<u32>,
     pub time_limit_s: Option<f64>,
     pub max_price_per_hour: Option<f64>,
-    /// SkyPilot fields present in the file that gantry does not act on.
+    /// SkyPilot's `resources.any_of` / `resources.ordered`: the ways the job may run, each
+    /// complete (empty: the fields above are the only way).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub alternatives: Vec<Alternative>,
+    /// The alternatives are in order of preference (`ordered`), not any of them (`any_of`).
+    pub ordered: bool,
+    /// A git repository to clone as the job's directory (SkyPilot's `workdir: {url, ref}`).
+    pub git_workdir: Option<GitWorkdir>,
+    /// Starts once this job has completed; cancelled if it fails or is cancelled (a task of
+    /// a pipeline, written by `gantry submit` for each task after the first).
+    pub after: Option<i64>,
+    /// SkyPilot fields present in the file that gantry does not act on, each with what gantry
+    /// does instead.
     pub ignored: Vec<String>,
+}
+
+impl Default for JobSpec {
+    fn default() -> Self {
+        JobSpec {
+            name: None,
+            nodes: 1,
+            accelerators: None,
+            mig: None,
+            use_spot: false,
+            infra: Infra::default(),
+            cpu_milli: 0,
+            mem_mib: 0,
+            disk_gb: None,
+            image: None,
+            adopt: None,
+            envs: BTreeMap::new(),
+            secrets: BTreeMap::new(),
+            unset: Vec::new(),
+            workdir: None,
+            setup: None,
+            run: None,
+            team: None,
+            project: None,
+            priority: None,
+            preemptible: true,
+            interactive: false,
+            checkpoint: None,
+            vram_mib: None,
+            time_limit_s: None,
+            max_price_per_hour: None,
+            alternatives: Vec::new(),
+            ordered: false,
+            git_workdir: None,
+            after: None,
+            ignored: Vec::new(),
+        }
+    }
+}
+
+impl JobSpec {
+    /// The ways the job may run: its alternatives, or its one way.
+    pub fn ways(&self) -> Vec<Alternative> {
+        if !self.alternatives.is_empty() {
+            return self.alternatives.clone();
+        }
+        vec![Alternative {
+            accelerators: self.accelerators.clone(),
+            use_spot: self.use_spot,
+            infra: self.infra.clone(),
+            image: self.image.clone(),
+        }]
+    }
 }
 
 /// Parses a spec. `file` names the source in error messages.
 pub fn parse(file: &str, bytes: &[u8]) -> Result<JobSpec, SpecError> {
+    let text = text_of(file, bytes)?;
+    if sbatch::is_batch_script(file, text) {
+        return sbatch::parse(file, text);
+    }
+    let docs = documents(text);
+    if docs.len() > 1 {
+        let line = docs[1].lines().take_while(|l| l.trim().is_empty()).count();
+        return Err(SpecError {
+            file: file.to_string(),
+            line: line.max(1),
+            col: 1,
+            message: format!(
+                "this file is a pipeline of {} YAML documents: `gantry submit` runs its tasks one after another; here one task is expected",
+                docs.len()
+            ),
+        });
+    }
+    parse_task(file, text)
+}
+
+/// A pipeline (SkyPilot's chain of tasks): a file of several YAML documents, each a task that
+/// starts once the one before it has completed. A first document with only `name` names the
+/// pipeline, as SkyPilot writes it.
+#[derive(Debug, Clone)]
+pub struct Pipeline {
+    pub name: Option<String>,
+    /// Each task's text (blank lines in place of the other documents, so that positions in
+    /// it are positions in the file) and its spec.
+    pub tasks: Vec<(String, JobSpec)>,
+}
+
+/// The tasks of a file: one, or a pipeline's.
+pub fn parse_pipeline(file: &str, bytes: &[u8]) -> Result<Pipeline, SpecError> {
+    let text = text_of(file, bytes)?;
+    if sbatch::is_batch_script(file, text) {
+        let spec = sbatch::parse(file, text)?;
+        return Ok(Pipeline {
+            name: None,
+            tasks: vec![(text.to_string(), spec)],
+        });
+    }
+    let mut docs = documents(text);
+    let mut name = None;
+    if docs.len() > 1 {
+        if let Ok(header) = serde_yaml_ng::from_str::<PipelineHeader>(&docs[0]) {
+            name = Some(header.name);
+            docs.remove(0);
+        }
+    }
+    let tasks = docs
+        .into_iter()
+        .map(|d| parse_task(file, &d).map(|s| (d, s)))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Pipeline { name, tasks })
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PipelineHeader {
+    name: String,
+}
+
+/// The documents of a YAML stream (split at `---` lines; empty ones dropped), each padded
+/// with blank lines in place of the text before it.
+pub fn documents(text: &str) -> Vec<String> {
+    let mut docs = Vec::new();
+    let push = |docs: &mut Vec<String>, start: usize, doc: &str| {
+        if !is_only_comments(doc) {
+            docs.push(format!("{}{doc}", "\n".repeat(start)));
+        }
+    };
+    let (mut cur, mut start) = (String::new(), 0);
+    for (i, line) in text.split_inclusive('\n').enumerate() {
+        let l = line.trim_end_matches(['\n', '\r']);
+        if l == "---" || l.starts_with("--- ") || l.starts_with("---\t") {
+            push(&mut docs, start, &cur);
+            // What follows the marker on its line belongs to the document.
+            cur = format!("{}\n", l[3..].trim_start());
+            start = i;
+            continue;
+        }
+        cur.push_str(line);
+    }
+    push(&mut docs, start, &cur);
+    if docs.is_empty() {
+        docs.push(text.to_string());
+    }
+    docs
+}
+
+fn is_only_comments(doc: &str) -> bool {
+    doc.lines()
+        .all(|l| l.trim().is_empty() || l.trim_start().starts_with('#'))
+}
+
+/// The spec's bytes as text, within the size limit.
+fn text_of<'a>(file: &str, bytes: &'a [u8]) -> Result<&'a str, SpecError> {
     let at = |line: usize, col: usize, message: String| SpecError {
         file: file.to_string(),
         line,
@@ -281,9 +339,17 @@ pub fn parse(file: &str, bytes: &[u8]) -> Result<JobSpec, SpecError> {
             "the spec is empty; at least `run` or `resources` is expected".to_string(),
         ));
     }
-    if sbatch::is_batch_script(file, text) {
-        return sbatch::parse(file, text);
-    }
+    Ok(text)
+}
+
+/// One task's YAML.
+fn parse_task(file: &str, text: &str) -> Result<JobSpec, SpecError> {
+    let at = |line: usize, col: usize, message: String| SpecError {
+        file: file.to_string(),
+        line,
+        col,
+        message,
+    };
     // Budgets first (aliases, depth, size): the loader below expands aliases and is slow on
     // deep nesting, and the text may come from anyone with a researcher token.
     limits::check(text).map_err(|o| at(o.line, o.col, o.message))?;
@@ -291,7 +357,7 @@ pub fn parse(file: &str, bytes: &[u8]) -> Result<JobSpec, SpecError> {
     // a value error is the start of its mapping (`name: x` then `num_nodes: two` was reported
     // at 1:1 as `name`).
     let de = serde_yaml_ng::Deserializer::from_str(text);
-    let raw: RawSpec = serde_path_to_error::deserialize(de).map_err(|e| {
+    let raw: task::RawSpec = serde_path_to_error::deserialize(de).map_err(|e| {
         let path = e.path().to_string();
         let e = e.into_inner();
         let (line, col) = e.location().map_or((1, 1), |l| (l.line(), l.column()));
@@ -317,161 +383,11 @@ pub fn parse(file: &str, bytes: &[u8]) -> Result<JobSpec, SpecError> {
             explain_yaml_error(&message, key_at(text, line, col)),
         )
     })?;
-    build(raw, text, file)
-}
-
-fn build(raw: RawSpec, text: &str, file: &str) -> Result<JobSpec, SpecError> {
-    let locate = |key: &str| locate_key(text, key);
-    let err = |key: &str, message: String| {
-        let (line, col) = locate(key);
-        SpecError {
-            file: file.to_string(),
-            line,
-            col,
-            message: format!("`{key}`: {message}"),
-        }
-    };
-    let mut ignored: Vec<String> = Vec::new();
-    let top = [
-        &raw.file_mounts,
-        &raw.service,
-        &raw.config,
-        &raw.volumes,
-        &raw.event_callback,
-    ];
-    for (name, v) in SKYPILOT_IGNORED.iter().zip(top) {
-        if v.is_some() {
-            ignored.push((*name).to_string());
-        }
-    }
-    let res = raw.resources;
-    let mut infra = Infra::default();
-    let mut image = None;
-    let mut unset = Vec::new();
-    let envs = values_of("envs", raw.envs, &mut unset);
-    let secrets = values_of("secrets", raw.secrets, &mut unset);
-    let (mut accelerators, mut use_spot, mut cpu_milli, mut mem_mib, mut disk_gb) =
-        (None, false, 0, 0, None);
-    if let Some(r) = res {
-        let extra = [
-            &r.ports,
-            &r.disk_tier,
-            &r.labels,
-            &r.autostop,
-            &r.network_tier,
-            &r.job_recovery,
-            &r.accelerator_args,
-        ];
-        for (name, v) in SKYPILOT_RESOURCES_IGNORED.iter().zip(extra) {
-            if v.is_some() {
-                ignored.push(format!("resources.{name}"));
-            }
-        }
-        accelerators = r.accelerators;
-        use_spot = r.use_spot.unwrap_or(false);
-        cpu_milli = r.cpus.map_or(0, |c| c.0);
-        mem_mib = r.memory.map_or(0, |m| u64::from(m.0) * 1024 / 1000);
-        disk_gb = r.disk_size.map(|d| d.0);
-        infra.instance_type = r.instance_type.map(|t| t.0);
-        if let Some(Text(i)) = r.image_id {
-            image = Some(
-                i.strip_prefix("docker:")
-                    .map(str::trim)
-                    .filter(|i| !i.is_empty() && !i.contains(char::is_whitespace))
-                    .ok_or_else(|| {
-                        err(
-                            "image_id",
-                            format!("`{i}`: gantry runs container images, written docker:IMAGE (e.g. docker:nvcr.io/nvidia/pytorch:25.01-py3); machine images (AMIs, GCP images) are not used: gantry runs jobs on machines that exist"),
-                        )
-                    })?
-                    .to_string(),
-            );
-        }
-        if let Some(Text(i)) = r.infra {
-            if r.cloud.is_some() || r.region.is_some() || r.zone.is_some() {
-                return Err(err(
-                    "infra",
-                    "give either `infra` or `cloud`/`region`/`zone`, not both".to_string(),
-                ));
-            }
-            let mut parts = i.split('/').map(str::trim).map(str::to_string);
-            infra.cloud = parts.next().filter(|s| !s.is_empty() && s != "*");
-            infra.region = parts.next().filter(|s| !s.is_empty() && s != "*");
-            infra.zone = parts.next().filter(|s| !s.is_empty() && s != "*");
-            if parts.next().is_some() {
-                return Err(err(
-                    "infra",
-                    format!("`{i}` has more than cloud/region/zone"),
-                ));
-            }
-        } else {
-            infra.cloud = r.cloud.map(|t| t.0);
-            infra.region = r.region.map(|t| t.0);
-            infra.zone = r.zone.map(|t| t.0);
-        }
-    }
-    let mig = match raw.mig {
-        None => None,
-        Some(Text(m)) => Some(MigProfile::parse(&m).ok_or_else(|| {
-            err("mig", format!("`{m}` is not a MIG profile; expected e.g. 1g.10gb, 2g.20gb, 3g.40gb, 4g.40gb, 7g.80gb"))
-        })?),
-    };
-    if mig.is_some()
-        && accelerators
-            .as_ref()
-            .is_some_and(|a| a.options.iter().any(|o| o.count != GpuCount::Whole(1)))
-    {
-        return Err(err("mig", "a MIG slice is one slice of one GPU: with `mig`, `accelerators` may name models but ask for 1".to_string()));
-    }
-    let nodes = raw.num_nodes.map_or(1, |n| n.0);
-    if nodes == 0 || nodes > 4096 {
-        return Err(err(
-            "num_nodes",
-            format!("{nodes} nodes; expected 1..=4096"),
-        ));
-    }
-    let max_price = raw.max_price.map(|n| n.0);
-    if let Some(p) = max_price {
-        if !(p.is_finite() && p > 0.0) {
-            return Err(err(
-                "max_price",
-                format!("{p}; expected dollars per hour > 0"),
-            ));
-        }
-    }
-    Ok(JobSpec {
-        name: raw.name.map(|t| t.0),
-        nodes: nodes as u16,
-        accelerators,
-        mig,
-        use_spot,
-        infra,
-        cpu_milli,
-        mem_mib,
-        disk_gb,
-        image,
-        adopt: raw.adopt.map(|t| t.0),
-        envs,
-        secrets,
-        unset,
-        workdir: raw.workdir.map(|t| t.0),
-        setup: raw.setup,
-        run: raw.run,
-        team: raw.team.map(|t| t.0),
-        project: raw.project.map(|t| t.0),
-        priority: raw.priority.map(|t| t.0),
-        preemptible: raw.preemptible.unwrap_or(true),
-        interactive: raw.interactive.unwrap_or(false),
-        checkpoint: raw.checkpoint,
-        vram_mib: raw.vram.map(|b| b.0),
-        time_limit_s: raw.time_limit.map(|d| d.0),
-        max_price_per_hour: max_price,
-        ignored,
-    })
+    task::build(raw, text, file)
 }
 
 /// The position of `key:` in the text (its first occurrence), for errors found after parsing.
-fn locate_key(text: &str, key: &str) -> (usize, usize) {
+pub(crate) fn locate_key(text: &str, key: &str) -> (usize, usize) {
     let needle = format!("{key}:");
     for (i, line) in text.lines().enumerate() {
         if let Some(c) = line.find(&needle) {
@@ -490,7 +406,7 @@ fn locate_key(text: &str, key: &str) -> (usize, usize) {
 /// Where the key of a dotted field path (`resources.accelerators`, `envs.HF_TOKEN`,
 /// `checkpoint[0].grace`) is written: each segment searched for after its parent's line, at a
 /// deeper indent or inside a flow mapping. `None` when a segment is not found as written.
-fn locate_path(text: &str, path: &str) -> Option<(usize, usize)> {
+pub(crate) fn locate_path(text: &str, path: &str) -> Option<(usize, usize)> {
     let lines: Vec<&str> = text.lines().collect();
     let (mut from, mut indent, mut found) = (0usize, None::<usize>, None);
     for seg in path.split('.') {

@@ -1,8 +1,10 @@
 //! A spec resolved against a fleet: model names to the fleet's models, `infra` to its pools,
 //! the alternatives of `accelerators` / `any_of` / `ordered` to one request the scheduler places.
 
-use super::{did_you_mean, Accelerator, GpuCount, Infra, JobSpec, ANY_MODEL};
-use crate::model::{Fleet, GpuRequest, JobRequest, ModelChoice, PoolId, MILLI_PER_GPU};
+use super::{did_you_mean, Accelerator, Alternative, GpuCount, Infra, JobSpec, ANY_MODEL};
+use crate::model::{
+    CapacityType, Fleet, GpuRequest, JobRequest, ModelChoice, ModelId, PoolId, MILLI_PER_GPU,
+};
 
 /// Whether a pool's provider is the cloud `infra` names (`k8s` is SkyPilot's name for
 /// Kubernetes).
@@ -84,8 +86,62 @@ fn container_pools(
 #[error("{0}")]
 pub struct ResolveError(pub String);
 
+/// One way of a job resolved on a fleet.
+struct Way {
+    /// GPUs per node (`None`: no GPU, or a MIG slice).
+    count: Option<GpuCount>,
+    /// The models it takes, in its order (empty: any model).
+    models: Vec<ModelId>,
+    /// The pools it may run in (`None`: any).
+    pools: Option<Vec<PoolId>>,
+    spot: bool,
+    ordered: bool,
+}
+
+/// The models a memory-sized name stands for: `80GB+` every model with at least 80 GB,
+/// `80GB` those of 80 GB (VRAM rounded to whole GiB, as model names round it); `None` when
+/// the name is not a size.
+fn models_by_memory(name: &str, fleet: &Fleet) -> Option<Result<Vec<ModelId>, ResolveError>> {
+    let lower = name.to_ascii_lowercase();
+    let (size, at_least) = match lower.strip_suffix('+') {
+        Some(s) => (s, true),
+        None => (lower.as_str(), false),
+    };
+    let gb: u32 = size.strip_suffix("gb")?.parse().ok()?;
+    let nominal = |vram_mib: u32| (f64::from(vram_mib) / 1024.0).round() as u32;
+    let ids: Vec<ModelId> = fleet
+        .models
+        .iter()
+        .enumerate()
+        .filter(|(_, m)| {
+            let have = nominal(m.vram_mib);
+            if at_least {
+                have >= gb
+            } else {
+                have == gb
+            }
+        })
+        .map(|(i, _)| ModelId(i as u16))
+        .collect();
+    if ids.is_empty() {
+        let have: Vec<String> = fleet
+            .models
+            .iter()
+            .map(|m| format!("{} {} GB", m.name, nominal(m.vram_mib)))
+            .collect();
+        return Some(Err(ResolveError(format!(
+            "`{name}`: no GPU model of this fleet has {gb} GB{} (it has: {})",
+            if at_least { " or more" } else { "" },
+            have.join(", ")
+        ))));
+    }
+    Some(Ok(ids))
+}
+
 impl JobSpec {
     /// The scheduler's view of this spec on `fleet`: model names resolved, shares checked.
+    /// Of several ways (`any_of`, `ordered`, a mapping of models), those this fleet cannot
+    /// offer are skipped, as SkyPilot skips infeasible ones; the job fails only if none is left.
     pub fn to_request(&self, fleet: &Fleet) -> Result<JobRequest, ResolveError> {
         if let Some(first) = self.unset.first() {
             let (what, name) = first.split_once('.').unwrap_or(("envs", first));
@@ -103,9 +159,110 @@ impl JobSpec {
                 }
             )));
         }
+        let ways = self.ways();
+        let several = ways.len() > 1;
+        let resolved: Vec<Result<Way, ResolveError>> = ways
+            .iter()
+            .map(|w| self.resolve_way(w, fleet, several))
+            .collect();
+        let mut ok: Vec<Way> = Vec::new();
+        let mut refusals: Vec<String> = Vec::new();
+        for (n, r) in resolved.into_iter().enumerate() {
+            match r {
+                Ok(w) => ok.push(w),
+                Err(e) if !several => return Err(e),
+                Err(e) => refusals.push(format!("{}. {}", n + 1, e.0)),
+            }
+        }
+        let key = if self.ordered { "ordered" } else { "any_of" };
+        let Some(first) = ok.first() else {
+            return Err(ResolveError(format!(
+                "no alternative of `resources.{key}` fits this fleet: {}",
+                refusals.join("; ")
+            )));
+        };
+        if let Some(other) = ok.iter().find(|w| w.count != first.count) {
+            let says = |w: &Way| match w.count {
+                None => "no GPU".to_string(),
+                Some(GpuCount::Whole(n)) => format!("{n} GPU(s) per node"),
+                Some(GpuCount::Fraction(m)) => format!("{} of a GPU", f64::from(m) / 1000.0),
+            };
+            return Err(ResolveError(format!(
+                "the alternatives of `resources.{key}` this fleet has ask for {} and {}: gantry places one shape, so every alternative must ask for the same GPUs per node",
+                says(first),
+                says(other)
+            )));
+        }
+        let gpu = match (self.mig, first.count) {
+            (Some(p), _) => GpuRequest::Mig(p),
+            (None, None) => GpuRequest::None,
+            (None, Some(GpuCount::Whole(n))) => GpuRequest::Whole(n),
+            (None, Some(GpuCount::Fraction(m))) if self.nodes > 1 => {
+                return Err(ResolveError(format!(
+                    "a fraction of a GPU ({}) cannot be a {}-node gang",
+                    f64::from(m) / f64::from(MILLI_PER_GPU),
+                    self.nodes
+                )))
+            }
+            (None, Some(GpuCount::Fraction(m))) => GpuRequest::Fraction(m),
+        };
+        let models = if ok.iter().any(|w| w.models.is_empty()) {
+            ModelChoice::Any
+        } else {
+            let mut ids: Vec<ModelId> = Vec::new();
+            for id in ok.iter().flat_map(|w| w.models.iter()) {
+                if !ids.contains(id) {
+                    ids.push(*id);
+                }
+            }
+            if (several && self.ordered) || (!several && first.ordered) {
+                ModelChoice::Prefer(ids)
+            } else {
+                ModelChoice::AnyOf(ids)
+            }
+        };
+        let pools = if ok.iter().any(|w| w.pools.is_none()) {
+            None
+        } else {
+            let mut ids: Vec<PoolId> = ok
+                .iter()
+                .flat_map(|w| w.pools.iter().flatten().copied())
+                .collect();
+            ids.sort_unstable_by_key(|p| p.0);
+            ids.dedup();
+            Some(ids)
+        };
+        let request = JobRequest {
+            nodes: self.nodes,
+            gpu,
+            cpu_milli: self.cpu_milli,
+            mem_mib: self.mem_mib,
+            vram_mib: self.vram_mib.unwrap_or(0),
+            models,
+            spot_ok: ok.iter().any(|w| w.spot),
+            max_price_per_hour: self.max_price_per_hour,
+            pools,
+        };
+        request
+            .validate()
+            .map_err(|e| ResolveError(e.to_string()))?;
+        Ok(request)
+    }
+
+    /// One way on `fleet`. With `several`, the way's pools are spelled out (its models, its
+    /// spot policy), so that the union of the ways keeps each model where its way allows it.
+    fn resolve_way(
+        &self,
+        way: &Alternative,
+        fleet: &Fleet,
+        several: bool,
+    ) -> Result<Way, ResolveError> {
         let names: Vec<&str> = fleet.models.iter().map(|m| m.name.as_str()).collect();
-        let resolve = |name: &str| {
-            fleet.model_by_name(name).ok_or_else(|| {
+        let resolve = |name: &str| -> Result<Vec<ModelId>, ResolveError> {
+            if let Some(by_memory) = models_by_memory(name, fleet) {
+                return by_memory;
+            }
+            fleet.model_by_name(name).map(|id| vec![id]).ok_or_else(|| {
                 let hint = did_you_mean(name, &names)
                     .map_or(String::new(), |b| format!("; did you mean `{b}`?"));
                 ResolveError(format!(
@@ -114,33 +271,29 @@ impl JobSpec {
                 ))
             })
         };
-        let (gpu, models) = match (&self.accelerators, self.mig) {
-            (None, None) => (GpuRequest::None, ModelChoice::Any),
-            (None, Some(p)) => (GpuRequest::Mig(p), ModelChoice::Any),
-            (Some(acc), None) if matches!(acc.options.as_slice(), [o] if o.model == ANY_MODEL) => {
-                let gpu = match acc.options[0].count {
-                    GpuCount::Whole(n) => GpuRequest::Whole(n),
-                    GpuCount::Fraction(m) if self.nodes == 1 => GpuRequest::Fraction(m),
-                    GpuCount::Fraction(_) => {
-                        return Err(ResolveError(
-                            "a fraction of a GPU cannot be a gang of nodes".to_string(),
-                        ))
-                    }
-                };
-                (gpu, ModelChoice::Any)
+        let (count, models, ordered) = match (&way.accelerators, self.mig) {
+            (None, _) => (None, Vec::new(), false),
+            (Some(acc), _) if matches!(acc.options.as_slice(), [o] if o.model == ANY_MODEL) => {
+                let count = acc.options[0].count;
+                if matches!(count, GpuCount::Fraction(_)) && self.nodes > 1 {
+                    return Err(ResolveError(
+                        "a fraction of a GPU cannot be a gang of nodes".to_string(),
+                    ));
+                }
+                (Some(count), Vec::new(), false)
             }
-            (Some(acc), mig) => {
+            (Some(acc), _) => {
                 if acc.options.is_empty() {
                     return Err(ResolveError("`accelerators` is empty".to_string()));
                 }
-                // As SkyPilot does, options this fleet cannot offer are skipped; the job
+                // As SkyPilot does, options this fleet cannot offer are skipped; the way
                 // fails only if none is left.
-                let feasible: Vec<(&Accelerator, crate::model::ModelId)> = acc
+                let feasible: Vec<(&Accelerator, Vec<ModelId>)> = acc
                     .options
                     .iter()
                     .filter_map(|o| Some((o, resolve(&o.model).ok()?)))
                     .collect();
-                let Some(&(first, _)) = feasible.first() else {
+                let Some((first, _)) = feasible.first() else {
                     if let [only] = acc.options.as_slice() {
                         return Err(resolve(&only.model).err().unwrap_or_else(|| {
                             ResolveError(format!("unknown GPU model `{}`", only.model))
@@ -157,55 +310,31 @@ impl JobSpec {
                         names.join(", ")
                     )));
                 };
-                if feasible.iter().any(|(o, _)| o.count != first.count) {
+                let first = first.count;
+                if feasible.iter().any(|(o, _)| o.count != first) {
                     return Err(ResolveError(
                         "every model in `accelerators` this fleet has must ask for the same count (gantry places one shape)".to_string(),
                     ));
                 }
-                let ids: Vec<crate::model::ModelId> = feasible.iter().map(|(_, id)| *id).collect();
-                let gpu = match (mig, first.count) {
-                    (Some(p), _) => GpuRequest::Mig(p),
-                    (None, GpuCount::Whole(n)) => GpuRequest::Whole(n),
-                    (None, GpuCount::Fraction(m)) if self.nodes > 1 => {
-                        return Err(ResolveError(format!(
-                            "a fraction of a GPU ({}) cannot be a {}-node gang",
-                            f64::from(m) / f64::from(MILLI_PER_GPU),
-                            self.nodes
-                        )))
-                    }
-                    (None, GpuCount::Fraction(m)) => GpuRequest::Fraction(m),
-                };
-                let choice = if acc.ordered {
-                    ModelChoice::Prefer(ids)
-                } else {
-                    ModelChoice::AnyOf(ids)
-                };
-                (gpu, choice)
+                let ids = feasible.into_iter().flat_map(|(_, ids)| ids).collect();
+                (Some(first), ids, acc.ordered)
             }
         };
-        let request = JobRequest {
-            nodes: self.nodes,
-            gpu,
-            cpu_milli: self.cpu_milli,
-            mem_mib: self.mem_mib,
-            vram_mib: self.vram_mib.unwrap_or(0),
-            models,
-            spot_ok: self.use_spot,
-            max_price_per_hour: self.max_price_per_hour,
-            pools: pools_of(&self.infra, fleet)?,
-        };
-        let mut request = request;
-        if let Some(image) = &self.image {
-            request.pools = Some(container_pools(image, request.pools.take(), fleet)?);
+        // With `mig`, the slice is the request; the count only names the models.
+        let count = if self.mig.is_some() { None } else { count };
+        let mut pools = pools_of(&way.infra, fleet)?;
+        if let Some(image) = &way.image {
+            pools = Some(container_pools(image, pools.take(), fleet)?);
         }
-        if let (Some(pools), false) = (&request.pools, request.gpu == GpuRequest::None) {
-            let fits = |id: &PoolId| {
-                fleet
-                    .pool(*id)
-                    .model
-                    .is_some_and(|m| request.models.rank(m).is_some())
-            };
-            if !pools.iter().any(fits) {
+        let wants_gpu = count.is_some() || self.mig.is_some();
+        let takes = |id: PoolId| {
+            fleet
+                .pool(id)
+                .model
+                .is_some_and(|m| models.is_empty() || models.contains(&m))
+        };
+        if let (Some(pools), true) = (&pools, wants_gpu) {
+            if !pools.iter().any(|&id| takes(id)) {
                 let mut there: Vec<&str> = pools
                     .iter()
                     .filter_map(|id| Some(fleet.model(fleet.pool(*id).model?).name.as_str()))
@@ -213,10 +342,10 @@ impl JobSpec {
                 there.sort_unstable();
                 there.dedup();
                 let mut limits = Vec::new();
-                if self.infra != Infra::default() {
-                    limits.push(format!("infra {}", self.infra));
+                if way.infra != Infra::default() {
+                    limits.push(format!("infra {}", way.infra));
                 }
-                if let Some(i) = &self.image {
+                if let Some(i) = &way.image {
                     limits.push(format!("image_id docker:{i} (Kubernetes pools)"));
                 }
                 return Err(ResolveError(format!(
@@ -230,9 +359,27 @@ impl JobSpec {
                 )));
             }
         }
-        request
-            .validate()
-            .map_err(|e| ResolveError(e.to_string()))?;
-        Ok(request)
+        if several {
+            let all = || (0..fleet.pools.len()).map(|i| PoolId(i as u32)).collect();
+            let spelled: Vec<PoolId> = pools
+                .unwrap_or_else(all)
+                .into_iter()
+                .filter(|&id| !wants_gpu || takes(id))
+                .filter(|&id| way.use_spot || fleet.pool(id).capacity != CapacityType::Spot)
+                .collect();
+            if spelled.is_empty() {
+                return Err(ResolveError(
+                    "no pool of this fleet has what it asks for".to_string(),
+                ));
+            }
+            pools = Some(spelled);
+        }
+        Ok(Way {
+            count,
+            models,
+            pools,
+            spot: way.use_spot,
+            ordered,
+        })
     }
 }

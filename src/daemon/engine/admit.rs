@@ -191,6 +191,13 @@ impl Engine {
             None => spec::parse(&s.file, &s.text)?,
         };
         let request = spec.to_request(self.cluster.fleet())?;
+        if let Some(after) = spec.after {
+            if !self.jobs.contains_key(&after) && self.store.job(after)?.is_none() {
+                return Err(EngineError::Resolve(spec::ResolveError(format!(
+                    "`after`: job {after} is not known to this daemon; a task of a pipeline follows a job submitted before it"
+                ))));
+            }
+        }
         // A job that names no team is the default team's, or a researcher's own team's.
         let team_name = s
             .team

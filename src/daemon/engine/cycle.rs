@@ -2,10 +2,12 @@
 //! fleet, journaled as one entry, then applied in memory.
 
 use super::*;
+use crate::scheduler::cycle::PendingReason;
 
 impl Engine {
     /// Runs one scheduling cycle and applies its decisions (journaled first).
     pub fn tick(&mut self, now: f64) -> Result<TickReport, EngineError> {
+        let waits = self.follow_pipelines(now)?;
         let pending: Vec<PendingJob> = self
             .jobs
             .values()
@@ -16,7 +18,7 @@ impl Engine {
                 class: j.class,
                 submitted: j.submitted_at,
                 request: j.request.clone(),
-                held: j.state == JobState::Held,
+                held: j.state == JobState::Held || waits.contains_key(&j.id),
                 time_limit_s: j.spec.time_limit_s,
             })
             .collect();
@@ -181,12 +183,54 @@ impl Engine {
                 Decision::Reserve { job, .. } => report.reserved.push(job as JobId),
             }
         }
-        for e in out.explanations {
+        for mut e in out.explanations {
+            if let Some(&after) = waits.get(&(e.job as JobId)) {
+                e.reason = PendingReason::After { job: after as u64 };
+            }
             if let Some(j) = self.jobs.get_mut(&(e.job as JobId)) {
                 j.explanation = Some(e);
             }
         }
         Ok(report)
+    }
+
+    /// Pipelines: a pending job that follows another (`after`) waits while that one has not
+    /// completed, and is cancelled, saying why, once it has failed or been cancelled. The
+    /// answer: each waiting job and the job it waits for.
+    fn follow_pipelines(&mut self, now: f64) -> Result<HashMap<JobId, JobId>, EngineError> {
+        let mut waits = HashMap::new();
+        let mut cancel = Vec::new();
+        for j in self.jobs.values() {
+            let (JobState::Pending, Some(after)) = (j.state, j.spec.after) else {
+                continue;
+            };
+            let state = match self.jobs.get(&after) {
+                Some(a) => Some(a.state),
+                None => self.store.job(after)?.map(|r| r.state),
+            };
+            match state {
+                Some(JobState::Completed) => {}
+                Some(JobState::Failed) => cancel.push((
+                    j.id,
+                    format!("job {after}, before it in its pipeline, failed"),
+                )),
+                Some(JobState::Cancelled) => cancel.push((
+                    j.id,
+                    format!("job {after}, before it in its pipeline, was cancelled"),
+                )),
+                None => cancel.push((
+                    j.id,
+                    format!("job {after}, before it in its pipeline, is not known to this daemon"),
+                )),
+                Some(_) => {
+                    waits.insert(j.id, after);
+                }
+            }
+        }
+        for (id, why) in cancel {
+            self.move_to(id, JobState::Cancelled, now, &why)?;
+        }
+        Ok(waits)
     }
 
     /// Starts each pinned job that this cycle admitted but found no room for, on its node

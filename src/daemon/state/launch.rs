@@ -59,13 +59,19 @@ pub(super) fn launch_of(
 ) -> Result<crate::backend::Launch, String> {
     let token = crate::daemon::auth::new_token()
         .map_err(|e| format!("cannot read /dev/urandom for the run's token: {e}"))?;
-    let run = spec.run.clone().unwrap_or_default();
+    let mut run = spec.run.clone().unwrap_or_default();
+    let mut setup = spec.setup.clone();
+    if let Some(g) = &spec.git_workdir {
+        let (clone, enter) = git_workdir_scripts(g);
+        setup = Some(format!("{clone}{}", setup.unwrap_or_default()));
+        run = format!("{enter}{run}");
+    }
     Ok(crate::backend::Launch {
         job: id,
         token,
         name,
         time_limit_s: spec.time_limit_s,
-        setup: spec.setup.clone(),
+        setup,
         run,
         workdir: spec.workdir.clone(),
         envs: spec
@@ -80,4 +86,26 @@ pub(super) fn launch_of(
         adopt: spec.adopt.clone(),
         gang: crate::backend::Gang::default(),
     })
+}
+
+/// SkyPilot's `workdir: {url, ref}`, on any backend: setup first clones the repository (at
+/// `ref`) into a directory of the node's own (`~/.gantry/git/HOST/job-ID`, fresh for each
+/// run; per host because lab homes are shared), and setup and run start in it. A clone that
+/// fails fails the job's setup, saying so.
+fn git_workdir_scripts(g: &crate::spec::GitWorkdir) -> (String, String) {
+    let quote = |s: &str| format!("'{}'", s.replace('\'', r"'\''"));
+    let dir = r#"gantry_workdir="$HOME/.gantry/git/$(hostname)/job-$GANTRY_JOB_ID""#;
+    let url = quote(&g.url);
+    let checkout = g.reference.as_deref().map_or(String::new(), |r| {
+        format!(" && git checkout --quiet {}", quote(r))
+    });
+    let at = g
+        .reference
+        .as_deref()
+        .map_or(String::new(), |r| format!(" at {}", quote(r)));
+    let clone = format!(
+        "{dir}\nrm -rf \"$gantry_workdir\" && mkdir -p \"$gantry_workdir\" && git clone --quiet -- {url} \"$gantry_workdir\" && cd \"$gantry_workdir\"{checkout} || {{ echo \"gantry: cannot clone the workdir \"{url}\"{at}\" >&2; exit 1; }}\n"
+    );
+    let enter = format!("{dir}\ncd \"$gantry_workdir\" || exit 1\n");
+    (clone, enter)
 }

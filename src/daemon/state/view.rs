@@ -374,6 +374,7 @@ pub(super) fn state_order(s: &str) -> u8 {
 pub fn reason_text(r: &PendingReason) -> String {
     match r {
         PendingReason::Held => "held".to_string(),
+        PendingReason::After { job } => format!("waits for job {job} to complete (pipeline)"),
         PendingReason::Quota { wants, used, guaranteed, borrow_limit, lendable } => format!(
             "quota: wants {:.1} GPU, team uses {:.1}/{:.0} guaranteed, may borrow {:.0}, lendable idle {:.1}",
             *wants as f64 / 1000.0,

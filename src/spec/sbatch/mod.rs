@@ -14,7 +14,7 @@ mod options;
 mod values;
 
 use super::values::Signal;
-use super::{Accelerator, Accelerators, Checkpoint, GpuCount, Infra, JobSpec, SpecError};
+use super::{Accelerator, Accelerators, Checkpoint, GpuCount, JobSpec, SpecError};
 use options::{options, Given};
 use values::{count, gres, memory_mib, signal, time_s, typed_count};
 
@@ -80,33 +80,8 @@ pub fn parse(file: &str, text: &str) -> Result<JobSpec, SpecError> {
         message: format!("`{}`: {message}", g.written),
     };
     let mut spec = JobSpec {
-        name: None,
-        nodes: 1,
-        accelerators: None,
-        mig: None,
-        use_spot: false,
-        infra: Infra::default(),
-        cpu_milli: 0,
-        mem_mib: 0,
-        disk_gb: None,
-        image: None,
-        adopt: None,
-        secrets: Default::default(),
-        unset: Vec::new(),
-        envs: Default::default(),
-        workdir: None,
-        setup: None,
         run: Some(run),
-        team: None,
-        project: None,
-        priority: None,
-        preemptible: true,
-        interactive: false,
-        checkpoint: None,
-        vram_mib: None,
-        time_limit_s: None,
-        max_price_per_hour: None,
-        ignored: Vec::new(),
+        ..JobSpec::default()
     };
     // Per-node GPU sources, read after the node and task counts are known.
     let (mut nodes, mut tasks_per_node, mut tasks) = (None, None, None);

@@ -1,0 +1,583 @@
+//! SkyPilot's task YAML, and gantry's fields over it, read into a [`JobSpec`]. Every field of
+//! SkyPilot's task schema has a place here: honoured, noted with what gantry does instead, or
+//! refused with why and what to write — none is read and dropped unsaid.
+
+use super::values::{self, Amount, Bytes, Count, Duration, Number, Text};
+use super::{
+    locate_key, locate_path, Accelerators, Alternative, Checkpoint, GitWorkdir, GpuCount, Infra,
+    JobSpec, SpecError,
+};
+use crate::model::MigProfile;
+use serde::Deserialize;
+use std::collections::BTreeMap;
+
+/// A field gantry does not read: skipped without building its value (no alias of it is ever
+/// expanded into memory).
+type Ignored = serde::de::IgnoredAny;
+
+/// What gantry does with a SkyPilot field it does not honour as SkyPilot does.
+enum Other {
+    /// Accepted; the text says what gantry does instead (shown at submit and by `spec check`).
+    Noted(&'static str),
+    /// Refused at the field: why, and what to write instead.
+    Refused(&'static str),
+}
+use Other::{Noted, Refused};
+
+const SHARED_DIRECTORY: &str = "gantry does not create SkyPilot volumes: use a directory the nodes already share (NFS, a host path) and name it in `run`";
+const NODE_DISK: &str = "the job uses the disk its node has (gantry does not size or choose disks)";
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawSpec {
+    name: Option<Text>,
+    num_nodes: Option<Count>,
+    resources: Option<RawResources>,
+    envs: Option<BTreeMap<String, EnvValue>>,
+    workdir: Option<RawWorkdir>,
+    setup: Option<String>,
+    run: Option<String>,
+    secrets: Option<RawSecrets>,
+    // gantry's extensions
+    team: Option<Text>,
+    project: Option<Text>,
+    priority: Option<Text>,
+    preemptible: Option<bool>,
+    interactive: Option<bool>,
+    checkpoint: Option<Checkpoint>,
+    vram: Option<Bytes>,
+    time_limit: Option<Duration>,
+    max_price: Option<Number>,
+    mig: Option<Text>,
+    /// Work that exists in a backend and waits for gantry to place it (`pod NS/NAME`);
+    /// written by the backend that found it, not by hand.
+    adopt: Option<Text>,
+    /// The job this one follows in a pipeline; written by `gantry submit`.
+    after: Option<u64>,
+    // SkyPilot fields gantry does not honour as SkyPilot does: see `task_others`.
+    file_mounts: Option<Ignored>,
+    service: Option<Ignored>,
+    config: Option<Ignored>,
+    volumes: Option<Ignored>,
+    volume_mounts: Option<Ignored>,
+    event_callback: Option<Ignored>,
+    pool: Option<Ignored>,
+    managed_secrets: Option<Ignored>,
+    inputs: Option<Ignored>,
+    outputs: Option<Ignored>,
+    file_mounts_mapping: Option<Ignored>,
+    api_server_access: Option<Ignored>,
+    #[serde(rename = "_metadata")]
+    metadata: Option<Ignored>,
+}
+
+impl RawSpec {
+    /// The SkyPilot fields present that gantry does not honour, with what it does about each.
+    fn others(&self) -> Vec<(&'static str, Other)> {
+        let all = [
+            (self.file_mounts.is_some(), "file_mounts", Refused("gantry neither mounts buckets nor copies file_mounts: put local files under `workdir` (shipped with the job) and fetch bucket data in `setup` (e.g. `aws s3 sync s3://BUCKET /data`)")),
+            (self.service.is_some(), "service", Noted("SkyServe's replicas, readiness probe and load balancer are not gantry's: the task runs once, as `sky launch` runs a file that has `service`")),
+            (self.config.is_some(), "config", Noted("SkyPilot's own settings; gantry's come from its fleet file")),
+            (self.volumes.is_some(), "volumes", Refused(SHARED_DIRECTORY)),
+            (self.volume_mounts.is_some(), "volume_mounts", Refused(SHARED_DIRECTORY)),
+            (self.event_callback.is_some(), "event_callback", Noted("not run: follow the job with `gantry events -f` or `gantry jobs -w`")),
+            (self.pool.is_some(), "pool", Refused("SkyPilot pools (workers kept warm for batch jobs) are not gantry's: submit each job to gantry's queue")),
+            (self.managed_secrets.is_some(), "managed_secrets", Refused("SkyPilot's managed secrets are not gantry's: list the names under `secrets:` without a value and give them at submit (`gantry submit FILE --secret NAME`)")),
+            (self.inputs.is_some(), "inputs", Noted("SkyPilot's optimizer estimates data egress from it; gantry places by price and free capacity")),
+            (self.outputs.is_some(), "outputs", Noted("SkyPilot's optimizer estimates data egress from it; gantry places by price and free capacity")),
+            (self.file_mounts_mapping.is_some(), "file_mounts_mapping", Noted("SkyPilot's record of uploaded file_mounts; nothing is uploaded")),
+            (self.api_server_access.is_some(), "api_server_access", Noted("gantry jobs get no SkyPilot API server credentials")),
+            (self.metadata.is_some(), "_metadata", Noted("SkyPilot's own bookkeeping")),
+        ];
+        all.into_iter()
+            .filter(|(present, ..)| *present)
+            .map(|(_, name, o)| (name, o))
+            .collect()
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawResources {
+    /// `gpus` is SkyPilot's newer name for the same field.
+    #[serde(alias = "gpus")]
+    accelerators: Option<Accelerators>,
+    use_spot: Option<bool>,
+    infra: Option<Text>,
+    cloud: Option<Text>,
+    region: Option<Text>,
+    zone: Option<Text>,
+    cpus: Option<Amount>,
+    memory: Option<values::MemoryGb>,
+    /// `ephemeral_storage` is its deprecated name.
+    #[serde(alias = "ephemeral_storage")]
+    disk_size: Option<values::DiskGb>,
+    image_id: Option<serde_yaml_ng::Value>,
+    instance_type: Option<Text>,
+    /// SkyPilot's price cap: gantry's `max_price`.
+    max_hourly_cost: Option<Number>,
+    /// A priority class by name: gantry's `priority`.
+    priority_class: Option<Text>,
+    any_of: Option<Vec<RawResources>>,
+    ordered: Option<Vec<RawResources>>,
+    // See `others`.
+    ports: Option<Ignored>,
+    disk_tier: Option<Ignored>,
+    labels: Option<Ignored>,
+    autostop: Option<Ignored>,
+    network_tier: Option<Ignored>,
+    /// `spot_recovery` is its deprecated name.
+    #[serde(alias = "spot_recovery")]
+    job_recovery: Option<Ignored>,
+    accelerator_args: Option<Ignored>,
+    local_disk: Option<Ignored>,
+    volumes: Option<Ignored>,
+    priority: Option<Ignored>,
+    #[serde(rename = "_no_missing_accel_warnings")]
+    no_missing_accel_warnings: Option<Ignored>,
+}
+
+impl RawResources {
+    fn others(&self) -> Vec<(&'static str, Other)> {
+        let all = [
+            (self.ports.is_some(), "ports", Noted("not opened or forwarded: the job's processes listen on their node's own network")),
+            (self.disk_size.is_some(), "disk_size", Noted(NODE_DISK)),
+            (self.disk_tier.is_some(), "disk_tier", Noted(NODE_DISK)),
+            (self.network_tier.is_some(), "network_tier", Noted("the job uses the network its nodes have")),
+            (self.labels.is_some(), "labels", Noted("cloud and pod labels are not set from it (gantry labels its own pods)")),
+            (self.autostop.is_some(), "autostop", Noted("gantry reclaims idle GPUs by its own policy instead (`gantry reclaim`)")),
+            (self.job_recovery.is_some(), "job_recovery", Noted("gantry requeues a preempted job from its checkpoint (`checkpoint:`); a job that fails is not restarted")),
+            (self.accelerator_args.is_some(), "accelerator_args", Noted("TPU settings; gantry's fleets have no TPUs")),
+            (self.no_missing_accel_warnings.is_some(), "_no_missing_accel_warnings", Noted("SkyPilot's own warning switch")),
+            (self.local_disk.is_some(), "local_disk", Refused("gantry does not choose nodes by local disk: ask for a pool whose nodes have it (`infra`, `instance_type`)")),
+            (self.volumes.is_some(), "volumes", Refused(SHARED_DIRECTORY)),
+            (self.priority.is_some(), "priority", Refused("SkyPilot's numeric priority: gantry orders jobs by priority class — write `priority: CLASS` at the top of the file (`gantry teams` lists the classes)")),
+        ];
+        all.into_iter()
+            .filter(|(present, ..)| *present)
+            .map(|(_, name, o)| (name, o))
+            .collect()
+    }
+}
+
+/// `workdir`: a directory, or a git repository (`{url, ref}`).
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum RawWorkdir {
+    Path(Text),
+    Git(RawGit),
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawGit {
+    url: Text,
+    #[serde(rename = "ref")]
+    reference: Option<Text>,
+}
+
+/// `secrets`: a mapping of names to values (empty: given at submit), or a list of SkyPilot
+/// managed secret names.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum RawSecrets {
+    Values(BTreeMap<String, EnvValue>),
+    Managed(#[allow(dead_code)] Vec<Ignored>),
+}
+
+/// Environment values may be written as strings, numbers or booleans.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum EnvValue {
+    /// SkyPilot leaves a value empty when it must be given at launch (`HF_TOKEN:`).
+    Unset(()),
+    Text(String),
+    Int(i64),
+    Float(f64),
+    Bool(bool),
+}
+
+impl EnvValue {
+    /// The value, or `None` where the file leaves it to be given at submit.
+    fn into_value(self) -> Option<String> {
+        Some(match self {
+            EnvValue::Unset(()) => return None,
+            EnvValue::Text(s) => s,
+            EnvValue::Int(i) => i.to_string(),
+            EnvValue::Float(f) => f.to_string(),
+            EnvValue::Bool(b) => b.to_string(),
+        })
+    }
+}
+
+/// A name a shell can export: a letter or `_`, then letters, digits and `_`.
+pub fn is_env_name(n: &str) -> bool {
+    n.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+        && n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// What one `resources` mapping (or one entry of its `any_of` / `ordered`) says; `None` where
+/// it says nothing, so that an entry's fields go over the base's.
+#[derive(Debug, Clone, Default)]
+struct Resources {
+    accelerators: Option<Accelerators>,
+    use_spot: Option<bool>,
+    /// cloud, region, zone: given together (`infra`) or not at all.
+    place: Option<(Option<String>, Option<String>, Option<String>)>,
+    instance_type: Option<String>,
+    cpu_milli: Option<u32>,
+    mem_mib: Option<u64>,
+    disk_gb: Option<u32>,
+    image: Option<String>,
+    max_price: Option<f64>,
+    priority_class: Option<String>,
+}
+
+impl Resources {
+    /// This entry's fields over `base`'s.
+    fn over(self, base: &Resources) -> Resources {
+        Resources {
+            accelerators: self.accelerators.or_else(|| base.accelerators.clone()),
+            use_spot: self.use_spot.or(base.use_spot),
+            place: self.place.or_else(|| base.place.clone()),
+            instance_type: self.instance_type.or_else(|| base.instance_type.clone()),
+            cpu_milli: self.cpu_milli.or(base.cpu_milli),
+            mem_mib: self.mem_mib.or(base.mem_mib),
+            disk_gb: self.disk_gb.or(base.disk_gb),
+            image: self.image.or_else(|| base.image.clone()),
+            max_price: self.max_price.or(base.max_price),
+            priority_class: self.priority_class.or_else(|| base.priority_class.clone()),
+        }
+    }
+
+    fn infra(&self) -> Infra {
+        let (cloud, region, zone) = self.place.clone().unwrap_or_default();
+        Infra {
+            cloud,
+            region,
+            zone,
+            instance_type: self.instance_type.clone(),
+        }
+    }
+
+    fn alternative(&self) -> Alternative {
+        Alternative {
+            accelerators: self.accelerators.clone(),
+            use_spot: self.use_spot.unwrap_or(false),
+            infra: self.infra(),
+            image: self.image.clone(),
+        }
+    }
+}
+
+/// Reads the spec's text into a [`JobSpec`]; errors point at the field they are about.
+struct Reader<'a> {
+    text: &'a str,
+    file: &'a str,
+    ignored: Vec<String>,
+}
+
+impl Reader<'_> {
+    /// An error about the field at dotted `path` (`resources.any_of`), at its key.
+    fn err(&self, path: &str, message: String) -> SpecError {
+        let (line, col) = locate_path(self.text, path)
+            .unwrap_or_else(|| locate_key(self.text, path.rsplit('.').next().unwrap_or(path)));
+        SpecError {
+            file: self.file.to_string(),
+            line,
+            col,
+            message: format!("`{path}`: {message}"),
+        }
+    }
+
+    /// Notes or refuses the fields of `others` under `prefix` (`resources.`).
+    fn others(
+        &mut self,
+        prefix: &str,
+        others: Vec<(&'static str, Other)>,
+    ) -> Result<(), SpecError> {
+        for (name, what) in others {
+            match what {
+                Noted(instead) => self.ignored.push(format!("{prefix}{name}: {instead}")),
+                Refused(why) => {
+                    return Err(
+                        self.err(&format!("{prefix}{name}"), format!("not supported: {why}"))
+                    )
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn resources(
+        &mut self,
+        path: &str,
+        r: RawResources,
+    ) -> Result<(Resources, RawAlternatives), SpecError> {
+        self.others(&format!("{path}."), r.others())?;
+        let mut out = Resources {
+            accelerators: r.accelerators,
+            use_spot: r.use_spot,
+            cpu_milli: r.cpus.map(|c| c.0),
+            mem_mib: r.memory.map(|m| u64::from(m.0) * 1024 / 1000),
+            disk_gb: r.disk_size.map(|d| d.0),
+            instance_type: r.instance_type.map(|t| t.0),
+            max_price: r.max_hourly_cost.map(|n| n.0),
+            priority_class: r.priority_class.map(|t| t.0),
+            ..Resources::default()
+        };
+        if let Some(v) = r.image_id {
+            out.image = Some(self.image(&format!("{path}.image_id"), &v)?);
+        }
+        if let Some(Text(i)) = r.infra {
+            if r.cloud.is_some() || r.region.is_some() || r.zone.is_some() {
+                return Err(self.err(
+                    &format!("{path}.infra"),
+                    "give either `infra` or `cloud`/`region`/`zone`, not both".to_string(),
+                ));
+            }
+            let mut parts = i.split('/').map(str::trim).map(str::to_string);
+            let mut part = || parts.next().filter(|s| !s.is_empty() && s != "*");
+            let place = (part(), part(), part());
+            if part().is_some() {
+                return Err(self.err(
+                    &format!("{path}.infra"),
+                    format!("`{i}` has more than cloud/region/zone"),
+                ));
+            }
+            out.place = Some(place);
+        } else if r.cloud.is_some() || r.region.is_some() || r.zone.is_some() {
+            out.place = Some((
+                r.cloud.map(|t| t.0),
+                r.region.map(|t| t.0),
+                r.zone.map(|t| t.0),
+            ));
+        }
+        let alternatives = match (r.any_of, r.ordered) {
+            (Some(_), Some(_)) => {
+                return Err(self.err(
+                    &format!("{path}.ordered"),
+                    "give either `any_of` or `ordered`, not both".to_string(),
+                ))
+            }
+            (Some(a), None) => RawAlternatives::AnyOf(a),
+            (None, Some(o)) => RawAlternatives::Ordered(o),
+            (None, None) => RawAlternatives::None,
+        };
+        Ok((out, alternatives))
+    }
+
+    /// `image_id`: `docker:IMAGE`; machine images and per-region maps are refused.
+    fn image(&self, path: &str, v: &serde_yaml_ng::Value) -> Result<String, SpecError> {
+        let written = match v {
+            serde_yaml_ng::Value::String(s) => s.clone(),
+            _ => {
+                return Err(self.err(path, "a per-region map of machine images: gantry runs container images, written docker:IMAGE (e.g. docker:nvcr.io/nvidia/pytorch:25.01-py3), on machines that exist".to_string()))
+            }
+        };
+        written
+            .strip_prefix("docker:")
+            .map(str::trim)
+            .filter(|i| !i.is_empty() && !i.contains(char::is_whitespace) && !i.contains(char::is_control))
+            .map(str::to_string)
+            .ok_or_else(|| {
+                self.err(
+                    path,
+                    format!("`{written}`: gantry runs container images, written docker:IMAGE (e.g. docker:nvcr.io/nvidia/pytorch:25.01-py3); machine images (AMIs, GCP images) are not used: gantry runs jobs on machines that exist"),
+                )
+            })
+    }
+
+    /// `envs` or `secrets` as values; names left without one go to `unset` (`what.NAME`).
+    fn values(
+        &self,
+        what: &str,
+        map: Option<BTreeMap<String, EnvValue>>,
+        unset: &mut Vec<String>,
+    ) -> Result<BTreeMap<String, String>, SpecError> {
+        let mut out = BTreeMap::new();
+        for (k, v) in map.unwrap_or_default() {
+            if !is_env_name(&k) {
+                return Err(self.err(
+                    &format!("{what}.{k}"),
+                    "not a name a shell can export: a letter or _, then letters, digits and _"
+                        .to_string(),
+                ));
+            }
+            match v.into_value() {
+                Some(v) => {
+                    out.insert(k, v);
+                }
+                None => unset.push(format!("{what}.{k}")),
+            }
+        }
+        Ok(out)
+    }
+}
+
+enum RawAlternatives {
+    None,
+    AnyOf(Vec<RawResources>),
+    Ordered(Vec<RawResources>),
+}
+
+pub(super) fn build(raw: RawSpec, text: &str, file: &str) -> Result<JobSpec, SpecError> {
+    let mut r = Reader {
+        text,
+        file,
+        ignored: Vec::new(),
+    };
+    r.others("", raw.others())?;
+    let (base, alternatives) = match raw.resources {
+        Some(res) => r.resources("resources", res)?,
+        None => (Resources::default(), RawAlternatives::None),
+    };
+    let (entries, ordered, key) = match alternatives {
+        RawAlternatives::None => (Vec::new(), false, ""),
+        RawAlternatives::AnyOf(a) => (a, false, "resources.any_of"),
+        RawAlternatives::Ordered(o) => (o, true, "resources.ordered"),
+    };
+    if !key.is_empty() && entries.is_empty() {
+        return Err(r.err(
+            key,
+            "lists no alternative; leave it out, or list at least one".to_string(),
+        ));
+    }
+    let mut ways = Vec::new();
+    for entry in entries {
+        let (res, nested) = r.resources(key, entry)?;
+        if !matches!(nested, RawAlternatives::None) {
+            return Err(r.err(
+                key,
+                "an alternative cannot have alternatives of its own".to_string(),
+            ));
+        }
+        ways.push(res.over(&base));
+    }
+    // One shape is placed: what the alternatives do not share (CPUs, memory, price cap,
+    // priority class) must be the same in each.
+    let base = match ways.first() {
+        None => base,
+        Some(first) => {
+            let shared = |w: &Resources| {
+                [
+                    ("cpus", format!("{:?}", w.cpu_milli)),
+                    ("memory", format!("{:?}", w.mem_mib)),
+                    ("max_hourly_cost", format!("{:?}", w.max_price)),
+                    ("priority_class", format!("{:?}", w.priority_class)),
+                ]
+            };
+            let want = shared(first);
+            for w in &ways {
+                if let Some((name, _)) = shared(w)
+                    .iter()
+                    .zip(&want)
+                    .find(|(a, b)| a != b)
+                    .map(|(a, _)| a)
+                {
+                    return Err(r.err(key, format!("the alternatives ask for different `{name}`; gantry places one shape: give `{name}` once, in `resources`")));
+                }
+            }
+            first.clone()
+        }
+    };
+    let mut unset = Vec::new();
+    let envs = r.values("envs", raw.envs, &mut unset)?;
+    let secrets = match raw.secrets {
+        None => BTreeMap::new(),
+        Some(RawSecrets::Values(m)) => r.values("secrets", Some(m), &mut unset)?,
+        Some(RawSecrets::Managed(_)) => {
+            return Err(r.err("secrets", "a list of SkyPilot managed secrets: gantry does not keep secrets; write them as a mapping with no values (`secrets: {HF_TOKEN: }`) and give them at submit (`gantry submit FILE --secret HF_TOKEN`)".to_string()))
+        }
+    };
+    let mig = match raw.mig {
+        None => None,
+        Some(Text(m)) => Some(MigProfile::parse(&m).ok_or_else(|| {
+            r.err("mig", format!("`{m}` is not a MIG profile; expected e.g. 1g.10gb, 2g.20gb, 3g.40gb, 4g.40gb, 7g.80gb"))
+        })?),
+    };
+    let whole_one = |a: &Option<Accelerators>| {
+        a.as_ref()
+            .is_some_and(|a| a.options.iter().any(|o| o.count != GpuCount::Whole(1)))
+    };
+    if mig.is_some()
+        && (whole_one(&base.accelerators) || ways.iter().any(|w| whole_one(&w.accelerators)))
+    {
+        return Err(r.err("mig", "a MIG slice is one slice of one GPU: with `mig`, `accelerators` may name models but ask for 1".to_string()));
+    }
+    let nodes = raw.num_nodes.map_or(1, |n| n.0);
+    if nodes == 0 || nodes > 4096 {
+        return Err(r.err("num_nodes", format!("{nodes} nodes; expected 1..=4096")));
+    }
+    let max_price = match (raw.max_price, base.max_price) {
+        (Some(_), Some(_)) => {
+            return Err(r.err("max_price", "give the price cap once: `max_price` (gantry's name) or `resources.max_hourly_cost` (SkyPilot's)".to_string()))
+        }
+        (p, q) => p.map(|n| n.0).or(q),
+    };
+    if let Some(p) = max_price {
+        if !(p.is_finite() && p > 0.0) {
+            let key = if raw.max_price.is_some() {
+                "max_price"
+            } else {
+                "resources.max_hourly_cost"
+            };
+            return Err(r.err(key, format!("{p}; expected dollars per hour > 0")));
+        }
+    }
+    let priority = match (raw.priority, base.priority_class.clone()) {
+        (Some(Text(p)), Some(c)) if p != c => {
+            return Err(r.err(
+                "priority",
+                format!("`{p}`, while `resources.priority_class` says `{c}`: give the class once"),
+            ))
+        }
+        (p, c) => p.map(|t| t.0).or(c),
+    };
+    let (workdir, git_workdir) = match raw.workdir {
+        None => (None, None),
+        Some(RawWorkdir::Path(Text(p))) => (Some(p), None),
+        Some(RawWorkdir::Git(g)) => (
+            None,
+            Some(GitWorkdir {
+                url: g.url.0,
+                reference: g.reference.map(|t| t.0),
+            }),
+        ),
+    };
+    let after = raw.after.map(|c| c.min(i64::MAX as u64) as i64);
+    let one = base.alternative();
+    Ok(JobSpec {
+        name: raw.name.map(|t| t.0),
+        nodes: nodes as u16,
+        accelerators: one.accelerators,
+        mig,
+        use_spot: one.use_spot,
+        infra: one.infra,
+        cpu_milli: base.cpu_milli.unwrap_or(0),
+        mem_mib: base.mem_mib.unwrap_or(0),
+        disk_gb: base.disk_gb,
+        image: one.image,
+        adopt: raw.adopt.map(|t| t.0),
+        envs,
+        secrets,
+        unset,
+        workdir,
+        setup: raw.setup,
+        run: raw.run,
+        team: raw.team.map(|t| t.0),
+        project: raw.project.map(|t| t.0),
+        priority,
+        preemptible: raw.preemptible.unwrap_or(true),
+        interactive: raw.interactive.unwrap_or(false),
+        checkpoint: raw.checkpoint,
+        vram_mib: raw.vram.map(|b| b.0),
+        time_limit_s: raw.time_limit.map(|d| d.0),
+        max_price_per_hour: max_price,
+        alternatives: ways.iter().map(Resources::alternative).collect(),
+        ordered,
+        git_workdir,
+        after,
+        ignored: r.ignored,
+    })
+}

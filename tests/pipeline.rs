@@ -1,0 +1,148 @@
+//! Pipelines (SkyPilot's chained tasks: a file of several YAML documents): `gantry submit`
+//! sends each task to follow the one before it; the daemon starts a task only once its
+//! predecessor has completed, and cancels it, saying why, when the predecessor fails. Real
+//! `gantry daemon`, real bash jobs on a local pool.
+
+#[path = "common/daemon.rs"]
+mod common;
+
+use serde_json::Value;
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+const FLEET: &str = r#"
+[[teams]]
+name = "a"
+
+[[pools]]
+provider = "local"
+region = "here"
+zone = "here"
+name = "host"
+instance_type = "this machine"
+cpus = 8
+memory_gb = 16
+capacity = "reserved"
+price_per_hour = 0.5
+nodes = 1
+"#;
+
+fn gantry(d: &common::Daemon, dir: &Path, args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_gantry"))
+        .args(args)
+        .env("GANTRY_CONNECT", &d.socket)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn job(d: &common::Daemon, dir: &Path, id: &str) -> Value {
+    let (code, out, err) = gantry(d, dir, &["job", id, "-o", "json"]);
+    assert_eq!(code, 0, "{err}");
+    serde_json::from_str(&out).unwrap()
+}
+
+fn state(d: &common::Daemon, dir: &Path, id: &str) -> String {
+    job(d, dir, id)["state"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+fn wait_final(d: &common::Daemon, dir: &Path, id: &str) -> String {
+    let t0 = Instant::now();
+    loop {
+        let s = state(d, dir, id);
+        if ["completed", "failed", "cancelled"].contains(&s.as_str()) {
+            return s;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "job {id} is still {s}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn a_pipelines_tasks_run_one_after_another_and_a_failure_cancels_the_rest() {
+    let dir = common::temp_dir("pipeline");
+    let fleet = dir.join("fleet.toml");
+    std::fs::write(&fleet, FLEET).unwrap();
+    let d = common::start_in(dir.join("d"), &["--config", fleet.to_str().unwrap()]);
+    let out = dir.join("order.txt");
+    // SkyPilot's form: a first document naming the pipeline, then the tasks. The first task
+    // sleeps, so that a second task started early would write first.
+    let file = format!(
+        "name: chain\n---\nname: first\nresources:\n  cpus: 1\nrun: |\n  sleep 3\n  echo first >> {o}\n---\nname: second\nresources:\n  cpus: 1\nrun: |\n  echo second >> {o}\n",
+        o = out.display()
+    );
+    std::fs::write(dir.join("chain.yaml"), file).unwrap();
+    let (code, ids, err) = gantry(
+        &d,
+        &dir,
+        &["submit", "chain.yaml", "--team", "a", "-o", "id"],
+    );
+    assert_eq!(code, 0, "{err}");
+    let ids: Vec<&str> = ids.lines().collect();
+    assert_eq!(ids.len(), 2, "one job per task: {ids:?}");
+    // While the first task sleeps, the second says what it waits for.
+    let waiting = format!("waits for job {} to complete (pipeline)", ids[0]);
+    let t0 = Instant::now();
+    loop {
+        let second = job(&d, &dir, ids[1]);
+        let why = second["reason"].as_str().unwrap_or_default();
+        if why.contains(&waiting) {
+            assert_eq!(second["state"], "pending");
+            break;
+        }
+        assert_eq!(second["state"], "pending", "{second}");
+        assert!(t0.elapsed() < Duration::from_secs(20), "{second}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(wait_final(&d, &dir, ids[0]), "completed");
+    assert_eq!(wait_final(&d, &dir, ids[1]), "completed");
+    assert_eq!(
+        std::fs::read_to_string(&out).unwrap(),
+        "first\nsecond\n",
+        "the second task ran after the first"
+    );
+
+    // The first task fails: the second never runs, and is cancelled with the reason.
+    let file = "---\nname: fails\nresources:\n  cpus: 1\nrun: exit 3\n---\nname: never\nresources:\n  cpus: 1\nrun: echo ran >> never.txt\n";
+    std::fs::write(dir.join("broken.yaml"), file).unwrap();
+    let (code, ids, err) = gantry(
+        &d,
+        &dir,
+        &["submit", "broken.yaml", "--team", "a", "-o", "id"],
+    );
+    assert_eq!(code, 0, "{err}");
+    let ids: Vec<&str> = ids.lines().collect();
+    assert_eq!(wait_final(&d, &dir, ids[0]), "failed");
+    assert_eq!(wait_final(&d, &dir, ids[1]), "cancelled");
+    let (_, events, _) = gantry(&d, &dir, &["events", "--limit", "50"]);
+    assert!(
+        events.contains(&format!(
+            "job {}, before it in its pipeline, failed",
+            ids[0]
+        )),
+        "{events}"
+    );
+    assert!(!dir.join("never.txt").exists());
+
+    // A broken task anywhere in the file: nothing is sent, and the error is at its line.
+    let file = "name: a\nrun: echo a\n---\nname: b\nnum_nodes: two\nrun: echo b\n";
+    std::fs::write(dir.join("bad.yaml"), file).unwrap();
+    let (_, before, _) = gantry(&d, &dir, &["jobs", "-o", "json"]);
+    let (code, _, err) = gantry(&d, &dir, &["submit", "bad.yaml", "--team", "a"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("bad.yaml:5:1: `num_nodes`"), "{err}");
+    let (_, after, _) = gantry(&d, &dir, &["jobs", "-o", "json"]);
+    assert_eq!(before, after, "no task of a broken pipeline is submitted");
+}

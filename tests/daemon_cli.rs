@@ -742,3 +742,36 @@ fn a_node_over_time_from_the_cli_and_the_api() {
     assert_eq!(code, 3, "{err}");
     assert!(err.contains("no such node"), "{err}");
 }
+
+/// What only the daemon can judge (the fleet's models, teams, classes) is said at the field of
+/// the file, as the file's own errors are (before: no file:line:col at all).
+#[test]
+fn refusals_the_fleet_decides_point_at_their_field() {
+    let d = start();
+    let cases = [
+        (
+            "name: x\nteam: applied\nresources:\n  cpus: 1\n  accelerators: B300:8\nrun: x\n",
+            "5:3: `resources.accelerators`: unknown GPU model `B300`",
+        ),
+        (
+            "name: x\nteam: nosuch\nrun: x\n",
+            "2:1: `team`: unknown team `nosuch`",
+        ),
+        (
+            "name: x\nteam: applied\npriority: urgent-ish\nrun: x\n",
+            "3:1: `priority`: unknown priority class `urgent-ish`",
+        ),
+        (
+            "name: x\nteam: applied\nresources:\n  infra: azure\n  accelerators: H100:1\nrun: x\n",
+            "4:3: `resources.infra`: infra azure: no pool of this fleet is there",
+        ),
+    ];
+    for (n, (text, want)) in cases.iter().enumerate() {
+        let file = d.dir.join(format!("f{n}.yaml"));
+        std::fs::write(&file, text).unwrap();
+        let (code, _, err) = gantry(&d.socket, &["submit", file.to_str().unwrap()]);
+        assert_ne!(code, 0);
+        let want = format!("{}:{want}", file.display());
+        assert!(err.contains(&want), "got  {err}\nwant {want}");
+    }
+}

@@ -278,7 +278,7 @@ pub fn submit(
         .map(|(doc, _)| prepare(&name, doc.as_bytes().to_vec(), given, tcp))
         .collect::<Result<Vec<_>, _>>()?;
     let mut answers: Vec<Value> = Vec::new();
-    for text in texts {
+    for (text, (written, _)) in texts.into_iter().zip(&pipeline.tasks) {
         // Each task after the first starts once the one before it has completed.
         let text = match answers.last().and_then(|v| v["id"].as_i64()) {
             Some(prev) => edit_yaml(&name, &String::from_utf8_lossy(&text), |map| {
@@ -287,7 +287,14 @@ pub fn submit(
             })?,
             None => text,
         };
-        match post_job(t, &name, &text, team.as_deref(), priority.as_deref()) {
+        match post_job(
+            t,
+            &name,
+            written,
+            &text,
+            team.as_deref(),
+            priority.as_deref(),
+        ) {
             Ok(v) => answers.push(v),
             Err(e) => {
                 // A pipeline is whole or not at all: the tasks sent are taken back.
@@ -376,10 +383,31 @@ fn prepare(name: &str, text: Vec<u8>, given: &Given, tcp: bool) -> Result<Vec<u8
     Ok(text)
 }
 
-/// Sends one job file; the daemon's answer.
+/// A refusal of the daemon about a field of the file, said at that field as the file's own
+/// errors are (`FILE:LINE:COL: \`field\`: …`).
+fn at_its_field(name: &str, written: &str, e: ClientError) -> CliError {
+    let at = match &e {
+        ClientError::Api {
+            field: Some(field),
+            error,
+            ..
+        } => gantry::spec::position_of(written, field)
+            .map(|(line, col)| format!("{name}:{line}:{col}: `{field}`: {error}")),
+        _ => None,
+    };
+    let mut out = CliError::from(e);
+    if let Some(message) = at {
+        out.message = message;
+    }
+    out
+}
+
+/// Sends one job file (`written`: the task as the file has it, for where its errors are); the
+/// daemon's answer.
 fn post_job(
     t: &Target,
     name: &str,
+    written: &str,
     text: &[u8],
     team: Option<&str>,
     priority: Option<&str>,
@@ -393,8 +421,9 @@ fn post_job(
     }
     // A retry after a lost reply (here or in the client) finds the job, never makes two.
     let key = gantry::client::http::new_idempotency_key()?;
-    Ok(t.client()?
-        .call_with("POST", &path, Some(text), &[("Idempotency-Key", &key)])?)
+    t.client()?
+        .call_with("POST", &path, Some(text), &[("Idempotency-Key", &key)])
+        .map_err(|e| at_its_field(name, written, e))
 }
 
 pub fn jobs(

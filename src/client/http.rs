@@ -138,6 +138,8 @@ pub enum ClientError {
         status: u16,
         code: String,
         error: String,
+        /// The field of a submitted file the error is about, when the daemon says.
+        field: Option<String>,
     },
     #[error("daemon at {endpoint}: {why}")]
     Protocol { endpoint: String, why: String },
@@ -335,6 +337,7 @@ impl HttpClient {
                     "request body of {} bytes, over the daemon's limit of {max} (a job spec is a few KiB)",
                     b.len()
                 ),
+                field: None,
             });
         }
         let repeatable = method == "GET"
@@ -518,17 +521,21 @@ fn api_error(status: u16, body: &[u8]) -> ClientError {
     struct E {
         code: String,
         error: String,
+        #[serde(default)]
+        field: Option<String>,
     }
     match serde_json::from_slice::<E>(body) {
         Ok(e) => ClientError::Api {
             status,
             code: e.code,
             error: e.error,
+            field: e.field,
         },
         Err(_) => ClientError::Api {
             status,
             code: "http".into(),
             error: format!("HTTP {status}: {}", String::from_utf8_lossy(body).trim()),
+            field: None,
         },
     }
 }

@@ -26,6 +26,10 @@ pub struct ApiError {
     pub status: u16,
     pub code: &'static str,
     pub error: String,
+    /// The field of the submitted file the error is about (`resources.accelerators`), so a
+    /// client can say where in the file.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub field: Option<String>,
 }
 
 impl ApiError {
@@ -34,6 +38,7 @@ impl ApiError {
             status,
             code,
             error: error.into(),
+            field: None,
         }
     }
     pub fn forbidden(error: impl Into<String>) -> ApiError {
@@ -65,7 +70,17 @@ impl From<EngineError> for ApiError {
             | EngineError::WrongState { .. } => (409, "conflict"),
             _ => (500, "internal"),
         };
-        ApiError::new(status, code, e.to_string())
+        let field = match &e {
+            EngineError::Resolve(r) => r.field.clone(),
+            EngineError::UnknownTeam { .. } => Some("team".to_string()),
+            EngineError::UnknownClass { .. } => Some("priority".to_string()),
+            EngineError::NeverFits(_) => Some("resources".to_string()),
+            _ => None,
+        };
+        ApiError {
+            field,
+            ..ApiError::new(status, code, e.to_string())
+        }
     }
 }
 

@@ -386,6 +386,18 @@ fn parse_task(file: &str, text: &str) -> Result<JobSpec, SpecError> {
     task::build(raw, text, file)
 }
 
+/// Where the field at dotted `path` (`resources.accelerators`) is written in `text`, or the
+/// nearest of its parents that is; `None` when none is (a value given on the command line).
+pub fn position_of(text: &str, path: &str) -> Option<(usize, usize)> {
+    let mut path = path;
+    loop {
+        if let Some(at) = locate_path(text, path) {
+            return Some(at);
+        }
+        path = path.rsplit_once('.')?.0;
+    }
+}
+
 /// The position of `key:` in the text (its first occurrence), for errors found after parsing.
 pub(crate) fn locate_key(text: &str, key: &str) -> (usize, usize) {
     let needle = format!("{key}:");

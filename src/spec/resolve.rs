@@ -53,7 +53,7 @@ fn pools_of(infra: &Infra, fleet: &Fleet) -> Result<Option<Vec<PoolId>>, Resolve
             .collect();
         places.sort();
         places.dedup();
-        return Err(ResolveError(format!(
+        return Err(ResolveError::new(format!(
             "infra {infra}: no pool of this fleet is there (its pools are in: {})",
             places.join(", ")
         )));
@@ -74,17 +74,35 @@ fn container_pools(
         .filter(|&id| same_cloud("kubernetes", fleet.pool_place(id).0))
         .collect();
     if kube.is_empty() {
-        return Err(ResolveError(format!(
+        return Err(ResolveError::new(format!(
             "image_id docker:{image}: only Kubernetes pools run container images, and none of this fleet's pools where the job may run is one; leave image_id out to run on the hosts as they are"
         )));
     }
     Ok(kube)
 }
 
-/// Why a spec cannot become a request on this fleet.
+/// Why a spec cannot become a request on this fleet, and the field of the file it is about
+/// (`resources.accelerators`), so that the submitter is shown where.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct ResolveError(pub String);
+#[error("{message}")]
+pub struct ResolveError {
+    pub message: String,
+    pub field: Option<String>,
+}
+
+impl ResolveError {
+    pub fn new(message: String) -> ResolveError {
+        ResolveError {
+            message,
+            field: None,
+        }
+    }
+    /// The same error, about `field` unless it names a field already.
+    pub fn at(mut self, field: &str) -> ResolveError {
+        self.field.get_or_insert_with(|| field.to_string());
+        self
+    }
+}
 
 /// One way of a job resolved on a fleet.
 struct Way {
@@ -129,7 +147,7 @@ fn models_by_memory(name: &str, fleet: &Fleet) -> Option<Result<Vec<ModelId>, Re
             .iter()
             .map(|m| format!("{} {} GB", m.name, nominal(m.vram_mib)))
             .collect();
-        return Some(Err(ResolveError(format!(
+        return Some(Err(ResolveError::new(format!(
             "`{name}`: no GPU model of this fleet has {gb} GB{} (it has: {})",
             if at_least { " or more" } else { "" },
             have.join(", ")
@@ -150,20 +168,33 @@ impl JobSpec {
             } else {
                 format!("`gantry submit FILE --env {name}=…`")
             };
-            return Err(ResolveError(format!(
+            return Err(ResolveError::new(format!(
                 "{first} has no value in the file: give it at submit with {how}{}",
                 if self.unset.len() > 1 {
                     format!(" (also without one: {})", self.unset[1..].join(", "))
                 } else {
                     String::new()
                 }
-            )));
+            ))
+            .at(first));
         }
         let ways = self.ways();
         let several = ways.len() > 1;
         let resolved: Vec<Result<Way, ResolveError>> = ways
             .iter()
-            .map(|w| self.resolve_way(w, fleet, several))
+            .map(|w| {
+                let key = if self.ordered {
+                    "resources.ordered"
+                } else {
+                    "resources.any_of"
+                };
+                let r = self.resolve_way(w, fleet, several);
+                if several {
+                    r.map_err(|e| ResolveError { field: None, ..e }.at(key))
+                } else {
+                    r
+                }
+            })
             .collect();
         let mut ok: Vec<Way> = Vec::new();
         let mut refusals: Vec<String> = Vec::new();
@@ -171,15 +202,16 @@ impl JobSpec {
             match r {
                 Ok(w) => ok.push(w),
                 Err(e) if !several => return Err(e),
-                Err(e) => refusals.push(format!("{}. {}", n + 1, e.0)),
+                Err(e) => refusals.push(format!("{}. {}", n + 1, e.message)),
             }
         }
         let key = if self.ordered { "ordered" } else { "any_of" };
         let Some(first) = ok.first() else {
-            return Err(ResolveError(format!(
+            return Err(ResolveError::new(format!(
                 "no alternative of `resources.{key}` fits this fleet: {}",
                 refusals.join("; ")
-            )));
+            ))
+            .at(&format!("resources.{key}")));
         };
         if let Some(other) = ok.iter().find(|w| w.count != first.count) {
             let says = |w: &Way| match w.count {
@@ -187,22 +219,24 @@ impl JobSpec {
                 Some(GpuCount::Whole(n)) => format!("{n} GPU(s) per node"),
                 Some(GpuCount::Fraction(m)) => format!("{} of a GPU", f64::from(m) / 1000.0),
             };
-            return Err(ResolveError(format!(
+            return Err(ResolveError::new(format!(
                 "the alternatives of `resources.{key}` this fleet has ask for {} and {}: gantry places one shape, so every alternative must ask for the same GPUs per node",
                 says(first),
                 says(other)
-            )));
+            ))
+            .at(&format!("resources.{key}")));
         }
         let gpu = match (self.mig, first.count) {
             (Some(p), _) => GpuRequest::Mig(p),
             (None, None) => GpuRequest::None,
             (None, Some(GpuCount::Whole(n))) => GpuRequest::Whole(n),
             (None, Some(GpuCount::Fraction(m))) if self.nodes > 1 => {
-                return Err(ResolveError(format!(
+                return Err(ResolveError::new(format!(
                     "a fraction of a GPU ({}) cannot be a {}-node gang",
                     f64::from(m) / f64::from(MILLI_PER_GPU),
                     self.nodes
-                )))
+                ))
+                .at("num_nodes"))
             }
             (None, Some(GpuCount::Fraction(m))) => GpuRequest::Fraction(m),
         };
@@ -245,7 +279,7 @@ impl JobSpec {
         };
         request
             .validate()
-            .map_err(|e| ResolveError(e.to_string()))?;
+            .map_err(|e| ResolveError::new(e.to_string()).at("resources"))?;
         Ok(request)
     }
 
@@ -265,66 +299,23 @@ impl JobSpec {
             fleet.model_by_name(name).map(|id| vec![id]).ok_or_else(|| {
                 let hint = did_you_mean(name, &names)
                     .map_or(String::new(), |b| format!("; did you mean `{b}`?"));
-                ResolveError(format!(
+                ResolveError::new(format!(
                     "unknown GPU model `{name}`{hint} (this fleet has: {})",
                     names.join(", ")
                 ))
             })
         };
-        let (count, models, ordered) = match (&way.accelerators, self.mig) {
-            (None, _) => (None, Vec::new(), false),
-            (Some(acc), _) if matches!(acc.options.as_slice(), [o] if o.model == ANY_MODEL) => {
-                let count = acc.options[0].count;
-                if matches!(count, GpuCount::Fraction(_)) && self.nodes > 1 {
-                    return Err(ResolveError(
-                        "a fraction of a GPU cannot be a gang of nodes".to_string(),
-                    ));
-                }
-                (Some(count), Vec::new(), false)
-            }
-            (Some(acc), _) => {
-                if acc.options.is_empty() {
-                    return Err(ResolveError("`accelerators` is empty".to_string()));
-                }
-                // As SkyPilot does, options this fleet cannot offer are skipped; the way
-                // fails only if none is left.
-                let feasible: Vec<(&Accelerator, Vec<ModelId>)> = acc
-                    .options
-                    .iter()
-                    .filter_map(|o| Some((o, resolve(&o.model).ok()?)))
-                    .collect();
-                let Some((first, _)) = feasible.first() else {
-                    if let [only] = acc.options.as_slice() {
-                        return Err(resolve(&only.model).err().unwrap_or_else(|| {
-                            ResolveError(format!("unknown GPU model `{}`", only.model))
-                        }));
-                    }
-                    let asked: Vec<String> = acc
-                        .options
-                        .iter()
-                        .map(|o| format!("`{}`", o.model))
-                        .collect();
-                    return Err(ResolveError(format!(
-                        "none of {} is in this fleet (it has: {})",
-                        asked.join(", "),
-                        names.join(", ")
-                    )));
-                };
-                let first = first.count;
-                if feasible.iter().any(|(o, _)| o.count != first) {
-                    return Err(ResolveError(
-                        "every model in `accelerators` this fleet has must ask for the same count (gantry places one shape)".to_string(),
-                    ));
-                }
-                let ids = feasible.into_iter().flat_map(|(_, ids)| ids).collect();
-                (Some(first), ids, acc.ordered)
-            }
-        };
+        let (count, models, ordered) = self
+            .models_of(way, &resolve, &names)
+            .map_err(|e| e.at("resources.accelerators"))?;
         // With `mig`, the slice is the request; the count only names the models.
         let count = if self.mig.is_some() { None } else { count };
-        let mut pools = pools_of(&way.infra, fleet)?;
+        let mut pools = pools_of(&way.infra, fleet).map_err(|e| e.at("resources.infra"))?;
         if let Some(image) = &way.image {
-            pools = Some(container_pools(image, pools.take(), fleet)?);
+            pools = Some(
+                container_pools(image, pools.take(), fleet)
+                    .map_err(|e| e.at("resources.image_id"))?,
+            );
         }
         let wants_gpu = count.is_some() || self.mig.is_some();
         let takes = |id: PoolId| {
@@ -348,7 +339,7 @@ impl JobSpec {
                 if let Some(i) = &way.image {
                     limits.push(format!("image_id docker:{i} (Kubernetes pools)"));
                 }
-                return Err(ResolveError(format!(
+                return Err(ResolveError::new(format!(
                     "{}: none of the GPUs asked for is there (its pools have: {})",
                     limits.join(", "),
                     if there.is_empty() {
@@ -356,7 +347,8 @@ impl JobSpec {
                     } else {
                         there.join(", ")
                     }
-                )));
+                ))
+                .at("resources.accelerators"));
             }
         }
         if several {
@@ -368,7 +360,7 @@ impl JobSpec {
                 .filter(|&id| way.use_spot || fleet.pool(id).capacity != CapacityType::Spot)
                 .collect();
             if spelled.is_empty() {
-                return Err(ResolveError(
+                return Err(ResolveError::new(
                     "no pool of this fleet has what it asks for".to_string(),
                 ));
             }
@@ -380,6 +372,65 @@ impl JobSpec {
             pools,
             spot: way.use_spot,
             ordered,
+        })
+    }
+
+    /// A way's GPUs per node, the models it takes (in its order; empty: any model) and
+    /// whether that order is a preference.
+    fn models_of(
+        &self,
+        way: &Alternative,
+        resolve: &dyn Fn(&str) -> Result<Vec<ModelId>, ResolveError>,
+        names: &[&str],
+    ) -> Result<(Option<GpuCount>, Vec<ModelId>, bool), ResolveError> {
+        Ok(match (&way.accelerators, self.mig) {
+            (None, _) => (None, Vec::new(), false),
+            (Some(acc), _) if matches!(acc.options.as_slice(), [o] if o.model == ANY_MODEL) => {
+                let count = acc.options[0].count;
+                if matches!(count, GpuCount::Fraction(_)) && self.nodes > 1 {
+                    return Err(ResolveError::new(
+                        "a fraction of a GPU cannot be a gang of nodes".to_string(),
+                    ));
+                }
+                (Some(count), Vec::new(), false)
+            }
+            (Some(acc), _) => {
+                if acc.options.is_empty() {
+                    return Err(ResolveError::new("`accelerators` is empty".to_string()));
+                }
+                // As SkyPilot does, options this fleet cannot offer are skipped; the way
+                // fails only if none is left.
+                let feasible: Vec<(&Accelerator, Vec<ModelId>)> = acc
+                    .options
+                    .iter()
+                    .filter_map(|o| Some((o, resolve(&o.model).ok()?)))
+                    .collect();
+                let Some((first, _)) = feasible.first() else {
+                    if let [only] = acc.options.as_slice() {
+                        return Err(resolve(&only.model).err().unwrap_or_else(|| {
+                            ResolveError::new(format!("unknown GPU model `{}`", only.model))
+                        }));
+                    }
+                    let asked: Vec<String> = acc
+                        .options
+                        .iter()
+                        .map(|o| format!("`{}`", o.model))
+                        .collect();
+                    return Err(ResolveError::new(format!(
+                        "none of {} is in this fleet (it has: {})",
+                        asked.join(", "),
+                        names.join(", ")
+                    )));
+                };
+                let first = first.count;
+                if feasible.iter().any(|(o, _)| o.count != first) {
+                    return Err(ResolveError::new(
+                        "every model in `accelerators` this fleet has must ask for the same count (gantry places one shape)".to_string(),
+                    ));
+                }
+                let ids = feasible.into_iter().flat_map(|(_, ids)| ids).collect();
+                (Some(first), ids, acc.ordered)
+            }
         })
     }
 }

@@ -193,9 +193,10 @@ impl Engine {
         let request = spec.to_request(self.cluster.fleet())?;
         if let Some(after) = spec.after {
             if !self.jobs.contains_key(&after) && self.store.job(after)?.is_none() {
-                return Err(EngineError::Resolve(spec::ResolveError(format!(
+                return Err(EngineError::Resolve(spec::ResolveError::new(format!(
                     "`after`: job {after} is not known to this daemon; a task of a pipeline follows a job submitted before it"
-                ))));
+                ))
+                .at("after")));
             }
         }
         // A job that names no team is the default team's, or a researcher's own team's.

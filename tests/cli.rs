@@ -307,8 +307,11 @@ fn spec_check_prints_what_it_understood_or_where_it_is_wrong() {
         out.contains("GPUs/node   L4×1 | A10G×1 | A100×1 (any of)"),
         "{out}"
     );
+    // Each with what gantry does instead.
     assert!(
-        out.contains("not acted on:\n    service\n    resources.ports\n    resources.disk_tier"),
+        out.contains("not acted on:\n    service: SkyServe's replicas")
+            && out.contains("\n    resources.ports: not opened or forwarded")
+            && out.contains("\n    resources.disk_tier: the job uses the disk its node has"),
         "{out}"
     );
     // A Slurm batch script: its #SBATCH lines read, what gantry does not act on listed.
@@ -317,7 +320,7 @@ fn spec_check_prints_what_it_understood_or_where_it_is_wrong() {
     for line in [
         "name        llama-pretrain",
         "nodes       2",
-        "GPUs/node   h100×8 (any of)",
+        "GPUs/node   h100×8",
         "CPU/node    96.0",
         "memory/node 1024000 MiB",
         "team        ml",

@@ -41,6 +41,7 @@ fn pending(id: JobId, team: usize, class: usize, gpus: u8, submitted: f64) -> Pe
             gpu: GpuRequest::Whole(gpus),
             ..JobRequest::default()
         },
+        alternatives: Vec::new(),
         held: false,
         time_limit_s: None,
     }
@@ -490,7 +491,7 @@ proptest! {
     #[test]
     fn cycle_invariants(
         running in proptest::collection::vec((0usize..3, 0usize..3, 1u8..=8, any::<bool>(), any::<bool>()), 0..8),
-        queue in proptest::collection::vec((0usize..3, 0usize..3, 1u8..=8, any::<bool>()), 1..12),
+        queue in proptest::collection::vec((0usize..3, 0usize..3, 1u8..=8, any::<bool>(), 0u8..=8), 1..12),
     ) {
         let teams = vec![team("a", Some(8), 8, Some("c")), team("b", Some(8), 8, Some("c")), team("c", Some(16), 0, None)];
         let mut w = World::new(4, teams);
@@ -503,9 +504,13 @@ proptest! {
             }
         }
         w.cluster = c;
-        let pend: Vec<PendingJob> = queue.iter().enumerate().map(|(i, &(t, class, gpus, held))| {
+        // Some jobs take a second shape (another GPU count: SkyPilot's alternatives).
+        let pend: Vec<PendingJob> = queue.iter().enumerate().map(|(i, &(t, class, gpus, held, other))| {
             let mut j = pending(100 + i as JobId, t, class, gpus, i as f64);
             j.held = held;
+            if other > 0 {
+                j.alternatives = vec![JobRequest { gpu: GpuRequest::Whole(other), ..JobRequest::default() }];
+            }
             j
         }).collect();
         let out = w.cycle(10_000.0, &pend).unwrap();
@@ -536,7 +541,72 @@ proptest! {
                 prop_assert!(c.allocate(placement).is_ok());
             }
         }
+        // A job starts as one of its shapes.
+        for d in &out.decisions {
+            if let Decision::Start { job, placement, .. } = d {
+                let j = pend.iter().find(|p| p.id == *job).unwrap();
+                let shapes: Vec<u64> = std::iter::once(&j.request).chain(&j.alternatives).map(|r| r.total_gpu_milli()).collect();
+                prop_assert!(shapes.contains(&placement.gpu_milli()), "job {} started with {} milli-GPU, not one of {:?}", job, placement.gpu_milli(), shapes);
+            }
+        }
     }
+}
+
+/// A job that takes 8 or 4 GPUs (SkyPilot's `{H100:8, H100:4}`) starts on the 4 free now,
+/// rather than waiting for 8; one that takes only 8 waits. Its team's quota is charged for
+/// the shape it started as.
+#[test]
+fn a_job_with_other_shapes_starts_as_the_first_that_fits() {
+    let mut w = World::new(1, vec![team("a", None, 0, None)]);
+    let mut c = w.cluster.clone();
+    let four = pending(1, 0, PRODUCTION, 4, 0.0);
+    w.running.push(run(&mut c, &four, 0.0, false, false));
+    w.cluster = c;
+    let only_eight = pending(2, 0, EXPERIMENT, 8, 1.0);
+    let mut eight_or_four = pending(3, 0, EXPERIMENT, 8, 2.0);
+    eight_or_four.alternatives = vec![JobRequest {
+        gpu: GpuRequest::Whole(4),
+        ..JobRequest::default()
+    }];
+    let out = w.cycle(10.0, &[only_eight, eight_or_four]).unwrap();
+    let starts: Vec<(JobId, u64)> = out
+        .decisions
+        .iter()
+        .filter_map(|d| match d {
+            Decision::Start { job, placement, .. } => Some((*job, placement.gpu_milli())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(starts, [(3, 4000)]);
+    let waits = out.explanations.iter().find(|e| e.job == 2).unwrap();
+    assert!(
+        matches!(
+            waits.reason,
+            PendingReason::NoCapacity { .. } | PendingReason::Reserved { .. }
+        ),
+        "{:?}",
+        waits.reason
+    );
+    // The quota (8 guaranteed, 4 in use, no borrowing) admits 4 more, not 8: a job whose
+    // first shape is over it starts as its second.
+    let mut w2 = World::new(2, vec![team("a", Some(8), 0, None)]);
+    let mut c = w2.cluster.clone();
+    w2.running.push(run(
+        &mut c,
+        &pending(1, 0, PRODUCTION, 4, 0.0),
+        0.0,
+        false,
+        false,
+    ));
+    w2.cluster = c;
+    let mut job = pending(3, 0, EXPERIMENT, 8, 2.0);
+    job.alternatives = vec![JobRequest {
+        gpu: GpuRequest::Whole(4),
+        ..JobRequest::default()
+    }];
+    let out = w2.cycle(10.0, &[job]).unwrap();
+    assert_eq!(started(&out), [3]);
+    assert!(out.explanations.is_empty());
 }
 
 /// A 16-GPU job whose team has used a lot ranks behind an endless stream of small jobs from a

@@ -775,3 +775,53 @@ fn refusals_the_fleet_decides_point_at_their_field() {
         assert!(err.contains(&want), "got  {err}\nwant {want}");
     }
 }
+
+/// A dstack task is submitted as it is written: a bare name in `env` waits for `--env`, which
+/// lands in its `env` list; `--gpus` and `--num-nodes` in its own fields.
+#[test]
+fn a_dstack_task_takes_env_gpus_and_nodes_at_submit() {
+    let d = start();
+    let file = d.dir.join("train.dstack.yml");
+    std::fs::write(
+        &file,
+        "type: task\nname: dtrain\nenv:\n  - HF_TOKEN\ncommands:\n  - python train.py\nresources:\n  gpu: H100:1\n",
+    )
+    .unwrap();
+    let f = file.to_str().unwrap();
+    let (code, _, err) = gantry(&d.socket, &["submit", f, "--team", "applied"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("env.HF_TOKEN has no value in the file"),
+        "{err}"
+    );
+    let (code, out, err) = gantry(
+        &d.socket,
+        &[
+            "submit",
+            f,
+            "--team",
+            "applied",
+            "--env",
+            "HF_TOKEN=hf_x",
+            "--gpus",
+            "H100:2",
+            "--num-nodes",
+            "2",
+            "-o",
+            "id",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    let spec = spec_of(&d, out.trim());
+    assert!(spec.contains("HF_TOKEN=hf_x"), "{spec}");
+    assert!(
+        spec.contains("gpu: H100:2") && spec.contains("nodes: 2"),
+        "{spec}"
+    );
+    let (code, _, err) = gantry(
+        &d.socket,
+        &["submit", f, "--team", "applied", "--secret", "HF_TOKEN=x"],
+    );
+    assert_eq!(code, 2);
+    assert!(err.contains("a dstack task has no secrets"), "{err}");
+}

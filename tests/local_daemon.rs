@@ -1134,3 +1134,40 @@ fn a_git_workdir_is_cloned_at_its_ref_and_setup_and_run_start_in_it() {
         log_tail(&mut s, bad)
     );
 }
+
+/// A dstack task runs its `commands` as one bash script that stops at the first that fails,
+/// as dstack runs them (real processes on the host).
+#[test]
+fn a_dstack_tasks_commands_run_in_bash_and_stop_at_the_first_failure() {
+    let d = dir("dstack");
+    let mut s = open(&d);
+    let submit = |s: &mut State, commands: &str| {
+        let text = format!("type: task\nname: dstack\nresources:\n  cpu: 1\ncommands:\n{commands}");
+        s.submit(&[Submission {
+            file: "train.dstack.yml".into(),
+            text: text.into_bytes(),
+            team: Some("a".into()),
+            ..Submission::default()
+        }])
+        .remove(0)
+        .unwrap()
+    };
+    let ok = submit(
+        &mut s,
+        "  - x=bash\n  - '[[ $x == bash ]] && echo \"in $x\"'\n",
+    );
+    let bad = submit(&mut s, "  - echo one\n  - 'false'\n  - echo never\n");
+    s.tick().unwrap();
+    until(&mut s, |s| {
+        state(s, ok).is_final() && state(s, bad).is_final()
+    });
+    assert_eq!(
+        state(&s, ok),
+        JobState::Completed,
+        "{:?}",
+        log_tail(&mut s, ok)
+    );
+    assert_eq!(log_tail(&mut s, ok), vec!["out: in bash".to_string()]);
+    assert_eq!(state(&s, bad), JobState::Failed);
+    assert_eq!(log_tail(&mut s, bad), vec!["out: one".to_string()]);
+}

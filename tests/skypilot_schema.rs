@@ -110,13 +110,56 @@ fn alternatives_the_fleet_cannot_offer_are_skipped_and_all_missing_is_one_clear_
     );
 }
 
+/// Options with other GPU counts are other shapes of the job (the first that fits starts it),
+/// as in SkyPilot's llama-3 and dbrx tasks (`{A100-80GB:8, A100-80GB:4, A100:8}`); only what
+/// one placement cannot vary (CPUs, memory, price cap) must agree.
 #[test]
-fn different_counts_per_alternative_are_refused_saying_why() {
-    let e = request(
-        "run: x\nresources:\n  any_of:\n    - {accelerators: H100:4}\n    - {accelerators: A100:8}\n",
+fn other_counts_are_other_shapes_of_the_job() {
+    let (fleet, [east, _, gcp, _]) = fleet();
+    let id = |n| fleet.model_by_name(n).unwrap();
+    let spec = parse(
+        "run: x\nresources:\n  any_of:\n    - {infra: aws, accelerators: H100:4}\n    - {accelerators: A100:8}\n",
     )
-    .unwrap_err();
-    assert_eq!(e, "the alternatives of `resources.any_of` this fleet has ask for 4 GPU(s) per node and 8 GPU(s) per node: gantry places one shape, so every alternative must ask for the same GPUs per node");
+    .unwrap();
+    let shapes = spec.to_requests(&fleet).unwrap();
+    let seen: Vec<(GpuRequest, ModelChoice, Option<Vec<PoolId>>)> = shapes
+        .into_iter()
+        .map(|r| (r.gpu, r.models, r.pools))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            (
+                GpuRequest::Whole(4),
+                ModelChoice::AnyOf(vec![id("H100")]),
+                Some(vec![east])
+            ),
+            (
+                GpuRequest::Whole(8),
+                ModelChoice::AnyOf(vec![id("A100")]),
+                Some(vec![gcp])
+            ),
+        ]
+    );
+    // One mapping, several counts per model: one shape per count, in the order written.
+    let spec =
+        parse("run: x\nresources:\n  accelerators: {H100:8, H100:4, A100:8, B200:2}\n").unwrap();
+    let shapes: Vec<(GpuRequest, ModelChoice)> = spec
+        .to_requests(&fleet)
+        .unwrap()
+        .into_iter()
+        .map(|r| (r.gpu, r.models))
+        .collect();
+    assert_eq!(
+        shapes,
+        [
+            (
+                GpuRequest::Whole(8),
+                ModelChoice::AnyOf(vec![id("H100"), id("A100")])
+            ),
+            (GpuRequest::Whole(4), ModelChoice::AnyOf(vec![id("H100")])),
+        ]
+    );
     let e = parse(
         "run: x\nresources:\n  any_of:\n    - {cpus: 8, accelerators: H100:8}\n    - {cpus: 16, accelerators: A100:8}\n",
     )
@@ -135,14 +178,20 @@ fn memory_sized_accelerators_name_the_fleets_models() {
     let id = |n| fleet.model_by_name(n).unwrap();
     let r = request("run: x\nresources:\n  accelerators: 80GB+:8\n").unwrap();
     assert_eq!(r.models, ModelChoice::AnyOf(vec![id("H100")]));
+    // Names round VRAM: an L4's 23,034 MiB is a "24GB" GPU.
     let r = request("run: x\nresources:\n  accelerators: 24GB+:1\n").unwrap();
-    assert_eq!(r.models, ModelChoice::AnyOf(vec![id("H100"), id("A100")]));
+    assert_eq!(
+        r.models,
+        ModelChoice::AnyOf(vec![id("H100"), id("A100"), id("L4")])
+    );
+    let r = request("run: x\nresources:\n  accelerators: 24GB:1\n").unwrap();
+    assert_eq!(r.models, ModelChoice::AnyOf(vec![id("L4")]));
     let r = request("run: x\nresources:\n  accelerators: 40GB:1\n").unwrap();
     assert_eq!(r.models, ModelChoice::AnyOf(vec![id("A100")]));
     let e = request("run: x\nresources:\n  accelerators: 141GB+:8\n").unwrap_err();
     assert_eq!(
         e,
-        "`141GB+`: no GPU model of this fleet has 141 GB or more (it has: H100 80 GB, A100 40 GB, L4 22 GB)"
+        "`141GB+`: no GPU model of this fleet has 141 GB or more (it has: H100 80 GiB, A100 40 GiB, L4 22 GiB)"
     );
 }
 

@@ -207,12 +207,15 @@ fn resolving_against_the_fleet_names_what_is_missing() {
         .unwrap_err()
         .to_string()
         .contains("cannot be a 2-node gang"));
+    // Other counts are other shapes of the job (they were refused: "same count").
     let s = spec::parse("t.yaml", b"resources:\n  accelerators: {H100: 8, L4: 4}\n").unwrap();
-    assert!(s
-        .to_request(&fleet)
-        .unwrap_err()
-        .to_string()
-        .contains("same count"));
+    let shapes: Vec<GpuRequest> = s
+        .to_requests(&fleet)
+        .unwrap()
+        .into_iter()
+        .map(|r| r.gpu)
+        .collect();
+    assert_eq!(shapes, [GpuRequest::Whole(8), GpuRequest::Whole(4)]);
     // As SkyPilot does, options the fleet cannot offer are skipped (the whole job used to be
     // refused for one of them); none left is an error naming them.
     let s = spec::parse(

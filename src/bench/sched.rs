@@ -357,6 +357,7 @@ pub fn run_cycle_bench(
             },
             submitted: rng.unit() * 3600.0,
             request: job.clone(),
+            alternatives: Vec::new(),
             held: rng.below(100) == 0,
             time_limit_s: Some(600.0 + rng.unit() * 86_400.0),
         })

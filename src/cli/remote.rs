@@ -209,6 +209,9 @@ fn with_given(name: &str, text: Vec<u8>, given: &Given) -> Result<Vec<u8>, CliEr
         }
         secrets.push((k, v));
     }
+    if gantry::spec::dstack::is_dstack(&s) {
+        return with_given_dstack(name, &s, envs, secrets, given);
+    }
     edit_yaml(name, &s, |map| {
         for (key, given) in [("envs", envs), ("secrets", secrets)] {
             if given.is_empty() {
@@ -233,6 +236,53 @@ fn with_given(name: &str, text: Vec<u8>, given: &Given) -> Result<Vec<u8>, CliEr
             // `gpus` is the same field under SkyPilot's newer name: one of them, the given one.
             res.remove(Y::String("gpus".into()));
             res.insert(Y::String("accelerators".into()), Y::String(g));
+        }
+        Ok(())
+    })
+}
+
+/// `with_given` for a dstack task: `env` (a list or a mapping), `nodes`, `resources.gpu`.
+fn with_given_dstack(
+    name: &str,
+    s: &str,
+    envs: Vec<(String, String)>,
+    secrets: Vec<(String, String)>,
+    given: &Given,
+) -> Result<Vec<u8>, CliError> {
+    if !secrets.is_empty() {
+        return Err(CliError::usage(format!(
+            "{name}: a dstack task has no secrets: give the value with --env NAME=VALUE (it is shown in the job's spec), or write the task as a SkyPilot file with `secrets:`"
+        )));
+    }
+    edit_yaml(name, s, |map| {
+        if !envs.is_empty() {
+            let env = map
+                .entry(Y::String("env".into()))
+                .or_insert_with(|| Y::Mapping(Mapping::new()));
+            if env.is_null() {
+                *env = Y::Mapping(Mapping::new());
+            }
+            match env {
+                Y::Sequence(items) => {
+                    items.extend(envs.into_iter().map(|(k, v)| Y::String(format!("{k}={v}"))))
+                }
+                Y::Mapping(m) => {
+                    for (k, v) in envs {
+                        m.insert(Y::String(k), Y::String(v));
+                    }
+                }
+                _ => {
+                    return Err(CliError::usage(format!(
+                        "{name}: `env` is neither a list nor a mapping"
+                    )))
+                }
+            }
+        }
+        if let Some(n) = given.num_nodes {
+            map.insert(Y::String("nodes".into()), Y::Number(n.into()));
+        }
+        if let Some(g) = &given.gpus {
+            section(name, map, "resources")?.insert(Y::String("gpu".into()), Y::String(g.clone()));
         }
         Ok(())
     })

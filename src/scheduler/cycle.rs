@@ -24,6 +24,10 @@ pub struct PendingJob {
     /// Seconds on the daemon's clock.
     pub submitted: f64,
     pub request: JobRequest,
+    /// Other shapes the job takes (SkyPilot's alternatives with other GPU counts), in order:
+    /// the first of `request` and these that fits starts it; if none fits, it waits, makes
+    /// room and is reserved for as `request`.
+    pub alternatives: Vec<JobRequest>,
     pub held: bool,
     pub time_limit_s: Option<f64>,
 }
@@ -317,6 +321,46 @@ impl Quotas<'_> {
 
     /// `Ok(borrowed?)` when the team may take `wants` more milli-GPU: inside its guarantee, or
     /// as a whole on borrowed capacity within its borrow limit and what the cohort has idle.
+    /// Whether a start of `wants` on `model` that `admit` let through may go ahead, and
+    /// whether it runs borrowed: past the team's per-model guarantee, the start runs on
+    /// borrowed capacity — if the team may borrow that much.
+    fn admit_on_model(
+        &self,
+        t: usize,
+        model: Option<u16>,
+        wants: u64,
+        borrowed: bool,
+    ) -> Result<bool, PendingReason> {
+        if borrowed || self.within_model_guarantee(t, model, wants) {
+            return Ok(borrowed);
+        }
+        let limit = self.teams[t]
+            .quota
+            .as_ref()
+            .map_or(0, |q| u64::from(q.borrow_limit) * 1000);
+        if self.borrowed[t] + wants > limit || wants > self.lendable(t) {
+            return Err(PendingReason::Quota {
+                wants,
+                used: self.used[t],
+                guaranteed: self.guarantee(t).unwrap_or(0),
+                borrow_limit: limit,
+                lendable: self.lendable(t),
+            });
+        }
+        Ok(true)
+    }
+
+    /// Charges a start to its team.
+    fn charge(&mut self, t: usize, model: Option<u16>, wants: u64, borrowed: bool) {
+        self.used[t] += wants;
+        if borrowed {
+            self.borrowed[t] += wants;
+        }
+        if let Some(m) = model {
+            *self.used_by_model.entry((t, m)).or_default() += wants;
+        }
+    }
+
     fn admit(&self, t: usize, wants: u64) -> Result<bool, PendingReason> {
         let Some(q) = &self.teams[t].quota else {
             return Ok(false);
@@ -419,6 +463,17 @@ pub fn run_cycle(placer: &mut Placer, input: &CycleInput) -> Result<CycleOutput,
         let cpos = class_seen.entry(job.class).or_default();
         *cpos += 1;
         positions.insert(job.id, (rank + 1, *cpos));
+        if !job.alternatives.is_empty() {
+            if let Some(start) =
+                first_shape_that_fits(placer, &mut work, &mut quotas, &mut failed, job, &model_of)
+            {
+                if let (Decision::Start { placement, .. }, Some(l)) = (&start, job.time_limit_s) {
+                    ends.push((now + l, placement.clone()));
+                }
+                out.decisions.push(start);
+                continue;
+            }
+        }
         let wants = job.request.total_gpu_milli();
         let borrowed = match quotas.admit(job.team, wants) {
             Ok(b) => b,
@@ -455,40 +510,16 @@ pub fn run_cycle(placer: &mut Placer, input: &CycleInput) -> Result<CycleOutput,
         };
         match attempt {
             Ok(p) => {
-                // Per-model guarantees: past the model's part, the start runs on borrowed
-                // capacity — if the team may borrow that much.
                 let model = model_of(&p);
-                let mut borrowed = borrowed;
-                if !borrowed && !quotas.within_model_guarantee(job.team, model, wants) {
-                    let limit = input.teams[job.team]
-                        .quota
-                        .as_ref()
-                        .map_or(0, |q| u64::from(q.borrow_limit) * 1000);
-                    if quotas.borrowed[job.team] + wants > limit
-                        || wants > quotas.lendable(job.team)
-                    {
-                        reasons.insert(
-                            job.id,
-                            PendingReason::Quota {
-                                wants,
-                                used: quotas.used[job.team],
-                                guaranteed: quotas.guarantee(job.team).unwrap_or(0),
-                                borrow_limit: limit,
-                                lendable: quotas.lendable(job.team),
-                            },
-                        );
+                let borrowed = match quotas.admit_on_model(job.team, model, wants, borrowed) {
+                    Ok(b) => b,
+                    Err(reason) => {
+                        reasons.insert(job.id, reason);
                         continue;
                     }
-                    borrowed = true;
-                }
+                };
                 work.allocate(&p).expect("placed within free capacity");
-                quotas.used[job.team] += wants;
-                if borrowed {
-                    quotas.borrowed[job.team] += wants;
-                }
-                if let Some(m) = model {
-                    *quotas.used_by_model.entry((job.team, m)).or_default() += wants;
-                }
+                quotas.charge(job.team, model, wants, borrowed);
                 if let Some(l) = job.time_limit_s {
                     ends.push((now + l, p.clone()));
                 }
@@ -618,6 +649,48 @@ pub fn run_cycle(placer: &mut Placer, input: &CycleInput) -> Result<CycleOutput,
         });
     }
     Ok(out)
+}
+
+/// A job that takes several shapes: the first of them that its team's quota admits and that
+/// fits now, placed, charged and its start; `None` when none does (each shape that did not fit
+/// is remembered in `failed`, as the main loop does).
+fn first_shape_that_fits(
+    placer: &mut Placer,
+    work: &mut Cluster,
+    quotas: &mut Quotas,
+    failed: &mut HashMap<RequestKey, Unplaceable>,
+    job: &PendingJob,
+    model_of: &dyn Fn(&Placement) -> Option<u16>,
+) -> Option<Decision> {
+    for req in std::iter::once(&job.request).chain(&job.alternatives) {
+        let wants = req.total_gpu_milli();
+        let Ok(borrowed) = quotas.admit(job.team, wants) else {
+            continue;
+        };
+        let key = RequestKey::of(req);
+        if failed.contains_key(&key) {
+            continue;
+        }
+        match placer.place(work, req, job.id) {
+            Ok(p) => {
+                let model = model_of(&p);
+                let Ok(borrowed) = quotas.admit_on_model(job.team, model, wants, borrowed) else {
+                    continue;
+                };
+                work.allocate(&p).expect("placed within free capacity");
+                quotas.charge(job.team, model, wants, borrowed);
+                return Some(Decision::Start {
+                    job: job.id,
+                    placement: p,
+                    borrowed,
+                });
+            }
+            Err(why) => {
+                failed.insert(key, why);
+            }
+        }
+    }
+    None
 }
 
 fn set_nodes(work: &mut Cluster, nodes: &[NodeId], health: Health) {

@@ -1084,6 +1084,7 @@ impl<'a> World<'a> {
                         class: job.class,
                         submitted: job.arrive,
                         request: job.request.clone(),
+                        alternatives: Vec::new(),
                         held: false,
                         time_limit_s: limit(job.kind),
                     })

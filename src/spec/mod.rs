@@ -3,6 +3,7 @@
 //! error with file:line:col), and [`JobSpec::to_request`] resolves it against a fleet into the
 //! scheduler's [`JobRequest`].
 
+pub mod dstack;
 pub mod limits;
 pub mod redact;
 mod resolve;
@@ -342,22 +343,40 @@ fn text_of<'a>(file: &str, bytes: &'a [u8]) -> Result<&'a str, SpecError> {
     Ok(text)
 }
 
-/// One task's YAML.
+/// One task's YAML: dstack's when it says its `type`, else SkyPilot's (and gantry's).
 fn parse_task(file: &str, text: &str) -> Result<JobSpec, SpecError> {
+    // Budgets first (aliases, depth, size): the loader below expands aliases and is slow on
+    // deep nesting, and the text may come from anyone with a researcher token.
+    limits::check(text).map_err(|o| SpecError {
+        file: file.to_string(),
+        line: o.line,
+        col: o.col,
+        message: o.message,
+    })?;
+    if dstack::is_dstack(text) {
+        // Its type first: a service's or dev environment's fields are not a task's.
+        let kind: dstack::Kind = load(file, text)?;
+        dstack::check_kind(&kind, text, file)?;
+        let raw: dstack::RawTask = load(file, text)?;
+        return dstack::build(raw, text, file);
+    }
+    let raw: task::RawSpec = load(file, text)?;
+    task::build(raw, text, file)
+}
+
+/// Reads `text` into `T`, every error at the field it is about.
+fn load<T: serde::de::DeserializeOwned>(file: &str, text: &str) -> Result<T, SpecError> {
     let at = |line: usize, col: usize, message: String| SpecError {
         file: file.to_string(),
         line,
         col,
         message,
     };
-    // Budgets first (aliases, depth, size): the loader below expands aliases and is slow on
-    // deep nesting, and the text may come from anyone with a researcher token.
-    limits::check(text).map_err(|o| at(o.line, o.col, o.message))?;
     // serde_path_to_error names the field a bad value belongs to: serde's own position for
     // a value error is the start of its mapping (`name: x` then `num_nodes: two` was reported
     // at 1:1 as `name`).
     let de = serde_yaml_ng::Deserializer::from_str(text);
-    let raw: task::RawSpec = serde_path_to_error::deserialize(de).map_err(|e| {
+    serde_path_to_error::deserialize(de).map_err(|e| {
         let path = e.path().to_string();
         let e = e.into_inner();
         let (line, col) = e.location().map_or((1, 1), |l| (l.line(), l.column()));
@@ -382,8 +401,7 @@ fn parse_task(file: &str, text: &str) -> Result<JobSpec, SpecError> {
             col,
             explain_yaml_error(&message, key_at(text, line, col)),
         )
-    })?;
-    task::build(raw, text, file)
+    })
 }
 
 /// Where the field at dotted `path` (`resources.accelerators`) is written in `text`, or the

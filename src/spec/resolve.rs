@@ -104,6 +104,10 @@ impl ResolveError {
     }
 }
 
+/// The shapes of one way: GPUs per node (`None`: no GPU) and the models asked for with that
+/// count, in the order written.
+type Shapes = Vec<(Option<GpuCount>, Vec<ModelId>)>;
+
 /// One way of a job resolved on a fleet.
 struct Way {
     /// GPUs per node (`None`: no GPU, or a MIG slice).
@@ -117,8 +121,9 @@ struct Way {
 }
 
 /// The models a memory-sized name stands for: `80GB+` every model with at least 80 GB,
-/// `80GB` those of 80 GB (VRAM rounded to whole GiB, as model names round it); `None` when
-/// the name is not a size.
+/// `80GB` those of 80 GB. Model names round VRAM (an H100's 81,559 MiB is "80GB", an A10G's
+/// 23,028 MiB "24GB"), so a model within 10% under the size counts; `None` when the name is
+/// not a size.
 fn models_by_memory(name: &str, fleet: &Fleet) -> Option<Result<Vec<ModelId>, ResolveError>> {
     let lower = name.to_ascii_lowercase();
     let (size, at_least) = match lower.strip_suffix('+') {
@@ -126,18 +131,14 @@ fn models_by_memory(name: &str, fleet: &Fleet) -> Option<Result<Vec<ModelId>, Re
         None => (lower.as_str(), false),
     };
     let gb: u32 = size.strip_suffix("gb")?.parse().ok()?;
-    let nominal = |vram_mib: u32| (f64::from(vram_mib) / 1024.0).round() as u32;
+    let want = f64::from(gb) * 1024.0;
     let ids: Vec<ModelId> = fleet
         .models
         .iter()
         .enumerate()
         .filter(|(_, m)| {
-            let have = nominal(m.vram_mib);
-            if at_least {
-                have >= gb
-            } else {
-                have == gb
-            }
+            let have = f64::from(m.vram_mib);
+            have >= 0.9 * want && (at_least || have <= 1.1 * want)
         })
         .map(|(i, _)| ModelId(i as u16))
         .collect();
@@ -145,7 +146,7 @@ fn models_by_memory(name: &str, fleet: &Fleet) -> Option<Result<Vec<ModelId>, Re
         let have: Vec<String> = fleet
             .models
             .iter()
-            .map(|m| format!("{} {} GB", m.name, nominal(m.vram_mib)))
+            .map(|m| format!("{} {:.0} GiB", m.name, f64::from(m.vram_mib) / 1024.0))
             .collect();
         return Some(Err(ResolveError::new(format!(
             "`{name}`: no GPU model of this fleet has {gb} GB{} (it has: {})",
@@ -157,10 +158,17 @@ fn models_by_memory(name: &str, fleet: &Fleet) -> Option<Result<Vec<ModelId>, Re
 }
 
 impl JobSpec {
-    /// The scheduler's view of this spec on `fleet`: model names resolved, shares checked.
-    /// Of several ways (`any_of`, `ordered`, a mapping of models), those this fleet cannot
-    /// offer are skipped, as SkyPilot skips infeasible ones; the job fails only if none is left.
+    /// The scheduler's view of this spec on `fleet`: its first shape (see `to_requests`).
     pub fn to_request(&self, fleet: &Fleet) -> Result<JobRequest, ResolveError> {
+        Ok(self.to_requests(fleet)?.remove(0))
+    }
+
+    /// The scheduler's view of this spec on `fleet`: model names resolved, shares checked,
+    /// one request per shape (GPUs per node) the job takes, in the order the file first names
+    /// them. Of several ways (`any_of`, `ordered`, a mapping of models), those this fleet
+    /// cannot offer are skipped, as SkyPilot skips infeasible ones; the job fails only if none
+    /// is left. Never empty.
+    pub fn to_requests(&self, fleet: &Fleet) -> Result<Vec<JobRequest>, ResolveError> {
         if let Some(first) = self.unset.first() {
             let (what, name) = first.split_once('.').unwrap_or(("envs", first));
             let how = if what == "secrets" {
@@ -180,7 +188,7 @@ impl JobSpec {
         }
         let ways = self.ways();
         let several = ways.len() > 1;
-        let resolved: Vec<Result<Way, ResolveError>> = ways
+        let resolved: Vec<Result<Vec<Way>, ResolveError>> = ways
             .iter()
             .map(|w| {
                 let key = if self.ordered {
@@ -200,33 +208,44 @@ impl JobSpec {
         let mut refusals: Vec<String> = Vec::new();
         for (n, r) in resolved.into_iter().enumerate() {
             match r {
-                Ok(w) => ok.push(w),
+                Ok(w) => ok.extend(w),
                 Err(e) if !several => return Err(e),
                 Err(e) => refusals.push(format!("{}. {}", n + 1, e.message)),
             }
         }
         let key = if self.ordered { "ordered" } else { "any_of" };
-        let Some(first) = ok.first() else {
+        if ok.is_empty() {
             return Err(ResolveError::new(format!(
                 "no alternative of `resources.{key}` fits this fleet: {}",
                 refusals.join("; ")
             ))
             .at(&format!("resources.{key}")));
-        };
-        if let Some(other) = ok.iter().find(|w| w.count != first.count) {
-            let says = |w: &Way| match w.count {
-                None => "no GPU".to_string(),
-                Some(GpuCount::Whole(n)) => format!("{n} GPU(s) per node"),
-                Some(GpuCount::Fraction(m)) => format!("{} of a GPU", f64::from(m) / 1000.0),
-            };
-            return Err(ResolveError::new(format!(
-                "the alternatives of `resources.{key}` this fleet has ask for {} and {}: gantry places one shape, so every alternative must ask for the same GPUs per node",
-                says(first),
-                says(other)
-            ))
-            .at(&format!("resources.{key}")));
         }
-        let gpu = match (self.mig, first.count) {
+        // One request per shape, in the order the file first names it.
+        let mut shapes: Vec<Option<GpuCount>> = Vec::new();
+        for w in &ok {
+            if !shapes.contains(&w.count) {
+                shapes.push(w.count);
+            }
+        }
+        shapes
+            .into_iter()
+            .map(|count| {
+                let same: Vec<&Way> = ok.iter().filter(|w| w.count == count).collect();
+                self.request_of(count, &same, several)
+            })
+            .collect()
+    }
+
+    /// The request for one shape, from the ways that ask for it.
+    fn request_of(
+        &self,
+        count: Option<GpuCount>,
+        ok: &[&Way],
+        several: bool,
+    ) -> Result<JobRequest, ResolveError> {
+        let first = ok[0];
+        let gpu = match (self.mig, count) {
             (Some(p), _) => GpuRequest::Mig(p),
             (None, None) => GpuRequest::None,
             (None, Some(GpuCount::Whole(n))) => GpuRequest::Whole(n),
@@ -290,7 +309,7 @@ impl JobSpec {
         way: &Alternative,
         fleet: &Fleet,
         several: bool,
-    ) -> Result<Way, ResolveError> {
+    ) -> Result<Vec<Way>, ResolveError> {
         let names: Vec<&str> = fleet.models.iter().map(|m| m.name.as_str()).collect();
         let resolve = |name: &str| -> Result<Vec<ModelId>, ResolveError> {
             if let Some(by_memory) = models_by_memory(name, fleet) {
@@ -305,11 +324,9 @@ impl JobSpec {
                 ))
             })
         };
-        let (count, models, ordered) = self
+        let (shapes, ordered) = self
             .models_of(way, &resolve, &names)
             .map_err(|e| e.at("resources.accelerators"))?;
-        // With `mig`, the slice is the request; the count only names the models.
-        let count = if self.mig.is_some() { None } else { count };
         let mut pools = pools_of(&way.infra, fleet).map_err(|e| e.at("resources.infra"))?;
         if let Some(image) = &way.image {
             pools = Some(
@@ -317,6 +334,34 @@ impl JobSpec {
                     .map_err(|e| e.at("resources.image_id"))?,
             );
         }
+        let mut out = Vec::new();
+        let mut last_refusal = None;
+        for (count, models) in shapes {
+            // With `mig`, the slice is the request; the count only names the models.
+            let count = if self.mig.is_some() { None } else { count };
+            match self.shape_of(way, fleet, several, count, models, ordered, pools.clone()) {
+                Ok(w) => out.push(w),
+                Err(e) => last_refusal = Some(e),
+            }
+        }
+        match (out.is_empty(), last_refusal) {
+            (true, Some(e)) => Err(e),
+            _ => Ok(out),
+        }
+    }
+
+    /// One shape of one way: its pools checked (and spelled out with `several`).
+    #[allow(clippy::too_many_arguments)]
+    fn shape_of(
+        &self,
+        way: &Alternative,
+        fleet: &Fleet,
+        several: bool,
+        count: Option<GpuCount>,
+        models: Vec<ModelId>,
+        ordered: bool,
+        mut pools: Option<Vec<PoolId>>,
+    ) -> Result<Way, ResolveError> {
         let wants_gpu = count.is_some() || self.mig.is_some();
         let takes = |id: PoolId| {
             fleet
@@ -382,17 +427,27 @@ impl JobSpec {
         way: &Alternative,
         resolve: &dyn Fn(&str) -> Result<Vec<ModelId>, ResolveError>,
         names: &[&str],
-    ) -> Result<(Option<GpuCount>, Vec<ModelId>, bool), ResolveError> {
+    ) -> Result<(Shapes, bool), ResolveError> {
         Ok(match (&way.accelerators, self.mig) {
-            (None, _) => (None, Vec::new(), false),
-            (Some(acc), _) if matches!(acc.options.as_slice(), [o] if o.model == ANY_MODEL) => {
-                let count = acc.options[0].count;
-                if matches!(count, GpuCount::Fraction(_)) && self.nodes > 1 {
+            (None, _) => (vec![(None, Vec::new())], false),
+            (Some(acc), _) if acc.options.iter().all(|o| o.model == ANY_MODEL) => {
+                if self.nodes > 1
+                    && acc
+                        .options
+                        .iter()
+                        .any(|o| matches!(o.count, GpuCount::Fraction(_)))
+                {
                     return Err(ResolveError::new(
                         "a fraction of a GPU cannot be a gang of nodes".to_string(),
                     ));
                 }
-                (Some(count), Vec::new(), false)
+                let mut groups: Shapes = Vec::new();
+                for o in &acc.options {
+                    if !groups.iter().any(|(c, _)| *c == Some(o.count)) {
+                        groups.push((Some(o.count), Vec::new()));
+                    }
+                }
+                (groups, false)
             }
             (Some(acc), _) => {
                 if acc.options.is_empty() {
@@ -405,7 +460,7 @@ impl JobSpec {
                     .iter()
                     .filter_map(|o| Some((o, resolve(&o.model).ok()?)))
                     .collect();
-                let Some((first, _)) = feasible.first() else {
+                if feasible.is_empty() {
                     if let [only] = acc.options.as_slice() {
                         return Err(resolve(&only.model).err().unwrap_or_else(|| {
                             ResolveError::new(format!("unknown GPU model `{}`", only.model))
@@ -421,15 +476,24 @@ impl JobSpec {
                         asked.join(", "),
                         names.join(", ")
                     )));
-                };
-                let first = first.count;
-                if feasible.iter().any(|(o, _)| o.count != first) {
-                    return Err(ResolveError::new(
-                        "every model in `accelerators` this fleet has must ask for the same count (gantry places one shape)".to_string(),
-                    ));
                 }
-                let ids = feasible.into_iter().flat_map(|(_, ids)| ids).collect();
-                (Some(first), ids, acc.ordered)
+                // Options with other counts are other shapes of the job, in the order written.
+                let mut groups: Shapes = Vec::new();
+                for (o, ids) in feasible {
+                    let at = match groups.iter().position(|(c, _)| *c == Some(o.count)) {
+                        Some(i) => i,
+                        None => {
+                            groups.push((Some(o.count), Vec::new()));
+                            groups.len() - 1
+                        }
+                    };
+                    for id in ids {
+                        if !groups[at].1.contains(&id) {
+                            groups[at].1.push(id);
+                        }
+                    }
+                }
+                (groups, acc.ordered)
             }
         })
     }

@@ -16,15 +16,15 @@ use std::collections::BTreeMap;
 type Ignored = serde::de::IgnoredAny;
 
 /// What gantry does with a SkyPilot field it does not honour as SkyPilot does.
-enum Other {
+pub(super) enum Other {
     /// Accepted; the text says what gantry does instead (shown at submit and by `spec check`).
     Noted(&'static str),
     /// Refused at the field: why, and what to write instead.
     Refused(&'static str),
 }
-use Other::{Noted, Refused};
+pub(super) use Other::{Noted, Refused};
 
-const SHARED_DIRECTORY: &str = "gantry does not create SkyPilot volumes: use a directory the nodes already share (NFS, a host path) and name it in `run`";
+pub(super) const SHARED_DIRECTORY: &str = "gantry does not create SkyPilot volumes: use a directory the nodes already share (NFS, a host path) and name it in `run`";
 const NODE_DISK: &str = "the job uses the disk its node has (gantry does not size or choose disks)";
 
 #[derive(Debug, Deserialize)]
@@ -188,7 +188,7 @@ enum RawSecrets {
 /// Environment values may be written as strings, numbers or booleans.
 #[derive(Debug, Deserialize)]
 #[serde(untagged)]
-enum EnvValue {
+pub(super) enum EnvValue {
     /// SkyPilot leaves a value empty when it must be given at launch (`HF_TOKEN:`).
     Unset(()),
     Text(String),
@@ -271,15 +271,15 @@ impl Resources {
 }
 
 /// Reads the spec's text into a [`JobSpec`]; errors point at the field they are about.
-struct Reader<'a> {
-    text: &'a str,
-    file: &'a str,
-    ignored: Vec<String>,
+pub(super) struct Reader<'a> {
+    pub(super) text: &'a str,
+    pub(super) file: &'a str,
+    pub(super) ignored: Vec<String>,
 }
 
 impl Reader<'_> {
     /// An error about the field at dotted `path` (`resources.any_of`), at its key.
-    fn err(&self, path: &str, message: String) -> SpecError {
+    pub(super) fn err(&self, path: &str, message: String) -> SpecError {
         let (line, col) = locate_path(self.text, path)
             .unwrap_or_else(|| locate_key(self.text, path.rsplit('.').next().unwrap_or(path)));
         SpecError {
@@ -291,7 +291,7 @@ impl Reader<'_> {
     }
 
     /// Notes or refuses the fields of `others` under `prefix` (`resources.`).
-    fn others(
+    pub(super) fn others(
         &mut self,
         prefix: &str,
         others: Vec<(&'static str, Other)>,
@@ -368,7 +368,7 @@ impl Reader<'_> {
     }
 
     /// `image_id`: `docker:IMAGE`; machine images and per-region maps are refused.
-    fn image(&self, path: &str, v: &serde_yaml_ng::Value) -> Result<String, SpecError> {
+    pub(super) fn image(&self, path: &str, v: &serde_yaml_ng::Value) -> Result<String, SpecError> {
         let written = match v {
             serde_yaml_ng::Value::String(s) => s.clone(),
             _ => {
@@ -389,7 +389,7 @@ impl Reader<'_> {
     }
 
     /// `envs` or `secrets` as values; names left without one go to `unset` (`what.NAME`).
-    fn values(
+    pub(super) fn values(
         &self,
         what: &str,
         map: Option<BTreeMap<String, EnvValue>>,

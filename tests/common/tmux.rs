@@ -38,10 +38,12 @@ impl Tmux {
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
-    /// The screen once it shows any of `texts` (10 s at most, else the test fails with it).
+    /// The screen once it shows any of `texts` (30 s at most, else the test fails with it:
+    /// a loaded CI machine was seen to need more than 10).
     pub fn wait_for(&self, texts: &[&str]) -> String {
         let screen = || self.run(&["capture-pane", "-p", "-t", self.session]);
-        for _ in 0..100 {
+        let t0 = std::time::Instant::now();
+        while t0.elapsed() < std::time::Duration::from_secs(30) {
             let s = screen();
             if texts.iter().any(|t| s.contains(t)) {
                 return s;

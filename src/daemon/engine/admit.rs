@@ -190,7 +190,8 @@ impl Engine {
             Some(parsed) => parsed.clone(),
             None => spec::parse(&s.file, &s.text)?,
         };
-        let request = spec.to_request(self.cluster.fleet())?;
+        let mut alternatives = spec.to_requests(self.cluster.fleet())?;
+        let request = alternatives.remove(0);
         if let Some(after) = spec.after {
             if !self.jobs.contains_key(&after) && self.store.job(after)?.is_none() {
                 return Err(EngineError::Resolve(spec::ResolveError::new(format!(
@@ -240,6 +241,7 @@ impl Engine {
             submitted_at: 0.0,
             spec,
             request,
+            alternatives,
             placement: None,
             started_at: None,
             borrowed: false,

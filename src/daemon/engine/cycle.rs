@@ -18,6 +18,7 @@ impl Engine {
                 class: j.class,
                 submitted: j.submitted_at,
                 request: j.request.clone(),
+                alternatives: j.alternatives.clone(),
                 held: j.state == JobState::Held || waits.contains_key(&j.id),
                 time_limit_s: j.spec.time_limit_s,
             })

@@ -107,6 +107,8 @@ pub struct Job {
     pub submitted_at: f64,
     pub spec: JobSpec,
     pub request: JobRequest,
+    /// Other shapes it takes (other GPU counts), in order; see `PendingJob::alternatives`.
+    pub alternatives: Vec<JobRequest>,
     pub placement: Option<Placement>,
     pub started_at: Option<f64>,
     /// Started on capacity borrowed from its team's cohort (reclaimed first).
@@ -118,6 +120,16 @@ pub struct Job {
 }
 
 impl Job {
+    /// The shape it runs as (one of its alternatives when it started as one), else its first.
+    pub fn shape(&self) -> &JobRequest {
+        let Some(p) = &self.placement else {
+            return &self.request;
+        };
+        std::iter::once(&self.request)
+            .chain(&self.alternatives)
+            .find(|r| r.total_gpu_milli() == p.gpu_milli())
+            .unwrap_or(&self.request)
+    }
     /// What it has cost up to `now`: finished runs plus the current one.
     pub fn cost_at(&self, now: f64) -> f64 {
         let running = match (&self.placement, self.started_at) {

@@ -61,7 +61,7 @@ impl Engine {
             // The fleet file may have changed since the job was submitted (a pool, team or
             // class removed or renamed). A finished job keeps its history in the journal; a
             // live one fails with the reason; the daemon starts either way.
-            let (spec, request, team, class) = match e.resolve(&r) {
+            let (spec, mut alternatives, team, class) = match e.resolve(&r) {
                 Ok(resolved) => resolved,
                 Err(_) if r.state.is_final() => {
                     e.stale_history += 1;
@@ -112,7 +112,8 @@ impl Engine {
                     state,
                     submitted_at: r.submitted_at,
                     spec,
-                    request,
+                    request: alternatives.remove(0),
+                    alternatives,
                     started_at: kept.as_ref().map(|k| k.1),
                     placement: kept.map(|k| k.0),
                     borrowed: false,
@@ -137,18 +138,19 @@ impl Engine {
         Ok(e)
     }
 
-    /// A journaled job's spec, request, team and class under today's fleet file, or why not.
+    /// A journaled job's spec, requests (one per shape, never none), team and class under
+    /// today's fleet file, or why not.
     pub(super) fn resolve(
         &self,
         r: &JobRecord,
-    ) -> Result<(JobSpec, JobRequest, usize, usize), String> {
+    ) -> Result<(JobSpec, Vec<JobRequest>, usize, usize), String> {
         let spec = spec::parse(&format!("job {}", r.id), r.spec.as_bytes())
             .map_err(|e| format!("its spec no longer parses: {e}"))?;
-        let request = spec
-            .to_request(self.cluster.fleet())
+        let requests = spec
+            .to_requests(self.cluster.fleet())
             .map_err(|e| e.to_string())?;
         let team = self.team_index(&r.team).map_err(|e| e.to_string())?;
         let class = self.class_index(&r.priority).map_err(|e| e.to_string())?;
-        Ok((spec, request, team, class))
+        Ok((spec, requests, team, class))
     }
 }

@@ -194,7 +194,8 @@ impl State {
             .jobs()
             .filter(|j| !j.state.is_final() || self.now - j.submitted_at < 6.0 * 3600.0)
             .map(|j| {
-                let gpus = match (j.request.gpu, j.request.nodes) {
+                let shape = j.shape();
+                let gpus = match (shape.gpu, shape.nodes) {
                     (GpuRequest::None, _) => "cpu".to_string(),
                     (GpuRequest::Whole(n), 1) => format!("{n}"),
                     (GpuRequest::Whole(n), k) => format!("{k}×{n}"),

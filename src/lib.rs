@@ -25,3 +25,4 @@ pub mod spec;
 pub mod testkit;
 pub mod tls;
 pub mod trace;
+pub mod workdir;

@@ -462,3 +462,50 @@ mod fuzz {
             .unwrap_or(default)
     }
 }
+
+/// `POST /v1/workdirs` (a workdir shipped by `gantry submit`): researchers only, a gzip'd tar
+/// only, no bigger than `--max-workdir-mb`; the same content is kept once, at one path.
+#[test]
+fn shipped_workdirs_are_bounded_checked_and_kept_by_content() {
+    let mut d = start("workdirs", &["--max-workdir-mb", "1"]);
+    let viewer = token(&d, "viewer", None);
+    let researcher = token(&d, "researcher", Some("default"));
+    let (status, body) = tcp_request(d.port, &viewer, "POST /v1/workdirs", "x");
+    assert!(status.contains("403"), "{status} {body}");
+    let (status, body) = tcp_request(d.port, &researcher, "POST /v1/workdirs", "not a tar");
+    assert!(
+        status.contains("400") && body.contains("not a gzip'd tar"),
+        "{status} {body}"
+    );
+    let big = "a".repeat(2 << 20);
+    let (status, body) = tcp_request(d.port, &researcher, "POST /v1/workdirs", &big);
+    assert!(
+        status.contains("413") && body.contains("over 1 MiB packed"),
+        "{status} {body}"
+    );
+    // A real one, twice: one copy.
+    let src = d.dir.join("src");
+    std::fs::create_dir_all(&src).unwrap();
+    std::fs::write(src.join("a.txt"), "a").unwrap();
+    let packed = gantry::workdir::pack(&src, 1 << 20).unwrap();
+    let mut c = gantry::client::http::HttpClient::new(
+        gantry::client::http::Endpoint::parse(&format!("http://127.0.0.1:{}", d.port)).unwrap(),
+        Some(researcher.clone()),
+    );
+    let first = c.upload_workdir(packed.clone()).unwrap();
+    let again = c.upload_workdir(packed).unwrap();
+    assert_eq!(first["path"], again["path"]);
+    let kept = std::path::PathBuf::from(first["path"].as_str().unwrap());
+    assert_eq!(std::fs::read_to_string(kept.join("a.txt")).unwrap(), "a");
+    let leftovers: Vec<_> = std::fs::read_dir(kept.parent().unwrap())
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with('.'))
+        .collect();
+    assert!(
+        leftovers.is_empty(),
+        "no partial uploads left: {leftovers:?}"
+    );
+    assert!(healthy(&mut d));
+}

@@ -1,7 +1,8 @@
 //! Pipelines (SkyPilot's chained tasks: a file of several YAML documents): `gantry submit`
 //! sends each task to follow the one before it; the daemon starts a task only once its
-//! predecessor has completed, and cancels it, saying why, when the predecessor fails. Real
-//! `gantry daemon`, real bash jobs on a local pool.
+//! predecessor has completed, and cancels it, saying why, when the predecessor fails. And a
+//! relative workdir shipped to a daemon reached over TCP. Real `gantry daemon`, real bash jobs
+//! on a local pool.
 
 #[path = "common/daemon.rs"]
 mod common;
@@ -145,4 +146,50 @@ fn a_pipelines_tasks_run_one_after_another_and_a_failure_cancels_the_rest() {
     assert!(err.contains("bad.yaml:5:1: `num_nodes`"), "{err}");
     let (_, after, _) = gantry(&d, &dir, &["jobs", "-o", "json"]);
     assert_eq!(before, after, "no task of a broken pipeline is submitted");
+}
+
+/// `workdir: .` with a daemon reached over TCP (which cannot read the submitter's machine):
+/// `gantry submit` packs the directory as git sees it, the daemon keeps it, and the job runs in
+/// the daemon's copy — the file it reads is the submitter's, the ignored one is not there.
+#[test]
+fn a_relative_workdir_is_shipped_to_a_daemon_over_tcp_and_the_job_runs_in_it() {
+    let dir = common::temp_dir("shipped");
+    let fleet = dir.join("fleet.toml");
+    std::fs::write(&fleet, FLEET).unwrap();
+    let d = common::start_in(dir.join("d"), &["--config", fleet.to_str().unwrap()]);
+    let token = common::token(&d, "researcher", Some("a"));
+    let project = dir.join("project");
+    std::fs::create_dir_all(project.join("data")).unwrap();
+    std::fs::write(project.join("message.txt"), "from the submitter\n").unwrap();
+    std::fs::write(project.join("data/huge.bin"), "not wanted").unwrap();
+    std::fs::write(project.join(".gitignore"), "data/\n").unwrap();
+    std::fs::write(
+        project.join("job.yaml"),
+        "name: shipped\nworkdir: .\nresources:\n  cpus: 1\nrun: |\n  cat message.txt\n  ls data 2>&1 || echo no data\n",
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_gantry"))
+        .args(["submit", "job.yaml", "--team", "a", "-o", "id"])
+        .env("GANTRY_CONNECT", format!("http://127.0.0.1:{}", d.port))
+        .env("GANTRY_TOKEN", &token)
+        .current_dir(&project)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("shipped to the daemon"), "{err}");
+    let id = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let spec = job(&d, &dir, &id)["spec"].as_str().unwrap().to_string();
+    let kept = dir.join("d").join("state").join("workdirs");
+    assert!(
+        spec.contains(&format!("workdir: {}", kept.display())),
+        "the job runs in the daemon's copy: {spec}"
+    );
+    assert_eq!(wait_final(&d, &dir, &id), "completed");
+    let (_, logs, _) = gantry(&d, &dir, &["logs", &id]);
+    assert!(logs.contains("from the submitter"), "{logs}");
+    assert!(
+        logs.contains("no data"),
+        "the ignored directory stayed behind: {logs}"
+    );
 }

@@ -65,6 +65,10 @@ pub struct DaemonArgs {
     /// socket has a budget of its own.
     #[arg(long, default_value_t = 256)]
     max_connections: usize,
+    /// The most a workdir shipped by `gantry submit` may be, packed, in MiB (kept under the
+    /// journal's directory, in `workdirs/`).
+    #[arg(long, default_value_t = 256)]
+    max_workdir_mb: u64,
 }
 
 pub fn run(a: DaemonArgs) -> Result<(), String> {
@@ -124,8 +128,15 @@ pub fn run(a: DaemonArgs) -> Result<(), String> {
         limits: gantry::daemon::server::Limits {
             request_timeout: Duration::from_secs_f64(request_timeout),
             max_tcp_connections: a.max_connections,
+            max_workdir_bytes: a.max_workdir_mb << 20,
             ..Default::default()
         },
+        workdirs: Some(
+            db.parent()
+                .filter(|d| !d.as_os_str().is_empty())
+                .unwrap_or(std::path::Path::new("."))
+                .join("workdirs"),
+        ),
     };
     let interval = gantry::spec::parse_duration(&a.sample_interval)
         .filter(|s| (0.05..=3600.0).contains(s))

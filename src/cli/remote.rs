@@ -121,22 +121,19 @@ fn section<'a>(name: &str, map: &'a mut Mapping, key: &str) -> Result<&'a mut Ma
 }
 
 /// A relative or `~` workdir is the submitter's, as `sky launch` reads it: made absolute for a
-/// daemon on this machine, refused for one reached over TCP (it cannot read this machine).
+/// daemon on this machine; for one reached over TCP (which cannot read this machine) packed
+/// and shipped to it (`POST /v1/workdirs`), and the job given the daemon's copy.
 fn with_workdir(
     name: &str,
     text: Vec<u8>,
     workdir: Option<&str>,
+    t: &Target,
     tcp: bool,
 ) -> Result<Vec<u8>, CliError> {
     let Some(w) = workdir else { return Ok(text) };
     let s = String::from_utf8_lossy(&text);
     if std::path::Path::new(w).is_absolute() || gantry::spec::sbatch::is_batch_script(name, &s) {
         return Ok(text);
-    }
-    if tcp {
-        return Err(CliError::usage(format!(
-            "{name}: workdir `{w}` is a directory of this machine, and a daemon reached over TCP cannot read it: give a path on the daemon's machine (shipping a workdir to a remote daemon is not built yet)"
-        )));
     }
     let path = match (w.strip_prefix('~'), std::env::var_os("HOME")) {
         (Some(rest), Some(home)) if rest.is_empty() || rest.starts_with('/') => {
@@ -149,11 +146,36 @@ fn with_workdir(
     let path = path
         .canonicalize()
         .map_err(|e| CliError::usage(format!("{name}: workdir `{w}` ({}): {e}", path.display())))?;
-    edit_yaml(name, &s, |map| {
-        map.insert(
-            Y::String("workdir".into()),
-            Y::String(path.display().to_string()),
+    let there = if tcp {
+        let packed = gantry::workdir::pack(&path, gantry::workdir::DEFAULT_MAX_BYTES)
+            .map_err(|e| CliError::usage(format!("{name}: workdir `{w}`: {e}")))?;
+        let size = packed.len();
+        let kept = t.client()?.upload_workdir(packed)?;
+        let kept = kept["path"].as_str().unwrap_or_default().to_string();
+        eprintln!(
+            "gantry: {name}: workdir {} shipped to the daemon ({:.1} MiB packed)",
+            path.display(),
+            size as f64 / f64::from(1 << 20)
         );
+        kept
+    } else {
+        path.display().to_string()
+    };
+    let dstack = gantry::spec::dstack::is_dstack(&s);
+    edit_yaml(name, &s, |map| {
+        // The key the file gave it under: dstack's `repos` or `working_dir`, else `workdir`.
+        let key = match (dstack, map.contains_key("repos")) {
+            (true, true) => {
+                map.insert(
+                    Y::String("repos".into()),
+                    Y::Sequence(vec![Y::String(there.clone())]),
+                );
+                return Ok(());
+            }
+            (true, false) => "working_dir",
+            (false, _) => "workdir",
+        };
+        map.insert(Y::String(key.into()), Y::String(there.clone()));
         Ok(())
     })
 }
@@ -325,7 +347,7 @@ pub fn submit(
     let texts = pipeline
         .tasks
         .iter()
-        .map(|(doc, _)| prepare(&name, doc.as_bytes().to_vec(), given, tcp))
+        .map(|(doc, _)| prepare(&name, doc.as_bytes().to_vec(), given, t, tcp))
         .collect::<Result<Vec<_>, _>>()?;
     let mut answers: Vec<Value> = Vec::new();
     for (text, (written, _)) in texts.into_iter().zip(&pipeline.tasks) {
@@ -403,7 +425,13 @@ pub fn submit(
 
 /// One task's text as it is sent: checked, with what was given at submit written in and a
 /// relative `workdir` made the submitter's; what the daemon will not act on is said first.
-fn prepare(name: &str, text: Vec<u8>, given: &Given, tcp: bool) -> Result<Vec<u8>, CliError> {
+fn prepare(
+    name: &str,
+    text: Vec<u8>,
+    given: &Given,
+    t: &Target,
+    tcp: bool,
+) -> Result<Vec<u8>, CliError> {
     let text = with_given(name, text, given)?;
     let spec = gantry::spec::parse(name, &text).map_err(|e| {
         CliError::usage(format!(
@@ -411,7 +439,7 @@ fn prepare(name: &str, text: Vec<u8>, given: &Given, tcp: bool) -> Result<Vec<u8
         ))
     })?;
     // Only `workdir` changes: the spec read above stands for the text sent.
-    let text = with_workdir(name, text, spec.workdir.as_deref(), tcp)?;
+    let text = with_workdir(name, text, spec.workdir.as_deref(), t, tcp)?;
     if let Some(first) = spec.unset.first() {
         let (what, key) = first.split_once('.').unwrap_or(("envs", first));
         let flag = if what == "secrets" {

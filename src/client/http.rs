@@ -396,6 +396,28 @@ impl HttpClient {
             .map_err(|e| self.protocol(format!("bad JSON from the daemon: {e}")))
     }
 
+    /// Sends a job's packed workdir (`gantry::workdir::pack`); the daemon's answer. Not held to
+    /// the JSON body limit, and given ten minutes: a workdir may be large and the link slow.
+    pub fn upload_workdir(&mut self, packed: Vec<u8>) -> Result<serde_json::Value, ClientError> {
+        self.build()?;
+        let inner = self.inner.as_ref().expect("built above");
+        let req = self
+            .prepare(&inner.http, "POST", "/v1/workdirs", "application/json")?
+            .header(reqwest::header::CONTENT_TYPE, "application/gzip")
+            .timeout(Duration::from_secs(600))
+            .body(packed);
+        let r = match inner.runtime.block_on(answer(req)) {
+            Ok(r) => r,
+            Err(Failed::Answer(why)) => return Err(self.protocol(why)),
+            Err(Failed::Transport(e)) => return Err(self.transport(&e)),
+        };
+        if !(200..300).contains(&r.status) {
+            return Err(api_error(r.status, &r.body));
+        }
+        serde_json::from_slice(&r.body)
+            .map_err(|e| self.protocol(format!("bad JSON from the daemon: {e}")))
+    }
+
     /// Follows a server-sent-event stream, calling `on_event(event, data)` until it returns
     /// false or the stream ends.
     pub fn follow(

@@ -31,6 +31,8 @@ pub struct Limits {
     pub max_unix_connections: usize,
     /// How long shutdown waits for busy connections before dropping them.
     pub shutdown_grace: Duration,
+    /// The most one shipped workdir may be, packed (unpacked: eight times that).
+    pub max_workdir_bytes: u64,
 }
 
 impl Default for Limits {
@@ -40,6 +42,7 @@ impl Default for Limits {
             max_tcp_connections: 256,
             max_unix_connections: 256,
             shutdown_grace: Duration::from_secs(3),
+            max_workdir_bytes: crate::workdir::DEFAULT_MAX_BYTES,
         }
     }
 }
@@ -54,6 +57,9 @@ pub struct Listen {
     /// TCP address serving `GET /metrics` alone, without a token, only when asked for.
     pub metrics: Option<SocketAddr>,
     pub limits: Limits,
+    /// Where workdirs shipped by `gantry submit` are kept (`POST /v1/workdirs`); `None`
+    /// refuses them.
+    pub workdirs: Option<PathBuf>,
 }
 
 /// The async runtime the API is served on: two workers (the actor has its own thread).
@@ -132,12 +138,15 @@ pub async fn serve(
     });
     let limits = listen.limits;
     let fingerprint = listen.tls.as_ref().map(|t| t.fingerprint.clone());
+    let workdirs: Option<std::sync::Arc<std::path::Path>> =
+        listen.workdirs.as_deref().map(std::sync::Arc::from);
     let unix_app = router(
         handle.clone(),
         false,
         fingerprint.clone(),
         stop_rx.clone(),
         limits,
+        workdirs.clone(),
     );
     let unix_loop = accept_loop(
         unix,
@@ -149,7 +158,14 @@ pub async fn serve(
     );
     let tcp_loop = async {
         if let Some(tcp) = tcp {
-            let app = router(handle.clone(), true, fingerprint, stop_rx.clone(), limits);
+            let app = router(
+                handle.clone(),
+                true,
+                fingerprint,
+                stop_rx.clone(),
+                limits,
+                workdirs,
+            );
             let tls = listen
                 .tls
                 .as_ref()

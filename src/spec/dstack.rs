@@ -280,9 +280,11 @@ fn gpu_of(v: &Value) -> Result<Gpu, String> {
                             .0
                     }
                     "vendor" => {}
-                    other => return Err(format!(
+                    other => {
+                        return Err(format!(
                         "unknown GPU field `{other}` (allowed here: name, count, memory, vendor)"
-                    )),
+                    ))
+                    }
                 }
             }
         }

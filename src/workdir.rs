@@ -1,0 +1,183 @@
+//! A job's workdir shipped to a daemon on another machine (SkyPilot's `workdir: .` with a
+//! remote API server): `gantry submit` packs the directory as git would see it (`.gitignore`,
+//! SkyPilot's `.skyignore`, never `.git`) into a gzip'd tar; the daemon keeps it by content
+//! hash and unpacks it without letting any entry leave its directory.
+
+use flate2::read::GzDecoder;
+use flate2::write::GzEncoder;
+use std::path::Path;
+
+/// What one upload may be (compressed), unless the daemon says otherwise.
+pub const DEFAULT_MAX_BYTES: u64 = 256 << 20;
+
+/// The directory `dir` as a gzip'd tar, at most `max` bytes; entries are relative to it.
+pub fn pack(dir: &Path, max: u64) -> Result<Vec<u8>, String> {
+    if !dir.is_dir() {
+        return Err(format!("{} is not a directory", dir.display()));
+    }
+    let gz = GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    let mut tar = tar::Builder::new(gz);
+    tar.follow_symlinks(false);
+    let walk = ignore::WalkBuilder::new(dir)
+        .hidden(false)
+        .require_git(false)
+        .add_custom_ignore_filename(".skyignore")
+        .filter_entry(|e| e.file_name() != ".git")
+        .build();
+    for entry in walk {
+        let entry = entry.map_err(|e| e.to_string())?;
+        let path = entry.path();
+        let Ok(rel) = path.strip_prefix(dir) else {
+            continue;
+        };
+        if rel.as_os_str().is_empty() {
+            continue;
+        }
+        tar.append_path_with_name(path, rel)
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        if tar.get_ref().get_ref().len() as u64 > max {
+            return Err(too_big(dir, max));
+        }
+    }
+    let bytes = tar
+        .into_inner()
+        .and_then(|gz| gz.finish())
+        .map_err(|e| e.to_string())?;
+    if bytes.len() as u64 > max {
+        return Err(too_big(dir, max));
+    }
+    Ok(bytes)
+}
+
+fn too_big(dir: &Path, max: u64) -> String {
+    format!(
+        "{} is over {} MiB packed: leave data out of it (.gitignore or .skyignore) and fetch it in `setup`",
+        dir.display(),
+        max >> 20
+    )
+}
+
+/// Unpacks the gzip'd tar at `archive` into the new directory `into`: regular files,
+/// directories and symlinks only, none outside `into`, at most `max_unpacked` bytes in all.
+pub fn unpack(archive: &Path, into: &Path, max_unpacked: u64) -> Result<(), String> {
+    let mut file = std::fs::File::open(archive).map_err(|e| e.to_string())?;
+    let mut magic = [0u8; 2];
+    use std::io::{Read, Seek};
+    if file.read_exact(&mut magic).is_err() || magic != [0x1f, 0x8b] {
+        return Err("not a gzip'd tar (gantry submit packs the workdir as one)".into());
+    }
+    file.rewind().map_err(|e| e.to_string())?;
+    let mut tar = tar::Archive::new(GzDecoder::new(file));
+    tar.set_preserve_permissions(true);
+    tar.set_overwrite(false);
+    std::fs::create_dir_all(into).map_err(|e| format!("{}: {e}", into.display()))?;
+    let mut total = 0u64;
+    for entry in tar
+        .entries()
+        .map_err(|e| format!("not a gzip'd tar: {e}"))?
+    {
+        let mut entry = entry.map_err(|e| format!("a broken entry: {e}"))?;
+        let kind = entry.header().entry_type();
+        let name = entry
+            .path()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default();
+        if !(kind.is_file() || kind.is_dir() || kind.is_symlink()) {
+            return Err(format!(
+                "`{name}`: only files, directories and symlinks are taken"
+            ));
+        }
+        total += entry.size();
+        if total > max_unpacked {
+            return Err(format!(
+                "over {} MiB unpacked; the daemon takes no more",
+                max_unpacked >> 20
+            ));
+        }
+        // `unpack_in` refuses entries that would land outside `into` (`..`, absolute
+        // paths, writes through a symlink unpacked before).
+        match entry.unpack_in(into) {
+            Ok(true) => {}
+            Ok(false) => return Err(format!("`{name}` would land outside the workdir")),
+            Err(e) => return Err(format!("`{name}`: {e}")),
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn temp(name: &str) -> std::path::PathBuf {
+        let d = std::env::temp_dir().join(format!("gantry-wd-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    #[test]
+    fn a_workdir_travels_as_git_sees_it() {
+        let d = temp("pack");
+        let src = d.join("src");
+        std::fs::create_dir_all(src.join("pkg")).unwrap();
+        std::fs::create_dir_all(src.join(".git")).unwrap();
+        std::fs::create_dir_all(src.join("data")).unwrap();
+        std::fs::write(src.join("train.py"), "print('hi')\n").unwrap();
+        std::fs::write(src.join("pkg/util.py"), "x = 1\n").unwrap();
+        std::fs::write(src.join(".env.example"), "A=1\n").unwrap();
+        std::fs::write(src.join(".git/HEAD"), "ref\n").unwrap();
+        std::fs::write(src.join("data/big.bin"), vec![0u8; 1000]).unwrap();
+        std::fs::write(src.join("model.ckpt"), "weights").unwrap();
+        std::fs::write(src.join(".gitignore"), "data/\n").unwrap();
+        std::fs::write(src.join(".skyignore"), "*.ckpt\n").unwrap();
+        let bytes = pack(&src, DEFAULT_MAX_BYTES).unwrap();
+        let archive = d.join("w.tar.gz");
+        std::fs::write(&archive, &bytes).unwrap();
+        let out = d.join("out");
+        unpack(&archive, &out, 1 << 20).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(out.join("train.py")).unwrap(),
+            "print('hi')\n"
+        );
+        assert!(out.join("pkg/util.py").is_file());
+        assert!(out.join(".env.example").is_file(), "hidden files travel");
+        assert!(!out.join(".git").exists());
+        assert!(!out.join("data").exists(), ".gitignore is honoured");
+        assert!(!out.join("model.ckpt").exists(), ".skyignore is honoured");
+        let e = pack(&src, 10).unwrap_err();
+        assert!(e.contains("over 0 MiB packed"), "{e}");
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn an_archive_cannot_write_outside_its_directory_or_past_its_size() {
+        let d = temp("unpack");
+        // A hand-made archive whose entry climbs out.
+        let mut raw = tar::Builder::new(GzEncoder::new(Vec::new(), flate2::Compression::fast()));
+        let mut h = tar::Header::new_gnu();
+        let body = b"owned";
+        h.set_size(body.len() as u64);
+        h.set_mode(0o644);
+        h.set_entry_type(tar::EntryType::Regular);
+        // Written raw: the builder itself refuses `..`.
+        h.as_gnu_mut().unwrap().name[..10].copy_from_slice(b"../escaped");
+        h.set_cksum();
+        raw.append(&h, &body[..]).unwrap();
+        let bytes = raw.into_inner().unwrap().finish().unwrap();
+        let archive = d.join("evil.tar.gz");
+        std::fs::write(&archive, bytes).unwrap();
+        let e = unpack(&archive, &d.join("out"), 1 << 20).unwrap_err();
+        assert!(e.contains("outside the workdir"), "{e}");
+        assert!(!d.join("escaped").exists());
+        // Over the unpacked budget.
+        let src = d.join("src");
+        std::fs::create_dir_all(&src).unwrap();
+        std::fs::write(src.join("zeros"), vec![0u8; 100_000]).unwrap();
+        std::fs::write(&archive, pack(&src, DEFAULT_MAX_BYTES).unwrap()).unwrap();
+        let e = unpack(&archive, &d.join("out2"), 1000).unwrap_err();
+        assert!(e.contains("unpacked"), "{e}");
+        assert!(unpack(&d.join("missing"), &d.join("x"), 10).is_err());
+        let _ = std::fs::remove_dir_all(&d);
+    }
+}

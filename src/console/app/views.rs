@@ -5,7 +5,7 @@ use crate::console::table::{cut, text, Grid, Value};
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Modifier, Style};
 use ratatui::text::Line;
-use ratatui::widgets::{Block, Borders, Gauge, Paragraph, TableState};
+use ratatui::widgets::{Block, Borders, Gauge, Paragraph};
 use ratatui::Frame;
 
 impl App {
@@ -144,28 +144,30 @@ impl App {
                 ]
             })
             .collect();
-        let mut state = TableState::default().with_selected(Some(selected - first));
-        let table = grid
-            .table(area.width.saturating_sub(2))
-            .row_highlight_style(Style::default().add_modifier(Modifier::REVERSED))
-            .block(Block::default().borders(Borders::ALL).title(format!(
-                "{}{}",
-                match &self.job_filter {
-                    None => format!(" jobs ({}) ", snap.jobs.len()),
-                    Some(f) => format!(
-                        " jobs ({} of {}) /{} ",
-                        list.len(),
-                        snap.jobs.len(),
-                        escape(&f.text)
-                    ),
-                },
-                if self.sorts[1].is_none() {
-                    "queue order, waiting first "
-                } else {
-                    ""
-                }
-            )));
-        f.render_stateful_widget(table, area, &mut state);
+        let block = Block::default().borders(Borders::ALL).title(format!(
+            "{}{}",
+            match &self.job_filter {
+                None => format!(" jobs ({}) ", snap.jobs.len()),
+                Some(f) => format!(
+                    " jobs ({} of {}) /{} ",
+                    list.len(),
+                    snap.jobs.len(),
+                    escape(&f.text)
+                ),
+            },
+            if self.sorts[1].is_none() {
+                "queue order, waiting first "
+            } else {
+                ""
+            }
+        ));
+        grid.draw(
+            f.buffer_mut(),
+            area,
+            block,
+            Some(selected - first),
+            Style::default().add_modifier(Modifier::REVERSED),
+        );
     }
 
     pub(super) fn render_teams(&self, f: &mut Frame, area: Rect, snap: &Snapshot) {
@@ -218,12 +220,10 @@ impl App {
                 ]
             })
             .collect();
-        let table = grid.table(area.width.saturating_sub(2)).block(
-            Block::default()
-                .borders(Borders::ALL)
-                .title(" teams: quota (guaranteed +borrow), usage, spend rate and monthly budget "),
-        );
-        f.render_widget(table, area);
+        let block = Block::default()
+            .borders(Borders::ALL)
+            .title(" teams: quota (guaranteed +borrow), usage, spend rate and monthly budget ");
+        grid.draw(f.buffer_mut(), area, block, None, Style::default());
     }
 
     /// Events, newest first, as many as fit: the Events view and the Overview's box.
@@ -319,11 +319,12 @@ impl App {
         if let Some(h) = &snap.host {
             block = block.title_bottom(Line::from(format!(" {} ", escape(&h.summary()))));
         }
-        let table = grid
-            .table(area.width.saturating_sub(2))
-            .block(block)
-            .row_highlight_style(Style::default().add_modifier(Modifier::REVERSED));
-        let mut state = TableState::default().with_selected(selected);
-        f.render_stateful_widget(table, area, &mut state);
+        grid.draw(
+            f.buffer_mut(),
+            area,
+            block,
+            selected,
+            Style::default().add_modifier(Modifier::REVERSED),
+        );
     }
 }

@@ -784,12 +784,20 @@ fn the_in_process_client_shows_a_local_jobs_logs() {
         std::thread::sleep(Duration::from_millis(50));
     }
     assert_eq!(c.job(id).unwrap().log_tail, ["out: hi", "err: oops"]);
-    let logs = c.logs(id, None, 10).unwrap();
+    let tail = gantry::client::LogsFrom::Tail(10);
+    let logs = c.logs(id, None, &tail).unwrap();
     assert!(logs.is_final);
     let texts: Vec<String> = logs.nodes[0].lines.iter().map(|l| l.text.clone()).collect();
     assert_eq!(texts, ["hi", "oops"]);
+    // Following from the answer's cursors: nothing new, nothing twice.
+    let cursors: Vec<&str> = logs.nodes.iter().map(|n| n.cursor.as_str()).collect();
+    let after = gantry::client::LogsFrom::After {
+        cursors: cursors.join(";"),
+        partial: true,
+    };
+    assert!(c.logs(id, None, &after).unwrap().nodes[0].lines.is_empty());
     assert!(c
-        .logs(id, Some(3), 10)
+        .logs(id, Some(3), &tail)
         .unwrap_err()
         .contains("expected a rank"));
     handle.shutdown();

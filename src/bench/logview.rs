@@ -1,13 +1,14 @@
 //! `gantry bench tui --log-mb-per-s N`: the console's log view following a job that writes N
 //! MB/s. A writer thread appends lines to a job's stdout file at that rate, as the local
-//! backend lays logs out; once a second the pane takes the file's tail through
-//! `backend::logs::read` — what the daemon answers `GET /v1/jobs/{id}/logs` with (the HTTP hop
-//! is left out) — and the console draws a frame every 33 ms. Reports frame times, the fetch,
-//! and what the pane holds: it keeps the last `logs::TAIL` lines, so memory stays flat however
+//! backend lays logs out; twice a second the pane reads what was written since its cursor (as
+//! the console follows) through `backend::logs::read` — what the daemon answers
+//! `GET /v1/jobs/{id}/logs` with (the HTTP hop is left out) — and the console draws a frame
+//! every 33 ms. Reports frame times, the fetch, and what the pane holds: at most `2 × TAIL`
+//! lines, and a job faster than that is skipped ahead to its tail, so memory stays flat however
 //! much the job writes.
 
-use crate::backend::logs::{log_path, read, LogQuery, Stream};
-use crate::client::{LogsView, NodeLogsView};
+use crate::backend::logs::{log_path, read, LogCursor, LogQuery, Stream};
+use crate::client::{LogsFrom, LogsView, NodeLogsView};
 use crate::console::app::{App, View};
 use ratatui::backend::TestBackend;
 use ratatui::Terminal;
@@ -87,19 +88,33 @@ pub fn run(mb_per_s: f64, seconds: f64, width: u16, height: u16) -> std::io::Res
     let mut app = App::new(true);
     app.view = View::Jobs;
     app.logs = Some(crate::console::logs::LogPane::new(job));
-    let q = LogQuery {
-        tail: crate::console::logs::TAIL,
-        after: None,
-        partial: true,
-    };
     let (mut frames, mut fetches) = (Vec::new(), Vec::new());
     let (mut max_lines, mut max_bytes) = (0, 0);
     let mut rss_1s = None;
     let t0 = Instant::now();
     let mut fetched: Option<Instant> = None;
     while t0.elapsed().as_secs_f64() < seconds {
-        if fetched.is_none_or(|f| f.elapsed() >= Duration::from_secs(1)) {
+        // As the console follows: what was written since the last read, twice a second.
+        if fetched.is_none_or(|f| f.elapsed() >= Duration::from_millis(500)) {
             let t = Instant::now();
+            let from = app
+                .logs
+                .as_ref()
+                .map_or(LogsFrom::Tail(crate::console::logs::TAIL), |p| {
+                    p.next_read()
+                });
+            let q = match &from {
+                LogsFrom::Tail(n) => LogQuery {
+                    tail: *n,
+                    after: None,
+                    partial: true,
+                },
+                LogsFrom::After { cursors, partial } => LogQuery {
+                    tail: 0,
+                    after: LogCursor::parse(cursors).ok(),
+                    partial: *partial,
+                },
+            };
             let got = read(&dir, job, &q);
             let view = LogsView {
                 job,
@@ -108,12 +123,12 @@ pub fn run(mb_per_s: f64, seconds: f64, width: u16, height: u16) -> std::io::Res
                     rank: 0,
                     node: "bench".into(),
                     lines: got.lines,
-                    cursor: String::new(),
+                    cursor: got.cursor.to_string(),
                     error: None,
                 }],
             };
             if let Some(p) = app.logs.as_mut() {
-                p.update(Ok(view));
+                p.take(&from, Ok(view));
                 let lines = &p.view.nodes[0].lines;
                 max_lines = max_lines.max(lines.len());
                 max_bytes = max_bytes.max(lines.iter().map(|l| l.text.len()).sum());

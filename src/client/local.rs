@@ -75,7 +75,7 @@ impl Client for LocalClient {
         &mut self,
         id: i64,
         node: Option<usize>,
-        tail: usize,
+        from: &super::LogsFrom,
     ) -> Result<super::LogsView, String> {
         use crate::daemon::actor::Request;
         let found = self
@@ -83,12 +83,16 @@ impl Client for LocalClient {
             .call_blocking(|reply| Request::Logs { id, reply })
             .map_err(|e| e.error)?;
         let node = node.map(|k| k.to_string());
+        let (tail, after, partial) = match from {
+            super::LogsFrom::Tail(n) => (*n, None, true),
+            super::LogsFrom::After { cursors, partial } => (0, Some(cursors.as_str()), *partial),
+        };
         let want = crate::daemon::logs::Want {
             node: node.as_deref(),
             tail,
-            after: None,
+            after,
             from_start: false,
-            partial: true,
+            partial,
         };
         let answer = crate::daemon::logs::answer(found, id, &want).map_err(|e| e.error)?;
         serde_json::to_value(&answer)

@@ -326,6 +326,27 @@ pub struct JobRequest {
     pub action: JobAction,
 }
 
+/// Which lines of a job's logs to read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LogsFrom {
+    /// The last lines of each stream (a last line not yet ended included).
+    Tail(usize),
+    /// What was written since these cursors (`OUT,ERR;OUT,ERR…`, one per node, from the last
+    /// answer): complete lines only, unless `partial` (the run has ended; its last line may
+    /// lack its newline).
+    After { cursors: String, partial: bool },
+}
+
+impl LogsFrom {
+    /// The query's parameters for `GET /v1/jobs/{id}/logs`.
+    pub fn query(&self) -> String {
+        match self {
+            LogsFrom::Tail(n) => format!("tail={n}&partial=true"),
+            LogsFrom::After { cursors, partial } => format!("after={cursors}&partial={partial}"),
+        }
+    }
+}
+
 /// A job's logs as `GET /v1/jobs/{id}/logs` answers (the fields the console uses).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct LogsView {
@@ -559,9 +580,10 @@ pub trait Client {
         let _ = id;
         Err("this client cannot show job details".to_string())
     }
-    /// The last `tail` lines of each stream of a job's logs: every node's, or node `node`'s.
-    fn logs(&mut self, id: i64, node: Option<usize>, tail: usize) -> Result<LogsView, String> {
-        let _ = (id, node, tail);
+    /// A job's logs: every node's, or node `node`'s; the last lines of each stream, or what
+    /// was written since a cursor (as `gantry logs -f` reads them).
+    fn logs(&mut self, id: i64, node: Option<usize>, from: &LogsFrom) -> Result<LogsView, String> {
+        let _ = (id, node, from);
         Err("this client cannot show logs".to_string())
     }
     /// Submits a job spec (YAML); the new job's id.

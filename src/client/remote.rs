@@ -110,13 +110,13 @@ impl Client for RemoteClient {
         &mut self,
         id: i64,
         node: Option<usize>,
-        tail: usize,
+        from: &super::LogsFrom,
     ) -> Result<super::LogsView, String> {
         let node = node.map_or(String::new(), |k| format!("&node={k}"));
         self.http
             .call(
                 "GET",
-                &format!("/v1/jobs/{id}/logs?tail={tail}{node}&partial=true"),
+                &format!("/v1/jobs/{id}/logs?{}{node}", from.query()),
                 None,
             )
             .map_err(|e| e.to_string())

@@ -1,11 +1,13 @@
 //! The console's log view: a job's stdout and stderr over the whole body, every node's (a
 //! multi-node job's lines marked `[node K]`) or one node's; `[` and `]` step through the
-//! nodes, `f` follows (refetched each second while the job runs), j/k and the page keys scroll
-//! back, `/` searches (`n`/`N` the next and previous match, highlighted), `w` wraps long
-//! lines, `s` saves what is shown to a file. It keeps only the last `TAIL` lines of each
-//! stream, so a job that writes fast costs the console bounded memory.
+//! nodes, `f` follows, j/k and the page keys scroll back, `/` searches (`n`/`N` the next and
+//! previous match, highlighted), `w` wraps long lines, `s` saves what is shown to a file.
+//! Following reads the same stream as `gantry logs -f`: what was written since the last
+//! read's cursors, every line once; a job that writes more between two reads than the view
+//! holds is skipped ahead to its tail, saying so. The view keeps the last `TAIL` lines of
+//! each stream, so a job that writes fast costs the console bounded memory.
 
-use crate::client::LogsView;
+use crate::client::{LogsFrom, LogsView};
 use ratatui::layout::Rect;
 use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
@@ -36,6 +38,10 @@ pub struct LogPane {
     pub search: Option<String>,
     /// What the last `s`, `n` or `N` did, for the pane's bottom line.
     pub note: Option<String>,
+    /// Where a followed read continues (the last answer's cursors); `None`: read the tail.
+    pub cursor: Option<String>,
+    /// The job has ended: one last read takes a last line its newline never came for.
+    pub ending: bool,
 }
 
 /// What a key in the log view asks.
@@ -57,20 +63,80 @@ impl LogPane {
         }
     }
 
-    /// Takes a fetch's answer.
+    /// Takes the answer to a read of the tail (on opening, on another node).
     pub fn update(&mut self, got: Result<LogsView, String>) {
-        match got {
-            Ok(v) => {
-                if self.node.is_none() {
-                    self.nodes = v.nodes.iter().map(|n| n.node.clone()).collect();
-                }
-                if v.is_final {
-                    self.follow = false;
-                }
-                self.view = v;
-                self.error = None;
+        self.take(&LogsFrom::Tail(TAIL), got);
+    }
+
+    /// What the next read of a followed view asks: what was written since the last answer
+    /// (or the tail, first and after a skip).
+    pub fn next_read(&self) -> LogsFrom {
+        match &self.cursor {
+            Some(c) => LogsFrom::After {
+                cursors: c.clone(),
+                partial: self.ending,
+            },
+            None => LogsFrom::Tail(TAIL),
+        }
+    }
+
+    /// Takes the answer to `read`: a tail replaces what is shown; lines since a cursor are
+    /// added to it (the last `2 × TAIL` of each node kept).
+    pub fn take(&mut self, read: &LogsFrom, got: Result<LogsView, String>) {
+        let v = match got {
+            Ok(v) => v,
+            Err(why) => {
+                self.error = Some(why);
+                return;
             }
-            Err(why) => self.error = Some(why),
+        };
+        self.error = None;
+        if self.node.is_none() {
+            self.nodes = v.nodes.iter().map(|n| n.node.clone()).collect();
+        }
+        let cursors: Vec<&str> = v.nodes.iter().map(|n| n.cursor.as_str()).collect();
+        let cursors = cursors.join(";");
+        let (partial, added) = match read {
+            LogsFrom::Tail(_) => {
+                let ended = v.is_final;
+                self.view = v;
+                (true, ended)
+            }
+            LogsFrom::After { partial, .. } => {
+                let mut most = 0;
+                for n in v.nodes {
+                    most = most.max(n.lines.len());
+                    match self.view.nodes.iter_mut().find(|m| m.rank == n.rank) {
+                        Some(m) => {
+                            m.lines.extend(n.lines);
+                            let over = m.lines.len().saturating_sub(2 * TAIL);
+                            m.lines.drain(..over);
+                            m.cursor = n.cursor;
+                            m.error = n.error;
+                        }
+                        None => self.view.nodes.push(n),
+                    }
+                }
+                self.view.is_final = v.is_final;
+                // More than the view holds came since the last read: the next starts at the
+                // tail rather than falling behind a job that writes faster than it is shown.
+                if most >= TAIL {
+                    self.note =
+                        Some("skipped ahead: the job writes faster than the view follows".into());
+                    self.cursor = None;
+                    return;
+                }
+                (*partial, v.is_final)
+            }
+        };
+        self.cursor = Some(cursors);
+        if added {
+            // Ended: a last read with the line its newline never came for, then no more.
+            if partial {
+                self.follow = false;
+            } else {
+                self.ending = true;
+            }
         }
     }
 
@@ -437,5 +503,71 @@ mod tests {
         assert_eq!(wrap("abcdefg", 3), ["abc", "def", "g"]);
         assert_eq!(wrap("训练任务", 5), ["训练", "任务"]);
         assert_eq!(wrap("", 4), [""]);
+    }
+
+    fn answer(lines: &[&str], cursor: &str, is_final: bool) -> Result<LogsView, String> {
+        let mut v = pane(lines).view;
+        v.nodes[0].cursor = cursor.into();
+        v.is_final = is_final;
+        Ok(v)
+    }
+
+    fn shown(p: &LogPane) -> Vec<String> {
+        p.view.nodes[0]
+            .lines
+            .iter()
+            .map(|l| l.text.clone())
+            .collect()
+    }
+
+    /// Following reads what was written since the last read, as `gantry logs -f` does: every
+    /// line once, in order; the ended job's last line (no newline) in one last partial read.
+    #[test]
+    fn following_adds_each_line_once_from_the_cursor_and_ends_with_the_last_line() {
+        let mut p = LogPane::new(7);
+        p.update(answer(&["a", "b"], "2,0", false));
+        let next = p.next_read();
+        assert_eq!(
+            next,
+            LogsFrom::After {
+                cursors: "2,0".into(),
+                partial: false
+            }
+        );
+        p.take(&next, answer(&["c"], "3,0", false));
+        p.take(&p.next_read(), answer(&[], "3,0", false));
+        assert_eq!(shown(&p), ["a", "b", "c"], "nothing twice, nothing missed");
+        // The job ends: one more read takes a last line without its newline, then none.
+        p.take(&p.next_read(), answer(&[], "3,0", true));
+        assert!(p.follow);
+        let last = p.next_read();
+        assert_eq!(
+            last,
+            LogsFrom::After {
+                cursors: "3,0".into(),
+                partial: true
+            }
+        );
+        p.take(&last, answer(&["d (no newline)"], "4,0", true));
+        assert!(!p.follow);
+        assert_eq!(shown(&p), ["a", "b", "c", "d (no newline)"]);
+    }
+
+    /// A job that writes more between two reads than the view holds: the view keeps its last
+    /// lines (bounded), says it skipped, and reads the tail next instead of falling behind.
+    #[test]
+    fn a_job_faster_than_the_view_is_skipped_ahead_to_its_tail() {
+        let mut p = LogPane::new(7);
+        p.update(answer(&["a"], "1,0", false));
+        let flood: Vec<String> = (0..TAIL * 3).map(|i| i.to_string()).collect();
+        let flood: Vec<&str> = flood.iter().map(String::as_str).collect();
+        p.take(&p.next_read(), answer(&flood, "9999,0", false));
+        assert_eq!(p.view.nodes[0].lines.len(), 2 * TAIL, "bounded");
+        assert_eq!(p.next_read(), LogsFrom::Tail(TAIL));
+        assert!(p
+            .note
+            .as_deref()
+            .unwrap_or_default()
+            .contains("skipped ahead"));
     }
 }

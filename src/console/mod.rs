@@ -258,7 +258,8 @@ where
                                 dirty = true;
                             }
                             Outcome::Logs { id, node } => {
-                                let got = client.logs(id, node, logs::TAIL);
+                                let from = crate::client::LogsFrom::Tail(logs::TAIL);
+                                let got = client.logs(id, node, &from);
                                 if let Some(p) = app.logs.as_mut() {
                                     p.update(got);
                                 }
@@ -294,10 +295,13 @@ where
 
             wait = Duration::ZERO;
         }
-        // A followed log view refetches once a second.
+        // A followed log view reads what was written since its last read, twice a second (as
+        // `gantry logs -f` does).
         if let Some(p) = app.logs.as_mut().filter(|p| p.follow) {
-            if logs_fetched.elapsed() >= Duration::from_secs(1) {
-                p.update(client.logs(p.job, p.node, logs::TAIL));
+            if logs_fetched.elapsed() >= Duration::from_millis(500) {
+                let from = p.next_read();
+                let got = client.logs(p.job, p.node, &from);
+                p.take(&from, got);
                 logs_fetched = Instant::now();
                 dirty = true;
             }

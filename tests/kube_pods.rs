@@ -150,6 +150,12 @@ fn gantry_jobs_run_as_pods_bound_to_the_nodes_gantry_chose() {
     );
     assert_eq!(env_of(&pod, "GANTRY_NUM_GPUS").as_deref(), Some("4"));
     wait_for(&d, 30, "the job to run", || state(&d, first) == "running");
+    // The node's GPUs name the pod that holds them (the console's node view, `gantry fleet
+    // --node`), as nvitop names a GPU's processes.
+    let held = format!("as pod gantry/{name}");
+    wait_for(&d, 30, "the node view to name the pod", || {
+        cli(&d, &["fleet", "--node", "gpu-3"]).contains(&held)
+    });
     // Its output is read through the pod log API.
     api.log("gantry", &name, "step 1 loss 2.31\n");
     wait_for(&d, 30, "its log", || {

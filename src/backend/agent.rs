@@ -98,6 +98,7 @@ impl FromAgent {
                 job,
                 token,
                 pgid: Some(pgid),
+                handle: None,
             },
             FromAgent::StartFailed { job, token, why } => RunEvent::StartFailed {
                 host,

@@ -274,6 +274,9 @@ pub enum RunEvent {
         token: String,
         /// Its process group there (none on the simulated fleet, which runs no processes).
         pgid: Option<u32>,
+        /// What the backend calls the run there, where it names it: `pod NS/NAME`, `Slurm
+        /// job 123`; shown with the job on the GPUs it holds.
+        handle: Option<String>,
     },
     StartFailed {
         host: usize,

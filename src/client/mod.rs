@@ -442,7 +442,10 @@ impl GpuHistoryView {
     pub fn who(&self) -> Vec<String> {
         self.jobs
             .iter()
-            .map(|j| format!("job {} {} ({}, {})", j.id, j.name, j.team, j.share))
+            .map(|j| {
+                let run = j.run.as_ref().map_or(String::new(), |r| format!(" as {r}"));
+                format!("job {} {} ({}, {}){run}", j.id, j.name, j.team, j.share)
+            })
             .chain(self.foreign.iter().map(|f| format!("not gantry's: {f}")))
             .collect()
     }
@@ -461,6 +464,9 @@ pub struct GpuJob {
     pub team: String,
     /// whole, a fraction (0.50) or a MIG profile (3g.40gb).
     pub share: String,
+    /// What the backend calls its run on this node (`pod NS/NAME`, `Slurm job 123`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<String>,
 }
 
 /// One pool node by node and GPU by GPU, for the Fleet view's drill-down.

@@ -123,12 +123,18 @@ impl Run {
             .as_ref()
             .and_then(|s| s.phase.as_deref())
             .unwrap_or("Pending");
+        let pod = format!(
+            "pod {}/{}",
+            p.metadata.namespace.as_deref().unwrap_or_default(),
+            p.metadata.name.as_deref().unwrap_or_default()
+        );
         let started = |events: &mut Vec<RunEvent>| {
             events.push(RunEvent::Started {
                 host,
                 job,
                 token: token.clone(),
                 pgid: None,
+                handle: Some(pod.clone()),
             })
         };
         if let Some(exit) = ended(p) {

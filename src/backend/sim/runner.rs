@@ -148,6 +148,7 @@ impl Runner for SimPool {
                     job,
                     token,
                     pgid: None,
+                    handle: None,
                 };
                 (f64::NEG_INFINITY, e)
             })

@@ -445,6 +445,7 @@ impl Worker {
                             job,
                             token,
                             pgid: None,
+                            handle: Some(format!("Slurm job {id}")),
                         });
                     }
                 }
@@ -485,6 +486,7 @@ impl Worker {
                                 job,
                                 token: token.clone(),
                                 pgid: None,
+                                handle: Some(format!("Slurm job {id}")),
                             });
                         }
                         events.push(RunEvent::Exited {

@@ -29,6 +29,8 @@ pub(super) struct Part {
     pub pgid: Option<u32>,
     /// Why the backend's scheduler holds it back, while it does (a Slurm job pending).
     pub waits: Option<String>,
+    /// What the backend calls it (`pod NS/NAME`, `Slurm job 123`), once it said.
+    pub handle: Option<String>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -277,6 +279,7 @@ impl State {
                 waits: None,
                 since: self.now,
                 pgid: None,
+                handle: None,
             });
         }
         let hosts: Vec<String> = parts.iter().map(|p| self.node_name(p.node)).collect();
@@ -409,7 +412,11 @@ impl State {
         let name = self.node_name(node);
         match e {
             RunEvent::Started {
-                job, token, pgid, ..
+                job,
+                token,
+                pgid,
+                handle,
+                ..
             } => {
                 let now = self.now;
                 match self.part_mut(job, &token, node) {
@@ -418,11 +425,13 @@ impl State {
                         p.since = now;
                         p.pgid = pgid;
                         p.waits = None;
-                        self.log(match pgid {
-                            Some(pgid) => {
+                        p.handle = handle.clone();
+                        self.log(match (pgid, handle) {
+                            (Some(pgid), _) => {
                                 format!("job {job} started on {name} as process group {pgid}")
                             }
-                            None => format!("job {job} started on {name}"),
+                            (None, Some(h)) => format!("job {job} started on {name} as {h}"),
+                            (None, None) => format!("job {job} started on {name}"),
                         });
                     }
                     None => self.stray(pool, host, job, &token, &name)?,

@@ -194,6 +194,7 @@ impl State {
                             since: s.now,
                             pgid: None,
                             waits: None,
+                            handle: None,
                         })
                         .collect::<Vec<_>>()
                 })

@@ -249,6 +249,12 @@ impl State {
                                 GpuShare::Milli(m) => format!("{:.2}", f64::from(m) / 1000.0),
                                 GpuShare::Mig { profile, .. } => profile.to_string(),
                             },
+                            run: self
+                                .hosts
+                                .runs
+                                .get(&id)
+                                .and_then(|r| r.parts.iter().find(|p| p.node == i))
+                                .and_then(|p| p.handle.clone()),
                         })
                     })
                     .collect();

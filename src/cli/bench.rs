@@ -355,7 +355,7 @@ pub fn run(cmd: BenchCmd) -> Result<(), String> {
                 }
                 let mib = |m: Option<f64>| m.map_or("n/a".to_string(), |m| format!("{m:.0} MiB"));
                 println!(
-                    "bench tui, log view: a job writing {:.1} MB/s (asked {:.1}) for {:.0} s, followed at 160×48: frame p50 {:.2} ms, p99 {:.2} ms ({} frames); tail fetch p50 {:.2} ms, p99 {:.2} ms; the pane held at most {} lines, {} KiB; RSS {} after 1 s, {} at the end",
+                    "bench tui, log view: a job writing {:.1} MB/s (asked {:.1}) for {:.0} s, followed at 160×48: frame p50 {:.2} ms, p99 {:.2} ms ({} frames); fetch p50 {:.2} ms, p99 {:.2} ms; the pane held at most {} lines, {} KiB; RSS {} after 1 s, {} at the end",
                     r.written_mb_per_s, r.asked_mb_per_s, r.seconds, r.frame_p50_ms, r.frame_p99_ms, r.frames,
                     r.fetch_p50_ms, r.fetch_p99_ms, r.max_lines_held, r.max_bytes_held / 1024,
                     mib(r.rss_after_1s_mib), mib(r.rss_end_mib)

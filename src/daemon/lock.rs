@@ -41,11 +41,30 @@ impl StateLock {
                 )
             })?;
         // SAFETY: flock on a descriptor this function owns; no memory is involved.
-        let locked = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0;
-        if !locked {
+        let try_lock =
+            |file: &File| unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0;
+        let holder_of = |file: &mut File| {
             let mut holder = String::new();
+            let _ = file.seek(SeekFrom::Start(0));
             let _ = file.read_to_string(&mut holder);
-            let holder = holder.trim();
+            holder.trim().to_string()
+        };
+        let mut locked = try_lock(&file);
+        // This process let the lock go a moment ago (a state reopened): a child forked while it
+        // was held shares it until that child's exec closes it. Such a window is short; wait it
+        // out rather than refuse ourselves.
+        let ours = std::process::id().to_string();
+        let t0 = std::time::Instant::now();
+        while !locked
+            && holder_of(&mut file) == ours
+            && t0.elapsed() < std::time::Duration::from_secs(2)
+        {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+            locked = try_lock(&file);
+        }
+        if !locked {
+            let holder = holder_of(&mut file);
+            let holder = holder.as_str();
             let who = if holder.is_empty() {
                 "another process".to_string()
             } else {
@@ -83,6 +102,37 @@ mod tests {
         );
         drop(first);
         StateLock::acquire(&db).expect("released on drop");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A child forked while the lock was held shares it until it execs or exits: the lock let
+    /// go and taken again at once (a state reopened) waits that out instead of refusing this
+    /// process itself (seen as a flaky reopen while an SSH pool spawned `ssh` processes).
+    #[test]
+    fn a_lock_a_forked_child_still_shares_is_taken_once_the_child_lets_it_go() {
+        let dir = std::env::temp_dir().join(format!("gantry-lock-fork-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let db = dir.join("state.db");
+        let first = StateLock::acquire(&db).unwrap();
+        // SAFETY: the child only sleeps and exits (no allocation, no locks): async-signal-safe.
+        let child = unsafe { libc::fork() };
+        if child == 0 {
+            let t = libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 300_000_000,
+            };
+            unsafe {
+                libc::nanosleep(&t, std::ptr::null_mut());
+                libc::_exit(0);
+            }
+        }
+        assert!(child > 0, "fork");
+        drop(first);
+        let again = StateLock::acquire(&db);
+        let mut status = 0;
+        // SAFETY: waiting for the child forked above.
+        unsafe { libc::waitpid(child, &mut status, 0) };
+        assert!(again.is_ok(), "{again:?}");
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -3,6 +3,8 @@
 //! preemption signals and requeues, a cancel kills, and a restarted daemon kills the process
 //! groups its predecessor left. Ordinary commands, no GPU.
 
+#[path = "common/daemon.rs"]
+mod daemon;
 #[path = "common/promtool.rs"]
 mod promtool;
 
@@ -16,26 +18,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 fn host() -> FleetConfig {
-    parse(
-        "local.toml",
-        r#"
-[[teams]]
-name = "a"
-
-[[pools]]
-provider = "local"
-region = "here"
-zone = "here"
-name = "host"
-instance_type = "this machine"
-cpus = 8
-memory_gb = 16
-capacity = "reserved"
-price_per_hour = 0.5
-nodes = 1
-"#,
-    )
-    .unwrap()
+    parse("local.toml", daemon::LOCAL_FLEET).unwrap()
 }
 
 fn dir(name: &str) -> PathBuf {

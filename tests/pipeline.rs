@@ -12,22 +12,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-const FLEET: &str = r#"
-[[teams]]
-name = "a"
-
-[[pools]]
-provider = "local"
-region = "here"
-zone = "here"
-name = "host"
-instance_type = "this machine"
-cpus = 8
-memory_gb = 16
-capacity = "reserved"
-price_per_hour = 0.5
-nodes = 1
-"#;
+use common::LOCAL_FLEET as FLEET;
 
 fn gantry(d: &common::Daemon, dir: &Path, args: &[&str]) -> (i32, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_gantry"))

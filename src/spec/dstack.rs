@@ -5,7 +5,9 @@
 //! the models, counts and VRAM asked for; `backends` × `regions` × `instance_types` become the
 //! places the job may run.
 
-use super::task::{EnvValue, Noted, Other, Reader, Refused, SHARED_DIRECTORY};
+use super::task::{
+    present, EnvValue, Noted, Other, Reader, Refused, NODE_DISK, RECLAIM, SHARED_DIRECTORY,
+};
 use super::values::{Count, Number, Text};
 use super::{
     parse_duration, Accelerator, Accelerators, Alternative, GitWorkdir, GpuCount, Infra, JobSpec,
@@ -106,7 +108,7 @@ impl RawTask {
             (self.ports.is_some(), "ports", Noted("not forwarded: the job's processes listen on their node's own network")),
             (self.retry.is_some(), "retry", Noted("gantry requeues a preempted job from its checkpoint (`checkpoint:`); a job that fails is not retried")),
             (self.idle_duration.is_some(), "idle_duration", Noted("gantry runs on the fleet's nodes and does not keep instances; idle GPUs are reclaimed by its own policy")),
-            (self.utilization_policy.is_some(), "utilization_policy", Noted("gantry reclaims idle GPUs by its own policy instead (`gantry reclaim`)")),
+            (self.utilization_policy.is_some(), "utilization_policy", Noted(RECLAIM)),
             (self.fleets.is_some(), "fleets", Noted("gantry places the job on its own pools (`backends`, `regions`, `instance_types` choose among them)")),
             (self.reservation.is_some(), "reservation", Noted("gantry places on the capacity its pools have")),
             (self.creation_policy.is_some(), "creation_policy", Noted("gantry places on its pools' nodes; cloud pools it scales by its own policy")),
@@ -128,10 +130,7 @@ impl RawTask {
             (self.entrypoint.is_some(), "entrypoint", Refused("write the command in `commands`")),
             (self.schedule.is_some(), "schedule", Refused("gantry runs a job when it is submitted; submit it from cron or a CI schedule")),
         ];
-        all.into_iter()
-            .filter(|(present, ..)| *present)
-            .map(|(_, name, o)| (name, o))
-            .collect()
+        present(all)
     }
 }
 
@@ -340,10 +339,7 @@ pub(super) fn build(raw: RawTask, text: &str, file: &str) -> Result<JobSpec, Spe
     }
     if let Some(res) = raw.resources {
         if res.disk.is_some() {
-            r.ignored.push(
-                "resources.disk: the job uses the disk its node has (gantry does not size or choose disks)"
-                    .into(),
-            );
+            r.ignored.push(format!("resources.disk: {NODE_DISK}"));
         }
         if res.shm_size.is_some() {
             r.ignored

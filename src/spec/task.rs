@@ -24,8 +24,21 @@ pub(super) enum Other {
 }
 pub(super) use Other::{Noted, Refused};
 
+/// Of `(present, field, what gantry does)`, the fields present.
+pub(super) fn present<const N: usize>(
+    all: [(bool, &'static str, Other); N],
+) -> Vec<(&'static str, Other)> {
+    all.into_iter()
+        .filter(|(present, ..)| *present)
+        .map(|(_, name, o)| (name, o))
+        .collect()
+}
+
+pub(super) const RECLAIM: &str =
+    "gantry reclaims idle GPUs by its own policy instead (`gantry reclaim`)";
 pub(super) const SHARED_DIRECTORY: &str = "gantry does not create SkyPilot volumes: use a directory the nodes already share (NFS, a host path) and name it in `run`";
-const NODE_DISK: &str = "the job uses the disk its node has (gantry does not size or choose disks)";
+pub(super) const NODE_DISK: &str =
+    "the job uses the disk its node has (gantry does not size or choose disks)";
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -89,10 +102,7 @@ impl RawSpec {
             (self.api_server_access.is_some(), "api_server_access", Noted("gantry jobs get no SkyPilot API server credentials")),
             (self.metadata.is_some(), "_metadata", Noted("SkyPilot's own bookkeeping")),
         ];
-        all.into_iter()
-            .filter(|(present, ..)| *present)
-            .map(|(_, name, o)| (name, o))
-            .collect()
+        present(all)
     }
 }
 
@@ -145,7 +155,7 @@ impl RawResources {
             (self.disk_tier.is_some(), "disk_tier", Noted(NODE_DISK)),
             (self.network_tier.is_some(), "network_tier", Noted("the job uses the network its nodes have")),
             (self.labels.is_some(), "labels", Noted("cloud and pod labels are not set from it (gantry labels its own pods)")),
-            (self.autostop.is_some(), "autostop", Noted("gantry reclaims idle GPUs by its own policy instead (`gantry reclaim`)")),
+            (self.autostop.is_some(), "autostop", Noted(RECLAIM)),
             (self.job_recovery.is_some(), "job_recovery", Noted("gantry requeues a preempted job from its checkpoint (`checkpoint:`); a job that fails is not restarted")),
             (self.accelerator_args.is_some(), "accelerator_args", Noted("TPU settings; gantry's fleets have no TPUs")),
             (self.no_missing_accel_warnings.is_some(), "_no_missing_accel_warnings", Noted("SkyPilot's own warning switch")),
@@ -153,10 +163,7 @@ impl RawResources {
             (self.volumes.is_some(), "volumes", Refused(SHARED_DIRECTORY)),
             (self.priority.is_some(), "priority", Refused("SkyPilot's numeric priority: gantry orders jobs by priority class — write `priority: CLASS` at the top of the file (`gantry teams` lists the classes)")),
         ];
-        all.into_iter()
-            .filter(|(present, ..)| *present)
-            .map(|(_, name, o)| (name, o))
-            .collect()
+        present(all)
     }
 }
 

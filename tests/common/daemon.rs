@@ -156,6 +156,24 @@ price_per_hour = 14.0
 nodes = 2
 "#;
 
+/// This host as the only pool (`provider = "local"`): jobs run as real processes, team `a`.
+pub const LOCAL_FLEET: &str = r#"
+[[teams]]
+name = "a"
+
+[[pools]]
+provider = "local"
+region = "here"
+zone = "here"
+name = "host"
+instance_type = "this machine"
+cpus = 8
+memory_gb = 16
+capacity = "reserved"
+price_per_hour = 0.5
+nodes = 1
+"#;
+
 pub fn start_with_fleet(name: &str) -> Daemon {
     let dir = temp_dir(name);
     let fleet = dir.join("fleet.toml");

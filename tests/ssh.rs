@@ -281,15 +281,19 @@ fn jobs_and_gangs_run_on_the_hosts_they_were_placed_on() {
     assert!(log.contains(&format!("host={} rank=0", host.name)), "{log}");
 
     // Two nodes: ranks, node count and addresses on each, in SkyPilot's names; the workdir
-    // (a directory on the daemon's machine) copied to each node, without `.git`.
+    // (a directory on the daemon's machine) copied to each node, without `.git` and what its
+    // `.gitignore` leaves out.
     let work = h.dir.join("work");
     std::fs::create_dir_all(work.join(".git")).unwrap();
+    std::fs::create_dir_all(work.join("checkpoints")).unwrap();
+    std::fs::write(work.join("checkpoints/big.pt"), "weights").unwrap();
+    std::fs::write(work.join(".gitignore"), "checkpoints/\n").unwrap();
     std::fs::write(work.join("data.txt"), "payload\n").unwrap();
     let gang = submit(
         &d,
         &h.dir,
         "gang",
-        &format!("name: gang\nnum_nodes: 2\nworkdir: {}\nresources:\n  accelerators: A100-80GB:2\nrun: |\n  echo \"host=$(hostname) rank=$SKYPILOT_NODE_RANK n=$SKYPILOT_NUM_NODES gpus=$SKYPILOT_NUM_GPUS_PER_NODE ips=$(echo $SKYPILOT_NODE_IPS | tr ' ' ,)\"\n  echo \"rank=$SKYPILOT_NODE_RANK data=$(cat data.txt) git=$(ls -d .git 2>/dev/null)\"\n", work.display()),
+        &format!("name: gang\nnum_nodes: 2\nworkdir: {}\nresources:\n  accelerators: A100-80GB:2\nrun: |\n  echo \"host=$(hostname) rank=$SKYPILOT_NODE_RANK n=$SKYPILOT_NUM_NODES gpus=$SKYPILOT_NUM_GPUS_PER_NODE ips=$(echo $SKYPILOT_NODE_IPS | tr ' ' ,)\"\n  echo \"rank=$SKYPILOT_NODE_RANK data=$(cat data.txt) git=$(ls -d .git checkpoints 2>/dev/null)\"\n", work.display()),
     );
     wait_for(&d, 30, "the gang to complete", || {
         state(&d, gang) == "completed"

@@ -475,9 +475,11 @@ fn token_tag(token: &str) -> String {
         .collect()
 }
 
-/// Copies a job's workdir (a directory on the daemon's machine) to the host as a tar stream
+/// Copies a job's workdir (a directory on the daemon's machine) to the host as a gzip'd tar
 /// over the host's SSH connection, then hands the start on with the copy as its workdir.
-/// Version-control metadata (`.git` …) stays behind. A copy that fails fails the start.
+/// Packed as a shipped workdir is (`gantry::workdir::pack`): what `.gitignore` and
+/// `.skyignore` leave out and `.git` stay behind, at most 256 MiB. A copy that fails fails the
+/// start.
 async fn copy_workdir(
     s: Arc<openssh::Session>,
     host: usize,
@@ -512,13 +514,12 @@ async fn send_dir(
     if !std::path::Path::new(local).is_dir() {
         return Err("no such directory on the daemon's machine".to_string());
     }
-    let mut tar = tokio::process::Command::new("tar")
-        .args(["-C", local, "--exclude-vcs", "-czf", "-", "."])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .map_err(|e| format!("cannot run tar here: {e}"))?;
+    let dir = std::path::PathBuf::from(local);
+    let packed = tokio::task::spawn_blocking(move || {
+        crate::workdir::pack(&dir, crate::workdir::DEFAULT_MAX_BYTES)
+    })
+    .await
+    .map_err(|e| e.to_string())??;
     let mut remote = s
         // The host's name as the agent reads it (`agent::hostname`).
         .raw_command(format!(
@@ -531,20 +532,10 @@ async fn send_dir(
         .spawn()
         .await
         .map_err(|e| format!("cannot run tar on the host: {}", error_chain(&e)))?;
-    if let (Some(mut from), Some(mut to)) = (tar.stdout.take(), remote.stdin().take()) {
-        let copied = tokio::io::copy(&mut from, &mut to).await;
+    if let Some(mut to) = remote.stdin().take() {
+        let sent = to.write_all(&packed).await;
         let _ = to.shutdown().await;
-        copied.map_err(|e| format!("sending it failed: {e}"))?;
-    }
-    let here = tar
-        .wait_with_output()
-        .await
-        .map_err(|e| format!("tar here: {e}"))?;
-    if !here.status.success() {
-        return Err(format!(
-            "tar here: {}",
-            String::from_utf8_lossy(&here.stderr).trim()
-        ));
+        sent.map_err(|e| format!("sending it failed: {e}"))?;
     }
     let out = remote
         .wait_with_output()

@@ -2,24 +2,13 @@
 //! `job`, `explain`, `prio`, `hold`, `cancel`, `reclaim`, `token`, `events`, with their JSON
 //! and their exit codes (2 bad input, 3 no such job, 4 not allowed, 5 no daemon, 6 conflict).
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+#[path = "common/daemon.rs"]
+mod common;
+
+use common::Daemon;
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-struct Daemon {
-    child: Child,
-    dir: PathBuf,
-    socket: PathBuf,
-    port: u16,
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
 
 /// A daemon of its own (tests run in parallel: each gets its own directory).
 fn start() -> Daemon {
@@ -30,41 +19,7 @@ fn start() -> Daemon {
 fn start_with(extra: &[&str]) -> Daemon {
     static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let dir = std::env::temp_dir().join(format!("gantry-dcli-{}-{n}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let socket = dir.join("d.sock");
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let child = Command::new(env!("CARGO_BIN_EXE_gantry"))
-        .args(["daemon", "--db"])
-        .arg(dir.join("state.db"))
-        .arg("--socket")
-        .arg(&socket)
-        .args(["--listen", &format!("127.0.0.1:{port}")])
-        .args(extra)
-        .env("XDG_CONFIG_HOME", dir.join("cfg"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let t0 = Instant::now();
-    while std::os::unix::net::UnixStream::connect(&socket).is_err() {
-        assert!(
-            t0.elapsed() < Duration::from_secs(20),
-            "daemon did not start"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    Daemon {
-        child,
-        dir,
-        socket,
-        port,
-    }
+    common::start(&format!("dcli-{n}"), extra)
 }
 
 fn gantry(connect: &Path, args: &[&str]) -> (i32, String, String) {

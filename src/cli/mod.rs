@@ -15,6 +15,7 @@ mod replay;
 mod sim;
 mod slurm;
 mod spec;
+mod submit;
 mod table;
 mod watch;
 
@@ -442,13 +443,13 @@ pub fn main() -> ExitCode {
             secrets,
             gpus,
             num_nodes,
-        }) => remote::submit(
+        }) => submit::submit(
             &target,
             file,
             team,
             priority,
             output,
-            &remote::Given {
+            &submit::Given {
                 envs,
                 secrets,
                 gpus,

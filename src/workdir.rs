@@ -105,6 +105,52 @@ pub fn unpack(archive: &Path, into: &Path, max_unpacked: u64) -> Result<(), Stri
     Ok(())
 }
 
+/// Removes from `dir` the shipped workdirs no live job uses (`in_use`: the paths jobs not yet
+/// ended have as their workdir) and that were last written or sent more than `keep` ago, and
+/// uploads left half-done as long; what it removed. `keep` covers a submission whose workdir
+/// has arrived and whose job has not yet.
+pub fn sweep(
+    dir: &Path,
+    in_use: &std::collections::HashSet<String>,
+    keep: std::time::Duration,
+) -> Vec<std::path::PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let now = std::time::SystemTime::now();
+    let mut removed = Vec::new();
+    for e in entries.flatten() {
+        let path = e.path();
+        if in_use.contains(&path.display().to_string()) {
+            continue;
+        }
+        let age = e
+            .metadata()
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| now.duration_since(t).ok());
+        if age.is_none_or(|a| a < keep) {
+            continue;
+        }
+        let gone = if path.is_dir() {
+            std::fs::remove_dir_all(&path)
+        } else {
+            std::fs::remove_file(&path)
+        };
+        if gone.is_ok() {
+            removed.push(path);
+        }
+    }
+    removed
+}
+
+/// Marks a kept workdir as just sent (the same content again): the sweep counts from now.
+pub fn touch(kept: &Path) {
+    if let Ok(f) = std::fs::File::open(kept) {
+        let _ = f.set_modified(std::time::SystemTime::now());
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -178,6 +224,38 @@ mod tests {
         let e = unpack(&archive, &d.join("out2"), 1000).unwrap_err();
         assert!(e.contains("unpacked"), "{e}");
         assert!(unpack(&d.join("missing"), &d.join("x"), 10).is_err());
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn the_sweep_removes_old_workdirs_no_live_job_uses() {
+        let d = temp("sweep");
+        let old = std::time::SystemTime::now() - std::time::Duration::from_secs(7200);
+        let age = |p: &Path| {
+            std::fs::File::open(p).unwrap().set_modified(old).unwrap();
+        };
+        for name in ["used", "unused", "fresh"] {
+            std::fs::create_dir_all(d.join(name)).unwrap();
+            std::fs::write(d.join(name).join("f"), "x").unwrap();
+        }
+        std::fs::write(d.join(".upload-abc"), "partial").unwrap();
+        age(&d.join("used"));
+        age(&d.join("unused"));
+        age(&d.join(".upload-abc"));
+        let in_use = [d.join("used").display().to_string()].into_iter().collect();
+        let hour = std::time::Duration::from_secs(3600);
+        let mut removed = sweep(&d, &in_use, hour);
+        removed.sort();
+        assert_eq!(removed, [d.join(".upload-abc"), d.join("unused")]);
+        assert!(d.join("used").is_dir(), "a live job's workdir stays");
+        assert!(
+            d.join("fresh").is_dir(),
+            "a new one stays until its job has had time"
+        );
+        // Sent again: it counts from now.
+        age(&d.join("fresh"));
+        touch(&d.join("fresh"));
+        assert!(sweep(&d, &in_use, hour).is_empty());
         let _ = std::fs::remove_dir_all(&d);
     }
 }

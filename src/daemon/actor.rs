@@ -113,6 +113,10 @@ pub enum Request {
         id: JobId,
         reply: Reply<JobLogs>,
     },
+    /// The workdirs of jobs not yet ended (shipped copies still in use).
+    WorkdirsInUse {
+        reply: Reply<std::collections::HashSet<String>>,
+    },
     /// Shows the reclaim plan (`apply: None`) or applies the one shown with that id.
     Reclaim {
         apply: Option<String>,
@@ -633,6 +637,16 @@ impl Actor {
             }
             Request::Logs { id, reply } => {
                 let _ = reply.send(self.state.job_logs(id).map_err(ApiError::from));
+            }
+            Request::WorkdirsInUse { reply } => {
+                let used = self
+                    .state
+                    .engine()
+                    .jobs()
+                    .filter(|j| !j.state.is_final())
+                    .filter_map(|j| j.spec.workdir.clone())
+                    .collect();
+                let _ = reply.send(Ok(used));
             }
             Request::Reclaim {
                 apply,

@@ -382,7 +382,9 @@ async fn upload_workdir(
             .map(|b| format!("{b:02x}"))
             .collect();
         let kept = dir.join(&digest);
-        if !kept.is_dir() {
+        if kept.is_dir() {
+            crate::workdir::touch(&kept);
+        } else {
             let staging = dir.join(format!(".unpack-{token}"));
             let archive = part.clone();
             let into = staging.clone();

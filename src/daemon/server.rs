@@ -140,6 +140,9 @@ pub async fn serve(
     let fingerprint = listen.tls.as_ref().map(|t| t.fingerprint.clone());
     let workdirs: Option<std::sync::Arc<std::path::Path>> =
         listen.workdirs.as_deref().map(std::sync::Arc::from);
+    if let Some(dir) = workdirs.clone() {
+        tokio::spawn(sweep_workdirs(handle.clone(), dir, stop_rx.clone()));
+    }
     let unix_app = router(
         handle.clone(),
         false,
@@ -301,6 +304,32 @@ pub fn signals() -> impl std::future::Future<Output = ()> + Send + 'static {
         tokio::select! {
             _ = int.recv() => {}
             _ = term.recv() => {}
+        }
+    }
+}
+
+/// Every ten minutes (and once at start), shipped workdirs no job that has not ended uses and
+/// that are over an hour old are removed: a daemon left running does not fill its disk with
+/// every directory ever submitted.
+async fn sweep_workdirs(
+    handle: Handle,
+    dir: std::sync::Arc<std::path::Path>,
+    mut stop: watch::Receiver<bool>,
+) {
+    loop {
+        if let Ok(in_use) = handle
+            .call(|reply| super::actor::Request::WorkdirsInUse { reply })
+            .await
+        {
+            let dir = dir.clone();
+            let _ = tokio::task::spawn_blocking(move || {
+                crate::workdir::sweep(&dir, &in_use, Duration::from_secs(3600))
+            })
+            .await;
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_secs(600)) => {}
+            _ = stop.changed() => return,
         }
     }
 }

@@ -34,9 +34,9 @@ pub(super) struct Api {
     tls_fingerprint: Option<String>,
     /// Turns true when the daemon stops: event streams end then.
     stop: tokio::sync::watch::Receiver<bool>,
-    limits: super::server::Limits,
+    pub(super) limits: super::server::Limits,
     /// Where shipped workdirs are kept; `None`: refused.
-    workdirs: Option<Arc<std::path::Path>>,
+    pub(super) workdirs: Option<Arc<std::path::Path>>,
 }
 
 impl IntoResponse for ApiError {
@@ -46,7 +46,7 @@ impl IntoResponse for ApiError {
     }
 }
 
-fn json<T: Serialize>(status: StatusCode, value: &T) -> Response {
+pub(super) fn json<T: Serialize>(status: StatusCode, value: &T) -> Response {
     match serde_json::to_vec(value) {
         Ok(body) => (status, [(header::CONTENT_TYPE, "application/json")], body).into_response(),
         Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
@@ -81,7 +81,7 @@ pub fn router(
         .route("/v1/snapshot", get(snapshot))
         .route("/v1/jobs", get(jobs).post(submit))
         .route("/v1/preview", post(preview))
-        .route("/v1/workdirs", post(upload_workdir))
+        .route("/v1/workdirs", post(super::uploads::upload_workdir))
         .route("/v1/jobs/{id}", get(job))
         .route("/v1/jobs/{id}/explain", get(explain))
         .route("/v1/jobs/{id}/logs", get(super::logs::logs))
@@ -187,7 +187,7 @@ pub(super) fn job_id(text: &str) -> Result<JobId, ApiError> {
     super::journal::parse_job_id(text).map_err(ApiError::bad_request)
 }
 
-fn require(caller: &Caller, role: Role, what: &str) -> Result<(), ApiError> {
+pub(super) fn require(caller: &Caller, role: Role, what: &str) -> Result<(), ApiError> {
     if caller.role >= role {
         Ok(())
     } else {
@@ -312,113 +312,6 @@ async fn node(
         .call(|reply| Request::Node { name, range, reply })
         .await?;
     Ok(ok(&detail))
-}
-
-/// A job's workdir, packed by `gantry submit` (a gzip'd tar): kept by the hash of what was
-/// sent (the same directory sent twice is kept once), unpacked under the daemon's state
-/// directory; the answer is its path there, for the job's `workdir`. The body may be large
-/// but must keep arriving (the request time limit applies between its pieces).
-async fn upload_workdir(
-    State(api): State<Api>,
-    Extension(caller): Extension<Caller>,
-    body: Body,
-) -> Result<Response, ApiError> {
-    use futures_util::StreamExt;
-    use sha2::Digest;
-    use tokio::io::AsyncWriteExt;
-    require(&caller, Role::Researcher, "shipping a workdir")?;
-    let Some(dir) = api.workdirs.clone() else {
-        return Err(ApiError::new(
-            404,
-            "not-found",
-            "this daemon keeps no shipped workdirs: give `workdir` as a directory of the daemon's machine",
-        ));
-    };
-    let max = api.limits.max_workdir_bytes;
-    let internal =
-        |e: std::io::Error| ApiError::new(500, "internal", format!("keeping the workdir: {e}"));
-    tokio::fs::create_dir_all(&dir).await.map_err(internal)?;
-    let token = super::auth::random_hex(8).map_err(internal)?;
-    let part = dir.join(format!(".upload-{token}"));
-    let result = async {
-        let mut file = tokio::fs::File::create(&part).await.map_err(internal)?;
-        let mut hash = sha2::Sha256::new();
-        let mut size = 0u64;
-        let mut stream = body.into_data_stream();
-        loop {
-            let next = tokio::time::timeout(api.limits.request_timeout, stream.next()).await;
-            let chunk = match next {
-                Err(_) => {
-                    return Err(ApiError::new(
-                        408,
-                        "timeout",
-                        "the workdir stopped arriving",
-                    ))
-                }
-                Ok(None) => break,
-                Ok(Some(Err(e))) => {
-                    return Err(ApiError::bad_request(format!("reading the workdir: {e}")))
-                }
-                Ok(Some(Ok(c))) => c,
-            };
-            size += chunk.len() as u64;
-            if size > max {
-                return Err(ApiError::new(
-                    413,
-                    "too-large",
-                    format!(
-                        "the workdir is over {} MiB packed, this daemon's limit: leave data out of it (.gitignore or .skyignore) and fetch it in `setup`",
-                        max >> 20
-                    ),
-                ));
-            }
-            hash.update(&chunk);
-            file.write_all(&chunk).await.map_err(internal)?;
-        }
-        file.flush().await.map_err(internal)?;
-        let digest: String = hash
-            .finalize()
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
-        let kept = dir.join(&digest);
-        if kept.is_dir() {
-            crate::workdir::touch(&kept);
-        } else {
-            let staging = dir.join(format!(".unpack-{token}"));
-            let archive = part.clone();
-            let into = staging.clone();
-            let unpacked = tokio::task::spawn_blocking(move || {
-                crate::workdir::unpack(&archive, &into, max.saturating_mul(8))
-            })
-            .await
-            .map_err(|e| ApiError::new(500, "internal", e.to_string()))?;
-            if let Err(why) = unpacked {
-                let _ = tokio::fs::remove_dir_all(&staging).await;
-                return Err(ApiError::bad_request(format!("the workdir: {why}")));
-            }
-            // Another upload of the same content may have won the race: either is it.
-            if tokio::fs::rename(&staging, &kept).await.is_err() {
-                let _ = tokio::fs::remove_dir_all(&staging).await;
-            }
-        }
-        Ok((kept, size))
-    }
-    .await;
-    let _ = tokio::fs::remove_file(&part).await;
-    let (kept, size) = result?;
-    #[derive(Serialize)]
-    struct Kept {
-        path: String,
-        bytes: u64,
-    }
-    Ok(json(
-        StatusCode::CREATED,
-        &Kept {
-            path: kept.display().to_string(),
-            bytes: size,
-        },
-    ))
 }
 
 /// Checks a job spec and says where it would land now, without submitting it.

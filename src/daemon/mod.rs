@@ -17,3 +17,4 @@ pub mod metrics;
 pub mod server;
 pub mod state;
 pub mod tls;
+mod uploads;

@@ -1,0 +1,119 @@
+//! `POST /v1/workdirs`: a job's workdir shipped by `gantry submit` to a daemon on another
+//! machine, kept under the daemon's state directory (`gantry::workdir` packs, unpacks and
+//! sweeps it).
+
+use super::actor::ApiError;
+use super::api::{json, require, Api};
+use super::auth::{Caller, Role};
+use axum::body::Body;
+use axum::extract::{Extension, State};
+use axum::http::StatusCode;
+use axum::response::Response;
+use serde::Serialize;
+
+/// A job's workdir, packed by `gantry submit` (a gzip'd tar): kept by the hash of what was
+/// sent (the same directory sent twice is kept once), unpacked under the daemon's state
+/// directory; the answer is its path there, for the job's `workdir`. The body may be large
+/// but must keep arriving (the request time limit applies between its pieces).
+pub(super) async fn upload_workdir(
+    State(api): State<Api>,
+    Extension(caller): Extension<Caller>,
+    body: Body,
+) -> Result<Response, ApiError> {
+    use futures_util::StreamExt;
+    use sha2::Digest;
+    use tokio::io::AsyncWriteExt;
+    require(&caller, Role::Researcher, "shipping a workdir")?;
+    let Some(dir) = api.workdirs.clone() else {
+        return Err(ApiError::new(
+            404,
+            "not-found",
+            "this daemon keeps no shipped workdirs: give `workdir` as a directory of the daemon's machine",
+        ));
+    };
+    let max = api.limits.max_workdir_bytes;
+    let internal =
+        |e: std::io::Error| ApiError::new(500, "internal", format!("keeping the workdir: {e}"));
+    tokio::fs::create_dir_all(&dir).await.map_err(internal)?;
+    let token = super::auth::random_hex(8).map_err(internal)?;
+    let part = dir.join(format!(".upload-{token}"));
+    let result = async {
+        let mut file = tokio::fs::File::create(&part).await.map_err(internal)?;
+        let mut hash = sha2::Sha256::new();
+        let mut size = 0u64;
+        let mut stream = body.into_data_stream();
+        loop {
+            let next = tokio::time::timeout(api.limits.request_timeout, stream.next()).await;
+            let chunk = match next {
+                Err(_) => {
+                    return Err(ApiError::new(
+                        408,
+                        "timeout",
+                        "the workdir stopped arriving",
+                    ))
+                }
+                Ok(None) => break,
+                Ok(Some(Err(e))) => {
+                    return Err(ApiError::bad_request(format!("reading the workdir: {e}")))
+                }
+                Ok(Some(Ok(c))) => c,
+            };
+            size += chunk.len() as u64;
+            if size > max {
+                return Err(ApiError::new(
+                    413,
+                    "too-large",
+                    format!(
+                        "the workdir is over {} MiB packed, this daemon's limit: leave data out of it (.gitignore or .skyignore) and fetch it in `setup`",
+                        max >> 20
+                    ),
+                ));
+            }
+            hash.update(&chunk);
+            file.write_all(&chunk).await.map_err(internal)?;
+        }
+        file.flush().await.map_err(internal)?;
+        let digest: String = hash
+            .finalize()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        let kept = dir.join(&digest);
+        if kept.is_dir() {
+            crate::workdir::touch(&kept);
+        } else {
+            let staging = dir.join(format!(".unpack-{token}"));
+            let archive = part.clone();
+            let into = staging.clone();
+            let unpacked = tokio::task::spawn_blocking(move || {
+                crate::workdir::unpack(&archive, &into, max.saturating_mul(8))
+            })
+            .await
+            .map_err(|e| ApiError::new(500, "internal", e.to_string()))?;
+            if let Err(why) = unpacked {
+                let _ = tokio::fs::remove_dir_all(&staging).await;
+                return Err(ApiError::bad_request(format!("the workdir: {why}")));
+            }
+            // Another upload of the same content may have won the race: either is it.
+            if tokio::fs::rename(&staging, &kept).await.is_err() {
+                let _ = tokio::fs::remove_dir_all(&staging).await;
+            }
+        }
+        Ok((kept, size))
+    }
+    .await;
+    let _ = tokio::fs::remove_file(&part).await;
+    let (kept, size) = result?;
+    #[derive(Serialize)]
+    struct Kept {
+        path: String,
+        bytes: u64,
+    }
+    Ok(json(
+        StatusCode::CREATED,
+        &Kept {
+            path: kept.display().to_string(),
+            bytes: size,
+        },
+    ))
+}

@@ -205,9 +205,14 @@ impl Engine {
             let (JobState::Pending, Some(after)) = (j.state, j.spec.after) else {
                 continue;
             };
+            // A job the window of finished ones has let go is read from the journal; if that
+            // read fails, the job waits (a cycle is not failed, nor a job cancelled, for it).
             let state = match self.jobs.get(&after) {
                 Some(a) => Some(a.state),
-                None => self.store.job(after)?.map(|r| r.state),
+                None => match self.store.job(after) {
+                    Ok(r) => r.map(|r| r.state),
+                    Err(_) => Some(JobState::Pending),
+                },
             };
             match state {
                 Some(JobState::Completed) => {}

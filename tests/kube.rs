@@ -81,6 +81,30 @@ fn kubectl_reads_the_test_api_server_as_a_cluster() {
         kubectl(&k, &["get", "pods", "-A", "--chunk-size=1", "-o", "name"]),
         "pod/gantry-7-0\npod/eval-done\npod/llama-sft-0\n"
     );
+    // Namespaces (gantry reads a team from their labels): listed and read by name.
+    api.apply(serde_json::json!({
+        "apiVersion": "v1", "kind": "Namespace",
+        "metadata": {"name": "research", "labels": {"gantry.dev/team": "ml"}},
+        "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}
+    }))
+    .unwrap();
+    assert_eq!(
+        kubectl(&k, &["get", "namespaces", "-o", "name"]),
+        "namespace/research\n"
+    );
+    assert_eq!(
+        kubectl(
+            &k,
+            &[
+                "get",
+                "ns",
+                "research",
+                "-o",
+                "jsonpath={.metadata.labels.gantry\\.dev/team}"
+            ]
+        ),
+        "ml"
+    );
     // A watch: kubectl sees a pod added and deleted while it watches.
     let mut watch = Command::new("kubectl")
         .arg("--kubeconfig")

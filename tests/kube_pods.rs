@@ -650,6 +650,26 @@ fn pods_users_give_gantry_are_queued_placed_and_bound() {
     wait_for(&d, 30, "its job to end with its pod gone", || {
         state(&d, third) == "cancelled"
     });
+    // A namespace labelled with a team: its pods are that team's (the namespace's name is
+    // not a team of this fleet).
+    api.apply(serde_json::json!({
+        "apiVersion": "v1", "kind": "Namespace",
+        "metadata": {"name": "vision", "labels": {"gantry.dev/team": "lab"}}
+    }))
+    .unwrap();
+    api.apply(user_pod("vision", "seg-1", 1)).unwrap();
+    wait_for(
+        &d,
+        30,
+        "the labelled namespace's pod to run as its team's",
+        || {
+            cli_json(&d, &["jobs"]).as_array().is_some_and(|jobs| {
+                jobs.iter().any(|j| {
+                    j["name"] == "pod vision/seg-1" && j["team"] == "lab" && j["state"] == "running"
+                })
+            })
+        },
+    );
 }
 
 /// A pod group (`gantry.dev/pod-group`, `gantry.dev/pod-group-size`) is one gang: queued once

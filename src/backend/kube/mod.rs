@@ -12,7 +12,7 @@ mod start;
 pub mod wanted;
 
 use futures_util::StreamExt;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Api, Client, Config};
@@ -120,6 +120,10 @@ fn kube_error(e: &kube::Error) -> String {
 pub struct Watched {
     pub nodes: Store<Node>,
     pub pods: Store<Pod>,
+    /// Namespaces, for the team a namespace's `gantry.dev/team` label names. Optional: a
+    /// role without namespaces (an older ClusterRole) leaves it empty and teams fall back to
+    /// the namespace's name; its errors are not the cluster's.
+    pub namespaces: Store<Namespace>,
     /// The last error each watch met (cleared when it works again): nodes', pods'.
     errors: [Arc<Mutex<Option<String>>>; 2],
     /// Both stores have held a full list (set once).
@@ -278,6 +282,17 @@ impl Watched {
                 }
             }),
         );
+        let g = generation.clone();
+        let (namespaces, c) = follow(
+            rt,
+            Api::<Namespace>::all(cluster.client.clone()),
+            cluster.name.clone(),
+            Arc::new(Mutex::new(None)),
+            |n: &mut Namespace| n.metadata.managed_fields = None,
+            Box::new(move |_| {
+                g.fetch_add(1, Ordering::Release);
+            }),
+        );
         let full = Arc::new(std::sync::atomic::AtomicBool::new(false));
         {
             let (n, p, f) = (nodes.clone(), pods.clone(), full.clone());
@@ -290,10 +305,11 @@ impl Watched {
         Watched {
             nodes,
             pods,
+            namespaces,
             full,
             generation,
             errors,
-            tasks: vec![a, b],
+            tasks: vec![a, b, c],
         }
     }
 

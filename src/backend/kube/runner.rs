@@ -655,7 +655,16 @@ impl Worker {
     /// without one the first pool to say it queues it.
     fn look_for_wanted(&mut self) {
         let Some(w) = &self.watched else { return };
-        let work = super::wanted::all_wanted(&w.pods.state(), &self.settings.place);
+        let teams: super::wanted::NamespaceTeams = w
+            .namespaces
+            .state()
+            .iter()
+            .filter_map(|n| {
+                let team = n.metadata.labels.as_ref()?.get(super::wanted::TEAM_LABEL)?;
+                Some((n.metadata.name.clone()?, team.clone()))
+            })
+            .collect();
+        let work = super::wanted::all_wanted(&w.pods.state(), &self.settings.place, &teams);
         if self.wanted.as_ref() != Some(&work) || self.adopted_ended != self.adopted_ended_said {
             self.wanted = Some(work.clone());
             self.adopted_ended_said = self.adopted_ended;

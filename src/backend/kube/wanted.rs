@@ -9,8 +9,12 @@ use serde_yaml_ng::{Mapping, Value};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-/// The pod label naming its gantry team (else its namespace is the team's name).
+/// The pod label naming its gantry team; else the same label on its namespace; else the
+/// namespace's name is the team's.
 pub const TEAM_LABEL: &str = "gantry.dev/team";
+
+/// The team a namespace's `TEAM_LABEL` names, by namespace.
+pub type NamespaceTeams = BTreeMap<String, String>;
 /// The pod label naming its priority class.
 pub const PRIORITY_LABEL: &str = "gantry.dev/priority";
 
@@ -43,7 +47,7 @@ pub fn adopted_pod(adopt: &str, rank: u16, pods: &[Arc<Pod>]) -> Option<(String,
 
 /// Every piece of work waiting in `place`'s pool: single pods, and groups all of whose
 /// members wait (a group not yet whole waits for the rest, as Kueue's pod groups do).
-pub fn all_wanted(pods: &[Arc<Pod>], place: &Place) -> Vec<Wanted> {
+pub fn all_wanted(pods: &[Arc<Pod>], place: &Place, teams: &NamespaceTeams) -> Vec<Wanted> {
     let mut work = Vec::new();
     let mut groups: BTreeMap<(String, String), Vec<&Pod>> = BTreeMap::new();
     for p in pods.iter().filter(|p| waits(p, place)) {
@@ -53,7 +57,7 @@ pub fn all_wanted(pods: &[Arc<Pod>], place: &Place) -> Vec<Wanted> {
                 .entry((p.metadata.namespace.clone().unwrap_or_default(), g.clone()))
                 .or_default()
                 .push(p),
-            None => work.push(wanted(p, place)),
+            None => work.push(wanted(p, place, teams)),
         }
     }
     for ((ns, group), members) in groups {
@@ -69,7 +73,7 @@ pub fn all_wanted(pods: &[Arc<Pod>], place: &Place) -> Vec<Wanted> {
             })
             .unwrap_or(members.len());
         if members.len() == size {
-            work.push(gang(&ns, &group, &members, place));
+            work.push(gang(&ns, &group, &members, place, teams));
         }
     }
     work.sort_by(|a, b| a.key.cmp(&b.key));
@@ -106,25 +110,39 @@ pub fn waits(p: &Pod, place: &Place) -> bool {
 }
 
 /// The job file for a waiting pod: its GPUs (any model of the pool's), kept to the pool.
-pub fn wanted(p: &Pod, place: &Place) -> Wanted {
+pub fn wanted(p: &Pod, place: &Place, teams: &NamespaceTeams) -> Wanted {
     let ns = p
         .metadata
         .namespace
         .clone()
         .unwrap_or_else(|| "default".into());
     let name = p.metadata.name.clone().unwrap_or_default();
-    job_file(format!("pod {ns}/{name}"), &ns, &[p], pod_gpus(p), place)
+    job_file(
+        format!("pod {ns}/{name}"),
+        &ns,
+        &[p],
+        pod_gpus(p),
+        place,
+        teams,
+    )
 }
 
 /// The job file for a pod group: one gang of its members, each with the GPUs the most
 /// asking of them asks.
-fn gang(ns: &str, group: &str, members: &[&Pod], place: &Place) -> Wanted {
+fn gang(ns: &str, group: &str, members: &[&Pod], place: &Place, teams: &NamespaceTeams) -> Wanted {
     let gpus = members.iter().map(|p| pod_gpus(p)).max().unwrap_or(0);
     let key = format!("pods {ns}/{group}");
-    job_file(key, ns, members, gpus, place)
+    job_file(key, ns, members, gpus, place, teams)
 }
 
-fn job_file(key: String, ns: &str, members: &[&Pod], gpus: u32, place: &Place) -> Wanted {
+fn job_file(
+    key: String,
+    ns: &str,
+    members: &[&Pod],
+    gpus: u32,
+    place: &Place,
+    teams: &NamespaceTeams,
+) -> Wanted {
     let (p, nodes) = (members[0], members.len());
     let labels = p.metadata.labels.as_ref();
     let label = |k: &str| labels.and_then(|l| l.get(k)).cloned();
@@ -167,7 +185,9 @@ fn job_file(key: String, ns: &str, members: &[&Pod], gpus: u32, place: &Place) -
     doc.insert(s("adopt"), s(&key));
     Wanted {
         spec: serde_yaml_ng::to_string(&Value::Mapping(doc)).unwrap_or_default(),
-        team: label(TEAM_LABEL).unwrap_or_else(|| ns.to_string()),
+        team: label(TEAM_LABEL)
+            .or_else(|| teams.get(ns).cloned())
+            .unwrap_or_else(|| ns.to_string()),
         priority: label(PRIORITY_LABEL),
         key,
     }
@@ -204,7 +224,7 @@ mod tests {
         }))
         .unwrap();
         let place = place();
-        let w = wanted(&p, &place);
+        let w = wanted(&p, &place, &NamespaceTeams::new());
         let spec = crate::spec::parse("w", w.spec.as_bytes()).unwrap();
         // 0.5 + 2 CPUs; memory the init container's 6 GiB (more than the 2 the others ask).
         assert_eq!(
@@ -227,11 +247,14 @@ mod tests {
         .unwrap();
         let place = place();
         assert!(waits(&p, &place));
-        let w = wanted(&p, &place);
+        let w = wanted(&p, &place, &NamespaceTeams::new());
         assert_eq!(
             (w.key.as_str(), w.team.as_str(), w.priority.as_deref()),
             ("pod research/train-x7", "research", Some("production"))
         );
+        // The namespace's team label names its team (a pod's own label would win).
+        let teams: NamespaceTeams = [("research".to_string(), "ml".to_string())].into();
+        assert_eq!(wanted(&p, &place, &teams).team, "ml");
         let spec = crate::spec::parse("w", w.spec.as_bytes()).unwrap();
         assert_eq!(spec.adopt.as_deref(), Some("pod research/train-x7"));
         assert_eq!(

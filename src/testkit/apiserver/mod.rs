@@ -46,6 +46,7 @@ const HISTORY: usize = 10_000;
 pub enum Kind {
     Node,
     Pod,
+    Namespace,
 }
 
 impl Kind {
@@ -53,7 +54,12 @@ impl Kind {
         match self {
             Kind::Node => "Node",
             Kind::Pod => "Pod",
+            Kind::Namespace => "Namespace",
         }
+    }
+    /// Whether its objects live in a namespace (Pods) or in the cluster (Nodes, Namespaces).
+    fn namespaced(self) -> bool {
+        self == Kind::Pod
     }
 }
 
@@ -137,6 +143,8 @@ impl ApiServer {
             .route("/api/v1", get(resources))
             .route("/api/v1/nodes", get(list_nodes))
             .route("/api/v1/nodes/{name}", get(get_node))
+            .route("/api/v1/namespaces", get(list_namespaces))
+            .route("/api/v1/namespaces/{name}", get(get_namespace))
             .route("/api/v1/pods", get(list_all_pods))
             .route(
                 "/api/v1/namespaces/{ns}/pods",
@@ -260,18 +268,20 @@ impl Shared {
         let kind = match object["kind"].as_str() {
             Some("Node") => Kind::Node,
             Some("Pod") => Kind::Pod,
+            Some("Namespace") => Kind::Namespace,
             other => return Err(format!("test API server: cannot store a {other:?}")),
         };
         let name = object["metadata"]["name"]
             .as_str()
             .ok_or("an object needs metadata.name")?
             .to_string();
-        let ns = match kind {
-            Kind::Node => String::new(),
-            Kind::Pod => object["metadata"]["namespace"]
+        let ns = if kind.namespaced() {
+            object["metadata"]["namespace"]
                 .as_str()
                 .unwrap_or("default")
-                .to_string(),
+                .to_string()
+        } else {
+            String::new()
         };
         let mut st = self.store.lock().unwrap_or_else(|e| e.into_inner());
         st.rv += 1;
@@ -302,7 +312,7 @@ impl Shared {
     /// Deletes an object; false if there was none.
     pub(super) fn remove(&self, kind: Kind, namespace: &str, name: &str) -> bool {
         let mut st = self.store.lock().unwrap_or_else(|e| e.into_inner());
-        let ns = if kind == Kind::Node { "" } else { namespace };
+        let ns = if kind.namespaced() { namespace } else { "" };
         let Some(before) = st.objects.remove(&(kind, ns.to_string(), name.to_string())) else {
             return false;
         };
@@ -314,7 +324,7 @@ impl Shared {
     /// The object now, if any.
     pub(super) fn get(&self, kind: Kind, namespace: &str, name: &str) -> Option<Value> {
         let st = self.store.lock().unwrap_or_else(|e| e.into_inner());
-        let ns = if kind == Kind::Node { "" } else { namespace };
+        let ns = if kind.namespaced() { namespace } else { "" };
         st.objects
             .get(&(kind, ns.to_string(), name.to_string()))
             .map(|v| (**v).clone())
@@ -371,6 +381,8 @@ async fn resources() -> Response {
         "resources": [
             {"name": "nodes", "singularName": "node", "namespaced": false, "kind": "Node",
              "verbs": verbs, "shortNames": ["no"]},
+            {"name": "namespaces", "singularName": "namespace", "namespaced": false,
+             "kind": "Namespace", "verbs": verbs, "shortNames": ["ns"]},
             {"name": "pods", "singularName": "pod", "namespaced": true, "kind": "Pod",
              "verbs": ["create", "delete", "get", "list", "watch"], "shortNames": ["po"],
              "categories": ["all"]},
@@ -405,7 +417,7 @@ async fn refuse_when_forbidden(
         .uri()
         .path()
         .rsplit('/')
-        .find(|p| *p == "nodes" || *p == "pods")
+        .find(|p| *p == "nodes" || *p == "pods" || *p == "namespaces")
         .unwrap_or("resource")
         .to_string();
     status(
@@ -426,6 +438,17 @@ fn status(code: StatusCode, reason: &str, message: String) -> Response {
 
 async fn get_node(State(s): State<Arc<Shared>>, Path(name): Path<String>) -> Response {
     get_one(&s, Kind::Node, "", &name)
+}
+
+async fn get_namespace(State(s): State<Arc<Shared>>, Path(name): Path<String>) -> Response {
+    get_one(&s, Kind::Namespace, "", &name)
+}
+
+async fn list_namespaces(
+    State(s): State<Arc<Shared>>,
+    Query(q): Query<HashMap<String, String>>,
+) -> Response {
+    list(s, Kind::Namespace, None, q).await
 }
 
 async fn get_pod(

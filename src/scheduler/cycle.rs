@@ -319,8 +319,6 @@ impl Quotas<'_> {
         used_rest + wants <= rest
     }
 
-    /// `Ok(borrowed?)` when the team may take `wants` more milli-GPU: inside its guarantee, or
-    /// as a whole on borrowed capacity within its borrow limit and what the cohort has idle.
     /// Whether a start of `wants` on `model` that `admit` let through may go ahead, and
     /// whether it runs borrowed: past the team's per-model guarantee, the start runs on
     /// borrowed capacity — if the team may borrow that much.
@@ -361,6 +359,8 @@ impl Quotas<'_> {
         }
     }
 
+    /// `Ok(borrowed?)` when the team may take `wants` more milli-GPU: inside its guarantee, or
+    /// as a whole on borrowed capacity within its borrow limit and what the cohort has idle.
     fn admit(&self, t: usize, wants: u64) -> Result<bool, PendingReason> {
         let Some(q) = &self.teams[t].quota else {
             return Ok(false);

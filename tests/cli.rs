@@ -299,6 +299,59 @@ fn bad_philly_rows_name_the_field() {
     );
 }
 
+/// `spec check --fleet`: each shape of the job on that fleet, with the pools it may land in
+/// (its `infra`, its models, its spot policy held to), or the fleet's refusal at its field.
+#[test]
+fn spec_check_against_a_fleet_shows_each_shape_and_its_pools() {
+    let fleet = "src/config/default_fleet.toml";
+    let (code, out, err) = gantry(&[
+        "spec",
+        "check",
+        "tests/specs/ok/skypilot_infra.yaml",
+        "--fleet",
+        fleet,
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        out,
+        "tests/specs/ok/skypilot_infra.yaml: finetune-llama: on this fleet\n  shape 1: 1 node(s) × 8 GPU(s) of H100 > A100-80GB; spot no\n    pools: aws/us-east-1/use1-az3 p5-od\n"
+    );
+    let dir = std::env::temp_dir().join(format!("gantry-speccheck-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let job = dir.join("shapes.yaml");
+    std::fs::write(
+        &job,
+        "run: x\nresources:\n  accelerators: {H100:8, H100:4, B300:8}\n",
+    )
+    .unwrap();
+    let (code, out, err) = gantry(&[
+        "spec",
+        "check",
+        job.to_str().unwrap(),
+        "--fleet",
+        fleet,
+        "-o",
+        "json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let gpus: Vec<&str> = v[0]["shapes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["gpus_per_node"].as_str().unwrap())
+        .collect();
+    assert_eq!(gpus, ["8", "4"], "{out}");
+    std::fs::write(&job, "run: x\nresources:\n  accelerators: B300:8\n").unwrap();
+    let (code, _, err) = gantry(&["spec", "check", job.to_str().unwrap(), "--fleet", fleet]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("`resources.accelerators`: unknown GPU model `B300`"),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn spec_check_prints_what_it_understood_or_where_it_is_wrong() {
     let (code, out, err) = gantry(&["spec", "check", "tests/specs/ok/skypilot_serve.yaml"]);

@@ -10,17 +10,150 @@ pub enum SpecCmd {
     /// Checks a job spec and prints what gantry understood (exit 2 with file:line:col if not).
     Check {
         file: PathBuf,
+        /// Also resolve it against this fleet file: each shape the job takes, the models and
+        /// the pools it may land in (what the daemon would queue).
+        #[arg(long)]
+        fleet: Option<PathBuf>,
         #[arg(short, long, value_enum, default_value_t = Output::Table)]
         output: Output,
     },
 }
 
+/// One shape of a task resolved on a fleet, as `spec check --fleet` prints it.
+#[derive(serde::Serialize)]
+struct Shape {
+    nodes: u16,
+    gpus_per_node: String,
+    models: Vec<String>,
+    /// In order of preference (else any of them).
+    preferred_in_order: bool,
+    /// The pools it may land in (`cloud/region/zone name`), all when none is listed.
+    pools: Vec<String>,
+    spot_allowed: bool,
+    max_price_per_hour: Option<f64>,
+}
+
+/// The shapes of `spec` on `fleet`, or why it cannot run there.
+fn shapes(spec: &JobSpec, fleet: &gantry::model::Fleet) -> Result<Vec<Shape>, String> {
+    use gantry::model::{CapacityType, GpuRequest, ModelChoice, PoolId};
+    // What the file leaves to be given at submit is not this check's business.
+    let mut spec = spec.clone();
+    spec.unset.clear();
+    let requests = spec.to_requests(fleet).map_err(|e| match e.field {
+        Some(f) => format!("`{f}`: {}", e.message),
+        None => e.message,
+    })?;
+    Ok(requests
+        .into_iter()
+        .map(|r| {
+            let (models, preferred_in_order) = match &r.models {
+                ModelChoice::Any => (Vec::new(), false),
+                ModelChoice::AnyOf(ids) => (ids.clone(), false),
+                ModelChoice::Prefer(ids) => (ids.clone(), true),
+            };
+            let pools = r
+                .pools
+                .clone()
+                .unwrap_or_else(|| (0..fleet.pools.len() as u32).map(PoolId).collect());
+            Shape {
+                nodes: r.nodes,
+                gpus_per_node: match r.gpu {
+                    GpuRequest::None => "none".into(),
+                    GpuRequest::Whole(n) => n.to_string(),
+                    GpuRequest::Fraction(m) => format!("{:.3}", f64::from(m) / 1000.0),
+                    GpuRequest::Mig(p) => format!("MIG {p}"),
+                },
+                models: models
+                    .iter()
+                    .map(|&m| fleet.model(m).name.clone())
+                    .collect(),
+                preferred_in_order,
+                pools: pools
+                    .into_iter()
+                    .filter(|&p| {
+                        r.gpu == GpuRequest::None
+                            || fleet
+                                .pool(p)
+                                .model
+                                .is_some_and(|m| r.models.rank(m).is_some())
+                    })
+                    .filter(|&p| r.spot_ok || fleet.pool(p).capacity != CapacityType::Spot)
+                    .map(|p| {
+                        let (c, reg, z) = fleet.pool_place(p);
+                        format!("{c}/{reg}/{z} {}", fleet.pool(p).name)
+                    })
+                    .collect(),
+                spot_allowed: r.spot_ok,
+                max_price_per_hour: r.max_price_per_hour,
+            }
+        })
+        .collect())
+}
+
 pub fn run(cmd: SpecCmd) -> Result<(), String> {
-    let SpecCmd::Check { file, output } = cmd;
+    let SpecCmd::Check {
+        file,
+        fleet,
+        output,
+    } = cmd;
     let name = file.display().to_string();
     let bytes = std::fs::read(&file).map_err(|e| format!("{name}: cannot read the file: {e}"))?;
     let pipeline = gantry::spec::parse_pipeline(&name, &bytes).map_err(|e| e.to_string())?;
     let specs: Vec<&JobSpec> = pipeline.tasks.iter().map(|(_, s)| s).collect();
+    if let Some(path) = fleet {
+        let (_, cfg, _) = super::fleet::load(Some(path))?;
+        let fleet = gantry::config::fleet::fleet_of(&cfg);
+        let resolved: Vec<Result<Vec<Shape>, String>> =
+            specs.iter().map(|s| shapes(s, &fleet)).collect();
+        if output.is_data() {
+            let tasks: Vec<serde_json::Value> = specs
+                .iter()
+                .zip(&resolved)
+                .map(|(s, r)| match r {
+                    Ok(shapes) => serde_json::json!({"name": s.name, "shapes": shapes}),
+                    Err(why) => serde_json::json!({"name": s.name, "refused": why}),
+                })
+                .collect();
+            print_as(output, &tasks)?;
+        } else {
+            for (n, (s, r)) in specs.iter().zip(&resolved).enumerate() {
+                let title = s.name.clone().unwrap_or_else(|| format!("task {}", n + 1));
+                match r {
+                    // Said once, as the command's error, below.
+                    Err(_) => {}
+                    Ok(shapes) => {
+                        println!("{name}: {title}: on this fleet");
+                        for (k, sh) in shapes.iter().enumerate() {
+                            let models = if sh.models.is_empty() {
+                                "any model".to_string()
+                            } else {
+                                sh.models
+                                    .join(if sh.preferred_in_order { " > " } else { " | " })
+                            };
+                            let gpus = if sh.gpus_per_node == "none" {
+                                "CPU only".to_string()
+                            } else {
+                                format!("{} GPU(s) of {models}", sh.gpus_per_node)
+                            };
+                            println!(
+                                "  shape {}: {} node(s) × {gpus}; spot {}{}",
+                                k + 1,
+                                sh.nodes,
+                                if sh.spot_allowed { "allowed" } else { "no" },
+                                sh.max_price_per_hour
+                                    .map_or(String::new(), |p| format!("; at most ${p:.2}/h"))
+                            );
+                            println!("    pools: {}", sh.pools.join(", "));
+                        }
+                    }
+                }
+            }
+        }
+        return match resolved.iter().find_map(|r| r.as_ref().err()) {
+            Some(why) => Err(format!("{name}: {why}")),
+            None => Ok(()),
+        };
+    }
     if output.is_data() {
         return match specs.as_slice() {
             [one] => print_as(output, one),

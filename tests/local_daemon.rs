@@ -56,6 +56,18 @@ fn job(run: &str) -> Submission {
     }
 }
 
+/// Submits the job file `text` (named `file`) for team `a`; its id.
+fn submit_file(s: &mut State, file: &str, text: String) -> i64 {
+    s.submit(&[Submission {
+        file: file.into(),
+        text: text.into_bytes(),
+        team: Some("a".into()),
+        ..Submission::default()
+    }])
+    .remove(0)
+    .unwrap()
+}
+
 /// Advances the daemon's clock with the wall clock until `done` or 10 s.
 fn until(s: &mut State, done: impl Fn(&State) -> bool) {
     let start = Instant::now();
@@ -773,9 +785,8 @@ fn the_in_process_client_shows_a_local_jobs_logs() {
     let texts: Vec<String> = logs.nodes[0].lines.iter().map(|l| l.text.clone()).collect();
     assert_eq!(texts, ["hi", "oops"]);
     // Following from the answer's cursors: nothing new, nothing twice.
-    let cursors: Vec<&str> = logs.nodes.iter().map(|n| n.cursor.as_str()).collect();
     let after = gantry::client::LogsFrom::After {
-        cursors: cursors.join(";"),
+        cursors: logs.cursors(),
         partial: true,
     };
     assert!(c.logs(id, None, &after).unwrap().nodes[0].lines.is_empty());
@@ -1088,14 +1099,7 @@ fn a_git_workdir_is_cloned_at_its_ref_and_setup_and_run_start_in_it() {
         let text = format!(
             "name: git\nworkdir:\n  url: {url}\n  ref: v1\nresources:\n  cpus: 1\nsetup: |\n  cd /\nrun: |\n  echo \"run in $(basename $(dirname $PWD))/$(basename $PWD): $(cat version.txt)\"\n"
         );
-        s.submit(&[Submission {
-            file: "git.yaml".into(),
-            text: text.into_bytes(),
-            team: Some("a".into()),
-            ..Submission::default()
-        }])
-        .remove(0)
-        .unwrap()
+        submit_file(s, "git.yaml", text)
     };
     let ok = submit(&mut s, &format!("file://{}", repo.display()));
     let bad = submit(&mut s, &format!("file://{}/missing", d.display()));
@@ -1134,14 +1138,7 @@ fn a_dstack_tasks_commands_run_in_bash_and_stop_at_the_first_failure() {
     let mut s = open(&d);
     let submit = |s: &mut State, commands: &str| {
         let text = format!("type: task\nname: dstack\nresources:\n  cpu: 1\ncommands:\n{commands}");
-        s.submit(&[Submission {
-            file: "train.dstack.yml".into(),
-            text: text.into_bytes(),
-            team: Some("a".into()),
-            ..Submission::default()
-        }])
-        .remove(0)
-        .unwrap()
+        submit_file(s, "train.dstack.yml", text)
     };
     let ok = submit(
         &mut s,

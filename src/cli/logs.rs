@@ -48,7 +48,7 @@ pub fn logs(t: &Target, a: LogsArgs) -> Result<(), CliError> {
         // Complete lines only while the job may still write (the rest comes with its newline).
         let v: LogsView = c.call("GET", &format!("{path}&partial={}", !a.follow), None)?;
         let printed = print(&v, a.node.is_none(), a.output)?;
-        let cursors = cursors_of(&v);
+        let cursors = v.cursors();
         if printed > 0 {
             after = Some(cursors);
             continue; // more may be waiting (reads are bounded)
@@ -66,12 +66,6 @@ pub fn logs(t: &Target, a: LogsArgs) -> Result<(), CliError> {
         after = Some(cursors);
         std::thread::sleep(FOLLOW_EVERY);
     }
-}
-
-/// The cursors of an answer's nodes, for the next read (`OUT,ERR;OUT,ERR…`).
-fn cursors_of(v: &LogsView) -> String {
-    let cursors: Vec<&str> = v.nodes.iter().map(|n| n.cursor.as_str()).collect();
-    cursors.join(";")
 }
 
 /// Prints one answer's lines; how many.

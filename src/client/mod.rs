@@ -326,6 +326,14 @@ pub struct JobRequest {
     pub action: JobAction,
 }
 
+impl LogsView {
+    /// Where the next read of each node starts, for `?after=` (`OUT,ERR;OUT,ERR…`).
+    pub fn cursors(&self) -> String {
+        let cursors: Vec<&str> = self.nodes.iter().map(|n| n.cursor.as_str()).collect();
+        cursors.join(";")
+    }
+}
+
 /// Which lines of a job's logs to read.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum LogsFrom {

@@ -94,8 +94,7 @@ impl LogPane {
         if self.node.is_none() {
             self.nodes = v.nodes.iter().map(|n| n.node.clone()).collect();
         }
-        let cursors: Vec<&str> = v.nodes.iter().map(|n| n.cursor.as_str()).collect();
-        let cursors = cursors.join(";");
+        let cursors = v.cursors();
         let (partial, added) = match read {
             LogsFrom::Tail(_) => {
                 let ended = v.is_final;

@@ -346,7 +346,7 @@ fn spec_check_against_a_fleet_shows_each_shape_and_its_pools() {
     let (code, _, err) = gantry(&["spec", "check", job.to_str().unwrap(), "--fleet", fleet]);
     assert_eq!(code, 2);
     assert!(
-        err.contains("`resources.accelerators`: unknown GPU model `B300`"),
+        err.contains(":3:3: `resources.accelerators`: unknown GPU model `B300`"),
         "{err}"
     );
     let _ = std::fs::remove_dir_all(&dir);

@@ -471,11 +471,11 @@ fn infra_limits_the_pools_and_says_where_the_fleet_is() {
     );
     assert_eq!(
         resolve("run: x\nresources:\n  accelerators: H100:1\n  image_id: docker:pytorch:25\n"),
-        Err("image_id docker:pytorch:25 (Kubernetes pools): none of the GPUs asked for is there (its pools have: L4)".into())
+        Err("image_id docker:pytorch:25 (pools that run images): none of the GPUs asked for is there (its pools have: L4)".into())
     );
     assert_eq!(
         resolve("run: x\nresources:\n  infra: aws\n  image_id: docker:pytorch:25\n"),
-        Err("image_id docker:pytorch:25: only Kubernetes pools run container images, and none of this fleet's pools where the job may run is one; leave image_id out to run on the hosts as they are".into())
+        Err("image_id docker:pytorch:25: none of this fleet's pools where the job may run runs container images (Kubernetes pools do, and local or SSH pools with container_runtime = \"docker\" or \"podman\"); leave image_id out to run on the hosts as they are".into())
     );
     let ami = spec::parse("job.yaml", b"run: x\nresources:\n  image_id: ami-0abc\n").unwrap_err();
     assert!(

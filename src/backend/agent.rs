@@ -7,6 +7,7 @@
 //! re-adopts it. A run is forgotten only when the daemon says its end is recorded, so an exit
 //! that happened while nobody listened is reported on the next connection: once.
 
+use super::local::container::Container;
 use super::local::runs::LocalRuns;
 use super::local::{exec, nvml};
 use super::logs::{LogQuery, LogRead};
@@ -133,6 +134,16 @@ struct RunFile {
     job: i64,
     pgid: u32,
     token: String,
+    /// The container runtime the run's container is in, where it runs in one.
+    #[serde(default)]
+    runtime: Option<String>,
+}
+
+impl RunFile {
+    fn container(&self) -> Option<Container> {
+        let rt = self.runtime.as_deref()?;
+        Some(Container::of(rt, self.job, &self.token))
+    }
 }
 
 /// This host's name (what the daemon shows beside the fleet file's host entry).
@@ -222,7 +233,13 @@ impl Drop for Running {
 }
 
 /// Writes a run's file (atomically), so the next agent over `dirs` re-adopts it.
-pub fn record_run(dirs: &AgentDirs, job: i64, pgid: u32, token: &str) -> std::io::Result<()> {
+pub fn record_run(
+    dirs: &AgentDirs,
+    job: i64,
+    pgid: u32,
+    token: &str,
+    runtime: Option<&str>,
+) -> std::io::Result<()> {
     std::fs::create_dir_all(&dirs.runs)?;
     let path = dirs.runs.join(format!("job-{job}.json"));
     let tmp = path.with_extension("tmp");
@@ -230,6 +247,7 @@ pub fn record_run(dirs: &AgentDirs, job: i64, pgid: u32, token: &str) -> std::io
         job,
         pgid,
         token: token.to_string(),
+        runtime: runtime.map(str::to_string),
     };
     std::fs::write(&tmp, serde_json::to_vec(&file)?)?;
     std::fs::rename(&tmp, &path)
@@ -295,7 +313,15 @@ pub fn start(dirs: &AgentDirs, sampling: Sampling, say: Say) -> std::io::Result<
         else {
             continue;
         };
-        if !agent.runs.adopt(r.job, r.pgid, Some(r.token.clone())) {
+        if !agent
+            .runs
+            .adopt(r.job, r.pgid, Some(r.token.clone()), r.container())
+        {
+            // Its group was killed outright (with the agent's, say): a container it ran
+            // outlives the runtime's client and would hold its GPUs.
+            if let Some(c) = r.container() {
+                c.remove();
+            }
             vanished.push((r.job, r.token.clone()));
         }
         agent.tokens.insert(r.job, r.token.clone());
@@ -475,7 +501,8 @@ impl Agent {
             runs: self.runs_dir.clone(),
             logs: self.runs.log_dir.clone(),
         };
-        if let Err(e) = record_run(&dirs, l.job, pgid, &l.token) {
+        let runtime = l.runtime.as_deref().filter(|_| l.image.is_some());
+        if let Err(e) = record_run(&dirs, l.job, pgid, &l.token, runtime) {
             // A run the next agent could not find must not be left running.
             self.runs.kill(l.job);
             return Err(format!(

@@ -172,10 +172,14 @@ pub struct Launch {
     /// What `CUDA_VISIBLE_DEVICES` names: GPU UUIDs, or indices on a host that maps them.
     pub gpus: Vec<String>,
     pub checkpoint_dir: Option<String>,
-    /// The container image to run in (`image_id: docker:…`; only Kubernetes pools get such
-    /// jobs): the pool's image otherwise.
+    /// The container image to run in (`image_id: docker:…`; only pools that run images get
+    /// such jobs): a Kubernetes pool's image otherwise.
     #[serde(default)]
     pub image: Option<String>,
+    /// The container runtime of the host's pool (`container_runtime`: docker or podman) that
+    /// runs `image` on a local or SSH host.
+    #[serde(default)]
+    pub runtime: Option<String>,
     /// Work that exists already in the backend and waits for gantry to place it (a pod
     /// created with `schedulerName: gantry`): placed, not started (`spec.adopt`).
     #[serde(default)]

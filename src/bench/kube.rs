@@ -202,6 +202,7 @@ fn bind(kubeconfig: &std::path::Path, binds: usize) -> Result<f64, String> {
                 gpus: vec!["0".into()],
                 checkpoint_dir: None,
                 image: None,
+                runtime: None,
                 adopt: None,
                 gang: Gang::default(),
             },

@@ -33,15 +33,24 @@ struct Shape {
     max_price_per_hour: Option<f64>,
 }
 
-/// The shapes of `spec` on `fleet`, or why it cannot run there.
-fn shapes(spec: &JobSpec, fleet: &gantry::model::Fleet) -> Result<Vec<Shape>, String> {
+/// The shapes of `spec` on `fleet`, or why it cannot run there — at the field's place in
+/// `written` (the task's text, positions as in file `name`) where it is about one.
+fn shapes(
+    name: &str,
+    written: &str,
+    spec: &JobSpec,
+    fleet: &gantry::model::Fleet,
+) -> Result<Vec<Shape>, String> {
     use gantry::model::{CapacityType, GpuRequest, ModelChoice, PoolId};
     // What the file leaves to be given at submit is not this check's business.
     let mut spec = spec.clone();
     spec.unset.clear();
     let requests = spec.to_requests(fleet).map_err(|e| match e.field {
-        Some(f) => format!("`{f}`: {}", e.message),
-        None => e.message,
+        Some(f) => match gantry::spec::position_of(written, &f) {
+            Some((line, col)) => format!("{name}:{line}:{col}: `{f}`: {}", e.message),
+            None => format!("{name}: `{f}`: {}", e.message),
+        },
+        None => format!("{name}: {}", e.message),
     })?;
     Ok(requests
         .into_iter()
@@ -103,8 +112,11 @@ pub fn run(cmd: SpecCmd) -> Result<(), String> {
     if let Some(path) = fleet {
         let (_, cfg, _) = super::fleet::load(Some(path))?;
         let fleet = gantry::config::fleet::fleet_of(&cfg);
-        let resolved: Vec<Result<Vec<Shape>, String>> =
-            specs.iter().map(|s| shapes(s, &fleet)).collect();
+        let resolved: Vec<Result<Vec<Shape>, String>> = pipeline
+            .tasks
+            .iter()
+            .map(|(written, s)| shapes(&name, written, s, &fleet))
+            .collect();
         if output.is_data() {
             let tasks: Vec<serde_json::Value> = specs
                 .iter()
@@ -150,7 +162,7 @@ pub fn run(cmd: SpecCmd) -> Result<(), String> {
             }
         }
         return match resolved.iter().find_map(|r| r.as_ref().err()) {
-            Some(why) => Err(format!("{name}: {why}")),
+            Some(why) => Err(why.clone()),
             None => Ok(()),
         };
     }

@@ -293,6 +293,10 @@ pub struct PoolConfig {
     /// Where the cluster's DCGM exporter metrics are read (Prometheus text: one exporter, or
     /// a Prometheus `/federate` of all of them): per-GPU utilization and memory by node.
     pub dcgm: Option<String>,
+    /// `provider = "local"` / `"ssh"`: the container runtime on the hosts (`docker` or
+    /// `podman`) that runs jobs asking for an image (`image_id: docker:…`). Without it such
+    /// jobs are not placed on this pool.
+    pub container_runtime: Option<String>,
 }
 
 /// `nodes` left out of a pool (filled from `hosts` for SSH pools, an error for others).
@@ -586,6 +590,22 @@ fn validate(file: &str, text: &str, cfg: &FleetConfig) -> Result<(), ConfigError
         if let Err(message) = super::topology::validate(p, &name) {
             return Err(at("pools", i, message));
         }
+        if let Some(rt) = &p.container_runtime {
+            use crate::backend::local::container::RUNTIMES;
+            let message = if !p.is_local() && !p.is_ssh() {
+                Some(format!("{name}: `container_runtime` is for provider = \"local\" and \"ssh\" pools (a Kubernetes pool runs images as pods)"))
+            } else if !RUNTIMES.contains(&rt.as_str()) {
+                Some(format!(
+                    "{name}: container_runtime = \"{rt}\": allowed values are {}",
+                    RUNTIMES.map(|r| format!("\"{r}\"")).join(", ")
+                ))
+            } else {
+                None
+            };
+            if let Some(message) = message {
+                return Err(at("pools", i, message));
+            }
+        }
         let auto = p.is_auto();
         if auto && !p.is_local() && !p.is_ssh() {
             return Err(at(
@@ -854,6 +874,9 @@ pub fn fleet_sized(cfg: &FleetConfig, count: impl Fn(&PoolConfig) -> u32) -> Fle
                 price_per_hour: p.price_per_hour,
             })
             .expect("validated pool");
+        if p.container_runtime.is_some() {
+            b.runs_images(pool);
+        }
         let n = count(p);
         let (leaves, nvlinks) = (
             super::topology::leaves(p, n),

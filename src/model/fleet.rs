@@ -169,6 +169,10 @@ pub struct Fleet {
     pub nvlink_domains: Vec<String>,
     pub pools: Vec<Pool>,
     pub nodes: Vec<Node>,
+    /// The pools that run jobs in container images (`image_id`): Kubernetes pools, and hosts
+    /// with a container runtime.
+    #[serde(default)]
+    pub image_pools: Vec<PoolId>,
 }
 
 impl Fleet {
@@ -316,6 +320,12 @@ impl FleetBuilder {
                 });
                 next_zone
             });
+        if spec.provider == "kubernetes" {
+            // A Kubernetes pool runs every job as a pod of an image.
+            self.fleet
+                .image_pools
+                .push(PoolId(self.fleet.pools.len() as u32));
+        }
         self.fleet.pools.push(Pool {
             name: spec.name.to_string(),
             instance_type: spec.instance_type.to_string(),
@@ -400,6 +410,12 @@ impl FleetBuilder {
         Ok(id)
     }
 
+    /// Pool `pool` runs jobs in container images too (its hosts have a container runtime).
+    pub fn runs_images(&mut self, pool: PoolId) {
+        if !self.fleet.image_pools.contains(&pool) {
+            self.fleet.image_pools.push(pool);
+        }
+    }
     pub fn build(self) -> Fleet {
         self.fleet
     }

@@ -68,17 +68,17 @@ fn container_pools(
     fleet: &Fleet,
 ) -> Result<Vec<PoolId>, ResolveError> {
     let all = || (0..fleet.pools.len()).map(|i| PoolId(i as u32)).collect();
-    let kube: Vec<PoolId> = pools
+    let runs_images: Vec<PoolId> = pools
         .unwrap_or_else(all)
         .into_iter()
-        .filter(|&id| same_cloud("kubernetes", fleet.pool_place(id).0))
+        .filter(|id| fleet.image_pools.contains(id))
         .collect();
-    if kube.is_empty() {
+    if runs_images.is_empty() {
         return Err(ResolveError::new(format!(
-            "image_id docker:{image}: only Kubernetes pools run container images, and none of this fleet's pools where the job may run is one; leave image_id out to run on the hosts as they are"
+            "image_id docker:{image}: none of this fleet's pools where the job may run runs container images (Kubernetes pools do, and local or SSH pools with container_runtime = \"docker\" or \"podman\"); leave image_id out to run on the hosts as they are"
         )));
     }
-    Ok(kube)
+    Ok(runs_images)
 }
 
 /// Why a spec cannot become a request on this fleet, and the field of the file it is about
@@ -382,7 +382,7 @@ impl JobSpec {
                     limits.push(format!("infra {}", way.infra));
                 }
                 if let Some(i) = &way.image {
-                    limits.push(format!("image_id docker:{i} (Kubernetes pools)"));
+                    limits.push(format!("image_id docker:{i} (pools that run images)"));
                 }
                 return Err(ResolveError::new(format!(
                     "{}: none of the GPUs asked for is there (its pools have: {})",

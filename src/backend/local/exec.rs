@@ -27,6 +27,9 @@ pub struct LaunchSpec {
     pub run_token: String,
     /// The node's place in a multi-node job (one node: rank 0 of 1).
     pub gang: crate::backend::Gang,
+    /// The image and runtime to run it in (`image_id` on a pool with `container_runtime`);
+    /// `None`: on the host as it is.
+    pub container: Option<(super::container::Container, String)>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
@@ -129,6 +132,20 @@ if [ "$rc" -eq 0 ]; then
   rc=$?
 fi
 printf '%s\n' "$rc" > "$3.tmp" && mv "$3.tmp" "$3"
+if [ "$rc" -gt 128 ] && [ "$rc" -lt 160 ]; then
+  trap - TERM INT HUP QUIT USR1 USR2
+  kill -$((rc - 128)) $$
+fi
+exit "$rc""#;
+
+/// The group leader of a containerized run: as `WRAPPER`, around the runtime's client (its
+/// command line after `$1`, the exit file). The client passes the stop signals on.
+const CONTAINER_WRAPPER: &str = r#"trap : TERM INT HUP QUIT USR1 USR2
+exit_file=$1
+shift
+"$@"
+rc=$?
+printf '%s\n' "$rc" > "$exit_file.tmp" && mv "$exit_file.tmp" "$exit_file"
 if [ "$rc" -gt 128 ] && [ "$rc" -lt 160 ]; then
   trap - TERM INT HUP QUIT USR1 USR2
   kill -$((rc - 128)) $$
@@ -277,8 +294,9 @@ pub fn launch(spec: &LaunchSpec) -> Result<Running, ExecError> {
     }
     // As SkyPilot runs a task: setup and run as separate bash scripts (a `cd` or `export` in
     // setup does not leak into run; a failing setup — its last command's status — stops the
-    // job), each after conda's shell hook where conda is. Hosts without bash get `sh`.
-    let bash = Path::new("/bin/bash").exists();
+    // job), each after conda's shell hook where conda is. Hosts without bash get `sh`; a
+    // container's image must have bash, as SkyPilot's do.
+    let bash = spec.container.is_some() || Path::new("/bin/bash").exists();
     let script = |body: &str| {
         if bash {
             format!("{BASH_PRELUDE}{body}")
@@ -291,33 +309,67 @@ pub fn launch(spec: &LaunchSpec) -> Result<Running, ExecError> {
     let exit_file = exit_path(&spec.log_dir, job);
     // A previous run of the same job left its exit; this run must not be mistaken for ended.
     let _ = std::fs::remove_file(&exit_file);
-    let gpus = spec.gpu_uuids.len().to_string();
+    let mut env: Vec<(String, std::ffi::OsString)> = vec![
+        (
+            "CUDA_VISIBLE_DEVICES".into(),
+            spec.gpu_uuids.join(",").into(),
+        ),
+        ("GANTRY_JOB_ID".into(), job.to_string().into()),
+        ("GANTRY_RUN_TOKEN".into(), spec.run_token.clone().into()),
+        (
+            "GANTRY_NUM_GPUS".into(),
+            spec.gpu_uuids.len().to_string().into(),
+        ),
+        ("GANTRY_LOG_DIR".into(), spec.log_dir.clone().into()),
+    ];
+    // Rank, node count and addresses in gantry's and SkyPilot's names, so existing task
+    // scripts run unchanged.
+    env.extend(
+        spec.gang
+            .env(spec.gpu_uuids.len())
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.into())),
+    );
+    if let Some(dir) = &spec.checkpoint_dir {
+        env.push(("GANTRY_CHECKPOINT_DIR".into(), dir.clone().into()));
+    }
     let mut cmd = Command::new("/bin/sh");
-    cmd.arg("-c")
-        .arg(WRAPPER)
-        .arg("gantry-job")
-        .arg(setup)
-        .arg(run)
-        .arg(&exit_file)
-        .arg(if bash { "/bin/bash" } else { "/bin/sh" })
-        .stdin(Stdio::null())
+    cmd.arg("-c");
+    match &spec.container {
+        None => {
+            cmd.arg(WRAPPER)
+                .arg("gantry-job")
+                .arg(setup)
+                .arg(run)
+                .arg(&exit_file)
+                .arg(if bash { "/bin/bash" } else { "/bin/sh" });
+        }
+        Some((container, image)) => {
+            if let Some(dir) = &spec.checkpoint_dir {
+                // A bind mount needs its source; the job would create it on the host anyway.
+                let _ = std::fs::create_dir_all(dir);
+            }
+            let names: Vec<String> = spec
+                .envs
+                .keys()
+                .cloned()
+                .chain(env.iter().map(|(k, _)| k.clone()))
+                .collect();
+            cmd.arg(CONTAINER_WRAPPER)
+                .arg("gantry-job")
+                .arg(&exit_file)
+                .arg(&container.runtime)
+                .args(container.run_args(image, spec, &names, &setup, &run));
+        }
+    }
+    cmd.stdin(Stdio::null())
         .stdout(out)
         .stderr(err)
         .process_group(0)
         .envs(&spec.envs)
         // systemd's readiness socket is the daemon's, not its jobs'.
         .env_remove("NOTIFY_SOCKET")
-        .env("CUDA_VISIBLE_DEVICES", spec.gpu_uuids.join(","))
-        .env("GANTRY_JOB_ID", job.to_string())
-        .env("GANTRY_RUN_TOKEN", &spec.run_token)
-        .env("GANTRY_NUM_GPUS", &gpus)
-        .env("GANTRY_LOG_DIR", &spec.log_dir)
-        // Rank, node count and addresses in gantry's and SkyPilot's names, so existing task
-        // scripts run unchanged.
-        .envs(spec.gang.env(spec.gpu_uuids.len()));
-    if let Some(dir) = &spec.checkpoint_dir {
-        cmd.env("GANTRY_CHECKPOINT_DIR", dir);
-    }
+        .envs(env);
     if let Some(dir) = &spec.workdir {
         cmd.current_dir(dir);
     }

@@ -5,6 +5,7 @@
 //! re-adopts the runs still going (it is no longer their parent, so it learns how they end
 //! from the exit status their group leader writes).
 
+use crate::backend::local::container::Container;
 use crate::backend::local::exec::{self, Exit, LaunchSpec, Running};
 use crate::daemon::journal::JobId;
 use std::collections::BTreeMap;
@@ -27,6 +28,9 @@ pub struct LocalRun {
     pub token: Option<String>,
     /// Daemon time at which the group is SIGKILLed (set by a stop).
     pub kill_at: Option<f64>,
+    /// The run's container, where it runs in one: removed when the group is SIGKILLed (that
+    /// kills only the runtime's client).
+    pub container: Option<Container>,
 }
 
 #[derive(Default)]
@@ -46,6 +50,12 @@ impl LocalRuns {
     /// Starts one node's part of a job as a process group (its leader's pid returned); the
     /// error says why it could not.
     pub fn launch(&mut self, l: &crate::backend::Launch) -> Result<u32, String> {
+        let container = match (&l.runtime, &l.image) {
+            (Some(runtime), Some(image)) => {
+                Some((Container::of(runtime, l.job, &l.token), image.clone()))
+            }
+            _ => None,
+        };
         let running = exec::launch(&LaunchSpec {
             job: l.job,
             setup: l.setup.clone(),
@@ -57,6 +67,7 @@ impl LocalRuns {
             log_dir: self.log_dir.clone(),
             run_token: l.token.clone(),
             gang: l.gang.clone(),
+            container: container.clone(),
         })
         .map_err(|e| e.to_string())?;
         let pgid = running.pid;
@@ -67,6 +78,7 @@ impl LocalRuns {
                 pgid,
                 token: Some(l.token.clone()),
                 kill_at: None,
+                container: container.map(|(c, _)| c),
             },
         );
         Ok(pgid)
@@ -74,7 +86,13 @@ impl LocalRuns {
 
     /// Takes over a job a previous daemon started, if its process group still runs it or it
     /// left its exit status; false if neither (the job is lost and must be requeued).
-    pub fn adopt(&mut self, id: JobId, pgid: u32, token: Option<String>) -> bool {
+    pub fn adopt(
+        &mut self,
+        id: JobId,
+        pgid: u32,
+        token: Option<String>,
+        container: Option<Container>,
+    ) -> bool {
         let known = exec::group_runs_job(pgid, id, token.as_deref())
             || exec::read_exit(&self.log_dir, id).is_some();
         if known {
@@ -85,6 +103,7 @@ impl LocalRuns {
                     pgid,
                     token,
                     kill_at: None,
+                    container,
                 },
             );
         }
@@ -166,6 +185,11 @@ impl LocalRun {
             Process::Child(_) => exec::signal_group(self.pgid, sig),
             Process::Adopted => {
                 exec::signal_group_if_ours(self.pgid, id, self.token.as_deref(), sig);
+            }
+        }
+        if sig == libc::SIGKILL {
+            if let Some(c) = &self.container {
+                c.remove();
             }
         }
     }

@@ -266,6 +266,10 @@ impl State {
             }
             let mut l = launch.clone();
             l.gpus = ids;
+            if l.image.is_some() {
+                let pool = self.engine.fleet().nodes[node].pool.index();
+                l.runtime = self.nodes.pools[pool].container_runtime.clone();
+            }
             l.gang = Gang {
                 rank: rank as u16,
                 ips: ips.clone(),

@@ -83,6 +83,7 @@ pub(super) fn launch_of(
         gpus: Vec::new(),
         checkpoint_dir: spec.checkpoint.as_ref().and_then(|c| c.dir.clone()),
         image: spec.image.clone(),
+        runtime: None,
         adopt: spec.adopt.clone(),
         gang: crate::backend::Gang::default(),
     })

@@ -48,13 +48,15 @@ pub(super) fn migrate_local_runs(
     for r in store.local_runs()? {
         match (r.token, r.placement, r.started_at) {
             (Some(token), Some(placement), Some(started_at)) => {
-                crate::backend::agent::record_run(dirs, r.job, r.pgid, &token).map_err(|e| {
-                    EngineError::Backend(format!(
-                        "cannot hand job {}'s process group to {}: {e}",
-                        r.job,
-                        dirs.runs.display()
-                    ))
-                })?;
+                crate::backend::agent::record_run(dirs, r.job, r.pgid, &token, None).map_err(
+                    |e| {
+                        EngineError::Backend(format!(
+                            "cannot hand job {}'s process group to {}: {e}",
+                            r.job,
+                            dirs.runs.display()
+                        ))
+                    },
+                )?;
                 store.add_remote_run(&crate::daemon::journal::RemoteRunRecord {
                     job: r.job,
                     token,

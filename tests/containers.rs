@@ -1,0 +1,226 @@
+//! `image_id: docker:IMAGE` on a local pool with `container_runtime = "podman"`: the job's
+//! setup and run run in a real podman container of that image (as SkyPilot runs tasks in a
+//! Docker image), with the workdir mounted, the job's environment, the stop signal passed to
+//! the script inside, and no container left behind by a cancel. Real `gantry daemon`, real
+//! podman; the image is made here from this host's own bash and coreutils (`podman import`:
+//! no registry is reachable from CI). Skipped without a working podman, unless
+//! GANTRY_REQUIRE_PODMAN=1 (CI sets it, so that a broken podman setup fails instead).
+
+#[path = "common/daemon.rs"]
+mod common;
+
+use common::{cli, job, log_text, state, submit, wait_for};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+
+const IMAGE: &str = "localhost/gantry-test-image:1";
+
+fn fleet(runtime: Option<&str>) -> String {
+    let rt = runtime.map_or(String::new(), |r| format!("container_runtime = \"{r}\"\n"));
+    format!(
+        "[[teams]]\nname = \"lab\"\n\n[[pools]]\nprovider = \"local\"\nregion = \"here\"\nzone = \"here\"\nname = \"host\"\ninstance_type = \"this machine\"\ncpus = 8\nmemory_gb = 16\ncapacity = \"reserved\"\nprice_per_hour = 0.5\nnodes = 1\n{rt}"
+    )
+}
+
+fn sh(script: &str) -> std::process::Output {
+    Command::new("/bin/bash")
+        .args(["-c", script])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+/// The test image, made once: this host's bash and a few tools with their libraries, and a
+/// marker file only the image has. Whether podman can run it (else why not).
+fn image() -> Result<(), String> {
+    static MADE: OnceLock<Result<(), String>> = OnceLock::new();
+    MADE.get_or_init(|| {
+        if sh("command -v podman").stdout.is_empty() {
+            return Err("no podman (apt-get install podman)".into());
+        }
+        let root = common::temp_dir("container-rootfs");
+        let tools = "/bin/bash /bin/cat /bin/sleep /bin/ls /bin/mkdir /bin/rm /bin/touch /usr/bin/env /usr/bin/id";
+        let script = format!(
+            "set -e\nroot={r}\nfor b in {tools}; do cp --parents -L $b $root/; for l in $(ldd $b | grep -o '/[^ ]*'); do cp --parents -L $l $root/ 2>/dev/null || true; done; done\nmkdir -p $root/etc $root/tmp\necho 'inside the test image' > $root/etc/gantry-test-image\ntar -C $root -c . | podman import - {IMAGE} >/dev/null\npodman run --rm {IMAGE} /bin/bash -c 'cat /etc/gantry-test-image'",
+            r = root.display()
+        );
+        let out = sh(&script);
+        let _ = std::fs::remove_dir_all(&root);
+        if String::from_utf8_lossy(&out.stdout).contains("inside the test image") {
+            Ok(())
+        } else {
+            Err(format!(
+                "podman cannot run a container here: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            ))
+        }
+    })
+    .clone()
+}
+
+fn podman_ok() -> bool {
+    match image() {
+        Ok(()) => true,
+        Err(why) => {
+            assert!(
+                std::env::var("GANTRY_REQUIRE_PODMAN").as_deref() != Ok("1"),
+                "GANTRY_REQUIRE_PODMAN=1 and {why}"
+            );
+            eprintln!("skipped: {why}");
+            false
+        }
+    }
+}
+
+/// The containers podman has for gantry's job `id` (running or not).
+fn containers_of(id: i64) -> String {
+    let out = sh(&format!(
+        "podman ps -a --filter label=dev.gantry.job={id} --format '{{{{.Names}}}}'"
+    ));
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+fn daemon(name: &str, runtime: Option<&str>) -> (common::Daemon, std::path::PathBuf) {
+    let dir = common::temp_dir(name);
+    let file = dir.join("fleet.toml");
+    std::fs::write(&file, fleet(runtime)).unwrap();
+    let d = common::start_in(dir.join("d"), &["--config", file.to_str().unwrap()]);
+    (d, dir)
+}
+
+fn wait_state(d: &common::Daemon, id: i64, want: &str) {
+    wait_for(d, 90, &format!("job {id} {want}"), || state(d, id) == want);
+}
+
+#[test]
+fn a_job_with_an_image_runs_its_setup_and_run_in_a_container_of_it() {
+    if !podman_ok() {
+        return;
+    }
+    let (d, dir) = daemon("container-run", Some("podman"));
+    let work = dir.join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    let yaml = format!(
+        "name: boxed\nworkdir: {w}\nresources:\n  image_id: docker:{IMAGE}\nenvs:\n  GREETING: hello there\nsetup: |\n  export LEAK=1\n  cd /\n  echo set up > \"$OLDPWD/setup.txt\"\nrun: |\n  cat /etc/gantry-test-image\n  echo \"pwd=$(pwd) LEAK=$LEAK greeting=$GREETING rank=$SKYPILOT_NODE_RANK job=$GANTRY_JOB_ID\"\n  cat setup.txt\n  [[ -n $BASH_VERSION ]] && echo bash\n  echo from the container > made-inside.txt\n",
+        w = work.display()
+    );
+    let id = submit(&d, &dir, "boxed", &yaml);
+    wait_for(&d, 120, "the container job to end", || {
+        ["completed", "failed"].contains(&state(&d, id).as_str())
+    });
+    let log = log_text(&d, id);
+    assert_eq!(state(&d, id), "completed", "{log}\n{}", job(&d, id));
+    // The image's own file: it ran in the container, not on the host.
+    assert!(log.contains("inside the test image"), "{log}");
+    assert!(!Path::new("/etc/gantry-test-image").exists());
+    // The workdir is mounted at its own path and is the working directory; the spec's env
+    // and gantry's and SkyPilot's are there; setup's `cd` and `export` stayed in setup.
+    assert!(
+        log.contains(&format!(
+            "pwd={} LEAK= greeting=hello there rank=0 job={id}",
+            work.display()
+        )),
+        "{log}"
+    );
+    assert!(log.contains("set up") && log.contains("bash"), "{log}");
+    assert_eq!(
+        std::fs::read_to_string(work.join("made-inside.txt")).unwrap(),
+        "from the container\n"
+    );
+    // `--rm`: the container goes with the run.
+    wait_for(&d, 30, "the container to be removed", || {
+        containers_of(id).is_empty()
+    });
+
+    // A failing run fails the job with its code, from inside the container.
+    let failing = format!("name: fails\nresources:\n  image_id: docker:{IMAGE}\nrun: exit 7\n");
+    let id = submit(&d, &dir, "fails", &failing);
+    wait_state(&d, id, "failed");
+    let why = job(&d, id).to_string();
+    assert!(why.contains("exited with code 7"), "{why}");
+}
+
+#[test]
+fn a_preempted_container_job_gets_its_signal_inside_and_a_cancel_leaves_no_container() {
+    if !podman_ok() {
+        return;
+    }
+    let (d, dir) = daemon("container-stop", Some("podman"));
+    let work = dir.join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    // The script traps the checkpoint signal, as a training loop that checkpoints does.
+    let yaml = format!(
+        "name: trains\nworkdir: {w}\nresources:\n  image_id: docker:{IMAGE}\ncheckpoint: {{interval: 10m, grace: 20s}}\nrun: |\n  trap 'echo got TERM >> signals.txt; exit 143' TERM\n  echo started >> starts.txt\n  while :; do sleep 0.2; done\n",
+        w = work.display()
+    );
+    let id = submit(&d, &dir, "trains", &yaml);
+    let starts = work.join("starts.txt");
+    let started = |n: usize| {
+        std::fs::read_to_string(&starts).is_ok_and(|s| s.lines().count() >= n)
+            && state(&d, id) == "running"
+    };
+    wait_for(&d, 120, "the container job to start", || started(1));
+    assert_eq!(containers_of(id).lines().count(), 1, "one container");
+    cli(&d, &["preempt", &id.to_string()]);
+    // The signal reached the script inside the container (PID 1 passes it on), and the job
+    // was requeued and started again.
+    wait_for(&d, 60, "the script inside to get SIGTERM", || {
+        std::fs::read_to_string(work.join("signals.txt")).is_ok_and(|s| s.contains("got TERM"))
+    });
+    wait_for(&d, 120, "the job to start again", || started(2));
+
+    // A cancel kills at once: the runtime's client dies, and the container with it.
+    cli(&d, &["cancel", &id.to_string()]);
+    wait_state(&d, id, "cancelled");
+    wait_for(&d, 30, "no container left", || containers_of(id).is_empty());
+}
+
+#[test]
+fn an_image_is_refused_where_no_pool_runs_containers_and_a_runtime_is_checked() {
+    let dir = common::temp_dir("container-refused");
+    std::fs::write(dir.join("fleet.toml"), fleet(None)).unwrap();
+    std::fs::write(
+        dir.join("job.yaml"),
+        "name: boxed\nresources:\n  cpus: 1\n  image_id: docker:pytorch:25\nrun: python x.py\n",
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_gantry"))
+        .current_dir(&dir)
+        .args(["spec", "check", "job.yaml", "--fleet", "fleet.toml"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("job.yaml:4:3: `resources.image_id`")
+            && err.contains("runs container images")
+            && err.contains("container_runtime"),
+        "{err}"
+    );
+    // With a runtime, the same file resolves onto the pool.
+    std::fs::write(dir.join("fleet.toml"), fleet(Some("podman"))).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_gantry"))
+        .current_dir(&dir)
+        .args(["spec", "check", "job.yaml", "--fleet", "fleet.toml"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // A runtime gantry does not drive is named with the ones it does.
+    std::fs::write(dir.join("fleet.toml"), fleet(Some("lxc"))).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_gantry"))
+        .current_dir(&dir)
+        .args(["spec", "check", "job.yaml", "--fleet", "fleet.toml"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("container_runtime = \"lxc\": allowed values are \"docker\", \"podman\""),
+        "{err}"
+    );
+}

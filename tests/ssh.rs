@@ -6,6 +6,8 @@
 
 #[path = "common/daemon.rs"]
 mod common;
+#[path = "common/podman.rs"]
+mod podman;
 
 use common::{
     cli, events, free_port, job, log_text, start_in, state, submit, temp_dir, wait_for, Daemon,
@@ -598,6 +600,47 @@ fn preempt_sends_the_signal_waits_the_grace_and_requeues() {
             .processes()
             .iter()
             .any(|(_, c)| c.contains("gantry-job"))
+    });
+}
+
+/// `image_id` on an SSH pool with `container_runtime`: the agent runs the job in a podman
+/// container on the host (the test image; the hosts share this machine's podman store), its
+/// output read back through the agent; an agent killed meanwhile leaves the container running
+/// and the next one re-adopts it; a cancel through the agent removes the container.
+#[test]
+fn a_job_with_an_image_runs_in_a_container_on_the_host_and_a_cancel_removes_it() {
+    if !can_run() || !podman::podman_ok() {
+        return;
+    }
+    let h = hosts("container", 1);
+    let fleet = h.fleet(&h.entries(), "2m");
+    let text = std::fs::read_to_string(&fleet).unwrap();
+    // The pool is the file's last table: the key lands in it.
+    std::fs::write(&fleet, format!("{text}container_runtime = \"podman\"\n")).unwrap();
+    let d = daemon("ssh-container", &fleet);
+    wait_for(&d, 60, "the host to connect", || connected(&d, 1));
+    let id = submit(
+        &d,
+        &h.dir,
+        "boxed",
+        &format!(
+            "name: boxed\nresources:\n  cpus: 1\n  image_id: docker:{}\nrun: |\n  cat /etc/gantry-test-image\n  echo rank=$SKYPILOT_NODE_RANK\n  while :; do sleep 0.2; done\n",
+            podman::IMAGE
+        ),
+    );
+    wait_for(&d, 120, "the job's output from the container", || {
+        log_text(&d, id).contains("inside the test image")
+    });
+    assert!(log_text(&d, id).contains("rank=0"), "{}", log_text(&d, id));
+    assert_eq!(podman::containers_of(id).lines().count(), 1);
+    assert!(h.hosts[0].kill_agent() > 0, "no agent to kill");
+    wait_for(&d, 60, "re-adoption after the agent died", || {
+        events(&d).iter().any(|e| e.contains("re-adopted"))
+    });
+    assert_eq!(state(&d, id), "running");
+    cli(&d, &["cancel", &id.to_string()]);
+    wait_for(&d, 30, "the container to be removed", || {
+        podman::containers_of(id).is_empty()
     });
 }
 

@@ -12,7 +12,7 @@ mod common;
 mod podman;
 
 use common::{cli, job, log_text, state, submit, wait_for};
-use podman::{containers_of, podman_ok, IMAGE};
+use podman::{containers_with, podman_ok, Cleanup, IMAGE};
 use std::path::Path;
 use std::process::Command;
 
@@ -43,6 +43,7 @@ fn a_job_with_an_image_runs_its_setup_and_run_in_a_container_of_it() {
     let (d, dir) = daemon("container-run", Some("podman"));
     let work = dir.join("work");
     std::fs::create_dir_all(&work).unwrap();
+    let _cleanup = Cleanup(work.clone());
     let yaml = format!(
         "name: boxed\nworkdir: {w}\nresources:\n  image_id: docker:{IMAGE}\nenvs:\n  GREETING: hello there\nsetup: |\n  export LEAK=1\n  cd /\n  echo set up > \"$OLDPWD/setup.txt\"\nrun: |\n  cat /etc/gantry-test-image\n  echo \"pwd=$(pwd) LEAK=$LEAK greeting=$GREETING rank=$SKYPILOT_NODE_RANK job=$GANTRY_JOB_ID\"\n  cat setup.txt\n  [[ -n $BASH_VERSION ]] && echo bash\n  echo from the container > made-inside.txt\n",
         w = work.display()
@@ -72,11 +73,14 @@ fn a_job_with_an_image_runs_its_setup_and_run_in_a_container_of_it() {
     );
     // `--rm`: the container goes with the run.
     wait_for(&d, 30, "the container to be removed", || {
-        containers_of(id).is_empty()
+        containers_with(&work).is_empty()
     });
 
     // A failing run fails the job with its code, from inside the container.
-    let failing = format!("name: fails\nresources:\n  image_id: docker:{IMAGE}\nrun: exit 7\n");
+    let failing = format!(
+        "name: fails\nworkdir: {w}\nresources:\n  image_id: docker:{IMAGE}\nrun: exit 7\n",
+        w = work.display()
+    );
     let id = submit(&d, &dir, "fails", &failing);
     wait_state(&d, id, "failed");
     let why = job(&d, id).to_string();
@@ -91,6 +95,7 @@ fn a_preempted_container_job_gets_its_signal_inside_and_a_cancel_leaves_no_conta
     let (d, dir) = daemon("container-stop", Some("podman"));
     let work = dir.join("work");
     std::fs::create_dir_all(&work).unwrap();
+    let _cleanup = Cleanup(work.clone());
     // The script traps the checkpoint signal, as a training loop that checkpoints does.
     let yaml = format!(
         "name: trains\nworkdir: {w}\nresources:\n  image_id: docker:{IMAGE}\ncheckpoint: {{interval: 10m, grace: 20s}}\nrun: |\n  trap 'echo got TERM >> signals.txt; exit 143' TERM\n  echo started >> starts.txt\n  while :; do sleep 0.2; done\n",
@@ -103,7 +108,7 @@ fn a_preempted_container_job_gets_its_signal_inside_and_a_cancel_leaves_no_conta
             && state(&d, id) == "running"
     };
     wait_for(&d, 120, "the container job to start", || started(1));
-    assert_eq!(containers_of(id).lines().count(), 1, "one container");
+    assert_eq!(containers_with(&work).lines().count(), 1, "one container");
     cli(&d, &["preempt", &id.to_string()]);
     // The signal reached the script inside the container (PID 1 passes it on), and the job
     // was requeued and started again.
@@ -115,7 +120,9 @@ fn a_preempted_container_job_gets_its_signal_inside_and_a_cancel_leaves_no_conta
     // A cancel kills at once: the runtime's client dies, and the container with it.
     cli(&d, &["cancel", &id.to_string()]);
     wait_state(&d, id, "cancelled");
-    wait_for(&d, 30, "no container left", || containers_of(id).is_empty());
+    wait_for(&d, 30, "no container left", || {
+        containers_with(&work).is_empty()
+    });
 }
 
 #[test]

@@ -99,6 +99,24 @@ fn a_pipelines_tasks_run_one_after_another_and_a_failure_cancels_the_rest() {
         "first\nsecond\n",
         "the second task ran after the first"
     );
+    // Each job keeps the pipeline's name, and the second the job it followed.
+    let (first, second) = (job(&d, &dir, ids[0]), job(&d, &dir, ids[1]));
+    assert_eq!(
+        (&first["pipeline"], &first["after"]),
+        (&Value::from("chain"), &Value::Null)
+    );
+    assert_eq!(
+        (&second["pipeline"], &second["after"]),
+        (
+            &Value::from("chain"),
+            &Value::from(ids[0].parse::<i64>().unwrap())
+        )
+    );
+    let (_, shown, _) = gantry(&d, &dir, &["job", ids[1]]);
+    assert!(
+        shown.contains(&format!("pipeline chain: starts after job {}", ids[0])),
+        "{shown}"
+    );
 
     // The first task fails: the second never runs, and is cancelled with the reason.
     let file = "---\nname: fails\nresources:\n  cpus: 1\nrun: exit 3\n---\nname: never\nresources:\n  cpus: 1\nrun: echo ran >> never.txt\n";

@@ -619,20 +619,24 @@ fn a_job_with_an_image_runs_in_a_container_on_the_host_and_a_cancel_removes_it()
     std::fs::write(&fleet, format!("{text}container_runtime = \"podman\"\n")).unwrap();
     let d = daemon("ssh-container", &fleet);
     wait_for(&d, 60, "the host to connect", || connected(&d, 1));
+    // Its checkpoint directory is mounted: what tells this test's container from others'.
+    let ckpt = h.dir.join("ckpt");
+    let _cleanup = podman::Cleanup(ckpt.clone());
     let id = submit(
         &d,
         &h.dir,
         "boxed",
         &format!(
-            "name: boxed\nresources:\n  cpus: 1\n  image_id: docker:{}\nrun: |\n  cat /etc/gantry-test-image\n  echo rank=$SKYPILOT_NODE_RANK\n  while :; do sleep 0.2; done\n",
-            podman::IMAGE
+            "name: boxed\nresources:\n  cpus: 1\n  image_id: docker:{}\ncheckpoint: {{dir: {}}}\nrun: |\n  cat /etc/gantry-test-image\n  echo rank=$SKYPILOT_NODE_RANK\n  while :; do sleep 0.2; done\n",
+            podman::IMAGE,
+            ckpt.display()
         ),
     );
     wait_for(&d, 120, "the job's output from the container", || {
         log_text(&d, id).contains("inside the test image")
     });
     assert!(log_text(&d, id).contains("rank=0"), "{}", log_text(&d, id));
-    assert_eq!(podman::containers_of(id).lines().count(), 1);
+    assert_eq!(podman::containers_with(&ckpt).lines().count(), 1);
     assert!(h.hosts[0].kill_agent() > 0, "no agent to kill");
     wait_for(&d, 60, "re-adoption after the agent died", || {
         events(&d).iter().any(|e| e.contains("re-adopted"))
@@ -640,7 +644,7 @@ fn a_job_with_an_image_runs_in_a_container_on_the_host_and_a_cancel_removes_it()
     assert_eq!(state(&d, id), "running");
     cli(&d, &["cancel", &id.to_string()]);
     wait_for(&d, 30, "the container to be removed", || {
-        podman::containers_of(id).is_empty()
+        podman::containers_with(&ckpt).is_empty()
     });
 }
 

@@ -220,6 +220,18 @@ pub fn job(t: &Target, id: &str, output: Output) -> Result<(), CliError> {
             }
         );
     }
+    match (v["pipeline"].as_str(), v["after"].as_i64()) {
+        (Some(p), Some(a)) => println!(
+            "  pipeline {}: starts after job {a}",
+            gantry::console::app::escape(p)
+        ),
+        (Some(p), None) => println!(
+            "  pipeline {}: its first task",
+            gantry::console::app::escape(p)
+        ),
+        (None, Some(a)) => println!("  starts after job {a}"),
+        (None, None) => {}
+    }
     if let Some(r) = v["reason"].as_str() {
         println!("  waits: {r}");
     }

@@ -286,12 +286,20 @@ pub fn submit(
     let mut answers: Vec<Value> = Vec::new();
     for (text, (written, _)) in texts.into_iter().zip(&pipeline.tasks) {
         // Each task after the first starts once the one before it has completed.
-        let text = match answers.last().and_then(|v| v["id"].as_i64()) {
-            Some(prev) => edit_yaml(&name, &String::from_utf8_lossy(&text), |map| {
-                map.insert(Y::String("after".into()), Y::Number(prev.into()));
+        // Each task keeps the pipeline's name, so that its jobs show what they belong to.
+        let prev = answers.last().and_then(|v| v["id"].as_i64());
+        let text = if prev.is_some() || pipeline.name.is_some() {
+            edit_yaml(&name, &String::from_utf8_lossy(&text), |map| {
+                if let Some(prev) = prev {
+                    map.insert(Y::String("after".into()), Y::Number(prev.into()));
+                }
+                if let Some(p) = &pipeline.name {
+                    map.insert(Y::String("pipeline".into()), Y::String(p.clone()));
+                }
                 Ok(())
-            })?,
-            None => text,
+            })?
+        } else {
+            text
         };
         match post_job(
             t,

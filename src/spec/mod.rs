@@ -154,6 +154,8 @@ pub struct JobSpec {
     /// Starts once this job has completed; cancelled if it fails or is cancelled (a task of
     /// a pipeline, written by `gantry submit` for each task after the first).
     pub after: Option<i64>,
+    /// The pipeline this task is part of, by its name (written by `gantry submit`).
+    pub pipeline: Option<String>,
     /// SkyPilot fields present in the file that gantry does not act on, each with what gantry
     /// does instead.
     pub ignored: Vec<String>,
@@ -192,6 +194,7 @@ impl Default for JobSpec {
             ordered: false,
             git_workdir: None,
             after: None,
+            pipeline: None,
             ignored: Vec::new(),
         }
     }

@@ -67,6 +67,9 @@ pub(super) struct RawSpec {
     adopt: Option<Text>,
     /// The job this one follows in a pipeline; written by `gantry submit`.
     after: Option<u64>,
+    /// The name of the pipeline this task is part of (its file's first document's `name`);
+    /// written by `gantry submit`.
+    pipeline: Option<Text>,
     // SkyPilot fields gantry does not honour as SkyPilot does: see `task_others`.
     file_mounts: Option<Ignored>,
     service: Option<Ignored>,
@@ -585,6 +588,7 @@ pub(super) fn build(raw: RawSpec, text: &str, file: &str) -> Result<JobSpec, Spe
         ordered,
         git_workdir,
         after,
+        pipeline: raw.pipeline.map(|t| t.0),
         ignored: r.ignored,
     })
 }

@@ -3,6 +3,7 @@
 //! what podman has of a job's containers.
 #![allow(dead_code)]
 
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 
@@ -58,10 +59,24 @@ pub fn podman_ok() -> bool {
     }
 }
 
-/// The containers podman has for gantry's job `id` (running or not).
-pub fn containers_of(id: i64) -> String {
+/// The containers podman has (running or not) with `dir` mounted: a test's own, since every
+/// test daemon numbers its jobs from 1 (and tests run side by side).
+pub fn containers_with(dir: &Path) -> String {
     let out = sh(&format!(
-        "podman ps -a --filter label=dev.gantry.job={id} --format '{{{{.Names}}}}'"
+        "podman ps -a --filter volume={} --format '{{{{.Names}}}}'",
+        dir.display()
     ));
     String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// Removes the containers with `dir` mounted when dropped: a test that fails leaves none
+/// running (its daemon is killed, and jobs outlive their daemon by design).
+pub struct Cleanup(pub PathBuf);
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        for name in containers_with(&self.0).lines() {
+            let _ = sh(&format!("podman rm -f -t 0 {name}"));
+        }
+    }
 }

@@ -11,7 +11,7 @@
 //! the container's first process, a small bash script that passes it on to the running
 //! script's own process group (PID 1 of a container ignores signals it does not handle). A
 //! SIGKILL only kills the client, so the container is removed by name
-//! (`Container::remove`); the name carries a hash of the run's secret token, so no container
+//! (`Container::remove`), as it is once any run in one ends; the name carries a hash of the run's secret token, so no container
 //! gantry did not start is ever touched.
 
 use sha2::{Digest, Sha256};
@@ -52,9 +52,17 @@ impl Container {
         }
     }
 
-    /// Removes the container at once (killing what runs in it), waiting at most a few
-    /// seconds for the runtime; a container already gone is fine.
+    /// Removes the container at once (killing what runs in it), in a thread of its own so
+    /// that the agent's loop does not wait on the runtime; a container already gone is fine.
     pub fn remove(&self) {
+        let c = self.clone();
+        let _ = std::thread::Builder::new()
+            .name("container-rm".into())
+            .spawn(move || c.remove_now());
+    }
+
+    /// `remove`, waiting (at most 15 s) for the runtime.
+    pub fn remove_now(&self) {
         let mut cmd = Command::new(&self.runtime);
         cmd.arg("rm").arg("-f");
         if self.runtime == "podman" {

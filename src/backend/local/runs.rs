@@ -133,7 +133,11 @@ impl LocalRuns {
             }
         }
         for (id, _) in &out {
-            self.runs.remove(id);
+            if let Some(c) = self.runs.remove(id).and_then(|r| r.container) {
+                // `--rm` removes it as it ends; podman 4.3 has been seen to leave one
+                // "stopping" instead, holding its name (and, on a GPU host, its devices).
+                c.remove();
+            }
         }
         out
     }

@@ -282,6 +282,9 @@ pub struct JobDetail {
     /// The explanation in one line.
     pub reason: Option<String>,
     pub spec: String,
+    /// The pipeline it is a task of (by name), and the job before it there.
+    pub pipeline: Option<String>,
+    pub after: Option<JobId>,
     pub events: Vec<EventRecord>,
     /// The last lines of its stdout and stderr, if it ran on this host.
     pub log_tail: Vec<String>,

@@ -15,6 +15,8 @@ impl State {
         let log_tail = Vec::new();
         let Some(j) = self.engine.job(id) else {
             // Finished long enough ago to be only in the journal (or no longer resolvable).
+            let (pipeline, after) = crate::spec::parse("journal", record.spec.as_bytes())
+                .map_or((None, None), |s| (s.pipeline, s.after));
             return Ok(JobDetail {
                 id,
                 name: record.name,
@@ -32,6 +34,8 @@ impl State {
                 explanation: None,
                 reason: None,
                 spec,
+                pipeline,
+                after,
                 events,
                 log_tail,
             });
@@ -73,6 +77,8 @@ impl State {
             reason: self.why_waiting(j),
             explanation: j.explanation.clone(),
             spec,
+            pipeline: j.spec.pipeline.clone(),
+            after: j.spec.after,
             events,
             log_tail,
         })

@@ -530,3 +530,26 @@ fn the_man_pages_come_from_the_command_line_itself() {
     assert!(submit.contains("\\fBgantry submit\\fR"), "{submit}");
     assert!(dir.join("gantry-logs.1").exists() && dir.join("gantry.1").exists());
 }
+
+/// `gantry fleet --config` on a file with a `gpu = "auto"` SSH pool: the pool is CPU-only
+/// until its hosts answer a daemon (it panicked building a GPU model named "auto").
+#[test]
+fn a_fleet_file_with_an_undiscovered_auto_pool_shows_it_cpu_only() {
+    let dir = std::env::temp_dir().join(format!("gantry-cli-auto-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("fleet.toml");
+    std::fs::write(
+        &file,
+        "[[teams]]\nname = \"lab\"\n\n[[pools]]\nprovider = \"ssh\"\nregion = \"onprem\"\nzone = \"r1\"\nname = \"lab\"\ninstance_type = \"box\"\ngpu = \"auto\"\ncpus = 8\nmemory_gb = 32\ncapacity = \"reserved\"\nprice_per_hour = 0.0\nhosts = [\"gpu1.example\"]\n",
+    )
+    .unwrap();
+    let (code, out, err) = gantry(&["fleet", "--config", file.to_str().unwrap(), "-o", "json"]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        (v["nodes"].as_u64(), v["gpus"].as_u64()),
+        (Some(1), Some(0)),
+        "{out}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

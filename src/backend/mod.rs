@@ -141,7 +141,8 @@ pub use local::exec::Exit;
 pub use local::nvml::{Discovery, GpuProcess, GpuSample, MigInstance};
 
 /// The fleet file with its `gpu = "auto"` pools filled in from this host's NVML (and what was
-/// done, to be said once); the file as it is when it has none.
+/// done, to be said once); the file as it is when it has none. SSH pools' are filled in as
+/// their hosts answer, Kubernetes pools' when the state opens (`kube::discover::expand`).
 pub fn discover_auto(
     cfg: &crate::config::fleet::FleetConfig,
 ) -> (crate::config::fleet::FleetConfig, Vec<String>) {

@@ -32,6 +32,20 @@ pub fn load(explicit: Option<PathBuf>) -> Result<(String, FleetConfig, Option<Pa
     }
 }
 
+/// `load`, with the pools of `gpu = "auto"` Kubernetes pools read from their clusters (what
+/// the daemon does when it opens), for the commands that show or check against the fleet
+/// without a daemon.
+pub fn load_built(
+    explicit: Option<PathBuf>,
+) -> Result<(String, FleetConfig, Option<PathBuf>), String> {
+    let (source, cfg, file) = load(explicit)?;
+    let (cfg, said) = gantry::backend::kube::discover::expand(&cfg);
+    for line in said {
+        eprintln!("gantry: {line}");
+    }
+    Ok((source, cfg, file))
+}
+
 #[derive(Serialize)]
 struct FleetView<'a> {
     source: &'a str,
@@ -47,7 +61,7 @@ pub fn run(config: Option<PathBuf>, print_default: bool, output: Output) -> Resu
         print!("{DEFAULT_FLEET}");
         return Ok(());
     }
-    let (source, cfg, file) = load(config)?;
+    let (source, cfg, file) = load_built(config)?;
     let simulated = file.is_none();
     let built = fleet::fleet_of(&cfg);
     let dollars: f64 = cfg

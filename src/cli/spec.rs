@@ -110,7 +110,7 @@ pub fn run(cmd: SpecCmd) -> Result<(), String> {
     let pipeline = gantry::spec::parse_pipeline(&name, &bytes).map_err(|e| e.to_string())?;
     let specs: Vec<&JobSpec> = pipeline.tasks.iter().map(|(_, s)| s).collect();
     if let Some(path) = fleet {
-        let (_, cfg, _) = super::fleet::load(Some(path))?;
+        let (_, cfg, _) = super::fleet::load_built(Some(path))?;
         let fleet = gantry::config::fleet::fleet_of(&cfg);
         let resolved: Vec<Result<Vec<Shape>, String>> = pipeline
             .tasks

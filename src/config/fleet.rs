@@ -293,6 +293,13 @@ pub struct PoolConfig {
     /// Where the cluster's DCGM exporter metrics are read (Prometheus text: one exporter, or
     /// a Prometheus `/federate` of all of them): per-GPU utilization and memory by node.
     pub dcgm: Option<String>,
+    /// `provider = "kubernetes"` with `gpu = "auto"`: which nodes the pool takes (a label
+    /// selector as `kubectl get nodes -l` takes it; default: every node with GPUs), the label
+    /// whose value groups them into gantry pools (default `node.kubernetes.io/instance-type`)
+    /// and the label naming each node's network block (its leaf switch; none by default).
+    pub node_selector: Option<String>,
+    pub pool_label: Option<String>,
+    pub block_label: Option<String>,
     /// `provider = "local"` / `"ssh"`: the container runtime on the hosts (`docker` or
     /// `podman`) that runs jobs asking for an image (`image_id: docker:…`). Without it such
     /// jobs are not placed on this pool.
@@ -607,11 +614,11 @@ fn validate(file: &str, text: &str, cfg: &FleetConfig) -> Result<(), ConfigError
             }
         }
         let auto = p.is_auto();
-        if auto && !p.is_local() && !p.is_ssh() {
+        if auto && !p.is_local() && !p.is_ssh() && !p.is_kube() {
             return Err(at(
                 "pools",
                 i,
-                format!("{name}: gpu = \"auto\" (discover the GPUs through NVML) is only for provider = \"local\" and \"ssh\" pools; declare this pool's `gpu` and `gpus_per_node`"),
+                format!("{name}: gpu = \"auto\" (discover the GPUs: through NVML, or a cluster's node labels) is only for provider = \"local\", \"ssh\" and \"kubernetes\" pools; declare this pool's `gpu` and `gpus_per_node`"),
             ));
         }
         if auto && p.is_local() && p.nodes != 1 {
@@ -855,7 +862,9 @@ pub fn fleet_of(cfg: &FleetConfig) -> Fleet {
 pub fn fleet_sized(cfg: &FleetConfig, count: impl Fn(&PoolConfig) -> u32) -> Fleet {
     let mut b = FleetBuilder::new();
     for p in &cfg.pools {
-        let model = p.gpu.as_ref().map(|g| {
+        // A `gpu = "auto"` pool not discovered yet (an SSH pool whose hosts have not
+        // answered, or a file read where no daemon runs) is CPU-only until it is.
+        let model = p.gpu.as_ref().filter(|g| *g != AUTO_GPU).map(|g| {
             b.model(g, p.vram_gb * 1024, mig_geometry(g))
                 .expect("validated: VRAM > 0")
         });
@@ -867,7 +876,7 @@ pub fn fleet_sized(cfg: &FleetConfig, count: impl Fn(&PoolConfig) -> u32) -> Fle
                 name: &p.name,
                 instance_type: &p.instance_type,
                 model,
-                gpus_per_node: p.gpus_per_node,
+                gpus_per_node: if model.is_some() { p.gpus_per_node } else { 0 },
                 cpu_milli: p.cpus * 1000,
                 mem_mib: u64::from(p.memory_gb) * 1024,
                 capacity: p.capacity,
@@ -889,7 +898,11 @@ pub fn fleet_sized(cfg: &FleetConfig, count: impl Fn(&PoolConfig) -> u32) -> Fle
                 &node,
                 leaves[i as usize].as_deref(),
                 nvlinks[i as usize].as_deref(),
-                p.mig_gpus_per_node,
+                if model.is_some() {
+                    p.mig_gpus_per_node
+                } else {
+                    0
+                },
             )
             .expect("validated node");
         }
@@ -969,7 +982,7 @@ mod tests {
         let e = parse("f.toml", auto).unwrap_err();
         assert!(
             e.message
-                .contains("only for provider = \"local\" and \"ssh\" pools"),
+                .contains("only for provider = \"local\", \"ssh\" and \"kubernetes\" pools"),
             "{e}"
         );
         let mig = DEFAULT_FLEET.replacen("mig_gpus_per_node = 4", "mig_gpus_per_node = 9", 1);

@@ -11,9 +11,22 @@ pub fn validate(p: &PoolConfig, name: &str) -> Result<(), String> {
         ("namespace", p.namespace.is_some()),
         ("image", p.image.is_some()),
         ("dcgm", p.dcgm.is_some()),
+        ("node_selector", p.node_selector.is_some()),
+        ("pool_label", p.pool_label.is_some()),
+        ("block_label", p.block_label.is_some()),
     ];
     if !p.is_kube() {
         return super::ssh::none_set(p, name, "kubernetes", &kube_only);
+    }
+    if p.is_auto() {
+        return auto_pool(p, name);
+    }
+    for field in ["node_selector", "pool_label", "block_label"] {
+        if kube_only.iter().any(|(f, set)| *f == field && *set) {
+            return Err(format!(
+                "{name}: `{field}` is for gpu = \"auto\" Kubernetes pools (built from the nodes they select); this one lists its nodes (`hosts`)"
+            ));
+        }
     }
     if p.hosts.is_empty() {
         return Err(format!(
@@ -32,6 +45,12 @@ pub fn validate(p: &PoolConfig, name: &str) -> Result<(), String> {
             ));
         }
     }
+    common(p, name)?;
+    super::ssh::listed_nodes(p, name, "node", "a Kubernetes pool is its nodes")
+}
+
+/// What every Kubernetes pool needs: its image, a namespace and DCGM address that can be.
+fn common(p: &PoolConfig, name: &str) -> Result<(), String> {
     match p.image.as_deref() {
         None | Some("") => {
             return Err(format!(
@@ -59,12 +78,41 @@ pub fn validate(p: &PoolConfig, name: &str) -> Result<(), String> {
             ));
         }
     }
-    if p.is_auto() {
+    Ok(())
+}
+
+/// A `gpu = "auto"` pool: gantry builds its pools from the nodes `node_selector` selects, so
+/// it lists none and declares no GPUs.
+fn auto_pool(p: &PoolConfig, name: &str) -> Result<(), String> {
+    if !p.hosts.is_empty() {
         return Err(format!(
-            "{name}: gpu = \"auto\" is not read from Kubernetes yet: declare `gpu` and `gpus_per_node` (`gantry kube` shows the nodes' GPUs)"
+            "{name}: a gpu = \"auto\" Kubernetes pool takes the nodes `node_selector` selects; leave `hosts` out (or declare the pool's gpu and list its hosts)"
         ));
     }
-    super::ssh::listed_nodes(p, name, "node", "a Kubernetes pool is its nodes")
+    if p.gpus_per_node > 0 || p.vram_gb > 0 || p.mig_gpus_per_node > 0 {
+        return Err(format!(
+            "{name}: gpu = \"auto\": the GPUs come from the nodes' labels (GPU Feature Discovery); leave gpus_per_node, vram_gb and mig_gpus_per_node out"
+        ));
+    }
+    if let Some(sel) = &p.node_selector {
+        crate::backend::kube::discover::check_selector(sel)
+            .map_err(|e| format!("{name}: node_selector = \"{sel}\": {e}"))?;
+    }
+    for (field, label) in [
+        ("pool_label", &p.pool_label),
+        ("block_label", &p.block_label),
+    ] {
+        if let Some(l) = label {
+            crate::backend::kube::discover::check_label_key(l)
+                .map_err(|e| format!("{name}: {field} = \"{l}\": {e}"))?;
+        }
+    }
+    if p.max_nodes.is_some() || p.min_nodes > 0 {
+        return Err(format!(
+            "{name}: a Kubernetes pool is the cluster's nodes: no min_nodes or max_nodes"
+        ));
+    }
+    common(p, name)
 }
 
 #[cfg(test)]
@@ -119,6 +167,41 @@ mod tests {
         .unwrap_err();
         assert!(
             e.contains("`context` is for provider = \"kubernetes\" pools"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn an_auto_pool_selects_its_nodes_and_declares_no_gpus() {
+        let auto = POOL.replace(
+            "gpu = \"H100\"\ngpus_per_node = 8\nvram_gb = 80\n",
+            "gpu = \"auto\"\n",
+        );
+        let with = |extra: &str| {
+            parse("f.toml", &format!("{auto}image = \"x\"\n{extra}")).map_err(|e| e.to_string())
+        };
+        let f =
+            with("node_selector = \"pool=gpu\"\npool_label = \"eks.amazonaws.com/nodegroup\"\n")
+                .unwrap();
+        assert_eq!(f.pools[0].nodes, 0, "its nodes come from the cluster");
+        let e = with("hosts = [\"gpu-0\"]\n").unwrap_err();
+        assert!(e.contains("leave `hosts` out"), "{e}");
+        let e = with("gpus_per_node = 8\n").unwrap_err();
+        assert!(e.contains("leave gpus_per_node, vram_gb"), "{e}");
+        let e = with("block_label = \"Rack Id\"\n").unwrap_err();
+        assert!(
+            e.contains("block_label = \"Rack Id\": `Rack Id` is not a label key"),
+            "{e}"
+        );
+        // On a pool that lists its nodes, a selector says what it is for.
+        let e = parse(
+            "f.toml",
+            &format!("{POOL}image = \"x\"\nhosts = [\"g\"]\nnode_selector = \"a=b\"\n"),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("`node_selector` is for gpu = \"auto\" Kubernetes pools"),
             "{e}"
         );
     }

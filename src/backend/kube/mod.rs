@@ -3,6 +3,7 @@
 //! reflectors (not polled), and the cluster's GPU nodes as gantry sees them (`inventory`).
 
 pub mod dcgm;
+pub mod discover;
 pub mod inventory;
 mod pod;
 mod podlog;

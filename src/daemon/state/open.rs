@@ -15,7 +15,10 @@ impl State {
         // `gpu = "auto"` pools not discovered by the caller are discovered here.
         // The fleet file as written (a reload compares with it; auto pools stay auto there).
         let file_cfg = cfg;
-        let (mut discovered, _) = crate::backend::discover_auto(cfg);
+        let (discovered, _) = crate::backend::discover_auto(cfg);
+        // `gpu = "auto"` Kubernetes pools: built from the nodes they select, at every open
+        // (so a reload sees the nodes added since).
+        let (mut discovered, said) = crate::backend::kube::discover::expand(&discovered);
         // `gpu = "auto"` SSH pools: as their hosts' NVML said, CPU-only until one has.
         for p in discovered
             .pools
@@ -169,6 +172,11 @@ impl State {
         if s.engine.stale_history() > 0 {
             let n = s.engine.stale_history();
             s.messages.write(&format!("{n} finished job(s) name a pool, team or class the fleet file no longer has: their history stays in the journal (gantry job ID)"));
+        }
+        // The pools built from a cluster's nodes (`gpu = "auto"` Kubernetes pools), or why not.
+        for line in said {
+            s.messages.write(&line);
+            s.record("fleet", line)?;
         }
         // Real hosts join the fleet when they answer; until then they are down, and lost
         // (with the jobs expected there) if they stay silent past their pool's timeout. Their

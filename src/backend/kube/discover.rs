@@ -1,0 +1,263 @@
+//! `gpu = "auto"` Kubernetes pools: the daemon builds them from the cluster when it opens its
+//! state (at start, and at every reload of the fleet file): the nodes `node_selector` selects,
+//! grouped as `gantry kube --fleet` groups them (pool label, zone, GPU model, node shape),
+//! each group one gantry pool named `STANZA-GROUP` with the stanza's cluster, image,
+//! namespace, region and capacity, its hosts the group's nodes, its leaves and NVLink domains
+//! the nodes' block label and `nvidia.com/gpu.clique`. One LIST of Nodes (not a watch: the
+//! pools' runners watch once they are open). A cluster that cannot be read leaves the stanza
+//! without nodes, and says why.
+
+use super::inventory::Labels;
+use crate::config::fleet::{FleetConfig, PoolConfig};
+use k8s_openapi::api::core::v1::Node;
+use kube::api::ListParams;
+use kube::Api;
+use std::time::Duration;
+
+/// How long the listing may take before the stanza is left without nodes.
+const LIST_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// A label key (`nvidia.com/gpu.product`, `pool`): an optional DNS-subdomain prefix and `/`,
+/// then a name of at most 63 characters.
+pub fn check_label_key(key: &str) -> Result<(), String> {
+    let (prefix, name) = match key.rsplit_once('/') {
+        Some((p, n)) => (Some(p), n),
+        None => (None, key),
+    };
+    let edge = |s: &str| {
+        s.chars().next().is_some_and(|c| c.is_ascii_alphanumeric())
+            && s.chars().last().is_some_and(|c| c.is_ascii_alphanumeric())
+    };
+    let name_ok = !name.is_empty()
+        && name.len() <= 63
+        && edge(name)
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+    let prefix_ok = prefix.is_none_or(|p| {
+        !p.is_empty()
+            && p.len() <= 253
+            && edge(p)
+            && p.chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '-' | '.'))
+    });
+    if name_ok && prefix_ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "`{key}` is not a label key (an optional DNS prefix and '/', then at most 63 letters, digits, '-', '_' or '.')"
+        ))
+    }
+}
+
+/// A label selector as `kubectl get nodes -l` takes it: requirements separated by commas,
+/// each `KEY`, `!KEY`, `KEY=V`, `KEY==V`, `KEY!=V`, `KEY in (A,B)` or `KEY notin (A,B)`.
+/// Checked for shape here (the API server judges the rest and its answer is said).
+pub fn check_selector(sel: &str) -> Result<(), String> {
+    let mut parts = Vec::new();
+    let (mut depth, mut start) = (0i32, 0);
+    for (i, c) in sel.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth -= 1,
+            ',' if depth == 0 => {
+                parts.push(&sel[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+        if depth < 0 {
+            return Err("a ')' without its '('".into());
+        }
+    }
+    if depth != 0 {
+        return Err("a '(' without its ')'".into());
+    }
+    parts.push(&sel[start..]);
+    for part in parts {
+        let part = part.trim();
+        if part.is_empty() {
+            return Err("an empty requirement (two commas, or one at an end)".into());
+        }
+        let key = part
+            .trim_start_matches('!')
+            .split(|c: char| c == '=' || c == '!' || c.is_whitespace())
+            .next()
+            .unwrap_or_default();
+        check_label_key(key).map_err(|e| {
+            format!("{e}; write requirements as kubectl -l does: KEY, !KEY, KEY=V, KEY!=V, KEY in (A,B)")
+        })?;
+    }
+    Ok(())
+}
+
+/// The fleet file with each `gpu = "auto"` Kubernetes pool replaced by the pools its nodes
+/// make, and what was done (or why not), to be said once.
+pub fn expand(cfg: &FleetConfig) -> (FleetConfig, Vec<String>) {
+    if !cfg.pools.iter().any(|p| p.is_kube() && p.is_auto()) {
+        return (cfg.clone(), Vec::new());
+    }
+    let mut out = cfg.clone();
+    out.pools.clear();
+    let mut said = Vec::new();
+    for p in &cfg.pools {
+        if !(p.is_kube() && p.is_auto()) {
+            out.pools.push(p.clone());
+            continue;
+        }
+        match list_nodes(p) {
+            Ok(nodes) => {
+                let (pools, left) = built(p, &nodes);
+                said.push(summary(p, &pools, nodes.len()));
+                for (node, why) in left {
+                    said.push(format!("pool {}: node {node} left out: {why}", p.name));
+                }
+                out.pools.extend(pools);
+            }
+            Err(e) => {
+                said.push(format!(
+                    "pool {}: cannot read the cluster's nodes ({e}): the pool has no nodes until the fleet file is reloaded (edit it or `kill -HUP` the daemon)",
+                    p.name
+                ));
+                let mut empty = p.clone();
+                empty.resolve_auto(None);
+                out.pools.push(empty);
+            }
+        }
+    }
+    (out, said)
+}
+
+fn summary(stanza: &PoolConfig, pools: &[PoolConfig], selected: usize) -> String {
+    let sel = stanza
+        .node_selector
+        .as_deref()
+        .map_or("the cluster has".to_string(), |s| format!("match `{s}`"));
+    let each: Vec<String> = pools
+        .iter()
+        .map(|p| {
+            format!(
+                "{} ({} × {} {})",
+                p.name,
+                p.nodes,
+                p.gpus_per_node,
+                p.gpu.as_deref().unwrap_or("CPU")
+            )
+        })
+        .collect();
+    format!(
+        "pool {}: {selected} node(s) {sel}; the {} with GPUs make {} pool(s){}{}",
+        stanza.name,
+        pools.iter().map(|p| p.nodes as usize).sum::<usize>(),
+        pools.len(),
+        if each.is_empty() { "" } else { ": " },
+        each.join(", ")
+    )
+}
+
+/// The stanza's pools from the cluster's `nodes`, and the nodes left out with why.
+fn built(stanza: &PoolConfig, nodes: &[Node]) -> (Vec<PoolConfig>, Vec<(String, String)>) {
+    let labels = Labels {
+        pool: stanza
+            .pool_label
+            .clone()
+            .unwrap_or_else(|| Labels::default().pool),
+        block: stanza.block_label.clone(),
+        ..Labels::default()
+    };
+    let seen: Vec<_> = nodes
+        .iter()
+        .map(|n| super::inventory::node(n, &labels))
+        .collect();
+    let (groups, mut left) = super::pools::pools(&seen);
+    let mut out = Vec::new();
+    for g in groups {
+        if let Some(check) = &g.check {
+            for h in &g.hosts {
+                left.push((h.clone(), check.clone()));
+            }
+            continue;
+        }
+        let mut p = stanza.clone();
+        p.name = format!("{}-{}", stanza.name, g.name);
+        if !g.zone.is_empty() {
+            p.zone = g.zone.clone();
+        }
+        if !g.label.is_empty() {
+            p.instance_type = g.label.clone();
+        }
+        p.gpu = Some(g.gpu.clone());
+        p.gpus_per_node = g.gpus_per_node.min(16) as u8;
+        p.vram_gb = g.vram_gb;
+        p.cpus = g.cpus;
+        p.memory_gb = g.memory_gb.min(u64::from(u32::MAX)) as u32;
+        // The stanza prices a GPU-hour: its nodes differ in how many GPUs they have.
+        p.price_per_hour = stanza.price_per_hour * f64::from(p.gpus_per_node);
+        p.nodes = g.hosts.len() as u32;
+        p.hosts = g.hosts.clone();
+        p.leaves = g.leaves.clone();
+        p.nvlink_domains = g.nvlink_domains.clone();
+        p.node_selector = None;
+        p.pool_label = None;
+        p.block_label = None;
+        out.push(p);
+    }
+    (out, left)
+}
+
+/// The nodes the stanza selects: one LIST, on a runtime of its own (the caller may or may not
+/// be inside one), bounded by `LIST_TIMEOUT`.
+fn list_nodes(p: &PoolConfig) -> Result<Vec<Node>, String> {
+    let kubeconfig = p.kubeconfig.as_deref().map(crate::backend::expand_home);
+    let context = p.context.clone();
+    let selector = p.node_selector.clone();
+    std::thread::scope(|s| {
+        s.spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|e| format!("cannot start a runtime: {e}"))?;
+            rt.block_on(async {
+                let listing = async {
+                    let cluster = super::connect(kubeconfig.as_deref(), context.as_deref()).await?;
+                    let mut params = ListParams::default();
+                    if let Some(sel) = &selector {
+                        params = params.labels(sel);
+                    }
+                    Api::<Node>::all(cluster.client)
+                        .list(&params)
+                        .await
+                        .map(|l| l.items)
+                        .map_err(|e| format!("{}: listing nodes: {e}", cluster.name))
+                };
+                tokio::time::timeout(LIST_TIMEOUT, listing)
+                    .await
+                    .map_err(|_| format!("no answer in {} s", LIST_TIMEOUT.as_secs()))?
+            })
+        })
+        .join()
+        .map_err(|_| "the listing thread panicked".to_string())?
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn selectors_and_label_keys_are_checked_as_kubectl_writes_them() {
+        for ok in [
+            "cloud.google.com/gke-accelerator",
+            "nvidia.com/gpu.present=true",
+            "pool in (a,b),!spot,tier!=cpu",
+            "team==ml",
+        ] {
+            assert_eq!(check_selector(ok), Ok(()), "{ok}");
+        }
+        for bad in ["", "a,,b", "pool in (a,b", "-x=y", "a/b/c=1"] {
+            assert!(check_selector(bad).is_err(), "{bad}");
+        }
+        assert!(check_label_key("node.kubernetes.io/instance-type").is_ok());
+        assert!(check_label_key("Network.Block/x").is_err());
+    }
+}

@@ -770,3 +770,59 @@ fn a_dstack_task_takes_env_gpus_and_nodes_at_submit() {
     assert_eq!(code, 2);
     assert!(err.contains("a dstack task has no secrets"), "{err}");
 }
+
+/// `gantry --context NAME`: the daemon of console.toml's context of that name, with its token
+/// file, for any command; an unknown name lists the known ones; naming a daemon twice is
+/// refused.
+#[test]
+fn context_names_a_daemon_from_console_toml_with_its_token() {
+    let d = start();
+    let cfg = d.dir.join("ctx-cfg");
+    std::fs::create_dir_all(cfg.join("gantry")).unwrap();
+    let token = common::token(&d, "operator", None);
+    std::fs::write(cfg.join("lab.token"), format!("{token}\n")).unwrap();
+    std::fs::write(
+        cfg.join("gantry").join("console.toml"),
+        format!(
+            "[[contexts]]\nname = \"local\"\nconnect = \"{}\"\n\n[[contexts]]\nname = \"lab\"\nconnect = \"http://127.0.0.1:{}\"\ntoken_file = \"{}\"\n",
+            d.socket.display(),
+            d.port,
+            cfg.join("lab.token").display()
+        ),
+    )
+    .unwrap();
+    let run = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_gantry"))
+            .args(args)
+            .env("XDG_CONFIG_HOME", &cfg)
+            .env_remove("GANTRY_CONNECT")
+            .env_remove("GANTRY_TOKEN")
+            .env_remove("GANTRY_CONTEXT")
+            .output()
+            .unwrap();
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    for ctx in ["local", "lab"] {
+        let (code, out, err) = run(&["--context", ctx, "teams", "-o", "json"]);
+        assert_eq!(code, 0, "{ctx}: {err}");
+        assert!(out.contains("\"name\""), "{ctx}: {out}");
+    }
+    // Over TCP without the token file's token, the daemon refuses: the context's token is
+    // what let it in.
+    std::fs::write(cfg.join("lab.token"), "not-a-token\n").unwrap();
+    let (code, _, err) = run(&["--context", "lab", "teams"]);
+    assert_eq!(code, 4, "{err}");
+    let (code, _, err) = run(&["--context", "prod", "jobs"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("no context `prod`; contexts: local, lab"),
+        "{err}"
+    );
+    let (code, _, err) = run(&["--context", "lab", "--connect", "/tmp/x.sock", "jobs"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--context and --connect"), "{err}");
+}

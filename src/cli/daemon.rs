@@ -349,16 +349,42 @@ fn context(c: &gantry::config::console::Context) -> Result<(Endpoint, Option<Str
     let endpoint = Endpoint::parse(&c.connect)
         .and_then(|e| e.pinned(c.tls_fingerprint.as_deref()))
         .map_err(|e| format!("context {}: {e}", c.name))?;
-    let token = match &c.token_file {
-        None => None,
-        Some(f) => {
-            let path = gantry::backend::expand_home(f);
-            let t = std::fs::read_to_string(&path)
-                .map_err(|e| format!("context {}: token_file {}: {e}", c.name, path.display()))?;
-            Some(t.trim().to_string())
-        }
+    Ok((endpoint, context_token(c)?))
+}
+
+/// A context's token, read from its `token_file`.
+fn context_token(c: &gantry::config::console::Context) -> Result<Option<String>, String> {
+    let Some(f) = &c.token_file else {
+        return Ok(None);
     };
-    Ok((endpoint, token))
+    let path = gantry::backend::expand_home(f);
+    let t = std::fs::read_to_string(&path)
+        .map_err(|e| format!("context {}: token_file {}: {e}", c.name, path.display()))?;
+    Ok(Some(t.trim().to_string()))
+}
+
+/// `gantry --context NAME`: the daemon console.toml's context of that name stands for, with
+/// its token and fingerprint (a `--token` or `--tls-fingerprint` given as well wins).
+pub fn context_target(
+    name: &str,
+    given: &super::remote::Target,
+) -> Result<super::remote::Target, String> {
+    let paths = gantry::config::paths::from_env();
+    let file = gantry::config::console::load(&paths.console_file)?;
+    let c = file
+        .context(name)
+        .map_err(|e| format!("--context: {e} ({})", paths.console_file.display()))?;
+    Ok(super::remote::Target {
+        connect: Some(c.connect.clone()),
+        token: match &given.token {
+            Some(t) => Some(t.clone()),
+            None => context_token(c)?,
+        },
+        tls_fingerprint: given
+            .tls_fingerprint
+            .clone()
+            .or_else(|| c.tls_fingerprint.clone()),
+    })
 }
 
 /// The console on the embedded demo daemon; the context to switch to, if the user asked.

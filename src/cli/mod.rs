@@ -43,6 +43,11 @@ struct Cli {
     /// console on it.
     #[arg(long, global = true, env = "GANTRY_CONNECT")]
     connect: Option<String>,
+    /// The daemon (and so the clusters and hosts behind it) of this console.toml context —
+    /// its address, token file and certificate fingerprint (also GANTRY_CONTEXT); given
+    /// before the command: `gantry --context prod jobs`. `:ctx NAME` switches in the console.
+    #[arg(long, env = "GANTRY_CONTEXT")]
+    context: Option<String>,
     /// Console without dangerous actions (preempt, cancel, hold, release): they leave the keys
     /// and the help, and an RO badge shows (also GANTRY_READONLY=1).
     #[arg(long, env = "GANTRY_READONLY", value_parser = clap::builder::BoolishValueParser::new())]
@@ -412,6 +417,24 @@ pub fn main() -> ExitCode {
         connect: cli.connect.clone(),
         token: cli.token.clone(),
         tls_fingerprint: cli.tls_fingerprint.clone(),
+    };
+    let target = match (&cli.context, &cli.connect) {
+        (Some(_), Some(_)) => {
+            let e = CliError::usage(
+                "--context and --connect (or GANTRY_CONNECT) both name a daemon: give one"
+                    .to_string(),
+            );
+            eprintln!("error: {}", e.message);
+            std::process::exit(i32::from(e.code));
+        }
+        (Some(name), None) => match daemon::context_target(name, &target) {
+            Ok(t) => t,
+            Err(message) => {
+                eprintln!("error: {message}");
+                std::process::exit(i32::from(CliError::usage(message).code));
+            }
+        },
+        (None, _) => target,
     };
     let result: Result<(), CliError> = match cli.command {
         None if std::io::IsTerminal::is_terminal(&std::io::stdout()) => daemon::console(

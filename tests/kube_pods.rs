@@ -7,11 +7,13 @@
 mod daemon;
 #[path = "common/kube_cluster.rs"]
 mod kube_cluster;
+#[path = "common/kube_daemon.rs"]
+mod kube_daemon;
 
 use gantry::testkit::apiserver::{ApiServer, Kind};
-use kube_cluster::{cluster, gpu_node, kubeconfig, runtime};
+use kube_cluster::{cluster, kubeconfig, runtime};
+use kube_daemon::{daemon_over, daemon_with, free_nodes, start_daemon, user_pod};
 use serde_json::{json, Value};
-use std::path::PathBuf;
 use std::time::Duration;
 
 /// The pods of gantry's namespace for job `job`: (name, node, pod).
@@ -36,52 +38,6 @@ fn pods_of(api: &ApiServer, job: i64) -> Vec<(String, String, Value)> {
         .collect();
     pods.sort_by(|a, b| a.0.cmp(&b.0));
     pods
-}
-
-/// A test API server on `rt` whose cluster is free 8-GPU H100 nodes of these names.
-fn free_nodes(rt: &tokio::runtime::Runtime, names: &[&str]) -> ApiServer {
-    let api = ApiServer::start(rt.handle(), Duration::from_millis(200)).unwrap();
-    for n in names {
-        api.apply(gpu_node(n, "NVIDIA-H100-80GB-HBM3", 81559, 8, "us-east-1a"))
-            .unwrap();
-    }
-    api
-}
-
-/// A daemon whose one pool is the test cluster's H100 nodes.
-fn daemon_over(api: &ApiServer, test: &str, hosts: &[&str]) -> daemon::Daemon {
-    daemon_with(api, test, hosts, "")
-}
-
-/// The same, with `extra` lines in the pool.
-fn daemon_with(api: &ApiServer, test: &str, hosts: &[&str], extra: &str) -> daemon::Daemon {
-    let dir = daemon::temp_dir(test);
-    let k = kubeconfig(&dir, &api.url);
-    let hosts: Vec<String> = hosts.iter().map(|h| format!("\"{h}\"")).collect();
-    let fleet = dir.join("fleet.toml");
-    std::fs::write(
-        &fleet,
-        format!(
-            "[[teams]]\nname = \"lab\"\n\n[[pools]]\nprovider = \"kubernetes\"\nregion = \"k8s\"\nzone = \"us-east-1a\"\nname = \"h100\"\ninstance_type = \"p5.48xlarge\"\ngpu = \"H100\"\ngpus_per_node = 8\nvram_gb = 80\ncpus = 190\nmemory_gb = 1900\ncapacity = \"reserved\"\nprice_per_hour = 98.32\nkubeconfig = \"{}\"\ncontext = \"test\"\nimage = \"nvcr.io/nvidia/pytorch:25.01-py3\"\nhosts = [{}]\n{extra}",
-            k.display(),
-            hosts.join(", ")
-        ),
-    )
-    .unwrap();
-    start_daemon(dir)
-}
-
-/// The daemon of `dir` (its fleet file there), started again after a crash too.
-fn start_daemon(dir: PathBuf) -> daemon::Daemon {
-    let fleet = dir.join("fleet.toml");
-    let err = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(dir.join("daemon.err"))
-        .unwrap();
-    daemon::start_with(dir, &["--config", fleet.to_str().unwrap()], |cmd| {
-        cmd.stderr(err);
-    })
 }
 
 fn env_of(pod: &Value, name: &str) -> Option<String> {
@@ -532,21 +488,6 @@ fn a_forbidden_or_unreachable_cluster_is_said_and_the_daemon_keeps_running() {
 }
 
 /// A pod of `namespace` a user gives gantry (`schedulerName: gantry`), asking `gpus` GPUs.
-fn user_pod(namespace: &str, name: &str, gpus: u32) -> Value {
-    json!({
-        "kind": "Pod", "apiVersion": "v1",
-        "metadata": {"name": name, "namespace": namespace,
-                     "labels": {"app": name, "gantry.dev/priority": "production"}},
-        "spec": {
-            "schedulerName": "gantry", "restartPolicy": "Never",
-            "containers": [{"name": "main", "image": "nvcr.io/nvidia/pytorch:25.01-py3",
-                            "command": ["python", "train.py"],
-                            "resources": {"limits": {"nvidia.com/gpu": gpus.to_string()}}}]
-        },
-        "status": {"phase": "Pending"}
-    })
-}
-
 /// gantry as a secondary scheduler: a pod a user creates with `schedulerName: gantry` is
 /// queued as a gantry job (its team from its namespace, its class from a label), placed by
 /// gantry's core and bound where it chose; one that cannot fit waits in the queue and says

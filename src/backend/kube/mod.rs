@@ -13,6 +13,7 @@ mod start;
 pub mod wanted;
 
 use futures_util::StreamExt;
+use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{watcher, WatchStreamExt};
@@ -125,6 +126,9 @@ pub struct Watched {
     /// role without namespaces (an older ClusterRole) leaves it empty and teams fall back to
     /// the namespace's name; its errors are not the cluster's.
     pub namespaces: Store<Namespace>,
+    /// batch/v1 Jobs, for the gang a Job's (or a JobSet's) pods given to gantry make.
+    /// Optional as namespaces are.
+    pub jobs: Store<Job>,
     /// The last error each watch met (cleared when it works again): nodes', pods'.
     errors: [Arc<Mutex<Option<String>>>; 2],
     /// Both stores have held a full list (set once).
@@ -294,6 +298,23 @@ impl Watched {
                 g.fetch_add(1, Ordering::Release);
             }),
         );
+        let g = generation.clone();
+        let (jobs, d) = follow(
+            rt,
+            Api::<Job>::all(cluster.client.clone()),
+            cluster.name.clone(),
+            Arc::new(Mutex::new(None)),
+            |j: &mut Job| {
+                j.metadata.managed_fields = None;
+                // Only the counts are read: the pod template is the pods' business.
+                if let Some(s) = &mut j.spec {
+                    s.template = Default::default();
+                }
+            },
+            Box::new(move |_| {
+                g.fetch_add(1, Ordering::Release);
+            }),
+        );
         let full = Arc::new(std::sync::atomic::AtomicBool::new(false));
         {
             let (n, p, f) = (nodes.clone(), pods.clone(), full.clone());
@@ -307,10 +328,11 @@ impl Watched {
             nodes,
             pods,
             namespaces,
+            jobs,
             full,
             generation,
             errors,
-            tasks: vec![a, b, c],
+            tasks: vec![a, b, c, d],
         }
     }
 

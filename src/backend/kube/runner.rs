@@ -664,7 +664,12 @@ impl Worker {
                 Some((n.metadata.name.clone()?, team.clone()))
             })
             .collect();
-        let work = super::wanted::all_wanted(&w.pods.state(), &self.settings.place, &teams);
+        let work = super::wanted::all_wanted(
+            &w.pods.state(),
+            &w.jobs.state(),
+            &self.settings.place,
+            &teams,
+        );
         if self.wanted.as_ref() != Some(&work) || self.adopted_ended != self.adopted_ended_said {
             self.wanted = Some(work.clone());
             self.adopted_ended_said = self.adopted_ended;

@@ -4,6 +4,7 @@
 
 use super::inventory::{pod_gpus, JOB_LABEL, SCHEDULER};
 use crate::backend::Wanted;
+use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use serde_yaml_ng::{Mapping, Value};
 use std::collections::BTreeMap;
@@ -22,9 +23,133 @@ pub const PRIORITY_LABEL: &str = "gantry.dev/priority";
 /// saying how many it has: the group is queued once every member waits.
 pub const GROUP_LABEL: &str = "gantry.dev/pod-group";
 pub const GROUP_SIZE: &str = "gantry.dev/pod-group-size";
+/// Kueue's names for the same (plain pods written for Kueue run unchanged).
+pub const KUEUE_GROUP_LABEL: &str = "kueue.x-k8s.io/pod-group-name";
+pub const KUEUE_GROUP_SIZE: &str = "kueue.x-k8s.io/pod-group-total-count";
+/// What the JobSet controller labels its Jobs' pods with.
+const JOBSET_LABEL: &str = "jobset.sigs.k8s.io/jobset-name";
+const REPLICATED_JOB_LABEL: &str = "jobset.sigs.k8s.io/replicatedjob-name";
+const REPLICAS_LABEL: &str = "jobset.sigs.k8s.io/replicatedjob-replicas";
+const JOB_INDEX_LABEL: &str = "jobset.sigs.k8s.io/job-index";
+/// An Indexed Job's pod's index (annotation and label).
+const COMPLETION_INDEX: &str = "batch.kubernetes.io/job-completion-index";
 
-/// The pod of rank `rank` that `adopt` names: `pod NAMESPACE/NAME` (rank 0), or `pods
-/// NAMESPACE/GROUP` (the group's members by name, rank 0 first) among `pods`.
+/// The gang a waiting pod belongs to, if any: a pod group (gantry's or Kueue's label), a
+/// JobSet (every pod of every Job of it), or a Job (its `parallelism` pods).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Gang {
+    Group(String),
+    JobSet(String),
+    Job(String),
+}
+
+impl Gang {
+    fn of(p: &Pod) -> Option<Gang> {
+        let label = |k: &str| p.metadata.labels.as_ref()?.get(k).cloned();
+        if let Some(g) = label(GROUP_LABEL).or_else(|| label(KUEUE_GROUP_LABEL)) {
+            return Some(Gang::Group(g));
+        }
+        if let Some(js) = label(JOBSET_LABEL) {
+            return Some(Gang::JobSet(js));
+        }
+        owning_job(p).map(Gang::Job)
+    }
+
+    /// The work's key (and `adopt`): `pods NS/GROUP`, `jobset NS/NAME`, `job NS/NAME`.
+    fn key(&self, ns: &str) -> String {
+        match self {
+            Gang::Group(g) => format!("pods {ns}/{g}"),
+            Gang::JobSet(n) => format!("jobset {ns}/{n}"),
+            Gang::Job(n) => format!("job {ns}/{n}"),
+        }
+    }
+}
+
+/// The Job that controls `p` (its controller owner reference), by name.
+fn owning_job(p: &Pod) -> Option<String> {
+    p.metadata
+        .owner_references
+        .as_ref()?
+        .iter()
+        .find(|o| o.kind == "Job" && o.api_version == "batch/v1" && o.controller == Some(true))
+        .map(|o| o.name.clone())
+}
+
+/// Where a member stands in its gang: replicated job, job index, completion index, name.
+fn member_order(p: &Pod) -> (String, u64, u64, String) {
+    let labels = p.metadata.labels.as_ref();
+    let label = |k: &str| labels.and_then(|l| l.get(k)).cloned();
+    let index = |k: &str| {
+        label(k)
+            .or_else(|| p.metadata.annotations.as_ref()?.get(k).cloned())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    };
+    (
+        label(REPLICATED_JOB_LABEL).unwrap_or_default(),
+        index(JOB_INDEX_LABEL),
+        index(COMPLETION_INDEX),
+        p.metadata.name.clone().unwrap_or_default(),
+    )
+}
+
+/// How many pods gang `g` of namespace `ns` has, by its Jobs where it is made of them
+/// (`None`: not known yet — a JobSet's Jobs not all created, a Job not seen).
+fn gang_size(g: &Gang, ns: &str, members: &[&Pod], jobs: &[Arc<Job>]) -> Option<usize> {
+    let pods_of = |j: &Job| {
+        let s = j.spec.as_ref();
+        let parallelism = s.and_then(|s| s.parallelism).unwrap_or(1).max(0);
+        let completions = s.and_then(|s| s.completions).unwrap_or(parallelism);
+        parallelism.min(completions) as usize
+    };
+    let in_ns = |j: &&Arc<Job>| j.metadata.namespace.as_deref() == Some(ns);
+    match g {
+        Gang::Group(_) => Some(
+            members
+                .iter()
+                .find_map(|p| {
+                    let a = p.metadata.annotations.as_ref()?;
+                    a.get(GROUP_SIZE)
+                        .or_else(|| a.get(KUEUE_GROUP_SIZE))?
+                        .parse::<usize>()
+                        .ok()
+                })
+                .unwrap_or(members.len()),
+        ),
+        Gang::Job(name) => jobs
+            .iter()
+            .filter(in_ns)
+            .find(|j| j.metadata.name.as_deref() == Some(name.as_str()))
+            .map(|j| pods_of(j)),
+        Gang::JobSet(name) => {
+            let of_set: Vec<&Arc<Job>> = jobs
+                .iter()
+                .filter(in_ns)
+                .filter(|j| {
+                    j.metadata.labels.as_ref().and_then(|l| l.get(JOBSET_LABEL)) == Some(name)
+                })
+                .collect();
+            // Whole once every replicated job has all its replicas.
+            let mut replicated: BTreeMap<String, (usize, usize)> = BTreeMap::new();
+            for j in &of_set {
+                let l = j.metadata.labels.as_ref();
+                let rj = l.and_then(|l| l.get(REPLICATED_JOB_LABEL)).cloned()?;
+                let want = l
+                    .and_then(|l| l.get(REPLICAS_LABEL))
+                    .and_then(|r| r.parse().ok())?;
+                let e = replicated.entry(rj).or_insert((0, want));
+                e.0 += 1;
+            }
+            let whole = !replicated.is_empty() && replicated.values().all(|(n, want)| n == want);
+            whole.then(|| of_set.iter().map(|j| pods_of(j)).sum())
+        }
+    }
+}
+
+/// The pod of rank `rank` that `adopt` names: `pod NAMESPACE/NAME` (rank 0), or a gang's
+/// (`pods NAMESPACE/GROUP`, `job NAMESPACE/NAME`, `jobset NAMESPACE/NAME`: its members in
+/// order — by name for a group; by replicated job, job index and completion index for a Job
+/// or JobSet — rank 0 first) among `pods`.
 pub fn adopted_pod(adopt: &str, rank: u16, pods: &[Arc<Pod>]) -> Option<(String, String)> {
     let split = |rest: &str| {
         rest.split_once('/')
@@ -34,46 +159,57 @@ pub fn adopted_pod(adopt: &str, rank: u16, pods: &[Arc<Pod>]) -> Option<(String,
     if let Some(rest) = adopt.strip_prefix("pod ") {
         return split(rest).filter(|_| rank == 0);
     }
-    let (ns, group) = split(adopt.strip_prefix("pods ")?)?;
-    let mut members: Vec<String> = pods
+    let (kind, rest) = adopt.split_once(' ')?;
+    let (ns, name) = split(rest)?;
+    let gang = match kind {
+        "pods" => Gang::Group(name),
+        "job" => Gang::Job(name),
+        "jobset" => Gang::JobSet(name),
+        _ => return None,
+    };
+    let mut members: Vec<(_, String)> = pods
         .iter()
         .filter(|p| p.metadata.namespace.as_deref() == Some(ns.as_str()))
-        .filter(|p| p.metadata.labels.as_ref().and_then(|l| l.get(GROUP_LABEL)) == Some(&group))
-        .filter_map(|p| p.metadata.name.clone())
+        .filter(|p| Gang::of(p).as_ref() == Some(&gang))
+        .map(|p| (member_order(p), p.metadata.name.clone().unwrap_or_default()))
         .collect();
     members.sort();
-    Some((ns, members.get(usize::from(rank))?.clone()))
+    Some((ns, members.get(usize::from(rank))?.1.clone()))
 }
 
-/// Every piece of work waiting in `place`'s pool: single pods, and groups all of whose
-/// members wait (a group not yet whole waits for the rest, as Kueue's pod groups do).
-pub fn all_wanted(pods: &[Arc<Pod>], place: &Place, teams: &NamespaceTeams) -> Vec<Wanted> {
+/// Every piece of work waiting in `place`'s pool: single pods, and gangs all of whose
+/// members wait — a pod group, a Job's `parallelism` pods, a JobSet's pods over all its Jobs
+/// (one not yet whole waits for the rest, as Kueue's workloads do). `jobs` are the cluster's
+/// Jobs; where none can be read (a role without them), a Job's pods are single pods.
+pub fn all_wanted(
+    pods: &[Arc<Pod>],
+    jobs: &[Arc<Job>],
+    place: &Place,
+    teams: &NamespaceTeams,
+) -> Vec<Wanted> {
     let mut work = Vec::new();
-    let mut groups: BTreeMap<(String, String), Vec<&Pod>> = BTreeMap::new();
+    let mut groups: BTreeMap<(String, Gang), Vec<&Pod>> = BTreeMap::new();
     for p in pods.iter().filter(|p| waits(p, place)) {
-        let group = p.metadata.labels.as_ref().and_then(|l| l.get(GROUP_LABEL));
-        match group {
+        let gang = Gang::of(p).filter(|g| matches!(g, Gang::Group(_)) || !jobs.is_empty());
+        match gang {
             Some(g) => groups
-                .entry((p.metadata.namespace.clone().unwrap_or_default(), g.clone()))
+                .entry((p.metadata.namespace.clone().unwrap_or_default(), g))
                 .or_default()
                 .push(p),
             None => work.push(wanted(p, place, teams)),
         }
     }
-    for ((ns, group), members) in groups {
-        let size = members
-            .iter()
-            .find_map(|p| {
-                p.metadata
-                    .annotations
-                    .as_ref()?
-                    .get(GROUP_SIZE)?
-                    .parse::<usize>()
-                    .ok()
-            })
-            .unwrap_or(members.len());
-        if members.len() == size {
-            work.push(gang(&ns, &group, &members, place, teams));
+    for ((ns, g), mut members) in groups {
+        members.sort_by_key(|p| member_order(p));
+        match gang_size(&g, &ns, &members, jobs) {
+            // A Job of one pod is that pod.
+            Some(1) if members.len() == 1 && !matches!(g, Gang::Group(_)) => {
+                work.push(wanted(members[0], place, teams));
+            }
+            Some(size) if members.len() == size => {
+                work.push(gang(&g.key(&ns), &ns, &members, place, teams));
+            }
+            _ => {}
         }
     }
     work.sort_by(|a, b| a.key.cmp(&b.key));
@@ -129,10 +265,9 @@ pub fn wanted(p: &Pod, place: &Place, teams: &NamespaceTeams) -> Wanted {
 
 /// The job file for a pod group: one gang of its members, each with the GPUs the most
 /// asking of them asks.
-fn gang(ns: &str, group: &str, members: &[&Pod], place: &Place, teams: &NamespaceTeams) -> Wanted {
+fn gang(key: &str, ns: &str, members: &[&Pod], place: &Place, teams: &NamespaceTeams) -> Wanted {
     let gpus = members.iter().map(|p| pod_gpus(p)).max().unwrap_or(0);
-    let key = format!("pods {ns}/{group}");
-    job_file(key, ns, members, gpus, place, teams)
+    job_file(key.to_string(), ns, members, gpus, place, teams)
 }
 
 fn job_file(

@@ -47,6 +47,8 @@ pub enum Kind {
     Node,
     Pod,
     Namespace,
+    /// batch/v1 Jobs (read by gantry for the gang a Job's pods make).
+    Job,
 }
 
 impl Kind {
@@ -55,11 +57,20 @@ impl Kind {
             Kind::Node => "Node",
             Kind::Pod => "Pod",
             Kind::Namespace => "Namespace",
+            Kind::Job => "Job",
         }
     }
-    /// Whether its objects live in a namespace (Pods) or in the cluster (Nodes, Namespaces).
+    /// Whether its objects live in a namespace (Pods, Jobs) or in the cluster (Nodes,
+    /// Namespaces).
     fn namespaced(self) -> bool {
-        self == Kind::Pod
+        matches!(self, Kind::Pod | Kind::Job)
+    }
+    /// Its API group and version, as objects and lists carry it.
+    fn api_version(self) -> &'static str {
+        match self {
+            Kind::Job => "batch/v1",
+            _ => "v1",
+        }
     }
 }
 
@@ -159,6 +170,10 @@ impl ApiServer {
                 axum::routing::post(pods::bind),
             )
             .route("/api/v1/namespaces/{ns}/pods/{name}/log", get(pods::log))
+            .route("/apis/batch/v1", get(batch_resources))
+            .route("/apis/batch/v1/jobs", get(list_all_jobs))
+            .route("/apis/batch/v1/namespaces/{ns}/jobs", get(list_jobs))
+            .route("/apis/batch/v1/namespaces/{ns}/jobs/{name}", get(get_job))
             .layer(axum::middleware::from_fn_with_state(
                 shared.clone(),
                 refuse_when_forbidden,
@@ -269,6 +284,7 @@ impl Shared {
             Some("Node") => Kind::Node,
             Some("Pod") => Kind::Pod,
             Some("Namespace") => Kind::Namespace,
+            Some("Job") => Kind::Job,
             other => return Err(format!("test API server: cannot store a {other:?}")),
         };
         let name = object["metadata"]["name"]
@@ -291,7 +307,7 @@ impl Shared {
         let mut object = object;
         let meta = &mut object["metadata"];
         meta["resourceVersion"] = json!(rv.to_string());
-        if kind == Kind::Pod {
+        if kind.namespaced() {
             meta["namespace"] = json!(ns);
         }
         if meta["uid"].is_null() {
@@ -371,7 +387,44 @@ async fn api_versions() -> Response {
 }
 
 async fn api_groups() -> Response {
-    js(json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": []}))
+    let batch = json!({"groupVersion": "batch/v1", "version": "v1"});
+    js(
+        json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": [
+            {"name": "batch", "versions": [batch], "preferredVersion": batch}
+        ]}),
+    )
+}
+
+async fn batch_resources() -> Response {
+    js(json!({
+        "kind": "APIResourceList", "groupVersion": "batch/v1",
+        "resources": [
+            {"name": "jobs", "singularName": "job", "namespaced": true, "kind": "Job",
+             "verbs": ["get", "list", "watch"], "categories": ["all"]}
+        ]
+    }))
+}
+
+async fn list_all_jobs(
+    State(s): State<Arc<Shared>>,
+    Query(q): Query<HashMap<String, String>>,
+) -> Response {
+    list(s, Kind::Job, None, q).await
+}
+
+async fn list_jobs(
+    State(s): State<Arc<Shared>>,
+    Path(ns): Path<String>,
+    Query(q): Query<HashMap<String, String>>,
+) -> Response {
+    list(s, Kind::Job, Some(ns), q).await
+}
+
+async fn get_job(
+    State(s): State<Arc<Shared>>,
+    Path((ns, name)): Path<(String, String)>,
+) -> Response {
+    get_one(&s, Kind::Job, &ns, &name)
 }
 
 async fn resources() -> Response {
@@ -417,7 +470,7 @@ async fn refuse_when_forbidden(
         .uri()
         .path()
         .rsplit('/')
-        .find(|p| *p == "nodes" || *p == "pods" || *p == "namespaces")
+        .find(|p| ["nodes", "pods", "namespaces", "jobs"].contains(p))
         .unwrap_or("resource")
         .to_string();
     status(
@@ -573,7 +626,7 @@ async fn list(
     }
     // Serialized here, under the lock: a consistent page.
     let body = serde_json::to_vec(&json!({
-        "kind": format!("{}List", kind.name()), "apiVersion": "v1",
+        "kind": format!("{}List", kind.name()), "apiVersion": kind.api_version(),
         "metadata": meta,
         "items": items
     }))

@@ -116,7 +116,7 @@ pub(super) fn watch_stream(s: Arc<Shared>, f: Filter, q: &HashMap<String, String
                 _ = tick.tick(), if bookmarks => {
                     // The version this watch has delivered everything up to: a client
                     // resuming from it misses nothing.
-                    let b = json!({"kind": kind, "apiVersion": "v1", "metadata": {"resourceVersion": last.to_string()}});
+                    let b = json!({"kind": kind, "apiVersion": f.kind.api_version(), "metadata": {"resourceVersion": last.to_string()}});
                     if tx.send(event("BOOKMARK", &b)).await.is_err() { return; }
                 }
                 _ = tokio::time::sleep_until(deadline) => return,

@@ -59,7 +59,7 @@ fn too_big(dir: &Path, max: u64) -> String {
 
 /// Unpacks the gzip'd tar at `archive` into the new directory `into`: regular files,
 /// directories and symlinks only, none outside `into`, at most `max_unpacked` bytes in all.
-pub fn unpack(archive: &Path, into: &Path, max_unpacked: u64) -> Result<(), String> {
+pub fn unpack(archive: &Path, into: &Path, max_unpacked: u64) -> Result<u64, String> {
     let mut file = std::fs::File::open(archive).map_err(|e| e.to_string())?;
     let mut magic = [0u8; 2];
     use std::io::{Read, Seek};
@@ -102,7 +102,36 @@ pub fn unpack(archive: &Path, into: &Path, max_unpacked: u64) -> Result<(), Stri
             Err(e) => return Err(format!("`{name}`: {e}")),
         }
     }
-    Ok(())
+    Ok(total)
+}
+
+/// The file beside kept workdir `kept` saying who sent it first and how much it holds:
+/// `TEAM BYTES` (what that team is charged for while it is kept).
+fn charge_path(kept: &Path) -> std::path::PathBuf {
+    let mut p = kept.as_os_str().to_os_string();
+    p.push(".charge");
+    p.into()
+}
+
+/// Charges kept workdir `kept` (`bytes` unpacked) to `team`.
+pub fn charge(kept: &Path, team: &str, bytes: u64) -> std::io::Result<()> {
+    std::fs::write(charge_path(kept), format!("{team} {bytes}\n"))
+}
+
+/// What `team`'s kept workdirs in `dir` hold, in bytes.
+pub fn charged(dir: &Path, team: &str) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .filter(|e| e.path().extension().is_some_and(|x| x == "charge"))
+        .filter_map(|e| std::fs::read_to_string(e.path()).ok())
+        .filter_map(|t| {
+            let (who, bytes) = t.trim().rsplit_once(' ')?;
+            (who == team).then(|| bytes.parse::<u64>().ok())?
+        })
+        .sum()
 }
 
 /// Removes from `dir` the shipped workdirs no live job uses (`in_use`: the paths jobs not yet
@@ -124,6 +153,14 @@ pub fn sweep(
         if in_use.contains(&path.display().to_string()) {
             continue;
         }
+        // A charge goes with its workdir (below), or once that is gone.
+        if path.extension().is_some_and(|x| x == "charge") {
+            let of = path.with_extension("");
+            if !of.exists() && std::fs::remove_file(&path).is_ok() {
+                removed.push(path);
+            }
+            continue;
+        }
         let age = e
             .metadata()
             .and_then(|m| m.modified())
@@ -133,6 +170,7 @@ pub fn sweep(
             continue;
         }
         let gone = if path.is_dir() {
+            let _ = std::fs::remove_file(charge_path(&path));
             std::fs::remove_dir_all(&path)
         } else {
             std::fs::remove_file(&path)
@@ -239,6 +277,10 @@ mod tests {
             std::fs::write(d.join(name).join("f"), "x").unwrap();
         }
         std::fs::write(d.join(".upload-abc"), "partial").unwrap();
+        for name in ["used", "unused"] {
+            charge(&d.join(name), "ml", 100).unwrap();
+        }
+        assert_eq!((charged(&d, "ml"), charged(&d, "cv")), (200, 0));
         age(&d.join("used"));
         age(&d.join("unused"));
         age(&d.join(".upload-abc"));
@@ -247,6 +289,8 @@ mod tests {
         let mut removed = sweep(&d, &in_use, hour);
         removed.sort();
         assert_eq!(removed, [d.join(".upload-abc"), d.join("unused")]);
+        // Its charge went with it: the team is charged for what is kept.
+        assert_eq!(charged(&d, "ml"), 100);
         assert!(d.join("used").is_dir(), "a live job's workdir stays");
         assert!(
             d.join("fresh").is_dir(),

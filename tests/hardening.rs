@@ -509,3 +509,40 @@ fn shipped_workdirs_are_bounded_checked_and_kept_by_content() {
     );
     assert!(healthy(&mut d));
 }
+
+/// One team's shipped workdirs are bounded together (`--max-team-workdirs-mb`, unpacked): a
+/// workdir that would take the team past it is refused saying so; another caller's bound is
+/// its own; the same content again costs nothing.
+#[test]
+fn a_teams_shipped_workdirs_are_bounded_together() {
+    let mut d = start("team-workdirs", &["--max-team-workdirs-mb", "1"]);
+    let researcher = token(&d, "researcher", Some("default"));
+    let over_tcp = |token: Option<String>| {
+        gantry::client::http::HttpClient::new(
+            gantry::client::http::Endpoint::parse(&format!("http://127.0.0.1:{}", d.port)).unwrap(),
+            token,
+        )
+    };
+    let packed = |name: &str, fill: char| {
+        let src = d.dir.join(name);
+        std::fs::create_dir_all(&src).unwrap();
+        std::fs::write(src.join("data.txt"), fill.to_string().repeat(700 << 10)).unwrap();
+        gantry::workdir::pack(&src, 1 << 20).unwrap()
+    };
+    let (a, b) = (packed("a", 'a'), packed("b", 'b'));
+    let mut team = over_tcp(Some(researcher));
+    team.upload_workdir(a.clone()).unwrap();
+    team.upload_workdir(a.clone()).unwrap();
+    let e = team.upload_workdir(b.clone()).unwrap_err().to_string();
+    assert!(
+        e.contains("would take team default's shipped workdirs past 1 MiB"),
+        "{e}"
+    );
+    // An operator (the Unix socket) is bounded apart.
+    let mut operator = gantry::client::http::HttpClient::new(
+        gantry::client::http::Endpoint::parse(d.socket.to_str().unwrap()).unwrap(),
+        None,
+    );
+    operator.upload_workdir(b).unwrap();
+    assert!(healthy(&mut d));
+}

@@ -69,6 +69,11 @@ pub struct DaemonArgs {
     /// journal's directory, in `workdirs/`).
     #[arg(long, default_value_t = 256)]
     max_workdir_mb: u64,
+    /// The most one team's shipped workdirs may hold together, unpacked, in MiB (the same
+    /// content sent again is kept once, charged to whoever sent it first; kept until an hour
+    /// after the last job using it ends).
+    #[arg(long, default_value_t = 2048)]
+    max_team_workdirs_mb: u64,
 }
 
 pub fn run(a: DaemonArgs) -> Result<(), String> {
@@ -129,6 +134,7 @@ pub fn run(a: DaemonArgs) -> Result<(), String> {
             request_timeout: Duration::from_secs_f64(request_timeout),
             max_tcp_connections: a.max_connections,
             max_workdir_bytes: a.max_workdir_mb << 20,
+            max_team_workdir_bytes: a.max_team_workdirs_mb << 20,
             ..Default::default()
         },
         workdirs: Some(

@@ -33,6 +33,8 @@ pub struct Limits {
     pub shutdown_grace: Duration,
     /// The most one shipped workdir may be, packed (unpacked: eight times that).
     pub max_workdir_bytes: u64,
+    /// The most one team's kept workdirs may hold together, unpacked.
+    pub max_team_workdir_bytes: u64,
 }
 
 impl Default for Limits {
@@ -43,6 +45,7 @@ impl Default for Limits {
             max_unix_connections: 256,
             shutdown_grace: Duration::from_secs(3),
             max_workdir_bytes: crate::workdir::DEFAULT_MAX_BYTES,
+            max_team_workdir_bytes: crate::workdir::DEFAULT_MAX_BYTES * 8,
         }
     }
 }

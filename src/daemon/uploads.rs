@@ -82,21 +82,57 @@ pub(super) async fn upload_workdir(
         if kept.is_dir() {
             crate::workdir::touch(&kept);
         } else {
+            // The caller's team (operators share one bound) holds no more than its share.
+            let team = caller.team.clone().unwrap_or_else(|| "(operators)".into());
+            let bound = api.limits.max_team_workdir_bytes;
+            let (d, t) = (dir.clone(), team.clone());
+            let held = tokio::task::spawn_blocking(move || crate::workdir::charged(&d, &t))
+                .await
+                .unwrap_or(0);
+            if held >= bound {
+                return Err(ApiError::new(
+                    413,
+                    "too-large",
+                    format!(
+                        "team {team}'s shipped workdirs hold {} MiB, its limit on this daemon: each goes an hour after the last job using it ends (or send smaller ones: .gitignore / .skyignore)",
+                        held >> 20
+                    ),
+                ));
+            }
             let staging = dir.join(format!(".unpack-{token}"));
             let archive = part.clone();
             let into = staging.clone();
+            // Unpacked within what the team has left (and the per-workdir bound).
+            let team_left = bound - held;
+            let room = max.saturating_mul(8).min(team_left);
             let unpacked = tokio::task::spawn_blocking(move || {
-                crate::workdir::unpack(&archive, &into, max.saturating_mul(8))
+                crate::workdir::unpack(&archive, &into, room)
             })
             .await
             .map_err(|e| ApiError::new(500, "internal", e.to_string()))?;
-            if let Err(why) = unpacked {
-                let _ = tokio::fs::remove_dir_all(&staging).await;
-                return Err(ApiError::bad_request(format!("the workdir: {why}")));
-            }
+            let bytes = match unpacked {
+                Ok(b) => b,
+                Err(why) => {
+                    let _ = tokio::fs::remove_dir_all(&staging).await;
+                    if room == team_left && why.contains("unpacked") {
+                        return Err(ApiError::new(
+                            413,
+                            "too-large",
+                            format!(
+                                "the workdir would take team {team}'s shipped workdirs past {} MiB, its limit on this daemon ({} MiB held): each goes an hour after the last job using it ends",
+                                bound >> 20,
+                                held >> 20
+                            ),
+                        ));
+                    }
+                    return Err(ApiError::bad_request(format!("the workdir: {why}")));
+                }
+            };
             // Another upload of the same content may have won the race: either is it.
             if tokio::fs::rename(&staging, &kept).await.is_err() {
                 let _ = tokio::fs::remove_dir_all(&staging).await;
+            } else {
+                crate::workdir::charge(&kept, &team, bytes).map_err(internal)?;
             }
         }
         Ok((kept, size))

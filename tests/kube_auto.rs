@@ -99,7 +99,15 @@ fn an_auto_pool_is_built_from_the_nodes_its_selector_picks_grouped_by_its_label(
         ),
     )
     .unwrap();
-    let d = daemon::start_in(dir.join("d"), &["--config", file.to_str().unwrap()]);
+    let d = daemon::start_in(
+        dir.join("d"),
+        &[
+            "--config",
+            file.to_str().unwrap(),
+            "--cluster-look-every",
+            "1s",
+        ],
+    );
     let fleet: Value = json(&d, &["fleet"]);
     let mut pools: Vec<(String, String)> = fleet["pools"]
         .as_array()
@@ -145,13 +153,37 @@ fn an_auto_pool_is_built_from_the_nodes_its_selector_picks_grouped_by_its_label(
     });
     wait_for(&d, 30, "the job to run", || state(&d, id) == "running");
     // Its nodes are the node group's in that zone, by name.
-    let shown = cli(
-        &d,
-        &["fleet", "--pool", "kubernetes/k8s/us-east-1a/eks-train"],
-    );
+    let train = "kubernetes/k8s/us-east-1a/eks-train";
+    let shown = cli(&d, &["fleet", "--pool", train]);
     assert!(
         shown.contains("h-a-0") && shown.contains("h-a-1") && !shown.contains("h-b-0"),
         "{shown}"
+    );
+
+    // The node group grows: the daemon sees it at its next look and the pool is rebuilt
+    // with the new node, the running job kept where it runs.
+    let mut grown = node(
+        "h-a-2",
+        "train",
+        "NVIDIA-H100-80GB-HBM3",
+        81559,
+        "us-east-1a",
+        "b2",
+    );
+    grown["metadata"]["labels"]["gantry.dev/pool"] = json!("yes");
+    api.apply(grown).unwrap();
+    wait_for(&d, 60, "the pool to take the new node", || {
+        cli(&d, &["fleet", "--pool", train]).contains("h-a-2")
+    });
+    assert_eq!(state(&d, id), "running");
+    let ev = events(&d).join("\n");
+    assert!(
+        ev.contains("fleet file reloaded: ") && ev.contains("h-a-2"),
+        "the rebuild is said: {ev}"
+    );
+    assert!(
+        !ev.contains(&format!("job {id} running → pending")),
+        "the job was not requeued by the rebuild: {ev}"
     );
 }
 

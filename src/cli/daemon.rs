@@ -74,6 +74,10 @@ pub struct DaemonArgs {
     /// after the last job using it ends).
     #[arg(long, default_value_t = 2048)]
     max_team_workdirs_mb: u64,
+    /// How often the nodes of `gpu = "auto"` Kubernetes pools are listed again; the pools are
+    /// rebuilt (as on a fleet file reload) when nodes joined or left.
+    #[arg(long, default_value = "1m")]
+    cluster_look_every: String,
 }
 
 pub fn run(a: DaemonArgs) -> Result<(), String> {
@@ -83,6 +87,15 @@ pub fn run(a: DaemonArgs) -> Result<(), String> {
             a.speed
         ));
     }
+    let look_every = gantry::spec::parse_duration(&a.cluster_look_every)
+        .filter(|s| (1.0..=86_400.0).contains(s))
+        .map(Duration::from_secs_f64)
+        .ok_or_else(|| {
+            format!(
+                "--cluster-look-every {}: expected a duration from 1s to 1d, e.g. 1m",
+                a.cluster_look_every
+            )
+        })?;
     let request_timeout = gantry::spec::parse_duration(&a.request_timeout)
         .filter(|s| (0.1..=3600.0).contains(s))
         .ok_or_else(|| {
@@ -225,7 +238,7 @@ pub fn run(a: DaemonArgs) -> Result<(), String> {
         let handle = handle.clone();
         std::thread::Builder::new()
             .name("gantry-fleet-file".to_string())
-            .spawn(move || watch_fleet_file(&path, &handle, &hup))
+            .spawn(move || watch_fleet_file(&path, &handle, &hup, look_every))
             .map_err(|e| format!("cannot watch the fleet file: {e}"))?;
     }
     let result = runtime.block_on(async { serve(handle.clone(), &listen, signals()).await });
@@ -245,6 +258,7 @@ fn watch_fleet_file(
     path: &std::path::Path,
     handle: &gantry::daemon::actor::Handle,
     hup: &AtomicBool,
+    look_every: Duration,
 ) {
     use std::os::unix::fs::MetadataExt;
     let seen = |p: &std::path::Path| {
@@ -254,12 +268,33 @@ fn watch_fleet_file(
     };
     let mut applied = seen(path);
     let mut last = applied;
+    // `gpu = "auto"` Kubernetes pools: their clusters' nodes looked at every minute; the file
+    // is applied again when what they would be built into moves (nodes joined or left).
+    let cluster_shape = || {
+        let (_, cfg, _) = super::fleet::load(Some(path.to_path_buf())).ok()?;
+        let auto = cfg.pools.iter().any(|p| p.is_kube() && p.is_auto());
+        auto.then(|| gantry::backend::kube::discover::shape(&cfg).ok())?
+    };
+    let mut shape = cluster_shape();
+    let mut looked = std::time::Instant::now();
     loop {
         std::thread::sleep(Duration::from_secs(1));
         let now = seen(path);
         let settled = now == last && now != applied;
         last = now;
-        if !(settled || hup.swap(false, Ordering::Relaxed)) {
+        let mut moved = false;
+        if looked.elapsed() >= look_every {
+            looked = std::time::Instant::now();
+            // A cluster that cannot be read this time changes nothing.
+            if let Some(s) = cluster_shape() {
+                moved = shape.as_ref() != Some(&s);
+                shape = Some(s);
+            }
+        }
+        if moved {
+            eprintln!("gantry daemon: a cluster's nodes changed: its gpu = \"auto\" pools are built again");
+        }
+        if !(settled || moved || hup.swap(false, Ordering::Relaxed)) {
             continue;
         }
         applied = now;

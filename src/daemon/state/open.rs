@@ -18,7 +18,16 @@ impl State {
         let (discovered, _) = crate::backend::discover_auto(cfg);
         // `gpu = "auto"` Kubernetes pools: built from the nodes they select, at every open
         // (so a reload sees the nodes added since).
-        let (mut discovered, said) = crate::backend::kube::discover::expand(&discovered);
+        let (mut discovered, said, kube_built) = crate::backend::kube::discover::expand(
+            &discovered,
+            &opts.kube_built,
+            opts.kube_built_fresh,
+        );
+        let opts = &StateOptions {
+            kube_built,
+            kube_built_fresh: false,
+            ..opts.clone()
+        };
         // `gpu = "auto"` SSH pools: as their hosts' NVML said, CPU-only until one has.
         for p in discovered
             .pools
@@ -247,14 +256,21 @@ impl State {
         mut self,
         new: &FleetConfig,
     ) -> Result<(State, Result<String, String>), EngineError> {
-        let changes = crate::config::reload::changes(&self.opened.cfg, new);
+        // `gpu = "auto"` Kubernetes pools compared as built: what the state was opened with,
+        // and what their clusters' nodes make now (a node that joined is a change; a cluster
+        // that cannot be read keeps its pools).
+        use crate::backend::kube::discover::expand;
+        let before = &self.opened.opts.kube_built;
+        let (old, _, _) = expand(&self.opened.cfg, before, true);
+        let (built_new, _, kube_built) = expand(new, before, false);
+        let changes = crate::config::reload::changes(&old, &built_new);
         if changes.is_empty() {
             return Ok((self, Ok("the fleet file is unchanged".to_string())));
         }
         // Runs on hosts that leave the file are stopped while their hosts are still reached
         // (after the reload nothing would manage them) and their jobs requeued.
         let staying: std::collections::HashSet<String> =
-            fleet_sized(new, |p| p.max_nodes.unwrap_or(p.nodes).max(p.nodes))
+            fleet_sized(&built_new, |p| p.max_nodes.unwrap_or(p.nodes).max(p.nodes))
                 .nodes
                 .into_iter()
                 .map(|n| n.name)
@@ -278,7 +294,11 @@ impl State {
                 &format!("host {host} left the fleet file: its run was stopped and the job requeued from its checkpoint"),
             )?;
         }
-        let opts = self.opened.opts.clone();
+        let opts = StateOptions {
+            kube_built,
+            kube_built_fresh: true,
+            ..self.opened.opts.clone()
+        };
         let said = changes.join("; ");
         match self.reopen_over(new, &opts)? {
             (mut s, None) => {

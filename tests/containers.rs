@@ -31,6 +31,23 @@ fn daemon(name: &str, runtime: Option<&str>) -> (common::Daemon, std::path::Path
     (d, dir)
 }
 
+/// A daemon over a podman pool, and a workdir of the test's own (its containers found by it
+/// and removed when the test ends).
+fn podman_daemon(
+    name: &str,
+) -> (
+    common::Daemon,
+    std::path::PathBuf,
+    std::path::PathBuf,
+    Cleanup,
+) {
+    let (d, dir) = daemon(name, Some("podman"));
+    let work = dir.join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    let cleanup = Cleanup(work.clone());
+    (d, dir, work, cleanup)
+}
+
 fn wait_state(d: &common::Daemon, id: i64, want: &str) {
     wait_for(d, 90, &format!("job {id} {want}"), || state(d, id) == want);
 }
@@ -40,10 +57,7 @@ fn a_job_with_an_image_runs_its_setup_and_run_in_a_container_of_it() {
     if !podman_ok() {
         return;
     }
-    let (d, dir) = daemon("container-run", Some("podman"));
-    let work = dir.join("work");
-    std::fs::create_dir_all(&work).unwrap();
-    let _cleanup = Cleanup(work.clone());
+    let (d, dir, work, _cleanup) = podman_daemon("container-run");
     let yaml = format!(
         "name: boxed\nworkdir: {w}\nresources:\n  image_id: docker:{IMAGE}\nenvs:\n  GREETING: hello there\nsetup: |\n  export LEAK=1\n  cd /\n  echo set up > \"$OLDPWD/setup.txt\"\nrun: |\n  cat /etc/gantry-test-image\n  echo \"pwd=$(pwd) LEAK=$LEAK greeting=$GREETING rank=$SKYPILOT_NODE_RANK job=$GANTRY_JOB_ID\"\n  cat setup.txt\n  [[ -n $BASH_VERSION ]] && echo bash\n  echo from the container > made-inside.txt\n",
         w = work.display()
@@ -92,10 +106,7 @@ fn a_preempted_container_job_gets_its_signal_inside_and_a_cancel_leaves_no_conta
     if !podman_ok() {
         return;
     }
-    let (d, dir) = daemon("container-stop", Some("podman"));
-    let work = dir.join("work");
-    std::fs::create_dir_all(&work).unwrap();
-    let _cleanup = Cleanup(work.clone());
+    let (d, dir, work, _cleanup) = podman_daemon("container-stop");
     // The script traps the checkpoint signal, as a training loop that checkpoints does.
     let yaml = format!(
         "name: trains\nworkdir: {w}\nresources:\n  image_id: docker:{IMAGE}\ncheckpoint: {{interval: 10m, grace: 20s}}\nrun: |\n  trap 'echo got TERM >> signals.txt; exit 143' TERM\n  echo started >> starts.txt\n  while :; do sleep 0.2; done\n",
@@ -134,11 +145,14 @@ fn an_image_is_refused_where_no_pool_runs_containers_and_a_runtime_is_checked() 
         "name: boxed\nresources:\n  cpus: 1\n  image_id: docker:pytorch:25\nrun: python x.py\n",
     )
     .unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_gantry"))
-        .current_dir(&dir)
-        .args(["spec", "check", "job.yaml", "--fleet", "fleet.toml"])
-        .output()
-        .unwrap();
+    let check = || {
+        Command::new(env!("CARGO_BIN_EXE_gantry"))
+            .current_dir(&dir)
+            .args(["spec", "check", "job.yaml", "--fleet", "fleet.toml"])
+            .output()
+            .unwrap()
+    };
+    let out = check();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(
@@ -149,11 +163,7 @@ fn an_image_is_refused_where_no_pool_runs_containers_and_a_runtime_is_checked() 
     );
     // With a runtime, the same file resolves onto the pool.
     std::fs::write(dir.join("fleet.toml"), fleet(Some("podman"))).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_gantry"))
-        .current_dir(&dir)
-        .args(["spec", "check", "job.yaml", "--fleet", "fleet.toml"])
-        .output()
-        .unwrap();
+    let out = check();
     assert!(
         out.status.success(),
         "{}",
@@ -161,11 +171,7 @@ fn an_image_is_refused_where_no_pool_runs_containers_and_a_runtime_is_checked() 
     );
     // A runtime gantry does not drive is named with the ones it does.
     std::fs::write(dir.join("fleet.toml"), fleet(Some("lxc"))).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_gantry"))
-        .current_dir(&dir)
-        .args(["spec", "check", "job.yaml", "--fleet", "fleet.toml"])
-        .output()
-        .unwrap();
+    let out = check();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(

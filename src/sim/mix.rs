@@ -2,7 +2,7 @@
 //!
 //! The offered load is a fraction of the fleet's start size in *useful* GPUs (GPUs doing the
 //! work the job exists for), split by kind in GPU-hours. The mix and its numbers are documented
-//! in the README ("The utilization claim"); change them here and there together.
+//! in docs/measured.md ("The utilization claim"); change them here and there together.
 //! * **training** gangs — 1, 2 or 4 nodes × 8 H100/H200, 6–20 h of work, production class,
 //!   checkpoint every 30 min, spot allowed, preemptible; arrive around the clock.
 //! * **experiment** sweeps — bursts of 4–16 jobs of 1–8 GPUs (most 1–2), 20 min–4 h each,

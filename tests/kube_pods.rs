@@ -277,6 +277,25 @@ fn a_gang_is_bound_whole_or_not_at_all() {
             == 2
     });
     let pods = pods_of(&api, id);
+    // The worker is owned by the head: `kubectl delete pod HEAD` takes the gang.
+    let rank = |r: &str| {
+        pods.iter()
+            .find(|(_, _, p)| p["metadata"]["labels"]["gantry.dev/rank"] == r)
+            .map(|(_, _, p)| p.clone())
+            .unwrap()
+    };
+    let (head, worker) = (rank("0"), rank("1"));
+    assert!(head["metadata"]["ownerReferences"].is_null(), "{head:#}");
+    let owner = &worker["metadata"]["ownerReferences"][0];
+    assert_eq!(
+        (&owner["kind"], &owner["name"], &owner["uid"]),
+        (
+            &json!("Pod"),
+            &head["metadata"]["name"],
+            &head["metadata"]["uid"]
+        ),
+        "{worker:#}"
+    );
     let mut placed: Vec<(String, Option<String>, Option<String>)> = pods
         .iter()
         .map(|(_, node, p)| {

@@ -233,6 +233,11 @@ pub(super) fn pod_name(job: i64, rank: u16, token: &str) -> String {
     format!("gantry-{job}-{rank}-{tail}")
 }
 
+/// The rank gantry gave a pod of its own (its `gantry.dev/rank` label).
+pub(super) fn rank_of(p: &Pod) -> Option<u16> {
+    p.metadata.labels.as_ref()?.get(RANK_LABEL)?.parse().ok()
+}
+
 /// The pod of one node's part of a job.
 /// `image` and `namespace` are the pool's.
 pub(super) fn pod_of(l: &Launch, image: &str, namespace: &str) -> Value {

@@ -94,12 +94,64 @@ pub(super) async fn start(
     let api = |p: &Part| Api::<Pod>::namespaced(client.clone(), &p.namespace);
     let pp = PostParams::default();
     let made: Vec<&Part> = parts.iter().filter(|p| !p.adopted).collect();
-    let created = join_all(made.iter().map(|p| {
-        let api = api(p);
+    // A gang's other pods are owned by its head (rank 0, made first): deleting the head
+    // with kubectl takes the whole gang, so no worker is left holding GPUs alone.
+    let head = (made.len() > 1)
+        .then(|| {
+            made.iter()
+                .position(|p| super::pod::rank_of(&p.pod) == Some(0))
+        })
+        .flatten();
+    let mut created = Vec::new();
+    let mut owned = Vec::new();
+    let mut owner = None;
+    if let Some(h) = head {
+        let p = made[h];
+        match api(p).create(&pp, &p.pod).await {
+            Ok(made_head) => {
+                owner = made_head
+                    .metadata
+                    .uid
+                    .clone()
+                    .map(|uid| (name(p).to_string(), uid));
+                created.push((h, Ok(made_head)));
+            }
+            // Nothing else was made: the gang is refused as it stands.
+            Err(e) => {
+                return Err(format!(
+                    "creating pod {}/{}: {}",
+                    p.namespace,
+                    name(p),
+                    super::kube_error(&e)
+                ))
+            }
+        }
+    }
+    for (i, p) in made.iter().enumerate().filter(|(i, _)| Some(*i) != head) {
+        let mut pod = p.pod.clone();
+        if let Some((head_name, uid)) = &owner {
+            pod.metadata.owner_references = Some(vec![
+                k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+                    api_version: "v1".into(),
+                    kind: "Pod".into(),
+                    name: head_name.clone(),
+                    uid: uid.clone(),
+                    controller: Some(false),
+                    block_owner_deletion: Some(false),
+                },
+            ]);
+        }
+        owned.push((i, pod));
+    }
+    let rest = join_all(owned.iter().map(|(i, pod)| {
+        let api = api(made[*i]);
         let pp = &pp;
-        async move { api.create(pp, &p.pod).await }
+        async move { api.create(pp, pod).await }
     }))
     .await;
+    created.extend(owned.iter().map(|(i, _)| *i).zip(rest));
+    created.sort_by_key(|(i, _)| *i);
+    let created = created.into_iter().map(|(_, r)| r);
     let mut refused = None;
     let mut have = Vec::new();
     for (p, r) in made.iter().zip(created) {

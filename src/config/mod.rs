@@ -10,3 +10,4 @@ pub mod reload;
 pub mod slurm;
 pub mod ssh;
 pub mod topology;
+mod validate;

@@ -1,0 +1,272 @@
+//! The fleet file's checks once it parsed: each pool (its provider's own fields through
+//! `ssh`, `slurm`, `kube`, `topology`), the teams, classes and calendar, each error at the
+//! table it is about (file:line:col).
+
+use super::fleet::*;
+
+pub(super) fn validate(file: &str, text: &str, cfg: &FleetConfig) -> Result<(), ConfigError> {
+    let at = |table: &str, i: usize, message: String| {
+        let (line, col) = table_position(text, table, i);
+        ConfigError {
+            file: file.to_string(),
+            line,
+            col,
+            message,
+        }
+    };
+    for (i, p) in cfg.pools.iter().enumerate() {
+        let name = format!("pool `{}/{}/{}/{}`", p.provider, p.region, p.zone, p.name);
+        if let Some(j) = cfg.pools[..i].iter().position(|q| {
+            (&q.provider, &q.region, &q.zone, &q.name) == (&p.provider, &p.region, &p.zone, &p.name)
+        }) {
+            return Err(at(
+                "pools",
+                i,
+                format!("{name} is defined twice (first as pool #{})", j + 1),
+            ));
+        }
+        if let Err(message) = super::ssh::validate(p, &name) {
+            return Err(at("pools", i, message));
+        }
+        if let Err(message) = super::slurm::validate(p, &name) {
+            return Err(at("pools", i, message));
+        }
+        if let Err(message) = super::kube::validate(p, &name) {
+            return Err(at("pools", i, message));
+        }
+        if let Err(message) = super::topology::validate(p, &name) {
+            return Err(at("pools", i, message));
+        }
+        if let Some(rt) = &p.container_runtime {
+            use crate::backend::local::container::RUNTIMES;
+            let message = if !p.is_local() && !p.is_ssh() {
+                Some(format!("{name}: `container_runtime` is for provider = \"local\" and \"ssh\" pools (a Kubernetes pool runs images as pods)"))
+            } else if !RUNTIMES.contains(&rt.as_str()) {
+                Some(format!(
+                    "{name}: container_runtime = \"{rt}\": allowed values are {}",
+                    RUNTIMES.map(|r| format!("\"{r}\"")).join(", ")
+                ))
+            } else {
+                None
+            };
+            if let Some(message) = message {
+                return Err(at("pools", i, message));
+            }
+        }
+        let auto = p.is_auto();
+        if auto && !p.is_local() && !p.is_ssh() && !p.is_kube() {
+            return Err(at(
+                "pools",
+                i,
+                format!("{name}: gpu = \"auto\" (discover the GPUs: through NVML, or a cluster's node labels) is only for provider = \"local\", \"ssh\" and \"kubernetes\" pools; declare this pool's `gpu` and `gpus_per_node`"),
+            ));
+        }
+        if auto && p.is_local() && p.nodes != 1 {
+            return Err(at(
+                "pools",
+                i,
+                format!(
+                    "{name}: a provider = \"local\" pool is this host: nodes = 1 (got {})",
+                    p.nodes
+                ),
+            ));
+        }
+        if !auto && p.gpu.is_some() != (p.gpus_per_node > 0) {
+            return Err(at("pools", i, format!("{name}: give `gpu` and `gpus_per_node` > 0 together (or neither, for CPU-only)")));
+        }
+        if p.gpus_per_node > 16 {
+            return Err(at(
+                "pools",
+                i,
+                format!("{name}: gpus_per_node {} (at most 16)", p.gpus_per_node),
+            ));
+        }
+        if !auto && p.gpu.is_some() && p.vram_gb == 0 {
+            return Err(at("pools", i, format!("{name}: vram_gb must be > 0")));
+        }
+        if !(p.price_per_hour.is_finite() && p.price_per_hour >= 0.0) {
+            return Err(at(
+                "pools",
+                i,
+                format!("{name}: price_per_hour must be a number ≥ 0"),
+            ));
+        }
+        let max = p.max_nodes.unwrap_or(p.nodes);
+        if p.min_nodes > p.nodes || p.nodes > max || max > 10_000 {
+            return Err(at(
+                "pools",
+                i,
+                format!(
+                    "{name}: need min_nodes ≤ nodes ≤ max_nodes ≤ 10000 (got {} ≤ {} ≤ {max})",
+                    p.min_nodes, p.nodes
+                ),
+            ));
+        }
+        if p.mig_gpus_per_node > p.gpus_per_node {
+            return Err(at(
+                "pools",
+                i,
+                format!("{name}: mig_gpus_per_node exceeds gpus_per_node"),
+            ));
+        }
+        if !auto && p.mig_gpus_per_node > 0 && p.gpu.as_deref().and_then(mig_geometry).is_none() {
+            return Err(at(
+                "pools",
+                i,
+                format!(
+                    "{name}: {} does not support MIG (known: H100, H200, A100, A100-80GB)",
+                    p.gpu.as_deref().unwrap_or("a CPU pool")
+                ),
+            ));
+        }
+        if let Some(d) = &p.provisioning_delay {
+            if crate::spec::parse_duration(d).is_none() {
+                return Err(at(
+                    "pools",
+                    i,
+                    format!("{name}: provisioning_delay `{d}` is not a duration like 5m"),
+                ));
+            }
+        }
+        if !(p.spot_interruptions_per_node_hour.is_finite()
+            && (0.0..=10.0).contains(&p.spot_interruptions_per_node_hour))
+        {
+            return Err(at(
+                "pools",
+                i,
+                format!("{name}: spot_interruptions_per_node_hour must be in 0..=10"),
+            ));
+        }
+        if p.nodes_per_leaf == Some(0) || p.nodes_per_nvlink == Some(0) {
+            return Err(at(
+                "pools",
+                i,
+                format!("{name}: nodes_per_leaf and nodes_per_nvlink must be ≥ 1"),
+            ));
+        }
+    }
+    let r = &cfg.reclaim;
+    let reclaim_at = |message: String| {
+        let (line, col) = text.find("[reclaim]").map_or((1, 1), |o| position(text, o));
+        ConfigError {
+            file: file.to_string(),
+            line,
+            col,
+            message,
+        }
+    };
+    if !(r.idle_threshold_pct.is_finite() && (0.0..=100.0).contains(&r.idle_threshold_pct)) {
+        return Err(reclaim_at(format!(
+            "reclaim: idle_threshold_pct {} must be a percentage in 0..=100",
+            r.idle_threshold_pct
+        )));
+    }
+    if crate::spec::parse_duration(&r.idle_window)
+        .is_none_or(|w| !(60.0..=7.0 * 86400.0).contains(&w))
+    {
+        return Err(reclaim_at(format!(
+            "reclaim: idle_window `{}` must be a duration from 1m to 7d, e.g. 15m",
+            r.idle_window
+        )));
+    }
+    if let Err(message) = cfg.calendar.zone() {
+        let table = text.find("[calendar]").unwrap_or(0);
+        let key = text[table..].find("time_zone").map_or(table, |k| table + k);
+        let (line, col) = position(text, key);
+        return Err(ConfigError {
+            file: file.to_string(),
+            line,
+            col,
+            message,
+        });
+    }
+    let s = &cfg.scale;
+    let scale_at = |message: String| {
+        let (line, col) = text.find("[scale]").map_or((1, 1), |o| position(text, o));
+        ConfigError {
+            file: file.to_string(),
+            line,
+            col,
+            message,
+        }
+    };
+    for (field, v) in [
+        ("scale_down_after", &s.scale_down_after),
+        ("spot_cooldown", &s.spot_cooldown),
+    ] {
+        if crate::spec::parse_duration(v).is_none_or(|d| d > 86_400.0) {
+            return Err(scale_at(format!(
+                "scale: {field} `{v}` must be a duration from 0s to 1d, e.g. 10m"
+            )));
+        }
+    }
+    let classes = classes_of(cfg);
+    for (class, v) in &s.burst_after {
+        if !classes.iter().any(|c| &c.name == class) {
+            let names: Vec<&str> = classes.iter().map(|c| c.name.as_str()).collect();
+            return Err(scale_at(format!(
+                "scale: burst_after names class `{class}`; the classes are {}",
+                names.join(", ")
+            )));
+        }
+        if crate::spec::parse_duration(v).is_none_or(|d| d > 7.0 * 86_400.0) {
+            return Err(scale_at(format!(
+                "scale: burst_after.{class} `{v}` must be a duration from 0s to 7d, e.g. 1h"
+            )));
+        }
+    }
+    crate::model::validate_teams(&teams_of(cfg), &crate::model::default_classes()).map_err(
+        |e| {
+            let i = cfg
+                .teams
+                .iter()
+                .position(|t| e.to_string().contains(&format!("`{}`", t.name)))
+                .unwrap_or(0);
+            at("teams", i, e.to_string())
+        },
+    )?;
+    for (i, t) in cfg.teams.iter().enumerate() {
+        for c in t.classes.iter().flatten() {
+            if !classes.iter().any(|k| &k.name == c) {
+                let names: Vec<&str> = classes.iter().map(|k| k.name.as_str()).collect();
+                return Err(at(
+                    "teams",
+                    i,
+                    format!(
+                        "team `{}`: classes names `{c}`; the classes are {}",
+                        t.name,
+                        names.join(", ")
+                    ),
+                ));
+            }
+        }
+        for (field, v) in [
+            ("budget_monthly_usd", t.budget_monthly_usd),
+            ("budget_monthly_gpu_hours", t.budget_monthly_gpu_hours),
+        ] {
+            if v.is_some_and(|b| !(b.is_finite() && b >= 0.0)) {
+                return Err(at(
+                    "teams",
+                    i,
+                    format!("team `{}`: {field} must be a number ≥ 0", t.name),
+                ));
+            }
+        }
+        if let Some(bad) = t
+            .budget_alerts
+            .iter()
+            .flatten()
+            .find(|a| !(a.is_finite() && **a > 0.0 && **a <= 10.0))
+        {
+            return Err(at(
+                "teams",
+                i,
+                format!(
+                    "team `{}`: budget_alerts {bad} must be a fraction of the budget in (0, 10], e.g. 0.8",
+                    t.name
+                ),
+            ));
+        }
+    }
+    Ok(())
+}

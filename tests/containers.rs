@@ -3,8 +3,10 @@
 //! Docker image), with the workdir mounted, the job's environment, the stop signal passed to
 //! the script inside, and no container left behind by a cancel. Real `gantry daemon`, real
 //! podman; the image is made here from this host's own bash and coreutils (`podman import`:
-//! no registry is reachable from CI). Skipped without a working podman, unless
-//! GANTRY_REQUIRE_PODMAN=1 (CI sets it, so that a broken podman setup fails instead).
+//! no registry is reachable from CI). `container_runtime = "docker"` runs through the real
+//! docker CLI, its engine podman's Docker-compatible API (`podman system service`): no Docker
+//! engine runs here. Skipped without a working podman (`.ci/run` installs it), unless
+//! GANTRY_REQUIRE_PODMAN=1 says it must work here.
 
 #[path = "common/daemon.rs"]
 mod common;
@@ -178,4 +180,89 @@ fn an_image_is_refused_where_no_pool_runs_containers_and_a_runtime_is_checked() 
         err.contains("container_runtime = \"lxc\": allowed values are \"docker\", \"podman\""),
         "{err}"
     );
+}
+
+/// The docker CLI, talking to podman's Docker-compatible API on a socket of the test's own;
+/// stopped when dropped.
+struct DockerApi {
+    service: std::process::Child,
+    host: String,
+}
+
+impl Drop for DockerApi {
+    fn drop(&mut self) {
+        let _ = self.service.kill();
+        let _ = self.service.wait();
+    }
+}
+
+fn docker_api(dir: &Path) -> Option<DockerApi> {
+    let have = Command::new("docker")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !have {
+        eprintln!("skipped: no docker CLI");
+        return None;
+    }
+    let sock = dir.join("podman.sock");
+    let service = Command::new("podman")
+        .args(["system", "service", "--time=0"])
+        .arg(format!("unix://{}", sock.display()))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .ok()?;
+    let host = format!("unix://{}", sock.display());
+    let api = DockerApi { service, host };
+    let t0 = std::time::Instant::now();
+    while !sock.exists() {
+        if t0.elapsed() > std::time::Duration::from_secs(20) {
+            eprintln!("skipped: podman's Docker API did not start");
+            return None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    Some(api)
+}
+
+/// `container_runtime = "docker"`: the same job through the docker CLI — its image, env and
+/// workdir — and a cancel's `docker rm -f` leaves no container.
+#[test]
+fn a_docker_pool_runs_jobs_through_the_docker_cli() {
+    if !podman_ok() {
+        return;
+    }
+    let dir = common::temp_dir("container-docker");
+    let Some(api) = docker_api(&dir) else { return };
+    let file = dir.join("fleet.toml");
+    std::fs::write(&file, fleet(Some("docker"))).unwrap();
+    let d = common::start_with(dir.join("d"), &["--config", file.to_str().unwrap()], |c| {
+        c.env("DOCKER_HOST", &api.host);
+    });
+    let work = dir.join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    let _cleanup = Cleanup(work.clone());
+    let yaml = format!(
+        "name: docked\nworkdir: {w}\nresources:\n  image_id: docker:{IMAGE}\nenvs:\n  GREETING: hi\nrun: |\n  cat /etc/gantry-test-image\n  echo \"pwd=$(pwd) greeting=$GREETING\"\n",
+        w = work.display()
+    );
+    let id = submit(&d, &dir, "docked", &yaml);
+    wait_state(&d, id, "completed");
+    let log = log_text(&d, id);
+    assert!(
+        log.contains("inside the test image")
+            && log.contains(&format!("pwd={} greeting=hi", work.display())),
+        "{log}"
+    );
+    let long = format!(
+        "name: long\nworkdir: {w}\nresources:\n  image_id: docker:{IMAGE}\nrun: |\n  echo up\n  while :; do sleep 0.2; done\n",
+        w = work.display()
+    );
+    let id = submit(&d, &dir, "long", &long);
+    wait_for(&d, 60, "the job to run", || log_text(&d, id).contains("up"));
+    cli(&d, &["cancel", &id.to_string()]);
+    wait_for(&d, 30, "no container left", || {
+        containers_with(&work).is_empty()
+    });
 }

@@ -93,14 +93,36 @@ fn member_order(p: &Pod) -> (String, u64, u64, String) {
     )
 }
 
-/// How many pods gang `g` of namespace `ns` has, by its Jobs where it is made of them
-/// (`None`: not known yet — a JobSet's Jobs not all created, a Job not seen).
-fn gang_size(g: &Gang, ns: &str, members: &[&Pod], jobs: &[Arc<Job>]) -> Option<usize> {
+/// How many waiting pods make gang `g` of namespace `ns` whole: a group's size; for a Job or
+/// JobSet, the pods its Jobs run at once (`parallelism`, no more than the completions still
+/// owed) less those of it already placed and running — a pod the Job controller made again
+/// after one failed is placed alone, next to the ones still running (`None`: not known yet —
+/// a JobSet's Jobs not all created, a Job not seen).
+fn gang_size(
+    g: &Gang,
+    ns: &str,
+    members: &[&Pod],
+    pods: &[Arc<Pod>],
+    jobs: &[Arc<Job>],
+) -> Option<usize> {
     let pods_of = |j: &Job| {
         let s = j.spec.as_ref();
         let parallelism = s.and_then(|s| s.parallelism).unwrap_or(1).max(0);
         let completions = s.and_then(|s| s.completions).unwrap_or(parallelism);
-        parallelism.min(completions) as usize
+        let done = j.status.as_ref().and_then(|s| s.succeeded).unwrap_or(0);
+        parallelism.min((completions - done).max(0)) as usize
+    };
+    // This gang's pods that are placed and have not ended.
+    let placed = || {
+        pods.iter()
+            .filter(|p| p.metadata.namespace.as_deref() == Some(ns))
+            .filter(|p| Gang::of(p).as_ref() == Some(g))
+            .filter(|p| p.spec.as_ref().is_some_and(|s| s.node_name.is_some()))
+            .filter(|p| {
+                let phase = p.status.as_ref().and_then(|s| s.phase.as_deref());
+                !matches!(phase, Some("Succeeded" | "Failed"))
+            })
+            .count()
     };
     let in_ns = |j: &&Arc<Job>| j.metadata.namespace.as_deref() == Some(ns);
     match g {
@@ -120,7 +142,7 @@ fn gang_size(g: &Gang, ns: &str, members: &[&Pod], jobs: &[Arc<Job>]) -> Option<
             .iter()
             .filter(in_ns)
             .find(|j| j.metadata.name.as_deref() == Some(name.as_str()))
-            .map(|j| pods_of(j)),
+            .map(|j| pods_of(j).saturating_sub(placed())),
         Gang::JobSet(name) => {
             let of_set: Vec<&Arc<Job>> = jobs
                 .iter()
@@ -141,7 +163,13 @@ fn gang_size(g: &Gang, ns: &str, members: &[&Pod], jobs: &[Arc<Job>]) -> Option<
                 e.0 += 1;
             }
             let whole = !replicated.is_empty() && replicated.values().all(|(n, want)| n == want);
-            whole.then(|| of_set.iter().map(|j| pods_of(j)).sum())
+            whole.then(|| {
+                of_set
+                    .iter()
+                    .map(|j| pods_of(j))
+                    .sum::<usize>()
+                    .saturating_sub(placed())
+            })
         }
     }
 }
@@ -201,7 +229,7 @@ pub fn all_wanted(
     }
     for ((ns, g), mut members) in groups {
         members.sort_by_key(|p| member_order(p));
-        match gang_size(&g, &ns, &members, jobs) {
+        match gang_size(&g, &ns, &members, pods, jobs) {
             // A Job of one pod is that pod.
             Some(1) if members.len() == 1 && !matches!(g, Gang::Group(_)) => {
                 work.push(wanted(members[0], place, teams));
@@ -415,5 +443,67 @@ mod tests {
         let mut other = p;
         other.spec.as_mut().unwrap().scheduler_name = Some("default-scheduler".into());
         assert!(!waits(&other, &place));
+    }
+
+    fn job_pod(name: &str, job: &str, node: Option<&str>, phase: &str) -> Arc<Pod> {
+        let mut spec = json!({"schedulerName": "gantry", "containers": [{"name": "main",
+            "image": "i", "resources": {"limits": {"nvidia.com/gpu": "8"}}}]});
+        if let Some(n) = node {
+            spec["nodeName"] = json!(n);
+        }
+        Arc::new(
+            serde_json::from_value(json!({
+                "metadata": {"name": name, "namespace": "lab", "ownerReferences": [{
+                    "apiVersion": "batch/v1", "kind": "Job", "name": job, "uid": "u",
+                    "controller": true}]},
+                "spec": spec,
+                "status": {"phase": phase}
+            }))
+            .unwrap(),
+        )
+    }
+
+    fn job(name: &str, parallelism: i32, completions: i32, succeeded: i32) -> Arc<Job> {
+        Arc::new(
+            serde_json::from_value(json!({
+                "metadata": {"name": name, "namespace": "lab"},
+                "spec": {"parallelism": parallelism, "completions": completions,
+                         "template": {"spec": {"containers": []}}},
+                "status": {"succeeded": succeeded}
+            }))
+            .unwrap(),
+        )
+    }
+
+    /// A Job's gang is what it runs at once less what of it already runs: a pod made again
+    /// after one failed, or the last of the completions owed, is placed alone (before, it
+    /// waited forever for a partner that would never come).
+    #[test]
+    fn a_jobs_gang_counts_the_completions_owed_and_the_pods_already_placed() {
+        let (place, teams) = (place(), NamespaceTeams::new());
+        let keys = |pods: &[Arc<Pod>], jobs: &[Arc<Job>]| -> Vec<String> {
+            all_wanted(pods, jobs, &place, &teams)
+                .into_iter()
+                .map(|w| w.key)
+                .collect()
+        };
+        let ddp = [job("ddp", 2, 2, 0)];
+        // Half the gang: nothing yet.
+        let one = [job_pod("ddp-0", "ddp", None, "Pending")];
+        assert!(keys(&one, &ddp).is_empty());
+        let both = [
+            job_pod("ddp-0", "ddp", None, "Pending"),
+            job_pod("ddp-1", "ddp", None, "Pending"),
+        ];
+        assert_eq!(keys(&both, &ddp), ["job lab/ddp"]);
+        // Rank 1 failed and was made again while rank 0 runs: the new pod alone.
+        let again = [
+            job_pod("ddp-0", "ddp", Some("gpu-0"), "Running"),
+            job_pod("ddp-1-b", "ddp", None, "Pending"),
+        ];
+        assert_eq!(keys(&again, &ddp), ["pod lab/ddp-1-b"]);
+        // Three completions two at a time, two done: the last pod alone.
+        let last = [job_pod("w-2", "w", None, "Pending")];
+        assert_eq!(keys(&last, &[job("w", 2, 3, 2)]), ["pod lab/w-2"]);
     }
 }

@@ -92,6 +92,20 @@ fn a_job_with_an_image_runs_its_setup_and_run_in_a_container_of_it() {
         containers_with(&work).is_empty()
     });
 
+    // An image that cannot be had: the runtime's own failure, said as such.
+    let missing = format!(
+        "name: nowhere\nworkdir: {w}\nresources:\n  image_id: docker:localhost/gantry-no-such-image:1\nrun: echo never\n",
+        w = work.display()
+    );
+    let id = submit(&d, &dir, "nowhere", &missing);
+    wait_state(&d, id, "failed");
+    let why = job(&d, id).to_string();
+    assert!(
+        why.contains("exited with code 125")
+            && why.contains("podman could not run a container of localhost/gantry-no-such-image:1"),
+        "{why}"
+    );
+
     // A failing run fails the job with its code, from inside the container.
     let failing = format!(
         "name: fails\nworkdir: {w}\nresources:\n  image_id: docker:{IMAGE}\nrun: exit 7\n",

@@ -637,7 +637,7 @@ impl State {
                 )?;
             }
             Some(JobState::Running) => {
-                let said = format!("{exit} on {name}");
+                let said = format!("{exit} on {name}{}", self.runtime_failure(id, node, exit));
                 self.engine.finished_because(id, !failed, self.now, &said)?;
                 self.log(format!("job {id} {said}"));
             }
@@ -650,6 +650,21 @@ impl State {
             self.engine.store().remove_remote_run(id)?;
         }
         Ok(())
+    }
+
+    /// What a container run's exit says of the runtime itself: docker and podman exit 125
+    /// when they could not run the container at all (the image not pulled, a GPU not given);
+    /// any other code is the job's own.
+    fn runtime_failure(&self, id: JobId, node: usize, exit: Exit) -> String {
+        let image = self.engine.job(id).and_then(|j| j.spec.image.clone());
+        let pool = self.engine.fleet().nodes[node].pool.index();
+        let runtime = self.nodes.pools[pool].container_runtime.as_deref();
+        match (exit, image, runtime) {
+            (Exit::Code(125), Some(image), Some(rt)) => format!(
+                ": {rt} could not run a container of {image} (not pulled, or its GPUs could not be given to it; the job's stderr has {rt}'s words)"
+            ),
+            _ => String::new(),
+        }
     }
 
     /// Kills every part of a run and sends its job back to the queue with `why`.

@@ -127,7 +127,7 @@ pub fn to_toml(
         format!("{{ {} }}", parts.join(", "))
     };
     let mut t = format!(
-        "# Pools for the Kubernetes cluster {cluster}, from its nodes' labels and allocatable GPUs.\n# price_per_hour is what a node-hour costs you (for spend and budgets). Check the lines\n# marked CHECK.\n"
+        "# Pools for the Kubernetes cluster {cluster}, from its nodes' labels and allocatable GPUs.\n# price_per_hour is what a node-hour costs you (for spend and budgets). Check the lines\n# marked CHECK. Or let the daemon build these pools from the nodes as they come and go:\n# one pool with gpu = \"auto\" and a node_selector (README: \"Your Kubernetes cluster\").\n"
     );
     for (node, why) in left {
         t.push_str(&format!("# left out: {node} {why}\n"));

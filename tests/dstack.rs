@@ -2,6 +2,8 @@
 //! unsaid, resolved against a fleet, refused at the field where gantry cannot do what they say,
 //! and run for real: commands as one bash script that stops at the first failure.
 
+mod common;
+
 use gantry::model::*;
 use gantry::spec;
 
@@ -13,22 +15,7 @@ fn fleet() -> Fleet {
         ("aws", "us-east-1", "A10G", 23_028),
     ] {
         let m = b.model(name, vram, None).unwrap();
-        let p = b
-            .pool(PoolSpec {
-                provider,
-                region,
-                zone: "z",
-                name,
-                instance_type: name,
-                model: Some(m),
-                gpus_per_node: 8,
-                cpu_milli: 64_000,
-                mem_mib: 1 << 20,
-                capacity: CapacityType::OnDemand,
-                price_per_hour: 10.0,
-            })
-            .unwrap();
-        b.node(p, &format!("{name}-0"), None, None, 0).unwrap();
+        common::one_node_pool(&mut b, provider, region, name, m, CapacityType::OnDemand);
     }
     b.build()
 }

@@ -2,6 +2,8 @@
 //! places and spot policy, memory-sized accelerators, SkyPilot's names for gantry's fields),
 //! what it notes with what it does instead, and what it refuses at the field, with why.
 
+mod common;
+
 use gantry::model::*;
 use gantry::spec;
 
@@ -12,26 +14,9 @@ fn fleet() -> (Fleet, [PoolId; 4]) {
     let h100 = b.model("H100", 81_559, None).unwrap();
     let a100 = b.model("A100", 40_960, None).unwrap();
     let l4 = b.model("L4", 23_034, None).unwrap();
-    let mut pool =
-        |provider: &'static str, region: &'static str, name: &'static str, model, capacity| {
-            let p = b
-                .pool(PoolSpec {
-                    provider,
-                    region,
-                    zone: "z",
-                    name,
-                    instance_type: name,
-                    model: Some(model),
-                    gpus_per_node: 8,
-                    cpu_milli: 64_000,
-                    mem_mib: 1 << 20,
-                    capacity,
-                    price_per_hour: 10.0,
-                })
-                .unwrap();
-            b.node(p, &format!("{name}-0"), None, None, 0).unwrap();
-            p
-        };
+    let mut pool = |provider, region, name, model, capacity| {
+        common::one_node_pool(&mut b, provider, region, name, model, capacity)
+    };
     let east = pool("aws", "us-east-1", "h100", h100, CapacityType::OnDemand);
     let spot = pool("aws", "us-east-1", "h100-spot", h100, CapacityType::Spot);
     let gcp = pool("gcp", "us-central1", "a100", a100, CapacityType::OnDemand);

@@ -1,4 +1,5 @@
-//! Fixtures shared by the integration tests.
+//! Fixtures shared by the integration tests (each file uses its part).
+#![allow(dead_code)]
 
 use gantry::model::{CapacityType, FleetBuilder, ModelId, PoolId, PoolSpec};
 
@@ -24,4 +25,34 @@ pub fn onprem_pool(
         price_per_hour,
     })
     .expect("a valid pool")
+}
+
+/// A pool `name` of one 8-GPU node of `model` (64 cores, 1 TiB, $10/h) in zone `z` of
+/// `provider`/`region`: the specs' tests' fleets, one place and model per pool.
+pub fn one_node_pool(
+    b: &mut FleetBuilder,
+    provider: &str,
+    region: &str,
+    name: &str,
+    model: ModelId,
+    capacity: CapacityType,
+) -> PoolId {
+    let p = b
+        .pool(PoolSpec {
+            provider,
+            region,
+            zone: "z",
+            name,
+            instance_type: name,
+            model: Some(model),
+            gpus_per_node: 8,
+            cpu_milli: 64_000,
+            mem_mib: 1 << 20,
+            capacity,
+            price_per_hour: 10.0,
+        })
+        .expect("a valid pool");
+    b.node(p, &format!("{name}-0"), None, None, 0)
+        .expect("a valid node");
+    p
 }

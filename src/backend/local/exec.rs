@@ -115,13 +115,28 @@ pub fn exit_path(dir: &Path, job: i64) -> PathBuf {
     dir.join(format!("job-{job}.exit"))
 }
 
-/// The job's process-group leader: runs the job's script in a child shell and writes its exit
-/// status to a file, so that a daemon that restarted (and so is not the parent) still learns
-/// how the job ended. The leader traps the stop signals (a trap, not an ignore, so the job's
-/// own shell gets the default dispositions back) and only acts once the job has ended; a job
-/// killed by a signal makes the leader die of the same signal, so the parent sees it too.
-/// `$1` is the script, `$2` the exit file.
-const WRAPPER: &str = r#"trap : TERM INT HUP QUIT USR1 USR2
+/// How a group leader ends, once the job has: writes the job's status to the exit file
+/// (`$exit_file`, atomically), then dies of the job's signal if a signal killed it, so the
+/// parent sees that too.
+macro_rules! leader_ends {
+    () => {
+        r#"printf '%s\n' "$rc" > "$exit_file.tmp" && mv "$exit_file.tmp" "$exit_file"
+if [ "$rc" -gt 128 ] && [ "$rc" -lt 160 ]; then
+  trap - TERM INT HUP QUIT USR1 USR2
+  kill -$((rc - 128)) $$
+fi
+exit "$rc""#
+    };
+}
+
+/// The job's process-group leader: runs the job's setup and run in child shells and writes
+/// the exit status to a file, so that a daemon that restarted (and so is not the parent) still
+/// learns how the job ended. The leader traps the stop signals (a trap, not an ignore, so the
+/// job's own shell gets the default dispositions back) and only acts once the job has ended.
+/// `$1` is setup (may be empty), `$2` run, `$3` the exit file, `$4` the shell.
+const WRAPPER: &str = concat!(
+    r#"trap : TERM INT HUP QUIT USR1 USR2
+exit_file=$3
 rc=0
 if [ -n "$1" ]; then
   "$4" -c "$1"
@@ -131,26 +146,21 @@ if [ "$rc" -eq 0 ]; then
   "$4" -c "$2"
   rc=$?
 fi
-printf '%s\n' "$rc" > "$3.tmp" && mv "$3.tmp" "$3"
-if [ "$rc" -gt 128 ] && [ "$rc" -lt 160 ]; then
-  trap - TERM INT HUP QUIT USR1 USR2
-  kill -$((rc - 128)) $$
-fi
-exit "$rc""#;
+"#,
+    leader_ends!()
+);
 
 /// The group leader of a containerized run: as `WRAPPER`, around the runtime's client (its
 /// command line after `$1`, the exit file). The client passes the stop signals on.
-const CONTAINER_WRAPPER: &str = r#"trap : TERM INT HUP QUIT USR1 USR2
+const CONTAINER_WRAPPER: &str = concat!(
+    r#"trap : TERM INT HUP QUIT USR1 USR2
 exit_file=$1
 shift
 "$@"
 rc=$?
-printf '%s\n' "$rc" > "$exit_file.tmp" && mv "$exit_file.tmp" "$exit_file"
-if [ "$rc" -gt 128 ] && [ "$rc" -lt 160 ]; then
-  trap - TERM INT HUP QUIT USR1 USR2
-  kill -$((rc - 128)) $$
-fi
-exit "$rc""#;
+"#,
+    leader_ends!()
+);
 
 /// What a task script starts with under bash: conda's shell hook where conda is on the PATH,
 /// so `conda activate` works as in SkyPilot's scripts. Not ~/.bashrc (SkyPilot sources it):

@@ -826,3 +826,39 @@ fn context_names_a_daemon_from_console_toml_with_its_token() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("--context and --connect"), "{err}");
 }
+
+/// The daemon's minutely look at its clusters (`--cluster-look-every`) reads only the fleet
+/// file: it ran this host's NVML discovery each time, saying so on stderr (a line a minute,
+/// forever, on a host with a `gpu = "auto"` local pool).
+#[test]
+fn looking_at_the_clusters_does_not_rediscover_this_host() {
+    let dir = common::temp_dir("look-every");
+    let fleet = dir.join("fleet.toml");
+    std::fs::write(
+        &fleet,
+        "[[teams]]\nname = \"lab\"\n\n[[pools]]\nprovider = \"local\"\nregion = \"here\"\nzone = \"here\"\nname = \"host\"\ninstance_type = \"this machine\"\ngpu = \"auto\"\ncpus = 8\nmemory_gb = 16\ncapacity = \"reserved\"\nprice_per_hour = 1.0\nnodes = 1\n",
+    )
+    .unwrap();
+    let log = dir.join("daemon.err");
+    let err = std::fs::File::create(&log).unwrap();
+    let d = common::start_with(
+        dir.join("d"),
+        &[
+            "--config",
+            fleet.to_str().unwrap(),
+            "--cluster-look-every",
+            "1s",
+        ],
+        |c| {
+            c.stderr(err);
+        },
+    );
+    std::thread::sleep(Duration::from_millis(3500));
+    drop(d);
+    let text = std::fs::read_to_string(&log).unwrap();
+    let said = text
+        .lines()
+        .filter(|l| l.contains("local/here/here/host: NVML"))
+        .count();
+    assert_eq!(said, 1, "discovery is said once, at start:\n{text}");
+}

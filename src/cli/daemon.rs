@@ -270,8 +270,12 @@ fn watch_fleet_file(
     let mut last = applied;
     // `gpu = "auto"` Kubernetes pools: their clusters' nodes looked at every minute; the file
     // is applied again when what they would be built into moves (nodes joined or left).
+    // The file is only parsed here: `fleet::load` would also run this host's NVML discovery
+    // (and say so on stderr) every minute, which the clusters' shape does not need.
     let cluster_shape = || {
-        let (_, cfg, _) = super::fleet::load(Some(path.to_path_buf())).ok()?;
+        let name = path.display().to_string();
+        let text = std::fs::read_to_string(path).ok()?;
+        let cfg = gantry::config::fleet::parse(&name, &text).ok()?;
         let auto = cfg.pools.iter().any(|p| p.is_kube() && p.is_auto());
         auto.then(|| gantry::backend::kube::discover::shape(&cfg).ok())?
     };

@@ -102,7 +102,7 @@ fn gang_size(
     g: &Gang,
     ns: &str,
     members: &[&Pod],
-    pods: &[Arc<Pod>],
+    placed: usize,
     jobs: &[Arc<Job>],
 ) -> Option<usize> {
     let pods_of = |j: &Job| {
@@ -111,18 +111,6 @@ fn gang_size(
         let completions = s.and_then(|s| s.completions).unwrap_or(parallelism);
         let done = j.status.as_ref().and_then(|s| s.succeeded).unwrap_or(0);
         parallelism.min((completions - done).max(0)) as usize
-    };
-    // This gang's pods that are placed and have not ended.
-    let placed = || {
-        pods.iter()
-            .filter(|p| p.metadata.namespace.as_deref() == Some(ns))
-            .filter(|p| Gang::of(p).as_ref() == Some(g))
-            .filter(|p| p.spec.as_ref().is_some_and(|s| s.node_name.is_some()))
-            .filter(|p| {
-                let phase = p.status.as_ref().and_then(|s| s.phase.as_deref());
-                !matches!(phase, Some("Succeeded" | "Failed"))
-            })
-            .count()
     };
     let in_ns = |j: &&Arc<Job>| j.metadata.namespace.as_deref() == Some(ns);
     match g {
@@ -142,7 +130,7 @@ fn gang_size(
             .iter()
             .filter(in_ns)
             .find(|j| j.metadata.name.as_deref() == Some(name.as_str()))
-            .map(|j| pods_of(j).saturating_sub(placed())),
+            .map(|j| pods_of(j).saturating_sub(placed)),
         Gang::JobSet(name) => {
             let of_set: Vec<&Arc<Job>> = jobs
                 .iter()
@@ -168,7 +156,7 @@ fn gang_size(
                     .iter()
                     .map(|j| pods_of(j))
                     .sum::<usize>()
-                    .saturating_sub(placed())
+                    .saturating_sub(placed)
             })
         }
     }
@@ -227,9 +215,26 @@ pub fn all_wanted(
             None => work.push(wanted(p, place, teams)),
         }
     }
+    // Each waiting gang's pods that are already placed and have not ended, in one pass.
+    let mut placed: BTreeMap<(String, Gang), usize> = BTreeMap::new();
+    if !groups.is_empty() {
+        for p in pods {
+            let bound = p.spec.as_ref().is_some_and(|s| s.node_name.is_some());
+            let phase = p.status.as_ref().and_then(|s| s.phase.as_deref());
+            if !bound || matches!(phase, Some("Succeeded" | "Failed")) {
+                continue;
+            }
+            let Some(g) = Gang::of(p) else { continue };
+            let key = (p.metadata.namespace.clone().unwrap_or_default(), g);
+            if groups.contains_key(&key) {
+                *placed.entry(key).or_default() += 1;
+            }
+        }
+    }
     for ((ns, g), mut members) in groups {
         members.sort_by_key(|p| member_order(p));
-        match gang_size(&g, &ns, &members, pods, jobs) {
+        let running = placed.get(&(ns.clone(), g.clone())).copied().unwrap_or(0);
+        match gang_size(&g, &ns, &members, running, jobs) {
             // A Job of one pod is that pod.
             Some(1) if members.len() == 1 && !matches!(g, Gang::Group(_)) => {
                 work.push(wanted(members[0], place, teams));

@@ -5,28 +5,30 @@ use super::fleet::PoolConfig;
 
 /// A Kubernetes pool's settings, or another pool's absence of them.
 pub fn validate(p: &PoolConfig, name: &str) -> Result<(), String> {
+    // What only a pool built from its cluster's nodes (`gpu = "auto"`) takes.
+    let auto_only = [
+        ("node_selector", p.node_selector.is_some()),
+        ("pool_label", p.pool_label.is_some()),
+        ("block_label", p.block_label.is_some()),
+    ];
     let kube_only = [
         ("context", p.context.is_some()),
         ("kubeconfig", p.kubeconfig.is_some()),
         ("namespace", p.namespace.is_some()),
         ("image", p.image.is_some()),
         ("dcgm", p.dcgm.is_some()),
-        ("node_selector", p.node_selector.is_some()),
-        ("pool_label", p.pool_label.is_some()),
-        ("block_label", p.block_label.is_some()),
     ];
     if !p.is_kube() {
-        return super::ssh::none_set(p, name, "kubernetes", &kube_only);
+        let all: Vec<(&str, bool)> = kube_only.iter().chain(&auto_only).copied().collect();
+        return super::ssh::none_set(p, name, "kubernetes", &all);
     }
     if p.is_auto() {
         return auto_pool(p, name);
     }
-    for field in ["node_selector", "pool_label", "block_label"] {
-        if kube_only.iter().any(|(f, set)| *f == field && *set) {
-            return Err(format!(
-                "{name}: `{field}` is for gpu = \"auto\" Kubernetes pools (built from the nodes they select); this one lists its nodes (`hosts`)"
-            ));
-        }
+    if let Some((field, _)) = auto_only.iter().find(|(_, set)| *set) {
+        return Err(format!(
+            "{name}: `{field}` is for gpu = \"auto\" Kubernetes pools (built from the nodes they select); this one lists its nodes (`hosts`)"
+        ));
     }
     if p.hosts.is_empty() {
         return Err(format!(

@@ -57,14 +57,34 @@ fn too_big(dir: &Path, max: u64) -> String {
     )
 }
 
+/// Why a shipped workdir was not unpacked.
+#[derive(Debug, thiserror::Error)]
+pub enum UnpackError {
+    /// It holds more than the bytes allowed (the bound, in bytes).
+    #[error("over {} MiB unpacked; the daemon takes no more", .0 >> 20)]
+    OverBudget(u64),
+    /// It is not a workdir gantry takes, and why.
+    #[error("{0}")]
+    Bad(String),
+}
+
+impl From<String> for UnpackError {
+    fn from(why: String) -> UnpackError {
+        UnpackError::Bad(why)
+    }
+}
+
 /// Unpacks the gzip'd tar at `archive` into the new directory `into`: regular files,
-/// directories and symlinks only, none outside `into`, at most `max_unpacked` bytes in all.
-pub fn unpack(archive: &Path, into: &Path, max_unpacked: u64) -> Result<u64, String> {
+/// directories and symlinks only, none outside `into`, at most `max_unpacked` bytes in all;
+/// the bytes unpacked.
+pub fn unpack(archive: &Path, into: &Path, max_unpacked: u64) -> Result<u64, UnpackError> {
     let mut file = std::fs::File::open(archive).map_err(|e| e.to_string())?;
     let mut magic = [0u8; 2];
     use std::io::{Read, Seek};
     if file.read_exact(&mut magic).is_err() || magic != [0x1f, 0x8b] {
-        return Err("not a gzip'd tar (gantry submit packs the workdir as one)".into());
+        return Err(UnpackError::Bad(
+            "not a gzip'd tar (gantry submit packs the workdir as one)".into(),
+        ));
     }
     file.rewind().map_err(|e| e.to_string())?;
     let mut tar = tar::Archive::new(GzDecoder::new(file));
@@ -83,23 +103,24 @@ pub fn unpack(archive: &Path, into: &Path, max_unpacked: u64) -> Result<u64, Str
             .map(|p| p.display().to_string())
             .unwrap_or_default();
         if !(kind.is_file() || kind.is_dir() || kind.is_symlink()) {
-            return Err(format!(
+            return Err(UnpackError::Bad(format!(
                 "`{name}`: only files, directories and symlinks are taken"
-            ));
+            )));
         }
         total += entry.size();
         if total > max_unpacked {
-            return Err(format!(
-                "over {} MiB unpacked; the daemon takes no more",
-                max_unpacked >> 20
-            ));
+            return Err(UnpackError::OverBudget(max_unpacked));
         }
         // `unpack_in` refuses entries that would land outside `into` (`..`, absolute
         // paths, writes through a symlink unpacked before).
         match entry.unpack_in(into) {
             Ok(true) => {}
-            Ok(false) => return Err(format!("`{name}` would land outside the workdir")),
-            Err(e) => return Err(format!("`{name}`: {e}")),
+            Ok(false) => {
+                return Err(UnpackError::Bad(format!(
+                    "`{name}` would land outside the workdir"
+                )))
+            }
+            Err(e) => return Err(UnpackError::Bad(format!("`{name}`: {e}"))),
         }
     }
     Ok(total)
@@ -251,7 +272,9 @@ mod tests {
         let bytes = raw.into_inner().unwrap().finish().unwrap();
         let archive = d.join("evil.tar.gz");
         std::fs::write(&archive, bytes).unwrap();
-        let e = unpack(&archive, &d.join("out"), 1 << 20).unwrap_err();
+        let e = unpack(&archive, &d.join("out"), 1 << 20)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("outside the workdir"), "{e}");
         assert!(!d.join("escaped").exists());
         // Over the unpacked budget.
@@ -259,7 +282,9 @@ mod tests {
         std::fs::create_dir_all(&src).unwrap();
         std::fs::write(src.join("zeros"), vec![0u8; 100_000]).unwrap();
         std::fs::write(&archive, pack(&src, DEFAULT_MAX_BYTES).unwrap()).unwrap();
-        let e = unpack(&archive, &d.join("out2"), 1000).unwrap_err();
+        let e = unpack(&archive, &d.join("out2"), 1000)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("unpacked"), "{e}");
         assert!(unpack(&d.join("missing"), &d.join("x"), 10).is_err());
         let _ = std::fs::remove_dir_all(&d);

@@ -114,7 +114,8 @@ pub(super) async fn upload_workdir(
                 Ok(b) => b,
                 Err(why) => {
                     let _ = tokio::fs::remove_dir_all(&staging).await;
-                    if room == team_left && why.contains("unpacked") {
+                    let over = matches!(why, crate::workdir::UnpackError::OverBudget(_));
+                    if over && room == team_left {
                         return Err(ApiError::new(
                             413,
                             "too-large",

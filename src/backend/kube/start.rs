@@ -102,70 +102,59 @@ pub(super) async fn start(
                 .position(|p| super::pod::rank_of(&p.pod) == Some(0))
         })
         .flatten();
-    let mut created = Vec::new();
-    let mut owned = Vec::new();
+    let refusal = |p: &Part, e: &kube::Error| {
+        format!(
+            "creating pod {}/{}: {}",
+            p.namespace,
+            name(p),
+            super::kube_error(e)
+        )
+    };
+    let mut have: Vec<&Part> = Vec::new();
     let mut owner = None;
     if let Some(h) = head {
+        // Nothing else is made before it: a refusal refuses the gang as it stands.
         let p = made[h];
-        match api(p).create(&pp, &p.pod).await {
-            Ok(made_head) => {
-                owner = made_head
-                    .metadata
-                    .uid
-                    .clone()
-                    .map(|uid| (name(p).to_string(), uid));
-                created.push((h, Ok(made_head)));
-            }
-            // Nothing else was made: the gang is refused as it stands.
-            Err(e) => {
-                return Err(format!(
-                    "creating pod {}/{}: {}",
-                    p.namespace,
-                    name(p),
-                    super::kube_error(&e)
-                ))
-            }
-        }
+        let made_head = api(p)
+            .create(&pp, &p.pod)
+            .await
+            .map_err(|e| refusal(p, &e))?;
+        owner = made_head.metadata.uid.map(|uid| (name(p).to_string(), uid));
+        have.push(p);
     }
-    for (i, p) in made.iter().enumerate().filter(|(i, _)| Some(*i) != head) {
-        let mut pod = p.pod.clone();
-        if let Some((head_name, uid)) = &owner {
-            pod.metadata.owner_references = Some(vec![
-                k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
-                    api_version: "v1".into(),
-                    kind: "Pod".into(),
-                    name: head_name.clone(),
-                    uid: uid.clone(),
-                    controller: Some(false),
-                    block_owner_deletion: Some(false),
-                },
-            ]);
-        }
-        owned.push((i, pod));
-    }
-    let rest = join_all(owned.iter().map(|(i, pod)| {
-        let api = api(made[*i]);
+    let rest: Vec<(&Part, Pod)> = made
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| Some(*i) != head)
+        .map(|(_, p)| {
+            let mut pod = p.pod.clone();
+            if let Some((head_name, uid)) = &owner {
+                pod.metadata.owner_references = Some(vec![
+                    k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+                        api_version: "v1".into(),
+                        kind: "Pod".into(),
+                        name: head_name.clone(),
+                        uid: uid.clone(),
+                        controller: Some(false),
+                        block_owner_deletion: Some(false),
+                    },
+                ]);
+            }
+            (*p, pod)
+        })
+        .collect();
+    let created = join_all(rest.iter().map(|(p, pod)| {
+        let api = api(p);
         let pp = &pp;
         async move { api.create(pp, pod).await }
     }))
     .await;
-    created.extend(owned.iter().map(|(i, _)| *i).zip(rest));
-    created.sort_by_key(|(i, _)| *i);
-    let created = created.into_iter().map(|(_, r)| r);
     let mut refused = None;
-    let mut have = Vec::new();
-    for (p, r) in made.iter().zip(created) {
+    for ((p, _), r) in rest.iter().zip(created) {
         match r {
-            Ok(_) => have.push(*p),
+            Ok(_) => have.push(p),
             Err(e) => {
-                refused.get_or_insert_with(|| {
-                    format!(
-                        "creating pod {}/{}: {}",
-                        p.namespace,
-                        name(p),
-                        super::kube_error(&e)
-                    )
-                });
+                refused.get_or_insert_with(|| refusal(p, &e));
             }
         }
     }

@@ -206,6 +206,28 @@ impl Default for Gang {
     }
 }
 
+/// What every backend puts in a node's part's environment besides the job's own `envs`: the
+/// job's id, the run's token, the part's GPU count, the checkpoint directory, and its place in
+/// the gang (`Gang::env`).
+pub fn part_env(
+    job: i64,
+    token: &str,
+    gpus: usize,
+    checkpoint_dir: Option<&str>,
+    gang: &Gang,
+) -> Vec<(&'static str, String)> {
+    let mut env = vec![
+        ("GANTRY_JOB_ID", job.to_string()),
+        ("GANTRY_RUN_TOKEN", token.to_string()),
+        ("GANTRY_NUM_GPUS", gpus.to_string()),
+    ];
+    if let Some(d) = checkpoint_dir {
+        env.push(("GANTRY_CHECKPOINT_DIR", d.to_string()));
+    }
+    env.extend(gang.env(gpus));
+    env
+}
+
 impl Gang {
     /// The environment a distributed launcher reads, in gantry's names and SkyPilot's (so
     /// `torchrun` recipes written for SkyPilot run unchanged). `gpus` is the GPUs per node.

@@ -248,14 +248,10 @@ pub(super) fn pod_of(l: &Launch, image: &str, namespace: &str) -> Value {
         .map(|(k, v)| json!({"name": k, "value": v}))
         .collect();
     let mut add = |k: &str, v: String| env.push(json!({"name": k, "value": v}));
-    add("GANTRY_JOB_ID", l.job.to_string());
-    add("GANTRY_RUN_TOKEN", l.token.clone());
-    add("GANTRY_NUM_GPUS", gpus.to_string());
-    for (k, v) in l.gang.env(gpus) {
+    let ours =
+        crate::backend::part_env(l.job, &l.token, gpus, l.checkpoint_dir.as_deref(), &l.gang);
+    for (k, v) in ours {
         add(k, v);
-    }
-    if let Some(d) = &l.checkpoint_dir {
-        add("GANTRY_CHECKPOINT_DIR", d.clone());
     }
     // As SkyPilot runs a task: setup and run as separate bash scripts; a failing setup stops
     // the job. The scripts travel as environment values (no quoting to get wrong).

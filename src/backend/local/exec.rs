@@ -324,25 +324,19 @@ pub fn launch(spec: &LaunchSpec) -> Result<Running, ExecError> {
             "CUDA_VISIBLE_DEVICES".into(),
             spec.gpu_uuids.join(",").into(),
         ),
-        ("GANTRY_JOB_ID".into(), job.to_string().into()),
-        ("GANTRY_RUN_TOKEN".into(), spec.run_token.clone().into()),
-        (
-            "GANTRY_NUM_GPUS".into(),
-            spec.gpu_uuids.len().to_string().into(),
-        ),
         ("GANTRY_LOG_DIR".into(), spec.log_dir.clone().into()),
     ];
-    // Rank, node count and addresses in gantry's and SkyPilot's names, so existing task
-    // scripts run unchanged.
-    env.extend(
-        spec.gang
-            .env(spec.gpu_uuids.len())
-            .into_iter()
-            .map(|(k, v)| (k.to_string(), v.into())),
+    // The job's id, token and GPU count, its checkpoint directory, and its rank, node count
+    // and addresses in gantry's and SkyPilot's names, so existing task scripts run unchanged.
+    let checkpoint = spec.checkpoint_dir.as_ref().map(|d| d.to_string_lossy());
+    let ours = crate::backend::part_env(
+        job,
+        &spec.run_token,
+        spec.gpu_uuids.len(),
+        checkpoint.as_deref(),
+        &spec.gang,
     );
-    if let Some(dir) = &spec.checkpoint_dir {
-        env.push(("GANTRY_CHECKPOINT_DIR".into(), dir.clone().into()));
-    }
+    env.extend(ours.into_iter().map(|(k, v)| (k.to_string(), v.into())));
     let mut cmd = Command::new("/bin/sh");
     cmd.arg("-c");
     match &spec.container {

@@ -50,18 +50,9 @@ pub fn script(l: &Launch, gpus: usize) -> String {
         l.gang.ips.len()
     ));
     let mut env: Vec<(String, String)> = l.envs.clone().into_iter().collect();
-    env.push(("GANTRY_JOB_ID".into(), l.job.to_string()));
-    env.push(("GANTRY_RUN_TOKEN".into(), l.token.clone()));
-    env.push(("GANTRY_NUM_GPUS".into(), gpus.to_string()));
-    if let Some(d) = &l.checkpoint_dir {
-        env.push(("GANTRY_CHECKPOINT_DIR".into(), d.clone()));
-    }
-    env.extend(
-        l.gang
-            .env(gpus)
-            .into_iter()
-            .map(|(k, v)| (k.to_string(), v)),
-    );
+    let ours =
+        crate::backend::part_env(l.job, &l.token, gpus, l.checkpoint_dir.as_deref(), &l.gang);
+    env.extend(ours.into_iter().map(|(k, v)| (k.to_string(), v)));
     for (k, v) in env {
         if k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') && !k.is_empty() {
             s.push_str(&format!("export {k}={}\n", quote(&v)));

@@ -370,3 +370,72 @@ fn an_edited_fleet_file_is_applied_while_a_local_job_keeps_running() {
     d.wait().unwrap();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A half-written fleet file is never applied (issue 36): an editor's truncate-then-write
+/// leaves it empty, a full disk cuts it short. The empty file, and one cut before its team,
+/// would each have failed the running job (`unknown GPU model … (this fleet has: )`); both are
+/// refused, saying so, and the job keeps running. SIGHUP — the operator's say-so — applies a
+/// file that fails jobs, and says which.
+#[test]
+fn a_half_written_fleet_file_fails_no_job() {
+    let dir = std::env::temp_dir().join(format!("gantry-halfwritten-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let fleet = Command::new(env!("CARGO_BIN_EXE_gantry"))
+        .args(["fleet", "--print-local"])
+        .output()
+        .unwrap()
+        .stdout;
+    let fleet = String::from_utf8(fleet).unwrap();
+    let file = dir.join("fleet.toml");
+    std::fs::write(&file, &fleet).unwrap();
+    // The job's process ends when the test does, whatever the daemon made of it.
+    let go = dir.join("go");
+    std::fs::write(
+        dir.join("job.yaml"),
+        format!(
+            "name: steady\nresources:\n  cpus: 1\n  memory: 1\nrun: |\n  echo started\n  while [ ! -e {} ]; do sleep 0.1; done\n",
+            go.display()
+        ),
+    )
+    .unwrap();
+    let sock = dir.join("sock");
+    let mut d = daemon(&dir);
+    let submitted = cli(&sock, &["submit", dir.join("job.yaml").to_str().unwrap()]);
+    assert!(submitted.contains("submitted job 1"), "{submitted}");
+    let log = dir.join("logs").join("job-1.out");
+    wait_for("the job to start", || {
+        std::fs::read_to_string(&log).is_ok_and(|t| t.contains("started"))
+    });
+    let events = || cli(&sock, &["events", "--limit", "200"]);
+    let state = || cli(&sock, &["job", "1", "--output", "json"]);
+    std::fs::write(&file, "").unwrap();
+    wait_for("the empty file to be refused", || {
+        events().contains("has no pools (empty, or half-written?): not applied")
+    });
+    assert!(state().contains("\"state\": \"running\""), "{}", state());
+    // Cut short before its [[teams]]: the pools are whole, the job's team is gone.
+    let cut = &fleet[fleet.find("[[pools]]").unwrap()..];
+    std::fs::write(&file, cut).unwrap();
+    wait_for("the cut file to be refused", || {
+        let e = events();
+        e.contains("it would fail 1 live job(s) (1; job 1: its team `default` is not in it)")
+    });
+    assert!(state().contains("\"state\": \"running\""), "{}", state());
+    let said = events();
+    assert!(!said.contains("failed at startup"), "{said}");
+    // The operator's SIGHUP applies it: the job fails, saying why.
+    let pid = d.id().to_string();
+    assert!(Command::new("kill")
+        .args(["-HUP", &pid])
+        .status()
+        .unwrap()
+        .success());
+    wait_for("the forced file to fail the job", || {
+        state().contains("\"state\": \"failed\"")
+    });
+    std::fs::write(&go, "").unwrap();
+    d.kill().unwrap();
+    d.wait().unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -546,3 +546,58 @@ fn a_teams_shipped_workdirs_are_bounded_together() {
     operator.upload_workdir(b).unwrap();
     assert!(healthy(&mut d));
 }
+
+/// The console's first action after it sat idle (issue 41): the daemon closes a kept-alive
+/// connection after its header-read timeout (1 s here), and the client's next change went out
+/// on the closed connection — `Broken pipe`, nothing applied. Now every change carries an
+/// Idempotency-Key and is sent again on a new connection; the daemon answers a key once, so a
+/// change sent twice is applied once.
+#[test]
+fn a_change_after_the_client_sat_idle_is_applied_once() {
+    use gantry::client::http::{Endpoint, HttpClient};
+    let d = start_with_fleet("idle");
+    // The first job takes every GPU, so the second stays pending (hold and release apply).
+    let ml = token(&d, "researcher", Some("ml"));
+    let whole = "resources:\n  accelerators: H100:8\nnum_nodes: 2\nrun: train\n";
+    let (status, body) = tcp_request(d.port, &ml, "POST /v1/jobs", whole);
+    assert!(status.contains("201"), "{status} {body}");
+    let one = "resources:\n  accelerators: H100:1\nrun: train\n";
+    let (status, body) = tcp_request(d.port, &ml, "POST /v1/jobs", one);
+    assert!(status.contains("201"), "{status} {body}");
+    let id = serde_json::from_str::<serde_json::Value>(&body).unwrap()["id"].clone();
+    let mut c = HttpClient::new(Endpoint::Unix(d.socket.clone()), None);
+    for round in 0..3 {
+        assert_eq!(c.request("GET", "/v1/health", None).unwrap().status, 200);
+        // Past the daemon's 1 s header-read timeout: it has closed the connection the client
+        // keeps (and, within the client's reuse bound, would reuse).
+        std::thread::sleep(Duration::from_millis(1500));
+        let action = if round % 2 == 0 { "hold" } else { "release" };
+        let r = c
+            .request("POST", &format!("/v1/jobs/{id}/{action}"), None)
+            .unwrap_or_else(|e| panic!("round {round}: {action} after idling: {e}"));
+        assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    }
+    // The same key twice: the second gets the first's answer (without the kept answer it
+    // would be 409: a held job cannot be held again) and the job is released once.
+    let key = [("Idempotency-Key", "one-release")];
+    let path = format!("/v1/jobs/{id}/release");
+    let first = c.request_with("POST", &path, None, &key).unwrap();
+    let again = c.request_with("POST", &path, None, &key).unwrap();
+    assert_eq!(
+        first.status,
+        200,
+        "{}",
+        String::from_utf8_lossy(&first.body)
+    );
+    assert_eq!((again.status, again.body), (first.status, first.body));
+    let third = c.request("POST", &path, None).unwrap();
+    assert_eq!(third.status, 409, "a new key is a new change");
+    let said = events(&d);
+    let count = |w: &str| said.iter().filter(|e| e.contains(w)).count();
+    assert_eq!(count("→ held"), 2, "held once a round: {said:#?}");
+    assert_eq!(
+        count("→ pending: released"),
+        2,
+        "released once each: {said:#?}"
+    );
+}

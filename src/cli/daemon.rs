@@ -298,12 +298,15 @@ fn watch_fleet_file(
         if moved {
             eprintln!("gantry daemon: a cluster's nodes changed: its gpu = \"auto\" pools are built again");
         }
-        if !(settled || moved || hup.swap(false, Ordering::Relaxed)) {
+        // SIGHUP is the operator's say-so: it applies a file that would fail live jobs, which
+        // a change noticed on disk alone never does (it may be half-written).
+        let forced = hup.swap(false, Ordering::Relaxed);
+        if !(settled || moved || forced) {
             continue;
         }
         applied = now;
         let cfg = super::fleet::load(Some(path.to_path_buf())).map(|(_, cfg, _)| cfg);
-        match handle.reload(cfg) {
+        match handle.reload(cfg, forced) {
             Ok(said) => eprintln!("gantry daemon: fleet file {}: {said}", path.display()),
             Err(e) if e.code == "stopping" => return,
             Err(e) if e.code == "reopen-failed" => {

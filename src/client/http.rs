@@ -178,6 +178,11 @@ pub struct Response {
 /// what a server merely claims.
 pub const MAX_RESPONSE_BYTES: u64 = 256 << 20;
 
+/// How long a kept-alive connection may sit idle and still be reused: well under the
+/// shortest header-read timeout the daemon takes (`--request-timeout`, at least 100 ms is
+/// allowed, but the retry covers what this does not).
+const IDLE_REUSE: Duration = Duration::from_secs(2);
+
 /// A client of one daemon. Connections are kept alive and reused across requests.
 pub struct HttpClient {
     pub endpoint: Endpoint,
@@ -266,7 +271,11 @@ impl HttpClient {
                 // The daemon is reached directly (or through an SSH tunnel), never through
                 // the environment's HTTP proxy.
                 .no_proxy()
-                .http1_only();
+                .http1_only()
+                // Between calls this client's runtime does not run, so it cannot see the
+                // daemon close an idle connection (its header-read timeout, 10 s by default):
+                // one idle longer than this is not reused.
+                .pool_idle_timeout(IDLE_REUSE);
             match &self.endpoint {
                 Endpoint::Unix(path) => b = b.unix_socket(path.clone()),
                 Endpoint::Https { pin: Some(pin), .. } => {
@@ -317,8 +326,9 @@ impl HttpClient {
         self.request_with(method, path, body, &[])
     }
 
-    /// `request` with extra headers. A request that is safe to repeat — a GET, or one that
-    /// carries an `Idempotency-Key` — is sent once more when its answer is lost.
+    /// `request` with extra headers. Sent once more when its answer is lost: a GET is safe to
+    /// repeat, and every other request carries an `Idempotency-Key` (the caller's, or one made
+    /// here) whose first answer the daemon keeps.
     pub fn request_with(
         &mut self,
         method: &str,
@@ -340,20 +350,30 @@ impl HttpClient {
                 field: None,
             });
         }
-        let repeatable = method == "GET"
-            || extra
-                .iter()
-                .any(|(k, _)| k.eq_ignore_ascii_case("idempotency-key"));
+        // Every change carries an Idempotency-Key (the daemon keeps its first answer), so every
+        // request may be sent once more when its connection breaks: a connection the daemon
+        // closed while this client sat idle costs a retry, never a lost action (issue 41).
+        let own_key = match extra
+            .iter()
+            .any(|(k, _)| k.eq_ignore_ascii_case("idempotency-key"))
+        {
+            true => None,
+            false if method == "GET" => None,
+            false => Some(new_idempotency_key()?),
+        };
         let timeout = self.timeout;
         self.build()?;
         let inner = self.inner.as_ref().expect("built above");
         let mut last = None;
-        for _attempt in 0..if repeatable { 2 } else { 1 } {
+        for _attempt in 0..2 {
             let mut req = self
                 .prepare(&inner.http, method, path, "application/json")?
                 .timeout(timeout);
             for (k, v) in extra {
                 req = req.header(*k, *v);
+            }
+            if let Some(key) = &own_key {
+                req = req.header("idempotency-key", key);
             }
             if let Some(b) = body {
                 req = req.body(b.to_vec());

@@ -165,8 +165,10 @@ pub enum Request {
         reply: Reply<Report>,
     },
     /// Open the state again over an edited fleet file (or say why the edit cannot be read).
+    /// `force`: the operator asked for it (SIGHUP), so a file that fails live jobs is applied.
     Reload {
         cfg: Result<Box<crate::config::fleet::FleetConfig>, String>,
+        force: bool,
         reply: Reply<String>,
     },
     Shutdown,
@@ -254,13 +256,16 @@ impl Handle {
     }
 
     /// Applies an edited fleet file (`Err`: why it could not be read; the event log says so
-    /// and the previous file stays in force). The answer says what changed.
+    /// and the previous file stays in force). The answer says what changed. `force` (SIGHUP)
+    /// applies a file that would fail live jobs; without it such a file is refused.
     pub fn reload(
         &self,
         cfg: Result<crate::config::fleet::FleetConfig, String>,
+        force: bool,
     ) -> Result<String, ApiError> {
         self.call_blocking(|reply| Request::Reload {
             cfg: cfg.map(Box::new),
+            force,
             reply,
         })
     }
@@ -368,12 +373,12 @@ pub fn spawn(
                         Err(_) => return,
                     }
                 }
-                let Some((cfg, reply)) = actor.reload.take() else {
+                let Some((cfg, force, reply)) = actor.reload.take() else {
                     return;
                 };
                 let mut said = Ok(String::new());
                 match actor.reopen(|s| {
-                    let (s, r) = s.reload(&cfg)?;
+                    let (s, r) = s.reload(&cfg, force)?;
                     said = r;
                     Ok(s)
                 }) {
@@ -416,7 +421,7 @@ struct Actor {
     /// Scheduling-cycle latency, for `/metrics`.
     cycle_seconds: Histogram,
     /// A fleet file to reopen the state over, once the run loop has returned.
-    reload: Option<(Box<crate::config::fleet::FleetConfig>, Reply<String>)>,
+    reload: Option<(Box<crate::config::fleet::FleetConfig>, bool, Reply<String>)>,
 }
 
 /// What the actor publishes: the state's snapshot and counters, taken once.
@@ -554,13 +559,13 @@ impl Actor {
                     self.flush_submissions(&submissions, replies);
                     return false;
                 }
-                Request::Reload { cfg, reply } => {
+                Request::Reload { cfg, force, reply } => {
                     self.flush_submissions(&submissions, std::mem::take(&mut replies));
                     submissions.clear();
                     match cfg {
                         // The run loop returns; the state is reopened outside it.
                         Ok(cfg) => {
-                            self.reload = Some((cfg, reply));
+                            self.reload = Some((cfg, force, reply));
                             return false;
                         }
                         Err(why) => {

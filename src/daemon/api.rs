@@ -105,6 +105,11 @@ pub fn router(
                 "no such endpoint; see the README's API table (GET /v1/health, /v1/jobs, …)",
             )
         })
+        // Inside authentication: a kept answer is the caller's own.
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::new(super::replay::Replays::default()),
+            super::replay::remember,
+        ))
         .layer(axum::middleware::from_fn_with_state(
             api.clone(),
             authenticate,

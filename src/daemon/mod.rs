@@ -14,6 +14,7 @@ pub mod journal;
 pub mod lock;
 pub mod logs;
 pub mod metrics;
+mod replay;
 pub mod server;
 pub mod state;
 pub mod tls;

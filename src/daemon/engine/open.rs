@@ -154,3 +154,22 @@ impl Engine {
         Ok((spec, requests, team, class))
     }
 }
+
+impl Engine {
+    /// The live jobs (not ended) that opening over `fleet` and `teams` would fail, each with
+    /// why: a reload that would strand them is not applied by itself (`State::reload`).
+    pub fn stranded_by(&self, fleet: &Fleet, teams: &[Team]) -> Vec<(JobId, String)> {
+        self.jobs
+            .values()
+            .filter(|j| !j.state.is_final())
+            .filter_map(|j| {
+                let team = &self.teams[j.team].name;
+                if !teams.iter().any(|t| t.name == *team) {
+                    return Some((j.id, format!("its team `{team}` is not in it")));
+                }
+                let e = j.spec.to_requests(fleet).err()?;
+                Some((j.id, e.to_string()))
+            })
+            .collect()
+    }
+}

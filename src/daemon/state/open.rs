@@ -252,9 +252,15 @@ impl State {
     /// nothing across a reopen). A file that cannot be
     /// applied leaves the previous one in force, with why (the inner error). The outer error:
     /// not even the previous fleet file could be opened again (the journal is gone).
+    ///
+    /// A file that looks half-written is never applied: one with no pools where the fleet had
+    /// some (an editor's truncate-then-write, a full disk). Nor, unless `force` (the operator's
+    /// SIGHUP), one that would fail live jobs — a model, pool or team they need gone: the
+    /// previous file stays in force and the event says which jobs and what to do.
     pub fn reload(
         mut self,
         new: &FleetConfig,
+        force: bool,
     ) -> Result<(State, Result<String, String>), EngineError> {
         // `gpu = "auto"` Kubernetes pools compared as built: what the state was opened with,
         // and what their clusters' nodes make now (a node that joined is a change; a cluster
@@ -266,6 +272,10 @@ impl State {
         let changes = crate::config::reload::changes(&old, &built_new);
         if changes.is_empty() {
             return Ok((self, Ok("the fleet file is unchanged".to_string())));
+        }
+        if let Some(why) = self.refuse_reload(&old, &built_new, force) {
+            self.warn(why.clone());
+            return Ok((self, Err(why)));
         }
         // Runs on hosts that leave the file are stopped while their hosts are still reached
         // (after the reload nothing would manage them) and their jobs requeued.
@@ -313,6 +323,26 @@ impl State {
                 Ok((s, Err(why)))
             }
         }
+    }
+
+    /// Why the fleet `new` (replacing `old`) is not applied by itself, if it is not.
+    fn refuse_reload(&self, old: &FleetConfig, new: &FleetConfig, force: bool) -> Option<String> {
+        if new.pools.is_empty() && !old.pools.is_empty() {
+            return Some("the edited fleet file has no pools (empty, or half-written?): not applied; the previous one stays in force".to_string());
+        }
+        if force {
+            return None;
+        }
+        let fleet = fleet_sized(new, |p| p.max_nodes.unwrap_or(p.nodes).max(p.nodes));
+        let stranded = self.engine.stranded_by(&fleet, &teams_of(new));
+        let (first, why) = stranded.first()?;
+        let ids: Vec<String> = stranded.iter().map(|(id, _)| id.to_string()).collect();
+        Some(format!(
+            "the edited fleet file was not applied: it would fail {} live job(s) ({}; job {first}: {why}); the previous one stays in force — restore what they need, cancel them (gantry cancel {}), or send the daemon SIGHUP to apply it anyway and fail them",
+            stranded.len(),
+            ids.join(", "),
+            ids.join(" ")
+        ))
     }
 
     /// This state let go (the journal's lock, this host's agent, the hosts' links) and opened

@@ -10,6 +10,7 @@
 //! * [`backend`] — where jobs run: the local host (processes, NVML).
 //! * [`bench`] — the benchmarks behind every performance figure.
 //! * [`tls`] — TLS both ends share: the crypto provider, fingerprints, pinning.
+//! * [`untrusted`] — text from outside (job output, hosts) escaped and bounded.
 //! * [`testkit`] — test doubles (a Kubernetes API server) for tests and benchmarks.
 pub mod backend;
 pub mod bench;
@@ -25,4 +26,5 @@ pub mod spec;
 pub mod testkit;
 pub mod tls;
 pub mod trace;
+pub mod untrusted;
 pub mod workdir;

@@ -57,15 +57,63 @@ fn too_big(dir: &Path, max: u64) -> String {
     )
 }
 
+/// What a workdir takes on the daemon's disk: bytes in whole blocks (a one-byte file takes a
+/// block, and an inode), and entries (files, directories, links: each an inode).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Footprint {
+    pub bytes: u64,
+    pub files: u64,
+}
+
+/// The block every entry is charged at least, and its size rounded up to.
+pub const BLOCK: u64 = 4096;
+/// The most entries one shipped workdir may unpack to, unless the daemon says otherwise.
+pub const DEFAULT_MAX_FILES: u64 = 50_000;
+
+impl Footprint {
+    /// One entry of `size` bytes: its blocks, at least one.
+    fn entry(size: u64) -> Footprint {
+        Footprint {
+            bytes: size.div_ceil(BLOCK).max(1) * BLOCK,
+            files: 1,
+        }
+    }
+
+    fn add(&mut self, other: Footprint) {
+        self.bytes += other.bytes;
+        self.files += other.files;
+    }
+}
+
+/// Which bound an unpack passed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Bound {
+    Bytes,
+    Files,
+}
+
 /// Why a shipped workdir was not unpacked.
 #[derive(Debug, thiserror::Error)]
 pub enum UnpackError {
-    /// It holds more than the bytes allowed (the bound, in bytes).
-    #[error("over {} MiB unpacked; the daemon takes no more", .0 >> 20)]
-    OverBudget(u64),
+    /// It takes more than the room given (which bound, and the room).
+    #[error("{}", over(*.0, .1))]
+    OverBudget(Bound, Footprint),
     /// It is not a workdir gantry takes, and why.
     #[error("{0}")]
     Bad(String),
+}
+
+fn over(bound: Bound, room: &Footprint) -> String {
+    match bound {
+        Bound::Bytes => format!(
+            "over {} MiB unpacked (on disk, in {BLOCK}-byte blocks); the daemon takes no more",
+            room.bytes >> 20
+        ),
+        Bound::Files => format!(
+            "over {} files and directories unpacked; the daemon takes no more",
+            room.files
+        ),
+    }
 }
 
 impl From<String> for UnpackError {
@@ -75,9 +123,9 @@ impl From<String> for UnpackError {
 }
 
 /// Unpacks the gzip'd tar at `archive` into the new directory `into`: regular files,
-/// directories and symlinks only, none outside `into`, at most `max_unpacked` bytes in all;
-/// the bytes unpacked.
-pub fn unpack(archive: &Path, into: &Path, max_unpacked: u64) -> Result<u64, UnpackError> {
+/// directories and symlinks only, none outside `into`, no set-user-ID, set-group-ID or sticky
+/// bits, no owners but the daemon's, within `room`; what it takes.
+pub fn unpack(archive: &Path, into: &Path, room: Footprint) -> Result<Footprint, UnpackError> {
     let mut file = std::fs::File::open(archive).map_err(|e| e.to_string())?;
     let mut magic = [0u8; 2];
     use std::io::{Read, Seek};
@@ -88,10 +136,14 @@ pub fn unpack(archive: &Path, into: &Path, max_unpacked: u64) -> Result<u64, Unp
     }
     file.rewind().map_err(|e| e.to_string())?;
     let mut tar = tar::Archive::new(GzDecoder::new(file));
-    tar.set_preserve_permissions(true);
+    // The mode's permission bits only: a setuid file shipped by a researcher must not become
+    // a setuid file of the daemon's user.
+    tar.set_preserve_permissions(false);
+    tar.set_preserve_ownerships(false);
+    tar.set_unpack_xattrs(false);
     tar.set_overwrite(false);
     std::fs::create_dir_all(into).map_err(|e| format!("{}: {e}", into.display()))?;
-    let mut total = 0u64;
+    let mut total = Footprint::default();
     for entry in tar
         .entries()
         .map_err(|e| format!("not a gzip'd tar: {e}"))?
@@ -107,9 +159,12 @@ pub fn unpack(archive: &Path, into: &Path, max_unpacked: u64) -> Result<u64, Unp
                 "`{name}`: only files, directories and symlinks are taken"
             )));
         }
-        total += entry.size();
-        if total > max_unpacked {
-            return Err(UnpackError::OverBudget(max_unpacked));
+        total.add(Footprint::entry(entry.size()));
+        if total.files > room.files {
+            return Err(UnpackError::OverBudget(Bound::Files, room));
+        }
+        if total.bytes > room.bytes {
+            return Err(UnpackError::OverBudget(Bound::Bytes, room));
         }
         // `unpack_in` refuses entries that would land outside `into` (`..`, absolute
         // paths, writes through a symlink unpacked before).
@@ -126,33 +181,50 @@ pub fn unpack(archive: &Path, into: &Path, max_unpacked: u64) -> Result<u64, Unp
     Ok(total)
 }
 
-/// The file beside kept workdir `kept` saying who sent it first and how much it holds:
-/// `TEAM BYTES` (what that team is charged for while it is kept).
+/// The file beside kept workdir `kept` saying who sent it first and what it takes:
+/// `TEAM BYTES FILES` (what that team is charged for while it is kept).
 fn charge_path(kept: &Path) -> std::path::PathBuf {
     let mut p = kept.as_os_str().to_os_string();
     p.push(".charge");
     p.into()
 }
 
-/// Charges kept workdir `kept` (`bytes` unpacked) to `team`.
-pub fn charge(kept: &Path, team: &str, bytes: u64) -> std::io::Result<()> {
-    std::fs::write(charge_path(kept), format!("{team} {bytes}\n"))
+/// Charges kept workdir `kept` (taking `took`) to `team`.
+pub fn charge(kept: &Path, team: &str, took: Footprint) -> std::io::Result<()> {
+    std::fs::write(
+        charge_path(kept),
+        format!("{team} {} {}\n", took.bytes, took.files),
+    )
 }
 
-/// What `team`'s kept workdirs in `dir` hold, in bytes.
-pub fn charged(dir: &Path, team: &str) -> u64 {
+/// What `team`'s kept workdirs in `dir` take.
+pub fn charged(dir: &Path, team: &str) -> Footprint {
     let Ok(entries) = std::fs::read_dir(dir) else {
-        return 0;
+        return Footprint::default();
     };
-    entries
-        .flatten()
-        .filter(|e| e.path().extension().is_some_and(|x| x == "charge"))
-        .filter_map(|e| std::fs::read_to_string(e.path()).ok())
-        .filter_map(|t| {
-            let (who, bytes) = t.trim().rsplit_once(' ')?;
-            (who == team).then(|| bytes.parse::<u64>().ok())?
-        })
-        .sum()
+    let mut sum = Footprint::default();
+    for e in entries.flatten() {
+        if e.path().extension().is_none_or(|x| x != "charge") {
+            continue;
+        }
+        let Ok(text) = std::fs::read_to_string(e.path()) else {
+            continue;
+        };
+        // `TEAM BYTES FILES`, read from the right; files are missing in charges written before
+        // they were counted.
+        let mut words = text.trim().rsplitn(3, ' ');
+        let (Some(last), Some(mid)) = (words.next(), words.next()) else {
+            continue;
+        };
+        let (who, bytes, files) = match (words.next(), mid.parse::<u64>()) {
+            (Some(who), Ok(bytes)) => (who, bytes, last.parse().unwrap_or(0)),
+            _ => (mid, last.parse().unwrap_or(0), 0),
+        };
+        if who == team {
+            sum.add(Footprint { bytes, files });
+        }
+    }
+    sum
 }
 
 /// Removes from `dir` the shipped workdirs no live job uses (`in_use`: the paths jobs not yet
@@ -240,7 +312,11 @@ mod tests {
         let archive = d.join("w.tar.gz");
         std::fs::write(&archive, &bytes).unwrap();
         let out = d.join("out");
-        unpack(&archive, &out, 1 << 20).unwrap();
+        let room = Footprint {
+            bytes: 1 << 20,
+            files: 100,
+        };
+        unpack(&archive, &out, room).unwrap();
         assert_eq!(
             std::fs::read_to_string(out.join("train.py")).unwrap(),
             "print('hi')\n"
@@ -272,7 +348,11 @@ mod tests {
         let bytes = raw.into_inner().unwrap().finish().unwrap();
         let archive = d.join("evil.tar.gz");
         std::fs::write(&archive, bytes).unwrap();
-        let e = unpack(&archive, &d.join("out"), 1 << 20)
+        let room = Footprint {
+            bytes: 1 << 20,
+            files: 100,
+        };
+        let e = unpack(&archive, &d.join("out"), room)
             .unwrap_err()
             .to_string();
         assert!(e.contains("outside the workdir"), "{e}");
@@ -282,11 +362,71 @@ mod tests {
         std::fs::create_dir_all(&src).unwrap();
         std::fs::write(src.join("zeros"), vec![0u8; 100_000]).unwrap();
         std::fs::write(&archive, pack(&src, DEFAULT_MAX_BYTES).unwrap()).unwrap();
-        let e = unpack(&archive, &d.join("out2"), 1000)
+        let small = Footprint {
+            bytes: 1000,
+            files: 100,
+        };
+        let e = unpack(&archive, &d.join("out2"), small)
             .unwrap_err()
             .to_string();
         assert!(e.contains("unpacked"), "{e}");
-        assert!(unpack(&d.join("missing"), &d.join("x"), 10).is_err());
+        assert!(unpack(&d.join("missing"), &d.join("x"), small).is_err());
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    /// Before: bytes were counted, not blocks or files (100,000 one-byte files were charged
+    /// 100 kB and took 412 MB and 100k inodes), and set-user-ID bits were kept.
+    #[test]
+    fn tiny_files_are_charged_as_blocks_and_counted_and_special_bits_are_stripped() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = temp("tiny");
+        let src = d.join("src");
+        std::fs::create_dir_all(&src).unwrap();
+        for i in 0..300 {
+            std::fs::write(src.join(format!("f{i}")), "x").unwrap();
+        }
+        let suid = src.join("tool");
+        std::fs::write(&suid, "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(&suid, std::fs::Permissions::from_mode(0o4755)).unwrap();
+        let archive = d.join("a.tar.gz");
+        std::fs::write(&archive, pack(&src, DEFAULT_MAX_BYTES).unwrap()).unwrap();
+        let roomy = Footprint {
+            bytes: 1 << 30,
+            files: 1000,
+        };
+        let took = unpack(&archive, &d.join("out"), roomy).unwrap();
+        assert_eq!(took.files, 301);
+        assert_eq!(took.bytes, 301 * BLOCK, "a one-byte file takes a block");
+        let mode = std::fs::metadata(d.join("out/tool"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o7777, 0o755, "set-user-ID stripped: {mode:o}");
+        let few = Footprint {
+            bytes: 1 << 30,
+            files: 200,
+        };
+        let e = unpack(&archive, &d.join("out2"), few).unwrap_err();
+        assert!(matches!(e, UnpackError::OverBudget(Bound::Files, _)), "{e}");
+        assert!(e.to_string().contains("over 200 files"), "{e}");
+        let bytes = Footprint {
+            bytes: 100 * BLOCK,
+            files: 1000,
+        };
+        let e = unpack(&archive, &d.join("out3"), bytes).unwrap_err();
+        assert!(matches!(e, UnpackError::OverBudget(Bound::Bytes, _)), "{e}");
+        // Charges add up per team, and old charges (bytes only) still read.
+        let kept = d.join("k1");
+        charge(&kept, "ml", took).unwrap();
+        std::fs::write(d.join("k2.charge"), "ml 5000\n").unwrap();
+        std::fs::write(d.join("k3.charge"), "other 7 7\n").unwrap();
+        assert_eq!(
+            charged(&d, "ml"),
+            Footprint {
+                bytes: took.bytes + 5000,
+                files: 301
+            }
+        );
         let _ = std::fs::remove_dir_all(&d);
     }
 
@@ -302,10 +442,21 @@ mod tests {
             std::fs::write(d.join(name).join("f"), "x").unwrap();
         }
         std::fs::write(d.join(".upload-abc"), "partial").unwrap();
+        let one = Footprint {
+            bytes: 100,
+            files: 1,
+        };
         for name in ["used", "unused"] {
-            charge(&d.join(name), "ml", 100).unwrap();
+            charge(&d.join(name), "ml", one).unwrap();
         }
-        assert_eq!((charged(&d, "ml"), charged(&d, "cv")), (200, 0));
+        let two = Footprint {
+            bytes: 200,
+            files: 2,
+        };
+        assert_eq!(
+            (charged(&d, "ml"), charged(&d, "cv")),
+            (two, Footprint::default())
+        );
         age(&d.join("used"));
         age(&d.join("unused"));
         age(&d.join(".upload-abc"));
@@ -315,7 +466,7 @@ mod tests {
         removed.sort();
         assert_eq!(removed, [d.join(".upload-abc"), d.join("unused")]);
         // Its charge went with it: the team is charged for what is kept.
-        assert_eq!(charged(&d, "ml"), 100);
+        assert_eq!(charged(&d, "ml"), one);
         assert!(d.join("used").is_dir(), "a live job's workdir stays");
         assert!(
             d.join("fresh").is_dir(),

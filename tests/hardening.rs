@@ -535,7 +535,7 @@ fn a_teams_shipped_workdirs_are_bounded_together() {
     team.upload_workdir(a.clone()).unwrap();
     let e = team.upload_workdir(b.clone()).unwrap_err().to_string();
     assert!(
-        e.contains("would take team default's shipped workdirs past 1 MiB"),
+        e.contains("team default's shipped workdirs would take more than its limit on this daemon (1 MiB on disk"),
         "{e}"
     );
     // An operator (the Unix socket) is bounded apart.
@@ -544,6 +544,45 @@ fn a_teams_shipped_workdirs_are_bounded_together() {
         None,
     );
     operator.upload_workdir(b).unwrap();
+    assert!(healthy(&mut d));
+}
+
+/// Workdirs are charged what they take on disk, not their bytes (issue 36): many tiny files
+/// take an inode and a block each. Before: 100,000 one-byte files were charged 100 kB and took
+/// 412 MB and 100k inodes. One upload is bounded in files (`--max-workdir-files`), a team's
+/// together in four times that.
+#[test]
+fn many_tiny_files_are_bounded_by_count_and_blocks() {
+    let mut d = start("tiny-files", &["--max-workdir-files", "100"]);
+    let researcher = token(&d, "researcher", Some("default"));
+    let mut c = gantry::client::http::HttpClient::new(
+        gantry::client::http::Endpoint::parse(&format!("http://127.0.0.1:{}", d.port)).unwrap(),
+        Some(researcher),
+    );
+    let tiny = |name: &str, n: usize| {
+        let src = d.dir.join(name);
+        std::fs::create_dir_all(&src).unwrap();
+        for i in 0..n {
+            // Each workdir its own content (the same content is kept once).
+            std::fs::write(src.join(format!("{i}")), name).unwrap();
+        }
+        gantry::workdir::pack(&src, 1 << 20).unwrap()
+    };
+    let e = c.upload_workdir(tiny("many", 150)).unwrap_err().to_string();
+    assert!(e.contains("over 100 files and directories unpacked"), "{e}");
+    // Within the bound: taken, four times; the fifth passes the team's 400.
+    for i in 0..4 {
+        c.upload_workdir(tiny(&format!("ok{i}"), 99)).unwrap();
+    }
+    let e = c.upload_workdir(tiny("fifth", 99)).unwrap_err().to_string();
+    assert!(
+        e.contains("400 files; 0 MiB") || e.contains("400 files;"),
+        "{e}"
+    );
+    assert!(
+        e.contains("team default's shipped workdirs would take more"),
+        "{e}"
+    );
     assert!(healthy(&mut d));
 }
 
@@ -600,4 +639,54 @@ fn a_change_after_the_client_sat_idle_is_applied_once() {
         2,
         "released once each: {said:#?}"
     );
+}
+
+/// A job's logs are its team's and the operators' (issue 36): before, any viewer and a
+/// researcher of another team read every job's logs, secrets the job printed included. Now
+/// they get 403 (and no log tail in the job's detail), the owners see the secret's value
+/// masked, and `gantry logs` prints the job's escape sequences escaped unless `--raw` (before,
+/// a job retitled the operator's tmux pane).
+#[test]
+fn logs_are_the_teams_with_secrets_masked_and_escapes_escaped() {
+    let dir = temp_dir("logs-access");
+    let fleet = dir.join("fleet.toml");
+    std::fs::write(&fleet, format!("{LOCAL_FLEET}\n[[teams]]\nname = \"b\"\n")).unwrap();
+    let d = start_in(dir.clone(), &["--config", fleet.to_str().unwrap()]);
+    let spec = "name: talky\nresources:\n  cpus: 1\nsecrets:\n  API_KEY: s3cr3t-value-42\nrun: |\n  echo \"key=$API_KEY\"\n  printf '\\033]0;pwned\\007title\\n'\n";
+    let owner = token(&d, "researcher", Some("a"));
+    let (status, body) = tcp_request(d.port, &owner, "POST /v1/jobs?team=a", spec);
+    assert!(status.contains("201"), "{status} {body}");
+    let id = serde_json::from_str::<serde_json::Value>(&body).unwrap()["id"].clone();
+    wait_for(&d, 30, "the job to complete", || {
+        cli(&d, &["job", &id.to_string(), "-o", "json"]).contains("\"state\": \"completed\"")
+    });
+    let logs = format!("GET /v1/jobs/{id}/logs?from=start&partial=true");
+    for (who, t) in [
+        ("a viewer", token(&d, "viewer", None)),
+        ("another team", token(&d, "researcher", Some("b"))),
+    ] {
+        let (status, body) = tcp_request(d.port, &t, &logs, "");
+        assert!(status.contains("403"), "{who}: {status} {body}");
+        assert!(body.contains("team a's and the operators'"), "{body}");
+        let (_, detail) = tcp_request(d.port, &t, &format!("GET /v1/jobs/{id}"), "");
+        assert!(!detail.contains("s3cr3t"), "{who}: {detail}");
+        assert!(
+            detail.contains("\"log_tail\":[]"),
+            "{who} sees no log tail: {detail}"
+        );
+    }
+    let (status, body) = tcp_request(d.port, &owner, &logs, "");
+    assert!(status.contains("200"), "{status} {body}");
+    assert!(body.contains("key=***"), "{body}");
+    assert!(!body.contains("s3cr3t"), "{body}");
+    // The operator's CLI: masked, and escaped unless --raw.
+    let text = cli(&d, &["logs", &id.to_string()]);
+    assert!(text.contains("key=***"), "{text}");
+    assert!(
+        !text.contains('\u{1b}') && !text.contains('\u{7}'),
+        "{text:?}"
+    );
+    assert!(text.contains("\\u{1b}]0;pwned\\u{7}title"), "{text}");
+    let raw = cli(&d, &["logs", &id.to_string(), "--raw"]);
+    assert!(raw.contains("\u{1b}]0;pwned\u{7}title"), "{raw:?}");
 }

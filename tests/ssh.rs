@@ -851,3 +851,236 @@ fn an_auto_pool_of_hosts_without_nvml_says_so_and_runs_cpu_jobs() {
     });
     assert!(log_text(&d, id).contains(&format!("on {}", h.hosts[0].name)));
 }
+
+/// A fake agent for hostile-host tests: a shell script installed on the hosts in place of
+/// gantry (`GANTRY_AGENT_BIN`), doing what `body` says.
+fn fake_agent(h: &Hosts, name: &str, body: &str) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let path = h.dir.join(name);
+    std::fs::write(&path, format!("#!/bin/bash\n{body}\n")).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path
+}
+
+/// A valid hello of this protocol, as the fake agents say it.
+const HELLO: &str = r#"{"hello":{"protocol":4,"info":{"hostname":"fake","arch":"x86_64","version":"0","gpus":[],"nvml":"none here","driver":null,"runs":[]}}}"#;
+
+/// The daemon's peak resident memory, in MiB.
+fn peak_mib(d: &Daemon) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{}/status", d.child.id())).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .unwrap()
+        / 1024
+}
+
+/// Hostile hosts cost their own connection, not the daemon (issue 36): one whose first line
+/// is 50 MB, one that says hello and then sends a 50 MB line, one whose first line is not a
+/// hello and carries terminal escapes. Before: lines had no bound (a 50 MB line took the
+/// daemon to 405 MB) and the non-hello line went verbatim into the event log on every
+/// reconnect. Now each is cut off, said in a bounded, escaped line, and the daemon's peak stays
+/// small.
+#[test]
+fn hostile_hosts_cost_their_own_connection_not_the_daemon() {
+    if !can_run() {
+        return;
+    }
+    let h = hosts("hostile", 3);
+    let fake = fake_agent(
+        &h,
+        "agent.sh",
+        &format!(
+            r#"case "$(hostname)" in
+  *-0) head -c 50000000 /dev/zero | tr '\0' x; echo ;;
+  *-1) echo '{HELLO}'; head -c 50000000 /dev/zero | tr '\0' y; echo ;;
+  *) printf '\033]0;pwned\007%s\n' "$(head -c 100000 /dev/zero | tr '\0' z)" ;;
+esac
+sleep 30"#
+        ),
+    );
+    let fleet = h.fleet(&h.entries(), "1m");
+    let d = common::start_with(
+        temp_dir("ssh-hostile"),
+        &["--config", fleet.to_str().unwrap()],
+        |c| {
+            c.env("GANTRY_AGENT_BIN", &fake);
+        },
+    );
+    let said = |port: u16, what: &str| {
+        events(&d)
+            .iter()
+            .any(|e| e.contains(&format!("127.0.0.1:{port} unreachable")) && e.contains(what))
+    };
+    wait_for(&d, 90, "the first host's endless first line", || {
+        said(
+            h.hosts[0].port,
+            "a line of 50000000 bytes, over the limit of 8 MiB",
+        )
+    });
+    wait_for(
+        &d,
+        90,
+        "the second host's endless line after its hello",
+        || {
+            said(
+                h.hosts[1].port,
+                "a line of 50000000 bytes, over the limit of 8 MiB",
+            )
+        },
+    );
+    wait_for(&d, 90, "the third host's first line", || {
+        said(h.hosts[2].port, "first line is not a hello")
+    });
+    let all = events(&d);
+    let third = all
+        .iter()
+        .find(|e| e.contains("first line is not a hello"))
+        .unwrap();
+    assert!(!third.contains('\u{1b}'), "escaped: {third}");
+    assert!(third.contains("\\u{1b}]0;pwned"), "{third}");
+    assert!(third.len() < 400, "bounded: {} bytes", third.len());
+    let peak = peak_mib(&d);
+    assert!(peak < 200, "the daemon's peak was {peak} MiB");
+}
+
+/// An agent that says hello and then goes silent is seen down within `silent_after` (issue
+/// 36). Before: its job stayed running past lost_after with no event. Two cases: the whole
+/// host hangs (every process on it stopped, the TCP connection up) — it is lost after
+/// `lost_after` and its job requeues to the other host; only the agent is stopped — the host
+/// is reconnected, and the next agent (which would re-adopt its runs) ends the stopped one.
+#[test]
+fn a_silent_agent_is_seen_down_and_its_host_lost() {
+    if !can_run() {
+        return;
+    }
+    let h = hosts("silent", 2);
+    let d = daemon("ssh-silent", &h.fleet(&h.entries(), "4s"));
+    wait_for(&d, 60, "both hosts to connect", || connected(&d, 2));
+    let run = "name: quiet\nresources:\n  accelerators: A100-80GB:2\nrun: |\n  echo \"host=$(hostname)\"\n  sleep 120\n";
+    let id = submit(&d, &h.dir, "quiet", run);
+    wait_for(&d, 30, "the job to run", || {
+        log_text(&d, id).contains("host=")
+    });
+    let first = node_of(&d, id);
+    let hung = h
+        .hosts
+        .iter()
+        .position(|x| first == format!("127.0.0.1:{}", x.port))
+        .unwrap();
+    let agents = |x: &Host| -> Vec<u32> {
+        x.processes()
+            .into_iter()
+            .filter(|(_, c)| c.contains(".gantry/bin/gantry-") && c.contains(" agent"))
+            .map(|(p, _)| p)
+            .collect()
+    };
+    // Only the agent of the other host stops: it is replaced.
+    let other = &h.hosts[1 - hung];
+    let quiet = agents(other);
+    assert_eq!(quiet.len(), 1);
+    unsafe { libc::kill(quiet[0] as i32, libc::SIGSTOP) };
+    wait_for(&d, 30, "the stopped agent to be seen", || {
+        events(&d).iter().any(|e| {
+            e.contains(&format!(
+                "{} unreachable: its agent answered nothing for 5 s",
+                other.entry().trim_start_matches("root@")
+            ))
+        })
+    });
+    wait_for(&d, 30, "the stopped agent to be replaced and ended", || {
+        let now = agents(other);
+        now.len() == 1 && now[0] != quiet[0]
+    });
+    // The whole host hangs.
+    for (p, _) in h.hosts[hung].processes() {
+        unsafe { libc::kill(p as i32, libc::SIGSTOP) };
+    }
+    wait_for(&d, 30, "the silence to be seen", || {
+        events(&d).iter().any(|e| {
+            e.contains(&format!(
+                "{} unreachable: its agent answered nothing for 5 s",
+                first
+            ))
+        })
+    });
+    wait_for(&d, 30, "the host to be lost", || {
+        events(&d)
+            .iter()
+            .any(|e| e.contains("lost") && e.contains("1 job(s) requeued"))
+    });
+    wait_for(&d, 30, "the job to run on the other host", || {
+        log_text(&d, id).contains(&format!("host={}", other.name))
+    });
+    cli(&d, &["cancel", &id.to_string()]);
+}
+
+/// This user's ssh masters for `port` (openssh starts them with ControlPersist).
+fn masters_for(port: u16) -> Vec<u32> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let cmd = std::fs::read(format!("/proc/{pid}/cmdline"))
+            .map(|b| String::from_utf8_lossy(&b).replace('\0', " "))
+            .unwrap_or_default();
+        if cmd.starts_with("ssh ")
+            && cmd.contains("ControlPersist")
+            && cmd.contains(&format!("-p {port} "))
+        {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+/// No ssh process outlives the daemon or a host removed from its file, even while the host
+/// has not said hello (issue 36): before, the masters of hosts that never said hello were
+/// left running after SIGTERM and after reloads.
+#[test]
+fn no_ssh_master_outlives_the_daemon_or_a_removed_host() {
+    if !can_run() {
+        return;
+    }
+    let h = hosts("masters", 2);
+    let mute = fake_agent(&h, "mute.sh", "sleep 300");
+    let fleet = h.fleet(&h.entries(), "1m");
+    let mut d = common::start_with(
+        temp_dir("ssh-masters"),
+        &["--config", fleet.to_str().unwrap()],
+        |c| {
+            c.env("GANTRY_AGENT_BIN", &mute);
+        },
+    );
+    let (a, b) = (h.hosts[0].port, h.hosts[1].port);
+    wait_for(&d, 30, "both masters", || {
+        !masters_for(a).is_empty() && !masters_for(b).is_empty()
+    });
+    // The second host leaves the file while its agent has not said hello.
+    let tmp = h.dir.join("fleet.toml.new");
+    std::fs::copy(h.fleet(&[h.hosts[0].entry()], "1m"), &tmp).unwrap();
+    std::fs::rename(&tmp, &fleet).unwrap();
+    wait_for(&d, 30, "the removed host's master to end", || {
+        masters_for(b).is_empty()
+    });
+    wait_for(&d, 30, "the kept host's master again", || {
+        !masters_for(a).is_empty()
+    });
+    unsafe { libc::kill(d.child.id() as i32, libc::SIGTERM) };
+    let t0 = Instant::now();
+    while d.child.try_wait().unwrap().is_none() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "the daemon did not stop"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(
+        masters_for(a),
+        Vec::<u32>::new(),
+        "a master outlived the daemon"
+    );
+}

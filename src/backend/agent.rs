@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// The protocol's version: a daemon refuses an agent that speaks another.
-pub const PROTOCOL: u32 = 3;
+pub const PROTOCOL: u32 = 4;
 
 /// What the daemon asks.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -48,6 +48,8 @@ pub enum ToAgent {
         job: i64,
         query: LogQuery,
     },
+    /// Are you there? (answered with `Pong`: an agent that answers nothing is down).
+    Ping,
 }
 
 /// What the agent says.
@@ -86,6 +88,7 @@ pub enum FromAgent {
     Refused {
         why: String,
     },
+    Pong,
 }
 
 impl FromAgent {
@@ -123,8 +126,38 @@ impl FromAgent {
                 host,
                 why: format!("the agent refused a request: {why}"),
             },
-            FromAgent::Logs { .. } => return None,
+            FromAgent::Logs { .. } | FromAgent::Pong => return None,
         })
+    }
+
+    /// This message with the text a host chose — reasons, names — escaped and cut to a length
+    /// an event may have: what a host says is not trusted.
+    pub fn bounded(self) -> FromAgent {
+        use crate::untrusted::bounded;
+        const MAX: usize = 200;
+        match self {
+            FromAgent::StartFailed { job, token, why } => FromAgent::StartFailed {
+                job,
+                token,
+                why: bounded(&why, MAX),
+            },
+            FromAgent::Refused { why } => FromAgent::Refused {
+                why: bounded(&why, MAX),
+            },
+            FromAgent::Hello { protocol, mut info } => {
+                for s in [&mut info.hostname, &mut info.arch, &mut info.version] {
+                    *s = bounded(s, MAX);
+                }
+                for s in [&mut info.nvml, &mut info.driver].into_iter().flatten() {
+                    *s = bounded(s, MAX);
+                }
+                for g in &mut info.gpus {
+                    g.name = bounded(&g.name, MAX);
+                }
+                FromAgent::Hello { protocol, info }
+            }
+            other => other,
+        }
     }
 }
 
@@ -253,6 +286,41 @@ pub fn record_run(
     std::fs::rename(&tmp, &path)
 }
 
+/// Ends the agent that served `dir` before this one, if it still runs: one the daemon gave up
+/// on (stopped, hung) would otherwise stay for ever beside the agent that re-adopted its runs.
+/// Only a process whose command line is a gantry agent's is touched; then this agent's pid is
+/// written for the next.
+fn replace_predecessor(dir: &Path) {
+    let file = dir.join("agent.pid");
+    let me = std::process::id();
+    if let Some(pid) = std::fs::read_to_string(&file)
+        .ok()
+        .and_then(|t| t.trim().parse::<u32>().ok())
+        .filter(|&p| p != me)
+    {
+        let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        let words: Vec<&[u8]> = cmd.split(|&b| b == 0).collect();
+        let is_agent = words.first().is_some_and(|w| {
+            use std::os::unix::ffi::OsStrExt;
+            Path::new(std::ffi::OsStr::from_bytes(w))
+                .file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("gantry"))
+        }) && words.get(1).is_some_and(|w| *w == b"agent");
+        if is_agent {
+            // SAFETY: kill(2) on a gantry agent over this same directory.
+            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+            let t = Instant::now();
+            while Path::new(&format!("/proc/{pid}")).exists()
+                && t.elapsed() < Duration::from_secs(2)
+            {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+    }
+    let _ = std::fs::create_dir_all(dir);
+    let _ = std::fs::write(&file, me.to_string());
+}
+
 /// Serves one connection: `input` carries the daemon's requests, `out` the answers and
 /// events. Returns when `input` ends; the jobs keep running.
 pub fn serve(
@@ -261,6 +329,7 @@ pub fn serve(
     input: impl BufRead,
     out: Box<dyn Write + Send>,
 ) -> std::io::Result<()> {
+    replace_predecessor(dir);
     let out = Mutex::new(out);
     let say: Say = Arc::new(move |msg: FromAgent| {
         let Ok(mut line) = serde_json::to_string(&msg) else {
@@ -492,6 +561,7 @@ impl Agent {
                 id,
                 read: super::logs::read(&self.runs.log_dir, job, &query),
             }),
+            ToAgent::Ping => Some(FromAgent::Pong),
         }
     }
 

@@ -20,6 +20,7 @@ pub mod logs;
 pub mod sim;
 pub mod slurm;
 pub mod ssh;
+pub mod wire;
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -116,6 +117,12 @@ pub fn runner_for(
             config_file: p.ssh_config.as_deref().map(expand_home),
             jump: p.jump_host.clone(),
             connect_timeout: std::time::Duration::from_secs(10),
+            // Half the time the pool waits before it gives a host up, so a silent agent is
+            // seen down well before it is lost; never under 5 s (an agent busy starting runs
+            // is not silent), never over 15 s.
+            silent_after: std::time::Duration::from_secs_f64(
+                (p.lost_after_s() / 2.0).clamp(5.0, 15.0),
+            ),
         };
         Box::new(
             ssh::SshPool::connect(&p.hosts, opts).map_err(|e| format!("pool `{}`: {e}", p.name))?,

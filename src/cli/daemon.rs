@@ -74,6 +74,10 @@ pub struct DaemonArgs {
     /// after the last job using it ends).
     #[arg(long, default_value_t = 2048)]
     max_team_workdirs_mb: u64,
+    /// The most files and directories one shipped workdir may unpack to (each takes an inode
+    /// and a block however small); one team's together may hold four times as many.
+    #[arg(long, default_value_t = gantry::workdir::DEFAULT_MAX_FILES)]
+    max_workdir_files: u64,
     /// How often the nodes of `gpu = "auto"` Kubernetes pools are listed again; the pools are
     /// rebuilt (as on a fleet file reload) when nodes joined or left.
     #[arg(long, default_value = "1m")]
@@ -148,6 +152,8 @@ pub fn run(a: DaemonArgs) -> Result<(), String> {
             max_tcp_connections: a.max_connections,
             max_workdir_bytes: a.max_workdir_mb << 20,
             max_team_workdir_bytes: a.max_team_workdirs_mb << 20,
+            max_workdir_files: a.max_workdir_files,
+            max_team_workdir_files: a.max_workdir_files.saturating_mul(4),
             ..Default::default()
         },
         workdirs: Some(

@@ -1,7 +1,8 @@
 //! `gantry logs ID [-f] [--node K] [--tail N]`: a job's stdout and stderr, from every node it
 //! ran on (a multi-node job's lines marked `[node K]`) or one. The job's stdout lines go to
 //! stdout and its stderr lines to stderr, so `2>/dev/null` and pipes work as with the job
-//! itself; `-o json` prints one object per line (`node`, `stream`, `text`).
+//! itself; `-o json` prints one object per line (`node`, `stream`, `text`). Control characters
+//! the job wrote are printed escaped unless `--raw`.
 
 use super::remote::{id_arg, Target};
 use super::{CliError, Output};
@@ -25,6 +26,11 @@ pub struct LogsArgs {
     tail: Option<usize>,
     #[arg(short, long, value_enum, default_value_t = Output::Table)]
     output: Output,
+    /// Print the lines as the job wrote them, terminal escape sequences and all (by default
+    /// control characters are shown escaped, `\u{1b}`, so a job cannot retitle or redraw
+    /// the terminal they are printed on).
+    #[arg(long)]
+    raw: bool,
 }
 
 /// How long a follower waits between reads that found nothing new.
@@ -47,7 +53,7 @@ pub fn logs(t: &Target, a: LogsArgs) -> Result<(), CliError> {
         }
         // Complete lines only while the job may still write (the rest comes with its newline).
         let v: LogsView = c.call("GET", &format!("{path}&partial={}", !a.follow), None)?;
-        let printed = print(&v, a.node.is_none(), a.output)?;
+        let printed = print(&v, a.node.is_none(), a.output, a.raw)?;
         let cursors = v.cursors();
         if printed > 0 {
             after = Some(cursors);
@@ -60,7 +66,7 @@ pub fn logs(t: &Target, a: LogsArgs) -> Result<(), CliError> {
             // The last line may lack its newline: read it now that none will follow.
             let path = format!("{base}after={cursors}&partial=true");
             let v: LogsView = c.call("GET", &path, None)?;
-            print(&v, a.node.is_none(), a.output)?;
+            print(&v, a.node.is_none(), a.output, a.raw)?;
             return Ok(());
         }
         after = Some(cursors);
@@ -69,13 +75,19 @@ pub fn logs(t: &Target, a: LogsArgs) -> Result<(), CliError> {
 }
 
 /// Prints one answer's lines; how many.
-fn print(v: &LogsView, all_nodes: bool, output: Output) -> Result<usize, CliError> {
+fn print(v: &LogsView, all_nodes: bool, output: Output, raw: bool) -> Result<usize, CliError> {
     let gang = all_nodes && v.nodes.len() > 1;
     let (mut out, mut err) = (std::io::stdout().lock(), std::io::stderr().lock());
     let mut printed = 0;
     for n in &v.nodes {
         if let Some(why) = &n.error {
-            let _ = writeln!(err, "gantry: node {} ({}): {why}", n.rank, n.node);
+            let _ = writeln!(
+                err,
+                "gantry: node {} ({}): {}",
+                n.rank,
+                gantry::untrusted::escape(&n.node),
+                gantry::untrusted::escape(why)
+            );
         }
         for l in &n.lines {
             printed += 1;
@@ -85,8 +97,17 @@ fn print(v: &LogsView, all_nodes: bool, output: Output) -> Result<usize, CliErro
                     &serde_json::json!({"node": n.rank, "stream": l.stream, "text": l.text}),
                 )
                 .map_err(CliError::usage)?,
-                _ if gang => format!("[node {}] {}", n.rank, l.text),
-                _ => l.text.clone(),
+                _ if raw => match gang {
+                    true => format!("[node {}] {}", n.rank, l.text),
+                    false => l.text.clone(),
+                },
+                _ => {
+                    let text = gantry::untrusted::terminal_line(&l.text);
+                    match gang {
+                        true => format!("[node {}] {text}", n.rank),
+                        false => text,
+                    }
+                }
             };
             let w: &mut dyn Write = if l.stream == Stream::Err && !output.is_data() {
                 &mut err

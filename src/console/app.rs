@@ -242,17 +242,7 @@ pub struct App {
 }
 
 /// Job names come from users: never let control characters reach the terminal.
-pub fn escape(s: &str) -> String {
-    s.chars()
-        .flat_map(|c| {
-            if c.is_control() {
-                c.escape_default().collect::<Vec<_>>()
-            } else {
-                vec![c]
-            }
-        })
-        .collect()
-}
+pub use crate::untrusted::escape;
 
 /// Dollars, short: $0.44, $12.30, $950, $12.3k, $1.25M — cents under $100, where a
 /// notebook's hour and a whole dollar differ.

@@ -424,8 +424,10 @@ async fn job(
     let mut detail = api.handle.call(|reply| Request::Job { id, reply }).await?;
     if !caller.may_change(&detail.team) {
         detail.spec = crate::spec::redact::redact(&detail.spec, false);
+    } else {
+        // Logs are the team's and the operators' (`GET /v1/jobs/{id}/logs` says why).
+        detail.log_tail = super::logs::tail(&api.handle, id, 20).await;
     }
-    detail.log_tail = super::logs::tail(&api.handle, id, 20).await;
     Ok(ok(&detail))
 }
 

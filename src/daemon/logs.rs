@@ -9,11 +9,13 @@
 
 use super::actor::{ApiError, Handle, Request};
 use super::api::{job_id, ok, query, Api};
+use super::auth::Caller;
 use super::journal::JobId;
 use super::state::JobLogs;
 use crate::backend::logs::{LogCursor, LogLine, LogQuery, LogSource};
 use axum::extract::{Path, RawQuery, State};
 use axum::response::Response;
+use axum::Extension;
 use serde::Serialize;
 use std::time::Duration;
 
@@ -44,6 +46,7 @@ pub struct JobLogsAnswer {
 
 pub(super) async fn logs(
     State(api): State<Api>,
+    Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
     RawQuery(raw): RawQuery,
 ) -> Result<Response, ApiError> {
@@ -73,6 +76,16 @@ pub(super) async fn logs(
     let from_start = q.get("from").is_some_and(|f| f == "start");
     let node = q.get("node").cloned();
     let found = api.handle.call(|reply| Request::Logs { id, reply }).await?;
+    if !caller.may_change(&found.team) {
+        return Err(ApiError::new(
+            403,
+            "forbidden",
+            format!(
+                "job {id}'s logs are team {}'s and the operators' (a job may print what only its team should see); ask for a researcher token of that team",
+                found.team
+            ),
+        ));
+    }
     let answer = tokio::task::spawn_blocking(move || {
         let want = Want {
             node: node.as_deref(),
@@ -140,7 +153,15 @@ pub fn answer(found: JobLogs, id: JobId, want: &Want) -> Result<JobLogsAnswer, A
             cursors
         }
     };
-    let nodes = read_nodes(&sources, id, after, want.tail, want.partial, WAIT);
+    let nodes = read_nodes(
+        &sources,
+        id,
+        after,
+        want.tail,
+        want.partial,
+        WAIT,
+        &found.secrets,
+    );
     Ok(JobLogsAnswer {
         job: id,
         state: found.state,
@@ -149,8 +170,24 @@ pub fn answer(found: JobLogs, id: JobId, want: &Want) -> Result<JobLogsAnswer, A
     })
 }
 
+/// The shortest secret value masked: shorter ones would mask ordinary text and hide nothing
+/// worth hiding.
+const MASKED_FROM: usize = 4;
+
+/// `text` with every value of `secrets` written as `***` (as CI systems mask theirs).
+pub fn mask(text: &str, secrets: &[String]) -> String {
+    let mut out = text.to_string();
+    for s in secrets.iter().filter(|s| s.len() >= MASKED_FROM) {
+        if out.contains(s.as_str()) {
+            out = out.replace(s.as_str(), "***");
+        }
+    }
+    out
+}
+
 /// Reads each source (from its cursor in `after`, or its tail), waiting at most `wait` for
-/// each remote host; a node that cannot be read says why and keeps its cursor.
+/// each remote host; a node that cannot be read says why and keeps its cursor. The values of
+/// `secrets` are masked in every line.
 fn read_nodes(
     sources: &[LogSource],
     id: JobId,
@@ -158,6 +195,7 @@ fn read_nodes(
     tail: usize,
     partial: bool,
     wait: Duration,
+    secrets: &[String],
 ) -> Vec<NodeLogs> {
     sources
         .iter()
@@ -169,7 +207,12 @@ fn read_nodes(
                 partial,
             };
             let (lines, cursor, error) = match s.read(id, &q, wait) {
-                Ok(r) => (r.lines, r.cursor, None),
+                Ok(mut r) => {
+                    for l in &mut r.lines {
+                        l.text = mask(&l.text, secrets);
+                    }
+                    (r.lines, r.cursor, None)
+                }
                 Err(why) => (Vec::new(), after.unwrap_or_default(), Some(why)),
             };
             NodeLogs {
@@ -196,11 +239,19 @@ pub(super) async fn tail(handle: &Handle, id: JobId, n: usize) -> Vec<String> {
 
 /// `tail`'s reading (blocking: a remote host may take up to a second).
 pub fn tail_lines(found: JobLogs, id: JobId, n: usize) -> Vec<String> {
-    let sources = found.sources;
+    let sources = &found.sources;
     let gang = sources.len() > 1;
     let after = vec![None; sources.len()];
     let mut out = Vec::new();
-    for node in read_nodes(&sources, id, after, n, true, Duration::from_secs(1)) {
+    for node in read_nodes(
+        sources,
+        id,
+        after,
+        n,
+        true,
+        Duration::from_secs(1),
+        &found.secrets,
+    ) {
         let mark = |l: String| {
             if gang {
                 format!("[node {}] {l}", node.rank)

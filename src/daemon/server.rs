@@ -33,8 +33,12 @@ pub struct Limits {
     pub shutdown_grace: Duration,
     /// The most one shipped workdir may be, packed (unpacked: eight times that).
     pub max_workdir_bytes: u64,
-    /// The most one team's kept workdirs may hold together, unpacked.
+    /// The most one team's kept workdirs may hold together, unpacked (on disk, in blocks).
     pub max_team_workdir_bytes: u64,
+    /// The most entries (files, directories, links) one shipped workdir may unpack to.
+    pub max_workdir_files: u64,
+    /// The most entries one team's kept workdirs may hold together.
+    pub max_team_workdir_files: u64,
 }
 
 impl Default for Limits {
@@ -46,6 +50,8 @@ impl Default for Limits {
             shutdown_grace: Duration::from_secs(3),
             max_workdir_bytes: crate::workdir::DEFAULT_MAX_BYTES,
             max_team_workdir_bytes: crate::workdir::DEFAULT_MAX_BYTES * 8,
+            max_workdir_files: crate::workdir::DEFAULT_MAX_FILES,
+            max_team_workdir_files: crate::workdir::DEFAULT_MAX_FILES * 4,
         }
     }
 }

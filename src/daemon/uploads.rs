@@ -5,6 +5,7 @@
 use super::actor::ApiError;
 use super::api::{json, require, Api};
 use super::auth::{Caller, Role};
+use crate::workdir::{Bound, Footprint, UnpackError};
 use axum::body::Body;
 use axum::extract::{Extension, State};
 use axum::http::StatusCode;
@@ -84,47 +85,58 @@ pub(super) async fn upload_workdir(
         } else {
             // The caller's team (operators share one bound) holds no more than its share.
             let team = caller.team.clone().unwrap_or_else(|| "(operators)".into());
-            let bound = api.limits.max_team_workdir_bytes;
+            let bound = Footprint {
+                bytes: api.limits.max_team_workdir_bytes,
+                files: api.limits.max_team_workdir_files,
+            };
             let (d, t) = (dir.clone(), team.clone());
             let held = tokio::task::spawn_blocking(move || crate::workdir::charged(&d, &t))
                 .await
-                .unwrap_or(0);
-            if held >= bound {
-                return Err(ApiError::new(
+                .unwrap_or_default();
+            let team_full = |held: Footprint| {
+                ApiError::new(
                     413,
                     "too-large",
                     format!(
-                        "team {team}'s shipped workdirs hold {} MiB, its limit on this daemon: each goes an hour after the last job using it ends (or send smaller ones: .gitignore / .skyignore)",
-                        held >> 20
+                        "team {team}'s shipped workdirs would take more than its limit on this daemon ({} MiB on disk and {} files; {} MiB and {} files held): each goes an hour after the last job using it ends (or send smaller ones: .gitignore / .skyignore)",
+                        bound.bytes >> 20,
+                        bound.files,
+                        held.bytes >> 20,
+                        held.files
                     ),
-                ));
+                )
+            };
+            if held.bytes >= bound.bytes || held.files >= bound.files {
+                return Err(team_full(held));
             }
             let staging = dir.join(format!(".unpack-{token}"));
             let archive = part.clone();
             let into = staging.clone();
-            // Unpacked within what the team has left (and the per-workdir bound).
-            let team_left = bound - held;
-            let room = max.saturating_mul(8).min(team_left);
+            // Unpacked within what the team has left (and the per-workdir bounds).
+            let team_left = Footprint {
+                bytes: bound.bytes - held.bytes,
+                files: bound.files - held.files,
+            };
+            let room = Footprint {
+                bytes: max.saturating_mul(8).min(team_left.bytes),
+                files: api.limits.max_workdir_files.min(team_left.files),
+            };
             let unpacked = tokio::task::spawn_blocking(move || {
                 crate::workdir::unpack(&archive, &into, room)
             })
             .await
             .map_err(|e| ApiError::new(500, "internal", e.to_string()))?;
-            let bytes = match unpacked {
+            let took = match unpacked {
                 Ok(b) => b,
                 Err(why) => {
                     let _ = tokio::fs::remove_dir_all(&staging).await;
-                    let over = matches!(why, crate::workdir::UnpackError::OverBudget(_));
-                    if over && room == team_left {
-                        return Err(ApiError::new(
-                            413,
-                            "too-large",
-                            format!(
-                                "the workdir would take team {team}'s shipped workdirs past {} MiB, its limit on this daemon ({} MiB held): each goes an hour after the last job using it ends",
-                                bound >> 20,
-                                held >> 20
-                            ),
-                        ));
+                    let team_bound = match why {
+                        UnpackError::OverBudget(Bound::Bytes, _) => room.bytes == team_left.bytes,
+                        UnpackError::OverBudget(Bound::Files, _) => room.files == team_left.files,
+                        UnpackError::Bad(_) => false,
+                    };
+                    if team_bound {
+                        return Err(team_full(held));
                     }
                     return Err(ApiError::bad_request(format!("the workdir: {why}")));
                 }
@@ -133,7 +145,7 @@ pub(super) async fn upload_workdir(
             if tokio::fs::rename(&staging, &kept).await.is_err() {
                 let _ = tokio::fs::remove_dir_all(&staging).await;
             } else {
-                crate::workdir::charge(&kept, &team, bytes).map_err(internal)?;
+                crate::workdir::charge(&kept, &team, took).map_err(internal)?;
             }
         }
         Ok((kept, size))

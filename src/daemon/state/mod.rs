@@ -261,6 +261,10 @@ pub struct Report {
 /// Where a job's logs are (read off the actor by the API).
 pub struct JobLogs {
     pub state: JobState,
+    /// The job's team: its logs are that team's and the operators'.
+    pub team: String,
+    /// The values of the job's secrets, masked wherever its logs are served.
+    pub secrets: Vec<String>,
     pub sources: Vec<crate::backend::logs::LogSource>,
     /// Why there are no sources.
     pub none: Option<String>,

@@ -87,18 +87,25 @@ impl State {
     /// Where job `id`'s logs are, one source per node it ran on (rank order), and its state;
     /// no sources, with why, when it has none.
     pub fn job_logs(&mut self, id: JobId) -> Result<JobLogs, EngineError> {
-        let state = match self.engine.job(id) {
-            Some(j) => j.state,
+        let (state, team, secrets) = match self.engine.job(id) {
+            Some(j) => (
+                j.state,
+                self.engine.teams()[j.team].name.clone(),
+                j.spec.secrets.values().cloned().collect(),
+            ),
             None => {
-                self.engine
-                    .job_record(id)?
-                    .ok_or(EngineError::NoJob(id))?
-                    .state
+                let r = self.engine.job_record(id)?.ok_or(EngineError::NoJob(id))?;
+                let secrets = crate::spec::parse("journal", r.spec.as_bytes())
+                    .map(|s| s.secrets.into_values().collect())
+                    .unwrap_or_default();
+                (r.state, r.team, secrets)
             }
         };
         if let Some(sources) = self.log_sources(id) {
             return Ok(JobLogs {
                 state,
+                team,
+                secrets,
                 sources,
                 none: None,
             });
@@ -112,6 +119,8 @@ impl State {
         };
         Ok(JobLogs {
             state,
+            team,
+            secrets,
             sources: Vec::new(),
             none: Some(none),
         })

@@ -12,17 +12,18 @@
 
 use super::agent::{FromAgent, ToAgent, PROTOCOL};
 use super::logs::{LogQuery, LogRead, LogReader};
+use super::wire::{self, Line, Lines};
 use super::{Launch, RunEvent, Runner};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::mpsc as amp;
 
 /// How to reach the hosts of one pool.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct SshOptions {
     /// `ssh -i`.
     pub identity_file: Option<PathBuf>,
@@ -31,6 +32,9 @@ pub struct SshOptions {
     /// `ssh -J`, for hosts reached through a head node.
     pub jump: Option<String>,
     pub connect_timeout: Duration,
+    /// A connected host whose agent answers nothing this long is down (then lost after the
+    /// pool's `lost_after`).
+    pub silent_after: Duration,
 }
 
 /// A host entry of the fleet file: `[user@]host[:port]`.
@@ -98,10 +102,28 @@ fn build_id(exe: &std::path::Path) -> String {
 
 type Pending = Arc<Mutex<HashMap<u64, mpsc::Sender<LogRead>>>>;
 
+mod control;
+pub use control::processes_naming;
+
 /// The SSH hosts of one pool.
 pub struct SshPool {
     agents: Arc<Agents>,
     events: mpsc::Receiver<RunEvent>,
+    /// Turned true when the pool goes: every host task ends, whatever it waits for.
+    stop: tokio::sync::watch::Sender<bool>,
+    /// Says when the pool's thread has ended (its sessions closed).
+    ended: mpsc::Receiver<()>,
+    /// Swept after the thread ends: no master outlives the pool.
+    _control: control::ControlDir,
+}
+
+impl Drop for SshPool {
+    fn drop(&mut self) {
+        let _ = self.stop.send(true);
+        // Each session closes its master as it ends (`ssh -O exit`, a few ms each); the sweep
+        // then ends whatever is left.
+        let _ = self.ended.recv_timeout(Duration::from_secs(5));
+    }
 }
 
 /// The pool's links to its hosts' agents: sends them requests and reads their runs' logs;
@@ -168,6 +190,10 @@ impl SshPool {
             ));
         }
         let (tx, events) = mpsc::channel();
+        let control = control::ControlDir::new()
+            .map_err(|e| format!("cannot make a directory for the ssh connections: {e}"))?;
+        let (stop, stopped) = tokio::sync::watch::channel(false);
+        let (ended_tx, ended) = mpsc::channel();
         let pending: Pending = Arc::default();
         let mut links = Vec::new();
         let mut receivers = Vec::new();
@@ -183,6 +209,8 @@ impl SshPool {
             opts,
             events: tx,
             pending: pending.clone(),
+            control: control.path.clone(),
+            stopped,
         });
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -204,6 +232,7 @@ impl SshPool {
                     }
                     while set.join_next().await.is_some() {}
                 });
+                let _ = ended_tx.send(());
             })
             .map_err(|e| format!("cannot start the SSH backend's thread: {e}"))?;
         Ok(SshPool {
@@ -214,6 +243,9 @@ impl SshPool {
                 next: AtomicU64::new(1),
             }),
             events,
+            stop,
+            ended,
+            _control: control,
         })
     }
 
@@ -290,6 +322,10 @@ struct Shared {
     opts: SshOptions,
     events: mpsc::Sender<RunEvent>,
     pending: Pending,
+    /// The pool's own directory for its masters' sockets.
+    control: PathBuf,
+    /// True once the pool is gone.
+    stopped: tokio::sync::watch::Receiver<bool>,
 }
 
 /// How long a host that could not be reached waits before the next try (doubling up to the
@@ -303,8 +339,14 @@ async fn host_task(
     shared: Arc<Shared>,
 ) {
     let mut failures = 0usize;
+    let mut stopped = shared.stopped.clone();
     loop {
-        let (why, was_up) = session(host, &dest, &mut rx, &shared).await;
+        // A pool that goes ends its sessions wherever they are — connecting, waiting for a
+        // hello, relaying — and with them their masters.
+        let (why, was_up) = tokio::select! {
+            ended = session(host, &dest, &mut rx, &shared) => ended,
+            _ = stopped.wait_for(|s| *s) => return,
+        };
         let Some(why) = why else {
             return; // the daemon is stopping
         };
@@ -317,7 +359,10 @@ async fn host_task(
         if rx.is_closed() {
             return;
         }
-        tokio::time::sleep(Duration::from_secs(wait)).await;
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_secs(wait)) => {}
+            _ = stopped.wait_for(|s| *s) => return,
+        }
     }
 }
 
@@ -331,7 +376,7 @@ async fn session(
 ) -> (Option<String>, bool) {
     let mut b = openssh::SessionBuilder::default();
     b.known_hosts_check(openssh::KnownHosts::Add)
-        .control_directory(std::env::temp_dir())
+        .control_directory(&shared.control)
         .server_alive_interval(Duration::from_secs(5))
         .connect_timeout(shared.opts.connect_timeout.max(Duration::from_secs(1)));
     if let Some(u) = &dest.user {
@@ -378,10 +423,11 @@ async fn session(
         return (Some("the agent's pipes are missing".to_string()), false);
     };
     let mut stderr = child.stderr().take();
-    let mut lines = BufReader::new(stdout).lines();
-    let hello = tokio::time::timeout(Duration::from_secs(60), lines.next_line()).await;
+    let mut lines = Lines::new(BufReader::new(stdout));
+    let hello = tokio::time::timeout(Duration::from_secs(60), lines.next()).await;
     let hello = match hello {
-        Ok(Ok(Some(l))) => l,
+        Ok(Ok(Some(Line::Text(l)))) => l,
+        Ok(Ok(Some(other))) => return (Some(misbehaved(&other)), false),
         Ok(Ok(None)) | Ok(Err(_)) => {
             let said = read_all(&mut stderr).await;
             return (
@@ -412,11 +458,20 @@ async fn session(
         }
         _ => {
             return (
-                Some(format!("the agent's first line is not a hello: {hello}")),
+                Some(format!(
+                    "the agent's first line is not a hello: {}",
+                    crate::untrusted::bounded(&hello, SAID_MAX)
+                )),
                 false,
             )
         }
     }
+    // A host that answers nothing for `silent_after` (its agent stopped, its machine hung
+    // while the TCP connection stays up) is down: asked every `silent_after / 3`.
+    let silent_after = shared.opts.silent_after;
+    let mut heard = tokio::time::Instant::now();
+    let mut ping = tokio::time::interval(silent_after / 3);
+    ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let s = Arc::new(s);
     // Starts whose workdir is being copied come back here when it is there.
     let (copied_tx, mut copied) = amp::unbounded_channel::<Launch>();
@@ -433,9 +488,19 @@ async fn session(
                 }
             }
             l = copied.recv() => l.map(|l| ToAgent::Start(Box::new(l))),
-            line = lines.next_line() => {
+            _ = ping.tick() => {
+                if heard.elapsed() >= silent_after {
+                    return (Some(format!("its agent answered nothing for {} s (stopped, or the host hung)", silent_after.as_secs())), true);
+                }
+                Some(ToAgent::Ping)
+            }
+            line = lines.next() => {
+                heard = tokio::time::Instant::now();
                 match line {
-                    Ok(Some(l)) => relay(host, &l, shared),
+                    Ok(Some(Line::Text(l))) => relay(host, &l, shared),
+                    // Not to be trusted again soon: the backoff grows as for a host that never
+                    // answered.
+                    Ok(Some(other)) => return (Some(misbehaved(&other)), false),
                     Ok(None) => {
                         let said = read_all(&mut stderr).await;
                         return (Some(format!("the connection to its agent closed{}", if said.is_empty() { String::new() } else { format!(": {said}") })), true);
@@ -550,6 +615,24 @@ async fn send_dir(
     Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
 
+/// The most characters of a host's own words kept in an event.
+const SAID_MAX: usize = 200;
+
+/// Why a session with an agent that broke the protocol's bounds ends.
+fn misbehaved(line: &Line) -> String {
+    match line {
+        Line::TooLong(n) => format!(
+            "its agent sent a line of {n} bytes, over the limit of {} MiB: disconnected",
+            wire::MAX_LINE >> 20
+        ),
+        Line::TooFast => format!(
+            "its agent sent more than {} lines in a second: disconnected",
+            wire::MAX_BURST
+        ),
+        Line::Text(t) => crate::untrusted::bounded(t, SAID_MAX),
+    }
+}
+
 /// An agent's line, passed on to the daemon (a log read's answer to the reader waiting for it).
 fn relay(host: usize, line: &str, shared: &Shared) {
     match serde_json::from_str::<FromAgent>(line) {
@@ -559,9 +642,9 @@ fn relay(host: usize, line: &str, shared: &Shared) {
             }
         }
         // The hello was the session's first line; another one is not news.
-        Ok(FromAgent::Hello { .. }) | Err(_) => {}
+        Ok(FromAgent::Hello { .. } | FromAgent::Pong) | Err(_) => {}
         Ok(msg) => {
-            if let Some(event) = msg.event(host) {
+            if let Some(event) = msg.bounded().event(host) {
                 let _ = shared.events.send(event);
             }
         }

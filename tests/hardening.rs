@@ -690,3 +690,68 @@ fn logs_are_the_teams_with_secrets_masked_and_escapes_escaped() {
     let raw = cli(&d, &["logs", &id.to_string(), "--raw"]);
     assert!(raw.contains("\u{1b}]0;pwned\u{7}title"), "{raw:?}");
 }
+
+/// An open event stream ends within a second or so of its token's revocation or expiry (issue
+/// 36). Before: ordinary requests got 401 at once, but a stream opened before lived on (39.6 s
+/// measured) and kept showing the fleet.
+#[test]
+fn revoked_and_expired_tokens_lose_their_open_event_streams() {
+    use sha2::Digest;
+    let d = start("stream-revoke", &[]);
+    let open = |token: &str| {
+        let mut s = TcpStream::connect(("127.0.0.1", d.port)).unwrap();
+        s.write_all(
+            format!("GET /v1/events/stream HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n\r\n")
+                .as_bytes(),
+        )
+        .unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(15))).unwrap();
+        let mut first = [0u8; 64];
+        let n = s.read(&mut first).unwrap();
+        assert!(String::from_utf8_lossy(&first[..n]).starts_with("HTTP/1.1 200"));
+        s
+    };
+    // Reads until the daemon closes the stream; how long that took.
+    let until_closed = |mut s: TcpStream| {
+        let t0 = Instant::now();
+        let mut buf = [0u8; 4096];
+        loop {
+            match s.read(&mut buf) {
+                Ok(0) => return t0.elapsed(),
+                // Keep-alives come every 15 s: a stream still open at 10 s stayed open.
+                Ok(_) if t0.elapsed() < Duration::from_secs(10) => {}
+                Ok(_) => panic!("the stream stayed open"),
+                Err(e) => panic!("the stream stayed open: {e}"),
+            }
+        }
+    };
+    let revoked = token(&d, "viewer", None);
+    let stream = open(&revoked);
+    let id: String = sha2::Sha256::digest(revoked.as_bytes())
+        .iter()
+        .take(6)
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let out = request(&d.socket, &format!("DELETE /v1/tokens/{id}"), "");
+    assert!(out.starts_with("HTTP/1.1 200"), "{out}");
+    let took = until_closed(stream);
+    assert!(
+        took < Duration::from_secs(3),
+        "closed {took:?} after revocation"
+    );
+    let out = request(
+        &d.socket,
+        "POST /v1/tokens",
+        r#"{"role":"viewer","expires_in":"2s"}"#,
+    );
+    let v: serde_json::Value = serde_json::from_str(split(&out).1.as_str()).unwrap();
+    let expiring = v["token"].as_str().unwrap().to_string();
+    let t0 = Instant::now();
+    let stream = open(&expiring);
+    until_closed(stream);
+    let took = t0.elapsed();
+    assert!(
+        took >= Duration::from_secs(1) && took < Duration::from_secs(5),
+        "closed {took:?} after it was made (it expires at 2 s)"
+    );
+}

@@ -755,3 +755,75 @@ fn revoked_and_expired_tokens_lose_their_open_event_streams() {
         "closed {took:?} after it was made (it expires at 2 s)"
     );
 }
+
+/// Strangers holding idle TCP connections cannot lock out the clients with tokens (issue 36).
+/// Before: 300 idle connections, reopened as they were cut, filled the listener's slots and
+/// 59 of 59 real requests failed. Now connections without a good token are on probation — a
+/// bounded few, the oldest evicted to make room — and a real client's first request takes
+/// its connection off.
+#[test]
+fn idle_strangers_on_tcp_cannot_lock_out_clients_with_tokens() {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::sync::Arc;
+    let mut d = start("strangers", &[]);
+    let viewer = token(&d, "viewer", None);
+    let port = d.port;
+    let stop = Arc::new(AtomicBool::new(false));
+    let opened = Arc::new(AtomicUsize::new(0));
+    let flood = {
+        let (stop, opened) = (stop.clone(), opened.clone());
+        // 300 connections that send nothing, each opened again as soon as the daemon cuts it.
+        std::thread::spawn(move || {
+            let connect = || {
+                let s = TcpStream::connect(("127.0.0.1", port)).ok()?;
+                s.set_nonblocking(true).ok()?;
+                opened.fetch_add(1, Ordering::Relaxed);
+                Some(s)
+            };
+            let mut held: Vec<Option<TcpStream>> = (0..300).map(|_| connect()).collect();
+            while !stop.load(Ordering::Relaxed) {
+                for slot in held.iter_mut() {
+                    let cut = match slot {
+                        None => true,
+                        Some(s) => !matches!(
+                            s.read(&mut [0u8; 64]),
+                            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock
+                        ),
+                    };
+                    if cut {
+                        *slot = connect();
+                    }
+                }
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        })
+    };
+    let t0 = Instant::now();
+    while opened.load(Ordering::Relaxed) < 600 {
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "the flood did not start"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let mut ok = 0;
+    // Each on a new connection, as gantry's client sends them (a GET is sent once more if its
+    // connection is cut before the answer).
+    for _ in 0..30 {
+        let endpoint = gantry::client::http::Endpoint::Tcp(format!("127.0.0.1:{port}"));
+        let mut c = gantry::client::http::HttpClient::new(endpoint, Some(viewer.clone()));
+        if c.request("GET", "/v1/whoami", None)
+            .is_ok_and(|r| r.status == 200)
+        {
+            ok += 1;
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    flood.join().unwrap();
+    let opened = opened.load(Ordering::Relaxed);
+    assert_eq!(
+        ok, 30,
+        "real requests answered during a flood of {opened} connections"
+    );
+    assert!(healthy(&mut d));
+}

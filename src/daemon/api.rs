@@ -167,6 +167,10 @@ async fn authenticate(
             }
             Some(t) => match api.handle.caller_for(t) {
                 Ok(c) => {
+                    // The connection showed a good token: off probation.
+                    if let Some(p) = req.extensions().get::<super::probation::Proof>() {
+                        p.prove();
+                    }
                     // A long-lived answer (the event stream) checks it again as it goes.
                     let bearer = Bearer(t.to_string());
                     req.extensions_mut().insert(bearer);

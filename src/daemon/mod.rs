@@ -14,6 +14,7 @@ pub mod journal;
 pub mod lock;
 pub mod logs;
 pub mod metrics;
+mod probation;
 mod replay;
 pub mod server;
 pub mod state;

@@ -11,9 +11,10 @@
 
 use super::actor::Handle;
 use super::api::router;
+use super::probation::{Bounds, Heard, OnProbation, Probation, Proof};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -165,6 +166,7 @@ pub async fn serve(
         None,
         unix_app,
         limits.max_unix_connections,
+        None,
         limits,
         stop_rx.clone(),
     );
@@ -182,11 +184,15 @@ pub async fn serve(
                 .tls
                 .as_ref()
                 .map(|t| tokio_rustls::TlsAcceptor::from(t.config.clone()));
+            // Every request here needs a token: a connection that has shown none is on
+            // probation (`probation.rs`), so idle strangers cannot hold the slots.
+            let probation = Probation::new(Bounds::for_cap(limits.max_tcp_connections));
             accept_loop(
                 tcp,
                 tls,
                 app,
                 limits.max_tcp_connections,
+                Some(probation),
                 limits,
                 stop_rx.clone(),
             )
@@ -197,7 +203,7 @@ pub async fn serve(
         if let Some(l) = metrics {
             let app = super::api::metrics_router(handle.clone(), stop_rx.clone(), limits);
             let cap = limits.max_tcp_connections;
-            accept_loop(l, None, app, cap, limits, stop_rx.clone()).await;
+            accept_loop(l, None, app, cap, None, limits, stop_rx.clone()).await;
         }
     };
     tokio::join!(unix_loop, tcp_loop, metrics_loop);
@@ -208,20 +214,43 @@ pub async fn serve(
 /// Accepts connections until `stop`, each served on a task of its own while a slot of the
 /// listener's cap is free (over TLS when `tls`); then waits (at most the grace) for the open
 /// ones to finish.
+/// A listener's address of a peer, as probation counts peers.
+pub trait PeerIp {
+    fn peer_ip(&self) -> Option<IpAddr>;
+}
+
+impl PeerIp for SocketAddr {
+    fn peer_ip(&self) -> Option<IpAddr> {
+        Some(self.ip())
+    }
+}
+
+impl PeerIp for tokio::net::unix::SocketAddr {
+    fn peer_ip(&self) -> Option<IpAddr> {
+        None
+    }
+}
+
+/// A connection's place on probation, while it has one.
+type OnTrial = (Proof, OnProbation, tokio::sync::oneshot::Receiver<()>);
+
+#[allow(clippy::too_many_arguments)]
 async fn accept_loop<L>(
     mut listener: L,
     tls: Option<tokio_rustls::TlsAcceptor>,
     app: axum::Router,
     cap: usize,
+    probation: Option<Arc<Probation>>,
     limits: Limits,
     mut stop: watch::Receiver<bool>,
 ) where
     L: axum::serve::Listener,
     L::Io: Unpin,
+    L::Addr: PeerIp,
 {
     let slots = Arc::new(Semaphore::new(cap));
     loop {
-        let (io, _) = tokio::select! {
+        let (io, peer) = tokio::select! {
             accepted = listener.accept() => accepted,
             _ = stop.wait_for(|&s| s) => break,
         };
@@ -230,19 +259,21 @@ async fn accept_loop<L>(
             drop(io);
             continue;
         };
+        let (io, heard) = Heard::new(io);
+        let trial = probation.as_ref().map(|p| p.admit(peer.peer_ip(), heard));
         let app = app.clone();
         let stop = stop.clone();
         let tls = tls.clone();
         tokio::spawn(async move {
             let _slot = slot;
             match tls {
-                None => serve_connection(io, app, limits, stop).await,
+                None => serve_connection(io, app, limits, stop, trial).await,
                 // The handshake, like a request's headers, must end within the time limit: a
                 // client that starts one and stalls holds a slot no longer than that.
                 Some(tls) => {
                     let shaken = tokio::time::timeout(limits.request_timeout, tls.accept(io));
                     if let Ok(Ok(io)) = shaken.await {
-                        serve_connection(io, app, limits, stop).await;
+                        serve_connection(io, app, limits, stop, trial).await;
                     }
                 }
             }
@@ -263,9 +294,30 @@ async fn serve_connection<I>(
     app: axum::Router,
     limits: Limits,
     mut stop: watch::Receiver<bool>,
+    trial: Option<OnTrial>,
 ) where
     I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
+    // On probation: the connection's proof goes with each request (authentication takes it
+    // off probation), and it is closed when evicted or past the deadline.
+    let (app, ended) = match trial {
+        Some((proof, guard, evicted)) => {
+            let app = app.layer(axum::Extension(proof.clone()));
+            let ended = async move {
+                let _guard = guard;
+                tokio::select! {
+                    // A proven connection's sender is dropped: not an eviction.
+                    e = evicted => if e.is_err() { std::future::pending::<()>().await },
+                    _ = proof.expired() => {}
+                }
+            };
+            (app, futures_util::future::Either::Left(ended))
+        }
+        None => (
+            app,
+            futures_util::future::Either::Right(std::future::pending()),
+        ),
+    };
     let service = TowerToHyperService::new(app);
     let mut builder = hyper::server::conn::http1::Builder::new();
     builder
@@ -275,6 +327,7 @@ async fn serve_connection<I>(
     tokio::pin!(conn);
     tokio::select! {
         _ = conn.as_mut() => return,
+        _ = ended => return,
         _ = stop.wait_for(|&s| s) => {}
     }
     conn.as_mut().graceful_shutdown();

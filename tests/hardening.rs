@@ -453,6 +453,111 @@ mod fuzz {
         assert_eq!(cases, batches * 25);
     }
 
+    const AGENT_PARTS: &[&str] = &[
+        "{\"hello\":{\"protocol\":4,\"info\":{\"hostname\":\"",
+        "\",\"arch\":\"x86_64\",\"version\":\"0\",\"gpus\":[{\"index\":0,\"name\":\"",
+        "\",\"memory_mib\":1,\"uuid\":\"u\"}],\"nvml\":null,\"driver\":\"",
+        "\",\"runs\":[]}}}",
+        "{\"start_failed\":{\"job\":1,\"token\":\"t\",\"why\":\"",
+        "{\"refused\":{\"why\":\"",
+        "{\"exited\":{\"job\":1,\"token\":\"t\",\"exit\":",
+        "{\"code\":3}}}",
+        "\"}}",
+        "{\"pong\":null}",
+        "\"pong\"",
+        "\\u001b]0;pwned\\u0007",
+        "\\n",
+        "\u{1b}[2J",
+        "x",
+        "é",
+        "\n",
+        "\r\n",
+        "{",
+        "}",
+        "\"",
+        "null",
+        "9999999999999999999999",
+    ];
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: fuzz_cases(400), ..ProptestConfig::default() })]
+
+        /// What a hostile host may send: messages with fields of any text (escapes, control
+        /// characters, megabytes), cut anywhere, lines of any length, invalid UTF-8. Read as
+        /// the daemon reads them (`wire::Lines`, then `FromAgent::read`): never a panic, never
+        /// a line held past the bound, and what reaches an event is escaped and bounded.
+        #[test]
+        fn the_agent_protocol_reader_bounds_and_escapes_whatever_a_host_sends(
+            parts in prop::collection::vec((prop::sample::select(AGENT_PARTS), 1usize..400), 0..80),
+            junk in prop::collection::vec(any::<u8>(), 0..64),
+        ) {
+            let mut bytes = Vec::new();
+            for (i, (p, times)) in parts.iter().enumerate() {
+                // Most parts once; now and then a long run of one (a field of megabytes).
+                let n = if *times > 390 { 2_000 } else { 1 };
+                let text: String = std::iter::repeat_n(*p, n).collect();
+                // Every other part a whole message with that text in its host-chosen fields
+                // (valid JSON, so it reaches the event), the rest raw.
+                let msg = match (i % 6, i % 2) {
+                    (_, 1) => {
+                        bytes.extend_from_slice(text.as_bytes());
+                        bytes.push(b'\n');
+                        continue;
+                    }
+                    (0, _) => serde_json::json!({"hello": {"protocol": 4, "info": {"hostname": text, "arch": text, "version": text, "gpus": [{"index": 0, "name": text, "memory_mib": 1, "uuid": "u"}], "nvml": text, "driver": text, "runs": []}}}),
+                    (2, _) => serde_json::json!({"start_failed": {"job": 1, "token": "t", "why": text}}),
+                    _ => serde_json::json!({"refused": {"why": text}}),
+                };
+                bytes.extend_from_slice(msg.to_string().as_bytes());
+                bytes.push(b'\n');
+            }
+            bytes.extend_from_slice(&junk);
+            let mut reached = 0;
+            let bound = 64 << 10;
+            let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+            let lines = rt.block_on(async {
+                let mut r = gantry::backend::wire::Lines::with_bound(
+                    tokio::io::BufReader::new(&bytes[..]),
+                    bound,
+                );
+                let mut out = Vec::new();
+                while let Ok(Some(l)) = r.next().await {
+                    out.push(l);
+                }
+                out
+            });
+            for l in lines {
+                let gantry::backend::wire::Line::Text(text) = l else { continue };
+                prop_assert!(text.len() <= bound);
+                let Some(msg) = gantry::backend::agent::FromAgent::read(&text) else { continue };
+                let said = match msg.event(0) {
+                    Some(gantry::backend::RunEvent::Up { info, .. }) => {
+                        let mut s = vec![info.hostname, info.arch, info.version];
+                        s.extend(info.nvml);
+                        s.extend(info.driver);
+                        s.extend(info.gpus.into_iter().map(|g| g.name));
+                        s
+                    }
+                    Some(gantry::backend::RunEvent::StartFailed { why, .. })
+                    | Some(gantry::backend::RunEvent::Down { why, .. }) => vec![why],
+                    _ => Vec::new(),
+                };
+                for s in said {
+                    reached += 1;
+                    prop_assert!(s.chars().count() < 300, "{} characters", s.chars().count());
+                    prop_assert!(!s.chars().any(char::is_control), "{s:?}");
+                }
+            }
+            // Whole messages of short text reach an event (the test tests something).
+            let whole = parts
+                .iter()
+                .enumerate()
+                .filter(|(i, (_, t))| i % 2 == 0 && *t <= 390)
+                .count();
+            prop_assert!(whole == 0 || reached > 0);
+        }
+    }
+
     /// Cases per fuzz target: `default` in CI (bounded time); `GANTRY_FUZZ_CASES=N` for a
     /// longer run by hand.
     fn fuzz_cases(default: u32) -> u32 {

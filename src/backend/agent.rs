@@ -130,6 +130,14 @@ impl FromAgent {
         })
     }
 
+    /// What the daemon takes from one line an agent sent: the message, with what the host
+    /// chose to say bounded (`bounded`); `None` for a line that is not one.
+    pub fn read(line: &str) -> Option<FromAgent> {
+        serde_json::from_str::<FromAgent>(line)
+            .ok()
+            .map(FromAgent::bounded)
+    }
+
     /// This message with the text a host chose — reasons, names — escaped and cut to a length
     /// an event may have: what a host says is not trusted.
     pub fn bounded(self) -> FromAgent {

@@ -442,13 +442,13 @@ async fn session(
             )
         }
     };
-    match serde_json::from_str::<FromAgent>(&hello) {
-        Ok(FromAgent::Hello { protocol, info }) if protocol == PROTOCOL => {
+    match FromAgent::read(&hello) {
+        Some(FromAgent::Hello { protocol, info }) if protocol == PROTOCOL => {
             if shared.events.send(RunEvent::Up { host, info }).is_err() {
                 return (None, true);
             }
         }
-        Ok(FromAgent::Hello { protocol, .. }) => {
+        Some(FromAgent::Hello { protocol, .. }) => {
             return (
                 Some(format!(
                     "its agent speaks protocol {protocol}, this daemon {PROTOCOL}"
@@ -635,16 +635,16 @@ fn misbehaved(line: &Line) -> String {
 
 /// An agent's line, passed on to the daemon (a log read's answer to the reader waiting for it).
 fn relay(host: usize, line: &str, shared: &Shared) {
-    match serde_json::from_str::<FromAgent>(line) {
-        Ok(FromAgent::Logs { id, read }) => {
+    match FromAgent::read(line) {
+        Some(FromAgent::Logs { id, read }) => {
             if let Some(tx) = shared.pending.lock().ok().and_then(|mut t| t.remove(&id)) {
                 let _ = tx.send(read);
             }
         }
         // The hello was the session's first line; another one is not news.
-        Ok(FromAgent::Hello { .. } | FromAgent::Pong) | Err(_) => {}
-        Ok(msg) => {
-            if let Some(event) = msg.bounded().event(host) {
+        Some(FromAgent::Hello { .. } | FromAgent::Pong) | None => {}
+        Some(msg) => {
+            if let Some(event) = msg.event(host) {
                 let _ = shared.events.send(event);
             }
         }

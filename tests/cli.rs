@@ -450,7 +450,7 @@ fn fleet_shows_the_builtin_as_simulated_and_accepts_its_own_default() {
     let (code, _, err) = gantry(&["fleet", "--config", "tests/data/bad_fleet.toml"]);
     assert_eq!(code, 2);
     assert!(
-        err.starts_with("error: tests/data/bad_fleet.toml:12:12: unknown variant `spotty`"),
+        err.starts_with("error: tests/data/bad_fleet.toml:13:12: unknown variant `spotty`"),
         "{err}"
     );
 }

@@ -21,6 +21,7 @@ name = "b"
 
 [[pools]]
 provider = "onprem"
+backend = "simulated"
 region = "dc1"
 zone = "dc1-a"
 name = "hgx"
@@ -36,6 +37,7 @@ nodes = 2
 
 [[pools]]
 provider = "aws"
+backend = "simulated"
 region = "us-east-1"
 zone = "use1-az1"
 name = "spot"

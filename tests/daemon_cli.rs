@@ -638,7 +638,7 @@ fn a_fleet_with_nothing_idle_costs_zero_not_minus_zero() {
     let fleet = dir.join("fleet.toml");
     std::fs::write(
         &fleet,
-        "[[teams]]\nname = \"default\"\n\n[[pools]]\nprovider = \"onprem\"\nregion = \"r\"\nzone = \"z\"\nname = \"cpu\"\ninstance_type = \"box\"\ngpu = \"H100\"\ngpus_per_node = 8\nvram_gb = 80\ncpus = 64\nmemory_gb = 512\ncapacity = \"reserved\"\nprice_per_hour = 0.0\nnodes = 0\n",
+        "[[teams]]\nname = \"default\"\n\n[[pools]]\nprovider = \"onprem\"\nbackend = \"simulated\"\nregion = \"r\"\nzone = \"z\"\nname = \"cpu\"\ninstance_type = \"box\"\ngpu = \"H100\"\ngpus_per_node = 8\nvram_gb = 80\ncpus = 64\nmemory_gb = 512\ncapacity = \"reserved\"\nprice_per_hour = 0.0\nnodes = 0\n",
     )
     .unwrap();
     let d = start_with(&["--config", fleet.to_str().unwrap()]);

@@ -141,8 +141,8 @@ fn hold_release_priority_and_illegal_moves() {
         "held jobs do not start"
     );
     e.release(a, 4.0).unwrap();
-    e.set_priority(a, "serving", 5.0).unwrap();
-    assert!(e.set_priority(a, "urgent", 5.0).is_err());
+    e.set_priority(a, "serving", 5.0, true).unwrap();
+    assert!(e.set_priority(a, "urgent", 5.0, true).is_err());
     assert_eq!(e.tick(6.0).unwrap().started, vec![a]);
     let err = e.hold(a, 7.0).unwrap_err();
     assert!(

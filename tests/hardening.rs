@@ -257,10 +257,35 @@ fn a_team_submits_only_at_the_classes_its_fleet_entry_allows() {
         r#"{"class":"serving"}"#,
     );
     assert!(status.contains("403"), "{status} {body}");
-    // A team with no list may use any class.
+    // A team with no list has the default class only (issue 36: a fresh install let any
+    // team submit at `serving` and preempt other teams' production jobs) ...
     let infra = token(&d, "researcher", Some("infra"));
-    let (status, _) = tcp_request(d.port, &infra, "POST /v1/jobs", spec);
-    assert!(status.contains("201"), "{status}");
+    let (status, body) = tcp_request(d.port, &infra, "POST /v1/jobs", spec);
+    assert!(status.contains("403"), "{status} {body}");
+    assert!(
+        body.contains("team `infra` lists no priority classes") && body.contains("classes = ["),
+        "{body}"
+    );
+    let plain = spec.replace("priority: serving\n", "");
+    let (status, body) = tcp_request(d.port, &infra, "POST /v1/jobs", &plain);
+    assert!(status.contains("201"), "{status} {body}");
+    let id: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let (status, _) = tcp_request(
+        d.port,
+        &infra,
+        &format!("PUT /v1/jobs/{}/priority", id["id"]),
+        r#"{"class":"production"}"#,
+    );
+    assert!(status.contains("403"), "{status}");
+    // ... and an operator (the Unix socket) may raise its jobs, or submit for it at any class.
+    let out = request(
+        &d.socket,
+        &format!("PUT /v1/jobs/{}/priority", id["id"]),
+        r#"{"class":"serving"}"#,
+    );
+    assert!(out.starts_with("HTTP/1.1 200"), "{out}");
+    let out = request(&d.socket, "POST /v1/jobs?team=infra", spec);
+    assert!(out.starts_with("HTTP/1.1 201"), "{out}");
 }
 
 #[test]

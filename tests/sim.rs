@@ -121,6 +121,7 @@ proptest! {
 const P5_OD: &str = r#"
 [[pools]]
 provider = "aws"
+backend = "simulated"
 region = "us-east-1"
 zone = "use1-az3"
 name = "p5-od"
@@ -148,6 +149,7 @@ guaranteed = 64
 {P5_OD}
 [[pools]]
 provider = "aws"
+backend = "simulated"
 region = "us-east-1"
 zone = "use1-az3"
 name = "p5-spot"
@@ -335,6 +337,7 @@ guaranteed = 8
 
 [[pools]]
 provider = "onprem"
+backend = "simulated"
 region = "dc1"
 zone = "dc1-a"
 name = "a100"
@@ -398,6 +401,7 @@ guaranteed = 64
 
 [[pools]]
 provider = "onprem"
+backend = "simulated"
 region = "dc1"
 zone = "hall-a"
 name = "dgx"

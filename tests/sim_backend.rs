@@ -15,6 +15,7 @@ name = "a"
 
 [[pools]]
 provider = "onprem"
+backend = "simulated"
 region = "dc1"
 zone = "dc1-a"
 name = "hgx"
@@ -30,6 +31,7 @@ nodes = 1
 
 [[pools]]
 provider = "aws"
+backend = "simulated"
 region = "us-east-1"
 zone = "use1-az3"
 name = "p5-spot"
@@ -48,6 +50,7 @@ spot_interruptions_per_node_hour = {spot_rate}
 
 [[pools]]
 provider = "aws"
+backend = "simulated"
 region = "us-east-1"
 zone = "use1-az3"
 name = "p5-od"

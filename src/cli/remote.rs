@@ -233,7 +233,7 @@ pub fn job(t: &Target, id: &str, output: Output) -> Result<(), CliError> {
         (None, None) => {}
     }
     if let Some(r) = v["reason"].as_str() {
-        println!("  waits: {r}");
+        println!("  waits: {}", gantry::console::app::escape(r));
     }
     println!("  spec:");
     for line in v["spec"].as_str().unwrap_or("").lines() {
@@ -279,12 +279,13 @@ pub fn explain(t: &Target, id: &str, output: Output) -> Result<(), CliError> {
             e["team_guaranteed"]
                 .as_f64()
                 .map_or(String::new(), |g| format!("/{:.0} guaranteed", g / 1000.0)),
-            v["detail"].as_str().unwrap_or("")
+            gantry::console::app::escape(v["detail"].as_str().unwrap_or(""))
         ),
+        // The reason may carry what a job or a host said (an exit, a refusal): escaped.
         None => println!(
             "job {id} is {}: {}",
             v["state"].as_str().unwrap_or("?"),
-            v["detail"].as_str().unwrap_or("")
+            gantry::console::app::escape(v["detail"].as_str().unwrap_or(""))
         ),
     }
     Ok(())

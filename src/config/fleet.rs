@@ -221,7 +221,12 @@ fn one() -> f64 {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PoolConfig {
+    /// Who sells the capacity (aws, lambda, onprem, …); for the drivers' own names (local,
+    /// ssh, slurm, kubernetes) also how gantry drives it.
     pub provider: String,
+    /// How gantry drives the pool (`Backend`'s names); required where `provider` is not one
+    /// of them, so that no pool is simulated without saying so.
+    pub backend: Option<String>,
     pub region: String,
     pub zone: String,
     pub name: String,
@@ -311,8 +316,99 @@ fn nodes_unset() -> u32 {
     u32::MAX
 }
 
-/// The backends gantry has: `provider` names one; any other provider is simulated.
+/// How gantry drives a pool's nodes — apart from who sells them (`provider`). A pool names its
+/// backend (`backend = "ssh"`), or its provider is one (`provider = "ssh"`); a cloud's name as
+/// the provider alone is refused: gantry never simulates a pool nobody said was simulated.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    /// Made-up nodes and runs on a virtual clock (the demo; trace replays).
+    Simulated,
+    /// This host: real processes, GPUs through NVML.
+    Local,
+    /// Hosts reached over SSH, where `gantry agent` runs the jobs.
+    Ssh,
+    /// A Slurm cluster through slurmrestd.
+    Slurm,
+    /// A Kubernetes cluster: pods gantry binds.
+    Kubernetes,
+}
+
+impl Backend {
+    pub const ALL: [Backend; 5] = [
+        Backend::Simulated,
+        Backend::Local,
+        Backend::Ssh,
+        Backend::Slurm,
+        Backend::Kubernetes,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Simulated => "simulated",
+            Backend::Local => "local",
+            Backend::Ssh => "ssh",
+            Backend::Slurm => "slurm",
+            Backend::Kubernetes => "kubernetes",
+        }
+    }
+
+    pub fn named(name: &str) -> Option<Backend> {
+        Backend::ALL.into_iter().find(|b| b.name() == name)
+    }
+}
+
+/// The backends a provider's name alone may pick (the drivers gantry has for hosts and
+/// clusters it does not buy).
 pub const REAL_PROVIDERS: [&str; 4] = ["local", "ssh", "slurm", "kubernetes"];
+
+/// Clouds gantry knows the names of but cannot buy from yet: said so when a pool names one.
+const CLOUDS: [&str; 9] = [
+    "aws",
+    "gcp",
+    "azure",
+    "lambda",
+    "oci",
+    "nebius",
+    "runpod",
+    "coreweave",
+    "ec2",
+];
+
+/// Why pool `p`'s `provider` and `backend` do not say how gantry drives it, if they do not.
+fn backend_problem(p: &PoolConfig) -> Option<String> {
+    let name = &p.name;
+    let allowed = Backend::ALL.map(Backend::name).join(", ");
+    match p.backend.as_deref() {
+        Some(b) if Backend::named(b).is_none() => Some(if CLOUDS.contains(&b) {
+            format!(
+                "pool `{name}`: backend = \"{b}\" is not built yet — gantry cannot buy or give back {b} capacity itself; backend = \"simulated\" simulates the pool (nothing is bought), and hosts you already have are driven with \"ssh\", \"slurm\" or \"kubernetes\" (allowed: {allowed})"
+            )
+        } else {
+            let hint = did_you_mean(b, &Backend::ALL.map(Backend::name))
+                .map_or(String::new(), |m| format!("; did you mean `{m}`?"));
+            format!("pool `{name}`: unknown backend `{b}`{hint} (allowed: {allowed})")
+        }),
+        Some(b) if REAL_PROVIDERS.contains(&p.provider.as_str()) && b != p.provider => Some(format!(
+            "pool `{name}`: provider = \"{0}\" is driven by the {0} backend, not \"{b}\"; leave `backend` out, or write who sells the capacity as `provider` (onprem, aws, …)",
+            p.provider
+        )),
+        Some(_) => None,
+        None if REAL_PROVIDERS.contains(&p.provider.as_str()) => None,
+        None => {
+            let typo = did_you_mean(&p.provider, &REAL_PROVIDERS)
+                .map_or(String::new(), |m| format!("did you mean provider = \"{m}\"? Else "));
+            Some(format!(
+                "pool `{name}`: provider = \"{}\" says who sells its capacity, not how gantry drives it: {typo}write backend = \"simulated\" to simulate it (nothing is bought, its nodes and jobs are made up and shown as SIMULATED), or drive hosts you have with backend = \"ssh\", \"slurm\" or \"kubernetes\"{}",
+                p.provider,
+                if CLOUDS.contains(&p.provider.as_str()) {
+                    format!(" — gantry cannot buy {} capacity itself yet", p.provider)
+                } else {
+                    String::new()
+                }
+            ))
+        }
+    }
+}
 
 /// `gpu = "auto"` on a `provider = "local"` pool: model, count, VRAM and MIG mode come from
 /// NVML when the daemon starts.
@@ -421,25 +517,36 @@ pub fn apply_discovery(
 }
 
 impl PoolConfig {
+    /// How gantry drives this pool: its `backend`, or the backend its provider names. A file
+    /// whose pool says neither is refused when parsed; a pool made in code (a trace replay's)
+    /// with only a cloud's name is simulated.
+    pub fn backend(&self) -> Backend {
+        self.backend
+            .as_deref()
+            .or(Some(self.provider.as_str()))
+            .and_then(Backend::named)
+            .unwrap_or(Backend::Simulated)
+    }
+
     /// Whether the pool is this host (`provider = "local"`): real processes, GPUs through
     /// NVML, nothing simulated.
     pub fn is_local(&self) -> bool {
-        self.provider == "local"
+        self.backend() == Backend::Local
     }
 
     /// Hosts reached over SSH, where `gantry agent` runs the jobs.
     pub fn is_ssh(&self) -> bool {
-        self.provider == "ssh"
+        self.backend() == Backend::Ssh
     }
 
     /// A Slurm cluster's nodes, reached through slurmrestd; gantry's jobs run as Slurm jobs.
     pub fn is_slurm(&self) -> bool {
-        self.provider == "slurm"
+        self.backend() == Backend::Slurm
     }
 
     /// A Kubernetes cluster's nodes; gantry's jobs run as pods it binds to them.
     pub fn is_kube(&self) -> bool {
-        self.provider == "kubernetes"
+        self.backend() == Backend::Kubernetes
     }
 
     /// Pools whose `hosts` are a cluster's node names (not ssh destinations).
@@ -467,9 +574,9 @@ impl PoolConfig {
         }
     }
 
-    /// A pool of the simulated backend (every provider gantry has no backend for).
+    /// A pool of the simulated backend.
     pub fn is_simulated(&self) -> bool {
-        !REAL_PROVIDERS.contains(&self.provider.as_str())
+        self.backend() == Backend::Simulated
     }
 
     /// How long an SSH host may stay unreachable before it is lost, seconds.
@@ -544,6 +651,15 @@ pub fn parse(file: &str, text: &str) -> Result<FleetConfig, ConfigError> {
     })?;
     let mut cfg = cfg;
     for (i, p) in cfg.pools.iter_mut().enumerate() {
+        if let Some(message) = backend_problem(p) {
+            let (line, col) = table_position(text, "pools", i);
+            return Err(ConfigError {
+                file: file.to_string(),
+                line,
+                col,
+                message,
+            });
+        }
         if p.nodes == nodes_unset() {
             if !p.is_ssh() && !p.lists_cluster_nodes() {
                 let (line, col) = table_position(text, "pools", i);
@@ -616,7 +732,7 @@ pub fn fleet_sized(cfg: &FleetConfig, count: impl Fn(&PoolConfig) -> u32) -> Fle
                 price_per_hour: p.price_per_hour,
             })
             .expect("validated pool");
-        if p.container_runtime.is_some() {
+        if p.container_runtime.is_some() || p.is_kube() {
             b.runs_images(pool);
         }
         let n = count(p);
@@ -673,10 +789,67 @@ mod tests {
         assert_eq!(teams_of(&cfg).len(), 4);
     }
 
+    /// Issue 34: `provider = "aws"` meant a simulation, silently. A pool now says how gantry
+    /// drives it; a cloud's name alone is refused at the pool's line, a typo of a driver's name
+    /// is pointed out, and a seller can be driven by a real backend (onprem over ssh).
+    #[test]
+    fn a_pool_says_how_it_is_driven_and_a_cloud_is_never_simulated_silently() {
+        let pool = |lines: &str| {
+            format!(
+                "[[teams]]\nname = \"t\"\n\n[[pools]]\n{lines}\nregion = \"r\"\nzone = \"z\"\nname = \"p\"\ninstance_type = \"x\"\ncpus = 8\nmemory_gb = 8\ncapacity = \"on-demand\"\nprice_per_hour = 1.0\nnodes = 1\n"
+            )
+        };
+        let e = parse("f.toml", &pool("provider = \"aws\"")).unwrap_err();
+        assert_eq!((e.line, e.col), (4, 1), "{e}");
+        assert!(
+            e.message
+                .contains("provider = \"aws\" says who sells its capacity")
+                && e.message.contains("backend = \"simulated\"")
+                && e.message
+                    .contains("gantry cannot buy aws capacity itself yet"),
+            "{e}"
+        );
+        let e = parse("f.toml", &pool("provider = \"shh\"")).unwrap_err();
+        assert!(
+            e.message.contains("did you mean provider = \"ssh\"?"),
+            "{e}"
+        );
+        let e = parse("f.toml", &pool("provider = \"aws\"\nbackend = \"ec2\"")).unwrap_err();
+        assert!(
+            e.message.contains("backend = \"ec2\" is not built yet"),
+            "{e}"
+        );
+        let e = parse(
+            "f.toml",
+            &pool("provider = \"aws\"\nbackend = \"simulatd\""),
+        )
+        .unwrap_err();
+        assert!(e.message.contains("did you mean `simulated`?"), "{e}");
+        let e = parse("f.toml", &pool("provider = \"ssh\"\nbackend = \"slurm\"")).unwrap_err();
+        assert!(e.message.contains("is driven by the ssh backend"), "{e}");
+        let sim = parse(
+            "f.toml",
+            &pool("provider = \"aws\"\nbackend = \"simulated\""),
+        )
+        .unwrap();
+        assert!(sim.pools[0].is_simulated());
+        let onprem = parse(
+            "f.toml",
+            &pool("provider = \"onprem\"\nbackend = \"ssh\"\nhosts = [\"gpu1\"]")
+                .replace("nodes = 1\n", ""),
+        )
+        .unwrap();
+        assert!(onprem.pools[0].is_ssh() && !onprem.pools[0].is_simulated());
+    }
+
     #[test]
     fn mistakes_point_at_the_place() {
-        let e = parse("f.toml", "[[pools]]\nprovider = \"aws\"\nregoin = \"x\"\n").unwrap_err();
-        assert_eq!((e.line, e.col), (3, 1));
+        let e = parse(
+            "f.toml",
+            "[[pools]]\nprovider = \"aws\"\nbackend = \"simulated\"\nregoin = \"x\"\n",
+        )
+        .unwrap_err();
+        assert_eq!((e.line, e.col), (4, 1));
         assert!(
             e.message
                 .starts_with("unknown field `regoin`; did you mean `region`?"),
@@ -711,7 +884,7 @@ mod tests {
         );
         let cfg = parse("f.toml", &DEFAULT_FLEET.replacen("\"15m\"", "\"2m\"", 1)).unwrap();
         assert_eq!(cfg.reclaim.config().window_s, 120.0);
-        let auto = "[[pools]]\nprovider = \"aws\"\nregion = \"r\"\nzone = \"z\"\nname = \"p\"\ninstance_type = \"i\"\ngpu = \"auto\"\ncpus = 1\nmemory_gb = 1\ncapacity = \"on-demand\"\nprice_per_hour = 1.0\nnodes = 1\n";
+        let auto = "[[pools]]\nprovider = \"aws\"\nbackend = \"simulated\"\nregion = \"r\"\nzone = \"z\"\nname = \"p\"\ninstance_type = \"i\"\ngpu = \"auto\"\ncpus = 1\nmemory_gb = 1\ncapacity = \"on-demand\"\nprice_per_hour = 1.0\nnodes = 1\n";
         let e = parse("f.toml", auto).unwrap_err();
         assert!(
             e.message

@@ -160,9 +160,10 @@ mod tests {
         );
         let e = parse(
             "f.toml",
-            &POOL
-                .replace("kubernetes", "aws")
-                .replace("zone = ", "nodes = 1\ncontext = \"x\"\nzone = "),
+            &POOL.replace("kubernetes", "aws").replace(
+                "zone = ",
+                "nodes = 1\ncontext = \"x\"\nbackend = \"simulated\"\nzone = ",
+            ),
         )
         .map(|_| ())
         .map_err(|e| e.to_string())

@@ -76,8 +76,9 @@ pub(super) fn none_set(
 ) -> Result<(), String> {
     match fields.iter().find(|(_, set)| *set) {
         Some((field, _)) => Err(format!(
-            "{name}: `{field}` is for provider = \"{provider}\" pools (this one is provider = \"{}\")",
-            p.provider
+            "{name}: `{field}` is for provider = \"{provider}\" pools, or backend = \"{provider}\" (this one is provider = \"{}\", driven by the {} backend)",
+            p.provider,
+            p.backend().name()
         )),
         None => Ok(()),
     }
@@ -120,7 +121,7 @@ mod tests {
         assert!(e.contains("nodes = 3 but 1 host(s)"), "{e}");
         let e = with("hosts = [\"a\"]\nlost_after = \"soon\"\n").unwrap_err();
         assert!(e.contains("lost_after `soon`"), "{e}");
-        let cloud = POOL.replace("\"ssh\"", "\"aws\"");
+        let cloud = POOL.replace("\"ssh\"", "\"aws\"\nbackend = \"simulated\"");
         let e = parse("f.toml", &format!("{cloud}nodes = 1\nhosts = [\"a\"]\n"))
             .unwrap_err()
             .to_string();

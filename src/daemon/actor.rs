@@ -629,7 +629,7 @@ impl Actor {
             } => {
                 let r = self.check_job(id, &caller).and_then(|()| {
                     self.state
-                        .set_priority(id, &class, &caller.name)
+                        .set_priority(id, &class, &caller.name, caller.role == Role::Operator)
                         .map_err(ApiError::from)
                 });
                 if r.is_ok() {

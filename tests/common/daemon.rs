@@ -142,6 +142,7 @@ name = "infra"
 
 [[pools]]
 provider = "onprem"
+backend = "simulated"
 region = "dc1"
 zone = "dc1-a"
 name = "hgx"

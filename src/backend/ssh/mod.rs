@@ -609,7 +609,7 @@ async fn send_dir(
     if !out.status.success() {
         return Err(format!(
             "tar on the host: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
+            crate::untrusted::bounded(String::from_utf8_lossy(&out.stderr).trim(), SAID_MAX)
         ));
     }
     Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
@@ -651,14 +651,15 @@ fn relay(host: usize, line: &str, shared: &Shared) {
     }
 }
 
-/// What is left in a pipe (the agent's stderr), trimmed, at most 2 KiB.
+/// What is left in a pipe (the agent's stderr), trimmed, at most 2 KiB read and what an event
+/// may hold kept, escaped (the host's words).
 async fn read_all(pipe: &mut Option<openssh::ChildStderr>) -> String {
     let Some(p) = pipe.as_mut() else {
         return String::new();
     };
     let mut buf = Vec::new();
     let _ = tokio::time::timeout(Duration::from_secs(2), p.take(2048).read_to_end(&mut buf)).await;
-    String::from_utf8_lossy(&buf).trim().to_string()
+    crate::untrusted::bounded(String::from_utf8_lossy(&buf).trim(), SAID_MAX)
 }
 
 /// Makes sure the host has this build's agent: its path there, or why it cannot have it.

@@ -336,8 +336,26 @@ impl Engine {
         Ok(())
     }
 
-    /// Whether `team` may have jobs of `class`; the error names the classes it may use.
-    fn check_class(&self, team: usize, class: usize) -> Result<(), EngineError> {
+    /// Whether `team`'s researchers may have jobs of `class`; the error names the classes it
+    /// may use. A team whose fleet entry lists no classes has the default (lowest) one only: a
+    /// fresh install lets no team raise its own work above everyone else's; classes above the
+    /// default are given per team, explicitly. An operator (`operator`) may set any class.
+    fn check_class(&self, team: usize, class: usize, operator: bool) -> Result<(), EngineError> {
+        if operator {
+            return Ok(());
+        }
+        let lowest = self.lowest_class();
+        if !self.allowed.contains_key(&team)
+            && self.classes[class].value > self.classes[lowest].value
+        {
+            return Err(EngineError::Forbidden(format!(
+                "team `{}` lists no priority classes in the fleet file, so its researchers use `{}`, the default; `{}` is above it — an operator may set it, or give the team classes = [\"{}\", …] in its [[teams]] entry",
+                self.teams[team].name,
+                self.classes[lowest].name,
+                self.classes[class].name,
+                self.classes[class].name,
+            )));
+        }
         match self.allowed.get(&team) {
             Some(ok) if !ok.contains(&class) => {
                 let names: Vec<&str> = ok.iter().map(|&c| self.classes[c].name.as_str()).collect();
@@ -553,10 +571,17 @@ impl Engine {
         Ok(skipped)
     }
 
-    pub fn set_priority(&mut self, id: JobId, class: &str, now: f64) -> Result<(), EngineError> {
+    /// Moves job `id` to `class`; `operator`: an operator asks (see `check_class`).
+    pub fn set_priority(
+        &mut self,
+        id: JobId,
+        class: &str,
+        now: f64,
+        operator: bool,
+    ) -> Result<(), EngineError> {
         let c = self.class_index(class)?;
         let team = self.job_mut(id)?.team;
-        self.check_class(team, c)?;
+        self.check_class(team, c, operator)?;
         self.store.set_priority(id, class, now)?;
         self.job_mut(id)?.class = c;
         Ok(())

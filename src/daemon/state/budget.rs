@@ -163,7 +163,8 @@ impl State {
             .map(|j| j.id)
             .collect();
         for id in &ids {
-            self.engine.set_priority(*id, &name, self.now)?;
+            // Down to the lowest class: the budget's own doing, never refused.
+            self.engine.set_priority(*id, &name, self.now, true)?;
         }
         self.log(format!(
             "budget: team {} over budget: {} pending job(s) demoted to {name}",

@@ -579,8 +579,16 @@ impl State {
         Ok(())
     }
 
-    pub fn set_priority(&mut self, id: JobId, class: &str, who: &str) -> Result<(), EngineError> {
-        self.engine.set_priority(id, class, self.now)?;
+    /// Moves job `id` to `class`, asked by `who` (an operator or not: see
+    /// `Engine::set_priority`).
+    pub fn set_priority(
+        &mut self,
+        id: JobId,
+        class: &str,
+        who: &str,
+        operator: bool,
+    ) -> Result<(), EngineError> {
+        self.engine.set_priority(id, class, self.now, operator)?;
         self.log(format!("job {id} reprioritized to {class} by {who}"));
         Ok(())
     }

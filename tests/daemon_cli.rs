@@ -862,3 +862,73 @@ fn looking_at_the_clusters_does_not_rediscover_this_host() {
         .count();
     assert_eq!(said, 1, "discovery is said once, at start:\n{text}");
 }
+
+/// Errors that misled (issue 41), each now saying what was wrong and what to do, with the exit
+/// codes `--help` lists: `--connect` to a directory ("Connection refused"), a `HOST:PORT`
+/// without `http://` ("No such file"), another user's socket ("Permission denied … is gantry
+/// daemon running?" while it ran), `jobs --state runing` ("(no jobs match)", exit 0), and the
+/// console exiting 2 where every command exits 5 for a daemon it cannot reach.
+#[test]
+fn errors_say_what_was_wrong_and_what_to_do() {
+    let d = start();
+    let (code, _, err) = gantry(&d.dir, &["jobs"]);
+    assert_eq!(code, 5, "{err}");
+    assert!(
+        err.contains("is a directory, not the daemon's socket"),
+        "{err}"
+    );
+    let (code, _, err) = gantry_as("127.0.0.1:7450", None, &["jobs"]);
+    assert_eq!(code, 5, "{err}");
+    assert!(err.contains("say --connect http://127.0.0.1:7450"), "{err}");
+    let (code, _, err) = gantry(&d.socket, &["jobs", "--state", "runing"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("state `runing` is not a job state; did you mean `running`?"),
+        "{err}"
+    );
+    let (code, _, _) = gantry(&d.socket, &["jobs", "--state", "running,pending"]);
+    assert_eq!(code, 0);
+    // Another user (root can reach any socket: the CLI runs as nobody).
+    let runuser = Path::new("/usr/sbin/runuser");
+    if unsafe { libc::geteuid() } == 0 && runuser.exists() {
+        let exe = std::env::temp_dir().join(format!("gantry-nobody-{}", std::process::id()));
+        std::fs::copy(env!("CARGO_BIN_EXE_gantry"), &exe).unwrap();
+        let out = Command::new(runuser)
+            .args(["-u", "nobody", "--"])
+            .arg(&exe)
+            .arg("--connect")
+            .arg(&d.socket)
+            .arg("jobs")
+            .env("HOME", "/tmp")
+            .output()
+            .unwrap();
+        let _ = std::fs::remove_file(&exe);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(5), "{err}");
+        assert!(
+            err.contains("Unix socket is its own user's only (the daemon may well be running)"),
+            "{err}"
+        );
+    }
+    // The console, on a terminal (`script` gives it one), for a daemon that is not there.
+    if Path::new("/usr/bin/script").exists() {
+        let gone = d.dir.join("gone.sock");
+        let out = Command::new("script")
+            .args(["-qec"])
+            .arg(format!(
+                "{} --connect {}",
+                env!("CARGO_BIN_EXE_gantry"),
+                gone.display()
+            ))
+            .arg("/dev/null")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(5),
+            "{}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+    }
+}

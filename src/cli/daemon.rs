@@ -348,7 +348,7 @@ pub fn console(
     keymap: Option<&str>,
     target: &super::remote::Target,
     readonly: bool,
-) -> Result<(), String> {
+) -> Result<(), super::CliError> {
     let paths = gantry::config::paths::from_env();
     let file = gantry::config::console::load(&paths.console_file)?;
     let (theme, color) =
@@ -386,8 +386,8 @@ pub fn console(
         let switch = match attach {
             Some((endpoint, token)) => {
                 let app = app(format!("daemon {endpoint}"));
-                let mut client =
-                    RemoteClient::connect(endpoint, token).map_err(|e| e.to_string())?;
+                // Unreachable is exit 5 here as for every command (`gantry --help`).
+                let mut client = RemoteClient::connect(endpoint, token)?;
                 gantry::console::run(&mut client, app).map_err(|e| format!("console: {e}"))?
             }
             None => demo(&paths, app("demo".to_string()))?,

@@ -442,8 +442,7 @@ pub fn main() -> ExitCode {
             cli.keymap.as_deref(),
             &target,
             cli.readonly,
-        )
-        .map_err(CliError::from),
+        ),
         None => {
             println!(
                 "gantry {}: a scheduler for GPU fleets. Run it in a terminal for the console; `gantry daemon`, `gantry submit FILE`, `gantry jobs`, `gantry replay openb|philly`, `gantry bench sched`; `gantry --help` for more.",

@@ -107,6 +107,39 @@ impl Endpoint {
     }
 }
 
+/// Why a Unix socket could not be reached, in words that say what to do: the socket's own
+/// error (`why`) is often misleading — a directory answers "Connection refused", an
+/// `HOST:PORT` given without `http://` is "No such file", and another user's socket is
+/// "Permission denied" while its daemon runs.
+fn unix_hint(path: &std::path::Path, why: String) -> String {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    let shown = path.display();
+    if why.contains("ermission denied") {
+        // SAFETY: getuid has no preconditions.
+        let me = unsafe { libc::getuid() };
+        let owner = std::fs::metadata(path)
+            .map(|m| format!("user {}'s (mode {:o})", m.uid(), m.mode() & 0o777))
+            .unwrap_or_else(|_| "in a directory you cannot enter".to_string());
+        return format!(
+            "{why}: the socket at {shown} is {owner} and you are user {me}; a daemon's Unix socket is its own user's only (the daemon may well be running) — run as that user, or ask its operator for a token and connect over TCP (--connect https://HOST:PORT --token …)"
+        );
+    }
+    match std::fs::metadata(path) {
+        Ok(m) if m.is_dir() => format!(
+            "{shown} is a directory, not the daemon's socket; name the socket file in it (`gantry info` shows where the daemon's socket is)"
+        ),
+        Ok(m) if !m.file_type().is_socket() => format!(
+            "{shown} is a file, not a socket; `gantry info` shows where the daemon's socket is"
+        ),
+        Err(_) if host_and_port(&path.to_string_lossy()).1.is_some_and(|p| {
+            !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit())
+        }) => format!(
+            "no socket at {shown}; for a daemon listening on TCP say --connect http://{shown} (or https:// when it serves TLS)"
+        ),
+        _ => why,
+    }
+}
+
 /// `host:port` → (host, port); a bracketed IPv6 host keeps its brackets.
 fn host_and_port(addr: &str) -> (&str, Option<&str>) {
     if let Some(end) = addr.strip_prefix('[').and_then(|r| r.find(']')) {
@@ -251,7 +284,10 @@ impl HttpClient {
         }
         let why = crate::errors::root_cause(e);
         if e.is_connect() {
-            self.unreachable(why)
+            match &self.endpoint {
+                Endpoint::Unix(path) => self.unreachable(unix_hint(path, why)),
+                _ => self.unreachable(why),
+            }
         } else if e.is_timeout() {
             self.protocol(format!(
                 "no answer within {} s ({why})",

@@ -256,6 +256,19 @@ async fn jobs(State(api): State<Api>, RawQuery(raw): RawQuery) -> Result<Respons
             ApiError::bad_request(format!("limit `{}`: expected a count", l.escape_debug()))
         })?,
     };
+    // A state no job can be in matches nothing: said, not answered with an empty list.
+    if let Some(states) = q.get("state") {
+        let names = super::job::JobState::ALL.map(super::job::JobState::name);
+        if let Some(bad) = states.split(',').find(|s| !names.contains(s)) {
+            let hint = crate::spec::did_you_mean(bad, &names)
+                .map_or(String::new(), |m| format!("; did you mean `{m}`?"));
+            return Err(ApiError::bad_request(format!(
+                "state `{}` is not a job state{hint} (states: {})",
+                bad.escape_debug(),
+                names.join(", ")
+            )));
+        }
+    }
     let filter = crate::client::JobFilter {
         state: q.get("state").cloned(),
         team: q.get("team").cloned(),

@@ -544,6 +544,15 @@ fn explain_yaml_error(message: &str, key: Option<&str>) -> String {
 /// The closest candidate by edit distance, if it is close enough to be a typo.
 pub fn did_you_mean<'a>(word: &str, candidates: &[&'a str]) -> Option<&'a str> {
     let w = word.to_ascii_lowercase();
+    // A word that begins a candidate (`A100` of `A100-80GB`) means it, however far the
+    // spelling of another (`H100`) is from it.
+    let begun = candidates
+        .iter()
+        .filter(|c| w.len() >= 2 && c.len() > w.len() && c.to_ascii_lowercase().starts_with(&w))
+        .min_by_key(|c| c.len());
+    if let Some(c) = begun {
+        return Some(c);
+    }
     candidates
         .iter()
         .map(|c| (edit_distance(&w, &c.to_ascii_lowercase()), *c))
@@ -564,4 +573,24 @@ fn edit_distance(a: &str, b: &str) -> usize {
         prev = cur;
     }
     prev[b.len()]
+}
+
+#[cfg(test)]
+mod hint_tests {
+    use super::did_you_mean;
+
+    /// Issue 41: `A100` suggested `H100` (one letter away) rather than `A100-80GB`, the model
+    /// it begins.
+    #[test]
+    fn a_word_that_begins_a_candidate_means_it() {
+        let models = ["H100", "A100-80GB", "A100-40GB-SXM", "L4"];
+        assert_eq!(did_you_mean("A100", &models), Some("A100-80GB"));
+        assert_eq!(did_you_mean("h10", &models), Some("H100"));
+        assert_eq!(did_you_mean("H200", &models), Some("H100"));
+        assert_eq!(
+            did_you_mean("runing", &["running", "pending"]),
+            Some("running")
+        );
+        assert_eq!(did_you_mean("zzz", &models), None);
+    }
 }

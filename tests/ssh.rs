@@ -942,6 +942,9 @@ sleep 30"#
     assert!(third.contains("\\u{1b}]0;pwned"), "{third}");
     assert!(third.len() < 400, "bounded: {} bytes", third.len());
     let peak = peak_mib(&d);
+    eprintln!(
+        "hostile hosts: 3 hosts, 2 lines of 50 MB; the daemon's peak resident memory {peak} MiB"
+    );
     assert!(peak < 200, "the daemon's peak was {peak} MiB");
 }
 
@@ -997,6 +1000,7 @@ fn a_silent_agent_is_seen_down_and_its_host_lost() {
     for (p, _) in h.hosts[hung].processes() {
         unsafe { libc::kill(p as i32, libc::SIGSTOP) };
     }
+    let hung_at = Instant::now();
     wait_for(&d, 30, "the silence to be seen", || {
         events(&d).iter().any(|e| {
             e.contains(&format!(
@@ -1005,11 +1009,17 @@ fn a_silent_agent_is_seen_down_and_its_host_lost() {
             ))
         })
     });
+    let seen = hung_at.elapsed();
     wait_for(&d, 30, "the host to be lost", || {
         events(&d)
             .iter()
             .any(|e| e.contains("lost") && e.contains("1 job(s) requeued"))
     });
+    eprintln!(
+        "silent host: seen down {:.1} s after it hung, lost (job requeued) {:.1} s after (lost_after 4 s)",
+        seen.as_secs_f64(),
+        hung_at.elapsed().as_secs_f64()
+    );
     wait_for(&d, 30, "the job to run on the other host", || {
         log_text(&d, id).contains(&format!("host={}", other.name))
     });

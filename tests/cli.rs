@@ -553,3 +553,65 @@ fn a_fleet_file_with_an_undiscovered_auto_pool_shows_it_cpu_only() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Root's fleet file (issue 41): as root without XDG variables gantry reads
+/// `/etc/gantry/fleet.toml`, so the README's `~/.config/gantry/fleet.toml` was ignored and the
+/// daemon ran the built-in simulated fleet without a word. Now `gantry info` says which fleet is
+/// in force and warns of the unread file, `gantry info --fleet-file` prints where it goes, and
+/// commands that load the fleet warn too.
+#[test]
+fn info_says_which_fleet_is_in_force_and_warns_of_a_file_root_does_not_read() {
+    let home = std::env::temp_dir().join(format!("gantry-home-{}", std::process::id()));
+    std::fs::create_dir_all(home.join(".config/gantry")).unwrap();
+    std::fs::write(home.join(".config/gantry/fleet.toml"), "").unwrap();
+    let run = |args: &[&str], system: bool| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_gantry"));
+        c.args(args)
+            .env("HOME", &home)
+            .env_remove("XDG_CONFIG_HOME")
+            .env_remove("XDG_DATA_HOME")
+            .env_remove("GANTRY_CONFIG");
+        if system {
+            // What running as root without XDG variables chooses (the test may not be root).
+            c.env("GANTRY_SYSTEM", "1");
+        } else {
+            c.env_remove("GANTRY_SYSTEM");
+        }
+        let out = c.output().unwrap();
+        (
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (out, _) = run(&["info"], true);
+    assert!(
+        out.contains(
+            "in force    the built-in SIMULATED fleet: /etc/gantry/fleet.toml does not exist"
+        ) || out.contains("in force    the fleet file /etc/gantry/fleet.toml"),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!(
+            "warning     {}/.config/gantry/fleet.toml exists but is not read",
+            home.display()
+        )),
+        "{out}"
+    );
+    let (out, _) = run(&["info", "--fleet-file"], true);
+    assert_eq!(out.trim(), "/etc/gantry/fleet.toml");
+    let (_, err) = run(&["fleet"], true);
+    assert!(err.contains("exists but is not read"), "{err}");
+    // User paths: the file is the one in force, no warning.
+    let (out, _) = run(&["info"], false);
+    if unsafe { libc::geteuid() } != 0 {
+        assert!(!out.contains("warning"), "{out}");
+    }
+    let (out, _) = run(&["info", "--fleet-file"], false);
+    if unsafe { libc::geteuid() } != 0 {
+        assert_eq!(
+            out.trim(),
+            format!("{}/.config/gantry/fleet.toml", home.display())
+        );
+    }
+    let _ = std::fs::remove_dir_all(&home);
+}

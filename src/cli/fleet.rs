@@ -10,7 +10,13 @@ use std::path::PathBuf;
 /// The fleet file (`--config`, else the user's, else the built-in one): its name, the fleet,
 /// and its path (`None` for the built-in one).
 pub fn load(explicit: Option<PathBuf>) -> Result<(String, FleetConfig, Option<PathBuf>), String> {
-    let user = paths::from_env().fleet_file;
+    let p = paths::from_env();
+    if explicit.is_none() {
+        if let Some(unread) = paths::unread_user_fleet(&p) {
+            eprintln!("gantry: warning: {}", paths::unread_warning(&p, &unread));
+        }
+    }
+    let user = p.fleet_file;
     let path = explicit.or_else(|| user.exists().then_some(user));
     match path {
         Some(p) => {
@@ -176,6 +182,18 @@ pub fn info(output: Output) -> Result<(), String> {
     println!("scope       {}", p.scope);
     for why in &p.chosen_by {
         println!("  chosen by {why}");
+    }
+    // Which fleet a daemon started now would run, and why.
+    if p.fleet_file.exists() {
+        println!("in force    the fleet file {}", p.fleet_file.display());
+    } else {
+        println!(
+            "in force    the built-in SIMULATED fleet: {} does not exist (`gantry fleet --print-local > \"$(gantry info --fleet-file)\"` writes one for this host)",
+            p.fleet_file.display()
+        );
+    }
+    if let Some(unread) = paths::unread_user_fleet(&p) {
+        println!("warning     {}", paths::unread_warning(&p, &unread));
     }
     println!("defaults    `gantry fleet --print-default` prints the built-in fleet file,");
     println!("            `gantry info --print-console` the documented console.toml");

@@ -373,6 +373,9 @@ enum Command {
         /// Print the documented console.toml (theme, keymap, readonly, mouse) and exit.
         #[arg(long)]
         print_console: bool,
+        /// Print only the fleet file's path (where `gantry fleet --print-local` should go).
+        #[arg(long)]
+        fleet_file: bool,
         #[arg(short, long, value_enum, default_value_t = Output::Table)]
         output: Output,
     },
@@ -571,6 +574,12 @@ pub fn main() -> ExitCode {
             ..
         }) => {
             print!("{}", gantry::config::console::DEFAULT_CONSOLE);
+            Ok(())
+        }
+        Some(Command::Info {
+            fleet_file: true, ..
+        }) => {
+            println!("{}", gantry::config::paths::from_env().fleet_file.display());
             Ok(())
         }
         Some(Command::Info { output, .. }) => fleet::info(output).map_err(CliError::from),

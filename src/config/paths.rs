@@ -105,6 +105,29 @@ pub fn tls_dir(journal: &Path) -> PathBuf {
         .join("tls")
 }
 
+/// A fleet file in the user's own config directory that is *not* read because system paths
+/// are in force (root without XDG variables): the trap of writing `~/.config/gantry/fleet.toml`
+/// as root and getting the built-in simulated fleet. Said by `gantry info` and the daemon.
+pub fn unread_user_fleet(p: &Paths) -> Option<PathBuf> {
+    if p.scope != "system" {
+        return None;
+    }
+    let home = std::env::var_os("HOME").filter(|h| !h.is_empty())?;
+    let user = PathBuf::from(home).join(".config/gantry/fleet.toml");
+    (user != p.fleet_file && user.exists()).then_some(user)
+}
+
+/// What `unread_user_fleet` found, in words that say what to do.
+pub fn unread_warning(p: &Paths, unread: &Path) -> String {
+    format!(
+        "{} exists but is not read: {}; the fleet file is {} — move it there, or set GANTRY_CONFIG={} (or XDG_CONFIG_HOME) for user paths",
+        unread.display(),
+        p.chosen_by.first().map_or("system paths are in force", String::as_str),
+        p.fleet_file.display(),
+        unread.display()
+    )
+}
+
 pub fn from_env() -> Paths {
     // SAFETY: geteuid has no preconditions and cannot fail.
     let root = unsafe { libc::geteuid() } == 0;

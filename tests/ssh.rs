@@ -1010,6 +1010,22 @@ fn a_silent_agent_is_seen_down_and_its_host_lost() {
         })
     });
     let seen = hung_at.elapsed();
+    // Shown the moment it is seen (issue 41: `gantry fleet` and the job's row said up until
+    // the host was lost): the pool counts it unreachable, the job's row names it.
+    let fleet = common::json(&d, &["fleet"]);
+    assert_eq!(fleet["pools"][0]["unreachable"], 1, "{fleet}");
+    let rows = common::json(&d, &["jobs"]);
+    let row = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["id"] == id)
+        .unwrap();
+    let detail = row["detail"].as_str().unwrap();
+    assert!(
+        detail.contains(&format!("UNREACHABLE: {first} (its agent answered nothing")),
+        "{detail}"
+    );
     wait_for(&d, 30, "the host to be lost", || {
         events(&d)
             .iter()

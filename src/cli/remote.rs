@@ -420,20 +420,21 @@ pub fn team_line(r: &TeamRow) -> String {
 
 pub fn pool_header() {
     println!(
-        "{:<44} {:<14} {:<10} {:>5} {:>5} {:>5} {:>6} {:>6} {:>9}",
-        "POOL", "MODEL", "CAPACITY", "NODES", "PROV", "DOWN", "GPUS", "BUSY", "$/H/NODE"
+        "{:<44} {:<14} {:<10} {:>5} {:>5} {:>5} {:>7} {:>6} {:>6} {:>9}",
+        "POOL", "MODEL", "CAPACITY", "NODES", "PROV", "DOWN", "UNREACH", "GPUS", "BUSY", "$/H/NODE"
     );
 }
 
 pub fn pool_line(p: &PoolRow) -> String {
     format!(
-        "{} {} {:<10} {:>5} {:>5} {:>5} {:>6} {:>6} {:>9.2}",
+        "{} {} {:<10} {:>5} {:>5} {:>5} {:>7} {:>6} {:>6} {:>9.2}",
         cell(&p.path, 44),
         cell(&p.model, 14),
         p.capacity,
         p.nodes,
         p.provisioning,
         p.down,
+        p.unreachable,
         p.gpus,
         p.gpus_busy,
         p.dollars_per_hour

@@ -25,9 +25,13 @@ pub struct PoolRow {
     /// Nodes being provisioned (paid, not yet usable).
     #[serde(default)]
     pub provisioning: usize,
-    /// Nodes down for repair (on-prem: still paid).
+    /// Nodes down for repair (on-prem: still paid), or lost.
     #[serde(default)]
     pub down: usize,
+    /// Nodes counted up whose host cannot be reached right now (no new work goes there; lost
+    /// after the pool's `lost_after`).
+    #[serde(default)]
+    pub unreachable: usize,
 }
 
 /// Which jobs a listing shows: `GET /v1/jobs?state=&team=&class=`, and `gantry jobs -w` over

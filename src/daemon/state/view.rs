@@ -174,13 +174,16 @@ impl State {
             .collect();
         // Only nodes that exist count; provisioning ones are paid but not yet usable.
         let mut paid = vec![0usize; pools.len()];
-        for (n, life) in fleet.nodes.iter().zip(&self.nodes.lives) {
+        for (i, (n, life)) in fleet.nodes.iter().zip(&self.nodes.lives).enumerate() {
             let row = &mut pools[n.pool.index()];
             match life {
                 Life::Absent => continue,
                 Life::Provisioning => row.provisioning += 1,
                 Life::Failed => row.down += 1,
                 Life::Up | Life::Noticed | Life::Draining => {
+                    if self.hosts.down.contains_key(&i) {
+                        row.unreachable += 1;
+                    }
                     row.nodes += 1;
                     row.gpus += n.gpus.len();
                     row.gpus_busy += n.gpus.iter().filter(|g| !g.is_idle()).count();
@@ -242,8 +245,24 @@ impl State {
                             .get(&j.id)
                             .and_then(|r| r.parts.iter().find_map(|p| p.waits.as_ref()))
                             .map_or(String::new(), |w| format!(" · held back: {w}"));
+                        // A node of it that cannot be reached says so the moment it is seen
+                        // (not only when it is lost, minutes later).
+                        let unreachable = p
+                            .nodes
+                            .iter()
+                            .find_map(|g| {
+                                let i = g.node.index();
+                                let (_, why) = self.hosts.down.get(&i)?;
+                                (self.nodes.lives[i] != Life::Failed).then(|| {
+                                    format!(" · UNREACHABLE: {} ({why})", fleet.node(g.node).name)
+                                })
+                            })
+                            .unwrap_or_default();
                         (
-                            format!("{node}{share}{more} ${:.2}/h{waits}", p.price_per_hour),
+                            format!(
+                                "{node}{share}{more} ${:.2}/h{waits}{unreachable}",
+                                p.price_per_hour
+                            ),
                             None,
                         )
                     }

@@ -84,6 +84,7 @@ fn a_mixed_fleet_at_three_sizes() {
             dollars_per_hour: price,
             provisioning: 0,
             down: 0,
+            unreachable: 0,
         }
     };
     snap.pools.truncate(3);

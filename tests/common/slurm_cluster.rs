@@ -36,8 +36,18 @@ pub struct Cluster {
 
 impl Drop for Cluster {
     fn drop(&mut self) {
-        // Jobs first (their slurmstepd outlives slurmd), then the daemons.
-        self.slurm("scancel", &["--full", "-u", "nobody"]);
+        // Jobs first (their slurmstepd outlives slurmd), every user's (the tests submit as
+        // root and as nobody), then the daemons.
+        let ids: Vec<String> = self
+            .slurm("squeue", &["-h", "-o", "%i"])
+            .split_whitespace()
+            .map(str::to_string)
+            .collect();
+        if !ids.is_empty() {
+            let mut args = vec!["--full"];
+            args.extend(ids.iter().map(String::as_str));
+            self.slurm("scancel", &args);
+        }
         let t0 = Instant::now();
         while !self.slurm("squeue", &["-h"]).trim().is_empty()
             && t0.elapsed() < Duration::from_secs(10)
@@ -49,7 +59,41 @@ impl Drop for Cluster {
             unsafe { libc::kill(-(c.id() as i32), libc::SIGKILL) };
             let _ = c.wait();
         }
+        // Whatever a job of this cluster still runs (its script is under the cluster's
+        // directory), and the slurmstepd above it: issue 41 found them running minutes after
+        // the suite passed.
+        for (pid, parent) in processes_under(&self.dir) {
+            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+            if std::fs::read(format!("/proc/{parent}/cmdline"))
+                .is_ok_and(|c| c.starts_with(b"slurmstepd"))
+            {
+                unsafe { libc::kill(parent as i32, libc::SIGKILL) };
+            }
+        }
     }
+}
+
+/// The processes whose command line names `dir`, with their parents.
+fn processes_under(dir: &std::path::Path) -> Vec<(u32, u32)> {
+    let needle = dir.to_string_lossy().into_owned();
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        if !String::from_utf8_lossy(&cmd).contains(&needle) || pid == std::process::id() {
+            continue;
+        }
+        // `pid (comm) state ppid …`: the parent after the command's closing parenthesis.
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let parent = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse().ok())
+            .unwrap_or(0);
+        out.push((pid, parent));
+    }
+    out
 }
 
 impl Cluster {

@@ -20,6 +20,13 @@ pub struct Tmux {
     session: &'static str,
 }
 
+/// The server goes with the test, passed or failed (a failed test left its console running).
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        self.run(&["kill-server"]);
+    }
+}
+
 impl Tmux {
     pub fn new(session: &'static str) -> Tmux {
         Tmux {

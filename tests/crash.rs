@@ -308,33 +308,14 @@ fn a_local_job_outlives_a_kill_9_of_its_daemon_and_is_re_adopted() {
 /// this host meanwhile keeps running and finishes once.
 #[test]
 fn an_edited_fleet_file_is_applied_while_a_local_job_keeps_running() {
-    let dir = std::env::temp_dir().join(format!("gantry-reload-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let fleet = Command::new(env!("CARGO_BIN_EXE_gantry"))
-        .args(["fleet", "--print-local"])
-        .output()
-        .unwrap()
-        .stdout;
-    let fleet = String::from_utf8(fleet).unwrap();
-    std::fs::write(dir.join("fleet.toml"), &fleet).unwrap();
-    let go = dir.join("go");
-    std::fs::write(
-        dir.join("job.yaml"),
-        format!(
-            "name: steady\nresources:\n  cpus: 1\n  memory: 1\nrun: |\n  echo started\n  while [ ! -e {} ]; do sleep 0.1; done\n  echo finished\n",
-            go.display()
-        ),
-    )
-    .unwrap();
-    let sock = dir.join("sock");
-    let mut d = daemon(&dir);
-    let submitted = cli(&sock, &["submit", dir.join("job.yaml").to_str().unwrap()]);
-    assert!(submitted.contains("submitted job 1"), "{submitted}");
-    let log = dir.join("logs").join("job-1.out");
-    wait_for("the job to start", || {
-        std::fs::read_to_string(&log).is_ok_and(|t| t.contains("started"))
-    });
+    let Steady {
+        dir,
+        fleet,
+        go,
+        sock,
+        log,
+        mut d,
+    } = steady("reload", "  echo finished\n");
     let events = || cli(&sock, &["events", "--limit", "200"]);
     // A broken edit: said with where, nothing changes.
     let lines = fleet.lines().count();
@@ -378,35 +359,15 @@ fn an_edited_fleet_file_is_applied_while_a_local_job_keeps_running() {
 /// file that fails jobs, and says which.
 #[test]
 fn a_half_written_fleet_file_fails_no_job() {
-    let dir = std::env::temp_dir().join(format!("gantry-halfwritten-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let fleet = Command::new(env!("CARGO_BIN_EXE_gantry"))
-        .args(["fleet", "--print-local"])
-        .output()
-        .unwrap()
-        .stdout;
-    let fleet = String::from_utf8(fleet).unwrap();
+    let Steady {
+        dir,
+        fleet,
+        go,
+        sock,
+        mut d,
+        ..
+    } = steady("halfwritten", "");
     let file = dir.join("fleet.toml");
-    std::fs::write(&file, &fleet).unwrap();
-    // The job's process ends when the test does, whatever the daemon made of it.
-    let go = dir.join("go");
-    std::fs::write(
-        dir.join("job.yaml"),
-        format!(
-            "name: steady\nresources:\n  cpus: 1\n  memory: 1\nrun: |\n  echo started\n  while [ ! -e {} ]; do sleep 0.1; done\n",
-            go.display()
-        ),
-    )
-    .unwrap();
-    let sock = dir.join("sock");
-    let mut d = daemon(&dir);
-    let submitted = cli(&sock, &["submit", dir.join("job.yaml").to_str().unwrap()]);
-    assert!(submitted.contains("submitted job 1"), "{submitted}");
-    let log = dir.join("logs").join("job-1.out");
-    wait_for("the job to start", || {
-        std::fs::read_to_string(&log).is_ok_and(|t| t.contains("started"))
-    });
     let events = || cli(&sock, &["events", "--limit", "200"]);
     let state = || cli(&sock, &["job", "1", "--output", "json"]);
     std::fs::write(&file, "").unwrap();
@@ -438,4 +399,53 @@ fn a_half_written_fleet_file_fails_no_job() {
     d.kill().unwrap();
     d.wait().unwrap();
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A daemon over this host's fleet file, running job 1 — `started`, then waiting for the file
+/// `go` (so its process ends when the test says), then `tail`.
+struct Steady {
+    dir: std::path::PathBuf,
+    fleet: String,
+    go: std::path::PathBuf,
+    sock: std::path::PathBuf,
+    log: std::path::PathBuf,
+    d: std::process::Child,
+}
+
+fn steady(name: &str, tail: &str) -> Steady {
+    let dir = std::env::temp_dir().join(format!("gantry-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let fleet = Command::new(env!("CARGO_BIN_EXE_gantry"))
+        .args(["fleet", "--print-local"])
+        .output()
+        .unwrap()
+        .stdout;
+    let fleet = String::from_utf8(fleet).unwrap();
+    std::fs::write(dir.join("fleet.toml"), &fleet).unwrap();
+    let go = dir.join("go");
+    std::fs::write(
+        dir.join("job.yaml"),
+        format!(
+            "name: steady\nresources:\n  cpus: 1\n  memory: 1\nrun: |\n  echo started\n  while [ ! -e {} ]; do sleep 0.1; done\n{tail}",
+            go.display()
+        ),
+    )
+    .unwrap();
+    let sock = dir.join("sock");
+    let d = daemon(&dir);
+    let submitted = cli(&sock, &["submit", dir.join("job.yaml").to_str().unwrap()]);
+    assert!(submitted.contains("submitted job 1"), "{submitted}");
+    let log = dir.join("logs").join("job-1.out");
+    wait_for("the job to start", || {
+        std::fs::read_to_string(&log).is_ok_and(|t| t.contains("started"))
+    });
+    Steady {
+        dir,
+        fleet,
+        go,
+        sock,
+        log,
+        d,
+    }
 }

@@ -932,3 +932,48 @@ fn errors_say_what_was_wrong_and_what_to_do() {
         );
     }
 }
+
+/// `gantry events -f` prints what follows as it printed what came before (issue 41: it
+/// switched format mid-stream, from RFC 3339 times to the console's `HH:MM` lines), and keeps
+/// to `--job`.
+#[test]
+fn following_events_keeps_one_format_and_the_job_filter() {
+    use std::io::BufRead;
+    let d = start();
+    let spec = d.dir.join("f.yaml");
+    std::fs::write(
+        &spec,
+        "name: f\nresources:\n  accelerators: H100:1\nrun: x\n",
+    )
+    .unwrap();
+    let (code, _, err) = gantry(&d.socket, &["submit", spec.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let mut follow = Command::new(env!("CARGO_BIN_EXE_gantry"))
+        .args(["events", "-f", "--job", "2"])
+        .env("GANTRY_CONNECT", &d.socket)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let out = follow.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    let (code, _, err) = gantry(&d.socket, &["submit", spec.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let line = rx
+        .recv_timeout(Duration::from_secs(20))
+        .expect("a followed event");
+    let _ = follow.kill();
+    let _ = follow.wait();
+    let (time, rest) = line.split_once(' ').unwrap();
+    assert!(
+        chrono::DateTime::parse_from_rfc3339(time).is_ok(),
+        "followed as listed (RFC 3339 first): {line}"
+    );
+    assert!(rest.starts_with("job 2 "), "only job 2's: {line}");
+}

@@ -619,8 +619,7 @@ pub fn events(
     if let Some(j) = &job {
         path.push_str(&format!("&job={}", id_arg(j)?));
     }
-    let list: Vec<Value> = c.call("GET", &path, None)?;
-    for e in &list {
+    let print = |e: &Value| -> Result<(), CliError> {
         match output {
             Output::Json | Output::Yaml => super::print_record(output, e)?,
             Output::Table | Output::Wide => println!(
@@ -632,30 +631,52 @@ pub fn events(
                 gantry::console::app::escape(e["detail"].as_str().unwrap_or(""))
             ),
         }
+        Ok(())
+    };
+    let list: Vec<Value> = c.call("GET", &path, None)?;
+    let mut last = -1;
+    for e in &list {
+        print(e)?;
+        last = last.max(e["seq"].as_i64().unwrap_or(-1));
     }
     if !follow {
         return Ok(());
     }
-    // Following: the stream's deltas carry the console's event lines as they happen.
+    // Following: each change the stream carries that has new events is read back from the
+    // journal, so what follows is printed as what came before (its time, its job filter).
+    let mut reader = t.client()?;
+    let mut failed = None;
+    // As many as a busy second may bring.
+    let follow_path = path.replacen(&format!("limit={limit}"), "limit=1000", 1);
     c.follow("/v1/events/stream", |event, data| {
         if event != "delta" {
             return true;
         }
-        let Ok(d) = serde_json::from_str::<gantry::client::SnapshotDelta>(data) else {
+        let news = serde_json::from_str::<gantry::client::SnapshotDelta>(data)
+            .is_ok_and(|d| !d.events_new.is_empty());
+        if !news {
             return true;
-        };
-        for line in d.events_new.iter().rev() {
-            if output.is_data() {
-                // Stamped with the time of the change that carried it (the line has HH:MM).
-                let record = serde_json::json!({ "time": d.calendar.time, "event": line });
-                let _ = super::print_record(output, &record);
-            } else {
-                println!("{}", gantry::console::app::escape(line));
+        }
+        let list: Vec<Value> = match reader.call("GET", &follow_path, None) {
+            Ok(l) => l,
+            Err(e) => {
+                failed = Some(CliError::from(e));
+                return false;
             }
+        };
+        let seen = last;
+        for e in list
+            .iter()
+            .filter(|e| e["seq"].as_i64().unwrap_or(-1) > seen)
+        {
+            if print(e).is_err() {
+                return false;
+            }
+            last = last.max(e["seq"].as_i64().unwrap_or(-1));
         }
         true
     })?;
-    Ok(())
+    failed.map_or(Ok(()), Err)
 }
 
 /// How `gantry report` prints.

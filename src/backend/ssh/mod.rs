@@ -714,7 +714,7 @@ async fn install(s: &openssh::Session, host: usize, shared: &Shared) -> Result<S
     if !out.status.success() {
         return Err(format!(
             "copying the agent to ~/{path} failed: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
+            crate::untrusted::bounded(String::from_utf8_lossy(&out.stderr).trim(), SAID_MAX)
         ));
     }
     Ok(path)

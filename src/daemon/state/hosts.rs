@@ -618,9 +618,7 @@ impl State {
         match state {
             Some(JobState::Preempting) => {
                 self.engine.requeued(id, self.now)?;
-                self.log(format!(
-                    "job {id} stopped on {name} ({exit:?}) and requeued"
-                ));
+                self.log(format!("job {id} stopped on {name} ({exit}) and requeued"));
             }
             Some(JobState::Running) if exit == Exit::Unknown => {
                 self.engine.lost(
@@ -633,7 +631,7 @@ impl State {
                 self.engine.lost(
                     id,
                     self.now,
-                    &format!("node {name}'s process ended ({exit:?}): the whole gang stopped and requeued from its checkpoint"),
+                    &format!("node {name}'s process ended ({exit}): the whole gang stopped and requeued from its checkpoint"),
                 )?;
             }
             Some(JobState::Running) => {

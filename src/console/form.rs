@@ -23,6 +23,50 @@ time_limit: 4h
 run: python train.py
 ";
 
+/// The template for the fleet in force: the caller's team (a researcher's token's, else the
+/// fleet's first), a GPU model the fleet has (the first pool with GPUs), spot only where the
+/// fleet sells it, and a CPU-only job on a fleet without GPUs — so that a first submit works
+/// on any fleet, not only the demo's (issue 41: `unknown GPU model H100 (this fleet has: )`).
+pub fn template_for(snap: &crate::client::Snapshot, team: Option<&str>) -> String {
+    let team = team
+        .map(str::to_string)
+        .or_else(|| snap.teams.first().map(|t| t.name.clone()));
+    let model = snap
+        .pools
+        .iter()
+        .find(|p| p.model != "-" && p.gpus > 0)
+        .map(|p| p.model.clone());
+    let spot = snap.pools.iter().any(|p| p.capacity == "spot");
+    let mut lines = TEMPLATE.lines().map(str::to_string).collect::<Vec<_>>();
+    for l in &mut lines {
+        if l.starts_with("team:") {
+            *l = match &team {
+                Some(t) => {
+                    format!("team: {t:<22} # your team (a researcher token submits for its own)")
+                }
+                None => String::new(),
+            };
+        } else if l.starts_with("  accelerators:") {
+            *l = match &model {
+                Some(m) => format!(
+                    "  accelerators: {:<12} # MODEL:COUNT, L4:0.5 (a share), {{H100: 8, H200: 8}} (any of)",
+                    format!("{m}:1")
+                ),
+                None => "  cpus: 1                   # this fleet has no GPUs: a CPU job".to_string(),
+            };
+        } else if l.starts_with("  use_spot:") && !spot {
+            *l = String::new();
+        }
+    }
+    let mut text: String = lines
+        .into_iter()
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join("\n");
+    text.push('\n');
+    text
+}
+
 /// What a key did in the form.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum FormKey {
@@ -208,6 +252,55 @@ fn to_input(key: &str) -> Option<Input> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The form starts from the fleet in force (issue 41): its team and GPU model, a CPU job
+    /// where it has no GPUs; the demo's template for the demo.
+    #[test]
+    fn the_template_follows_the_fleet_in_force() {
+        use crate::client::{PoolRow, Snapshot, TeamRow};
+        let team = |n: &str| TeamRow {
+            name: n.into(),
+            ..TeamRow::default()
+        };
+        let pool = |model: &str, gpus: usize, capacity: &str| PoolRow {
+            model: model.into(),
+            gpus,
+            capacity: capacity.into(),
+            ..PoolRow::default()
+        };
+        let cpu = Snapshot {
+            teams: vec![team("default")],
+            pools: vec![pool("-", 0, "reserved")],
+            ..Snapshot::default()
+        };
+        let t = template_for(&cpu, None);
+        assert!(
+            t.contains("team: default ") && t.contains("  cpus: 1 "),
+            "{t}"
+        );
+        assert!(
+            !t.contains("accelerators") && !t.contains("use_spot"),
+            "{t}"
+        );
+        assert!(crate::spec::parse("t.yaml", t.as_bytes()).is_ok(), "{t}");
+        let lab = Snapshot {
+            teams: vec![team("lab")],
+            pools: vec![pool("-", 0, "reserved"), pool("A100-80GB", 8, "on-demand")],
+            ..Snapshot::default()
+        };
+        let t = template_for(&lab, Some("vision"));
+        assert!(
+            t.contains("team: vision ") && t.contains("accelerators: A100-80GB:1 "),
+            "{t}"
+        );
+        assert!(crate::spec::parse("t.yaml", t.as_bytes()).is_ok(), "{t}");
+        let demo = Snapshot {
+            teams: vec![team("ml-research")],
+            pools: vec![pool("H100", 8, "reserved"), pool("H100", 8, "spot")],
+            ..Snapshot::default()
+        };
+        assert_eq!(template_for(&demo, None), TEMPLATE);
+    }
 
     #[test]
     fn the_template_parses_and_a_mistake_points_at_its_line() {

@@ -70,9 +70,9 @@ impl App {
                 _ => self.flash = Some(format!("job `{id}`: not among the listed jobs")),
             },
             ("reclaim", _) => return Outcome::Reclaim { apply: None },
-            ("submit", "") => self.open_form(None),
+            ("submit", "") => self.open_form(None, snap),
             ("submit", file) => match std::fs::read_to_string(file) {
-                Ok(text) => self.open_form(Some(text)),
+                Ok(text) => self.open_form(Some(text), snap),
                 Err(e) => self.flash = Some(format!(":submit {file}: {e}")),
             },
             ("prio", class) => self.ask_priority(class, snap),
@@ -123,8 +123,9 @@ impl App {
         Outcome::Redraw
     }
 
-    /// Opens the submit form on `text`, else the draft, else the template.
-    pub(super) fn open_form(&mut self, text: Option<String>) {
+    /// Opens the submit form on `text`, else the draft, else the template for the fleet in
+    /// force.
+    pub(super) fn open_form(&mut self, text: Option<String>, snap: &Snapshot) {
         if self.readonly {
             self.flash = Some("read-only: submitting is off".into());
             return;
@@ -136,8 +137,9 @@ impl App {
         self.form = match text {
             Some(t) => Some(crate::console::form::Form::new(&t)),
             None => self.draft.take().or_else(|| {
+                let team = self.access.team.as_deref();
                 Some(crate::console::form::Form::new(
-                    crate::console::form::TEMPLATE,
+                    &crate::console::form::template_for(snap, team),
                 ))
             }),
         };

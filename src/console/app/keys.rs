@@ -260,7 +260,7 @@ impl App {
             Some(Action::SortNext) => return self.sort_step(1),
             Some(Action::SortPrev) => return self.sort_step(-1),
             Some(Action::Submit) if self.readonly => return Outcome::Nothing,
-            Some(Action::Submit) => self.open_form(None),
+            Some(Action::Submit) => self.open_form(None, snap),
             Some(Action::Job(what)) if !self.marked.is_empty() && self.view == View::Jobs => {
                 // Only marked jobs still listed count; one the caller may not change stops it.
                 let marked: Vec<&JobRow> = snap

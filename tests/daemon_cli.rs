@@ -483,6 +483,17 @@ fn reports_and_events_speak_calendar_time() {
         table.starts_with(&e["time"].as_str().unwrap()[..10]),
         "{table}"
     );
+    // `gantry job` on the same clock (issue 41: it said `t=103s`).
+    let id = e["job"].as_i64().unwrap().to_string();
+    let (code, detail, err) = gantry(s, &["job", &id]);
+    assert_eq!(code, 0, "{err}");
+    assert!(!detail.contains("t="), "{detail}");
+    let day = &e["time"].as_str().unwrap()[..10];
+    assert!(detail.contains(&format!("submitted {day}")), "{detail}");
+    assert!(
+        detail.contains(&format!("    {day}")),
+        "events on the calendar: {detail}"
+    );
 
     let (code, json, err) = gantry(s, &["report", "--since", "2020-01-01", "-o", "json"]);
     assert_eq!(code, 0, "{err}");

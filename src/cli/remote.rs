@@ -202,9 +202,13 @@ pub fn job(t: &Target, id: &str, output: Output) -> Result<(), CliError> {
         s("class"),
         s("state")
     );
+    // The calendar's times (RFC 3339 in the fleet's time zone), as every listing shows them.
     println!(
-        "  submitted at t={:.0}s  cost so far ${:.2}",
-        v["submitted_at"].as_f64().unwrap_or(0.0),
+        "  submitted {}{}  cost so far ${:.2}",
+        s("submitted"),
+        v["started"]
+            .as_str()
+            .map_or(String::new(), |t| format!("  started {t}")),
         v["cost_usd"].as_f64().unwrap_or(0.0)
     );
     if let Some(p) = v["placement"].as_array().filter(|p| !p.is_empty()) {
@@ -243,8 +247,8 @@ pub fn job(t: &Target, id: &str, output: Output) -> Result<(), CliError> {
         println!("  events:");
         for e in ev {
             println!(
-                "    t={:.0}s {}",
-                e["at"].as_f64().unwrap_or(0.0),
+                "    {} {}",
+                e["time"].as_str().unwrap_or(""),
                 gantry::console::app::escape(e["detail"].as_str().unwrap_or(""))
             );
         }

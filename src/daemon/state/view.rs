@@ -130,7 +130,7 @@ impl State {
     /// class has patience left (`[scale] burst_after`) — when capacity will be bought for it.
     pub(super) fn why_waiting(&self, j: &crate::daemon::engine::Job) -> Option<String> {
         let e = j.explanation.as_ref()?;
-        let mut text = reason_text(&e.reason);
+        let mut text = reason_text(&e.reason, &|t| self.calendar.rfc3339(t));
         let for_capacity = e.reason.waits_for_capacity();
         let patience = self.nodes.scale.patience_s(j.class);
         let left = patience - (self.now - j.submitted_at);
@@ -405,8 +405,8 @@ pub(super) fn state_order(s: &str) -> u8 {
     }
 }
 
-/// One line for why a job waits.
-pub fn reason_text(r: &PendingReason) -> String {
+/// One line for why a job waits; `at` writes a time of the daemon's clock as the calendar's.
+pub fn reason_text(r: &PendingReason, at: &dyn Fn(f64) -> String) -> String {
     match r {
         PendingReason::Held => "held".to_string(),
         PendingReason::After { job } => format!("waits for job {job} to complete (pipeline)"),
@@ -423,6 +423,6 @@ pub fn reason_text(r: &PendingReason) -> String {
             format!("{why}{behind}")
         }
         PendingReason::AwaitingPreemption { victims } => format!("preempting {} job(s) to start", victims.len()),
-        PendingReason::Reserved { start_at } => format!("reserved: starts by t+{:.0} min", start_at / 60.0),
+        PendingReason::Reserved { start_at } => format!("reserved: starts by {}", at(*start_at)),
     }
 }

@@ -551,6 +551,13 @@ fn a_fleet_file_with_an_undiscovered_auto_pool_shows_it_cpu_only() {
         (Some(1), Some(0)),
         "{out}"
     );
+    // The table says its GPUs are discovered, not `0×auto` (issue 41).
+    let (code, out, err) = gantry(&["fleet", "--config", file.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("discovered") && !out.contains("×auto"),
+        "{out}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 

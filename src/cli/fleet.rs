@@ -100,10 +100,13 @@ pub fn run(config: Option<PathBuf>, print_default: bool, output: Output) -> Resu
     );
     for p in &cfg.pools {
         let path = format!("{}/{}/{}/{}", p.provider, p.region, p.zone, p.name);
-        let gpus = p
-            .gpu
-            .as_ref()
-            .map_or("-".to_string(), |g| format!("{}×{}", p.gpus_per_node, g));
+        // An auto pool not discovered yet says its GPUs are found when the daemon starts (it
+        // read `0×auto`).
+        let gpus = match p.gpu.as_deref() {
+            None => "-".to_string(),
+            Some(_) if p.is_auto() => "discovered".to_string(),
+            Some(g) => format!("{}×{}", p.gpus_per_node, g),
+        };
         let nodes = format!("{}/{}", p.nodes, p.max_nodes.unwrap_or(p.nodes));
         println!(
             "{:<40} {:<34} {:>11} {:<9} {:>10.2} {:>9} {:>6}",

@@ -7,6 +7,7 @@ mod bench;
 mod complete;
 mod daemon;
 mod fleet;
+mod history;
 mod kube;
 mod logs;
 mod node;
@@ -238,8 +239,8 @@ enum Command {
         /// team, project or job.
         #[arg(long, default_value = "team", value_parser = ["team", "project", "job"])]
         by: String,
-        #[arg(long, value_enum, default_value_t = remote::ReportFormat::Table)]
-        format: remote::ReportFormat,
+        #[arg(long, value_enum, default_value_t = history::ReportFormat::Table)]
+        format: history::ReportFormat,
         /// The same as `--format json`.
         #[arg(short, long, value_enum, default_value_t = Output::Table)]
         output: Output,
@@ -518,18 +519,18 @@ pub fn main() -> ExitCode {
             output,
         }) => {
             let format = match output {
-                Output::Json => remote::ReportFormat::Json,
-                Output::Yaml => remote::ReportFormat::Yaml,
+                Output::Json => history::ReportFormat::Json,
+                Output::Yaml => history::ReportFormat::Yaml,
                 Output::Table | Output::Wide => format,
             };
-            remote::report(&target, since, until, &by, format)
+            history::report(&target, since, until, &by, format)
         }
         Some(Command::Events {
             follow,
             job,
             limit,
             output,
-        }) => remote::events(&target, follow, job, limit, output),
+        }) => history::events(&target, follow, job, limit, output),
         Some(Command::Reclaim { apply, output }) => remote::reclaim(&target, apply, output),
         Some(Command::Token(cmd)) => remote::token(&target, cmd),
         Some(Command::Completions { shell }) => {

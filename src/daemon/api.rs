@@ -9,17 +9,14 @@ use super::auth::{Caller, Role};
 use super::engine::Submission;
 use super::journal::JobId;
 use super::state::{Action, ReportBy};
-use crate::client::Snapshot;
 use axum::body::{to_bytes, Body, Bytes};
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{header, StatusCode};
-use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
 use axum::{Extension, Router};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
-use std::convert::Infallible;
 use std::sync::Arc;
 
 /// The largest request body accepted (a job spec is a few KiB).
@@ -33,7 +30,7 @@ pub(super) struct Api {
     /// The TCP listener's TLS certificate, for `gantry token create` to print.
     tls_fingerprint: Option<String>,
     /// Turns true when the daemon stops: event streams end then.
-    stop: tokio::sync::watch::Receiver<bool>,
+    pub(super) stop: tokio::sync::watch::Receiver<bool>,
     pub(super) limits: super::server::Limits,
     /// Where shipped workdirs are kept; `None`: refused.
     pub(super) workdirs: Option<Arc<std::path::Path>>,
@@ -93,7 +90,7 @@ pub fn router(
         .route("/v1/teams", get(teams))
         .route("/v1/events", get(events))
         .route("/v1/report", get(report))
-        .route("/v1/events/stream", get(stream))
+        .route("/v1/events/stream", get(super::stream::stream))
         .route("/v1/reclaim", get(reclaim_plan).post(reclaim_apply))
         .route("/v1/tokens", post(token).get(tokens))
         .route("/v1/tokens/{id}", axum::routing::delete(revoke))
@@ -172,7 +169,7 @@ async fn authenticate(
                         p.prove();
                     }
                     // A long-lived answer (the event stream) checks it again as it goes.
-                    let bearer = Bearer(t.to_string());
+                    let bearer = super::stream::Bearer(t.to_string());
                     req.extensions_mut().insert(bearer);
                     c
                 }
@@ -639,75 +636,6 @@ async fn report(State(api): State<Api>, RawQuery(raw): RawQuery) -> Result<Respo
         })
         .await?;
     Ok(ok(&report))
-}
-
-/// Server-sent events: `snapshot` (whole) first, then a `delta` per change.
-/// The bearer token a TCP request was let in with.
-#[derive(Clone)]
-struct Bearer(String);
-
-/// How often an open event stream checks that its token still stands.
-const TOKEN_RECHECK: std::time::Duration = std::time::Duration::from_secs(1);
-
-async fn stream(
-    State(api): State<Api>,
-    bearer: Option<Extension<Bearer>>,
-) -> Sse<impl futures_util::Stream<Item = Result<Event, Infallible>>> {
-    let rx = api.handle.published.clone();
-    let token = bearer.map(|Extension(b)| b.0);
-    let handle = api.handle.clone();
-    // A stream let in by a token ends within a second of the token's revocation or expiry
-    // (each ordinary request is checked as it comes; a stream lives on).
-    let revoked = move || {
-        let token = token.clone();
-        let handle = handle.clone();
-        async move {
-            let Some(t) = token else {
-                return std::future::pending().await;
-            };
-            let mut every = tokio::time::interval(TOKEN_RECHECK);
-            loop {
-                every.tick().await;
-                if handle.caller_for(&t).is_err() {
-                    return;
-                }
-            }
-        }
-    };
-    type Watch<T> = tokio::sync::watch::Receiver<T>;
-    let state: (Watch<Arc<Published>>, Watch<bool>, Option<Snapshot>) =
-        (rx, api.stop.clone(), None);
-    let events = futures_util::stream::unfold(state, move |(mut rx, mut stop, last)| {
-        let revoked = revoked();
-        async move {
-            if *stop.borrow() {
-                return None;
-            }
-            let current = match &last {
-                None => rx.borrow_and_update().snapshot.clone(),
-                Some(_) => {
-                    // The stream ends when the daemon stops, so shutdown never waits on a
-                    // client; and when its token no longer stands.
-                    tokio::select! {
-                        changed = rx.changed() => changed.ok()?,
-                        _ = stop.wait_for(|&s| s) => return None,
-                        _ = revoked => return None,
-                    }
-                    rx.borrow_and_update().snapshot.clone()
-                }
-            };
-            let event = match &last {
-                None => Event::default()
-                    .event("snapshot")
-                    .data(serde_json::to_string(&current).unwrap_or_default()),
-                Some(prev) => Event::default()
-                    .event("delta")
-                    .data(serde_json::to_string(&prev.diff(&current)).unwrap_or_default()),
-            };
-            Some((Ok(event), (rx, stop, Some(current))))
-        }
-    });
-    Sse::new(events).keep_alive(KeepAlive::default())
 }
 
 /// The idle-GPU plan, with its id (anyone may read it).

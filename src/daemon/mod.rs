@@ -18,5 +18,6 @@ mod probation;
 mod replay;
 pub mod server;
 pub mod state;
+mod stream;
 pub mod tls;
 mod uploads;

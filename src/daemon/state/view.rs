@@ -130,7 +130,16 @@ impl State {
     /// class has patience left (`[scale] burst_after`) — when capacity will be bought for it.
     pub(super) fn why_waiting(&self, j: &crate::daemon::engine::Job) -> Option<String> {
         let e = j.explanation.as_ref()?;
-        let mut text = reason_text(&e.reason, &|t| self.calendar.rfc3339(t));
+        // A time in a row of a table: short (HH:MM within a day, else the date too).
+        let at = |t: f64| {
+            let fmt = if t - self.now < 86_400.0 {
+                "%H:%M"
+            } else {
+                "%b %d %H:%M"
+            };
+            self.calendar.datetime(t).format(fmt).to_string()
+        };
+        let mut text = reason_text(&e.reason, &at);
         let for_capacity = e.reason.waits_for_capacity();
         let patience = self.nodes.scale.patience_s(j.class);
         let left = patience - (self.now - j.submitted_at);

@@ -4,27 +4,28 @@
 
 /// `s` with every control character written as its escape (`\u{1b}`, `\n`).
 pub fn escape(s: &str) -> String {
-    s.chars()
-        .flat_map(|c| {
-            if c.is_control() {
-                c.escape_default().collect::<Vec<_>>()
-            } else {
-                vec![c]
-            }
-        })
-        .collect()
+    escaped(s).collect()
 }
 
-/// `escape`d and cut to at most `max` characters, saying how much was left out.
+/// The characters of `s`, escaped.
+fn escaped(s: &str) -> impl Iterator<Item = char> + '_ {
+    s.chars().flat_map(|c| {
+        let (plain, escape) = match c.is_control() {
+            true => (None, Some(c.escape_default())),
+            false => (Some(c), None),
+        };
+        plain.into_iter().chain(escape.into_iter().flatten())
+    })
+}
+
+/// `escape`d and cut to at most `max` characters, saying how much was left out (a host's
+/// megabytes are counted, never copied).
 pub fn bounded(s: &str, max: usize) -> String {
-    let escaped = escape(s);
-    match escaped.char_indices().nth(max) {
-        None => escaped,
-        Some((cut, _)) => format!(
-            "{}… ({} more characters)",
-            &escaped[..cut],
-            escaped[cut..].chars().count()
-        ),
+    let mut chars = escaped(s);
+    let kept: String = chars.by_ref().take(max).collect();
+    match chars.count() {
+        0 => kept,
+        more => format!("{kept}… ({more} more characters)"),
     }
 }
 

@@ -23,6 +23,9 @@ use std::time::{Duration, Instant};
 /// The protocol's version: a daemon refuses an agent that speaks another.
 pub const PROTOCOL: u32 = 4;
 
+/// The most characters of a host's own words (its names, reasons, stderr) an event keeps.
+pub const SAID_MAX: usize = 200;
+
 /// What the daemon asks.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -142,25 +145,24 @@ impl FromAgent {
     /// an event may have: what a host says is not trusted.
     pub fn bounded(self) -> FromAgent {
         use crate::untrusted::bounded;
-        const MAX: usize = 200;
         match self {
             FromAgent::StartFailed { job, token, why } => FromAgent::StartFailed {
                 job,
                 token,
-                why: bounded(&why, MAX),
+                why: bounded(&why, SAID_MAX),
             },
             FromAgent::Refused { why } => FromAgent::Refused {
-                why: bounded(&why, MAX),
+                why: bounded(&why, SAID_MAX),
             },
             FromAgent::Hello { protocol, mut info } => {
                 for s in [&mut info.hostname, &mut info.arch, &mut info.version] {
-                    *s = bounded(s, MAX);
+                    *s = bounded(s, SAID_MAX);
                 }
                 for s in [&mut info.nvml, &mut info.driver].into_iter().flatten() {
-                    *s = bounded(s, MAX);
+                    *s = bounded(s, SAID_MAX);
                 }
                 for g in &mut info.gpus {
-                    g.name = bounded(&g.name, MAX);
+                    g.name = bounded(&g.name, SAID_MAX);
                 }
                 FromAgent::Hello { protocol, info }
             }

@@ -97,12 +97,11 @@ fn print(v: &LogsView, all_nodes: bool, output: Output, raw: bool) -> Result<usi
                     &serde_json::json!({"node": n.rank, "stream": l.stream, "text": l.text}),
                 )
                 .map_err(CliError::usage)?,
-                _ if raw => match gang {
-                    true => format!("[node {}] {}", n.rank, l.text),
-                    false => l.text.clone(),
-                },
                 _ => {
-                    let text = gantry::untrusted::terminal_line(&l.text);
+                    let text = match raw {
+                        true => l.text.clone(),
+                        false => gantry::untrusted::terminal_line(&l.text),
+                    };
                     match gang {
                         true => format!("[node {}] {text}", n.rank),
                         false => text,

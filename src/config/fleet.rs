@@ -706,6 +706,12 @@ pub fn fleet_of(cfg: &FleetConfig) -> Fleet {
     fleet_sized(cfg, |p| p.nodes)
 }
 
+/// Builds the fleet with every pool at its elastic maximum (what the daemon and the simulator
+/// open, so that node ids never change as pools grow and shrink).
+pub fn fleet_at_max(cfg: &FleetConfig) -> Fleet {
+    fleet_sized(cfg, |p| p.max_nodes.unwrap_or(p.nodes).max(p.nodes))
+}
+
 /// Builds the fleet with `count(pool)` nodes per pool (e.g. every pool at its elastic maximum,
 /// so that node ids stay fixed while a simulation grows and shrinks pools).
 pub fn fleet_sized(cfg: &FleetConfig, count: impl Fn(&PoolConfig) -> u32) -> Fleet {

@@ -356,6 +356,11 @@ async fn preview(
 
 /// The request's `Idempotency-Key` (1 to 255 visible ASCII characters), scoped to the
 /// caller so that two clients' keys never meet.
+/// An `Idempotency-Key` gantry takes: 1 to 255 visible ASCII characters.
+pub(super) fn valid_key(k: &str) -> bool {
+    (1..=255).contains(&k.len()) && k.bytes().all(|b| b.is_ascii_graphic())
+}
+
 fn idempotency_key(
     caller: &Caller,
     headers: &axum::http::HeaderMap,
@@ -364,14 +369,7 @@ fn idempotency_key(
         return Ok(None);
     };
     match v.to_str() {
-        Ok(k) if (1..=255).contains(&k.len()) && k.bytes().all(|b| b.is_ascii_graphic()) => {
-            Ok(Some(format!(
-                "{}|{}|{}|{k}",
-                caller.role,
-                caller.team.as_deref().unwrap_or(""),
-                caller.name
-            )))
-        }
+        Ok(k) if valid_key(k) => Ok(Some(format!("{}|{k}", caller.scope()))),
         _ => Err(ApiError::bad_request(
             "Idempotency-Key: expected 1 to 255 visible ASCII characters (a UUID, say)",
         )),

@@ -65,6 +65,16 @@ impl Caller {
     }
 
     /// Whether this caller may change a job of `team`.
+    /// What scopes this caller's idempotency keys: two callers' keys never meet.
+    pub fn scope(&self) -> String {
+        format!(
+            "{}|{}|{}",
+            self.role,
+            self.team.as_deref().unwrap_or(""),
+            self.name
+        )
+    }
+
     pub fn may_change(&self, team: &str) -> bool {
         match self.role {
             Role::Operator => true,

@@ -57,8 +57,8 @@ pub struct Probation {
     inner: Mutex<(u64, VecDeque<Waiting>)>,
 }
 
-/// A connection's place on probation: `prove` takes it off (its token was good); dropping it
-/// (the connection closed) too.
+/// A connection's place on probation: `prove` takes it off (its token was good), as its
+/// `OnProbation` guard does when the connection closes.
 #[derive(Clone)]
 pub struct Proof {
     id: u64,
@@ -68,6 +68,15 @@ pub struct Proof {
 impl Proof {
     pub fn prove(&self) {
         self.probation.leave(self.id);
+    }
+
+    /// Resolves once the connection has been on probation past the deadline (never, once it
+    /// has proven itself).
+    pub async fn expired(&self) {
+        tokio::time::sleep(self.probation.deadline()).await;
+        if !self.probation.waiting(self.id) {
+            std::future::pending::<()>().await;
+        }
     }
 }
 
@@ -150,17 +159,6 @@ impl Probation {
     fn waiting(&self, id: u64) -> bool {
         let g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
         g.1.iter().any(|w| w.id == id)
-    }
-}
-
-impl Proof {
-    /// Resolves once the connection has been on probation past the deadline (never, once it
-    /// has proven itself).
-    pub async fn expired(&self) {
-        tokio::time::sleep(self.probation.deadline()).await;
-        if !self.probation.waiting(self.id) {
-            std::future::pending::<()>().await;
-        }
     }
 }
 

@@ -122,14 +122,14 @@ pub async fn remember(
         .headers()
         .get("idempotency-key")
         .and_then(|v| v.to_str().ok())
-        .filter(|k| (1..=255).contains(&k.len()) && k.bytes().all(|b| b.is_ascii_graphic()));
+        .filter(|k| super::api::valid_key(k));
     let (true, false, Some(key)) = (change, own_keys, key) else {
         return next.run(req).await;
     };
     let who = req
         .extensions()
         .get::<Caller>()
-        .map(|c| format!("{}|{}|{}", c.role, c.team.as_deref().unwrap_or(""), c.name))
+        .map(Caller::scope)
         .unwrap_or_default();
     let scoped = format!("{who}|{} {}|{key}", req.method(), req.uri());
     loop {

@@ -211,9 +211,6 @@ pub async fn serve(
     Ok(())
 }
 
-/// Accepts connections until `stop`, each served on a task of its own while a slot of the
-/// listener's cap is free (over TLS when `tls`); then waits (at most the grace) for the open
-/// ones to finish.
 /// A listener's address of a peer, as probation counts peers.
 pub trait PeerIp {
     fn peer_ip(&self) -> Option<IpAddr>;
@@ -234,6 +231,9 @@ impl PeerIp for tokio::net::unix::SocketAddr {
 /// A connection's place on probation, while it has one.
 type OnTrial = (Proof, OnProbation, tokio::sync::oneshot::Receiver<()>);
 
+/// Accepts connections until `stop`, each served on a task of its own while a slot of the
+/// listener's cap is free (over TLS when `tls`; on `probation` until a good token is shown);
+/// then waits (at most the grace) for the open ones to finish.
 #[allow(clippy::too_many_arguments)]
 async fn accept_loop<L>(
     mut listener: L,

@@ -17,7 +17,7 @@
 use super::idle::{cause_of, IdleCause, IdleLedger, IdleShare};
 use super::lifecycle::{draw_after, offers, pool_counts, provisioning_delay, Life};
 use super::mix::{Kind, SimJob, EXPERIMENT, PRODUCTION, SERVING};
-use crate::config::fleet::{fleet_sized, teams_of, FleetConfig, PoolConfig};
+use crate::config::fleet::{fleet_at_max, fleet_sized, teams_of, FleetConfig, PoolConfig};
 use crate::model::{
     default_classes, CapacityType, Fleet, Health, ModelId, NodeId, Placement, PoolId,
     PriorityClass, Team,
@@ -355,7 +355,7 @@ impl<'a> World<'a> {
     /// A world for `setup` over the (already scaled) fleet file and the workload `jobs`.
     pub fn new(setup: Setup, fleet_cfg: &FleetConfig, jobs: &'a [SimJob], cfg: SimConfig) -> Self {
         let teams = teams_of(fleet_cfg);
-        let fleet = fleet_sized(fleet_cfg, |p| p.max_nodes.unwrap_or(p.nodes).max(p.nodes));
+        let fleet = fleet_at_max(fleet_cfg);
         let pools = fleet_cfg.pools.clone();
         let mut start = vec![0u32; pools.len()];
         let mut nodes = Vec::with_capacity(fleet.nodes.len());

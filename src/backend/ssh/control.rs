@@ -92,7 +92,7 @@ pub fn sweep(dir: &Path) {
 }
 
 /// This user's processes whose command line names `dir`.
-pub fn processes_naming(dir: &Path) -> Vec<u32> {
+fn processes_naming(dir: &Path) -> Vec<u32> {
     use std::os::unix::fs::MetadataExt;
     // With its slash: `…-0/` is not a prefix of another pool's `…-01/`.
     let needle = format!("{}/", dir.to_string_lossy());

@@ -10,7 +10,7 @@
 //! reconnects with backoff; the agent that answers next lists the runs it still has, which is
 //! how the daemon re-adopts them.
 
-use super::agent::{FromAgent, ToAgent, PROTOCOL};
+use super::agent::{FromAgent, ToAgent, PROTOCOL, SAID_MAX};
 use super::logs::{LogQuery, LogRead, LogReader};
 use super::wire::{self, Line, Lines};
 use super::{Launch, RunEvent, Runner};
@@ -103,7 +103,6 @@ fn build_id(exe: &std::path::Path) -> String {
 type Pending = Arc<Mutex<HashMap<u64, mpsc::Sender<LogRead>>>>;
 
 mod control;
-pub use control::processes_naming;
 
 /// The SSH hosts of one pool.
 pub struct SshPool {
@@ -614,9 +613,6 @@ async fn send_dir(
     }
     Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
-
-/// The most characters of a host's own words kept in an event.
-const SAID_MAX: usize = 200;
 
 /// Why a session with an agent that broke the protocol's bounds ends.
 fn misbehaved(line: &Line) -> String {

@@ -29,7 +29,7 @@ use super::job::JobState;
 use super::journal::{EventRecord, JobId};
 use crate::client::{JobRow, PoolRow, Snapshot, TeamRow, EVENTS_KEPT};
 use crate::config::fleet::{
-    classes_of, fleet_sized, teams_of, BudgetAction, FleetConfig, TeamConfig,
+    classes_of, fleet_at_max, teams_of, BudgetAction, FleetConfig, TeamConfig,
 };
 use crate::model::{CapacityType, GpuRequest, GpuShare, ModelId, NodeId};
 use crate::scheduler::cycle::PendingReason;

@@ -71,7 +71,7 @@ impl State {
         let class_names = classes.iter().map(|c| c.name.clone()).collect();
         // Every pool at its elastic maximum, so node ids never change; nodes not bought yet
         // are down until an elastic decision provisions them.
-        let mut fleet = fleet_sized(cfg, |p| p.max_nodes.unwrap_or(p.nodes).max(p.nodes));
+        let mut fleet = fleet_at_max(cfg);
         let hosts =
             super::hosts::Hosts::open(cfg, &fleet, &opening).map_err(EngineError::Backend)?;
         // Jobs handed to real hosts are expected there until the hosts say otherwise: on the
@@ -273,18 +273,15 @@ impl State {
         if changes.is_empty() {
             return Ok((self, Ok("the fleet file is unchanged".to_string())));
         }
-        if let Some(why) = self.refuse_reload(&old, &built_new, force) {
+        let fleet_new = fleet_at_max(&built_new);
+        if let Some(why) = self.refuse_reload(&old, &built_new, &fleet_new, force) {
             self.warn(why.clone());
             return Ok((self, Err(why)));
         }
         // Runs on hosts that leave the file are stopped while their hosts are still reached
         // (after the reload nothing would manage them) and their jobs requeued.
         let staying: std::collections::HashSet<String> =
-            fleet_sized(&built_new, |p| p.max_nodes.unwrap_or(p.nodes).max(p.nodes))
-                .nodes
-                .into_iter()
-                .map(|n| n.name)
-                .collect();
+            fleet_new.nodes.into_iter().map(|n| n.name).collect();
         let leaving: Vec<(JobId, String)> = self
             .hosts
             .runs
@@ -325,16 +322,22 @@ impl State {
         }
     }
 
-    /// Why the fleet `new` (replacing `old`) is not applied by itself, if it is not.
-    fn refuse_reload(&self, old: &FleetConfig, new: &FleetConfig, force: bool) -> Option<String> {
+    /// Why the fleet file `new` (replacing `old`; `fleet` is what it builds) is not applied by
+    /// itself, if it is not.
+    fn refuse_reload(
+        &self,
+        old: &FleetConfig,
+        new: &FleetConfig,
+        fleet: &crate::model::Fleet,
+        force: bool,
+    ) -> Option<String> {
         if new.pools.is_empty() && !old.pools.is_empty() {
             return Some("the edited fleet file has no pools (empty, or half-written?): not applied; the previous one stays in force".to_string());
         }
         if force {
             return None;
         }
-        let fleet = fleet_sized(new, |p| p.max_nodes.unwrap_or(p.nodes).max(p.nodes));
-        let stranded = self.engine.stranded_by(&fleet, &teams_of(new));
+        let stranded = self.engine.stranded_by(fleet, &teams_of(new));
         let (first, why) = stranded.first()?;
         let ids: Vec<String> = stranded.iter().map(|(id, _)| id.to_string()).collect();
         Some(format!(

@@ -211,7 +211,8 @@ fn a_spot_notice_checkpoints_the_job_which_requeues_and_falls_back_to_on_demand(
     }
     let log = events(&mut s);
     assert!(
-        log.contains("p5-od +1 for job") && log.contains("(spot was just interrupted: on-demand)"),
+        log.contains("p5-od +1 for job")
+            && log.contains("(spot was just interrupted or had no capacity: on-demand)"),
         "{log}"
     );
     assert_eq!(

@@ -13,6 +13,7 @@
 
 pub mod agent;
 mod cluster;
+pub mod ec2;
 pub mod gpu_model;
 pub mod kube;
 pub mod local;
@@ -39,31 +40,35 @@ pub struct Opening {
 }
 
 /// The provisioner of a pool whose nodes are bought and given back (elastic capacity), or
-/// `None` where the nodes are simply there (this host, SSH hosts). Only the simulated clouds
-/// have one yet; real clouds implement the same interface. `hosts` is the pool's node slots
-/// (its maximum), `now` the daemon's clock at open.
+/// `None` where the nodes are simply there (this host, SSH hosts): the simulated clouds', or
+/// EC2's. `nodes` are the pool's node slots by name (its maximum), `now` the daemon's clock at
+/// open. The error says why a real cloud's cannot start (its credentials).
 pub fn provisioner_for(
     p: &crate::config::fleet::PoolConfig,
     index: usize,
-    hosts: usize,
+    nodes: &[String],
     opening: &Opening,
     now: f64,
-) -> Option<Box<dyn Provisioner>> {
-    if !p.is_simulated() {
-        return None;
+) -> Result<Option<Box<dyn Provisioner>>, String> {
+    if p.is_ec2() {
+        return Ok(Some(Box::new(ec2::Ec2Pool::open(p, nodes.to_vec())?)));
     }
+    if !p.is_simulated() {
+        return Ok(None);
+    }
+    let hosts = nodes.len();
     let seed = opening.seed ^ (index as u64 + 1).wrapping_mul(0xD1B5_4A32_D192_ED03);
-    Some(Box::new(sim::SimCloud::new(
+    Ok(Some(Box::new(sim::SimCloud::new(
         p,
         hosts,
         opening.failures_per_node_hour,
         seed,
         now,
-    )))
+    ))))
 }
 
 /// What a provisioner reports about a node of its pool (`host`: its index in the pool).
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum NodeEvent {
     /// A node bought is up.
     Ready(usize),
@@ -75,6 +80,13 @@ pub enum NodeEvent {
     Failed { host: usize, repair: bool },
     /// Back from repair.
     Repaired(usize),
+    /// What the provider did on the way, for the event log: a zone without capacity and the
+    /// next tried, an instance adopted or swept (`host`: the node it is about, if any).
+    Said { host: Option<usize>, what: String },
+    /// The node could not be bought (no capacity anywhere the pool tries, a quota, wrong
+    /// settings): it stays absent and the pool is passed over for a while, so the planner
+    /// buys elsewhere.
+    Unavailable { host: usize, why: String },
 }
 
 /// Where elastic capacity comes from: buys and gives back a pool's nodes, and says what
@@ -87,6 +99,16 @@ pub trait Provisioner: Send {
     fn give_back(&mut self, host: usize, now: f64);
     /// What happened up to `until`, each event at its own time, in time order.
     fn poll(&mut self, until: f64) -> Vec<(f64, NodeEvent)>;
+    /// How node `host` is reached once it is ready (an `ssh` destination), for pools whose
+    /// nodes are real machines; `None` for the simulated ones.
+    fn entry(&self, _host: usize) -> Option<String> {
+        None
+    }
+    /// Whether its nodes are real machines, paid while they exist: reached through the
+    /// pool's runner once ready (`entry`), and given back when they cannot be reached.
+    fn machines(&self) -> bool {
+        false
+    }
 }
 
 /// The runner of a pool of the fleet file, by its `provider` (every provider gantry has no
@@ -112,20 +134,15 @@ pub fn runner_for(
             &opening.local.logs,
         ))
     } else if p.is_ssh() {
-        let opts = ssh::SshOptions {
-            identity_file: p.identity_file.as_deref().map(expand_home),
-            config_file: p.ssh_config.as_deref().map(expand_home),
-            jump: p.jump_host.clone(),
-            connect_timeout: std::time::Duration::from_secs(10),
-            // Half the time the pool waits before it gives a host up, so a silent agent is
-            // seen down well before it is lost; never under 5 s (an agent busy starting runs
-            // is not silent), never over 15 s.
-            silent_after: std::time::Duration::from_secs_f64(
-                (p.lost_after_s() / 2.0).clamp(5.0, 15.0),
-            ),
-        };
         Box::new(
-            ssh::SshPool::connect(&p.hosts, opts).map_err(|e| format!("pool `{}`: {e}", p.name))?,
+            ssh::SshPool::connect(&p.hosts, ssh_options(p))
+                .map_err(|e| format!("pool `{}`: {e}", p.name))?,
+        )
+    } else if p.is_ec2() {
+        // Its nodes are the instances bought: each reached once it runs (`Runner::attach`).
+        Box::new(
+            ssh::SshPool::slots(nodes.len(), ssh_options(p))
+                .map_err(|e| format!("pool `{}`: {e}", p.name))?,
         )
     } else {
         // One stream of draws per pool, so adding a pool leaves the others' as they were.
@@ -133,6 +150,20 @@ pub fn runner_for(
         Box::new(sim::SimPool::new(nodes, seed))
     };
     Ok(runner)
+}
+
+/// How an SSH or EC2 pool's hosts are reached.
+fn ssh_options(p: &crate::config::fleet::PoolConfig) -> ssh::SshOptions {
+    ssh::SshOptions {
+        identity_file: p.identity_file.as_deref().map(expand_home),
+        config_file: p.ssh_config.as_deref().map(expand_home),
+        jump: p.jump_host.clone(),
+        connect_timeout: std::time::Duration::from_secs(10),
+        // Half the time the pool waits before it gives a host up, so a silent agent is
+        // seen down well before it is lost; never under 5 s (an agent busy starting runs
+        // is not silent), never over 15 s.
+        silent_after: std::time::Duration::from_secs_f64((p.lost_after_s() / 2.0).clamp(5.0, 15.0)),
+    }
 }
 
 /// `~/x` → `$HOME/x`.
@@ -408,6 +439,17 @@ pub trait Runner: Send {
     /// What happened since the last poll, up to `now` on the daemon's clock (real backends
     /// report what they saw; the simulated one has no other clock).
     fn poll(&mut self, now: f64) -> Vec<RunEvent>;
+    /// Node `host` is now at `entry` (an `ssh` destination: a cloud node just bought, or
+    /// adopted): connect to it. Only runners of pools whose nodes are bought take one.
+    fn attach(&mut self, host: usize, entry: &str) -> Result<(), String> {
+        let _ = (host, entry);
+        Err(format!(
+            "the {} backend has no nodes to attach",
+            self.kind()
+        ))
+    }
+    /// Node `host` is gone (given back, taken back): stop reaching for it.
+    fn detach(&mut self, _host: usize) {}
     /// Reads runs' logs on the pool's nodes, from any thread.
     fn logs(&self) -> std::sync::Arc<dyn logs::LogReader>;
     /// The hosts known, without asking over a network, to keep logs of `job` (after a

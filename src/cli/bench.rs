@@ -80,6 +80,18 @@ pub enum BenchCmd {
         #[arg(short, long, value_enum, default_value_t = Output::Table)]
         output: Output,
     },
+    /// An EC2 pool against a real EC2 API (moto: started here when `moto_server` is
+    /// installed, or at --endpoint): N nodes bought and given back — the actor's time per
+    /// node, time to ready, EC2 calls per node, instances leaked.
+    Cloud {
+        #[arg(long, default_value_t = 100)]
+        nodes: usize,
+        /// An EC2 endpoint (http://127.0.0.1:5000); never a real account's.
+        #[arg(long)]
+        endpoint: Option<String>,
+        #[arg(short, long, value_enum, default_value_t = Output::Table)]
+        output: Output,
+    },
     /// SSH hosts (`provider = "ssh"`): from the cycle that places a job to its first output
     /// line on the host, over a warm connection; and a restart re-adopting N running jobs.
     /// The hosts must accept this user's key (gantry installs its agent there).
@@ -214,6 +226,36 @@ pub fn run(cmd: BenchCmd) -> Result<(), String> {
                     "  with one daemon step (cycle, snapshot): p50 {:.2} ms, max {:.2} ms",
                     r.round_p50_ms, r.round_max_ms
                 );
+            }
+            return Ok(());
+        }
+        BenchCmd::Cloud {
+            nodes,
+            endpoint,
+            output,
+        } => {
+            let r = gantry::bench::cloud::run(&gantry::bench::cloud::CloudBenchConfig {
+                nodes: nodes.max(1),
+                endpoint,
+            })?;
+            if !json_asked(&r, output)? {
+                println!(
+                    "EC2 pool against {}: {} nodes bought and given back",
+                    r.endpoint, r.nodes
+                );
+                println!(
+                    "daemon's time per node (decision → registered as coming, on the actor): p50 {:.1} µs, max {:.1} µs",
+                    r.buy_p50_us, r.buy_max_us
+                );
+                println!(
+                    "buy → ready (instance running, address known), through the API: p50 {:.0} ms, max {:.0} ms; all {} in {:.2} s",
+                    r.ready_p50_ms, r.ready_max_ms, r.nodes, r.all_ready_s
+                );
+                println!(
+                    "EC2 calls per node: {:.2} to buy (launch + its share of the polls), {:.2} to give back; all terminated in {:.2} s",
+                    r.calls_per_node_buy, r.calls_per_node_give_back, r.all_terminated_s
+                );
+                println!("instances leaked: {}", r.leaked);
             }
             return Ok(());
         }

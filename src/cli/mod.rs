@@ -4,6 +4,7 @@
 //! role, team); 5 the daemon cannot be reached; 6 the job's state does not allow it.
 
 mod bench;
+mod cloud;
 mod complete;
 mod daemon;
 mod fleet;
@@ -318,6 +319,10 @@ enum Command {
         #[arg(short, long, value_enum, default_value_t = Output::Table)]
         output: Output,
     },
+    /// The clouds the fleet file's pools buy from: `check` (credentials, regions, zones,
+    /// images) and `ls` (every instance gantry owns, found by its tags).
+    #[command(subcommand)]
+    Cloud(cloud::CloudCmd),
     /// A Slurm cluster through slurmrestd: partitions, nodes with their GPUs (GRES) and state,
     /// and the queue with Slurm's reasons in plain words. The token comes from SLURM_JWT
     /// (`scontrol token username=USER`; slurmrestd takes no root token).
@@ -609,6 +614,7 @@ pub fn main() -> ExitCode {
             fleet,
             output,
         }) => slurm::show(&slurmrestd, user, fleet, output).map_err(CliError::from),
+        Some(Command::Cloud(cmd)) => cloud::run(cmd),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -309,6 +309,8 @@ pub struct PoolConfig {
     /// `podman`) that runs jobs asking for an image (`image_id: docker:…`). Without it such
     /// jobs are not placed on this pool.
     pub container_runtime: Option<String>,
+    /// `backend = "ec2"`: what to launch, where, and how to reach it (`config::ec2`).
+    pub ec2: Option<super::ec2::Ec2Settings>,
 }
 
 /// `nodes` left out of a pool (filled from `hosts` for SSH pools, an error for others).
@@ -331,15 +333,18 @@ pub enum Backend {
     Slurm,
     /// A Kubernetes cluster: pods gantry binds.
     Kubernetes,
+    /// AWS EC2 instances gantry buys and gives back, each an SSH host running its agent.
+    Ec2,
 }
 
 impl Backend {
-    pub const ALL: [Backend; 5] = [
+    pub const ALL: [Backend; 6] = [
         Backend::Simulated,
         Backend::Local,
         Backend::Ssh,
         Backend::Slurm,
         Backend::Kubernetes,
+        Backend::Ec2,
     ];
 
     pub fn name(self) -> &'static str {
@@ -349,6 +354,7 @@ impl Backend {
             Backend::Ssh => "ssh",
             Backend::Slurm => "slurm",
             Backend::Kubernetes => "kubernetes",
+            Backend::Ec2 => "ec2",
         }
     }
 
@@ -362,7 +368,7 @@ impl Backend {
 pub const REAL_PROVIDERS: [&str; 4] = ["local", "ssh", "slurm", "kubernetes"];
 
 /// Clouds gantry knows the names of but cannot buy from yet: said so when a pool names one.
-const CLOUDS: [&str; 9] = [
+const CLOUDS: [&str; 8] = [
     "aws",
     "gcp",
     "azure",
@@ -371,7 +377,6 @@ const CLOUDS: [&str; 9] = [
     "nebius",
     "runpod",
     "coreweave",
-    "ec2",
 ];
 
 /// Why pool `p`'s `provider` and `backend` do not say how gantry drives it, if they do not.
@@ -400,7 +405,9 @@ fn backend_problem(p: &PoolConfig) -> Option<String> {
             Some(format!(
                 "pool `{name}`: provider = \"{}\" says who sells its capacity, not how gantry drives it: {typo}write backend = \"simulated\" to simulate it (nothing is bought, its nodes and jobs are made up and shown as SIMULATED), or drive hosts you have with backend = \"ssh\", \"slurm\" or \"kubernetes\"{}",
                 p.provider,
-                if CLOUDS.contains(&p.provider.as_str()) {
+                if p.provider == "aws" {
+                    " — or buy its instances with backend = \"ec2\" and a [pools.ec2] table (the image to launch)".to_string()
+                } else if CLOUDS.contains(&p.provider.as_str()) {
                     format!(" — gantry cannot buy {} capacity itself yet", p.provider)
                 } else {
                     String::new()
@@ -549,6 +556,11 @@ impl PoolConfig {
         self.backend() == Backend::Kubernetes
     }
 
+    /// AWS EC2 instances gantry buys (`config::ec2`), reached over SSH.
+    pub fn is_ec2(&self) -> bool {
+        self.backend() == Backend::Ec2
+    }
+
     /// Pools whose `hosts` are a cluster's node names (not ssh destinations).
     pub fn lists_cluster_nodes(&self) -> bool {
         self.is_slurm() || self.is_kube()
@@ -585,6 +597,13 @@ impl PoolConfig {
             .as_deref()
             .and_then(crate::spec::parse_duration)
             .unwrap_or(120.0)
+    }
+
+    /// How long a machine just bought may take to answer before it counts as lost.
+    pub fn first_contact_s(&self) -> f64 {
+        self.ec2
+            .as_ref()
+            .map_or(0.0, super::ec2::Ec2Settings::reachable_within_s)
     }
 
     /// The name of node `i` of this pool: an SSH pool's host entry, else a made-up one.
@@ -812,7 +831,13 @@ mod tests {
                 .contains("provider = \"aws\" says who sells its capacity")
                 && e.message.contains("backend = \"simulated\"")
                 && e.message
-                    .contains("gantry cannot buy aws capacity itself yet"),
+                    .contains("backend = \"ec2\" and a [pools.ec2] table"),
+            "{e}"
+        );
+        let e = parse("f.toml", &pool("provider = \"lambda\"")).unwrap_err();
+        assert!(
+            e.message
+                .contains("gantry cannot buy lambda capacity itself yet"),
             "{e}"
         );
         let e = parse("f.toml", &pool("provider = \"shh\"")).unwrap_err();
@@ -821,8 +846,10 @@ mod tests {
             "{e}"
         );
         let e = parse("f.toml", &pool("provider = \"aws\"\nbackend = \"ec2\"")).unwrap_err();
+        assert!(e.message.contains("needs its [pools.ec2] table"), "{e}");
+        let e = parse("f.toml", &pool("provider = \"aws\"\nbackend = \"lambda\"")).unwrap_err();
         assert!(
-            e.message.contains("backend = \"ec2\" is not built yet"),
+            e.message.contains("backend = \"lambda\" is not built yet"),
             "{e}"
         );
         let e = parse(

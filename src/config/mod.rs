@@ -3,6 +3,7 @@
 
 pub mod calendar;
 pub mod console;
+pub mod ec2;
 pub mod fleet;
 pub mod kube;
 pub mod paths;

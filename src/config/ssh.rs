@@ -15,6 +15,15 @@ pub fn validate(p: &PoolConfig, name: &str) -> Result<(), String> {
             p.lost_after.is_some() && !p.lists_cluster_nodes(),
         ),
     ];
+    if p.is_ec2() {
+        // Its instances are reached over SSH as hosts are; gantry lists them itself.
+        if !p.hosts.is_empty() {
+            return Err(format!(
+                "{name}: an EC2 pool's hosts are the instances gantry buys: no `hosts` (max_nodes bounds them)"
+            ));
+        }
+        return lost_after_ok(p, name);
+    }
     if !p.is_ssh() {
         return none_set(p, name, "ssh", &ssh_only);
     }
@@ -57,6 +66,10 @@ pub(super) fn listed_nodes(p: &PoolConfig, name: &str, what: &str, is: &str) -> 
     if p.max_nodes.is_some_and(|m| m != p.nodes) || p.min_nodes > 0 {
         return Err(format!("{name}: {is}: no min_nodes or max_nodes"));
     }
+    lost_after_ok(p, name)
+}
+
+fn lost_after_ok(p: &PoolConfig, name: &str) -> Result<(), String> {
     if let Some(d) = &p.lost_after {
         if crate::spec::parse_duration(d).is_none_or(|s| !(1.0..=86_400.0).contains(&s)) {
             return Err(format!(

@@ -128,7 +128,11 @@ impl Drop for SshPool {
 /// The pool's links to its hosts' agents: sends them requests and reads their runs' logs;
 /// shared with log readers, which call it from the API's threads.
 struct Agents {
-    names: Vec<String>,
+    /// Each host's entry (`[user@]host[:port]`); empty for a slot with no host yet (a cloud
+    /// pool's node not bought).
+    names: std::sync::RwLock<Vec<String>>,
+    /// Each host's destination as its task follows it: `None` while the slot has no host.
+    dests: Vec<tokio::sync::watch::Sender<Option<Destination>>>,
     links: Vec<amp::UnboundedSender<ToAgent>>,
     /// Log reads waiting for their host's answer, by request id.
     pending: Pending,
@@ -156,11 +160,14 @@ impl LogReader for Agents {
             t.remove(&id);
         }
         got.map_err(|_| {
-            format!(
-                "{} did not answer within {} ms",
-                self.names.get(host).map_or("the host", String::as_str),
-                wait.as_millis()
-            )
+            let name = self
+                .names
+                .read()
+                .ok()
+                .and_then(|n| n.get(host).cloned())
+                .filter(|n| !n.is_empty())
+                .unwrap_or_else(|| "the host".to_string());
+            format!("{name} did not answer within {} ms", wait.as_millis())
         })
     }
 }
@@ -169,10 +176,24 @@ impl SshPool {
     /// Starts connecting to every host of the pool (in the background: a host that cannot
     /// be reached is reported by `poll`, not here).
     pub fn connect(hosts: &[String], opts: SshOptions) -> Result<SshPool, String> {
-        let dests: Vec<Destination> = hosts
+        let dests: Vec<Option<Destination>> = hosts
             .iter()
-            .map(|h| Destination::parse(h))
+            .map(|h| Destination::parse(h).map(Some))
             .collect::<Result<_, _>>()?;
+        SshPool::open(dests, hosts.to_vec(), opts)
+    }
+
+    /// A pool of `slots` hosts not known yet (a cloud pool's nodes): each is connected to
+    /// once `attach` names it, and left when `detach` says it is gone.
+    pub fn slots(slots: usize, opts: SshOptions) -> Result<SshPool, String> {
+        SshPool::open(vec![None; slots], vec![String::new(); slots], opts)
+    }
+
+    fn open(
+        dests: Vec<Option<Destination>>,
+        names: Vec<String>,
+        opts: SshOptions,
+    ) -> Result<SshPool, String> {
         // The binary installed as the agent: this one, or `GANTRY_AGENT_BIN` (a gantry built
         // for the hosts' architecture, or the real binary when the daemon is embedded).
         let own_binary = std::env::var_os("GANTRY_AGENT_BIN").is_none();
@@ -196,10 +217,13 @@ impl SshPool {
         let pending: Pending = Arc::default();
         let mut links = Vec::new();
         let mut receivers = Vec::new();
-        for _ in &dests {
+        let mut watches = Vec::new();
+        for d in &dests {
             let (ltx, lrx) = amp::unbounded_channel();
             links.push(ltx);
-            receivers.push(lrx);
+            let (dtx, drx) = tokio::sync::watch::channel(d.clone());
+            watches.push(dtx);
+            receivers.push((lrx, drx));
         }
         let shared = Arc::new(Shared {
             exe: exe.clone(),
@@ -215,18 +239,13 @@ impl SshPool {
             .enable_all()
             .build()
             .map_err(|e| format!("cannot start the SSH backend's runtime: {e}"))?;
-        let tasks: Vec<_> = dests
-            .clone()
-            .into_iter()
-            .zip(receivers)
-            .enumerate()
-            .collect();
+        let tasks: Vec<_> = receivers.into_iter().enumerate().collect();
         std::thread::Builder::new()
             .name("gantry-ssh".to_string())
             .spawn(move || {
                 runtime.block_on(async move {
                     let mut set = tokio::task::JoinSet::new();
-                    for (i, (dest, rx)) in tasks {
+                    for (i, (rx, dest)) in tasks {
                         set.spawn(host_task(i, dest, rx, shared.clone()));
                     }
                     while set.join_next().await.is_some() {}
@@ -236,7 +255,8 @@ impl SshPool {
             .map_err(|e| format!("cannot start the SSH backend's thread: {e}"))?;
         Ok(SshPool {
             agents: Arc::new(Agents {
-                names: hosts.to_vec(),
+                names: std::sync::RwLock::new(names),
+                dests: watches,
                 links,
                 pending,
                 next: AtomicU64::new(1),
@@ -261,9 +281,30 @@ impl Runner for SshPool {
     fn address(&self, host: usize) -> String {
         self.agents
             .names
-            .get(host)
-            .and_then(|n| Destination::parse(n).ok())
+            .read()
+            .ok()
+            .and_then(|n| n.get(host).cloned())
+            .and_then(|n| Destination::parse(&n).ok())
             .map_or_else(String::new, |d| d.address().to_string())
+    }
+
+    fn attach(&mut self, host: usize, entry: &str) -> Result<(), String> {
+        let dest = Destination::parse(entry)?;
+        if let Ok(mut n) = self.agents.names.write() {
+            if let Some(n) = n.get_mut(host) {
+                *n = entry.to_string();
+            }
+        }
+        if let Some(w) = self.agents.dests.get(host) {
+            w.send_replace(Some(dest));
+        }
+        Ok(())
+    }
+
+    fn detach(&mut self, host: usize) {
+        if let Some(w) = self.agents.dests.get(host) {
+            w.send_replace(None);
+        }
     }
 
     fn start(&mut self, host: usize, launch: Launch) {
@@ -333,18 +374,33 @@ const BACKOFF: [u64; 5] = [1, 2, 4, 8, 15];
 
 async fn host_task(
     host: usize,
-    dest: Destination,
+    mut dests: tokio::sync::watch::Receiver<Option<Destination>>,
     mut rx: amp::UnboundedReceiver<ToAgent>,
     shared: Arc<Shared>,
 ) {
     let mut failures = 0usize;
     let mut stopped = shared.stopped.clone();
     loop {
+        // A slot with no host (a cloud node not bought, or given back) waits for one; what
+        // was asked of the host it had is dropped with it.
+        let dest = tokio::select! {
+            d = dests.wait_for(Option::is_some) => match d {
+                Ok(d) => d.clone(),
+                Err(_) => return,
+            },
+            _ = stopped.wait_for(|s| *s) => return,
+        };
+        let Some(dest) = dest else { continue };
         // A pool that goes ends its sessions wherever they are — connecting, waiting for a
-        // hello, relaying — and with them their masters.
+        // hello, relaying — and with them their masters; so does a host given back.
         let (why, was_up) = tokio::select! {
             ended = session(host, &dest, &mut rx, &shared) => ended,
             _ = stopped.wait_for(|s| *s) => return,
+            _ = dests.wait_for(|d| d.as_ref() != Some(&dest)) => {
+                while rx.try_recv().is_ok() {}
+                failures = 0;
+                continue;
+            }
         };
         let Some(why) = why else {
             return; // the daemon is stopping
@@ -717,7 +773,8 @@ async fn install(s: &openssh::Session, host: usize, shared: &Shared) -> Result<S
 }
 
 /// An error with its causes (openssh puts ssh's own message in the source).
-fn error_chain(e: &dyn std::error::Error) -> String {
+/// An error with its causes, on one line.
+pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
     let mut s = e.to_string();
     let mut cur = e.source();
     while let Some(c) = cur {

@@ -16,6 +16,7 @@ impl State {
         node: usize,
         info: HostInfo,
     ) -> Result<(), EngineError> {
+        self.nodes.unconnected.remove(&node);
         let name = self.node_name(node);
         let declared = self.engine.fleet().nodes[node].gpus.len();
         let auto = self
@@ -54,6 +55,10 @@ impl State {
             s
         };
         self.hosts.hostnames.insert(node, info.hostname.clone());
+        if self.is_machine(node) && self.nodes.lives[node] == Life::Absent {
+            // A machine given back whose agent answered on the way out: not the fleet's.
+            return Ok(());
+        }
         let was_lost = self.nodes.lives[node] != Life::Up;
         self.hosts.down.remove(&node);
         self.hosts.lost.remove(&node);
@@ -179,7 +184,14 @@ impl State {
         let mut lost: Vec<(usize, String)> = Vec::new();
         for (&node, (since, why)) in &self.hosts.down {
             let pool = self.hosts.at[&node].0;
-            if now - since >= self.hosts.lost_after[pool] && !self.hosts.lost.contains(&node) {
+            // A machine just bought gets its pool's time to boot before it counts as lost.
+            let after = match self.nodes.unconnected.get(&node) {
+                Some(_) => {
+                    self.hosts.lost_after[pool].max(self.nodes.pools[pool].first_contact_s())
+                }
+                None => self.hosts.lost_after[pool],
+            };
+            if now - since >= after && !self.hosts.lost.contains(&node) {
                 lost.push((node, why.clone()));
             }
         }
@@ -204,6 +216,18 @@ impl State {
                         "host {name} unreachable past its timeout: requeued from its checkpoint"
                     ),
                 )?;
+            }
+            if self.is_machine(node) {
+                // Not paid for forever: given back, and bought again if the queue needs it.
+                self.record(
+                    self.hosts.kind(node),
+                    format!(
+                        "host {name} lost ({why}); {} job(s) requeued; its instance is given back",
+                        jobs.len()
+                    ),
+                )?;
+                self.give_back_lost(node);
+                continue;
             }
             self.record(
                 self.hosts.kind(node),

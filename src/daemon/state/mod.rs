@@ -127,6 +127,11 @@ struct Nodes {
     empty_since: Vec<Option<f64>>,
     provisioners: Vec<Option<Box<dyn crate::backend::Provisioner>>>,
     interrupted: Vec<Option<f64>>,
+    /// Per pool: passed over by the planner until then (it could not buy a node).
+    unavailable: Vec<Option<f64>>,
+    /// Bought machines ready but not yet reached (their agent has not answered since): when
+    /// they were ready.
+    unconnected: HashMap<usize, f64>,
     scale: ScaleConfig,
     /// When consolidation looks for a cloud node to give back next.
     next_consolidate: f64,

@@ -6,6 +6,10 @@ use super::*;
 use crate::backend::NodeEvent;
 use crate::scheduler::moves::{Candidate, Rebalance};
 
+/// How long a pool that could not buy a node (no capacity in its zones, a quota) is passed
+/// over by the planner.
+const UNAVAILABLE_FOR_S: f64 = 600.0;
+
 impl State {
     pub(super) fn set_life(&mut self, i: usize, life: Life) {
         self.nodes.lives[i] = life;
@@ -34,7 +38,7 @@ impl State {
     }
 
     /// Asks node `i`'s provisioner for it; the expected seconds until it is ready.
-    fn buy(&mut self, i: usize) -> f64 {
+    pub(super) fn buy(&mut self, i: usize) -> f64 {
         let (pool, host) = self.slot(i);
         let now = self.now;
         self.set_life(i, Life::Provisioning);
@@ -51,6 +55,45 @@ impl State {
         self.set_life(i, Life::Absent);
         if let Some(p) = self.nodes.provisioners[pool].as_mut() {
             p.give_back(host, now);
+        }
+        self.machine_gone(i);
+    }
+
+    /// Whether node `i` is a machine its pool buys (a cloud instance).
+    pub(super) fn is_machine(&self, i: usize) -> bool {
+        let (pool, _) = self.slot(i);
+        self.nodes.provisioners[pool]
+            .as_ref()
+            .is_some_and(|p| p.machines())
+    }
+
+    /// A real host not reached yet: down ("connecting") until its agent answers, its GPUs
+    /// held until NVML's first sample (until then gantry cannot tell which are busy with
+    /// processes it did not start, nor give a job their UUIDs).
+    pub(super) fn await_first_contact(&mut self, i: usize) {
+        self.hosts
+            .down
+            .insert(i, (self.now, "connecting".to_string()));
+        for g in 0..self.engine.fleet().nodes[i].gpus.len() as u8 {
+            self.engine.hold_gpu(NodeId(i as u32), g);
+        }
+    }
+
+    /// A bought machine that cannot be reached goes back.
+    pub(super) fn give_back_lost(&mut self, i: usize) {
+        self.give_back(i);
+        self.counters.scale_downs += 1;
+    }
+
+    /// A bought machine is gone (given back, taken back, failed): its runner stops reaching
+    /// for it, and what was said of its link goes with it.
+    fn machine_gone(&mut self, i: usize) {
+        let (pool, host) = self.slot(i);
+        if self.is_machine(i) {
+            self.hosts.runners[pool].detach(host);
+            self.hosts.down.remove(&i);
+            self.hosts.lost.remove(&i);
+            self.nodes.unconnected.remove(&i);
         }
     }
 
@@ -77,24 +120,84 @@ impl State {
     }
 
     pub(super) fn node_event(&mut self, pool: usize, e: NodeEvent) -> Result<(), EngineError> {
-        let host = match e {
+        let host = match &e {
             NodeEvent::Ready(h)
             | NodeEvent::SpotNotice { host: h, .. }
             | NodeEvent::Gone(h)
             | NodeEvent::Failed { host: h, .. }
-            | NodeEvent::Repaired(h) => h,
+            | NodeEvent::Unavailable { host: h, .. }
+            | NodeEvent::Repaired(h) => *h,
+            NodeEvent::Said { host: None, what } => {
+                let line = format!(
+                    "{}: {what}",
+                    self.engine
+                        .fleet()
+                        .pool_path(crate::model::PoolId(pool as u32))
+                );
+                return self.record("cloud", line);
+            }
+            NodeEvent::Said { host: Some(h), .. } => *h,
         };
         let Some(i) = self.node_of(pool, host) else {
             return Ok(());
         };
         match e {
+            NodeEvent::Said { what, .. } => {
+                let line = format!("{}: {what}", self.node_name(i));
+                self.record("cloud", line)?;
+            }
+            NodeEvent::Unavailable { why, .. } => {
+                // Passed over while the planner buys elsewhere (the next pool by price; a
+                // spot pool's jobs go on-demand as after an interruption).
+                let spot = self.nodes.pools[pool].capacity == CapacityType::Spot;
+                self.nodes.unavailable[pool] = Some(self.now + UNAVAILABLE_FOR_S);
+                if spot {
+                    self.nodes.interrupted[pool] = Some(self.now);
+                }
+                if self.nodes.lives[i] == Life::Provisioning {
+                    self.set_life(i, Life::Absent);
+                }
+                self.machine_gone(i);
+                self.record(
+                    "cloud",
+                    format!(
+                        "{}: cannot buy {}: {why}; the pool is passed over for {:.0} min",
+                        self.pool_path_of(i),
+                        self.node_name(i),
+                        UNAVAILABLE_FOR_S / 60.0
+                    ),
+                )?;
+            }
             NodeEvent::Ready(_) => {
-                self.set_life(i, Life::Up);
+                let adopted = self.nodes.lives[i] == Life::Absent;
+                let entry = self.nodes.provisioners[pool]
+                    .as_ref()
+                    .and_then(|p| p.entry(host));
+                let mut at = String::new();
+                match entry {
+                    Some(entry) if self.is_machine(i) => {
+                        // Reached as an SSH host from now on; placed on once its agent answers
+                        // (still coming until then: paid, counted, not placed on).
+                        self.set_life(i, Life::Provisioning);
+                        if let Err(e) = self.hosts.runners[pool].attach(host, &entry) {
+                            self.record("cloud", format!("{}: {e}", self.node_name(i)))?;
+                        }
+                        self.nodes.unconnected.insert(i, self.now);
+                        self.await_first_contact(i);
+                        at = format!(" at {entry}");
+                    }
+                    _ => self.set_life(i, Life::Up),
+                }
                 self.record(
                     "fleet",
                     format!(
-                        "node {} ready ({})",
+                        "node {} {}{at} ({})",
                         self.node_name(i),
+                        if adopted {
+                            "adopted: already running"
+                        } else {
+                            "ready"
+                        },
                         self.pool_path_of(i)
                     ),
                 )?;
@@ -132,6 +235,7 @@ impl State {
                 }
                 self.nodes.interrupted[pool] = Some(self.now);
                 self.set_life(i, Life::Absent);
+                self.machine_gone(i);
                 self.record(
                     "fleet",
                     format!("node {} taken back by the provider", self.node_name(i)),
@@ -201,6 +305,13 @@ impl State {
             &self.nodes.lives,
             &self.nodes.interrupted,
         );
+        // A pool that just could not buy is passed over until its time is up.
+        let now = self.now;
+        let (offers, incoming): (Vec<_>, Vec<_>) = offers
+            .into_iter()
+            .zip(incoming)
+            .filter(|(o, _)| self.nodes.unavailable[o.pool.index()].is_none_or(|t| t <= now))
+            .unzip();
         let plan = scale_up(self.now, &offers, &incoming, &waiting, &self.nodes.scale);
         for up in plan {
             let absent: Vec<usize> = (0..self.nodes.lives.len())
@@ -216,19 +327,23 @@ impl State {
             }
             self.counters.scale_ups += 1;
             let fallback = if up.spot_fallback {
-                " (spot was just interrupted: on-demand)"
+                " (spot was just interrupted or had no capacity: on-demand)"
             } else {
                 ""
             };
             self.record(
                 "fleet",
                 format!(
-                    "{} +{} for job {}, +${:.2}/h, ready in {:.0} min{fallback}",
+                    "{} +{} for job {}, +${:.2}/h, ready in {}{fallback}",
                     self.engine.fleet().pool_path(up.pool),
                     absent.len(),
                     up.for_job,
                     up.added_per_hour,
-                    delay / 60.0
+                    if delay < 90.0 {
+                        format!("{delay:.0} s")
+                    } else {
+                        format!("{:.0} min", delay / 60.0)
+                    }
                 ),
             )?;
         }

@@ -102,21 +102,51 @@ impl State {
         for (n, life) in fleet.nodes.iter_mut().zip(&lives) {
             n.health = life.health();
         }
-        let provisioners = cfg
+        let provisioners: Vec<_> = cfg
             .pools
             .iter()
             .enumerate()
             .map(|(i, p)| {
-                let slots = fleet.nodes.iter().filter(|n| n.pool.index() == i).count();
-                crate::backend::provisioner_for(p, i, slots, &opening, resume)
+                let names: Vec<String> = fleet
+                    .nodes
+                    .iter()
+                    .filter(|n| n.pool.index() == i)
+                    .map(|n| n.name.clone())
+                    .collect();
+                crate::backend::provisioner_for(p, i, &names, &opening, resume)
             })
-            .collect();
+            .collect::<Result<_, _>>()
+            .map_err(EngineError::Backend)?;
+        // A pool of real machines bought (a cloud's) has none at open: those it starts with,
+        // and those its runs were left on, are bought — the provisioner adopts the instances
+        // that exist, so a restart buys nothing twice — and are up once ready.
+        let mut lives = lives;
+        let mut to_buy = Vec::new();
+        for (n, life) in lives.iter_mut().enumerate() {
+            let pool = fleet.nodes[n].pool.index();
+            if !provisioners[pool].as_ref().is_some_and(|p| p.machines()) {
+                continue;
+            }
+            let name = &fleet.nodes[n].name;
+            let ran_here = remote_records
+                .iter()
+                .any(|r| r.nodes.as_ref().is_some_and(|ns| ns.contains(name)));
+            if *life == Life::Up || ran_here {
+                *life = Life::Provisioning;
+                to_buy.push(n);
+            }
+        }
+        for (n, life) in fleet.nodes.iter_mut().zip(&lives) {
+            n.health = life.health();
+        }
         let nodes = Nodes {
             pools: cfg.pools.clone(),
             empty_since: vec![Some(resume); lives.len()],
             lives,
             provisioners,
             interrupted: vec![None; cfg.pools.len()],
+            unavailable: vec![None; cfg.pools.len()],
+            unconnected: HashMap::new(),
             scale: crate::config::fleet::scale_of(cfg),
             next_consolidate: resume + CONSOLIDATE_EVERY_S,
         };
@@ -192,12 +222,13 @@ impl State {
         // GPUs wait for NVML's first sample (or word that there is none): until then gantry
         // cannot tell which are busy with processes it did not start, nor give a job their
         // UUIDs.
+        // (A cloud's machines are not bought yet: they wait so once ready.)
         for i in s.hosts.real_nodes().to_vec() {
-            s.set_life(i, Life::Failed);
-            s.hosts.down.insert(i, (s.now, "connecting".to_string()));
-            for g in 0..s.engine.fleet().nodes[i].gpus.len() as u8 {
-                s.engine.hold_gpu(NodeId(i as u32), g);
+            if s.is_machine(i) {
+                continue;
             }
+            s.set_life(i, Life::Failed);
+            s.await_first_contact(i);
         }
         for r in remote_records {
             let parts = s.engine.job(r.job).and_then(|j| {
@@ -231,6 +262,9 @@ impl State {
                 // the run when it answers (it is not expected there).
                 _ => s.engine.store().remove_remote_run(r.job)?,
             }
+        }
+        for n in to_buy {
+            s.buy(n);
         }
         s.stop_legacy_orphans(orphans)?;
         // What the hosts said already (this host answers at once).

@@ -1,0 +1,431 @@
+//! The EC2 calls gantry makes, through the official SDK: launch one instance (idempotent by
+//! client token, tagged as this fleet's at launch), list this fleet's instances, terminate,
+//! look an image up, and what a refusal means for the next step (another zone, another pool,
+//! or stop and say why). Every call is counted: `gantry bench cloud` reports calls per node.
+
+use aws_sdk_ec2::error::ProvideErrorMetadata;
+use aws_sdk_ec2::types::{
+    Filter, InstanceMarketOptionsRequest, InstanceStateName, InstanceType, MarketType, Placement,
+    ResourceType, SpotInstanceType, SpotMarketOptions, Tag, TagSpecification,
+};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// The tags that mark an instance as gantry's: which fleet, pool and node it is.
+pub const TAG_FLEET: &str = "gantry:fleet";
+pub const TAG_POOL: &str = "gantry:pool";
+pub const TAG_NODE: &str = "gantry:node";
+
+/// Where and how one pool's instances are bought.
+#[derive(Clone, Debug)]
+pub struct Target {
+    pub region: String,
+    pub fleet: String,
+    pub pool: String,
+    pub instance_type: String,
+    pub spot: bool,
+    pub key_name: Option<String>,
+    pub security_groups: Vec<String>,
+    pub subnets: std::collections::BTreeMap<String, String>,
+    pub image: Option<String>,
+    pub image_name: Option<String>,
+    pub image_owner: Option<String>,
+    pub profile: Option<String>,
+    pub endpoint_url: Option<String>,
+}
+
+/// An instance of this fleet as EC2 describes it.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct Instance {
+    pub id: String,
+    pub state: String,
+    pub node: Option<String>,
+    pub pool: Option<String>,
+    pub zone: Option<String>,
+    pub instance_type: Option<String>,
+    pub spot: bool,
+    pub public_ip: Option<String>,
+    pub private_ip: Option<String>,
+    pub public_dns: Option<String>,
+    /// RFC 3339.
+    pub launched: Option<String>,
+    /// Why it stopped or ended, as EC2 says (`Server.SpotInstanceTermination: …`).
+    pub reason: Option<String>,
+}
+
+impl Instance {
+    pub fn live(&self) -> bool {
+        matches!(self.state.as_str(), "pending" | "running")
+    }
+}
+
+/// Why a call did not do what was asked, and what that means for the next step.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Refusal {
+    /// This zone has no capacity for the instance type now (or does not offer it): nothing
+    /// was bought; the next zone may.
+    Zone(String),
+    /// The account's quota or the spot price stops every zone of the region: another pool
+    /// (region, market) may.
+    Pool(String),
+    /// The pool's settings or credentials are wrong: nothing will work until they change.
+    Stop(String),
+    /// The call may or may not have reached EC2 (a timeout, a throttle, a 5xx): retry the
+    /// same request (the client token makes a launch idempotent).
+    Retry(String),
+}
+
+impl Refusal {
+    pub fn why(&self) -> &str {
+        match self {
+            Refusal::Zone(w) | Refusal::Pool(w) | Refusal::Stop(w) | Refusal::Retry(w) => w,
+        }
+    }
+}
+
+/// EC2 error codes by what they mean for the next step.
+const ZONE_CODES: [&str; 6] = [
+    "InsufficientInstanceCapacity",
+    "InsufficientHostCapacity",
+    "InsufficientCapacity",
+    "InsufficientReservedInstanceCapacity",
+    "InsufficientFreeAddressesInSubnet",
+    "Unsupported",
+];
+const POOL_CODES: [&str; 6] = [
+    "VcpuLimitExceeded",
+    "InstanceLimitExceeded",
+    "MaxSpotInstanceCountExceeded",
+    "SpotMaxPriceTooLow",
+    "InsufficientSpotCapacity",
+    "RequestLimitExceeded-Spot",
+];
+const RETRY_CODES: [&str; 5] = [
+    "RequestLimitExceeded",
+    "Throttling",
+    "ThrottlingException",
+    "InternalError",
+    "ServiceUnavailable",
+];
+
+/// What an SDK error means (its EC2 code, or how the request failed).
+fn refusal<E>(e: &aws_sdk_ec2::error::SdkError<E>) -> Refusal
+where
+    E: ProvideErrorMetadata + std::error::Error + 'static,
+{
+    use aws_sdk_ec2::error::SdkError;
+    match e {
+        SdkError::ServiceError(s) => {
+            let err = s.err();
+            let code = err.code().unwrap_or("Unknown").to_string();
+            let why = format!("{code}: {}", err.message().unwrap_or("(no message)"));
+            if ZONE_CODES.contains(&code.as_str()) {
+                Refusal::Zone(why)
+            } else if POOL_CODES.contains(&code.as_str()) {
+                Refusal::Pool(why)
+            } else if RETRY_CODES.contains(&code.as_str()) || s.raw().status().is_server_error() {
+                Refusal::Retry(why)
+            } else {
+                Refusal::Stop(why)
+            }
+        }
+        SdkError::ConstructionFailure(_) => Refusal::Stop(chain(e)),
+        // Credentials that cannot be found surface here, before anything is sent.
+        SdkError::DispatchFailure(d) if !d.is_io() && !d.is_timeout() => Refusal::Stop(chain(e)),
+        _ => Refusal::Retry(chain(e)),
+    }
+}
+
+fn chain(e: &dyn std::error::Error) -> String {
+    crate::untrusted::bounded(&crate::backend::ssh::error_chain(e), 400)
+}
+
+/// One pool's EC2 client.
+#[derive(Clone)]
+pub struct Ec2 {
+    client: aws_sdk_ec2::Client,
+    credentials: Option<aws_sdk_ec2::config::SharedCredentialsProvider>,
+    pub target: Target,
+    /// Calls made (each an API request; the SDK's own retries of one are not counted).
+    pub calls: Arc<AtomicU64>,
+}
+
+impl Ec2 {
+    /// The client for `target`, credentials from the usual chain (or its profile).
+    pub async fn new(target: Target) -> Ec2 {
+        let http = aws_smithy_http_client::Builder::new()
+            .tls_provider(aws_smithy_http_client::tls::Provider::Rustls(
+                aws_smithy_http_client::tls::rustls_provider::CryptoMode::Ring,
+            ))
+            .build_https();
+        let mut loader = aws_config::defaults(aws_config::BehaviorVersion::latest())
+            .region(aws_config::Region::new(target.region.clone()))
+            .http_client(http)
+            .timeout_config(
+                aws_config::timeout::TimeoutConfig::builder()
+                    .connect_timeout(std::time::Duration::from_secs(10))
+                    .operation_attempt_timeout(std::time::Duration::from_secs(30))
+                    .build(),
+            );
+        if let Some(p) = &target.profile {
+            loader = loader.profile_name(p);
+        }
+        if let Some(u) = &target.endpoint_url {
+            loader = loader.endpoint_url(u);
+        }
+        let sdk = loader.load().await;
+        Ec2 {
+            client: aws_sdk_ec2::Client::new(&sdk),
+            credentials: sdk.credentials_provider(),
+            target,
+            calls: Arc::default(),
+        }
+    }
+
+    fn count(&self) {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Whether credentials can be found, without a call to EC2: what is missing, if not.
+    pub async fn credentials(&self) -> Result<(), String> {
+        use aws_sdk_ec2::config::ProvideCredentials;
+        let Some(p) = &self.credentials else {
+            return Err("no AWS credentials provider is configured".to_string());
+        };
+        p.provide_credentials().await.map(|_| ()).map_err(|e| {
+            format!(
+                "no AWS credentials: {} — set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, AWS_PROFILE (or the pool's [pools.ec2] profile), or run where an instance role applies",
+                chain(&e)
+            )
+        })
+    }
+
+    /// The AMI to launch: the pool's, or the newest whose name matches its `image_name`.
+    pub async fn image(&self) -> Result<String, Refusal> {
+        if let Some(i) = &self.target.image {
+            return Ok(i.clone());
+        }
+        let name = self.target.image_name.clone().unwrap_or_default();
+        self.count();
+        let out = self
+            .client
+            .describe_images()
+            .owners(self.target.image_owner.as_deref().unwrap_or("amazon"))
+            .filters(Filter::builder().name("name").values(&name).build())
+            .filters(Filter::builder().name("state").values("available").build())
+            .send()
+            .await
+            .map_err(|e| refusal(&e))?;
+        let mut images: Vec<_> = out.images().iter().collect();
+        images.sort_by_key(|i| std::cmp::Reverse(i.creation_date().unwrap_or("").to_string()));
+        images
+            .first()
+            .and_then(|i| i.image_id())
+            .map(str::to_string)
+            .ok_or_else(|| {
+                Refusal::Stop(format!(
+                    "no image named `{name}` (owner {}) in {}",
+                    self.target.image_owner.as_deref().unwrap_or("amazon"),
+                    self.target.region
+                ))
+            })
+    }
+
+    /// Launches one instance for `node` in `zone`, tagged as this fleet's at launch (so a
+    /// daemon killed before it hears the answer finds it when it lists the fleet). `token`
+    /// makes the request idempotent: sent again after a lost answer, it buys nothing more.
+    pub async fn launch(
+        &self,
+        node: &str,
+        zone: &str,
+        image: &str,
+        token: &str,
+    ) -> Result<Instance, Refusal> {
+        let t = &self.target;
+        let tags = TagSpecification::builder()
+            .resource_type(ResourceType::Instance)
+            .tags(Tag::builder().key(TAG_FLEET).value(&t.fleet).build())
+            .tags(Tag::builder().key(TAG_POOL).value(&t.pool).build())
+            .tags(Tag::builder().key(TAG_NODE).value(node).build())
+            .tags(Tag::builder().key("Name").value(node).build())
+            .build();
+        let mut req = self
+            .client
+            .run_instances()
+            .image_id(image)
+            .instance_type(InstanceType::from(t.instance_type.as_str()))
+            .min_count(1)
+            .max_count(1)
+            .client_token(token)
+            .placement(Placement::builder().availability_zone(zone).build())
+            .tag_specifications(tags);
+        if let Some(k) = &t.key_name {
+            req = req.key_name(k);
+        }
+        for g in &t.security_groups {
+            req = req.security_group_ids(g);
+        }
+        if let Some(s) = t.subnets.get(zone) {
+            req = req.subnet_id(s);
+        }
+        if t.spot {
+            req = req.instance_market_options(
+                InstanceMarketOptionsRequest::builder()
+                    .market_type(MarketType::Spot)
+                    .spot_options(
+                        SpotMarketOptions::builder()
+                            .spot_instance_type(SpotInstanceType::OneTime)
+                            .build(),
+                    )
+                    .build(),
+            );
+        }
+        self.count();
+        let out = req.send().await.map_err(|e| refusal(&e))?;
+        out.instances()
+            .first()
+            .map(instance)
+            .ok_or_else(|| Refusal::Retry("RunInstances answered with no instance".to_string()))
+    }
+
+    /// This fleet's instances (of this pool), any state but terminated.
+    pub async fn list(&self) -> Result<Vec<Instance>, Refusal> {
+        self.describe(
+            vec![
+                Filter::builder()
+                    .name(format!("tag:{TAG_FLEET}"))
+                    .values(&self.target.fleet)
+                    .build(),
+                Filter::builder()
+                    .name(format!("tag:{TAG_POOL}"))
+                    .values(&self.target.pool)
+                    .build(),
+                Filter::builder()
+                    .name("instance-state-name")
+                    .set_values(Some(
+                        ["pending", "running", "stopping", "stopped", "shutting-down"]
+                            .map(String::from)
+                            .to_vec(),
+                    ))
+                    .build(),
+            ],
+            Vec::new(),
+        )
+        .await
+    }
+
+    /// The instances `ids`, as they are now (terminated ones too, while EC2 still lists them).
+    pub async fn states(&self, ids: Vec<String>) -> Result<Vec<Instance>, Refusal> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.describe(Vec::new(), ids).await
+    }
+
+    async fn describe(
+        &self,
+        filters: Vec<Filter>,
+        ids: Vec<String>,
+    ) -> Result<Vec<Instance>, Refusal> {
+        let mut out = Vec::new();
+        let mut next: Option<String> = None;
+        loop {
+            self.count();
+            let page = self
+                .client
+                .describe_instances()
+                .set_filters((!filters.is_empty()).then(|| filters.clone()))
+                .set_instance_ids((!ids.is_empty()).then(|| ids.clone()))
+                .set_next_token(next.clone())
+                .send()
+                .await
+                .map_err(|e| refusal(&e))?;
+            for r in page.reservations() {
+                out.extend(r.instances().iter().map(instance));
+            }
+            next = page
+                .next_token()
+                .map(str::to_string)
+                .filter(|t| !t.is_empty());
+            if next.is_none() {
+                return Ok(out);
+            }
+        }
+    }
+
+    /// Terminates `ids` (one call for all).
+    pub async fn terminate(&self, ids: Vec<String>) -> Result<(), Refusal> {
+        if ids.is_empty() {
+            return Ok(());
+        }
+        self.count();
+        self.client
+            .terminate_instances()
+            .set_instance_ids(Some(ids))
+            .send()
+            .await
+            .map(|_| ())
+            .map_err(|e| refusal(&e))
+    }
+
+    /// The region's zones that answer (name → state), for `gantry cloud check`.
+    pub async fn zones(&self) -> Result<Vec<(String, String)>, Refusal> {
+        self.count();
+        let out = self
+            .client
+            .describe_availability_zones()
+            .send()
+            .await
+            .map_err(|e| refusal(&e))?;
+        Ok(out
+            .availability_zones()
+            .iter()
+            .map(|z| {
+                (
+                    z.zone_name().unwrap_or_default().to_string(),
+                    z.state().map_or("?", |s| s.as_str()).to_string(),
+                )
+            })
+            .collect())
+    }
+}
+
+fn instance(i: &aws_sdk_ec2::types::Instance) -> Instance {
+    let tag = |k: &str| {
+        i.tags()
+            .iter()
+            .find(|t| t.key() == Some(k))
+            .and_then(|t| t.value())
+            .map(str::to_string)
+    };
+    let state = i
+        .state()
+        .and_then(|s| s.name())
+        .map_or("unknown", InstanceStateName::as_str)
+        .to_string();
+    Instance {
+        id: i.instance_id().unwrap_or_default().to_string(),
+        state,
+        node: tag(TAG_NODE),
+        pool: tag(TAG_POOL),
+        zone: i
+            .placement()
+            .and_then(|p| p.availability_zone())
+            .map(str::to_string),
+        instance_type: i.instance_type().map(|t| t.as_str().to_string()),
+        spot: i.instance_lifecycle().is_some_and(|l| l.as_str() == "spot"),
+        public_ip: i.public_ip_address().map(str::to_string),
+        private_ip: i.private_ip_address().map(str::to_string),
+        public_dns: i
+            .public_dns_name()
+            .filter(|d| !d.is_empty())
+            .map(str::to_string),
+        launched: i.launch_time().and_then(|t| {
+            t.fmt(aws_sdk_ec2::primitives::DateTimeFormat::DateTime)
+                .ok()
+        }),
+        reason: i
+            .state_reason()
+            .map(|r| format!("{}: {}", r.code().unwrap_or("?"), r.message().unwrap_or(""))),
+    }
+}

@@ -1,0 +1,402 @@
+//! EC2 pools end to end: the real `gantry daemon` buys instances from a real EC2 API
+//! (`moto_server`, driven by the official SDK), each instance joins as an SSH host (a real
+//! `sshd` in namespaces of its own, reached by the node's name through an ssh_config the test
+//! writes — never at the made-up address moto hands out), jobs run there, idle instances are
+//! terminated; a fault-injecting proxy in front of moto refuses capacity and holds requests
+//! so failover and a daemon killed mid-launch or mid-termination are tested too.
+//! Needs `moto_server` (pip install 'moto[server]') and what the SSH tests need; without them
+//! each test says it skipped.
+
+#[path = "common/daemon.rs"]
+mod common;
+#[path = "common/moto.rs"]
+mod moto;
+#[path = "common/sshd.rs"]
+mod sshd;
+
+use common::{events, free_port, log_text, start_with, state, submit, temp_dir, wait_for, Daemon};
+use moto::{instances, proxy, Fault, Faults, Moto, Rule};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+fn can_run() -> bool {
+    if moto::moto_bin().is_none() {
+        eprintln!("skipped: needs moto_server (pip install 'moto[server]')");
+        return false;
+    }
+    sshd::can_run()
+}
+
+/// One EC2 pool of the fleet file.
+struct Pool<'a> {
+    name: &'a str,
+    capacity: &'a str,
+    price: f64,
+    zones: &'a [&'a str],
+    max_nodes: u32,
+}
+
+const GPU: Pool = Pool {
+    name: "gpu",
+    capacity: "on-demand",
+    price: 21.96,
+    zones: &["us-east-1a"],
+    max_nodes: 2,
+};
+
+/// A fleet of EC2 pools bought through the proxy at `port`, each node of each pool reached
+/// (by its name) at the test's host `to` (an sshd).
+fn fleet(h: &sshd::Hosts, port: u16, fleet_id: &str, pools: &[Pool]) -> PathBuf {
+    let mut ssh = String::new();
+    let mut text =
+        String::from("[scale]\nscale_down_after = \"8s\"\n\n[[teams]]\nname = \"lab\"\n");
+    for p in pools {
+        for i in 0..p.max_nodes {
+            let port = h
+                .hosts
+                .get((i as usize).min(h.hosts.len().saturating_sub(1)))
+                .map_or(22, |x| x.port);
+            ssh.push_str(&format!(
+                "Host aws-{}-{i:03}\n  HostName 127.0.0.1\n  Port {port}\n  User root\n",
+                p.name
+            ));
+        }
+        let zones: Vec<String> = p.zones.iter().map(|z| format!("\"{z}\"")).collect();
+        text.push_str(&format!(
+            r#"
+[[pools]]
+name = "{name}"
+provider = "aws"
+backend = "ec2"
+region = "us-east-1"
+zone = "{zone}"
+instance_type = "p4d.24xlarge"
+gpu = "A100-80GB"
+gpus_per_node = 2
+vram_gb = 80
+cpus = 8
+memory_gb = 32
+capacity = "{capacity}"
+price_per_hour = {price}
+nodes = 0
+max_nodes = {max}
+provisioning_delay = "20s"
+ssh_config = "{dir}/cloud_ssh_config"
+
+[pools.ec2]
+image = "ami-f8e54081"
+zones = [{zones}]
+ssh_host = "{{node}}"
+ssh_user = "root"
+endpoint_url = "http://127.0.0.1:{port}"
+fleet = "{fleet_id}"
+"#,
+            name = p.name,
+            zone = p.zones[0],
+            capacity = p.capacity,
+            price = p.price,
+            max = p.max_nodes,
+            dir = h.dir.display(),
+            zones = zones.join(", "),
+        ));
+    }
+    // Each node's name first; then what every host needs (the key, known hosts).
+    let general = std::fs::read_to_string(h.dir.join("ssh_config")).unwrap();
+    std::fs::write(h.dir.join("cloud_ssh_config"), ssh + &general).unwrap();
+    let path = h.dir.join("fleet.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// A daemon on `fleet` in `dir`, with test credentials for the EC2 API.
+fn daemon(dir: &Path, fleet: &Path) -> Daemon {
+    start_with(
+        dir.to_path_buf(),
+        &["--config", fleet.to_str().unwrap()],
+        |c| {
+            c.env("AWS_ACCESS_KEY_ID", "testing")
+                .env("AWS_SECRET_ACCESS_KEY", "testing")
+                .env("AWS_EC2_METADATA_DISABLED", "true");
+        },
+    )
+}
+
+fn has(d: &Daemon, what: &str) -> bool {
+    events(d).iter().any(|e| e.contains(what))
+}
+
+const JOB: &str = "name: hello\nresources:\n  accelerators: A100-80GB:2\nrun: echo \"host=$(hostname) gpus=$GANTRY_NUM_GPUS\"\n";
+
+#[test]
+fn a_job_buys_an_instance_runs_there_and_the_idle_instance_is_given_back() {
+    if !can_run() {
+        return;
+    }
+    let h = sshd::hosts("cloud-buy", 1);
+    let moto = Moto::start(free_port());
+    let faults = Faults::default();
+    let port = proxy(moto.port, faults.clone());
+    let fleet = fleet(&h, port, "t-buy", &[GPU]);
+    let dir = temp_dir("cloud-buy");
+    let d = daemon(&dir, &fleet);
+    assert!(instances(moto.port, "us-east-1").is_empty());
+    let id = submit(&d, &h.dir, "hello", JOB);
+    wait_for(
+        &d,
+        120,
+        "the job to run on the instance and complete",
+        || state(&d, id) == "completed",
+    );
+    let log = log_text(&d, id);
+    assert!(
+        log.contains(&format!("host={} gpus=2", h.hosts[0].name)),
+        "ran on the instance's host: {log}"
+    );
+    let held = instances(moto.port, "us-east-1");
+    assert_eq!(held.len(), 1, "one instance bought: {held:?}");
+    let i = &held[0];
+    assert_eq!(i.tag("gantry:fleet"), Some("t-buy"));
+    assert_eq!(i.tag("gantry:pool"), Some("gpu"));
+    assert_eq!(i.tag("gantry:node"), Some("aws-gpu-000"));
+    assert_eq!(i.zone, "us-east-1a");
+    let ev = events(&d);
+    for want in [
+        "aws/us-east-1/us-east-1a/gpu +1 for job",
+        &format!(
+            "aws-gpu-000: launched {} in us-east-1a (p4d.24xlarge, on-demand)",
+            i.id
+        ),
+        "node aws-gpu-000 ready at root@aws-gpu-000",
+        "host aws-gpu-000 connected",
+    ] {
+        assert!(ev.iter().any(|e| e.contains(want)), "{want}: {ev:#?}");
+    }
+    // Empty past the pool's window: given back, and EC2 says so.
+    wait_for(&d, 90, "the idle instance to be terminated", || {
+        has(&d, &format!("aws-gpu-000: terminated {}", i.id))
+    });
+    let held = instances(moto.port, "us-east-1");
+    assert!(held.iter().all(|i| !i.live()), "{held:?}");
+    assert_eq!(faults.count("Action=RunInstances"), 1);
+    assert_eq!(faults.count("Action=TerminateInstances"), 1);
+}
+
+#[test]
+fn no_capacity_in_a_zone_tries_the_next_and_no_spot_anywhere_buys_on_demand() {
+    if !can_run() {
+        return;
+    }
+    let h = sshd::hosts("cloud-failover", 1);
+    let moto = Moto::start(free_port());
+    let faults = Faults::default();
+    let refuse = |when: &[&str], code: &str| {
+        Rule {
+        when: when.iter().map(|w| w.to_string()).collect(),
+        fault: Fault::Refuse {
+            code: code.to_string(),
+            message: "We currently do not have sufficient capacity in the Availability Zone you requested.".to_string(),
+        },
+    }
+    };
+    // us-east-1a has no p4d at all; spot has none anywhere.
+    faults.set(vec![
+        refuse(
+            &[
+                "Action=RunInstances",
+                "Placement.AvailabilityZone=us-east-1a",
+            ],
+            "InsufficientInstanceCapacity",
+        ),
+        refuse(
+            &[
+                "Action=RunInstances",
+                "InstanceMarketOptions.MarketType=spot",
+            ],
+            "InsufficientInstanceCapacity",
+        ),
+    ]);
+    let port = proxy(moto.port, faults.clone());
+    let spot = Pool {
+        name: "spot",
+        capacity: "spot",
+        price: 8.0,
+        zones: &["us-east-1b", "us-east-1c"],
+        max_nodes: 1,
+    };
+    let od = Pool {
+        name: "od",
+        capacity: "on-demand",
+        price: 21.96,
+        zones: &["us-east-1a", "us-east-1b"],
+        max_nodes: 1,
+    };
+    let fleet = fleet(&h, port, "t-failover", &[spot, od]);
+    let dir = temp_dir("cloud-failover");
+    let d = daemon(&dir, &fleet);
+    // A job that may run on spot: spot first, where it is cheaper.
+    let spot_ok = JOB.replace("resources:\n", "resources:\n  use_spot: true\n");
+    let id = submit(&d, &h.dir, "hello", &spot_ok);
+    wait_for(&d, 120, "the job to complete", || {
+        state(&d, id) == "completed"
+    });
+    let ev = events(&d);
+    for want in [
+        // The cheapest first: spot, zone by zone, then passed over…
+        "aws-spot-000: us-east-1b: InsufficientInstanceCapacity",
+        "; trying us-east-1c",
+        "cannot buy aws-spot-000: no capacity in us-east-1b, us-east-1c",
+        // …then on-demand, past the zone without capacity.
+        "aws/us-east-1/us-east-1a/od +1 for job 1, +$21.96/h",
+        "aws-od-000: us-east-1a: InsufficientInstanceCapacity",
+        "aws-od-000: launched",
+        "in us-east-1b (p4d.24xlarge, on-demand)",
+        "host aws-od-000 connected",
+    ] {
+        assert!(ev.iter().any(|e| e.contains(want)), "{want}: {ev:#?}");
+    }
+    let held = instances(moto.port, "us-east-1");
+    assert_eq!(
+        held.len(),
+        1,
+        "only the on-demand instance was bought: {held:?}"
+    );
+    assert_eq!(held[0].tag("gantry:pool"), Some("od"));
+    assert_eq!(held[0].zone, "us-east-1b");
+    assert!(log_text(&d, id).contains("gpus=2"));
+}
+
+#[test]
+fn a_daemon_killed_during_a_launch_or_a_termination_leaks_nothing_and_buys_nothing_twice() {
+    if !can_run() {
+        return;
+    }
+    let h = sshd::hosts("cloud-kill", 1);
+    let moto = Moto::start(free_port());
+    let faults = Faults::default();
+    let port = proxy(moto.port, faults.clone());
+    let fleet = fleet(
+        &h,
+        port,
+        "t-kill",
+        &[Pool {
+            max_nodes: 1,
+            ..GPU
+        }],
+    );
+    let dir = temp_dir("cloud-kill");
+    let hold = |action: &str| Rule {
+        when: vec![format!("Action={action}")],
+        fault: Fault::Delay(Duration::from_secs(3)),
+    };
+    for round in 1..=3 {
+        // Killed while its RunInstances is with EC2 (held 3 s by the proxy): the instance is
+        // bought after the daemon is gone.
+        faults.set(vec![hold("RunInstances")]);
+        let mut d = daemon(&dir, &fleet);
+        let id = submit(&d, &h.dir, &format!("r{round}"), JOB);
+        wait_for(&d, 60, "the launch to reach EC2", || {
+            faults.count("Action=RunInstances") == round
+        });
+        let _ = d.child.kill();
+        let _ = d.child.wait();
+        std::thread::sleep(Duration::from_secs(4));
+        faults.set(vec![]);
+        let d = daemon(&dir, &fleet);
+        wait_for(
+            &d,
+            120,
+            "the job to complete on the adopted instance",
+            || state(&d, id) == "completed",
+        );
+        assert!(has(&d, "aws-gpu-000: adopted i-"), "{:#?}", events(&d));
+        assert_eq!(
+            faults.count("Action=RunInstances"),
+            round,
+            "the restarted daemon bought nothing"
+        );
+        let live: Vec<_> = instances(moto.port, "us-east-1")
+            .into_iter()
+            .filter(|i| i.live())
+            .collect();
+        assert_eq!(live.len(), 1, "round {round}: {live:?}");
+        // Killed while its TerminateInstances is with EC2.
+        faults.set(vec![hold("TerminateInstances")]);
+        wait_for(&d, 90, "the idle instance to be given back", || {
+            faults.count("Action=TerminateInstances") == round
+        });
+        let mut d = d;
+        let _ = d.child.kill();
+        let _ = d.child.wait();
+        std::thread::sleep(Duration::from_secs(4));
+        faults.set(vec![]);
+        let held = instances(moto.port, "us-east-1");
+        assert!(held.iter().all(|i| !i.live()), "round {round}: {held:?}");
+        assert_eq!(
+            held.len(),
+            round,
+            "one instance a round, never two: {held:?}"
+        );
+        drop(d);
+    }
+}
+
+#[test]
+fn missing_credentials_and_a_zone_the_region_lacks_are_refused_with_what_to_do() {
+    if moto::moto_bin().is_none() {
+        eprintln!("skipped: needs moto_server (pip install 'moto[server]')");
+        return;
+    }
+    let moto = Moto::start(free_port());
+    let dir = temp_dir("cloud-refused");
+    let h = sshd::Hosts {
+        dir: dir.clone(),
+        hosts: Vec::new(),
+    };
+    std::fs::write(dir.join("ssh_config"), "").unwrap();
+    let run = |fleet: &Path, creds: bool| {
+        let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_gantry"));
+        c.args(["daemon", "--config"])
+            .arg(fleet)
+            .arg("--db")
+            .arg(dir.join("state.db"))
+            .arg("--socket")
+            .arg(dir.join("d.sock"))
+            .env("AWS_EC2_METADATA_DISABLED", "true")
+            .env("AWS_CONFIG_FILE", dir.join("none"))
+            .env("AWS_SHARED_CREDENTIALS_FILE", dir.join("none"))
+            .env_remove("AWS_ACCESS_KEY_ID")
+            .env_remove("AWS_SECRET_ACCESS_KEY")
+            .env_remove("AWS_PROFILE");
+        if creds {
+            c.env("AWS_ACCESS_KEY_ID", "testing")
+                .env("AWS_SECRET_ACCESS_KEY", "testing");
+        }
+        let out = c.output().unwrap();
+        assert!(!out.status.success());
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let f = fleet(&h, moto.port, "t-refused", &[GPU]);
+    let err = run(&f, false);
+    assert!(
+        err.contains("pool `gpu` (backend ec2, region us-east-1): no AWS credentials")
+            && err.contains("set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, AWS_PROFILE"),
+        "{err}"
+    );
+    let f = fleet(
+        &h,
+        moto.port,
+        "t-refused",
+        &[Pool {
+            zones: &["us-east-1a", "us-east-1z"],
+            ..GPU
+        }],
+    );
+    let err = run(&f, true);
+    assert!(
+        err.contains(
+            "zone `us-east-1z` is not a zone of us-east-1 (it has: us-east-1a, us-east-1b"
+        ),
+        "{err}"
+    );
+    assert!(instances(moto.port, "us-east-1").is_empty());
+}

@@ -182,6 +182,47 @@ fn a_job_buys_an_instance_runs_there_and_the_idle_instance_is_given_back() {
 }
 
 #[test]
+fn an_instance_taken_back_requeues_its_job_onto_a_new_one() {
+    if !can_run() {
+        return;
+    }
+    let h = sshd::hosts("cloud-taken", 1);
+    let moto = Moto::start(free_port());
+    let port = proxy(moto.port, Faults::default());
+    let fleet = fleet(&h, port, "t-taken", &[GPU]);
+    let dir = temp_dir("cloud-taken");
+    let d = daemon(&dir, &fleet);
+    let id = submit(
+        &d,
+        &h.dir,
+        "long",
+        "name: long\nresources:\n  accelerators: A100-80GB:2\nrun: echo start-$GANTRY_JOB_ID; sleep 600\n",
+    );
+    wait_for(&d, 120, "the job to run", || {
+        state(&d, id) == "running" && log_text(&d, id).contains("start-")
+    });
+    let first = instances(moto.port, "us-east-1");
+    assert_eq!(first.len(), 1, "{first:?}");
+    // EC2 ends it (a spot reclaim, an operator's terminate): seen, the job requeued, a new
+    // instance bought for it.
+    // The machine goes, then EC2 says so; the next instance of that node is a fresh machine.
+    h.hosts[0].replace(&h.dir, 0);
+    moto::terminate(moto.port, "us-east-1", &first[0].id);
+    wait_for(&d, 60, "the loss to be seen", || {
+        has(&d, "node aws-gpu-000 taken back by the provider")
+    });
+    assert!(has(&d, &format!("aws-gpu-000: {} is ", first[0].id)));
+    wait_for(&d, 120, "the job to run again on a new instance", || {
+        instances(moto.port, "us-east-1").iter().any(|i| i.live()) && state(&d, id) == "running"
+    });
+    let now = instances(moto.port, "us-east-1");
+    let live: Vec<_> = now.iter().filter(|i| i.live()).collect();
+    assert_eq!(live.len(), 1, "{now:?}\n{:#?}", events(&d));
+    assert_ne!(live[0].id, first[0].id);
+    common::cli(&d, &["cancel", &id.to_string()]);
+}
+
+#[test]
 fn no_capacity_in_a_zone_tries_the_next_and_no_spot_anywhere_buys_on_demand() {
     if !can_run() {
         return;

@@ -249,6 +249,68 @@ fn looks_like_region(r: &str) -> bool {
 mod tests {
     use super::looks_like_region;
 
+    fn pool(region: &str, zone: &str, ec2: &str) -> String {
+        format!(
+            "[[teams]]\nname = \"t\"\n\n[[pools]]\nname = \"p\"\nprovider = \"aws\"\nbackend = \"ec2\"\nregion = \"{region}\"\nzone = \"{zone}\"\ninstance_type = \"p4d.24xlarge\"\ngpu = \"A100\"\ngpus_per_node = 8\nvram_gb = 40\ncpus = 96\nmemory_gb = 1152\ncapacity = \"on-demand\"\nprice_per_hour = 21.96\nnodes = 0\nmax_nodes = 2\n\n[pools.ec2]\n{ec2}\n"
+        )
+    }
+
+    /// Mistakes in an EC2 pool are refused at its line, with what to write instead.
+    #[test]
+    fn an_ec2_pools_mistakes_are_named_at_its_line() {
+        let parse = |t: &str| crate::config::fleet::parse("f.toml", t);
+        let ok = parse(&pool("us-east-1", "us-east-1a", "image = \"ami-0123\"")).unwrap();
+        assert!(ok.pools[0].is_ec2());
+        for (text, want) in [
+            (
+                pool("us-est-1", "us-est-1a", "image = \"ami-0123\""),
+                "region = \"us-est-1\" is not an AWS region; did you mean `us-east-1`?",
+            ),
+            (
+                pool("us-east-1", "us-east-1a", "image_owner = \"amazon\""),
+                "needs `image` (an AMI id, ami-…) or `image_name`",
+            ),
+            (
+                pool("us-east-1", "us-east-1a", "image = \"ubuntu-22.04\""),
+                "is not an AMI id (ami-…); to look one up by name write image_name",
+            ),
+            (
+                pool(
+                    "us-east-1",
+                    "us-east-1a",
+                    "image = \"ami-0123\"\nzones = [\"eu-west-1a\"]",
+                ),
+                "zone `eu-west-1a` is not a zone of region us-east-1",
+            ),
+            (
+                pool(
+                    "us-east-1",
+                    "us-east-1a",
+                    "image = \"ami-0123\"\nssh_host = \"{ip}\"",
+                ),
+                "allowed fields are {public_ip}, {private_ip}",
+            ),
+            (
+                pool(
+                    "us-east-1",
+                    "us-east-1a",
+                    "image = \"ami-0123\"\nsecret_key = \"x\"",
+                ),
+                "unknown field `secret_key`",
+            ),
+        ] {
+            let e = parse(&text).unwrap_err();
+            assert!(e.message.contains(want), "{e}");
+            assert!(e.line >= 4, "at the pool: {e}");
+        }
+        let reserved = pool("us-east-1", "us-east-1a", "image = \"ami-0123\"")
+            .replace("on-demand", "reserved");
+        assert!(parse(&reserved)
+            .unwrap_err()
+            .message
+            .contains("capacity = \"on-demand\" or \"spot\""));
+    }
+
     #[test]
     fn region_names() {
         for r in [

@@ -250,6 +250,40 @@ impl Held {
     }
 }
 
+/// Terminates instance `id` behind gantry's back (as a spot reclaim, or an operator, would).
+pub fn terminate(port: u16, region: &str, id: &str) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        client(port, region)
+            .terminate_instances()
+            .instance_ids(id)
+            .send()
+            .await
+            .expect("TerminateInstances");
+    });
+}
+
+fn client(port: u16, region: &str) -> aws_sdk_ec2::Client {
+    let creds = aws_sdk_ec2::config::Credentials::new("testing", "testing", None, None, "test");
+    let conf = aws_sdk_ec2::Config::builder()
+        .behavior_version(aws_sdk_ec2::config::BehaviorVersion::latest())
+        .region(aws_sdk_ec2::config::Region::new(region.to_string()))
+        .endpoint_url(format!("http://127.0.0.1:{port}"))
+        .credentials_provider(creds)
+        .http_client(
+            aws_smithy_http_client::Builder::new()
+                .tls_provider(aws_smithy_http_client::tls::Provider::Rustls(
+                    aws_smithy_http_client::tls::rustls_provider::CryptoMode::Ring,
+                ))
+                .build_https(),
+        )
+        .build();
+    aws_sdk_ec2::Client::from_conf(conf)
+}
+
 /// Every instance in `region` at moto's `port`, read with the SDK (static test credentials).
 pub fn instances(port: u16, region: &str) -> Vec<Held> {
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -257,21 +291,7 @@ pub fn instances(port: u16, region: &str) -> Vec<Held> {
         .build()
         .unwrap();
     rt.block_on(async {
-        let creds = aws_sdk_ec2::config::Credentials::new("testing", "testing", None, None, "test");
-        let conf = aws_sdk_ec2::Config::builder()
-            .behavior_version(aws_sdk_ec2::config::BehaviorVersion::latest())
-            .region(aws_sdk_ec2::config::Region::new(region.to_string()))
-            .endpoint_url(format!("http://127.0.0.1:{port}"))
-            .credentials_provider(creds)
-            .http_client(
-                aws_smithy_http_client::Builder::new()
-                    .tls_provider(aws_smithy_http_client::tls::Provider::Rustls(
-                        aws_smithy_http_client::tls::rustls_provider::CryptoMode::Ring,
-                    ))
-                    .build_https(),
-            )
-            .build();
-        let c = aws_sdk_ec2::Client::from_conf(conf);
+        let c = client(port, region);
         let out = c
             .describe_instances()
             .send()

@@ -64,6 +64,18 @@ impl Host {
         agents.len()
     }
 
+    /// The machine is replaced by a fresh one at the same address (a cloud node bought again
+    /// for the same name): every process on it but sshd ends, and the agent's state goes.
+    pub fn replace(&self, hosts_dir: &Path, i: usize) {
+        let init = self.init_pid();
+        for (pid, _) in self.processes() {
+            if Some(pid) != init {
+                unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+            }
+        }
+        let _ = std::fs::remove_dir_all(hosts_dir.join(format!("home{i}/.gantry")));
+    }
+
     /// The host dies: every process on it, sshd included.
     pub fn kill(&mut self) {
         if let Some(init) = self.init_pid() {

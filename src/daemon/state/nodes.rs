@@ -71,6 +71,8 @@ impl State {
     /// held until NVML's first sample (until then gantry cannot tell which are busy with
     /// processes it did not start, nor give a job their UUIDs).
     pub(super) fn await_first_contact(&mut self, i: usize) {
+        // A machine bought again is a new machine: its first sample is awaited afresh.
+        self.measured.remove(&i);
         self.hosts
             .down
             .insert(i, (self.now, "connecting".to_string()));
@@ -91,6 +93,8 @@ impl State {
         let (pool, host) = self.slot(i);
         if self.is_machine(i) {
             self.hosts.runners[pool].detach(host);
+            self.measured.remove(&i);
+            self.hosts.hostnames.remove(&i);
             self.hosts.down.remove(&i);
             self.hosts.lost.remove(&i);
             self.nodes.unconnected.remove(&i);

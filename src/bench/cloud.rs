@@ -24,6 +24,10 @@ pub struct CloudBenchReport {
     /// The actor's time per node: `buy` (decision → registered as coming), microseconds.
     pub buy_p50_us: f64,
     pub buy_max_us: f64,
+    /// From `buy` to its instance launched (`RunInstances` answered), through the API: the
+    /// pool's worker launches one at a time.
+    pub launched_p50_ms: f64,
+    pub all_launched_s: f64,
     /// From `buy` to the node ready (its instance running, its address known), through the API.
     pub ready_p50_ms: f64,
     pub ready_max_ms: f64,
@@ -119,6 +123,7 @@ pub fn run(c: &CloudBenchConfig) -> Result<CloudBenchReport, String> {
         *at = t;
     }
     let mut ready_ms = vec![f64::NAN; c.nodes];
+    let mut launched_ms = vec![f64::NAN; c.nodes];
     let mut left = c.nodes;
     let deadline = Instant::now() + Duration::from_secs(600);
     while left > 0 {
@@ -130,6 +135,12 @@ pub fn run(c: &CloudBenchConfig) -> Result<CloudBenchReport, String> {
                 NodeEvent::Ready(h) if ready_ms[h].is_nan() => {
                     ready_ms[h] = asked[h].elapsed().as_secs_f64() * 1e3;
                     left -= 1;
+                }
+                NodeEvent::Said {
+                    host: Some(h),
+                    what,
+                } if what.starts_with("launched ") => {
+                    launched_ms[h] = asked[h].elapsed().as_secs_f64() * 1e3;
                 }
                 NodeEvent::Unavailable { why, .. } => return Err(format!("a buy failed: {why}")),
                 _ => {}
@@ -180,6 +191,8 @@ pub fn run(c: &CloudBenchConfig) -> Result<CloudBenchReport, String> {
         nodes: c.nodes,
         buy_p50_us: quantile(&mut buy_us.clone(), 0.5),
         buy_max_us: quantile(&mut buy_us, 1.0),
+        launched_p50_ms: quantile(&mut launched_ms.clone(), 0.5),
+        all_launched_s: quantile(&mut launched_ms, 1.0) / 1e3,
         ready_p50_ms: quantile(&mut ready_ms.clone(), 0.5),
         ready_max_ms: quantile(&mut ready_ms, 1.0),
         all_ready_s,

@@ -187,6 +187,48 @@ fn work_that_fits_nowhere_grows_the_cheapest_pool_then_empty_nodes_go_back() {
     assert_eq!(s.snapshot().dollars_per_hour, 16.0, "{log}");
 }
 
+/// Issue 34: spending caps. A buy that would pass the pool's or the fleet's $/h waits and
+/// says so (once), and buys again once there is room.
+#[test]
+fn a_buy_past_a_spending_cap_waits_and_says_whose_cap() {
+    let mut cfg = fleet(0.0);
+    // On-prem $16/h + one spot node $14.58/h fit under $45/h; an on-demand one ($55.04/h)
+    // does not. The spot pool itself allows one node.
+    cfg.scale.max_dollars_per_hour = Some(45.0);
+    cfg.pools[1].max_dollars_per_hour = Some(20.0);
+    let mut s = open("caps", &cfg, 0.0);
+    s.submit(&[eight(false), eight(true), eight(true), eight(false)])
+        .into_iter()
+        .for_each(|r| {
+            r.unwrap();
+        });
+    s.tick().unwrap();
+    s.advance(1.0).unwrap();
+    let log = events(&mut s);
+    assert!(
+        log.contains("aws/us-east-1/use1-az3/p5-spot +1 for job"),
+        "{log}"
+    );
+    assert!(
+        log.contains("p5-spot: +1 for job") && log.contains("would pass the pool's cap of $20.00/h ($14.58/h now): waits until nodes are given back"),
+        "{log}"
+    );
+    assert!(
+        log.contains("p5-od: +1 for job")
+            && log.contains("(+$55.04/h) would pass the fleet's cap of $45.00/h ($30.58/h now)"),
+        "{log}"
+    );
+    assert!(!log.contains("p5-od +1 for job"), "{log}");
+    // Said once, not at every cycle.
+    assert_eq!(
+        log.matches("would pass the fleet's cap").count(),
+        1,
+        "{log}"
+    );
+    let pools = &s.snapshot().pools;
+    assert_eq!((pools[1].provisioning, pools[2].provisioning), (1, 0));
+}
+
 #[test]
 fn a_spot_notice_checkpoints_the_job_which_requeues_and_falls_back_to_on_demand() {
     // Several interruptions an hour: the first spot node is soon taken back.

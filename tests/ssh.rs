@@ -899,3 +899,46 @@ fn no_ssh_master_outlives_the_daemon_or_a_removed_host() {
         "a master outlived the daemon"
     );
 }
+
+/// A copy of the agent cut short (the connection dropped, the daemon stopped or the host was
+/// given back mid-copy) ends with a clean EOF, which `cat` took for the end: the truncated
+/// binary was put in place, found "present" by every later connection, and crashed before its
+/// hello — the host never answered again. Now a copy is checked whole before it is used.
+#[test]
+fn an_agent_copy_cut_short_is_replaced_not_trusted() {
+    if !can_run() {
+        return;
+    }
+    let h = hosts("cut", 1);
+    // What an interrupted install left: the first 1 MiB of this build's agent, executable,
+    // under the name the daemon looks for (gantry-VERSION-LEN-MTIME, as the SSH backend
+    // names it).
+    let exe = Path::new(env!("CARGO_BIN_EXE_gantry"));
+    let meta = std::fs::metadata(exe).unwrap();
+    let mtime = meta
+        .modified()
+        .unwrap()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let name = format!(
+        "gantry-{}-{:x}-{mtime:x}",
+        env!("CARGO_PKG_VERSION"),
+        meta.len()
+    );
+    let bin = h.dir.join("home0/.gantry/bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let whole = std::fs::read(exe).unwrap();
+    std::fs::write(bin.join(&name), &whole[..1 << 20]).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(bin.join(&name), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let d = daemon("ssh-cut", &h.fleet(&h.entries(), "2m"));
+    wait_for(&d, 60, "the host to connect with a whole agent", || {
+        connected(&d, 1)
+    });
+    assert_eq!(
+        std::fs::metadata(bin.join(&name)).unwrap().len(),
+        meta.len(),
+        "the agent was copied again, whole"
+    );
+}

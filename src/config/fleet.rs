@@ -79,6 +79,9 @@ pub struct ScaleSettings {
     /// Class name → duration; a class not named buys at once.
     #[serde(default)]
     pub burst_after: std::collections::BTreeMap<String, String>,
+    /// The fleet's spending cap, US dollars an hour over every node paid for (reserved ones
+    /// too): a buy that would pass it waits, and says so.
+    pub max_dollars_per_hour: Option<f64>,
 }
 
 fn default_scale_down_after() -> String {
@@ -95,6 +98,7 @@ impl Default for ScaleSettings {
             scale_down_after: default_scale_down_after(),
             spot_cooldown: default_spot_cooldown(),
             burst_after: Default::default(),
+            max_dollars_per_hour: None,
         }
     }
 }
@@ -309,6 +313,9 @@ pub struct PoolConfig {
     /// `podman`) that runs jobs asking for an image (`image_id: docker:…`). Without it such
     /// jobs are not placed on this pool.
     pub container_runtime: Option<String>,
+    /// The pool's spending cap, US dollars an hour over its nodes paid for: a buy that would
+    /// pass it waits, and says so (`max_nodes` caps the count).
+    pub max_dollars_per_hour: Option<f64>,
     /// `backend = "ec2"`: what to launch, where, and how to reach it (`config::ec2`).
     pub ec2: Option<super::ec2::Ec2Settings>,
 }

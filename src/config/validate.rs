@@ -87,6 +87,15 @@ pub(super) fn validate(file: &str, text: &str, cfg: &FleetConfig) -> Result<(), 
         if !auto && p.gpu.is_some() && p.vram_gb == 0 {
             return Err(at("pools", i, format!("{name}: vram_gb must be > 0")));
         }
+        if p.max_dollars_per_hour
+            .is_some_and(|d| !(d.is_finite() && d >= 0.0))
+        {
+            return Err(at(
+                "pools",
+                i,
+                format!("{name}: max_dollars_per_hour must be a number ≥ 0 (US dollars an hour)"),
+            ));
+        }
         if !(p.price_per_hour.is_finite() && p.price_per_hour >= 0.0) {
             return Err(at(
                 "pools",
@@ -202,6 +211,13 @@ pub(super) fn validate(file: &str, text: &str, cfg: &FleetConfig) -> Result<(), 
                 "scale: {field} `{v}` must be a duration from 0s to 1d, e.g. 10m"
             )));
         }
+    }
+    if s.max_dollars_per_hour
+        .is_some_and(|d| !(d.is_finite() && d >= 0.0))
+    {
+        return Err(scale_at(
+            "scale: max_dollars_per_hour must be a number ≥ 0 (US dollars an hour)".to_string(),
+        ));
     }
     let classes = classes_of(cfg);
     for (class, v) in &s.burst_after {

@@ -717,8 +717,17 @@ async fn read_all(pipe: &mut Option<openssh::ChildStderr>) -> String {
 /// Makes sure the host has this build's agent: its path there, or why it cannot have it.
 async fn install(s: &openssh::Session, host: usize, shared: &Shared) -> Result<String, String> {
     let path = format!(".gantry/bin/gantry-{}", shared.build);
+    // A copy is whole or absent: one cut short (the connection dropped, the pool stopped, the
+    // host given back mid-copy) ends in a clean EOF, which `cat` takes for the end — so the
+    // size is checked before the copy is put in place, and again before it is trusted (a
+    // truncated agent crashes before it says hello, on every connection).
+    let len = std::fs::metadata(&shared.exe)
+        .map(|m| m.len())
+        .map_err(|e| format!("cannot read {}: {e}", shared.exe.display()))?;
     let probe = s
-        .raw_command(format!("uname -m; test -x {path} && echo present"))
+        .raw_command(format!(
+            "uname -m; test -x {path} && test \"$(wc -c < {path})\" -eq {len} && echo present"
+        ))
         .output()
         .await
         .map_err(|e| format!("cannot run a command: {}", error_chain(&e)))?;
@@ -742,7 +751,7 @@ async fn install(s: &openssh::Session, host: usize, shared: &Shared) -> Result<S
     let tmp = format!("{path}.part-{}-{host}-{nanos}", std::process::id());
     let mut child = s
         .raw_command(format!(
-            "mkdir -p .gantry/bin && cat > {tmp} && chmod 755 {tmp} && mv -f {tmp} {path}"
+            "mkdir -p .gantry/bin && cat > {tmp} && if [ \"$(wc -c < {tmp})\" -eq {len} ]; then chmod 755 {tmp} && mv -f {tmp} {path}; else rm -f {tmp}; echo \"the copy was cut short\" >&2; exit 1; fi"
         ))
         .stdin(openssh::Stdio::piped())
         .stdout(openssh::Stdio::null())
@@ -772,8 +781,7 @@ async fn install(s: &openssh::Session, host: usize, shared: &Shared) -> Result<S
     Ok(path)
 }
 
-/// An error with its causes (openssh puts ssh's own message in the source).
-/// An error with its causes, on one line.
+/// An error with its causes, on one line (openssh puts ssh's own message in the source).
 pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
     let mut s = e.to_string();
     let mut cur = e.source();

@@ -132,6 +132,9 @@ struct Nodes {
     /// Bought machines ready but not yet reached (their agent has not answered since): when
     /// they were ready.
     unconnected: HashMap<usize, f64>,
+    /// The fleet's spending cap ($/h), and per pool the cap last said to cut a buy short.
+    fleet_cap: Option<f64>,
+    capped: HashMap<usize, String>,
     scale: ScaleConfig,
     /// When consolidation looks for a cloud node to give back next.
     next_consolidate: f64,

@@ -59,6 +59,63 @@ impl State {
         self.machine_gone(i);
     }
 
+    /// How many of `nodes` more for `pool` its spending cap and the fleet's allow (each, US
+    /// dollars an hour over the nodes paid for); a buy cut short is said once until it changes.
+    fn within_caps(&mut self, pool: usize, nodes: u32, job: u64) -> Result<u32, EngineError> {
+        let price = self.nodes.pools[pool].price_per_hour;
+        let fleet = self.engine.fleet();
+        let mut pool_now = 0.0;
+        let mut fleet_now = 0.0;
+        for (n, life) in fleet.nodes.iter().zip(&self.nodes.lives) {
+            if life.paid() {
+                let p = self.nodes.pools[n.pool.index()].price_per_hour;
+                fleet_now += p;
+                if n.pool.index() == pool {
+                    pool_now += p;
+                }
+            }
+        }
+        let fits = |cap: Option<f64>, now: f64| -> u32 {
+            match cap {
+                Some(c) if price > 0.0 => ((c - now + 1e-9) / price).floor().max(0.0) as u32,
+                Some(c) if now > c => 0,
+                _ => u32::MAX,
+            }
+        };
+        let by_pool = fits(self.nodes.pools[pool].max_dollars_per_hour, pool_now);
+        let by_fleet = fits(self.nodes.fleet_cap, fleet_now);
+        let n = nodes.min(by_pool).min(by_fleet);
+        if n == nodes {
+            self.nodes.capped.remove(&pool);
+            return Ok(n);
+        }
+        let (whose, cap, now) = if by_pool <= by_fleet {
+            (
+                "the pool's",
+                self.nodes.pools[pool].max_dollars_per_hour,
+                pool_now,
+            )
+        } else {
+            ("the fleet's", self.nodes.fleet_cap, fleet_now)
+        };
+        let line = format!(
+            "{}: +{nodes} for job {job} (+${:.2}/h) would pass {whose} cap of ${:.2}/h (${now:.2}/h now): {}",
+            self.engine.fleet().pool_path(crate::model::PoolId(pool as u32)),
+            price * f64::from(nodes),
+            cap.unwrap_or(0.0),
+            if n == 0 {
+                "waits until nodes are given back (or raise max_dollars_per_hour)".to_string()
+            } else {
+                format!("buys {n}")
+            }
+        );
+        if self.nodes.capped.get(&pool) != Some(&line) {
+            self.nodes.capped.insert(pool, line.clone());
+            self.record("fleet", line)?;
+        }
+        Ok(n)
+    }
+
     /// Whether node `i` is a machine its pool buys (a cloud instance).
     pub(super) fn is_machine(&self, i: usize) -> bool {
         let (pool, _) = self.slot(i);
@@ -318,12 +375,16 @@ impl State {
             .unzip();
         let plan = scale_up(self.now, &offers, &incoming, &waiting, &self.nodes.scale);
         for up in plan {
+            let n = self.within_caps(up.pool.index(), up.nodes, up.for_job)?;
+            if n == 0 {
+                continue;
+            }
             let absent: Vec<usize> = (0..self.nodes.lives.len())
                 .filter(|&i| {
                     self.engine.fleet().nodes[i].pool == up.pool
                         && self.nodes.lives[i] == Life::Absent
                 })
-                .take(up.nodes as usize)
+                .take(n as usize)
                 .collect();
             let mut delay: f64 = 0.0;
             for &i in &absent {

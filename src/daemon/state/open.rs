@@ -147,6 +147,8 @@ impl State {
             interrupted: vec![None; cfg.pools.len()],
             unavailable: vec![None; cfg.pools.len()],
             unconnected: HashMap::new(),
+            fleet_cap: cfg.scale.max_dollars_per_hour,
+            capped: HashMap::new(),
             scale: crate::config::fleet::scale_of(cfg),
             next_consolidate: resume + CONSOLIDATE_EVERY_S,
         };

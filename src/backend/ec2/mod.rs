@@ -237,6 +237,22 @@ struct Slot {
     backoff: Duration,
 }
 
+impl Slot {
+    /// Its instance is `i` (launched, or found).
+    fn bought(&mut self, i: Instance) {
+        self.instance = Some(i);
+        self.ready = false;
+        self.token = None;
+        self.retry_at = None;
+    }
+
+    /// Its launch is tried again after the backoff, which doubles up to a minute.
+    fn later(&mut self) {
+        self.retry_at = Some(Instant::now() + self.backoff);
+        self.backoff = (self.backoff * 2).min(Duration::from_secs(60));
+    }
+}
+
 struct Worker {
     nodes: Vec<String>,
     zones: Vec<String>,
@@ -432,18 +448,12 @@ impl Worker {
                         .find(|i| i.live() && i.node.as_deref() == Some(node.as_str()))
                     {
                         self.said(Some(h), format!("found {} from the launch retried", i.id));
-                        let s = &mut self.slots[h];
-                        s.instance = Some(i);
-                        s.ready = false;
-                        s.token = None;
-                        s.retry_at = None;
+                        self.slots[h].bought(i);
                         return;
                     }
                 }
                 Err(r) => {
-                    let s = &mut self.slots[h];
-                    s.retry_at = Some(Instant::now() + s.backoff);
-                    s.backoff = (s.backoff * 2).min(Duration::from_secs(60));
+                    self.slots[h].later();
                     self.said(Some(h), format!("{}; retrying", r.why()));
                     return;
                 }
@@ -475,11 +485,7 @@ impl Worker {
                             }
                         ),
                     );
-                    let s = &mut self.slots[h];
-                    s.instance = Some(i);
-                    s.ready = false;
-                    s.token = None;
-                    s.retry_at = None;
+                    self.slots[h].bought(i);
                     return;
                 }
                 Err(Refusal::Zone(why)) => {
@@ -495,9 +501,7 @@ impl Worker {
                 Err(Refusal::Retry(why)) => {
                     // The same request again later (same token, same zone): it may have
                     // reached EC2, and must not buy twice.
-                    let s = &mut self.slots[h];
-                    s.retry_at = Some(Instant::now() + s.backoff);
-                    s.backoff = (s.backoff * 2).min(Duration::from_secs(60));
+                    self.slots[h].later();
                     self.said(Some(h), format!("{zone}: {why}; retrying"));
                     return;
                 }

@@ -27,6 +27,31 @@ fn can_run() -> bool {
     sshd::can_run()
 }
 
+/// One test's world: a host (an sshd), a `moto_server`, and the fault proxy in front of it at
+/// `port`; `None`, said, where the tools are missing.
+struct World {
+    h: sshd::Hosts,
+    moto: Moto,
+    faults: Faults,
+    port: u16,
+}
+
+fn world(test: &str) -> Option<World> {
+    if !can_run() {
+        return None;
+    }
+    let h = sshd::hosts(test, 1);
+    let moto = Moto::start(free_port());
+    let faults = Faults::default();
+    let port = proxy(moto.port, faults.clone());
+    Some(World {
+        h,
+        moto,
+        faults,
+        port,
+    })
+}
+
 /// One EC2 pool of the fleet file.
 struct Pool<'a> {
     name: &'a str,
@@ -129,13 +154,15 @@ const JOB: &str = "name: hello\nresources:\n  accelerators: A100-80GB:2\nrun: ec
 
 #[test]
 fn a_job_buys_an_instance_runs_there_and_the_idle_instance_is_given_back() {
-    if !can_run() {
+    let Some(World {
+        h,
+        moto,
+        faults,
+        port,
+    }) = world("cloud-buy")
+    else {
         return;
-    }
-    let h = sshd::hosts("cloud-buy", 1);
-    let moto = Moto::start(free_port());
-    let faults = Faults::default();
-    let port = proxy(moto.port, faults.clone());
+    };
     let fleet = fleet(&h, port, "t-buy", &[GPU]);
     let dir = temp_dir("cloud-buy");
     let d = daemon(&dir, &fleet);
@@ -183,12 +210,9 @@ fn a_job_buys_an_instance_runs_there_and_the_idle_instance_is_given_back() {
 
 #[test]
 fn an_instance_taken_back_requeues_its_job_onto_a_new_one() {
-    if !can_run() {
+    let Some(World { h, moto, port, .. }) = world("cloud-taken") else {
         return;
-    }
-    let h = sshd::hosts("cloud-taken", 1);
-    let moto = Moto::start(free_port());
-    let port = proxy(moto.port, Faults::default());
+    };
     let fleet = fleet(&h, port, "t-taken", &[GPU]);
     let dir = temp_dir("cloud-taken");
     let d = daemon(&dir, &fleet);
@@ -224,12 +248,15 @@ fn an_instance_taken_back_requeues_its_job_onto_a_new_one() {
 
 #[test]
 fn no_capacity_in_a_zone_tries_the_next_and_no_spot_anywhere_buys_on_demand() {
-    if !can_run() {
+    let Some(World {
+        h,
+        moto,
+        faults,
+        port,
+    }) = world("cloud-failover")
+    else {
         return;
-    }
-    let h = sshd::hosts("cloud-failover", 1);
-    let moto = Moto::start(free_port());
-    let faults = Faults::default();
+    };
     let refuse = |when: &[&str], code: &str| {
         Rule {
         when: when.iter().map(|w| w.to_string()).collect(),
@@ -256,7 +283,6 @@ fn no_capacity_in_a_zone_tries_the_next_and_no_spot_anywhere_buys_on_demand() {
             "InsufficientInstanceCapacity",
         ),
     ]);
-    let port = proxy(moto.port, faults.clone());
     let spot = Pool {
         name: "spot",
         capacity: "spot",
@@ -308,13 +334,15 @@ fn no_capacity_in_a_zone_tries_the_next_and_no_spot_anywhere_buys_on_demand() {
 
 #[test]
 fn a_daemon_killed_during_a_launch_or_a_termination_leaks_nothing_and_buys_nothing_twice() {
-    if !can_run() {
+    let Some(World {
+        h,
+        moto,
+        faults,
+        port,
+    }) = world("cloud-kill")
+    else {
         return;
-    }
-    let h = sshd::hosts("cloud-kill", 1);
-    let moto = Moto::start(free_port());
-    let faults = Faults::default();
-    let port = proxy(moto.port, faults.clone());
+    };
     let fleet = fleet(
         &h,
         port,

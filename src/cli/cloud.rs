@@ -5,7 +5,7 @@
 
 use super::{print_as, Output};
 use gantry::backend::ec2::api::{Ec2, Instance, Refusal};
-use gantry::config::fleet::{FleetConfig, PoolConfig};
+use gantry::config::fleet::PoolConfig;
 use serde::Serialize;
 use std::path::PathBuf;
 
@@ -36,13 +36,12 @@ pub fn run(cmd: CloudCmd) -> Result<(), super::CliError> {
             (config.clone(), *output)
         }
     };
-    let cfg = load(config)?;
+    let (source, cfg, _) = super::fleet::load(config)?;
     let pools: Vec<&PoolConfig> = cfg.pools.iter().filter(|p| p.is_ec2()).collect();
     if pools.is_empty() {
-        return Err(super::CliError::from(
-            "the fleet file has no cloud pools (backend = \"ec2\"): nothing to check or list"
-                .to_string(),
-        ));
+        return Err(super::CliError::from(format!(
+            "the fleet file ({source}) has no cloud pools (backend = \"ec2\"): nothing to check or list"
+        )));
     }
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -98,18 +97,6 @@ pub fn run(cmd: CloudCmd) -> Result<(), super::CliError> {
             Ok(())
         }
     }
-}
-
-fn load(config: Option<PathBuf>) -> Result<FleetConfig, super::CliError> {
-    let path = config.unwrap_or_else(|| gantry::config::paths::from_env().fleet_file);
-    let text = std::fs::read_to_string(&path).map_err(|e| {
-        super::CliError::from(format!(
-            "{}: {e} (give the fleet file with --config)",
-            path.display()
-        ))
-    })?;
-    gantry::config::fleet::parse(&path.display().to_string(), &text)
-        .map_err(|e| super::CliError::from(e.to_string()))
 }
 
 /// What `gantry cloud check` says of one pool.

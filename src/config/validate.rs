@@ -87,16 +87,14 @@ pub(super) fn validate(file: &str, text: &str, cfg: &FleetConfig) -> Result<(), 
         if !auto && p.gpu.is_some() && p.vram_gb == 0 {
             return Err(at("pools", i, format!("{name}: vram_gb must be > 0")));
         }
-        if p.max_dollars_per_hour
-            .is_some_and(|d| !(d.is_finite() && d >= 0.0))
-        {
+        if p.max_dollars_per_hour.is_some_and(|d| !dollars(d)) {
             return Err(at(
                 "pools",
                 i,
                 format!("{name}: max_dollars_per_hour must be a number ≥ 0 (US dollars an hour)"),
             ));
         }
-        if !(p.price_per_hour.is_finite() && p.price_per_hour >= 0.0) {
+        if !dollars(p.price_per_hour) {
             return Err(at(
                 "pools",
                 i,
@@ -212,9 +210,7 @@ pub(super) fn validate(file: &str, text: &str, cfg: &FleetConfig) -> Result<(), 
             )));
         }
     }
-    if s.max_dollars_per_hour
-        .is_some_and(|d| !(d.is_finite() && d >= 0.0))
-    {
+    if s.max_dollars_per_hour.is_some_and(|d| !dollars(d)) {
         return Err(scale_at(
             "scale: max_dollars_per_hour must be a number ≥ 0 (US dollars an hour)".to_string(),
         ));
@@ -288,4 +284,9 @@ pub(super) fn validate(file: &str, text: &str, cfg: &FleetConfig) -> Result<(), 
         }
     }
     Ok(())
+}
+
+/// An amount of US dollars (a price, a cap): a number, not negative.
+fn dollars(v: f64) -> bool {
+    v.is_finite() && v >= 0.0
 }

@@ -116,7 +116,7 @@ fn serve(mut c: TcpStream, upstream: u16, faults: &Faults) {
         let Some((head, body)) = read_request(&mut c) else {
             return;
         };
-        let text = decode(&String::from_utf8_lossy(&body));
+        let text = decode(&body);
         faults.seen.lock().unwrap().push(text.clone());
         let rule = faults
             .rules
@@ -148,26 +148,12 @@ fn serve(mut c: TcpStream, upstream: u16, faults: &Faults) {
     }
 }
 
-fn decode(form: &str) -> String {
-    form.split('&')
-        .map(|kv| {
-            let kv = kv.replace('+', " ");
-            let mut out = Vec::new();
-            let b = kv.as_bytes();
-            let mut i = 0;
-            while i < b.len() {
-                if b[i] == b'%' && i + 2 < b.len() {
-                    if let Ok(v) = u8::from_str_radix(&kv[i + 1..i + 3], 16) {
-                        out.push(v);
-                        i += 3;
-                        continue;
-                    }
-                }
-                out.push(b[i]);
-                i += 1;
-            }
-            String::from_utf8_lossy(&out).into_owned()
-        })
+/// The form body decoded, `key=value` pairs joined by `&`, for the rules to match.
+fn decode(body: &[u8]) -> String {
+    serde_urlencoded::from_bytes::<Vec<(String, String)>>(body)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(k, v)| format!("{k}={v}"))
         .collect::<Vec<_>>()
         .join("&")
 }

@@ -418,12 +418,11 @@ impl Worker {
 
     /// Buys node `h`'s instance: the zones in order from the one its launch is at.
     async fn launch(&mut self, ec2: &Ec2, h: usize) {
-        if let Some(i) = &self.slots[h].instance {
+        if self.slots[h].instance.is_some() {
             // Bought already (adopted, or asked for again): ready again once it runs.
             if self.slots[h].ready {
                 self.say(NodeEvent::Ready(h));
             }
-            let _ = i;
             return;
         }
         let image = match &self.image {

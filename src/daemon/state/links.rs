@@ -16,6 +16,10 @@ impl State {
         node: usize,
         info: HostInfo,
     ) -> Result<(), EngineError> {
+        if self.is_machine(node) && self.nodes.lives[node] == Life::Absent {
+            // A machine given back whose agent answered on the way out: not the fleet's.
+            return Ok(());
+        }
         self.nodes.unconnected.remove(&node);
         let name = self.node_name(node);
         let declared = self.engine.fleet().nodes[node].gpus.len();
@@ -55,10 +59,6 @@ impl State {
             s
         };
         self.hosts.hostnames.insert(node, info.hostname.clone());
-        if self.is_machine(node) && self.nodes.lives[node] == Life::Absent {
-            // A machine given back whose agent answered on the way out: not the fleet's.
-            return Ok(());
-        }
         let was_lost = self.nodes.lives[node] != Life::Up;
         self.hosts.down.remove(&node);
         self.hosts.lost.remove(&node);
@@ -185,12 +185,10 @@ impl State {
         for (&node, (since, why)) in &self.hosts.down {
             let pool = self.hosts.at[&node].0;
             // A machine just bought gets its pool's time to boot before it counts as lost.
-            let after = match self.nodes.unconnected.get(&node) {
-                Some(_) => {
-                    self.hosts.lost_after[pool].max(self.nodes.pools[pool].first_contact_s())
-                }
-                None => self.hosts.lost_after[pool],
-            };
+            let mut after = self.hosts.lost_after[pool];
+            if self.nodes.unconnected.contains(&node) {
+                after = after.max(self.nodes.pools[pool].first_contact_s());
+            }
             if now - since >= after && !self.hosts.lost.contains(&node) {
                 lost.push((node, why.clone()));
             }

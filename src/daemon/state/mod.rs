@@ -129,9 +129,8 @@ struct Nodes {
     interrupted: Vec<Option<f64>>,
     /// Per pool: passed over by the planner until then (it could not buy a node).
     unavailable: Vec<Option<f64>>,
-    /// Bought machines ready but not yet reached (their agent has not answered since): when
-    /// they were ready.
-    unconnected: HashMap<usize, f64>,
+    /// Bought machines ready but not yet reached (their agent has not answered since).
+    unconnected: std::collections::HashSet<usize>,
     /// The fleet's spending cap ($/h), and per pool the cap last said to cut a buy short.
     fleet_cap: Option<f64>,
     capped: HashMap<usize, String>,

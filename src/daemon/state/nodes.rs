@@ -243,7 +243,7 @@ impl State {
                         if let Err(e) = self.hosts.runners[pool].attach(host, &entry) {
                             self.record("cloud", format!("{}: {e}", self.node_name(i)))?;
                         }
-                        self.nodes.unconnected.insert(i, self.now);
+                        self.nodes.unconnected.insert(i);
                         self.await_first_contact(i);
                         at = format!(" at {entry}");
                     }

@@ -98,10 +98,7 @@ impl State {
             }
             adopted.insert(r.job, (p, r.started_at));
         }
-        let lives = start_lives(&fleet, &cfg.pools);
-        for (n, life) in fleet.nodes.iter_mut().zip(&lives) {
-            n.health = life.health();
-        }
+        let mut lives = start_lives(&fleet, &cfg.pools);
         let provisioners: Vec<_> = cfg
             .pools
             .iter()
@@ -120,7 +117,6 @@ impl State {
         // A pool of real machines bought (a cloud's) has none at open: those it starts with,
         // and those its runs were left on, are bought — the provisioner adopts the instances
         // that exist, so a restart buys nothing twice — and are up once ready.
-        let mut lives = lives;
         let mut to_buy = Vec::new();
         for (n, life) in lives.iter_mut().enumerate() {
             let pool = fleet.nodes[n].pool.index();
@@ -146,7 +142,7 @@ impl State {
             provisioners,
             interrupted: vec![None; cfg.pools.len()],
             unavailable: vec![None; cfg.pools.len()],
-            unconnected: HashMap::new(),
+            unconnected: Default::default(),
             fleet_cap: cfg.scale.max_dollars_per_hour,
             capped: HashMap::new(),
             scale: crate::config::fleet::scale_of(cfg),

@@ -12,10 +12,12 @@
 //! current one.
 
 pub mod agent;
+pub mod cloud;
 mod cluster;
 pub mod ec2;
 pub mod gpu_model;
 pub mod kube;
+pub mod lambda;
 pub mod local;
 pub mod logs;
 pub mod sim;
@@ -51,7 +53,10 @@ pub fn provisioner_for(
     now: f64,
 ) -> Result<Option<Box<dyn Provisioner>>, String> {
     if p.is_ec2() {
-        return Ok(Some(Box::new(ec2::Ec2Pool::open(p, nodes.to_vec())?)));
+        return Ok(Some(Box::new(ec2::open(p, nodes.to_vec())?)));
+    }
+    if p.is_lambda() {
+        return Ok(Some(Box::new(lambda::open(p, nodes.to_vec())?)));
     }
     if !p.is_simulated() {
         return Ok(None);
@@ -138,7 +143,7 @@ pub fn runner_for(
             ssh::SshPool::connect(&p.hosts, ssh_options(p))
                 .map_err(|e| format!("pool `{}`: {e}", p.name))?,
         )
-    } else if p.is_ec2() {
+    } else if p.buys_machines() {
         // Its nodes are the instances bought: each reached once it runs (`Runner::attach`).
         Box::new(
             ssh::SshPool::slots(nodes.len(), ssh_options(p))

@@ -5,8 +5,8 @@
 //! actor) — the time to each node ready through the API, EC2 calls per node, and instances left
 //! behind (leaked) once all were given back.
 
-use crate::backend::ec2::api::{Ec2, Instance};
-use crate::backend::ec2::Ec2Pool;
+use crate::backend::cloud::{Cloud, Instance};
+use crate::backend::ec2::api::Ec2;
 use crate::backend::{NodeEvent, Provisioner};
 use serde::Serialize;
 use std::time::{Duration, Instant};
@@ -111,7 +111,7 @@ pub fn run(c: &CloudBenchConfig) -> Result<CloudBenchReport, String> {
     let fleet = format!("bench-{}", std::process::id());
     let p = pool(c.nodes, &endpoint, &fleet)?;
     let names: Vec<String> = (0..c.nodes).map(|i| p.node_name(i as u32)).collect();
-    let mut pool = Ec2Pool::open(&p, names)?;
+    let mut pool = crate::backend::ec2::open(&p, names)?;
     let before = pool.calls();
     let mut buy_us = Vec::new();
     let t0 = Instant::now();

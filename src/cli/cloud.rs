@@ -4,7 +4,7 @@
 //! behind.
 
 use super::{print_as, Output};
-use gantry::backend::ec2::api::{Ec2, Instance, Refusal};
+use gantry::backend::cloud::{by_pool, Instance};
 use gantry::config::fleet::PoolConfig;
 use serde::Serialize;
 use std::path::PathBuf;
@@ -37,10 +37,10 @@ pub fn run(cmd: CloudCmd) -> Result<(), super::CliError> {
         }
     };
     let (source, cfg, _) = super::fleet::load(config)?;
-    let pools: Vec<&PoolConfig> = cfg.pools.iter().filter(|p| p.is_ec2()).collect();
+    let pools: Vec<&PoolConfig> = cfg.pools.iter().filter(|p| p.buys_machines()).collect();
     if pools.is_empty() {
         return Err(super::CliError::from(format!(
-            "the fleet file ({source}) has no cloud pools (backend = \"ec2\"): nothing to check or list"
+            "the fleet file ({source}) has no cloud pools (backend = \"ec2\" or \"lambda\"): nothing to check or list"
         )));
     }
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -56,9 +56,10 @@ pub fn run(cmd: CloudCmd) -> Result<(), super::CliError> {
             } else {
                 for c in &checks {
                     println!(
-                        "{} pool {} (region {}, fleet tag {}): {}",
+                        "{} pool {} ({}, region {}, fleet {}): {}",
                         if c.ok { "ok  " } else { "FAIL" },
                         c.pool,
+                        c.backend,
                         c.region,
                         c.fleet,
                         if c.ok { "can buy" } else { "cannot buy" }
@@ -79,10 +80,9 @@ pub fn run(cmd: CloudCmd) -> Result<(), super::CliError> {
         CloudCmd::Ls { .. } => {
             let mut rows = Vec::new();
             for p in pools {
-                let ec2 = rt.block_on(Ec2::new(gantry::backend::ec2::target_of(p)));
-                let found = rt.block_on(ec2.list()).map_err(|r| {
-                    super::CliError::from(format!("pool `{}`: {}", p.name, r.why()))
-                })?;
+                let found = rt
+                    .block_on(by_pool::list(p))
+                    .map_err(|why| super::CliError::from(format!("pool `{}`: {why}", p.name)))?;
                 rows.extend(found.into_iter().map(|i| Row {
                     pool: p.name.clone(),
                     region: p.region.clone(),
@@ -103,6 +103,7 @@ pub fn run(cmd: CloudCmd) -> Result<(), super::CliError> {
 #[derive(Serialize)]
 struct Check {
     pool: String,
+    backend: String,
     region: String,
     fleet: String,
     ok: bool,
@@ -110,71 +111,19 @@ struct Check {
 }
 
 async fn check(p: &PoolConfig) -> Check {
-    let target = gantry::backend::ec2::target_of(p);
-    let mut c = Check {
+    let (_, fleet) = by_pool::places_and_fleet(p);
+    let lines = by_pool::check(p).await;
+    Check {
         pool: p.name.clone(),
+        backend: p.backend().name().to_string(),
         region: p.region.clone(),
-        fleet: target.fleet.clone(),
-        ok: true,
-        lines: Vec::new(),
-    };
-    let ec2 = Ec2::new(target).await;
-    match ec2.credentials().await {
-        Ok(()) => c.lines.push("credentials: found".to_string()),
-        Err(e) => {
-            c.ok = false;
-            c.lines.push(format!("credentials: {e}"));
-            return c;
-        }
+        fleet,
+        ok: lines.iter().all(|(ok, _)| *ok),
+        lines: lines
+            .into_iter()
+            .map(|(ok, l)| if ok { l } else { format!("✗ {l}") })
+            .collect(),
     }
-    let zones = p.ec2.clone().unwrap_or_default().zones_or(&p.zone);
-    match ec2.zones().await {
-        Ok(have) => {
-            c.lines.push(format!(
-                "region {} answers: {} zone(s)",
-                p.region,
-                have.len()
-            ));
-            for z in &zones {
-                match have.iter().find(|(n, _)| n == z) {
-                    Some((_, state)) => c.lines.push(format!("zone {z}: {state}")),
-                    None => {
-                        c.ok = false;
-                        c.lines
-                            .push(format!("zone {z}: not a zone of {}", p.region));
-                    }
-                }
-            }
-        }
-        Err(r) => {
-            c.ok = false;
-            c.lines.push(format!("region {}: {}", p.region, r.why()));
-            return c;
-        }
-    }
-    match ec2.image().await {
-        Ok(i) => c.lines.push(format!("image: {i}")),
-        Err(r) => {
-            c.ok = false;
-            c.lines.push(format!("image: {}", r.why()));
-        }
-    }
-    match ec2.list().await {
-        Ok(found) => c.lines.push(format!(
-            "instances of this pool now: {} ({} running)",
-            found.len(),
-            found.iter().filter(|i| i.state == "running").count()
-        )),
-        Err(Refusal::Stop(why)) => {
-            c.ok = false;
-            c.lines.push(format!("listing instances: {why}"));
-        }
-        Err(r) => c.lines.push(format!("listing instances: {}", r.why())),
-    }
-    c.lines.push(
-        "quotas: not read (the Service Quotas API is not in gantry yet): a quota refusal shows as an event when a buy hits it".to_string(),
-    );
-    c
 }
 
 #[derive(Serialize)]

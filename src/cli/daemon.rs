@@ -198,13 +198,22 @@ pub fn run(a: DaemonArgs) -> Result<(), String> {
     backends.extend(listed(|p| p.is_ssh(), "SSH host(s)"));
     backends.extend(listed(|p| p.is_slurm(), "Slurm node(s)"));
     backends.extend(listed(|p| p.is_kube(), "Kubernetes node(s)"));
-    let ec2: Vec<_> = cfg.pools.iter().filter(|p| p.is_ec2()).collect();
-    if !ec2.is_empty() {
-        let most: u32 = ec2.iter().map(|p| p.max_nodes.unwrap_or(p.nodes)).sum();
-        backends.push(format!(
-            "{} EC2 pool(s), up to {most} instance(s) bought as needed",
-            ec2.len()
-        ));
+    for (of, cloud) in [
+        (
+            gantry::config::fleet::PoolConfig::is_ec2
+                as fn(&gantry::config::fleet::PoolConfig) -> bool,
+            "EC2",
+        ),
+        (gantry::config::fleet::PoolConfig::is_lambda, "Lambda Cloud"),
+    ] {
+        let pools: Vec<_> = cfg.pools.iter().filter(|p| of(p)).collect();
+        if !pools.is_empty() {
+            let most: u32 = pools.iter().map(|p| p.max_nodes.unwrap_or(p.nodes)).sum();
+            backends.push(format!(
+                "{} {cloud} pool(s), up to {most} instance(s) bought as needed",
+                pools.len()
+            ));
+        }
     }
     let backend = if backends.is_empty() {
         "no pools".to_string()

@@ -157,17 +157,7 @@ pub fn validate(p: &PoolConfig, name: &str) -> Result<(), String> {
             ));
         }
     }
-    let host = e.ssh_host();
-    let mut rest = host.to_string();
-    for f in SSH_HOST_FIELDS {
-        rest = rest.replace(f, "");
-    }
-    if rest.contains('{') || rest.contains('}') || host.trim().is_empty() {
-        return Err(format!(
-            "{name}: [pools.ec2] ssh_host = \"{host}\": allowed fields are {}",
-            SSH_HOST_FIELDS.join(", ")
-        ));
-    }
+    check_ssh_host(e.ssh_host(), name, "ec2")?;
     if p.capacity == crate::model::CapacityType::Reserved {
         return Err(format!(
             "{name}: an EC2 pool buys its nodes: capacity = \"on-demand\" or \"spot\" (not reserved)"
@@ -191,6 +181,21 @@ pub fn validate(p: &PoolConfig, name: &str) -> Result<(), String> {
                 "{name}: [pools.ec2] fleet must be 1 to 200 characters"
             ));
         }
+    }
+    Ok(())
+}
+
+/// A cloud pool's `ssh_host` template: only the fields gantry fills in.
+pub fn check_ssh_host(host: &str, name: &str, table: &str) -> Result<(), String> {
+    let mut rest = host.to_string();
+    for f in SSH_HOST_FIELDS {
+        rest = rest.replace(f, "");
+    }
+    if rest.contains('{') || rest.contains('}') || host.trim().is_empty() {
+        return Err(format!(
+            "{name}: [pools.{table}] ssh_host = \"{host}\": allowed fields are {}",
+            SSH_HOST_FIELDS.join(", ")
+        ));
     }
     Ok(())
 }

@@ -318,6 +318,9 @@ pub struct PoolConfig {
     pub max_dollars_per_hour: Option<f64>,
     /// `backend = "ec2"`: what to launch, where, and how to reach it (`config::ec2`).
     pub ec2: Option<super::ec2::Ec2Settings>,
+    /// `backend = "lambda"`: where to launch, which SSH key, how to reach it
+    /// (`config::lambda`).
+    pub lambda: Option<super::lambda::LambdaSettings>,
 }
 
 /// `nodes` left out of a pool (filled from `hosts` for SSH pools, an error for others).
@@ -342,16 +345,19 @@ pub enum Backend {
     Kubernetes,
     /// AWS EC2 instances gantry buys and gives back, each an SSH host running its agent.
     Ec2,
+    /// Lambda Cloud instances gantry buys and gives back, each an SSH host running its agent.
+    Lambda,
 }
 
 impl Backend {
-    pub const ALL: [Backend; 6] = [
+    pub const ALL: [Backend; 7] = [
         Backend::Simulated,
         Backend::Local,
         Backend::Ssh,
         Backend::Slurm,
         Backend::Kubernetes,
         Backend::Ec2,
+        Backend::Lambda,
     ];
 
     pub fn name(self) -> &'static str {
@@ -362,6 +368,7 @@ impl Backend {
             Backend::Slurm => "slurm",
             Backend::Kubernetes => "kubernetes",
             Backend::Ec2 => "ec2",
+            Backend::Lambda => "lambda",
         }
     }
 
@@ -414,6 +421,8 @@ fn backend_problem(p: &PoolConfig) -> Option<String> {
                 p.provider,
                 if p.provider == "aws" {
                     " — or buy its instances with backend = \"ec2\" and a [pools.ec2] table (the image to launch)".to_string()
+                } else if p.provider == "lambda" {
+                    " — or buy its instances with backend = \"lambda\" and a [pools.lambda] table (the SSH key to install)".to_string()
                 } else if CLOUDS.contains(&p.provider.as_str()) {
                     format!(" — gantry cannot buy {} capacity itself yet", p.provider)
                 } else {
@@ -568,6 +577,16 @@ impl PoolConfig {
         self.backend() == Backend::Ec2
     }
 
+    /// Lambda Cloud instances gantry buys (`config::lambda`), reached over SSH.
+    pub fn is_lambda(&self) -> bool {
+        self.backend() == Backend::Lambda
+    }
+
+    /// Instances gantry buys from a cloud and reaches over SSH (EC2, Lambda).
+    pub fn buys_machines(&self) -> bool {
+        self.is_ec2() || self.is_lambda()
+    }
+
     /// Pools whose `hosts` are a cluster's node names (not ssh destinations).
     pub fn lists_cluster_nodes(&self) -> bool {
         self.is_slurm() || self.is_kube()
@@ -608,9 +627,11 @@ impl PoolConfig {
 
     /// How long a machine just bought may take to answer before it counts as lost.
     pub fn first_contact_s(&self) -> f64 {
-        self.ec2
-            .as_ref()
-            .map_or(0.0, super::ec2::Ec2Settings::reachable_within_s)
+        match (&self.ec2, &self.lambda) {
+            (Some(e), _) => e.reachable_within_s(),
+            (_, Some(l)) => l.reachable_within_s(),
+            _ => 0.0,
+        }
     }
 
     /// The name of node `i` of this pool: an SSH pool's host entry, else a made-up one.

@@ -6,6 +6,7 @@ pub mod console;
 pub mod ec2;
 pub mod fleet;
 pub mod kube;
+pub mod lambda;
 pub mod paths;
 pub mod reload;
 pub mod slurm;

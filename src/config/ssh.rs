@@ -15,11 +15,12 @@ pub fn validate(p: &PoolConfig, name: &str) -> Result<(), String> {
             p.lost_after.is_some() && !p.lists_cluster_nodes(),
         ),
     ];
-    if p.is_ec2() {
+    if p.buys_machines() {
         // Its instances are reached over SSH as hosts are; gantry lists them itself.
         if !p.hosts.is_empty() {
             return Err(format!(
-                "{name}: an EC2 pool's hosts are the instances gantry buys: no `hosts` (max_nodes bounds them)"
+                "{name}: a {} pool's hosts are the instances gantry buys: no `hosts` (max_nodes bounds them)",
+                p.backend().name()
             ));
         }
         return lost_after_ok(p, name);

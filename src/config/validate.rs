@@ -34,6 +34,9 @@ pub(super) fn validate(file: &str, text: &str, cfg: &FleetConfig) -> Result<(), 
         if let Err(message) = super::ec2::validate(p, &name) {
             return Err(at("pools", i, message));
         }
+        if let Err(message) = super::lambda::validate(p, &name) {
+            return Err(at("pools", i, message));
+        }
         if let Err(message) = super::kube::validate(p, &name) {
             return Err(at("pools", i, message));
         }

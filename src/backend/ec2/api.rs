@@ -3,6 +3,7 @@
 //! look an image up, and what a refusal means for the next step (another zone, another pool,
 //! or stop and say why). Every call is counted: `gantry bench cloud` reports calls per node.
 
+use crate::backend::cloud::{CheckLines, Cloud, Instance, Phase, Refusal};
 use aws_sdk_ec2::error::ProvideErrorMetadata;
 use aws_sdk_ec2::types::{
     Filter, InstanceMarketOptionsRequest, InstanceStateName, InstanceType, MarketType, Placement,
@@ -32,55 +33,6 @@ pub struct Target {
     pub image_owner: Option<String>,
     pub profile: Option<String>,
     pub endpoint_url: Option<String>,
-}
-
-/// An instance of this fleet as EC2 describes it.
-#[derive(Clone, Debug, PartialEq, serde::Serialize)]
-pub struct Instance {
-    pub id: String,
-    pub state: String,
-    pub node: Option<String>,
-    pub pool: Option<String>,
-    pub zone: Option<String>,
-    pub instance_type: Option<String>,
-    pub spot: bool,
-    pub public_ip: Option<String>,
-    pub private_ip: Option<String>,
-    pub public_dns: Option<String>,
-    /// RFC 3339.
-    pub launched: Option<String>,
-    /// Why it stopped or ended, as EC2 says (`Server.SpotInstanceTermination: …`).
-    pub reason: Option<String>,
-}
-
-impl Instance {
-    pub fn live(&self) -> bool {
-        matches!(self.state.as_str(), "pending" | "running")
-    }
-}
-
-/// Why a call did not do what was asked, and what that means for the next step.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Refusal {
-    /// This zone has no capacity for the instance type now (or does not offer it): nothing
-    /// was bought; the next zone may.
-    Zone(String),
-    /// The account's quota or the spot price stops every zone of the region: another pool
-    /// (region, market) may.
-    Pool(String),
-    /// The pool's settings or credentials are wrong: nothing will work until they change.
-    Stop(String),
-    /// The call may or may not have reached EC2 (a timeout, a throttle, a 5xx): retry the
-    /// same request (the client token makes a launch idempotent).
-    Retry(String),
-}
-
-impl Refusal {
-    pub fn why(&self) -> &str {
-        match self {
-            Refusal::Zone(w) | Refusal::Pool(w) | Refusal::Stop(w) | Refusal::Retry(w) => w,
-        }
-    }
 }
 
 /// EC2 error codes by what they mean for the next step.
@@ -148,6 +100,8 @@ pub struct Ec2 {
     pub target: Target,
     /// Calls made (each an API request; the SDK's own retries of one are not counted).
     pub calls: Arc<AtomicU64>,
+    /// The AMI found for `image_name` (`Cloud::prepare`).
+    image: Option<String>,
 }
 
 impl Ec2 {
@@ -179,6 +133,7 @@ impl Ec2 {
             credentials: sdk.credentials_provider(),
             target,
             calls: Arc::default(),
+            image: None,
         }
     }
 
@@ -234,7 +189,7 @@ impl Ec2 {
     /// Launches one instance for `node` in `zone`, tagged as this fleet's at launch (so a
     /// daemon killed before it hears the answer finds it when it lists the fleet). `token`
     /// makes the request idempotent: sent again after a lost answer, it buys nothing more.
-    pub async fn launch(
+    pub async fn run_instance(
         &self,
         node: &str,
         zone: &str,
@@ -288,40 +243,6 @@ impl Ec2 {
             .ok_or_else(|| Refusal::Retry("RunInstances answered with no instance".to_string()))
     }
 
-    /// This fleet's instances (of this pool), any state but terminated.
-    pub async fn list(&self) -> Result<Vec<Instance>, Refusal> {
-        self.describe(
-            vec![
-                Filter::builder()
-                    .name(format!("tag:{TAG_FLEET}"))
-                    .values(&self.target.fleet)
-                    .build(),
-                Filter::builder()
-                    .name(format!("tag:{TAG_POOL}"))
-                    .values(&self.target.pool)
-                    .build(),
-                Filter::builder()
-                    .name("instance-state-name")
-                    .set_values(Some(
-                        ["pending", "running", "stopping", "stopped", "shutting-down"]
-                            .map(String::from)
-                            .to_vec(),
-                    ))
-                    .build(),
-            ],
-            Vec::new(),
-        )
-        .await
-    }
-
-    /// The instances `ids`, as they are now (terminated ones too, while EC2 still lists them).
-    pub async fn states(&self, ids: Vec<String>) -> Result<Vec<Instance>, Refusal> {
-        if ids.is_empty() {
-            return Ok(Vec::new());
-        }
-        self.describe(Vec::new(), ids).await
-    }
-
     async fn describe(
         &self,
         filters: Vec<Filter>,
@@ -353,21 +274,6 @@ impl Ec2 {
         }
     }
 
-    /// Terminates `ids` (one call for all).
-    pub async fn terminate(&self, ids: Vec<String>) -> Result<(), Refusal> {
-        if ids.is_empty() {
-            return Ok(());
-        }
-        self.count();
-        self.client
-            .terminate_instances()
-            .set_instance_ids(Some(ids))
-            .send()
-            .await
-            .map(|_| ())
-            .map_err(|e| refusal(&e))
-    }
-
     /// The region's zones that answer (name → state), for `gantry cloud check`.
     pub async fn zones(&self) -> Result<Vec<(String, String)>, Refusal> {
         self.count();
@@ -390,6 +296,188 @@ impl Ec2 {
     }
 }
 
+impl Cloud for Ec2 {
+    fn offer(&self) -> String {
+        format!(
+            "{}, {}",
+            self.target.instance_type,
+            if self.target.spot {
+                "spot"
+            } else {
+                "on-demand"
+            }
+        )
+    }
+
+    fn calls(&self) -> Arc<AtomicU64> {
+        self.calls.clone()
+    }
+
+    async fn open_check(&self, zones: &[String]) -> Result<(), String> {
+        self.credentials().await?;
+        match self.zones().await {
+            Ok(have) => match zones.iter().find(|z| !have.iter().any(|(n, _)| n == *z)) {
+                Some(z) => Err(format!(
+                    "zone `{z}` is not a zone of {} (it has: {})",
+                    self.target.region,
+                    names_or_none(have.iter().map(|(n, _)| n.as_str()))
+                )),
+                None => Ok(()),
+            },
+            Err(Refusal::Stop(why)) => Err(why),
+            Err(_) => Ok(()),
+        }
+    }
+
+    async fn check(&self, zones: &[String]) -> CheckLines {
+        let mut lines = Vec::new();
+        if let Err(e) = self.credentials().await {
+            lines.push((false, format!("credentials: {e}")));
+            return lines;
+        }
+        lines.push((true, "credentials: found".to_string()));
+        let region = &self.target.region;
+        match self.zones().await {
+            Ok(have) => {
+                lines.push((
+                    true,
+                    format!("region {region} answers: {} zone(s)", have.len()),
+                ));
+                for z in zones {
+                    lines.push(match have.iter().find(|(n, _)| n == z) {
+                        Some((_, state)) => (true, format!("zone {z}: {state}")),
+                        None => (false, format!("zone {z}: not a zone of {region}")),
+                    });
+                }
+            }
+            Err(r) => {
+                lines.push((false, format!("region {region}: {}", r.why())));
+                return lines;
+            }
+        }
+        lines.push(match self.image().await {
+            Ok(i) => (true, format!("image: {i}")),
+            Err(r) => (false, format!("image: {}", r.why())),
+        });
+        lines.push(match self.list().await {
+            Ok(found) => (
+                true,
+                format!(
+                    "instances of this pool now: {} ({} running)",
+                    found.len(),
+                    found.iter().filter(|i| i.phase == Phase::Running).count()
+                ),
+            ),
+            Err(r) => (
+                !matches!(r, Refusal::Stop(_)),
+                format!("listing instances: {}", r.why()),
+            ),
+        });
+        lines.push((
+            true,
+            "quotas: not read (the Service Quotas API is not in gantry yet): a quota refusal shows as an event when a buy hits it".to_string(),
+        ));
+        lines
+    }
+
+    async fn prepare(&mut self) -> Result<(), Refusal> {
+        if self.image.is_none() {
+            self.image = Some(self.image().await?);
+        }
+        Ok(())
+    }
+
+    async fn launch(&self, node: &str, zone: &str, token: &str) -> Result<Instance, Refusal> {
+        let image = self.image.clone().unwrap_or_default();
+        self.run_instance(node, zone, &image, token).await
+    }
+
+    /// This fleet's instances (of this pool), any state but terminated.
+    async fn list(&self) -> Result<Vec<Instance>, Refusal> {
+        self.describe(
+            vec![
+                Filter::builder()
+                    .name(format!("tag:{TAG_FLEET}"))
+                    .values(&self.target.fleet)
+                    .build(),
+                Filter::builder()
+                    .name(format!("tag:{TAG_POOL}"))
+                    .values(&self.target.pool)
+                    .build(),
+                Filter::builder()
+                    .name("instance-state-name")
+                    .set_values(Some(
+                        ["pending", "running", "stopping", "stopped", "shutting-down"]
+                            .map(String::from)
+                            .to_vec(),
+                    ))
+                    .build(),
+            ],
+            Vec::new(),
+        )
+        .await
+    }
+
+    /// The instances `ids`, as they are now (terminated ones too, while EC2 still lists them).
+    async fn states(&self, ids: Vec<String>) -> Result<Vec<Instance>, Refusal> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut found = self.describe(Vec::new(), ids.clone()).await?;
+        // EC2 forgets a terminated instance after a while: one it no longer has is ended.
+        for id in ids {
+            if !found.iter().any(|i| i.id == id) {
+                found.push(ended(&id));
+            }
+        }
+        Ok(found)
+    }
+
+    /// Terminates `ids` (one call for all).
+    async fn terminate(&self, ids: Vec<String>) -> Result<(), Refusal> {
+        if ids.is_empty() {
+            return Ok(());
+        }
+        self.count();
+        self.client
+            .terminate_instances()
+            .set_instance_ids(Some(ids))
+            .send()
+            .await
+            .map(|_| ())
+            .map_err(|e| refusal(&e))
+    }
+}
+
+/// `a, b, c`, or `none`.
+fn names_or_none<'a>(names: impl Iterator<Item = &'a str>) -> String {
+    let v: Vec<&str> = names.collect();
+    if v.is_empty() {
+        "none".to_string()
+    } else {
+        v.join(", ")
+    }
+}
+
+/// An instance EC2 no longer lists.
+fn ended(id: &str) -> Instance {
+    Instance {
+        id: id.to_string(),
+        state: "terminated".to_string(),
+        phase: Phase::Ended,
+        node: None,
+        pool: None,
+        zone: None,
+        instance_type: None,
+        spot: false,
+        public_ip: None,
+        private_ip: None,
+        public_dns: None,
+        launched: None,
+        reason: Some("no longer listed".to_string()),
+    }
+}
+
 fn instance(i: &aws_sdk_ec2::types::Instance) -> Instance {
     let tag = |k: &str| {
         i.tags()
@@ -403,9 +491,16 @@ fn instance(i: &aws_sdk_ec2::types::Instance) -> Instance {
         .and_then(|s| s.name())
         .map_or("unknown", InstanceStateName::as_str)
         .to_string();
+    let phase = match state.as_str() {
+        "pending" => Phase::Starting,
+        "running" => Phase::Running,
+        "stopping" | "stopped" => Phase::Stopped,
+        _ => Phase::Ended,
+    };
     Instance {
         id: i.instance_id().unwrap_or_default().to_string(),
         state,
+        phase,
         node: tag(TAG_NODE),
         pool: tag(TAG_POOL),
         zone: i

@@ -1,0 +1,61 @@
+//! Lambda Cloud pools: instances gantry launches through Lambda's Cloud API when its queue
+//! needs them and terminates when they idle, each joining its pool as an SSH host running
+//! `gantry agent` (the SSH backend's runner, as for EC2). The pool's worker is every cloud's
+//! (`cloud::pool`); this module brings Lambda's calls (`api`): live capacity per region from
+//! `instance-types` (regions without it are passed over before any launch), launches queued
+//! one per `launch_every`, instances named for their fleet, pool and node.
+
+pub mod api;
+
+use crate::backend::cloud::{pool::Reach, CloudPool};
+use api::{Lambda, Target};
+
+/// Where and how pool `p`'s instances are bought.
+pub fn target_of(p: &crate::config::fleet::PoolConfig) -> Target {
+    // Validated: a Lambda pool has its table.
+    let l = p.lambda.clone().unwrap_or_default();
+    Target {
+        fleet: l
+            .fleet
+            .clone()
+            .unwrap_or_else(crate::backend::cloud::default_fleet),
+        pool: p.name.clone(),
+        instance_type: p.instance_type.clone(),
+        ssh_key_name: l.ssh_key_name.clone().unwrap_or_default(),
+        ssh_public_key: l.ssh_public_key.as_deref().map(crate::backend::expand_home),
+        api_key_file: l.api_key_file.as_deref().map(crate::backend::expand_home),
+        endpoint_url: l
+            .endpoint_url
+            .clone()
+            .unwrap_or_else(|| api::API.to_string()),
+        launch_every: std::time::Duration::from_secs_f64(l.launch_every_s()),
+    }
+}
+
+/// The provisioner of Lambda pool `p`, whose node slots are `nodes`.
+pub fn open(p: &crate::config::fleet::PoolConfig, nodes: Vec<String>) -> Result<CloudPool, String> {
+    let settings = p
+        .lambda
+        .clone()
+        .ok_or("a Lambda pool needs [pools.lambda]")?;
+    let target = target_of(p);
+    if let Some(long) = nodes
+        .iter()
+        .map(|n| target.name_of(n))
+        .find(|n| n.len() > 64)
+    {
+        return Err(format!(
+            "pool `{}`: its instances' names (like `{long}`) pass Lambda's 64 characters: a shorter [pools.lambda] fleet or pool name",
+            p.name
+        ));
+    }
+    let reach = Reach {
+        name: format!("pool `{}` (backend lambda, region {})", p.name, p.region),
+        places: settings.regions_or(&p.region),
+        ssh_user: settings.ssh_user().to_string(),
+        ssh_host: settings.ssh_host().to_string(),
+        nodes,
+        delay: crate::sim::lifecycle::provisioning_delay(p),
+    };
+    CloudPool::open(reach, move || async move { Lambda::new(target) })
+}

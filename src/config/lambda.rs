@@ -195,7 +195,7 @@ mod tests {
 
     fn pool(extra: &str) -> String {
         format!(
-            "[[pools]]\nprovider = \"lambda\"\nbackend = \"lambda\"\nregion = \"us-east-1\"\nzone = \"us-east-1\"\nname = \"h100\"\ninstance_type = \"gpu_8x_h100_sxm5\"\ngpu = \"H100\"\ngpus_per_node = 8\ncpus = 208\nmemory_gb = 1800\ncapacity = \"on-demand\"\nprice_per_hour = 23.92\nnodes = 0\nmax_nodes = 2\n{extra}"
+            "[[pools]]\nprovider = \"lambda\"\nbackend = \"lambda\"\nregion = \"us-east-1\"\nzone = \"us-east-1\"\nname = \"h100\"\ninstance_type = \"gpu_8x_h100_sxm5\"\ngpu = \"H100\"\ngpus_per_node = 8\nvram_gb = 80\ncpus = 208\nmemory_gb = 1800\ncapacity = \"on-demand\"\nprice_per_hour = 23.92\nnodes = 0\nmax_nodes = 2\n{extra}"
         )
     }
 

@@ -296,15 +296,12 @@ async fn one_instance(State(s): State<Shared>, h: HeaderMap, Path(id): Path<Stri
     }
 }
 
-fn parse(body: &Bytes) -> Result<Value, Response> {
-    serde_json::from_slice(body).map_err(|e| {
-        error(
-            StatusCode::BAD_REQUEST,
-            "global/invalid-parameters",
-            &format!("Invalid JSON: {e}"),
-            None,
-        )
-    })
+fn parse(body: &Bytes) -> Result<Value, String> {
+    serde_json::from_slice(body).map_err(|e| format!("Invalid JSON: {e}"))
+}
+
+fn invalid(why: &str) -> Response {
+    error(StatusCode::BAD_REQUEST, "global/invalid-parameters", why, None)
 }
 
 async fn launch(State(s): State<Shared>, h: HeaderMap, body: Bytes) -> Response {
@@ -313,7 +310,7 @@ async fn launch(State(s): State<Shared>, h: HeaderMap, body: Bytes) -> Response 
     }
     let req = match parse(&body) {
         Ok(v) => v,
-        Err(r) => return r,
+        Err(e) => return invalid(&e),
     };
     let (hold, lose, made) = {
         let mut a = s.lock().unwrap();
@@ -406,7 +403,7 @@ async fn terminate(State(s): State<Shared>, h: HeaderMap, body: Bytes) -> Respon
     }
     let req = match parse(&body) {
         Ok(v) => v,
-        Err(r) => return r,
+        Err(e) => return invalid(&e),
     };
     let ids: Vec<String> = req["instance_ids"]
         .as_array()
@@ -463,7 +460,7 @@ async fn add_ssh_key(State(s): State<Shared>, h: HeaderMap, body: Bytes) -> Resp
     }
     let req = match parse(&body) {
         Ok(v) => v,
-        Err(r) => return r,
+        Err(e) => return invalid(&e),
     };
     let name = req["name"].as_str().unwrap_or("").to_string();
     let key = req["public_key"].as_str().unwrap_or("").to_string();

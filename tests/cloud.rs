@@ -37,10 +37,14 @@ struct World {
 }
 
 fn world(test: &str) -> Option<World> {
+    world_of(test, 1)
+}
+
+fn world_of(test: &str, hosts: usize) -> Option<World> {
     if !can_run() {
         return None;
     }
-    let h = sshd::hosts(test, 1);
+    let h = sshd::hosts(test, hosts);
     let moto = Moto::start(free_port());
     let faults = Faults::default();
     let port = proxy(moto.port, faults.clone());
@@ -59,6 +63,8 @@ struct Pool<'a> {
     price: f64,
     zones: &'a [&'a str],
     max_nodes: u32,
+    /// The metadata service its spot instances' agents watch (a test double's port).
+    metadata: Option<u16>,
 }
 
 const GPU: Pool = Pool {
@@ -67,20 +73,23 @@ const GPU: Pool = Pool {
     price: 21.96,
     zones: &["us-east-1a"],
     max_nodes: 2,
+    metadata: None,
 };
 
 /// A fleet of EC2 pools bought through the proxy at `port`, each node of each pool reached
-/// (by its name) at the test's host `to` (an sshd).
+/// (by its name) at a test host of its own (an sshd), the last host for those past them.
 fn fleet(h: &sshd::Hosts, port: u16, fleet_id: &str, pools: &[Pool]) -> PathBuf {
     let mut ssh = String::new();
     let mut text =
         String::from("[scale]\nscale_down_after = \"8s\"\n\n[[teams]]\nname = \"lab\"\n");
+    let mut k = 0;
     for p in pools {
         for i in 0..p.max_nodes {
             let port = h
                 .hosts
-                .get((i as usize).min(h.hosts.len().saturating_sub(1)))
+                .get(k.min(h.hosts.len().saturating_sub(1)))
                 .map_or(22, |x| x.port);
+            k += 1;
             ssh.push_str(&format!(
                 "Host aws-{}-{i:03}\n  HostName 127.0.0.1\n  Port {port}\n  User root\n",
                 p.name
@@ -115,7 +124,7 @@ ssh_host = "{{node}}"
 ssh_user = "root"
 endpoint_url = "http://127.0.0.1:{port}"
 fleet = "{fleet_id}"
-"#,
+{metadata}"#,
             name = p.name,
             zone = p.zones[0],
             capacity = p.capacity,
@@ -123,6 +132,9 @@ fleet = "{fleet_id}"
             max = p.max_nodes,
             dir = h.dir.display(),
             zones = zones.join(", "),
+            metadata = p.metadata.map_or(String::new(), |m| format!(
+                "metadata_url = \"http://127.0.0.1:{m}\"\n"
+            )),
         ));
     }
     // Each node's name first; then what every host needs (the key, known hosts).
@@ -289,6 +301,7 @@ fn no_capacity_in_a_zone_tries_the_next_and_no_spot_anywhere_buys_on_demand() {
         price: 8.0,
         zones: &["us-east-1b", "us-east-1c"],
         max_nodes: 1,
+        metadata: None,
     };
     let od = Pool {
         name: "od",
@@ -296,6 +309,7 @@ fn no_capacity_in_a_zone_tries_the_next_and_no_spot_anywhere_buys_on_demand() {
         price: 21.96,
         zones: &["us-east-1a", "us-east-1b"],
         max_nodes: 1,
+        metadata: None,
     };
     let fleet = fleet(&h, port, "t-failover", &[spot, od]);
     let dir = temp_dir("cloud-failover");
@@ -468,4 +482,144 @@ fn missing_credentials_and_a_zone_the_region_lacks_are_refused_with_what_to_do()
         "{err}"
     );
     assert!(instances(moto.port, "us-east-1").is_empty());
+}
+
+/// EC2's instance metadata service as a spot instance's agent reads it (IMDSv2: a token, then
+/// `spot/instance-action`, 404 until a notice is set), on a 127.0.0.1 port of its own.
+struct Imds {
+    port: u16,
+    notice: std::sync::Arc<std::sync::Mutex<Option<String>>>,
+    tokened: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+fn imds() -> Imds {
+    use std::io::{BufRead, BufReader, Write};
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    let notice: std::sync::Arc<std::sync::Mutex<Option<String>>> = Default::default();
+    let tokened = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let (n, t) = (notice.clone(), tokened.clone());
+    std::thread::spawn(move || {
+        for c in l.incoming().flatten() {
+            let mut r = BufReader::new(c.try_clone().unwrap());
+            let mut first = String::new();
+            let _ = r.read_line(&mut first);
+            let mut token = false;
+            loop {
+                let mut h = String::new();
+                if r.read_line(&mut h).unwrap_or(0) == 0 || h.trim().is_empty() {
+                    break;
+                }
+                token |= h
+                    .to_ascii_lowercase()
+                    .starts_with("x-aws-ec2-metadata-token: tok");
+            }
+            let (status, body) = if first.starts_with("PUT /latest/api/token") {
+                ("200 OK", "tok".to_string())
+            } else if first.starts_with("GET /latest/meta-data/spot/instance-action") {
+                if token {
+                    t.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
+                match n.lock().unwrap().clone() {
+                    Some(b) if token => ("200 OK", b),
+                    Some(_) => ("401 Unauthorized", String::new()),
+                    None => ("404 Not Found", "<html>404 - Not Found</html>".to_string()),
+                }
+            } else {
+                ("404 Not Found", "<html>404 - Not Found</html>".to_string())
+            };
+            let mut c = c;
+            let _ = write!(
+                c,
+                "HTTP/1.1 {status}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    Imds {
+        port,
+        notice,
+        tokened,
+    }
+}
+
+#[test]
+fn a_spot_notice_read_on_the_instance_checkpoints_its_job_which_runs_again_on_a_new_node() {
+    let Some(World { h, moto, port, .. }) = world_of("cloud-notice", 2) else {
+        return;
+    };
+    let md = imds();
+    let spot = Pool {
+        name: "spot",
+        capacity: "spot",
+        price: 8.0,
+        zones: &["us-east-1a"],
+        max_nodes: 1,
+        metadata: Some(md.port),
+    };
+    let od = Pool {
+        name: "od",
+        max_nodes: 1,
+        ..GPU
+    };
+    let fleet = fleet(&h, port, "t-notice", &[spot, od]);
+    let dir = temp_dir("cloud-notice");
+    let d = daemon(&dir, &fleet);
+    // What each run did, kept where both hosts write (a run's log goes with it).
+    let marks = h.dir.join("marks");
+    let id = submit(
+        &d,
+        &h.dir,
+        "ckpt",
+        &format!("name: ckpt\nresources:\n  use_spot: true\n  accelerators: A100-80GB:2\nrun: |\n  trap 'echo checkpointed-on-$(hostname) >> {0}; exit 0' TERM\n  echo start-on-$(hostname) >> {0}\n  sleep 600 & wait\n", marks.display()),
+    );
+    let marked = || std::fs::read_to_string(&marks).unwrap_or_default();
+    wait_for(&d, 120, "the job to run on the spot instance", || {
+        state(&d, id) == "running" && marked().contains(&format!("start-on-{}", h.hosts[0].name))
+    });
+    // The agent reads the metadata service (with an IMDSv2 token) and finds nothing yet.
+    wait_for(&d, 30, "the agent to watch the metadata", || {
+        md.tokened.load(std::sync::atomic::Ordering::Relaxed) > 0
+    });
+    assert!(!has(&d, "spot interruption notice"));
+    let at = chrono::Utc::now() + chrono::Duration::seconds(120);
+    *md.notice.lock().unwrap() = Some(format!(
+        r#"{{"action": "terminate", "time": "{}"}}"#,
+        at.format("%Y-%m-%dT%H:%M:%SZ")
+    ));
+    wait_for(
+        &d,
+        90,
+        "the job to checkpoint and run again on a new node",
+        || {
+            marked().contains(&format!("start-on-{}", h.hosts[1].name))
+                && state(&d, id) == "running"
+        },
+    );
+    assert_eq!(
+        marked(),
+        format!(
+            "start-on-{0}\ncheckpointed-on-{0}\nstart-on-{1}\n",
+            h.hosts[0].name, h.hosts[1].name
+        )
+    );
+    let ev = events(&d);
+    for want in [
+        "spot interruption notice from EC2: terminate at",
+        "aws-spot-000 (aws/us-east-1/us-east-1a/spot) is taken back in 2 min; 1 job(s) checkpointing",
+        "aws-od-000: launched",
+    ] {
+        assert!(ev.iter().any(|e| e.contains(want)), "{want}: {ev:#?}");
+    }
+    // EC2 takes the instance back when it said: seen, and nothing else requeued.
+    let spot_instance = instances(moto.port, "us-east-1")
+        .into_iter()
+        .find(|i| i.tag("gantry:pool") == Some("spot"))
+        .unwrap();
+    moto::terminate(moto.port, "us-east-1", &spot_instance.id);
+    wait_for(&d, 60, "the spot node's end to be seen", || {
+        has(&d, "node aws-spot-000 taken back by the provider")
+    });
+    assert_eq!(state(&d, id), "running");
+    common::cli(&d, &["cancel", &id.to_string()]);
 }

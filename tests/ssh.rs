@@ -652,7 +652,7 @@ fn fake_agent(h: &Hosts, name: &str, body: &str) -> PathBuf {
 }
 
 /// A valid hello of this protocol, as the fake agents say it.
-const HELLO: &str = r#"{"hello":{"protocol":4,"info":{"hostname":"fake","arch":"x86_64","version":"0","gpus":[],"nvml":"none here","driver":null,"runs":[]}}}"#;
+const HELLO: &str = r#"{"hello":{"protocol":5,"info":{"hostname":"fake","arch":"x86_64","version":"0","gpus":[],"nvml":"none here","driver":null,"runs":[]}}}"#;
 
 /// The daemon's peak resident memory, in MiB.
 fn peak_mib(d: &Daemon) -> u64 {

@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// The protocol's version: a daemon refuses an agent that speaks another.
-pub const PROTOCOL: u32 = 4;
+pub const PROTOCOL: u32 = 5;
 
 /// The most characters of a host's own words (its names, reasons, stderr) an event keeps.
 pub const SAID_MAX: usize = 200;
@@ -92,6 +92,12 @@ pub enum FromAgent {
         why: String,
     },
     Pong,
+    /// The cloud said the host will be taken back in `gone_in_s` (a spot interruption), or
+    /// warned that it may be (`None`: a rebalance recommendation).
+    Notice {
+        what: String,
+        gone_in_s: Option<f64>,
+    },
 }
 
 impl FromAgent {
@@ -125,6 +131,13 @@ impl FromAgent {
                 found,
                 groups,
             },
+            FromAgent::Notice { what, gone_in_s } => RunEvent::Notice {
+                host,
+                what,
+                gone_in_s: gone_in_s
+                    .filter(|s| s.is_finite())
+                    .map(|s| s.clamp(0.0, 3600.0)),
+            },
             FromAgent::Refused { why } => RunEvent::Down {
                 host,
                 why: format!("the agent refused a request: {why}"),
@@ -153,6 +166,10 @@ impl FromAgent {
             },
             FromAgent::Refused { why } => FromAgent::Refused {
                 why: bounded(&why, SAID_MAX),
+            },
+            FromAgent::Notice { what, gone_in_s } => FromAgent::Notice {
+                what: bounded(&what, SAID_MAX),
+                gone_in_s,
             },
             FromAgent::Hello { protocol, mut info } => {
                 for s in [&mut info.hostname, &mut info.arch, &mut info.version] {
@@ -332,10 +349,12 @@ fn replace_predecessor(dir: &Path) {
 }
 
 /// Serves one connection: `input` carries the daemon's requests, `out` the answers and
-/// events. Returns when `input` ends; the jobs keep running.
+/// events; with `notices`, the cloud's metadata service whose notices of this host's end are
+/// watched and said (`backend::notices`). Returns when `input` ends; the jobs keep running.
 pub fn serve(
     dir: &Path,
     sample_every: Duration,
+    notices: Option<String>,
     input: impl BufRead,
     out: Box<dyn Write + Send>,
 ) -> std::io::Result<()> {
@@ -356,6 +375,30 @@ pub fn serve(
         Sampling::Nvml(sample_every),
         say.clone(),
     )?;
+    let watching = Arc::new(AtomicBool::new(false));
+    if let Some(url) = notices {
+        let (say, done) = (say.clone(), watching.clone());
+        std::thread::spawn(move || {
+            super::notices::watch(
+                url,
+                |n| {
+                    say(FromAgent::Notice {
+                        what: n.what,
+                        gone_in_s: n.gone_in_s,
+                    })
+                },
+                done,
+            )
+        });
+    }
+    // The watcher stops with the connection.
+    struct Stop(Arc<AtomicBool>);
+    impl Drop for Stop {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::Relaxed);
+        }
+    }
+    let _stop = Stop(watching);
     for line in input.lines() {
         let line = line?;
         if line.trim().is_empty() {

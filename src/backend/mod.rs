@@ -20,6 +20,7 @@ pub mod kube;
 pub mod lambda;
 pub mod local;
 pub mod logs;
+pub mod notices;
 pub mod sim;
 pub mod slurm;
 pub mod ssh;
@@ -168,6 +169,16 @@ fn ssh_options(p: &crate::config::fleet::PoolConfig) -> ssh::SshOptions {
         // seen down well before it is lost; never under 5 s (an agent busy starting runs
         // is not silent), never over 15 s.
         silent_after: std::time::Duration::from_secs_f64((p.lost_after_s() / 2.0).clamp(5.0, 15.0)),
+        // Only a spot instance is told of its end ahead (EC2's metadata service).
+        notices: p
+            .ec2
+            .as_ref()
+            .filter(|_| p.capacity == crate::model::CapacityType::Spot)
+            .map(|e| {
+                e.metadata_url
+                    .clone()
+                    .unwrap_or_else(|| notices::IMDS.to_string())
+            }),
     }
 }
 
@@ -365,6 +376,13 @@ pub enum RunEvent {
     },
     /// The host is reachable (again); what it runs is in `info.runs`.
     Up { host: usize, info: HostInfo },
+    /// The cloud told the host it will be taken back in `gone_in_s` (a spot interruption read
+    /// from the instance's metadata by its agent), or warned that it may be (`None`).
+    Notice {
+        host: usize,
+        what: String,
+        gone_in_s: Option<f64>,
+    },
     /// The host cannot be reached or its agent stopped; it is retried.
     Down { host: usize, why: String },
     /// Telemetry: the host's GPUs as NVML measured them, and the process group of each run

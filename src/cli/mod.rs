@@ -373,6 +373,10 @@ enum Command {
         /// How often it samples the host's GPUs (NVML) for the daemon.
         #[arg(long, default_value = "2s")]
         sample_every: String,
+        /// The cloud's instance metadata service to watch for notices of this host's end
+        /// (EC2's spot interruption and rebalance): the daemon passes it for spot nodes.
+        #[arg(long)]
+        notices: Option<String>,
     },
     /// Where gantry keeps its files (XDG paths).
     Info {
@@ -464,7 +468,11 @@ pub fn main() -> ExitCode {
         Some(Command::Sim(args)) => sim::run(args).map_err(CliError::from),
         Some(Command::Spec(cmd)) => spec::run(cmd).map_err(CliError::from),
         Some(Command::Daemon(args)) => daemon::run(args).map_err(CliError::from),
-        Some(Command::Agent { dir, sample_every }) => agent(dir, &sample_every),
+        Some(Command::Agent {
+            dir,
+            sample_every,
+            notices,
+        }) => agent(dir, &sample_every, notices),
         Some(Command::Submit {
             file,
             team,
@@ -790,7 +798,11 @@ fn gpus(output: Output) -> Result<(), String> {
 }
 
 /// `gantry agent`: serves the daemon on stdin/stdout until it hangs up.
-fn agent(dir: Option<std::path::PathBuf>, sample_every: &str) -> Result<(), CliError> {
+fn agent(
+    dir: Option<std::path::PathBuf>,
+    sample_every: &str,
+    notices: Option<String>,
+) -> Result<(), CliError> {
     let dir = dir.unwrap_or_else(gantry::backend::agent::default_dir);
     let every = gantry::spec::parse_duration(sample_every)
         .filter(|s| (0.05..=3600.0).contains(s))
@@ -801,6 +813,6 @@ fn agent(dir: Option<std::path::PathBuf>, sample_every: &str) -> Result<(), CliE
         })?;
     let stdin = std::io::stdin().lock();
     let every = std::time::Duration::from_secs_f64(every);
-    gantry::backend::agent::serve(&dir, every, stdin, Box::new(std::io::stdout()))
+    gantry::backend::agent::serve(&dir, every, notices, stdin, Box::new(std::io::stdout()))
         .map_err(|e| CliError::usage(format!("gantry agent ({}): {e}", dir.display())))
 }

@@ -49,6 +49,9 @@ pub struct Ec2Settings {
     /// How long a bought instance may take to answer over SSH before it is terminated
     /// (default 10m).
     pub reachable_within: Option<String>,
+    /// The instance metadata service a spot instance's agent watches for the interruption
+    /// notice (default `http://169.254.169.254`, EC2's on every instance).
+    pub metadata_url: Option<String>,
 }
 
 /// What `ssh_host` may name.
@@ -172,6 +175,13 @@ pub fn validate(p: &PoolConfig, name: &str) -> Result<(), String> {
         if crate::spec::parse_duration(d).is_none_or(|s| !(10.0..=86_400.0).contains(&s)) {
             return Err(format!(
                 "{name}: [pools.ec2] reachable_within `{d}` must be a duration from 10s to 1d, e.g. 10m"
+            ));
+        }
+    }
+    if let Some(u) = &e.metadata_url {
+        if !(u.starts_with("http://") || u.starts_with("https://")) {
+            return Err(format!(
+                "{name}: [pools.ec2] metadata_url = \"{u}\" must be an http:// URL (EC2's is http://169.254.169.254)"
             ));
         }
     }

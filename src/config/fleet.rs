@@ -865,7 +865,13 @@ mod tests {
         let e = parse("f.toml", &pool("provider = \"lambda\"")).unwrap_err();
         assert!(
             e.message
-                .contains("gantry cannot buy lambda capacity itself yet"),
+                .contains("backend = \"lambda\" and a [pools.lambda] table"),
+            "{e}"
+        );
+        let e = parse("f.toml", &pool("provider = \"gcp\"")).unwrap_err();
+        assert!(
+            e.message
+                .contains("gantry cannot buy gcp capacity itself yet"),
             "{e}"
         );
         let e = parse("f.toml", &pool("provider = \"shh\"")).unwrap_err();
@@ -876,8 +882,10 @@ mod tests {
         let e = parse("f.toml", &pool("provider = \"aws\"\nbackend = \"ec2\"")).unwrap_err();
         assert!(e.message.contains("needs its [pools.ec2] table"), "{e}");
         let e = parse("f.toml", &pool("provider = \"aws\"\nbackend = \"lambda\"")).unwrap_err();
+        assert!(e.message.contains("needs its [pools.lambda] table"), "{e}");
+        let e = parse("f.toml", &pool("provider = \"aws\"\nbackend = \"gcp\"")).unwrap_err();
         assert!(
-            e.message.contains("backend = \"lambda\" is not built yet"),
+            e.message.contains("backend = \"gcp\" is not built yet"),
             "{e}"
         );
         let e = parse(

@@ -301,7 +301,12 @@ fn parse(body: &Bytes) -> Result<Value, String> {
 }
 
 fn invalid(why: &str) -> Response {
-    error(StatusCode::BAD_REQUEST, "global/invalid-parameters", why, None)
+    error(
+        StatusCode::BAD_REQUEST,
+        "global/invalid-parameters",
+        why,
+        None,
+    )
 }
 
 async fn launch(State(s): State<Shared>, h: HeaderMap, body: Bytes) -> Response {

@@ -35,6 +35,9 @@ pub struct SshOptions {
     /// A connected host whose agent answers nothing this long is down (then lost after the
     /// pool's `lost_after`).
     pub silent_after: Duration,
+    /// The cloud's metadata service each host's agent watches for notices of its end (a spot
+    /// pool's instances: `gantry agent --notices`).
+    pub notices: Option<String>,
 }
 
 /// A host entry of the fleet file: `[user@]host[:port]`.
@@ -457,9 +460,12 @@ async fn session(
         Ok(p) => p,
         Err(why) => return (Some(why), false),
     };
-    let mut child = match s
-        .command(&path)
-        .arg("agent")
+    let mut agent = s.command(&path);
+    agent.arg("agent");
+    if let Some(url) = &shared.opts.notices {
+        agent.arg("--notices").arg(url);
+    }
+    let mut child = match agent
         .stdin(openssh::Stdio::piped())
         .stdout(openssh::Stdio::piped())
         .stderr(openssh::Stdio::piped())

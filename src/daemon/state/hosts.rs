@@ -404,6 +404,7 @@ impl State {
             | RunEvent::Exited { host, .. }
             | RunEvent::Up { host, .. }
             | RunEvent::Down { host, .. }
+            | RunEvent::Notice { host, .. }
             | RunEvent::Sample { host, .. }
             | RunEvent::Foreign { host, .. }
             | RunEvent::Failed { host, .. }
@@ -515,6 +516,14 @@ impl State {
             RunEvent::Foreign { work, .. } => self.foreign_work(node, work)?,
             RunEvent::Failed { why, .. } => {
                 self.record(self.hosts.kind(node), format!("{name}: {why}"))?
+            }
+            RunEvent::Notice {
+                what,
+                gone_in_s: Some(gone_in_s),
+                ..
+            } => self.spot_noticed(node, gone_in_s, &what)?,
+            RunEvent::Notice { what, .. } => {
+                self.record(self.hosts.kind(node), format!("{name}: {what}"))?
             }
             RunEvent::Down { why, .. } => {
                 let now = self.now;

@@ -127,6 +127,43 @@ impl State {
     /// A real host not reached yet: down ("connecting") until its agent answers, its GPUs
     /// held until NVML's first sample (until then gantry cannot tell which are busy with
     /// processes it did not start, nor give a job their UUIDs).
+    /// Node `i` is taken back in `gone_in_s` (its provider said so: `what`): nothing new is
+    /// placed there and its running jobs are stopped with their checkpoint signal and that
+    /// grace, to requeue from the checkpoint. Said once per node.
+    pub(super) fn spot_noticed(
+        &mut self,
+        i: usize,
+        gone_in_s: f64,
+        what: &str,
+    ) -> Result<(), EngineError> {
+        if self.nodes.lives[i] == Life::Noticed {
+            return Ok(());
+        }
+        self.set_life(i, Life::Noticed);
+        self.counters.spot_interruptions += 1;
+        let jobs = self.jobs_on(i);
+        for id in &jobs {
+            // A job already stopping (its node draining) keeps its own grace.
+            if self.engine.job(*id).map(|j| j.state) != Some(JobState::Running) {
+                continue;
+            }
+            self.engine
+                .preempt(*id, self.now, "spot interruption notice: checkpoint now")?;
+            self.stop_on_hosts(*id, Some(gone_in_s));
+        }
+        self.record(
+            "fleet",
+            format!(
+                "{what}: {} ({}) is taken back in {:.0} min; {} job(s) checkpointing",
+                self.node_name(i),
+                self.pool_path_of(i),
+                gone_in_s / 60.0,
+                jobs.len()
+            ),
+        )?;
+        Ok(())
+    }
+
     pub(super) fn await_first_contact(&mut self, i: usize) {
         // A machine bought again is a new machine: its first sample is awaited afresh.
         self.measured.remove(&i);
@@ -264,31 +301,7 @@ impl State {
                 )?;
             }
             NodeEvent::SpotNotice { gone_in_s, .. } => {
-                self.set_life(i, Life::Noticed);
-                self.counters.spot_interruptions += 1;
-                let jobs = self.jobs_on(i);
-                for id in &jobs {
-                    // A job already stopping (its node draining) keeps its own grace.
-                    if self.engine.job(*id).map(|j| j.state) != Some(JobState::Running) {
-                        continue;
-                    }
-                    self.engine.preempt(
-                        *id,
-                        self.now,
-                        "spot interruption notice: checkpoint now",
-                    )?;
-                    self.stop_on_hosts(*id, Some(gone_in_s));
-                }
-                self.record(
-                    "fleet",
-                    format!(
-                        "spot notice: {} ({}) is taken back in {:.0} min; {} job(s) checkpointing",
-                        self.node_name(i),
-                        self.pool_path_of(i),
-                        gone_in_s / 60.0,
-                        jobs.len()
-                    ),
-                )?;
+                self.spot_noticed(i, gone_in_s, "spot notice")?;
             }
             NodeEvent::Gone(_) => {
                 for id in self.jobs_on(i) {

@@ -179,13 +179,31 @@ fn a_job_buys_an_instance_runs_there_and_the_idle_instance_is_given_back() {
     let dir = temp_dir("cloud-buy");
     let d = daemon(&dir, &fleet);
     assert!(instances(moto.port, "us-east-1").is_empty());
+    // The launch takes 2 s at EC2: meanwhile the pool says what is coming, at what price.
+    faults.set(vec![Rule {
+        when: vec!["Action=RunInstances".to_string()],
+        fault: Fault::Delay(Duration::from_secs(2)),
+    }]);
     let id = submit(&d, &h.dir, "hello", JOB);
+    let notes = |d: &Daemon| common::json(d, &["fleet"])["pools"][0]["notes"].to_string();
+    wait_for(&d, 30, "the pool to say a node is coming", || {
+        notes(&d).contains("+1 coming (+$21.96/h), first ready in ~")
+    });
     wait_for(
         &d,
         120,
         "the job to run on the instance and complete",
         || state(&d, id) == "completed",
     );
+    // Idle now: the pool and the node say when it goes.
+    let pool = common::json(&d, &["fleet", "--pool", "gpu"]);
+    assert!(
+        pool["nodes"][0]["note"]
+            .as_str()
+            .is_some_and(|n| n.starts_with("idle ") && n.contains(": given back in ")),
+        "{pool}"
+    );
+    assert!(notes(&d).contains("aws-gpu-000 idle: given back in "));
     let log = log_text(&d, id);
     assert!(
         log.contains(&format!("host={} gpus=2", h.hosts[0].name)),

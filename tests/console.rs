@@ -1028,6 +1028,7 @@ fn the_fleet_view_shows_this_hosts_nvml_status_and_foreign_gpus() {
                 state: "up".into(),
                 leaf: None,
                 nvlink: "local-host-000".into(),
+                note: None,
                 gpus: vec![gpu(0, vec![12], vec![]), gpu(1, vec![], vec![4242])],
             }],
             waiting: Vec::new(),

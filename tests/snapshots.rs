@@ -85,6 +85,7 @@ fn a_mixed_fleet_at_three_sizes() {
             provisioning: 0,
             down: 0,
             unreachable: 0,
+            notes: Vec::new(),
         }
     };
     snap.pools.truncate(3);
@@ -107,6 +108,16 @@ fn a_mixed_fleet_at_three_sizes() {
             128,
             0.0,
         ),
+        // A pool gantry buys: one node coming, one idle and going, as the daemon says it.
+        PoolRow {
+            capacity: "spot".into(),
+            provisioning: 1,
+            notes: vec![
+                "+1 coming (+$8.00/h), first ready in ~18s".into(),
+                "aws-p4d-000 idle 3m20s: given back in 6m40s".into(),
+            ],
+            ..row("aws/us-east-1/us-east-1a/p4d", "A100", 1, 8, 0, 8.0)
+        },
     ]);
     let gpu = |index: u8, util: f64, jobs: Vec<i64>, foreign: Option<&str>| GpuView {
         index,
@@ -133,6 +144,7 @@ fn a_mixed_fleet_at_three_sizes() {
             NodeView {
                 name: "gpu-node-01".into(),
                 state: "up".into(),
+                note: None,
                 leaf: None,
                 nvlink: "gpu-node-01".into(),
                 gpus: (0..4)
@@ -149,6 +161,7 @@ fn a_mixed_fleet_at_three_sizes() {
             NodeView {
                 name: "gpu-node-02".into(),
                 state: "up".into(),
+                note: Some("idle 3m20s: given back in 6m40s".into()),
                 leaf: None,
                 nvlink: "gpu-node-02".into(),
                 gpus: (0..4)

@@ -468,6 +468,10 @@ pub fn fleet_live(c: &mut HttpClient, output: Output) -> Result<(), CliError> {
     let pools: Vec<PoolRow> = serde_json::from_value(v["pools"].clone()).unwrap_or_default();
     for p in &pools {
         println!("{}", pool_line(p));
+        // A bought pool's doings, under its row.
+        for n in &p.notes {
+            println!("    {}", gantry::untrusted::bounded(n, 200));
+        }
     }
     let why: Vec<IdleNow> = serde_json::from_value(v["idle_by_cause"].clone()).unwrap_or_default();
     if !why.is_empty() {
@@ -593,6 +597,9 @@ pub fn pool_live(c: &mut HttpClient, which: &str, output: Output) -> Result<(), 
                 temp,
                 who.trim()
             );
+        }
+        if let Some(note) = n["note"].as_str() {
+            println!("{:<28} {}", "", gantry::untrusted::bounded(note, 200));
         }
     }
     let waiting = v["waiting"].as_array().map_or(&[][..], Vec::as_slice);

@@ -32,6 +32,10 @@ pub struct PoolRow {
     /// after the pool's `lost_after`).
     #[serde(default)]
     pub unreachable: usize,
+    /// What a pool that buys its nodes is doing: nodes coming (price, ready when), spot
+    /// notices, passed over and why, the next idle node given back and when.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 /// Which jobs a listing shows: `GET /v1/jobs?state=&team=&class=`, and `gantry jobs -w` over
@@ -505,6 +509,10 @@ pub struct NodeView {
     /// The NVLink domain (the node itself unless a rack shares one).
     pub nvlink: String,
     pub gpus: Vec<GpuView>,
+    /// Beside its state: coming (ready when), a spot notice (gone when), idle (given back
+    /// when).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

@@ -274,6 +274,12 @@ impl App {
                     },
                 ),
                 Span::raw(format!("  {}  nvlink {}", n.state, escape(&n.nvlink))),
+                Span::styled(
+                    n.note
+                        .as_deref()
+                        .map_or(String::new(), |t| format!("  · {}", escape(t))),
+                    self.style(self.theme.accent),
+                ),
             ]));
             for g in &n.gpus {
                 if g.unmeasured {

@@ -23,7 +23,7 @@ pub const JOB_COLS: [Col; 11] = [
 ];
 
 /// The Fleet view's columns.
-pub const POOL_COLS: [Col; 7] = [
+pub const POOL_COLS: [Col; 8] = [
     Col::text("pool", 'O', 14, 24, 0),
     Col::fixed("GPU", 'U', 10, 0),
     Col::fixed("capacity", 'C', 9, 3),
@@ -40,6 +40,9 @@ pub const POOL_COLS: [Col; 7] = [
         right: false,
     },
     Col::fixed("$/node-h", 'D', 8, 1).right(),
+    // A bought pool's doings (nodes coming, passed over, idle ones going): the first to go
+    // when the terminal is narrow (the pool's detail says it per node).
+    Col::text("cloud", 'E', 16, 60, 9),
 ];
 
 /// The Teams view's columns.
@@ -120,7 +123,8 @@ fn pool_cmp(col: usize, a: &PoolRow, b: &PoolRow) -> Ordering {
         3 => a.nodes.cmp(&b.nodes),
         4 => a.gpus_busy.cmp(&b.gpus_busy),
         5 => busy(a).total_cmp(&busy(b)),
-        _ => a.dollars_per_hour.total_cmp(&b.dollars_per_hour),
+        6 => a.dollars_per_hour.total_cmp(&b.dollars_per_hour),
+        _ => a.notes.cmp(&b.notes),
     }
 }
 

@@ -302,6 +302,7 @@ impl App {
                     text(format!("{}/{}", p.gpus_busy, p.gpus), plain),
                     (Value::Bar(load), self.style(self.theme.bar)),
                     text(money(p.dollars_per_hour), plain),
+                    text(escape(&p.notes.join(" · ")), self.style(self.theme.accent)),
                 ]
             })
             .collect();

@@ -14,6 +14,7 @@ mod hosts;
 mod launch;
 mod legacy;
 mod links;
+mod marks;
 mod nodes;
 mod observe;
 mod reclaim;
@@ -129,6 +130,12 @@ struct Nodes {
     interrupted: Vec<Option<f64>>,
     /// Per pool: passed over by the planner until then (it could not buy a node).
     unavailable: Vec<Option<f64>>,
+    /// Per pool: why it was last passed over (shown while it is).
+    passed_over: Vec<String>,
+    /// Nodes bought and coming: when each is expected ready.
+    coming_at: HashMap<usize, f64>,
+    /// Nodes under a notice of their end: when each goes.
+    going_at: HashMap<usize, f64>,
     /// Bought machines ready but not yet reached (their agent has not answered since).
     unconnected: std::collections::HashSet<usize>,
     /// The fleet's spending cap ($/h), and per pool the cap last said to cut a buy short.

@@ -13,6 +13,12 @@ const UNAVAILABLE_FOR_S: f64 = 600.0;
 impl State {
     pub(super) fn set_life(&mut self, i: usize, life: Life) {
         self.nodes.lives[i] = life;
+        if life != Life::Provisioning {
+            self.nodes.coming_at.remove(&i);
+        }
+        if life != Life::Noticed {
+            self.nodes.going_at.remove(&i);
+        }
         self.engine.set_health(NodeId(i as u32), life.health());
         if life == Life::Up {
             self.nodes.empty_since[i] = Some(self.now);
@@ -42,10 +48,12 @@ impl State {
         let (pool, host) = self.slot(i);
         let now = self.now;
         self.set_life(i, Life::Provisioning);
-        match self.nodes.provisioners[pool].as_mut() {
+        let delay = match self.nodes.provisioners[pool].as_mut() {
             Some(p) => p.buy(host, now),
             None => 0.0,
-        }
+        };
+        self.nodes.coming_at.insert(i, now + delay);
+        delay
     }
 
     /// Gives node `i` back to its provisioner.
@@ -140,6 +148,7 @@ impl State {
             return Ok(());
         }
         self.set_life(i, Life::Noticed);
+        self.nodes.going_at.insert(i, self.now + gone_in_s);
         self.counters.spot_interruptions += 1;
         let jobs = self.jobs_on(i);
         for id in &jobs {
@@ -249,6 +258,7 @@ impl State {
                 // spot pool's jobs go on-demand as after an interruption).
                 let spot = self.nodes.pools[pool].capacity == CapacityType::Spot;
                 self.nodes.unavailable[pool] = Some(self.now + UNAVAILABLE_FOR_S);
+                self.nodes.passed_over[pool] = why.clone();
                 if spot {
                     self.nodes.interrupted[pool] = Some(self.now);
                 }

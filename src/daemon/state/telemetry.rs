@@ -163,6 +163,9 @@ impl State {
         let fleet = self.engine.fleet();
         let pool = fleet.pools.get(index)?;
         let readings = self.readings(Some(index));
+        let of_pool: Vec<usize> = (0..fleet.nodes.len())
+            .filter(|&i| fleet.nodes[i].pool.index() == index)
+            .collect();
         let nodes = fleet
             .nodes
             .iter()
@@ -171,6 +174,7 @@ impl State {
             .map(|(i, n)| crate::client::NodeView {
                 name: n.name.clone(),
                 state: self.life_name(i).to_string(),
+                note: self.node_note(i, &of_pool),
                 leaf: n.leaf.map(|l| fleet.leaves[l.index()].clone()),
                 nvlink: fleet.nvlink_domains[n.nvlink.index()].clone(),
                 gpus: n

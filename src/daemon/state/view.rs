@@ -200,6 +200,9 @@ impl State {
             }
             paid[n.pool.index()] += 1;
         }
+        for (i, (row, of_pool)) in pools.iter_mut().zip(self.nodes_by_pool()).enumerate() {
+            row.notes = self.pool_notes(i, &of_pool);
+        }
         let gpus_total: usize = pools.iter().map(|p| p.gpus).sum();
         let gpus_busy: usize = pools.iter().map(|p| p.gpus_busy).sum();
         let dollars: f64 = pools

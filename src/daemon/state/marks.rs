@@ -11,7 +11,7 @@ pub fn span(s: f64) -> String {
     let s = s.max(0.0).round() as u64;
     match s {
         0..=59 => format!("{s}s"),
-        60..=3599 if s % 60 == 0 => format!("{}m", s / 60),
+        60..=3599 if s.is_multiple_of(60) => format!("{}m", s / 60),
         60..=3599 => format!("{}m{:02}s", s / 60, s % 60),
         _ => format!("{}h{:02}m", s / 3600, (s % 3600) / 60),
     }

@@ -257,6 +257,38 @@ fn an_instance_taken_back_requeues_its_job_onto_a_new_one() {
     });
     let first = instances(moto.port, "us-east-1");
     assert_eq!(first.len(), 1, "{first:?}");
+    // `gantry cloud ls` asks EC2 and the daemon: the instance, its node, age and its job.
+    let ls = |output: &str| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_gantry"))
+            .arg("--connect")
+            .arg(&d.socket)
+            .args(["cloud", "ls", "-o", output, "--config"])
+            .arg(&fleet)
+            .env("AWS_ACCESS_KEY_ID", "testing")
+            .env("AWS_SECRET_ACCESS_KEY", "testing")
+            .env("AWS_EC2_METADATA_DISABLED", "true")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let rows: serde_json::Value = serde_json::from_str(&ls("json")).unwrap();
+    assert_eq!(rows[0]["id"], first[0].id.as_str(), "{rows}");
+    assert_eq!(rows[0]["node"], "aws-gpu-000");
+    assert_eq!(rows[0]["jobs"], serde_json::json!([id]), "{rows}");
+    assert!(
+        rows[0]["age_s"].as_f64().is_some_and(|a| a >= 0.0),
+        "{rows}"
+    );
+    let table = ls("table");
+    assert!(
+        table.contains(&format!("job {id}")) && table.contains("aws-gpu-000"),
+        "{table}"
+    );
     // EC2 ends it (a spot reclaim, an operator's terminate): seen, the job requeued, a new
     // instance bought for it.
     // The machine goes, then EC2 says so; the next instance of that node is a fresh machine.

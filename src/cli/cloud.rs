@@ -30,7 +30,7 @@ pub enum CloudCmd {
     },
 }
 
-pub fn run(cmd: CloudCmd) -> Result<(), super::CliError> {
+pub fn run(cmd: CloudCmd, target: &super::remote::Target) -> Result<(), super::CliError> {
     let (config, output) = match &cmd {
         CloudCmd::Check { config, output } | CloudCmd::Ls { config, output } => {
             (config.clone(), *output)
@@ -78,25 +78,86 @@ pub fn run(cmd: CloudCmd) -> Result<(), super::CliError> {
             Ok(())
         }
         CloudCmd::Ls { .. } => {
+            // What runs on each node, where a daemon answers (else the instances alone).
+            let running = running_on(target);
+            let now = chrono::Utc::now();
             let mut rows = Vec::new();
             for p in pools {
                 let found = rt
                     .block_on(by_pool::list(p))
                     .map_err(|why| super::CliError::from(format!("pool `{}`: {why}", p.name)))?;
-                rows.extend(found.into_iter().map(|i| Row {
-                    pool: p.name.clone(),
-                    region: p.region.clone(),
-                    dollars_per_hour: p.price_per_hour,
-                    instance: i,
+                rows.extend(found.into_iter().map(|i| {
+                    Row {
+                        pool: p.name.clone(),
+                        backend: p.backend().name().to_string(),
+                        region: p.region.clone(),
+                        dollars_per_hour: p.price_per_hour,
+                        age_s: i
+                            .launched
+                            .as_deref()
+                            .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+                            .map(|t| {
+                                (now - t.with_timezone(&chrono::Utc)).num_seconds().max(0) as f64
+                            }),
+                        jobs: running.as_ref().map(|r| {
+                            i.node
+                                .as_ref()
+                                .and_then(|n| r.get(&(p.name.clone(), n.clone())))
+                                .cloned()
+                                .unwrap_or_default()
+                        }),
+                        instance: i,
+                    }
                 }));
             }
             if output.is_data() {
                 return Ok(print_as(output, &rows)?);
             }
             print_rows(&rows);
+            if running.is_none() {
+                println!("(no daemon answers: what runs on each instance is not shown)");
+            }
             Ok(())
         }
     }
+}
+
+/// The jobs on each node of the daemon's pools, by (pool name, node name); `None` where no
+/// daemon answers.
+fn running_on(
+    target: &super::remote::Target,
+) -> Option<std::collections::HashMap<(String, String), Vec<i64>>> {
+    let mut c = target.client().ok()?;
+    let fleet: serde_json::Value = c.call("GET", "/v1/fleet", None).ok()?;
+    let mut out = std::collections::HashMap::new();
+    for (index, pool) in fleet["pools"].as_array()?.iter().enumerate() {
+        let Some(name) = pool["path"].as_str().and_then(|p| p.rsplit('/').next()) else {
+            continue;
+        };
+        let Ok(detail) = c.call::<serde_json::Value>("GET", &format!("/v1/pools/{index}"), None)
+        else {
+            continue;
+        };
+        for n in detail["nodes"].as_array().into_iter().flatten() {
+            let mut jobs: Vec<i64> = n["gpus"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .flat_map(|g| g["jobs"].as_array().cloned().unwrap_or_default())
+                .filter_map(|j| j.as_i64())
+                .collect();
+            jobs.sort_unstable();
+            jobs.dedup();
+            out.insert(
+                (
+                    name.to_string(),
+                    n["name"].as_str().unwrap_or("").to_string(),
+                ),
+                jobs,
+            );
+        }
+    }
+    Some(out)
 }
 
 /// What `gantry cloud check` says of one pool.
@@ -129,8 +190,13 @@ async fn check(p: &PoolConfig) -> Check {
 #[derive(Serialize)]
 struct Row {
     pool: String,
+    backend: String,
     region: String,
     dollars_per_hour: f64,
+    /// Since its launch, seconds (`None` where the cloud does not say: Lambda).
+    age_s: Option<f64>,
+    /// The daemon's jobs on it now (`None`: no daemon answered).
+    jobs: Option<Vec<i64>>,
     #[serde(flatten)]
     instance: Instance,
 }
@@ -141,8 +207,8 @@ fn print_rows(rows: &[Row]) {
         return;
     }
     println!(
-        "{:<12} {:<14} {:<21} {:<13} {:<12} {:<9} {:>9}  LAUNCHED",
-        "POOL", "NODE", "INSTANCE", "STATE", "ZONE", "MARKET", "$/H"
+        "{:<12} {:<16} {:<34} {:<12} {:<14} {:<9} {:>8} {:>7}  JOBS",
+        "POOL", "NODE", "INSTANCE", "STATE", "ZONE/REGION", "MARKET", "$/H", "AGE"
     );
     let mut live = 0.0;
     for r in rows {
@@ -151,7 +217,7 @@ fn print_rows(rows: &[Row]) {
             live += r.dollars_per_hour;
         }
         println!(
-            "{:<12} {:<14} {:<21} {:<13} {:<12} {:<9} {:>9.2}  {}",
+            "{:<12} {:<16} {:<34} {:<12} {:<14} {:<9} {:>8.2} {:>7}  {}",
             r.pool,
             i.node.as_deref().unwrap_or("?"),
             i.id,
@@ -159,7 +225,17 @@ fn print_rows(rows: &[Row]) {
             i.zone.as_deref().unwrap_or("?"),
             if i.spot { "spot" } else { "on-demand" },
             r.dollars_per_hour,
-            i.launched.as_deref().unwrap_or("?"),
+            r.age_s
+                .map_or("?".to_string(), |s| { gantry::daemon::state::span(s) }),
+            match &r.jobs {
+                None => "?".to_string(),
+                Some(j) if j.is_empty() => "idle".to_string(),
+                Some(j) => j
+                    .iter()
+                    .map(|j| format!("job {j}"))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            }
         );
     }
     println!("\n{} instance(s), ${live:.2}/h while they run", rows.len());

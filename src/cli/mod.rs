@@ -622,7 +622,7 @@ pub fn main() -> ExitCode {
             fleet,
             output,
         }) => slurm::show(&slurmrestd, user, fleet, output).map_err(CliError::from),
-        Some(Command::Cloud(cmd)) => cloud::run(cmd),
+        Some(Command::Cloud(cmd)) => cloud::run(cmd, &target),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

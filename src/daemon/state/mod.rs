@@ -15,6 +15,7 @@ mod launch;
 mod legacy;
 mod links;
 mod marks;
+pub use marks::span;
 mod nodes;
 mod observe;
 mod reclaim;

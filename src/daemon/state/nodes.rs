@@ -294,6 +294,14 @@ impl State {
                         self.await_first_contact(i);
                         at = format!(" at {entry}");
                     }
+                    // A machine with no address cannot run anything: not up (jobs would be
+                    // placed where nothing reaches); given back if none comes in time.
+                    None if self.is_machine(i) => {
+                        self.set_life(i, Life::Provisioning);
+                        self.nodes.unconnected.insert(i);
+                        self.await_first_contact(i);
+                        at = " with no address to reach it yet".to_string();
+                    }
                     _ => self.set_life(i, Life::Up),
                 }
                 self.record(

@@ -104,9 +104,9 @@ provider = "aws"
 backend = "ec2"
 region = "us-east-1"
 zone = "{zone}"
-instance_type = "p4d.24xlarge"
+instance_type = "p4de.24xlarge"
 gpu = "A100-80GB"
-gpus_per_node = 2
+gpus_per_node = 8
 vram_gb = 80
 cpus = 8
 memory_gb = 32
@@ -220,7 +220,7 @@ fn a_job_buys_an_instance_runs_there_and_the_idle_instance_is_given_back() {
     for want in [
         "aws/us-east-1/us-east-1a/gpu +1 for job",
         &format!(
-            "aws-gpu-000: launched {} in us-east-1a (p4d.24xlarge, on-demand)",
+            "aws-gpu-000: launched {} in us-east-1a (p4de.24xlarge, on-demand)",
             i.id
         ),
         "node aws-gpu-000 ready at root@aws-gpu-000",
@@ -380,7 +380,7 @@ fn no_capacity_in_a_zone_tries_the_next_and_no_spot_anywhere_buys_on_demand() {
         "aws/us-east-1/us-east-1a/od +1 for job 1, +$21.96/h",
         "aws-od-000: us-east-1a: InsufficientInstanceCapacity",
         "aws-od-000: launched",
-        "in us-east-1b (p4d.24xlarge, on-demand)",
+        "in us-east-1b (p4de.24xlarge, on-demand)",
         "host aws-od-000 connected",
     ] {
         assert!(ev.iter().any(|e| e.contains(want)), "{want}: {ev:#?}");

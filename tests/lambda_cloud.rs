@@ -353,6 +353,10 @@ fn a_missing_or_refused_api_key_and_an_unknown_type_are_refused_with_what_to_do(
         .map(|l| l.as_str().unwrap())
         .collect();
     assert_eq!(v[0]["backend"], "lambda");
+    assert_eq!(
+        lines[0],
+        "catalog: gpu_2x_a100 holds 2× A100; in us-east-1: $2.58/h on-demand; the pool counts $2.58/h"
+    );
     assert!(
         lines.contains(&"API key: found (LAMBDA_API_KEY)"),
         "{lines:?}"

@@ -698,7 +698,7 @@ pub fn parse(file: &str, text: &str) -> Result<FleetConfig, ConfigError> {
     })?;
     let mut cfg = cfg;
     for (i, p) in cfg.pools.iter_mut().enumerate() {
-        if let Some(message) = backend_problem(p) {
+        if let Some(message) = backend_problem(p).or_else(|| super::catalog::resolve(p).err()) {
             let (line, col) = table_position(text, "pools", i);
             return Err(ConfigError {
                 file: file.to_string(),

@@ -239,8 +239,22 @@ mod tests {
         )
         .unwrap_err();
         assert!(
-            count.message.contains("has 8 GPU(s) but gpus_per_node = 4"),
+            count
+                .message
+                .contains("holds 8× H100 (Lambda Cloud's catalog), but the pool says 4× H100"),
             "{count}"
+        );
+        // A type newer than the catalog: its name says its count.
+        let newer = parse(
+            "f.toml",
+            &pool("[pools.lambda]\nssh_key_name = \"k\"\n")
+                .replace("gpus_per_node = 8", "gpus_per_node = 4")
+                .replace("gpu_8x_h100_sxm5", "gpu_8x_h300_sxm7"),
+        )
+        .unwrap_err();
+        assert!(
+            newer.message.contains("has 8 GPU(s) but gpus_per_node = 4"),
+            "{newer}"
         );
         let unknown = parse(
             "f.toml",

@@ -2,6 +2,7 @@
 //! documented built-in default that the binary can print.
 
 pub mod calendar;
+pub mod catalog;
 pub mod console;
 pub mod ec2;
 pub mod fleet;

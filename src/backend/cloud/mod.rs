@@ -170,8 +170,68 @@ pub mod by_pool {
         }
     }
 
+    /// What the catalog gantry carries says of pool `p`'s type in its region, beside the price
+    /// the pool counts.
+    pub fn catalog_line(p: &PoolConfig) -> (bool, String) {
+        use crate::config::catalog::{offers, Cloud};
+        let cloud = if p.is_lambda() {
+            Cloud::Lambda
+        } else {
+            Cloud::Aws
+        };
+        let here: Vec<_> = offers(cloud)
+            .iter()
+            .filter(|o| o.instance_type == p.instance_type && o.region == p.region)
+            .collect();
+        let Some(first) = here.first() else {
+            return (
+                true,
+                format!(
+                    "catalog: {} is not in gantry's {} catalog for {}: its GPUs are as declared, its price as written (${:.2}/h)",
+                    p.instance_type,
+                    cloud.name(),
+                    p.region,
+                    p.price_per_hour
+                ),
+            );
+        };
+        let on_demand = here.iter().filter_map(|o| o.price).fold(f64::NAN, f64::min);
+        let spot = here
+            .iter()
+            .filter_map(|o| {
+                o.spot_price
+                    .map(|s| (s, o.zone_id.as_deref().unwrap_or("?")))
+            })
+            .min_by(|a, b| a.0.total_cmp(&b.0));
+        (
+            true,
+            format!(
+                "catalog: {} holds {}× {}; in {}: {}{}; the pool counts ${:.2}/h",
+                p.instance_type,
+                first.gpus,
+                first.gpu,
+                p.region,
+                if on_demand.is_nan() {
+                    "no on-demand price".to_string()
+                } else {
+                    format!("${on_demand:.2}/h on-demand")
+                },
+                spot.map_or(String::new(), |(s, z)| format!(
+                    ", spot from ${s:.2}/h ({z})"
+                )),
+                p.price_per_hour
+            ),
+        )
+    }
+
     /// `gantry cloud check`'s lines for pool `p`.
     pub async fn check(p: &PoolConfig) -> CheckLines {
+        let mut lines = vec![catalog_line(p)];
+        lines.extend(check_cloud(p).await);
+        lines
+    }
+
+    async fn check_cloud(p: &PoolConfig) -> CheckLines {
         let (places, _) = places_and_fleet(p);
         if p.is_lambda() {
             match crate::backend::lambda::api::Lambda::new(crate::backend::lambda::target_of(p)) {

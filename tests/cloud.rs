@@ -364,9 +364,25 @@ fn no_capacity_in_a_zone_tries_the_next_and_no_spot_anywhere_buys_on_demand() {
     let fleet = fleet(&h, port, "t-failover", &[spot, od]);
     let dir = temp_dir("cloud-failover");
     let d = daemon(&dir, &fleet);
+    // The on-demand launch takes 3 s at EC2: meanwhile `gantry explain` says what was passed
+    // over and what is being bought.
+    faults.rules.lock().unwrap().push(Rule {
+        when: vec![
+            "Action=RunInstances".to_string(),
+            "Placement.AvailabilityZone=us-east-1b".to_string(),
+        ],
+        fault: Fault::Delay(Duration::from_secs(3)),
+    });
     // A job that may run on spot: spot first, where it is cheaper.
     let spot_ok = JOB.replace("resources:\n", "resources:\n  use_spot: true\n");
     let id = submit(&d, &h.dir, "hello", &spot_ok);
+    wait_for(&d, 60, "explain to say the fallback", || {
+        let e = common::json(&d, &["explain", &id.to_string()]);
+        let detail = e["detail"].as_str().unwrap_or("");
+        detail.contains("1 node(s) being bought, first aws-od-000 (aws/us-east-1/us-east-1a/od)")
+            && detail.contains("; aws/us-east-1/us-east-1b/spot passed over for ")
+            && detail.contains(": no capacity in us-east-1b, us-east-1c")
+    });
     wait_for(&d, 120, "the job to complete", || {
         state(&d, id) == "completed"
     });

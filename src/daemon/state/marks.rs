@@ -51,6 +51,48 @@ impl State {
             .count()
     }
 
+    /// What a job waiting for capacity is told of the buying under way: the nodes coming (the
+    /// first ready when) and the pools passed over now, with why — so `gantry explain` shows
+    /// the fallback taken. Empty when nothing is being bought or passed over.
+    pub(super) fn buying_now(&self) -> String {
+        let now = self.now;
+        let mut text = String::new();
+        let mut coming: Vec<(usize, f64)> = self
+            .nodes
+            .coming_at
+            .iter()
+            .filter(|(i, _)| self.nodes.lives[**i] == Life::Provisioning)
+            .map(|(i, at)| (*i, *at))
+            .collect();
+        coming.sort_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)));
+        if let Some(&(i, at)) = coming.first() {
+            text.push_str(&format!(
+                "; {} node(s) being bought, first {} ({}){}",
+                coming.len(),
+                self.node_name(i),
+                self.pool_path_of(i),
+                if at > now {
+                    format!(" ready in ~{}", span(at - now))
+                } else {
+                    " starting".to_string()
+                }
+            ));
+        }
+        for (pool, until) in self.nodes.unavailable.iter().enumerate() {
+            if let Some(until) = until.filter(|&u| u > now) {
+                text.push_str(&format!(
+                    "; {} passed over for {}: {}",
+                    self.engine
+                        .fleet()
+                        .pool_path(crate::model::PoolId(pool as u32)),
+                    span(until - now),
+                    crate::untrusted::bounded(&self.nodes.passed_over[pool], 120)
+                ));
+            }
+        }
+        text
+    }
+
     /// What node `i`'s row says beside its state, if anything (`of_pool`: its pool's nodes).
     pub(super) fn node_note(&self, i: usize, of_pool: &[usize]) -> Option<String> {
         let now = self.now;

@@ -156,6 +156,9 @@ impl State {
                 (left / 60.0).ceil()
             ));
         }
+        if for_capacity {
+            text.push_str(&self.buying_now());
+        }
         Some(text)
     }
 

@@ -126,7 +126,11 @@ endpoint_url = "http://127.0.0.1:{port}"
 fleet = "{fleet_id}"
 {metadata}"#,
             name = p.name,
-            zone = p.zones[0],
+            zone = if p.zones[0] == "*" {
+                "us-east-1a"
+            } else {
+                p.zones[0]
+            },
             capacity = p.capacity,
             price = p.price,
             max = p.max_nodes,
@@ -688,4 +692,58 @@ fn a_spot_notice_read_on_the_instance_checkpoints_its_job_which_runs_again_on_a_
     });
     assert_eq!(state(&d, id), "running");
     common::cli(&d, &["cancel", &id.to_string()]);
+}
+
+#[test]
+fn a_spot_pool_of_any_zone_tries_the_cheapest_zone_by_the_catalog_first() {
+    let Some(World {
+        h,
+        moto,
+        faults,
+        port,
+    }) = world("cloud-zones")
+    else {
+        return;
+    };
+    // The catalog's spot prices for p4de.24xlarge in us-east-1: use1-az6 (moto's us-east-1a)
+    // $9.73/h, use1-az4 (us-east-1d) $11.46/h; no other zone offers it. The cheapest has no
+    // capacity now.
+    faults.set(vec![Rule {
+        when: vec![
+            "Action=RunInstances".to_string(),
+            "Placement.AvailabilityZone=us-east-1a".to_string(),
+        ],
+        fault: Fault::Refuse {
+            code: "InsufficientInstanceCapacity".to_string(),
+            message: "There is no Spot capacity available that matches your request.".to_string(),
+        },
+    }]);
+    let spot = Pool {
+        name: "spot",
+        capacity: "spot",
+        price: 9.73,
+        zones: &["*"],
+        max_nodes: 1,
+        metadata: None,
+    };
+    let fleet = fleet(&h, port, "t-zones", &[spot]);
+    let dir = temp_dir("cloud-zones");
+    let d = daemon(&dir, &fleet);
+    let spot_ok = JOB.replace("resources:\n", "resources:\n  use_spot: true\n");
+    let id = submit(&d, &h.dir, "hello", &spot_ok);
+    wait_for(&d, 120, "the job to complete", || {
+        state(&d, id) == "completed"
+    });
+    let ev = events(&d);
+    for want in [
+        "zones by spot price (catalog): us-east-1a $9.73/h, us-east-1d $11.46/h",
+        "aws-spot-000: us-east-1a: InsufficientInstanceCapacity",
+        "; trying us-east-1d",
+        "in us-east-1d (p4de.24xlarge, spot)",
+    ] {
+        assert!(ev.iter().any(|e| e.contains(want)), "{want}: {ev:#?}");
+    }
+    let held = instances(moto.port, "us-east-1");
+    assert_eq!(held.len(), 1, "{held:?}");
+    assert_eq!(held[0].zone, "us-east-1d");
 }

@@ -19,7 +19,8 @@ pub struct Ec2Settings {
     pub image_name: Option<String>,
     pub image_owner: Option<String>,
     /// The zones to try, in order (default: the pool's `zone`). A zone without capacity
-    /// passes the request to the next.
+    /// passes the request to the next. `["*"]`: every zone of the region where the catalog
+    /// offers the type, cheapest first (the spot price per zone for a spot pool).
     #[serde(default)]
     pub zones: Vec<String>,
     /// The subnet to launch into, per zone (default: the zone's default subnet).
@@ -53,6 +54,9 @@ pub struct Ec2Settings {
     /// notice (default `http://169.254.169.254`, EC2's on every instance).
     pub metadata_url: Option<String>,
 }
+
+/// `zones = ["*"]`: any zone, by price.
+pub const ANY_ZONE: &str = "*";
 
 /// What `ssh_host` may name.
 pub const SSH_HOST_FIELDS: [&str; 5] = [
@@ -144,7 +148,13 @@ pub fn validate(p: &PoolConfig, name: &str) -> Result<(), String> {
             p.region
         ));
     }
-    for z in e.zones_or(&p.zone) {
+    let any_zone = e.zones.iter().any(|z| z == ANY_ZONE);
+    if any_zone && e.zones.len() > 1 {
+        return Err(format!(
+            "{name}: [pools.ec2] zones = [\"*\"] stands alone (every zone of the region offering the type, cheapest first); or list zones to try in order"
+        ));
+    }
+    for z in e.zones_or(&p.zone).iter().filter(|_| !any_zone) {
         if !z.starts_with(&p.region) || z.len() <= p.region.len() {
             return Err(format!(
                 "{name}: zone `{z}` is not a zone of region {} (like {}a)",
@@ -152,7 +162,7 @@ pub fn validate(p: &PoolConfig, name: &str) -> Result<(), String> {
             ));
         }
     }
-    for z in e.subnets.keys() {
+    for z in e.subnets.keys().filter(|_| !any_zone) {
         if !e.zones_or(&p.zone).contains(z) {
             return Err(format!(
                 "{name}: [pools.ec2] subnets names zone `{z}`, which the pool does not try (zones: {})",
@@ -276,7 +286,21 @@ mod tests {
         let parse = |t: &str| crate::config::fleet::parse("f.toml", t);
         let ok = parse(&pool("us-east-1", "us-east-1a", "image = \"ami-0123\"")).unwrap();
         assert!(ok.pools[0].is_ec2());
+        assert!(parse(&pool(
+            "us-east-1",
+            "us-east-1a",
+            "image = \"ami-0123\"\nzones = [\"*\"]"
+        ))
+        .is_ok());
         for (text, want) in [
+            (
+                pool(
+                    "us-east-1",
+                    "us-east-1a",
+                    "image = \"ami-0123\"\nzones = [\"*\", \"us-east-1b\"]",
+                ),
+                "zones = [\"*\"] stands alone",
+            ),
             (
                 pool("us-est-1", "us-est-1a", "image = \"ami-0123\""),
                 "region = \"us-est-1\" is not an AWS region; did you mean `us-east-1`?",

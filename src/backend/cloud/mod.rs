@@ -107,6 +107,14 @@ pub trait Cloud {
     async fn check(&self, places: &[String]) -> CheckLines;
     /// What a launch needs found first, once (EC2: the AMI by name; Lambda: the SSH key).
     async fn prepare(&mut self) -> Result<(), Refusal>;
+    /// The places to try, in order, from the pool's (once, after `prepare`): EC2's `["*"]`
+    /// becomes the region's zones offering the type, cheapest first. With what to say of it.
+    async fn places(
+        &self,
+        configured: &[String],
+    ) -> Result<(Vec<String>, Option<String>), Refusal> {
+        Ok((configured.to_vec(), None))
+    }
     /// The places with capacity for the pool's instance type now, where the cloud says so
     /// (Lambda's `instance-types`); `None` where it does not (EC2: a launch finds out).
     async fn capacity(&self) -> Result<Option<Vec<String>>, Refusal> {

@@ -428,10 +428,19 @@ impl Worker {
     /// Buys node `h`'s instance: the places in order from the one its launch is at.
     async fn launch<C: Cloud>(&mut self, cloud: &mut C, h: usize) {
         if !self.prepared {
-            match cloud.prepare().await {
-                Ok(()) => self.prepared = true,
+            if let Err(r) = cloud.prepare().await {
+                return self.refused(h, r);
+            }
+            match cloud.places(&self.reach.places).await {
+                Ok((places, said)) => {
+                    self.reach.places = places;
+                    if let Some(what) = said {
+                        self.said(None, what);
+                    }
+                }
                 Err(r) => return self.refused(h, r),
             }
+            self.prepared = true;
         }
         let node = self.reach.nodes[h].clone();
         if self.slots[h].token.is_some() {

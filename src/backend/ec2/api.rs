@@ -4,6 +4,7 @@
 //! or stop and say why). Every call is counted: `gantry bench cloud` reports calls per node.
 
 use crate::backend::cloud::{CheckLines, Cloud, Instance, Phase, Refusal};
+use crate::config::ec2::ANY_ZONE;
 use aws_sdk_ec2::error::ProvideErrorMetadata;
 use aws_sdk_ec2::types::{
     Filter, InstanceMarketOptionsRequest, InstanceStateName, InstanceType, MarketType, Placement,
@@ -274,8 +275,50 @@ impl Ec2 {
         }
     }
 
-    /// The region's zones that answer (name → state), for `gantry cloud check`.
-    pub async fn zones(&self) -> Result<Vec<(String, String)>, Refusal> {
+    /// `zones = ["*"]`: the available zones of `have` where the catalog offers the type,
+    /// cheapest first (spot prices for a spot pool) — every available zone, by name, where the
+    /// catalog does not know the type — and the sentence that says so.
+    fn by_price(&self, have: &[(String, String, String)]) -> (Vec<String>, String) {
+        use crate::config::catalog::{zone_prices, Cloud as Catalog};
+        let t = &self.target;
+        let prices = zone_prices(Catalog::Aws, &t.instance_type, &t.region, t.spot);
+        let available: Vec<&(String, String, String)> = have
+            .iter()
+            .filter(|(_, state, _)| state == "available")
+            .collect();
+        if prices.is_empty() {
+            let mut names: Vec<String> = available.iter().map(|(n, _, _)| n.clone()).collect();
+            names.sort();
+            let said = format!(
+                "zones: {} is not in gantry's catalog for {}: every available zone, by name ({})",
+                t.instance_type,
+                t.region,
+                names.join(", ")
+            );
+            return (names, said);
+        }
+        let mut order = Vec::new();
+        let mut parts = Vec::new();
+        for (id, price) in prices {
+            if let Some((name, _, _)) = available.iter().find(|(_, _, z)| z == id) {
+                order.push(name.clone());
+                parts.push(format!("{name} ${price:.2}/h"));
+            }
+        }
+        let said = format!(
+            "zones by {} price (catalog): {}",
+            if t.spot { "spot" } else { "on-demand" },
+            if parts.is_empty() {
+                "none of the zones offering it is available".to_string()
+            } else {
+                parts.join(", ")
+            }
+        );
+        (order, said)
+    }
+
+    /// The region's zones that answer: (name, state, zone id).
+    pub async fn zones(&self) -> Result<Vec<(String, String, String)>, Refusal> {
         self.count();
         let out = self
             .client
@@ -290,6 +333,7 @@ impl Ec2 {
                 (
                     z.zone_name().unwrap_or_default().to_string(),
                     z.state().map_or("?", |s| s.as_str()).to_string(),
+                    z.zone_id().unwrap_or_default().to_string(),
                 )
             })
             .collect())
@@ -316,11 +360,15 @@ impl Cloud for Ec2 {
     async fn open_check(&self, zones: &[String]) -> Result<(), String> {
         self.credentials().await?;
         match self.zones().await {
-            Ok(have) => match zones.iter().find(|z| !have.iter().any(|(n, _)| n == *z)) {
+            Ok(have) => match zones
+                .iter()
+                .filter(|z| z.as_str() != ANY_ZONE)
+                .find(|z| !have.iter().any(|(n, _, _)| n == *z))
+            {
                 Some(z) => Err(format!(
                     "zone `{z}` is not a zone of {} (it has: {})",
                     self.target.region,
-                    names_or_none(have.iter().map(|(n, _)| n.as_str()))
+                    names_or_none(have.iter().map(|(n, _, _)| n.as_str()))
                 )),
                 None => Ok(()),
             },
@@ -344,8 +392,18 @@ impl Cloud for Ec2 {
                     format!("region {region} answers: {} zone(s)", have.len()),
                 ));
                 for z in zones {
-                    lines.push(match have.iter().find(|(n, _)| n == z) {
-                        Some((_, state)) => (true, format!("zone {z}: {state}")),
+                    if z == ANY_ZONE {
+                        lines.push(match self.by_price(&have) {
+                            (order, _) if order.is_empty() => (
+                                false,
+                                format!("zones = [\"*\"]: no zone of {region} answers"),
+                            ),
+                            (_, said) => (true, said),
+                        });
+                        continue;
+                    }
+                    lines.push(match have.iter().find(|(n, _, _)| n == z) {
+                        Some((_, state, _)) => (true, format!("zone {z}: {state}")),
                         None => (false, format!("zone {z}: not a zone of {region}")),
                     });
                 }
@@ -385,6 +443,24 @@ impl Cloud for Ec2 {
             self.image = Some(self.image().await?);
         }
         Ok(())
+    }
+
+    async fn places(
+        &self,
+        configured: &[String],
+    ) -> Result<(Vec<String>, Option<String>), Refusal> {
+        if configured != [ANY_ZONE] {
+            return Ok((configured.to_vec(), None));
+        }
+        let have = self.zones().await?;
+        let (order, said) = self.by_price(&have);
+        if order.is_empty() {
+            return Err(Refusal::Pool(format!(
+                "zones = [\"*\"]: no zone of {} is available",
+                self.target.region
+            )));
+        }
+        Ok((order, Some(said)))
     }
 
     async fn launch(&self, node: &str, zone: &str, token: &str) -> Result<Instance, Refusal> {

@@ -125,6 +125,26 @@ pub fn cheapest(
         .min_by(|a, b| a.1.total_cmp(&b.1))
 }
 
+/// `instance_type`'s price in each zone of `region` (by zone id) where the catalog has one,
+/// cheapest first: the spot price for `spot`, else on-demand.
+pub fn zone_prices(
+    cloud: Cloud,
+    instance_type: &str,
+    region: &str,
+    spot: bool,
+) -> Vec<(&'static str, f64)> {
+    let mut z: Vec<(&str, f64)> = offers(cloud)
+        .iter()
+        .filter(|o| o.instance_type == instance_type && o.region == region)
+        .filter_map(|o| {
+            let p = if spot { o.spot_price } else { o.price };
+            Some((o.zone_id.as_deref()?, p?))
+        })
+        .collect();
+    z.sort_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(b.0)));
+    z
+}
+
 /// The types that hold `gpu` at all, with their counts: what to write instead.
 pub fn types_with(cloud: Cloud, gpu: &str) -> Vec<String> {
     let mut t: Vec<String> = offers(cloud)
@@ -181,6 +201,10 @@ mod tests {
         let (o, _) = cheapest(Cloud::Lambda, "h100", 8, "us-east-1", false).unwrap();
         assert_eq!(o.instance_type, "gpu_8x_h100_sxm5");
         assert!(cheapest(Cloud::Aws, "H100", 3, "us-east-1", false).is_none());
+        assert_eq!(
+            zone_prices(Cloud::Aws, "p4de.24xlarge", "us-east-1", true),
+            [("use1-az6", 9.7262), ("use1-az4", 11.4593)]
+        );
         assert!(types_with(Cloud::Aws, "H100")
             .iter()
             .any(|t| t == "p5.48xlarge (8× H100)"));

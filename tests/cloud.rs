@@ -747,3 +747,63 @@ fn a_spot_pool_of_any_zone_tries_the_cheapest_zone_by_the_catalog_first() {
     assert_eq!(held.len(), 1, "{held:?}");
     assert_eq!(held[0].zone, "us-east-1d");
 }
+
+#[test]
+fn cloud_check_weighs_the_gpu_quota_against_max_nodes() {
+    // moto stays bound: dropped, it would stop.
+    let Some(World {
+        h,
+        faults,
+        port,
+        moto: _moto,
+    }) = world("cloud-quota")
+    else {
+        return;
+    };
+    let fleet = fleet(&h, port, "t-quota", &[GPU]);
+    let check = || {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_gantry"))
+            .args(["cloud", "check", "-o", "json", "--config"])
+            .arg(&fleet)
+            .env("AWS_ACCESS_KEY_ID", "testing")
+            .env("AWS_SECRET_ACCESS_KEY", "testing")
+            .env("AWS_EC2_METADATA_DISABLED", "true")
+            .output()
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+        (out.status.code(), v[0]["lines"].to_string())
+    };
+    // moto serves no EC2 quotas: said, not failed.
+    let (code, lines) = check();
+    assert_eq!(code, Some(0), "{lines}");
+    assert!(
+        lines.contains("quota Running On-Demand P instances (L-417A185B): not readable (NoSuchResourceException"),
+        "{lines}"
+    );
+    assert!(
+        lines.contains("catalog: p4de.24xlarge holds 8× A100-80GB; in us-east-1: $27.45/h on-demand, spot from $9.73/h (use1-az6); the pool counts $21.96/h"),
+        "{lines}"
+    );
+    // As AWS answers it: 96 vCPUs, one p4de.24xlarge of the pool's two.
+    let quota = |vcpus: f64| Rule {
+        when: vec!["\"QuotaCode\":\"L-417A185B\"".to_string()],
+        fault: Fault::Json(format!(
+            r#"{{"Quota":{{"ServiceCode":"ec2","ServiceName":"Amazon Elastic Compute Cloud (Amazon EC2)","QuotaCode":"L-417A185B","QuotaName":"Running On-Demand P instances","Value":{vcpus},"Unit":"None","Adjustable":true,"GlobalQuota":false}}}}"#
+        )),
+    };
+    faults.set(vec![quota(96.0)]);
+    let (code, lines) = check();
+    assert_eq!(code, Some(0), "{lines}");
+    assert!(
+        lines.contains("quota Running On-Demand P instances (L-417A185B): 96 vCPUs = 1 × p4de.24xlarge (96 vCPUs each); max_nodes 2 needs 192 — at most 1 can run at once"),
+        "{lines}"
+    );
+    // None: the pool cannot buy, and check says so with exit 1.
+    faults.set(vec![quota(0.0)]);
+    let (code, lines) = check();
+    assert_eq!(code, Some(1), "{lines}");
+    assert!(
+        lines.contains("none can be bought: ask AWS for more"),
+        "{lines}"
+    );
+}

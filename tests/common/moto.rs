@@ -63,6 +63,8 @@ pub enum Fault {
     Refuse { code: String, message: String },
     /// Holds the request this long before moto gets it.
     Delay(Duration),
+    /// Answers this JSON (200) instead of moto: what AWS serves and moto does not.
+    Json(String),
 }
 
 /// A rule: requests whose body contains every one of `when` get `fault`.
@@ -140,6 +142,11 @@ fn serve(mut c: TcpStream, upstream: u16, faults: &Faults) {
                 std::thread::sleep(d);
                 forward(upstream, &head, &body)
             }
+            Some(Fault::Json(json)) => format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: application/x-amz-json-1.1\r\nContent-Length: {}\r\n\r\n{json}",
+                json.len()
+            )
+            .into_bytes(),
             None => forward(upstream, &head, &body),
         };
         if c.write_all(&answer).is_err() {
@@ -148,8 +155,12 @@ fn serve(mut c: TcpStream, upstream: u16, faults: &Faults) {
     }
 }
 
-/// The form body decoded, `key=value` pairs joined by `&`, for the rules to match.
+/// The form body decoded, `key=value` pairs joined by `&`, for the rules to match (a JSON
+/// body — the Service Quotas API's — as it is).
 fn decode(body: &[u8]) -> String {
+    if body.first() == Some(&b'{') {
+        return String::from_utf8_lossy(body).into_owned();
+    }
     serde_urlencoded::from_bytes::<Vec<(String, String)>>(body)
         .unwrap_or_default()
         .into_iter()

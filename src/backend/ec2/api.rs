@@ -34,6 +34,8 @@ pub struct Target {
     pub image_owner: Option<String>,
     pub profile: Option<String>,
     pub endpoint_url: Option<String>,
+    /// The most instances the pool buys (`gantry cloud check` weighs its quota against it).
+    pub max_nodes: u32,
 }
 
 /// EC2 error codes by what they mean for the next step.
@@ -97,6 +99,7 @@ fn chain(e: &dyn std::error::Error) -> String {
 #[derive(Clone)]
 pub struct Ec2 {
     client: aws_sdk_ec2::Client,
+    quotas: aws_sdk_servicequotas::Client,
     credentials: Option<aws_sdk_ec2::config::SharedCredentialsProvider>,
     pub target: Target,
     /// Calls made (each an API request; the SDK's own retries of one are not counted).
@@ -131,6 +134,7 @@ impl Ec2 {
         let sdk = loader.load().await;
         Ec2 {
             client: aws_sdk_ec2::Client::new(&sdk),
+            quotas: aws_sdk_servicequotas::Client::new(&sdk),
             credentials: sdk.credentials_provider(),
             target,
             calls: Arc::default(),
@@ -273,6 +277,64 @@ impl Ec2 {
                 return Ok(out);
             }
         }
+    }
+
+    /// The Service Quotas limit (vCPUs) that caps the pool's instances, and the line
+    /// `gantry cloud check` says of it: how many of the pool's instances it allows against
+    /// its `max_nodes`. Unreadable (no permission, a service that does not serve it) is said,
+    /// not failed: a quota refusal still shows as an event when a buy hits it.
+    pub async fn quota_line(&self, max_nodes: u32) -> (bool, String) {
+        let t = &self.target;
+        let Some((code, name)) = quota_of(&t.instance_type, t.spot) else {
+            return (true, format!("quota: none known for {}", t.instance_type));
+        };
+        self.count();
+        let read = self
+            .quotas
+            .get_service_quota()
+            .service_code("ec2")
+            .quota_code(code)
+            .send()
+            .await;
+        let value = match read {
+            Ok(out) => out.quota().and_then(|q| q.value()),
+            Err(e) => {
+                return (
+                    true,
+                    format!(
+                        "quota {name} ({code}): not readable ({}): a quota refusal shows as an event when a buy hits it",
+                        quota_error(&e)
+                    ),
+                )
+            }
+        };
+        let Some(vcpus) = value else {
+            return (true, format!("quota {name} ({code}): no value given"));
+        };
+        let per = crate::config::catalog::offers(crate::config::catalog::Cloud::Aws)
+            .iter()
+            .find(|o| o.instance_type == t.instance_type)
+            .map(|o| o.vcpus)
+            .filter(|v| *v > 0.0);
+        let Some(per) = per else {
+            return (true, format!("quota {name} ({code}): {vcpus:.0} vCPUs"));
+        };
+        let fits = (vcpus / per).floor() as u32;
+        let needs = per * f64::from(max_nodes);
+        (
+            fits > 0,
+            format!(
+                "quota {name} ({code}): {vcpus:.0} vCPUs = {fits} × {} ({per:.0} vCPUs each); max_nodes {max_nodes} needs {needs:.0}{}",
+                t.instance_type,
+                if fits == 0 {
+                    " — none can be bought: ask AWS for more (Service Quotas console)".to_string()
+                } else if fits < max_nodes {
+                    format!(" — at most {fits} can run at once")
+                } else {
+                    String::new()
+                }
+            ),
+        )
     }
 
     /// `zones = ["*"]`: the available zones of `have` where the catalog offers the type,
@@ -431,10 +493,7 @@ impl Cloud for Ec2 {
                 format!("listing instances: {}", r.why()),
             ),
         });
-        lines.push((
-            true,
-            "quotas: not read (the Service Quotas API is not in gantry yet): a quota refusal shows as an event when a buy hits it".to_string(),
-        ));
+        lines.push(self.quota_line(self.target.max_nodes).await);
         lines
     }
 
@@ -522,6 +581,47 @@ impl Cloud for Ec2 {
             .await
             .map(|_| ())
             .map_err(|e| refusal(&e))
+    }
+}
+
+/// The Service Quotas code and name that cap `instance_type` (vCPUs of its family, on-demand or
+/// spot), for the families GPU pools use and the standard ones.
+pub fn quota_of(instance_type: &str, spot: bool) -> Option<(&'static str, &'static str)> {
+    let family = instance_type.split('.').next()?;
+    let q = match (family.chars().next()?, spot) {
+        ('p', false) => ("L-417A185B", "Running On-Demand P instances"),
+        ('p', true) => ("L-7212CCBC", "All P Spot Instance Requests"),
+        ('g', false) => ("L-DB2E81BA", "Running On-Demand G and VT instances"),
+        ('g', true) => ("L-3819A6DF", "All G and VT Spot Instance Requests"),
+        _ if family.starts_with("vt") => {
+            if spot {
+                ("L-3819A6DF", "All G and VT Spot Instance Requests")
+            } else {
+                ("L-DB2E81BA", "Running On-Demand G and VT instances")
+            }
+        }
+        ('a' | 'c' | 'd' | 'h' | 'i' | 'm' | 'r' | 't' | 'z', false) => {
+            ("L-1216C47A", "Running On-Demand Standard instances")
+        }
+        ('a' | 'c' | 'd' | 'h' | 'i' | 'm' | 'r' | 't' | 'z', true) => {
+            ("L-34B43A08", "All Standard Spot Instance Requests")
+        }
+        _ => return None,
+    };
+    Some(q)
+}
+
+fn quota_error<E>(e: &aws_sdk_servicequotas::error::SdkError<E>) -> String
+where
+    E: aws_sdk_servicequotas::error::ProvideErrorMetadata + std::error::Error + 'static,
+{
+    match e {
+        aws_sdk_servicequotas::error::SdkError::ServiceError(s) => format!(
+            "{}: {}",
+            s.err().code().unwrap_or("Unknown"),
+            crate::untrusted::bounded(s.err().message().unwrap_or(""), 200)
+        ),
+        other => chain(other),
     }
 }
 

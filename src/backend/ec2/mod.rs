@@ -31,6 +31,7 @@ pub fn target_of(p: &crate::config::fleet::PoolConfig) -> Target {
         image_owner: e.image_owner.clone(),
         profile: e.profile.clone(),
         endpoint_url: e.endpoint_url.clone(),
+        max_nodes: p.max_nodes.unwrap_or(p.nodes).max(p.nodes),
     }
 }
 

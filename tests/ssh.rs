@@ -157,19 +157,35 @@ fn jobs_and_gangs_run_on_the_hosts_they_were_placed_on() {
     );
     assert_eq!(String::from_utf8_lossy(&out.stderr), "warn\n");
 
-    // One node's process fails: the whole gang stops and requeues.
+    // One node's process fails: the whole gang stops, and the job fails with that node's
+    // exit code (issue 35: it was requeued, and failed again, forever).
     let failing = submit(
         &d,
         &h.dir,
         "failing",
         "name: failing\nnum_nodes: 2\nresources:\n  accelerators: A100-80GB:2\nrun: |\n  if [ \"$SKYPILOT_NODE_RANK\" = 1 ]; then sleep 1; exit 3; fi\n  sleep 60\n",
     );
-    wait_for(&d, 30, "the gang to requeue", || {
-        events(&d)
-            .iter()
-            .any(|e| e.contains(&format!("job {failing}")) && e.contains("whole gang stopped"))
+    wait_for(&d, 30, "the gang to fail", || {
+        state(&d, failing) == "failed"
     });
-    cli(&d, &["cancel", &failing.to_string()]);
+    let said = events(&d);
+    assert!(
+        said.iter().any(
+            |e| e.contains(&format!("job {failing} running → failed: node "))
+                && e.contains(" (rank 1) exited with code 3: the whole gang stopped")
+        ),
+        "{said:#?}"
+    );
+    let explained = common::json(&d, &["explain", &failing.to_string()]);
+    assert!(
+        explained["detail"]
+            .as_str()
+            .is_some_and(|t| t.contains("(rank 1) exited with code 3")),
+        "{explained}"
+    );
+    assert!(!said
+        .iter()
+        .any(|e| e.contains(&format!("job {failing} running → pending"))));
     // Rank 0's `sleep 60` was killed with it: no process of the job is left on any host.
     wait_for(&d, 15, "the gang's processes to be gone", || {
         h.hosts

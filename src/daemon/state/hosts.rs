@@ -637,11 +637,21 @@ impl State {
                 )?;
             }
             Some(JobState::Running) if gang && failed => {
-                self.engine.lost(
-                    id,
-                    self.now,
-                    &format!("node {name}'s process ended ({exit}): the whole gang stopped and requeued from its checkpoint"),
-                )?;
+                // The job's own process failed (an exit code, a signal): the job failed —
+                // requeueing it ran the same failure again, forever. Lost hosts and vanished
+                // processes requeue above; preemptions are not failures.
+                let rank = self
+                    .hosts
+                    .runs
+                    .get(&id)
+                    .and_then(|r| r.parts.iter().position(|p| p.node == node))
+                    .map_or(String::new(), |k| format!(" (rank {k})"));
+                let said = format!(
+                    "node {name}{rank} {exit}{}: the whole gang stopped",
+                    self.runtime_failure(id, node, exit)
+                );
+                self.engine.finished_because(id, false, self.now, &said)?;
+                self.log(format!("job {id} {said}"));
             }
             Some(JobState::Running) => {
                 let said = format!("{exit} on {name}{}", self.runtime_failure(id, node, exit));

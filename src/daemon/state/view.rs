@@ -9,6 +9,15 @@ impl State {
         let events = self.engine.store().events(Some(id), 100)?;
         let events = self.dated(events);
         let record = self.engine.job_record(id)?.ok_or(EngineError::NoJob(id))?;
+        // A job that ended says why: its last move's reason ("node gpu-b (rank 1) exited with
+        // code 3: the whole gang stopped"), not only its state.
+        let ended = record.state.is_final().then(|| {
+            events
+                .iter()
+                .rev()
+                .find(|e| e.kind == record.state.name())
+                .and_then(|e| e.detail.split_once(": ").map(|(_, why)| why.to_string()))
+        });
         // `secrets` values are never shown, to anyone (the API hides `envs` from others).
         let spec = crate::spec::redact::redact(&record.spec, true);
         // Read by the API, off the actor (a remote host may be slow to answer).
@@ -32,7 +41,7 @@ impl State {
                 dollars_per_hour: 0.0,
                 cost_usd: record.cost,
                 explanation: None,
-                reason: None,
+                reason: ended.flatten(),
                 spec,
                 pipeline,
                 after,
@@ -74,7 +83,7 @@ impl State {
             placement,
             dollars_per_hour: j.placement.as_ref().map_or(0.0, |p| p.price_per_hour),
             cost_usd: j.cost_at(self.now),
-            reason: self.why_waiting(j),
+            reason: self.why_waiting(j).or(ended.flatten()),
             explanation: j.explanation.clone(),
             spec,
             pipeline: j.spec.pipeline.clone(),

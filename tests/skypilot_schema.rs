@@ -194,7 +194,32 @@ fn skypilots_names_for_gantrys_fields_are_honoured() {
         .iter()
         .map(|i| i.split(':').next().unwrap())
         .collect();
-    assert_eq!(noted, ["resources.disk_size", "resources.job_recovery"]);
+    assert_eq!(
+        noted,
+        ["resources.disk_size", "resources.job_recovery.strategy"]
+    );
+    // job_recovery's counts are honoured (issue 35), its strategy is gantry's own.
+    let r = parse(
+        "run: x\nresources:\n  job_recovery:\n    strategy: EAGER_NEXT_REGION\n    max_restarts_on_errors: 3\n    recover_on_exit_codes: [33, 34]\n",
+    )
+    .unwrap();
+    assert_eq!(r.recovery.max_restarts_on_errors, 3);
+    assert_eq!(r.recovery.recover_on_exit_codes, [33, 34]);
+    let one =
+        parse("run: x\nresources:\n  job_recovery:\n    recover_on_exit_codes: 29\n").unwrap();
+    assert_eq!(one.recovery.recover_on_exit_codes, [29]);
+    let e = parse("run: x\nresources:\n  job_recovery:\n    max_restarts_on_errors: 1000\n")
+        .unwrap_err();
+    assert!(
+        e.contains("`resources.job_recovery.max_restarts_on_errors`: 1000: give 0 to 100 restarts"),
+        "{e}"
+    );
+    let e =
+        parse("run: x\nresources:\n  job_recovery:\n    recover_on_exit_codes: [0]\n").unwrap_err();
+    assert!(
+        e.contains("0 is not an exit code that means failure"),
+        "{e}"
+    );
     let e = parse("run: x\nmax_price: 3\nresources:\n  max_hourly_cost: 4\n").unwrap_err();
     assert!(
         e.starts_with("task.yaml:2:1: `max_price`: give the price cap once"),

@@ -194,6 +194,60 @@ fn jobs_and_gangs_run_on_the_hosts_they_were_placed_on() {
     });
 }
 
+/// Issue 35: a 2-node job whose rank 1 always exits 137 was requeued forever. With
+/// `job_recovery.max_restarts_on_errors: 2` it runs three times, each restart after a backoff
+/// (5 s, then 10 s), said with its count, and then fails with the node's rank and exit code.
+#[test]
+fn a_gang_that_always_fails_restarts_as_its_spec_allows_then_fails_with_its_exit_code() {
+    if !can_run() {
+        return;
+    }
+    let h = hosts("restarts", 2);
+    let d = daemon("ssh-restarts", &h.fleet(&h.entries(), "2m"));
+    wait_for(&d, 60, "both hosts to connect", || connected(&d, 2));
+    let runs = h.dir.join("runs");
+    let id = submit(
+        &d,
+        &h.dir,
+        "crash",
+        &format!(
+            "name: crash\nnum_nodes: 2\nresources:\n  accelerators: A100-80GB:2\n  job_recovery:\n    max_restarts_on_errors: 2\nrun: |\n  echo run >> {}.$SKYPILOT_NODE_RANK\n  if [ \"$SKYPILOT_NODE_RANK\" = 1 ]; then exit 137; fi\n  sleep 60\n",
+            runs.display()
+        ),
+    );
+    wait_for(&d, 90, "the job to fail after its restarts", || {
+        state(&d, id) == "failed"
+    });
+    let ran = std::fs::read_to_string(format!("{}.1", runs.display())).unwrap_or_default();
+    assert_eq!(ran.lines().count(), 3, "ran three times: {ran}");
+    let said: Vec<String> = events(&d)
+        .into_iter()
+        .filter(|e| e.contains(&format!("job {id} ")))
+        .collect();
+    for want in [
+        "running → pending: restart 1 of 2 in 5s: node ",
+        "(rank 1) killed by signal 9 (SIGKILL): the whole gang stopped",
+        "pending → held: backoff before restart 1",
+        "held → pending: backoff over: restarting",
+        "running → pending: restart 2 of 2 in 10s: node ",
+        "(rank 1) killed by signal 9 (SIGKILL): the whole gang stopped; after 2 restarts",
+    ] {
+        assert!(said.iter().any(|e| e.contains(want)), "{want}: {said:#?}");
+    }
+    let explained = common::json(&d, &["explain", &id.to_string()]);
+    assert!(
+        explained["detail"].as_str().is_some_and(|t| t
+            .ends_with("killed by signal 9 (SIGKILL): the whole gang stopped; after 2 restarts")),
+        "{explained}"
+    );
+    // Nothing of it is left running on either host.
+    wait_for(&d, 15, "its processes to be gone", || {
+        h.hosts
+            .iter()
+            .all(|x| !x.processes().iter().any(|(_, c)| c.contains("sleep 60")))
+    });
+}
+
 #[test]
 fn jobs_survive_the_ssh_client_the_agent_and_the_daemon_being_killed() {
     if !can_run() {

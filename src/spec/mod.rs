@@ -156,10 +156,27 @@ pub struct JobSpec {
     pub after: Option<i64>,
     /// The pipeline this task is part of, by its name (written by `gantry submit`).
     pub pipeline: Option<String>,
+    /// SkyPilot's `resources.job_recovery`: restarts when the job's own process fails.
+    pub recovery: Recovery,
     /// SkyPilot fields present in the file that gantry does not act on, each with what gantry
     /// does instead.
     pub ignored: Vec<String>,
 }
+
+/// How often a job whose own process fails (an exit code, a signal) is started again, with a
+/// backoff that doubles from 5 s up to 5 minutes. Preemptions, spot losses and lost hosts are
+/// not the job's failures: they requeue it without counting.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Recovery {
+    /// Restarts after a failure (SkyPilot's `max_restarts_on_errors`; 0: it fails at once).
+    pub max_restarts_on_errors: u32,
+    /// Exit codes that restart the job whatever the count (SkyPilot's `recover_on_exit_codes`),
+    /// up to `RESTARTS_MAX` in all.
+    pub recover_on_exit_codes: Vec<i32>,
+}
+
+/// The most restarts a job is given, whatever its spec says.
+pub const RESTARTS_MAX: u32 = 100;
 
 impl Default for JobSpec {
     fn default() -> Self {
@@ -195,6 +212,7 @@ impl Default for JobSpec {
             git_workdir: None,
             after: None,
             pipeline: None,
+            recovery: Recovery::default(),
             ignored: Vec::new(),
         }
     }

@@ -141,7 +141,7 @@ struct RawResources {
     network_tier: Option<Ignored>,
     /// `spot_recovery` is its deprecated name.
     #[serde(alias = "spot_recovery")]
-    job_recovery: Option<Ignored>,
+    job_recovery: Option<RawRecovery>,
     accelerator_args: Option<Ignored>,
     local_disk: Option<Ignored>,
     volumes: Option<Ignored>,
@@ -159,7 +159,12 @@ impl RawResources {
             (self.network_tier.is_some(), "network_tier", Noted("the job uses the network its nodes have")),
             (self.labels.is_some(), "labels", Noted("cloud and pod labels are not set from it (gantry labels its own pods)")),
             (self.autostop.is_some(), "autostop", Noted(RECLAIM)),
-            (self.job_recovery.is_some(), "job_recovery", Noted("gantry requeues a preempted job from its checkpoint (`checkpoint:`); a job that fails is not restarted")),
+            (
+                matches!(&self.job_recovery, Some(RawRecovery::Strategy(_)))
+                    || matches!(&self.job_recovery, Some(RawRecovery::Table { strategy: Some(_), .. })),
+                "job_recovery.strategy",
+                Noted("gantry's own: a preempted job requeues from its checkpoint and is placed on the cheapest capacity that fits"),
+            ),
             (self.accelerator_args.is_some(), "accelerator_args", Noted("TPU settings; gantry's fleets have no TPUs")),
             (self.no_missing_accel_warnings.is_some(), "_no_missing_accel_warnings", Noted("SkyPilot's own warning switch")),
             (self.local_disk.is_some(), "local_disk", Refused("gantry does not choose nodes by local disk: ask for a pool whose nodes have it (`infra`, `instance_type`)")),
@@ -168,6 +173,26 @@ impl RawResources {
         ];
         present(all)
     }
+}
+
+/// `resources.job_recovery`: a strategy's name, or a table.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum RawRecovery {
+    /// Its name is noted, not used: gantry's strategy is its own.
+    Strategy(#[allow(dead_code)] Text),
+    Table {
+        strategy: Option<Text>,
+        max_restarts_on_errors: Option<i64>,
+        recover_on_exit_codes: Option<RawExitCodes>,
+    },
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum RawExitCodes {
+    One(i64),
+    Many(Vec<i64>),
 }
 
 /// `workdir`: a directory, or a git repository (`{url, ref}`).
@@ -241,6 +266,8 @@ struct Resources {
     image: Option<String>,
     max_price: Option<f64>,
     priority_class: Option<String>,
+    /// Of the job, not of one alternative: read from the top-level `resources` only.
+    recovery: Option<crate::spec::Recovery>,
 }
 
 impl Resources {
@@ -257,6 +284,7 @@ impl Resources {
             image: self.image.or_else(|| base.image.clone()),
             max_price: self.max_price.or(base.max_price),
             priority_class: self.priority_class.or_else(|| base.priority_class.clone()),
+            recovery: self.recovery.or_else(|| base.recovery.clone()),
         }
     }
 
@@ -319,6 +347,38 @@ impl Reader<'_> {
         Ok(())
     }
 
+    /// `job_recovery`'s counts, checked.
+    fn recovery(
+        &self,
+        path: &str,
+        max: Option<i64>,
+        codes: &Option<RawExitCodes>,
+    ) -> Result<crate::spec::Recovery, SpecError> {
+        let limit = i64::from(crate::spec::RESTARTS_MAX);
+        let max = max.unwrap_or(0);
+        if !(0..=limit).contains(&max) {
+            return Err(self.err(
+                &format!("{path}.max_restarts_on_errors"),
+                format!("{max}: give 0 to {limit} restarts"),
+            ));
+        }
+        let codes = match codes {
+            None => Vec::new(),
+            Some(RawExitCodes::One(c)) => vec![*c],
+            Some(RawExitCodes::Many(c)) => c.clone(),
+        };
+        if let Some(bad) = codes.iter().find(|c| !(1..=255).contains(*c)) {
+            return Err(self.err(
+                &format!("{path}.recover_on_exit_codes"),
+                format!("{bad} is not an exit code that means failure (1 to 255)"),
+            ));
+        }
+        Ok(crate::spec::Recovery {
+            max_restarts_on_errors: max as u32,
+            recover_on_exit_codes: codes.into_iter().map(|c| c as i32).collect(),
+        })
+    }
+
     fn resources(
         &mut self,
         path: &str,
@@ -336,6 +396,18 @@ impl Reader<'_> {
             priority_class: r.priority_class.map(|t| t.0),
             ..Resources::default()
         };
+        if let Some(RawRecovery::Table {
+            max_restarts_on_errors,
+            recover_on_exit_codes,
+            ..
+        }) = &r.job_recovery
+        {
+            out.recovery = Some(self.recovery(
+                &format!("{path}.job_recovery"),
+                *max_restarts_on_errors,
+                recover_on_exit_codes,
+            )?);
+        }
         if let Some(v) = r.image_id {
             out.image = Some(self.image(&format!("{path}.image_id"), &v)?);
         }
@@ -589,6 +661,7 @@ pub(super) fn build(raw: RawSpec, text: &str, file: &str) -> Result<JobSpec, Spe
         git_workdir,
         after,
         pipeline: raw.pipeline.map(|t| t.0),
+        recovery: base.recovery.clone().unwrap_or_default(),
         ignored: r.ignored,
     })
 }

@@ -451,6 +451,19 @@ impl Engine {
         )?;
         self.move_to(id, JobState::Held, now, "held")
     }
+    /// Holds a pending job for a reason of the daemon's own (a restart's backoff), said in its
+    /// history.
+    pub fn hold_because(&mut self, id: JobId, now: f64, why: &str) -> Result<(), EngineError> {
+        self.expect_state(id, JobState::Pending, "only a pending job is held")?;
+        self.move_to(id, JobState::Held, now, why)
+    }
+
+    /// Releases a job the daemon held (`hold_because`), saying why.
+    pub fn release_because(&mut self, id: JobId, now: f64, why: &str) -> Result<(), EngineError> {
+        self.expect_state(id, JobState::Held, "only a held job is released")?;
+        self.move_to(id, JobState::Pending, now, why)
+    }
+
     /// Releases a held job back to the queue. Only a held job: releasing a running one would
     /// free its GPUs while its processes still run, and the next cycle would start it again.
     pub fn release(&mut self, id: JobId, now: f64) -> Result<(), EngineError> {

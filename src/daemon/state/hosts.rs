@@ -70,6 +70,8 @@ pub(super) struct Hosts {
     /// Per node, the GPUs held for its backend's own work (a Slurm cluster's jobs) and that
     /// work, as last said.
     pub foreign: HashMap<usize, super::foreign::Held>,
+    /// Restarts of jobs whose own process failed (`state::recovery`).
+    pub restarts: super::recovery::Restarts,
     /// Work its users asked gantry to place that could not be queued (said once each).
     pub wanted_refused: std::collections::HashSet<String>,
     /// Per pool: the work its backend's own users queued for its nodes that waits there, as
@@ -636,27 +638,32 @@ impl State {
                     &format!("its processes on {name} are gone without an exit status (killed outright, or the host restarted): requeued from its checkpoint"),
                 )?;
             }
-            Some(JobState::Running) if gang && failed => {
-                // The job's own process failed (an exit code, a signal): the job failed —
-                // requeueing it ran the same failure again, forever. Lost hosts and vanished
-                // processes requeue above; preemptions are not failures.
+            Some(JobState::Running) => {
+                // The job's own process failed (an exit code, a signal): restarted if its spec
+                // asks, else the job failed — a gang was requeued, and failed again, forever.
+                // Lost hosts and vanished processes requeue above; preemptions are not
+                // failures.
                 let rank = self
                     .hosts
                     .runs
                     .get(&id)
                     .and_then(|r| r.parts.iter().position(|p| p.node == node))
+                    .filter(|_| gang)
                     .map_or(String::new(), |k| format!(" (rank {k})"));
-                let said = format!(
-                    "node {name}{rank} {exit}{}: the whole gang stopped",
-                    self.runtime_failure(id, node, exit)
-                );
-                self.engine.finished_because(id, false, self.now, &said)?;
-                self.log(format!("job {id} {said}"));
-            }
-            Some(JobState::Running) => {
-                let said = format!("{exit} on {name}{}", self.runtime_failure(id, node, exit));
-                self.engine.finished_because(id, !failed, self.now, &said)?;
-                self.log(format!("job {id} {said}"));
+                let what = if gang && failed {
+                    format!(
+                        "node {name}{rank} {exit}{}: the whole gang stopped",
+                        self.runtime_failure(id, node, exit)
+                    )
+                } else {
+                    format!("{exit} on {name}{}", self.runtime_failure(id, node, exit))
+                };
+                if !(failed && self.restarted(id, node, exit, &what)?) {
+                    let restarts = self.hosts.restarts.said(id);
+                    let said = format!("{what}{restarts}");
+                    self.engine.finished_because(id, !failed, self.now, &said)?;
+                    self.log(format!("job {id} {said}"));
+                }
             }
             _ => {}
         }

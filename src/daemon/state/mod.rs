@@ -19,6 +19,7 @@ pub use marks::span;
 mod nodes;
 mod observe;
 mod reclaim;
+mod recovery;
 mod telemetry;
 mod view;
 mod wanted;
@@ -636,6 +637,7 @@ impl State {
     pub fn advance(&mut self, dt: f64) -> Result<(), EngineError> {
         self.now += dt.max(0.0);
         self.run_node_timers(self.now)?;
+        self.release_restarts()?;
         self.poll_hosts()?;
         if self.workload.is_some() && self.rng.below(3) == 0 {
             self.submit_demo()?;

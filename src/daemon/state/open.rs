@@ -276,6 +276,7 @@ impl State {
                 s.submit_demo()?;
             }
         }
+        s.resume_restarts()?;
         s.tick()?;
         Ok(s)
     }

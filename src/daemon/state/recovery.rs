@@ -1,0 +1,143 @@
+//! A job's own failures (an exit code, a signal — not a preemption, a spot loss or a lost
+//! host): it fails, unless its spec asks for restarts (`resources.job_recovery`:
+//! `max_restarts_on_errors`, `recover_on_exit_codes`). A restart requeues the job and holds it
+//! for a backoff that doubles from 5 s to 5 minutes; the daemon releases it when that is over.
+//! Each restart is a move in the journal (`… restart 2 of 3 in 10s: …`), so the count and a
+//! backoff under way survive a daemon restart.
+
+use super::*;
+use crate::backend::Exit;
+
+/// The first backoff, seconds; doubled at each restart up to `BACKOFF_MAX_S`.
+const BACKOFF_FIRST_S: f64 = 5.0;
+const BACKOFF_MAX_S: f64 = 300.0;
+/// What a restart's move says: counted from the journal.
+const RESTART: &str = "restart ";
+/// What its hold says: released once the backoff is over (at once after a daemon restart).
+const BACKOFF: &str = "backoff before restart ";
+
+/// Restarts per job, and when held ones are released.
+#[derive(Default)]
+pub(super) struct Restarts {
+    counts: HashMap<JobId, u32>,
+    release_at: HashMap<JobId, f64>,
+}
+
+impl Restarts {
+    /// What a job's end adds about its restarts: `; after 2 restarts`, or nothing.
+    pub(super) fn said(&self, id: JobId) -> String {
+        match self.counts.get(&id) {
+            Some(&n) if n > 0 => format!("; after {n} restart{}", if n == 1 { "" } else { "s" }),
+            _ => String::new(),
+        }
+    }
+}
+
+impl State {
+    /// Restarts job `id` has had (read from the journal the first time).
+    fn restarts_of(&mut self, id: JobId) -> Result<u32, EngineError> {
+        if let Some(&n) = self.hosts.restarts.counts.get(&id) {
+            return Ok(n);
+        }
+        let n = self
+            .engine
+            .store()
+            .events(Some(id), 10_000)?
+            .iter()
+            .filter(|e| e.kind == "pending" && e.detail.contains(&format!(": {RESTART}")))
+            .count() as u32;
+        self.hosts.restarts.counts.insert(id, n);
+        Ok(n)
+    }
+
+    /// Whether job `id`, whose node `node` ended with `exit`, is restarted; if so it is
+    /// (requeued and held for its backoff), and said.
+    pub(super) fn restarted(
+        &mut self,
+        id: JobId,
+        node: usize,
+        exit: Exit,
+        what: &str,
+    ) -> Result<bool, EngineError> {
+        let Some(recovery) = self.engine.job(id).map(|j| j.spec.recovery.clone()) else {
+            return Ok(false);
+        };
+        let code = match exit {
+            Exit::Code(c) => c,
+            Exit::Signal(s) => 128 + s,
+            Exit::Unknown => return Ok(false),
+        };
+        let done = self.restarts_of(id)?;
+        let listed = recovery.recover_on_exit_codes.contains(&code);
+        let allowed = done < recovery.max_restarts_on_errors || listed;
+        if !allowed || done >= crate::spec::RESTARTS_MAX {
+            return Ok(false);
+        }
+        let n = done + 1;
+        let backoff = (BACKOFF_FIRST_S * 2f64.powi(done.min(16) as i32)).min(BACKOFF_MAX_S);
+        let of = if listed {
+            format!("(exit code {code} is in recover_on_exit_codes)")
+        } else {
+            format!("of {}", recovery.max_restarts_on_errors)
+        };
+        let _ = node;
+        self.engine.lost(
+            id,
+            self.now,
+            &format!(
+                "{RESTART}{n} {of} in {}: {what}",
+                super::marks::span(backoff)
+            ),
+        )?;
+        self.engine
+            .hold_because(id, self.now, &format!("{BACKOFF}{n}"))?;
+        self.hosts.restarts.counts.insert(id, n);
+        self.hosts
+            .restarts
+            .release_at
+            .insert(id, self.now + backoff);
+        Ok(true)
+    }
+
+    /// Releases the jobs whose backoff is over (and, after a daemon restart, those it left
+    /// held for one).
+    pub(super) fn release_restarts(&mut self) -> Result<(), EngineError> {
+        let due: Vec<JobId> = self
+            .hosts
+            .restarts
+            .release_at
+            .iter()
+            .filter(|(_, &at)| at <= self.now)
+            .map(|(id, _)| *id)
+            .collect();
+        for id in due {
+            self.hosts.restarts.release_at.remove(&id);
+            if self.engine.job(id).map(|j| j.state) == Some(JobState::Held) {
+                self.engine
+                    .release_because(id, self.now, "backoff over: restarting")?;
+            }
+        }
+        Ok(())
+    }
+
+    /// At open: jobs held for a backoff when the daemon stopped are released at the first
+    /// step.
+    pub(super) fn resume_restarts(&mut self) -> Result<(), EngineError> {
+        let held: Vec<JobId> = self
+            .engine
+            .jobs()
+            .filter(|j| j.state == JobState::Held)
+            .map(|j| j.id)
+            .collect();
+        for id in held {
+            let last = self.engine.store().events(Some(id), 1)?;
+            if last
+                .last()
+                .is_some_and(|e| e.kind == "held" && e.detail.contains(&format!(": {BACKOFF}")))
+            {
+                self.hosts.restarts.release_at.insert(id, self.now);
+            }
+        }
+        Ok(())
+    }
+}

@@ -83,7 +83,22 @@ impl State {
             placement,
             dollars_per_hour: j.placement.as_ref().map_or(0.0, |p| p.price_per_hour),
             cost_usd: j.cost_at(self.now),
-            reason: self.why_waiting(j).or(ended.flatten()),
+            // `explain` and `job` (not the queue's rows) say what is being bought for it and
+            // what was passed over.
+            reason: self
+                .why_waiting(j)
+                .map(|why| {
+                    let buying = j
+                        .explanation
+                        .as_ref()
+                        .is_some_and(|e| e.reason.waits_for_capacity());
+                    if buying {
+                        why + &self.buying_now()
+                    } else {
+                        why
+                    }
+                })
+                .or(ended.flatten()),
             explanation: j.explanation.clone(),
             spec,
             pipeline: j.spec.pipeline.clone(),
@@ -164,9 +179,6 @@ impl State {
                 patience / 60.0,
                 (left / 60.0).ceil()
             ));
-        }
-        if for_capacity {
-            text.push_str(&self.buying_now());
         }
         Some(text)
     }

@@ -215,6 +215,13 @@ fn a_gang_that_always_fails_restarts_as_its_spec_allows_then_fails_with_its_exit
             runs.display()
         ),
     );
+    // Between its runs, its row says which restart it is on.
+    wait_for(&d, 60, "the row to count a restart", || {
+        common::json(&d, &["jobs"])
+            .as_array()
+            .and_then(|rows| rows.iter().find(|r| r["id"] == id).cloned())
+            .is_some_and(|r| r["restarts"].as_u64() >= Some(1))
+    });
     wait_for(&d, 90, "the job to fail after its restarts", || {
         state(&d, id) == "failed"
     });

@@ -55,6 +55,7 @@ pub fn big_snapshot(gpus: usize, jobs: usize) -> Snapshot {
             detail: "no-capacity: needs 8 GPUs on one node; 0 nodes have room now".into(),
             cost_usd: (i % 50) as f64 * 3.5,
             dollars_per_hour: if i % 4 == 0 { 14.0 } else { 0.0 },
+            restarts: 0,
         })
         .collect();
     Snapshot {

@@ -80,6 +80,9 @@ pub struct JobRow {
     /// What its current run costs per hour (0 unless it holds GPUs).
     #[serde(default)]
     pub dollars_per_hour: f64,
+    /// Times it was started again after its own process failed (`job_recovery`).
+    #[serde(default)]
+    pub restarts: u32,
 }
 
 impl JobRow {

@@ -94,26 +94,17 @@ impl Ec2Settings {
 
 /// An EC2 pool's settings, or another pool's absence of them.
 pub fn validate(p: &PoolConfig, name: &str) -> Result<(), String> {
-    let Some(e) = &p.ec2 else {
-        if p.is_ec2() {
-            return Err(format!(
-                "{name}: a backend = \"ec2\" pool needs its [pools.ec2] table with the image to launch, e.g. image = \"ami-0123456789abcdef0\" or image_name = \"Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 22.04) *\""
-            ));
-        }
+    let Some(e) = super::cloud::table_for(
+        p,
+        name,
+        p.ec2.as_ref(),
+        super::fleet::Backend::Ec2,
+        ("aws", "AWS"),
+        "with the image to launch, e.g. image = \"ami-0123456789abcdef0\" or image_name = \"Deep Learning Base OSS Nvidia Driver GPU AMI (Ubuntu 22.04) *\"",
+    )?
+    else {
         return Ok(());
     };
-    if !p.is_ec2() {
-        return Err(format!(
-            "{name}: [pools.ec2] is for backend = \"ec2\" pools (this one is driven by the {} backend)",
-            p.backend().name()
-        ));
-    }
-    if p.provider != "aws" {
-        return Err(format!(
-            "{name}: backend = \"ec2\" buys from AWS: provider = \"aws\" (got \"{}\")",
-            p.provider
-        ));
-    }
     match (&e.image, &e.image_name) {
         (None, None) => {
             return Err(format!(

@@ -98,26 +98,17 @@ impl LambdaSettings {
 
 /// A Lambda pool's settings, or another pool's absence of them.
 pub fn validate(p: &PoolConfig, name: &str) -> Result<(), String> {
-    let Some(l) = &p.lambda else {
-        if p.is_lambda() {
-            return Err(format!(
-                "{name}: a backend = \"lambda\" pool needs its [pools.lambda] table with the SSH key Lambda installs, e.g. ssh_key_name = \"gantry\""
-            ));
-        }
+    let Some(l) = super::cloud::table_for(
+        p,
+        name,
+        p.lambda.as_ref(),
+        super::fleet::Backend::Lambda,
+        ("lambda", "Lambda Cloud"),
+        "with the SSH key Lambda installs, e.g. ssh_key_name = \"gantry\"",
+    )?
+    else {
         return Ok(());
     };
-    if !p.is_lambda() {
-        return Err(format!(
-            "{name}: [pools.lambda] is for backend = \"lambda\" pools (this one is driven by the {} backend)",
-            p.backend().name()
-        ));
-    }
-    if p.provider != "lambda" {
-        return Err(format!(
-            "{name}: backend = \"lambda\" buys from Lambda Cloud: provider = \"lambda\" (got \"{}\")",
-            p.provider
-        ));
-    }
     if l.ssh_key_name.as_deref().is_none_or(str::is_empty) {
         return Err(format!(
             "{name}: [pools.lambda] needs ssh_key_name: the SSH key (as named in your Lambda account) installed on each instance; with ssh_public_key = \"~/.ssh/id_ed25519.pub\" gantry registers it if the account has none of that name"

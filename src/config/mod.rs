@@ -3,6 +3,7 @@
 
 pub mod calendar;
 pub mod catalog;
+pub mod cloud;
 pub mod console;
 pub mod ec2;
 pub mod fleet;

@@ -131,6 +131,24 @@ pub trait Cloud {
     async fn terminate(&self, ids: Vec<String>) -> Result<(), Refusal>;
 }
 
+/// `gantry cloud check`'s line of a pool's instances now (`running`: the cloud's word for it).
+pub fn instances_line(found: Result<Vec<Instance>, Refusal>, running: &str) -> (bool, String) {
+    match found {
+        Ok(found) => (
+            true,
+            format!(
+                "instances of this pool now: {} ({} {running})",
+                found.len(),
+                found.iter().filter(|i| i.phase == Phase::Running).count()
+            ),
+        ),
+        Err(r) => (
+            !matches!(r, Refusal::Stop(_)),
+            format!("listing instances: {}", r.why()),
+        ),
+    }
+}
+
 /// The `ssh` destination of an instance from a pool's `ssh_host` template (`None` when a
 /// field it names is empty: no public address, say).
 pub fn entry_of(ssh_user: &str, ssh_host: &str, node: &str, i: &Instance) -> Option<String> {

@@ -479,20 +479,10 @@ impl Cloud for Ec2 {
             Ok(i) => (true, format!("image: {i}")),
             Err(r) => (false, format!("image: {}", r.why())),
         });
-        lines.push(match self.list().await {
-            Ok(found) => (
-                true,
-                format!(
-                    "instances of this pool now: {} ({} running)",
-                    found.len(),
-                    found.iter().filter(|i| i.phase == Phase::Running).count()
-                ),
-            ),
-            Err(r) => (
-                !matches!(r, Refusal::Stop(_)),
-                format!("listing instances: {}", r.why()),
-            ),
-        });
+        lines.push(crate::backend::cloud::instances_line(
+            self.list().await,
+            "running",
+        ));
         lines.push(self.quota_line(self.target.max_nodes).await);
         lines
     }

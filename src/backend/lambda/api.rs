@@ -452,17 +452,10 @@ impl Cloud for Lambda {
             ),
             Err(r) => (false, format!("SSH keys: {}", r.why())),
         });
-        lines.push(match self.list().await {
-            Ok(found) => (
-                true,
-                format!(
-                    "instances of this pool now: {} ({} active)",
-                    found.len(),
-                    found.iter().filter(|i| i.phase == Phase::Running).count()
-                ),
-            ),
-            Err(r) => (false, format!("listing instances: {}", r.why())),
-        });
+        lines.push(crate::backend::cloud::instances_line(
+            self.list().await,
+            "active",
+        ));
         lines.push((
             true,
             "quotas: Lambda's API publishes none; a quota refusal shows as an event when a buy hits it".to_string(),

@@ -658,7 +658,7 @@ impl State {
                 } else {
                     format!("{exit} on {name}{}", self.runtime_failure(id, node, exit))
                 };
-                if !(failed && self.restarted(id, node, exit, &what)?) {
+                if !(failed && self.restarted(id, exit, &what)?) {
                     let restarts = self.hosts.restarts.said(id);
                     let said = format!("{what}{restarts}");
                     self.engine.finished_because(id, !failed, self.now, &said)?;

@@ -24,6 +24,11 @@ pub(super) struct Restarts {
 }
 
 impl Restarts {
+    /// Restarts of job `id` known to this daemon (0 for one it has not had to count).
+    pub(super) fn count(&self, id: JobId) -> u32 {
+        self.counts.get(&id).copied().unwrap_or(0)
+    }
+
     /// What a job's end adds about its restarts: `; after 2 restarts`, or nothing.
     pub(super) fn said(&self, id: JobId) -> String {
         match self.counts.get(&id) {
@@ -50,12 +55,11 @@ impl State {
         Ok(n)
     }
 
-    /// Whether job `id`, whose node `node` ended with `exit`, is restarted; if so it is
-    /// (requeued and held for its backoff), and said.
+    /// Whether job `id`, a node of which ended with `exit` (`what` says which and how), is
+    /// restarted; if so it is (requeued and held for its backoff), and said.
     pub(super) fn restarted(
         &mut self,
         id: JobId,
-        node: usize,
         exit: Exit,
         what: &str,
     ) -> Result<bool, EngineError> {
@@ -80,7 +84,6 @@ impl State {
         } else {
             format!("of {}", recovery.max_restarts_on_errors)
         };
-        let _ = node;
         self.engine.lost(
             id,
             self.now,

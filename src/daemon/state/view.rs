@@ -306,6 +306,13 @@ impl State {
                     (None, None) => (String::new(), None),
                 };
                 let since = j.started_at.unwrap_or(j.submitted_at);
+                // Restarted after its own failures: said beside where it runs or why it waits.
+                let restarts = self.hosts.restarts.count(j.id);
+                let detail = if restarts > 0 {
+                    format!("{detail} · restart {restarts}")
+                } else {
+                    detail
+                };
                 JobRow {
                     id: j.id,
                     name: j.name.clone().unwrap_or_default(),
@@ -318,6 +325,7 @@ impl State {
                     detail,
                     cost_usd: j.cost,
                     dollars_per_hour: j.placement.as_ref().map_or(0.0, |p| p.price_per_hour),
+                    restarts,
                 }
             })
             .collect();

@@ -1,0 +1,41 @@
+//! What the fleet file's cloud pools (`backend = "ec2"`, `"lambda"`) share: a table of their
+//! own that only their backend may have, and the seller that backend buys from.
+
+use super::fleet::{Backend, PoolConfig};
+
+/// Pool `p`'s table for `backend` (`[pools.ec2]`), checked: present exactly when the pool is
+/// driven by `backend`, whose capacity `seller` sells (`provider`). `Ok(None)`: another
+/// backend's pool without the table. `needs` says what the table must give, for the error.
+pub fn table_for<'a, T>(
+    p: &PoolConfig,
+    name: &str,
+    table: Option<&'a T>,
+    backend: Backend,
+    seller: (&str, &str),
+    needs: &str,
+) -> Result<Option<&'a T>, String> {
+    let b = backend.name();
+    let mine = p.backend() == backend;
+    let Some(t) = table else {
+        if mine {
+            return Err(format!(
+                "{name}: a backend = \"{b}\" pool needs its [pools.{b}] table {needs}"
+            ));
+        }
+        return Ok(None);
+    };
+    if !mine {
+        return Err(format!(
+            "{name}: [pools.{b}] is for backend = \"{b}\" pools (this one is driven by the {} backend)",
+            p.backend().name()
+        ));
+    }
+    let (provider, company) = seller;
+    if p.provider != provider {
+        return Err(format!(
+            "{name}: backend = \"{b}\" buys from {company}: provider = \"{provider}\" (got \"{}\")",
+            p.provider
+        ));
+    }
+    Ok(Some(t))
+}

@@ -807,3 +807,49 @@ fn cloud_check_weighs_the_gpu_quota_against_max_nodes() {
         "{lines}"
     );
 }
+
+#[test]
+fn cloud_check_says_whether_the_pools_security_groups_admit_ssh() {
+    let Some(World { h, moto, port, .. }) = world("cloud-sg") else {
+        return;
+    };
+    let web = moto::security_group(moto.port, "us-east-1", "web-only", &[443]);
+    let ssh = moto::security_group(moto.port, "us-east-1", "ssh", &[22]);
+    let check = |groups: &[&str]| {
+        let fleet = fleet(&h, port, "t-sg", &[GPU]);
+        let list: Vec<String> = groups.iter().map(|g| format!("\"{g}\"")).collect();
+        let text = std::fs::read_to_string(&fleet).unwrap().replace(
+            "[pools.ec2]\n",
+            &format!("[pools.ec2]\nsecurity_groups = [{}]\n", list.join(", ")),
+        );
+        std::fs::write(&fleet, text).unwrap();
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_gantry"))
+            .args(["cloud", "check", "-o", "json", "--config"])
+            .arg(&fleet)
+            .env("AWS_ACCESS_KEY_ID", "testing")
+            .env("AWS_SECRET_ACCESS_KEY", "testing")
+            .env("AWS_EC2_METADATA_DISABLED", "true")
+            .output()
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+        (out.status.code(), v[0]["lines"].to_string())
+    };
+    let (code, lines) = check(&[&web]);
+    assert_eq!(code, Some(1), "{lines}");
+    assert!(
+        lines.contains(&format!("security group {web}: no inbound rule for tcp 22"))
+            && lines.contains("no security group of the pool admits tcp 22"),
+        "{lines}"
+    );
+    let (code, lines) = check(&[&web, &ssh]);
+    assert_eq!(code, Some(0), "{lines}");
+    assert!(
+        lines.contains(&format!(
+            "security group {ssh}: admits tcp 22 from 0.0.0.0/0"
+        )),
+        "{lines}"
+    );
+    let (code, lines) = check(&["sg-0000000000000dead"]);
+    assert_eq!(code, Some(1), "{lines}");
+    assert!(lines.contains("security groups: "), "{lines}");
+}

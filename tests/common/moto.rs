@@ -263,6 +263,39 @@ pub fn terminate(port: u16, region: &str, id: &str) {
     });
 }
 
+/// Makes a security group in moto's default VPC, admitting tcp `ports` from anywhere; its id.
+pub fn security_group(port: u16, region: &str, name: &str, ports: &[i32]) -> String {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let c = client(port, region);
+        let id = c
+            .create_security_group()
+            .group_name(name)
+            .description("gantry test")
+            .send()
+            .await
+            .expect("CreateSecurityGroup")
+            .group_id()
+            .unwrap()
+            .to_string();
+        for p in ports {
+            c.authorize_security_group_ingress()
+                .group_id(&id)
+                .ip_protocol("tcp")
+                .from_port(*p)
+                .to_port(*p)
+                .cidr_ip("0.0.0.0/0")
+                .send()
+                .await
+                .expect("AuthorizeSecurityGroupIngress");
+        }
+        id
+    })
+}
+
 fn client(port: u16, region: &str) -> aws_sdk_ec2::Client {
     let creds = aws_sdk_ec2::config::Credentials::new("testing", "testing", None, None, "test");
     let conf = aws_sdk_ec2::Config::builder()

@@ -337,6 +337,77 @@ impl Ec2 {
         )
     }
 
+    /// Whether the pool's security groups admit SSH (tcp 22), which the daemon needs to reach
+    /// its instances: each group found, and one of them with an inbound rule for port 22.
+    async fn security_group_lines(&self) -> Vec<(bool, String)> {
+        let groups = &self.target.security_groups;
+        if groups.is_empty() {
+            return vec![(
+                true,
+                "security groups: none given, so the VPC's default (it admits only its own members unless changed): give security_groups that admit this host on tcp 22".to_string(),
+            )];
+        }
+        self.count();
+        let found = match self
+            .client
+            .describe_security_groups()
+            .set_group_ids(Some(groups.clone()))
+            .send()
+            .await
+        {
+            Ok(out) => out.security_groups().to_vec(),
+            Err(e) => return vec![(false, format!("security groups: {}", refusal(&e).why()))],
+        };
+        let mut lines = Vec::new();
+        let mut ssh = false;
+        for g in &found {
+            let id = g.group_id().unwrap_or("?");
+            let from: Vec<String> = g
+                .ip_permissions()
+                .iter()
+                .filter(|p| {
+                    p.ip_protocol() == Some("-1")
+                        || (p.ip_protocol() == Some("tcp")
+                            && p.from_port().unwrap_or(0) <= 22
+                            && p.to_port().unwrap_or(0) >= 22)
+                })
+                .flat_map(|p| {
+                    p.ip_ranges()
+                        .iter()
+                        .filter_map(|r| r.cidr_ip().map(str::to_string))
+                        .chain(
+                            p.user_id_group_pairs()
+                                .iter()
+                                .filter_map(|u| u.group_id().map(|g| format!("members of {g}"))),
+                        )
+                        .collect::<Vec<_>>()
+                })
+                .collect();
+            ssh |= !from.is_empty();
+            lines.push((
+                true,
+                if from.is_empty() {
+                    format!("security group {id}: no inbound rule for tcp 22")
+                } else {
+                    format!(
+                        "security group {id}: admits tcp 22 from {}",
+                        from.join(", ")
+                    )
+                },
+            ));
+        }
+        if !ssh {
+            lines.push((
+                false,
+                format!(
+                    "no security group of the pool admits tcp 22 ({}): the daemon could not reach its instances; add an inbound rule for port 22 from this host",
+                    groups.join(", ")
+                ),
+            ));
+        }
+        lines
+    }
+
     /// `zones = ["*"]`: the available zones of `have` where the catalog offers the type,
     /// cheapest first (spot prices for a spot pool) — every available zone, by name, where the
     /// catalog does not know the type — and the sentence that says so.
@@ -479,6 +550,7 @@ impl Cloud for Ec2 {
             Ok(i) => (true, format!("image: {i}")),
             Err(r) => (false, format!("image: {}", r.why())),
         });
+        lines.extend(self.security_group_lines().await);
         lines.push(crate::backend::cloud::instances_line(
             self.list().await,
             "running",

@@ -225,6 +225,20 @@ fn a_gang_that_always_fails_restarts_as_its_spec_allows_then_fails_with_its_exit
     wait_for(&d, 90, "the job to fail after its restarts", || {
         state(&d, id) == "failed"
     });
+    // `gantry jobs -o wide` has a RESTARTS column: 2 for it.
+    let wide = cli(&d, &["jobs", "-o", "wide"]);
+    // Columns line up by characters (a gang's GPUs are written `2×2`).
+    let at = wide
+        .lines()
+        .next()
+        .and_then(|h| h.find("RESTARTS").map(|b| h[..b].chars().count()))
+        .expect("a RESTARTS column");
+    let row = wide
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some(id.to_string().as_str()))
+        .unwrap_or_else(|| panic!("{wide}"));
+    let cell: String = row.chars().skip(at).take(8).collect();
+    assert_eq!(cell.trim(), "2", "{wide}");
     let ran = std::fs::read_to_string(format!("{}.1", runs.display())).unwrap_or_default();
     assert_eq!(ran.lines().count(), 3, "ran three times: {ran}");
     let said: Vec<String> = events(&d)

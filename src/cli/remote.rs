@@ -141,7 +141,7 @@ impl JobTable {
     pub fn header(&self) {
         let (nw, tw, cw) = self.widths;
         let money = if self.wide {
-            "      $/H       COST"
+            "      $/H       COST RESTARTS"
         } else {
             ""
         };
@@ -161,7 +161,12 @@ impl JobTable {
     pub fn line(&self, j: &JobRow, now: f64) -> String {
         let (nw, tw, cw) = self.widths;
         let money = if self.wide {
-            format!(" {:>8.2} {:>10.2}", j.dollars_per_hour, j.cost_at(now))
+            format!(
+                " {:>8.2} {:>10.2} {:>8}",
+                j.dollars_per_hour,
+                j.cost_at(now),
+                j.restarts
+            )
         } else {
             String::new()
         };

@@ -308,10 +308,10 @@ impl State {
                 let since = j.started_at.unwrap_or(j.submitted_at);
                 // Restarted after its own failures: said beside where it runs or why it waits.
                 let restarts = self.hosts.restarts.count(j.id);
-                let detail = if restarts > 0 {
-                    format!("{detail} · restart {restarts}")
-                } else {
-                    detail
+                let detail = match restarts {
+                    0 => detail,
+                    n if detail.is_empty() => format!("restart {n}"),
+                    n => format!("{detail} · restart {n}"),
                 };
                 JobRow {
                     id: j.id,

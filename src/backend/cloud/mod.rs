@@ -51,6 +51,26 @@ pub struct Instance {
 }
 
 impl Instance {
+    /// An instance its cloud no longer has (`why`: as the cloud's poll found it), of `pool`
+    /// where known.
+    pub fn gone(id: &str, pool: Option<String>, why: &str) -> Instance {
+        Instance {
+            id: id.to_string(),
+            state: "terminated".to_string(),
+            phase: Phase::Ended,
+            node: None,
+            pool,
+            zone: None,
+            instance_type: None,
+            spot: false,
+            public_ip: None,
+            private_ip: None,
+            public_dns: None,
+            launched: None,
+            reason: Some(why.to_string()),
+        }
+    }
+
     /// Bought and not ended or stopped: what runs up a bill by the hour.
     pub fn live(&self) -> bool {
         matches!(self.phase, Phase::Starting | Phase::Running)

@@ -624,7 +624,7 @@ impl Cloud for Ec2 {
         // EC2 forgets a terminated instance after a while: one it no longer has is ended.
         for id in ids {
             if !found.iter().any(|i| i.id == id) {
-                found.push(ended(&id));
+                found.push(Instance::gone(&id, None, "no longer listed"));
             }
         }
         Ok(found)
@@ -694,25 +694,6 @@ fn names_or_none<'a>(names: impl Iterator<Item = &'a str>) -> String {
         "none".to_string()
     } else {
         v.join(", ")
-    }
-}
-
-/// An instance EC2 no longer lists.
-fn ended(id: &str) -> Instance {
-    Instance {
-        id: id.to_string(),
-        state: "terminated".to_string(),
-        phase: Phase::Ended,
-        node: None,
-        pool: None,
-        zone: None,
-        instance_type: None,
-        spot: false,
-        public_ip: None,
-        private_ip: None,
-        public_dns: None,
-        launched: None,
-        reason: Some("no longer listed".to_string()),
     }
 }
 

@@ -561,21 +561,11 @@ impl Cloud for Lambda {
                 .await
             {
                 Ok(i) => out.push(self.instance(&i)),
-                Err(f) if f.gone => out.push(Instance {
-                    id: id.clone(),
-                    state: "terminated".to_string(),
-                    phase: Phase::Ended,
-                    node: None,
-                    pool: Some(self.target.pool.clone()),
-                    zone: None,
-                    instance_type: None,
-                    spot: false,
-                    public_ip: None,
-                    private_ip: None,
-                    public_dns: None,
-                    launched: None,
-                    reason: Some("no longer listed by Lambda".to_string()),
-                }),
+                Err(f) if f.gone => out.push(Instance::gone(
+                    &id,
+                    Some(self.target.pool.clone()),
+                    "no longer listed by Lambda",
+                )),
                 Err(_) => {}
             }
         }

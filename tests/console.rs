@@ -170,7 +170,7 @@ fn end_to_end_in_tmux() {
     let wait_for_any = |texts: &[&str]| t.wait_for(texts);
     wait_for("SIMULATED");
     // No daemon answers on the default socket: the embedded demo, and the header says so.
-    wait_for("demo  gantry");
+    wait_for("demo  sim 20");
     wait_for("GPUs busy");
     tmux(&["send-keys", "-t", "e2e", "2"]);
     wait_for("where / why pending");
@@ -562,6 +562,26 @@ fn reprioritize_and_reclaim_ask_first() {
             && s.contains("cancel"),
         "{s}"
     );
+    // At 80×24, with more jobs than fit, the buttons are still there (they were cut off).
+    let many = ReclaimPlan::of(
+        100.0,
+        (0..30)
+            .map(|k| ReclaimItem {
+                job: 100 + k,
+                gpus: 8.0,
+                dollars_per_hour: 98.32,
+                idle_for_s: 7200.0,
+                action: ReclaimAction::Suspend,
+            })
+            .collect(),
+    );
+    let mut small = App::new(false);
+    small.review_reclaim(many);
+    let s = screen(&small, &snap, 80, 24);
+    assert!(
+        s.contains("[ Back ]") && s.contains("[ Reclaim ]") && s.contains("more"),
+        "{s}"
+    );
     // Confirming applies this plan, by its id, and no other.
     assert_eq!(
         app.on_key("y", &snap),
@@ -719,6 +739,7 @@ fn enter_opens_the_job_in_detail_and_esc_goes_back() {
         cost_usd: 12.5,
         events: vec![JobEvent {
             at: 60.0,
+            time: "2026-11-20T00:01:00Z".into(),
             detail: "submitted".into(),
         }],
         ..JobView::default()
@@ -733,7 +754,8 @@ fn enter_opens_the_job_in_detail_and_esc_goes_back() {
         s.contains("accelerators: H100:8") && s.contains("cost so far $12"),
         "{s}"
     );
-    assert!(s.contains("day 1 00:01  submitted"), "{s}");
+    // The one clock: the calendar's, as the header says it (the demo's day).
+    assert!(s.contains("00:01:00  submitted"), "{s}");
     assert_eq!(
         app.on_key("p", &snap),
         Outcome::Nothing,
@@ -741,6 +763,35 @@ fn enter_opens_the_job_in_detail_and_esc_goes_back() {
     );
     assert_eq!(app.on_key("esc", &snap), Outcome::Redraw);
     assert!(app.detail.is_none());
+}
+
+/// A job's detail longer than the screen scrolls (j/k, G, g), and its log's newest lines are
+/// shown whatever the scroll: the latest output is what an on-call reads first.
+#[test]
+fn a_long_job_detail_scrolls_and_shows_the_newest_log_lines() {
+    use gantry::client::JobView;
+    let snap = demo_snapshot();
+    let mut app = App::new(false);
+    let spec: String = (0..60).map(|i| format!("line{i:02}: x\n")).collect();
+    app.detail = Some(JobView {
+        id: 9,
+        state: "running".into(),
+        spec,
+        log_tail: (0..40).map(|i| format!("out {i:02}")).collect(),
+        ..JobView::default()
+    });
+    let s = screen(&app, &snap, 100, 30);
+    assert!(s.contains("line00") && !s.contains("line59"), "{s}");
+    assert!(s.contains("out 39"), "the newest log line is shown:\n{s}");
+    assert!(!s.contains("out 00"), "{s}");
+    assert_eq!(app.on_key("G", &snap), Outcome::Redraw);
+    let s = screen(&app, &snap, 100, 30);
+    assert!(s.contains("line59") && !s.contains("line00"), "{s}");
+    assert!(s.contains("out 39"), "{s}");
+    app.on_key("g", &snap);
+    app.on_key("j", &snap);
+    let s = screen(&app, &snap, 100, 30);
+    assert!(s.contains("line 2/49") && !s.contains("│job 9"), "{s}");
 }
 
 /// `l` in a job's detail opens its logs: every node's marked `[node K]`, `]` one node's,
@@ -1289,4 +1340,29 @@ fn ctx_switches_the_console_between_daemons_in_tmux() {
     t.run(&["kill-server"]);
     drop(daemons);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `<` and `>` order only by columns on screen: at 80 columns the Jobs view drops some (team,
+/// position, …), and each step lands on one whose title (with its arrow) is drawn.
+#[test]
+fn sort_keys_step_over_columns_a_narrow_terminal_does_not_show() {
+    let snap = demo_snapshot();
+    let mut app = App::new(false);
+    app.on_key("2", &snap);
+    let first = screen(&app, &snap, 80, 24);
+    assert!(
+        !first.contains("team"),
+        "the team column is dropped at 80:\n{first}"
+    );
+    for key in [">"; 11].into_iter().chain(["<"; 11]) {
+        app.on_key(key, &snap);
+        let s = screen(&app, &snap, 80, 24);
+        // The table's title row (the key bar below also says the order, arrow and all).
+        let titles = s.lines().nth(2).unwrap_or_default();
+        assert!(
+            titles.contains('▲') || titles.contains('▼'),
+            "after {key} the ordered column is not on screen ({:?}):\n{s}",
+            app.flash
+        );
+    }
 }

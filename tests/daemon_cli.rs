@@ -988,3 +988,76 @@ fn following_events_keeps_one_format_and_the_job_filter() {
     );
     assert!(rest.starts_with("job 2 "), "only job 2's: {line}");
 }
+
+/// `gantry jobs` lists in queue order as its help says: what waits first (pending by position,
+/// then held), then what runs, then what ended (it listed running jobs first).
+#[test]
+fn jobs_lists_what_waits_before_what_runs() {
+    let d = start();
+    let s = &d.socket;
+    let spec = d.dir.join("chain.yaml");
+    // A pipeline: the first task runs, the second waits for it, the third is held.
+    let task = |n: &str| format!("name: {n}\nresources:\n  accelerators: H100:1\nrun: x\n");
+    std::fs::write(
+        &spec,
+        format!(
+            "name: chain\n---\n{}---\n{}---\n{}",
+            task("a"),
+            task("b"),
+            task("c")
+        ),
+    )
+    .unwrap();
+    let (code, out, err) = gantry(
+        s,
+        &[
+            "submit",
+            spec.to_str().unwrap(),
+            "--team",
+            "applied",
+            "-o",
+            "id",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    let ids: Vec<i64> = out.lines().map(|l| l.trim().parse().unwrap()).collect();
+    let (runs, waits, held) = (ids[0], ids[1], ids[2]);
+    assert_eq!(gantry(s, &["hold", &held.to_string()]).0, 0);
+    let t0 = Instant::now();
+    let rows = loop {
+        let (_, json, _) = gantry(s, &["jobs", "--team", "applied", "-o", "json"]);
+        let rows: Vec<serde_json::Value> = serde_json::from_str(&json).unwrap();
+        let state = |id: i64| {
+            rows.iter()
+                .find(|r| r["id"] == id)
+                .map(|r| r["state"].as_str().unwrap_or("").to_string())
+        };
+        if state(runs).as_deref() == Some("running") && state(held).as_deref() == Some("held") {
+            break rows;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(30), "{json}");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let rank = |s: &str| match s {
+        "pending" => 0,
+        "held" => 1,
+        "running" | "preempting" => 2,
+        _ => 3,
+    };
+    let ranks: Vec<u8> = rows
+        .iter()
+        .map(|r| rank(r["state"].as_str().unwrap()))
+        .collect();
+    assert!(ranks.windows(2).all(|w| w[0] <= w[1]), "{rows:?}");
+    let (_, table, _) = gantry(s, &["jobs", "--team", "applied"]);
+    let line_of = |id: i64| {
+        table
+            .lines()
+            .position(|l| l.trim_start().starts_with(&format!("{id} ")))
+            .unwrap_or_else(|| panic!("job {id} not listed:\n{table}"))
+    };
+    assert!(
+        line_of(waits) < line_of(held) && line_of(held) < line_of(runs),
+        "{table}"
+    );
+}

@@ -178,7 +178,7 @@ impl JobTable {
             cell(&j.class, cw),
             j.state,
             j.gpus,
-            hm(now - j.since_s),
+            hm(j.age(now)),
             j.position.map_or(String::new(), |p| p.to_string()),
             gantry::console::app::escape(&j.detail)
         )

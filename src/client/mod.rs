@@ -70,6 +70,10 @@ pub struct JobRow {
     /// Daemon time of submission (pending) or of start (running): the age is `now - since_s`,
     /// so rows do not change merely because time passes.
     pub since_s: f64,
+    /// Daemon time of submission: a job's age, which a requeue does not reset (absent from
+    /// daemons before it: `since_s` stands in).
+    #[serde(default)]
+    pub submitted_s: Option<f64>,
     /// Queue position, for pending jobs.
     pub position: Option<usize>,
     /// Why it waits, or where it runs.
@@ -86,6 +90,11 @@ pub struct JobRow {
 }
 
 impl JobRow {
+    /// Seconds since it was submitted, at daemon time `now`.
+    pub fn age(&self, now: f64) -> f64 {
+        now - self.submitted_s.unwrap_or(self.since_s)
+    }
+
     /// Cost so far at daemon time `now`: finished runs plus the current one (which started at
     /// `since_s`). Computed by the reader so the row does not change merely as time passes.
     pub fn cost_at(&self, now: f64) -> f64 {
@@ -399,6 +408,11 @@ pub struct JobView {
     pub submitted_at: f64,
     #[serde(default)]
     pub started_at: Option<f64>,
+    /// `submitted_at` and `started_at` on the calendar (RFC 3339).
+    #[serde(default)]
+    pub submitted: String,
+    #[serde(default)]
+    pub started: Option<String>,
     #[serde(default)]
     pub placement: Vec<String>,
     #[serde(default)]
@@ -419,6 +433,9 @@ pub struct JobView {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct JobEvent {
     pub at: f64,
+    /// `at` on the calendar (RFC 3339 in the fleet's zone); empty from a daemon before it.
+    #[serde(default)]
+    pub time: String,
     pub detail: String,
 }
 

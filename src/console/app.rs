@@ -2,6 +2,7 @@
 
 mod commands;
 mod complete;
+mod detail;
 mod dialogs;
 mod draw;
 mod keys;
@@ -201,10 +202,16 @@ pub struct App {
     pub draft: Option<super::form::Form>,
     /// The job shown in detail (over the Jobs view), once fetched.
     pub detail: Option<crate::client::JobView>,
+    /// Lines the job detail is scrolled, and the most it can be (as last drawn).
+    pub detail_scroll: u16,
+    detail_max: std::cell::Cell<u16>,
     /// The log view (over the job's detail).
     pub logs: Option<super::logs::LogPane>,
     /// What the daemon lets this console's caller do; refused actions show why.
     pub access: crate::client::Access,
+    /// Each view's columns shown in the last frame, a bit each (by `View::ALL` index): `<` and
+    /// `>` order only by columns on screen. 0: not drawn yet (all count).
+    shown_cols: [std::cell::Cell<u64>; 5],
     /// Each view's order (by `View::ALL` index); the Jobs view's `None` is the queue order.
     pub sorts: [Option<crate::console::table::Sort>; 5],
     /// The Jobs view's order as last computed, and for what.
@@ -322,6 +329,9 @@ impl App {
             form: None,
             draft: None,
             detail: None,
+            detail_scroll: 0,
+            shown_cols: Default::default(),
+            detail_max: std::cell::Cell::new(0),
             logs: None,
             access: crate::client::Access::operator(),
             marked: Default::default(),

@@ -415,8 +415,10 @@ impl LogPane {
         if let Some(n) = &self.note {
             return format!(" {n} ");
         }
+        // `f` says what it will do: the view opens following, so its first press pauses.
         format!(
-            " f follow · / search{} · w wrap{} · s save · j/k scroll · esc back ",
+            " f {} · / search{} · w wrap{} · s save · j/k scroll · esc back ",
+            if self.follow { "pause" } else { "follow" },
             if self.search.is_some() { " (n/N)" } else { "" },
             if self.wrap { " (on)" } else { "" }
         )

@@ -3,6 +3,7 @@
 //! synchronized output, and restores the terminal on exit and on panic.
 
 pub mod app;
+pub mod clock;
 pub mod filter;
 pub mod form;
 pub mod keymap;
@@ -229,7 +230,10 @@ where
                             }
                             Outcome::Detail(id) => {
                                 match client.job(id) {
-                                    Ok(d) => app.detail = Some(d),
+                                    Ok(d) => {
+                                        app.detail = Some(d);
+                                        app.detail_scroll = 0;
+                                    }
                                     Err(why) => {
                                         app.flash = Some(crate::client::about_job(id, &why))
                                     }

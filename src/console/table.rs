@@ -223,6 +223,8 @@ impl<'a> Grid<'a> {
     /// grapheme and the per-cell styling were most of a key press's frame (perf). ASCII text —
     /// nearly all a console shows — is copied cell by cell; other text goes through
     /// `set_stringn`, which measures graphemes.
+    ///
+    /// Returns the columns it showed, a bit each (`<`/`>` step over the others).
     pub fn draw(
         self,
         buf: &mut Buffer,
@@ -230,14 +232,15 @@ impl<'a> Grid<'a> {
         block: Block,
         selected: Option<usize>,
         highlight: Style,
-    ) {
+    ) -> u64 {
         let inner = block.inner(area);
         block.render(area, buf);
         let area = inner.intersection(buf.area);
         if area.is_empty() {
-            return;
+            return 0;
         }
         let layout = self.layout(area.width);
+        let shown = layout.iter().fold(0u64, |m, &(i, _)| m | 1 << i);
         let bold = Style::default().add_modifier(Modifier::BOLD);
         let mut x = area.x;
         let mut at = Vec::with_capacity(layout.len());
@@ -266,6 +269,7 @@ impl<'a> Grid<'a> {
                 buf.set_style(Rect::new(area.x, y, area.width, 1), highlight);
             }
         }
+        shown
     }
 
     /// One cell's text, cut to `w` and aligned as its column says, in `style` across the cell.

@@ -567,13 +567,18 @@ pub fn run_cycle(placer: &mut Placer, input: &CycleInput) -> Result<CycleOutput,
                     }
                     found
                 };
-                if let Some((victims, p)) = attempt {
+                if let Some((victims, _)) = attempt {
                     for v in &victims {
                         let r = input
                             .running
                             .iter()
                             .find(|r| r.id == *v)
                             .expect("victim is running");
+                        // A victim holds its GPUs until it stops (its grace period): nothing
+                        // starts this cycle in the room it frees — not even the part the
+                        // preemptor does not need (the daemon would refuse that start).
+                        work.allocate(&r.placement)
+                            .expect("a victim's GPUs were free a moment ago");
                         preempted.insert(*v);
                         let milli: u64 = r.placement.gpu_milli();
                         quotas.used[r.team] = quotas.used[r.team].saturating_sub(milli);
@@ -595,7 +600,6 @@ pub fn run_cycle(placer: &mut Placer, input: &CycleInput) -> Result<CycleOutput,
                         });
                     }
                     quotas.used[job.team] += wants;
-                    work.allocate(&p).expect("victims freed the room");
                     failed.clear();
                     reasons.insert(job.id, PendingReason::AwaitingPreemption { victims });
                     continue;

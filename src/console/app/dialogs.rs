@@ -8,11 +8,14 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Paragraph};
 use ratatui::Frame;
 
+/// The widest a dialog is drawn.
+const DIALOG_WIDTH: u16 = 72;
+
 impl App {
     /// The confirmation dialog, centred over the body; Cancel is the default.
     pub(super) fn render_confirm(&self, f: &mut Frame, area: Rect, c: &Confirm) {
         use crate::client::JobAction as J;
-        let (verb, mut lines): (String, Vec<Line>) = match &c.ask {
+        let (verb, lines): (String, Vec<Line>) = match &c.ask {
             Ask::Job { request, name } => {
                 let what = match request.action {
                     J::Preempt => {
@@ -73,16 +76,22 @@ impl App {
                     plan.dollars_per_hour_saved,
                     plan.id
                 ))];
-                let room = area.height.saturating_sub(8) as usize;
+                // A row per job, cut (not wrapped) to the dialog's width; as many as leave
+                // room for the question above and the buttons below.
+                let room = area.height.saturating_sub(9) as usize;
+                let inner = usize::from(area.width.min(DIALOG_WIDTH).saturating_sub(2));
                 for it in plan.items.iter().take(room.max(1)) {
-                    l.push(Line::from(format!(
+                    let row = format!(
                         "  job {:<6} {} GPU(s) idle {:<7} ${:>6.2}/h  {}",
                         it.job,
                         crate::client::gpus_text(it.gpus),
                         hm(it.idle_for_s),
                         it.dollars_per_hour,
                         it.action.describe()
-                    )));
+                    );
+                    l.push(Line::from(
+                        crate::console::table::cut(&row, inner).into_owned(),
+                    ));
                 }
                 if plan.items.len() > room.max(1) {
                     l.push(Line::from(format!(
@@ -102,25 +111,42 @@ impl App {
                 s
             }
         };
-        lines.push(Line::from(""));
         // "Back" dismisses: a job's cancel dialog would otherwise offer [ Cancel ] twice.
         let confirm = match &c.ask {
             Ask::Job { request, .. } => format!("{title} job {}", request.id),
             _ => title,
         };
-        lines.push(Line::from(vec![
+        let buttons = Line::from(vec![
             button("Back", !c.on_confirm),
             Span::raw("   "),
             button(&confirm, c.on_confirm),
             Span::raw("   y confirms · esc goes back"),
-        ]));
-        self.dialog(f, area, &format!(" confirm {verb} "), lines);
+        ]);
+        self.dialog_with(f, area, &format!(" confirm {verb} "), lines, Some(buttons));
     }
 
     /// A bordered box centred over `area`, sized to its lines.
     pub(super) fn dialog(&self, f: &mut Frame, area: Rect, title: &str, lines: Vec<Line>) {
-        let w = area.width.min(72);
-        let h = (lines.len() as u16 + 3).min(area.height);
+        self.dialog_with(f, area, title, lines, None);
+    }
+
+    /// A dialog whose `buttons` keep the box's last row whatever the text above needs: a
+    /// long question on a small terminal is cut, never the way to answer it.
+    fn dialog_with(
+        &self,
+        f: &mut Frame,
+        area: Rect,
+        title: &str,
+        lines: Vec<Line>,
+        buttons: Option<Line>,
+    ) {
+        let w = area.width.min(DIALOG_WIDTH);
+        let inner = usize::from(w.saturating_sub(2)).max(1);
+        // Rows the text takes once wrapped (a word carried over may take one more: the
+        // buttons' row is kept regardless).
+        let rows: usize = lines.iter().map(|l| l.width().div_ceil(inner).max(1)).sum();
+        let extra = if buttons.is_some() { 2 } else { 0 };
+        let h = (rows as u16 + 2 + extra).min(area.height);
         let rect = Rect {
             x: area.x + (area.width - w) / 2,
             y: area.y + area.height.saturating_sub(h) / 2,
@@ -128,16 +154,30 @@ impl App {
             height: h,
         };
         f.render_widget(ratatui::widgets::Clear, rect);
+        let block = Block::default()
+            .borders(Borders::ALL)
+            .border_style(self.style(self.theme.warn))
+            .title(title.to_string());
+        let body = block.inner(rect);
+        f.render_widget(block, rect);
+        let text = match buttons {
+            Some(b) if body.height > 0 => {
+                let last = Rect {
+                    y: body.bottom() - 1,
+                    height: 1,
+                    ..body
+                };
+                f.render_widget(Paragraph::new(b), last);
+                Rect {
+                    height: body.height.saturating_sub(2),
+                    ..body
+                }
+            }
+            _ => body,
+        };
         f.render_widget(
-            Paragraph::new(lines)
-                .wrap(ratatui::widgets::Wrap { trim: true })
-                .block(
-                    Block::default()
-                        .borders(Borders::ALL)
-                        .border_style(self.style(self.theme.warn))
-                        .title(title.to_string()),
-                ),
-            rect,
+            Paragraph::new(lines).wrap(ratatui::widgets::Wrap { trim: true }),
+            text,
         );
     }
 
@@ -165,7 +205,7 @@ impl App {
             ));
         }
         lines.push(Line::styled(
-            "  Logs (l on a job's detail): f follow · / search, n/N · w wrap · s save · [ ] node",
+            "  Logs (l on a job's detail; they open following): f pause/follow · / search, n/N · w wrap · s save · [ ] node",
             self.style(self.theme.muted),
         ));
         let inner = area.height.saturating_sub(2);

@@ -35,22 +35,40 @@ impl App {
             (false, true) => " RO ",
             (false, false) => "",
         };
-        let t = snap.now as u64;
         let narrow = area.width < 120;
-        let tabs = Tabs::new(
-            View::ALL
-                .iter()
-                .map(|v| if narrow { v.short() } else { v.title() }),
-        )
-        .select(View::ALL.iter().position(|v| *v == self.view).unwrap_or(0))
-        .highlight_style(self.style(self.theme.accent).add_modifier(Modifier::BOLD));
-        // Where the data comes from, when there is room for it (the embedded demo or the
-        // daemon attached to).
-        let source = if self.source.is_empty() || area.width < 100 || lost.is_some() {
+        let titles: Vec<&str> = View::ALL
+            .iter()
+            .map(|v| if narrow { v.short() } else { v.title() })
+            .collect();
+        // What the tabs take (a space either side of each title, a divider between).
+        let tabs_w = titles
+            .iter()
+            .map(|t| t.chars().count() as u16 + 3)
+            .sum::<u16>()
+            - 1;
+        let tabs = Tabs::new(titles)
+            .select(View::ALL.iter().position(|v| *v == self.view).unwrap_or(0))
+            .highlight_style(self.style(self.theme.accent).add_modifier(Modifier::BOLD));
+        // The right-hand side: alarms and badges, the daemon attached to, the clock — the
+        // source cut from its left to what the tabs leave (its end names it best), never the
+        // tabs.
+        let clock = crate::console::clock::header(
+            &snap.calendar,
+            snap.now,
+            area.width >= 100,
+            snap.simulated,
+        );
+        let right_w = area.width.saturating_sub(tabs_w + 1);
+        let fixed = (lost.as_deref().map_or(0, |l| l.chars().count())
+            + sim.chars().count()
+            + clock.chars().count()
+            + 2) as u16;
+        let room = usize::from(right_w.saturating_sub(fixed));
+        let source = if self.source.is_empty() || lost.is_some() || room < 6 {
             String::new()
         } else {
             let s = escape(&self.source);
-            let keep = usize::from(area.width / 3);
+            let keep = room - 2;
             if s.chars().count() > keep {
                 let tail: String = s.chars().skip(s.chars().count() + 1 - keep).collect();
                 format!("…{tail}  ")
@@ -58,12 +76,8 @@ impl App {
                 format!("{s}  ")
             }
         };
-        let badge = lost.as_deref().map_or(0, |l| l.chars().count() as u16);
-        let [left, right] = Layout::horizontal([
-            Constraint::Min(30),
-            Constraint::Length(36 + badge + source.chars().count() as u16),
-        ])
-        .areas(top);
+        let [left, right] =
+            Layout::horizontal([Constraint::Length(tabs_w), Constraint::Min(right_w)]).areas(top);
         f.render_widget(tabs, left);
         let alarm = if self.color {
             Style::default()
@@ -86,13 +100,7 @@ impl App {
                         Style::default().add_modifier(Modifier::REVERSED)
                     },
                 ),
-                Span::raw(format!(" {source}")),
-                Span::raw(format!(
-                    "gantry  day {} {:02}:{:02}",
-                    t / 86_400 + 1,
-                    t / 3600 % 24,
-                    t / 60 % 60
-                )),
+                Span::raw(format!(" {source}{clock}")),
             ]))
             .right_aligned(),
             right,
@@ -110,7 +118,7 @@ impl App {
                 self.style(self.theme.error),
             );
         } else if let Some(d) = &self.detail {
-            self.render_detail(f, body, d, snap.now);
+            self.render_detail(f, body, d, snap);
         } else if let Some(n) = &self.node {
             self.page.set(usize::from(body.height.saturating_sub(2)));
             n.render(
@@ -176,10 +184,14 @@ impl App {
                 "ctrl-s submit  ctrl-p preview where it lands  esc close (the draft is kept)",
             ),
             _ if self.help => Line::from("j/k pageup/pagedown scroll  esc close"),
-            _ if self.logs.is_some() => Line::from(
-                "f follow  / search  n/N next/previous  w wrap  s save  [ ] node  esc back",
-            ),
-            _ if self.detail.is_some() => Line::from("l logs  esc back"),
+            _ if self.logs.is_some() => Line::from(format!(
+                "f {}  / search  n/N next/previous  w wrap  s save  [ ] node  esc back",
+                match &self.logs {
+                    Some(p) if p.follow => "pause",
+                    _ => "follow",
+                }
+            )),
+            _ if self.detail.is_some() => Line::from("l logs  j/k g/G scroll  esc back"),
             _ if self.node.is_some() => {
                 Line::from("r range 5m/1h/24h  j/k GPU  enter its job  esc back to the pool")
             }
@@ -382,81 +394,6 @@ impl App {
                 p.dollars_per_hour,
                 if p.simulated { " · SIMULATED" } else { "" }
             )),
-            ),
-            area,
-        );
-    }
-
-    /// One job in full: what it is, where it runs or why it waits, what it cost, its events.
-    fn render_detail(&self, f: &mut Frame, area: Rect, d: &crate::client::JobView, now: f64) {
-        let bold = Style::default().add_modifier(Modifier::BOLD);
-        let mut lines = vec![
-            Line::from(vec![
-                Span::styled(
-                    format!("job {} {}", d.id, escape(d.name.as_deref().unwrap_or(""))),
-                    bold,
-                ),
-                Span::raw(format!(
-                    "   {} · {} · {}",
-                    escape(&d.team),
-                    escape(&d.class),
-                    d.state
-                )),
-            ]),
-            Line::from(format!(
-                "submitted {} ago{}   cost so far {} at ${:.2}/h",
-                hm(now - d.submitted_at),
-                d.started_at
-                    .map_or(String::new(), |t| format!(", running {}", hm(now - t))),
-                money(d.cost_usd),
-                d.dollars_per_hour
-            )),
-        ];
-        if let Some(r) = &d.reason {
-            lines.push(Line::from(vec![
-                Span::styled("why it waits: ", bold),
-                Span::raw(escape(r)),
-            ]));
-        }
-        for p in &d.placement {
-            lines.push(Line::from(format!("on {}", escape(p))));
-        }
-        lines.push(Line::from(Span::styled("spec", bold)));
-        lines.extend(
-            d.spec
-                .lines()
-                .take(14)
-                .map(|l| Line::from(format!("  {}", escape(l)))),
-        );
-        lines.push(Line::from(Span::styled("events, newest first", bold)));
-        lines.extend(d.events.iter().map(|e| {
-            let t = e.at.max(0.0) as u64;
-            Line::from(format!(
-                "  day {} {:02}:{:02}  {}",
-                t / 86_400 + 1,
-                t / 3600 % 24,
-                t / 60 % 60,
-                escape(&e.detail)
-            ))
-        }));
-        if d.log_tail.is_empty() {
-            lines.push(Line::from(Span::styled(
-                "logs: none here (jobs on the local host log to job-ID.out/.err; simulated ones run no process)",
-                self.style(self.theme.muted),
-            )));
-        } else {
-            lines.push(Line::from(Span::styled("log tail", bold)));
-            lines.extend(
-                d.log_tail
-                    .iter()
-                    .map(|l| Line::from(format!("  {}", escape(l)))),
-            );
-        }
-        f.render_widget(
-            Paragraph::new(lines).block(
-                Block::default()
-                    .borders(Borders::ALL)
-                    .title(format!(" job {} (l logs · esc back) ", d.id)),
             ),
             area,
         );

@@ -102,7 +102,20 @@ impl App {
             };
         }
         if let Some(d) = &self.detail {
-            // The detail closes on esc, enter or q; l opens the job's logs.
+            // The detail closes on esc, enter or q; l opens the job's logs; j/k, the page
+            // keys, g and G scroll it.
+            let max = i32::from(self.detail_max.get());
+            let scroll = i32::from(self.detail_scroll.min(self.detail_max.get()));
+            let to = match (key, self.motion(action, 1)) {
+                ("g" | "home", _) => Some(0),
+                ("G" | "end", _) => Some(max),
+                (_, Some(step)) => Some((scroll + step).clamp(0, max)),
+                _ => None,
+            };
+            if let Some(to) = to {
+                self.detail_scroll = to as u16;
+                return Outcome::Redraw;
+            }
             return match key {
                 "esc" | "enter" | "q" => {
                     self.detail = None;

@@ -103,7 +103,7 @@ fn job_cmp(col: usize, a: &JobRow, b: &JobRow, now: f64) -> Ordering {
         3 => a.class.cmp(&b.class),
         4 => queue_rank(&a.state).cmp(&queue_rank(&b.state)),
         5 => row_gpus(a).total_cmp(&row_gpus(b)),
-        6 => b.since_s.total_cmp(&a.since_s),
+        6 => a.age(now).total_cmp(&b.age(now)),
         7 => a
             .position
             .unwrap_or(usize::MAX)
@@ -161,13 +161,8 @@ fn directed(o: Ordering, s: Sort) -> Ordering {
 /// keeps, in that order. The order is computed once per snapshot, order and filter (a
 /// 100,000-job sort costs milliseconds; a key press or a frame must not pay it).
 pub(super) enum Rows<'a> {
-    /// The daemon's list (running, pending, held, ended) shown as pending and held first:
-    /// rows `[split, end)` come before `[0, split)`.
-    Queue {
-        all: &'a [JobRow],
-        split: usize,
-        end: usize,
-    },
+    /// The daemon's list as it came: already in queue order (pending and held first).
+    Queue { all: &'a [JobRow] },
     /// Indices into the snapshot's jobs.
     Kept {
         all: &'a [JobRow],
@@ -178,23 +173,13 @@ pub(super) enum Rows<'a> {
 impl<'a> Rows<'a> {
     pub(super) fn len(&self) -> usize {
         match self {
-            Rows::Queue { all, .. } => all.len(),
+            Rows::Queue { all } => all.len(),
             Rows::Kept { order, .. } => order.len(),
         }
     }
     pub(super) fn get(&self, i: usize) -> Option<&'a JobRow> {
         match self {
-            Rows::Queue { all, split, end } => {
-                let waiting = end - split;
-                let at = if i < waiting {
-                    split + i
-                } else if i < *end {
-                    i - waiting
-                } else {
-                    i
-                };
-                all.get(at)
-            }
+            Rows::Queue { all } => all.get(i),
             Rows::Kept { all, order } => order.get(i).and_then(|&k| all.get(k as usize)),
         }
     }
@@ -220,7 +205,7 @@ pub(super) type SnapKey = (usize, usize, u64);
 /// The Jobs view's last computed order.
 #[derive(Clone, Debug)]
 pub(super) enum Computed {
-    Queue { split: usize, end: usize },
+    Queue,
     Kept(std::rc::Rc<Vec<u32>>),
 }
 
@@ -244,11 +229,7 @@ impl App {
             }
         };
         match computed {
-            Computed::Queue { split, end } => Rows::Queue {
-                all: &snap.jobs,
-                split,
-                end,
-            },
+            Computed::Queue => Rows::Queue { all: &snap.jobs },
             Computed::Kept(order) => Rows::Kept {
                 all: &snap.jobs,
                 order,
@@ -272,15 +253,14 @@ impl App {
 
     fn compute_rows(&self, snap: &Snapshot) -> Computed {
         let sort = self.sorts[1];
+        // The daemon sends pending, held, running, ended, each in queue order (a daemon
+        // before that sent running first: sorted here, stably, into the same order).
         let daemon_order = snap
             .jobs
             .windows(2)
-            .all(|w| view_rank(&w[0].state) <= view_rank(&w[1].state));
+            .all(|w| queue_rank(&w[0].state) <= queue_rank(&w[1].state));
         if self.job_filter.is_none() && sort.is_none() && daemon_order {
-            // The daemon sends running, pending, held, ended, each in queue order.
-            let split = snap.jobs.partition_point(|j| view_rank(&j.state) < 1);
-            let end = snap.jobs.partition_point(|j| view_rank(&j.state) < 3);
-            return Computed::Queue { split, end };
+            return Computed::Queue;
         }
         let mut kept: Vec<u32> = (0..snap.jobs.len() as u32)
             .filter(|&k| {
@@ -339,11 +319,23 @@ impl App {
             return Outcome::Nothing;
         }
         let n = cols.len() as isize;
-        let col = match self.sorts[v] {
+        // Only a column on screen (a narrow terminal drops some): ordering by one the reader
+        // cannot see reads as a shuffle.
+        let shown = match self.shown_cols[v].get() {
+            0 => u64::MAX,
+            m => m,
+        };
+        let mut col = match self.sorts[v] {
             Some(s) => (s.col as isize + step).rem_euclid(n) as usize,
             None if step > 0 => 0,
             None => cols.len() - 1,
         };
+        for _ in 0..cols.len() {
+            if shown & 1 << col != 0 {
+                break;
+            }
+            col = (col as isize + step.signum()).rem_euclid(n) as usize;
+        }
         self.sort_by(col, cols[col].right);
         Outcome::Redraw
     }
@@ -412,15 +404,5 @@ impl App {
 
     pub(super) fn view_index(&self) -> usize {
         View::ALL.iter().position(|v| *v == self.view).unwrap_or(0)
-    }
-}
-
-/// The daemon's order of states in the snapshot (running, pending, held, ended).
-fn view_rank(state: &str) -> u8 {
-    match state {
-        "running" | "preempting" => 0,
-        "pending" => 1,
-        "held" => 2,
-        _ => 3,
     }
 }

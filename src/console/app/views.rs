@@ -136,7 +136,7 @@ impl App {
                     text(j.class.clone(), plain),
                     text(j.state.clone(), self.style(state_color)),
                     text(j.gpus.clone(), plain),
-                    text(hm(snap.now - j.since_s), plain),
+                    text(hm(j.age(snap.now)), plain),
                     text(j.position.map_or(String::new(), |p| p.to_string()), plain),
                     text(rate, plain),
                     text(money(j.cost_at(snap.now)), plain),
@@ -161,13 +161,13 @@ impl App {
                 ""
             }
         ));
-        grid.draw(
+        self.shown_cols[1].set(grid.draw(
             f.buffer_mut(),
             area,
             block,
             Some(selected - first),
             Style::default().add_modifier(Modifier::REVERSED),
-        );
+        ));
     }
 
     pub(super) fn render_teams(&self, f: &mut Frame, area: Rect, snap: &Snapshot) {
@@ -223,7 +223,7 @@ impl App {
         let block = Block::default()
             .borders(Borders::ALL)
             .title(" teams: quota (guaranteed +borrow), usage, spend rate and monthly budget ");
-        grid.draw(f.buffer_mut(), area, block, None, Style::default());
+        self.shown_cols[3].set(grid.draw(f.buffer_mut(), area, block, None, Style::default()));
     }
 
     /// Events, newest first, as many as fit: the Events view and the Overview's box.
@@ -320,12 +320,12 @@ impl App {
         if let Some(h) = &snap.host {
             block = block.title_bottom(Line::from(format!(" {} ", escape(&h.summary()))));
         }
-        grid.draw(
+        self.shown_cols[2].set(grid.draw(
             f.buffer_mut(),
             area,
             block,
             selected,
             Style::default().add_modifier(Modifier::REVERSED),
-        );
+        ));
     }
 }

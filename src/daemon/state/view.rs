@@ -321,6 +321,7 @@ impl State {
                     state: j.state.to_string(),
                     gpus,
                     since_s: since,
+                    submitted_s: Some(j.submitted_at),
                     position,
                     detail,
                     cost_usd: j.cost,
@@ -440,11 +441,13 @@ impl State {
     }
 }
 
+/// The queue order of states: what waits first (in queue position), then what is held, then
+/// what runs, then what ended — the order `gantry jobs` and the console list.
 pub(super) fn state_order(s: &str) -> u8 {
     match s {
-        "running" | "preempting" => 0,
-        "pending" => 1,
-        "held" => 2,
+        "pending" => 0,
+        "held" => 1,
+        "running" | "preempting" => 2,
         _ => 3,
     }
 }

@@ -1074,18 +1074,49 @@ fn the_fleet_view_shows_this_hosts_nvml_status_and_foreign_gpus() {
             model: "H100".into(),
             capacity: "reserved".into(),
             dollars_per_hour: 0.0,
-            nodes: vec![NodeView {
-                name: "local-host-000".into(),
-                state: "up".into(),
-                leaf: None,
-                nvlink: "local-host-000".into(),
-                note: None,
-                gpus: vec![gpu(0, vec![12], vec![]), gpu(1, vec![], vec![4242])],
-            }],
+            nodes: vec![
+                NodeView {
+                    name: "local-host-000".into(),
+                    state: "up".into(),
+                    leaf: None,
+                    nvlink: "local-host-000".into(),
+                    note: None,
+                    gpus: vec![gpu(0, vec![12], vec![]), gpu(1, vec![], vec![4242])],
+                    ..NodeView::default()
+                },
+                // A CPU-only host with a CPU-only job: drawn by its CPUs, memory and disk (it
+                // showed nothing but its name).
+                NodeView {
+                    name: "cpu-box".into(),
+                    state: "up".into(),
+                    nvlink: "cpu-box".into(),
+                    jobs: vec![31],
+                    resources: gantry::client::NodeResources {
+                        cpus: 16.0,
+                        cpus_allocated: 2.0,
+                        mem_mib: 65_536,
+                        mem_allocated_mib: 4_096,
+                        measured: Some(gantry::backend::host_usage::HostUsage {
+                            cpus: 16,
+                            cpu_busy_pct: Some(37.0),
+                            mem_total_mib: 65_536,
+                            mem_available_mib: 45_056,
+                            disk_path: "/var/lib/gantry".into(),
+                            disk_total_mib: 512_000,
+                            disk_free_mib: 256_000,
+                        }),
+                    },
+                    ..NodeView::default()
+                },
+            ],
             waiting: Vec::new(),
         },
     ));
     let s = screen(&app, &snap, 120, 30);
+    assert!(
+        s.contains("cpu 2/16 given, 37% of 16 busy · mem 4/64G given, 20/64G used · disk 250/500G used · jobs 31"),
+        "{s}"
+    );
     assert!(s.contains("job 12") && s.contains("foreign 4242"), "{s}");
     assert!(s.contains("612W") && s.contains("71°C"), "{s}");
     assert!(
@@ -1364,5 +1395,23 @@ fn sort_keys_step_over_columns_a_narrow_terminal_does_not_show() {
             "after {key} the ordered column is not on screen ({:?}):\n{s}",
             app.flash
         );
+    }
+}
+
+/// The header names the daemon at every width, cut from the left (its end names it best), and
+/// never at the cost of a tab (at 120 columns a long socket path cut the Events tab; at 80 no
+/// daemon was named).
+#[test]
+fn the_header_keeps_every_tab_and_names_the_daemon_at_any_width() {
+    let mut snap = demo_snapshot();
+    snap.simulated = false;
+    let mut app = App::new(false);
+    app.source = "daemon /home/someone/.local/state/gantry/run/gantry.sock".into();
+    for (w, h) in [(80u16, 24u16), (100, 30), (120, 36), (200, 50)] {
+        let s = screen(&app, &snap, w, h);
+        let top = s.lines().next().unwrap();
+        assert!(top.contains("Events"), "{w}: {top}");
+        assert!(top.contains("gantry.sock"), "{w}: {top}");
+        assert!(top.contains("00:05 UTC"), "{w}: {top}");
     }
 }

@@ -1159,3 +1159,41 @@ fn a_dstack_tasks_commands_run_in_bash_and_stop_at_the_first_failure() {
     assert_eq!(state(&s, bad), JobState::Failed);
     assert_eq!(log_tail(&mut s, bad), vec!["out: one".to_string()]);
 }
+
+/// The host's CPUs, memory and disk reach the pool's detail as its agent measures them, beside
+/// what gantry's jobs were given and every job there — a CPU-only host and job included (the
+/// pool view drew nothing for them).
+#[test]
+fn a_hosts_cpus_memory_and_disk_are_measured_and_shown_with_its_jobs() {
+    let d = dir("usage");
+    let mut opts = options(&d);
+    opts.sampling = gantry::backend::agent::Sampling::Nvml(Duration::from_millis(200));
+    let mut s = State::open(&d.join("state.db"), &host(), &opts).unwrap();
+    let id = s.submit(&[job("sleep 30")]).remove(0).unwrap();
+    s.tick().unwrap();
+    until(&mut s, |s| {
+        state(s, id) == JobState::Running
+            && s.pool_detail(0)
+                .is_some_and(|p| p.nodes[0].resources.measured.is_some())
+    });
+    let node = s.pool_detail(0).unwrap().nodes.remove(0);
+    let r = &node.resources;
+    assert_eq!(node.jobs, vec![id]);
+    assert_eq!(r.cpus_allocated, 1.0, "{r:?}");
+    assert_eq!(r.mem_allocated_mib, 1024, "{r:?}");
+    let m = r.measured.as_ref().expect("measured by the agent");
+    assert!(
+        m.cpus >= 1 && m.mem_total_mib > 0 && m.disk_total_mib > 0,
+        "{m:?}"
+    );
+    assert!(m.mem_available_mib <= m.mem_total_mib);
+    let line = node.resources_line();
+    assert!(
+        line.starts_with("cpu 1/")
+            && line.contains("G used")
+            && line.ends_with(&format!("jobs {id}")),
+        "{line}"
+    );
+    s.act(id, Action::Cancel, "test").unwrap();
+    until(&mut s, |s| state(s, id).is_final());
+}

@@ -157,6 +157,7 @@ fn a_mixed_fleet_at_three_sizes() {
                         )
                     })
                     .collect(),
+                ..NodeView::default()
             },
             NodeView {
                 name: "gpu-node-02".into(),
@@ -167,6 +168,7 @@ fn a_mixed_fleet_at_three_sizes() {
                 gpus: (0..4)
                     .map(|g| gpu(g, 91.0 + f64::from(g), vec![42], None))
                     .collect(),
+                ..NodeView::default()
             },
         ],
         waiting: vec![gantry::backend::ForeignWaiting {

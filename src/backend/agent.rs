@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// The protocol's version: a daemon refuses an agent that speaks another.
-pub const PROTOCOL: u32 = 5;
+pub const PROTOCOL: u32 = 6;
 
 /// The most characters of a host's own words (its names, reasons, stderr) an event keeps.
 pub const SAID_MAX: usize = 200;
@@ -87,6 +87,10 @@ pub enum FromAgent {
         found: nvml::Discovery,
         groups: Vec<(u32, i64)>,
     },
+    /// The host's CPUs, memory and disk, every sampling interval (with NVML or without).
+    Usage {
+        usage: super::host_usage::HostUsage,
+    },
     /// A line the agent could not act on, and why.
     Refused {
         why: String,
@@ -131,6 +135,7 @@ impl FromAgent {
                 found,
                 groups,
             },
+            FromAgent::Usage { usage } => RunEvent::Usage { host, usage },
             FromAgent::Notice { what, gone_in_s } => RunEvent::Notice {
                 host,
                 what,
@@ -182,6 +187,14 @@ impl FromAgent {
                     g.name = bounded(&g.name, SAID_MAX);
                 }
                 FromAgent::Hello { protocol, info }
+            }
+            FromAgent::Usage { mut usage } => {
+                usage.disk_path = bounded(&usage.disk_path, SAID_MAX);
+                let pct = usage.cpu_busy_pct.filter(|p| p.is_finite());
+                usage.cpu_busy_pct = pct.map(|p| p.clamp(0.0, 100.0));
+                usage.mem_available_mib = usage.mem_available_mib.min(usage.mem_total_mib);
+                usage.disk_free_mib = usage.disk_free_mib.min(usage.disk_total_mib);
+                FromAgent::Usage { usage }
             }
             other => other,
         }
@@ -520,6 +533,25 @@ pub fn start(dirs: &AgentDirs, sampling: Sampling, say: Say) -> std::io::Result<
             }
         })
     });
+    // The host's CPUs, memory and disk at the same pace, NVML or not (a CPU-only host is
+    // drawn by these alone).
+    if sample_every != Duration::MAX {
+        let (say, done) = (say.clone(), done.clone());
+        let mut usage = super::host_usage::Probe::new(&dirs.runs);
+        threads.push(std::thread::spawn(move || {
+            let mut next = Instant::now();
+            while !done.load(Ordering::Relaxed) {
+                if Instant::now() < next {
+                    std::thread::sleep(Duration::from_millis(50));
+                    continue;
+                }
+                next += sample_every;
+                if let Some(usage) = usage.sample() {
+                    say(FromAgent::Usage { usage });
+                }
+            }
+        }));
+    }
     // Telemetry: an NVML sample every `sample_every`, with the process groups of the runs so
     // the daemon can tell its jobs' processes from foreign ones. None without NVML.
     if let Some(Ok(mut probe)) = probe {

@@ -16,6 +16,7 @@ pub mod cloud;
 mod cluster;
 pub mod ec2;
 pub mod gpu_model;
+pub mod host_usage;
 pub mod kube;
 pub mod lambda;
 pub mod local;
@@ -391,6 +392,11 @@ pub enum RunEvent {
         host: usize,
         found: local::nvml::Discovery,
         groups: Vec<(u32, i64)>,
+    },
+    /// Telemetry: the host's CPUs, memory and disk as its agent measured them.
+    Usage {
+        host: usize,
+        usage: host_usage::HostUsage,
     },
     /// The work on `host` that its scheduler placed and gantry did not (a Slurm cluster's own
     /// jobs), holding GPUs gantry must not allocate: all of it, each time it changes.

@@ -553,13 +553,19 @@ pub fn pool_live(c: &mut HttpClient, which: &str, output: Output) -> Result<(), 
         "NODE", "STATE", "GPU", "UTIL", "VRAM USED/TOT MiB", "POWER", "TEMP"
     );
     for n in v["nodes"].as_array().into_iter().flatten() {
+        let resources = serde_json::from_value::<gantry::client::NodeView>(n.clone())
+            .map(|n| n.resources_line())
+            .unwrap_or_default();
         if n["gpus"].as_array().is_none_or(|g| g.is_empty()) {
             println!(
-                "{:<28} {:<12} {:>3}",
+                "{:<28} {:<12} {:>3}  {}",
                 n["name"].as_str().unwrap_or(""),
                 n["state"].as_str().unwrap_or(""),
-                "-"
+                "-",
+                gantry::untrusted::escape(&resources)
             );
+        } else {
+            println!("{:<28} {}", "", gantry::untrusted::escape(&resources));
         }
         for (k, g) in n["gpus"].as_array().into_iter().flatten().enumerate() {
             let jobs = items(&g["jobs"]);

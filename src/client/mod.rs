@@ -533,6 +533,73 @@ pub struct NodeView {
     /// when).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+    /// Its CPUs, memory and disk: what gantry's jobs were given, and what its agent measured.
+    #[serde(default)]
+    pub resources: NodeResources,
+    /// Every job of gantry's on it, CPU-only ones included.
+    #[serde(default)]
+    pub jobs: Vec<i64>,
+}
+
+impl NodeView {
+    /// One line for its CPUs, memory, disk and jobs, as the console's pool view and
+    /// `gantry fleet --pool` print it: `cpu 4/64 given, 12% busy · mem 32/512G given, 120G
+    /// used · disk 40/900G used · jobs 3,7`.
+    pub fn resources_line(&self) -> String {
+        let r = &self.resources;
+        let g = |mib: u64| format!("{:.0}", mib as f64 / 1024.0);
+        let mut cpu = format!("cpu {}/{} given", trim(r.cpus_allocated), trim(r.cpus));
+        let mut mem = format!("mem {}/{}G given", g(r.mem_allocated_mib), g(r.mem_mib));
+        let mut parts = Vec::new();
+        if let Some(m) = &r.measured {
+            if let Some(busy) = m.cpu_busy_pct {
+                cpu.push_str(&format!(", {busy:.0}% of {} busy", m.cpus));
+            }
+            mem.push_str(&format!(
+                ", {}/{}G used",
+                g(m.mem_used_mib()),
+                g(m.mem_total_mib)
+            ));
+            parts.push(cpu);
+            parts.push(mem);
+            if m.disk_total_mib > 0 {
+                parts.push(format!(
+                    "disk {}/{}G used",
+                    g(m.disk_used_mib()),
+                    g(m.disk_total_mib)
+                ));
+            }
+        } else {
+            parts.push(cpu);
+            parts.push(mem);
+        }
+        if !self.jobs.is_empty() {
+            let ids: Vec<String> = self.jobs.iter().map(i64::to_string).collect();
+            parts.push(format!("jobs {}", ids.join(",")));
+        }
+        parts.join(" · ")
+    }
+}
+
+/// `4`, `0.5`: a CPU count without trailing zeros.
+fn trim(x: f64) -> String {
+    let s = format!("{x:.2}");
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
+/// A node's CPUs and memory as gantry allocates them, and as its host measures them.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct NodeResources {
+    /// CPUs (cores) and memory (MiB) the node offers, and what gantry's jobs there hold.
+    pub cpus: f64,
+    pub cpus_allocated: f64,
+    pub mem_mib: u64,
+    pub mem_allocated_mib: u64,
+    /// Measured by the host's agent (local and SSH hosts): CPUs busy, memory in use, the
+    /// disk of the agent's directory; `None` where nothing measures it (simulated, Slurm,
+    /// Kubernetes) or the last sample is over two minutes old.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub measured: Option<crate::backend::host_usage::HostUsage>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

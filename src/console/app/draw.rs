@@ -293,6 +293,15 @@ impl App {
                     self.style(self.theme.accent),
                 ),
             ]));
+            // CPUs, memory, disk and every job there (a CPU-only node has nothing else).
+            lines.push(Line::styled(
+                crate::console::table::cut(
+                    &format!("    {}", escape(&n.resources_line())),
+                    usize::from(area.width.saturating_sub(2)),
+                )
+                .into_owned(),
+                self.style(self.theme.muted),
+            ));
             for g in &n.gpus {
                 if g.unmeasured {
                     lines.push(Line::from(format!(

@@ -77,6 +77,8 @@ pub(super) struct Hosts {
     /// Per pool: the work its backend's own users queued for its nodes that waits there, as
     /// last said.
     pub queues: HashMap<usize, Vec<crate::backend::ForeignWaiting>>,
+    /// Per node, its CPUs, memory and disk as its agent last measured them, and when.
+    pub usage: HashMap<usize, (f64, crate::backend::host_usage::HostUsage)>,
 }
 
 /// How many ended jobs keep where they ran (their logs stay on the hosts).
@@ -408,6 +410,7 @@ impl State {
             | RunEvent::Down { host, .. }
             | RunEvent::Notice { host, .. }
             | RunEvent::Sample { host, .. }
+            | RunEvent::Usage { host, .. }
             | RunEvent::Foreign { host, .. }
             | RunEvent::Failed { host, .. }
             | RunEvent::Waits { host, .. }
@@ -514,6 +517,9 @@ impl State {
                     })
                     .collect();
                 self.observe_node(node, found, &groups)?;
+            }
+            RunEvent::Usage { usage, .. } => {
+                self.hosts.usage.insert(node, (self.now, usage));
             }
             RunEvent::Foreign { work, .. } => self.foreign_work(node, work)?,
             RunEvent::Failed { why, .. } => {

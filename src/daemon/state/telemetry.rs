@@ -166,6 +166,14 @@ impl State {
         let of_pool: Vec<usize> = (0..fleet.nodes.len())
             .filter(|&i| fleet.nodes[i].pool.index() == index)
             .collect();
+        let mut jobs_on: HashMap<usize, Vec<i64>> = HashMap::new();
+        for j in self.engine.jobs() {
+            for g in j.placement.iter().flat_map(|p| &p.nodes) {
+                if of_pool.contains(&g.node.index()) {
+                    jobs_on.entry(g.node.index()).or_default().push(j.id);
+                }
+            }
+        }
         let nodes = fleet
             .nodes
             .iter()
@@ -175,6 +183,23 @@ impl State {
                 name: n.name.clone(),
                 state: self.life_name(i).to_string(),
                 note: self.node_note(i, &of_pool),
+                resources: crate::client::NodeResources {
+                    cpus: f64::from(pool.cpu_milli) / 1000.0,
+                    cpus_allocated: f64::from(pool.cpu_milli.saturating_sub(n.cpu_free)) / 1000.0,
+                    mem_mib: pool.mem_mib,
+                    mem_allocated_mib: pool.mem_mib.saturating_sub(n.mem_free),
+                    measured: self
+                        .hosts
+                        .usage
+                        .get(&i)
+                        .filter(|(at, _)| self.now - at <= 120.0)
+                        .map(|(_, u)| u.clone()),
+                },
+                jobs: {
+                    let mut ids = jobs_on.remove(&i).unwrap_or_default();
+                    ids.sort_unstable();
+                    ids
+                },
                 leaf: n.leaf.map(|l| fleet.leaves[l.index()].clone()),
                 nvlink: fleet.nvlink_domains[n.nvlink.index()].clone(),
                 gpus: n

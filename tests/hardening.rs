@@ -479,7 +479,7 @@ mod fuzz {
     }
 
     const AGENT_PARTS: &[&str] = &[
-        "{\"hello\":{\"protocol\":5,\"info\":{\"hostname\":\"",
+        "{\"hello\":{\"protocol\":6,\"info\":{\"hostname\":\"",
         "\",\"arch\":\"x86_64\",\"version\":\"0\",\"gpus\":[{\"index\":0,\"name\":\"",
         "\",\"memory_mib\":1,\"uuid\":\"u\"}],\"nvml\":null,\"driver\":\"",
         "\",\"runs\":[]}}}",
@@ -529,7 +529,7 @@ mod fuzz {
                         bytes.push(b'\n');
                         continue;
                     }
-                    (0, _) => serde_json::json!({"hello": {"protocol": 5, "info": {"hostname": text, "arch": text, "version": text, "gpus": [{"index": 0, "name": text, "memory_mib": 1, "uuid": "u"}], "nvml": text, "driver": text, "runs": []}}}),
+                    (0, _) => serde_json::json!({"hello": {"protocol": gantry::backend::agent::PROTOCOL, "info": {"hostname": text, "arch": text, "version": text, "gpus": [{"index": 0, "name": text, "memory_mib": 1, "uuid": "u"}], "nvml": text, "driver": text, "runs": []}}}),
                     (2, _) => serde_json::json!({"start_failed": {"job": 1, "token": "t", "why": text}}),
                     _ => serde_json::json!({"refused": {"why": text}}),
                 };

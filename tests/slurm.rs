@@ -707,3 +707,83 @@ fn every_outage_recovered(events: &[String]) -> bool {
     }
     seen && down.is_empty()
 }
+
+/// A Slurm pool written as three lines — the address, `gpu = "auto"`, a name — is built from
+/// the cluster's nodes (one pool per partition, GPU type and shape, as `gantry slurm --fleet`
+/// prints them), and a job runs there as a Slurm job. It was refused for missing `region`,
+/// then `cpus`, then `gpu = "auto"` itself.
+#[test]
+fn a_slurm_pool_of_three_lines_is_built_from_the_cluster() {
+    if !can_run() {
+        return;
+    }
+    let c = Cluster::start("auto", &[("gpu-a", "a100", 4), ("gpu-b", "h100", 8)]);
+    let dir = common::temp_dir("slurm-auto-daemon");
+    let fleet = dir.join("fleet.toml");
+    std::fs::write(
+        &fleet,
+        format!(
+            "[[teams]]\nname = \"lab\"\n\n[[pools]]\nprovider = \"slurm\"\nname = \"hpc\"\ngpu = \"auto\"\nslurmrestd = \"{}\"\nslurm_user = \"nobody\"\n",
+            c.url
+        ),
+    )
+    .unwrap();
+    let token = c.token("nobody");
+    let conf = c.conf.clone();
+    let d = common::start_with(dir.clone(), &["--config", fleet.to_str().unwrap()], |cmd| {
+        cmd.env("SLURM_JWT", token).env("SLURM_CONF", conf);
+    });
+    wait_for(&d, 30, "the built pools' nodes to connect", || {
+        events(&d)
+            .iter()
+            .filter(|e| e.contains("connected:"))
+            .count()
+            >= 2
+    });
+    let pools: Value = serde_json::from_str(&cli(&d, &["fleet", "-o", "json"])).unwrap();
+    let mut built: Vec<(String, String, u64)> = pools["pools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p["path"]
+                    .as_str()
+                    .unwrap()
+                    .rsplit('/')
+                    .next()
+                    .unwrap()
+                    .to_string(),
+                p["model"].as_str().unwrap_or("").to_string(),
+                p["gpus"].as_u64().unwrap_or(0),
+            )
+        })
+        .collect();
+    built.sort();
+    assert_eq!(
+        built,
+        [
+            ("hpc-gpu-a100".to_string(), "A100".to_string(), 4),
+            ("hpc-gpu-h100".to_string(), "H100".to_string(), 8)
+        ],
+        "{pools}"
+    );
+    wait_for(&d, 30, "the A100's VRAM assumption to be said", || {
+        events(&d)
+            .iter()
+            .any(|e| e.contains("pool hpc-gpu-a100: 40 GB of VRAM per GPU assumed"))
+    });
+    let id = submit(
+        &d,
+        &dir,
+        "h100",
+        "name: on-h100\nresources:\n  accelerators: H100:8\nrun: |\n  echo \"on $(hostname -s) $SLURM_JOB_ID\"\n  sleep 60\n",
+    );
+    wait_for(&d, 60, "the job to run on gpu-b as a Slurm job", || {
+        gantry_jobs(&c).contains(&(format!("gantry-{id}"), "gpu-b".to_string()))
+    });
+    wait_for(&d, 30, "gantry to see it running", || {
+        state(&d, id) == "running"
+    });
+    cli(&d, &["cancel", &id.to_string()]);
+}

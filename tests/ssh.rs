@@ -743,7 +743,13 @@ fn fake_agent(h: &Hosts, name: &str, body: &str) -> PathBuf {
 }
 
 /// A valid hello of this protocol, as the fake agents say it.
-const HELLO: &str = r#"{"hello":{"protocol":5,"info":{"hostname":"fake","arch":"x86_64","version":"0","gpus":[],"nvml":"none here","driver":null,"runs":[]}}}"#;
+/// A hello of this build's protocol from a host that says nothing else true.
+fn hello() -> String {
+    format!(
+        r#"{{"hello":{{"protocol":{},"info":{{"hostname":"fake","arch":"x86_64","version":"0","gpus":[],"nvml":"none here","driver":null,"runs":[]}}}}}}"#,
+        gantry::backend::agent::PROTOCOL
+    )
+}
 
 /// The daemon's peak resident memory, in MiB.
 fn peak_mib(d: &Daemon) -> u64 {
@@ -774,10 +780,11 @@ fn hostile_hosts_cost_their_own_connection_not_the_daemon() {
         &format!(
             r#"case "$(hostname)" in
   *-0) head -c 50000000 /dev/zero | tr '\0' x; echo ;;
-  *-1) echo '{HELLO}'; head -c 50000000 /dev/zero | tr '\0' y; echo ;;
+  *-1) echo '{hello}'; head -c 50000000 /dev/zero | tr '\0' y; echo ;;
   *) printf '\033]0;pwned\007%s\n' "$(head -c 100000 /dev/zero | tr '\0' z)" ;;
 esac
-sleep 30"#
+sleep 30"#,
+            hello = hello()
         ),
     );
     let fleet = h.fleet(&h.entries(), "1m");

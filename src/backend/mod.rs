@@ -14,6 +14,7 @@
 pub mod agent;
 pub mod cloud;
 mod cluster;
+pub mod discover;
 pub mod ec2;
 pub mod gpu_model;
 pub mod host_usage;
@@ -197,7 +198,7 @@ pub use local::nvml::{Discovery, GpuProcess, GpuSample, MigInstance};
 
 /// The fleet file with its `gpu = "auto"` pools filled in from this host's NVML (and what was
 /// done, to be said once); the file as it is when it has none. SSH pools' are filled in as
-/// their hosts answer, Kubernetes pools' when the state opens (`kube::discover::expand`).
+/// their hosts answer, Kubernetes and Slurm pools' when the state opens (`discover::expand`).
 pub fn discover_auto(
     cfg: &crate::config::fleet::FleetConfig,
 ) -> (crate::config::fleet::FleetConfig, Vec<String>) {

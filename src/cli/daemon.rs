@@ -299,8 +299,8 @@ fn watch_fleet_file(
         let name = path.display().to_string();
         let text = std::fs::read_to_string(path).ok()?;
         let cfg = gantry::config::fleet::parse(&name, &text).ok()?;
-        let auto = cfg.pools.iter().any(|p| p.is_kube() && p.is_auto());
-        auto.then(|| gantry::backend::kube::discover::shape(&cfg).ok())?
+        let auto = cfg.pools.iter().any(|p| p.built_from_cluster());
+        auto.then(|| gantry::backend::discover::shape(&cfg).ok())?
     };
     let mut shape = cluster_shape();
     let mut looked = std::time::Instant::now();

@@ -45,7 +45,7 @@ pub fn load_built(
     explicit: Option<PathBuf>,
 ) -> Result<(String, FleetConfig, Option<PathBuf>), String> {
     let (source, cfg, file) = load(explicit)?;
-    let (cfg, said, _) = gantry::backend::kube::discover::expand(&cfg, &Default::default(), false);
+    let (cfg, said, _) = gantry::backend::discover::expand(&cfg, &Default::default(), false);
     for line in said {
         eprintln!("gantry: {line}");
     }

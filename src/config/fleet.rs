@@ -231,9 +231,15 @@ pub struct PoolConfig {
     /// How gantry drives the pool (`Backend`'s names); required where `provider` is not one
     /// of them, so that no pool is simulated without saying so.
     pub backend: Option<String>,
+    // Every pool writes the fields up to `price_per_hour` but a Slurm pool built from its
+    // cluster (`gpu = "auto"`), which reads them from slurmrestd: `parse` says which is
+    // missing where (`REQUIRED`).
+    #[serde(default)]
     pub region: String,
+    #[serde(default)]
     pub zone: String,
     pub name: String,
+    #[serde(default)]
     pub instance_type: String,
     /// GPU model (absent for CPU-only pools).
     pub gpu: Option<String>,
@@ -241,10 +247,14 @@ pub struct PoolConfig {
     pub gpus_per_node: u8,
     #[serde(default)]
     pub vram_gb: u32,
+    #[serde(default)]
     pub cpus: u32,
+    #[serde(default)]
     pub memory_gb: u32,
+    #[serde(default = "reserved")]
     pub capacity: CapacityType,
     /// US dollars per node-hour.
+    #[serde(default)]
     pub price_per_hour: f64,
     /// Nodes at start (an SSH pool: one per host, so it may be left out).
     #[serde(default = "nodes_unset")]
@@ -592,6 +602,12 @@ impl PoolConfig {
         self.is_slurm() || self.is_kube()
     }
 
+    /// `gpu = "auto"` on a Kubernetes or Slurm pool: a stanza the daemon builds pools from,
+    /// out of the cluster's nodes (`backend::discover`), and builds again as they change.
+    pub fn built_from_cluster(&self) -> bool {
+        self.lists_cluster_nodes() && self.is_auto()
+    }
+
     /// `gpu = "auto"`: the GPUs are what NVML finds (this host's, or an SSH pool's hosts').
     pub fn is_auto(&self) -> bool {
         self.gpu.as_deref() == Some(AUTO_GPU)
@@ -670,6 +686,21 @@ pub(super) fn table_position(text: &str, table: &str, index: usize) -> (usize, u
         .map_or((1, 1), |(o, _)| position(text, o))
 }
 
+/// What every pool's table writes (a `gpu = "auto"` Slurm pool's come from its cluster).
+const REQUIRED: [&str; 7] = [
+    "region",
+    "zone",
+    "instance_type",
+    "cpus",
+    "memory_gb",
+    "capacity",
+    "price_per_hour",
+];
+
+fn reserved() -> CapacityType {
+    CapacityType::Reserved
+}
+
 pub fn parse(file: &str, text: &str) -> Result<FleetConfig, ConfigError> {
     let cfg: FleetConfig = toml::from_str(text).map_err(|e| {
         let (line, col) = e.span().map_or((1, 1), |s| position(text, s.start));
@@ -697,7 +728,40 @@ pub fn parse(file: &str, text: &str) -> Result<FleetConfig, ConfigError> {
         }
     })?;
     let mut cfg = cfg;
+    // Which of the fields every pool writes each pool's table has (serde fills in defaults).
+    let raw: toml::Table = toml::from_str(text).unwrap_or_default();
+    let tables: Vec<&toml::Table> = raw
+        .get("pools")
+        .and_then(toml::Value::as_array)
+        .map(|a| a.iter().filter_map(toml::Value::as_table).collect())
+        .unwrap_or_default();
     for (i, p) in cfg.pools.iter_mut().enumerate() {
+        let has = |k: &str| tables.get(i).is_some_and(|t| t.contains_key(k));
+        if p.is_slurm() && p.is_auto() {
+            // Built from the cluster: what the file leaves out is named for it.
+            for (k, v) in [
+                ("region", "slurm"),
+                ("zone", "default"),
+                ("instance_type", "slurm node"),
+            ] {
+                if !has(k) {
+                    let field = match k {
+                        "region" => &mut p.region,
+                        "zone" => &mut p.zone,
+                        _ => &mut p.instance_type,
+                    };
+                    *field = v.to_string();
+                }
+            }
+        } else if let Some(k) = REQUIRED.iter().find(|k| !has(k)) {
+            let (line, col) = table_position(text, "pools", i);
+            return Err(ConfigError {
+                file: file.to_string(),
+                line,
+                col,
+                message: format!("pool `{}`: missing field `{k}`", p.name),
+            });
+        }
         if let Some(message) = backend_problem(p).or_else(|| super::catalog::resolve(p).err()) {
             let (line, col) = table_position(text, "pools", i);
             return Err(ConfigError {

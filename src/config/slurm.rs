@@ -23,9 +23,22 @@ pub fn validate(p: &PoolConfig, name: &str) -> Result<(), String> {
             "{name}: slurmrestd = \"{url}\": expected http://HOST:PORT or unix:/PATH/TO/SOCKET"
         ));
     }
-    if p.hosts.is_empty() {
+    if p.is_auto() {
+        // Built from the cluster (`backend::slurm::discover`): `hosts`, where given, only
+        // narrows it down.
+        if p.gpus_per_node > 0 || p.vram_gb > 0 || p.mig_gpus_per_node > 0 {
+            return Err(format!(
+                "{name}: gpu = \"auto\": the GPUs come from the nodes' GRES; leave gpus_per_node and vram_gb out"
+            ));
+        }
+        if p.max_nodes.is_some() || p.min_nodes > 0 {
+            return Err(format!(
+                "{name}: a Slurm pool is the cluster's nodes: no min_nodes or max_nodes"
+            ));
+        }
+    } else if p.hosts.is_empty() {
         return Err(format!(
-            "{name}: a provider = \"slurm\" pool needs `hosts`: its Slurm nodes, e.g. hosts = [\"gpu-a\", \"gpu-b\"] (`gantry slurm --fleet` prints them)"
+            "{name}: a provider = \"slurm\" pool needs `hosts`: its Slurm nodes, e.g. hosts = [\"gpu-a\", \"gpu-b\"] (`gantry slurm --fleet` prints them) — or gpu = \"auto\", and gantry builds the pools from the cluster's nodes"
         ));
     }
     for h in &p.hosts {
@@ -35,10 +48,8 @@ pub fn validate(p: &PoolConfig, name: &str) -> Result<(), String> {
             ));
         }
     }
-    if p.is_auto() {
-        return Err(format!(
-            "{name}: gpu = \"auto\" is not read from Slurm yet: declare `gpu` and `gpus_per_node` (`gantry slurm --fleet` prints them from the nodes' GRES)"
-        ));
+    if p.hosts.is_empty() {
+        return Ok(());
     }
     super::ssh::listed_nodes(p, name, "node", "a Slurm pool is its nodes")
 }

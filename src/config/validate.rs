@@ -60,11 +60,11 @@ pub(super) fn validate(file: &str, text: &str, cfg: &FleetConfig) -> Result<(), 
             }
         }
         let auto = p.is_auto();
-        if auto && !p.is_local() && !p.is_ssh() && !p.is_kube() {
+        if auto && !p.is_local() && !p.is_ssh() && !p.lists_cluster_nodes() {
             return Err(at(
                 "pools",
                 i,
-                format!("{name}: gpu = \"auto\" (discover the GPUs: through NVML, or a cluster's node labels) is only for provider = \"local\", \"ssh\" and \"kubernetes\" pools; declare this pool's `gpu` and `gpus_per_node`"),
+                format!("{name}: gpu = \"auto\" (discover the GPUs: through NVML, or a cluster's node labels) is only for provider = \"local\", \"ssh\", \"kubernetes\" and \"slurm\" pools; declare this pool's `gpu` and `gpus_per_node`"),
             ));
         }
         if auto && p.is_local() && p.nodes != 1 {

@@ -8,7 +8,7 @@
 //! without nodes, and says why.
 
 use super::inventory::Labels;
-use crate::config::fleet::{FleetConfig, PoolConfig};
+use crate::config::fleet::PoolConfig;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::ListParams;
 use kube::Api;
@@ -91,79 +91,17 @@ pub fn check_selector(sel: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// The pools each `gpu = "auto"` Kubernetes pool was last built into, by its name.
-pub type Built = std::collections::BTreeMap<String, Vec<PoolConfig>>;
-
-/// The fleet file with each `gpu = "auto"` Kubernetes pool replaced by the pools its nodes
-/// make, what was done (or why not), to be said once, and what each was built into. A
-/// cluster that cannot be read keeps what `last` built from it (a reload while its API
-/// server is down must not take running jobs' nodes away), else leaves the stanza empty.
-/// With `fresh`, what `last` has is taken as it is (just listed: a reload that compared it).
-pub fn expand(cfg: &FleetConfig, last: &Built, fresh: bool) -> (FleetConfig, Vec<String>, Built) {
-    let mut built_now = Built::new();
-    if !cfg.pools.iter().any(|p| p.is_kube() && p.is_auto()) {
-        return (cfg.clone(), Vec::new(), built_now);
+/// The pools a `gpu = "auto"` Kubernetes stanza makes of the nodes it selects now, and what
+/// to say of it (the pools; nodes left out and why); an error where the cluster cannot be
+/// read (`backend::discover` keeps what the stanza had).
+pub fn build(p: &PoolConfig) -> Result<(Vec<PoolConfig>, Vec<String>), String> {
+    let nodes = list_nodes(p)?;
+    let (pools, left) = built(p, &nodes);
+    let mut said = vec![summary(p, &pools, nodes.len())];
+    for (node, why) in left {
+        said.push(format!("pool {}: node {node} left out: {why}", p.name));
     }
-    let mut out = cfg.clone();
-    out.pools.clear();
-    let mut said = Vec::new();
-    for p in &cfg.pools {
-        if !(p.is_kube() && p.is_auto()) {
-            out.pools.push(p.clone());
-            continue;
-        }
-        if let (true, Some(pools)) = (fresh, last.get(&p.name)) {
-            built_now.insert(p.name.clone(), pools.clone());
-            out.pools.extend(pools.iter().cloned());
-            continue;
-        }
-        let pools = match list_nodes(p) {
-            Ok(nodes) => {
-                let (pools, left) = built(p, &nodes);
-                said.push(summary(p, &pools, nodes.len()));
-                for (node, why) in left {
-                    said.push(format!("pool {}: node {node} left out: {why}", p.name));
-                }
-                pools
-            }
-            Err(e) => match last.get(&p.name) {
-                Some(before) => {
-                    said.push(format!(
-                        "pool {}: cannot read the cluster's nodes ({e}): it keeps the {} pool(s) it had",
-                        p.name,
-                        before.len()
-                    ));
-                    before.clone()
-                }
-                None => {
-                    said.push(format!(
-                        "pool {}: cannot read the cluster's nodes ({e}): the pool has no nodes until the fleet file is reloaded (edit it or `kill -HUP` the daemon; the daemon also looks again every minute)",
-                        p.name
-                    ));
-                    let mut empty = p.clone();
-                    empty.resolve_auto(None);
-                    vec![empty]
-                }
-            },
-        };
-        built_now.insert(p.name.clone(), pools.clone());
-        out.pools.extend(pools);
-    }
-    (out, said, built_now)
-}
-
-/// What each `gpu = "auto"` Kubernetes pool of `cfg` would be built into now: its pools'
-/// names, models and nodes — or why a cluster could not be read. The daemon looks every
-/// minute and reloads when this moves (nodes joined or left).
-pub fn shape(cfg: &FleetConfig) -> Result<Vec<(String, String, Vec<String>)>, String> {
-    let mut out = Vec::new();
-    for p in cfg.pools.iter().filter(|p| p.is_kube() && p.is_auto()) {
-        let nodes = list_nodes(p).map_err(|e| format!("pool {}: {e}", p.name))?;
-        for b in built(p, &nodes).0 {
-            out.push((b.name, b.gpu.unwrap_or_default(), b.hosts));
-        }
-    }
-    Ok(out)
+    Ok((pools, said))
 }
 
 fn summary(stanza: &PoolConfig, pools: &[PoolConfig], selected: usize) -> String {

@@ -4,6 +4,7 @@
 //! for its GPU nodes (`gantry slurm --fleet`). `runner` runs gantry jobs on a Slurm pool.
 
 pub mod batch;
+pub mod discover;
 pub mod gres;
 pub mod inventory;
 pub mod pools;

@@ -70,9 +70,9 @@ pub struct StateOptions {
     pub discovered: BTreeMap<String, crate::config::fleet::FoundGpus>,
     /// What each `gpu = "auto"` Kubernetes pool was built into when the state last opened
     /// (kept if its cluster cannot be read at the next).
-    pub kube_built: crate::backend::kube::discover::Built,
-    /// `kube_built` was listed just now (by a reload): taken without listing again.
-    pub kube_built_fresh: bool,
+    pub cluster_built: crate::backend::discover::Built,
+    /// `cluster_built` was listed just now (by a reload): taken without listing again.
+    pub cluster_built_fresh: bool,
     /// The wall clock at opening, Unix seconds: `None` reads the system's (tests pin it).
     pub wall_clock: Option<f64>,
 }
@@ -87,8 +87,8 @@ impl Default for StateOptions {
             sampling: crate::backend::agent::Sampling::Nvml(std::time::Duration::from_secs(1)),
             messages: Messages::Stderr,
             discovered: BTreeMap::new(),
-            kube_built: BTreeMap::new(),
-            kube_built_fresh: false,
+            cluster_built: BTreeMap::new(),
+            cluster_built_fresh: false,
             wall_clock: None,
         }
     }

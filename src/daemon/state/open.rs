@@ -18,14 +18,14 @@ impl State {
         let (discovered, _) = crate::backend::discover_auto(cfg);
         // `gpu = "auto"` Kubernetes pools: built from the nodes they select, at every open
         // (so a reload sees the nodes added since).
-        let (mut discovered, said, kube_built) = crate::backend::kube::discover::expand(
+        let (mut discovered, said, cluster_built) = crate::backend::discover::expand(
             &discovered,
-            &opts.kube_built,
-            opts.kube_built_fresh,
+            &opts.cluster_built,
+            opts.cluster_built_fresh,
         );
         let opts = &StateOptions {
-            kube_built,
-            kube_built_fresh: false,
+            cluster_built,
+            cluster_built_fresh: false,
             ..opts.clone()
         };
         // `gpu = "auto"` SSH pools: as their hosts' NVML said, CPU-only until one has.
@@ -301,10 +301,10 @@ impl State {
         // `gpu = "auto"` Kubernetes pools compared as built: what the state was opened with,
         // and what their clusters' nodes make now (a node that joined is a change; a cluster
         // that cannot be read keeps its pools).
-        use crate::backend::kube::discover::expand;
-        let before = &self.opened.opts.kube_built;
+        use crate::backend::discover::expand;
+        let before = &self.opened.opts.cluster_built;
         let (old, _, _) = expand(&self.opened.cfg, before, true);
-        let (built_new, _, kube_built) = expand(new, before, false);
+        let (built_new, _, cluster_built) = expand(new, before, false);
         let changes = crate::config::reload::changes(&old, &built_new);
         if changes.is_empty() {
             return Ok((self, Ok("the fleet file is unchanged".to_string())));
@@ -338,8 +338,8 @@ impl State {
             )?;
         }
         let opts = StateOptions {
-            kube_built,
-            kube_built_fresh: true,
+            cluster_built,
+            cluster_built_fresh: true,
             ..self.opened.opts.clone()
         };
         let said = changes.join("; ");

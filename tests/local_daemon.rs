@@ -1176,6 +1176,9 @@ fn a_hosts_cpus_memory_and_disk_are_measured_and_shown_with_its_jobs() {
             && s.pool_detail(0)
                 .is_some_and(|p| p.nodes[0].resources.measured.is_some())
     });
+    // Where a CPU-only job runs says what it holds there (it said `gpus ` and nothing).
+    let placement = s.job_detail(id).unwrap().placement;
+    assert_eq!(placement, [format!("{} (1 CPU, 1024 MiB)", host_name(&s))]);
     let node = s.pool_detail(0).unwrap().nodes.remove(0);
     let r = &node.resources;
     assert_eq!(node.jobs, vec![id]);

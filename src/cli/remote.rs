@@ -242,7 +242,10 @@ pub fn job(t: &Target, id: &str, output: Output) -> Result<(), CliError> {
         (None, None) => {}
     }
     if let Some(r) = v["reason"].as_str() {
-        println!("  waits: {}", gantry::console::app::escape(r));
+        // A waiting job's reason says why it waits; an ended one's, how it ended.
+        let waiting = matches!(v["state"].as_str(), Some("pending" | "held"));
+        let label = if waiting { "waits" } else { "why" };
+        println!("  {label}: {}", gantry::console::app::escape(r));
     }
     println!("  spec:");
     for line in v["spec"].as_str().unwrap_or("").lines() {

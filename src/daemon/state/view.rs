@@ -65,7 +65,21 @@ impl State {
                             _ => g.gpu.to_string(),
                         })
                         .collect();
-                    format!("{} gpus {}", fleet.node(n.node).name, gpus.join(","))
+                    let name = &fleet.node(n.node).name;
+                    if gpus.is_empty() {
+                        // A CPU-only part: what it holds there instead.
+                        format!(
+                            "{name} ({} CPU{})",
+                            f64::from(n.cpu_milli) / 1000.0,
+                            if n.mem_mib > 0 {
+                                format!(", {} MiB", n.mem_mib)
+                            } else {
+                                String::new()
+                            }
+                        )
+                    } else {
+                        format!("{name} gpus {}", gpus.join(","))
+                    }
                 })
                 .collect()
         });

@@ -1415,3 +1415,27 @@ fn the_header_keeps_every_tab_and_names_the_daemon_at_any_width() {
         assert!(top.contains("00:05 UTC"), "{w}: {top}");
     }
 }
+
+/// The Jobs view has a restarts column (k9s's RESTARTS): how many times a job was started
+/// again after its own failures, where the screen is wide enough.
+#[test]
+fn the_jobs_view_counts_restarts() {
+    let mut snap = demo_snapshot();
+    let id = snap.jobs[0].id;
+    snap.jobs[0].restarts = 3;
+    let mut app = App::new(false);
+    app.on_key("2", &snap);
+    let s = screen(&app, &snap, 200, 50);
+    let lines: Vec<&str> = s.lines().collect();
+    let header = lines
+        .iter()
+        .find(|l| l.contains("restarts"))
+        .expect("a restarts column");
+    let end = header.find("restarts").unwrap() + "restarts".len();
+    let row = lines
+        .iter()
+        .find(|l| l.trim_start_matches('│').starts_with(&format!("{id} ")))
+        .unwrap_or_else(|| panic!("{s}"));
+    // Right-aligned under its title.
+    assert_eq!(&row[end - 1..end], "3", "{header}\n{row}");
+}

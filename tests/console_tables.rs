@@ -80,9 +80,12 @@ fn every_table_sorts_by_any_column_with_an_arrow_in_the_header() {
     assert!(s.contains("cost▲"), "{s}");
     let ids = job_ids(&s);
     assert!(ids.windows(2).all(|w| cost(w[0]) <= cost(w[1])), "{s}");
-    // > steps to the next column (where / why), < back; o reverses.
+    // > steps to the next column (restarts, then where / why), < back; o reverses.
+    app.on_key(">", &snap);
+    assert!(screen(&app, &snap, 200, 50).contains("restarts▼"));
     app.on_key(">", &snap);
     assert!(screen(&app, &snap, 200, 50).contains("where / why pending▲"));
+    app.on_key("<", &snap);
     app.on_key("<", &snap);
     app.on_key("<", &snap);
     assert!(screen(&app, &snap, 200, 50).contains("$/h▼"));

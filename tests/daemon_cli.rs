@@ -1061,3 +1061,69 @@ fn jobs_lists_what_waits_before_what_runs() {
         "{table}"
     );
 }
+
+/// `gantry history` reads finished jobs from the journal with each run (nodes, times, how it
+/// ended, cost), filtered by window, team and state, paged; bad input is exit 2.
+#[test]
+fn history_lists_finished_jobs_with_their_runs() {
+    let d = start();
+    let s = &d.socket;
+    let spec = d.dir.join("h.yaml");
+    std::fs::write(
+        &spec,
+        "name: audited\nteam: applied\nresources:\n  accelerators: H100:1\nrun: x\n",
+    )
+    .unwrap();
+    let (code, out, err) = gantry(s, &["submit", spec.to_str().unwrap(), "-o", "id"]);
+    assert_eq!(code, 0, "{err}");
+    let id = out.trim().to_string();
+    let t0 = Instant::now();
+    while !gantry(s, &["job", &id, "-o", "json"])
+        .1
+        .contains("\"running\"")
+    {
+        assert!(t0.elapsed() < Duration::from_secs(30));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(gantry(s, &["cancel", &id]).0, 0);
+    let (code, json, err) = gantry(
+        s,
+        &[
+            "history", "--team", "applied", "--since", "1h", "-o", "json",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    let jobs: Vec<serde_json::Value> = serde_json::from_str(&json).unwrap();
+    let job = jobs
+        .iter()
+        .find(|j| j["id"].as_i64().map(|v| v.to_string()).as_deref() == Some(id.as_str()))
+        .unwrap_or_else(|| panic!("{json}"));
+    assert_eq!(job["state"], "cancelled");
+    let runs = job["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 1, "{job}");
+    assert_eq!(runs[0]["nodes"].as_array().unwrap().len(), 1, "{job}");
+    assert!(
+        runs[0]["ended"].as_str().unwrap().starts_with("cancelled"),
+        "{job}"
+    );
+    assert!(runs[0]["ended_time"].is_string(), "{job}");
+    // The table: the job, then its run.
+    let (_, table, _) = gantry(s, &["history"]);
+    assert!(
+        table.contains("audited") && table.contains("#1 "),
+        "{table}"
+    );
+    // Filters: another team, a window before it, a page past it.
+    for args in [
+        &["history", "--team", "nobody-here"][..],
+        &["history", "--until", "2020-01-01"],
+        &["history", "--offset", "1000"],
+    ] {
+        let (code, out, err) = gantry(s, args);
+        assert_eq!(code, 0, "{args:?}: {err}");
+        assert!(out.contains("(no jobs match)"), "{args:?}: {out}");
+    }
+    let (code, _, err) = gantry(s, &["history", "--state", "runing"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--state runing"), "{err}");
+}

@@ -241,6 +241,34 @@ fn a_gang_that_always_fails_restarts_as_its_spec_allows_then_fails_with_its_exit
     assert_eq!(cell.trim(), "2", "{wide}");
     let ran = std::fs::read_to_string(format!("{}.1", runs.display())).unwrap_or_default();
     assert_eq!(ran.lines().count(), 3, "ran three times: {ran}");
+    // Each run is on record (`gantry history`, as sacct): both nodes, a start and an end, and
+    // how it ended — the failing rank's exit each time.
+    let history = common::json(&d, &["history", "--state", "failed"]);
+    let job = history
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|j| j["id"] == id)
+        .unwrap_or_else(|| panic!("{history}"));
+    let recorded = job["runs"].as_array().unwrap();
+    assert_eq!(recorded.len(), 3, "{job}");
+    for (k, r) in recorded.iter().enumerate() {
+        assert_eq!(r["attempt"], k + 1, "{r}");
+        assert_eq!(r["nodes"].as_array().unwrap().len(), 2, "{r}");
+        assert!(
+            r["ended_time"].is_string() && r["started"].is_string(),
+            "{r}"
+        );
+        assert!(
+            r["ended"]
+                .as_str()
+                .unwrap()
+                .contains("(rank 1) killed by signal 9 (SIGKILL)"),
+            "{r}"
+        );
+    }
+    let table = cli(&d, &["history"]);
+    assert!(table.contains("#3 ") && table.contains("failed"), "{table}");
     let said: Vec<String> = events(&d)
         .into_iter()
         .filter(|e| e.contains(&format!("job {id} ")))
@@ -318,7 +346,7 @@ fn jobs_survive_the_ssh_client_the_agent_and_the_daemon_being_killed() {
     unsafe { libc::kill(d.child.id() as i32, libc::SIGKILL) };
     let _ = d.child.wait();
     std::mem::forget(d);
-    let d = start_in(dir, &["--config", fleet.to_str().unwrap()]);
+    let mut d = start_in(dir.clone(), &["--config", fleet.to_str().unwrap()]);
     wait_for(&d, 60, "re-adoption after the daemon restarted", || {
         events(&d)
             .iter()
@@ -346,6 +374,29 @@ fn jobs_survive_the_ssh_client_the_agent_and_the_daemon_being_killed() {
     assert_eq!((done, starts), (1, 1), "{}", ev.join("\n"));
     let log = log_text(&d, id);
     assert_eq!(log.matches("started").count(), 1, "{log}");
+
+    // 4. A daemon started after the job ended still finds its logs on the host (it said
+    // "it ran on the simulated fleet"): where it ran is in the journal's record of its run.
+    unsafe { libc::kill(d.child.id() as i32, libc::SIGKILL) };
+    let _ = d.child.wait();
+    std::mem::forget(d);
+    let d = start_in(dir, &["--config", fleet.to_str().unwrap()]);
+    wait_for(&d, 60, "the host to connect again", || connected(&d, 1));
+    let log = log_text(&d, id);
+    assert_eq!(log.matches("started").count(), 1, "{log}");
+    // And its one run is there to account for: the host, and how it ended.
+    let job = common::json(&d, &["job", &id.to_string()]);
+    let runs = job["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 1, "{job}");
+    assert_eq!(runs[0]["nodes"].as_array().map(Vec::len), Some(1), "{job}");
+    assert!(
+        runs[0]["ended"]
+            .as_str()
+            .unwrap()
+            .starts_with("completed: exited 0"),
+        "{job}"
+    );
+    assert!(job["started"].is_string(), "{job}");
 }
 
 #[test]

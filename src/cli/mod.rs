@@ -3,6 +3,7 @@
 //! failed; 2 bad input (a file, an argument, a spec); 3 no such job; 4 not allowed (token,
 //! role, team); 5 the daemon cannot be reached; 6 the job's state does not allow it.
 
+mod audit;
 mod bench;
 mod cloud;
 mod complete;
@@ -246,6 +247,9 @@ enum Command {
         #[arg(short, long, value_enum, default_value_t = Output::Table)]
         output: Output,
     },
+    /// Finished jobs from the journal with each run: nodes, start and end, how it ended,
+    /// what it cost (as Slurm's sacct).
+    History(audit::HistoryArgs),
     /// Teams: quota, usage, borrowing, spend rate, this month's spend against the budget.
     Teams {
         #[arg(short, long, value_enum, default_value_t = Output::Table)]
@@ -524,6 +528,7 @@ pub fn main() -> ExitCode {
             watch: true,
         }) => watch::teams(&target, output),
         Some(Command::Teams { output, .. }) => remote::teams(&target, output),
+        Some(Command::History(a)) => audit::history(&target, a),
         Some(Command::Report {
             since,
             until,

@@ -29,6 +29,11 @@ pub fn node_live(
         d.step_s,
         if d.simulated { " (simulated)" } else { "" }
     );
+    println!("{}", gantry::untrusted::escape(&d.resources.line(&d.jobs)));
+    if d.gpus.is_empty() {
+        println!("no GPUs: a CPU-only node");
+        return Ok(());
+    }
     println!(
         "{:>3} {:>6} {:>11} {:>13} {:>6} {:>5}  WHO",
         "GPU", "UTIL%", "(LOW–HIGH)", "VRAM USED MiB", "W", "°C"

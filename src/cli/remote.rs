@@ -247,6 +247,15 @@ pub fn job(t: &Target, id: &str, output: Output) -> Result<(), CliError> {
         let label = if waiting { "waits" } else { "why" };
         println!("  {label}: {}", gantry::console::app::escape(r));
     }
+    // Every run: where, when, how it ended, what it cost.
+    let runs: Vec<gantry::daemon::journal::RunRecord> =
+        serde_json::from_value(v["runs"].clone()).unwrap_or_default();
+    if !runs.is_empty() {
+        println!("  runs:");
+        for r in &runs {
+            println!("    {}", super::audit::run_line(r, true));
+        }
+    }
     println!("  spec:");
     for line in v["spec"].as_str().unwrap_or("").lines() {
         println!("    {}", gantry::console::app::escape(line));

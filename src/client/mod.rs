@@ -425,6 +425,9 @@ pub struct JobView {
     pub spec: String,
     #[serde(default)]
     pub events: Vec<JobEvent>,
+    /// Every run it had: nodes, times, how each ended.
+    #[serde(default)]
+    pub runs: Vec<crate::daemon::journal::RunRecord>,
     /// The last lines of its logs, for jobs that ran on the daemon's host.
     #[serde(default)]
     pub log_tail: Vec<String>,
@@ -452,6 +455,11 @@ pub struct NodeDetail {
     /// Seconds each point spans.
     pub step_s: f64,
     pub gpus: Vec<GpuHistoryView>,
+    /// Its CPUs, memory and disk, and every job of gantry's there (CPU-only ones included).
+    #[serde(default)]
+    pub resources: NodeResources,
+    #[serde(default)]
+    pub jobs: Vec<i64>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -542,11 +550,18 @@ pub struct NodeView {
 }
 
 impl NodeView {
-    /// One line for its CPUs, memory, disk and jobs, as the console's pool view and
-    /// `gantry fleet --pool` print it: `cpu 4/64 given, 12% busy · mem 32/512G given, 120G
-    /// used · disk 40/900G used · jobs 3,7`.
+    /// One line for its CPUs, memory, disk and jobs (`NodeResources::line`).
     pub fn resources_line(&self) -> String {
-        let r = &self.resources;
+        self.resources.line(&self.jobs)
+    }
+}
+
+impl NodeResources {
+    /// One line for a node's CPUs, memory, disk and `jobs`, as the console's pool and node
+    /// views and `gantry fleet --pool` print it: `cpu 4/64 given, 12% of 64 busy · mem
+    /// 32/512G given, 120/512G used · disk 40/900G used · jobs 3,7`.
+    pub fn line(&self, jobs: &[i64]) -> String {
+        let r = self;
         let g = |mib: u64| format!("{:.0}", mib as f64 / 1024.0);
         let mut cpu = format!("cpu {}/{} given", trim(r.cpus_allocated), trim(r.cpus));
         let mut mem = format!("mem {}/{}G given", g(r.mem_allocated_mib), g(r.mem_mib));
@@ -573,12 +588,53 @@ impl NodeView {
             parts.push(cpu);
             parts.push(mem);
         }
-        if !self.jobs.is_empty() {
-            let ids: Vec<String> = self.jobs.iter().map(i64::to_string).collect();
+        if !jobs.is_empty() {
+            let ids: Vec<String> = jobs.iter().map(i64::to_string).collect();
             parts.push(format!("jobs {}", ids.join(",")));
         }
         parts.join(" · ")
     }
+}
+
+/// One run in a line: `#2 gpu-a,gpu-b 8 GPU spot 2026-11-28T06:00:00Z → 06:12:03Z $3.10:
+/// failed: node gpu-b (rank 1) exited with code 3`.
+pub fn run_line(r: &crate::daemon::journal::RunRecord, wide: bool) -> String {
+    let end = match &r.ended_time {
+        // The same day: only the time.
+        Some(t) if t.get(..10) == r.started.get(..10) => t.get(11..).unwrap_or(t).to_string(),
+        Some(t) => t.clone(),
+        None => "running".into(),
+    };
+    let how = r
+        .ended
+        .as_deref()
+        .map(crate::console::app::escape)
+        .unwrap_or_default();
+    let how = if wide {
+        how
+    } else {
+        crate::console::table::cut(&how, 90).into_owned()
+    };
+    let cost = match r.ended_at {
+        Some(end) => format!(" ${:.2}", r.cost(end)),
+        None => String::new(),
+    };
+    format!(
+        "#{} {} {} GPU {} {} → {}{}{}{}",
+        r.attempt,
+        if r.nodes.is_empty() {
+            "-".to_string()
+        } else {
+            crate::console::app::escape(&r.nodes.join(","))
+        },
+        r.gpus,
+        r.capacity,
+        r.started,
+        end,
+        cost,
+        if how.is_empty() { "" } else { ": " },
+        how
+    )
 }
 
 /// `4`, `0.5`: a CPU count without trailing zeros.

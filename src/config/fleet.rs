@@ -1020,8 +1020,9 @@ mod tests {
         let auto = "[[pools]]\nprovider = \"aws\"\nbackend = \"simulated\"\nregion = \"r\"\nzone = \"z\"\nname = \"p\"\ninstance_type = \"i\"\ngpu = \"auto\"\ncpus = 1\nmemory_gb = 1\ncapacity = \"on-demand\"\nprice_per_hour = 1.0\nnodes = 1\n";
         let e = parse("f.toml", auto).unwrap_err();
         assert!(
-            e.message
-                .contains("only for provider = \"local\", \"ssh\" and \"kubernetes\" pools"),
+            e.message.contains(
+                "only for provider = \"local\", \"ssh\", \"kubernetes\" and \"slurm\" pools"
+            ),
             "{e}"
         );
         let mig = DEFAULT_FLEET.replacen("mig_gpus_per_node = 4", "mig_gpus_per_node = 9", 1);

@@ -71,9 +71,12 @@ impl NodePane {
             "enter" => self
                 .detail
                 .as_ref()
-                .and_then(|d| d.gpus.get(self.selected))
-                .and_then(|g| g.jobs.first())
-                .map_or(NodeKey::Nothing, |j| NodeKey::Open(j.id)),
+                .and_then(|d| match d.gpus.get(self.selected) {
+                    Some(g) => g.jobs.first().map(|j| j.id),
+                    // A CPU-only node: its first job.
+                    None => d.jobs.first().copied(),
+                })
+                .map_or(NodeKey::Nothing, NodeKey::Open),
             _ => match step {
                 Some(n) if gpus > 0 => {
                     let at = self.selected as i64 + i64::from(n.signum());
@@ -92,6 +95,18 @@ impl NodePane {
         match &self.detail {
             None => lines.push(Line::styled("fetching…", muted)),
             Some(d) => {
+                // CPUs, memory, disk and every job there; a CPU-only node has nothing else.
+                lines.push(Line::styled(
+                    super::table::cut(&super::app::escape(&d.resources.line(&d.jobs)), width)
+                        .into_owned(),
+                    muted,
+                ));
+                if d.gpus.is_empty() {
+                    lines.push(Line::styled(
+                        "no GPUs: a CPU-only node (enter opens its first job)",
+                        muted,
+                    ));
+                }
                 for (k, g) in d.gpus.iter().enumerate() {
                     if k == self.selected {
                         selected_at = lines.len();

@@ -164,6 +164,11 @@ pub enum Request {
         by: ReportBy,
         reply: Reply<Report>,
     },
+    /// Finished jobs from the journal, with their runs (`gantry history`).
+    History {
+        query: crate::daemon::journal::HistoryQuery,
+        reply: Reply<Vec<crate::daemon::state::HistoryJob>>,
+    },
     /// Open the state again over an edited fleet file (or say why the edit cannot be read).
     /// `force`: the operator asked for it (SIGHUP), so a file that fails live jobs is applied.
     Reload {
@@ -728,6 +733,9 @@ impl Actor {
                 reply,
             } => {
                 let _ = reply.send(self.state.report(since, until, by).map_err(ApiError::from));
+            }
+            Request::History { query, reply } => {
+                let _ = reply.send(self.state.history(&query).map_err(ApiError::from));
             }
         }
     }

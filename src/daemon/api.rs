@@ -90,6 +90,7 @@ pub fn router(
         .route("/v1/teams", get(teams))
         .route("/v1/events", get(events))
         .route("/v1/report", get(report))
+        .route("/v1/history", get(super::audit::history))
         .route("/v1/events/stream", get(super::stream::stream))
         .route("/v1/reclaim", get(reclaim_plan).post(reclaim_apply))
         .route("/v1/tokens", post(token).get(tokens))

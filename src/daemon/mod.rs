@@ -5,6 +5,7 @@
 
 pub mod actor;
 pub mod api;
+pub mod audit;
 pub mod auth;
 pub mod calendar;
 pub mod engine;

@@ -69,6 +69,14 @@ impl App {
         for p in &d.placement {
             lines.push(Line::from(format!("on {}", escape(p))));
         }
+        if !d.runs.is_empty() {
+            lines.push(Line::from(Span::styled("runs", bold)));
+            lines.extend(
+                d.runs
+                    .iter()
+                    .map(|r| Line::from(format!("  {}", crate::client::run_line(r, false)))),
+            );
+        }
         lines.push(Line::from(Span::styled("spec", bold)));
         lines.extend(
             d.spec

@@ -8,7 +8,7 @@ use crate::console::table::{Col, Sort};
 use std::cmp::Ordering;
 
 /// The Jobs view's columns (the order of `job_cmp`'s match).
-pub const JOB_COLS: [Col; 11] = [
+pub const JOB_COLS: [Col; 12] = [
     Col::fixed("id", 'I', 5, 0),
     Col::text("name", 'N', 10, 18, 0),
     Col::text("team", 'T', 6, 12, 6),
@@ -19,6 +19,8 @@ pub const JOB_COLS: [Col; 11] = [
     Col::fixed("pos", 'O', 4, 8).right(),
     Col::fixed("$/h", 'D', 7, 7).right(),
     Col::fixed("cost", 'M', 8, 5).right(),
+    // Times it was started again after its own failures (`job_recovery`), as k9s's RESTARTS.
+    Col::fixed("restarts", 'R', 8, 9).right(),
     Col::text("where / why pending", 'W', 20, 64, 0),
 ];
 
@@ -110,6 +112,7 @@ fn job_cmp(col: usize, a: &JobRow, b: &JobRow, now: f64) -> Ordering {
             .cmp(&b.position.unwrap_or(usize::MAX)),
         8 => a.dollars_per_hour.total_cmp(&b.dollars_per_hour),
         9 => a.cost_at(now).total_cmp(&b.cost_at(now)),
+        10 => a.restarts.cmp(&b.restarts),
         _ => a.detail.cmp(&b.detail),
     }
 }

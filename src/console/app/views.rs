@@ -140,6 +140,14 @@ impl App {
                     text(j.position.map_or(String::new(), |p| p.to_string()), plain),
                     text(rate, plain),
                     text(money(j.cost_at(snap.now)), plain),
+                    text(
+                        if j.restarts > 0 {
+                            j.restarts.to_string()
+                        } else {
+                            String::new()
+                        },
+                        plain,
+                    ),
                     text(escape(&j.detail), plain),
                 ]
             })

@@ -143,6 +143,11 @@ impl Engine {
                         capacity,
                         gpus: j.request.total_gpu_milli() as f64 / 1000.0,
                         dollars_per_hour: placement.price_per_hour,
+                        nodes: placement
+                            .nodes
+                            .iter()
+                            .map(|g| fleet.node(g.node).name.clone())
+                            .collect(),
                     })
                 }
                 _ => None,

@@ -5,6 +5,8 @@
 //! loses only unacknowledged ones, never half of one.
 
 mod records;
+mod runs;
+pub use runs::HistoryQuery;
 
 use super::job::JobState;
 use rusqlite::{params, Connection, OptionalExtension};
@@ -107,6 +109,10 @@ const MIGRATIONS: &[&str] = &[
     // 12: where each start of the daemon pinned its clock to the wall clock (Unix seconds),
     // so its times can be said as calendar dates (budget months, reports, RFC 3339)
     "CREATE TABLE calendar (clock REAL PRIMARY KEY, unix REAL NOT NULL);",
+    // 13: each run's history (a charge is one run): the names of its nodes, rank order, and
+    // how it ended — the moves out of running, with their reasons (`sacct`'s record)
+    "ALTER TABLE charges ADD COLUMN nodes TEXT;
+     ALTER TABLE charges ADD COLUMN ended TEXT;",
 ];
 
 /// How long a submission's Idempotency-Key is remembered (wall-clock seconds).
@@ -146,6 +152,38 @@ pub struct Charge {
     pub capacity: String,
     pub gpus: f64,
     pub dollars_per_hour: f64,
+    /// Its nodes' names, rank order.
+    pub nodes: Vec<String>,
+}
+
+/// One run of a job (an attempt): where, when, how it ended, what it cost — what `gantry job`
+/// and `gantry history` show of each.
+#[derive(Clone, Debug, PartialEq, Serialize, serde::Deserialize)]
+pub struct RunRecord {
+    pub job: JobId,
+    /// 1 for the first run, then each start again.
+    pub attempt: u32,
+    pub nodes: Vec<String>,
+    pub gpus: f64,
+    pub capacity: String,
+    pub dollars_per_hour: f64,
+    pub started_at: f64,
+    pub ended_at: Option<f64>,
+    /// The moves that ended it, with their reasons (`preempting: preempted by …; pending:
+    /// stopped; requeued from its checkpoint`); `None` while it runs.
+    pub ended: Option<String>,
+    /// RFC 3339, filled in by the state.
+    #[serde(default)]
+    pub started: String,
+    #[serde(default)]
+    pub ended_time: Option<String>,
+}
+
+impl RunRecord {
+    /// What it cost (so far, at `now`, for one that runs).
+    pub fn cost(&self, now: f64) -> f64 {
+        self.dollars_per_hour * (self.ended_at.unwrap_or(now) - self.started_at).max(0.0) / 3600.0
+    }
 }
 
 /// One billed run, clipped to a report's window.
@@ -476,8 +514,12 @@ impl Store {
             let mut close = tx
                 .prepare_cached("UPDATE charges SET ended_at = MAX(?1, started_at) WHERE job = ?2 AND ended_at IS NULL")
                 .map_err(sql)?;
+            // How the open run ends, move by move (a preemption, then its requeue).
+            let mut ending = tx
+                .prepare_cached("UPDATE charges SET ended = COALESCE(ended || '; ', '') || ?1 WHERE job = ?2 AND ended_at IS NULL")
+                .map_err(sql)?;
             let mut open = tx
-                .prepare_cached("INSERT INTO charges (job, team, project, capacity, gpus, dollars_per_hour, started_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)")
+                .prepare_cached("INSERT INTO charges (job, team, project, capacity, gpus, dollars_per_hour, started_at, nodes) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)")
                 .map_err(sql)?;
             for (id, to, why) in moves {
                 let (id, to) = (*id, *to);
@@ -494,6 +536,11 @@ impl Store {
                 event
                     .execute(params![at, id, to.name(), format!("{from} → {to}: {why}")])
                     .map_err(sql)?;
+                if to != JobState::Running {
+                    ending
+                        .execute(params![format!("{to}: {why}"), id])
+                        .map_err(sql)?;
+                }
                 if !matches!(to, JobState::Running | JobState::Preempting) {
                     bill.execute(params![at, id]).map_err(sql)?;
                     close.execute(params![at, id]).map_err(sql)?;
@@ -507,7 +554,8 @@ impl Store {
                     c.capacity,
                     c.gpus,
                     c.dollars_per_hour,
-                    at
+                    at,
+                    c.nodes.join(",")
                 ])
                 .map_err(sql)?;
             }

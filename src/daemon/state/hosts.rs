@@ -730,7 +730,12 @@ impl State {
                 nodes
             }
         };
-        // The simulated fleet runs no processes: it has no logs to read.
+        self.sources_on(nodes)
+    }
+
+    /// Where the logs of a job that ran on `nodes` (rank order) are read; `None` where none
+    /// of them is a real host (the simulated fleet runs no processes).
+    pub(super) fn sources_on(&self, nodes: Vec<usize>) -> Option<Vec<LogSource>> {
         if !nodes.iter().any(|&n| self.is_real_host(n)) {
             return None;
         }

@@ -313,8 +313,25 @@ pub struct JobDetail {
     pub pipeline: Option<String>,
     pub after: Option<JobId>,
     pub events: Vec<EventRecord>,
+    /// Every run it had, oldest first: nodes, times, how each ended, what each cost.
+    pub runs: Vec<crate::daemon::journal::RunRecord>,
     /// The last lines of its stdout and stderr, if it ran on this host.
     pub log_tail: Vec<String>,
+}
+
+/// A finished job as `gantry history` lists it, with its runs.
+#[derive(Clone, Debug, Serialize, serde::Deserialize)]
+pub struct HistoryJob {
+    pub id: JobId,
+    pub name: Option<String>,
+    pub team: String,
+    pub class: String,
+    pub state: JobState,
+    /// RFC 3339: when it was submitted and when it last changed (ended, for a final job).
+    pub submitted: String,
+    pub ended: String,
+    pub cost_usd: f64,
+    pub runs: Vec<crate::daemon::journal::RunRecord>,
 }
 
 /// How often consolidation looks for a cloud node to give back (at most one at a time).
@@ -552,6 +569,38 @@ impl State {
     ) -> Result<Vec<EventRecord>, EngineError> {
         let events = self.engine.store().events(job, limit)?;
         Ok(self.dated(events))
+    }
+
+    /// A job's runs, with their calendar times.
+    pub(super) fn runs_of(&mut self, id: JobId) -> Vec<crate::daemon::journal::RunRecord> {
+        let mut runs = self.engine.store().runs(id).unwrap_or_default();
+        for r in &mut runs {
+            r.started = self.calendar.rfc3339(r.started_at);
+            r.ended_time = r.ended_at.map(|t| self.calendar.rfc3339(t));
+        }
+        runs
+    }
+
+    /// Jobs from the journal as `gantry history` asks for them, with their runs.
+    pub fn history(
+        &mut self,
+        q: &crate::daemon::journal::HistoryQuery,
+    ) -> Result<Vec<HistoryJob>, EngineError> {
+        let records = self.engine.store().history(q)?;
+        Ok(records
+            .into_iter()
+            .map(|r| HistoryJob {
+                id: r.id,
+                runs: self.runs_of(r.id),
+                name: r.name,
+                team: r.team,
+                class: r.priority,
+                state: r.state,
+                submitted: self.calendar.rfc3339(r.submitted_at),
+                ended: self.calendar.rfc3339(r.updated_at),
+                cost_usd: r.cost,
+            })
+            .collect())
     }
 
     /// Events with their calendar times.

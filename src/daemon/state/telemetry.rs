@@ -166,14 +166,7 @@ impl State {
         let of_pool: Vec<usize> = (0..fleet.nodes.len())
             .filter(|&i| fleet.nodes[i].pool.index() == index)
             .collect();
-        let mut jobs_on: HashMap<usize, Vec<i64>> = HashMap::new();
-        for j in self.engine.jobs() {
-            for g in j.placement.iter().flat_map(|p| &p.nodes) {
-                if of_pool.contains(&g.node.index()) {
-                    jobs_on.entry(g.node.index()).or_default().push(j.id);
-                }
-            }
-        }
+        let mut jobs_on = self.jobs_by_node(|n| of_pool.contains(&n));
         let nodes = fleet
             .nodes
             .iter()
@@ -183,23 +176,8 @@ impl State {
                 name: n.name.clone(),
                 state: self.life_name(i).to_string(),
                 note: self.node_note(i, &of_pool),
-                resources: crate::client::NodeResources {
-                    cpus: f64::from(pool.cpu_milli) / 1000.0,
-                    cpus_allocated: f64::from(pool.cpu_milli.saturating_sub(n.cpu_free)) / 1000.0,
-                    mem_mib: pool.mem_mib,
-                    mem_allocated_mib: pool.mem_mib.saturating_sub(n.mem_free),
-                    measured: self
-                        .hosts
-                        .usage
-                        .get(&i)
-                        .filter(|(at, _)| self.now - at <= 120.0)
-                        .map(|(_, u)| u.clone()),
-                },
-                jobs: {
-                    let mut ids = jobs_on.remove(&i).unwrap_or_default();
-                    ids.sort_unstable();
-                    ids
-                },
+                resources: self.node_resources(i),
+                jobs: jobs_on.remove(&i).unwrap_or_default(),
                 leaf: n.leaf.map(|l| fleet.leaves[l.index()].clone()),
                 nvlink: fleet.nvlink_domains[n.nvlink.index()].clone(),
                 gpus: n
@@ -251,6 +229,42 @@ impl State {
             nodes,
             waiting: self.hosts.queues.get(&index).cloned().unwrap_or_default(),
         })
+    }
+
+    /// Every job holding part of a node that `which` picks, by node, in id order.
+    fn jobs_by_node(&self, which: impl Fn(usize) -> bool) -> HashMap<usize, Vec<i64>> {
+        let mut on: HashMap<usize, Vec<i64>> = HashMap::new();
+        for j in self.engine.jobs() {
+            for g in j.placement.iter().flat_map(|p| &p.nodes) {
+                if which(g.node.index()) {
+                    on.entry(g.node.index()).or_default().push(j.id);
+                }
+            }
+        }
+        for ids in on.values_mut() {
+            ids.sort_unstable();
+        }
+        on
+    }
+
+    /// Node `i`'s CPUs and memory as given to gantry's jobs, and as its agent last measured
+    /// them (within two minutes).
+    fn node_resources(&self, i: usize) -> crate::client::NodeResources {
+        let fleet = self.engine.fleet();
+        let n = &fleet.nodes[i];
+        let pool = &fleet.pools[n.pool.index()];
+        crate::client::NodeResources {
+            cpus: f64::from(pool.cpu_milli) / 1000.0,
+            cpus_allocated: f64::from(pool.cpu_milli.saturating_sub(n.cpu_free)) / 1000.0,
+            mem_mib: pool.mem_mib,
+            mem_allocated_mib: pool.mem_mib.saturating_sub(n.mem_free),
+            measured: self
+                .hosts
+                .usage
+                .get(&i)
+                .filter(|(at, _)| self.now - at <= 120.0)
+                .map(|(_, u)| u.clone()),
+        }
     }
 
     /// One node GPU by GPU over a range: utilization, VRAM in use, power and temperature, and
@@ -317,6 +331,8 @@ impl State {
             range,
             step_s,
             gpus,
+            resources: self.node_resources(i),
+            jobs: self.jobs_by_node(|n| n == i).remove(&i).unwrap_or_default(),
         })
     }
 

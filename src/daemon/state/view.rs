@@ -9,6 +9,7 @@ impl State {
         let events = self.engine.store().events(Some(id), 100)?;
         let events = self.dated(events);
         let record = self.engine.job_record(id)?.ok_or(EngineError::NoJob(id))?;
+        let runs = self.runs_of(id);
         // A job that ended says why: its last move's reason ("node gpu-b (rank 1) exited with
         // code 3: the whole gang stopped"), not only its state.
         let ended = record.state.is_final().then(|| {
@@ -33,9 +34,10 @@ impl State {
                 class: record.priority,
                 state: record.state,
                 submitted_at: record.submitted_at,
-                started_at: None,
+                // Its last run's start (a finished job has no live one).
+                started_at: runs.last().map(|r| r.started_at),
                 submitted: self.calendar.rfc3339(record.submitted_at),
-                started: None,
+                started: runs.last().map(|r| r.started.clone()),
                 borrowed: false,
                 placement: Vec::new(),
                 dollars_per_hour: 0.0,
@@ -46,9 +48,11 @@ impl State {
                 pipeline,
                 after,
                 events,
+                runs,
                 log_tail,
             });
         };
+        let last_start = runs.last().filter(|_| j.state.is_final());
         let fleet = self.engine.fleet();
         let placement = j.placement.as_ref().map_or(Vec::new(), |p| {
             p.nodes
@@ -90,9 +94,13 @@ impl State {
             class: self.class_name(j.class),
             state: j.state,
             submitted_at: j.submitted_at,
-            started_at: j.started_at,
+            // Running: this run's start; ended: its last run's.
+            started_at: j.started_at.or(last_start.map(|r| r.started_at)),
             submitted: self.calendar.rfc3339(j.submitted_at),
-            started: j.started_at.map(|t| self.calendar.rfc3339(t)),
+            started: j
+                .started_at
+                .map(|t| self.calendar.rfc3339(t))
+                .or(last_start.map(|r| r.started.clone())),
             borrowed: j.borrowed,
             placement,
             dollars_per_hour: j.placement.as_ref().map_or(0.0, |p| p.price_per_hour),
@@ -118,6 +126,7 @@ impl State {
             pipeline: j.spec.pipeline.clone(),
             after: j.spec.after,
             events,
+            runs,
             log_tail,
         })
     }
@@ -139,7 +148,21 @@ impl State {
                 (r.state, r.team, secrets)
             }
         };
-        if let Some(sources) = self.log_sources(id) {
+        // Where it ran, as this daemon saw it; else (it ended before this daemon started) as
+        // the journal's last run says, by node name.
+        let runs = self.engine.store().runs(id).unwrap_or_default();
+        let last_run = runs.last().map(|r| r.nodes.clone()).unwrap_or_default();
+        let from_journal = || {
+            let fleet = self.engine.fleet();
+            let nodes: Vec<usize> = last_run
+                .iter()
+                .filter_map(|name| fleet.nodes.iter().position(|n| &n.name == name))
+                .collect();
+            (!nodes.is_empty())
+                .then(|| self.sources_on(nodes))
+                .flatten()
+        };
+        if let Some(sources) = self.log_sources(id).or_else(from_journal) {
             return Ok(JobLogs {
                 state,
                 team,
@@ -150,9 +173,17 @@ impl State {
         }
         let none = if state == JobState::Pending || state == JobState::Held {
             format!("job {id} has not started: no logs yet")
+        } else if last_run.is_empty() {
+            format!("job {id} has no logs: it never ran")
+        } else if self.simulated_nodes(&last_run) {
+            format!(
+                "job {id} has no logs: it ran on the simulated fleet ({}), which runs no processes",
+                last_run.join(",")
+            )
         } else {
             format!(
-                "job {id} has no logs: it ran on the simulated fleet (which runs no processes), or its logs were removed"
+                "job {id} has no logs here: it last ran on {}, which this fleet no longer has (its logs stay on those hosts)",
+                last_run.join(",")
             )
         };
         Ok(JobLogs {
@@ -161,6 +192,18 @@ impl State {
             secrets,
             sources: Vec::new(),
             none: Some(none),
+        })
+    }
+
+    /// Whether every node of these names is of a simulated pool.
+    fn simulated_nodes(&self, names: &[String]) -> bool {
+        let fleet = self.engine.fleet();
+        names.iter().all(|name| {
+            fleet
+                .nodes
+                .iter()
+                .position(|n| &n.name == name)
+                .is_some_and(|i| self.hosts.simulated[fleet.nodes[i].pool.index()])
         })
     }
 

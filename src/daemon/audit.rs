@@ -1,0 +1,81 @@
+//! `GET /v1/history`: finished jobs from the journal with every run — as Slurm's `sacct` —
+//! for an auditor or a researcher asking what ran, where, how it ended and what it cost.
+//!
+//! Query: `since`, `until` (dates or times in the fleet's time zone, RFC 3339, a duration
+//! before now such as `7d`, or seconds on the daemon's clock; the job's last change must fall
+//! in between), `team`, `state` (comma-separated: any states, the final ones by default),
+//! `limit` (default 100, at most 10,000) and `offset` (paging), newest first.
+
+use super::actor::{ApiError, Request};
+use super::api::{ok, query, Api};
+use super::job::JobState;
+use super::journal::HistoryQuery;
+use axum::extract::{RawQuery, State};
+use axum::response::Response;
+
+pub(super) async fn history(
+    State(api): State<Api>,
+    RawQuery(raw): RawQuery,
+) -> Result<Response, ApiError> {
+    let q = query(raw)?;
+    let calendar = api.handle.published.borrow().calendar.clone();
+    let now = api.handle.published.borrow().snapshot.now;
+    let at = |name: &str, default: f64| -> Result<f64, ApiError> {
+        match q.get(name) {
+            None => Ok(default),
+            Some(v) => calendar
+                .parse(v, now)
+                .map(|t| t.max(0.0))
+                .map_err(|e| ApiError::bad_request(format!("{name} {e}"))),
+        }
+    };
+    // `until` includes now: a job that ended this instant is listed.
+    let (since, until) = (at("since", 0.0)?, at("until", now + 1.0)?);
+    if until < since {
+        return Err(ApiError::bad_request(format!(
+            "until ({until:.0}) is before since ({since:.0})"
+        )));
+    }
+    let states = match q.get("state") {
+        None => Vec::new(),
+        Some(list) => list
+            .split(',')
+            .map(|s| {
+                s.trim().parse::<JobState>().map_err(|_| {
+                    ApiError::bad_request(format!(
+                        "state `{}`: expected pending, held, running, preempting, completed, failed or cancelled",
+                        s.escape_debug()
+                    ))
+                })
+            })
+            .collect::<Result<_, _>>()?,
+    };
+    let number = |name: &str, default: usize, max: usize| -> Result<usize, ApiError> {
+        match q.get(name) {
+            None => Ok(default),
+            Some(v) => v
+                .parse::<usize>()
+                .ok()
+                .filter(|n| *n <= max)
+                .ok_or_else(|| {
+                    ApiError::bad_request(format!(
+                        "{name} `{}`: expected a number from 0 to {max}",
+                        v.escape_debug()
+                    ))
+                }),
+        }
+    };
+    let query = HistoryQuery {
+        since,
+        until,
+        team: q.get("team").cloned(),
+        states,
+        limit: number("limit", 100, 10_000)?,
+        offset: number("offset", 0, usize::MAX)?,
+    };
+    let jobs = api
+        .handle
+        .call(|reply| Request::History { query, reply })
+        .await?;
+    Ok(ok(&jobs))
+}

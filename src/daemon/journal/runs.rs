@@ -1,0 +1,86 @@
+//! Each job's runs as the journal keeps them (a charge is one run: its nodes, start, end, how
+//! it ended, its price), and the finished jobs an auditor asks for (`gantry history`): read
+//! from the journal, not from the daemon's window of recent jobs.
+
+use super::*;
+
+/// Which jobs `history` lists: those whose last change falls in `[since, until)` on the
+/// daemon's clock, of `team` (any if `None`), in one of `states` (the final ones if empty),
+/// newest first, `limit` of them after skipping `offset`.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct HistoryQuery {
+    pub since: f64,
+    pub until: f64,
+    pub team: Option<String>,
+    pub states: Vec<JobState>,
+    pub limit: usize,
+    pub offset: usize,
+}
+
+impl Store {
+    /// A job's runs, oldest first.
+    pub fn runs(&self, job: JobId) -> Result<Vec<RunRecord>, JournalError> {
+        let mut q = self
+            .conn
+            .prepare_cached(
+                "SELECT capacity, gpus, dollars_per_hour, started_at, ended_at, nodes, ended
+                 FROM charges WHERE job = ?1 ORDER BY started_at, rowid",
+            )
+            .map_err(self.sql())?;
+        let rows = q
+            .query_map([job], |r| {
+                let nodes: Option<String> = r.get(5)?;
+                Ok(RunRecord {
+                    job,
+                    attempt: 0,
+                    capacity: r.get(0)?,
+                    gpus: r.get(1)?,
+                    dollars_per_hour: r.get(2)?,
+                    started_at: r.get(3)?,
+                    ended_at: r.get(4)?,
+                    nodes: nodes
+                        .filter(|n| !n.is_empty())
+                        .map(|n| n.split(',').map(str::to_string).collect())
+                        .unwrap_or_default(),
+                    ended: r.get(6)?,
+                    started: String::new(),
+                    ended_time: None,
+                })
+            })
+            .map_err(self.sql())?;
+        let mut runs = rows.collect::<Result<Vec<_>, _>>().map_err(self.sql())?;
+        for (k, r) in runs.iter_mut().enumerate() {
+            r.attempt = k as u32 + 1;
+        }
+        Ok(runs)
+    }
+
+    /// The jobs `q` asks for, newest change first.
+    pub fn history(&self, q: &HistoryQuery) -> Result<Vec<JobRecord>, JournalError> {
+        let states: Vec<&str> = if q.states.is_empty() {
+            vec!["completed", "failed", "cancelled"]
+        } else {
+            q.states.iter().map(|s| s.name()).collect()
+        };
+        // The states are this build's own names, never the caller's text.
+        let list = states
+            .iter()
+            .map(|s| format!("'{s}'"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let tail = format!(
+            "WHERE state IN ({list}) AND updated_at >= ?1 AND updated_at < ?2 AND (?3 IS NULL OR team = ?3)
+             ORDER BY updated_at DESC, id DESC LIMIT ?4 OFFSET ?5"
+        );
+        self.select_jobs(
+            &tail,
+            params![
+                q.since,
+                q.until,
+                q.team,
+                i64::try_from(q.limit).unwrap_or(i64::MAX),
+                i64::try_from(q.offset).unwrap_or(i64::MAX)
+            ],
+        )
+    }
+}

@@ -891,6 +891,7 @@ fn hello(gpus: usize, name: &str) -> gantry::backend::HostInfo {
         nvml: None,
         driver: Some("550.54".into()),
         runs: Vec::new(),
+        addresses: Vec::new(),
     }
 }
 

@@ -1091,3 +1091,47 @@ fn an_agent_copy_cut_short_is_replaced_not_trusted() {
         "the agent was copied again, whole"
     );
 }
+
+/// Hosts named by ssh aliases (`Host node-a` in ssh_config): a gang's peers are told IP
+/// addresses — where the daemon's ssh reached each host — in GANTRY_HEAD_IP and
+/// SKYPILOT_NODE_IPS, not the aliases, which `torchrun --master_addr` on another host could not
+/// resolve.
+#[test]
+fn a_gang_on_hosts_named_by_ssh_aliases_is_told_ip_addresses() {
+    if !can_run() {
+        return;
+    }
+    let h = hosts("aliases", 2);
+    let mut config = std::fs::read_to_string(h.dir.join("ssh_config")).unwrap();
+    let mut aliases = Vec::new();
+    for (k, x) in h.hosts.iter().enumerate() {
+        let alias = format!("node-{k}");
+        config.push_str(&format!(
+            "Host {alias}\n  HostName 127.0.0.1\n  Port {}\n",
+            x.port
+        ));
+        aliases.push(alias);
+    }
+    std::fs::write(h.dir.join("ssh_config"), config).unwrap();
+    let d = daemon("ssh-aliases", &h.fleet(&aliases, "2m"));
+    wait_for(&d, 60, "both hosts to connect", || connected(&d, 2));
+    let gang = submit(
+        &d,
+        &h.dir,
+        "gang",
+        "name: gang\nnum_nodes: 2\nresources:\n  accelerators: A100-80GB:2\nrun: |\n  echo \"rank=$SKYPILOT_NODE_RANK head=$GANTRY_HEAD_IP ips=$(echo $SKYPILOT_NODE_IPS | tr ' ' ,)\"\n",
+    );
+    wait_for(&d, 30, "the gang to complete", || {
+        state(&d, gang) == "completed"
+    });
+    let log = log_text(&d, gang);
+    for rank in 0..2 {
+        assert!(
+            log.contains(&format!(
+                "rank={rank} head=127.0.0.1 ips=127.0.0.1,127.0.0.1"
+            )),
+            "{log}"
+        );
+    }
+    assert!(!log.contains("node-"), "{log}");
+}

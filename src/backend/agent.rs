@@ -186,6 +186,10 @@ impl FromAgent {
                 for g in &mut info.gpus {
                     g.name = bounded(&g.name, SAID_MAX);
                 }
+                // Addresses go into jobs' environments: only what parses as one, a few.
+                info.addresses
+                    .retain(|a| a.parse::<std::net::IpAddr>().is_ok());
+                info.addresses.truncate(16);
                 FromAgent::Hello { protocol, info }
             }
             FromAgent::Usage { mut usage } => {
@@ -224,6 +228,43 @@ pub fn hostname() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|h| h.trim().to_string())
         .unwrap_or_else(|_| "unknown".to_string())
+}
+
+/// This host's IPv4 addresses for its peers: the one the daemon's ssh reached it at first
+/// (`SSH_CONNECTION`: client address and port, server address and port), then every
+/// interface's that is up and not loopback (`getifaddrs`).
+pub fn addresses() -> Vec<String> {
+    let mut out: Vec<String> = std::env::var("SSH_CONNECTION")
+        .ok()
+        .and_then(|c| c.split_whitespace().nth(2).map(str::to_string))
+        .filter(|a| a.parse::<std::net::IpAddr>().is_ok())
+        .into_iter()
+        .collect();
+    let mut list: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: getifaddrs fills `list` with a linked list freed below by freeifaddrs; each
+    // entry's ifa_addr is null or a sockaddr of the family it says.
+    unsafe {
+        if libc::getifaddrs(&mut list) == 0 {
+            let mut at = list;
+            while !at.is_null() {
+                let a = &*at;
+                let up = a.ifa_flags & libc::IFF_UP as u32 != 0;
+                if up
+                    && !a.ifa_addr.is_null()
+                    && i32::from((*a.ifa_addr).sa_family) == libc::AF_INET
+                {
+                    let sin = &*(a.ifa_addr as *const libc::sockaddr_in);
+                    let ip = std::net::Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr));
+                    if !ip.is_loopback() && !out.contains(&ip.to_string()) {
+                        out.push(ip.to_string());
+                    }
+                }
+                at = a.ifa_next;
+            }
+            libc::freeifaddrs(list);
+        }
+    }
+    out
 }
 
 /// Where the agent keeps its runs and logs: per host name under the home directory, since
@@ -505,6 +546,7 @@ pub fn start(dirs: &AgentDirs, sampling: Sampling, say: Say) -> std::io::Result<
             nvml,
             driver,
             runs: known,
+            addresses: addresses(),
         },
     });
     // Gone without a status (killed outright, or the host rebooted).

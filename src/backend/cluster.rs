@@ -94,6 +94,7 @@ mod tests {
             nvml: None,
             driver: None,
             runs: Vec::new(),
+            addresses: Vec::new(),
         };
         assert!(r.status_changed(0, &Ok(())));
         assert_eq!(r.up(0, info(), Some("none")).len(), 2);

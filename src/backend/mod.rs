@@ -326,6 +326,11 @@ pub struct HostInfo {
     pub driver: Option<String>,
     /// The runs the host still has: (job, token). Running, or ended and not yet forgotten.
     pub runs: Vec<(i64, String)>,
+    /// Its IP addresses, the one the daemon reached it at first (`SSH_CONNECTION`'s server
+    /// address), then its interfaces' (not loopback): what a gang's peers are told
+    /// (`GANTRY_HEAD_IP`, `SKYPILOT_NODE_IPS`), rather than an ssh alias they may not resolve.
+    #[serde(default)]
+    pub addresses: Vec<String>,
 }
 
 /// One GPU of a job as a simulated backend models it.

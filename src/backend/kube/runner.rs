@@ -784,6 +784,7 @@ impl Worker {
                     }),
                     driver: None,
                     runs,
+                    addresses: Vec::new(),
                 };
                 let said = self.reports.up(
                     host,

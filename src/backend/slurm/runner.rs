@@ -411,6 +411,7 @@ impl Worker {
                     nvml: Some("Slurm reports no GPU telemetry".into()),
                     driver: None,
                     runs,
+                    addresses: Vec::new(),
                 };
                 let said = self.reports.up(
                     host,

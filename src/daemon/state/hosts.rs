@@ -77,6 +77,8 @@ pub(super) struct Hosts {
     /// Per pool: the work its backend's own users queued for its nodes that waits there, as
     /// last said.
     pub queues: HashMap<usize, Vec<crate::backend::ForeignWaiting>>,
+    /// Per node, the IP addresses its agent said it has (first: where the daemon reached it).
+    pub addresses: HashMap<usize, Vec<String>>,
     /// Per node, its CPUs, memory and disk as its agent last measured them, and when.
     pub usage: HashMap<usize, (f64, crate::backend::host_usage::HostUsage)>,
 }
@@ -306,7 +308,12 @@ impl State {
     }
 
     /// The address the other nodes of a job reach `node` at.
+    /// Where a gang's peers reach `node`: the first address its agent said it has (an IP),
+    /// else what its backend reaches it by (an ssh destination, a node name).
     fn host_address(&self, node: usize) -> String {
+        if let Some(ip) = self.hosts.addresses.get(&node).and_then(|a| a.first()) {
+            return ip.clone();
+        }
         let at = self.hosts.at.get(&node).copied();
         at.map(|(pool, host)| self.hosts.runners[pool].address(host))
             .unwrap_or_else(|| self.node_name(node))

@@ -21,6 +21,7 @@ impl State {
             return Ok(());
         }
         self.nodes.unconnected.remove(&node);
+        self.hosts.addresses.insert(node, info.addresses.clone());
         let name = self.node_name(node);
         let declared = self.engine.fleet().nodes[node].gpus.len();
         let auto = self

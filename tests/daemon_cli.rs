@@ -1127,3 +1127,75 @@ fn history_lists_finished_jobs_with_their_runs() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("--state runing"), "{err}");
 }
+
+/// Each job records who submitted it — the Unix user on the socket (the kernel's word), a
+/// token's label over TCP — and `gantry jobs -u USER|me` lists theirs, as `squeue -u`.
+#[test]
+fn jobs_belong_to_who_submitted_them() {
+    let d = start();
+    let s = &d.socket;
+    let spec = d.dir.join("mine.yaml");
+    std::fs::write(
+        &spec,
+        "name: mine\nteam: applied\nresources:\n  accelerators: H100:1\nrun: x\n",
+    )
+    .unwrap();
+    let (code, out, err) = gantry(s, &["submit", spec.to_str().unwrap(), "-o", "id"]);
+    assert_eq!(code, 0, "{err}");
+    let mine: i64 = out.trim().parse().unwrap();
+    let me = gantry::daemon::auth::this_user().unwrap();
+    // Over TCP with a researcher's token labelled ci-bot.
+    let (code, token, err) = gantry(
+        s,
+        &[
+            "token",
+            "create",
+            "--role",
+            "researcher",
+            "--team",
+            "applied",
+            "--label",
+            "ci-bot",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    let url = format!("http://127.0.0.1:{}", d.port);
+    let (code, out, err) = gantry_as(
+        &url,
+        Some(token.trim()),
+        &["submit", spec.to_str().unwrap(), "-o", "id"],
+    );
+    assert_eq!(code, 0, "{err}");
+    let bots: i64 = out.trim().parse().unwrap();
+    let ids = |args: &[&str], token: Option<&str>, at: &str| -> Vec<i64> {
+        let mut a = args.to_vec();
+        a.extend(["-o", "json"]);
+        let (code, json, err) = gantry_as(at, token, &a);
+        assert_eq!(code, 0, "{a:?}: {err}");
+        let rows: Vec<serde_json::Value> = serde_json::from_str(&json).unwrap();
+        rows.iter().filter_map(|r| r["id"].as_i64()).collect()
+    };
+    let socket = s.to_str().unwrap();
+    let by_me = ids(&["jobs", "-u", &me], None, socket);
+    assert!(by_me.contains(&mine) && !by_me.contains(&bots), "{by_me:?}");
+    assert_eq!(ids(&["jobs", "-u", "me"], None, socket), by_me);
+    let by_bot = ids(&["jobs", "--user", "ci-bot"], None, socket);
+    assert_eq!(by_bot, [bots]);
+    // `me` over the token is the token's label.
+    assert_eq!(ids(&["jobs", "-u", "me"], Some(token.trim()), &url), [bots]);
+    // Who is in `gantry job` and the wide table.
+    let (_, shown, _) = gantry(s, &["job", &mine.to_string()]);
+    assert!(shown.contains(&format!("submitted by {me}")), "{shown}");
+    let (_, wide, _) = gantry(s, &["jobs", "-o", "wide"]);
+    assert!(wide.contains("USER") && wide.contains("ci-bot"), "{wide}");
+    // A user of this host with no jobs: none; someone nobody knows: exit 2, said.
+    let (code, out, _) = gantry(s, &["jobs", "-u", "nobody"]);
+    assert_eq!(code, 0);
+    assert!(out.contains("(no jobs match)"), "{out}");
+    let (code, _, err) = gantry(s, &["jobs", "-u", "no-such-user-anywhere"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("user `no-such-user-anywhere` is unknown"),
+        "{err}"
+    );
+}

@@ -54,6 +54,7 @@ pub fn run(cfg: &JournalBenchConfig) -> Result<JournalBenchReport, JournalError>
                         spec: SPEC.to_string(),
                         at: i as f64,
                         idempotency: None,
+                        user: None,
                     };
                     let t = Instant::now();
                     let id = s.submit(job)?;

@@ -52,6 +52,7 @@ pub fn big_snapshot(gpus: usize, jobs: usize) -> Snapshot {
             gpus: "8".into(),
             since_s: 3600.0 - (i % 7200) as f64,
             submitted_s: None,
+            user: None,
             position: (i % 4 != 0).then_some(i),
             detail: "no-capacity: needs 8 GPUs on one node; 0 nodes have room now".into(),
             cost_usd: (i % 50) as f64 * 3.5,

@@ -21,6 +21,9 @@ pub struct HistoryArgs {
     until: Option<String>,
     #[arg(long)]
     team: Option<String>,
+    /// Submitted by this user (`me`: you).
+    #[arg(short, long)]
+    user: Option<String>,
     /// State(s), comma-separated (default: completed, failed, cancelled).
     #[arg(long)]
     state: Option<String>,
@@ -46,11 +49,13 @@ pub fn history(t: &Target, a: HistoryArgs) -> Result<(), CliError> {
         }
     }
     let mut path = format!("/v1/history?limit={}&offset={}", a.limit, a.offset);
+    let user = super::remote::user_of(t, a.user.clone())?;
     for (k, v) in [
         ("since", &a.since),
         ("until", &a.until),
         ("team", &a.team),
         ("state", &a.state),
+        ("user", &user),
     ] {
         if let Some(v) = v {
             path.push_str(&format!("&{k}={}", encode(v)));

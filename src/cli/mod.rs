@@ -167,6 +167,10 @@ enum Command {
         team: Option<String>,
         #[arg(long)]
         class: Option<String>,
+        /// Submitted by this user (`me`: you — the Unix user on the socket, your token's
+        /// label over TCP), as `squeue -u`.
+        #[arg(short, long)]
+        user: Option<String>,
         #[arg(long)]
         limit: Option<usize>,
         #[arg(short, long, value_enum, default_value_t = Output::Table)]
@@ -503,18 +507,29 @@ pub fn main() -> ExitCode {
             state,
             team,
             class,
+            user,
             output,
             watch: true,
             ..
-        }) => watch::jobs(&target, JobFilter { state, team, class }, output),
+        }) => remote::user_of(&target, user).and_then(|user| {
+            let filter = JobFilter {
+                state,
+                team,
+                class,
+                user,
+            };
+            watch::jobs(&target, filter, output)
+        }),
         Some(Command::Jobs {
             state,
             team,
             class,
+            user,
             limit,
             output,
             ..
-        }) => remote::jobs(&target, state, team, class, limit, output),
+        }) => remote::user_of(&target, user)
+            .and_then(|user| remote::jobs(&target, state, team, class, user, limit, output)),
         Some(Command::Job { id, output }) => remote::job(&target, &id, output),
         Some(Command::Explain { id, output }) => remote::explain(&target, &id, output),
         Some(Command::Logs(a)) => logs::logs(&target, a),

@@ -75,16 +75,39 @@ pub(super) fn print_value_as(output: Output, v: &Value) -> Result<(), CliError> 
     super::print_as(output, v).map_err(CliError::usage)
 }
 
+/// `--user`: `me` is who the daemon takes this client for (`GET /v1/whoami`).
+pub fn user_of(t: &Target, user: Option<String>) -> Result<Option<String>, CliError> {
+    match user.as_deref() {
+        Some("me") => {
+            let who: Value = t.client()?.call("GET", "/v1/whoami", None)?;
+            match who["user"].as_str() {
+                Some(u) => Ok(Some(u.to_string())),
+                None => Err(CliError::usage(
+                    "--user me: the daemon does not know who you are on this connection (a token made before owners were kept has no label?)".to_string(),
+                )),
+            }
+        }
+        _ => Ok(user),
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
 pub fn jobs(
     t: &Target,
     state: Option<String>,
     team: Option<String>,
     class: Option<String>,
+    user: Option<String>,
     limit: Option<usize>,
     output: Output,
 ) -> Result<(), CliError> {
     let mut q = Vec::new();
-    for (k, v) in [("state", state), ("team", team), ("class", class)] {
+    for (k, v) in [
+        ("state", state),
+        ("team", team),
+        ("class", class),
+        ("user", user),
+    ] {
         if let Some(v) = v {
             q.push(format!("{k}={}", encode(&v)));
         }
@@ -141,7 +164,7 @@ impl JobTable {
     pub fn header(&self) {
         let (nw, tw, cw) = self.widths;
         let money = if self.wide {
-            "      $/H       COST RESTARTS"
+            "      $/H       COST RESTARTS USER        "
         } else {
             ""
         };
@@ -162,10 +185,11 @@ impl JobTable {
         let (nw, tw, cw) = self.widths;
         let money = if self.wide {
             format!(
-                " {:>8.2} {:>10.2} {:>8}",
+                " {:>8.2} {:>10.2} {:>8} {}",
                 j.dollars_per_hour,
                 j.cost_at(now),
-                j.restarts
+                j.restarts,
+                cell(j.user.as_deref().unwrap_or("-"), 12)
             )
         } else {
             String::new()
@@ -202,10 +226,14 @@ pub fn job(t: &Target, id: &str, output: Output) -> Result<(), CliError> {
     };
     println!("job {id} {}", s("name"));
     println!(
-        "  team {}  class {}  state {}",
+        "  team {}  class {}  state {}{}",
         s("team"),
         s("class"),
-        s("state")
+        s("state"),
+        match s("user") {
+            u if u.is_empty() => String::new(),
+            u => format!("  submitted by {u}"),
+        }
     );
     // The calendar's times (RFC 3339 in the fleet's time zone), as every listing shows them.
     println!(

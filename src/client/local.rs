@@ -35,6 +35,8 @@ fn form_submission(spec: &str) -> crate::daemon::engine::Submission {
 fn console_caller() -> crate::daemon::auth::Caller {
     crate::daemon::auth::Caller {
         name: "console".to_string(),
+        // The embedded console's submissions are the user running it.
+        user: crate::daemon::auth::this_user(),
         ..crate::daemon::auth::Caller::local_operator()
     }
 }

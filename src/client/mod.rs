@@ -46,6 +46,8 @@ pub struct JobFilter {
     pub state: Option<String>,
     pub team: Option<String>,
     pub class: Option<String>,
+    /// Who submitted it.
+    pub user: Option<String>,
 }
 
 impl JobFilter {
@@ -55,6 +57,10 @@ impl JobFilter {
             .is_none_or(|s| s.split(',').any(|s| s == j.state))
             && self.team.as_ref().is_none_or(|t| *t == j.team)
             && self.class.as_ref().is_none_or(|c| *c == j.class)
+            && self
+                .user
+                .as_ref()
+                .is_none_or(|u| j.user.as_ref() == Some(u))
     }
 }
 
@@ -62,6 +68,9 @@ impl JobFilter {
 pub struct JobRow {
     pub id: i64,
     pub name: String,
+    /// Who submitted it (the Unix user on the socket, a token's label).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
     pub team: String,
     pub class: String,
     pub state: String,
@@ -402,6 +411,9 @@ pub struct JobView {
     pub id: i64,
     #[serde(default)]
     pub name: Option<String>,
+    /// Who submitted it.
+    #[serde(default)]
+    pub user: Option<String>,
     pub team: String,
     pub class: String,
     pub state: String,

@@ -5,8 +5,8 @@ use crate::client::JobRow;
 use regex_lite::{Regex, RegexBuilder};
 
 /// Job columns a filter may name.
-pub const JOB_FIELDS: [&str; 8] = [
-    "id", "name", "team", "class", "state", "gpus", "detail", "cost",
+pub const JOB_FIELDS: [&str; 9] = [
+    "id", "name", "team", "class", "state", "gpus", "detail", "cost", "user",
 ];
 
 #[derive(Clone, Debug)]
@@ -63,6 +63,7 @@ impl Filter {
             Some("gpus") => self.re.is_match(&j.gpus),
             Some("detail") => self.re.is_match(&j.detail),
             Some("cost") => self.re.is_match(&format!("{:.2}", j.cost_usd)),
+            Some("user") => self.re.is_match(j.user.as_deref().unwrap_or("")),
             _ => [&j.name, &j.team, &j.class, &j.state, &j.gpus, &j.detail]
                 .iter()
                 .any(|s| self.re.is_match(s)),

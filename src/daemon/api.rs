@@ -178,7 +178,15 @@ async fn authenticate(
             },
         }
     } else {
-        Caller::local_operator()
+        // On the Unix socket: who is at the other end, by the kernel's word (SO_PEERCRED).
+        let user = req
+            .extensions()
+            .get::<super::server::SocketUser>()
+            .map(|u| u.0.clone());
+        Caller {
+            user,
+            ..Caller::local_operator()
+        }
     };
     req.extensions_mut().insert(caller);
     next.run(req).await
@@ -241,9 +249,9 @@ async fn snapshot(State(api): State<Api>) -> Response {
 async fn jobs(State(api): State<Api>, RawQuery(raw): RawQuery) -> Result<Response, ApiError> {
     let q = query(raw)?;
     for key in q.keys() {
-        if !["state", "team", "class", "limit"].contains(&key.as_str()) {
+        if !["state", "team", "class", "user", "limit"].contains(&key.as_str()) {
             return Err(ApiError::bad_request(format!(
-                "unknown filter `{}`; filters: state, team, class, limit",
+                "unknown filter `{}`; filters: state, team, class, user, limit",
                 key.escape_debug()
             )));
         }
@@ -267,12 +275,25 @@ async fn jobs(State(api): State<Api>, RawQuery(raw): RawQuery) -> Result<Respons
             )));
         }
     }
+    let p = published(&api).await;
+    // Someone nobody knows is a mistake, said (not an empty list): not a user of this host,
+    // and no job of the daemon's is theirs.
+    if let Some(u) = q.get("user") {
+        let known = p.snapshot.jobs.iter().any(|j| j.user.as_ref() == Some(u))
+            || crate::daemon::auth::user_exists(u);
+        if !known {
+            return Err(ApiError::bad_request(format!(
+                "user `{}` is unknown here: not a user of the daemon's host, and no job of this daemon's was submitted by it",
+                u.escape_debug()
+            )));
+        }
+    }
     let filter = crate::client::JobFilter {
         state: q.get("state").cloned(),
         team: q.get("team").cloned(),
         class: q.get("class").cloned(),
+        user: q.get("user").cloned(),
     };
-    let p = published(&api).await;
     let rows: Vec<_> = p
         .snapshot
         .jobs
@@ -405,6 +426,7 @@ async fn submission_of(
             .flatten(),
         parsed: Some(parsed),
         idempotency_key: None,
+        user: caller.user.clone(),
     })
 }
 

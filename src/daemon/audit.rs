@@ -69,6 +69,7 @@ pub(super) async fn history(
         since,
         until,
         team: q.get("team").cloned(),
+        user: q.get("user").cloned(),
         states,
         limit: number("limit", 100, 10_000)?,
         offset: number("offset", 0, usize::MAX)?,

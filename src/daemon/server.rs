@@ -211,6 +211,30 @@ pub async fn serve(
     Ok(())
 }
 
+/// The Unix user at the other end of a socket connection (the kernel's SO_PEERCRED): who
+/// the jobs it submits are recorded as submitted by.
+#[derive(Clone, Debug)]
+pub struct SocketUser(pub String);
+
+/// Who is at the other end of a connection, where the kernel says (Unix sockets).
+pub trait PeerUser {
+    fn peer_user(&self) -> Option<SocketUser>;
+}
+
+impl PeerUser for tokio::net::UnixStream {
+    fn peer_user(&self) -> Option<SocketUser> {
+        self.peer_cred()
+            .ok()
+            .map(|c| SocketUser(crate::daemon::auth::user_name(c.uid())))
+    }
+}
+
+impl PeerUser for tokio::net::TcpStream {
+    fn peer_user(&self) -> Option<SocketUser> {
+        None
+    }
+}
+
 /// A listener's address of a peer, as probation counts peers.
 pub trait PeerIp {
     fn peer_ip(&self) -> Option<IpAddr>;
@@ -245,7 +269,7 @@ async fn accept_loop<L>(
     mut stop: watch::Receiver<bool>,
 ) where
     L: axum::serve::Listener,
-    L::Io: Unpin,
+    L::Io: Unpin + PeerUser,
     L::Addr: PeerIp,
 {
     let slots = Arc::new(Semaphore::new(cap));
@@ -259,9 +283,13 @@ async fn accept_loop<L>(
             drop(io);
             continue;
         };
+        let user = io.peer_user();
         let (io, heard) = Heard::new(io);
         let trial = probation.as_ref().map(|p| p.admit(peer.peer_ip(), heard));
-        let app = app.clone();
+        let app = match user {
+            Some(u) => app.clone().layer(axum::Extension(u)),
+            None => app.clone(),
+        };
         let stop = stop.clone();
         let tls = tls.clone();
         tokio::spawn(async move {

@@ -35,10 +35,13 @@ impl App {
                     bold,
                 ),
                 Span::raw(format!(
-                    "   {} · {} · {}",
+                    "   {} · {} · {}{}",
                     escape(&d.team),
                     escape(&d.class),
-                    d.state
+                    d.state,
+                    d.user
+                        .as_deref()
+                        .map_or(String::new(), |u| format!(" · by {}", escape(u)))
                 )),
             ]),
             Line::from(format!(

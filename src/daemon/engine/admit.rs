@@ -23,6 +23,7 @@ impl Engine {
             only_team: None,
             parsed: None,
             idempotency_key: None,
+            user: None,
         };
         self.submit_batch(&[one], now)
             .pop()
@@ -110,6 +111,7 @@ impl Engine {
                 spec: text.to_string(),
                 at: now,
                 idempotency: key.clone(),
+                user: j.user.clone(),
             })
             .collect();
         match self.store.submit_all(&rows) {
@@ -248,6 +250,7 @@ impl Engine {
             borrowed: false,
             explanation: None,
             cost: 0.0,
+            user: s.user.clone(),
         })
     }
 }

@@ -101,6 +101,8 @@ pub enum BudgetGate {
 pub struct Job {
     pub id: JobId,
     pub name: Option<String>,
+    /// Who submitted it.
+    pub user: Option<String>,
     pub team: usize,
     pub class: usize,
     pub state: JobState,
@@ -155,6 +157,8 @@ pub struct Submission {
     /// The client's `Idempotency-Key`, scoped to the caller: a retry with the same key and
     /// the same submission gets the job the first one made.
     pub idempotency_key: Option<String>,
+    /// Who submits it (the Unix user on the socket, a token's label over TCP).
+    pub user: Option<String>,
 }
 
 impl Submission {

@@ -119,6 +119,7 @@ impl Engine {
                     borrowed: false,
                     explanation: None,
                     cost: r.cost,
+                    user: r.user,
                 },
             );
         }

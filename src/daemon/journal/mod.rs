@@ -113,6 +113,9 @@ const MIGRATIONS: &[&str] = &[
     // how it ended — the moves out of running, with their reasons (`sacct`'s record)
     "ALTER TABLE charges ADD COLUMN nodes TEXT;
      ALTER TABLE charges ADD COLUMN ended TEXT;",
+    // 14: who submitted each job (the Unix user on the socket, a token's label over TCP)
+    "ALTER TABLE jobs ADD COLUMN user TEXT;
+     CREATE INDEX jobs_user ON jobs(user);",
 ];
 
 /// How long a submission's Idempotency-Key is remembered (wall-clock seconds).
@@ -284,6 +287,8 @@ pub struct NewJob {
     /// The submission's idempotency key (caller-scoped) and the digest of what it sent,
     /// remembered with the job in the same transaction.
     pub idempotency: Option<(String, String)>,
+    /// Who submitted it.
+    pub user: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -297,6 +302,8 @@ pub struct JobRecord {
     pub submitted_at: f64,
     pub updated_at: f64,
     pub cost: f64,
+    /// Who submitted it (`None` before migration 14, or through the library).
+    pub user: Option<String>,
 }
 
 /// Direct access to the database; the writer thread owns one, recovery opens another.
@@ -403,7 +410,7 @@ impl Store {
         {
             let mut insert = tx
                 .prepare_cached(
-                    "INSERT INTO jobs (name, team, priority, spec, state, submitted_at, updated_at) VALUES (?1, ?2, ?3, ?4, 'pending', ?5, ?5)",
+                    "INSERT INTO jobs (name, team, priority, spec, state, submitted_at, updated_at, user) VALUES (?1, ?2, ?3, ?4, 'pending', ?5, ?5, ?6)",
                 )
                 .map_err(sql)?;
             let mut event = tx
@@ -413,7 +420,7 @@ impl Store {
                 .map_err(sql)?;
             for j in jobs {
                 insert
-                    .execute(params![j.name, j.team, j.priority, j.spec, j.at])
+                    .execute(params![j.name, j.team, j.priority, j.spec, j.at, j.user])
                     .map_err(sql)?;
                 let id = tx.last_insert_rowid();
                 if let Some((key, digest)) = &j.idempotency {
@@ -634,7 +641,7 @@ impl Store {
     ) -> Result<Vec<JobRecord>, JournalError> {
         let mut q = self
             .conn
-            .prepare(&format!("SELECT id, name, team, priority, spec, state, submitted_at, updated_at, cost FROM jobs {tail}"))
+            .prepare(&format!("SELECT id, name, team, priority, spec, state, submitted_at, updated_at, cost, user FROM jobs {tail}"))
             .map_err(self.sql())?;
         let rows = q
             .query_map(params, |r| {
@@ -648,12 +655,13 @@ impl Store {
                     r.get(6)?,
                     r.get(7)?,
                     r.get(8)?,
+                    r.get::<_, Option<String>>(9)?,
                 ))
             })
             .map_err(self.sql())?;
         let mut out = Vec::new();
         for row in rows {
-            let (id, name, team, priority, spec, state, submitted_at, updated_at, cost) =
+            let (id, name, team, priority, spec, state, submitted_at, updated_at, cost, user) =
                 row.map_err(self.sql())?;
             let state = state
                 .parse()
@@ -668,6 +676,7 @@ impl Store {
                 submitted_at,
                 updated_at,
                 cost,
+                user,
             });
         }
         Ok(out)

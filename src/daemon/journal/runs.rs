@@ -12,6 +12,8 @@ pub struct HistoryQuery {
     pub since: f64,
     pub until: f64,
     pub team: Option<String>,
+    /// Submitted by.
+    pub user: Option<String>,
     pub states: Vec<JobState>,
     pub limit: usize,
     pub offset: usize,
@@ -70,6 +72,7 @@ impl Store {
             .join(", ");
         let tail = format!(
             "WHERE state IN ({list}) AND updated_at >= ?1 AND updated_at < ?2 AND (?3 IS NULL OR team = ?3)
+             AND (?6 IS NULL OR user = ?6)
              ORDER BY updated_at DESC, id DESC LIMIT ?4 OFFSET ?5"
         );
         self.select_jobs(
@@ -79,7 +82,8 @@ impl Store {
                 q.until,
                 q.team,
                 i64::try_from(q.limit).unwrap_or(i64::MAX),
-                i64::try_from(q.offset).unwrap_or(i64::MAX)
+                i64::try_from(q.offset).unwrap_or(i64::MAX),
+                q.user
             ],
         )
     }

@@ -4,6 +4,7 @@ use super::*;
 
 fn job(i: usize) -> NewJob {
     NewJob {
+        user: None,
         name: Some(format!("job-{i}")),
         team: "ml".into(),
         priority: "experiment".into(),

@@ -291,6 +291,8 @@ pub struct JobLogs {
 pub struct JobDetail {
     pub id: JobId,
     pub name: Option<String>,
+    /// Who submitted it.
+    pub user: Option<String>,
     pub team: String,
     pub class: String,
     pub state: JobState,
@@ -324,6 +326,7 @@ pub struct JobDetail {
 pub struct HistoryJob {
     pub id: JobId,
     pub name: Option<String>,
+    pub user: Option<String>,
     pub team: String,
     pub class: String,
     pub state: JobState,
@@ -593,6 +596,7 @@ impl State {
                 id: r.id,
                 runs: self.runs_of(r.id),
                 name: r.name,
+                user: r.user,
                 team: r.team,
                 class: r.priority,
                 state: r.state,

@@ -30,6 +30,7 @@ impl State {
             return Ok(JobDetail {
                 id,
                 name: record.name,
+                user: record.user,
                 team: record.team,
                 class: record.priority,
                 state: record.state,
@@ -90,6 +91,7 @@ impl State {
         Ok(JobDetail {
             id,
             name: j.name.clone(),
+            user: j.user.clone(),
             team: self.team_name(j.team),
             class: self.class_name(j.class),
             state: j.state,
@@ -373,6 +375,7 @@ impl State {
                 JobRow {
                     id: j.id,
                     name: j.name.clone().unwrap_or_default(),
+                    user: j.user.clone(),
                     team: self.team_name(j.team),
                     class: self.class_name(j.class),
                     state: j.state.to_string(),

@@ -632,14 +632,18 @@ pub fn run_line(r: &crate::daemon::journal::RunRecord, wide: bool) -> String {
         None => String::new(),
     };
     format!(
-        "#{} {} {} GPU {} {} → {}{}{}{}",
+        "#{} {} {} {} {} → {}{}{}{}",
         r.attempt,
         if r.nodes.is_empty() {
             "-".to_string()
         } else {
             crate::console::app::escape(&r.nodes.join(","))
         },
-        r.gpus,
+        if r.gpus > 0.0 {
+            format!("{} GPU", r.gpus)
+        } else {
+            "CPU".to_string()
+        },
         r.capacity,
         r.started,
         end,

@@ -745,3 +745,72 @@ fn metrics_pass_promtool_and_serve_without_a_token_on_their_own_address() {
     // promtool finds nothing to say (the demo fleet has no measured GPUs).
     promtool::check(&metrics, &[]);
 }
+
+/// How long each team's jobs of each class wait and how often they are preempted: in the
+/// report (from the journal: the jobs submitted in the window) and in /metrics as histograms
+/// and counters labelled by class and team (was: by class only, no preemption counts).
+#[test]
+fn waits_and_preemptions_are_counted_per_team_and_class() {
+    let d = daemon();
+    let id = d.submit("inference");
+    let state = |id: i64| -> String {
+        let r = d
+            .unix()
+            .request("GET", &format!("/v1/jobs/{id}"), None)
+            .unwrap();
+        serde_json::from_slice::<serde_json::Value>(&r.body).unwrap()["state"]
+            .as_str()
+            .unwrap_or("")
+            .to_string()
+    };
+    let until = |want: &str| {
+        let t0 = std::time::Instant::now();
+        while state(id) != want {
+            assert!(
+                t0.elapsed() < std::time::Duration::from_secs(60),
+                "{}",
+                state(id)
+            );
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+    };
+    until("running");
+    let r = d
+        .unix()
+        .request("POST", &format!("/v1/jobs/{id}/preempt"), None)
+        .unwrap();
+    assert_eq!(r.status, 200, "{}", text(&r));
+    until("running");
+    let r = d
+        .unix()
+        .request("GET", "/v1/report?since=1h", None)
+        .unwrap();
+    assert_eq!(r.status, 200, "{}", text(&r));
+    let report: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+    let row = report["queues"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|q| q["team"] == "inference" && q["class"] == "experiment")
+        .cloned()
+        .unwrap_or_else(|| panic!("{report}"));
+    assert!(row["started"].as_u64() >= Some(1), "{row}");
+    assert!(row["runs"].as_u64() >= Some(2), "{row}");
+    assert!(row["preempted"].as_u64() >= Some(1), "{row}");
+    let rate = row["preemption_rate"].as_f64().unwrap();
+    assert!(rate > 0.0 && rate <= 1.0, "{row}");
+    assert!(
+        row["wait_p90_s"].as_f64() >= row["wait_p50_s"].as_f64(),
+        "{row}"
+    );
+    let mut open = HttpClient::new(Endpoint::Tcp(d.metrics.clone()), None);
+    let metrics = text(&open.request("GET", "/metrics", None).unwrap());
+    for family in [
+        "gantry_wait_seconds_count{class=\"experiment\",team=\"inference\"}",
+        "# TYPE gantry_job_preemptions_total counter",
+        "gantry_job_preemptions_total{class=\"experiment\",team=\"inference\"}",
+    ] {
+        assert!(metrics.contains(family), "{family}: {metrics}");
+    }
+    promtool::check(&metrics, &[]);
+}

@@ -177,6 +177,37 @@ pub fn report(
                 r.total_usd,
                 r.total_gpu_hours
             );
+            if !r.queues.is_empty() {
+                println!();
+                println!("queues: the jobs submitted in the window — wait for the first start, and preempted runs");
+                println!(
+                    "{} {} {:>6} {:>7} {:>9} {:>9} {:>9} {:>6} {:>10}",
+                    cell("TEAM", 14),
+                    cell("CLASS", 11),
+                    "JOBS",
+                    "STARTED",
+                    "WAIT AVG",
+                    "P50",
+                    "P90",
+                    "RUNS",
+                    "PREEMPTED"
+                );
+                for q in &r.queues {
+                    println!(
+                        "{} {} {:>6} {:>7} {:>9} {:>9} {:>9} {:>6} {:>5} {:>3.0}%",
+                        cell(&q.team, 14),
+                        cell(&q.class, 11),
+                        q.jobs,
+                        q.started,
+                        gantry::console::app::hm(q.wait_mean_s),
+                        gantry::console::app::hm(q.wait_p50_s),
+                        gantry::console::app::hm(q.wait_p90_s),
+                        q.runs,
+                        q.preempted,
+                        q.preemption_rate * 100.0
+                    );
+                }
+            }
             Ok(())
         }
     }

@@ -69,15 +69,28 @@ pub fn render_metrics(p: &Published) -> String {
     for (class, n) in &s.queue_by_class {
         let _ = writeln!(o, "gantry_queue_depth{{class=\"{}\"}} {n}", label(class));
     }
-    let _ = writeln!(o, "# HELP gantry_wait_seconds Wait from submission to first start, by class.\n# TYPE gantry_wait_seconds histogram");
-    for (class, h) in &p.counters.waits {
-        histogram(
-            &mut o,
-            "gantry_wait_seconds",
-            &format!("class=\"{}\",", label(class)),
-            &WAIT_BUCKETS,
-            h,
-        );
+    let _ = writeln!(o, "# HELP gantry_wait_seconds Wait from submission to first start, by class and team.\n# TYPE gantry_wait_seconds histogram");
+    for (class, teams) in &p.counters.waits {
+        for (team, h) in teams {
+            histogram(
+                &mut o,
+                "gantry_wait_seconds",
+                &format!("class=\"{}\",team=\"{}\",", label(class), label(team)),
+                &WAIT_BUCKETS,
+                h,
+            );
+        }
+    }
+    let _ = writeln!(o, "# HELP gantry_job_preemptions_total Jobs preempted, by class and team.\n# TYPE gantry_job_preemptions_total counter");
+    for (class, teams) in &p.counters.preempted {
+        for (team, n) in teams {
+            let _ = writeln!(
+                o,
+                "gantry_job_preemptions_total{{class=\"{}\",team=\"{}\"}} {n}",
+                label(class),
+                label(team)
+            );
+        }
     }
     let _ = writeln!(o, "# HELP gantry_cycle_seconds Scheduling cycle latency.\n# TYPE gantry_cycle_seconds histogram");
     histogram(

@@ -6,7 +6,7 @@
 
 mod records;
 mod runs;
-pub use runs::HistoryQuery;
+pub use runs::{HistoryQuery, Queued};
 
 use super::job::JobState;
 use rusqlite::{params, Connection, OptionalExtension};

@@ -19,7 +19,46 @@ pub struct HistoryQuery {
     pub offset: usize,
 }
 
+/// One submitted job's queueing, as `report` counts it: its team and class, when it was
+/// submitted, when it first started (`None`: never), its runs and how many were preempted.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Queued {
+    pub team: String,
+    pub class: String,
+    pub submitted_at: f64,
+    pub first_start: Option<f64>,
+    pub runs: u32,
+    pub preempted: u32,
+}
+
 impl Store {
+    /// The jobs submitted in `[since, until)`, with their first start and runs.
+    pub fn queued(&self, since: f64, until: f64) -> Result<Vec<Queued>, JournalError> {
+        let mut q = self
+            .conn
+            .prepare_cached(
+                "SELECT j.team, j.priority, j.submitted_at,
+                        (SELECT MIN(c.started_at) FROM charges c WHERE c.job = j.id),
+                        (SELECT COUNT(*) FROM charges c WHERE c.job = j.id),
+                        (SELECT COUNT(*) FROM charges c WHERE c.job = j.id AND c.ended LIKE 'preempting:%')
+                 FROM jobs j WHERE j.submitted_at >= ?1 AND j.submitted_at < ?2",
+            )
+            .map_err(self.sql())?;
+        let rows = q
+            .query_map(params![since, until], |r| {
+                Ok(Queued {
+                    team: r.get(0)?,
+                    class: r.get(1)?,
+                    submitted_at: r.get(2)?,
+                    first_start: r.get(3)?,
+                    runs: r.get(4)?,
+                    preempted: r.get(5)?,
+                })
+            })
+            .map_err(self.sql())?;
+        rows.collect::<Result<Vec<_>, _>>().map_err(self.sql())
+    }
+
     /// A job's runs, oldest first.
     pub fn runs(&self, job: JobId) -> Result<Vec<RunRecord>, JournalError> {
         let mut q = self

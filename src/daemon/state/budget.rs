@@ -206,6 +206,7 @@ impl State {
         }
         let mut rows: Vec<ReportRow> = rows.into_values().collect();
         rows.sort_by(|a, b| b.spend_usd.total_cmp(&a.spend_usd).then(a.key.cmp(&b.key)));
+        let queues = queue_rows(&self.engine.store().queued(since, until.min(now) + 1.0)?);
         Ok(Report {
             simulated: self.snapshot.simulated,
             since,
@@ -216,8 +217,53 @@ impl State {
             total_usd: rows.iter().map(|r| r.spend_usd).sum(),
             total_gpu_hours: rows.iter().map(|r| r.gpu_hours).sum(),
             rows,
+            queues,
         })
     }
+}
+
+/// Each team's and class's waits and preemptions from the jobs submitted in a window.
+fn queue_rows(jobs: &[crate::daemon::journal::Queued]) -> Vec<super::QueueRow> {
+    let mut by: BTreeMap<(String, String), (super::QueueRow, Vec<f64>)> = BTreeMap::new();
+    for j in jobs {
+        let (row, waits) = by
+            .entry((j.team.clone(), j.class.clone()))
+            .or_insert_with(|| {
+                (
+                    super::QueueRow {
+                        team: j.team.clone(),
+                        class: j.class.clone(),
+                        ..super::QueueRow::default()
+                    },
+                    Vec::new(),
+                )
+            });
+        row.jobs += 1;
+        row.runs += j.runs;
+        row.preempted += j.preempted;
+        if let Some(start) = j.first_start {
+            row.started += 1;
+            waits.push((start - j.submitted_at).max(0.0));
+        }
+    }
+    by.into_values()
+        .map(|(mut row, mut waits)| {
+            waits.sort_by(f64::total_cmp);
+            let at = |q: f64| {
+                waits
+                    .get(((waits.len() as f64 - 1.0) * q).round() as usize)
+                    .copied()
+                    .unwrap_or(0.0)
+            };
+            if !waits.is_empty() {
+                row.wait_mean_s = waits.iter().sum::<f64>() / waits.len() as f64;
+                row.wait_p50_s = at(0.5);
+                row.wait_p90_s = at(0.9);
+            }
+            row.preemption_rate = f64::from(row.preempted) / f64::from(row.runs.max(1));
+            row
+        })
+        .collect()
 }
 
 /// How much of its monthly budget a team has used (the larger of dollars and GPU-hours), or

@@ -191,8 +191,11 @@ pub struct Counters {
     pub reclaimed_jobs: u64,
     pub reclaimed_gpu_hours: f64,
     pub cycles: u64,
-    /// Wait before first start, seconds, per class name: (bucket counts, sum, count).
-    pub waits: BTreeMap<String, Histogram>,
+    /// Wait before first start, seconds, per class and team name: (bucket counts, sum,
+    /// count).
+    pub waits: BTreeMap<String, BTreeMap<String, Histogram>>,
+    /// Preemptions per class and team.
+    pub preempted: BTreeMap<String, BTreeMap<String, u64>>,
 }
 
 /// A Prometheus-style cumulative histogram.
@@ -272,6 +275,29 @@ pub struct Report {
     pub total_usd: f64,
     pub total_gpu_hours: f64,
     pub rows: Vec<ReportRow>,
+    /// How long each team's jobs of each class waited for their first start, and how often
+    /// their runs were preempted: the jobs submitted in the window, from the journal.
+    #[serde(default)]
+    pub queues: Vec<QueueRow>,
+}
+
+/// One team's and class's queueing over a report's window.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, serde::Deserialize)]
+pub struct QueueRow {
+    pub team: String,
+    pub class: String,
+    /// Jobs submitted in the window, and how many of them have started.
+    pub jobs: u32,
+    pub started: u32,
+    /// Submission to first start, seconds, over the jobs that started.
+    pub wait_mean_s: f64,
+    pub wait_p50_s: f64,
+    pub wait_p90_s: f64,
+    /// Their runs, and of those the ones preempted (by the scheduler, an operator, a spot
+    /// notice): preempted / runs.
+    pub runs: u32,
+    pub preempted: u32,
+    pub preemption_rate: f64,
 }
 
 /// Where a job's logs are (read off the actor by the API).
@@ -574,6 +600,21 @@ impl State {
         Ok(self.dated(events))
     }
 
+    /// One more preemption, of job `id`'s class and team.
+    fn count_preemption(&mut self, id: JobId) {
+        self.counters.preemptions += 1;
+        if let Some(j) = self.engine.job(id) {
+            let (class, team) = (self.class_name(j.class), self.team_name(j.team));
+            *self
+                .counters
+                .preempted
+                .entry(class)
+                .or_default()
+                .entry(team)
+                .or_default() += 1;
+        }
+    }
+
     /// A job's runs, with their calendar times.
     pub(super) fn runs_of(&mut self, id: JobId) -> Vec<crate::daemon::journal::RunRecord> {
         let mut runs = self.engine.store().runs(id).unwrap_or_default();
@@ -641,7 +682,7 @@ impl State {
                 self.engine
                     .preempt(id, now, &format!("preempted by {who}"))?;
                 self.begin_stop(id);
-                self.counters.preemptions += 1;
+                self.count_preemption(id);
             }
         }
         self.log(format!("job {id} {} by {who}", past(action)));
@@ -715,16 +756,19 @@ impl State {
             };
             let wait = self.now - j.submitted_at;
             let class = self.class_name(j.class);
+            let team = self.team_name(j.team);
             self.counters
                 .waits
                 .entry(class)
+                .or_default()
+                .entry(team)
                 .or_default()
                 .observe(&WAIT_BUCKETS, wait);
             self.launch(id)?;
         }
         for id in report.preempting {
             self.begin_stop(id);
-            self.counters.preemptions += 1;
+            self.count_preemption(id);
             self.log(format!("job {id} preempted by the scheduler"));
         }
         self.elastic()?;

@@ -1198,4 +1198,22 @@ fn jobs_belong_to_who_submitted_them() {
         err.contains("user `no-such-user-anywhere` is unknown"),
         "{err}"
     );
+    // The bill by who submitted (both jobs run on the simulated fleet, so both are charged).
+    let t0 = Instant::now();
+    loop {
+        let (code, json, err) = gantry(s, &["report", "--by", "user", "-o", "json"]);
+        assert_eq!(code, 0, "{err}");
+        let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+        let keys: Vec<&str> = v["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|r| r["key"].as_str())
+            .collect();
+        if keys.contains(&me.as_str()) && keys.contains(&"ci-bot") {
+            break;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(30), "{json}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
 }

@@ -242,8 +242,8 @@ enum Command {
         /// End (same forms). Default: now.
         #[arg(long)]
         until: Option<String>,
-        /// team, project or job.
-        #[arg(long, default_value = "team", value_parser = ["team", "project", "job"])]
+        /// team, project, job or user (who submitted).
+        #[arg(long, default_value = "team", value_parser = ["team", "project", "job", "user"])]
         by: String,
         #[arg(long, value_enum, default_value_t = history::ReportFormat::Table)]
         format: history::ReportFormat,

@@ -642,7 +642,7 @@ async fn report(State(api): State<Api>, RawQuery(raw): RawQuery) -> Result<Respo
         None => ReportBy::Team,
         Some(b) => ReportBy::parse(b).ok_or_else(|| {
             ApiError::bad_request(format!(
-                "by `{}`: expected team, project or job",
+                "by `{}`: expected team, project, job or user",
                 b.escape_debug()
             ))
         })?,

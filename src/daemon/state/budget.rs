@@ -178,12 +178,23 @@ impl State {
     pub fn report(&mut self, since: f64, until: f64, by: ReportBy) -> Result<Report, EngineError> {
         let now = self.now;
         let charges = self.engine.store().charges(since, until.min(now), now)?;
+        // Who submitted each job charged (by user only: one read per job).
+        let mut users: std::collections::HashMap<JobId, String> = Default::default();
+        if by == ReportBy::User {
+            for c in &charges {
+                if !users.contains_key(&c.job) {
+                    let who = self.engine.store().job(c.job)?.and_then(|r| r.user);
+                    users.insert(c.job, who.unwrap_or_else(|| "(unknown)".into()));
+                }
+            }
+        }
         let mut rows: BTreeMap<String, ReportRow> = BTreeMap::new();
         for c in &charges {
             let key = match by {
                 ReportBy::Team => c.team.clone(),
                 ReportBy::Project => c.project.clone().unwrap_or_else(|| "(none)".into()),
                 ReportBy::Job => c.job.to_string(),
+                ReportBy::User => users.get(&c.job).cloned().unwrap_or_default(),
             };
             let row = rows.entry(key.clone()).or_insert_with(|| ReportRow {
                 key,

@@ -233,6 +233,8 @@ pub enum ReportBy {
     Team,
     Project,
     Job,
+    /// Who submitted the jobs.
+    User,
 }
 
 impl ReportBy {
@@ -241,6 +243,7 @@ impl ReportBy {
             "team" => Some(ReportBy::Team),
             "project" => Some(ReportBy::Project),
             "job" => Some(ReportBy::Job),
+            "user" => Some(ReportBy::User),
             _ => None,
         }
     }

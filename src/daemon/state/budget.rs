@@ -182,9 +182,9 @@ impl State {
         let mut users: std::collections::HashMap<JobId, String> = Default::default();
         if by == ReportBy::User {
             for c in &charges {
-                if !users.contains_key(&c.job) {
+                if let std::collections::hash_map::Entry::Vacant(e) = users.entry(c.job) {
                     let who = self.engine.store().job(c.job)?.and_then(|r| r.user);
-                    users.insert(c.job, who.unwrap_or_else(|| "(unknown)".into()));
+                    e.insert(who.unwrap_or_else(|| "(unknown)".into()));
                 }
             }
         }

@@ -230,6 +230,22 @@ pub fn hostname() -> String {
         .unwrap_or_else(|_| "unknown".to_string())
 }
 
+/// Calls `tick` every `period` (the first at once) until `done`, or until it says stop
+/// (`false`); looks at `done` every 50 ms between.
+fn every(period: Duration, done: &AtomicBool, mut tick: impl FnMut() -> bool) {
+    let mut next = Instant::now();
+    while !done.load(Ordering::Relaxed) {
+        if Instant::now() < next {
+            std::thread::sleep(Duration::from_millis(50));
+            continue;
+        }
+        next += period;
+        if !tick() {
+            return;
+        }
+    }
+}
+
 /// This host's IPv4 addresses for its peers: the one the daemon's ssh reached it at first
 /// (`SSH_CONNECTION`: client address and port, server address and port), then every
 /// interface's that is up and not loopback (`getifaddrs`).
@@ -581,17 +597,12 @@ pub fn start(dirs: &AgentDirs, sampling: Sampling, say: Say) -> std::io::Result<
         let (say, done) = (say.clone(), done.clone());
         let mut usage = super::host_usage::Probe::new(&dirs.runs);
         threads.push(std::thread::spawn(move || {
-            let mut next = Instant::now();
-            while !done.load(Ordering::Relaxed) {
-                if Instant::now() < next {
-                    std::thread::sleep(Duration::from_millis(50));
-                    continue;
-                }
-                next += sample_every;
+            every(sample_every, &done, || {
                 if let Some(usage) = usage.sample() {
                     say(FromAgent::Usage { usage });
                 }
-            }
+                true
+            })
         }));
     }
     // Telemetry: an NVML sample every `sample_every`, with the process groups of the runs so
@@ -599,19 +610,14 @@ pub fn start(dirs: &AgentDirs, sampling: Sampling, say: Say) -> std::io::Result<
     if let Some(Ok(mut probe)) = probe {
         let (agent, say, done) = (agent.clone(), say.clone(), done.clone());
         threads.push(std::thread::spawn(move || {
-            let mut next = Instant::now();
-            while !done.load(Ordering::Relaxed) {
-                if Instant::now() < next {
-                    std::thread::sleep(Duration::from_millis(50));
-                    continue;
-                }
-                next += sample_every;
+            every(sample_every, &done, || {
                 let found = probe.sample();
-                let Ok(a) = agent.lock() else { return };
+                let Ok(a) = agent.lock() else { return false };
                 let groups: Vec<(u32, i64)> = a.runs.groups().map(|(j, g)| (g, j)).collect();
                 drop(a);
                 say(FromAgent::Sample { found, groups });
-            }
+                true
+            })
         }));
     }
     Ok(Running {

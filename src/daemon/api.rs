@@ -616,11 +616,14 @@ async fn events(State(api): State<Api>, RawQuery(raw): RawQuery) -> Result<Respo
     Ok(ok(&list))
 }
 
-/// The bill for a window: `since` and `until` are dates or times in the fleet's time zone,
-/// RFC 3339, a duration before now (`24h`, `7d`) or seconds on the daemon's clock; `by` is
-/// team (default), project or job.
-async fn report(State(api): State<Api>, RawQuery(raw): RawQuery) -> Result<Response, ApiError> {
-    let q = query(raw)?;
+/// A query's `since` and `until` on the daemon's clock: dates or times in the fleet's time
+/// zone, RFC 3339, a duration before now (`24h`, `7d`) or seconds on the daemon's clock; by
+/// default the beginning and now (plus `past_now`, so that what happened this instant is in).
+pub(super) fn window(
+    api: &Api,
+    q: &HashMap<String, String>,
+    past_now: f64,
+) -> Result<(f64, f64), ApiError> {
     let calendar = api.handle.published.borrow().calendar.clone();
     let now = api.handle.published.borrow().snapshot.now;
     let at = |name: &str, default: f64| -> Result<f64, ApiError> {
@@ -632,12 +635,21 @@ async fn report(State(api): State<Api>, RawQuery(raw): RawQuery) -> Result<Respo
                 .map_err(|e| ApiError::bad_request(format!("{name} {e}"))),
         }
     };
-    let (since, until) = (at("since", 0.0)?, at("until", now)?);
+    let (since, until) = (at("since", 0.0)?, at("until", now + past_now)?);
     if until < since {
         return Err(ApiError::bad_request(format!(
             "until ({until:.0}) is before since ({since:.0})"
         )));
     }
+    Ok((since, until))
+}
+
+/// The bill for a window: `since` and `until` are dates or times in the fleet's time zone,
+/// RFC 3339, a duration before now (`24h`, `7d`) or seconds on the daemon's clock; `by` is
+/// team (default), project or job.
+async fn report(State(api): State<Api>, RawQuery(raw): RawQuery) -> Result<Response, ApiError> {
+    let q = query(raw)?;
+    let (since, until) = window(&api, &q, 0.0)?;
     let by = match q.get("by") {
         None => ReportBy::Team,
         Some(b) => ReportBy::parse(b).ok_or_else(|| {

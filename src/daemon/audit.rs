@@ -18,24 +18,8 @@ pub(super) async fn history(
     RawQuery(raw): RawQuery,
 ) -> Result<Response, ApiError> {
     let q = query(raw)?;
-    let calendar = api.handle.published.borrow().calendar.clone();
-    let now = api.handle.published.borrow().snapshot.now;
-    let at = |name: &str, default: f64| -> Result<f64, ApiError> {
-        match q.get(name) {
-            None => Ok(default),
-            Some(v) => calendar
-                .parse(v, now)
-                .map(|t| t.max(0.0))
-                .map_err(|e| ApiError::bad_request(format!("{name} {e}"))),
-        }
-    };
     // `until` includes now: a job that ended this instant is listed.
-    let (since, until) = (at("since", 0.0)?, at("until", now + 1.0)?);
-    if until < since {
-        return Err(ApiError::bad_request(format!(
-            "until ({until:.0}) is before since ({since:.0})"
-        )));
-    }
+    let (since, until) = super::api::window(&api, &q, 1.0)?;
     let states = match q.get("state") {
         None => Vec::new(),
         Some(list) => list

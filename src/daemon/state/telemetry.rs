@@ -332,7 +332,8 @@ impl State {
             step_s,
             gpus,
             resources: self.node_resources(i),
-            jobs: self.jobs_by_node(|n| n == i).remove(&i).unwrap_or_default(),
+            // In id order: the engine keeps its jobs by id.
+            jobs: self.jobs_on(i),
         })
     }
 

@@ -150,10 +150,21 @@ impl State {
                 (r.state, r.team, secrets)
             }
         };
-        // Where it ran, as this daemon saw it; else (it ended before this daemon started) as
-        // the journal's last run says, by node name.
-        let runs = self.engine.store().runs(id).unwrap_or_default();
-        let last_run = runs.last().map(|r| r.nodes.clone()).unwrap_or_default();
+        // Where it ran, as this daemon saw it (a follower asks every second: no journal read
+        // then); else (it ended before this daemon started) as the journal's last run says,
+        // by node name.
+        let live = self.log_sources(id);
+        let last_run = match live {
+            Some(_) => Vec::new(),
+            None => self
+                .engine
+                .store()
+                .runs(id)
+                .unwrap_or_default()
+                .pop()
+                .map(|r| r.nodes)
+                .unwrap_or_default(),
+        };
         let from_journal = || {
             let fleet = self.engine.fleet();
             let nodes: Vec<usize> = last_run
@@ -164,7 +175,7 @@ impl State {
                 .then(|| self.sources_on(nodes))
                 .flatten()
         };
-        if let Some(sources) = self.log_sources(id).or_else(from_journal) {
+        if let Some(sources) = live.or_else(from_journal) {
             return Ok(JobLogs {
                 state,
                 team,

@@ -538,6 +538,7 @@ mod fuzz {
             }
             bytes.extend_from_slice(&junk);
             let mut reached = 0;
+            let mut flooded = false;
             let bound = 64 << 10;
             let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
             let lines = rt.block_on(async {
@@ -552,6 +553,9 @@ mod fuzz {
                 out
             });
             for l in lines {
+                if l == gantry::backend::wire::Line::TooFast {
+                    flooded = true;
+                }
                 let gantry::backend::wire::Line::Text(text) = l else { continue };
                 prop_assert!(text.len() <= bound);
                 let Some(msg) = gantry::backend::agent::FromAgent::read(&text) else { continue };
@@ -573,13 +577,15 @@ mod fuzz {
                     prop_assert!(!s.chars().any(char::is_control), "{s:?}");
                 }
             }
-            // Whole messages of short text reach an event (the test tests something).
+            // Whole messages of short text reach an event (the test tests something) —
+            // unless the stream was a flood (a run of 2,000 newlines passes `MAX_BURST` within
+            // the second), which the reader rightly cuts off before them.
             let whole = parts
                 .iter()
                 .enumerate()
                 .filter(|(i, (_, t))| i % 2 == 0 && *t <= 390)
                 .count();
-            prop_assert!(whole == 0 || reached > 0);
+            prop_assert!(whole == 0 || reached > 0 || flooded);
         }
     }
 

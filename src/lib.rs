@@ -19,6 +19,7 @@ pub mod config;
 pub mod console;
 pub mod daemon;
 pub mod errors;
+pub mod exec_wire;
 pub mod model;
 pub mod scheduler;
 pub mod sim;

@@ -16,6 +16,7 @@ pub mod cloud;
 mod cluster;
 pub mod discover;
 pub mod ec2;
+pub mod enter;
 pub mod gpu_model;
 pub mod host_usage;
 pub mod kube;
@@ -485,6 +486,22 @@ pub trait Runner: Send {
     }
     /// Node `host` is gone (given back, taken back): stop reaching for it.
     fn detach(&mut self, _host: usize) {}
+    /// The command, run on the daemon's host, that becomes `argv` (a shell when empty) inside
+    /// `job`'s run on `host`, in its environment and working directory (`backend::enter`);
+    /// `tty`: the daemon gives it a terminal. Backends that cannot reach into a run say why.
+    fn enter(
+        &self,
+        host: usize,
+        job: i64,
+        tty: bool,
+        argv: &[String],
+    ) -> Result<std::process::Command, String> {
+        let _ = (host, job, tty, argv);
+        Err(format!(
+            "gantry exec reaches jobs on this host (local) and on SSH and cloud hosts; the {} backend is not one of them",
+            self.kind()
+        ))
+    }
     /// Reads runs' logs on the pool's nodes, from any thread.
     fn logs(&self) -> std::sync::Arc<dyn logs::LogReader>;
     /// The hosts known, without asking over a network, to keep logs of `job` (after a

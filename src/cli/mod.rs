@@ -8,6 +8,7 @@ mod bench;
 mod cloud;
 mod complete;
 mod daemon;
+mod exec;
 mod fleet;
 mod history;
 mod kube;
@@ -189,6 +190,11 @@ enum Command {
     /// A job's stdout and stderr, from every node it ran on or one (`--node K`); `-f`
     /// follows until it ends.
     Logs(logs::LogsArgs),
+    /// Runs a command inside a running job (its working directory and environment) on one
+    /// of its nodes; exits with the command's status.
+    Exec(exec::ExecArgs),
+    /// A shell inside a running job, on one of its nodes (as `kubectl exec -it`, `sky ssh`).
+    Ssh(exec::SshArgs),
     /// Why a job waits (or where it runs).
     Explain {
         #[arg(add = complete::job_ids())]
@@ -386,6 +392,20 @@ enum Command {
         #[arg(long)]
         notices: Option<String>,
     },
+    /// What `gantry exec` runs on a job's host: becomes the command inside the job's run.
+    /// Not for interactive use.
+    #[command(name = "agent-enter", hide = true)]
+    AgentEnter {
+        /// The agent's runs directory (default ~/.gantry/agent/HOSTNAME/runs).
+        #[arg(long)]
+        runs: Option<std::path::PathBuf>,
+        #[arg(long)]
+        job: i64,
+        #[arg(long)]
+        tty: bool,
+        #[arg(last = true)]
+        argv: Vec<String>,
+    },
     /// Where gantry keeps its files (XDG paths).
     Info {
         /// Print the documented console.toml (theme, keymap, readonly, mouse) and exit.
@@ -533,6 +553,19 @@ pub fn main() -> ExitCode {
         Some(Command::Job { id, output }) => remote::job(&target, &id, output),
         Some(Command::Explain { id, output }) => remote::explain(&target, &id, output),
         Some(Command::Logs(a)) => logs::logs(&target, a),
+        Some(Command::Exec(a)) => exec::exec(&target, a),
+        Some(Command::Ssh(a)) => exec::ssh(&target, a),
+        Some(Command::AgentEnter {
+            runs,
+            job,
+            tty,
+            argv,
+        }) => {
+            let runs = runs.unwrap_or_else(|| gantry::backend::agent::default_dir().join("runs"));
+            let why = gantry::backend::enter::enter(&runs, job, tty, &argv);
+            eprintln!("gantry: {why}");
+            std::process::exit(126);
+        }
         Some(Command::Cancel { ids, output }) => remote::act(&target, "cancel", &ids, output),
         Some(Command::Preempt { ids, output }) => remote::act(&target, "preempt", &ids, output),
         Some(Command::Hold { ids, output }) => remote::act(&target, "hold", &ids, output),

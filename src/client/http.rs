@@ -6,6 +6,9 @@
 //! own on the caller's thread.
 
 pub use super::remote::RemoteClient;
+
+mod exec;
+pub use exec::exec_path;
 use futures_util::StreamExt;
 use serde::de::DeserializeOwned;
 use std::net::IpAddr;

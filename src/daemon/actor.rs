@@ -113,6 +113,15 @@ pub enum Request {
         id: JobId,
         reply: Reply<JobLogs>,
     },
+    /// How to reach into a running job's node (`POST /v1/jobs/{id}/exec`).
+    Enter {
+        caller: super::auth::Caller,
+        id: JobId,
+        rank: Option<usize>,
+        tty: bool,
+        argv: Vec<String>,
+        reply: Reply<super::state::Entering>,
+    },
     /// The workdirs of jobs not yet ended (shipped copies still in use).
     WorkdirsInUse {
         reply: Reply<std::collections::HashSet<String>>,
@@ -648,6 +657,16 @@ impl Actor {
             }
             Request::Logs { id, reply } => {
                 let _ = reply.send(self.state.job_logs(id).map_err(ApiError::from));
+            }
+            Request::Enter {
+                caller,
+                id,
+                rank,
+                tty,
+                argv,
+                reply,
+            } => {
+                let _ = reply.send(self.state.enter(&caller, id, rank, tty, &argv));
             }
             Request::WorkdirsInUse { reply } => {
                 let used = self

@@ -82,6 +82,7 @@ pub fn router(
         .route("/v1/jobs/{id}", get(job))
         .route("/v1/jobs/{id}/explain", get(explain))
         .route("/v1/jobs/{id}/logs", get(super::logs::logs))
+        .route("/v1/jobs/{id}/exec", post(super::exec::exec))
         .route("/v1/jobs/{id}/priority", put(priority))
         .route("/v1/jobs/{id}/{action}", post(act))
         .route("/v1/fleet", get(fleet))

@@ -9,6 +9,7 @@ pub mod audit;
 pub mod auth;
 pub mod calendar;
 pub mod engine;
+mod exec;
 pub mod host;
 pub mod job;
 pub mod journal;

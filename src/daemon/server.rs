@@ -351,7 +351,10 @@ async fn serve_connection<I>(
     builder
         .timer(TokioTimer::new())
         .header_read_timeout(limits.request_timeout);
-    let conn = builder.serve_connection(TokioIo::new(io), service);
+    // With upgrades: `gantry exec` turns its connection into a terminal session.
+    let conn = builder
+        .serve_connection(TokioIo::new(io), service)
+        .with_upgrades();
     tokio::pin!(conn);
     tokio::select! {
         _ = conn.as_mut() => return,

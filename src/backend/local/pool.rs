@@ -13,6 +13,8 @@ pub struct LocalPool {
     agent: agent::Running,
     events: mpsc::Receiver<RunEvent>,
     logs: Arc<DirReader>,
+    /// Where the agent keeps its runs (`gantry agent-enter` reads them).
+    runs: std::path::PathBuf,
 }
 
 impl LocalPool {
@@ -37,6 +39,7 @@ impl LocalPool {
             agent,
             events,
             logs: Arc::new(DirReader(dirs.logs.clone())),
+            runs: dirs.runs.clone(),
         })
     }
 }
@@ -79,6 +82,25 @@ impl Runner for LocalPool {
 
     fn poll(&mut self, _now: f64) -> Vec<RunEvent> {
         self.events.try_iter().collect()
+    }
+
+    fn enter(
+        &self,
+        _host: usize,
+        job: i64,
+        tty: bool,
+        argv: &[String],
+    ) -> Result<std::process::Command, String> {
+        let exe = std::env::current_exe()
+            .map_err(|e| format!("cannot find this gantry binary to enter job {job}: {e}"))?;
+        let mut cmd = std::process::Command::new(exe);
+        cmd.args(crate::backend::enter::args(
+            Some(&self.runs),
+            job,
+            tty,
+            argv,
+        ));
+        Ok(cmd)
     }
 
     fn logs(&self) -> Arc<dyn LogReader> {

@@ -140,6 +140,32 @@ struct Agents {
     /// Log reads waiting for their host's answer, by request id.
     pending: Pending,
     next: AtomicU64,
+    /// How each connected host is entered (`gantry exec`).
+    reach: Reach,
+}
+
+/// Per host, while its agent is connected: how to run a command there over the master
+/// connection (its control socket, the destination, the agent's path on the host).
+type Reach = Arc<std::sync::RwLock<Vec<Option<Entry>>>>;
+
+#[derive(Clone)]
+struct Entry {
+    control: PathBuf,
+    host: String,
+    agent: String,
+}
+
+/// Clears a host's entry when its session ends, however it ends.
+struct Reached<'a>(&'a Reach, usize);
+
+impl Drop for Reached<'_> {
+    fn drop(&mut self) {
+        if let Ok(mut r) = self.0.write() {
+            if let Some(e) = r.get_mut(self.1) {
+                *e = None;
+            }
+        }
+    }
 }
 
 impl Agents {
@@ -228,6 +254,7 @@ impl SshPool {
             watches.push(dtx);
             receivers.push((lrx, drx));
         }
+        let reach: Reach = Arc::new(std::sync::RwLock::new(vec![None; dests.len()]));
         let shared = Arc::new(Shared {
             exe: exe.clone(),
             build: build_id(&exe),
@@ -236,6 +263,7 @@ impl SshPool {
             events: tx,
             pending: pending.clone(),
             control: control.path.clone(),
+            reach: reach.clone(),
             stopped,
         });
         let runtime = tokio::runtime::Builder::new_current_thread()
@@ -263,6 +291,7 @@ impl SshPool {
                 links,
                 pending,
                 next: AtomicU64::new(1),
+                reach,
             }),
             events,
             stop,
@@ -350,6 +379,43 @@ impl Runner for SshPool {
         self.events.try_iter().collect()
     }
 
+    fn enter(
+        &self,
+        host: usize,
+        job: i64,
+        tty: bool,
+        argv: &[String],
+    ) -> Result<std::process::Command, String> {
+        let entry = self
+            .agents
+            .reach
+            .read()
+            .ok()
+            .and_then(|r| r.get(host).cloned().flatten());
+        let Some(e) = entry else {
+            return Err(format!(
+                "host {} is not connected now: try again when it is",
+                self.address(host)
+            ));
+        };
+        // Over the pool's master connection: no new login, no second host-key prompt.
+        let mut cmd = std::process::Command::new("ssh");
+        cmd.arg("-S")
+            .arg(&e.control)
+            .args(["-o", "ControlMaster=no", "-o", "BatchMode=yes", "-q"])
+            .arg(if tty { "-tt" } else { "-T" })
+            .arg(&e.host)
+            .arg("--");
+        let mut remote = vec![crate::backend::enter::shell_quote(&e.agent)];
+        remote.extend(
+            crate::backend::enter::args(None, job, tty, argv)
+                .iter()
+                .map(|a| crate::backend::enter::shell_quote(&a.to_string_lossy())),
+        );
+        cmd.arg(remote.join(" "));
+        Ok(cmd)
+    }
+
     fn logs(&self) -> Arc<dyn LogReader> {
         self.agents.clone()
     }
@@ -367,6 +433,7 @@ struct Shared {
     pending: Pending,
     /// The pool's own directory for its masters' sockets.
     control: PathBuf,
+    reach: Reach,
     /// True once the pool is gone.
     stopped: tokio::sync::watch::Receiver<bool>,
 }
@@ -527,6 +594,16 @@ async fn session(
             )
         }
     }
+    if let Ok(mut r) = shared.reach.write() {
+        if let Some(e) = r.get_mut(host) {
+            *e = Some(Entry {
+                control: s.control_socket().to_path_buf(),
+                host: dest.host.clone(),
+                agent: path.clone(),
+            });
+        }
+    }
+    let _reached = Reached(&shared.reach, host);
     // A host that answers nothing for `silent_after` (its agent stopped, its machine hung
     // while the TCP connection stays up) is down: asked every `silent_after / 3`.
     let silent_after = shared.opts.silent_after;

@@ -7,6 +7,8 @@
 mod open;
 
 mod budget;
+mod enter;
+pub use enter::{Entering, STARTING};
 mod export;
 mod foreign;
 pub mod history;

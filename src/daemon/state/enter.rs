@@ -1,0 +1,116 @@
+//! Into a running job (`POST /v1/jobs/{id}/exec`): which node of the job, and the command that
+//! reaches into its run there — asked of the node's runner, so nothing here knows which
+//! backend a pool is.
+
+use super::*;
+use crate::daemon::actor::ApiError;
+
+/// The error code of a node whose part has not started yet (the API waits a while for it).
+pub const STARTING: &str = "starting";
+
+/// A job's node to enter, and how.
+pub struct Entering {
+    /// The job's team (whose researchers and the operators may enter it).
+    pub team: String,
+    pub rank: usize,
+    pub node: String,
+    /// Run on the daemon's host: becomes the command inside the run (`Runner::enter`).
+    pub command: std::process::Command,
+}
+
+impl State {
+    /// How to run `argv` (a shell when empty) in node `rank` (default 0) of job `id`, for
+    /// `caller`: the job's team's researchers and the operators only. Journaled as an event of
+    /// the job (who entered, where, to run what).
+    pub fn enter(
+        &mut self,
+        caller: &crate::daemon::auth::Caller,
+        id: JobId,
+        rank: Option<usize>,
+        tty: bool,
+        argv: &[String],
+    ) -> Result<Entering, ApiError> {
+        let (state, team) = match self.engine.job(id) {
+            Some(j) => (j.state, self.engine.teams()[j.team].name.clone()),
+            None => {
+                let r = self.engine.job_record(id)?.ok_or(EngineError::NoJob(id))?;
+                (r.state, r.team)
+            }
+        };
+        if !caller.may_change(&team) {
+            return Err(ApiError::forbidden(format!(
+                "job {id} is team {team}'s: only its researchers and the operators may run commands in it"
+            )));
+        }
+        let conflict = |why: String| ApiError::new(409, "conflict", why);
+        if state != JobState::Running {
+            return Err(conflict(if state.is_final() {
+                format!("job {id} has ended ({state}): nothing runs to enter (its output: gantry logs {id})")
+            } else {
+                format!("job {id} is {state}: nothing runs yet (gantry explain {id} says why)")
+            }));
+        }
+        let run = self.hosts.runs.get(&id).ok_or_else(|| {
+            conflict(format!(
+                "job {id} runs on the simulated fleet, which runs no processes to enter"
+            ))
+        })?;
+        let rank = rank.unwrap_or(0);
+        let part = run.parts.get(rank).ok_or_else(|| {
+            ApiError::bad_request(format!(
+                "job {id} has {} node{} (ranks 0 to {}): no node {rank}",
+                run.parts.len(),
+                if run.parts.len() == 1 { "" } else { "s" },
+                run.parts.len().saturating_sub(1)
+            ))
+        })?;
+        let node = self.node_name(part.node);
+        match part.state {
+            hosts::PartState::Running => {}
+            hosts::PartState::Starting => {
+                return Err(ApiError::new(
+                    409,
+                    STARTING,
+                    format!("job {id}'s node {rank} ({node}) is still starting (its workdir copied, its setup run): try again in a moment"),
+                ))
+            }
+            hosts::PartState::Exited(_) => {
+                return Err(conflict(format!(
+                    "job {id}'s process on node {rank} ({node}) has exited"
+                )))
+            }
+        }
+        if let Some((_, why)) = self.hosts.down.get(&part.node) {
+            return Err(conflict(format!(
+                "node {rank} of job {id} ({node}) is unreachable now: {why}"
+            )));
+        }
+        let &(pool, host) =
+            self.hosts.at.get(&part.node).ok_or_else(|| {
+                conflict(format!("job {id}'s node {node} is no longer in the fleet"))
+            })?;
+        let command = self.hosts.runners[pool]
+            .enter(host, id, tty, argv)
+            .map_err(|why| conflict(format!("job {id} on {node}: {why}")))?;
+        let what = if argv.is_empty() {
+            "a shell".to_string()
+        } else {
+            format!("`{}`", crate::untrusted::bounded(&argv.join(" "), 120))
+        };
+        let who = match &caller.user {
+            Some(u) => format!("{u} ({})", caller.name),
+            None => caller.name.clone(),
+        };
+        self.record_job(
+            id,
+            "exec",
+            format!("{who} runs {what} on node {rank} ({node})"),
+        )?;
+        Ok(Entering {
+            team,
+            rank,
+            node,
+            command,
+        })
+    }
+}

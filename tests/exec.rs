@@ -137,6 +137,50 @@ fn a_command_and_a_shell_run_inside_a_local_job_and_who_may_is_the_daemons_say()
     assert!(ev.contains("(operator (unix socket)) runs `sh -c"), "{ev}");
     assert!(ev.contains("runs a shell on node 0"), "{ev}");
 
+    // The console's `s` on the selected job: the screen put away for the shell, back after.
+    {
+        let t = tmux::Tmux::new("exec-console");
+        let cmd = format!(
+            "{} --connect {}; sleep 60",
+            env!("CARGO_BIN_EXE_gantry"),
+            d.socket.display()
+        );
+        t.run(&[
+            "new-session",
+            "-d",
+            "-s",
+            "exec-console",
+            "-x",
+            "120",
+            "-y",
+            "35",
+            &cmd,
+        ]);
+        t.wait_for(&["sleeper"]);
+        t.run(&["send-keys", "-t", "exec-console", "2"]);
+        t.wait_for(&["running"]);
+        t.run(&["send-keys", "-t", "exec-console", "s"]);
+        t.wait_for(&[&format!("a shell in job {id}")]);
+        t.run(&[
+            "send-keys",
+            "-t",
+            "exec-console",
+            "echo from-console-$((40+2))",
+            "Enter",
+        ]);
+        t.wait_for(&["from-console-42"]);
+        t.run(&["send-keys", "-t", "exec-console", "exit 4", "Enter"]);
+        let screen = t.wait_for(&["the shell ended"]);
+        assert!(
+            screen.contains(&format!("job {id}: the shell ended (exit 4)")),
+            "{screen}"
+        );
+        assert!(
+            screen.contains("sleeper"),
+            "the console is drawn again:\n{screen}"
+        );
+    }
+
     // Who may: a viewer never; a researcher of another team not; the operators yes.
     let url = format!("http://127.0.0.1:{}", d.port);
     let as_token = |t: &str| {

@@ -755,6 +755,12 @@ pub trait Client {
     fn access(&self) -> Access {
         Access::operator()
     }
+    /// A shell in job `id`'s head node, on this terminal (raw, the console's screen put
+    /// away): its exit status once it ends.
+    fn shell(&mut self, id: i64) -> Result<i32, String> {
+        let _ = id;
+        Err("a shell needs a daemon this console is attached to (gantry console --connect …); the embedded daemon's fleet is simulated and runs no processes".to_string())
+    }
     /// Asks the daemon to change a job; the answer is one line for the status bar.
     fn act(&mut self, req: JobRequest) -> Result<String, String> {
         let _ = req;

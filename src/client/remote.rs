@@ -161,6 +161,11 @@ impl Client for RemoteClient {
             .call("GET", &format!("/v1/jobs/{id}"), None)
             .map_err(|e| e.to_string())
     }
+    fn shell(&mut self, id: i64) -> Result<i32, String> {
+        let (cols, rows) = crossterm::terminal::size().unwrap_or((80, 24));
+        let path = super::http::exec_path(id, 0, Some((rows, cols)), &[]);
+        self.http.exec(&path, true).map_err(|e| e.to_string())
+    }
     fn set_priority(&mut self, id: i64, class: &str) -> Result<String, String> {
         let body = serde_json::json!({ "class": class }).to_string();
         self.http

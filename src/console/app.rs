@@ -77,6 +77,8 @@ pub enum Outcome {
     ActMany(Vec<crate::client::JobRequest>),
     /// Fetch one job's detail to show it.
     Detail(i64),
+    /// Suspend the screen for a shell in this running job.
+    Shell(i64),
     /// Ask the daemon where the form's spec would land.
     Preview(String),
     /// Submit the form's spec.

@@ -49,6 +49,9 @@ pub enum Action {
     SortPrev,
     /// A change to the selected job (asks for confirmation; absent in read-only mode).
     Job(crate::client::JobAction),
+    /// A shell in the selected running job: the screen is suspended until it exits (absent
+    /// in read-only mode).
+    Shell,
 }
 
 impl Action {
@@ -56,7 +59,7 @@ impl Action {
     pub fn is_dangerous(self) -> bool {
         matches!(
             self,
-            Action::Job(_) | Action::Reprioritize | Action::Mark | Action::Submit
+            Action::Job(_) | Action::Reprioritize | Action::Mark | Action::Submit | Action::Shell
         )
     }
 }
@@ -120,6 +123,7 @@ fn parse_action(run: &str) -> Option<Action> {
         ["sort", "next"] => Action::SortNext,
         ["sort", "prev"] => Action::SortPrev,
         ["job", what] => Action::Job(crate::client::JobAction::parse(what)?),
+        ["shell"] => Action::Shell,
         _ => return None,
     })
 }
@@ -167,7 +171,7 @@ fn parse(name: &str, text: &str) -> Result<Vec<Binding>, String> {
                 return Err(format!("{name}: key `{}` is not a key; use one character, ctrl-LETTER or one of {}", b.on, KEYS.join(", ")));
             }
             let action = parse_action(&b.run).ok_or_else(|| {
-                format!("{name}: `{}` is not an action; use view overview|jobs|fleet|teams|events, view next, view prev, down, up, first, last, page down|up, half down|up, help, quit, filter, command, reprioritize, mark, open, submit, mouse, sort next|prev|reverse, job cancel|hold|release|preempt", b.run)
+                format!("{name}: `{}` is not an action; use view overview|jobs|fleet|teams|events, view next, view prev, down, up, first, last, page down|up, half down|up, help, quit, filter, command, reprioritize, mark, open, submit, mouse, sort next|prev|reverse, job cancel|hold|release|preempt, shell", b.run)
             })?;
             Ok(Binding { key: b.on, action, desc: b.desc })
         })

@@ -92,7 +92,39 @@ impl Input for TerminalInput {
     }
 }
 
-/// Runs the console until the user quits.
+/// A shell in job `id`, on this terminal: the console's screen put away until it exits (as
+/// k9s does), then drawn afresh. What the status bar says of it.
+fn shell<B: Backend + Write>(
+    terminal: &mut Terminal<B>,
+    client: &mut dyn Client,
+    id: i64,
+) -> std::io::Result<String>
+where
+    std::io::Error: From<B::Error>,
+{
+    use crossterm::terminal::{EnterAlternateScreen, LeaveAlternateScreen};
+    crossterm::execute!(
+        terminal.backend_mut(),
+        crossterm::event::DisableMouseCapture,
+        LeaveAlternateScreen,
+        crossterm::cursor::Show
+    )?;
+    let _ = crossterm::terminal::disable_raw_mode();
+    println!("gantry: a shell in job {id} (exit it to return to the console)\r");
+    let ended = client.shell(id);
+    let _ = crossterm::terminal::enable_raw_mode();
+    crossterm::execute!(
+        terminal.backend_mut(),
+        EnterAlternateScreen,
+        crossterm::cursor::Hide
+    )?;
+    terminal.clear()?;
+    Ok(match ended {
+        Ok(code) => format!("job {id}: the shell ended (exit {code})"),
+        Err(why) => crate::client::about_job(id, &why),
+    })
+}
+
 /// Runs the console until the user quits (`None`) or switches to a context (`Some(name)`).
 pub fn run(client: &mut dyn Client, mut app: App) -> std::io::Result<Option<String>> {
     app.access = client.access();
@@ -226,6 +258,11 @@ where
                                     ),
                                 });
                                 let _ = client.poll();
+                                dirty = true;
+                            }
+                            Outcome::Shell(id) => {
+                                app.flash = Some(shell(terminal, client, id)?);
+                                mouse_on = false; // turned on again below if it was
                                 dirty = true;
                             }
                             Outcome::Detail(id) => {

@@ -126,6 +126,7 @@ impl App {
                     self.logs = Some(crate::console::logs::LogPane::new(id));
                     Outcome::Logs { id, node: None }
                 }
+                _ if action == Some(Action::Shell) && !self.readonly => Outcome::Shell(d.id),
                 _ => Outcome::Nothing,
             };
         }
@@ -258,6 +259,24 @@ impl App {
                     .map_or(Outcome::Nothing, |j| Outcome::Detail(j.id));
             }
             Some(Action::Open) => return Outcome::Nothing,
+            Some(Action::Shell) if self.readonly || self.view != View::Jobs => {
+                return Outcome::Nothing
+            }
+            Some(Action::Shell) => {
+                let Some(j) = self.selected_job(snap) else {
+                    return Outcome::Nothing;
+                };
+                if let Some(why) = self.access.forbids_job(&j.team) {
+                    self.flash = Some(format!("shell: job {}: {why}", j.id));
+                } else if j.state != "running" {
+                    self.flash = Some(format!(
+                        "shell: job {} is {}: a shell opens in a running job",
+                        j.id, j.state
+                    ));
+                } else {
+                    return Outcome::Shell(j.id);
+                }
+            }
             Some(Action::Mouse) => {
                 self.mouse = !self.mouse;
                 self.flash = Some(format!(

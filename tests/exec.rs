@@ -32,12 +32,11 @@ fn text(o: &Output) -> (i32, String, String) {
     )
 }
 
-/// A shell in job `id` (`gantry ssh`, node `node`) in a tmux window: runs `typed`, then exits
-/// with 3; the screen once it has.
-fn shell_in(d: &Daemon, session: &'static str, id: i64, node: usize, typed: &str) -> String {
+/// `gantry --connect SOCKET ARGS` in a tmux window of its own (120×40), kept open after.
+fn gantry_in_tmux(d: &Daemon, session: &'static str, args: &str) -> tmux::Tmux {
     let t = tmux::Tmux::new(session);
     let cmd = format!(
-        "{} --connect {} ssh {id} --node {node}; echo \"SHELL ENDED $?\"; sleep 60",
+        "{} --connect {} {args}; sleep 60",
         env!("CARGO_BIN_EXE_gantry"),
         d.socket.display()
     );
@@ -52,6 +51,17 @@ fn shell_in(d: &Daemon, session: &'static str, id: i64, node: usize, typed: &str
         "40",
         &cmd,
     ]);
+    t
+}
+
+/// A shell in job `id` (`gantry ssh`, node `node`) in a tmux window: runs `typed`, then exits
+/// with 3; the screen once it has.
+fn shell_in(d: &Daemon, session: &'static str, id: i64, node: usize, typed: &str) -> String {
+    let t = gantry_in_tmux(
+        d,
+        session,
+        &format!("ssh {id} --node {node}; echo \"SHELL ENDED $?\""),
+    );
     // The shell answers (what is typed is echoed as typed; only the shell prints `ready-2`).
     t.wait_for(&["@", "$", "#"]);
     t.run(&["send-keys", "-t", session, "echo ready-$((1+1))", "Enter"]);
@@ -139,23 +149,7 @@ fn a_command_and_a_shell_run_inside_a_local_job_and_who_may_is_the_daemons_say()
 
     // The console's `s` on the selected job: the screen put away for the shell, back after.
     {
-        let t = tmux::Tmux::new("exec-console");
-        let cmd = format!(
-            "{} --connect {}; sleep 60",
-            env!("CARGO_BIN_EXE_gantry"),
-            d.socket.display()
-        );
-        t.run(&[
-            "new-session",
-            "-d",
-            "-s",
-            "exec-console",
-            "-x",
-            "120",
-            "-y",
-            "35",
-            &cmd,
-        ]);
+        let t = gantry_in_tmux(&d, "exec-console", "");
         t.wait_for(&["sleeper"]);
         t.run(&["send-keys", "-t", "exec-console", "2"]);
         t.wait_for(&["running"]);

@@ -477,6 +477,16 @@ impl HttpClient {
             .map_err(|e| self.protocol(format!("bad JSON from the daemon: {e}")))
     }
 
+    /// What a response other than the one expected says (its body read, bounded).
+    fn refusal(&self, runtime: &tokio::runtime::Runtime, resp: reqwest::Response) -> ClientError {
+        let status = resp.status().as_u16();
+        match runtime.block_on(read_body(resp)) {
+            Ok(body) => api_error(status, &body),
+            Err(Failed::Transport(e)) => self.transport(&e),
+            Err(Failed::Answer(why)) => self.protocol(why),
+        }
+    }
+
     /// Follows a server-sent-event stream, calling `on_event(event, data)` until it returns
     /// false or the stream ends.
     pub fn follow(
@@ -492,12 +502,7 @@ impl HttpClient {
             .block_on(req.send())
             .map_err(|e| self.transport(&e))?;
         if resp.status() != reqwest::StatusCode::OK {
-            let status = resp.status().as_u16();
-            return match inner.runtime.block_on(read_body(resp)) {
-                Ok(body) => Err(api_error(status, &body)),
-                Err(Failed::Transport(e)) => Err(self.transport(&e)),
-                Err(Failed::Answer(why)) => Err(self.protocol(why)),
-            };
+            return Err(self.refusal(&inner.runtime, resp));
         }
         let mut events = Box::pin(sse_stream::SseStream::from_bytes_stream(bounded_events(
             resp,

@@ -110,7 +110,12 @@ where
         crossterm::cursor::Show
     )?;
     let _ = crossterm::terminal::disable_raw_mode();
-    println!("gantry: a shell in job {id} (exit it to return to the console)\r");
+    crossterm::execute!(
+        terminal.backend_mut(),
+        crossterm::style::Print(format!(
+            "gantry: a shell in job {id} (exit it to return to the console)\r\n"
+        ))
+    )?;
     let ended = client.shell(id);
     let _ = crossterm::terminal::enable_raw_mode();
     crossterm::execute!(

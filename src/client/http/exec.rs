@@ -3,7 +3,7 @@
 //! ends. Input is read by a thread that polls standard input, so it stops reading when the
 //! session ends (the console takes the keyboard back).
 
-use super::{api_error, read_body, ClientError, Failed, HttpClient};
+use super::{ClientError, HttpClient};
 use crate::exec_wire::{Frame, PROTOCOL};
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -38,12 +38,7 @@ impl HttpClient {
             .block_on(req.send())
             .map_err(|e| self.transport(&e))?;
         if resp.status() != reqwest::StatusCode::SWITCHING_PROTOCOLS {
-            let status = resp.status().as_u16();
-            return match inner.runtime.block_on(read_body(resp)) {
-                Ok(body) => Err(api_error(status, &body)),
-                Err(Failed::Transport(e)) => Err(self.transport(&e)),
-                Err(Failed::Answer(why)) => Err(self.protocol(why)),
-            };
+            return Err(self.refusal(&inner.runtime, resp));
         }
         let io = inner
             .runtime

@@ -316,7 +316,15 @@ pub fn explain(t: &Target, id: &str, output: Output) -> Result<(), CliError> {
         return print_value_as(output, &v);
     }
     let e = &v["explanation"];
+    // Position 0: held out of the queue (held, a pipeline, a user's limit) — no place to say.
     match v["position"].as_u64() {
+        Some(0) => println!(
+            "job {id} is {}, out of the queue; team {} uses {:.1} GPUs\n  {}",
+            v["state"].as_str().unwrap_or("?"),
+            e["team"].as_str().unwrap_or("?"),
+            e["team_used"].as_f64().unwrap_or(0.0) / 1000.0,
+            gantry::console::app::escape(v["detail"].as_str().unwrap_or(""))
+        ),
         Some(p) => println!(
             "job {id} is {} — #{p} in the queue, {} of {} in {}; team {} uses {:.1}{} GPUs\n  {}",
             v["state"].as_str().unwrap_or("?"),

@@ -64,6 +64,21 @@ pub struct FleetConfig {
     /// The time zone of budget months and dates.
     #[serde(default)]
     pub calendar: super::calendar::CalendarSettings,
+    /// Limits of one user (who submitted: the Unix user, a token's label), over all their
+    /// running jobs whatever the team; they override the teams' `*_per_user` defaults.
+    #[serde(default)]
+    pub users: Vec<UserConfig>,
+}
+
+/// `[[users]]`: one user's limits.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UserConfig {
+    pub name: String,
+    /// GPUs the user's running jobs may hold at once (fractions count as such).
+    pub max_gpus: Option<f64>,
+    /// What the user's running jobs may cost an hour, US dollars.
+    pub max_dollars_per_hour: Option<f64>,
 }
 
 /// `[scale]`: when an empty cloud node goes back, how long a pool whose spot capacity was just
@@ -188,6 +203,11 @@ pub struct TeamConfig {
     /// How many jobs the team may have waiting (pending or held) at once; a submission past
     /// it is refused (HTTP 429) until some start. Default 10,000.
     pub max_pending: Option<usize>,
+    /// The most GPUs one user's running jobs may hold (over all their jobs) when that user's
+    /// job is of this team and `[[users]]` does not name them.
+    pub max_gpus_per_user: Option<f64>,
+    /// The most one user's running jobs may cost an hour, likewise.
+    pub max_dollars_per_hour_per_user: Option<f64>,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]

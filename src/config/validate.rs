@@ -270,6 +270,17 @@ pub(super) fn validate(file: &str, text: &str, cfg: &FleetConfig) -> Result<(), 
                 ));
             }
         }
+        for (field, v) in [
+            ("max_gpus_per_user", t.max_gpus_per_user),
+            (
+                "max_dollars_per_hour_per_user",
+                t.max_dollars_per_hour_per_user,
+            ),
+        ] {
+            if let Some(why) = v.and_then(|v| limit_error(field, v)) {
+                return Err(at("teams", i, format!("team `{}`: {why}", t.name)));
+            }
+        }
         if let Some(bad) = t
             .budget_alerts
             .iter()
@@ -284,6 +295,60 @@ pub(super) fn validate(file: &str, text: &str, cfg: &FleetConfig) -> Result<(), 
                     t.name
                 ),
             ));
+        }
+    }
+    validate_users(cfg, &at)
+}
+
+/// Why a per-user limit is not one: a number above 0 (0 would let nothing run; leave the
+/// field out for no limit).
+fn limit_error(field: &str, v: f64) -> Option<String> {
+    (!(v.is_finite() && v > 0.0))
+        .then(|| format!("{field} {v} must be a number above 0 (leave it out for no limit)"))
+}
+
+/// Each `[[users]]` entry: a name given once, at least one limit, each a number above 0.
+fn validate_users(
+    cfg: &FleetConfig,
+    at: &dyn Fn(&str, usize, String) -> ConfigError,
+) -> Result<(), ConfigError> {
+    for (i, u) in cfg.users.iter().enumerate() {
+        if u.name.trim().is_empty() {
+            return Err(at(
+                "users",
+                i,
+                "users: name is empty; give the user's name (the Unix user, or a token's label)"
+                    .to_string(),
+            ));
+        }
+        if let Some(j) = cfg.users[..i].iter().position(|v| v.name == u.name) {
+            return Err(at(
+                "users",
+                i,
+                format!(
+                    "user `{}` is listed twice (first as user #{})",
+                    u.name,
+                    j + 1
+                ),
+            ));
+        }
+        if u.max_gpus.is_none() && u.max_dollars_per_hour.is_none() {
+            return Err(at(
+                "users",
+                i,
+                format!(
+                    "user `{}`: no limit given; set max_gpus, max_dollars_per_hour or both",
+                    u.name
+                ),
+            ));
+        }
+        for (field, v) in [
+            ("max_gpus", u.max_gpus),
+            ("max_dollars_per_hour", u.max_dollars_per_hour),
+        ] {
+            if let Some(why) = v.and_then(|v| limit_error(field, v)) {
+                return Err(at("users", i, format!("user `{}`: {why}", u.name)));
+            }
         }
     }
     Ok(())

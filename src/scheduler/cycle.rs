@@ -120,6 +120,17 @@ pub enum PendingReason {
     After {
         job: JobId,
     },
+    /// Its user is at a per-user limit (set by the daemon, which holds the job from the cycle
+    /// meanwhile): what their running jobs hold, what this job may take, the limit, and which
+    /// part of the fleet file set it. `resource`: `GPUs` or `$/h`.
+    UserLimit {
+        user: String,
+        resource: String,
+        used: f64,
+        wants: f64,
+        limit: f64,
+        set_by: String,
+    },
     /// Over the team's guarantee and nothing idle can be lent to it (milli-GPU): the cohort's
     /// idle guarantees plus capacity nobody is guaranteed, net of what is already borrowed.
     Quota {

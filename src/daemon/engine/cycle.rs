@@ -8,6 +8,7 @@ impl Engine {
     /// Runs one scheduling cycle and applies its decisions (journaled first).
     pub fn tick(&mut self, now: f64) -> Result<TickReport, EngineError> {
         let waits = self.follow_pipelines(now)?;
+        let capped = self.over_user_limits();
         let pending: Vec<PendingJob> = self
             .jobs
             .values()
@@ -19,7 +20,9 @@ impl Engine {
                 submitted: j.submitted_at,
                 request: j.request.clone(),
                 alternatives: j.alternatives.clone(),
-                held: j.state == JobState::Held || waits.contains_key(&j.id),
+                held: j.state == JobState::Held
+                    || waits.contains_key(&j.id)
+                    || capped.contains_key(&j.id),
                 time_limit_s: j.spec.time_limit_s,
             })
             .collect();
@@ -192,6 +195,8 @@ impl Engine {
         for mut e in out.explanations {
             if let Some(&after) = waits.get(&(e.job as JobId)) {
                 e.reason = PendingReason::After { job: after as u64 };
+            } else if let Some(r) = capped.get(&(e.job as JobId)) {
+                e.reason = r.clone();
             }
             if let Some(j) = self.jobs.get_mut(&(e.job as JobId)) {
                 j.explanation = Some(e);

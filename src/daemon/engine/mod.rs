@@ -6,7 +6,10 @@
 mod admit;
 mod cycle;
 mod fleet;
+mod limits;
 mod open;
+
+pub use limits::{Limit, UserLimits};
 
 use super::job::JobState;
 use super::journal::{Charge, JobId, JobRecord, JournalError, NewJob, Store};
@@ -212,6 +215,8 @@ pub struct Engine {
     allowed: HashMap<usize, Vec<usize>>,
     /// Per team, how many jobs it may have waiting (pending or held) at once.
     max_pending: HashMap<usize, usize>,
+    /// What one user's running jobs may hold at once.
+    user_limits: UserLimits,
     /// Finished jobs still in memory, in the order they finished; past `history_kept` the
     /// oldest are dropped from memory (the journal keeps them: `job_record`).
     finished: VecDeque<JobId>,

@@ -47,6 +47,7 @@ impl Engine {
             pins: BTreeMap::new(),
             allowed: HashMap::new(),
             max_pending: HashMap::new(),
+            user_limits: UserLimits::default(),
             finished: VecDeque::new(),
             history_kept: HISTORY_KEPT,
             stale_history: 0,

@@ -152,6 +152,27 @@ impl State {
             next_consolidate: resume + CONSOLIDATE_EVERY_S,
         };
         let mut engine = Engine::open_adopting(db, fleet, teams, classes, resume, &adopted)?;
+        engine.set_user_limits(crate::daemon::engine::UserLimits {
+            per_team: cfg
+                .teams
+                .iter()
+                .map(|t| crate::daemon::engine::Limit {
+                    gpus: t.max_gpus_per_user,
+                    dollars_per_hour: t.max_dollars_per_hour_per_user,
+                })
+                .collect(),
+            users: cfg
+                .users
+                .iter()
+                .map(|u| {
+                    let l = crate::daemon::engine::Limit {
+                        gpus: u.max_gpus,
+                        dollars_per_hour: u.max_dollars_per_hour,
+                    };
+                    (u.name.clone(), l)
+                })
+                .collect(),
+        });
         for t in &cfg.teams {
             engine.set_allowed_classes(&t.name, t.classes.as_deref())?;
             if let Some(n) = t.max_pending {

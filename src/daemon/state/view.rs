@@ -528,6 +528,15 @@ pub fn reason_text(r: &PendingReason, at: &dyn Fn(f64) -> String) -> String {
     match r {
         PendingReason::Held => "held".to_string(),
         PendingReason::After { job } => format!("waits for job {job} to complete (pipeline)"),
+        PendingReason::UserLimit { user, resource, used, wants, limit, set_by } => {
+            let n = |v: f64| if resource == "$/h" { format!("${v:.2}/h") } else { format!("{v:.1} GPU") };
+            format!(
+                "user limit: {user}'s running jobs hold {}, this job may take {} more, over the limit of {} ({set_by})",
+                n(*used),
+                n(*wants),
+                n(*limit)
+            )
+        }
         PendingReason::Quota { wants, used, guaranteed, borrow_limit, lendable } => format!(
             "quota: wants {:.1} GPU, team uses {:.1}/{:.0} guaranteed, may borrow {:.0}, lendable idle {:.1}",
             *wants as f64 / 1000.0,

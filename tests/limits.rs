@@ -1,0 +1,173 @@
+//! Per-user limits, end to end with the real daemon on a simulated fleet: `[[users]]` caps one
+//! user's GPUs, a team's `max_dollars_per_hour_per_user` caps what each of its users' running
+//! jobs cost an hour. Jobs past a limit wait with a reason that names the user, the figures
+//! and where the limit was set; they start once their user's running jobs leave room; other
+//! users are not held by them. A limit that is not one is refused at its line.
+
+#[path = "common/daemon.rs"]
+mod common;
+
+use common::{cli, start_in, state, submit, temp_dir, wait_for};
+use std::process::Command;
+
+/// Four 8-GPU nodes at $16/h a node ($2 a GPU-hour).
+fn fleet(me: &str) -> String {
+    format!(
+        r#"[[teams]]
+name = "lab"
+max_dollars_per_hour_per_user = 20.0
+
+[[pools]]
+provider = "onprem"
+backend = "simulated"
+region = "dc1"
+zone = "dc1-a"
+name = "hgx"
+instance_type = "HGX H100"
+gpu = "H100"
+gpus_per_node = 8
+vram_gb = 80
+cpus = 128
+memory_gb = 1024
+capacity = "reserved"
+price_per_hour = 16.0
+nodes = 4
+
+[[users]]
+name = "{me}"
+max_gpus = 4
+"#
+    )
+}
+
+#[test]
+fn a_users_jobs_past_their_limits_wait_and_say_why_and_start_when_room_is_left() {
+    let me = gantry::daemon::auth::this_user().unwrap();
+    let dir = temp_dir("limits");
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("fleet.toml");
+    std::fs::write(&file, fleet(&me)).unwrap();
+    let d = start_in(dir.clone(), &["--config", file.to_str().unwrap()]);
+    let two = "name: two\nresources:\n  accelerators: H100:2\nrun: train\n";
+    // As this Unix user (the socket): [[users]] allows 4 GPUs at once.
+    let a = submit(&d, &dir, "a", two);
+    let b = submit(&d, &dir, "b", two);
+    let c = submit(&d, &dir, "c", two);
+    wait_for(&d, 30, "two of the three to run", || {
+        state(&d, a) == "running" && state(&d, b) == "running"
+    });
+    let why = cli(&d, &["explain", &c.to_string()]);
+    assert_eq!(state(&d, c), "pending", "{why}");
+    assert!(
+        why.contains(&format!(
+            "user limit: {me}'s running jobs hold 4.0 GPU, this job may take 2.0 GPU more, over the limit of 4.0 GPU ([[users]])"
+        )),
+        "{why}"
+    );
+
+    // Another user of the team (a token labelled ci-bot): the team's $20/h per user.
+    let url = format!("http://127.0.0.1:{}", d.port);
+    let bot = {
+        let out = Command::new(env!("CARGO_BIN_EXE_gantry"))
+            .args(["--connect"])
+            .arg(&d.socket)
+            .args([
+                "token",
+                "create",
+                "--role",
+                "researcher",
+                "--team",
+                "lab",
+                "--label",
+                "ci-bot",
+            ])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    let spec = dir.join("eight.yaml");
+    std::fs::write(
+        &spec,
+        "name: eight\nteam: lab\nresources:\n  accelerators: H100:8\nrun: train\n",
+    )
+    .unwrap();
+    let as_bot = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_gantry"))
+            .args(["--connect", &url, "--token", &bot])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    let x: i64 = as_bot(&["submit", spec.to_str().unwrap(), "-o", "id"])
+        .parse()
+        .unwrap();
+    let y: i64 = as_bot(&["submit", spec.to_str().unwrap(), "-o", "id"])
+        .parse()
+        .unwrap();
+    wait_for(&d, 30, "the bot's first job to run", || {
+        state(&d, x) == "running"
+    });
+    let why = cli(&d, &["explain", &y.to_string()]);
+    assert_eq!(state(&d, y), "pending", "{why}");
+    assert!(
+        why.contains("user limit: ci-bot's running jobs hold $16.00/h, this job may take $16.00/h more, over the limit of $20.00/h (team lab's max_*_per_user)"),
+        "{why}"
+    );
+    // Room is there (32 GPUs, 12 in use): only the limits hold c and y.
+
+    // One of this user's jobs ends: c starts; the bot's y still waits for its own.
+    cli(&d, &["cancel", &a.to_string()]);
+    wait_for(&d, 30, "c to start once a left room", || {
+        state(&d, c) == "running"
+    });
+    assert_eq!(state(&d, y), "pending");
+    as_bot(&["cancel", &x.to_string()]);
+    wait_for(&d, 30, "y to start once x left room", || {
+        state(&d, y) == "running"
+    });
+}
+
+#[test]
+fn a_limit_that_is_not_one_is_refused_at_its_line() {
+    let dir = temp_dir("limits-bad");
+    std::fs::create_dir_all(&dir).unwrap();
+    for (text, says) in [
+        (
+            fleet("alice").replace("max_gpus = 4", "max_gpus = 0"),
+            "user `alice`: max_gpus 0 must be a number above 0",
+        ),
+        (
+            fleet("alice").replace("max_gpus = 4", ""),
+            "user `alice`: no limit given; set max_gpus, max_dollars_per_hour or both",
+        ),
+        (
+            fleet("alice") + "\n[[users]]\nname = \"alice\"\nmax_gpus = 1\n",
+            "user `alice` is listed twice (first as user #1)",
+        ),
+        (
+            fleet("alice").replace(
+                "max_dollars_per_hour_per_user = 20.0",
+                "max_dollars_per_hour_per_user = -1",
+            ),
+            "team `lab`: max_dollars_per_hour_per_user -1 must be a number above 0",
+        ),
+    ] {
+        let file = dir.join("fleet.toml");
+        std::fs::write(&file, &text).unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_gantry"))
+            .args(["fleet", "--config"])
+            .arg(&file)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(err.contains(says), "{err}");
+        assert!(err.contains("fleet.toml:"), "at a line: {err}");
+    }
+}

@@ -6,6 +6,8 @@
 
 #[path = "common/daemon.rs"]
 mod common;
+#[path = "common/mod.rs"]
+mod fixtures;
 
 use common::{cli, start_in, state, submit, temp_dir, wait_for};
 use std::process::Command;
@@ -169,5 +171,121 @@ fn a_limit_that_is_not_one_is_refused_at_its_line() {
         assert_eq!(out.status.code(), Some(2), "{err}");
         assert!(err.contains(says), "{err}");
         assert!(err.contains("fleet.toml:"), "at a line: {err}");
+    }
+}
+
+/// The invariant, over random users, limits, jobs and ends: after every cycle no user's running
+/// jobs hold more GPUs or cost more an hour than their limit allows, and a user with nothing
+/// running whose smallest waiting job fits their limits and the empty fleet is never held back.
+mod property {
+    use gantry::daemon::engine::{Engine, Limit, Submission, UserLimits};
+    use gantry::daemon::job::JobState;
+    use gantry::model::*;
+    use proptest::prelude::*;
+    use std::collections::HashMap;
+
+    use super::fixtures;
+
+    fn engine(name: &str) -> Engine {
+        let mut b = FleetBuilder::new();
+        let h100 = b.model("H100", 81_559, None).unwrap();
+        // $24 a node: $3 a GPU-hour.
+        let p = fixtures::onprem_pool(&mut b, h100, "hgx", 8, 24.0);
+        for i in 0..3 {
+            b.node(p, &format!("n{i}"), Some("leaf-1"), None, 0)
+                .unwrap();
+        }
+        let dir = std::env::temp_dir().join(format!("gantry-limits-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let teams = vec![Team {
+            name: "lab".into(),
+            weight: 1.0,
+            quota: None,
+            cohort: None,
+        }];
+        Engine::open(
+            &dir.join("state.db"),
+            b.build(),
+            teams,
+            default_classes(),
+            0.0,
+        )
+        .unwrap()
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+        #[test]
+        fn no_user_ever_holds_more_than_their_limits(
+            limits in prop::collection::vec((prop::option::of(1u8..10), prop::option::of(3u8..40)), 3),
+            jobs in prop::collection::vec((0usize..3, prop::sample::select(vec![1u8, 2, 4, 8])), 1..16),
+            ends in prop::collection::vec(any::<bool>(), 8),
+            case in any::<u32>(),
+        ) {
+            let mut e = engine(&format!("p{case}"));
+            let users: HashMap<String, Limit> = limits
+                .iter()
+                .enumerate()
+                .map(|(i, (g, d))| (format!("u{i}"), Limit {
+                    gpus: g.map(f64::from),
+                    dollars_per_hour: d.map(f64::from),
+                }))
+                .collect();
+            e.set_user_limits(UserLimits { per_team: vec![Limit::default()], users: users.clone() });
+            let batch: Vec<Submission> = jobs
+                .iter()
+                .map(|(u, g)| Submission {
+                    file: "j.yaml".into(),
+                    text: format!("resources:\n  accelerators: H100:{g}\nrun: x\n").into_bytes(),
+                    team: Some("lab".into()),
+                    user: Some(format!("u{u}")),
+                    ..Submission::default()
+                })
+                .collect();
+            for r in e.submit_batch(&batch, 0.0) {
+                r.unwrap();
+            }
+            for (step, end) in ends.iter().enumerate() {
+                let now = 10.0 * (step + 1) as f64;
+                e.tick(now).unwrap();
+                let mut held: HashMap<String, (f64, f64)> = HashMap::new();
+                for j in e.jobs().filter(|j| j.state == JobState::Running) {
+                    let p = j.placement.as_ref().unwrap();
+                    let h = held.entry(j.user.clone().unwrap()).or_default();
+                    h.0 += p.gpu_milli() as f64 / 1000.0;
+                    h.1 += p.price_per_hour;
+                }
+                for (u, (gpus, dollars)) in &held {
+                    let l = users[u];
+                    prop_assert!(l.gpus.is_none_or(|m| *gpus <= m + 1e-9), "{u}: {gpus} GPUs over {l:?}");
+                    prop_assert!(l.dollars_per_hour.is_none_or(|m| *dollars <= m + 1e-9), "{u}: ${dollars}/h over {l:?}");
+                }
+                // Nothing runs anywhere (the first cycle): each user's first job that fits its
+                // limits alone has started — the limits hold back no more than they must.
+                if step == 0 {
+                    for (i, _) in limits.iter().enumerate() {
+                        let u = format!("u{i}");
+                        let l = users[&u];
+                        let first = e.jobs().find(|j| j.user.as_deref() == Some(&u));
+                        if let Some(j) = first {
+                            let gpus = j.request.total_gpu_milli() as f64 / 1000.0;
+                            let fits = l.gpus.is_none_or(|m| gpus <= m)
+                                && l.dollars_per_hour.is_none_or(|m| gpus * 3.0 <= m);
+                            let started = held.contains_key(&u);
+                            prop_assert!(!fits || started || e.jobs().filter(|j| j.state == JobState::Running).map(|j| j.request.total_gpu_milli()).sum::<u64>() + j.request.total_gpu_milli() > 24_000,
+                                "{u}'s first job ({gpus} GPUs) fits {l:?} and the fleet but did not start");
+                        }
+                    }
+                }
+                if *end {
+                    let running: Vec<i64> = e.jobs().filter(|j| j.state == JobState::Running).map(|j| j.id).collect();
+                    if let Some(&id) = running.first() {
+                        e.finished(id, true, now).unwrap();
+                    }
+                }
+            }
+        }
     }
 }

@@ -425,6 +425,7 @@ pub fn serve(
     dir: &Path,
     sample_every: Duration,
     notices: Option<String>,
+    retention: super::retention::Retention,
     input: impl BufRead,
     out: Box<dyn Write + Send>,
 ) -> std::io::Result<()> {
@@ -443,6 +444,7 @@ pub fn serve(
     let agent = start(
         &AgentDirs::under(dir),
         Sampling::Nvml(sample_every),
+        retention,
         say.clone(),
     )?;
     let watching = Arc::new(AtomicBool::new(false));
@@ -486,7 +488,12 @@ pub fn serve(
 
 /// Starts an agent over `dirs`: re-adopts the runs a previous agent left, says hello (with
 /// them), reports those that vanished, and starts noticing exits and sampling.
-pub fn start(dirs: &AgentDirs, sampling: Sampling, say: Say) -> std::io::Result<Running> {
+pub fn start(
+    dirs: &AgentDirs,
+    sampling: Sampling,
+    retention: super::retention::Retention,
+    say: Say,
+) -> std::io::Result<Running> {
     std::fs::create_dir_all(&dirs.runs)?;
     let mut agent = Agent {
         runs: LocalRuns::new(dirs.logs.clone()),
@@ -591,6 +598,16 @@ pub fn start(dirs: &AgentDirs, sampling: Sampling, say: Say) -> std::io::Result<
             }
         })
     });
+    // The logs of ended jobs, kept as the fleet file's `[logs]` says.
+    if !retention.is_none() {
+        let (done, dirs) = (done.clone(), dirs.clone());
+        threads.push(std::thread::spawn(move || {
+            every(retention.every(), &done, || {
+                retention.sweep(&dirs.logs, &dirs.runs, std::time::SystemTime::now());
+                true
+            })
+        }));
+    }
     // The host's CPUs, memory and disk at the same pace, NVML or not (a CPU-only host is
     // drawn by these alone).
     if sample_every != Duration::MAX {

@@ -92,6 +92,9 @@ pub struct LogRead {
     pub cursor: LogCursor,
     /// Whether either file exists (a run that never started on this node has none).
     pub found: bool,
+    /// Why there are none, where the host's log retention removed them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gone: Option<String>,
 }
 
 /// How much of the end of a log a tail reads.
@@ -125,6 +128,9 @@ pub fn read(dir: &Path, job: i64, q: &LogQuery) -> LogRead {
             stream,
             text: (*l).to_string(),
         }));
+    }
+    if !out.found {
+        out.gone = super::retention::gone(dir, job);
     }
     out
 }

@@ -24,6 +24,7 @@ pub mod lambda;
 pub mod local;
 pub mod logs;
 pub mod notices;
+pub mod retention;
 pub mod sim;
 pub mod slurm;
 pub mod ssh;
@@ -43,6 +44,8 @@ pub struct Opening {
     pub seed: u64,
     /// The simulated fleet's node failures per node-hour.
     pub failures_per_node_hour: f64,
+    /// How long each host keeps the logs of ended jobs (`[logs]`).
+    pub retention: retention::Retention,
 }
 
 /// The provisioner of a pool whose nodes are bought and given back (elastic capacity), or
@@ -133,6 +136,7 @@ pub fn runner_for(
         Box::new(local::pool::LocalPool::open(
             &opening.local,
             opening.sampling,
+            opening.retention,
         )?)
     } else if p.is_kube() {
         Box::new(kube::runner::KubePool::open(p, nodes))
@@ -144,13 +148,13 @@ pub fn runner_for(
         ))
     } else if p.is_ssh() {
         Box::new(
-            ssh::SshPool::connect(&p.hosts, ssh_options(p))
+            ssh::SshPool::connect(&p.hosts, ssh_options(p, opening))
                 .map_err(|e| format!("pool `{}`: {e}", p.name))?,
         )
     } else if p.buys_machines() {
         // Its nodes are the instances bought: each reached once it runs (`Runner::attach`).
         Box::new(
-            ssh::SshPool::slots(nodes.len(), ssh_options(p))
+            ssh::SshPool::slots(nodes.len(), ssh_options(p, opening))
                 .map_err(|e| format!("pool `{}`: {e}", p.name))?,
         )
     } else {
@@ -162,8 +166,9 @@ pub fn runner_for(
 }
 
 /// How an SSH or EC2 pool's hosts are reached.
-fn ssh_options(p: &crate::config::fleet::PoolConfig) -> ssh::SshOptions {
+fn ssh_options(p: &crate::config::fleet::PoolConfig, opening: &Opening) -> ssh::SshOptions {
     ssh::SshOptions {
+        retention: opening.retention,
         identity_file: p.identity_file.as_deref().map(expand_home),
         config_file: p.ssh_config.as_deref().map(expand_home),
         jump: p.jump_host.clone(),

@@ -391,6 +391,15 @@ enum Command {
         /// (EC2's spot interruption and rebalance): the daemon passes it for spot nodes.
         #[arg(long)]
         notices: Option<String>,
+        /// Remove an ended job's logs this long after its last write (`[logs] keep_for`).
+        #[arg(long)]
+        keep_logs: Option<String>,
+        /// Cut each ended job's logs to their last N MiB (`[logs] max_job_mb`).
+        #[arg(long)]
+        max_job_logs_mb: Option<u64>,
+        /// Keep this host's logs of ended jobs under N MiB, oldest removed first.
+        #[arg(long)]
+        max_logs_mb: Option<u64>,
     },
     /// What `gantry exec` runs on a job's host: becomes the command inside the job's run.
     /// Not for interactive use.
@@ -500,7 +509,15 @@ pub fn main() -> ExitCode {
             dir,
             sample_every,
             notices,
-        }) => agent(dir, &sample_every, notices),
+            keep_logs,
+            max_job_logs_mb,
+            max_logs_mb,
+        }) => agent(
+            dir,
+            &sample_every,
+            notices,
+            (keep_logs, max_job_logs_mb, max_logs_mb),
+        ),
         Some(Command::Submit {
             file,
             team,
@@ -855,7 +872,25 @@ fn agent(
     dir: Option<std::path::PathBuf>,
     sample_every: &str,
     notices: Option<String>,
+    (keep_logs, max_job_mb, max_mb): (Option<String>, Option<u64>, Option<u64>),
 ) -> Result<(), CliError> {
+    let keep_for_s = match keep_logs.as_deref() {
+        None => None,
+        Some(k) => Some(
+            gantry::spec::parse_duration(k)
+                .filter(|s| *s >= 1.0)
+                .ok_or_else(|| {
+                    CliError::usage(format!(
+                        "--keep-logs {k}: expected a duration of at least 1s, e.g. 30d"
+                    ))
+                })?,
+        ),
+    };
+    let retention = gantry::backend::retention::Retention {
+        keep_for_s,
+        max_job_bytes: max_job_mb.map(|m| m << 20),
+        max_total_bytes: max_mb.map(|m| m << 20),
+    };
     let dir = dir.unwrap_or_else(gantry::backend::agent::default_dir);
     let every = gantry::spec::parse_duration(sample_every)
         .filter(|s| (0.05..=3600.0).contains(s))
@@ -866,6 +901,13 @@ fn agent(
         })?;
     let stdin = std::io::stdin().lock();
     let every = std::time::Duration::from_secs_f64(every);
-    gantry::backend::agent::serve(&dir, every, notices, stdin, Box::new(std::io::stdout()))
-        .map_err(|e| CliError::usage(format!("gantry agent ({}): {e}", dir.display())))
+    gantry::backend::agent::serve(
+        &dir,
+        every,
+        notices,
+        retention,
+        stdin,
+        Box::new(std::io::stdout()),
+    )
+    .map_err(|e| CliError::usage(format!("gantry agent ({}): {e}", dir.display())))
 }

@@ -68,6 +68,37 @@ pub struct FleetConfig {
     /// running jobs whatever the team; they override the teams' `*_per_user` defaults.
     #[serde(default)]
     pub users: Vec<UserConfig>,
+    /// How long hosts keep the logs of jobs that ended.
+    #[serde(default)]
+    pub logs: LogSettings,
+}
+
+/// `[logs]`: each host (this one, SSH and cloud hosts) keeps an ended job's logs for
+/// `keep_for` after its last write (default 30 days; `"forever"` keeps them), cuts each ended
+/// job's logs to their last `max_job_mb`, and removes the oldest past `max_total_mb`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LogSettings {
+    pub keep_for: Option<String>,
+    pub max_job_mb: Option<u64>,
+    pub max_total_mb: Option<u64>,
+}
+
+/// What `[logs]` says when it says nothing: 30 days.
+pub const KEEP_LOGS_FOR: &str = "30d";
+
+impl LogSettings {
+    /// As the agents apply it (the file is checked first: a bad `keep_for` is refused there).
+    pub fn retention(&self) -> crate::backend::retention::Retention {
+        let keep = self.keep_for.as_deref().unwrap_or(KEEP_LOGS_FOR);
+        crate::backend::retention::Retention {
+            keep_for_s: (keep != "forever")
+                .then(|| crate::spec::parse_duration(keep))
+                .flatten(),
+            max_job_bytes: self.max_job_mb.map(|m| m << 20),
+            max_total_bytes: self.max_total_mb.map(|m| m << 20),
+        }
+    }
 }
 
 /// `[[users]]`: one user's limits.

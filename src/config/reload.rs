@@ -69,6 +69,15 @@ pub fn changes(old: &FleetConfig, new: &FleetConfig) -> Vec<String> {
     if old.scale != new.scale {
         out.push("[scale] changed".to_string());
     }
+    if old.users != new.users {
+        out.push("[[users]] changed".to_string());
+    }
+    if old.logs != new.logs {
+        out.push("[logs] changed".to_string());
+    }
+    if old.calendar != new.calendar {
+        out.push("[calendar] changed".to_string());
+    }
     out
 }
 
@@ -76,6 +85,26 @@ pub fn changes(old: &FleetConfig, new: &FleetConfig) -> Vec<String> {
 mod tests {
     use super::*;
     use crate::config::fleet::parse;
+
+    #[test]
+    fn users_logs_and_calendar_edits_are_changes() {
+        let a = lab("\"h1\"", "");
+        let mut b = a.clone();
+        b.users.push(crate::config::fleet::UserConfig {
+            name: "alice".into(),
+            max_gpus: Some(2.0),
+            max_dollars_per_hour: None,
+        });
+        b.logs.keep_for = Some("1d".into());
+        let said = changes(&a, &b);
+        assert_eq!(
+            said,
+            vec!["[[users]] changed", "[logs] changed"],
+            "{said:?}"
+        );
+        let per_user = lab("\"h1\"", "max_gpus_per_user = 2\n");
+        assert_eq!(changes(&a, &per_user), vec!["team `a` changed"]);
+    }
 
     fn lab(hosts: &str, extra: &str) -> FleetConfig {
         parse(

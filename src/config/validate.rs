@@ -297,7 +297,40 @@ pub(super) fn validate(file: &str, text: &str, cfg: &FleetConfig) -> Result<(), 
             ));
         }
     }
-    validate_users(cfg, &at)
+    validate_users(cfg, &at)?;
+    validate_logs(text, file, &cfg.logs)
+}
+
+/// `[logs]`: a duration (or `forever`) and sizes above 0.
+fn validate_logs(text: &str, file: &str, l: &super::fleet::LogSettings) -> Result<(), ConfigError> {
+    let at = |message: String| {
+        let o = text.find("[logs]").unwrap_or(0);
+        let (line, col) = super::fleet::position(text, o);
+        ConfigError {
+            file: file.to_string(),
+            line,
+            col,
+            message,
+        }
+    };
+    if let Some(k) = l.keep_for.as_deref().filter(|k| *k != "forever") {
+        if crate::spec::parse_duration(k).is_none_or(|d| d < 1.0) {
+            return Err(at(format!(
+                "logs: keep_for `{k}` must be a duration of at least 1s (e.g. 30d, 12h) or \"forever\""
+            )));
+        }
+    }
+    for (field, v) in [
+        ("max_job_mb", l.max_job_mb),
+        ("max_total_mb", l.max_total_mb),
+    ] {
+        if v == Some(0) {
+            return Err(at(format!(
+                "logs: {field} must be above 0 (leave it out for no limit)"
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// Why a per-user limit is not one: a number above 0 (0 would let nothing run; leave the

@@ -207,6 +207,12 @@ fn read_nodes(
                 partial,
             };
             let (lines, cursor, error) = match s.read(id, &q, wait) {
+                Ok(r) if r.lines.is_empty() && r.gone.is_some() => (
+                    Vec::new(),
+                    r.cursor,
+                    r.gone
+                        .map(|why| format!("its logs on this node were {why}")),
+                ),
                 Ok(mut r) => {
                     for l in &mut r.lines {
                         l.text = mask(&l.text, secrets);

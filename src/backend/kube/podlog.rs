@@ -49,5 +49,6 @@ pub(super) fn log_read(text: &str, q: &LogQuery) -> LogRead {
             err: 0,
         },
         found: true,
+        gone: None,
     }
 }

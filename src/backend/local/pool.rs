@@ -20,7 +20,11 @@ pub struct LocalPool {
 impl LocalPool {
     /// Starts the agent over `dirs`. Its hello (with the runs a previous daemon left) is
     /// queued before this returns, so the first `poll` finds the host up.
-    pub fn open(dirs: &AgentDirs, sampling: Sampling) -> Result<LocalPool, String> {
+    pub fn open(
+        dirs: &AgentDirs,
+        sampling: Sampling,
+        retention: crate::backend::retention::Retention,
+    ) -> Result<LocalPool, String> {
         let (tx, events) = mpsc::channel();
         // The sender is shared by the agent's threads; a Mutex makes it Sync.
         let tx = Mutex::new(tx);
@@ -29,7 +33,7 @@ impl LocalPool {
                 let _ = tx.send(event);
             }
         });
-        let agent = agent::start(dirs, sampling, say).map_err(|e| {
+        let agent = agent::start(dirs, sampling, retention, say).map_err(|e| {
             format!(
                 "cannot keep this host's runs in {}: {e}",
                 dirs.runs.display()

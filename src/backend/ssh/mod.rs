@@ -35,6 +35,8 @@ pub struct SshOptions {
     /// A connected host whose agent answers nothing this long is down (then lost after the
     /// pool's `lost_after`).
     pub silent_after: Duration,
+    /// How long each host keeps the logs of ended jobs (the agent's flags).
+    pub retention: super::retention::Retention,
     /// The cloud's metadata service each host's agent watches for notices of its end (a spot
     /// pool's instances: `gantry agent --notices`).
     pub notices: Option<String>,
@@ -532,6 +534,7 @@ async fn session(
     if let Some(url) = &shared.opts.notices {
         agent.arg("--notices").arg(url);
     }
+    agent.args(shared.opts.retention.args());
     let mut child = match agent
         .stdin(openssh::Stdio::piped())
         .stdout(openssh::Stdio::piped())

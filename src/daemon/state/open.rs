@@ -46,6 +46,7 @@ impl State {
             sampling: opts.sampling,
             seed: opts.seed,
             failures_per_node_hour: opts.failures_per_node_hour,
+            retention: cfg.logs.retention(),
         };
         let (resume, orphans, remote_records, calendar) = {
             let mut store = crate::daemon::journal::Store::open(db)?;

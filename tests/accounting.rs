@@ -1,15 +1,19 @@
-//! Per-user limits, end to end with the real daemon on a simulated fleet: `[[users]]` caps one
-//! user's GPUs, a team's `max_dollars_per_hour_per_user` caps what each of its users' running
-//! jobs cost an hour. Jobs past a limit wait with a reason that names the user, the figures
-//! and where the limit was set; they start once their user's running jobs leave room; other
-//! users are not held by them. A limit that is not one is refused at its line.
+//! What a team can account for. Per-user limits, end to end with the real daemon on a
+//! simulated fleet: `[[users]]` caps one user's GPUs, a team's `max_dollars_per_hour_per_user`
+//! caps what each of its users' running jobs cost an hour; jobs past a limit wait with a reason
+//! that names the user, the figures and where the limit was set, and start once their user's
+//! running jobs leave room; other users are not held by them; a limit that is not one is
+//! refused at its line. Log retention (`[logs]`), on this host and on a real sshd host: an
+//! ended job's logs go after `keep_for`, and `gantry logs` then says why.
 
 #[path = "common/daemon.rs"]
 mod common;
 #[path = "common/mod.rs"]
 mod fixtures;
+#[path = "common/sshd.rs"]
+mod sshd;
 
-use common::{cli, start_in, state, submit, temp_dir, wait_for};
+use common::{cli, events, start_in, state, submit, temp_dir, wait_for, LOCAL_FLEET};
 use std::process::Command;
 
 /// Four 8-GPU nodes at $16/h a node ($2 a GPU-hour).
@@ -153,6 +157,14 @@ fn a_limit_that_is_not_one_is_refused_at_its_line() {
             "user `alice` is listed twice (first as user #1)",
         ),
         (
+            fleet("alice") + "\n[logs]\nkeep_for = \"soon\"\n",
+            "logs: keep_for `soon` must be a duration of at least 1s (e.g. 30d, 12h) or \"forever\"",
+        ),
+        (
+            fleet("alice") + "\n[logs]\nmax_job_mb = 0\n",
+            "logs: max_job_mb must be above 0 (leave it out for no limit)",
+        ),
+        (
             fleet("alice").replace(
                 "max_dollars_per_hour_per_user = 20.0",
                 "max_dollars_per_hour_per_user = -1",
@@ -288,4 +300,74 @@ mod property {
             }
         }
     }
+}
+
+/// `gantry logs ID`: (exit code, stdout, stderr).
+fn logs_of(d: &common::Daemon, id: i64) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_gantry"))
+        .arg("--connect")
+        .arg(&d.socket)
+        .args(["logs", &id.to_string()])
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// A job that prints and ends, its logs read, then gone after `keep_for` with why.
+fn logs_go_after_keep_for(d: &common::Daemon, dir: &std::path::Path) {
+    let id = submit(
+        d,
+        dir,
+        "talk",
+        "name: talk\nrun: |\n  echo said-by-the-job\n",
+    );
+    wait_for(d, 60, "the job to complete", || state(d, id) == "completed");
+    let (_, out, _) = logs_of(d, id);
+    assert!(out.contains("said-by-the-job"), "{out}");
+    wait_for(d, 60, "the retention to remove its logs", || {
+        logs_of(d, id).2.contains("removed")
+    });
+    let (code, out, err) = logs_of(d, id);
+    assert_eq!(code, 0, "{err}");
+    assert!(!out.contains("said-by-the-job"), "{out}");
+    assert!(
+        err.contains("its logs on this node were removed")
+            && err.contains("by the log retention ([logs] keep_for = 6s)"),
+        "{err}"
+    );
+}
+
+#[test]
+fn an_ended_jobs_logs_on_this_host_go_after_keep_for_and_logs_says_why() {
+    let dir = temp_dir("retention-local");
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("fleet.toml");
+    let text =
+        LOCAL_FLEET.replace("name = \"a\"", "name = \"lab\"") + "\n[logs]\nkeep_for = \"6s\"\n";
+    std::fs::write(&file, text).unwrap();
+    let d = start_in(dir.clone(), &["--config", file.to_str().unwrap()]);
+    logs_go_after_keep_for(&d, &dir);
+}
+
+#[test]
+fn an_ssh_hosts_agent_applies_the_fleets_log_retention() {
+    if !sshd::can_run() {
+        return;
+    }
+    let h = sshd::hosts("retention", 1);
+    let fleet = h.fleet(&h.entries(), "2m");
+    let text = std::fs::read_to_string(&fleet).unwrap() + "\n[logs]\nkeep_for = \"6s\"\n";
+    std::fs::write(&fleet, text).unwrap();
+    let d = start_in(
+        temp_dir("retention-ssh"),
+        &["--config", fleet.to_str().unwrap()],
+    );
+    wait_for(&d, 60, "the host to connect", || {
+        events(&d).iter().any(|e| e.contains("connected:"))
+    });
+    logs_go_after_keep_for(&d, &h.dir);
 }

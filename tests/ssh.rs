@@ -89,6 +89,9 @@ fn jobs_and_gangs_run_on_the_hosts_they_were_placed_on() {
     wait_for(&d, 30, "the gang to complete", || {
         state(&d, gang) == "completed"
     });
+    // How it ended is every node's, not the last one's.
+    let ended = common::json(&d, &["explain", &gang.to_string()]);
+    assert_eq!(ended["detail"], "all 2 nodes exited 0", "{ended}");
     let log = log_text(&d, gang);
     for (rank, x) in h.hosts.iter().enumerate() {
         let _ = x;
@@ -172,7 +175,9 @@ fn jobs_and_gangs_run_on_the_hosts_they_were_placed_on() {
     assert!(
         said.iter().any(
             |e| e.contains(&format!("job {failing} running → failed: node "))
-                && e.contains(" (rank 1) exited with code 3: the whole gang stopped")
+                && e.contains(
+                    " (rank 1) exited with code 3: the whole gang stopped (rank 0 stopped)"
+                )
         ),
         "{said:#?}"
     );
@@ -275,18 +280,18 @@ fn a_gang_that_always_fails_restarts_as_its_spec_allows_then_fails_with_its_exit
         .collect();
     for want in [
         "running → pending: restart 1 of 2 in 5s: node ",
-        "(rank 1) killed by signal 9 (SIGKILL): the whole gang stopped",
+        "(rank 1) killed by signal 9 (SIGKILL): the whole gang stopped (rank 0 stopped)",
         "pending → held: backoff before restart 1",
         "held → pending: backoff over: restarting",
         "running → pending: restart 2 of 2 in 10s: node ",
-        "(rank 1) killed by signal 9 (SIGKILL): the whole gang stopped; after 2 restarts",
+        "(rank 1) killed by signal 9 (SIGKILL): the whole gang stopped (rank 0 stopped); after 2 restarts",
     ] {
         assert!(said.iter().any(|e| e.contains(want)), "{want}: {said:#?}");
     }
     let explained = common::json(&d, &["explain", &id.to_string()]);
     assert!(
         explained["detail"].as_str().is_some_and(|t| t
-            .ends_with("killed by signal 9 (SIGKILL): the whole gang stopped; after 2 restarts")),
+            .ends_with("killed by signal 9 (SIGKILL): the whole gang stopped (rank 0 stopped); after 2 restarts")),
         "{explained}"
     );
     // Nothing of it is left running on either host.

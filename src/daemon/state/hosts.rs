@@ -665,9 +665,13 @@ impl State {
                     .map_or(String::new(), |k| format!(" (rank {k})"));
                 let what = if gang && failed {
                     format!(
-                        "node {name}{rank} {exit}{}: the whole gang stopped",
-                        self.runtime_failure(id, node, exit)
+                        "node {name}{rank} {exit}{}: the whole gang stopped{}",
+                        self.runtime_failure(id, node, exit),
+                        self.other_ranks(id, node)
                     )
+                } else if gang {
+                    let n = self.hosts.runs.get(&id).map_or(0, |r| r.parts.len());
+                    format!("all {n} nodes {exit}")
                 } else {
                     format!("{exit} on {name}{}", self.runtime_failure(id, node, exit))
                 };
@@ -687,6 +691,29 @@ impl State {
             self.engine.store().remove_remote_run(id)?;
         }
         Ok(())
+    }
+
+    /// How the rest of a gang stood when node `node` failed: each other rank's exit, or that
+    /// gantry stopped it (` (rank 0 exited with code 0; rank 2 stopped)`).
+    fn other_ranks(&self, id: JobId, node: usize) -> String {
+        let Some(run) = self.hosts.runs.get(&id) else {
+            return String::new();
+        };
+        let said: Vec<String> = run
+            .parts
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| p.node != node)
+            .map(|(k, p)| match p.state {
+                PartState::Exited(e) => format!("rank {k} {e}"),
+                _ => format!("rank {k} stopped"),
+            })
+            .collect();
+        if said.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", said.join("; "))
+        }
     }
 
     /// What a container run's exit says of the runtime itself: docker and podman exit 125

@@ -46,6 +46,45 @@ pub struct Opening {
     pub failures_per_node_hour: f64,
     /// How long each host keeps the logs of ended jobs (`[logs]`).
     pub retention: retention::Retention,
+    /// Wakes the daemon when a run ends (this host's and SSH hosts' runners).
+    pub wake: Wake,
+}
+
+/// Wakes the daemon when a backend has news that may start work — a run ended or failed to
+/// start, a host answered — so what waits starts within milliseconds rather than at the next
+/// clock step. The daemon sets it once; every runner holds a clone, across reloads.
+#[derive(Clone, Default)]
+pub struct Wake(std::sync::Arc<std::sync::OnceLock<Box<dyn Fn() + Send + Sync>>>);
+
+impl Wake {
+    /// What waking does (the first call wins).
+    pub fn set(&self, wake: impl Fn() + Send + Sync + 'static) {
+        let _ = self.0.set(Box::new(wake));
+    }
+
+    pub fn wake(&self) {
+        if let Some(w) = self.0.get() {
+            w();
+        }
+    }
+
+    /// Whether `event` may let waiting work start (a reason to wake, once it is queued).
+    pub fn is_news(event: &RunEvent) -> bool {
+        matches!(
+            event,
+            RunEvent::Exited { .. } | RunEvent::StartFailed { .. } | RunEvent::Up { .. }
+        )
+    }
+}
+
+impl std::fmt::Debug for Wake {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.get().is_some() {
+            "Wake(set)"
+        } else {
+            "Wake(unset)"
+        })
+    }
 }
 
 /// The provisioner of a pool whose nodes are bought and given back (elastic capacity), or
@@ -137,6 +176,7 @@ pub fn runner_for(
             &opening.local,
             opening.sampling,
             opening.retention,
+            opening.wake.clone(),
         )?)
     } else if p.is_kube() {
         Box::new(kube::runner::KubePool::open(p, nodes))
@@ -169,6 +209,7 @@ pub fn runner_for(
 fn ssh_options(p: &crate::config::fleet::PoolConfig, opening: &Opening) -> ssh::SshOptions {
     ssh::SshOptions {
         retention: opening.retention,
+        wake: opening.wake.clone(),
         identity_file: p.identity_file.as_deref().map(expand_home),
         config_file: p.ssh_config.as_deref().map(expand_home),
         jump: p.jump_host.clone(),

@@ -11,6 +11,7 @@ pub mod memory;
 pub mod sched;
 pub mod slurm;
 pub mod ssh;
+pub mod starts;
 pub mod telemetry;
 pub mod tui;
 

@@ -166,6 +166,22 @@ pub enum BenchCmd {
         #[arg(short, long, value_enum, default_value_t = Output::Table)]
         output: Output,
     },
+    /// How fast freed capacity is used again: N jobs of S seconds through the whole daemon on
+    /// a local pool of one-CPU slots; the makespan against the ideal and each slot's idle time
+    /// between jobs. --ticks-only measures gantry without the wake a run's end sends.
+    Starts {
+        #[arg(long, default_value_t = 1000)]
+        jobs: usize,
+        #[arg(long, default_value_t = 32)]
+        slots: usize,
+        /// Each job's length (`sleep`).
+        #[arg(long, default_value_t = 1.0)]
+        seconds: f64,
+        #[arg(long)]
+        ticks_only: bool,
+        #[arg(short, long, value_enum, default_value_t = Output::Table)]
+        output: Output,
+    },
     /// The local host: one NVML telemetry sample of every GPU, and a local job from the
     /// scheduling cycle that places it to running (its first output written).
     Local {
@@ -194,6 +210,13 @@ pub fn run(cmd: BenchCmd) -> Result<(), String> {
             output,
         } => return journal(db, clients, jobs, print_acks, output),
         BenchCmd::Local { launches, output } => return local(launches, output),
+        BenchCmd::Starts {
+            jobs,
+            slots,
+            seconds,
+            ticks_only,
+            output,
+        } => return starts(jobs, slots, seconds, ticks_only, output),
         BenchCmd::Memory {
             jobs,
             history,
@@ -634,6 +657,43 @@ fn local(launches: usize, output: Output) -> Result<(), String> {
     println!(
         "local job, placement to running (cycle start to its first output line): p50 {:.2} ms, p99 {:.2} ms over {} jobs",
         r.placement_to_running_p50_ms, r.placement_to_running_p99_ms, r.launches
+    );
+    Ok(())
+}
+
+fn starts(
+    jobs: usize,
+    slots: usize,
+    seconds: f64,
+    ticks_only: bool,
+    output: Output,
+) -> Result<(), String> {
+    if !(seconds.is_finite() && (0.0..=3600.0).contains(&seconds)) || jobs == 0 {
+        return Err(format!(
+            "--jobs {jobs} --seconds {seconds}: expected at least one job of 0 to 3600 seconds"
+        ));
+    }
+    let r = gantry::bench::starts::run(&gantry::bench::starts::StartsBenchConfig {
+        jobs,
+        slots,
+        seconds,
+        ticks_only,
+        dir: std::env::temp_dir().join(format!("gantry-bench-starts-{}", std::process::id())),
+    })?;
+    if output.is_data() {
+        return print_as(output, &r);
+    }
+    println!(
+        "{} jobs of {}s on {} slots ({}): makespan {:.1} s, ideal {:.1} s ({:.2}×); a freed slot waited {:.0} ms a job on average; {} cycles",
+        r.jobs,
+        r.job_seconds,
+        r.slots,
+        if r.woken_by_run_ends { "woken by run ends" } else { "clock ticks only" },
+        r.makespan_s,
+        r.ideal_s,
+        r.ratio,
+        r.idle_per_job_ms,
+        r.cycles
     );
     Ok(())
 }

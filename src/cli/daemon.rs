@@ -48,6 +48,11 @@ pub struct DaemonArgs {
     /// Simulated seconds per wall second (1: real time).
     #[arg(long, default_value_t = 1.0)]
     speed: f64,
+    /// How often the daemon steps its clock when nothing happens (timers, polls of backends
+    /// that cannot say when a run ends); a run's end on this host or an SSH host wakes it at
+    /// once whatever this is. 1s to 1h.
+    #[arg(long, default_value = "1s")]
+    step: String,
     /// Feed the seeded demo workload (what the embedded console shows).
     #[arg(long)]
     demo: bool,
@@ -163,6 +168,14 @@ pub fn run(a: DaemonArgs) -> Result<(), String> {
                 .join("workdirs"),
         ),
     };
+    let step = gantry::spec::parse_duration(&a.step)
+        .filter(|s| (1.0..=3600.0).contains(s))
+        .ok_or_else(|| {
+            format!(
+                "--step {}: expected a duration from 1s to 1h, e.g. 1s",
+                a.step
+            )
+        })?;
     let interval = gantry::spec::parse_duration(&a.sample_interval)
         .filter(|s| (0.05..=3600.0).contains(s))
         .ok_or_else(|| {
@@ -224,7 +237,7 @@ pub fn run(a: DaemonArgs) -> Result<(), String> {
         state,
         Clock {
             speed: a.speed,
-            step: Duration::from_secs(1),
+            step: Duration::from_secs_f64(step),
         },
     )
     .map_err(|e| e.to_string())?;

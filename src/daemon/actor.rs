@@ -122,6 +122,8 @@ pub enum Request {
         argv: Vec<String>,
         reply: Reply<super::state::Entering>,
     },
+    /// A backend has news (a run ended): step now rather than at the next clock step.
+    Wake,
     /// The workdirs of jobs not yet ended (shipped copies still in use).
     WorkdirsInUse {
         reply: Reply<std::collections::HashSet<String>>,
@@ -345,6 +347,16 @@ pub fn spawn(
     }
     let tokens = Arc::new(RwLock::new(tokens));
     let (tx, rx) = mpsc::channel();
+    // Backends wake the actor when a run ends; one wake queued at a time.
+    let queued = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    {
+        let (tx, queued) = (tx.clone(), queued.clone());
+        state.wake().set(move || {
+            if !queued.swap(true, Ordering::AcqRel) {
+                let _ = tx.send(Request::Wake);
+            }
+        });
+    }
     let (publish, watcher) = watch::channel(publication(&state, &Histogram::default(), 0));
     let acked = Arc::new(AtomicU64::new(0));
     let handle = Handle {
@@ -368,6 +380,8 @@ pub fn spawn(
                 changes: 0,
                 acked,
                 reload: None,
+                woken: false,
+                queued,
             };
             loop {
                 if actor.run(&rx, &publish) {
@@ -437,6 +451,10 @@ struct Actor {
     cycle_seconds: Histogram,
     /// A fleet file to reopen the state over, once the run loop has returned.
     reload: Option<(Box<crate::config::fleet::FleetConfig>, bool, Reply<String>)>,
+    /// A backend woke the actor: step as soon as the debounce allows.
+    woken: bool,
+    /// A wake is queued (cleared when it is read, so the next one is sent).
+    queued: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// What the actor publishes: the state's snapshot and counters, taken once.
@@ -468,6 +486,7 @@ impl Actor {
             tokens,
             clock,
             cycle_seconds,
+            queued,
             ..
         } = self;
         let state = open(state)?;
@@ -483,6 +502,8 @@ impl Actor {
             cycle_cost: Duration::ZERO,
             cycle_seconds,
             reload: None,
+            woken: true,
+            queued,
         })
     }
 
@@ -495,6 +516,11 @@ impl Actor {
     ) -> bool {
         loop {
             let timer = self.clock.step.saturating_sub(self.last_step.elapsed());
+            let timer = if self.woken {
+                timer.min(self.debounce().saturating_sub(self.last_cycle.elapsed()))
+            } else {
+                timer
+            };
             let wait = if self.dirty {
                 timer.min(self.debounce().saturating_sub(self.last_cycle.elapsed()))
             } else {
@@ -519,7 +545,10 @@ impl Actor {
                 return false;
             }
             let started = Instant::now();
-            let stepped = if self.last_step.elapsed() >= self.clock.step {
+            let due = self.last_step.elapsed() >= self.clock.step
+                || (self.woken && self.last_cycle.elapsed() >= self.debounce());
+            let stepped = if due {
+                self.woken = false;
                 let dt = self.last_step.elapsed().as_secs_f64() * self.clock.speed;
                 self.last_step = Instant::now();
                 Some(self.state.advance(dt))
@@ -592,6 +621,10 @@ impl Actor {
                         }
                     }
                 }
+                Request::Wake => {
+                    self.queued.store(false, Ordering::Release);
+                    self.woken = true;
+                }
                 other => {
                     // Keep order: submissions before this request are admitted first.
                     self.flush_submissions(&submissions, std::mem::take(&mut replies));
@@ -619,7 +652,8 @@ impl Actor {
 
     fn handle(&mut self, req: Request) {
         match req {
-            Request::Submit { .. } | Request::Shutdown | Request::Reload { .. } => {}
+            Request::Submit { .. } | Request::Shutdown | Request::Reload { .. } | Request::Wake => {
+            }
             Request::Act {
                 id,
                 action,

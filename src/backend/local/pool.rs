@@ -24,13 +24,18 @@ impl LocalPool {
         dirs: &AgentDirs,
         sampling: Sampling,
         retention: crate::backend::retention::Retention,
+        wake: crate::backend::Wake,
     ) -> Result<LocalPool, String> {
         let (tx, events) = mpsc::channel();
         // The sender is shared by the agent's threads; a Mutex makes it Sync.
         let tx = Mutex::new(tx);
         let say: agent::Say = Arc::new(move |msg| {
             if let (Some(event), Ok(tx)) = (msg.event(0), tx.lock()) {
+                let news = crate::backend::Wake::is_news(&event);
                 let _ = tx.send(event);
+                if news {
+                    wake.wake();
+                }
             }
         });
         let agent = agent::start(dirs, sampling, retention, say).map_err(|e| {

@@ -37,6 +37,8 @@ pub struct SshOptions {
     pub silent_after: Duration,
     /// How long each host keeps the logs of ended jobs (the agent's flags).
     pub retention: super::retention::Retention,
+    /// Wakes the daemon when a host's run ends.
+    pub wake: super::Wake,
     /// The cloud's metadata service each host's agent watches for notices of its end (a spot
     /// pool's instances: `gantry agent --notices`).
     pub notices: Option<String>,
@@ -578,6 +580,7 @@ async fn session(
             if shared.events.send(RunEvent::Up { host, info }).is_err() {
                 return (None, true);
             }
+            shared.opts.wake.wake();
         }
         Some(FromAgent::Hello { protocol, .. }) => {
             return (
@@ -783,7 +786,12 @@ fn relay(host: usize, line: &str, shared: &Shared) {
         Some(FromAgent::Hello { .. } | FromAgent::Pong) | None => {}
         Some(msg) => {
             if let Some(event) = msg.event(host) {
+                // Queued first: the daemon woken must find it.
+                let news = super::Wake::is_news(&event);
                 let _ = shared.events.send(event);
+                if news {
+                    shared.opts.wake.wake();
+                }
             }
         }
     }

@@ -77,6 +77,8 @@ pub struct StateOptions {
     pub cluster_built_fresh: bool,
     /// The wall clock at opening, Unix seconds: `None` reads the system's (tests pin it).
     pub wall_clock: Option<f64>,
+    /// What runners call when a run ends (the actor steps at once); kept across reopens.
+    pub wake: crate::backend::Wake,
 }
 
 impl Default for StateOptions {
@@ -92,6 +94,7 @@ impl Default for StateOptions {
             cluster_built: BTreeMap::new(),
             cluster_built_fresh: false,
             wall_clock: None,
+            wake: crate::backend::Wake::default(),
         }
     }
 }
@@ -484,6 +487,11 @@ impl State {
 
     pub fn engine(&self) -> &Engine {
         &self.engine
+    }
+
+    /// What the runners call when a run ends (set by the actor that drives this state).
+    pub fn wake(&self) -> &crate::backend::Wake {
+        &self.opened.opts.wake
     }
 
     fn push_event(&mut self, at: f64, what: String) {

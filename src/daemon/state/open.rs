@@ -47,6 +47,7 @@ impl State {
             seed: opts.seed,
             failures_per_node_hour: opts.failures_per_node_hour,
             retention: cfg.logs.retention(),
+            wake: opts.wake.clone(),
         };
         let (resume, orphans, remote_records, calendar) = {
             let mut store = crate::daemon::journal::Store::open(db)?;

@@ -787,3 +787,73 @@ fn a_slurm_pool_of_three_lines_is_built_from_the_cluster() {
     });
     cli(&d, &["cancel", &id.to_string()]);
 }
+
+/// `gantry exec` into a gantry job on Slurm: `srun --overlap` into its allocation, in the job's
+/// environment and directory (as its batch script wrote them), the command's status returned;
+/// `-t` gives it a terminal (`srun --pty`).
+#[test]
+fn a_command_runs_inside_a_gantry_job_on_slurm() {
+    if !can_run() {
+        return;
+    }
+    let c = Cluster::start("exec", &[("gpu-a", "a100", 4)]);
+    let d = daemon_over(&c, "slurm-exec-daemon", &[("a100", "A100", 4, &["gpu-a"])]);
+    wait_for(&d, 30, "the node to connect", || {
+        events(&d).iter().any(|e| e.contains("connected:"))
+    });
+    let id = submit(
+        &d,
+        &d.dir,
+        "long",
+        "name: long\nresources:\n  accelerators: A100:1\nenvs:\n  GREETING: hi-from-slurm\nrun: sleep 300\n",
+    );
+    wait_for(&d, 60, "the job to run", || state(&d, id) == "running");
+    let exec = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_gantry"))
+            .arg("--connect")
+            .arg(&d.socket)
+            .arg("exec")
+            .arg(id.to_string())
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    // The batch script says where it runs as it starts: until then the answer is "try again".
+    let t0 = Instant::now();
+    let out = loop {
+        let out = exec(&[
+            "--",
+            "sh",
+            "-c",
+            "echo \"job=$GANTRY_JOB_ID greet=$GREETING slurm=$SLURM_JOB_ID\"; exit 4",
+        ]);
+        if out.status.code() != Some(6) || t0.elapsed() > Duration::from_secs(30) {
+            break out;
+        }
+        std::thread::sleep(Duration::from_millis(300));
+    };
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(4),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains(&format!("job={id} greet=hi-from-slurm slurm=")),
+        "{text}"
+    );
+    let slurm_id = text.trim().rsplit("slurm=").next().unwrap_or("");
+    assert!(
+        slurm_id.parse::<u64>().is_ok(),
+        "the step runs in the job's allocation: {text}"
+    );
+    // With a terminal.
+    let out = exec(&["-t", "--", "sh", "-c", "test -t 0 && echo has-a-tty"]);
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("has-a-tty"),
+        "{out:?}"
+    );
+    cli(&d, &["cancel", &id.to_string()]);
+    wait_for(&d, 30, "the job to end", || state(&d, id) == "cancelled");
+}

@@ -33,6 +33,12 @@ pub fn node_log_dir(logs: &Path, node: &str) -> PathBuf {
     logs.join("slurm").join(node)
 }
 
+/// Where a running part says how to enter it (`gantry exec`): its Slurm job id, then its
+/// environment and working directory as shell lines (mode 0600: the job's secrets are in it).
+pub fn enter_path(logs: &Path, node: &str, job: i64) -> PathBuf {
+    node_log_dir(logs, node).join(format!("job-{job}.enter"))
+}
+
 /// `'…'` for the shell.
 fn quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', r"'\''"))
@@ -40,7 +46,7 @@ fn quote(s: &str) -> String {
 
 /// The batch script of one node's part: the job's environment, then setup and run as separate
 /// bash scripts (as SkyPilot and the local backend run them), its status the script's.
-pub fn script(l: &Launch, gpus: usize) -> String {
+pub fn script(l: &Launch, gpus: usize, enter: &Path) -> String {
     let mut s = String::from("#!/bin/bash\n");
     s.push_str(&format!(
         "# gantry job {} ({}), rank {} of {}\n",
@@ -60,6 +66,12 @@ pub fn script(l: &Launch, gpus: usize) -> String {
     }
     // Slurm sets CUDA_VISIBLE_DEVICES to the GPUs it allocated; a job given none sees none.
     s.push_str("[ -n \"${SLURM_JOB_GPUS:-}\" ] || export CUDA_VISIBLE_DEVICES=\n");
+    // How `gantry exec` enters this part (`srun --overlap` into the allocation): the
+    // environment above without Slurm's own (the step has its own), and where it runs.
+    let enter = quote(&enter.display().to_string());
+    s.push_str(&format!(
+        "(umask 077; {{ echo \"# slurm-job $SLURM_JOB_ID\"; export -p | grep -v '^declare -x SLURM_'; printf 'cd %q\\n' \"$PWD\"; }} > {enter}) 2>/dev/null\n"
+    ));
     // Quoted here-documents: the bodies are taken as written (the token keeps the end
     // marker out of any body).
     let body = |name: &str, text: &str| {
@@ -79,9 +91,8 @@ pub fn script(l: &Launch, gpus: usize) -> String {
     if l.setup.is_some() {
         s.push_str("/bin/bash -c \"$_gantry_setup\"; rc=$?\n");
     }
-    s.push_str(
-        "if [ \"$rc\" -eq 0 ]; then /bin/bash -c \"$_gantry_run\"; rc=$?; fi\nexit \"$rc\"\n",
-    );
+    s.push_str("if [ \"$rc\" -eq 0 ]; then /bin/bash -c \"$_gantry_run\"; rc=$?; fi\n");
+    s.push_str(&format!("rm -f {enter}\nexit \"$rc\"\n"));
     s
 }
 
@@ -133,7 +144,8 @@ pub fn sbatch(s: &Submit, node: &str, l: &Launch) -> Result<u64, String> {
     }
     let home = std::env::var("HOME").unwrap_or_else(|_| "/tmp".into());
     cmd.arg(format!("--chdir={}", l.workdir.as_deref().unwrap_or(&home)));
-    let out = run(&mut cmd, Some(&script(l, gpus)))?;
+    let enter = enter_path(&s.logs, node, l.job);
+    let out = run(&mut cmd, Some(&script(l, gpus, &enter)))?;
     out.trim()
         .split(';')
         .next()
@@ -157,6 +169,40 @@ pub fn scancel(id: u64, signal: Option<&str>) -> Result<(), String> {
         }
         r => r.map(|_| ()),
     }
+}
+
+/// `srun` into the running part that wrote `enter` (`enter_path`): a step overlapping the
+/// job's own, in its environment and directory, running `argv` (a shell when empty); with a
+/// pseudo-terminal when `tty`.
+pub fn srun(enter: &Path, tty: bool, argv: &[String]) -> Result<Command, String> {
+    let text = std::fs::read_to_string(enter).map_err(|_| {
+        "its batch script has not said where it runs yet (it has just started, or it ended): try again in a moment".to_string()
+    })?;
+    let id: u64 = text
+        .lines()
+        .next()
+        .and_then(|l| l.strip_prefix("# slurm-job "))
+        .and_then(|id| id.trim().parse().ok())
+        .ok_or_else(|| format!("{} names no Slurm job", enter.display()))?;
+    let mut cmd = slurm_command("srun");
+    cmd.arg(format!("--jobid={id}"))
+        .args(["--overlap", "--ntasks=1", "--quiet"]);
+    if tty {
+        cmd.arg("--pty");
+    }
+    let body = if argv.is_empty() {
+        "exec /bin/bash -i"
+    } else {
+        "exec \"$@\""
+    };
+    cmd.args(["/bin/bash", "-c"])
+        .arg(format!(
+            ". {} && {body}",
+            quote(&enter.display().to_string())
+        ))
+        .arg("gantry-exec")
+        .args(argv);
+    Ok(cmd)
 }
 
 /// A Slurm command with only the environment it needs. The daemon's own stays out: a job's
@@ -248,18 +294,19 @@ mod tests {
         };
         l.envs.insert("LR".into(), "1e-4 'x'".into());
         l.envs.insert("bad key".into(), "no".into());
-        let s = script(&l, 2);
+        let dir = std::env::temp_dir().join(format!("gantry-batch-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let enter = dir.join("job-7.enter");
+        let s = script(&l, 2, &enter);
         assert!(s.contains("export LR='1e-4 '\\''x'\\'''\n"), "{s}");
         assert!(!s.contains("bad key"), "{s}");
         assert!(s.contains("export GANTRY_NUM_GPUS='2'"), "{s}");
-        let dir = std::env::temp_dir().join(format!("gantry-batch-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("s.sh");
         std::fs::write(&path, &s).unwrap();
         let out = Command::new("bash").arg(&path).output().unwrap();
         assert_eq!(String::from_utf8_lossy(&out.stdout), "setup\nit's 0\n");
         l.setup = Some("exit 4".into());
-        std::fs::write(&path, script(&l, 0)).unwrap();
+        std::fs::write(&path, script(&l, 0, &enter)).unwrap();
         let out = Command::new("bash").arg(&path).output().unwrap();
         assert_eq!((out.status.code(), out.stdout.len()), (Some(4), 0));
         let _ = std::fs::remove_dir_all(&dir);

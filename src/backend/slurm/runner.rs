@@ -143,6 +143,23 @@ impl Runner for SlurmPool {
     fn poll(&mut self, _now: f64) -> Vec<RunEvent> {
         std::mem::take(&mut *self.events.lock().unwrap_or_else(|e| e.into_inner()))
     }
+    fn enter(
+        &self,
+        host: usize,
+        job: i64,
+        tty: bool,
+        argv: &[String],
+    ) -> Result<std::process::Command, String> {
+        let node = self
+            .nodes
+            .get(host)
+            .ok_or_else(|| format!("no node {host} in this pool"))?;
+        super::batch::srun(
+            &super::batch::enter_path(&self.logs.root, node, job),
+            tty,
+            argv,
+        )
+    }
     fn logs(&self) -> Arc<dyn LogReader> {
         self.logs.clone()
     }

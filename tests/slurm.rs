@@ -11,7 +11,9 @@ mod slurm_cluster;
 
 use common::{cli, events, free_port, job, log_text, state, submit, wait_for};
 use serde_json::Value;
-use slurm_cluster::{can_run, daemon_over, daemon_over_partitions, gantry_jobs, Cluster};
+use slurm_cluster::{
+    can_run, daemon_over, daemon_over_partitions, gantry_jobs, restart_over, Cluster,
+};
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -792,12 +794,12 @@ fn a_slurm_pool_of_three_lines_is_built_from_the_cluster() {
 /// environment and directory (as its batch script wrote them), the command's status returned;
 /// `-t` gives it a terminal (`srun --pty`).
 #[test]
-fn a_command_runs_inside_a_gantry_job_on_slurm() {
+fn a_command_runs_inside_a_gantry_job_on_slurm_and_its_logs_outlive_the_daemon() {
     if !can_run() {
         return;
     }
     let c = Cluster::start("exec", &[("gpu-a", "a100", 4)]);
-    let d = daemon_over(&c, "slurm-exec-daemon", &[("a100", "A100", 4, &["gpu-a"])]);
+    let mut d = daemon_over(&c, "slurm-exec-daemon", &[("a100", "A100", 4, &["gpu-a"])]);
     wait_for(&d, 30, "the node to connect", || {
         events(&d).iter().any(|e| e.contains("connected:"))
     });
@@ -805,7 +807,7 @@ fn a_command_runs_inside_a_gantry_job_on_slurm() {
         &d,
         &d.dir,
         "long",
-        "name: long\nresources:\n  accelerators: A100:1\nenvs:\n  GREETING: hi-from-slurm\nrun: sleep 300\n",
+        "name: long\nresources:\n  accelerators: A100:1\nenvs:\n  GREETING: hi-from-slurm\nrun: |\n  echo started-on-slurm\n  sleep 300\n",
     );
     wait_for(&d, 60, "the job to run", || state(&d, id) == "running");
     let exec = |args: &[&str]| {
@@ -856,4 +858,8 @@ fn a_command_runs_inside_a_gantry_job_on_slurm() {
     );
     cli(&d, &["cancel", &id.to_string()]);
     wait_for(&d, 30, "the job to end", || state(&d, id) == "cancelled");
+    // Logs outlive the daemon: a new one finds them through the journal's last run.
+    restart_over(&c, &mut d);
+    let out = log_text(&d, id);
+    assert!(out.contains("started-on-slurm"), "{out}");
 }

@@ -369,6 +369,34 @@ pub fn daemon_over_partitions(
     })
 }
 
+/// `d` (started by `daemon_over`) killed and started again over the same journal and fleet
+/// file: a daemon restart.
+pub fn restart_over(c: &Cluster, d: &mut Daemon) {
+    let _ = d.child.kill();
+    let _ = d.child.wait();
+    let _ = std::fs::remove_file(&d.socket);
+    let fleet = d.dir.join("fleet.toml");
+    let err = std::fs::File::create(d.dir.join("daemon.err")).unwrap();
+    let mut cmd = super::common::daemon_cmd(
+        &d.dir,
+        &d.socket,
+        d.port,
+        &["--config", fleet.to_str().unwrap()],
+    );
+    cmd.env("SLURM_JWT", c.token("nobody"))
+        .env("SLURM_CONF", &c.conf)
+        .stderr(err);
+    d.child = cmd.spawn().unwrap();
+    let t0 = Instant::now();
+    while std::os::unix::net::UnixStream::connect(&d.socket).is_err() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "the daemon did not start again"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// Slurm's running gantry jobs: (name, node).
 pub fn gantry_jobs(c: &Cluster) -> Vec<(String, String)> {
     c.slurm("squeue", &["-h", "-t", "RUNNING", "-o", "%j %N"])

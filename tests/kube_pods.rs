@@ -224,6 +224,10 @@ fn a_daemon_killed_while_its_pod_runs_finds_the_run_again() {
     });
     assert_eq!(state(&d, id), "running");
     assert_eq!(pods_of(&api, id).len(), 1, "no second pod");
+    // Its logs, read by the new daemon from the pod (issue 35: logs outlive the daemon).
+    api.log("gantry", &name, "epoch 1\nepoch 2\n");
+    let logs = daemon::log_text(&d, id);
+    assert!(logs.contains("epoch 2"), "{logs}");
     api.finish("gantry", &name, 0);
     wait_for(&d, 30, "the job to complete", || {
         state(&d, id) == "completed"
@@ -231,6 +235,18 @@ fn a_daemon_killed_while_its_pod_runs_finds_the_run_again() {
     wait_for(&d, 30, "its pod to be deleted", || {
         pods_of(&api, id).is_empty()
     });
+    // With its pod gone, so are its logs, and that is what is said.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_gantry"))
+        .arg("--connect")
+        .arg(&d.socket)
+        .args(["logs", &id.to_string()])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        said.contains("Kubernetes keeps a pod's log only while the pod exists"),
+        "{said}"
+    );
     let ev = events(&d);
     let count = |s: &str| ev.iter().filter(|e| e.contains(s)).count();
     assert_eq!(

@@ -13,7 +13,9 @@ pub(super) async fn pod_log(api: &Api<Pod>, job: i64, node: &str) -> Result<Stri
         .fields(&format!("spec.nodeName={node}"));
     let list = api.list(&lp).await.map_err(|e| super::kube_error(&e))?;
     let Some(pod) = list.items.first().and_then(|p| p.metadata.name.clone()) else {
-        return Err(format!("no pod of job {job} on {node}"));
+        return Err(format!(
+            "no pod of job {job} on {node}: Kubernetes keeps a pod's log only while the pod exists, and gantry deletes a job's pods when it ends (read logs while it runs, or ship them from the pod to storage)"
+        ));
     };
     api.logs(&pod, &kube::api::LogParams::default())
         .await

@@ -224,6 +224,25 @@ fn a_daemon_killed_while_its_pod_runs_finds_the_run_again() {
     });
     assert_eq!(state(&d, id), "running");
     assert_eq!(pods_of(&api, id).len(), 1, "no second pod");
+    // A command inside its pod through the exec API (`kubectl exec`, as k9s does): the
+    // container's environment, its exit status returned.
+    if kube_cluster::have_kubectl() {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_gantry"))
+            .arg("--connect")
+            .arg(&d.socket)
+            .args(["exec", &id.to_string(), "--", "sh", "-c"])
+            .arg("echo \"job=$GANTRY_JOB_ID rank=$GANTRY_NODE_RANK\"; exit 4")
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(
+            out.status.code(),
+            Some(4),
+            "{text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(text.contains(&format!("job={id} rank=0")), "{text}");
+    }
     // Its logs, read by the new daemon from the pod (issue 35: logs outlive the daemon).
     api.log("gantry", &name, "epoch 1\nepoch 2\n");
     let logs = daemon::log_text(&d, id);

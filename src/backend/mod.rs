@@ -544,7 +544,7 @@ pub trait Runner: Send {
     ) -> Result<std::process::Command, String> {
         let _ = (host, job, tty, argv);
         Err(format!(
-            "gantry exec reaches jobs on this host (local), SSH and cloud hosts and Slurm; the {} backend is not one of them",
+            "gantry exec reaches jobs on this host (local), SSH and cloud hosts, Slurm and Kubernetes; the {} backend is not one of them",
             self.kind()
         ))
     }

@@ -54,6 +54,8 @@ enum Cmd {
 
 pub struct KubePool {
     nodes: Vec<String>,
+    /// `kubectl`'s flags that reach the pool's cluster and namespace (`gantry exec`).
+    kubectl: Vec<String>,
     tx: UnboundedSender<Cmd>,
     events: Arc<Mutex<Vec<RunEvent>>>,
     logs: Arc<KubeLogs>,
@@ -76,6 +78,20 @@ impl KubePool {
     pub fn open(p: &crate::config::fleet::PoolConfig, nodes: Vec<String>) -> KubePool {
         let (tx, rx) = unbounded_channel();
         let events = Arc::new(Mutex::new(Vec::new()));
+        let mut kubectl = Vec::new();
+        if let Some(k) = &p.kubeconfig {
+            kubectl.push(format!(
+                "--kubeconfig={}",
+                crate::backend::expand_home(k).display()
+            ));
+        }
+        if let Some(c) = &p.context {
+            kubectl.push(format!("--context={c}"));
+        }
+        kubectl.push(format!(
+            "--namespace={}",
+            p.namespace.as_deref().unwrap_or("gantry")
+        ));
         let settings = Settings {
             kubeconfig: p.kubeconfig.as_deref().map(crate::backend::expand_home),
             context: p.context.clone(),
@@ -117,6 +133,7 @@ impl KubePool {
             .expect("spawn the Kubernetes worker thread");
         KubePool {
             nodes,
+            kubectl,
             tx,
             events,
             logs,
@@ -161,6 +178,51 @@ impl Runner for KubePool {
     }
     fn poll(&mut self, _now: f64) -> Vec<RunEvent> {
         std::mem::take(&mut *self.events.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+    /// `kubectl exec` (the pods/exec API, as k9s reaches a pod) into the job's pod on the
+    /// node, found by its job label: the container's environment and working directory are
+    /// the job's by construction.
+    fn enter(
+        &self,
+        host: usize,
+        job: i64,
+        tty: bool,
+        argv: &[String],
+    ) -> Result<std::process::Command, String> {
+        let node = self
+            .nodes
+            .get(host)
+            .ok_or_else(|| format!("no node {host} in this pool"))?;
+        let flags = self
+            .kubectl
+            .iter()
+            .map(|f| crate::backend::enter::shell_quote(f))
+            .collect::<Vec<_>>()
+            .join(" ");
+        let find = format!(
+            "kubectl {flags} get pods -l {}={job} --field-selector spec.nodeName={} -o name",
+            super::inventory::JOB_LABEL,
+            crate::backend::enter::shell_quote(node)
+        );
+        let exec = format!(
+            "exec kubectl {flags} exec -i{} \"$p\" -- \"$@\"",
+            if tty { " -t" } else { "" }
+        );
+        let script = format!(
+            "p=$({find} | head -n 1); [ -n \"$p\" ] || {{ echo \"no pod of job {job} on {node} now\" >&2; exit 126; }}; {exec}"
+        );
+        let mut cmd = std::process::Command::new("/bin/sh");
+        cmd.args(["-c", &script, "gantry-exec"]);
+        if argv.is_empty() {
+            cmd.args([
+                "/bin/sh",
+                "-c",
+                "command -v bash >/dev/null && exec bash || exec sh",
+            ]);
+        } else {
+            cmd.args(argv);
+        }
+        Ok(cmd)
     }
     fn logs(&self) -> Arc<dyn LogReader> {
         self.logs.clone()

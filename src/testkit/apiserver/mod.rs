@@ -32,6 +32,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{broadcast, watch};
 
+mod exec;
 mod pods;
 mod select;
 mod watch_stream;
@@ -170,6 +171,10 @@ impl ApiServer {
                 axum::routing::post(pods::bind),
             )
             .route("/api/v1/namespaces/{ns}/pods/{name}/log", get(pods::log))
+            .route(
+                "/api/v1/namespaces/{ns}/pods/{name}/exec",
+                get(exec::exec).post(exec::exec),
+            )
             .route("/apis/batch/v1", get(batch_resources))
             .route("/apis/batch/v1/jobs", get(list_all_jobs))
             .route("/apis/batch/v1/namespaces/{ns}/jobs", get(list_jobs))

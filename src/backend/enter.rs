@@ -32,6 +32,13 @@ pub fn args(runs: Option<&Path>, job: i64, tty: bool, argv: &[String]) -> Vec<Os
     a
 }
 
+/// A shell where the image or host may lack bash: bash if it is there, else sh.
+pub const SHELL: [&str; 3] = [
+    "/bin/sh",
+    "-c",
+    "command -v bash >/dev/null && exec bash || exec sh",
+];
+
 /// One word for a POSIX shell (ssh hands the remote command to the user's shell).
 pub fn shell_quote(word: &str) -> String {
     if !word.is_empty()
@@ -143,11 +150,7 @@ fn in_container(c: &Container, tty: bool, argv: &[String]) -> std::process::Comm
     }
     cmd.arg(&c.name);
     if argv.is_empty() {
-        cmd.args([
-            "/bin/sh",
-            "-c",
-            "command -v bash >/dev/null && exec bash || exec sh",
-        ]);
+        cmd.args(SHELL);
     } else {
         cmd.args(argv);
     }

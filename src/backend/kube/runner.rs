@@ -214,11 +214,7 @@ impl Runner for KubePool {
         let mut cmd = std::process::Command::new("/bin/sh");
         cmd.args(["-c", &script, "gantry-exec"]);
         if argv.is_empty() {
-            cmd.args([
-                "/bin/sh",
-                "-c",
-                "command -v bash >/dev/null && exec bash || exec sh",
-            ]);
+            cmd.args(crate::backend::enter::SHELL);
         } else {
             cmd.args(argv);
         }

@@ -12,7 +12,9 @@ mod kube_daemon;
 
 use gantry::testkit::apiserver::{ApiServer, Kind};
 use kube_cluster::{cluster, kubeconfig, runtime};
-use kube_daemon::{daemon_over, daemon_with, free_nodes, start_daemon, user_pod};
+use kube_daemon::{
+    daemon_over, daemon_with, free_nodes, start_daemon, start_daemon_with, user_pod,
+};
 use serde_json::{json, Value};
 use std::time::Duration;
 
@@ -719,4 +721,40 @@ fn a_pod_group_is_queued_whole_and_placed_as_one_gang() {
     wait_for(&d, 30, "the group's job to complete", || {
         state(&d, id) == "completed"
     });
+}
+
+/// Starts driven by events on Kubernetes too (issue 39): with the daemon's clock step at an
+/// hour, only the wake the worker sends when it sees a pod end can bind the next job's pod.
+#[test]
+fn a_pods_end_starts_the_next_job_without_waiting_for_the_clock() {
+    use daemon::{state, submit, wait_for};
+    let rt = runtime();
+    let api = free_nodes(&rt, &["gpu-w"]);
+    let d = daemon_over(&api, "kube-wake", &["gpu-w"]);
+    let dir = d.dir.clone();
+    // The same daemon's files, started again with the clock's step at an hour.
+    let mut d = d;
+    let _ = d.child.kill();
+    let _ = d.child.wait();
+    std::mem::forget(d);
+    let d = start_daemon_with(dir.clone(), &["--step", "1h"]);
+    let eight = "resources:\n  accelerators: H100:8\nrun: python train.py\n";
+    let first = submit(&d, &dir, "first", &format!("name: first\n{eight}"));
+    let second = submit(&d, &dir, "second", &format!("name: second\n{eight}"));
+    wait_for(&d, 30, "the first job's pod to run", || {
+        state(&d, first) == "running"
+            && pods_of(&api, first)
+                .first()
+                .is_some_and(|(_, _, p)| p["status"]["phase"] == "Running")
+    });
+    assert_eq!(state(&d, second), "pending");
+    let (name, _, _) = pods_of(&api, first).remove(0);
+    api.finish("gantry", &name, 0);
+    wait_for(
+        &d,
+        30,
+        "the second job to run (woken by the first pod's end)",
+        || state(&d, second) == "running",
+    );
+    assert_eq!(state(&d, first), "completed");
 }

@@ -12,7 +12,8 @@ mod slurm_cluster;
 use common::{cli, events, free_port, job, log_text, state, submit, wait_for};
 use serde_json::Value;
 use slurm_cluster::{
-    can_run, daemon_over, daemon_over_partitions, gantry_jobs, restart_over, Cluster,
+    can_run, daemon_over, daemon_over_partitions, daemon_over_with, gantry_jobs, restart_over,
+    Cluster,
 };
 use std::path::Path;
 use std::process::Command;
@@ -862,4 +863,45 @@ fn a_command_runs_inside_a_gantry_job_on_slurm_and_its_logs_outlive_the_daemon()
     restart_over(&c, &mut d);
     let out = log_text(&d, id);
     assert!(out.contains("started-on-slurm"), "{out}");
+}
+
+/// Starts driven by events on Slurm too (issue 39): with the daemon's clock step at an hour,
+/// only the wake the Slurm worker sends when it sees a run end can start the next job.
+#[test]
+fn a_slurm_runs_end_starts_the_next_job_without_waiting_for_the_clock() {
+    if !can_run() {
+        return;
+    }
+    let c = Cluster::start("wake", &[("gpu-a", "a100", 4)]);
+    let d = daemon_over_with(
+        &c,
+        "slurm-wake-daemon",
+        &[("a100", "A100", 4, &["gpu-a"], "gpu")],
+        &["--step", "1h"],
+    );
+    wait_for(&d, 30, "the node to connect", || {
+        events(&d).iter().any(|e| e.contains("connected:"))
+    });
+    let first = submit(
+        &d,
+        &d.dir,
+        "first",
+        "name: first\nresources:\n  accelerators: A100:4\nrun: sleep 1\n",
+    );
+    let second = submit(
+        &d,
+        &d.dir,
+        "second",
+        "name: second\nresources:\n  accelerators: A100:4\nrun: echo second\n",
+    );
+    wait_for(&d, 60, "the first job to run", || {
+        state(&d, first) == "running"
+    });
+    wait_for(
+        &d,
+        60,
+        "the second job to complete (woken by the first's end)",
+        || state(&d, second) == "completed",
+    );
+    assert_eq!(state(&d, first), "completed");
 }

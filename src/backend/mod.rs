@@ -179,12 +179,13 @@ pub fn runner_for(
             opening.wake.clone(),
         )?)
     } else if p.is_kube() {
-        Box::new(kube::runner::KubePool::open(p, nodes))
+        Box::new(kube::runner::KubePool::open(p, nodes, opening.wake.clone()))
     } else if p.is_slurm() {
         Box::new(slurm::runner::SlurmPool::open(
             p,
             nodes,
             &opening.local.logs,
+            opening.wake.clone(),
         ))
     } else if p.is_ssh() {
         Box::new(

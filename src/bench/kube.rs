@@ -170,7 +170,11 @@ fn bind(kubeconfig: &std::path::Path, binds: usize) -> Result<f64, String> {
         listed.join(", ")
     );
     let config = crate::config::fleet::parse("bench.toml", &fleet).map_err(|e| e.to_string())?;
-    let mut pool = crate::backend::kube::runner::KubePool::open(&config.pools[0], hosts);
+    let mut pool = crate::backend::kube::runner::KubePool::open(
+        &config.pools[0],
+        hosts,
+        crate::backend::Wake::default(),
+    );
     let deadline = Instant::now() + Duration::from_secs(300);
     let mut up = 0;
     while up < binds {

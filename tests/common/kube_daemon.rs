@@ -44,13 +44,20 @@ pub fn daemon_with(api: &ApiServer, test: &str, hosts: &[&str], extra: &str) -> 
 
 /// The daemon of `dir` (its fleet file there), started again after a crash too.
 pub fn start_daemon(dir: PathBuf) -> daemon::Daemon {
+    start_daemon_with(dir, &[])
+}
+
+/// The same, with more of the daemon's flags.
+pub fn start_daemon_with(dir: PathBuf, extra: &[&str]) -> daemon::Daemon {
     let fleet = dir.join("fleet.toml");
     let err = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
         .open(dir.join("daemon.err"))
         .unwrap();
-    daemon::start_with(dir, &["--config", fleet.to_str().unwrap()], |cmd| {
+    let mut args = vec!["--config", fleet.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    daemon::start_with(dir, &args, |cmd| {
         cmd.stderr(err);
     })
 }

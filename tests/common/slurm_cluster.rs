@@ -347,6 +347,16 @@ pub fn daemon_over_partitions(
     test: &str,
     pools: &[(&str, &str, u8, &[&str], &str)],
 ) -> Daemon {
+    daemon_over_with(c, test, pools, &[])
+}
+
+/// The same, with more of the daemon's flags.
+pub fn daemon_over_with(
+    c: &Cluster,
+    test: &str,
+    pools: &[(&str, &str, u8, &[&str], &str)],
+    extra: &[&str],
+) -> Daemon {
     let dir = temp_dir(test);
     let mut text = String::from("[[teams]]\nname = \"lab\"\n");
     for (name, gpu, count, nodes, partition) in pools {
@@ -362,7 +372,9 @@ pub fn daemon_over_partitions(
     let token = c.token("nobody");
     let err = std::fs::File::create(dir.join("daemon.err")).unwrap();
     let conf = c.conf.clone();
-    start_with(dir, &["--config", fleet.to_str().unwrap()], |cmd| {
+    let mut args = vec!["--config", fleet.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    start_with(dir, &args, |cmd| {
         cmd.env("SLURM_JWT", token)
             .env("SLURM_CONF", conf)
             .stderr(err);

@@ -75,7 +75,11 @@ struct Settings {
 impl KubePool {
     /// The pool's runner; it connects in the background (an unreachable API server is said
     /// in `Down` events, and retried).
-    pub fn open(p: &crate::config::fleet::PoolConfig, nodes: Vec<String>) -> KubePool {
+    pub fn open(
+        p: &crate::config::fleet::PoolConfig,
+        nodes: Vec<String>,
+        wake: crate::backend::Wake,
+    ) -> KubePool {
         let (tx, rx) = unbounded_channel();
         let events = Arc::new(Mutex::new(Vec::new()));
         let mut kubectl = Vec::new();
@@ -126,6 +130,7 @@ impl KubePool {
             in_flight: Arc::new(tokio::sync::Semaphore::new(IN_FLIGHT)),
             reports: NodeReports::new(nodes.len()),
             out: events.clone(),
+            wake,
         };
         std::thread::Builder::new()
             .name(format!("kube-{}", p.name))
@@ -250,6 +255,8 @@ struct Worker {
     /// What was last said of each node.
     reports: NodeReports,
     out: Arc<Mutex<Vec<RunEvent>>>,
+    /// Wakes the daemon when a run ends or a node answers (events are queued first).
+    wake: crate::backend::Wake,
 }
 
 impl Worker {
@@ -307,7 +314,11 @@ impl Worker {
     }
 
     fn emit(&self, e: RunEvent) {
+        let news = crate::backend::Wake::is_news(&e);
         self.out.lock().unwrap_or_else(|e| e.into_inner()).push(e);
+        if news {
+            self.wake.wake();
+        }
     }
 
     fn pods(&self) -> Option<Api<Pod>> {

@@ -71,6 +71,7 @@ impl SlurmPool {
         p: &crate::config::fleet::PoolConfig,
         nodes: Vec<String>,
         logs: &std::path::Path,
+        wake: crate::backend::Wake,
     ) -> SlurmPool {
         let (tx, rx) = channel();
         let events = Arc::new(Mutex::new(Vec::new()));
@@ -79,7 +80,7 @@ impl SlurmPool {
             .clone()
             .or_else(|| std::env::var("USER").ok())
             .or_else(|| std::env::var("LOGNAME").ok());
-        let worker = Worker::new(
+        let mut worker = Worker::new(
             p.slurmrestd.clone().unwrap_or_default(),
             user,
             std::env::var("SLURM_JWT").ok().filter(|t| !t.is_empty()),
@@ -91,6 +92,7 @@ impl SlurmPool {
             nodes.clone(),
             events.clone(),
         );
+        worker.wake = wake;
         std::thread::Builder::new()
             .name(format!("slurm-{}", p.name))
             .spawn(move || worker.run(rx))
@@ -229,6 +231,8 @@ struct Worker {
     /// The cluster's own jobs waiting for the pool's nodes, as last said.
     queue: Vec<ForeignWaiting>,
     out: Arc<Mutex<Vec<RunEvent>>>,
+    /// Wakes the daemon when a run ends or a node answers (events are queued first).
+    wake: crate::backend::Wake,
 }
 
 impl Worker {
@@ -251,6 +255,7 @@ impl Worker {
             queue: Vec::new(),
             nodes,
             out,
+            wake: crate::backend::Wake::default(),
         }
     }
 
@@ -270,7 +275,11 @@ impl Worker {
     }
 
     fn emit(&self, e: RunEvent) {
+        let news = crate::backend::Wake::is_news(&e);
         self.out.lock().unwrap_or_else(|e| e.into_inner()).push(e);
+        if news {
+            self.wake.wake();
+        }
     }
 
     fn command(&mut self, cmd: Cmd) {

@@ -49,6 +49,27 @@ pub fn pack(dir: &Path, max: u64) -> Result<Vec<u8>, String> {
     Ok(bytes)
 }
 
+/// One file as a gzip'd tar of one entry, by its own name: a `file_mounts` source shipped as
+/// a workdir is (the daemon keeps a directory).
+pub fn pack_file(file: &Path, max: u64) -> Result<Vec<u8>, String> {
+    let name = file
+        .file_name()
+        .ok_or_else(|| format!("{} has no file name", file.display()))?;
+    let gz = GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    let mut tar = tar::Builder::new(gz);
+    tar.follow_symlinks(true);
+    tar.append_path_with_name(file, name)
+        .map_err(|e| format!("{}: {e}", file.display()))?;
+    let bytes = tar
+        .into_inner()
+        .and_then(|gz| gz.finish())
+        .map_err(|e| e.to_string())?;
+    if bytes.len() as u64 > max {
+        return Err(too_big(file, max));
+    }
+    Ok(bytes)
+}
+
 fn too_big(dir: &Path, max: u64) -> String {
     format!(
         "{} is over {} MiB packed: leave data out of it (.gitignore or .skyignore) and fetch it in `setup`",

@@ -177,7 +177,7 @@ fn broken_fixtures_say_where_and_what() {
         ("bad_duration", "1:1: `time_limit`: `forever` is not a duration; expected e.g. 90s, 30m, 12h, 1h30m"),
         ("bad_mig", "3:1: `mig`: `9g.90gb` is not a MIG profile"),
         ("infra_and_cloud", "2:3: `resources.infra`: give either `infra` or `cloud`/`region`/`zone`, not both"),
-        ("file_mounts", "2:1: `file_mounts`: not supported: gantry neither mounts buckets nor copies file_mounts: put local files under `workdir`"),
+        ("file_mounts", "3:3: `file_mounts` entry `/data`: `store: azure`: gantry fetches S3, GCS and S3-compatible buckets"),
     ];
     for (name, want) in cases {
         let path = format!("tests/specs/bad/{name}.yaml");
@@ -459,7 +459,7 @@ fn infra_limits_the_pools_and_says_where_the_fleet_is() {
     );
     assert_eq!(
         resolve("run: x\nresources:\n  accelerators: H100:1\n  infra: k8s\n"),
-        Err("infra k8s: none of the GPUs asked for is there (its pools have: L4)".into())
+        Err("infra kubernetes: none of the GPUs asked for is there (its pools have: L4)".into())
     );
     assert_eq!(
         resolve("run: x\nresources:\n  accelerators: H100:1\n  instance_type: x\n  infra: aws/us-west-2\n"),

@@ -23,6 +23,7 @@ pub mod kube;
 pub mod lambda;
 pub mod local;
 pub mod logs;
+pub mod mounts;
 pub mod notices;
 pub mod retention;
 pub mod sim;
@@ -273,6 +274,11 @@ pub struct Launch {
     pub setup: Option<String>,
     pub run: String,
     pub workdir: Option<String>,
+    /// The local sources of the job's `file_mounts` (paths on the daemon's machine), which
+    /// setup copies from `$GANTRY_MOUNTS_FROM` + the path (`mounts`): what a backend whose
+    /// nodes do not see the daemon's files ships with the run, as it ships the workdir.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub local_mounts: Vec<String>,
     pub envs: BTreeMap<String, String>,
     /// What `CUDA_VISIBLE_DEVICES` names: GPU UUIDs, or indices on a host that maps them.
     pub gpus: Vec<String>,

@@ -202,6 +202,7 @@ fn bind(kubeconfig: &std::path::Path, binds: usize) -> Result<f64, String> {
                 setup: None,
                 run: "python train.py".into(),
                 workdir: None,
+                local_mounts: Vec::new(),
                 envs: Default::default(),
                 gpus: vec!["0".into()],
                 checkpoint_dir: None,

@@ -69,17 +69,7 @@ fn with_workdir(
     if std::path::Path::new(w).is_absolute() || gantry::spec::sbatch::is_batch_script(name, &s) {
         return Ok(text);
     }
-    let path = match (w.strip_prefix('~'), std::env::var_os("HOME")) {
-        (Some(rest), Some(home)) if rest.is_empty() || rest.starts_with('/') => {
-            std::path::PathBuf::from(home).join(rest.trim_start_matches('/'))
-        }
-        _ => std::env::current_dir()
-            .map_err(|e| CliError::usage(format!("{name}: the current directory: {e}")))?
-            .join(w),
-    };
-    let path = path
-        .canonicalize()
-        .map_err(|e| CliError::usage(format!("{name}: workdir `{w}` ({}): {e}", path.display())))?;
+    let path = submitters(name, &format!("workdir `{w}`"), w)?;
     let there = if tcp {
         let packed = gantry::workdir::pack(&path, gantry::workdir::DEFAULT_MAX_BYTES)
             .map_err(|e| CliError::usage(format!("{name}: workdir `{w}`: {e}")))?;
@@ -110,6 +100,92 @@ fn with_workdir(
             (false, _) => "workdir",
         };
         map.insert(Y::String(key.into()), Y::String(there.clone()));
+        Ok(())
+    })
+}
+
+/// A path as the submitter wrote it (`~/x`, relative to the current directory, absolute),
+/// as it is on this machine; `what` names it in the error when it is not there.
+fn submitters(name: &str, what: &str, w: &str) -> Result<std::path::PathBuf, CliError> {
+    let path = match (w.strip_prefix('~'), std::env::var_os("HOME")) {
+        (Some(rest), Some(home)) if rest.is_empty() || rest.starts_with('/') => {
+            std::path::PathBuf::from(home).join(rest.trim_start_matches('/'))
+        }
+        _ => std::env::current_dir()
+            .map_err(|e| CliError::usage(format!("{name}: the current directory: {e}")))?
+            .join(w),
+    };
+    path.canonicalize()
+        .map_err(|e| CliError::usage(format!("{name}: {what} ({}): {e}", path.display())))
+}
+
+/// `text` with each local source of `file_mounts` as the daemon will find it: absolute for a
+/// daemon on this machine; for one reached over TCP, packed and shipped to it as a workdir is
+/// (`POST /v1/workdirs`, a file as a directory of one) and named by the daemon's copy.
+fn with_mounts(
+    name: &str,
+    text: Vec<u8>,
+    mounts: &[gantry::spec::mounts::FileMount],
+    t: &Target,
+    tcp: bool,
+) -> Result<Vec<u8>, CliError> {
+    let mut there = std::collections::BTreeMap::new();
+    for m in mounts {
+        let gantry::spec::mounts::MountSource::Local(w) = &m.source else {
+            continue;
+        };
+        if there.contains_key(w) {
+            continue;
+        }
+        let what = format!("`file_mounts` entry `{}`: source `{w}`", m.dest);
+        let path = submitters(name, &what, w)?;
+        let at = if tcp {
+            let packed = if path.is_dir() {
+                gantry::workdir::pack(&path, gantry::workdir::DEFAULT_MAX_BYTES)
+            } else {
+                gantry::workdir::pack_file(&path, gantry::workdir::DEFAULT_MAX_BYTES)
+            }
+            .map_err(|e| CliError::usage(format!("{name}: {what}: {e}")))?;
+            let size = packed.len();
+            let kept = t.client()?.upload_workdir(packed)?;
+            let kept = kept["path"].as_str().unwrap_or_default().to_string();
+            eprintln!(
+                "gantry: {name}: file_mounts {} shipped to the daemon ({:.1} MiB packed)",
+                path.display(),
+                size as f64 / f64::from(1 << 20)
+            );
+            match (path.is_dir(), path.file_name()) {
+                (false, Some(f)) => format!("{kept}/{}", f.to_string_lossy()),
+                _ => kept,
+            }
+        } else {
+            path.display().to_string()
+        };
+        there.insert(w.clone(), at);
+    }
+    if there.is_empty() {
+        return Ok(text);
+    }
+    let s = String::from_utf8_lossy(&text);
+    edit_yaml(name, &s, |map| {
+        let swap = |v: &mut Y| {
+            if let Some(new) = v.as_str().and_then(|w| there.get(w.trim())) {
+                *v = Y::String(new.clone());
+            }
+        };
+        let Some(Y::Mapping(all)) = map.get_mut("file_mounts") else {
+            return Ok(());
+        };
+        for (_, v) in all.iter_mut() {
+            match v {
+                Y::Mapping(storage) => match storage.get_mut("source") {
+                    Some(Y::Sequence(list)) => list.iter_mut().for_each(swap),
+                    Some(one) => swap(one),
+                    None => {}
+                },
+                one => swap(one),
+            }
+        }
         Ok(())
     })
 }
@@ -380,8 +456,10 @@ fn prepare(
             "{e} (in the file as --env, --secret, --gpus and --num-nodes made it)"
         ))
     })?;
-    // Only `workdir` changes: the spec read above stands for the text sent.
+    // Only `workdir` and local `file_mounts` sources change: the spec read above stands for
+    // the text sent.
     let text = with_workdir(name, text, spec.workdir.as_deref(), t, tcp)?;
+    let text = with_mounts(name, text, &spec.file_mounts, t, tcp)?;
     if let Some(first) = spec.unset.first() {
         let (what, key) = first.split_once('.').unwrap_or(("envs", first));
         let flag = if what == "secrets" {

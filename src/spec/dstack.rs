@@ -397,7 +397,8 @@ pub(super) fn build(raw: RawTask, text: &str, file: &str) -> Result<JobSpec, Spe
         }
     }
     if let Some(Text(i)) = raw.image {
-        spec.image = Some(r.image("image", &Value::String(format!("docker:{i}")))?);
+        spec.image =
+            Some(r.container_image("image", &Value::String(format!("docker:{i}")), false)?);
     }
     match raw.spot_policy.as_ref().map(|t| t.0.as_str()) {
         None | Some("on-demand") => {}

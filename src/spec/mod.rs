@@ -4,7 +4,9 @@
 //! scheduler's [`JobRequest`].
 
 pub mod dstack;
+pub mod instances;
 pub mod limits;
+pub mod mounts;
 pub mod redact;
 mod resolve;
 pub mod sbatch;
@@ -158,6 +160,9 @@ pub struct JobSpec {
     pub pipeline: Option<String>,
     /// SkyPilot's `resources.job_recovery`: restarts when the job's own process fails.
     pub recovery: Recovery,
+    /// SkyPilot's `file_mounts`: copied or mounted on every node before setup.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub file_mounts: Vec<mounts::FileMount>,
     /// SkyPilot fields present in the file that gantry does not act on, each with what gantry
     /// does instead.
     pub ignored: Vec<String>,
@@ -213,6 +218,7 @@ impl Default for JobSpec {
             after: None,
             pipeline: None,
             recovery: Recovery::default(),
+            file_mounts: Vec::new(),
             ignored: Vec::new(),
         }
     }

@@ -71,7 +71,8 @@ pub(super) struct RawSpec {
     /// written by `gantry submit`.
     pipeline: Option<Text>,
     // SkyPilot fields gantry does not honour as SkyPilot does: see `task_others`.
-    file_mounts: Option<Ignored>,
+    /// Read by hand (`mounts`), for errors that name the entry.
+    file_mounts: Option<serde_yaml_ng::Value>,
     service: Option<Ignored>,
     config: Option<Ignored>,
     volumes: Option<Ignored>,
@@ -91,7 +92,6 @@ impl RawSpec {
     /// The SkyPilot fields present that gantry does not honour, with what it does about each.
     fn others(&self) -> Vec<(&'static str, Other)> {
         let all = [
-            (self.file_mounts.is_some(), "file_mounts", Refused("gantry neither mounts buckets nor copies file_mounts: put local files under `workdir` (shipped with the job) and fetch bucket data in `setup` (e.g. `aws s3 sync s3://BUCKET /data`)")),
             (self.service.is_some(), "service", Noted("SkyServe's replicas, readiness probe and load balancer are not gantry's: the task runs once, as `sky launch` runs a file that has `service`")),
             (self.config.is_some(), "config", Noted("SkyPilot's own settings; gantry's come from its fleet file")),
             (self.volumes.is_some(), "volumes", Refused(SHARED_DIRECTORY)),
@@ -298,11 +298,35 @@ impl Resources {
         }
     }
 
+    /// This way to run, with what SkyPilot infers from it: TPUs are Google's (cloud `gcp`),
+    /// and an instance type of a known cloud holds its GPUs (`a3-highgpu-8g`: H100:8).
     fn alternative(&self) -> Alternative {
+        let mut infra = self.infra();
+        let mut accelerators = self.accelerators.clone();
+        let tpu = |a: &Accelerators| {
+            a.options
+                .iter()
+                .any(|o| o.model.to_ascii_lowercase().starts_with("tpu-"))
+        };
+        if infra.cloud.is_none() && accelerators.as_ref().is_some_and(tpu) {
+            infra.cloud = Some("gcp".to_string());
+        }
+        if accelerators.is_none() {
+            if let (Some(cloud), Some(ty)) = (&infra.cloud, &infra.instance_type) {
+                accelerators =
+                    super::instances::accelerators_of(cloud, ty).map(|(model, n)| Accelerators {
+                        options: vec![super::Accelerator {
+                            model,
+                            count: GpuCount::Whole(n),
+                        }],
+                        ordered: false,
+                    });
+            }
+        }
         Alternative {
-            accelerators: self.accelerators.clone(),
+            accelerators,
             use_spot: self.use_spot.unwrap_or(false),
-            infra: self.infra(),
+            infra,
             image: self.image.clone(),
         }
     }
@@ -408,9 +432,6 @@ impl Reader<'_> {
                 recover_on_exit_codes,
             )?);
         }
-        if let Some(v) = r.image_id {
-            out.image = Some(self.image(&format!("{path}.image_id"), &v)?);
-        }
         if let Some(Text(i)) = r.infra {
             if r.cloud.is_some() || r.region.is_some() || r.zone.is_some() {
                 return Err(self.err(
@@ -435,6 +456,17 @@ impl Reader<'_> {
                 r.zone.map(|t| t.0),
             ));
         }
+        // SkyPilot's names for clouds are case-blind, and `k8s` is Kubernetes.
+        if let Some((Some(cloud), _, _)) = &mut out.place {
+            *cloud = cloud.to_ascii_lowercase();
+            if cloud == "k8s" {
+                *cloud = "kubernetes".to_string();
+            }
+        }
+        if let Some(v) = r.image_id {
+            let cloud = out.place.as_ref().and_then(|p| p.0.as_deref());
+            out.image = self.image(&format!("{path}.image_id"), &v, cloud)?;
+        }
         let alternatives = match (r.any_of, r.ordered) {
             (Some(_), Some(_)) => {
                 return Err(self.err(
@@ -449,8 +481,33 @@ impl Reader<'_> {
         Ok((out, alternatives))
     }
 
-    /// `image_id`: `docker:IMAGE`; machine images and per-region maps are refused.
-    pub(super) fn image(&self, path: &str, v: &serde_yaml_ng::Value) -> Result<String, SpecError> {
+    /// `image_id`: `docker:IMAGE` (or, on Kubernetes, the image as written, as SkyPilot reads
+    /// it there); SkyPilot's stock images (`skypilot:gpu-ubuntu-2204`) are noted, as gantry's
+    /// nodes are what they are; machine images and per-region maps are refused.
+    pub(super) fn image(
+        &mut self,
+        path: &str,
+        v: &serde_yaml_ng::Value,
+        cloud: Option<&str>,
+    ) -> Result<Option<String>, SpecError> {
+        if let serde_yaml_ng::Value::String(s) = v {
+            let s = s.trim();
+            if s.starts_with("skypilot:") {
+                self.ignored.push(format!("{path}: `{s}` is SkyPilot's stock machine image: gantry runs the job on its nodes as they are"));
+                return Ok(None);
+            }
+        }
+        self.container_image(path, v, cloud == Some("kubernetes"))
+            .map(Some)
+    }
+
+    /// `docker:IMAGE`, or where `bare` (a Kubernetes pool's), `IMAGE` alone too.
+    pub(super) fn container_image(
+        &self,
+        path: &str,
+        v: &serde_yaml_ng::Value,
+        bare: bool,
+    ) -> Result<String, SpecError> {
         let written = match v {
             serde_yaml_ng::Value::String(s) => s.clone(),
             _ => {
@@ -459,6 +516,7 @@ impl Reader<'_> {
         };
         written
             .strip_prefix("docker:")
+            .or(bare.then_some(written.as_str()))
             .map(str::trim)
             .filter(|i| !i.is_empty() && !i.contains(char::is_whitespace) && !i.contains(char::is_control))
             .map(str::to_string)
@@ -629,6 +687,17 @@ pub(super) fn build(raw: RawSpec, text: &str, file: &str) -> Result<JobSpec, Spe
     };
     let after = raw.after.map(|c| c.min(i64::MAX as u64) as i64);
     let one = base.alternative();
+    let file_mounts = match raw.file_mounts {
+        Some(mut v) => {
+            let known = envs.iter().chain(&secrets);
+            super::mounts::fill_in_envs(
+                &mut v,
+                &known.map(|(k, v)| (k.clone(), v.clone())).collect(),
+            );
+            r.file_mounts(v, one.infra.cloud.as_deref())?
+        }
+        None => Vec::new(),
+    };
     Ok(JobSpec {
         name: raw.name.map(|t| t.0),
         nodes: nodes as u16,
@@ -662,6 +731,7 @@ pub(super) fn build(raw: RawSpec, text: &str, file: &str) -> Result<JobSpec, Spe
         after,
         pipeline: raw.pipeline.map(|t| t.0),
         recovery: base.recovery.clone().unwrap_or_default(),
+        file_mounts,
         ignored: r.ignored,
     })
 }

@@ -624,7 +624,7 @@ async fn session(
             req = rx.recv() => {
                 let Some(req) = req else { return (None, true) };
                 match req {
-                    ToAgent::Start(l) if l.workdir.is_some() => {
+                    ToAgent::Start(l) if l.workdir.is_some() || !l.local_mounts.is_empty() => {
                         tokio::spawn(copy_workdir(s.clone(), host, *l, copied_tx.clone(), shared.events.clone()));
                         continue;
                     }
@@ -696,21 +696,101 @@ async fn copy_workdir(
     copied: amp::UnboundedSender<Launch>,
     events: mpsc::Sender<RunEvent>,
 ) {
-    let local = l.workdir.clone().unwrap_or_default();
-    match send_dir(&s, &local, l.job, &l.token).await {
-        Ok(there) => {
-            l.workdir = Some(there);
-            let _ = copied.send(l);
-        }
-        Err(why) => {
-            let _ = events.send(RunEvent::StartFailed {
-                host,
-                job: l.job,
-                token: l.token,
-                why: format!("copying its workdir {local}: {why}"),
-            });
+    let failed = |l: Launch, why: String| {
+        let _ = events.send(RunEvent::StartFailed {
+            host,
+            job: l.job,
+            token: l.token,
+            why,
+        });
+    };
+    if let Some(local) = l.workdir.clone() {
+        match send_dir(&s, &local, l.job, &l.token).await {
+            Ok(there) => l.workdir = Some(there),
+            Err(why) => return failed(l, format!("copying its workdir {local}: {why}")),
         }
     }
+    if !l.local_mounts.is_empty() {
+        match send_mounts(&s, &l.local_mounts, l.job, &l.token).await {
+            Ok(root) => {
+                l.envs.insert("GANTRY_MOUNTS_FROM".to_string(), root);
+            }
+            Err(why) => return failed(l, format!("copying its file_mounts: {why}")),
+        }
+    }
+    let _ = copied.send(l);
+}
+
+/// Sends each local `file_mounts` source (a file or a directory on the daemon's machine) to
+/// the host, under the run's directory at `.gantry-mounts` + its path; that root, absolute,
+/// for `GANTRY_MOUNTS_FROM` (`backend::mounts`). Removed with the run's directory.
+async fn send_mounts(
+    s: &openssh::Session,
+    sources: &[String],
+    job: i64,
+    token: &str,
+) -> Result<String, String> {
+    let quote = |s: &str| format!("'{}'", s.replace('\'', r"'\''"));
+    let root = format!(
+        "$HOME/.gantry/work/$(cat /proc/sys/kernel/hostname)/job-{job}-{}/.gantry-mounts",
+        token_tag(token)
+    );
+    let mut at = String::new();
+    for src in sources {
+        let path = std::path::PathBuf::from(src);
+        let (packed, into) = {
+            let p = path.clone();
+            let dir = path.is_dir();
+            let packed = tokio::task::spawn_blocking(move || {
+                if dir {
+                    crate::workdir::pack(&p, crate::workdir::DEFAULT_MAX_BYTES)
+                } else if p.exists() {
+                    crate::workdir::pack_file(&p, crate::workdir::DEFAULT_MAX_BYTES)
+                } else {
+                    Err("no such file or directory on the daemon's machine".to_string())
+                }
+            })
+            .await
+            .map_err(|e| e.to_string())?
+            .map_err(|e| format!("{src}: {e}"))?;
+            let into = if dir {
+                src.clone()
+            } else {
+                path.parent()
+                    .map_or("/".to_string(), |p| p.display().to_string())
+            };
+            (packed, into)
+        };
+        let mut remote = s
+            .raw_command(format!(
+                "r=\"{root}\" && mkdir -p \"$r\"{} && tar -xzf - -C \"$r\"{} && echo \"$r\"",
+                quote(&into),
+                quote(&into)
+            ))
+            .stdin(openssh::Stdio::piped())
+            .stdout(openssh::Stdio::piped())
+            .stderr(openssh::Stdio::piped())
+            .spawn()
+            .await
+            .map_err(|e| format!("cannot run tar on the host: {}", error_chain(&e)))?;
+        if let Some(mut to) = remote.stdin().take() {
+            let sent = to.write_all(&packed).await;
+            let _ = to.shutdown().await;
+            sent.map_err(|e| format!("sending {src} failed: {e}"))?;
+        }
+        let out = remote
+            .wait_with_output()
+            .await
+            .map_err(|e| format!("tar on the host: {}", error_chain(&e)))?;
+        if !out.status.success() {
+            return Err(format!(
+                "{src}: tar on the host: {}",
+                crate::untrusted::bounded(String::from_utf8_lossy(&out.stderr).trim(), SAID_MAX)
+            ));
+        }
+        at = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    }
+    Ok(at)
 }
 
 /// Sends the directory; where it landed on the host.

@@ -66,6 +66,15 @@ pub(super) fn launch_of(
         setup = Some(format!("{clone}{}", setup.unwrap_or_default()));
         run = format!("{enter}{run}");
     }
+    // Mounts first: before the clone and the setup that may read them.
+    if !spec.file_mounts.is_empty() {
+        let mounts = crate::backend::mounts::setup_prelude(&spec.file_mounts);
+        setup = Some(format!("{mounts}{}", setup.unwrap_or_default()));
+        run = format!(
+            "{}{run}",
+            crate::backend::mounts::run_prelude(&spec.file_mounts)
+        );
+    }
     Ok(crate::backend::Launch {
         job: id,
         token,
@@ -74,6 +83,7 @@ pub(super) fn launch_of(
         setup,
         run,
         workdir: spec.workdir.clone(),
+        local_mounts: crate::backend::mounts::local_sources(&spec.file_mounts),
         envs: spec
             .envs
             .iter()

@@ -279,6 +279,10 @@ pub struct Launch {
     /// nodes do not see the daemon's files ships with the run, as it ships the workdir.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub local_mounts: Vec<String>,
+    /// Where the job's `file_mounts` mount buckets: unmounted by the runner when the run is
+    /// over however it ended (a SIGKILL leaves no shell to do it).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mount_points: Vec<String>,
     pub envs: BTreeMap<String, String>,
     /// What `CUDA_VISIBLE_DEVICES` names: GPU UUIDs, or indices on a host that maps them.
     pub gpus: Vec<String>,

@@ -31,10 +31,11 @@ gantry_s3like() {
 gantry_rclone_remote() {
   case "$1" in
   gs://*) printf ':gcs,env_auth=true:%s' "${1#gs://}";;
-  *) ep=$(gantry_endpoint "$1"); case "$1" in s3://*) p=AWS;; r2://*) p=Cloudflare;; *) p=Other;; esac
+  *) ep=$(gantry_endpoint "$1"); case "$1" in s3://*) p=${ep:+Other}; p=${p:-AWS};; r2://*) p=Cloudflare;; *) p=Other;; esac
      printf ':s3,provider=%s,env_auth=true%s:%s' "$p" "${ep:+,endpoint='$ep'}" "${1#*://}";;
   esac
 }
+gantry_rclone() { env -u AWS_CA_BUNDLE rclone ${AWS_CA_BUNDLE:+--ca-cert "$AWS_CA_BUNDLE"} "$@"; }
 gantry_local() {
   s="${GANTRY_MOUNTS_FROM:-}$2"; d=$(gantry_dest "$1")
   if [ -d "$s" ]; then mkdir -p "$d" && cp -a "$s/." "$d/"
@@ -47,7 +48,7 @@ gantry_fetch() {
   gs://*)
     if gantry_has gcloud; then gcloud storage cp "$u" "$d" >/dev/null 2>&1 || { mkdir -p "$d" && gcloud storage rsync -r "$u" "$d"; } || gantry_mount_fail "$m" "gcloud storage could not copy $u"
     elif gantry_has gsutil; then gsutil -q cp "$u" "$d" >/dev/null 2>&1 || { mkdir -p "$d" && gsutil -m -q rsync -r "$u" "$d"; } || gantry_mount_fail "$m" "gsutil could not copy $u"
-    elif gantry_has rclone; then rclone copyto "$(gantry_rclone_remote "$u")" "$d" || gantry_mount_fail "$m" "rclone could not copy $u"
+    elif gantry_has rclone; then gantry_rclone copyto "$(gantry_rclone_remote "$u")" "$d" || gantry_mount_fail "$m" "rclone could not copy $u"
     else gantry_mount_fail "$m" "copying $u needs gcloud, gsutil or rclone, and this node has none"; fi;;
   http://*|https://*)
     if gantry_has curl; then curl -fsSL -o "$d" "$u" || gantry_mount_fail "$m" "curl could not fetch $u"
@@ -57,7 +58,7 @@ gantry_fetch() {
     gantry_s3like "$m" "$u"; ep=$(gantry_endpoint "$u"); s3="s3://${u#*://}"
     if gantry_has aws; then
       aws s3 cp --only-show-errors ${ep:+--endpoint-url "$ep"} "$s3" "$d" >/dev/null 2>&1 || { mkdir -p "$d" && aws s3 sync --only-show-errors ${ep:+--endpoint-url "$ep"} "$s3" "$d"; } || gantry_mount_fail "$m" "aws s3 could not copy $u"
-    elif gantry_has rclone; then rclone copyto "$(gantry_rclone_remote "$u")" "$d" || gantry_mount_fail "$m" "rclone could not copy $u"
+    elif gantry_has rclone; then gantry_rclone copyto "$(gantry_rclone_remote "$u")" "$d" || gantry_mount_fail "$m" "rclone could not copy $u"
     else gantry_mount_fail "$m" "copying $u needs aws or rclone, and this node has neither"; fi;;
   esac
 }
@@ -66,11 +67,11 @@ gantry_make_bucket() {
   case "$b" in
   gs://*)
     if gantry_has gcloud; then gcloud storage buckets describe "$b" >/dev/null 2>&1 || gcloud storage buckets create "$b" >/dev/null || gantry_mount_fail "$1" "cannot create the bucket $b"
-    elif gantry_has rclone; then rclone mkdir "$(gantry_rclone_remote "$b")" || gantry_mount_fail "$1" "cannot create the bucket $b"; fi;;
+    elif gantry_has rclone; then gantry_rclone mkdir "$(gantry_rclone_remote "$b")" || gantry_mount_fail "$1" "cannot create the bucket $b"; fi;;
   *)
     gantry_s3like "$1" "$b"; ep=$(gantry_endpoint "$b")
     if gantry_has aws; then aws s3api head-bucket ${ep:+--endpoint-url "$ep"} --bucket "${b#*://}" >/dev/null 2>&1 || aws s3 mb ${ep:+--endpoint-url "$ep"} "s3://${b#*://}" >/dev/null || gantry_mount_fail "$1" "cannot create the bucket $b"
-    elif gantry_has rclone; then rclone mkdir "$(gantry_rclone_remote "$b")" || gantry_mount_fail "$1" "cannot create the bucket $b"; fi;;
+    elif gantry_has rclone; then gantry_rclone mkdir "$(gantry_rclone_remote "$b")" || gantry_mount_fail "$1" "cannot create the bucket $b"; fi;;
   esac
 }
 gantry_mount() {
@@ -79,8 +80,8 @@ gantry_mount() {
   bucket=$(printf '%s' "${u#*://}" | cut -d/ -f1); prefix=${u#*://}; prefix=${prefix#"$bucket"}; prefix=${prefix#/}
   case "$u" in gs://*) ;; *) gantry_s3like "$m" "$u"; ep=$(gantry_endpoint "$u");; esac
   if gantry_has rclone && [ -e /dev/fuse ]; then
-    if [ "$3" = cached ]; then c="--vfs-cache-mode full --vfs-write-back 1s"; else c="--vfs-cache-mode writes"; fi
-    rclone mount "$(gantry_rclone_remote "$u")" "$d" --daemon $c || gantry_mount_fail "$m" "rclone mount of $u failed"
+    if [ "$3" = cached ]; then c="--vfs-cache-mode full --vfs-write-back 1s"; else c="--vfs-cache-mode off"; fi
+    gantry_rclone mount "$(gantry_rclone_remote "$u")" "$d" --daemon $c || gantry_mount_fail "$m" "rclone mount of $u failed"
     return
   fi
   case "$u" in
@@ -159,6 +160,47 @@ pub fn local_sources(mounts: &[FileMount]) -> Vec<String> {
             MountSource::Bucket { .. } => None,
         })
         .collect()
+}
+
+/// Where `mounts` mount a bucket (as written: `~/x`, `x` and `/x`).
+pub fn mount_points(mounts: &[FileMount]) -> Vec<String> {
+    mounts
+        .iter()
+        .filter(|m| m.mode != MountMode::Copy)
+        .map(|m| m.dest.clone())
+        .collect()
+}
+
+/// Unmounts those of `points` that are mounted (lazily: a process still in one lets go when it
+/// ends), for a run that is over; its mount tool then exits. Nothing to do for most runs.
+pub fn unmount(points: &[String]) {
+    if points.is_empty() {
+        return;
+    }
+    let table = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
+    for p in points {
+        let path = match (p.strip_prefix('/'), std::env::var("HOME")) {
+            (Some(_), _) => p.clone(),
+            (None, Ok(home)) => format!("{home}/{}", p.trim_start_matches("~/")),
+            (None, Err(_)) => continue,
+        };
+        // /proc/self/mounts escapes spaces and the like as octal.
+        let escaped = path
+            .replace('\\', "\\134")
+            .replace(' ', "\\040")
+            .replace('\t', "\\011")
+            .replace('\n', "\\012");
+        if table
+            .lines()
+            .any(|l| l.split(' ').nth(1) == Some(escaped.as_str()))
+        {
+            let _ = std::process::Command::new("fusermount")
+                .args(["-uz", &path])
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .status();
+        }
+    }
 }
 
 #[cfg(test)]

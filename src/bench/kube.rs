@@ -203,6 +203,7 @@ fn bind(kubeconfig: &std::path::Path, binds: usize) -> Result<f64, String> {
                 run: "python train.py".into(),
                 workdir: None,
                 local_mounts: Vec::new(),
+                mount_points: Vec::new(),
                 envs: Default::default(),
                 gpus: vec!["0".into()],
                 checkpoint_dir: None,

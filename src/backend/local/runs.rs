@@ -31,6 +31,8 @@ pub struct LocalRun {
     /// The run's container, where it runs in one: removed when the group is SIGKILLed (that
     /// kills only the runtime's client).
     pub container: Option<Container>,
+    /// Where the run's `file_mounts` mount buckets: unmounted when it is over.
+    pub mounts: Vec<String>,
 }
 
 #[derive(Default)]
@@ -79,6 +81,7 @@ impl LocalRuns {
                 token: Some(l.token.clone()),
                 kill_at: None,
                 container: container.map(|(c, _)| c),
+                mounts: l.mount_points.clone(),
             },
         );
         Ok(pgid)
@@ -104,6 +107,7 @@ impl LocalRuns {
                     token,
                     kill_at: None,
                     container,
+                    mounts: Vec::new(),
                 },
             );
         }
@@ -133,7 +137,11 @@ impl LocalRuns {
             }
         }
         for (id, _) in &out {
-            if let Some(c) = self.runs.remove(id).and_then(|r| r.container) {
+            let Some(r) = self.runs.remove(id) else {
+                continue;
+            };
+            crate::backend::mounts::unmount(&r.mounts);
+            if let Some(c) = r.container {
                 // `--rm` removes it as it ends; podman 4.3 has been seen to leave one
                 // "stopping" instead, holding its name (and, on a GPU host, its devices).
                 c.remove();
@@ -171,6 +179,7 @@ impl LocalRuns {
             if let Process::Child(running) = &mut r.process {
                 let _ = running.wait();
             }
+            crate::backend::mounts::unmount(&r.mounts);
         }
     }
 

@@ -84,6 +84,7 @@ pub(super) fn launch_of(
         run,
         workdir: spec.workdir.clone(),
         local_mounts: crate::backend::mounts::local_sources(&spec.file_mounts),
+        mount_points: crate::backend::mounts::mount_points(&spec.file_mounts),
         envs: spec
             .envs
             .iter()

@@ -80,11 +80,14 @@ fn jobs_and_gangs_run_on_the_hosts_they_were_placed_on() {
     std::fs::write(work.join("checkpoints/big.pt"), "weights").unwrap();
     std::fs::write(work.join(".gitignore"), "checkpoints/\n").unwrap();
     std::fs::write(work.join("data.txt"), "payload\n").unwrap();
+    // A local `file_mounts` source travels with the run as the workdir does.
+    let mounted = h.dir.join("mounted.txt");
+    let mounted = mounted.display();
     let gang = submit(
         &d,
         &h.dir,
         "gang",
-        &format!("name: gang\nnum_nodes: 2\nworkdir: {}\nresources:\n  accelerators: A100-80GB:2\nrun: |\n  echo \"host=$(hostname) rank=$SKYPILOT_NODE_RANK n=$SKYPILOT_NUM_NODES gpus=$SKYPILOT_NUM_GPUS_PER_NODE ips=$(echo $SKYPILOT_NODE_IPS | tr ' ' ,)\"\n  echo \"rank=$SKYPILOT_NODE_RANK data=$(cat data.txt) git=$(ls -d .git checkpoints 2>/dev/null)\"\n", work.display()),
+        &format!("name: gang\nnum_nodes: 2\nworkdir: {}\nfile_mounts:\n  {mounted}: {}/data.txt\nresources:\n  accelerators: A100-80GB:2\nrun: |\n  echo \"mount rank=$SKYPILOT_NODE_RANK mounted=$(cat {mounted}) from=$GANTRY_MOUNTS_FROM\"\n  echo \"host=$(hostname) rank=$SKYPILOT_NODE_RANK n=$SKYPILOT_NUM_NODES gpus=$SKYPILOT_NUM_GPUS_PER_NODE ips=$(echo $SKYPILOT_NODE_IPS | tr ' ' ,)\"\n  echo \"rank=$SKYPILOT_NODE_RANK data=$(cat data.txt) git=$(ls -d .git checkpoints 2>/dev/null)\"\n", work.display(), work.display()),
     );
     wait_for(&d, 30, "the gang to complete", || {
         state(&d, gang) == "completed"
@@ -110,6 +113,15 @@ fn jobs_and_gangs_run_on_the_hosts_they_were_placed_on() {
             log.contains(&format!("rank={rank} data=payload git=\n"))
                 || log.ends_with(&format!("rank={rank} data=payload git=")),
             "{log}"
+        );
+    }
+    for x in &h.hosts {
+        assert!(
+            log.contains(&format!(
+                "mounted=payload from=/root/.gantry/work/{}/job-{gang}-",
+                x.name
+            )),
+            "each node copies the source shipped to its host: {log}"
         );
     }
     // The hosts forget the copies once the end is recorded.
@@ -1120,6 +1132,9 @@ fn a_gang_on_hosts_named_by_ssh_aliases_is_told_ip_addresses() {
     std::fs::write(h.dir.join("ssh_config"), config).unwrap();
     let d = daemon("ssh-aliases", &h.fleet(&aliases, "2m"));
     wait_for(&d, 60, "both hosts to connect", || connected(&d, 2));
+    // A local `file_mounts` source travels with the run as the workdir does.
+    let mounted = h.dir.join("mounted.txt");
+    let mounted = mounted.display();
     let gang = submit(
         &d,
         &h.dir,

@@ -344,6 +344,18 @@ fn print_spec(name: &str, spec: &JobSpec, whole: bool) {
     if let Some(c) = &spec.checkpoint {
         println!("  checkpoint  {} then {} s grace", c.signal.0, c.grace_s);
     }
+    for m in &spec.file_mounts {
+        use gantry::spec::mounts::{MountMode, MountSource};
+        let (what, from) = match (&m.source, m.mode) {
+            (MountSource::Local(p), _) => ("copied from", p.as_str()),
+            (MountSource::Bucket { url, .. }, MountMode::Copy) => ("copied from", url.as_str()),
+            (MountSource::Bucket { url, .. }, MountMode::Mount) => ("mounts", url.as_str()),
+            (MountSource::Bucket { url, .. }, MountMode::MountCached) => {
+                ("mounts (cached)", url.as_str())
+            }
+        };
+        println!("  mount       {} {what} {from}", m.dest);
+    }
     if !spec.ignored.is_empty() {
         println!("  not acted on:");
         for i in &spec.ignored {

@@ -1132,9 +1132,6 @@ fn a_gang_on_hosts_named_by_ssh_aliases_is_told_ip_addresses() {
     std::fs::write(h.dir.join("ssh_config"), config).unwrap();
     let d = daemon("ssh-aliases", &h.fleet(&aliases, "2m"));
     wait_for(&d, 60, "both hosts to connect", || connected(&d, 2));
-    // A local `file_mounts` source travels with the run as the workdir does.
-    let mounted = h.dir.join("mounted.txt");
-    let mounted = mounted.display();
     let gang = submit(
         &d,
         &h.dir,

@@ -1,8 +1,9 @@
 //! SSH hosts: a pool of servers reached with the system `ssh` (the user's `ssh_config`,
 //! `known_hosts`, agent and jump hosts apply; one multiplexed master connection per host,
 //! driven by the `openssh` crate). On each host runs `gantry agent` — this same binary,
-//! copied to `~/.gantry/bin/` when the host has no copy of this build — which is the local
-//! backend run there (process groups, logs, exit statuses, NVML).
+//! copied to `~/.gantry/bin/` when the host has no copy of this build (without its debug
+//! sections and gzip'd on the wire: `agent_image`) — which is the local backend run there
+//! (process groups, logs, exit statuses, NVML).
 //!
 //! One thread per pool runs a small async runtime with one task per host. A task connects,
 //! installs the agent if needed, starts it, and relays: the daemon's requests to the agent's
@@ -109,6 +110,7 @@ fn build_id(exe: &std::path::Path) -> String {
 
 type Pending = Arc<Mutex<HashMap<u64, mpsc::Sender<LogRead>>>>;
 
+pub mod agent_image;
 mod control;
 mod ship;
 use ship::copy_workdir;
@@ -266,6 +268,7 @@ impl SshPool {
             exe: exe.clone(),
             build: build_id(&exe),
             own_binary,
+            image: tokio::sync::OnceCell::new(),
             opts,
             events: tx,
             pending: pending.clone(),
@@ -435,6 +438,9 @@ struct Shared {
     /// The agent is this binary (its architecture is known); not when `GANTRY_AGENT_BIN`
     /// names another.
     own_binary: bool,
+    /// The agent as hosts receive it, made at the first copy (`None`: it could not be made,
+    /// and the binary goes as it is).
+    image: tokio::sync::OnceCell<Option<agent_image::Image>>,
     opts: SshOptions,
     events: mpsc::Sender<RunEvent>,
     pending: Pending,
@@ -726,12 +732,27 @@ async fn install(s: &openssh::Session, host: usize, shared: &Shared) -> Result<S
     // host given back mid-copy) ends in a clean EOF, which `cat` takes for the end — so the
     // size is checked before the copy is put in place, and again before it is trusted (a
     // truncated agent crashes before it says hello, on every connection).
-    let len = std::fs::metadata(&shared.exe)
+    let whole_len = std::fs::metadata(&shared.exe)
         .map(|m| m.len())
         .map_err(|e| format!("cannot read {}: {e}", shared.exe.display()))?;
+    let image = shared
+        .image
+        .get_or_init(|| async {
+            // `GANTRY_AGENT_LEAN=0` sends the binary as it is (and measures what that costs).
+            if std::env::var("GANTRY_AGENT_LEAN").is_ok_and(|v| v == "0") {
+                return None;
+            }
+            let (exe, build) = (shared.exe.clone(), shared.build.clone());
+            tokio::task::spawn_blocking(move || agent_image::prepare(&exe, &build))
+                .await
+                .ok()
+                .and_then(Result::ok)
+        })
+        .await
+        .clone();
     let probe = s
         .raw_command(format!(
-            "uname -m; test -x {path} && test \"$(wc -c < {path})\" -eq {len} && echo present"
+            "uname -m; command -v gzip >/dev/null 2>&1 && echo gzip || echo no-gzip; test -x {path} && wc -c < {path} || echo absent"
         ))
         .output()
         .await
@@ -739,9 +760,17 @@ async fn install(s: &openssh::Session, host: usize, shared: &Shared) -> Result<S
     let out = String::from_utf8_lossy(&probe.stdout);
     let mut words = out.split_whitespace();
     let arch = words.next().unwrap_or("").to_string();
-    if words.next() == Some("present") {
+    let gzip = words.next() == Some("gzip");
+    let there: Option<u64> = words.next().and_then(|w| w.parse().ok());
+    // A whole copy of either form (the lean image, or the binary as it is for a host without
+    // gzip) is this build's agent.
+    if there.is_some_and(|n| n == whole_len || image.as_ref().is_some_and(|i| i.len == n)) {
         return Ok(path);
     }
+    let (send, len, unpack) = match image.filter(|_| gzip) {
+        Some(i) => (i.packed, i.len, "gzip -dc"),
+        None => (shared.exe.clone(), whole_len, "cat"),
+    };
     if shared.own_binary && arch != std::env::consts::ARCH {
         return Err(format!(
             "the host is {arch}, this gantry binary is {}: install gantry {} for {arch} there as ~/{path}",
@@ -756,7 +785,7 @@ async fn install(s: &openssh::Session, host: usize, shared: &Shared) -> Result<S
     let tmp = format!("{path}.part-{}-{host}-{nanos}", std::process::id());
     let mut child = s
         .raw_command(format!(
-            "mkdir -p .gantry/bin && cat > {tmp} && if [ \"$(wc -c < {tmp})\" -eq {len} ]; then chmod 755 {tmp} && mv -f {tmp} {path}; else rm -f {tmp}; echo \"the copy was cut short\" >&2; exit 1; fi"
+            "mkdir -p .gantry/bin && {unpack} > {tmp} && if [ \"$(wc -c < {tmp})\" -eq {len} ]; then chmod 755 {tmp} && mv -f {tmp} {path}; else rm -f {tmp}; echo \"the copy was cut short\" >&2; exit 1; fi"
         ))
         .stdin(openssh::Stdio::piped())
         .stdout(openssh::Stdio::null())
@@ -764,9 +793,9 @@ async fn install(s: &openssh::Session, host: usize, shared: &Shared) -> Result<S
         .spawn()
         .await
         .map_err(|e| format!("cannot copy the agent: {}", error_chain(&e)))?;
-    let mut file = tokio::fs::File::open(&shared.exe)
+    let mut file = tokio::fs::File::open(&send)
         .await
-        .map_err(|e| format!("cannot read {}: {e}", shared.exe.display()))?;
+        .map_err(|e| format!("cannot read {}: {e}", send.display()))?;
     if let Some(mut stdin) = child.stdin().take() {
         tokio::io::copy(&mut file, &mut stdin)
             .await

@@ -82,7 +82,7 @@ fn sweep(dir: &Path, keep: usize) {
         })
         .filter_map(|p| Some((std::fs::metadata(&p).ok()?.modified().ok()?, p)))
         .collect();
-    images.sort_by(|a, b| b.0.cmp(&a.0));
+    images.sort_by_key(|(t, _)| std::cmp::Reverse(*t));
     for (_, p) in images.into_iter().skip(keep) {
         let _ = std::fs::remove_file(p.with_extension("len"));
         let _ = std::fs::remove_file(p);

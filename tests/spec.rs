@@ -489,3 +489,82 @@ fn infra_limits_the_pools_and_says_where_the_fleet_is() {
         Err("infra instance type p4d.24xlarge: no pool of this fleet is there (its pools are in: aws/us-east-1/us-east-1a x, aws/us-west-2/us-west-2b x, kubernetes/k8s/dc1 x)".into())
     );
 }
+
+/// A job's `file_mounts` go only to pools whose declared `tools` can do them (a pool that
+/// declares none is not known to lack any); where no pool can, the job is refused at
+/// `file_mounts`, naming the mount, what it needs and the pools that have it.
+#[test]
+fn mounts_go_to_pools_whose_tools_can_do_them_or_are_refused_at_the_field() {
+    let mut b = FleetBuilder::new();
+    let l4 = b.model("L4", 23_034, None).unwrap();
+    let mut pools = Vec::new();
+    for name in ["copiers", "mounters", "unknown"] {
+        let p = b
+            .pool(PoolSpec {
+                provider: "aws",
+                region: "us-east-1",
+                zone: "us-east-1a",
+                name,
+                instance_type: name,
+                model: Some(l4),
+                gpus_per_node: 1,
+                cpu_milli: 8_000,
+                mem_mib: 32 << 10,
+                capacity: CapacityType::OnDemand,
+                price_per_hour: 1.0,
+            })
+            .unwrap();
+        b.node(p, &format!("{name}-0"), None, None, 0).unwrap();
+        pools.push(p);
+    }
+    b.declare_tools(pools[0], vec!["aws".into(), "curl".into()]);
+    b.declare_tools(pools[1], vec!["rclone".into(), "fuse".into()]);
+    let fleet = b.build();
+    let pools_for = |yaml: &str| {
+        spec::parse("job.yaml", yaml.as_bytes())
+            .unwrap()
+            .to_request(&fleet)
+            .map(|r| r.pools)
+            .map_err(|e| e.to_string())
+    };
+    let copy = "run: x\nresources: {accelerators: L4}\nfile_mounts:\n  /data: s3://b/data\n";
+    // aws copies, rclone copies too; the undeclared pool may.
+    assert_eq!(pools_for(copy), Ok(None));
+    let mount = "run: x\nresources: {accelerators: L4}\nfile_mounts:\n  /ckpt: {source: s3://ck, mode: MOUNT}\n";
+    assert_eq!(pools_for(mount), Ok(Some(vec![pools[1], pools[2]])));
+    let gcs = "run: x\nresources: {accelerators: L4}\nfile_mounts:\n  /in: {source: gs://b/in, mode: MOUNT}\n";
+    assert_eq!(pools_for(gcs), Ok(Some(vec![pools[1], pools[2]])));
+    // Only the declared pools are left: refused, naming what would do.
+    let only = "run: x\nresources: {accelerators: L4, instance_type: copiers}\nfile_mounts:\n  /local: ./here\n  /ckpt: {source: s3://ck, mode: MOUNT_CACHED}\n";
+    assert_eq!(
+        pools_for(only),
+        Err("`/ckpt`: mounting s3://ck needs rclone with fuse, mount-s3 or goofys on the node, and no pool where the job may run has it (their `tools` in the fleet file); pools that have it: mounters".to_string())
+    );
+    let e = spec::parse("job.yaml", only.as_bytes())
+        .unwrap()
+        .to_request(&fleet)
+        .unwrap_err();
+    assert_eq!(e.field.as_deref(), Some("file_mounts"));
+}
+
+/// A pool's `tools` are checked where they are written and reach the fleet the scheduler uses.
+#[test]
+fn a_pools_tools_are_checked_and_reach_the_fleet() {
+    let text = |tools: &str| {
+        format!("[[teams]]\nname = \"a\"\n\n[[pools]]\nprovider = \"local\"\nregion = \"here\"\nzone = \"here\"\nname = \"host\"\ninstance_type = \"this machine\"\ncpus = 8\nmemory_gb = 16\ncapacity = \"reserved\"\nprice_per_hour = 0.5\nnodes = 1\ntools = {tools}\n")
+    };
+    let cfg =
+        gantry::config::fleet::parse("fleet.toml", &text(r#"["aws", "rclone", "fuse"]"#)).unwrap();
+    let fleet = gantry::config::fleet::fleet_of(&cfg);
+    assert_eq!(
+        fleet.tools_of(PoolId(0)),
+        Some(&["aws".to_string(), "rclone".to_string(), "fuse".to_string()][..])
+    );
+    let e = gantry::config::fleet::parse("fleet.toml", &text(r#"["aws", "s3fs"]"#))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.starts_with("fleet.toml:4:1:") && e.contains("tools: `s3fs` is not a tool gantry knows for file_mounts; allowed: aws, gcloud, gsutil, rclone, fuse, mount-s3, goofys, gcsfuse, curl, wget"),
+        "{e}"
+    );
+}

@@ -374,6 +374,10 @@ pub struct PoolConfig {
     /// `podman`) that runs jobs asking for an image (`image_id: docker:…`). Without it such
     /// jobs are not placed on this pool.
     pub container_runtime: Option<String>,
+    /// The tools this pool's nodes have for `file_mounts` (`aws`, `rclone`, `fuse`, …:
+    /// `spec::mounts::TOOLS`): a job whose mounts need what they lack goes elsewhere, or is
+    /// refused at submit when no pool has it. Not declared: not known to lack any.
+    pub tools: Option<Vec<String>>,
     /// The pool's spending cap, US dollars an hour over its nodes paid for: a buy that would
     /// pass it waits, and says so (`max_nodes` caps the count).
     pub max_dollars_per_hour: Option<f64>,
@@ -902,6 +906,9 @@ pub fn fleet_sized(cfg: &FleetConfig, count: impl Fn(&PoolConfig) -> u32) -> Fle
             .expect("validated pool");
         if p.container_runtime.is_some() || p.is_kube() {
             b.runs_images(pool);
+        }
+        if let Some(t) = &p.tools {
+            b.declare_tools(pool, t.clone());
         }
         let n = count(p);
         let (leaves, nvlinks) = (

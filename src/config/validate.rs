@@ -59,6 +59,21 @@ pub(super) fn validate(file: &str, text: &str, cfg: &FleetConfig) -> Result<(), 
                 return Err(at("pools", i, message));
             }
         }
+        if let Some(bad) = p
+            .tools
+            .iter()
+            .flatten()
+            .find(|t| !crate::spec::mounts::TOOLS.contains(&t.as_str()))
+        {
+            return Err(at(
+                "pools",
+                i,
+                format!(
+                    "{name}: tools: `{bad}` is not a tool gantry knows for file_mounts; allowed: {}",
+                    crate::spec::mounts::TOOLS.join(", ")
+                ),
+            ));
+        }
         let auto = p.is_auto();
         if auto && !p.is_local() && !p.is_ssh() && !p.lists_cluster_nodes() {
             return Err(at(

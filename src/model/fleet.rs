@@ -173,12 +173,24 @@ pub struct Fleet {
     /// with a container runtime.
     #[serde(default)]
     pub image_pools: Vec<PoolId>,
+    /// The tools for `file_mounts` the pools that declare them have (`tools` in the fleet
+    /// file); a pool not listed is not known to lack any.
+    #[serde(default)]
+    pub pool_tools: Vec<(PoolId, Vec<String>)>,
 }
 
 impl Fleet {
     pub fn model(&self, id: ModelId) -> &GpuModel {
         &self.models[id.index()]
     }
+    /// The tools pool `id` declares for `file_mounts`; `None` where it declares none.
+    pub fn tools_of(&self, id: PoolId) -> Option<&[String]> {
+        self.pool_tools
+            .iter()
+            .find(|(p, _)| *p == id)
+            .map(|(_, t)| t.as_slice())
+    }
+
     pub fn pool(&self, id: PoolId) -> &Pool {
         &self.pools[id.index()]
     }
@@ -408,6 +420,12 @@ impl FleetBuilder {
         });
         self.node_names.insert(name.to_string(), id);
         Ok(id)
+    }
+
+    /// Pool `pool`'s nodes have these tools for `file_mounts` (and no other).
+    pub fn declare_tools(&mut self, pool: PoolId, tools: Vec<String>) {
+        self.fleet.pool_tools.retain(|(p, _)| *p != pool);
+        self.fleet.pool_tools.push((pool, tools));
     }
 
     /// Pool `pool` runs jobs in container images too (its hosts have a container runtime).

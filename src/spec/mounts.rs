@@ -74,6 +74,51 @@ const STORES: [(&str, &str); 7] = [
 /// SkyPilot's other stores: named so that the refusal can say which it is.
 const OTHER_STORES: [&str; 1] = ["azure"];
 
+/// The tools a node may have for `file_mounts`, as a pool declares them (`tools = [...]` in
+/// the fleet file; `fuse` is `/dev/fuse` with `fusermount`).
+pub const TOOLS: [&str; 10] = [
+    "aws", "gcloud", "gsutil", "rclone", "fuse", "mount-s3", "goofys", "gcsfuse", "curl", "wget",
+];
+
+impl FileMount {
+    /// What a node needs for this mount: all the tools of any one of these sets (nothing for
+    /// a local source), as `backend::mounts` tries them.
+    pub fn needs(&self) -> &'static [&'static [&'static str]] {
+        let MountSource::Bucket { url, .. } = &self.source else {
+            return &[];
+        };
+        let gcs = url.starts_with("gs://");
+        let web = url.starts_with("http://") || url.starts_with("https://");
+        match (self.mode, gcs, web) {
+            (_, _, true) => &[&["curl"], &["wget"]],
+            (MountMode::Copy, true, _) => &[&["gcloud"], &["gsutil"], &["rclone"]],
+            (MountMode::Copy, false, _) => &[&["aws"], &["rclone"]],
+            (_, true, _) => &[&["rclone", "fuse"], &["gcsfuse"]],
+            (_, false, _) => &[&["rclone", "fuse"], &["mount-s3"], &["goofys"]],
+        }
+    }
+
+    /// Whether a node with `tools` can do this mount.
+    pub fn can(&self, tools: &[String]) -> bool {
+        let needs = self.needs();
+        needs.is_empty()
+            || needs
+                .iter()
+                .any(|set| set.iter().all(|t| tools.iter().any(|have| have == t)))
+    }
+
+    /// What it needs, as a sentence part: `aws or rclone`, `rclone with fuse, mount-s3 or
+    /// goofys`.
+    pub fn needs_text(&self) -> String {
+        let sets: Vec<String> = self.needs().iter().map(|s| s.join(" with ")).collect();
+        match sets.as_slice() {
+            [] => "nothing".to_string(),
+            [one] => one.clone(),
+            [rest @ .., last] => format!("{} or {last}", rest.join(", ")),
+        }
+    }
+}
+
 /// A bucket URL in the form the node's prelude reads, `SCHEME://BUCKET/PATH`: OCI's
 /// `oci://BUCKET@REGION/PATH` and IBM's `cos://REGION/BUCKET/PATH` lose their region (the
 /// endpoint carries it).

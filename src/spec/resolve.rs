@@ -61,6 +61,68 @@ fn pools_of(infra: &Infra, fleet: &Fleet) -> Result<Option<Vec<PoolId>>, Resolve
     Ok(Some(pools))
 }
 
+/// Of `pools` (`None`: all), those whose nodes can do every one of `mounts` (a pool that
+/// declares no `tools` is not known to lack any); none is an error that names the mount, what
+/// it needs, and the pools that have it.
+fn mount_pools(
+    mounts: &[super::mounts::FileMount],
+    pools: Option<Vec<PoolId>>,
+    fleet: &Fleet,
+) -> Result<Option<Vec<PoolId>>, ResolveError> {
+    if fleet.pool_tools.is_empty() || mounts.iter().all(|m| m.needs().is_empty()) {
+        return Ok(pools);
+    }
+    let all: Vec<PoolId> = (0..fleet.pools.len()).map(|i| PoolId(i as u32)).collect();
+    let candidates = pools.clone().unwrap_or_else(|| all.clone());
+    let able = |id: PoolId| {
+        fleet
+            .tools_of(id)
+            .is_none_or(|t| mounts.iter().all(|m| m.can(t)))
+    };
+    let kept: Vec<PoolId> = candidates.iter().copied().filter(|&id| able(id)).collect();
+    if !kept.is_empty() {
+        return Ok(if kept.len() == candidates.len() {
+            pools
+        } else {
+            Some(kept)
+        });
+    }
+    // Said of the first mount no candidate can do.
+    let m = mounts
+        .iter()
+        .find(|m| {
+            candidates
+                .iter()
+                .all(|&id| fleet.tools_of(id).is_some_and(|t| !m.can(t)))
+        })
+        .unwrap_or(&mounts[0]);
+    let having: Vec<&str> = all
+        .iter()
+        .filter(|&&id| fleet.tools_of(id).is_some_and(|t| m.can(t)))
+        .map(|&id| fleet.pool(id).name.as_str())
+        .collect();
+    let source = match &m.source {
+        super::mounts::MountSource::Bucket { url, .. } => url.as_str(),
+        super::mounts::MountSource::Local(p) => p.as_str(),
+    };
+    let verb = if m.mode == super::mounts::MountMode::Copy {
+        "copying"
+    } else {
+        "mounting"
+    };
+    Err(ResolveError::new(format!(
+        "`{}`: {verb} {source} needs {} on the node, and no pool where the job may run has it (their `tools` in the fleet file); {}",
+        m.dest,
+        m.needs_text(),
+        if having.is_empty() {
+            "no pool of this fleet declares it: add it to a pool's `tools`, or write `mode: COPY`".to_string()
+        } else {
+            format!("pools that have it: {}", having.join(", "))
+        }
+    ))
+    .at("file_mounts"))
+}
+
 /// Of `pools` (`None`: all), those that run container images: Kubernetes pools.
 fn container_pools(
     image: &str,
@@ -334,6 +396,7 @@ impl JobSpec {
                     .map_err(|e| e.at("resources.image_id"))?,
             );
         }
+        pools = mount_pools(&self.file_mounts, pools, fleet)?;
         let mut out = Vec::new();
         let mut last_refusal = None;
         for (count, models) in shapes {

@@ -4,6 +4,7 @@
 //! `backend::mounts`' part; this reads and checks the file, pointing at the entry it is about.
 
 use super::task::Reader;
+use super::values::kind;
 use super::SpecError;
 use serde::{Deserialize, Serialize};
 use serde_yaml_ng::Value;
@@ -478,19 +479,6 @@ impl Reader<'_> {
             ));
         }
         Ok(())
-    }
-}
-
-/// What a YAML value is, for messages.
-fn kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "nothing",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Sequence(_) => "a list",
-        Value::Mapping(_) => "a mapping",
-        Value::Tagged(_) => "a tagged value",
     }
 }
 

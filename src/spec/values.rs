@@ -14,7 +14,8 @@ fn scalar_text(v: &Value) -> Option<String> {
     }
 }
 
-fn kind(v: &Value) -> &'static str {
+/// What a YAML value is, for messages.
+pub(super) fn kind(v: &Value) -> &'static str {
     match v {
         Value::Null => "nothing",
         Value::Bool(_) => "a boolean",

@@ -103,36 +103,45 @@ async fn send_mounts(
             };
             (packed, into)
         };
-        let mut remote = s
-            .raw_command(format!(
-                "r=\"{root}\" && mkdir -p \"$r\"{} && tar -xzf - -C \"$r\"{} && echo \"$r\"",
-                quote(&into),
-                quote(&into)
-            ))
-            .stdin(openssh::Stdio::piped())
-            .stdout(openssh::Stdio::piped())
-            .stderr(openssh::Stdio::piped())
-            .spawn()
+        let command = format!(
+            "r=\"{root}\" && mkdir -p \"$r\"{} && tar -xzf - -C \"$r\"{} && echo \"$r\"",
+            quote(&into),
+            quote(&into)
+        );
+        at = untar(s, command, &packed)
             .await
-            .map_err(|e| format!("cannot run tar on the host: {}", error_chain(&e)))?;
-        if let Some(mut to) = remote.stdin().take() {
-            let sent = to.write_all(&packed).await;
-            let _ = to.shutdown().await;
-            sent.map_err(|e| format!("sending {src} failed: {e}"))?;
-        }
-        let out = remote
-            .wait_with_output()
-            .await
-            .map_err(|e| format!("tar on the host: {}", error_chain(&e)))?;
-        if !out.status.success() {
-            return Err(format!(
-                "{src}: tar on the host: {}",
-                crate::untrusted::bounded(String::from_utf8_lossy(&out.stderr).trim(), SAID_MAX)
-            ));
-        }
-        at = String::from_utf8_lossy(&out.stdout).trim().to_string();
+            .map_err(|e| format!("{src}: {e}"))?;
     }
     Ok(at)
+}
+
+/// Runs `command` (a `tar -xzf -` that echoes where it unpacked) on the host with `packed` on
+/// its stdin; what it echoed.
+async fn untar(s: &openssh::Session, command: String, packed: &[u8]) -> Result<String, String> {
+    let mut remote = s
+        .raw_command(command)
+        .stdin(openssh::Stdio::piped())
+        .stdout(openssh::Stdio::piped())
+        .stderr(openssh::Stdio::piped())
+        .spawn()
+        .await
+        .map_err(|e| format!("cannot run tar on the host: {}", error_chain(&e)))?;
+    if let Some(mut to) = remote.stdin().take() {
+        let sent = to.write_all(packed).await;
+        let _ = to.shutdown().await;
+        sent.map_err(|e| format!("sending it failed: {e}"))?;
+    }
+    let out = remote
+        .wait_with_output()
+        .await
+        .map_err(|e| format!("tar on the host: {}", error_chain(&e)))?;
+    if !out.status.success() {
+        return Err(format!(
+            "tar on the host: {}",
+            crate::untrusted::bounded(String::from_utf8_lossy(&out.stderr).trim(), SAID_MAX)
+        ));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
 
 /// Sends the directory; where it landed on the host.
@@ -151,32 +160,10 @@ async fn send_dir(
     })
     .await
     .map_err(|e| e.to_string())??;
-    let mut remote = s
-        // The host's name as the agent reads it (`agent::hostname`).
-        .raw_command(format!(
-            "d=.gantry/work/$(cat /proc/sys/kernel/hostname)/job-{job}-{} && rm -rf \"$d\" && mkdir -p \"$d\" && tar -xzf - -C \"$d\" && echo \"$d\"",
-            token_tag(token)
-        ))
-        .stdin(openssh::Stdio::piped())
-        .stdout(openssh::Stdio::piped())
-        .stderr(openssh::Stdio::piped())
-        .spawn()
-        .await
-        .map_err(|e| format!("cannot run tar on the host: {}", error_chain(&e)))?;
-    if let Some(mut to) = remote.stdin().take() {
-        let sent = to.write_all(&packed).await;
-        let _ = to.shutdown().await;
-        sent.map_err(|e| format!("sending it failed: {e}"))?;
-    }
-    let out = remote
-        .wait_with_output()
-        .await
-        .map_err(|e| format!("tar on the host: {}", error_chain(&e)))?;
-    if !out.status.success() {
-        return Err(format!(
-            "tar on the host: {}",
-            crate::untrusted::bounded(String::from_utf8_lossy(&out.stderr).trim(), SAID_MAX)
-        ));
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+    // The host's name as the agent reads it (`agent::hostname`).
+    let command = format!(
+        "d=.gantry/work/$(cat /proc/sys/kernel/hostname)/job-{job}-{} && rm -rf \"$d\" && mkdir -p \"$d\" && tar -xzf - -C \"$d\" && echo \"$d\"",
+        token_tag(token)
+    );
+    untar(s, command, &packed).await
 }

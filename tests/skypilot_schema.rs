@@ -323,7 +323,6 @@ fn what_gantry_does_instead_is_said_for_every_field_it_does_not_act_on() {
             "resources.ports",
             "resources.network_tier",
             "resources.labels",
-            "resources.autostop",
             "resources.accelerator_args"
         ]
     );
@@ -331,4 +330,43 @@ fn what_gantry_does_instead_is_said_for_every_field_it_does_not_act_on() {
         let (_, instead) = i.split_once(": ").unwrap();
         assert!(instead.len() > 20, "{i}: says what gantry does instead");
     }
+    assert_eq!(s.idle_window_s, Some(600.0), "autostop: 10 is honoured");
+}
+
+/// `autostop` in each of SkyPilot's forms is the job's own idle window for reclaim (at least a
+/// minute); what has no meaning for gantry in it is noted, and a bad value is refused there.
+#[test]
+fn autostop_is_the_jobs_own_idle_window() {
+    let window = |v: &str| {
+        parse(&format!("run: x\nresources:\n  autostop: {v}\n"))
+            .map(|s| (s.idle_window_s, s.ignored))
+    };
+    assert_eq!(window("true").unwrap().0, Some(300.0));
+    assert_eq!(window("10").unwrap().0, Some(600.0));
+    assert_eq!(window("'1h'").unwrap().0, Some(3600.0));
+    assert_eq!(window("0").unwrap().0, Some(60.0), "at least a minute");
+    let (w, notes) = window("{idle_minutes: 2, down: true}").unwrap();
+    assert_eq!(w, Some(120.0));
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.starts_with("resources.autostop.down: ")),
+        "{notes:?}"
+    );
+    let (w, notes) = window("false").unwrap();
+    assert_eq!(w, None);
+    assert!(
+        notes[0].contains("the fleet's idle reclaim still applies"),
+        "{notes:?}"
+    );
+    let e = window("soon").unwrap_err();
+    assert!(
+        e.starts_with("task.yaml:3:3: `resources.autostop`: `soon`: expected idle minutes"),
+        "{e}"
+    );
+    let e = window("{idle: 3}").unwrap_err();
+    assert!(
+        e.contains("unknown field `idle` (allowed: idle_minutes, down, wait_for, hook)"),
+        "{e}"
+    );
 }

@@ -32,6 +32,9 @@ pub struct JobUsage<'a> {
     /// A person works in it (a notebook): it is suspended — held until its owner releases
     /// it — since a requeue would only start it again, as idle, on the same kind of GPU.
     pub interactive: bool,
+    /// The job's own idle window (SkyPilot's `autostop`): it is reclaimable after this long
+    /// idle where that is sooner than the fleet's window, never later.
+    pub window_s: Option<f64>,
     pub gpu_samples: &'a [Vec<(f64, f64)>],
 }
 
@@ -127,9 +130,10 @@ pub fn gpus_held(p: &Placement) -> f64 {
 /// Jobs whose every GPU stayed below the threshold for the whole window. A job without
 /// samples covering the window is never reclaimable: no data is not evidence of idleness.
 pub fn reclaim_plan(now: f64, jobs: &[JobUsage], cfg: &ReclaimConfig) -> ReclaimPlan {
-    let since = now - cfg.window_s;
     let mut items = Vec::new();
     for j in jobs {
+        let window = j.window_s.map_or(cfg.window_s, |w| w.min(cfg.window_s));
+        let since = now - window;
         let grants: usize = j.placement.nodes.iter().map(|n| n.gpus.len()).sum();
         if grants == 0 || j.gpu_samples.len() != grants {
             continue;
@@ -156,7 +160,7 @@ pub fn reclaim_plan(now: f64, jobs: &[JobUsage], cfg: &ReclaimConfig) -> Reclaim
             job: j.job,
             gpus: gpus_held(j.placement),
             dollars_per_hour: j.placement.price_per_hour,
-            idle_for_s: (now - idle_since).max(cfg.window_s),
+            idle_for_s: (now - idle_since).max(window),
             action: if j.interactive {
                 ReclaimAction::Suspend
             } else if j.checkpoints {
@@ -221,6 +225,7 @@ mod tests {
                 placement: &p2,
                 checkpoints: true,
                 interactive: false,
+                window_s: None,
                 gpu_samples: &idle,
             },
             JobUsage {
@@ -228,6 +233,7 @@ mod tests {
                 placement: &p2,
                 checkpoints: true,
                 interactive: false,
+                window_s: None,
                 gpu_samples: &one_busy,
             },
             JobUsage {
@@ -235,6 +241,7 @@ mod tests {
                 placement: &p1,
                 checkpoints: false,
                 interactive: false,
+                window_s: None,
                 gpu_samples: &too_new,
             },
         ];
@@ -244,6 +251,38 @@ mod tests {
         assert_eq!(plan.items[0].action, ReclaimAction::CheckpointAndRequeue);
         assert_eq!(plan.items[0].idle_for_s, 1100.0);
         assert_eq!((plan.gpus_freed, plan.dollars_per_hour_saved), (2.0, 8.0));
+    }
+
+    /// A job's own window (SkyPilot's `autostop`) makes it reclaimable sooner, never later.
+    #[test]
+    fn a_jobs_own_window_is_kept_where_it_is_sooner_than_the_fleets() {
+        let p = placement(1, 2.0);
+        // Idle for the last 400 s of 1000; the fleet's window is 15 minutes.
+        let s = [series(&[(0.0, 90.0), (600.0, 90.0), (1000.0, 0.0)])];
+        let usage = |job, window_s| JobUsage {
+            job,
+            placement: &p,
+            checkpoints: true,
+            interactive: false,
+            window_s,
+            gpu_samples: &s,
+        };
+        let plan = reclaim_plan(
+            1000.0,
+            &[
+                usage(1, Some(300.0)),
+                usage(2, Some(7200.0)),
+                usage(3, None),
+            ],
+            &ReclaimConfig::default(),
+        );
+        let jobs: Vec<u64> = plan.items.iter().map(|i| i.job).collect();
+        assert_eq!(
+            jobs,
+            vec![1],
+            "5 minutes idle asked for; the others wait for the fleet's 15"
+        );
+        assert_eq!(plan.items[0].idle_for_s, 400.0);
     }
 
     #[test]
@@ -257,6 +296,7 @@ mod tests {
                 placement: &p,
                 checkpoints: false,
                 interactive: false,
+                window_s: None,
                 gpu_samples: &s,
             }],
             &ReclaimConfig::default(),
@@ -274,6 +314,7 @@ mod tests {
             placement: &half,
             checkpoints: true,
             interactive,
+            window_s: None,
             gpu_samples: &s,
         };
         let plan = reclaim_plan(

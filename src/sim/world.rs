@@ -1295,6 +1295,7 @@ impl<'a> World<'a> {
                 checkpoints: self.jobs[*j].checkpoint_s.is_some(),
                 // The simulation's own model: a notebook idle past the window is closed.
                 interactive: false,
+                window_s: None,
                 gpu_samples: s,
             })
             .collect();

@@ -160,6 +160,10 @@ pub struct JobSpec {
     pub pipeline: Option<String>,
     /// SkyPilot's `resources.job_recovery`: restarts when the job's own process fails.
     pub recovery: Recovery,
+    /// SkyPilot's `autostop` as the job's own idle window, seconds: reclaimable after its GPUs
+    /// sat idle this long, where that is sooner than the fleet's `[reclaim]` window.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub idle_window_s: Option<f64>,
     /// SkyPilot's `file_mounts`: copied or mounted on every node before setup.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub file_mounts: Vec<mounts::FileMount>,
@@ -218,6 +222,7 @@ impl Default for JobSpec {
             after: None,
             pipeline: None,
             recovery: Recovery::default(),
+            idle_window_s: None,
             file_mounts: Vec::new(),
             ignored: Vec::new(),
         }

@@ -137,7 +137,8 @@ struct RawResources {
     ports: Option<Ignored>,
     disk_tier: Option<Ignored>,
     labels: Option<Ignored>,
-    autostop: Option<Ignored>,
+    /// SkyPilot's idle stop: the job's own reclaim window (`Reader::autostop`).
+    autostop: Option<serde_yaml_ng::Value>,
     network_tier: Option<Ignored>,
     /// `spot_recovery` is its deprecated name.
     #[serde(alias = "spot_recovery")]
@@ -158,7 +159,6 @@ impl RawResources {
             (self.disk_tier.is_some(), "disk_tier", Noted(NODE_DISK)),
             (self.network_tier.is_some(), "network_tier", Noted("the job uses the network its nodes have")),
             (self.labels.is_some(), "labels", Noted("cloud and pod labels are not set from it (gantry labels its own pods)")),
-            (self.autostop.is_some(), "autostop", Noted(RECLAIM)),
             (
                 matches!(&self.job_recovery, Some(RawRecovery::Strategy(_)))
                     || matches!(&self.job_recovery, Some(RawRecovery::Table { strategy: Some(_), .. })),
@@ -268,6 +268,8 @@ struct Resources {
     priority_class: Option<String>,
     /// Of the job, not of one alternative: read from the top-level `resources` only.
     recovery: Option<crate::spec::Recovery>,
+    /// `autostop`'s idle window, seconds (of the job too).
+    idle_window_s: Option<f64>,
 }
 
 impl Resources {
@@ -285,6 +287,7 @@ impl Resources {
             max_price: self.max_price.or(base.max_price),
             priority_class: self.priority_class.or_else(|| base.priority_class.clone()),
             recovery: self.recovery.or_else(|| base.recovery.clone()),
+            idle_window_s: self.idle_window_s.or(base.idle_window_s),
         }
     }
 
@@ -463,6 +466,9 @@ impl Reader<'_> {
                 *cloud = "kubernetes".to_string();
             }
         }
+        if let Some(v) = r.autostop {
+            out.idle_window_s = self.autostop(&format!("{path}.autostop"), v)?;
+        }
         if let Some(v) = r.image_id {
             let cloud = out.place.as_ref().and_then(|p| p.0.as_deref());
             out.image = self.image(&format!("{path}.image_id"), &v, cloud)?;
@@ -479,6 +485,68 @@ impl Reader<'_> {
             (None, None) => RawAlternatives::None,
         };
         Ok((out, alternatives))
+    }
+
+    /// SkyPilot's `autostop` — `true` (5 minutes), `false`, minutes, a duration (`10m`,
+    /// `1h`), or `{idle_minutes, down, wait_for, hook}` — as the job's own idle window for
+    /// gantry's reclaim: the job is reclaimable once its GPUs sat idle that long, where that is
+    /// sooner than the fleet's `[reclaim]` window (never later: the fleet's policy holds).
+    fn autostop(&mut self, path: &str, v: serde_yaml_ng::Value) -> Result<Option<f64>, SpecError> {
+        use serde_yaml_ng::Value as V;
+        let minutes = |r: &Self, key: &str, v: &V| -> Result<f64, SpecError> {
+            let seconds = match v {
+                V::Number(n) => n.as_f64().map(|m| m * 60.0),
+                V::String(t) => match t.trim().parse::<f64>() {
+                    Ok(m) => Some(m * 60.0),
+                    Err(_) => super::values::parse_duration(t),
+                },
+                _ => None,
+            };
+            seconds
+                .filter(|s| s.is_finite() && *s >= 0.0)
+                .ok_or_else(|| {
+                    r.err(
+                        key,
+                        format!(
+                            "`{}`: expected idle minutes (5), or a duration (10m, 1h)",
+                            serde_yaml_ng::to_string(v).unwrap_or_default().trim()
+                        ),
+                    )
+                })
+        };
+        let window = match &v {
+            V::Bool(true) => Some(300.0),
+            V::Bool(false) | V::Null => {
+                self.ignored.push(format!(
+                    "{path}: false: the fleet's idle reclaim still applies (`gantry reclaim`)"
+                ));
+                None
+            }
+            V::Mapping(m) => {
+                const KEYS: [&str; 4] = ["idle_minutes", "down", "wait_for", "hook"];
+                for k in m.keys() {
+                    let k = k.as_str().unwrap_or("?");
+                    if !KEYS.contains(&k) {
+                        return Err(self.err(
+                            path,
+                            format!("unknown field `{k}` (allowed: {})", KEYS.join(", ")),
+                        ));
+                    }
+                }
+                if m.contains_key("down") {
+                    self.ignored.push(format!("{path}.down: an idle job's GPUs are freed by reclaim; elastic pools give back the nodes left idle on their own"));
+                }
+                if m.contains_key("wait_for") || m.contains_key("hook") {
+                    self.ignored.push(format!("{path}.wait_for/hook: gantry judges idleness by the job's GPUs' utilization"));
+                }
+                match m.get("idle_minutes") {
+                    Some(v) => Some(minutes(self, &format!("{path}.idle_minutes"), v)?),
+                    None => Some(300.0),
+                }
+            }
+            other => Some(minutes(self, path, other)?),
+        };
+        Ok(window.map(|w| w.max(60.0)))
     }
 
     /// `image_id`: `docker:IMAGE` (or, on Kubernetes, the image as written, as SkyPilot reads
@@ -731,6 +799,7 @@ pub(super) fn build(raw: RawSpec, text: &str, file: &str) -> Result<JobSpec, Spe
         after,
         pipeline: raw.pipeline.map(|t| t.0),
         recovery: base.recovery.clone().unwrap_or_default(),
+        idle_window_s: base.idle_window_s,
         file_mounts,
         ignored: r.ignored,
     })

@@ -62,6 +62,7 @@ impl State {
                     placement: j.placement.as_ref()?,
                     checkpoints: j.spec.checkpoint.is_some(),
                     interactive: j.spec.interactive,
+                    window_s: j.spec.idle_window_s,
                     gpu_samples: s,
                 })
             })

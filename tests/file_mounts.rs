@@ -200,3 +200,59 @@ fn a_job_copies_buckets_and_local_files_and_resumes_from_its_mounted_checkpoint_
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A local pool is this host, whose tools the daemon knows: a mount it cannot do is refused at
+/// submit, at `file_mounts`, rather than failing the job's setup; a copy of a local source,
+/// which needs no tool, is taken.
+#[test]
+fn a_mount_this_host_cannot_do_is_refused_at_submit() {
+    let dir = temp_dir("file-mounts-tools");
+    let fleet = dir.join("fleet.toml");
+    std::fs::write(&fleet, daemon::LOCAL_FLEET).unwrap();
+    // A PATH with none of the tools: what the daemon finds on this host (the job below is given
+    // a PATH of its own for cp).
+    let d = daemon::start_with(
+        dir.join("daemon"),
+        &["--config", fleet.to_str().unwrap()],
+        |c| {
+            c.env("PATH", "/nonexistent-gantry-path");
+        },
+    );
+    let job = dir.join("mount.yaml");
+    std::fs::write(
+        &job,
+        "name: m\nfile_mounts:\n  /ckpt:\n    source: s3://ck\n    mode: MOUNT\nrun: ls /ckpt\n",
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_gantry"))
+        .arg("--connect")
+        .arg(&d.socket)
+        .args(["submit", job.to_str().unwrap(), "--team", "a"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("mount.yaml:2:1: `file_mounts`: `/ckpt`: mounting s3://ck needs rclone with fuse, mount-s3 or goofys on the node, and no pool where the job may run has it"),
+        "{err}"
+    );
+    std::fs::write(dir.join("here.txt"), "here\n").unwrap();
+    let copy = dir.join("copy.yaml");
+    std::fs::write(
+        &copy,
+        format!(
+            "name: c\nenvs:\n  PATH: /usr/bin:/bin\nfile_mounts:\n  {}/copied.txt: {}/here.txt\nrun: 'true'\n",
+            dir.display(),
+            dir.display()
+        ),
+    )
+    .unwrap();
+    let (id, _) = submit_in(&d, &dir, &copy, &[]);
+    wait_for(&d, 60, "the copy job to complete", || {
+        state(&d, id) == "completed"
+    });
+    assert_eq!(
+        std::fs::read_to_string(dir.join("copied.txt")).unwrap(),
+        "here\n"
+    );
+}

@@ -246,8 +246,10 @@ pub use local::exec::Exit;
 pub use local::nvml::{Discovery, GpuProcess, GpuSample, MigInstance};
 
 /// The fleet file with its `gpu = "auto"` pools filled in from this host's NVML (and what was
-/// done, to be said once); the file as it is when it has none. SSH pools' are filled in as
-/// their hosts answer, Kubernetes and Slurm pools' when the state opens (`discover::expand`).
+/// done, to be said once), and its local pools' `tools` (for `file_mounts`) from this host's
+/// PATH where the file does not declare them; the file as it is when it has neither. SSH
+/// pools' GPUs are filled in as their hosts answer, Kubernetes and Slurm pools' when the state
+/// opens (`discover::expand`).
 pub fn discover_auto(
     cfg: &crate::config::fleet::FleetConfig,
 ) -> (crate::config::fleet::FleetConfig, Vec<String>) {
@@ -255,6 +257,17 @@ pub fn discover_auto(
     let mut said = Vec::new();
     if crate::config::fleet::wants_discovery(cfg) {
         said = crate::config::fleet::apply_discovery(&mut c, &local::nvml::discover());
+    }
+    // A local pool is this host: what it has for `file_mounts` is known without asking.
+    if c.pools.iter().any(|p| p.is_local() && p.tools.is_none()) {
+        let here = mounts::tools_here();
+        for p in c
+            .pools
+            .iter_mut()
+            .filter(|p| p.is_local() && p.tools.is_none())
+        {
+            p.tools = Some(here.clone());
+        }
     }
     (c, said)
 }

@@ -162,6 +162,27 @@ pub fn local_sources(mounts: &[FileMount]) -> Vec<String> {
         .collect()
 }
 
+/// The tools for `file_mounts` (`spec::mounts::TOOLS`) this host has: on the PATH, and `fuse`
+/// where `/dev/fuse` and `fusermount` are.
+pub fn tools_here() -> Vec<String> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let on_path = |tool: &str| {
+        std::env::split_paths(&path).any(|d| {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::metadata(d.join(tool))
+                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+    };
+    crate::spec::mounts::TOOLS
+        .iter()
+        .filter(|&&t| match t {
+            "fuse" => std::path::Path::new("/dev/fuse").exists() && on_path("fusermount"),
+            t => on_path(t),
+        })
+        .map(|t| t.to_string())
+        .collect()
+}
+
 /// Where `mounts` mount a bucket (as written: `~/x`, `x` and `/x`).
 pub fn mount_points(mounts: &[FileMount]) -> Vec<String> {
     mounts

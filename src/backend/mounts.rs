@@ -2,8 +2,9 @@
 //! runs first (copies, fetches, mounts) and one that run starts with (unmounting when it ends,
 //! preempted or not). The tools are the node's own: `aws`, `gcloud`/`gsutil` or `rclone` to
 //! copy from a bucket; `rclone mount` (FUSE), `mount-s3`, `goofys` or `gcsfuse` to mount one;
-//! `curl` or `wget` for https. A node without a tool a mount needs fails the job's setup with
-//! a line that names the mount, the tools that would do and the host.
+//! `curl` or `wget` for https; `hf` (or `huggingface-cli`) for Hugging Face repositories. A
+//! node without a tool a mount needs fails the job's setup with a line that names the mount,
+//! the tools that would do and the host.
 //!
 //! Local sources are read at `$GANTRY_MOUNTS_FROM` + their path on the daemon's machine: unset
 //! where the node sees the daemon's files (a local pool; Slurm and Kubernetes, whose nodes see
@@ -50,6 +51,18 @@ gantry_fetch() {
     elif gantry_has gsutil; then gsutil -q cp "$u" "$d" >/dev/null 2>&1 || { mkdir -p "$d" && gsutil -m -q rsync -r "$u" "$d"; } || gantry_mount_fail "$m" "gsutil could not copy $u"
     elif gantry_has rclone; then gantry_rclone copyto "$(gantry_rclone_remote "$u")" "$d" || gantry_mount_fail "$m" "rclone could not copy $u"
     else gantry_mount_fail "$m" "copying $u needs gcloud, gsutil or rclone, and this node has none"; fi;;
+  hf://*)
+    b=${u#hf://}; ht=model
+    case "$b" in datasets/*) ht=dataset; b=${b#datasets/};; spaces/*) ht=space; b=${b#spaces/};; esac
+    ns=${b%%/*}; r=${b#*/}; nr=${r%%/*}; hs=""; [ "$r" != "$nr" ] && hs=${r#*/}
+    hn=${nr%%@*}; hr=""; case "$nr" in *@*) hr=${nr#*@};; esac
+    if gantry_has hf; then c=hf; elif gantry_has huggingface-cli; then c=huggingface-cli
+    else gantry_mount_fail "$m" "fetching $u needs hf or huggingface-cli (pip install huggingface_hub), and this node has neither"; fi
+    t="$d.gantry-hf"; rm -rf "$t"
+    $c download "$ns/$hn" --repo-type "$ht" ${hr:+--revision "$hr"} ${hs:+--include "$hs" --include "$hs/*"} --local-dir "$t" >/dev/null || gantry_mount_fail "$m" "$c could not download $u"
+    rm -rf "$t/.cache"
+    if [ -d "$t/$hs" ]; then mkdir -p "$d" && cp -a "$t/$hs/." "$d/"; else cp -a "$t/$hs" "$d"; fi || gantry_mount_fail "$m" "$u has no $hs"
+    rm -rf "$t";;
   http://*|https://*)
     if gantry_has curl; then curl -fsSL -o "$d" "$u" || gantry_mount_fail "$m" "curl could not fetch $u"
     elif gantry_has wget; then wget -qO "$d" "$u" || gantry_mount_fail "$m" "wget could not fetch $u"
@@ -177,6 +190,7 @@ pub fn tools_here() -> Vec<String> {
         .iter()
         .filter(|&&t| match t {
             "fuse" => std::path::Path::new("/dev/fuse").exists() && on_path("fusermount"),
+            "hf" => on_path("hf") || on_path("huggingface-cli"),
             t => on_path(t),
         })
         .map(|t| t.to_string())
@@ -334,6 +348,53 @@ mod tests {
         let (rc, err) = sh(&setup_prelude(&mounts), &[("PATH", bin.to_str().unwrap())]);
         assert_eq!(rc, 1, "{err}");
         assert!(err.contains("mounting gs://b/p needs rclone (with /dev/fuse) or gcsfuse, and this node has neither"), "{err}");
+    }
+
+    #[test]
+    fn a_hugging_face_repository_is_downloaded_with_its_revision_and_sub_path() {
+        let t = Scratch::new("hf");
+        let bin = t.path().join("bin");
+        std::fs::create_dir(&bin).unwrap();
+        // A stand-in `hf` that says how it was called and makes what a download of the
+        // sub-path makes: the repository's tree under --local-dir.
+        let args = t.path().join("args");
+        std::fs::write(
+            bin.join("hf"),
+            format!(
+                "#!/bin/sh\necho \"$@\" > {}\nwhile [ $# -gt 0 ]; do [ \"$1\" = --local-dir ] && out=$2; shift; done\nmkdir -p \"$out/weights/a\" \"$out/.cache\" && echo w > \"$out/weights/a/w.bin\"\n",
+                args.display()
+            ),
+        )
+        .unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(bin.join("hf"), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let dest = t.path().join("model");
+        let mounts = vec![FileMount {
+            dest: dest.display().to_string(),
+            source: MountSource::Bucket {
+                url: "hf://datasets/org/set@v1/weights".into(),
+                create: false,
+            },
+            mode: MountMode::Copy,
+        }];
+        let path = format!("{}:/usr/bin:/bin", bin.display());
+        let (rc, err) = sh(&setup_prelude(&mounts), &[("PATH", path.as_str())]);
+        assert_eq!(rc, 0, "{err}");
+        assert_eq!(
+            std::fs::read_to_string(&args).unwrap().trim(),
+            format!(
+                "download org/set --repo-type dataset --revision v1 --include weights --include weights/* --local-dir {}.gantry-hf",
+                dest.display()
+            )
+        );
+        assert_eq!(
+            std::fs::read_to_string(dest.join("a/w.bin")).unwrap(),
+            "w\n"
+        );
+        assert!(
+            !t.path().join("model.gantry-hf").exists(),
+            "the download's own directory is removed"
+        );
     }
 
     #[test]

@@ -60,8 +60,8 @@ impl MountMode {
 /// The schemes gantry fetches, and the stores a storage object may name, with their scheme.
 /// Besides S3 and GCS, SkyPilot's S3-compatible stores (R2, Nebius, CoreWeave, OCI, IBM COS)
 /// are reached with the S3 tools at the store's endpoint (`backend::mounts`).
-pub const SCHEMES: [&str; 9] = [
-    "s3", "gs", "r2", "nebius", "cw", "oci", "cos", "https", "http",
+pub const SCHEMES: [&str; 10] = [
+    "s3", "gs", "r2", "nebius", "cw", "oci", "cos", "hf", "https", "http",
 ];
 const STORES: [(&str, &str); 7] = [
     ("s3", "s3"),
@@ -77,8 +77,9 @@ const OTHER_STORES: [&str; 1] = ["azure"];
 
 /// The tools a node may have for `file_mounts`, as a pool declares them (`tools = [...]` in
 /// the fleet file; `fuse` is `/dev/fuse` with `fusermount`).
-pub const TOOLS: [&str; 10] = [
+pub const TOOLS: [&str; 11] = [
     "aws", "gcloud", "gsutil", "rclone", "fuse", "mount-s3", "goofys", "gcsfuse", "curl", "wget",
+    "hf",
 ];
 
 impl FileMount {
@@ -90,6 +91,9 @@ impl FileMount {
         };
         let gcs = url.starts_with("gs://");
         let web = url.starts_with("http://") || url.starts_with("https://");
+        if url.starts_with("hf://") {
+            return &[&["hf"]];
+        }
         match (self.mode, gcs, web) {
             (_, _, true) => &[&["curl"], &["wget"]],
             (MountMode::Copy, true, _) => &[&["gcloud"], &["gsutil"], &["rclone"]],
@@ -439,8 +443,11 @@ impl Reader<'_> {
                     if many {
                         return Err(self.mount_err(dest, "a list of sources may hold local paths only: give a bucket its own entry".to_string()));
                     }
-                    if url.starts_with("http") && mode != MountMode::Copy {
-                        return Err(self.mount_err(dest, format!("an https:// source can only be copied: write `mode: COPY` (it is {mode:?})")));
+                    if (url.starts_with("http") || url.starts_with("hf://"))
+                        && mode != MountMode::Copy
+                    {
+                        let scheme = url.split("://").next().unwrap_or("https");
+                        return Err(self.mount_err(dest, format!("a {scheme}:// source can only be copied: write `mode: COPY` (it is {mode:?})")));
                     }
                     out.push(FileMount {
                         dest: dest.to_string(),
@@ -568,7 +575,10 @@ mod tests {
         assert!(e.contains("write `/data: s3://bucket/data`"), "{e}");
         let e = mounts("run: x\nfile_mounts:\n  /d: {source: 'https://x.org/f', mode: MOUNT}\n")
             .unwrap_err();
-        assert!(e.contains("can only be copied"), "{e}");
+        assert!(e.contains("a https:// source can only be copied"), "{e}");
+        let e = mounts("run: x\nfile_mounts:\n  /d: {source: 'hf://org/model', mode: MOUNT}\n")
+            .unwrap_err();
+        assert!(e.contains("a hf:// source can only be copied"), "{e}");
     }
 
     #[test]

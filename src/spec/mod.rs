@@ -5,6 +5,7 @@
 
 pub mod dstack;
 pub mod instances;
+mod lifecycle;
 pub mod limits;
 pub mod mounts;
 pub mod redact;

@@ -1,11 +1,14 @@
-//! What a new host receives as its agent: this binary without its debug sections (where the
+//! What a new host receives as its agent, and its installation there (`install`): this binary without its debug sections (where the
 //! daemon's machine has `objcopy` or `strip`; symbols stay, so a panic still names its
 //! functions), gzip'd for the copy and unpacked on the host by `gzip -dc`. A release build
 //! goes from 223 MB to 19 MB on the wire (docs/measured.md). Made once per build and kept
 //! under the user's cache directory, so every host and every restart of the daemon reuses it.
 
+use super::super::agent::SAID_MAX;
+use super::{error_chain, Shared};
 use flate2::write::GzEncoder;
 use std::path::{Path, PathBuf};
+use tokio::io::AsyncWriteExt;
 
 /// An agent ready to send.
 #[derive(Clone, Debug)]
@@ -152,6 +155,100 @@ fn pack(
         packed_len,
         stripped,
     })
+}
+
+/// Makes sure the host has this build's agent: its path there, or why it cannot have it.
+pub(super) async fn install(
+    s: &openssh::Session,
+    host: usize,
+    shared: &Shared,
+) -> Result<String, String> {
+    let path = format!(".gantry/bin/gantry-{}", shared.build);
+    // A copy is whole or absent: one cut short (the connection dropped, the pool stopped, the
+    // host given back mid-copy) ends in a clean EOF, which `cat` takes for the end — so the
+    // size is checked before the copy is put in place, and again before it is trusted (a
+    // truncated agent crashes before it says hello, on every connection).
+    let whole_len = std::fs::metadata(&shared.exe)
+        .map(|m| m.len())
+        .map_err(|e| format!("cannot read {}: {e}", shared.exe.display()))?;
+    let image = shared
+        .image
+        .get_or_init(|| async {
+            // `GANTRY_AGENT_LEAN=0` sends the binary as it is (and measures what that costs).
+            if std::env::var("GANTRY_AGENT_LEAN").is_ok_and(|v| v == "0") {
+                return None;
+            }
+            let (exe, build) = (shared.exe.clone(), shared.build.clone());
+            tokio::task::spawn_blocking(move || prepare(&exe, &build))
+                .await
+                .ok()
+                .and_then(Result::ok)
+        })
+        .await
+        .clone();
+    let probe = s
+        .raw_command(format!(
+            "uname -m; command -v gzip >/dev/null 2>&1 && echo gzip || echo no-gzip; test -x {path} && wc -c < {path} || echo absent"
+        ))
+        .output()
+        .await
+        .map_err(|e| format!("cannot run a command: {}", error_chain(&e)))?;
+    let out = String::from_utf8_lossy(&probe.stdout);
+    let mut words = out.split_whitespace();
+    let arch = words.next().unwrap_or("").to_string();
+    let gzip = words.next() == Some("gzip");
+    let there: Option<u64> = words.next().and_then(|w| w.parse().ok());
+    // A whole copy of either form (the lean image, or the binary as it is for a host without
+    // gzip) is this build's agent.
+    if there.is_some_and(|n| n == whole_len || image.as_ref().is_some_and(|i| i.len == n)) {
+        return Ok(path);
+    }
+    let (send, len, unpack) = match image.filter(|_| gzip) {
+        Some(i) => (i.packed, i.len, "gzip -dc"),
+        None => (shared.exe.clone(), whole_len, "cat"),
+    };
+    if shared.own_binary && arch != std::env::consts::ARCH {
+        return Err(format!(
+            "the host is {arch}, this gantry binary is {}: install gantry {} for {arch} there as ~/{path}",
+            std::env::consts::ARCH,
+            env!("CARGO_PKG_VERSION"),
+        ));
+    }
+    // Hosts may share a home directory (NFS): each copy gets a name of its own.
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let tmp = format!("{path}.part-{}-{host}-{nanos}", std::process::id());
+    let mut child = s
+        .raw_command(format!(
+            "mkdir -p .gantry/bin && {unpack} > {tmp} && if [ \"$(wc -c < {tmp})\" -eq {len} ]; then chmod 755 {tmp} && mv -f {tmp} {path}; else rm -f {tmp}; echo \"the copy was cut short\" >&2; exit 1; fi"
+        ))
+        .stdin(openssh::Stdio::piped())
+        .stdout(openssh::Stdio::null())
+        .stderr(openssh::Stdio::piped())
+        .spawn()
+        .await
+        .map_err(|e| format!("cannot copy the agent: {}", error_chain(&e)))?;
+    let mut file = tokio::fs::File::open(&send)
+        .await
+        .map_err(|e| format!("cannot read {}: {e}", send.display()))?;
+    if let Some(mut stdin) = child.stdin().take() {
+        tokio::io::copy(&mut file, &mut stdin)
+            .await
+            .map_err(|e| format!("copying the agent failed: {e}"))?;
+        let _ = stdin.shutdown().await;
+    }
+    let out = child
+        .wait_with_output()
+        .await
+        .map_err(|e| format!("copying the agent failed: {}", error_chain(&e)))?;
+    if !out.status.success() {
+        return Err(format!(
+            "copying the agent to ~/{path} failed: {}",
+            crate::untrusted::bounded(String::from_utf8_lossy(&out.stderr).trim(), SAID_MAX)
+        ));
+    }
+    Ok(path)
 }
 
 #[cfg(test)]

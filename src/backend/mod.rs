@@ -69,6 +69,16 @@ impl Wake {
         }
     }
 
+    /// Queues `event` with `queue`, then wakes the daemon if it may let waiting work start:
+    /// queued first, so that the daemon woken finds it.
+    pub fn after(&self, event: RunEvent, queue: impl FnOnce(RunEvent)) {
+        let news = Wake::is_news(&event);
+        queue(event);
+        if news {
+            self.wake();
+        }
+    }
+
     /// Whether `event` may let waiting work start (a reason to wake, once it is queued).
     pub fn is_news(event: &RunEvent) -> bool {
         matches!(

@@ -31,11 +31,9 @@ impl LocalPool {
         let tx = Mutex::new(tx);
         let say: agent::Say = Arc::new(move |msg| {
             if let (Some(event), Ok(tx)) = (msg.event(0), tx.lock()) {
-                let news = crate::backend::Wake::is_news(&event);
-                let _ = tx.send(event);
-                if news {
-                    wake.wake();
-                }
+                wake.after(event, |e| {
+                    let _ = tx.send(e);
+                });
             }
         });
         let agent = agent::start(dirs, sampling, retention, say).map_err(|e| {

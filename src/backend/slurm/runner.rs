@@ -275,11 +275,9 @@ impl Worker {
     }
 
     fn emit(&self, e: RunEvent) {
-        let news = crate::backend::Wake::is_news(&e);
-        self.out.lock().unwrap_or_else(|e| e.into_inner()).push(e);
-        if news {
-            self.wake.wake();
-        }
+        self.wake.after(e, |e| {
+            self.out.lock().unwrap_or_else(|p| p.into_inner()).push(e)
+        });
     }
 
     fn command(&mut self, cmd: Cmd) {

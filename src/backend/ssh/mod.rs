@@ -704,12 +704,9 @@ fn relay(host: usize, line: &str, shared: &Shared) {
         Some(FromAgent::Hello { .. } | FromAgent::Pong) | None => {}
         Some(msg) => {
             if let Some(event) = msg.event(host) {
-                // Queued first: the daemon woken must find it.
-                let news = super::Wake::is_news(&event);
-                let _ = shared.events.send(event);
-                if news {
-                    shared.opts.wake.wake();
-                }
+                shared.opts.wake.after(event, |e| {
+                    let _ = shared.events.send(e);
+                });
             }
         }
     }

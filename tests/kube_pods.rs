@@ -758,3 +758,35 @@ fn a_pods_end_starts_the_next_job_without_waiting_for_the_clock() {
     );
     assert_eq!(state(&d, first), "completed");
 }
+
+/// A user's pod deleted between gantry's decision to place it and its bind: the bind finds
+/// it gone (404), and its job is cancelled as one whose pod went away, not failed with the
+/// API's refusal. The test API server holds the binding while the pod is deleted.
+#[test]
+fn a_users_pod_deleted_before_its_bind_cancels_its_job() {
+    use daemon::{events, state, wait_for};
+    let rt = runtime();
+    let api = free_nodes(&rt, &["gpu-3"]);
+    let d = daemon_over(&api, "kube-vanished", &["gpu-3"]);
+    api.hold_bindings(true);
+    api.apply(user_pod("lab", "gone-1", 2)).unwrap();
+    wait_for(&d, 30, "gantry to bind the pod", || {
+        api.bindings_held() == 1
+    });
+    let i = daemon::json(&d, &["jobs"])
+        .as_array()
+        .and_then(|a| a.iter().find(|j| j["name"] == "pod lab/gone-1").cloned())
+        .and_then(|j| j["id"].as_i64())
+        .expect("the pod's job");
+    api.remove(Kind::Pod, "lab", "gone-1");
+    api.hold_bindings(false);
+    wait_for(&d, 30, "its job to be cancelled", || {
+        state(&d, i) == "cancelled"
+    });
+    assert!(
+        events(&d).iter().any(|e| e.contains(&format!("job {i}"))
+            && e.contains("pod lab/gone-1 went away before it could be placed again")),
+        "{:?}",
+        events(&d)
+    );
+}

@@ -83,7 +83,10 @@ impl Wake {
     pub fn is_news(event: &RunEvent) -> bool {
         matches!(
             event,
-            RunEvent::Exited { .. } | RunEvent::StartFailed { .. } | RunEvent::Up { .. }
+            RunEvent::Exited { .. }
+                | RunEvent::StartFailed { .. }
+                | RunEvent::Vanished { .. }
+                | RunEvent::Up { .. }
         )
     }
 }
@@ -452,6 +455,14 @@ pub enum RunEvent {
         job: i64,
         token: String,
         why: String,
+    },
+    /// The work a backend's user gave gantry to place (a pod) was gone when gantry went to
+    /// start it (`what`: `pod NS/NAME`): the job goes as it would have before it was placed.
+    Vanished {
+        host: usize,
+        job: i64,
+        token: String,
+        what: String,
     },
     Exited {
         host: usize,

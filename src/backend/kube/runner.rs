@@ -491,13 +491,21 @@ impl Worker {
     async fn started(&mut self, s: Started) {
         for ((host, job, token), pod, ns, adopted) in s.parts {
             let key = (host, job, token);
-            if let Err(why) = &s.result {
+            if let Err(refusal) = &s.result {
                 if self.runs.remove(&key).is_some() {
-                    self.emit(RunEvent::StartFailed {
-                        host,
-                        job,
-                        token: key.2,
-                        why: why.clone(),
+                    self.emit(match &refusal.vanished {
+                        Some(what) => RunEvent::Vanished {
+                            host,
+                            job,
+                            token: key.2,
+                            what: what.clone(),
+                        },
+                        None => RunEvent::StartFailed {
+                            host,
+                            job,
+                            token: key.2,
+                            why: refusal.why.clone(),
+                        },
                     });
                 }
                 continue;

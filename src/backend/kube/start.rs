@@ -35,7 +35,24 @@ pub(super) struct Part {
 pub(super) struct Started {
     /// (run, pod, its namespace, adopted).
     pub parts: Vec<(RunKey, String, String, bool)>,
-    pub result: Result<(), String>,
+    pub result: Result<(), Refusal>,
+}
+
+/// Why a start did not go through.
+pub(super) struct Refusal {
+    pub why: String,
+    /// A user's pod that was gone when gantry went to bind it (`pod NS/NAME`): deleted since
+    /// it was queued, so its job goes as it would have before it was placed.
+    pub vanished: Option<String>,
+}
+
+impl From<String> for Refusal {
+    fn from(why: String) -> Refusal {
+        Refusal {
+            why,
+            vanished: None,
+        }
+    }
 }
 
 /// The parts of gangs whose nodes are all this pool's, held until the last one arrives.
@@ -84,13 +101,13 @@ pub(super) async fn start(
     client: kube::Client,
     parts: Vec<Part>,
     limit: Arc<Semaphore>,
-) -> Result<(), String> {
+) -> Result<(), Refusal> {
     // A gang larger than the limit takes all of it rather than never starting.
     let want = parts.len().clamp(1, IN_FLIGHT) as u32;
     let _permits = limit
         .acquire_many(want)
         .await
-        .map_err(|_| "the Kubernetes pool is closing".to_string())?;
+        .map_err(|_| Refusal::from("the Kubernetes pool is closing".to_string()))?;
     let api = |p: &Part| Api::<Pod>::namespaced(client.clone(), &p.namespace);
     let pp = PostParams::default();
     let made: Vec<&Part> = parts.iter().filter(|p| !p.adopted).collect();
@@ -118,7 +135,7 @@ pub(super) async fn start(
         let made_head = api(p)
             .create(&pp, &p.pod)
             .await
-            .map_err(|e| refusal(p, &e))?;
+            .map_err(|e| Refusal::from(refusal(p, &e)))?;
         owner = made_head.metadata.uid.map(|uid| (name(p).to_string(), uid));
         have.push(p);
     }
@@ -160,7 +177,7 @@ pub(super) async fn start(
     }
     if let Some(why) = refused {
         remove(&client, &have).await;
-        return Err(why);
+        return Err(why.into());
     }
     let bound = join_all(parts.iter().map(|p| {
         let binding = json!({
@@ -177,14 +194,16 @@ pub(super) async fn start(
                 &binding,
             )
             .await
-            .map_err(|e| {
-                format!(
+            .map_err(|e| Refusal {
+                why: format!(
                     "binding pod {}/{} to {}: {}",
                     p.namespace,
                     name(p),
                     p.node,
                     super::kube_error(&e)
-                )
+                ),
+                vanished: (p.adopted && matches!(&e, kube::Error::Api(s) if s.code == 404))
+                    .then(|| format!("pod {}/{}", p.namespace, name(p))),
             })
         }
     }))

@@ -412,6 +412,7 @@ impl State {
             RunEvent::Wanted { .. } | RunEvent::Queue { .. } => return Ok(()),
             RunEvent::Started { host, .. }
             | RunEvent::StartFailed { host, .. }
+            | RunEvent::Vanished { host, .. }
             | RunEvent::Exited { host, .. }
             | RunEvent::Up { host, .. }
             | RunEvent::Down { host, .. }
@@ -459,28 +460,30 @@ impl State {
             } => {
                 if self.part_mut(job, &token, node).is_some() {
                     self.kill_on_hosts(job)?;
-                    // Work a backend's user gave gantry (a pod) that is gone by the time it is
-                    // placed — deleted between its run's end and the next start, which a run's
-                    // end now triggers at once — goes as it would have before it was placed.
-                    let adopted = self.engine.job(job).and_then(|j| j.spec.adopt.clone());
-                    if let Some(key) = adopted.filter(|_| why.contains("(HTTP 404)")) {
-                        if self.engine.job(job).is_some_and(|j| !j.state.is_final()) {
-                            self.act(job, Action::Cancel, &format!("{key} going away"))?;
-                            return self.record_job(
-                                job,
-                                self.hosts.kind(node),
-                                format!(
-                                    "cancelled: {key} went away before it could be placed again"
-                                ),
-                            );
-                        }
-                    }
                     let why = format!("could not start on {name}: {why}");
                     if self.engine.job(job).is_some_and(|j| !j.state.is_final()) {
                         self.engine.finished_because(job, false, self.now, &why)?;
                         self.log(format!("job {job} {why}"));
                     } else {
                         self.record_job(job, self.hosts.kind(node), why)?;
+                    }
+                }
+            }
+            // Work a backend's user gave gantry (a pod) that is gone by the time it is placed
+            // — deleted between its run's end and the next start, which a run's end triggers
+            // at once — goes as it would have before it was placed.
+            RunEvent::Vanished {
+                job, token, what, ..
+            } => {
+                if self.part_mut(job, &token, node).is_some() {
+                    self.kill_on_hosts(job)?;
+                    if self.engine.job(job).is_some_and(|j| !j.state.is_final()) {
+                        self.act(job, Action::Cancel, &format!("{what} going away"))?;
+                        return self.record_job(
+                            job,
+                            self.hosts.kind(node),
+                            format!("cancelled: {what} went away before it could be placed again"),
+                        );
                     }
                 }
             }

@@ -108,6 +108,10 @@ struct Shared {
     pod_quota: Mutex<HashMap<String, usize>>,
     /// Every request answered 403, as RBAC answers a service account without the role.
     forbidden: std::sync::atomic::AtomicBool,
+    /// Bindings wait while set (a test acts between a scheduler's decision and its bind);
+    /// `binding_held` counts those waiting.
+    hold_bindings: std::sync::atomic::AtomicBool,
+    binding_held: std::sync::atomic::AtomicU64,
 }
 
 /// What the server has answered, for tests to check how a client behaved.
@@ -147,6 +151,8 @@ impl ApiServer {
             logs: Mutex::new(HashMap::new()),
             pod_quota: Mutex::new(HashMap::new()),
             forbidden: std::sync::atomic::AtomicBool::new(false),
+            hold_bindings: std::sync::atomic::AtomicBool::new(false),
+            binding_held: std::sync::atomic::AtomicU64::new(0),
         });
         let app = Router::new()
             .route("/version", get(version))
@@ -231,6 +237,21 @@ impl ApiServer {
         self.shared
             .forbidden
             .store(forbidden, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Holds every `pods/binding` request until released (`false`): what a test does between a
+    /// scheduler's decision and its bind, as a user deleting the pod.
+    pub fn hold_bindings(&self, hold: bool) {
+        self.shared
+            .hold_bindings
+            .store(hold, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// How many `pods/binding` requests wait (`hold_bindings`).
+    pub fn bindings_held(&self) -> u64 {
+        self.shared
+            .binding_held
+            .load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// The pods of `namespace` now, by name.

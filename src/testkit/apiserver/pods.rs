@@ -94,6 +94,14 @@ pub(super) async fn bind(
     Path((ns, name)): Path<(String, String)>,
     body: axum::body::Bytes,
 ) -> Response {
+    use std::sync::atomic::Ordering;
+    if s.hold_bindings.load(Ordering::SeqCst) {
+        s.binding_held.fetch_add(1, Ordering::SeqCst);
+        while s.hold_bindings.load(Ordering::SeqCst) {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        s.binding_held.fetch_sub(1, Ordering::SeqCst);
+    }
     let b: Value = serde_json::from_slice(&body).unwrap_or_default();
     let Some(node) = b["target"]["name"].as_str().filter(|n| !n.is_empty()) else {
         return status(

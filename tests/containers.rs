@@ -60,9 +60,14 @@ fn a_job_with_an_image_runs_its_setup_and_run_in_a_container_of_it() {
         return;
     }
     let (d, dir, work, _cleanup) = podman_daemon("container-run");
+    // A local `file_mounts` source outside the workdir: the container sees it (read-only)
+    // for setup to copy into the container's own filesystem.
+    let outside = dir.join("outside.txt");
+    std::fs::write(&outside, "mounted from the host\n").unwrap();
     let yaml = format!(
-        "name: boxed\nworkdir: {w}\nresources:\n  image_id: docker:{IMAGE}\nenvs:\n  GREETING: hello there\nsetup: |\n  export LEAK=1\n  cd /\n  echo set up > \"$OLDPWD/setup.txt\"\nrun: |\n  cat /etc/gantry-test-image\n  echo \"pwd=$(pwd) LEAK=$LEAK greeting=$GREETING rank=$SKYPILOT_NODE_RANK job=$GANTRY_JOB_ID\"\n  cat setup.txt\n  [[ -n $BASH_VERSION ]] && echo bash\n  echo from the container > made-inside.txt\n",
-        w = work.display()
+        "name: boxed\nworkdir: {w}\nfile_mounts:\n  /tmp/in-box.txt: {o}\nresources:\n  image_id: docker:{IMAGE}\nenvs:\n  GREETING: hello there\nsetup: |\n  export LEAK=1\n  cd /\n  echo set up > \"$OLDPWD/setup.txt\"\nrun: |\n  cat /etc/gantry-test-image\n  echo \"pwd=$(pwd) LEAK=$LEAK greeting=$GREETING rank=$SKYPILOT_NODE_RANK job=$GANTRY_JOB_ID\"\n  cat setup.txt\n  [[ -n $BASH_VERSION ]] && echo bash\n  echo from the container > made-inside.txt\n  cat /tmp/in-box.txt\n",
+        w = work.display(),
+        o = outside.display()
     );
     let id = submit(&d, &dir, "boxed", &yaml);
     wait_for(&d, 120, "the container job to end", || {
@@ -83,6 +88,7 @@ fn a_job_with_an_image_runs_its_setup_and_run_in_a_container_of_it() {
         "{log}"
     );
     assert!(log.contains("set up") && log.contains("bash"), "{log}");
+    assert!(log.contains("mounted from the host"), "{log}");
     assert_eq!(
         std::fs::read_to_string(work.join("made-inside.txt")).unwrap(),
         "from the container\n"

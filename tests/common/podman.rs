@@ -26,7 +26,8 @@ pub fn image() -> Result<(), String> {
             return Err("no podman (apt-get install podman)".into());
         }
         let root = super::common::temp_dir("container-rootfs");
-        let tools = "/bin/bash /bin/cat /bin/sleep /bin/ls /bin/mkdir /bin/rm /bin/touch /usr/bin/env /usr/bin/id";
+        // cp, dirname and hostname: what `file_mounts`' prelude uses to copy a local source.
+        let tools = "/bin/bash /bin/cat /bin/sleep /bin/ls /bin/mkdir /bin/rm /bin/touch /usr/bin/env /usr/bin/id /bin/cp /usr/bin/dirname /bin/hostname";
         let script = format!(
             "set -e\nroot={r}\nfor b in {tools}; do cp --parents -L $b $root/; for l in $(ldd $b | grep -o '/[^ ]*'); do cp --parents -L $l $root/ 2>/dev/null || true; done; done\nmkdir -p $root/etc $root/tmp\necho 'inside the test image' > $root/etc/gantry-test-image\ntar -C $root -c . | podman import - {IMAGE} >/dev/null\npodman run --rm {IMAGE} /bin/bash -c 'cat /etc/gantry-test-image'",
             r = root.display()

@@ -144,6 +144,17 @@ impl Container {
             v.push(m);
             a.push(v);
         }
+        for m in &spec.mount_sources {
+            // Only what is there: a runtime would make a missing source as a directory.
+            if m.exists() {
+                a.push("-v".into());
+                let mut v = m.as_os_str().to_os_string();
+                v.push(":");
+                v.push(m);
+                v.push(":ro");
+                a.push(v);
+            }
+        }
         if let Some(w) = workdir {
             a.push("-w".into());
             a.push(w.clone().into_os_string());

@@ -30,6 +30,10 @@ pub struct LaunchSpec {
     /// The image and runtime to run it in (`image_id` on a pool with `container_runtime`);
     /// `None`: on the host as it is.
     pub container: Option<(super::container::Container, String)>,
+    /// Where the run's local `file_mounts` sources are on this host (each source, or the root
+    /// a remote daemon shipped them to): a container sees them there, read-only, for setup
+    /// to copy.
+    pub mount_sources: Vec<PathBuf>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]

@@ -70,6 +70,10 @@ impl LocalRuns {
             run_token: l.token.clone(),
             gang: l.gang.clone(),
             container: container.clone(),
+            mount_sources: match l.envs.get("GANTRY_MOUNTS_FROM") {
+                Some(root) => vec![PathBuf::from(root)],
+                None => l.local_mounts.iter().map(PathBuf::from).collect(),
+            },
         })
         .map_err(|e| e.to_string())?;
         let pgid = running.pid;

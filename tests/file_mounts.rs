@@ -236,6 +236,18 @@ fn a_mount_this_host_cannot_do_is_refused_at_submit() {
         err.contains("mount.yaml:2:1: `file_mounts`: `/ckpt`: mounting s3://ck needs rclone with fuse, mount-s3 or goofys on the node, and no pool where the job may run has it"),
         "{err}"
     );
+    // Through the API, a relative source names nobody's directory: refused at the field.
+    let out = daemon::request(
+        &d.socket,
+        "POST /v1/jobs?team=a",
+        "name: r\nfile_mounts:\n  /data: ./data\nrun: 'true'\n",
+    );
+    assert!(
+        out.starts_with("HTTP/1.1 400")
+            && out.contains("the local source `./data` is relative")
+            && out.contains("file_mounts"),
+        "{out}"
+    );
     std::fs::write(dir.join("here.txt"), "here\n").unwrap();
     let copy = dir.join("copy.yaml");
     std::fs::write(

@@ -192,6 +192,20 @@ impl Engine {
             Some(parsed) => parsed.clone(),
             None => spec::parse(&s.file, &s.text)?,
         };
+        // A relative local source names no directory the daemon knows (whose `.`, whose
+        // `~`?): `gantry submit` makes each absolute, or ships it.
+        let relative = spec.file_mounts.iter().find_map(|m| match &m.source {
+            spec::mounts::MountSource::Local(p) if !p.starts_with('/') => Some((&m.dest, p)),
+            _ => None,
+        });
+        if let Some((dest, p)) = relative {
+            return Err(EngineError::Resolve(
+                spec::ResolveError::new(format!(
+                    "`{dest}`: the local source `{p}` is relative: the daemon cannot tell whose directory it means; submit with `gantry submit`, which makes it absolute (or ships it to a remote daemon), or write the absolute path"
+                ))
+                .at("file_mounts"),
+            ));
+        }
         let mut alternatives = spec.to_requests(self.cluster.fleet())?;
         let request = alternatives.remove(0);
         if let Some(after) = spec.after {

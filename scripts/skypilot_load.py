@@ -21,7 +21,7 @@ def load(path):
     for t in dag.tasks:
         res = t.resources
         alts = []
-        for r in (res if isinstance(res, list) else sorted(res, key=str)):
+        for r in res:
             alts.append({
                 "accelerators": {k: float(v) for k, v in (r.accelerators or {}).items()},
                 "use_spot": bool(r.use_spot),
@@ -29,6 +29,10 @@ def load(path):
                 "region": r.region,
                 "instance_type": r.instance_type,
             })
+        if not isinstance(res, list):
+            # `any_of` is a set: iterated in hash order, which changes from run to run
+            # (PYTHONHASHSEED). Written in one order, that of their JSON.
+            alts.sort(key=lambda a: json.dumps(a, sort_keys=True))
         tasks.append({"num_nodes": t.num_nodes, "alternatives": alts})
     return tasks
 

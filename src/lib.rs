@@ -11,7 +11,10 @@
 //! * [`bench`] — the benchmarks behind every performance figure.
 //! * [`tls`] — TLS both ends share: the crypto provider, fingerprints, pinning.
 //! * [`untrusted`] — text from outside (job output, hosts) escaped and bounded.
-//! * [`testkit`] — test doubles (a Kubernetes API server) for tests and benchmarks.
+// The core (model, scheduler, specs) is its own crate, so that the compiler keeps it free of
+// IO; re-exported so that `crate::model::…` reads the same everywhere.
+pub use gantry_core::{api, model, scheduler, spec, stats};
+
 pub mod backend;
 pub mod bench;
 pub mod client;
@@ -20,11 +23,8 @@ pub mod console;
 pub mod daemon;
 pub mod errors;
 pub mod exec_wire;
-pub mod model;
-pub mod scheduler;
+pub mod random;
 pub mod sim;
-pub mod spec;
-pub mod testkit;
 pub mod tls;
 pub mod trace;
 pub mod untrusted;

@@ -5,8 +5,8 @@
 #[path = "common/promtool.rs"]
 mod promtool;
 
+use gantry::api::Snapshot;
 use gantry::client::http::{Endpoint, HttpClient, Response};
-use gantry::client::Snapshot;
 use gantry::daemon::actor::{spawn, Clock, Handle};
 use gantry::daemon::server::{serve, Listen};
 use gantry::daemon::state::{State, StateOptions};
@@ -686,7 +686,7 @@ fn a_pool_in_detail_by_index_with_precise_errors() {
         .request("GET", "/v1/pools/0", None)
         .unwrap();
     assert_eq!(r.status, 200, "{}", text(&r));
-    let p: gantry::client::PoolDetail = serde_json::from_slice(&r.body).unwrap();
+    let p: gantry::api::PoolDetail = serde_json::from_slice(&r.body).unwrap();
     assert!(p.simulated && !p.nodes.is_empty() && !p.nodes[0].gpus.is_empty());
     let r = client(d, Who::Viewer)
         .request("GET", "/v1/pools/999", None)

@@ -211,7 +211,9 @@ fn bench_slurm_reads_the_scaled_cluster_and_the_daemon_holds_its_gpus() {
 }
 
 /// The Kubernetes bench reads the whole cluster from its child test server: every GPU the
-/// pods hold is found; then a pool's runner starts a pod on each of 10 nodes.
+/// pods hold is found; then a pool's runner starts a pod on each of 10 nodes. Only a build with
+/// the test double has it (`.ci/run` runs this with `--features testkit`).
+#[cfg(feature = "testkit")]
 #[test]
 fn bench_kube_reads_every_node_and_pod() {
     let (code, out, err) = gantry(&[
@@ -228,6 +230,15 @@ fn bench_kube_reads_every_node_and_pod() {
     assert!(v["ready_s"].as_f64().is_some_and(|x| x > 0.0), "{v}");
     assert_eq!(v["binds"], 10);
     assert!(v["bind_s"].as_f64().is_some_and(|x| x > 0.0), "{v}");
+}
+
+/// A build without the test double (every release) says how to get `bench kube`.
+#[cfg(not(feature = "testkit"))]
+#[test]
+fn bench_kube_says_which_build_has_it() {
+    let (code, _, err) = gantry(&["bench", "kube", "--nodes", "2"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("--features testkit"), "{err}");
 }
 
 #[test]

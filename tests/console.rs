@@ -2,7 +2,7 @@
 //! keys, selection kept by job id, the too-small screen, escaping, and an end-to-end run of the
 //! real binary in tmux.
 
-use gantry::client::{JobRow, Snapshot};
+use gantry::api::{JobRow, Snapshot};
 use gantry::console::app::{escape, App, Outcome, View};
 
 #[path = "common/console.rs"]
@@ -306,7 +306,7 @@ fn end_to_end_in_tmux() {
 
 #[test]
 fn dangerous_actions_ask_first_with_cancel_the_default_and_vanish_when_readonly() {
-    use gantry::client::{JobAction, JobRequest};
+    use gantry::api::{JobAction, JobRequest};
     let snap = demo_snapshot();
     let mut app = App::new(false);
     app.on_key("2", &snap);
@@ -606,7 +606,7 @@ fn reprioritize_and_reclaim_ask_first() {
 
 #[test]
 fn bulk_actions_need_the_count_typed() {
-    use gantry::client::{JobAction, JobRequest};
+    use gantry::api::{JobAction, JobRequest};
     let snap = demo_snapshot();
     let mut app = App::new(false);
     app.on_key("2", &snap);
@@ -659,7 +659,7 @@ fn bulk_actions_need_the_count_typed() {
 
 #[test]
 fn actions_the_token_forbids_stay_visible_greyed_with_the_reason() {
-    use gantry::client::Access;
+    use gantry::api::Access;
     use gantry::daemon::auth::Role;
     let snap = demo_snapshot();
     let mut viewer = App::new(false);
@@ -721,7 +721,7 @@ fn actions_the_token_forbids_stay_visible_greyed_with_the_reason() {
 
 #[test]
 fn enter_opens_the_job_in_detail_and_esc_goes_back() {
-    use gantry::client::{JobEvent, JobView};
+    use gantry::api::{JobEvent, JobView};
     let snap = demo_snapshot();
     let mut app = App::new(false);
     app.on_key("2", &snap);
@@ -769,7 +769,7 @@ fn enter_opens_the_job_in_detail_and_esc_goes_back() {
 /// shown whatever the scroll: the latest output is what an on-call reads first.
 #[test]
 fn a_long_job_detail_scrolls_and_shows_the_newest_log_lines() {
-    use gantry::client::JobView;
+    use gantry::api::JobView;
     let snap = demo_snapshot();
     let mut app = App::new(false);
     let spec: String = (0..60).map(|i| format!("line{i:02}: x\n")).collect();
@@ -798,8 +798,8 @@ fn a_long_job_detail_scrolls_and_shows_the_newest_log_lines() {
 /// stderr shown apart, escape sequences in the output neutralised, esc back to the detail.
 #[test]
 fn l_opens_a_jobs_logs_and_brackets_step_through_its_nodes() {
+    use gantry::api::{JobView, LogsView, NodeLogsView};
     use gantry::backend::logs::{LogLine, Stream};
-    use gantry::client::{JobView, LogsView, NodeLogsView};
     let snap = demo_snapshot();
     let mut app = App::new(false);
     app.detail = Some(JobView {
@@ -959,7 +959,7 @@ fn the_fleet_view_opens_a_pool_node_by_node_and_gpu_by_gpu() {
         .all(|g| g.power_w > 70.0 && g.power_w <= 700.0 && g.temp_c > 30.0));
     // Each GPU of a job is modelled on its own (not eight identical copies), and the memory
     // it uses is told apart from what its job reserves.
-    let gpus: Vec<&gantry::client::GpuView> = detail
+    let gpus: Vec<&gantry::api::GpuView> = detail
         .nodes
         .iter()
         .flat_map(|n| &n.gpus)
@@ -1029,7 +1029,7 @@ fn escape_and_a_key_in_one_read_act_as_both() {
 
 #[test]
 fn the_fleet_view_shows_this_hosts_nvml_status_and_foreign_gpus() {
-    use gantry::client::{GpuView, HostStatus, NodeView, PoolDetail};
+    use gantry::api::{GpuView, HostStatus, NodeView, PoolDetail};
     let mut snap = demo_snapshot();
     snap.host = Some(HostStatus {
         nvml: true,
@@ -1091,7 +1091,7 @@ fn the_fleet_view_shows_this_hosts_nvml_status_and_foreign_gpus() {
                     state: "up".into(),
                     nvlink: "cpu-box".into(),
                     jobs: vec![31],
-                    resources: gantry::client::NodeResources {
+                    resources: gantry::api::NodeResources {
                         cpus: 16.0,
                         cpus_allocated: 2.0,
                         mem_mib: 65_536,

@@ -3,7 +3,7 @@
 //! the width they get, page keys, a help that scrolls, `:` completion, the key bar of what is
 //! open, and a console that says it lost its daemon and comes back by itself.
 
-use gantry::client::Snapshot;
+use gantry::api::Snapshot;
 use gantry::console::app::{App, Outcome, View};
 
 #[path = "common/console.rs"]
@@ -413,7 +413,7 @@ fn fleet_pool_node_gpu_job_and_back_again() {
     app.on_key("j", &snap);
     let on_gpu1 = node.gpus[1].jobs[0].id;
     assert_eq!(app.on_key("enter", &snap), Outcome::Detail(on_gpu1));
-    app.detail = Some(gantry::client::JobView {
+    app.detail = Some(gantry::api::JobView {
         id: on_gpu1,
         ..Default::default()
     });

@@ -367,6 +367,17 @@ fn only_live_jobs_and_a_bounded_window_of_finished_ones_stay_in_memory() {
     let live = e.submit("j.yaml", EIGHT, None, None, 20.0).unwrap();
     let in_memory: Vec<i64> = e.jobs().map(|j| j.id).collect();
     assert_eq!(in_memory, vec![ids[7], ids[8], ids[9], live]);
+    // A finished job keeps in memory what the lists read, not what only a start reads; its
+    // whole spec stays in the journal, where a job's detail reads it.
+    let kept = e.job(ids[9]).unwrap();
+    assert_eq!(
+        (kept.spec.run.as_deref(), kept.spec.name.as_deref()),
+        (None, Some("big"))
+    );
+    assert_eq!(kept.request.total_gpu_milli(), 8_000);
+    assert!(e.job(live).unwrap().spec.run.is_some());
+    let record = e.job_record(ids[9]).unwrap().unwrap();
+    assert!(record.spec.contains("run: train"), "{}", record.spec);
     // The rest are read from the journal.
     assert_eq!(
         e.job_record(ids[0]).unwrap().unwrap().state,
@@ -375,6 +386,11 @@ fn only_live_jobs_and_a_bounded_window_of_finished_ones_stay_in_memory() {
     drop(e);
     let e = open(&path, 30.0);
     assert!(e.jobs().any(|j| j.id == live));
+    assert!(e.job(live).unwrap().spec.run.is_some());
+    assert!(
+        e.job(ids[9]).unwrap().spec.run.is_none(),
+        "slimmed at a restart too"
+    );
     assert!(e.jobs().count() <= gantry::daemon::engine::HISTORY_KEPT + 1);
 }
 

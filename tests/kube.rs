@@ -1,4 +1,4 @@
-//! Kubernetes clusters, against gantry's test API server (`gantry::testkit::apiserver`: no
+//! Kubernetes clusters, against gantry's test API server (`gantry_testkit::apiserver`: no
 //! kube-apiserver can be installed here). The server is checked with the real `kubectl`
 //! (discovery, lists, label and field selectors, watches) so it cannot drift from what a
 //! client expects; then `gantry kube` reads the cluster through kube-rs reflectors, and the
@@ -9,7 +9,7 @@ mod kube_cluster;
 
 use gantry::backend::kube::inventory::Labels;
 use gantry::backend::kube::{connect, Watched};
-use gantry::testkit::apiserver::{ApiServer, Kind};
+use gantry_testkit::apiserver::{ApiServer, Kind};
 use kube_cluster::{cluster, gpu_node, gpu_pod, have_kubectl, kubeconfig, kubectl, runtime, temp};
 use serde_json::{json, Value};
 use std::process::Command;

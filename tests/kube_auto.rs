@@ -8,7 +8,7 @@ mod daemon;
 mod kube_cluster;
 
 use daemon::{cli, events, json, state, submit, wait_for};
-use gantry::testkit::apiserver::ApiServer;
+use gantry_testkit::apiserver::ApiServer;
 use kube_cluster::{gpu_node, kubeconfig, runtime};
 use serde_json::{json, Value};
 use std::time::Duration;

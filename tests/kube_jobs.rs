@@ -12,7 +12,7 @@ mod kube_cluster;
 mod kube_daemon;
 
 use daemon::{json as cli_json, wait_for};
-use gantry::testkit::apiserver::{ApiServer, Kind};
+use gantry_testkit::apiserver::{ApiServer, Kind};
 use kube_cluster::{have_kubectl, kubeconfig, kubectl, runtime};
 use kube_daemon::{daemon_over, free_nodes, user_pod};
 use serde_json::{json, Value};

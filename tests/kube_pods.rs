@@ -10,7 +10,7 @@ mod kube_cluster;
 #[path = "common/kube_daemon.rs"]
 mod kube_daemon;
 
-use gantry::testkit::apiserver::{ApiServer, Kind};
+use gantry_testkit::apiserver::{ApiServer, Kind};
 use kube_cluster::{cluster, kubeconfig, runtime};
 use kube_daemon::{
     daemon_over, daemon_with, free_nodes, start_daemon, start_daemon_with, user_pod,

@@ -759,7 +759,7 @@ fn events(s: &mut State) -> Vec<String> {
 /// and the log view's lines (both read outside the daemon's actor).
 #[test]
 fn the_in_process_client_shows_a_local_jobs_logs() {
-    use gantry::client::Client;
+    use gantry::api::Client;
     let d = dir("inproc-logs");
     let (handle, actor) = gantry::daemon::actor::spawn(
         open(&d),
@@ -769,31 +769,40 @@ fn the_in_process_client_shows_a_local_jobs_logs() {
         },
     )
     .unwrap();
-    let mut c = gantry::client::local::LocalClient::new(handle.clone());
+    let mut c = gantry::daemon::embedded::LocalClient::new(handle.clone());
     let id = c
         .submit("name: talk\nteam: a\nresources:\n  cpus: 1\n  memory: 1\nrun: echo hi; echo oops >&2\n")
         .unwrap();
     let t0 = Instant::now();
-    while c.job(id).map(|j| j.state) != Ok("completed".to_string()) {
+    while c.job(id).map(|j| j.state).ok().as_deref() != Some("completed") {
         assert!(t0.elapsed() < Duration::from_secs(20), "{:?}", c.job(id));
         std::thread::sleep(Duration::from_millis(50));
     }
     assert_eq!(c.job(id).unwrap().log_tail, ["out: hi", "err: oops"]);
-    let tail = gantry::client::LogsFrom::Tail(10);
+    let tail = gantry::api::LogsFrom::Tail(10);
     let logs = c.logs(id, None, &tail).unwrap();
     assert!(logs.is_final);
     let texts: Vec<String> = logs.nodes[0].lines.iter().map(|l| l.text.clone()).collect();
     assert_eq!(texts, ["hi", "oops"]);
     // Following from the answer's cursors: nothing new, nothing twice.
-    let after = gantry::client::LogsFrom::After {
+    let after = gantry::api::LogsFrom::After {
         cursors: logs.cursors(),
         partial: true,
     };
     assert!(c.logs(id, None, &after).unwrap().nodes[0].lines.is_empty());
-    assert!(c
-        .logs(id, Some(3), &tail)
-        .unwrap_err()
-        .contains("expected a rank"));
+    // The embedded client's refusals are typed as the HTTP client's are: the daemon's status
+    // and code, so the CLI's exit codes and the console's messages are the same either way.
+    match c.logs(id, Some(3), &tail).unwrap_err() {
+        gantry::api::ClientError::Api { status, error, .. } => {
+            assert_eq!(status, 400, "{error}");
+            assert!(error.contains("expected a rank"), "{error}");
+        }
+        other => panic!("not the daemon's answer: {other:?}"),
+    }
+    match c.job(id + 100).unwrap_err() {
+        e @ gantry::api::ClientError::Api { .. } => assert_eq!(e.exit_code(), 3, "{e}"),
+        other => panic!("not the daemon's answer: {other:?}"),
+    }
     handle.shutdown();
     drop(c);
     drop(handle);

@@ -2,8 +2,8 @@
 //! naive setups' rules — on small fleets so that they run in a debug build.
 
 use gantry::config::fleet::{parse, scale_of, FleetConfig, DEFAULT_FLEET};
+use gantry::model::idle::IdleCause;
 use gantry::model::{GpuRequest, JobRequest, ModelChoice};
-use gantry::sim::idle::IdleCause;
 use gantry::sim::mix::{Kind, SimJob, EXPERIMENT, PRODUCTION};
 use gantry::sim::world::{SetupResult, SimConfig, World};
 use gantry::sim::{compare, Setup, SimOptions};

@@ -2,17 +2,13 @@
 //! simulated demo fleet, seed 7, after five simulated minutes. A change to any screen shows up
 //! as a reviewable diff (`cargo insta review`, or compare the `.snap.new` files).
 
-use gantry::client::Snapshot;
+use gantry::api::Snapshot;
 use gantry::console::app::{App, View};
 
 #[path = "common/console.rs"]
 mod fixture;
 
-fn fixture() -> (
-    Snapshot,
-    gantry::client::PoolDetail,
-    gantry::client::NodeDetail,
-) {
+fn fixture() -> (Snapshot, gantry::api::PoolDetail, gantry::api::NodeDetail) {
     let d = fixture::demo(5);
     let pool = d.state.pool_detail(1).unwrap();
     let node = d
@@ -68,7 +64,7 @@ fn every_view_at_three_sizes() {
 /// the same code.
 #[test]
 fn a_mixed_fleet_at_three_sizes() {
-    use gantry::client::{GpuView, NodeView, PoolDetail, PoolRow};
+    use gantry::api::{GpuView, NodeView, PoolDetail, PoolRow};
     let (mut snap, _, _) = fixture();
     let row = |path: &str, model: &str, nodes: usize, gpus: usize, busy: usize, price: f64| {
         let parts: Vec<&str> = path.split('/').collect();

@@ -4,7 +4,7 @@
 //! and looks again every `--cluster-look-every`, reloading when what they would be built into
 //! moves (nodes joined or left, a node's GPUs changed).
 
-use crate::config::fleet::{FleetConfig, PoolConfig};
+use crate::config::fleet::{mig_geometry, FleetConfig, FoundGpus, PoolConfig};
 
 /// The pools each `gpu = "auto"` stanza was last built into, by its name.
 pub type Built = std::collections::BTreeMap<String, Vec<PoolConfig>>;
@@ -83,4 +83,138 @@ pub fn shape(cfg: &FleetConfig) -> Result<Vec<(String, String, Vec<String>)>, St
         }
     }
     Ok(out)
+}
+
+/// Fills the `gpu = "auto"` pools from what NVML found on this host: the model (of GPU 0;
+/// a host mixing models is counted as that model), the count, VRAM and how many GPUs are in
+/// MIG mode. Without NVML they become CPU-only pools. Returns what it did, to be said once.
+pub fn apply_discovery(
+    cfg: &mut FleetConfig,
+    found: &super::local::nvml::Discovery,
+) -> Vec<String> {
+    use super::local::nvml::{model_name, Discovery};
+    let mut said = Vec::new();
+    for p in cfg.pools.iter_mut().filter(|p| p.is_local() && p.is_auto()) {
+        let name = format!("{}/{}/{}/{}", p.provider, p.region, p.zone, p.name);
+        match found {
+            Discovery::Available { gpus, driver } if !gpus.is_empty() => {
+                let first = &gpus[0];
+                let found =
+                    FoundGpus::new("this host", &first.name, first.memory_total_mib, gpus.len());
+                let model = found.model.clone();
+                let mixed: Vec<String> = gpus
+                    .iter()
+                    .map(|g| model_name(&g.name))
+                    .filter(|m| *m != model)
+                    .collect();
+                p.resolve_auto(Some(&found));
+                let mig = gpus.iter().filter(|g| g.mig_enabled == Some(true)).count() as u8;
+                p.mig_gpus_per_node = if mig_geometry(&model).is_some() {
+                    mig
+                } else {
+                    0
+                };
+                said.push(format!(
+                    "{name}: NVML (driver {driver}) found {} × {model} ({} GB){}{}",
+                    p.gpus_per_node,
+                    p.vram_gb,
+                    if mig > 0 {
+                        format!(", {mig} in MIG mode")
+                    } else {
+                        String::new()
+                    },
+                    if mixed.is_empty() {
+                        String::new()
+                    } else {
+                        format!("; also {} — counted as {model}", mixed.join(", "))
+                    }
+                ));
+            }
+            Discovery::Available { .. } => {
+                p.resolve_auto(None);
+                said.push(format!("{name}: NVML found no GPUs; the pool is CPU-only"));
+            }
+            Discovery::Unavailable { reason } => {
+                p.resolve_auto(None);
+                said.push(format!("{name}: {reason}; the pool is CPU-only"));
+            }
+        }
+    }
+    said
+}
+
+/// From the GPUs a host's agent reported (none without NVML).
+pub fn found_gpus(host: &str, gpus: &[super::HostGpu]) -> Option<FoundGpus> {
+    let first = gpus.first()?;
+    Some(FoundGpus::new(
+        host,
+        &first.name,
+        first.memory_mib,
+        gpus.len(),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn auto_local_pools_are_sized_from_nvml_or_become_cpu_only() {
+        use crate::backend::local::nvml::{Discovery, GpuSample};
+        use crate::config::fleet::{fleet_of, parse, wants_discovery, LOCAL_FLEET};
+        let mut cfg = parse("local.toml", LOCAL_FLEET).unwrap();
+        assert!(wants_discovery(&cfg));
+        let h100 = |index, mig| GpuSample {
+            index,
+            name: "NVIDIA H100 80GB HBM3".into(),
+            memory_total_mib: 81_559,
+            mig_enabled: Some(mig),
+            ..GpuSample::default()
+        };
+        let said = apply_discovery(
+            &mut cfg.clone(),
+            &Discovery::Available {
+                driver: "550".into(),
+                gpus: vec![h100(0, false), h100(1, true)],
+            },
+        );
+        assert_eq!(
+            said,
+            vec![
+                "local/here/here/host: NVML (driver 550) found 2 × H100 (80 GB), 1 in MIG mode"
+                    .to_string()
+            ]
+        );
+        let mut found = cfg.clone();
+        apply_discovery(
+            &mut found,
+            &Discovery::Available {
+                driver: "550".into(),
+                gpus: vec![h100(0, false), h100(1, true)],
+            },
+        );
+        let p = &found.pools[0];
+        assert_eq!(
+            (
+                p.gpu.as_deref(),
+                p.gpus_per_node,
+                p.vram_gb,
+                p.mig_gpus_per_node
+            ),
+            (Some("H100"), 2, 80, 1)
+        );
+        assert!(!wants_discovery(&found));
+        let said = apply_discovery(
+            &mut cfg,
+            &Discovery::Unavailable {
+                reason: "NVML is not available (no driver)".into(),
+            },
+        );
+        assert!(said[0].ends_with("the pool is CPU-only"), "{said:?}");
+        assert_eq!(
+            (cfg.pools[0].gpu.as_deref(), cfg.pools[0].gpus_per_node),
+            (None, 0)
+        );
+        assert_eq!(fleet_of(&cfg).gpu_count(), 0);
+    }
 }

@@ -3,34 +3,9 @@
 //! `statvfs` of the agent's directory (where jobs' workdirs and logs land). Two small kernel
 //! files and one libc call: a crate (`procfs`, `sysinfo`) would add far more than it saves.
 
-use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
-/// One sample of a host.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct HostUsage {
-    /// Logical CPUs the kernel lists.
-    pub cpus: u32,
-    /// Of all CPUs' time since the last sample, the part not idle, percent (`None` on the
-    /// first sample: there is no interval yet).
-    pub cpu_busy_pct: Option<f64>,
-    pub mem_total_mib: u64,
-    /// What new work could use without swapping (the kernel's MemAvailable).
-    pub mem_available_mib: u64,
-    /// The filesystem measured (the agent's directory) and its size and free space.
-    pub disk_path: String,
-    pub disk_total_mib: u64,
-    pub disk_free_mib: u64,
-}
-
-impl HostUsage {
-    pub fn mem_used_mib(&self) -> u64 {
-        self.mem_total_mib.saturating_sub(self.mem_available_mib)
-    }
-    pub fn disk_used_mib(&self) -> u64 {
-        self.disk_total_mib.saturating_sub(self.disk_free_mib)
-    }
-}
+pub use crate::api::HostUsage;
 
 /// Samples one host; keeps the previous CPU counters for the next interval.
 pub struct Probe {

@@ -45,34 +45,7 @@ impl std::fmt::Display for LogCursor {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Stream {
-    Out,
-    Err,
-}
-
-impl Stream {
-    fn suffix(self) -> &'static str {
-        match self {
-            Stream::Out => "out",
-            Stream::Err => "err",
-        }
-    }
-}
-
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LogLine {
-    pub stream: Stream,
-    pub text: String,
-}
-
-impl std::fmt::Display for LogLine {
-    /// `out: text` — how a job's detail shows a line.
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}: {}", self.stream.suffix(), self.text)
-    }
-}
+pub use crate::api::logs::{LogLine, Stream};
 
 /// What to read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

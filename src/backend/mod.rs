@@ -17,7 +17,7 @@ mod cluster;
 pub mod discover;
 pub mod ec2;
 pub mod enter;
-pub mod gpu_model;
+
 pub mod host_usage;
 pub mod kube;
 pub mod lambda;
@@ -25,6 +25,7 @@ pub mod local;
 pub mod logs;
 pub mod mounts;
 pub mod notices;
+pub mod registry;
 pub mod retention;
 pub mod sim;
 pub mod slurm;
@@ -102,8 +103,8 @@ impl std::fmt::Debug for Wake {
 }
 
 /// The provisioner of a pool whose nodes are bought and given back (elastic capacity), or
-/// `None` where the nodes are simply there (this host, SSH hosts): the simulated clouds', or
-/// EC2's. `nodes` are the pool's node slots by name (its maximum), `now` the daemon's clock at
+/// `None` where the nodes are simply there (this host, SSH hosts): as its backend builds it
+/// (`registry`): the simulated clouds', EC2's, Lambda's. `nodes` are the pool's node slots by name (its maximum), `now` the daemon's clock at
 /// open. The error says why a real cloud's cannot start (its credentials).
 pub fn provisioner_for(
     p: &crate::config::fleet::PoolConfig,
@@ -112,24 +113,10 @@ pub fn provisioner_for(
     opening: &Opening,
     now: f64,
 ) -> Result<Option<Box<dyn Provisioner>>, String> {
-    if p.is_ec2() {
-        return Ok(Some(Box::new(ec2::open(p, nodes.to_vec())?)));
-    }
-    if p.is_lambda() {
-        return Ok(Some(Box::new(lambda::open(p, nodes.to_vec())?)));
-    }
-    if !p.is_simulated() {
-        return Ok(None);
-    }
-    let hosts = nodes.len();
-    let seed = opening.seed ^ (index as u64 + 1).wrapping_mul(0xD1B5_4A32_D192_ED03);
-    Ok(Some(Box::new(sim::SimCloud::new(
-        p,
-        hosts,
-        opening.failures_per_node_hour,
-        seed,
-        now,
-    ))))
+    registry::of_pool(p)
+        .provisioner
+        .map(|make| make(p, index, nodes, opening, now))
+        .transpose()
 }
 
 /// What a provisioner reports about a node of its pool (`host`: its index in the pool).
@@ -176,52 +163,22 @@ pub trait Provisioner: Send {
     }
 }
 
-/// The runner of a pool of the fleet file, by its `provider` (every provider gantry has no
-/// real backend for is simulated). `nodes` are the fleet's names for the pool's nodes, host
-/// order. The error names the pool.
+/// The runner of a pool of the fleet file, as its backend builds it (`registry`). `nodes` are
+/// the fleet's names for the pool's nodes, host order. The error names the pool.
 pub fn runner_for(
     p: &crate::config::fleet::PoolConfig,
     index: usize,
     nodes: Vec<String>,
     opening: &Opening,
 ) -> Result<Box<dyn Runner>, String> {
-    let runner: Box<dyn Runner> = if p.is_local() {
-        Box::new(local::pool::LocalPool::open(
-            &opening.local,
-            opening.sampling,
-            opening.retention,
-            opening.wake.clone(),
-        )?)
-    } else if p.is_kube() {
-        Box::new(kube::runner::KubePool::open(p, nodes, opening.wake.clone()))
-    } else if p.is_slurm() {
-        Box::new(slurm::runner::SlurmPool::open(
-            p,
-            nodes,
-            &opening.local.logs,
-            opening.wake.clone(),
-        ))
-    } else if p.is_ssh() {
-        Box::new(
-            ssh::SshPool::connect(&p.hosts, ssh_options(p, opening))
-                .map_err(|e| format!("pool `{}`: {e}", p.name))?,
-        )
-    } else if p.buys_machines() {
-        // Its nodes are the instances bought: each reached once it runs (`Runner::attach`).
-        Box::new(
-            ssh::SshPool::slots(nodes.len(), ssh_options(p, opening))
-                .map_err(|e| format!("pool `{}`: {e}", p.name))?,
-        )
-    } else {
-        // One stream of draws per pool, so adding a pool leaves the others' as they were.
-        let seed = opening.seed ^ (index as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        Box::new(sim::SimPool::new(nodes, seed))
-    };
-    Ok(runner)
+    (registry::of_pool(p).runner)(p, index, nodes, opening)
 }
 
 /// How an SSH or EC2 pool's hosts are reached.
-fn ssh_options(p: &crate::config::fleet::PoolConfig, opening: &Opening) -> ssh::SshOptions {
+pub(crate) fn ssh_options(
+    p: &crate::config::fleet::PoolConfig,
+    opening: &Opening,
+) -> ssh::SshOptions {
     ssh::SshOptions {
         retention: opening.retention,
         wake: opening.wake.clone(),
@@ -269,7 +226,7 @@ pub fn discover_auto(
     let mut c = cfg.clone();
     let mut said = Vec::new();
     if crate::config::fleet::wants_discovery(cfg) {
-        said = crate::config::fleet::apply_discovery(&mut c, &local::nvml::discover());
+        said = discover::apply_discovery(&mut c, &local::nvml::discover());
     }
     // A local pool is this host: what it has for `file_mounts` is known without asking.
     if c.pools.iter().any(|p| p.is_local() && p.tools.is_none()) {
@@ -522,17 +479,7 @@ pub enum RunEvent {
     Queue { waiting: Vec<ForeignWaiting> },
 }
 
-/// Work a backend's own scheduler holds waiting for a pool's nodes.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct ForeignWaiting {
-    /// What it is (`Slurm job 14 "sweep" of bob, account ml`).
-    pub what: String,
-    /// GPUs it asks for, over all its nodes, and on how many nodes.
-    pub gpus: u32,
-    pub nodes: u32,
-    /// Why it waits, in gantry's words (with the scheduler's own code).
-    pub reason: String,
-}
+pub use crate::api::ForeignWaiting;
 
 /// Work a backend's own scheduler runs on a node beside gantry's.
 #[derive(Clone, Debug, PartialEq, Eq)]

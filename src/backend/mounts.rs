@@ -37,10 +37,14 @@ gantry_rclone_remote() {
   esac
 }
 gantry_rclone() { env -u AWS_CA_BUNDLE rclone ${AWS_CA_BUNDLE:+--ca-cert "$AWS_CA_BUNDLE"} "$@"; }
+# The nodes of one job may share a filesystem (an NFS home) and copy to the same place at once:
+# cp -a creates each file exclusively, so the node that loses the race fails with "File
+# exists". A second try finds the files there and overwrites them.
+gantry_cp() { cp -a "$@" 2>/dev/null || cp -a "$@"; }
 gantry_local() {
   s="${GANTRY_MOUNTS_FROM:-}$2"; d=$(gantry_dest "$1")
-  if [ -d "$s" ]; then mkdir -p "$d" && cp -a "$s/." "$d/"
-  elif [ -e "$s" ]; then mkdir -p "$(dirname "$d")" && cp -a "$s" "$d"
+  if [ -d "$s" ]; then mkdir -p "$d" && gantry_cp "$s/." "$d/"
+  elif [ -e "$s" ]; then mkdir -p "$(dirname "$d")" && gantry_cp "$s" "$d"
   else gantry_mount_fail "$1" "its source $2 is not on this node"; fi || gantry_mount_fail "$1" "copying $2 failed"
 }
 gantry_fetch() {
@@ -320,6 +324,57 @@ mod tests {
             err.contains("gantry: file_mounts /tmp/x: its source /no/such is not on this node"),
             "{err}"
         );
+    }
+
+    /// Bug fixed: the two nodes of a gang on hosts sharing a filesystem copied a local source
+    /// to the same destination at once, and one failed its setup with cp's "File exists".
+    #[test]
+    fn nodes_sharing_a_filesystem_copy_to_one_destination_at_once() {
+        let t = Scratch::new("shared");
+        let src = t.path().join("src");
+        std::fs::create_dir_all(src.join("sub")).unwrap();
+        std::fs::write(src.join("sub/a.txt"), "a").unwrap();
+        std::fs::write(src.join("one.txt"), "1").unwrap();
+        let dest = t.path().join("dest");
+        let mounts = vec![
+            FileMount {
+                dest: format!("{}/dir", dest.display()),
+                source: MountSource::Local(src.display().to_string()),
+                mode: MountMode::Copy,
+            },
+            FileMount {
+                dest: format!("{}/one.txt", dest.display()),
+                source: MountSource::Local(format!("{}/one.txt", src.display())),
+                mode: MountMode::Copy,
+            },
+        ];
+        let prelude = setup_prelude(&mounts);
+        for round in 0..40 {
+            let _ = std::fs::remove_dir_all(&dest);
+            let nodes: Vec<_> = (0..2)
+                .map(|_| {
+                    Command::new("/bin/sh")
+                        .arg("-c")
+                        .arg(&prelude)
+                        .stderr(std::process::Stdio::piped())
+                        .spawn()
+                        .unwrap()
+                })
+                .collect();
+            for node in nodes {
+                let out = node.wait_with_output().unwrap();
+                assert!(
+                    out.status.success(),
+                    "round {round}: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
+            assert_eq!(std::fs::read_to_string(dest.join("one.txt")).unwrap(), "1");
+            assert_eq!(
+                std::fs::read_to_string(dest.join("dir/sub/a.txt")).unwrap(),
+                "a"
+            );
+        }
     }
 
     #[test]

@@ -9,13 +9,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-/// The limits; `None` is no limit of that kind.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct Retention {
-    pub keep_for_s: Option<f64>,
-    pub max_job_bytes: Option<u64>,
-    pub max_total_bytes: Option<u64>,
-}
+pub use crate::config::fleet::Retention;
 
 /// How often an agent sweeps (sooner when `keep_for` is shorter).
 const SWEEP_EVERY: Duration = Duration::from_secs(600);

@@ -8,7 +8,7 @@
 
 use crate::backend::kube::inventory::Labels;
 use crate::backend::kube::{connect, Watched};
-use crate::testkit::apiserver::ApiServer;
+use gantry_testkit::apiserver::ApiServer;
 use serde::Serialize;
 use serde_json::{json, Value};
 use std::io::BufRead;

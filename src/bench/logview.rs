@@ -7,8 +7,8 @@
 //! lines, and a job faster than that is skipped ahead to its tail, so memory stays flat however
 //! much the job writes.
 
+use crate::api::{LogsFrom, LogsView, NodeLogsView};
 use crate::backend::logs::{log_path, read, LogCursor, LogQuery, Stream};
-use crate::client::{LogsFrom, LogsView, NodeLogsView};
 use crate::console::app::{App, View};
 use ratatui::backend::TestBackend;
 use ratatui::Terminal;

@@ -26,6 +26,9 @@ pub struct MemoryBenchReport {
     /// Jobs in the engine's memory at the end.
     pub jobs_in_memory: usize,
     pub rss_mib: f64,
+    /// Of `rss_mib`, the process's own memory (RssAnon: the heap, its stacks); the rest is
+    /// the binary's code and mapped files, which grow with the binary, not with jobs.
+    pub anon_mib: f64,
     pub peak_rss_mib: f64,
     pub journal_mib: f64,
     /// Opening the same journal again (a restart): time and jobs loaded.
@@ -106,6 +109,7 @@ pub fn run(cfg: &MemoryBenchConfig) -> Result<MemoryBenchReport, String> {
     let seconds = started.elapsed().as_secs_f64();
     let jobs_in_memory = e.jobs().count();
     let rss = rss_mib("VmRSS:");
+    let anon = rss_mib("RssAnon:");
     let peak = rss_mib("VmHWM:");
     drop(e);
     let db = cfg.dir.join("memory.db");
@@ -124,6 +128,7 @@ pub fn run(cfg: &MemoryBenchConfig) -> Result<MemoryBenchReport, String> {
         jobs_per_sec: done as f64 / seconds.max(1e-9),
         jobs_in_memory,
         rss_mib: rss,
+        anon_mib: anon,
         peak_rss_mib: peak,
         journal_mib,
         restart_ms,

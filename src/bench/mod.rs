@@ -4,6 +4,7 @@
 pub mod api;
 pub mod cloud;
 pub mod journal;
+#[cfg(feature = "testkit")]
 pub mod kube;
 pub mod local;
 pub mod logview;
@@ -32,11 +33,4 @@ fn status_mib(key: &str) -> Option<f64> {
     Some(kib / 1024.0)
 }
 
-/// The `q`-quantile of sorted samples.
-pub fn quantile(sorted: &[f64], q: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    let i = ((sorted.len() - 1) as f64 * q).round() as usize;
-    sorted[i.min(sorted.len() - 1)]
-}
+pub use gantry_core::stats::quantile;

@@ -2,7 +2,7 @@
 //! and 100,000 jobs by default), per view, on an off-screen terminal.
 
 use super::quantile;
-use crate::client::{JobRow, PoolRow, Snapshot};
+use crate::api::{JobRow, PoolRow, Snapshot};
 use crate::console::app::{App, View};
 use ratatui::backend::TestBackend;
 use ratatui::Terminal;
@@ -71,9 +71,9 @@ pub fn big_snapshot(gpus: usize, jobs: usize) -> Snapshot {
         gpus_busy: gpus / 2,
         dollars_per_hour: 1e5,
         idle_dollars_per_hour: 5e4,
-        idle_by_cause: crate::sim::idle::IdleCause::FREE
+        idle_by_cause: crate::model::idle::IdleCause::FREE
             .iter()
-            .map(|&cause| crate::client::IdleNow {
+            .map(|&cause| crate::api::IdleNow {
                 cause,
                 gpus: gpus / 12,
                 dollars_per_hour: 8e3,
@@ -88,7 +88,7 @@ pub fn big_snapshot(gpus: usize, jobs: usize) -> Snapshot {
             .map(|i| format!("00:{:02} job {i} started", i % 60))
             .collect(),
         teams: (0..20)
-            .map(|i| crate::client::TeamRow {
+            .map(|i| crate::api::TeamRow {
                 name: format!("team-{i}"),
                 guaranteed: Some(400),
                 used_gpus: 380.0,
@@ -177,7 +177,7 @@ struct Scripted {
     tick: usize,
 }
 
-impl crate::client::Client for Scripted {
+impl crate::api::Client for Scripted {
     fn poll(&mut self) -> bool {
         let Some(p) = self.period else { return false };
         if self.last.elapsed() < p {

@@ -91,7 +91,7 @@ pub fn history(t: &Target, a: HistoryArgs) -> Result<(), CliError> {
 
 /// One run in a line (`client::run_line`).
 pub fn run_line(r: &RunRecord, wide: bool) -> String {
-    gantry::client::run_line(r, wide)
+    gantry::console::runs::run_line(r, wide)
 }
 
 fn cut(s: &str, n: usize) -> String {

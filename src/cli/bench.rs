@@ -325,47 +325,14 @@ pub fn run(cmd: BenchCmd) -> Result<(), String> {
             nodes,
             gpus_per_node,
             pods,
-        } => {
-            return gantry::bench::kube::serve(&gantry::bench::kube::KubeBenchConfig {
-                nodes,
-                gpus_per_node,
-                pods,
-                binds: 0,
-            })
-        }
+        } => return kube::serve(nodes, gpus_per_node, pods),
         BenchCmd::Kube {
             nodes,
             gpus_per_node,
             pods,
             binds,
             output,
-        } => {
-            let r = gantry::bench::kube::run(&gantry::bench::kube::KubeBenchConfig {
-                nodes: nodes.max(1),
-                gpus_per_node: gpus_per_node.max(1),
-                pods,
-                binds,
-            })?;
-            if !json_asked(&r, output)? {
-                println!(
-                    "Kubernetes cluster (gantry's test API server, in a child process): {} nodes, {} GPUs, {} pods ({} holding a GPU)",
-                    r.nodes, r.gpus, r.pods, r.gpu_pods
-                );
-                println!(
-                    "connect to Nodes and Pods reflectors full: {:.2} s; inventory from them: {:.0} ms ({} GPUs held found); peak RSS {:.0} MiB",
-                    r.ready_s, r.inventory_ms, r.held, r.peak_rss_mib
-                );
-                if r.binds > 0 {
-                    println!(
-                        "{} gantry pods created, bound and seen running through a pool's runner: {:.2} s ({:.0} pods/s)",
-                        r.binds,
-                        r.bind_s,
-                        r.binds as f64 / r.bind_s.max(1e-9)
-                    );
-                }
-            }
-            return Ok(());
-        }
+        } => return kube::run(nodes, gpus_per_node, pods, binds, output),
         BenchCmd::Slurm {
             nodes,
             gpus_per_node,
@@ -627,8 +594,8 @@ fn memory(jobs: usize, history: usize, output: Output) -> Result<(), String> {
         r.jobs, r.seconds, r.jobs_per_sec, r.journal_mib
     );
     println!(
-        "in memory: {} jobs (live + the last {} finished); resident {:.0} MiB, peak {:.0} MiB",
-        r.jobs_in_memory, r.history_kept, r.rss_mib, r.peak_rss_mib
+        "in memory: {} jobs (live + the last {} finished); resident {:.0} MiB ({:.0} MiB its own, the rest the binary's code), peak {:.0} MiB",
+        r.jobs_in_memory, r.history_kept, r.rss_mib, r.anon_mib, r.peak_rss_mib
     );
     println!(
         "restart on that journal: {:.0} ms, {} jobs loaded; resident {:.0} MiB",
@@ -708,6 +675,71 @@ fn in_scratch<T>(
     let r = f(&dir);
     let _ = std::fs::remove_dir_all(&dir);
     r
+}
+
+/// `bench kube` needs the Kubernetes API double, which only a build with `--features testkit`
+/// carries: release builds leave the test double out.
+#[cfg(feature = "testkit")]
+mod kube {
+    use super::{json_asked, Output};
+
+    pub fn serve(nodes: usize, gpus_per_node: u32, pods: usize) -> Result<(), String> {
+        gantry::bench::kube::serve(&gantry::bench::kube::KubeBenchConfig {
+            nodes,
+            gpus_per_node,
+            pods,
+            binds: 0,
+        })
+    }
+
+    pub fn run(
+        nodes: usize,
+        gpus_per_node: u32,
+        pods: usize,
+        binds: usize,
+        output: Output,
+    ) -> Result<(), String> {
+        let r = gantry::bench::kube::run(&gantry::bench::kube::KubeBenchConfig {
+            nodes: nodes.max(1),
+            gpus_per_node: gpus_per_node.max(1),
+            pods,
+            binds,
+        })?;
+        if !json_asked(&r, output)? {
+            println!(
+                "Kubernetes cluster (gantry's test API server, in a child process): {} nodes, {} GPUs, {} pods ({} holding a GPU)",
+                r.nodes, r.gpus, r.pods, r.gpu_pods
+            );
+            println!(
+                "connect to Nodes and Pods reflectors full: {:.2} s; inventory from them: {:.0} ms ({} GPUs held found); peak RSS {:.0} MiB",
+                r.ready_s, r.inventory_ms, r.held, r.peak_rss_mib
+            );
+            if r.binds > 0 {
+                println!(
+                    "{} gantry pods created, bound and seen running through a pool's runner: {:.2} s ({:.0} pods/s)",
+                    r.binds,
+                    r.bind_s,
+                    r.binds as f64 / r.bind_s.max(1e-9)
+                );
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(not(feature = "testkit"))]
+mod kube {
+    use super::Output;
+
+    const LEFT_OUT: &str = "this gantry was built without the Kubernetes API double that `bench kube` serves its cluster from; build it with `cargo build --release --features testkit` and run that binary";
+
+    pub fn serve(_: usize, _: u32, _: usize) -> Result<(), String> {
+        Err(LEFT_OUT.to_string())
+    }
+
+    pub fn run(_: usize, _: u32, _: usize, _: usize, _: Output) -> Result<(), String> {
+        Err(LEFT_OUT.to_string())
+    }
 }
 
 /// Prints `r` as JSON when asked; whether it did (else the caller prints its table).

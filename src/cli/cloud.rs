@@ -37,7 +37,11 @@ pub fn run(cmd: CloudCmd, target: &super::remote::Target) -> Result<(), super::C
         }
     };
     let (source, cfg, _) = super::fleet::load(config)?;
-    let pools: Vec<&PoolConfig> = cfg.pools.iter().filter(|p| p.buys_machines()).collect();
+    let pools: Vec<&PoolConfig> = cfg
+        .pools
+        .iter()
+        .filter(|p| gantry::backend::registry::of_pool(p).cloud.is_some())
+        .collect();
     if pools.is_empty() {
         return Err(super::CliError::from(format!(
             "the fleet file ({source}) has no cloud pools (backend = \"ec2\" or \"lambda\"): nothing to check or list"

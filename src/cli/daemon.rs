@@ -2,8 +2,8 @@
 //! attached to a running daemon with `--connect`.
 
 use gantry::client::http::{Endpoint, RemoteClient};
-use gantry::client::local::LocalClient;
 use gantry::daemon::actor::{spawn, Clock};
+use gantry::daemon::embedded::LocalClient;
 use gantry::daemon::server::{serve, signals, Listen};
 use gantry::daemon::state::{Messages, State, StateOptions};
 use gantry::daemon::tls::CertSource;
@@ -196,31 +196,19 @@ pub fn run(a: DaemonArgs) -> Result<(), String> {
     if state.snapshot().simulated {
         backends.push("simulated backend".to_string());
     }
-    if cfg.pools.iter().any(|p| p.is_local()) {
-        backends.push("this host: local processes, GPUs through NVML".to_string());
-    }
-    let listed = |of: fn(&gantry::config::fleet::PoolConfig) -> bool, what: &str| {
-        let n: usize = cfg
-            .pools
-            .iter()
-            .filter(|p| of(p))
-            .map(|p| p.hosts.len())
-            .sum();
-        (n > 0).then(|| format!("{n} {what}"))
-    };
-    backends.extend(listed(|p| p.is_ssh(), "SSH host(s)"));
-    backends.extend(listed(|p| p.is_slurm(), "Slurm node(s)"));
-    backends.extend(listed(|p| p.is_kube(), "Kubernetes node(s)"));
-    for (of, cloud) in [
-        (
-            gantry::config::fleet::PoolConfig::is_ec2
-                as fn(&gantry::config::fleet::PoolConfig) -> bool,
-            "EC2",
-        ),
-        (gantry::config::fleet::PoolConfig::is_lambda, "Lambda Cloud"),
-    ] {
-        let pools: Vec<_> = cfg.pools.iter().filter(|p| of(p)).collect();
-        if !pools.is_empty() {
+    // Each backend says its pools its own way (as it registered).
+    for b in gantry::config::fleet::Backend::ALL {
+        let r = gantry::backend::registry::of(b);
+        let pools: Vec<_> = cfg.pools.iter().filter(|p| p.backend() == b).collect();
+        if pools.is_empty() {
+            continue;
+        }
+        backends.extend(r.here.map(str::to_string));
+        if let Some(what) = r.hosts_are {
+            let n: usize = pools.iter().map(|p| p.hosts.len()).sum();
+            backends.extend((n > 0).then(|| format!("{n} {what}")));
+        }
+        if let Some(cloud) = r.cloud {
             let most: u32 = pools.iter().map(|p| p.max_nodes.unwrap_or(p.nodes)).sum();
             backends.push(format!(
                 "{} {cloud} pool(s), up to {most} instance(s) bought as needed",

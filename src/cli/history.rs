@@ -51,7 +51,7 @@ pub fn events(
         if event != "delta" {
             return true;
         }
-        let news = serde_json::from_str::<gantry::client::SnapshotDelta>(data)
+        let news = serde_json::from_str::<gantry::api::SnapshotDelta>(data)
             .is_ok_and(|d| !d.events_new.is_empty());
         if !news {
             return true;

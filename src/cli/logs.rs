@@ -6,8 +6,8 @@
 
 use super::remote::{id_arg, Target};
 use super::{CliError, Output};
+use gantry::api::LogsView;
 use gantry::backend::logs::Stream;
-use gantry::client::LogsView;
 use std::io::Write;
 
 #[derive(clap::Args)]

@@ -24,7 +24,7 @@ mod table;
 mod watch;
 
 use clap::{Parser, Subcommand, ValueEnum};
-use gantry::client::JobFilter;
+use gantry::api::JobFilter;
 use serde::Serialize;
 use std::process::ExitCode;
 

@@ -3,8 +3,9 @@
 //! range, and who is on each GPU.
 
 use super::{CliError, Output};
+use gantry::api::NodeDetail;
+use gantry::client::http::node_path;
 use gantry::client::http::HttpClient;
-use gantry::client::{node_path, NodeDetail};
 use gantry::daemon::state::history::Range;
 
 pub fn node_live(

@@ -4,8 +4,8 @@
 
 use super::table::{cell, width};
 use super::{CliError, Output};
+use gantry::api::{HostStatus, IdleNow, JobRow, PoolRow, TeamRow};
 use gantry::client::http::{encode, ClientError, Endpoint, HttpClient};
-use gantry::client::{HostStatus, IdleNow, JobRow, PoolRow, TeamRow};
 use gantry::console::app::hm;
 use serde_json::Value;
 
@@ -601,7 +601,7 @@ pub fn pool_live(c: &mut HttpClient, which: &str, output: Output) -> Result<(), 
         "NODE", "STATE", "GPU", "UTIL", "VRAM USED/TOT MiB", "POWER", "TEMP"
     );
     for n in v["nodes"].as_array().into_iter().flatten() {
-        let resources = serde_json::from_value::<gantry::client::NodeView>(n.clone())
+        let resources = serde_json::from_value::<gantry::api::NodeView>(n.clone())
             .map(|n| n.resources_line())
             .unwrap_or_default();
         if n["gpus"].as_array().is_none_or(|g| g.is_empty()) {
@@ -714,7 +714,7 @@ pub fn reclaim(t: &Target, apply: Option<String>, output: Output) -> Result<(), 
     }
     print!("{}", reclaim_rows(&items, &skipped));
     let id = v["id"].as_str().unwrap_or("");
-    let gpus = gantry::client::gpus_text(v["gpus_freed"].as_f64().unwrap_or(0.0));
+    let gpus = gantry::api::gpus_text(v["gpus_freed"].as_f64().unwrap_or(0.0));
     let usd = v["dollars_per_hour_saved"].as_f64().unwrap_or(0.0);
     if applied {
         println!("plan {id}: reclaimed {gpus} GPU(s), ${usd:.2}/h");
@@ -737,7 +737,7 @@ fn reclaim_rows(items: &[Value], skipped: &[Value]) -> String {
             "{:>6} {:>5} {:>9.2} {:>9}  {}",
             // A JSON value's Display ignores width: the id as a number pads.
             i["job"].as_i64().unwrap_or(0),
-            gantry::client::gpus_text(i["gpus"].as_f64().unwrap_or(0.0)),
+            gantry::api::gpus_text(i["gpus"].as_f64().unwrap_or(0.0)),
             i["dollars_per_hour"].as_f64().unwrap_or(0.0),
             hm(i["idle_for_s"].as_f64().unwrap_or(0.0)),
             i["action"].as_str().unwrap_or("")

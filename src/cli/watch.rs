@@ -5,7 +5,7 @@
 
 use super::remote::{pool_header, pool_line, team_header, team_line, JobTable, Target};
 use super::{print_record, CliError, Output};
-use gantry::client::{JobFilter, JobRow, PoolRow, Snapshot, SnapshotDelta, TeamRow};
+use gantry::api::{JobFilter, JobRow, PoolRow, Snapshot, SnapshotDelta, TeamRow};
 use serde::Serialize;
 use std::collections::HashMap;
 

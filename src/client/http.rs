@@ -165,43 +165,7 @@ impl std::fmt::Display for Endpoint {
     }
 }
 
-#[derive(Debug, thiserror::Error)]
-pub enum ClientError {
-    #[error("cannot reach the daemon at {endpoint}: {why} (is `gantry daemon` running? `gantry info` shows the default socket)")]
-    Unreachable { endpoint: String, why: String },
-    #[error("{error}")]
-    Api {
-        status: u16,
-        code: String,
-        error: String,
-        /// The field of a submitted file the error is about, when the daemon says.
-        field: Option<String>,
-    },
-    #[error("daemon at {endpoint}: {why}")]
-    Protocol { endpoint: String, why: String },
-    /// The TLS handshake failed: the certificate is not the pinned one, or nothing trusted
-    /// vouches for it.
-    #[error("will not talk to {endpoint}: {why}")]
-    Untrusted { endpoint: String, why: String },
-}
-
-impl ClientError {
-    /// The exit code the CLI uses: 2 bad input, 3 not found, 4 not allowed, 5 unreachable,
-    /// 6 conflict (the job is not in a state that allows it), 1 anything else.
-    pub fn exit_code(&self) -> u8 {
-        match self {
-            ClientError::Unreachable { .. } | ClientError::Untrusted { .. } => 5,
-            ClientError::Api { status, .. } => match status {
-                400 | 413 | 422 => 2,
-                404 => 3,
-                401 | 403 => 4,
-                409 => 6,
-                _ => 1,
-            },
-            ClientError::Protocol { .. } => 1,
-        }
-    }
-}
+pub use crate::api::ClientError;
 
 /// One response.
 #[derive(Clone, Debug)]
@@ -377,7 +341,7 @@ impl HttpClient {
     ) -> Result<Response, ClientError> {
         // The daemon reads no more than this and then closes: a client still writing would
         // see its write cut before it could read the answer, so the limit is said here.
-        let max = crate::daemon::api::MAX_BODY;
+        let max = crate::api::MAX_BODY;
         if let Some(b) = body.filter(|b| b.len() > max) {
             return Err(ClientError::Api {
                 status: 413,
@@ -629,7 +593,7 @@ fn api_error(status: u16, body: &[u8]) -> ClientError {
 /// A fresh random Idempotency-Key (128 bits, hex), so a retried submission is never a
 /// second job.
 pub fn new_idempotency_key() -> Result<String, ClientError> {
-    crate::daemon::auth::random_hex(16).map_err(|e| ClientError::Protocol {
+    crate::random::random_hex(16).map_err(|e| ClientError::Protocol {
         endpoint: "local".into(),
         why: format!("cannot read /dev/urandom for an Idempotency-Key: {e}"),
     })
@@ -640,6 +604,11 @@ pub fn encode(v: &str) -> String {
     serde_urlencoded::to_string([("v", v)])
         .map(|s| s[2..].to_string())
         .unwrap_or_default()
+}
+
+/// `GET /v1/nodes/{name}?range=` for a node and a range.
+pub fn node_path(name: &str, range: crate::api::history::Range) -> String {
+    format!("/v1/nodes/{}?range={}", encode(name), range.name())
 }
 
 #[cfg(test)]

@@ -3,7 +3,7 @@
 //! are requests of their own.
 
 use super::http::{new_idempotency_key, ClientError, Endpoint, HttpClient};
-use super::{Client, Snapshot, SnapshotDelta};
+use crate::api::{Client, Snapshot, SnapshotDelta};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -22,7 +22,7 @@ pub struct RemoteClient {
     shared: Arc<Mutex<Followed>>,
     snapshot: Snapshot,
     lost: Option<String>,
-    access: super::Access,
+    access: crate::api::Access,
     /// For changes (requests of their own; the stream has its connection).
     http: HttpClient,
 }
@@ -32,7 +32,7 @@ impl RemoteClient {
     pub fn connect(endpoint: Endpoint, token: Option<String>) -> Result<RemoteClient, ClientError> {
         let mut http = HttpClient::new(endpoint.clone(), token.clone());
         let first: Snapshot = http.call("GET", "/v1/snapshot", None)?;
-        let access: super::Access = http.call("GET", "/v1/whoami", None)?;
+        let access: crate::api::Access = http.call("GET", "/v1/whoami", None)?;
         let shared = Arc::new(Mutex::new(Followed {
             snapshot: first.clone(),
             ..Followed::default()
@@ -96,51 +96,45 @@ impl RemoteClient {
 }
 
 impl Client for RemoteClient {
-    fn access(&self) -> super::Access {
+    fn access(&self) -> crate::api::Access {
         self.access.clone()
     }
-    fn act(&mut self, req: super::JobRequest) -> Result<String, String> {
+    fn act(&mut self, req: crate::api::JobRequest) -> Result<String, ClientError> {
         let path = format!("/v1/jobs/{}/{}", req.id, req.action.name());
         self.http
             .call::<serde_json::Value>("POST", &path, None)
             .map(|_| format!("job {}: {} done", req.id, req.action.name()))
-            .map_err(|e| e.to_string())
     }
     fn logs(
         &mut self,
         id: i64,
         node: Option<usize>,
-        from: &super::LogsFrom,
-    ) -> Result<super::LogsView, String> {
+        from: &crate::api::LogsFrom,
+    ) -> Result<crate::api::LogsView, ClientError> {
         let node = node.map_or(String::new(), |k| format!("&node={k}"));
-        self.http
-            .call(
-                "GET",
-                &format!("/v1/jobs/{id}/logs?{}{node}", from.query()),
-                None,
-            )
-            .map_err(|e| e.to_string())
+        self.http.call(
+            "GET",
+            &format!("/v1/jobs/{id}/logs?{}{node}", from.query()),
+            None,
+        )
     }
-    fn pool(&mut self, index: usize) -> Result<super::PoolDetail, String> {
-        self.http
-            .call("GET", &format!("/v1/pools/{index}"), None)
-            .map_err(|e| e.to_string())
+    fn pool(&mut self, index: usize) -> Result<crate::api::PoolDetail, ClientError> {
+        self.http.call("GET", &format!("/v1/pools/{index}"), None)
     }
     fn node(
         &mut self,
         name: &str,
-        range: crate::daemon::state::history::Range,
-    ) -> Result<super::NodeDetail, String> {
+        range: crate::api::history::Range,
+    ) -> Result<crate::api::NodeDetail, ClientError> {
         self.http
-            .call("GET", &super::node_path(name, range), None)
-            .map_err(|e| e.to_string())
+            .call("GET", &super::http::node_path(name, range), None)
     }
-    fn submit(&mut self, spec: &str) -> Result<i64, String> {
+    fn submit(&mut self, spec: &str) -> Result<i64, ClientError> {
         #[derive(serde::Deserialize)]
         struct Submitted {
             id: i64,
         }
-        let key = new_idempotency_key().map_err(|e| e.to_string())?;
+        let key = new_idempotency_key()?;
         self.http
             .call_with::<Submitted>(
                 "POST",
@@ -149,24 +143,20 @@ impl Client for RemoteClient {
                 &[("Idempotency-Key", &key)],
             )
             .map(|s| s.id)
-            .map_err(|e| e.to_string())
     }
-    fn preview(&mut self, spec: &str) -> Result<crate::daemon::engine::Preview, String> {
+    fn preview(&mut self, spec: &str) -> Result<crate::api::Preview, ClientError> {
         self.http
             .call("POST", "/v1/preview?file=form", Some(spec.as_bytes()))
-            .map_err(|e| e.to_string())
     }
-    fn job(&mut self, id: i64) -> Result<super::JobView, String> {
-        self.http
-            .call("GET", &format!("/v1/jobs/{id}"), None)
-            .map_err(|e| e.to_string())
+    fn job(&mut self, id: i64) -> Result<crate::api::JobView, ClientError> {
+        self.http.call("GET", &format!("/v1/jobs/{id}"), None)
     }
-    fn shell(&mut self, id: i64) -> Result<i32, String> {
+    fn shell(&mut self, id: i64) -> Result<i32, ClientError> {
         let (cols, rows) = crossterm::terminal::size().unwrap_or((80, 24));
         let path = super::http::exec_path(id, 0, Some((rows, cols)), &[]);
-        self.http.exec(&path, true).map_err(|e| e.to_string())
+        self.http.exec(&path, true)
     }
-    fn set_priority(&mut self, id: i64, class: &str) -> Result<String, String> {
+    fn set_priority(&mut self, id: i64, class: &str) -> Result<String, ClientError> {
         let body = serde_json::json!({ "class": class }).to_string();
         self.http
             .call::<serde_json::Value>(
@@ -175,12 +165,11 @@ impl Client for RemoteClient {
                 Some(body.as_bytes()),
             )
             .map(|_| format!("job {id}: now {class}"))
-            .map_err(|e| e.to_string())
     }
     fn reclaim(
         &mut self,
         apply: Option<&str>,
-    ) -> Result<crate::scheduler::reclaim::ReclaimPlan, String> {
+    ) -> Result<crate::scheduler::reclaim::ReclaimPlan, ClientError> {
         match apply {
             None => self.http.call("GET", "/v1/reclaim", None),
             Some(id) => {
@@ -188,7 +177,6 @@ impl Client for RemoteClient {
                 self.http.call("POST", "/v1/reclaim", Some(body.as_bytes()))
             }
         }
-        .map_err(|e| e.to_string())
     }
     fn poll(&mut self) -> bool {
         let Ok(mut guard) = self.shared.lock() else {

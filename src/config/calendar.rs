@@ -26,9 +26,21 @@ impl Default for CalendarSettings {
 impl CalendarSettings {
     /// The zone, or what is wrong with the name.
     pub fn zone(&self) -> Result<chrono_tz::Tz, String> {
-        crate::daemon::calendar::zone(&self.time_zone)
-            .map_err(|e| format!("calendar: time_zone {e}"))
+        zone(&self.time_zone).map_err(|e| format!("calendar: time_zone {e}"))
     }
+}
+
+/// A time zone by its IANA name (`Europe/Berlin`, `UTC`), or what to write instead.
+pub fn zone(name: &str) -> Result<chrono_tz::Tz, String> {
+    name.parse::<chrono_tz::Tz>().map_err(|_| {
+        let names: Vec<&str> = chrono_tz::TZ_VARIANTS.iter().map(|z| z.name()).collect();
+        let hint = crate::spec::did_you_mean(name, &names)
+            .map_or(String::new(), |s| format!("; did you mean `{s}`?"));
+        format!(
+            "`{}` is not an IANA time zone (e.g. UTC, Europe/Berlin, America/New_York){hint}",
+            name.escape_debug()
+        )
+    })
 }
 
 #[cfg(test)]

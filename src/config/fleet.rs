@@ -84,14 +84,26 @@ pub struct LogSettings {
     pub max_total_mb: Option<u64>,
 }
 
+/// The container runtimes a pool may name (`container_runtime`).
+pub const RUNTIMES: [&str; 2] = ["docker", "podman"];
+
+/// How long a host keeps the logs of ended jobs, as `[logs]` says (the agents apply it:
+/// `backend::retention`). The limits; `None` is no limit of that kind.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Retention {
+    pub keep_for_s: Option<f64>,
+    pub max_job_bytes: Option<u64>,
+    pub max_total_bytes: Option<u64>,
+}
+
 /// What `[logs]` says when it says nothing: 30 days.
 pub const KEEP_LOGS_FOR: &str = "30d";
 
 impl LogSettings {
     /// As the agents apply it (the file is checked first: a bad `keep_for` is refused there).
-    pub fn retention(&self) -> crate::backend::retention::Retention {
+    pub fn retention(&self) -> Retention {
         let keep = self.keep_for.as_deref().unwrap_or(KEEP_LOGS_FOR);
-        crate::backend::retention::Retention {
+        Retention {
             keep_for_s: (keep != "forever")
                 .then(|| crate::spec::parse_duration(keep))
                 .flatten(),
@@ -520,24 +532,13 @@ pub struct FoundGpus {
 impl FoundGpus {
     /// `count` GPUs on `host` counted as the model of the first (named `name` by NVML, with
     /// `memory_mib`): a host mixing models is one pool of the first's.
-    fn new(host: &str, name: &str, memory_mib: u64, count: usize) -> FoundGpus {
+    pub fn new(host: &str, name: &str, memory_mib: u64, count: usize) -> FoundGpus {
         FoundGpus {
             host: host.to_string(),
-            model: crate::backend::local::nvml::model_name(name),
+            model: crate::model::names::from_nvml(name),
             count: count.min(16) as u8,
             vram_gb: (memory_mib as f64 / 1024.0).round() as u32,
         }
-    }
-
-    /// From the GPUs a host's agent reported (none without NVML).
-    pub fn of(host: &str, gpus: &[crate::backend::HostGpu]) -> Option<FoundGpus> {
-        let first = gpus.first()?;
-        Some(FoundGpus::new(
-            host,
-            &first.name,
-            first.memory_mib,
-            gpus.len(),
-        ))
     }
 
     /// The same GPUs, whoever said.
@@ -546,65 +547,17 @@ impl FoundGpus {
     }
 }
 
-/// Fills the `gpu = "auto"` pools from what NVML found on this host: the model (of GPU 0;
-/// a host mixing models is counted as that model), the count, VRAM and how many GPUs are in
-/// MIG mode. Without NVML they become CPU-only pools. Returns what it did, to be said once.
-pub fn apply_discovery(
-    cfg: &mut FleetConfig,
-    found: &crate::backend::local::nvml::Discovery,
-) -> Vec<String> {
-    use crate::backend::local::nvml::{model_name, Discovery};
-    let mut said = Vec::new();
-    for p in cfg.pools.iter_mut().filter(|p| p.is_local() && p.is_auto()) {
-        let name = format!("{}/{}/{}/{}", p.provider, p.region, p.zone, p.name);
-        match found {
-            Discovery::Available { gpus, driver } if !gpus.is_empty() => {
-                let first = &gpus[0];
-                let found =
-                    FoundGpus::new("this host", &first.name, first.memory_total_mib, gpus.len());
-                let model = found.model.clone();
-                let mixed: Vec<String> = gpus
-                    .iter()
-                    .map(|g| model_name(&g.name))
-                    .filter(|m| *m != model)
-                    .collect();
-                p.resolve_auto(Some(&found));
-                let mig = gpus.iter().filter(|g| g.mig_enabled == Some(true)).count() as u8;
-                p.mig_gpus_per_node = if mig_geometry(&model).is_some() {
-                    mig
-                } else {
-                    0
-                };
-                said.push(format!(
-                    "{name}: NVML (driver {driver}) found {} × {model} ({} GB){}{}",
-                    p.gpus_per_node,
-                    p.vram_gb,
-                    if mig > 0 {
-                        format!(", {mig} in MIG mode")
-                    } else {
-                        String::new()
-                    },
-                    if mixed.is_empty() {
-                        String::new()
-                    } else {
-                        format!("; also {} — counted as {model}", mixed.join(", "))
-                    }
-                ));
-            }
-            Discovery::Available { .. } => {
-                p.resolve_auto(None);
-                said.push(format!("{name}: NVML found no GPUs; the pool is CPU-only"));
-            }
-            Discovery::Unavailable { reason } => {
-                p.resolve_auto(None);
-                said.push(format!("{name}: {reason}; the pool is CPU-only"));
-            }
-        }
-    }
-    said
-}
-
 impl PoolConfig {
+    /// Seconds from buying a node to its being up (`provisioning_delay`, default 5 minutes):
+    /// what the simulated clouds take, and what a real cloud's provisioner waits before it
+    /// counts a node as slow.
+    pub fn provisioning_delay_s(&self) -> f64 {
+        self.provisioning_delay
+            .as_deref()
+            .and_then(crate::spec::parse_duration)
+            .unwrap_or(300.0)
+    }
+
     /// How gantry drives this pool: its `backend`, or the backend its provider names. A file
     /// whose pool says neither is refused when parsed; a pool made in code (a trace replay's)
     /// with only a cloud's name is simulated.
@@ -1151,64 +1104,5 @@ mod tests {
             .burst_after_s
             .iter()
             .all(|&d| d == 0.0));
-    }
-
-    #[test]
-    fn auto_local_pools_are_sized_from_nvml_or_become_cpu_only() {
-        use crate::backend::local::nvml::{Discovery, GpuSample};
-        let mut cfg = parse("local.toml", LOCAL_FLEET).unwrap();
-        assert!(wants_discovery(&cfg));
-        let h100 = |index, mig| GpuSample {
-            index,
-            name: "NVIDIA H100 80GB HBM3".into(),
-            memory_total_mib: 81_559,
-            mig_enabled: Some(mig),
-            ..GpuSample::default()
-        };
-        let said = apply_discovery(
-            &mut cfg.clone(),
-            &Discovery::Available {
-                driver: "550".into(),
-                gpus: vec![h100(0, false), h100(1, true)],
-            },
-        );
-        assert_eq!(
-            said,
-            vec![
-                "local/here/here/host: NVML (driver 550) found 2 × H100 (80 GB), 1 in MIG mode"
-                    .to_string()
-            ]
-        );
-        let mut found = cfg.clone();
-        apply_discovery(
-            &mut found,
-            &Discovery::Available {
-                driver: "550".into(),
-                gpus: vec![h100(0, false), h100(1, true)],
-            },
-        );
-        let p = &found.pools[0];
-        assert_eq!(
-            (
-                p.gpu.as_deref(),
-                p.gpus_per_node,
-                p.vram_gb,
-                p.mig_gpus_per_node
-            ),
-            (Some("H100"), 2, 80, 1)
-        );
-        assert!(!wants_discovery(&found));
-        let said = apply_discovery(
-            &mut cfg,
-            &Discovery::Unavailable {
-                reason: "NVML is not available (no driver)".into(),
-            },
-        );
-        assert!(said[0].ends_with("the pool is CPU-only"), "{said:?}");
-        assert_eq!(
-            (cfg.pools[0].gpu.as_deref(), cfg.pools[0].gpus_per_node),
-            (None, 0)
-        );
-        assert_eq!(fleet_of(&cfg).gpu_count(), 0);
     }
 }

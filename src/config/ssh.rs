@@ -34,7 +34,7 @@ pub fn validate(p: &PoolConfig, name: &str) -> Result<(), String> {
         ));
     }
     for h in &p.hosts {
-        crate::backend::ssh::Destination::parse(h)
+        Destination::parse(h)
             .map_err(|e| format!("{name}: hosts: {e} (expected [user@]host[:port])"))?;
     }
     listed_nodes(
@@ -142,5 +142,56 @@ mod tests {
         assert!(e.contains("`hosts` is for provider = \"ssh\" pools"), "{e}");
         let e = parse("f.toml", &cloud).unwrap_err().to_string();
         assert!(e.contains("missing field `nodes`"), "{e}");
+    }
+}
+
+/// A host entry of the fleet file: `[user@]host[:port]`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Destination {
+    pub user: Option<String>,
+    pub host: String,
+    pub port: Option<u16>,
+}
+
+impl Destination {
+    /// Parses a host entry; the error says what is wrong with it.
+    pub fn parse(entry: &str) -> Result<Destination, String> {
+        let entry = entry.trim();
+        let (user, rest) = match entry.rsplit_once('@') {
+            Some((u, r)) if !u.is_empty() => (Some(u.to_string()), r),
+            Some(_) => return Err(format!("`{entry}`: empty user before @")),
+            None => (None, entry),
+        };
+        let (host, port) = if let Some(v6) = rest.strip_prefix('[') {
+            let (h, after) = v6
+                .split_once(']')
+                .ok_or(format!("`{entry}`: [ without ]"))?;
+            let port = match after.strip_prefix(':') {
+                Some(p) => Some(p),
+                None if after.is_empty() => None,
+                None => return Err(format!("`{entry}`: expected :PORT after ]")),
+            };
+            (h.to_string(), port)
+        } else {
+            match rest.split_once(':') {
+                Some((h, p)) => (h.to_string(), Some(p)),
+                None => (rest.to_string(), None),
+            }
+        };
+        if host.is_empty() || host.contains(char::is_whitespace) {
+            return Err(format!("`{entry}`: no host name"));
+        }
+        let port = match port {
+            Some(p) => Some(p.parse::<u16>().ok().filter(|&p| p > 0).ok_or(format!(
+                "`{entry}`: port `{p}` is not a number in 1..=65535"
+            ))?),
+            None => None,
+        };
+        Ok(Destination { user, host, port })
+    }
+
+    /// The address other nodes of a job reach this one at (the host part).
+    pub fn address(&self) -> &str {
+        &self.host
     }
 }

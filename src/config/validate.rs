@@ -44,7 +44,7 @@ pub(super) fn validate(file: &str, text: &str, cfg: &FleetConfig) -> Result<(), 
             return Err(at("pools", i, message));
         }
         if let Some(rt) = &p.container_runtime {
-            use crate::backend::local::container::RUNTIMES;
+            use super::fleet::RUNTIMES;
             let message = if !p.is_local() && !p.is_ssh() {
                 Some(format!("{name}: `container_runtime` is for provider = \"local\" and \"ssh\" pools (a Kubernetes pool runs images as pods)"))
             } else if !RUNTIMES.contains(&rt.as_str()) {

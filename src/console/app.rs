@@ -12,7 +12,7 @@ mod views;
 pub use order::columns;
 
 use super::filter::Filter;
-use crate::client::{JobRow, Snapshot};
+use crate::api::{JobRow, Snapshot};
 use ratatui::style::{Color, Style};
 
 pub const MIN_WIDTH: u16 = 80;
@@ -62,7 +62,7 @@ pub enum Outcome {
     /// Close this daemon's view and open the context of this name (`:ctx NAME`).
     Switch(String),
     /// The user confirmed a change to a job.
-    Act(crate::client::JobRequest),
+    Act(crate::api::JobRequest),
     /// The user confirmed moving a job to another class.
     Prio {
         id: i64,
@@ -74,7 +74,7 @@ pub enum Outcome {
         apply: Option<String>,
     },
     /// The user typed the count: change every marked job.
-    ActMany(Vec<crate::client::JobRequest>),
+    ActMany(Vec<crate::api::JobRequest>),
     /// Fetch one job's detail to show it.
     Detail(i64),
     /// Suspend the screen for a shell in this running job.
@@ -88,7 +88,7 @@ pub enum Outcome {
     /// Fetch one node's GPUs over a range for the node view.
     Node {
         name: String,
-        range: crate::daemon::state::history::Range,
+        range: crate::api::history::Range,
     },
     /// Fetch a job's logs for the log view: every node's, or one node's.
     Logs {
@@ -115,7 +115,7 @@ impl Outcome {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Ask {
     Job {
-        request: crate::client::JobRequest,
+        request: crate::api::JobRequest,
         name: String,
     },
     Prio {
@@ -128,7 +128,7 @@ pub enum Ask {
     Reclaim(crate::scheduler::reclaim::ReclaimPlan),
     /// One action on every marked job: confirmed only by typing how many.
     Bulk {
-        action: crate::client::JobAction,
+        action: crate::api::JobAction,
         ids: Vec<i64>,
         typed: String,
     },
@@ -148,7 +148,7 @@ impl Ask {
             },
             Ask::Bulk { action, ids, .. } => Outcome::ActMany(
                 ids.iter()
-                    .map(|&id| crate::client::JobRequest {
+                    .map(|&id| crate::api::JobRequest {
                         id,
                         action: *action,
                     })
@@ -193,7 +193,7 @@ pub struct App {
     /// The selected pool in the Fleet view (index into the snapshot's pools).
     pub pool_selected: usize,
     /// The pool shown node by node and GPU by GPU, and its index (refreshed as data change).
-    pub pool_detail: Option<(usize, crate::client::PoolDetail)>,
+    pub pool_detail: Option<(usize, crate::api::PoolDetail)>,
     /// The node selected in the pool detail (its place in the pool's list).
     pub pool_node: usize,
     /// A node GPU by GPU over time, opened from the pool detail.
@@ -203,14 +203,14 @@ pub struct App {
     /// The form as it was closed without submitting (reopening resumes it, cursor and all).
     pub draft: Option<super::form::Form>,
     /// The job shown in detail (over the Jobs view), once fetched.
-    pub detail: Option<crate::client::JobView>,
+    pub detail: Option<crate::api::JobView>,
     /// Lines the job detail is scrolled, and the most it can be (as last drawn).
     pub detail_scroll: u16,
     detail_max: std::cell::Cell<u16>,
     /// The log view (over the job's detail).
     pub logs: Option<super::logs::LogPane>,
     /// What the daemon lets this console's caller do; refused actions show why.
-    pub access: crate::client::Access,
+    pub access: crate::api::Access,
     /// Each view's columns shown in the last frame, a bit each (by `View::ALL` index): `<` and
     /// `>` order only by columns on screen. 0: not drawn yet (all count).
     shown_cols: [std::cell::Cell<u64>; 5],
@@ -335,7 +335,7 @@ impl App {
             shown_cols: Default::default(),
             detail_max: std::cell::Cell::new(0),
             logs: None,
-            access: crate::client::Access::operator(),
+            access: crate::api::Access::operator(),
             marked: Default::default(),
             job_filter: None,
             pool_filter: None,

@@ -3,7 +3,7 @@
 //! which the header labels as such. Event lines, the job detail and the header all read it, so
 //! the same moment is written the same way everywhere (`gantry events` and `gantry job` too).
 
-use crate::client::CalendarNow;
+use crate::api::CalendarNow;
 use chrono::{DateTime, FixedOffset};
 
 fn parse(t: &str) -> Option<DateTime<FixedOffset>> {

@@ -1,7 +1,7 @@
 //! The console's `/` filter: a case-insensitive regex over a row's text, `!` in front to keep
 //! the rows that do not match, or `field=regex` on one column of the Jobs view.
 
-use crate::client::JobRow;
+use crate::api::JobRow;
 use regex_lite::{Regex, RegexBuilder};
 
 /// Job columns a filter may name.

@@ -2,7 +2,7 @@
 //! checked on every edit with the same parser the daemon uses (errors with line and column),
 //! a preview from the daemon of where the job would land and at what $/h, then submit.
 
-use crate::daemon::engine::Preview;
+use crate::api::Preview;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::Line;
@@ -27,7 +27,7 @@ run: python train.py
 /// fleet's first), a GPU model the fleet has (the first pool with GPUs), spot only where the
 /// fleet sells it, and a CPU-only job on a fleet without GPUs — so that a first submit works
 /// on any fleet, not only the demo's (issue 41: `unknown GPU model H100 (this fleet has: )`).
-pub fn template_for(snap: &crate::client::Snapshot, team: Option<&str>) -> String {
+pub fn template_for(snap: &crate::api::Snapshot, team: Option<&str>) -> String {
     let team = team
         .map(str::to_string)
         .or_else(|| snap.teams.first().map(|t| t.name.clone()));
@@ -257,7 +257,7 @@ mod tests {
     /// where it has no GPUs; the demo's template for the demo.
     #[test]
     fn the_template_follows_the_fleet_in_force() {
-        use crate::client::{PoolRow, Snapshot, TeamRow};
+        use crate::api::{PoolRow, Snapshot, TeamRow};
         let team = |n: &str| TeamRow {
             name: n.into(),
             ..TeamRow::default()

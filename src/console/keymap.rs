@@ -48,7 +48,7 @@ pub enum Action {
     /// Orders the view by the previous column (`<`).
     SortPrev,
     /// A change to the selected job (asks for confirmation; absent in read-only mode).
-    Job(crate::client::JobAction),
+    Job(crate::api::JobAction),
     /// A shell in the selected running job: the screen is suspended until it exits (absent
     /// in read-only mode).
     Shell,
@@ -122,7 +122,7 @@ fn parse_action(run: &str) -> Option<Action> {
         ["sort"] | ["sort", "reverse"] => Action::Sort,
         ["sort", "next"] => Action::SortNext,
         ["sort", "prev"] => Action::SortPrev,
-        ["job", what] => Action::Job(crate::client::JobAction::parse(what)?),
+        ["job", what] => Action::Job(crate::api::JobAction::parse(what)?),
         ["shell"] => Action::Shell,
         _ => return None,
     })

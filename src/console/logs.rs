@@ -7,7 +7,7 @@
 //! holds is skipped ahead to its tail, saying so. The view keeps the last `TAIL` lines of
 //! each stream, so a job that writes fast costs the console bounded memory.
 
-use crate::client::{LogsFrom, LogsView};
+use crate::api::{LogsFrom, LogsView};
 use ratatui::layout::Rect;
 use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
@@ -267,7 +267,7 @@ impl LogPane {
                 };
                 out.push((
                     format!("{mark}{}", super::app::escape(&l.text)),
-                    l.stream == crate::backend::logs::Stream::Err,
+                    l.stream == crate::api::logs::Stream::Err,
                 ));
             }
             at += n.lines.len();
@@ -445,8 +445,8 @@ fn wrap(text: &str, width: usize) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::logs::{LogLine, Stream};
-    use crate::client::{LogsView, NodeLogsView};
+    use crate::api::logs::{LogLine, Stream};
+    use crate::api::{LogsView, NodeLogsView};
 
     fn pane(lines: &[&str]) -> LogPane {
         let mut p = LogPane::new(7);

@@ -9,11 +9,12 @@ pub mod form;
 pub mod keymap;
 pub mod logs;
 pub mod node;
+pub mod runs;
 pub mod svg;
 pub mod table;
 pub mod theme;
 
-use crate::client::Client;
+use crate::api::Client;
 use app::{App, Outcome};
 use crossterm::event::{self, Event, KeyCode, KeyEventKind};
 use crossterm::terminal::{BeginSynchronizedUpdate, EndSynchronizedUpdate};
@@ -126,7 +127,7 @@ where
     terminal.clear()?;
     Ok(match ended {
         Ok(code) => format!("job {id}: the shell ended (exit {code})"),
-        Err(why) => crate::client::about_job(id, &why),
+        Err(why) => crate::api::about_job(id, &why.to_string()),
     })
 }
 
@@ -201,7 +202,7 @@ where
                             Outcome::Act(req) => {
                                 app.flash = Some(match client.act(req) {
                                     Ok(done) => done,
-                                    Err(why) => crate::client::about_job(req.id, &why),
+                                    Err(why) => crate::api::about_job(req.id, &why.to_string()),
                                 });
                                 // The change shows once the daemon publishes it.
                                 let _ = client.poll();
@@ -210,7 +211,7 @@ where
                             Outcome::Prio { id, class } => {
                                 app.flash = Some(match client.set_priority(id, &class) {
                                     Ok(done) => done,
-                                    Err(why) => crate::client::about_job(id, &why),
+                                    Err(why) => crate::api::about_job(id, &why.to_string()),
                                 });
                                 let _ = client.poll();
                                 dirty = true;
@@ -227,7 +228,7 @@ where
                                     Ok(done) => format!(
                                         "reclaimed {} job(s): {} GPU(s), ${:.2}/h freed{}",
                                         done.items.len(),
-                                        crate::client::gpus_text(done.gpus_freed),
+                                        crate::api::gpus_text(done.gpus_freed),
                                         done.dollars_per_hour_saved,
                                         if done.skipped.is_empty() {
                                             String::new()
@@ -248,9 +249,8 @@ where
                                 for req in &reqs {
                                     match client.act(*req) {
                                         Ok(_) => ok += 1,
-                                        Err(why) => {
-                                            failed.push(crate::client::about_job(req.id, &why))
-                                        }
+                                        Err(why) => failed
+                                            .push(crate::api::about_job(req.id, &why.to_string())),
                                     }
                                 }
                                 let verb = reqs.first().map_or("", |r| r.action.name());
@@ -277,13 +277,14 @@ where
                                         app.detail_scroll = 0;
                                     }
                                     Err(why) => {
-                                        app.flash = Some(crate::client::about_job(id, &why))
+                                        app.flash =
+                                            Some(crate::api::about_job(id, &why.to_string()))
                                     }
                                 }
                                 dirty = true;
                             }
                             Outcome::Preview(spec) => {
-                                let answer = client.preview(&spec);
+                                let answer = client.preview(&spec).map_err(|e| e.to_string());
                                 if let Some(form) = app.form.as_mut() {
                                     form.preview = Some(answer);
                                 }
@@ -297,15 +298,15 @@ where
                                     }
                                     Err(why) => {
                                         if let Some(form) = app.form.as_mut() {
-                                            form.preview = Some(Err(why));
+                                            form.preview = Some(Err(why.to_string()));
                                         }
                                     }
                                 }
                                 dirty = true;
                             }
                             Outcome::Logs { id, node } => {
-                                let from = crate::client::LogsFrom::Tail(logs::TAIL);
-                                let got = client.logs(id, node, &from);
+                                let from = crate::api::LogsFrom::Tail(logs::TAIL);
+                                let got = client.logs(id, node, &from).map_err(|e| e.to_string());
                                 if let Some(p) = app.logs.as_mut() {
                                     p.update(got);
                                 }
@@ -313,7 +314,7 @@ where
                                 dirty = true;
                             }
                             Outcome::Node { name, range } => {
-                                let got = client.node(&name, range);
+                                let got = client.node(&name, range).map_err(|e| e.to_string());
                                 if let Some(n) = app.node.as_mut() {
                                     n.update(got);
                                 }
@@ -346,7 +347,7 @@ where
         if let Some(p) = app.logs.as_mut().filter(|p| p.follow) {
             if logs_fetched.elapsed() >= Duration::from_millis(500) {
                 let from = p.next_read();
-                let got = client.logs(p.job, p.node, &from);
+                let got = client.logs(p.job, p.node, &from).map_err(|e| e.to_string());
                 p.take(&from, got);
                 logs_fetched = Instant::now();
                 dirty = true;
@@ -355,7 +356,11 @@ where
         // An open node view follows the data once a second.
         if let Some(n) = app.node.as_mut() {
             if node_fetched.elapsed() >= Duration::from_secs(1) {
-                n.update(client.node(&n.name.clone(), n.range));
+                n.update(
+                    client
+                        .node(&n.name.clone(), n.range)
+                        .map_err(|e| e.to_string()),
+                );
                 node_fetched = Instant::now();
                 dirty = true;
             }

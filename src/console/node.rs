@@ -4,8 +4,8 @@
 //! jobs with their share of the GPU, and work that is not gantry's (processes NVML sees, a
 //! cluster's own jobs). `j`/`k` select a GPU, `enter` opens its job, `esc` goes back.
 
-use crate::client::{GpuHistoryView, NodeDetail};
-use crate::daemon::state::history::{Point, Range};
+use crate::api::history::{Point, Range};
+use crate::api::{GpuHistoryView, NodeDetail};
 use ratatui::layout::Rect;
 use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};

@@ -8,7 +8,7 @@ use super::auth::{hash_token, new_token, rfc3339, unix_now, Caller, Grant, Role,
 use super::engine::{EngineError, Submission};
 use super::journal::{EventRecord, JobId, JournalError, TokenRecord};
 use super::state::{Action, Counters, Histogram, JobDetail, JobLogs, Report, ReportBy, State};
-use crate::client::Snapshot;
+use crate::api::Snapshot;
 use crate::scheduler::reclaim::ReclaimPlan;
 use serde::Serialize;
 use std::collections::HashMap;
@@ -158,12 +158,12 @@ pub enum Request {
     },
     Pool {
         index: usize,
-        reply: Reply<crate::client::PoolDetail>,
+        reply: Reply<crate::api::PoolDetail>,
     },
     Node {
         name: String,
         range: super::state::history::Range,
-        reply: Reply<crate::client::NodeDetail>,
+        reply: Reply<crate::api::NodeDetail>,
     },
     Preview {
         submission: Submission,

@@ -19,8 +19,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::sync::Arc;
 
-/// The largest request body accepted (a job spec is a few KiB).
-pub const MAX_BODY: usize = 1 << 20;
+pub use crate::api::MAX_BODY;
 
 #[derive(Clone)]
 pub(super) struct Api {
@@ -289,7 +288,7 @@ async fn jobs(State(api): State<Api>, RawQuery(raw): RawQuery) -> Result<Respons
             )));
         }
     }
-    let filter = crate::client::JobFilter {
+    let filter = crate::api::JobFilter {
         state: q.get("state").cloned(),
         team: q.get("team").cloned(),
         class: q.get("class").cloned(),
@@ -567,14 +566,14 @@ async fn priority(
 #[derive(Serialize)]
 struct FleetView<'a> {
     simulated: bool,
-    calendar: &'a crate::client::CalendarNow,
+    calendar: &'a crate::api::CalendarNow,
     gpus_total: usize,
     gpus_busy: usize,
     dollars_per_hour: f64,
     idle_dollars_per_hour: f64,
-    idle_by_cause: &'a [crate::client::IdleNow],
-    pools: &'a [crate::client::PoolRow],
-    host: &'a Option<crate::client::HostStatus>,
+    idle_by_cause: &'a [crate::api::IdleNow],
+    pools: &'a [crate::api::PoolRow],
+    host: &'a Option<crate::api::HostStatus>,
 }
 
 async fn fleet(State(api): State<Api>) -> Response {

@@ -2,48 +2,12 @@
 //! every caller is an operator; over TCP every request carries a bearer token, and the daemon
 //! keeps only each token's SHA-256.
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use sha2::{Digest, Sha256};
-use std::fmt;
-use std::io::Read;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Role {
-    /// Reads everything.
-    Viewer,
-    /// Submits, and changes the jobs of its own team.
-    Researcher,
-    /// Everything: any job, reclaim, tokens.
-    Operator,
-}
+pub use crate::random::{hex, random_hex};
 
-impl Role {
-    pub const ALL: [Role; 3] = [Role::Viewer, Role::Researcher, Role::Operator];
-    pub fn name(self) -> &'static str {
-        match self {
-            Role::Viewer => "viewer",
-            Role::Researcher => "researcher",
-            Role::Operator => "operator",
-        }
-    }
-}
-
-impl fmt::Display for Role {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl std::str::FromStr for Role {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Role, String> {
-        Role::ALL
-            .into_iter()
-            .find(|r| r.name() == s)
-            .ok_or_else(|| format!("unknown role `{s}`; roles: viewer, researcher, operator"))
-    }
-}
+pub use crate::api::Role;
 
 /// The authenticated caller of one request.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -200,20 +164,9 @@ pub fn new_token() -> std::io::Result<String> {
     Ok(format!("gty_{}", random_hex(32)?))
 }
 
-/// `n` random bytes from the kernel, in hex (tokens, idempotency keys).
-pub fn random_hex(n: usize) -> std::io::Result<String> {
-    let mut bytes = vec![0u8; n];
-    std::fs::File::open("/dev/urandom")?.read_exact(&mut bytes)?;
-    Ok(hex(&bytes))
-}
-
 /// What the daemon stores and compares: the token's SHA-256, in hex.
 pub fn hash_token(token: &str) -> String {
     hex(&Sha256::digest(token.as_bytes()))
-}
-
-pub(crate) fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 #[cfg(test)]

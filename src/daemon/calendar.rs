@@ -198,18 +198,7 @@ impl Calendar {
     }
 }
 
-/// A time zone by its IANA name (`Europe/Berlin`, `UTC`), or what to write instead.
-pub fn zone(name: &str) -> Result<Tz, String> {
-    name.parse::<Tz>().map_err(|_| {
-        let names: Vec<&str> = chrono_tz::TZ_VARIANTS.iter().map(|z| z.name()).collect();
-        let hint = crate::spec::did_you_mean(name, &names)
-            .map_or(String::new(), |s| format!("; did you mean `{s}`?"));
-        format!(
-            "`{}` is not an IANA time zone (e.g. UTC, Europe/Berlin, America/New_York){hint}",
-            name.escape_debug()
-        )
-    })
-}
+pub use crate::config::calendar::zone;
 
 #[cfg(test)]
 mod tests {

@@ -3,8 +3,8 @@
 //! NVML reports it), and the GPUs busy with processes gantry did not start ("foreign").
 //! Pure bookkeeping: the sampler does the IO and the state decides what to do with a change.
 
+pub use crate::api::HostStatus;
 use crate::backend::{Discovery, GpuSample};
-pub use crate::client::HostStatus;
 use crate::daemon::journal::JobId;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 

@@ -3,7 +3,7 @@
 
 use super::actor::Published;
 use super::api::Api;
-use crate::client::Snapshot;
+use crate::api::Snapshot;
 use axum::extract::State;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::Extension;

@@ -2,10 +2,7 @@
 //! [`compare`] are `gantry sim`: a seeded week of mixed work on the simulated multi-cloud fleet
 //! under the naive setup and under gantry. Everything here is simulated and says so.
 
-pub mod idle;
-pub mod lifecycle;
 pub mod mix;
-pub mod workload;
 pub mod world;
 
 use crate::config::fleet::FleetConfig;

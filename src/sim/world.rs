@@ -14,19 +14,21 @@
 //! Deterministic for a seed: events are ordered by (time, sequence) and every random draw comes
 //! from one seeded generator. Every event is hashed into `event_hash`.
 
-use super::idle::{cause_of, IdleCause, IdleLedger, IdleShare};
-use super::lifecycle::{draw_after, offers, pool_counts, provisioning_delay, Life};
 use super::mix::{Kind, SimJob, EXPERIMENT, PRODUCTION, SERVING};
 use crate::config::fleet::{fleet_at_max, fleet_sized, teams_of, FleetConfig, PoolConfig};
+use crate::daemon::lives::offers;
+use crate::model::idle::{cause_of, IdleCause, IdleLedger, IdleShare};
 use crate::model::{
     default_classes, CapacityType, Fleet, Health, ModelId, NodeId, Placement, PoolId,
     PriorityClass, Team,
 };
+use crate::model::{pool_counts, Life};
 use crate::scheduler::cycle::{
     run_cycle, CycleConfig, CycleInput, Decision, PendingJob, RunningJob,
 };
 use crate::scheduler::moves::{moves_off, Mover};
 use crate::scheduler::reclaim::{reclaim_plan, JobUsage, ReclaimConfig};
+use crate::scheduler::rng::draw_after;
 use crate::scheduler::rng::Rng;
 use crate::scheduler::scale::{scale_down, scale_up, NodeIdle, ScaleConfig};
 use crate::scheduler::{Cluster, Placer, Policy};
@@ -591,7 +593,7 @@ impl<'a> World<'a> {
     }
 
     fn delay(&self, node: usize) -> f64 {
-        provisioning_delay(self.pool_cfg(node))
+        self.pool_cfg(node).provisioning_delay_s()
     }
 
     /// Draws the node's next spot interruption and failure.
@@ -1417,8 +1419,8 @@ impl<'a> World<'a> {
                 ClassWait {
                     class: self.classes[c].name.clone(),
                     jobs: w.len(),
-                    p50_s: crate::bench::quantile(&w, 0.5),
-                    p99_s: crate::bench::quantile(&w, 0.99),
+                    p50_s: crate::stats::quantile(&w, 0.5),
+                    p99_s: crate::stats::quantile(&w, 0.99),
                 }
             })
             .collect();

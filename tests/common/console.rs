@@ -2,7 +2,7 @@
 //! Included by `tests/console.rs` and `tests/snapshots.rs` (not by `common/mod.rs`, whose other
 //! users do not render screens).
 
-use gantry::client::Snapshot;
+use gantry::api::Snapshot;
 use gantry::console::app::App;
 use gantry::daemon::state::State;
 use ratatui::backend::TestBackend;

@@ -2,7 +2,7 @@
 //! as a GPU Operator cluster has them, and the real kubectl.
 #![allow(dead_code)] // each test file uses its part
 
-use gantry::testkit::apiserver::ApiServer;
+use gantry_testkit::apiserver::ApiServer;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -4,7 +4,7 @@
 
 use super::daemon;
 use super::kube_cluster::{gpu_node, kubeconfig};
-use gantry::testkit::apiserver::ApiServer;
+use gantry_testkit::apiserver::ApiServer;
 use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::time::Duration;

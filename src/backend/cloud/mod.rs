@@ -13,6 +13,33 @@ use std::time::Duration;
 
 pub use pool::CloudPool;
 
+/// What a cloud registers (`backend::registry`): its provisioner buys and gives back
+/// instances; its runner is SSH slots, each the instance bought for it once it runs
+/// (`Runner::attach`).
+pub const fn registration(
+    backend: crate::config::fleet::Backend,
+    cloud: &'static str,
+    provisioner: crate::backend::registry::MakeProvisioner,
+) -> crate::backend::registry::Registration {
+    crate::backend::registry::Registration {
+        backend,
+        runner: |p, _, nodes, opening| {
+            Ok(Box::new(
+                crate::backend::ssh::SshPool::slots(
+                    nodes.len(),
+                    crate::backend::ssh_options(p, opening),
+                )
+                .map_err(|e| format!("pool `{}`: {e}", p.name))?,
+            ))
+        },
+        provisioner: Some(provisioner),
+        here: None,
+        hosts_are: None,
+        cloud: Some(cloud),
+        gpus_from_agents: false,
+    }
+}
+
 /// Where an instance is in its life, whatever its cloud calls it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]

@@ -7,6 +7,14 @@
 
 pub mod api;
 
+/// EC2 instances gantry buys and gives back, each an SSH host running its agent.
+pub const REGISTRATION: crate::backend::registry::Registration =
+    crate::backend::cloud::registration(
+        crate::config::fleet::Backend::Ec2,
+        "EC2",
+        |p, _, nodes, _, _| Ok(Box::new(open(p, nodes.to_vec())?)),
+    );
+
 use crate::backend::cloud::{pool::Reach, CloudPool};
 use api::{Ec2, Target};
 
@@ -45,7 +53,7 @@ pub fn open(p: &crate::config::fleet::PoolConfig, nodes: Vec<String>) -> Result<
         ssh_user: settings.ssh_user().to_string(),
         ssh_host: settings.ssh_host().to_string(),
         nodes,
-        delay: crate::sim::lifecycle::provisioning_delay(p),
+        delay: p.provisioning_delay_s(),
     };
     CloudPool::open(reach, move || async move { Ok(Ec2::new(target).await) })
 }

@@ -17,79 +17,7 @@ use std::time::Duration;
 /// How long the listing may take before the stanza is left without nodes.
 const LIST_TIMEOUT: Duration = Duration::from_secs(15);
 
-/// A label key (`nvidia.com/gpu.product`, `pool`): an optional DNS-subdomain prefix and `/`,
-/// then a name of at most 63 characters.
-pub fn check_label_key(key: &str) -> Result<(), String> {
-    let (prefix, name) = match key.rsplit_once('/') {
-        Some((p, n)) => (Some(p), n),
-        None => (None, key),
-    };
-    let edge = |s: &str| {
-        s.chars().next().is_some_and(|c| c.is_ascii_alphanumeric())
-            && s.chars().last().is_some_and(|c| c.is_ascii_alphanumeric())
-    };
-    let name_ok = !name.is_empty()
-        && name.len() <= 63
-        && edge(name)
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
-    let prefix_ok = prefix.is_none_or(|p| {
-        !p.is_empty()
-            && p.len() <= 253
-            && edge(p)
-            && p.chars()
-                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '-' | '.'))
-    });
-    if name_ok && prefix_ok {
-        Ok(())
-    } else {
-        Err(format!(
-            "`{key}` is not a label key (an optional DNS prefix and '/', then at most 63 letters, digits, '-', '_' or '.')"
-        ))
-    }
-}
-
-/// A label selector as `kubectl get nodes -l` takes it: requirements separated by commas,
-/// each `KEY`, `!KEY`, `KEY=V`, `KEY==V`, `KEY!=V`, `KEY in (A,B)` or `KEY notin (A,B)`.
-/// Checked for shape here (the API server judges the rest and its answer is said).
-pub fn check_selector(sel: &str) -> Result<(), String> {
-    let mut parts = Vec::new();
-    let (mut depth, mut start) = (0i32, 0);
-    for (i, c) in sel.char_indices() {
-        match c {
-            '(' => depth += 1,
-            ')' => depth -= 1,
-            ',' if depth == 0 => {
-                parts.push(&sel[start..i]);
-                start = i + 1;
-            }
-            _ => {}
-        }
-        if depth < 0 {
-            return Err("a ')' without its '('".into());
-        }
-    }
-    if depth != 0 {
-        return Err("a '(' without its ')'".into());
-    }
-    parts.push(&sel[start..]);
-    for part in parts {
-        let part = part.trim();
-        if part.is_empty() {
-            return Err("an empty requirement (two commas, or one at an end)".into());
-        }
-        let key = part
-            .trim_start_matches('!')
-            .split(|c: char| c == '=' || c == '!' || c.is_whitespace())
-            .next()
-            .unwrap_or_default();
-        check_label_key(key).map_err(|e| {
-            format!("{e}; write requirements as kubectl -l does: KEY, !KEY, KEY=V, KEY!=V, KEY in (A,B)")
-        })?;
-    }
-    Ok(())
-}
+pub use crate::config::kube::{check_label_key, check_selector};
 
 /// The pools a `gpu = "auto"` Kubernetes stanza makes of the nodes it selects now, and what
 /// to say of it (the pools; nodes left out and why); an error where the cluster cannot be
@@ -214,26 +142,4 @@ fn list_nodes(p: &PoolConfig) -> Result<Vec<Node>, String> {
         .join()
         .map_err(|_| "the listing thread panicked".to_string())?
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn selectors_and_label_keys_are_checked_as_kubectl_writes_them() {
-        for ok in [
-            "cloud.google.com/gke-accelerator",
-            "nvidia.com/gpu.present=true",
-            "pool in (a,b),!spot,tier!=cpu",
-            "team==ml",
-        ] {
-            assert_eq!(check_selector(ok), Ok(()), "{ok}");
-        }
-        for bad in ["", "a,,b", "pool in (a,b", "-x=y", "a/b/c=1"] {
-            assert!(check_selector(bad).is_err(), "{bad}");
-        }
-        assert!(check_label_key("node.kubernetes.io/instance-type").is_ok());
-        assert!(check_label_key("Network.Block/x").is_err());
-    }
 }

@@ -12,6 +12,24 @@ pub mod runner;
 mod start;
 pub mod wanted;
 
+/// A Kubernetes cluster's nodes: pods gantry binds.
+pub const REGISTRATION: crate::backend::registry::Registration =
+    crate::backend::registry::Registration {
+        backend: crate::config::fleet::Backend::Kubernetes,
+        runner: |p, _, nodes, opening| {
+            Ok(Box::new(runner::KubePool::open(
+                p,
+                nodes,
+                opening.wake.clone(),
+            )))
+        },
+        provisioner: None,
+        here: None,
+        hosts_are: Some("Kubernetes node(s)"),
+        cloud: None,
+        gpus_from_agents: false,
+    };
+
 use futures_util::StreamExt;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod};

@@ -5,7 +5,7 @@
 //! the pool's named `leaves` and `nvlink_domains`, so the core places gangs by them.
 
 use super::inventory::KubeNode;
-use crate::backend::gpu_model::model_of;
+use crate::model::names::model_of;
 use serde::Serialize;
 use std::collections::BTreeMap;
 

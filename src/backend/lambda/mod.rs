@@ -7,6 +7,14 @@
 
 pub mod api;
 
+/// Lambda Cloud instances gantry buys and gives back, each an SSH host running its agent.
+pub const REGISTRATION: crate::backend::registry::Registration =
+    crate::backend::cloud::registration(
+        crate::config::fleet::Backend::Lambda,
+        "Lambda Cloud",
+        |p, _, nodes, _, _| Ok(Box::new(open(p, nodes.to_vec())?)),
+    );
+
 use crate::backend::cloud::{pool::Reach, CloudPool};
 use api::{Lambda, Target};
 
@@ -55,7 +63,7 @@ pub fn open(p: &crate::config::fleet::PoolConfig, nodes: Vec<String>) -> Result<
         ssh_user: settings.ssh_user().to_string(),
         ssh_host: settings.ssh_host().to_string(),
         nodes,
-        delay: crate::sim::lifecycle::provisioning_delay(p),
+        delay: p.provisioning_delay_s(),
     };
     CloudPool::open(reach, move || async move { Lambda::new(target) })
 }

@@ -20,8 +20,7 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// The container runtimes a pool may name (`container_runtime`).
-pub const RUNTIMES: [&str; 2] = ["docker", "podman"];
+pub use crate::config::fleet::RUNTIMES;
 
 /// The container's first process: runs setup, then run (if setup succeeded), each in a
 /// process group of its own (`set -m` just for the spawn, so no job-control chatter reaches

@@ -6,3 +6,22 @@ pub mod exec;
 pub mod nvml;
 pub mod pool;
 pub mod runs;
+
+/// This host: real processes, GPUs through NVML.
+pub const REGISTRATION: crate::backend::registry::Registration =
+    crate::backend::registry::Registration {
+        backend: crate::config::fleet::Backend::Local,
+        runner: |_, _, _, opening| {
+            Ok(Box::new(pool::LocalPool::open(
+                &opening.local,
+                opening.sampling,
+                opening.retention,
+                opening.wake.clone(),
+            )?))
+        },
+        provisioner: None,
+        here: Some("this host: local processes, GPUs through NVML"),
+        hosts_are: None,
+        cloud: None,
+        gpus_from_agents: false,
+    };

@@ -255,45 +255,11 @@ pub fn discover() -> Discovery {
     }
 }
 
-/// The model name gantry's catalog uses for an NVML device name
-/// ("NVIDIA H100 80GB HBM3" → "H100"); unknown boards keep their name without the vendor.
-pub fn model_name(nvml_name: &str) -> String {
-    let name = nvml_name.trim().trim_start_matches("NVIDIA").trim();
-    let upper = name.to_ascii_uppercase();
-    for (pattern, model) in [
-        ("GH200", "GH200"),
-        ("H200", "H200"),
-        ("H100", "H100"),
-        ("B200", "B200"),
-        ("A100-SXM4-80GB", "A100-80GB"),
-        ("A100 80GB", "A100-80GB"),
-        ("A100-PCIE-80GB", "A100-80GB"),
-        ("A100", "A100"),
-        ("L40S", "L40S"),
-        ("A10G", "A10G"),
-        ("L4", "L4"),
-        ("T4", "T4"),
-        ("V100", "V100"),
-    ] {
-        if upper.contains(pattern) {
-            return model.to_string();
-        }
-    }
-    name.to_string()
-}
+pub use crate::model::names::from_nvml as model_name;
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn nvml_names_map_to_catalog_models() {
-        assert_eq!(model_name("NVIDIA H100 80GB HBM3"), "H100");
-        assert_eq!(model_name("NVIDIA A100-SXM4-80GB"), "A100-80GB");
-        assert_eq!(model_name("NVIDIA A100-SXM4-40GB"), "A100");
-        assert_eq!(model_name("NVIDIA L40S"), "L40S");
-        assert_eq!(model_name("NVIDIA GeForce RTX 4090"), "GeForce RTX 4090");
-    }
 
     #[test]
     fn bus_ids_compare_across_domain_widths() {

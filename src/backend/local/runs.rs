@@ -5,9 +5,9 @@
 //! re-adopts the runs still going (it is no longer their parent, so it learns how they end
 //! from the exit status their group leader writes).
 
+use crate::api::JobId;
 use crate::backend::local::container::Container;
 use crate::backend::local::exec::{self, Exit, LaunchSpec, Running};
-use crate::daemon::journal::JobId;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 

@@ -6,8 +6,9 @@
 use crate::backend::{NodeEvent, Provisioner};
 use crate::config::fleet::PoolConfig;
 use crate::model::CapacityType;
+use crate::model::SPOT_NOTICE_S;
+use crate::scheduler::rng::draw_after;
 use crate::scheduler::rng::Rng;
-use crate::sim::lifecycle::{draw_after, provisioning_delay, SPOT_NOTICE_S};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
@@ -65,7 +66,7 @@ impl SimCloud {
                 0.0
             },
             failures_per_node_hour,
-            delay: provisioning_delay(p),
+            delay: p.provisioning_delay_s(),
             nodes: vec![Node::Absent; hosts],
             epochs: vec![0; hosts],
             timers: BinaryHeap::new(),

@@ -10,3 +10,29 @@ pub mod runner;
 
 pub use cloud::SimCloud;
 pub use runner::SimPool;
+
+/// The simulated fleet: made-up runs on every pool, and nodes bought and given back on a
+/// virtual clock. One stream of draws per pool, so adding a pool leaves the others' as they
+/// were.
+pub const REGISTRATION: crate::backend::registry::Registration =
+    crate::backend::registry::Registration {
+        backend: crate::config::fleet::Backend::Simulated,
+        runner: |_, index, nodes, opening| {
+            let seed = opening.seed ^ (index as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+            Ok(Box::new(SimPool::new(nodes, seed)))
+        },
+        provisioner: Some(|p, index, nodes, opening, now| {
+            let seed = opening.seed ^ (index as u64 + 1).wrapping_mul(0xD1B5_4A32_D192_ED03);
+            Ok(Box::new(SimCloud::new(
+                p,
+                nodes.len(),
+                opening.failures_per_node_hour,
+                seed,
+                now,
+            )))
+        }),
+        here: None,
+        hosts_are: None,
+        cloud: None,
+        gpus_from_agents: false,
+    };

@@ -102,7 +102,7 @@ impl Runner for SimPool {
         let base = launch
             .name
             .as_deref()
-            .and_then(crate::sim::workload::Workload::mean_duration)
+            .and_then(crate::spec::demo::Workload::mean_duration)
             .or(launch.time_limit_s.map(|t| 0.6 * t))
             .unwrap_or(3600.0);
         let busy_pct = 70.0 + 25.0 * self.rng.unit();

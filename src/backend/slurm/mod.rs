@@ -11,3 +11,22 @@ pub mod pools;
 pub mod queue;
 pub mod rest;
 pub mod runner;
+
+/// A Slurm cluster's nodes, through slurmrestd: each node's part of a job a batch job.
+pub const REGISTRATION: crate::backend::registry::Registration =
+    crate::backend::registry::Registration {
+        backend: crate::config::fleet::Backend::Slurm,
+        runner: |p, _, nodes, opening| {
+            Ok(Box::new(runner::SlurmPool::open(
+                p,
+                nodes,
+                &opening.local.logs,
+                opening.wake.clone(),
+            )))
+        },
+        provisioner: None,
+        here: None,
+        hosts_are: Some("Slurm node(s)"),
+        cloud: None,
+        gpus_from_agents: false,
+    };

@@ -3,7 +3,7 @@
 //! Slurm nodes — gantry's pools hold one GPU model and one node shape each.
 
 use super::inventory::{Inventory, Node};
-use crate::backend::gpu_model::model_of;
+use crate::model::names::model_of;
 use serde::Serialize;
 use std::collections::BTreeMap;
 

@@ -4,11 +4,10 @@
 //! goes from 223 MB to 19 MB on the wire (docs/measured.md). Made once per build and kept
 //! under the user's cache directory, so every host and every restart of the daemon reuses it.
 
-use super::super::agent::SAID_MAX;
+use super::feed::{run_fed, Input};
 use super::{error_chain, Shared};
 use flate2::write::GzEncoder;
 use std::path::{Path, PathBuf};
-use tokio::io::AsyncWriteExt;
 
 /// An agent ready to send.
 #[derive(Clone, Debug)]
@@ -219,35 +218,11 @@ pub(super) async fn install(
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.subsec_nanos());
     let tmp = format!("{path}.part-{}-{host}-{nanos}", std::process::id());
-    let mut child = s
-        .raw_command(format!(
-            "mkdir -p .gantry/bin && {unpack} > {tmp} && if [ \"$(wc -c < {tmp})\" -eq {len} ]; then chmod 755 {tmp} && mv -f {tmp} {path}; else rm -f {tmp}; echo \"the copy was cut short\" >&2; exit 1; fi"
-        ))
-        .stdin(openssh::Stdio::piped())
-        .stdout(openssh::Stdio::null())
-        .stderr(openssh::Stdio::piped())
-        .spawn()
-        .await
-        .map_err(|e| format!("cannot copy the agent: {}", error_chain(&e)))?;
-    let mut file = tokio::fs::File::open(&send)
-        .await
-        .map_err(|e| format!("cannot read {}: {e}", send.display()))?;
-    if let Some(mut stdin) = child.stdin().take() {
-        tokio::io::copy(&mut file, &mut stdin)
-            .await
-            .map_err(|e| format!("copying the agent failed: {e}"))?;
-        let _ = stdin.shutdown().await;
-    }
-    let out = child
-        .wait_with_output()
-        .await
-        .map_err(|e| format!("copying the agent failed: {}", error_chain(&e)))?;
-    if !out.status.success() {
-        return Err(format!(
-            "copying the agent to ~/{path} failed: {}",
-            crate::untrusted::bounded(String::from_utf8_lossy(&out.stderr).trim(), SAID_MAX)
-        ));
-    }
+    let command = format!(
+        "mkdir -p .gantry/bin && {unpack} > {tmp} && if [ \"$(wc -c < {tmp})\" -eq {len} ]; then chmod 755 {tmp} && mv -f {tmp} {path}; else rm -f {tmp}; echo \"the copy was cut short\" >&2; exit 1; fi"
+    );
+    let what = format!("copying the agent to ~/{path}");
+    run_fed(s, command, Input::File(&send), &what).await?;
     Ok(path)
 }
 

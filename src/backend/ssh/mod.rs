@@ -45,56 +45,7 @@ pub struct SshOptions {
     pub notices: Option<String>,
 }
 
-/// A host entry of the fleet file: `[user@]host[:port]`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Destination {
-    pub user: Option<String>,
-    pub host: String,
-    pub port: Option<u16>,
-}
-
-impl Destination {
-    /// Parses a host entry; the error says what is wrong with it.
-    pub fn parse(entry: &str) -> Result<Destination, String> {
-        let entry = entry.trim();
-        let (user, rest) = match entry.rsplit_once('@') {
-            Some((u, r)) if !u.is_empty() => (Some(u.to_string()), r),
-            Some(_) => return Err(format!("`{entry}`: empty user before @")),
-            None => (None, entry),
-        };
-        let (host, port) = if let Some(v6) = rest.strip_prefix('[') {
-            let (h, after) = v6
-                .split_once(']')
-                .ok_or(format!("`{entry}`: [ without ]"))?;
-            let port = match after.strip_prefix(':') {
-                Some(p) => Some(p),
-                None if after.is_empty() => None,
-                None => return Err(format!("`{entry}`: expected :PORT after ]")),
-            };
-            (h.to_string(), port)
-        } else {
-            match rest.split_once(':') {
-                Some((h, p)) => (h.to_string(), Some(p)),
-                None => (rest.to_string(), None),
-            }
-        };
-        if host.is_empty() || host.contains(char::is_whitespace) {
-            return Err(format!("`{entry}`: no host name"));
-        }
-        let port = match port {
-            Some(p) => Some(p.parse::<u16>().ok().filter(|&p| p > 0).ok_or(format!(
-                "`{entry}`: port `{p}` is not a number in 1..=65535"
-            ))?),
-            None => None,
-        };
-        Ok(Destination { user, host, port })
-    }
-
-    /// The address other nodes of a job reach this one at (the host part).
-    pub fn address(&self) -> &str {
-        &self.host
-    }
-}
+pub use crate::config::ssh::Destination;
 
 /// Identifies this build of gantry, so a host runs the agent of the same build: its version
 /// and the binary's size and modification time (hashing a debug build costs seconds).
@@ -113,9 +64,27 @@ type Pending = Arc<Mutex<HashMap<u64, mpsc::Sender<LogRead>>>>;
 pub mod agent_image;
 use agent_image::install;
 mod control;
+mod feed;
 mod ship;
 use ship::copy_workdir;
 pub use ship::remote_workdir;
+
+/// Hosts listed in the fleet file, reached over SSH, where `gantry agent` runs the jobs.
+pub const REGISTRATION: crate::backend::registry::Registration =
+    crate::backend::registry::Registration {
+        backend: crate::config::fleet::Backend::Ssh,
+        runner: |p, _, _, opening| {
+            Ok(Box::new(
+                SshPool::connect(&p.hosts, super::ssh_options(p, opening))
+                    .map_err(|e| format!("pool `{}`: {e}", p.name))?,
+            ))
+        },
+        provisioner: None,
+        here: None,
+        hosts_are: Some("SSH host(s)"),
+        cloud: None,
+        gpus_from_agents: true,
+    };
 
 /// The SSH hosts of one pool.
 pub struct SshPool {

@@ -2,11 +2,9 @@
 //! of its `file_mounts`, packed on the daemon's machine and unpacked on the host over the
 //! host's SSH connection, under a directory of the run's own.
 
-use super::super::agent::SAID_MAX;
 use super::super::{Launch, RunEvent};
-use super::error_chain;
+use super::feed::{run_fed, Input};
 use std::sync::{mpsc, Arc};
-use tokio::io::AsyncWriteExt;
 use tokio::sync::mpsc as amp;
 
 /// Where a run's copy of its job's workdir goes on a host, relative to the home directory
@@ -108,40 +106,11 @@ async fn send_mounts(
             quote(&into),
             quote(&into)
         );
-        at = untar(s, command, &packed)
+        at = run_fed(s, command, Input::Bytes(&packed), "tar on the host")
             .await
             .map_err(|e| format!("{src}: {e}"))?;
     }
     Ok(at)
-}
-
-/// Runs `command` (a `tar -xzf -` that echoes where it unpacked) on the host with `packed` on
-/// its stdin; what it echoed.
-async fn untar(s: &openssh::Session, command: String, packed: &[u8]) -> Result<String, String> {
-    let mut remote = s
-        .raw_command(command)
-        .stdin(openssh::Stdio::piped())
-        .stdout(openssh::Stdio::piped())
-        .stderr(openssh::Stdio::piped())
-        .spawn()
-        .await
-        .map_err(|e| format!("cannot run tar on the host: {}", error_chain(&e)))?;
-    if let Some(mut to) = remote.stdin().take() {
-        let sent = to.write_all(packed).await;
-        let _ = to.shutdown().await;
-        sent.map_err(|e| format!("sending it failed: {e}"))?;
-    }
-    let out = remote
-        .wait_with_output()
-        .await
-        .map_err(|e| format!("tar on the host: {}", error_chain(&e)))?;
-    if !out.status.success() {
-        return Err(format!(
-            "tar on the host: {}",
-            crate::untrusted::bounded(String::from_utf8_lossy(&out.stderr).trim(), SAID_MAX)
-        ));
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
 
 /// Sends the directory; where it landed on the host.
@@ -165,5 +134,5 @@ async fn send_dir(
         "d=.gantry/work/$(cat /proc/sys/kernel/hostname)/job-{job}-{} && rm -rf \"$d\" && mkdir -p \"$d\" && tar -xzf - -C \"$d\" && echo \"$d\"",
         token_tag(token)
     );
-    untar(s, command, &packed).await
+    run_fed(s, command, Input::Bytes(&packed), "tar on the host").await
 }

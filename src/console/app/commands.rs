@@ -130,7 +130,7 @@ impl App {
             self.flash = Some("read-only: submitting is off".into());
             return;
         }
-        if self.access.role == crate::daemon::auth::Role::Viewer {
+        if self.access.role == crate::api::Role::Viewer {
             self.flash = Some("your viewer token may not submit jobs".into());
             return;
         }
@@ -210,7 +210,7 @@ impl App {
             self.flash = Some(format!(
                 "reclaimable: {} job(s), {} GPU(s), ${:.2}/h ({why})",
                 plan.items.len(),
-                crate::client::gpus_text(plan.gpus_freed),
+                crate::api::gpus_text(plan.gpus_freed),
                 plan.dollars_per_hour_saved
             ));
         } else {

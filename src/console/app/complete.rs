@@ -1,7 +1,7 @@
 //! `tab` in the `:` prompt: completes a command's name, then its argument (a team, a GPU
 //! model, a priority class, a context, a job id) from what the console knows.
 
-use crate::client::Snapshot;
+use crate::api::Snapshot;
 
 /// The commands and what each takes, as `:help`'s list and the completion know them.
 pub const COMMANDS: [(&str, &str); 14] = [
@@ -89,7 +89,7 @@ mod tests {
     fn commands_then_their_arguments_complete() {
         let mut snap = Snapshot::default();
         for name in ["ml-research", "ml-platform", "applied"] {
-            snap.teams.push(crate::client::TeamRow {
+            snap.teams.push(crate::api::TeamRow {
                 name: name.into(),
                 ..Default::default()
             });

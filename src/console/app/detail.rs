@@ -14,7 +14,7 @@ impl App {
         &self,
         f: &mut Frame,
         area: Rect,
-        d: &crate::client::JobView,
+        d: &crate::api::JobView,
         snap: &Snapshot,
     ) {
         use crate::console::clock::moment;
@@ -77,7 +77,7 @@ impl App {
             lines.extend(
                 d.runs
                     .iter()
-                    .map(|r| Line::from(format!("  {}", crate::client::run_line(r, false)))),
+                    .map(|r| Line::from(format!("  {}", crate::console::runs::run_line(r, false)))),
             );
         }
         lines.push(Line::from(Span::styled("spec", bold)));

@@ -14,7 +14,7 @@ const DIALOG_WIDTH: u16 = 72;
 impl App {
     /// The confirmation dialog, centred over the body; Cancel is the default.
     pub(super) fn render_confirm(&self, f: &mut Frame, area: Rect, c: &Confirm) {
-        use crate::client::JobAction as J;
+        use crate::api::JobAction as J;
         let (verb, lines): (String, Vec<Line>) = match &c.ask {
             Ask::Job { request, name } => {
                 let what = match request.action {
@@ -71,7 +71,7 @@ impl App {
             Ask::Reclaim(plan) => {
                 let mut l = vec![Line::from(format!(
                     "Reclaim {} GPU(s) from {} idle job(s), saving ${:.2}/h? (plan {})",
-                    crate::client::gpus_text(plan.gpus_freed),
+                    crate::api::gpus_text(plan.gpus_freed),
                     plan.items.len(),
                     plan.dollars_per_hour_saved,
                     plan.id
@@ -84,7 +84,7 @@ impl App {
                     let row = format!(
                         "  job {:<6} {} GPU(s) idle {:<7} ${:>6.2}/h  {}",
                         it.job,
-                        crate::client::gpus_text(it.gpus),
+                        crate::api::gpus_text(it.gpus),
                         hm(it.idle_for_s),
                         it.dollars_per_hour,
                         it.action.describe()

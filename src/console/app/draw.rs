@@ -157,7 +157,7 @@ impl App {
         let acts = if self.readonly {
             String::new()
         } else {
-            use crate::client::JobAction as J;
+            use crate::api::JobAction as J;
             format!(
                 "{} preempt  {} cancel  {}/{} hold/release  {} prio  ",
                 self.key_for(Action::Job(J::Preempt)),
@@ -169,7 +169,7 @@ impl App {
         };
         let help = format!("{} help  ", self.key_for(Action::Help));
         // Actions the caller's token may not take at all stay visible, greyed, with the reason.
-        let greyed = self.access.role == crate::daemon::auth::Role::Viewer;
+        let greyed = self.access.role == crate::api::Role::Viewer;
         let acts = if greyed && !acts.is_empty() {
             Span::styled(
                 format!("{}(viewer token: read-only)  ", acts),
@@ -248,7 +248,7 @@ impl App {
     /// One pool node by node (leaf, NVLink domain, state) and GPU by GPU: a utilization bar,
     /// VRAM used (and, when wide, what its jobs reserve), the jobs on it, MIG slices in use and
     /// a sparkline of recent utilization.
-    fn render_pool(&self, f: &mut Frame, area: Rect, p: &crate::client::PoolDetail) {
+    fn render_pool(&self, f: &mut Frame, area: Rect, p: &crate::api::PoolDetail) {
         const SPARK: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
         let bold = Style::default().add_modifier(Modifier::BOLD);
         let wide = area.width >= 120;

@@ -327,7 +327,7 @@ impl App {
                     (View::Jobs, Some(j)) => {
                         self.confirm = Some(Confirm {
                             ask: Ask::Job {
-                                request: crate::client::JobRequest {
+                                request: crate::api::JobRequest {
                                     id: j.id,
                                     action: what,
                                 },

@@ -3,7 +3,7 @@
 //! default is the queue: waiting jobs by position first, then what runs, then what ended.
 
 use super::*;
-use crate::client::{PoolRow, TeamRow};
+use crate::api::{PoolRow, TeamRow};
 use crate::console::table::{Col, Sort};
 use std::cmp::Ordering;
 

@@ -121,7 +121,7 @@ impl Engine {
                     job.submitted_at = now;
                     answers[slot] = Ok(id);
                     self.count_waiting(job.team, None, Some(job.state));
-                    self.jobs.insert(id, job);
+                    self.jobs.insert(id, Box::new(job));
                 }
             }
             Err(e) => {

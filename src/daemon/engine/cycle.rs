@@ -199,7 +199,7 @@ impl Engine {
                 e.reason = r.clone();
             }
             if let Some(j) = self.jobs.get_mut(&(e.job as JobId)) {
-                j.explanation = Some(e);
+                j.explanation = Some(Box::new(e));
             }
         }
         Ok(report)

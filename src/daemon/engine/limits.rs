@@ -86,6 +86,7 @@ impl Engine {
         let mut waiting: Vec<&Job> = self
             .jobs
             .values()
+            .map(|j| &**j)
             .filter(|j| j.state == JobState::Pending && j.user.is_some())
             .collect();
         waiting.sort_by(|a, b| {

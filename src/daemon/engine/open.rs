@@ -103,26 +103,27 @@ impl Engine {
                 e.finished.push_back(r.id);
             }
             e.count_waiting(team, None, Some(state));
-            e.jobs.insert(
-                r.id,
-                Job {
-                    id: r.id,
-                    name: r.name,
-                    team,
-                    class,
-                    state,
-                    submitted_at: r.submitted_at,
-                    spec,
-                    request: alternatives.remove(0),
-                    alternatives,
-                    started_at: kept.as_ref().map(|k| k.1),
-                    placement: kept.map(|k| k.0),
-                    borrowed: false,
-                    explanation: None,
-                    cost: r.cost,
-                    user: r.user,
-                },
-            );
+            let mut job = Box::new(Job {
+                id: r.id,
+                name: r.name,
+                team,
+                class,
+                state,
+                submitted_at: r.submitted_at,
+                spec,
+                request: alternatives.remove(0),
+                alternatives,
+                started_at: kept.as_ref().map(|k| k.1),
+                placement: kept.map(|k| k.0),
+                borrowed: false,
+                explanation: None,
+                cost: r.cost,
+                user: r.user,
+            });
+            if state.is_final() {
+                job.keep_as_finished();
+            }
+            e.jobs.insert(r.id, job);
         }
         e.store.transition_all(&moves, now)?;
         // The moves closed their open runs in the journal: read the bills back (of the jobs

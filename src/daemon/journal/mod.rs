@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::thread::JoinHandle;
 
-pub type JobId = i64;
+pub use crate::api::JobId;
 
 /// A job id as a person or a URL writes it: a positive integer.
 pub fn parse_job_id(text: &str) -> Result<JobId, String> {
@@ -159,35 +159,7 @@ pub struct Charge {
     pub nodes: Vec<String>,
 }
 
-/// One run of a job (an attempt): where, when, how it ended, what it cost — what `gantry job`
-/// and `gantry history` show of each.
-#[derive(Clone, Debug, PartialEq, Serialize, serde::Deserialize)]
-pub struct RunRecord {
-    pub job: JobId,
-    /// 1 for the first run, then each start again.
-    pub attempt: u32,
-    pub nodes: Vec<String>,
-    pub gpus: f64,
-    pub capacity: String,
-    pub dollars_per_hour: f64,
-    pub started_at: f64,
-    pub ended_at: Option<f64>,
-    /// The moves that ended it, with their reasons (`preempting: preempted by …; pending:
-    /// stopped; requeued from its checkpoint`); `None` while it runs.
-    pub ended: Option<String>,
-    /// RFC 3339, filled in by the state.
-    #[serde(default)]
-    pub started: String,
-    #[serde(default)]
-    pub ended_time: Option<String>,
-}
-
-impl RunRecord {
-    /// What it cost (so far, at `now`, for one that runs).
-    pub fn cost(&self, now: f64) -> f64 {
-        self.dollars_per_hour * (self.ended_at.unwrap_or(now) - self.started_at).max(0.0) / 3600.0
-    }
-}
+pub use crate::api::RunRecord;
 
 /// One billed run, clipped to a report's window.
 #[derive(Clone, Debug, PartialEq, Serialize)]

@@ -24,12 +24,10 @@ impl State {
         self.hosts.addresses.insert(node, info.addresses.clone());
         let name = self.node_name(node);
         let declared = self.engine.fleet().nodes[node].gpus.len();
-        let auto = self
-            .opened
-            .cfg
-            .pools
-            .get(pool)
-            .is_some_and(|p| p.is_ssh() && p.is_auto());
+        let auto =
+            self.opened.cfg.pools.get(pool).is_some_and(|p| {
+                crate::backend::registry::of_pool(p).gpus_from_agents && p.is_auto()
+            });
         if auto {
             self.rediscover(pool, &name, &info);
         }
@@ -148,7 +146,7 @@ impl State {
     /// others (a driver installed or a GPU added since); another host finding other GPUs is
     /// said, and the pool keeps what it was built with.
     fn rediscover(&mut self, pool: usize, name: &str, info: &HostInfo) {
-        let Some(found) = crate::config::fleet::FoundGpus::of(name, &info.gpus) else {
+        let Some(found) = crate::backend::discover::found_gpus(name, &info.gpus) else {
             return;
         };
         let pool_name = self.opened.cfg.pools[pool].name.clone();

@@ -32,10 +32,13 @@ pub use view::reason_text;
 use super::engine::{BudgetGate, Engine, EngineError, Submission};
 use super::job::JobState;
 use super::journal::{EventRecord, JobId};
-use crate::client::{JobRow, PoolRow, Snapshot, TeamRow, EVENTS_KEPT};
+use crate::api::{JobRow, PoolRow, Snapshot, TeamRow, EVENTS_KEPT};
 use crate::config::fleet::{
     classes_of, fleet_at_max, teams_of, BudgetAction, FleetConfig, TeamConfig,
 };
+use crate::daemon::lives::{offers, start_lives};
+use crate::model::idle::{cause_of, IdleCause, IdleNow};
+use crate::model::{pool_counts, Life};
 use crate::model::{CapacityType, GpuRequest, GpuShare, ModelId, NodeId};
 use crate::scheduler::cycle::PendingReason;
 use crate::scheduler::reclaim::{
@@ -43,9 +46,7 @@ use crate::scheduler::reclaim::{
 };
 use crate::scheduler::rng::Rng;
 use crate::scheduler::scale::{scale_down, scale_up, NodeIdle, ScaleConfig};
-use crate::sim::idle::{cause_of, IdleCause, IdleNow};
-use crate::sim::lifecycle::{offers, pool_counts, start_lives, Life};
-use crate::sim::workload::Workload;
+use crate::spec::demo::Workload;
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::path::Path;
@@ -153,35 +154,7 @@ struct Nodes {
     next_consolidate: f64,
 }
 
-/// What an operator or researcher can do to one job.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Action {
-    Cancel,
-    Hold,
-    Release,
-    Preempt,
-}
-
-impl Action {
-    pub const ALL: [Action; 4] = [
-        Action::Cancel,
-        Action::Hold,
-        Action::Release,
-        Action::Preempt,
-    ];
-    pub fn name(self) -> &'static str {
-        match self {
-            Action::Cancel => "cancel",
-            Action::Hold => "hold",
-            Action::Release => "release",
-            Action::Preempt => "preempt",
-        }
-    }
-    pub fn parse(s: &str) -> Option<Action> {
-        Action::ALL.into_iter().find(|a| a.name() == s)
-    }
-}
+pub use crate::api::Action;
 
 /// Counters and histograms behind `/metrics`.
 #[derive(Clone, Debug, Default, Serialize)]

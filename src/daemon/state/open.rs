@@ -32,7 +32,7 @@ impl State {
         for p in discovered
             .pools
             .iter_mut()
-            .filter(|p| p.is_ssh() && p.is_auto())
+            .filter(|p| crate::backend::registry::of_pool(p).gpus_from_agents && p.is_auto())
         {
             p.resolve_auto(opts.discovered.get(&p.name));
         }

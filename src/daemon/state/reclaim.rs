@@ -134,7 +134,7 @@ impl State {
             self.log(format!(
                 "job {jid} reclaimed by {who} ({}): {} idle GPU(s), ${:.2}/h freed",
                 item.action.describe(),
-                crate::client::gpus_text(item.gpus),
+                crate::api::gpus_text(item.gpus),
                 item.dollars_per_hour
             ));
             applied.push(item);

@@ -159,7 +159,7 @@ impl State {
 
     /// One pool node by node and GPU by GPU: measured on real hosts (NVML), modelled on the
     /// simulated fleet (and labelled so).
-    pub fn pool_detail(&self, index: usize) -> Option<crate::client::PoolDetail> {
+    pub fn pool_detail(&self, index: usize) -> Option<crate::api::PoolDetail> {
         let fleet = self.engine.fleet();
         let pool = fleet.pools.get(index)?;
         let readings = self.readings(Some(index));
@@ -172,7 +172,7 @@ impl State {
             .iter()
             .enumerate()
             .filter(|(i, n)| n.pool.index() == index && self.nodes.lives[*i] != Life::Absent)
-            .map(|(i, n)| crate::client::NodeView {
+            .map(|(i, n)| crate::api::NodeView {
                 name: n.name.clone(),
                 state: self.life_name(i).to_string(),
                 note: self.node_note(i, &of_pool),
@@ -199,7 +199,7 @@ impl State {
                                 .collect(),
                             _ => Vec::new(),
                         };
-                        crate::client::GpuView {
+                        crate::api::GpuView {
                             index: g as u8,
                             util_pct: r.util_pct,
                             power_w: r.power_w,
@@ -218,7 +218,7 @@ impl State {
                     .collect(),
             })
             .collect();
-        Some(crate::client::PoolDetail {
+        Some(crate::api::PoolDetail {
             simulated: self.hosts.simulated[index],
             path: fleet.pool_path(crate::model::PoolId(index as u32)),
             model: pool
@@ -249,11 +249,11 @@ impl State {
 
     /// Node `i`'s CPUs and memory as given to gantry's jobs, and as its agent last measured
     /// them (within two minutes).
-    fn node_resources(&self, i: usize) -> crate::client::NodeResources {
+    fn node_resources(&self, i: usize) -> crate::api::NodeResources {
         let fleet = self.engine.fleet();
         let n = &fleet.nodes[i];
         let pool = &fleet.pools[n.pool.index()];
-        crate::client::NodeResources {
+        crate::api::NodeResources {
             cpus: f64::from(pool.cpu_milli) / 1000.0,
             cpus_allocated: f64::from(pool.cpu_milli.saturating_sub(n.cpu_free)) / 1000.0,
             mem_mib: pool.mem_mib,
@@ -269,7 +269,7 @@ impl State {
 
     /// One node GPU by GPU over a range: utilization, VRAM in use, power and temperature, and
     /// who is on each GPU (gantry's jobs with their share, and work that is not gantry's).
-    pub fn node_detail(&self, name: &str, range: Range) -> Option<crate::client::NodeDetail> {
+    pub fn node_detail(&self, name: &str, range: Range) -> Option<crate::api::NodeDetail> {
         let fleet = self.engine.fleet();
         let i = fleet.nodes.iter().position(|n| n.name == name)?;
         let n = &fleet.nodes[i];
@@ -283,7 +283,7 @@ impl State {
                     .iter()
                     .filter_map(|&(id, share)| {
                         let j = self.engine.job(id)?;
-                        Some(crate::client::GpuJob {
+                        Some(crate::api::GpuJob {
                             id,
                             name: j.name.clone().unwrap_or_default(),
                             team: self.team_name(j.team),
@@ -304,7 +304,7 @@ impl State {
                 let mut foreign: Vec<String> =
                     r.foreign_pids.iter().map(|p| format!("pid {p}")).collect();
                 foreign.extend(self.foreign_holder(i, g));
-                crate::client::GpuHistoryView {
+                crate::api::GpuHistoryView {
                     index: g,
                     uuid: r.measured.as_ref().map(|s| s.uuid.clone()),
                     vram_total_mib: r.vram_total_mib,
@@ -320,7 +320,7 @@ impl State {
             })
             .collect();
         let (step_s, _) = range.buckets();
-        Some(crate::client::NodeDetail {
+        Some(crate::api::NodeDetail {
             name: n.name.clone(),
             pool: fleet.pool_path(n.pool),
             model: fleet.pools[pool]
@@ -368,7 +368,7 @@ impl State {
             .map_or(0.0, |m| m.util_pct)
     }
 
-    /// Paid GPUs that nobody uses right now, by cause (`sim::idle`'s vocabulary, as `gantry
+    /// Paid GPUs that nobody uses right now, by cause (`model::idle`'s vocabulary, as `gantry
     /// sim` accounts them), with their price; causes with no GPUs are left out.
     pub(super) fn idle_by_cause(&self) -> Vec<IdleNow> {
         let fleet = self.engine.fleet();

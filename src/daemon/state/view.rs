@@ -123,7 +123,7 @@ impl State {
                     }
                 })
                 .or(ended.flatten()),
-            explanation: j.explanation.clone(),
+            explanation: j.explanation.as_deref().cloned(),
             spec,
             pipeline: j.spec.pipeline.clone(),
             after: j.spec.after,
@@ -492,7 +492,7 @@ impl State {
             now: self.now,
             calendar: {
                 let month = self.calendar.month(self.now);
-                crate::client::CalendarNow {
+                crate::api::CalendarNow {
                     time: self.calendar.rfc3339(self.now),
                     time_zone: self.calendar.zone().name().to_string(),
                     budget_month: month.label,

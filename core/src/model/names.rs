@@ -1,7 +1,7 @@
 //! A GPU as a cluster names it — a Slurm GRES type chosen by the site (`a100`, `a100_80g`,
 //! `h100`), GPU Feature Discovery's product label (`NVIDIA-H100-80GB-HBM3`) — to gantry's
 //! model name and memory per GPU, for the fleet files `gantry slurm --fleet` and `gantry
-//! kube --fleet` write. (NVML's device names have their own table: `local::nvml::model_name`.)
+//! kube --fleet` write. NVML's device names (`from_nvml`) too.
 
 /// gantry's model name and memory per GPU (GB) for `t`, and what to check where the name
 /// does not settle it (0 GB: unknown).
@@ -38,4 +38,45 @@ pub fn model_of(t: &str) -> (String, u32, Option<String>) {
         }
     };
     (name.into(), vram, check.map(str::to_string))
+}
+
+/// The model name gantry's catalog uses for an NVML device name
+/// ("NVIDIA H100 80GB HBM3" → "H100"); unknown boards keep their name without the vendor.
+pub fn from_nvml(nvml_name: &str) -> String {
+    let name = nvml_name.trim().trim_start_matches("NVIDIA").trim();
+    let upper = name.to_ascii_uppercase();
+    for (pattern, model) in [
+        ("GH200", "GH200"),
+        ("H200", "H200"),
+        ("H100", "H100"),
+        ("B200", "B200"),
+        ("A100-SXM4-80GB", "A100-80GB"),
+        ("A100 80GB", "A100-80GB"),
+        ("A100-PCIE-80GB", "A100-80GB"),
+        ("A100", "A100"),
+        ("L40S", "L40S"),
+        ("A10G", "A10G"),
+        ("L4", "L4"),
+        ("T4", "T4"),
+        ("V100", "V100"),
+    ] {
+        if upper.contains(pattern) {
+            return model.to_string();
+        }
+    }
+    name.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nvml_names_map_to_catalog_models() {
+        assert_eq!(from_nvml("NVIDIA H100 80GB HBM3"), "H100");
+        assert_eq!(from_nvml("NVIDIA A100-SXM4-80GB"), "A100-80GB");
+        assert_eq!(from_nvml("NVIDIA A100-SXM4-40GB"), "A100");
+        assert_eq!(from_nvml("NVIDIA L40S"), "L40S");
+        assert_eq!(from_nvml("NVIDIA GeForce RTX 4090"), "GeForce RTX 4090");
+    }
 }

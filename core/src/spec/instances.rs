@@ -3,7 +3,7 @@
 //! GCP from its machine families (GCP's catalog keeps a2/a3/a4 hosts and their GPUs in rows of
 //! their own, paired by SkyPilot's code, not its data).
 
-use crate::config::catalog::{self, Cloud};
+use crate::catalog::{self, Cloud};
 
 /// `(model, count)` of `instance_type` on `cloud` (`aws`, `gcp`, `lambda`); `None` where the
 /// type holds no GPU or gantry does not know it.

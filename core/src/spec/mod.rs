@@ -3,6 +3,7 @@
 //! error with file:line:col), and [`JobSpec::to_request`] resolves it against a fleet into the
 //! scheduler's [`JobRequest`].
 
+pub mod demo;
 pub mod dstack;
 pub mod instances;
 mod lifecycle;
@@ -449,21 +450,55 @@ pub fn position_of(text: &str, path: &str) -> Option<(usize, usize)> {
     }
 }
 
+/// How `key` stands on one line of YAML, where it is written there as a key (`key:`, or
+/// quoted, `"key":` / `'key':`, with `quoted`).
+pub(crate) struct KeyOnLine {
+    /// Characters before it.
+    pub col: usize,
+    /// Only spaces before it: a block mapping's key.
+    pub block: bool,
+    /// After `- `: the first key of a sequence item.
+    pub item: bool,
+    /// After `{` or `,`: a key of a flow mapping.
+    pub flow: bool,
+}
+
+/// `key` as a key on `line`, if it is written there (the first of its spellings).
+pub(crate) fn key_on_line(line: &str, key: &str, quoted: bool) -> Option<KeyOnLine> {
+    let spellings = [
+        format!("{key}:"),
+        format!("\"{key}\":"),
+        format!("'{key}':"),
+    ];
+    let tried = if quoted {
+        &spellings[..]
+    } else {
+        &spellings[..1]
+    };
+    let c = tried.iter().filter_map(|n| line.find(n.as_str())).min()?;
+    let before = &line[..c];
+    let t = before.trim_end();
+    Some(KeyOnLine {
+        col: before.chars().count(),
+        block: before.trim().is_empty(),
+        item: t.ends_with('-'),
+        flow: t.ends_with('{') || t.ends_with(','),
+    })
+}
+
+/// The first line from `from` (0-based) holding `key` as a block or flow mapping's key:
+/// its line and column (1-based).
+pub(crate) fn find_key(text: &str, key: &str, quoted: bool, from: usize) -> Option<(usize, usize)> {
+    text.lines().enumerate().skip(from).find_map(|(i, line)| {
+        key_on_line(line, key, quoted)
+            .filter(|k| k.block || k.flow)
+            .map(|k| (i + 1, k.col + 1))
+    })
+}
+
 /// The position of `key:` in the text (its first occurrence), for errors found after parsing.
 pub(crate) fn locate_key(text: &str, key: &str) -> (usize, usize) {
-    let needle = format!("{key}:");
-    for (i, line) in text.lines().enumerate() {
-        if let Some(c) = line.find(&needle) {
-            let before = &line[..c];
-            if before.trim().is_empty()
-                || before.trim_end().ends_with('{')
-                || before.trim_end().ends_with(',')
-            {
-                return (i + 1, before.chars().count() + 1);
-            }
-        }
-    }
-    (1, 1)
+    find_key(text, key, false, 0).unwrap_or((1, 1))
 }
 
 /// Where the key of a dotted field path (`resources.accelerators`, `envs.HF_TOKEN`,
@@ -477,27 +512,11 @@ pub(crate) fn locate_path(text: &str, path: &str) -> Option<(usize, usize)> {
         if seg.is_empty() {
             continue;
         }
-        let needles = [
-            format!("{seg}:"),
-            format!("\"{seg}\":"),
-            format!("'{seg}':"),
-        ];
-        let mut hit = None;
-        for (i, line) in lines.iter().enumerate().skip(from) {
-            let Some(c) = needles.iter().filter_map(|n| line.find(n.as_str())).min() else {
-                continue;
-            };
-            let before = &line[..c];
-            let t = before.trim_end();
-            let flow = t.ends_with('{') || t.ends_with(',');
-            let at_start = before.trim().is_empty() || t.ends_with('-');
-            let depth = before.chars().count();
-            if flow || (at_start && indent.is_none_or(|p| depth > p)) {
-                hit = Some((i, depth));
-                break;
-            }
-        }
-        let (i, depth) = hit?;
+        let (i, depth) = lines.iter().enumerate().skip(from).find_map(|(i, line)| {
+            let k = key_on_line(line, seg, true)?;
+            let deeper = (k.block || k.item) && indent.is_none_or(|p| k.col > p);
+            (k.flow || deeper).then_some((i, k.col))
+        })?;
         found = Some((i + 1, depth + 1));
         from = i;
         indent = Some(depth);

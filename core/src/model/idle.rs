@@ -2,7 +2,7 @@
 //! is either busy or has exactly one cause here, so the causes add up to the gap between
 //! utilization and 100% — what is left to win, and where.
 
-use super::lifecycle::Life;
+use super::Life;
 use serde::{Deserialize, Serialize};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

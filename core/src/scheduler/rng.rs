@@ -36,6 +36,11 @@ impl Rng {
     }
 }
 
+/// Seconds until the next event of a Poisson process with `per_hour` events an hour.
+pub fn draw_after(rng: &mut Rng, per_hour: f64) -> f64 {
+    -(1.0 - rng.unit()).ln() / per_hour * 3600.0
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

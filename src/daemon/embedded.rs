@@ -1,7 +1,8 @@
 //! The in-process client: the embedded console reads the daemon actor's published snapshots
 //! directly (no socket), through the same `Client` interface a remote console uses.
 
-use super::{Client, Snapshot};
+use crate::api::{Client, ClientError, Snapshot};
+use crate::daemon::actor::ApiError;
 use crate::daemon::actor::{Handle, Published};
 use std::sync::Arc;
 use std::time::Duration;
@@ -41,8 +42,27 @@ fn console_caller() -> crate::daemon::auth::Caller {
     }
 }
 
+/// The daemon's refusal, as the HTTP API would have carried it to a remote console.
+fn refused(e: ApiError) -> ClientError {
+    ClientError::Api {
+        status: e.status,
+        code: e.code.to_string(),
+        error: e.error,
+        field: e.field,
+    }
+}
+
+/// An answer read back into the shape the remote console reads (it cannot fail for the
+/// daemon's own types; if it did, the message says where).
+fn reread(e: serde_json::Error) -> ClientError {
+    ClientError::Protocol {
+        endpoint: "the embedded daemon".to_string(),
+        why: e.to_string(),
+    }
+}
+
 impl Client for LocalClient {
-    fn act(&mut self, req: super::JobRequest) -> Result<String, String> {
+    fn act(&mut self, req: crate::api::JobRequest) -> Result<String, ClientError> {
         use crate::daemon::actor::Request;
         let caller = console_caller();
         self.handle
@@ -53,14 +73,14 @@ impl Client for LocalClient {
                 reply,
             })
             .map(|()| format!("job {}: {} done", req.id, req.action.name()))
-            .map_err(|e| e.error)
+            .map_err(refused)
     }
-    fn job(&mut self, id: i64) -> Result<super::JobView, String> {
+    fn job(&mut self, id: i64) -> Result<crate::api::JobView, ClientError> {
         use crate::daemon::actor::Request;
         let mut detail = self
             .handle
             .call_blocking(|reply| Request::Job { id, reply })
-            .map_err(|e| e.error)?;
+            .map_err(refused)?;
         // Logs are read outside the actor, as the API reads them.
         if let Ok(found) = self
             .handle
@@ -71,23 +91,25 @@ impl Client for LocalClient {
         // The same shape the HTTP API serves, read the way the remote console reads it.
         serde_json::to_value(&detail)
             .and_then(serde_json::from_value)
-            .map_err(|e| e.to_string())
+            .map_err(reread)
     }
     fn logs(
         &mut self,
         id: i64,
         node: Option<usize>,
-        from: &super::LogsFrom,
-    ) -> Result<super::LogsView, String> {
+        from: &crate::api::LogsFrom,
+    ) -> Result<crate::api::LogsView, ClientError> {
         use crate::daemon::actor::Request;
         let found = self
             .handle
             .call_blocking(|reply| Request::Logs { id, reply })
-            .map_err(|e| e.error)?;
+            .map_err(refused)?;
         let node = node.map(|k| k.to_string());
         let (tail, after, partial) = match from {
-            super::LogsFrom::Tail(n) => (*n, None, true),
-            super::LogsFrom::After { cursors, partial } => (0, Some(cursors.as_str()), *partial),
+            crate::api::LogsFrom::Tail(n) => (*n, None, true),
+            crate::api::LogsFrom::After { cursors, partial } => {
+                (0, Some(cursors.as_str()), *partial)
+            }
         };
         let want = crate::daemon::logs::Want {
             node: node.as_deref(),
@@ -96,43 +118,43 @@ impl Client for LocalClient {
             from_start: false,
             partial,
         };
-        let answer = crate::daemon::logs::answer(found, id, &want).map_err(|e| e.error)?;
+        let answer = crate::daemon::logs::answer(found, id, &want).map_err(refused)?;
         serde_json::to_value(&answer)
             .and_then(serde_json::from_value)
-            .map_err(|e| e.to_string())
+            .map_err(reread)
     }
-    fn pool(&mut self, index: usize) -> Result<super::PoolDetail, String> {
+    fn pool(&mut self, index: usize) -> Result<crate::api::PoolDetail, ClientError> {
         use crate::daemon::actor::Request;
         self.handle
             .call_blocking(|reply| Request::Pool { index, reply })
-            .map_err(|e| e.error)
+            .map_err(refused)
     }
     fn node(
         &mut self,
         name: &str,
         range: crate::daemon::state::history::Range,
-    ) -> Result<super::NodeDetail, String> {
+    ) -> Result<crate::api::NodeDetail, ClientError> {
         use crate::daemon::actor::Request;
         let name = name.to_string();
         self.handle
             .call_blocking(|reply| Request::Node { name, range, reply })
-            .map_err(|e| e.error)
+            .map_err(refused)
     }
-    fn submit(&mut self, spec: &str) -> Result<i64, String> {
+    fn submit(&mut self, spec: &str) -> Result<i64, ClientError> {
         use crate::daemon::actor::Request;
         let submission = form_submission(spec);
         self.handle
             .call_blocking(|reply| Request::Submit { submission, reply })
-            .map_err(|e| e.error)
+            .map_err(refused)
     }
-    fn preview(&mut self, spec: &str) -> Result<crate::daemon::engine::Preview, String> {
+    fn preview(&mut self, spec: &str) -> Result<crate::daemon::engine::Preview, ClientError> {
         use crate::daemon::actor::Request;
         let submission = form_submission(spec);
         self.handle
             .call_blocking(|reply| Request::Preview { submission, reply })
-            .map_err(|e| e.error)
+            .map_err(refused)
     }
-    fn set_priority(&mut self, id: i64, class: &str) -> Result<String, String> {
+    fn set_priority(&mut self, id: i64, class: &str) -> Result<String, ClientError> {
         use crate::daemon::actor::Request;
         self.handle
             .call_blocking(|reply| Request::Priority {
@@ -142,12 +164,12 @@ impl Client for LocalClient {
                 reply,
             })
             .map(|()| format!("job {id}: now {class}"))
-            .map_err(|e| e.error)
+            .map_err(refused)
     }
     fn reclaim(
         &mut self,
         apply: Option<&str>,
-    ) -> Result<crate::scheduler::reclaim::ReclaimPlan, String> {
+    ) -> Result<crate::scheduler::reclaim::ReclaimPlan, ClientError> {
         use crate::daemon::actor::Request;
         self.handle
             .call_blocking(|reply| Request::Reclaim {
@@ -155,7 +177,7 @@ impl Client for LocalClient {
                 caller: console_caller(),
                 reply,
             })
-            .map_err(|e| e.error)
+            .map_err(refused)
     }
     fn poll(&mut self) -> bool {
         if !self.handle.published.has_changed().unwrap_or(false) {

@@ -6,8 +6,11 @@
 //! releasing a placement). No IO, no clock.
 
 mod fleet;
+pub mod idle;
 mod job;
+mod life;
 mod mig;
+pub mod names;
 mod placement;
 mod team;
 
@@ -16,6 +19,7 @@ pub use fleet::{
     NodeId, NvlinkId, Pool, PoolId, PoolSpec, Region, Zone, ZoneId, MILLI_PER_GPU,
 };
 pub use job::{GpuRequest, JobRequest, ModelChoice, RequestError};
+pub use life::{pool_counts, Life, SPOT_NOTICE_S};
 pub use mig::{MigGeometry, MigProfile, MigState};
 pub use placement::{AllocError, DomainLevel, GpuGrant, GpuShare, NodeGrant, Placement};
 pub use team::{

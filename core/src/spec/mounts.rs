@@ -492,28 +492,11 @@ impl Reader<'_> {
 /// Where the key `dest` of `file_mounts` is written: the first line after `file_mounts:` that
 /// holds it as a key (quoted or not); `file_mounts:` itself where it is not found.
 fn locate_entry(text: &str, dest: &str) -> (usize, usize) {
-    let lines: Vec<&str> = text.lines().collect();
-    let start = lines
-        .iter()
+    let start = text
+        .lines()
         .position(|l| l.starts_with("file_mounts:"))
         .unwrap_or(0);
-    let needles = [
-        format!("{dest}:"),
-        format!("\"{dest}\":"),
-        format!("'{dest}':"),
-    ];
-    for (i, line) in lines.iter().enumerate().skip(start) {
-        if let Some(c) = needles.iter().filter_map(|n| line.find(n.as_str())).min() {
-            let before = &line[..c];
-            if before.trim().is_empty()
-                || before.trim_end().ends_with('{')
-                || before.trim_end().ends_with(',')
-            {
-                return (i + 1, before.chars().count() + 1);
-            }
-        }
-    }
-    (start + 1, 1)
+    crate::spec::find_key(text, dest, true, start).unwrap_or((start + 1, 1))
 }
 
 #[cfg(test)]

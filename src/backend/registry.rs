@@ -53,6 +53,12 @@ pub fn of_pool(p: &PoolConfig) -> &'static Registration {
     of(p.backend())
 }
 
+/// Whether pool `p`'s GPUs are what its hosts' agents find (`gpu = "auto"` on a backend whose
+/// GPUs come from agents): resolved at open and again when a host connects.
+pub fn discovers_gpus(p: &PoolConfig) -> bool {
+    of_pool(p).gpus_from_agents && p.is_auto()
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

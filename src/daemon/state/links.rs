@@ -24,10 +24,12 @@ impl State {
         self.hosts.addresses.insert(node, info.addresses.clone());
         let name = self.node_name(node);
         let declared = self.engine.fleet().nodes[node].gpus.len();
-        let auto =
-            self.opened.cfg.pools.get(pool).is_some_and(|p| {
-                crate::backend::registry::of_pool(p).gpus_from_agents && p.is_auto()
-            });
+        let auto = self
+            .opened
+            .cfg
+            .pools
+            .get(pool)
+            .is_some_and(crate::backend::registry::discovers_gpus);
         if auto {
             self.rediscover(pool, &name, &info);
         }

@@ -32,7 +32,7 @@ impl State {
         for p in discovered
             .pools
             .iter_mut()
-            .filter(|p| crate::backend::registry::of_pool(p).gpus_from_agents && p.is_auto())
+            .filter(|p| crate::backend::registry::discovers_gpus(p))
         {
             p.resolve_auto(opts.discovered.get(&p.name));
         }

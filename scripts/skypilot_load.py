@@ -4,7 +4,8 @@
 
 Run with a Python that has `skypilot==0.14.1` (no cloud credentials or network needed). For
 every file SkyPilot loads (`sky.utils.dag_utils.load_chain_dag_from_yaml`): each task's
-`num_nodes` and each of its resources' accelerators, spot, cloud, region and instance type.
+`num_nodes`, each of its resources' accelerators, spot, cloud, region and instance type, and
+its SkyServe `service` section as read.
 Files SkyPilot refuses are left out. Written to the second argument (SkyPilot prints progress
 lines of its own on stdout). `tests/skypilot_loader.rs` compares gantry with this.
 """
@@ -13,6 +14,26 @@ import json, logging, os, sys
 os.environ.setdefault("SKYPILOT_DISABLE_USAGE_COLLECTION", "1")
 logging.disable(logging.CRITICAL)
 from sky.utils import dag_utils  # noqa: E402
+
+
+def service(s):
+    """A SkyServe section as `sky serve up` reads it: replicas, policy, probe, port."""
+    qps = s.target_qps_per_replica
+    if isinstance(qps, dict):
+        qps = min(qps.values())
+    return {
+        "min_replicas": s.min_replicas,
+        "max_replicas": s.max_replicas if s.max_replicas is not None else s.min_replicas,
+        "target_qps_per_replica": float(qps) if qps is not None else None,
+        "readiness_path": s.readiness_path,
+        "initial_delay_seconds": float(s.initial_delay_seconds),
+        "readiness_timeout_seconds": float(s.readiness_timeout_seconds),
+        "post_data": s.post_data is not None,
+        "upscale_delay_seconds": float(s.upscale_delay_seconds) if s.upscale_delay_seconds is not None else None,
+        "downscale_delay_seconds": float(s.downscale_delay_seconds) if s.downscale_delay_seconds is not None else None,
+        "ports": int(s.ports) if s.ports is not None else None,
+        "load_balancing_policy": s.load_balancing_policy,
+    }
 
 
 def load(path):
@@ -33,7 +54,10 @@ def load(path):
             # `any_of` is a set: iterated in hash order, which changes from run to run
             # (PYTHONHASHSEED). Written in one order, that of their JSON.
             alts.sort(key=lambda a: json.dumps(a, sort_keys=True))
-        tasks.append({"num_nodes": t.num_nodes, "alternatives": alts})
+        task = {"num_nodes": t.num_nodes, "alternatives": alts}
+        if t.service is not None:
+            task["service"] = service(t.service)
+        tasks.append(task)
     return tasks
 
 

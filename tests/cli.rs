@@ -373,8 +373,8 @@ fn spec_check_prints_what_it_understood_or_where_it_is_wrong() {
     );
     // Each with what gantry does instead.
     assert!(
-        out.contains("not acted on:\n    service: SkyServe's replicas")
-            && out.contains("\n    resources.ports: not opened or forwarded")
+        out.contains("  service     2 replica(s); ready when GET /v1/models answers 2xx (after up to 1200 s); port 8081")
+            && out.contains("not acted on:\n    resources.ports: not opened or forwarded")
             && out.contains("\n    resources.disk_tier: the job uses the disk its node has"),
         "{out}"
     );

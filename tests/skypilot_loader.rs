@@ -100,6 +100,60 @@ fn gantry_tasks(p: &gantry::spec::Pipeline) -> Vec<(u64, BTreeSet<Way>)> {
         .collect()
 }
 
+/// Each task's SkyServe section as both sides are compared (`scripts/skypilot_load.py`'s
+/// fields); SkyPilot's unset delays are its defaults, as its autoscaler reads them.
+fn skypilot_services(v: &serde_json::Value) -> Vec<Option<serde_json::Value>> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            let mut s = t.get("service")?.clone();
+            let o = s.as_object_mut()?;
+            for (k, default) in [
+                ("upscale_delay_seconds", 300.0),
+                ("downscale_delay_seconds", 1200.0),
+            ] {
+                if o[k].is_null() {
+                    o.insert(k.to_string(), default.into());
+                }
+            }
+            // `instance_aware_least_load` is balanced as `least_load` (noted at the field).
+            if o["load_balancing_policy"] == "instance_aware_least_load" {
+                o.insert("load_balancing_policy".into(), "least_load".into());
+            }
+            Some(s)
+        })
+        .collect()
+}
+
+fn gantry_services(p: &gantry::spec::Pipeline) -> Vec<Option<serde_json::Value>> {
+    use gantry::spec::service::Balance;
+    p.tasks
+        .iter()
+        .map(|(_, s)| {
+            let v = s.service.as_ref()?;
+            Some(serde_json::json!({
+                "min_replicas": v.min_replicas,
+                "max_replicas": v.max_replicas,
+                "target_qps_per_replica": v.signal.as_ref().map(|g| g.per_replica()),
+                "readiness_path": v.readiness.path,
+                "initial_delay_seconds": v.readiness.initial_delay_s,
+                "readiness_timeout_seconds": v.readiness.timeout_s,
+                "post_data": v.readiness.post_data.is_some(),
+                "upscale_delay_seconds": v.upscale_delay_s,
+                "downscale_delay_seconds": v.downscale_delay_s,
+                // SkyPilot resolves `resources.ports` at `sky serve up`, not at load: only
+                // the section's own `ports` is compared.
+                "ports": serde_json::Value::Null,
+                "load_balancing_policy": match v.balance {
+                    Balance::RoundRobin => "round_robin",
+                    Balance::LeastLoad => "least_load",
+                },
+            }))
+        })
+        .collect()
+}
+
 /// A file's verdict with each task's alternatives in one order (their JSON's).
 fn as_sets(v: &serde_json::Value) -> serde_json::Value {
     let mut v = v.clone();
@@ -180,6 +234,7 @@ fn every_file_skypilot_loads_is_read_as_skypilot_reads_it_or_refused_at_a_non_fe
         verdicts.len()
     );
     let (mut accepted, mut differ, mut wrong_refusals) = (0, Vec::new(), Vec::new());
+    let mut services = 0;
     let mut refused: BTreeMap<&str, usize> = BTreeMap::new();
     for (file, want) in &verdicts {
         let path = Path::new(CORPUS).join(file);
@@ -187,6 +242,13 @@ fn every_file_skypilot_loads_is_read_as_skypilot_reads_it_or_refused_at_a_non_fe
         match gantry::spec::parse_pipeline(&path.display().to_string(), &bytes) {
             Ok(p) => {
                 accepted += 1;
+                let (got_s, want_s) = (gantry_services(&p), skypilot_services(want));
+                services += want_s.iter().flatten().count();
+                if got_s != want_s {
+                    differ.push(format!(
+                        "{file} (service):\n  SkyPilot {want_s:?}\n  gantry   {got_s:?}"
+                    ));
+                }
                 let (got, want) = (gantry_tasks(&p), skypilot_tasks(want));
                 if got != want {
                     differ.push(format!("{file}:\n  SkyPilot {want:?}\n  gantry   {got:?}"));
@@ -206,9 +268,10 @@ fn every_file_skypilot_loads_is_read_as_skypilot_reads_it_or_refused_at_a_non_fe
     }
     let share = 100.0 * accepted as f64 / verdicts.len() as f64;
     eprintln!(
-        "{} files SkyPilot loads: {accepted} accepted by gantry ({share:.1}%), all agreeing; refused at non-features: {refused:?}",
+        "{} files SkyPilot loads: {accepted} accepted by gantry ({share:.1}%), all agreeing ({services} SkyServe sections among them); refused at non-features: {refused:?}",
         verdicts.len()
     );
+    assert!(services >= 40, "only {services} service sections compared");
     assert!(
         differ.is_empty(),
         "gantry reads these differently:\n{}",

@@ -316,7 +316,6 @@ fn what_gantry_does_instead_is_said_for_every_field_it_does_not_act_on() {
     assert_eq!(
         fields,
         [
-            "service",
             "config",
             "event_callback",
             "inputs",
@@ -331,6 +330,12 @@ fn what_gantry_does_instead_is_said_for_every_field_it_does_not_act_on() {
         assert!(instead.len() > 20, "{i}: says what gantry does instead");
     }
     assert_eq!(s.idle_window_s, Some(600.0), "autostop: 10 is honoured");
+    // `service` is honoured (`gantry serve up`), its replicas on `resources.ports`.
+    let svc = s.service.expect("the service section read");
+    assert_eq!(
+        (svc.min_replicas, svc.max_replicas, svc.port),
+        (2, 2, Some(8080))
+    );
 }
 
 /// `autostop` in each of SkyPilot's forms is the job's own idle window for reclaim (at least a

@@ -62,6 +62,7 @@ pub fn big_snapshot(gpus: usize, jobs: usize) -> Snapshot {
         .collect();
     Snapshot {
         host: None,
+        services: Vec::new(),
         version: 1,
         events_total: 200,
         simulated: true,

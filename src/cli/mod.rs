@@ -16,6 +16,7 @@ mod logs;
 mod node;
 mod remote;
 mod replay;
+mod serve;
 mod sim;
 mod slurm;
 mod spec;
@@ -158,6 +159,20 @@ enum Command {
         /// Nodes of the gang; overrides the file's `num_nodes`.
         #[arg(long, value_name = "N")]
         num_nodes: Option<u16>,
+    },
+    /// Services: a task's replicas behind an endpoint, scaled with their traffic.
+    #[command(subcommand)]
+    Serve(serve::ServeCmd),
+    /// Lists services: replicas ready, QPS, latency, GPUs, $/h.
+    Services {
+        #[arg(short, long, value_enum, default_value_t = Output::Table)]
+        output: Output,
+    },
+    /// One service: its policy, traffic, last scaling decision and each replica.
+    Service {
+        name: String,
+        #[arg(short, long, value_enum, default_value_t = Output::Table)]
+        output: Output,
     },
     /// Lists jobs, queue order first.
     Jobs {
@@ -588,6 +603,9 @@ pub fn main() -> ExitCode {
         Some(Command::Hold { ids, output }) => remote::act(&target, "hold", &ids, output),
         Some(Command::Release { ids, output }) => remote::act(&target, "release", &ids, output),
         Some(Command::Prio { id, class, output }) => remote::prio(&target, &id, &class, output),
+        Some(Command::Serve(cmd)) => serve::serve(&target, cmd),
+        Some(Command::Services { output }) => serve::list(&target, output),
+        Some(Command::Service { name, output }) => serve::show(&target, &name, output),
         Some(Command::Teams {
             output,
             watch: true,

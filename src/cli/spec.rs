@@ -356,6 +356,25 @@ fn print_spec(name: &str, spec: &JobSpec, whole: bool) {
         };
         println!("  mount       {} {what} {from}", m.dest);
     }
+    if let Some(s) = &spec.service {
+        let count = if s.min_replicas == s.max_replicas {
+            format!("{} replica(s)", s.min_replicas)
+        } else {
+            format!("{} to {} replicas", s.min_replicas, s.max_replicas)
+        };
+        let follows = s.signal.as_ref().map_or(String::new(), |g| {
+            format!(", {} {} per replica", g.name(), g.per_replica())
+        });
+        let port = s
+            .port
+            .map_or("$PORT given by gantry".to_string(), |p| format!("port {p}"));
+        println!(
+            "  service     {count}{follows}; ready when {} {} answers 2xx (after up to {:.0} s); {port}",
+            if s.readiness.post_data.is_some() { "POST" } else { "GET" },
+            s.readiness.path,
+            s.readiness.initial_delay_s
+        );
+    }
     if !spec.ignored.is_empty() {
         println!("  not acted on:");
         for i in &spec.ignored {

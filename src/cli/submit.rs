@@ -443,7 +443,7 @@ pub fn submit(
 
 /// One task's text as it is sent: checked, with what was given at submit written in and a
 /// relative `workdir` made the submitter's; what the daemon will not act on is said first.
-fn prepare(
+pub(super) fn prepare(
     name: &str,
     text: Vec<u8>,
     given: &Given,
@@ -483,7 +483,7 @@ fn prepare(
 
 /// A refusal of the daemon about a field of the file, said at that field as the file's own
 /// errors are (`FILE:LINE:COL: \`field\`: …`).
-fn at_its_field(name: &str, written: &str, e: ClientError) -> CliError {
+pub(super) fn at_its_field(name: &str, written: &str, e: ClientError) -> CliError {
     let at = match &e {
         ClientError::Api {
             field: Some(field),

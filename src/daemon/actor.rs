@@ -187,6 +187,22 @@ pub enum Request {
         force: bool,
         reply: Reply<String>,
     },
+    /// `gantry serve up`: a service started, or rolled to a new version.
+    ServiceUp {
+        up: super::state::ServiceUp,
+        caller: Caller,
+        reply: Reply<super::state::ServiceUpAnswer>,
+    },
+    /// `gantry serve down`: its replicas cancelled (their jobs answered).
+    ServiceDown {
+        name: String,
+        caller: Caller,
+        reply: Reply<Vec<JobId>>,
+    },
+    /// What the services' endpoints and probes measured (`daemon::services`, every second).
+    ServiceMeasured {
+        measured: Vec<(String, super::state::Measured)>,
+    },
     Shutdown,
 }
 
@@ -265,6 +281,11 @@ impl Handle {
                 "the daemon is shutting down",
             ))
         })
+    }
+
+    /// Sends a request that wants no answer; false once the daemon is stopping.
+    pub fn tell(&self, r: Request) -> bool {
+        self.tx.send(r).is_ok()
     }
 
     pub fn shutdown(&self) {
@@ -767,6 +788,28 @@ impl Actor {
                         ),
                     )
                 }));
+            }
+            Request::ServiceUp { up, caller, reply } => {
+                let r = self.state.service_up(up, &caller);
+                if r.is_ok() {
+                    self.changed();
+                }
+                let _ = reply.send(r);
+            }
+            Request::ServiceDown {
+                name,
+                caller,
+                reply,
+            } => {
+                let r = self.state.service_down(&name, &caller);
+                if r.is_ok() {
+                    self.changed();
+                }
+                let _ = reply.send(r);
+            }
+            Request::ServiceMeasured { measured } => {
+                self.state.service_measured(measured);
+                self.changed();
             }
             Request::Pool { index, reply } => {
                 let _ = reply.send(self.state.pool_detail(index).ok_or_else(|| {

@@ -84,6 +84,8 @@ pub fn router(
         .route("/v1/jobs/{id}/exec", post(super::exec::exec))
         .route("/v1/jobs/{id}/priority", put(priority))
         .route("/v1/jobs/{id}/{action}", post(act))
+        .route("/v1/services", get(services).post(service_up))
+        .route("/v1/services/{name}", get(service).delete(service_down))
         .route("/v1/fleet", get(fleet))
         .route("/v1/pools/{index}", get(pool))
         .route("/v1/nodes/{name}", get(node))
@@ -325,6 +327,69 @@ async fn submit(
         id: JobId,
     }
     Ok(json(StatusCode::CREATED, &Submitted { id }))
+}
+
+/// `gantry serve up`: the body is the service's file; `?name=`, `?endpoint=`, `?team=`,
+/// `?priority=` and `?file=` as for a job.
+async fn service_up(
+    State(api): State<Api>,
+    Extension(caller): Extension<Caller>,
+    RawQuery(raw): RawQuery,
+    body: Body,
+) -> Result<Response, ApiError> {
+    require(&caller, Role::Researcher, "serving")?;
+    let q = query(raw)?;
+    let (name, endpoint) = (q.get("name").cloned(), q.get("endpoint").cloned());
+    let submission = submission_of(&caller, q, &body_bytes(&api, body).await?).await?;
+    let up = super::state::ServiceUp {
+        submission,
+        name,
+        endpoint,
+    };
+    let answer = api
+        .handle
+        .call(|reply| Request::ServiceUp { up, caller, reply })
+        .await?;
+    Ok(json(StatusCode::CREATED, &answer))
+}
+
+/// `gantry serve down NAME`: the replicas' jobs it cancelled.
+async fn service_down(
+    State(api): State<Api>,
+    Extension(caller): Extension<Caller>,
+    Path(name): Path<String>,
+) -> Result<Response, ApiError> {
+    require(&caller, Role::Researcher, "stopping a service")?;
+    let cancelled = api
+        .handle
+        .call(|reply| Request::ServiceDown {
+            name,
+            caller,
+            reply,
+        })
+        .await?;
+    #[derive(Serialize)]
+    struct Down {
+        cancelled: Vec<JobId>,
+    }
+    Ok(ok(&Down { cancelled }))
+}
+
+/// Every service, as the snapshot has them.
+async fn services(State(api): State<Api>) -> Response {
+    ok(&published(&api).await.snapshot.services)
+}
+
+async fn service(State(api): State<Api>, Path(name): Path<String>) -> Result<Response, ApiError> {
+    let p = published(&api).await;
+    match p.snapshot.services.iter().find(|s| s.name == name) {
+        Some(s) => Ok(ok(s)),
+        None => Err(ApiError::new(
+            404,
+            "not-found",
+            format!("no service named {name} (gantry services lists them)"),
+        )),
+    }
 }
 
 /// One pool node by node and GPU by GPU; `index` is the pool's place in `GET /v1/fleet`.

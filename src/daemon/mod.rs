@@ -21,6 +21,7 @@ pub mod metrics;
 mod probation;
 mod replay;
 pub mod server;
+pub mod serving;
 pub mod state;
 mod stream;
 pub mod tls;

@@ -153,6 +153,8 @@ pub async fn serve(
     if let Some(dir) = workdirs.clone() {
         tokio::spawn(sweep_workdirs(handle.clone(), dir, stop_rx.clone()));
     }
+    // Services' endpoints and probes.
+    tokio::spawn(super::serving::run(handle.clone(), stop_rx.clone()));
     let unix_app = router(
         handle.clone(),
         false,

@@ -4,6 +4,7 @@
 
 pub mod history;
 pub mod logs;
+pub mod services;
 
 pub use crate::model::idle::{IdleCause, IdleNow};
 use serde::{Deserialize, Serialize};
@@ -185,6 +186,9 @@ pub struct Snapshot {
     /// The local host's GPUs through NVML (fleets with a `provider = "local"` pool).
     #[serde(default)]
     pub host: Option<HostStatus>,
+    /// Services (`gantry serve up`) and their replicas.
+    #[serde(default)]
+    pub services: Vec<services::ServiceRow>,
 }
 
 /// The local host's NVML status, when the fleet has a `provider = "local"` pool.
@@ -272,6 +276,9 @@ pub struct SnapshotDelta {
     pub events_total: u64,
     #[serde(default)]
     pub host: Option<HostStatus>,
+    /// Every service, whole (they are few).
+    #[serde(default)]
+    pub services: Vec<services::ServiceRow>,
 }
 
 impl Snapshot {
@@ -309,6 +316,7 @@ impl Snapshot {
             events_new: next.events.iter().take(fresh).cloned().collect(),
             events_total: next.events_total,
             host: next.host.clone(),
+            services: next.services.clone(),
         }
     }
 
@@ -338,6 +346,7 @@ impl Snapshot {
         self.now = d.now;
         self.calendar = d.calendar;
         self.pools = d.pools;
+        self.services = d.services;
         self.gpus_total = d.gpus_total;
         self.gpus_busy = d.gpus_busy;
         self.dollars_per_hour = d.dollars_per_hour;

@@ -3,6 +3,7 @@
 //! a decision as plain data. That is what makes it property-testable, replayable on traces at
 //! full speed and benchmarkable in isolation.
 
+pub mod autoscale;
 pub mod cycle;
 pub mod frag;
 mod hash;

@@ -12,6 +12,7 @@ pub mod mounts;
 pub mod redact;
 mod resolve;
 pub mod sbatch;
+pub mod service;
 mod task;
 mod values;
 
@@ -169,6 +170,10 @@ pub struct JobSpec {
     /// SkyPilot's `file_mounts`: copied or mounted on every node before setup.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub file_mounts: Vec<mounts::FileMount>,
+    /// SkyServe's `service:`: the task is run as a service's replicas behind an endpoint
+    /// (`gantry serve up`), not once.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub service: Option<service::ServiceSpec>,
     /// SkyPilot fields present in the file that gantry does not act on, each with what gantry
     /// does instead.
     pub ignored: Vec<String>,
@@ -226,6 +231,7 @@ impl Default for JobSpec {
             recovery: Recovery::default(),
             idle_window_s: None,
             file_mounts: Vec::new(),
+            service: None,
             ignored: Vec::new(),
         }
     }

@@ -73,7 +73,8 @@ pub(super) struct RawSpec {
     // SkyPilot fields gantry does not honour as SkyPilot does: see `task_others`.
     /// Read by hand (`mounts`), for errors that name the entry.
     file_mounts: Option<serde_yaml_ng::Value>,
-    service: Option<Ignored>,
+    /// SkyServe's section: the task is a service's replica (`service`).
+    service: Option<super::service::RawService>,
     config: Option<Ignored>,
     volumes: Option<Ignored>,
     volume_mounts: Option<Ignored>,
@@ -92,7 +93,6 @@ impl RawSpec {
     /// The SkyPilot fields present that gantry does not honour, with what it does about each.
     fn others(&self) -> Vec<(&'static str, Other)> {
         let all = [
-            (self.service.is_some(), "service", Noted("SkyServe's replicas, readiness probe and load balancer are not gantry's: the task runs once, as `sky launch` runs a file that has `service`")),
             (self.config.is_some(), "config", Noted("SkyPilot's own settings; gantry's come from its fleet file")),
             (self.volumes.is_some(), "volumes", Refused(SHARED_DIRECTORY)),
             (self.volume_mounts.is_some(), "volume_mounts", Refused(SHARED_DIRECTORY)),
@@ -134,7 +134,8 @@ struct RawResources {
     any_of: Option<Vec<RawResources>>,
     ordered: Option<Vec<RawResources>>,
     // See `others`.
-    ports: Option<Ignored>,
+    /// Not opened by gantry; a service's replicas serve on it (`service_port`).
+    ports: Option<serde_yaml_ng::Value>,
     disk_tier: Option<Ignored>,
     labels: Option<Ignored>,
     /// SkyPilot's idle stop: the job's own reclaim window (`Reader::autostop`).
@@ -154,7 +155,7 @@ struct RawResources {
 impl RawResources {
     fn others(&self) -> Vec<(&'static str, Other)> {
         let all = [
-            (self.ports.is_some(), "ports", Noted("not opened or forwarded: the job's processes listen on their node's own network")),
+            (self.ports.is_some(), "ports", Noted("not opened or forwarded: the job's processes listen on their node's own network (a service's endpoint reaches its replicas there)")),
             (self.disk_size.is_some(), "disk_size", Noted(NODE_DISK)),
             (self.disk_tier.is_some(), "disk_tier", Noted(NODE_DISK)),
             (self.network_tier.is_some(), "network_tier", Noted("the job uses the network its nodes have")),
@@ -535,6 +536,34 @@ enum RawAlternatives {
     Ordered(Vec<RawResources>),
 }
 
+/// A service's replicas serve on `resources.ports` where `service.ports` does not say (as
+/// SkyServe reads it): one port, written as a number or a string.
+fn service_port(
+    r: &Reader,
+    ports: Option<&serde_yaml_ng::Value>,
+) -> Result<Option<u16>, SpecError> {
+    use serde_yaml_ng::Value;
+    let one = match ports {
+        None => return Ok(None),
+        Some(Value::Number(n)) => n.as_u64(),
+        Some(Value::String(s)) => s.trim().parse().ok(),
+        Some(Value::Sequence(v)) if v.len() == 1 => match &v[0] {
+            Value::Number(n) => n.as_u64(),
+            Value::String(s) => s.trim().parse().ok(),
+            _ => None,
+        },
+        Some(_) => None,
+    };
+    match one.and_then(|p| u16::try_from(p).ok()).filter(|p| *p > 0) {
+        Some(p) => Ok(Some(p)),
+        None => Err(r.err(
+            "resources.ports",
+            "a service's replicas serve on one port: give one (`8080`), or `service.ports`"
+                .to_string(),
+        )),
+    }
+}
+
 pub(super) fn build(raw: RawSpec, text: &str, file: &str) -> Result<JobSpec, SpecError> {
     let mut r = Reader {
         text,
@@ -542,6 +571,7 @@ pub(super) fn build(raw: RawSpec, text: &str, file: &str) -> Result<JobSpec, Spe
         ignored: Vec::new(),
     };
     r.others("", raw.others())?;
+    let ports = raw.resources.as_ref().and_then(|res| res.ports.clone());
     let (base, alternatives) = match raw.resources {
         Some(res) => r.resources("resources", res)?,
         None => (Resources::default(), RawAlternatives::None),
@@ -672,6 +702,16 @@ pub(super) fn build(raw: RawSpec, text: &str, file: &str) -> Result<JobSpec, Spe
         }
         None => Vec::new(),
     };
+    let service = match raw.service {
+        Some(s) => {
+            let mut svc = r.service(s)?;
+            if svc.port.is_none() {
+                svc.port = service_port(&r, ports.as_ref())?;
+            }
+            Some(svc)
+        }
+        None => None,
+    };
     Ok(JobSpec {
         name: raw.name.map(|t| t.0),
         nodes: nodes as u16,
@@ -707,6 +747,7 @@ pub(super) fn build(raw: RawSpec, text: &str, file: &str) -> Result<JobSpec, Spe
         recovery: base.recovery.clone().unwrap_or_default(),
         idle_window_s: base.idle_window_s,
         file_mounts,
+        service,
         ignored: r.ignored,
     })
 }

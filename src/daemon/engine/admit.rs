@@ -192,6 +192,16 @@ impl Engine {
             Some(parsed) => parsed.clone(),
             None => spec::parse(&s.file, &s.text)?,
         };
+        // A service's file runs as replicas behind an endpoint, not once: its replicas are
+        // submitted without the section (`daemon::state::services`).
+        if spec.service.is_some() {
+            return Err(EngineError::Resolve(
+                spec::ResolveError::new(
+                    "the file is a service (it has `service:`): start it with `gantry serve up FILE`, which runs its replicas behind an endpoint; a job runs once".to_string(),
+                )
+                .at("service"),
+            ));
+        }
         // A relative local source names no directory the daemon knows (whose `.`, whose
         // `~`?): `gantry submit` makes each absolute, or ships it.
         let relative = spec.file_mounts.iter().find_map(|m| match &m.source {

@@ -6,7 +6,9 @@
 
 mod records;
 mod runs;
+mod services;
 pub use runs::{HistoryQuery, Queued};
+pub use services::{ReplicaRecord, ServiceRecord};
 
 use super::job::JobState;
 use rusqlite::{params, Connection, OptionalExtension};
@@ -116,6 +118,26 @@ const MIGRATIONS: &[&str] = &[
     // 14: who submitted each job (the Unix user on the socket, a token's label over TCP)
     "ALTER TABLE jobs ADD COLUMN user TEXT;
      CREATE INDEX jobs_user ON jobs(user);",
+    // 15: services (`gantry serve up`): the file each version runs, its endpoint, and the
+    // jobs that are its replicas (each with the port it serves on)
+    "CREATE TABLE services (
+        name TEXT PRIMARY KEY,
+        file TEXT NOT NULL,
+        spec BLOB NOT NULL,
+        team TEXT NOT NULL,
+        user TEXT,
+        priority TEXT,
+        endpoint TEXT NOT NULL,
+        version INTEGER NOT NULL,
+        created_at REAL NOT NULL
+    );
+    CREATE TABLE service_replicas (
+        job INTEGER PRIMARY KEY,
+        service TEXT NOT NULL,
+        replica INTEGER NOT NULL,
+        port INTEGER NOT NULL,
+        version INTEGER NOT NULL
+    );",
 ];
 
 /// How long a submission's Idempotency-Key is remembered (wall-clock seconds).

@@ -310,7 +310,7 @@ impl State {
     /// The address the other nodes of a job reach `node` at.
     /// Where a gang's peers reach `node`: the first address its agent said it has (an IP),
     /// else what its backend reaches it by (an ssh destination, a node name).
-    fn host_address(&self, node: usize) -> String {
+    pub(super) fn host_address(&self, node: usize) -> String {
         if let Some(ip) = self.hosts.addresses.get(&node).and_then(|a| a.first()) {
             return ip.clone();
         }

@@ -22,6 +22,8 @@ mod nodes;
 mod observe;
 mod reclaim;
 mod recovery;
+mod services;
+pub use services::{Measured, ServiceUp, ServiceUpAnswer};
 mod telemetry;
 mod view;
 mod wanted;
@@ -420,6 +422,8 @@ pub struct State {
     /// A host of a `gpu = "auto"` pool found GPUs the fleet is not built with: the state is
     /// to be reopened with them (`reopen_rediscovered`), and this says why.
     rediscovered: Option<Rediscovered>,
+    /// Services (`gantry serve up`) and their replicas.
+    services: services::Services,
 }
 
 /// GPUs a host of a `gpu = "auto"` pool found, to reopen the state with: why, the pool's name,
@@ -731,6 +735,8 @@ impl State {
 
     /// One scheduling cycle; starts what it places on the simulated backend.
     pub fn tick(&mut self) -> Result<(), EngineError> {
+        // Replicas wanted are submitted before the cycle, so it places them now.
+        self.reconcile_services();
         let report = self.engine.tick(self.now)?;
         self.counters.cycles += 1;
         for (id, why) in &report.skipped {

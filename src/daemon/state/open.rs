@@ -214,6 +214,7 @@ impl State {
             counters: Counters::default(),
             reclaim_shown: VecDeque::new(),
             rediscovered: None,
+            services: Default::default(),
         };
         for e in recent {
             s.push_event(
@@ -225,6 +226,7 @@ impl State {
                 ),
             );
         }
+        s.open_services()?;
         // Said where an operator looks (the journal already holds each job's reason).
         let failed = s.engine.failed_at_open().to_vec();
         for (id, why) in failed {

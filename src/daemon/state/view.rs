@@ -505,6 +505,7 @@ impl State {
             dollars_per_hour: dollars,
             idle_dollars_per_hour: idle_dollars,
             idle_by_cause,
+            services: self.service_rows(&jobs),
             jobs,
             queue_by_class,
             events: self.events.iter().take(50).cloned().collect(),

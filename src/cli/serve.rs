@@ -1,0 +1,246 @@
+//! `gantry serve up|down`, `gantry services` and `gantry service NAME`: services (SkyServe's
+//! `service:` section) started, updated, stopped and shown.
+
+use super::remote::Target;
+use super::{CliError, Output};
+use clap::Subcommand;
+use gantry::api::services::ServiceRow;
+use gantry::client::http::encode;
+use std::path::PathBuf;
+
+#[derive(Subcommand)]
+pub enum ServeCmd {
+    /// Starts a service from a task file with a `service:` section, or rolls it to the file's
+    /// new version (replicas replaced one at a time, `min_replicas` kept ready).
+    Up {
+        /// The service's file.
+        file: PathBuf,
+        /// Its name (default: the file's `name`, else the file's stem).
+        #[arg(long, short)]
+        name: Option<String>,
+        /// Where the daemon serves it (default 127.0.0.1, the first free port from 30001).
+        #[arg(long, value_name = "ADDR:PORT")]
+        endpoint: Option<String>,
+        /// Team (overrides the file's).
+        #[arg(long, add = super::complete::team_names())]
+        team: Option<String>,
+        /// Priority class of its replicas (default: the file's, else `serving`).
+        #[arg(long)]
+        priority: Option<String>,
+        /// NAME=VALUE for the replicas' `envs`. Repeatable.
+        #[arg(long = "env", value_name = "NAME=VALUE")]
+        envs: Vec<String>,
+        /// A secret for the replicas' `secrets`: NAME or NAME=VALUE. Repeatable.
+        #[arg(long = "secret", value_name = "NAME[=VALUE]")]
+        secrets: Vec<String>,
+        #[arg(short, long, value_enum, default_value_t = Output::Table)]
+        output: Output,
+    },
+    /// Stops a service: its replicas cancelled, its endpoint closed.
+    Down {
+        name: String,
+        #[arg(short, long, value_enum, default_value_t = Output::Table)]
+        output: Output,
+    },
+}
+
+pub fn serve(t: &Target, cmd: ServeCmd) -> Result<(), CliError> {
+    match cmd {
+        ServeCmd::Up {
+            file,
+            name,
+            endpoint,
+            team,
+            priority,
+            envs,
+            secrets,
+            output,
+        } => {
+            let shown = file.display().to_string();
+            let text = std::fs::read(&file).map_err(|e| {
+                CliError::usage(format!("{shown}: cannot read the service file: {e}"))
+            })?;
+            let written = String::from_utf8_lossy(&text).into_owned();
+            // Its errors at their line before anything is sent.
+            let spec =
+                gantry::spec::parse(&shown, &text).map_err(|e| CliError::usage(e.to_string()))?;
+            if spec.service.is_none() {
+                return Err(CliError::usage(format!(
+                    "{shown}: the file has no `service:` section: a service needs one (`readiness_probe`, `replicas` or `replica_policy`); a task runs once with `gantry submit {shown}`"
+                )));
+            }
+            let tcp = matches!(
+                t.connect
+                    .as_deref()
+                    .map(gantry::client::http::Endpoint::parse),
+                Some(Ok(gantry::client::http::Endpoint::Tcp(_)))
+            );
+            let given = super::submit::Given {
+                envs,
+                secrets,
+                gpus: None,
+                num_nodes: None,
+            };
+            let text = super::submit::prepare(&shown, text, &given, t, tcp)?;
+            let mut path = format!("/v1/services?file={}", encode(&shown));
+            for (k, v) in [
+                ("name", &name),
+                ("endpoint", &endpoint),
+                ("team", &team),
+                ("priority", &priority),
+            ] {
+                if let Some(v) = v {
+                    path.push_str(&format!("&{k}={}", encode(v)));
+                }
+            }
+            let answer: serde_json::Value = t
+                .client()?
+                .call("POST", &path, Some(&text))
+                .map_err(|e| super::submit::at_its_field(&shown, &written, e))?;
+            if output.is_data() {
+                return super::print_as(output, &answer).map_err(CliError::usage);
+            }
+            println!(
+                "service {} version {} at http://{} ({} replica(s) wanted; gantry service {} follows them)",
+                answer["name"].as_str().unwrap_or(""),
+                answer["version"],
+                answer["endpoint"].as_str().unwrap_or(""),
+                answer["replicas"],
+                answer["name"].as_str().unwrap_or(""),
+            );
+            Ok(())
+        }
+        ServeCmd::Down { name, output } => {
+            let answer: serde_json::Value =
+                t.client()?
+                    .call("DELETE", &format!("/v1/services/{}", encode(&name)), None)?;
+            if output.is_data() {
+                return super::print_as(output, &answer).map_err(CliError::usage);
+            }
+            let n = answer["cancelled"].as_array().map_or(0, Vec::len);
+            println!("service {name} down: {n} replica(s) cancelled");
+            Ok(())
+        }
+    }
+}
+
+/// `gantry services`: one line per service.
+pub fn list(t: &Target, output: Output) -> Result<(), CliError> {
+    let rows: Vec<ServiceRow> = t.client()?.call("GET", "/v1/services", None)?;
+    if output.is_data() {
+        return super::print_as(output, &rows).map_err(CliError::usage);
+    }
+    if rows.is_empty() {
+        println!("no services (gantry serve up FILE starts one)");
+        return Ok(());
+    }
+    println!(
+        "{:<20} {:<8} {:<22} {:>9} {:>8} {:>8} {:>8} {:>6} {:>9}  STATUS",
+        "NAME", "VERSION", "ENDPOINT", "READY", "QPS", "P50 ms", "P99 ms", "GPUS", "$/H"
+    );
+    for s in &rows {
+        println!("{}", line(s));
+    }
+    Ok(())
+}
+
+fn ms(v: Option<f64>) -> String {
+    v.map_or("-".to_string(), |x| format!("{x:.1}"))
+}
+
+fn line(s: &ServiceRow) -> String {
+    format!(
+        "{:<20} {:<8} {:<22} {:>9} {:>8.1} {:>8} {:>8} {:>6} {:>9.2}  {}",
+        s.name,
+        format!("v{}", s.version),
+        s.endpoint,
+        s.replicas_text(),
+        s.qps,
+        ms(s.latency_p50_ms),
+        ms(s.latency_p99_ms),
+        gantry::api::gpus_text(s.gpus),
+        s.dollars_per_hour,
+        s.status
+    )
+}
+
+/// `gantry service NAME`: the service, its policy and each replica.
+pub fn show(t: &Target, name: &str, output: Output) -> Result<(), CliError> {
+    let s: ServiceRow = t
+        .client()?
+        .call("GET", &format!("/v1/services/{}", encode(name)), None)?;
+    if output.is_data() {
+        return super::print_as(output, &s).map_err(CliError::usage);
+    }
+    let spec = &s.spec;
+    println!(
+        "service {} v{} ({}, team {}, class {})",
+        s.name, s.version, s.status, s.team, s.class
+    );
+    println!("  endpoint     http://{}", s.endpoint);
+    let signal = match &spec.signal {
+        None => "fixed".to_string(),
+        Some(sig) => format!(
+            "{} {} per replica (now {}), up after {:.0} s, down after {:.0} s",
+            sig.name(),
+            sig.per_replica(),
+            s.load.map_or("-".to_string(), |l| format!("{l:.2}")),
+            spec.upscale_delay_s,
+            spec.downscale_delay_s
+        ),
+    };
+    println!(
+        "  replicas     {} ready of {} wanted ({}..{}); {signal}",
+        s.ready, s.wanted, spec.min_replicas, spec.max_replicas
+    );
+    println!(
+        "  traffic      {:.2} req/s over {:.0} s, p50 {} ms, p99 {} ms, {} requests ({} failed)",
+        s.qps,
+        spec.qps_window_s,
+        ms(s.latency_p50_ms),
+        ms(s.latency_p99_ms),
+        s.requests,
+        s.failed_requests
+    );
+    println!(
+        "  probe        {} {} every {:.0} s, timeout {:.0} s, initial delay {:.0} s",
+        if spec.readiness.post_data.is_some() {
+            "POST"
+        } else {
+            "GET"
+        },
+        spec.readiness.path,
+        spec.readiness.interval_s,
+        spec.readiness.timeout_s,
+        spec.readiness.initial_delay_s
+    );
+    println!(
+        "  cost         {} GPU(s), ${:.2}/h",
+        gantry::api::gpus_text(s.gpus),
+        s.dollars_per_hour
+    );
+    if let Some(d) = &s.last_decision {
+        println!("  last scaling {d}");
+    }
+    println!();
+    println!(
+        "  {:<8} {:>7} {:<8} {:<11} {:<22} DETAIL",
+        "REPLICA", "JOB", "VERSION", "STATE", "ADDRESS"
+    );
+    for r in &s.replicas {
+        println!(
+            "  {:<8} {:>7} {:<8} {:<11} {:<22} {}",
+            r.replica,
+            r.job,
+            format!("v{}", r.version),
+            if r.ready {
+                "ready".to_string()
+            } else {
+                r.state.clone()
+            },
+            r.address.as_deref().unwrap_or("-"),
+            r.detail
+        );
+    }
+    Ok(())
+}

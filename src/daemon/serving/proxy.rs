@@ -1,0 +1,309 @@
+//! A service's endpoint: an HTTP/1 server (hyper) that forwards each request to a ready
+//! replica with hyper's pooled client, counting requests and timing answers for the
+//! autoscaler and `gantry services`. A request whose replica cannot be reached is sent to
+//! another (up to three tries, as SkyServe's load balancer does); with no ready replica it is
+//! answered 503 with why.
+
+use axum::body::Body;
+use bytes::Bytes;
+use hyper::body::Incoming;
+use hyper::{Request, Response, StatusCode};
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+use crate::spec::service::Balance;
+
+/// The pooled client every endpoint forwards (and probes) with.
+pub type HttpClient = Client<HttpConnector, Body>;
+
+pub fn client() -> HttpClient {
+    let mut c = HttpConnector::new();
+    c.set_nodelay(true);
+    c.set_connect_timeout(Some(Duration::from_secs(5)));
+    Client::builder(hyper_util::rt::TokioExecutor::new())
+        .pool_idle_timeout(Duration::from_secs(30))
+        .build(c)
+}
+
+/// The largest request body an endpoint takes (it is kept to retry on another replica).
+pub const MAX_REQUEST_BODY: usize = 64 << 20;
+/// Tries per request over different replicas (SkyServe's `LB_MAX_RETRY`).
+const TRIES: usize = 3;
+/// Answers kept for latency quantiles.
+const LATENCY_KEPT: Duration = Duration::from_secs(60);
+const LATENCY_MAX: usize = 200_000;
+
+/// A ready replica as the endpoint routes to it.
+#[derive(Clone, Debug)]
+pub struct Backend {
+    pub job: i64,
+    /// `host:port`.
+    pub addr: String,
+    pub in_flight: Arc<AtomicUsize>,
+}
+
+/// What one endpoint shares between its connections and the service loop.
+pub struct Shared {
+    pub name: String,
+    pub backends: RwLock<Vec<Backend>>,
+    pub balance: RwLock<Balance>,
+    pub timeout: RwLock<Duration>,
+    next: AtomicUsize,
+    /// Arrival times over the QPS window, and answer times over the last minute.
+    arrivals: Mutex<VecDeque<Instant>>,
+    latencies: Mutex<VecDeque<(Instant, f32)>>,
+    pub requests: AtomicU64,
+    pub failed: AtomicU64,
+    client: HttpClient,
+}
+
+impl Shared {
+    pub fn new(name: &str, client: HttpClient) -> Arc<Shared> {
+        Arc::new(Shared {
+            name: name.to_string(),
+            backends: RwLock::new(Vec::new()),
+            balance: RwLock::new(Balance::LeastLoad),
+            timeout: RwLock::new(Duration::from_secs(120)),
+            next: AtomicUsize::new(0),
+            arrivals: Mutex::new(VecDeque::new()),
+            latencies: Mutex::new(VecDeque::new()),
+            requests: AtomicU64::new(0),
+            failed: AtomicU64::new(0),
+            client,
+        })
+    }
+
+    /// Requests per second over the last `window`, and the latency p50 and p99 (ms) over the
+    /// last minute; old entries are dropped.
+    pub fn measure(&self, window: Duration) -> (f64, Option<f64>, Option<f64>) {
+        let now = Instant::now();
+        let qps = {
+            let mut a = self.arrivals.lock().unwrap_or_else(|e| e.into_inner());
+            while a.front().is_some_and(|t| now.duration_since(*t) > window) {
+                a.pop_front();
+            }
+            a.len() as f64 / window.as_secs_f64().max(1.0)
+        };
+        let mut lat: Vec<f32> = {
+            let mut l = self.latencies.lock().unwrap_or_else(|e| e.into_inner());
+            while l
+                .front()
+                .is_some_and(|(t, _)| now.duration_since(*t) > LATENCY_KEPT)
+            {
+                l.pop_front();
+            }
+            l.iter().map(|(_, ms)| *ms).collect()
+        };
+        if lat.is_empty() {
+            return (qps, None, None);
+        }
+        lat.sort_by(f32::total_cmp);
+        let q = |p: f64| {
+            let i = ((lat.len() as f64 - 1.0) * p).round() as usize;
+            f64::from(lat[i.min(lat.len() - 1)])
+        };
+        (qps, Some(q(0.5)), Some(q(0.99)))
+    }
+
+    /// The replica for the next request, skipping `tried`.
+    fn pick(&self, tried: &[i64]) -> Option<Backend> {
+        let b = self.backends.read().unwrap_or_else(|e| e.into_inner());
+        let open: Vec<&Backend> = b.iter().filter(|x| !tried.contains(&x.job)).collect();
+        if open.is_empty() {
+            return None;
+        }
+        let balance = *self.balance.read().unwrap_or_else(|e| e.into_inner());
+        let n = self.next.fetch_add(1, Ordering::Relaxed);
+        let chosen = match balance {
+            Balance::RoundRobin => open[n % open.len()],
+            // Ties go round robin, so an idle service still spreads its requests.
+            Balance::LeastLoad => {
+                let least = open
+                    .iter()
+                    .map(|x| x.in_flight.load(Ordering::Relaxed))
+                    .min()
+                    .unwrap_or(0);
+                let tied: Vec<&&Backend> = open
+                    .iter()
+                    .filter(|x| x.in_flight.load(Ordering::Relaxed) == least)
+                    .collect();
+                tied[n % tied.len()]
+            }
+        };
+        Some(chosen.clone())
+    }
+
+    fn record(&self, arrived: Instant, ok: bool) {
+        self.requests.fetch_add(1, Ordering::Relaxed);
+        if !ok {
+            self.failed.fetch_add(1, Ordering::Relaxed);
+        }
+        let ms = arrived.elapsed().as_secs_f32() * 1000.0;
+        self.arrivals
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push_back(arrived);
+        let mut l = self.latencies.lock().unwrap_or_else(|e| e.into_inner());
+        if l.len() >= LATENCY_MAX {
+            l.pop_front();
+        }
+        l.push_back((arrived, ms));
+    }
+
+    /// One request: forwarded to a ready replica (another on a connection failure).
+    pub async fn forward(self: Arc<Self>, req: Request<Incoming>) -> Response<Body> {
+        let arrived = Instant::now();
+        let (parts, body) = req.into_parts();
+        let body = match axum::body::to_bytes(Body::new(body), MAX_REQUEST_BODY).await {
+            Ok(b) => b,
+            Err(e) => {
+                self.record(arrived, false);
+                return plain(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    format!("gantry: the request body could not be read ({e}); at most {MAX_REQUEST_BODY} bytes\n"),
+                );
+            }
+        };
+        let timeout = *self.timeout.read().unwrap_or_else(|e| e.into_inner());
+        let mut tried = Vec::new();
+        let mut last = String::new();
+        while tried.len() < TRIES {
+            let Some(b) = self.pick(&tried) else {
+                break;
+            };
+            tried.push(b.job);
+            let req = match to_replica(&parts, body.clone(), &b.addr) {
+                Ok(r) => r,
+                Err(e) => {
+                    self.record(arrived, false);
+                    return plain(StatusCode::BAD_REQUEST, format!("gantry: {e}\n"));
+                }
+            };
+            b.in_flight.fetch_add(1, Ordering::Relaxed);
+            let answer = tokio::time::timeout(timeout, self.client.request(req)).await;
+            b.in_flight.fetch_sub(1, Ordering::Relaxed);
+            match answer {
+                Ok(Ok(resp)) => {
+                    self.record(arrived, true);
+                    return resp.map(Body::new);
+                }
+                Ok(Err(e)) => {
+                    last = format!("replica job {} at {}: {e}", b.job, b.addr);
+                    // Sent and then failed: not safe to send again (it may have acted).
+                    if !e.is_connect() {
+                        break;
+                    }
+                }
+                Err(_) => {
+                    self.record(arrived, false);
+                    return plain(
+                        StatusCode::GATEWAY_TIMEOUT,
+                        format!(
+                            "gantry: service {}: replica job {} at {} did not answer within {:.0} s\n",
+                            self.name,
+                            b.job,
+                            b.addr,
+                            timeout.as_secs_f64()
+                        ),
+                    );
+                }
+            }
+        }
+        self.record(arrived, false);
+        if tried.is_empty() {
+            plain(
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!(
+                    "gantry: service {} has no ready replica yet (gantry service {} says why)\n",
+                    self.name, self.name
+                ),
+            )
+        } else {
+            plain(
+                StatusCode::BAD_GATEWAY,
+                format!("gantry: service {}: {last}\n", self.name),
+            )
+        }
+    }
+}
+
+/// The request as sent to the replica at `addr`: its path and query, headers but the hop's.
+fn to_replica(
+    parts: &hyper::http::request::Parts,
+    body: Bytes,
+    addr: &str,
+) -> Result<Request<Body>, String> {
+    let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+    let uri: hyper::Uri = format!("http://{addr}{path}")
+        .parse()
+        .map_err(|e| format!("the request's path does not make a URI: {e}"))?;
+    let mut b = Request::builder()
+        .method(parts.method.clone())
+        .uri(uri)
+        .version(hyper::Version::HTTP_11);
+    for (k, v) in &parts.headers {
+        // Hop-by-hop headers are the endpoint's own connection's, not the replica's.
+        if matches!(
+            k.as_str(),
+            "connection"
+                | "keep-alive"
+                | "proxy-connection"
+                | "transfer-encoding"
+                | "upgrade"
+                | "te"
+                | "trailer"
+        ) {
+            continue;
+        }
+        b = b.header(k, v);
+    }
+    b.body(Body::from(body)).map_err(|e| e.to_string())
+}
+
+pub fn plain(status: StatusCode, text: String) -> Response<Body> {
+    let mut r = Response::new(Body::from(text));
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    r
+}
+
+/// Serves `listener` until `stop`: each connection on a task of its own.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    shared: Arc<Shared>,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) {
+    loop {
+        let (io, _) = tokio::select! {
+            a = listener.accept() => match a {
+                Ok(a) => a,
+                Err(_) => {
+                    // Out of descriptors, say: try again shortly rather than spin.
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            _ = async { let _ = stop.wait_for(|&s| s).await; } => return,
+        };
+        let _ = io.set_nodelay(true);
+        let shared = shared.clone();
+        tokio::spawn(async move {
+            let svc = hyper::service::service_fn(move |req| {
+                let shared = shared.clone();
+                async move { Ok::<_, std::convert::Infallible>(shared.forward(req).await) }
+            });
+            let _ = hyper::server::conn::http1::Builder::new()
+                .timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(Duration::from_secs(30))
+                .serve_connection(hyper_util::rt::TokioIo::new(io), svc)
+                .await;
+        });
+    }
+}

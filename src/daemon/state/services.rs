@@ -1,0 +1,826 @@
+//! Services (`gantry serve up`): each is a set of replica jobs of one task, kept at the count
+//! its autoscaler wants. The state owns what a service is (its file, version, endpoint,
+//! replicas, journaled) and decides (how many replicas, which to retire, which failed); the
+//! endpoint and the probes are IO, done by `daemon::services`, which reports what it measured
+//! (`Measured`) every second.
+
+use super::*;
+use crate::api::services::{ReplicaRow, ServiceRow};
+use crate::daemon::journal::{ReplicaRecord, ServiceRecord};
+use crate::scheduler::autoscale::Autoscaler;
+use crate::spec::service::ServiceSpec;
+use std::collections::{BTreeMap, HashMap};
+
+/// The first port services' endpoints are given (SkyServe's load balancers start here too).
+pub const ENDPOINT_PORTS: std::ops::RangeInclusive<u16> = 30001..=30999;
+/// Ports given to replicas that do not name theirs (`$PORT`).
+pub const REPLICA_PORTS: std::ops::RangeInclusive<u16> = 41001..=48999;
+
+/// What the endpoint and the probes measured of one service, as last reported.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Measured {
+    /// The scale signal's value (requests per second over the window, or the metric's sum).
+    pub load: Option<f64>,
+    pub qps: f64,
+    pub latency_p50_ms: Option<f64>,
+    pub latency_p99_ms: Option<f64>,
+    pub requests: u64,
+    pub failed_requests: u64,
+    /// Replicas whose probe answered 2xx last.
+    pub ready: Vec<JobId>,
+    /// Replicas that failed their probe past its initial delay (or after being ready), with
+    /// the probe's last answer: they are replaced.
+    pub failing: Vec<(JobId, String)>,
+    /// Why a replica is not ready yet (its probe's last answer).
+    pub waiting: Vec<(JobId, String)>,
+    /// The endpoint could not be served (its port taken).
+    pub endpoint_error: Option<String>,
+}
+
+/// `gantry serve up`: a service's file, and what the caller gave over it.
+pub struct ServiceUp {
+    pub submission: Submission,
+    /// The service's name (else the file's `name`, else the file's stem).
+    pub name: Option<String>,
+    /// Where to serve it (`0.0.0.0:8000`); else `127.0.0.1` at the first free port from 30001.
+    pub endpoint: Option<String>,
+}
+
+/// What `serve up` did.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ServiceUpAnswer {
+    pub name: String,
+    pub version: u32,
+    pub endpoint: String,
+    /// Replicas it starts with.
+    pub replicas: u32,
+}
+
+pub(super) struct Service {
+    record: ServiceRecord,
+    /// Its file parsed: each replica's spec is this without `service`.
+    spec: crate::spec::JobSpec,
+    svc: ServiceSpec,
+    class: String,
+    autoscaler: Autoscaler,
+    replicas: Vec<ReplicaRecord>,
+    /// Replicas the service retired (scale-down, update, failed probe): their ends are not
+    /// failures to replace.
+    retiring: std::collections::HashSet<JobId>,
+    measured: Measured,
+    last_decision: Option<String>,
+    /// The number the next replica gets (numbers are not reused while the daemon runs).
+    next_replica: u32,
+}
+
+#[derive(Default)]
+pub(super) struct Services {
+    list: BTreeMap<String, Service>,
+}
+
+/// A service's name: what its replicas' jobs are named after and `gantry service NAME` finds.
+fn check_name(name: &str) -> Result<(), String> {
+    let ok = !name.is_empty()
+        && name.len() <= 63
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        && name.starts_with(|c: char| c.is_ascii_alphanumeric());
+    if ok {
+        Ok(())
+    } else {
+        Err(format!("service name `{name}`: use up to 63 letters, digits, `-` and `_`, starting with a letter or digit"))
+    }
+}
+
+/// The replica's file: the service's, without `service:`, named after it and told its port.
+fn replica_text(text: &[u8], service: &str, replica: u32, port: u16) -> Result<String, String> {
+    use serde_yaml_ng::{Mapping, Value};
+    let text = std::str::from_utf8(text).map_err(|e| format!("the file is not UTF-8: {e}"))?;
+    let mut doc: Value = serde_yaml_ng::from_str(text).map_err(|e| e.to_string())?;
+    let Value::Mapping(m) = &mut doc else {
+        return Err("the file is not a mapping".to_string());
+    };
+    m.remove("service");
+    m.insert(
+        Value::from("name"),
+        Value::from(format!("{service}-{replica}")),
+    );
+    let envs = m
+        .entry(Value::from("envs"))
+        .or_insert_with(|| Value::Mapping(Mapping::new()));
+    if envs.is_null() {
+        *envs = Value::Mapping(Mapping::new());
+    }
+    let Value::Mapping(envs) = envs else {
+        return Err("`envs` is not a mapping".to_string());
+    };
+    envs.insert(Value::from("PORT"), Value::from(port.to_string()));
+    envs.insert(
+        Value::from("SKYPILOT_SERVE_REPLICA_ID"),
+        Value::from(replica.to_string()),
+    );
+    envs.insert(Value::from("GANTRY_SERVICE"), Value::from(service));
+    serde_yaml_ng::to_string(&doc).map_err(|e| e.to_string())
+}
+
+impl State {
+    /// The services the journal holds, with their replicas (at open).
+    pub(super) fn open_services(&mut self) -> Result<(), EngineError> {
+        let records = self.engine.store().services()?;
+        let mut replicas: HashMap<String, Vec<ReplicaRecord>> = HashMap::new();
+        for (name, r) in self.engine.store().replicas()? {
+            replicas.entry(name).or_default().push(r);
+        }
+        for record in records {
+            let reps = replicas.remove(&record.name).unwrap_or_default();
+            match self.service_of(&record, None) {
+                Ok((spec, svc, class)) => {
+                    let mut autoscaler = Autoscaler::new(&svc);
+                    // Carry on at the count it had: a restart is no reason to scale down.
+                    let live = reps.len() as u32;
+                    let next_replica = reps.iter().map(|r| r.replica).max().unwrap_or(0) + 1;
+                    autoscaler.target = live
+                        .saturating_sub(svc.overprovision)
+                        .clamp(svc.min_replicas, svc.max_replicas);
+                    self.services.list.insert(
+                        record.name.clone(),
+                        Service {
+                            record,
+                            spec,
+                            svc,
+                            class,
+                            autoscaler,
+                            replicas: reps,
+                            retiring: Default::default(),
+                            measured: Measured::default(),
+                            last_decision: None,
+                            next_replica,
+                        },
+                    );
+                }
+                Err(why) => self.warn(format!(
+                    "service {}: its file no longer reads ({why}): it is not served; `gantry serve down {}` forgets it",
+                    record.name, record.name
+                )),
+            }
+        }
+        Ok(())
+    }
+
+    /// A record's file parsed, and the class its replicas run in.
+    fn service_of(
+        &self,
+        r: &ServiceRecord,
+        parsed: Option<crate::spec::JobSpec>,
+    ) -> Result<(crate::spec::JobSpec, ServiceSpec, String), String> {
+        let spec = match parsed {
+            Some(p) => p,
+            None => crate::spec::parse(&r.file, &r.spec).map_err(|e| e.to_string())?,
+        };
+        let svc = spec
+            .service
+            .clone()
+            .ok_or_else(|| format!("{}: the file has no `service:` section: a service needs one (its replicas, readiness probe and policy); submit a task with `gantry submit`", r.file))?;
+        let class = r
+            .priority
+            .clone()
+            .or_else(|| spec.priority.clone())
+            .unwrap_or_else(|| {
+                if self.classes.iter().any(|c| c == "serving") {
+                    "serving".to_string()
+                } else {
+                    self.classes.first().cloned().unwrap_or_default()
+                }
+            });
+        Ok((spec, svc, class))
+    }
+
+    /// Starts a service, or rolls it to a new version (its replicas replaced one at a time).
+    pub fn service_up(
+        &mut self,
+        up: ServiceUp,
+        caller: &crate::daemon::auth::Caller,
+    ) -> Result<ServiceUpAnswer, crate::daemon::actor::ApiError> {
+        use crate::daemon::actor::ApiError;
+        let s = &up.submission;
+        // Parsed off the actor's thread by the API; parsed here for in-process callers.
+        let spec = match &s.parsed {
+            Some(p) => p.clone(),
+            None => crate::spec::parse(&s.file, &s.text).map_err(EngineError::Spec)?,
+        };
+        if spec.service.is_none() {
+            return Err(ApiError {
+                field: Some("service".to_string()),
+                ..ApiError::bad_request(format!("{}: the file has no `service:` section: a service needs one (`readiness_probe`, `replicas` or `replica_policy`); a task runs once with `gantry submit`", s.file))
+            });
+        }
+        let name = up
+            .name
+            .clone()
+            .or_else(|| spec.name.clone())
+            .or_else(|| {
+                std::path::Path::new(&s.file)
+                    .file_stem()
+                    .map(|f| f.to_string_lossy().into_owned())
+            })
+            .unwrap_or_default();
+        check_name(&name).map_err(ApiError::bad_request)?;
+        let team = s
+            .team
+            .clone()
+            .or_else(|| spec.team.clone())
+            .or_else(|| s.only_team.clone())
+            .unwrap_or_else(|| "default".to_string());
+        if !caller.may_change(&team) {
+            return Err(ApiError::forbidden(format!(
+                "service {name} would be team {team}'s: a researcher token serves its own team's only"
+            )));
+        }
+        let existing = self.services.list.get(&name);
+        if let Some(e) = existing {
+            if !caller.may_change(&e.record.team) {
+                return Err(ApiError::forbidden(format!(
+                    "service {name} is team {}'s: only its researchers and the operators may update it",
+                    e.record.team
+                )));
+            }
+            if up
+                .endpoint
+                .as_ref()
+                .is_some_and(|a| *a != e.record.endpoint)
+            {
+                return Err(ApiError::new(409, "conflict", format!(
+                    "service {name} is served at {}: an update keeps its endpoint (`gantry serve down {name}` first to move it)",
+                    e.record.endpoint
+                )));
+            }
+        }
+        // The same file again (a retry, a script run twice): nothing changes.
+        if let Some(e) = existing.filter(|e| {
+            e.record.spec == s.text && e.record.priority == s.priority && e.record.team == team
+        }) {
+            return Ok(ServiceUpAnswer {
+                name,
+                version: e.record.version,
+                endpoint: e.record.endpoint.clone(),
+                replicas: e.autoscaler.wanted(&e.svc),
+            });
+        }
+        let endpoint = match (existing, &up.endpoint) {
+            (Some(e), _) => e.record.endpoint.clone(),
+            (None, Some(a)) => {
+                let addr: std::net::SocketAddr = a.parse().map_err(|_| {
+                    ApiError::bad_request(format!(
+                        "endpoint `{a}`: give an address and port (`0.0.0.0:8000`)"
+                    ))
+                })?;
+                if self.services.list.values().any(|o| o.record.endpoint == *a) {
+                    return Err(ApiError::new(
+                        409,
+                        "conflict",
+                        format!("endpoint {a} serves another service"),
+                    ));
+                }
+                addr.to_string()
+            }
+            (None, None) => self.free_endpoint().ok_or_else(|| {
+                ApiError::new(
+                    409,
+                    "conflict",
+                    "no free endpoint port from 30001 to 30999: give one (`--endpoint ADDR:PORT`)",
+                )
+            })?,
+        };
+        let record = ServiceRecord {
+            name: name.clone(),
+            file: s.file.clone(),
+            spec: s.text.clone(),
+            team: team.clone(),
+            user: s.user.clone(),
+            priority: s.priority.clone(),
+            endpoint: endpoint.clone(),
+            version: existing.map_or(1, |e| e.record.version + 1),
+            created_at: self.now,
+        };
+        let (spec, svc, class) = self
+            .service_of(&record, Some(spec))
+            .map_err(ApiError::bad_request)?;
+        // Would a replica be admitted? Asked before anything is kept, so a file no node
+        // can run (or a class the team may not use) is refused here, at its field.
+        let probe = Submission {
+            file: s.file.clone(),
+            text: replica_text(&s.text, &name, 1, svc.port.unwrap_or(1))
+                .map_err(ApiError::bad_request)?
+                .into_bytes(),
+            team: Some(team.clone()),
+            priority: Some(class.clone()),
+            only_team: s.only_team.clone(),
+            parsed: None,
+            idempotency_key: None,
+            user: s.user.clone(),
+        };
+        self.preview(&probe)?;
+        self.engine
+            .store()
+            .save_service(&record)
+            .map_err(EngineError::from)?;
+        let version = record.version;
+        let what = match self.services.list.get_mut(&name) {
+            Some(e) => {
+                e.record = record;
+                e.spec = spec;
+                e.svc = svc;
+                e.class = class;
+                e.autoscaler.respec(&e.svc);
+                format!(
+                    "service {name}: version {version} (its replicas are replaced one at a time)"
+                )
+            }
+            None => {
+                let autoscaler = Autoscaler::new(&svc);
+                self.services.list.insert(
+                    name.clone(),
+                    Service {
+                        record,
+                        spec,
+                        svc,
+                        class,
+                        autoscaler,
+                        replicas: Vec::new(),
+                        retiring: Default::default(),
+                        measured: Measured::default(),
+                        last_decision: None,
+                        next_replica: 1,
+                    },
+                );
+                format!("service {name} up at {endpoint} by {}", caller.name)
+            }
+        };
+        let _ = self.record("service", what);
+        self.reconcile_service(&name);
+        self.snapshot = self.build_snapshot();
+        let wanted = self
+            .services
+            .list
+            .get(&name)
+            .map_or(0, |e| e.autoscaler.wanted(&e.svc));
+        Ok(ServiceUpAnswer {
+            name,
+            version,
+            endpoint,
+            replicas: wanted,
+        })
+    }
+
+    /// Stops a service: its replicas cancelled, its record forgotten.
+    pub fn service_down(
+        &mut self,
+        name: &str,
+        caller: &crate::daemon::auth::Caller,
+    ) -> Result<Vec<JobId>, crate::daemon::actor::ApiError> {
+        use crate::daemon::actor::ApiError;
+        let Some(e) = self.services.list.get(name) else {
+            let known: Vec<&String> = self.services.list.keys().collect();
+            return Err(ApiError::new(
+                404,
+                "not-found",
+                format!(
+                    "no service named {name} (services: {})",
+                    if known.is_empty() {
+                        "none".to_string()
+                    } else {
+                        known
+                            .iter()
+                            .map(|s| s.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    }
+                ),
+            ));
+        };
+        if !caller.may_change(&e.record.team) {
+            return Err(ApiError::forbidden(format!(
+                "service {name} is team {}'s: only its researchers and the operators may stop it",
+                e.record.team
+            )));
+        }
+        let jobs: Vec<JobId> = e.replicas.iter().map(|r| r.job).collect();
+        self.engine
+            .store()
+            .delete_service(name)
+            .map_err(EngineError::from)?;
+        self.services.list.remove(name);
+        let mut cancelled = Vec::new();
+        for id in jobs {
+            if self.engine.job(id).is_some_and(|j| !j.state.is_final())
+                && self.act(id, Action::Cancel, &caller.name).is_ok()
+            {
+                cancelled.push(id);
+            }
+        }
+        let _ = self.record(
+            "service",
+            format!(
+                "service {name} down by {}: {} replica(s) cancelled",
+                caller.name,
+                cancelled.len()
+            ),
+        );
+        self.snapshot = self.build_snapshot();
+        Ok(cancelled)
+    }
+
+    /// What the endpoints and probes measured: the autoscalers decide, replicas that failed
+    /// are replaced, the counts are kept.
+    pub fn service_measured(&mut self, measured: Vec<(String, Measured)>) {
+        for (name, m) in measured {
+            let Some(e) = self.services.list.get_mut(&name) else {
+                continue;
+            };
+            e.measured = m;
+            self.reconcile_service(&name);
+        }
+        self.snapshot = self.build_snapshot();
+    }
+
+    /// Every service's replica count kept (each scheduling cycle).
+    pub(super) fn reconcile_services(&mut self) {
+        let names: Vec<String> = self.services.list.keys().cloned().collect();
+        for name in names {
+            self.reconcile_service(&name);
+        }
+    }
+
+    /// One service: ended replicas forgotten (and replaced), failed ones retired, then as many
+    /// started or retired as its autoscaler wants — a new version one replica at a time.
+    fn reconcile_service(&mut self, name: &str) {
+        // The autoscaler looks at the last load measured at every step: a load that stays
+        // where it is (no new report) still counts toward the delays.
+        let now = self.now;
+        let Some(e) = self.services.list.get_mut(name) else {
+            return;
+        };
+        if let Some(d) = e.autoscaler.observe(&e.svc, e.measured.load, now) {
+            e.last_decision = Some(d.reason.clone());
+            let _ = self.record("service", format!("service {name}: {}", d.reason));
+        }
+        let Some(e) = self.services.list.get(name) else {
+            return;
+        };
+        let version = e.record.version;
+        // Ended replicas.
+        let mut ended = Vec::new();
+        for r in &e.replicas {
+            let state = self.engine.job(r.job).map(|j| j.state);
+            if state.is_none_or(|s| s.is_final()) {
+                ended.push((*r, state));
+            }
+        }
+        for (r, state) in ended {
+            let _ = self.engine.store().drop_replica(r.job);
+            let Some(e) = self.services.list.get_mut(name) else {
+                return;
+            };
+            e.replicas.retain(|x| x.job != r.job);
+            if !e.retiring.remove(&r.job) {
+                let how = state.map_or("ended".to_string(), |s| s.to_string());
+                let _ = self.record(
+                    "service",
+                    format!(
+                        "service {name}: replica {} (job {}) {how}: replaced",
+                        r.replica, r.job
+                    ),
+                );
+            }
+        }
+        // Replicas that failed their probe.
+        let Some(e) = self.services.list.get(name) else {
+            return;
+        };
+        let failing: Vec<(ReplicaRecord, String)> = e
+            .measured
+            .failing
+            .iter()
+            .filter(|(id, _)| !e.retiring.contains(id))
+            .filter_map(|(id, why)| {
+                let r = e.replicas.iter().find(|r| r.job == *id)?;
+                Some((*r, why.clone()))
+            })
+            .collect();
+        for (r, why) in failing {
+            self.retire(
+                name,
+                r,
+                &format!("failed its readiness probe ({why}): replaced"),
+            );
+        }
+        let Some(e) = self.services.list.get(name) else {
+            return;
+        };
+        let wanted = e.autoscaler.wanted(&e.svc) as usize;
+        let ready: std::collections::HashSet<JobId> = e.measured.ready.iter().copied().collect();
+        let live: Vec<ReplicaRecord> = e
+            .replicas
+            .iter()
+            .filter(|r| !e.retiring.contains(&r.job))
+            .copied()
+            .collect();
+        let (new, old): (Vec<ReplicaRecord>, Vec<ReplicaRecord>) =
+            live.iter().partition(|r| r.version == version);
+        let new_unready = new.iter().filter(|r| !ready.contains(&r.job)).count();
+        let mut start = 0usize;
+        let mut retire: Vec<ReplicaRecord> = Vec::new();
+        if old.is_empty() {
+            if live.len() < wanted {
+                start = wanted - live.len();
+            } else if live.len() > wanted {
+                // The ones not ready first (they serve nobody), then the newest.
+                let mut order = live.clone();
+                order.sort_by_key(|r| (ready.contains(&r.job), std::cmp::Reverse(r.replica)));
+                retire.extend(order.into_iter().take(live.len() - wanted));
+            }
+        } else {
+            // A rolling update: one new replica at a time; an old one leaves once the ready
+            // ones can spare it.
+            if new.len() < wanted && new_unready == 0 {
+                start = 1;
+            }
+            let keep_ready = (e.svc.min_replicas.max(1) as usize).min(wanted.max(1));
+            let mut ready_now = live.iter().filter(|r| ready.contains(&r.job)).count();
+            let mut total = live.len();
+            let mut old_order = old.clone();
+            old_order.sort_by_key(|r| (ready.contains(&r.job), r.replica));
+            for r in old_order {
+                let is_ready = ready.contains(&r.job);
+                let surplus = total > wanted || (new.len() >= wanted);
+                if !surplus {
+                    break;
+                }
+                if is_ready && ready_now <= keep_ready {
+                    break;
+                }
+                if is_ready {
+                    ready_now -= 1;
+                }
+                total -= 1;
+                retire.push(r);
+            }
+        }
+        for r in retire {
+            let why = if r.version == version {
+                "retired (scaled down)".to_string()
+            } else {
+                format!("retired (version {} replaced by {version})", r.version)
+            };
+            self.retire(name, r, &why);
+        }
+        for _ in 0..start {
+            if let Err(why) = self.start_replica(name) {
+                let _ = self.record(
+                    "service",
+                    format!("service {name}: a replica could not be submitted: {why}"),
+                );
+                break;
+            }
+        }
+    }
+
+    fn retire(&mut self, name: &str, r: ReplicaRecord, why: &str) {
+        if let Some(e) = self.services.list.get_mut(name) {
+            e.retiring.insert(r.job);
+        }
+        if self.engine.job(r.job).is_some_and(|j| !j.state.is_final()) {
+            let _ = self.act(r.job, Action::Cancel, &format!("service {name}"));
+        }
+        let _ = self.record(
+            "service",
+            format!(
+                "service {name}: replica {} (job {}) {why}",
+                r.replica, r.job
+            ),
+        );
+    }
+
+    /// Submits the next replica of service `name`.
+    fn start_replica(&mut self, name: &str) -> Result<JobId, String> {
+        let port = {
+            let e = self.services.list.get(name).ok_or("no such service")?;
+            e.svc.port
+        };
+        let port = match port {
+            Some(p) => p,
+            None => self.free_replica_port().ok_or(
+                "no free replica port from 41001 to 48999: give the service a fixed `ports`",
+            )?,
+        };
+        let e = self.services.list.get(name).ok_or("no such service")?;
+        let replica = e.next_replica;
+        let text = replica_text(&e.record.spec, name, replica, port)?;
+        let sub = Submission {
+            file: e.record.file.clone(),
+            text: text.into_bytes(),
+            team: Some(e.record.team.clone()),
+            priority: Some(e.class.clone()),
+            only_team: None,
+            parsed: None,
+            idempotency_key: None,
+            user: e.record.user.clone(),
+        };
+        let version = e.record.version;
+        let id = self
+            .submit(&[sub])
+            .pop()
+            .ok_or("no answer")?
+            .map_err(|e| e.to_string())?;
+        let r = ReplicaRecord {
+            job: id,
+            replica,
+            port,
+            version,
+        };
+        self.engine
+            .store()
+            .add_replica(name, &r)
+            .map_err(|e| e.to_string())?;
+        if let Some(e) = self.services.list.get_mut(name) {
+            e.replicas.push(r);
+            e.next_replica = replica + 1;
+        }
+        Ok(id)
+    }
+
+    fn free_endpoint(&self) -> Option<String> {
+        let taken: std::collections::HashSet<&str> = self
+            .services
+            .list
+            .values()
+            .map(|e| e.record.endpoint.as_str())
+            .collect();
+        ENDPOINT_PORTS
+            .map(|p| format!("127.0.0.1:{p}"))
+            .find(|a| !taken.contains(a.as_str()) && std::net::TcpListener::bind(a).is_ok())
+    }
+
+    /// A port no live replica of any service has, and free on this host (where replicas of a
+    /// local pool listen).
+    fn free_replica_port(&self) -> Option<u16> {
+        let taken: std::collections::HashSet<u16> = self
+            .services
+            .list
+            .values()
+            .flat_map(|e| e.replicas.iter().map(|r| r.port))
+            .collect();
+        REPLICA_PORTS
+            .into_iter()
+            .find(|p| !taken.contains(p) && std::net::TcpListener::bind(("127.0.0.1", *p)).is_ok())
+    }
+
+    /// Where a running replica serves: its first node's address and its port.
+    fn replica_address(&self, r: &ReplicaRecord) -> Option<String> {
+        let run = self.hosts.runs.get(&r.job)?;
+        let part = run.parts.first()?;
+        matches!(part.state, hosts::PartState::Running).then(|| {
+            // What the backend reaches the host by (this host is 127.0.0.1, an SSH host its
+            // destination), as the daemon connects from where the backend runs.
+            let host = self
+                .hosts
+                .at
+                .get(&part.node)
+                .map(|&(pool, host)| self.hosts.runners[pool].address(host))
+                .filter(|a| !a.is_empty())
+                .unwrap_or_else(|| self.host_address(part.node));
+            if host.contains(':') {
+                format!("[{host}]:{}", r.port)
+            } else {
+                format!("{host}:{}", r.port)
+            }
+        })
+    }
+
+    /// The services as the snapshot shows them; `jobs` are the snapshot's rows.
+    pub(super) fn service_rows(&self, jobs: &[JobRow]) -> Vec<ServiceRow> {
+        if self.services.list.is_empty() {
+            return Vec::new();
+        }
+        let rows: HashMap<i64, &JobRow> = jobs.iter().map(|j| (j.id, j)).collect();
+        self.services
+            .list
+            .values()
+            .map(|e| {
+                let ready: std::collections::HashSet<JobId> =
+                    e.measured.ready.iter().copied().collect();
+                let why: HashMap<JobId, &String> = e
+                    .measured
+                    .waiting
+                    .iter()
+                    .chain(&e.measured.failing)
+                    .map(|(j, w)| (*j, w))
+                    .collect();
+                let mut gpus = 0.0;
+                let mut dollars = 0.0;
+                let replicas: Vec<ReplicaRow> = e
+                    .replicas
+                    .iter()
+                    .map(|r| {
+                        let job = self.engine.job(r.job);
+                        let state = job.map_or("ended".to_string(), |j| j.state.to_string());
+                        if let Some(j) = job.filter(|j| j.placement.is_some()) {
+                            gpus += j.shape().total_gpu_milli() as f64 / 1000.0;
+                        }
+                        if let Some(row) = rows.get(&r.job) {
+                            dollars += row.dollars_per_hour;
+                        }
+                        let is_ready = ready.contains(&r.job);
+                        let detail = if e.retiring.contains(&r.job) {
+                            "retiring".to_string()
+                        } else if is_ready {
+                            "ready".to_string()
+                        } else if let Some(w) = why.get(&r.job) {
+                            (*w).clone()
+                        } else if state == "running" {
+                            "starting".to_string()
+                        } else {
+                            rows.get(&r.job)
+                                .map_or(String::new(), |row| row.detail.clone())
+                        };
+                        ReplicaRow {
+                            replica: r.replica,
+                            job: r.job,
+                            version: r.version,
+                            state,
+                            ready: is_ready,
+                            address: self.replica_address(r),
+                            detail,
+                            started_s: job.and_then(|j| j.started_at),
+                        }
+                    })
+                    .collect();
+                let ready_n = replicas.iter().filter(|r| r.ready).count() as u32;
+                let live = replicas
+                    .iter()
+                    .filter(|r| !e.retiring.contains(&r.job))
+                    .count() as u32;
+                let wanted = e.autoscaler.wanted(&e.svc);
+                let status = match (&e.measured.endpoint_error, ready_n, wanted) {
+                    (Some(err), _, _) => format!("endpoint failed: {err}"),
+                    (None, 0, 0) => "no replica".to_string(),
+                    (None, 0, _) => "starting".to_string(),
+                    _ => "ready".to_string(),
+                };
+                ServiceRow {
+                    name: e.record.name.clone(),
+                    team: e.record.team.clone(),
+                    class: e.class.clone(),
+                    version: e.record.version,
+                    endpoint: e.record.endpoint.clone(),
+                    status,
+                    wanted,
+                    ready: ready_n,
+                    live,
+                    load: e.measured.load,
+                    qps: e.measured.qps,
+                    latency_p50_ms: e.measured.latency_p50_ms,
+                    latency_p99_ms: e.measured.latency_p99_ms,
+                    requests: e.measured.requests,
+                    failed_requests: e.measured.failed_requests,
+                    gpus,
+                    dollars_per_hour: dollars,
+                    last_decision: e.last_decision.clone(),
+                    replicas,
+                    spec: e.svc.clone(),
+                }
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_replicas_file_drops_the_service_and_says_its_port() {
+        let text = b"name: web\nservice:\n  readiness_probe: /\n  replicas: 2\nenvs:\n  A: b\nrun: python3 -m http.server $PORT\n";
+        let t = replica_text(text, "web", 3, 41007).unwrap();
+        let spec = crate::spec::parse("r.yaml", t.as_bytes()).unwrap();
+        assert!(spec.service.is_none());
+        assert_eq!(spec.name.as_deref(), Some("web-3"));
+        assert_eq!(spec.envs.get("PORT").map(String::as_str), Some("41007"));
+        assert_eq!(spec.envs.get("A").map(String::as_str), Some("b"));
+        assert_eq!(
+            spec.envs
+                .get("SKYPILOT_SERVE_REPLICA_ID")
+                .map(String::as_str),
+            Some("3")
+        );
+    }
+
+    #[test]
+    fn names_are_checked() {
+        assert!(check_name("llama-70b_v2").is_ok());
+        assert!(check_name("-x").is_err());
+        assert!(check_name("a b").is_err());
+        assert!(check_name("").is_err());
+    }
+}

@@ -1,0 +1,341 @@
+//! Services end to end, with the real binary: replicas are real HTTP servers (Python's
+//! `http.server`) run by a local pool, traffic comes from a bounded load generator through the
+//! service's endpoint. Load rises → replicas are added after the upscale delay and every
+//! request is answered; load stops → they are retired after the downscale delay; a replica
+//! killed → it leaves the rotation and is replaced; a serving scale-up on a full host preempts
+//! a training job, which requeues and resumes from its checkpoint; a bad `service:` section is
+//! refused at its line.
+
+#[path = "common/daemon.rs"]
+mod daemon;
+
+use daemon::{cli, events, free_port, json, start_in, temp_dir, wait_for, Daemon};
+use serde_json::Value;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+fn fleet(dir: &Path) -> String {
+    let f = dir.join("fleet.toml");
+    std::fs::write(&f, daemon::LOCAL_FLEET).unwrap();
+    f.display().to_string()
+}
+
+fn service(d: &Daemon, name: &str) -> Value {
+    json(d, &["service", name])
+}
+
+/// One GET through the endpoint: its status code, or why there was none.
+fn get(addr: &str, path: &str) -> Result<u16, String> {
+    let mut s = TcpStream::connect(addr).map_err(|e| e.to_string())?;
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .map_err(|e| e.to_string())?;
+    let mut out = String::new();
+    s.read_to_string(&mut out).map_err(|e| e.to_string())?;
+    out.split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .ok_or_else(|| format!("no status line in {out:?}"))
+}
+
+/// Requests at `rate` per second until `stop`, each on its own thread (bounded: at most
+/// 64 in flight); (answered 200, anything else).
+struct Load {
+    ok: Arc<AtomicU64>,
+    failed: Arc<AtomicU64>,
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Load {
+    fn start(addr: &str, rate: f64) -> Load {
+        let (ok, failed, stop) = (
+            Arc::new(AtomicU64::new(0)),
+            Arc::new(AtomicU64::new(0)),
+            Arc::new(AtomicBool::new(false)),
+        );
+        let (o, f, s, addr) = (ok.clone(), failed.clone(), stop.clone(), addr.to_string());
+        let thread = std::thread::spawn(move || {
+            let t0 = Instant::now();
+            let in_flight = Arc::new(AtomicU64::new(0));
+            let mut n = 0u64;
+            let mut workers = Vec::new();
+            while !s.load(Ordering::Relaxed) {
+                if in_flight.load(Ordering::Relaxed) < 64 {
+                    let (o, f, addr, in_flight) =
+                        (o.clone(), f.clone(), addr.clone(), in_flight.clone());
+                    in_flight.fetch_add(1, Ordering::Relaxed);
+                    workers.push(std::thread::spawn(move || {
+                        match get(&addr, "/") {
+                            Ok(200) => o.fetch_add(1, Ordering::Relaxed),
+                            _ => f.fetch_add(1, Ordering::Relaxed),
+                        };
+                        in_flight.fetch_sub(1, Ordering::Relaxed);
+                    }));
+                }
+                n += 1;
+                let next = t0 + Duration::from_secs_f64(n as f64 / rate);
+                std::thread::sleep(next.saturating_duration_since(Instant::now()));
+            }
+            for w in workers {
+                let _ = w.join();
+            }
+        });
+        Load {
+            ok,
+            failed,
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    fn stop(mut self) -> (u64, u64) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        (
+            self.ok.load(Ordering::Relaxed),
+            self.failed.load(Ordering::Relaxed),
+        )
+    }
+}
+
+fn ready(s: &Value) -> u64 {
+    s["ready"].as_u64().unwrap_or(0)
+}
+
+/// The process listening on `port` (the replica's server), by `ss`.
+fn listener_pid(port: u16) -> Option<i32> {
+    let out = Command::new("ss").args(["-ltnpH"]).output().ok()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text.lines().find(|l| l.contains(&format!(":{port} ")))?;
+    let pid = line.split("pid=").nth(1)?.split(',').next()?;
+    pid.parse().ok()
+}
+
+const WEB: &str = r#"name: web
+team: a
+resources:
+  cpus: 1
+  memory: 1
+service:
+  readiness_probe:
+    path: /
+    initial_delay_seconds: 60
+    timeout_seconds: 2
+    endpoint_probe_interval_seconds: 1
+  replica_policy:
+    min_replicas: 1
+    max_replicas: 3
+    target_qps_per_replica: 5
+    upscale_delay_seconds: 1
+    downscale_delay_seconds: 3
+    qps_window_seconds: 3
+run: exec python3 -m http.server $PORT --bind 127.0.0.1
+"#;
+
+#[test]
+fn a_service_scales_with_its_traffic_and_replaces_a_killed_replica() {
+    let dir = temp_dir("svc-scale");
+    let f = fleet(&dir);
+    let d = start_in(dir.clone(), &["--config", &f]);
+    let file = dir.join("web.yaml");
+    std::fs::write(&file, WEB).unwrap();
+    let endpoint = format!("127.0.0.1:{}", free_port());
+    let up = json(
+        &d,
+        &[
+            "serve",
+            "up",
+            file.to_str().unwrap(),
+            "--endpoint",
+            &endpoint,
+        ],
+    );
+    assert_eq!(up["name"], "web");
+    assert_eq!(up["version"], 1);
+    assert_eq!(up["endpoint"].as_str(), Some(endpoint.as_str()));
+    wait_for(&d, 60, "the first replica ready", || {
+        ready(&service(&d, "web")) == 1
+    });
+    assert_eq!(get(&endpoint, "/"), Ok(200));
+    let s = service(&d, "web");
+    assert_eq!(s["class"], "serving");
+    assert_eq!(s["replicas"][0]["state"], "running");
+
+    // 20 requests per second against 5 per replica: the autoscaler wants 3 (its maximum).
+    let load = Load::start(&endpoint, 20.0);
+    wait_for(&d, 60, "three replicas ready under load", || {
+        ready(&service(&d, "web")) == 3
+    });
+    std::thread::sleep(Duration::from_secs(2));
+    let (ok, failed) = load.stop();
+    assert!(ok > 40, "only {ok} requests answered");
+    assert_eq!(
+        failed, 0,
+        "{failed} requests failed while the service scaled up"
+    );
+    let ev = events(&d);
+    let up = ev
+        .iter()
+        .find(|e| e.contains("service web: qps") && e.contains("+"))
+        .unwrap_or_else(|| panic!("no scale-up event in {ev:#?}"));
+    assert!(up.contains("> 1 × 5 for"), "{up}");
+    let s = service(&d, "web");
+    assert!(s["requests"].as_u64().unwrap() >= 40, "{s}");
+    assert!(s["latency_p99_ms"].as_f64().is_some(), "{s}");
+    // The table shows it too.
+    let table = cli(&d, &["services"]);
+    assert!(
+        table.contains("web") && table.contains(&endpoint),
+        "{table}"
+    );
+
+    // No traffic: back to one replica after the window and the downscale delay.
+    wait_for(&d, 60, "the service back at one replica", || {
+        let s = service(&d, "web");
+        s["wanted"] == 1 && s["live"] == 1
+    });
+    assert!(
+        events(&d)
+            .iter()
+            .any(|e| e.contains("service web: qps 0.0 ≤") && e.contains("−2 replicas (3 → 1)")),
+        "{:#?}",
+        events(&d)
+    );
+
+    // The replica killed: out of rotation at once, replaced by a new one.
+    let s = service(&d, "web");
+    let victim = &s["replicas"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["detail"] != "retiring")
+        .cloned()
+        .unwrap();
+    let port: u16 = victim["address"]
+        .as_str()
+        .unwrap()
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let pid = listener_pid(port).expect("the replica's server listens");
+    unsafe { libc::kill(pid, libc::SIGKILL) };
+    let old = victim["replica"].as_u64().unwrap();
+    wait_for(
+        &d,
+        60,
+        "a new replica ready in the killed one's place",
+        || {
+            let s = service(&d, "web");
+            ready(&s) == 1
+                && s["replicas"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|r| r["ready"] == true && r["replica"].as_u64().unwrap() > old)
+        },
+    );
+    assert!(
+        events(&d)
+            .iter()
+            .any(|e| e.contains(&format!("service web: replica {old} ")) && e.contains("replaced")),
+        "{:#?}",
+        events(&d)
+    );
+    assert_eq!(get(&endpoint, "/"), Ok(200));
+
+    // The same file again changes nothing; down cancels the replicas and closes the endpoint.
+    let again = json(&d, &["serve", "up", file.to_str().unwrap()]);
+    assert_eq!(again["version"], 1);
+    let down = json(&d, &["serve", "down", "web"]);
+    assert_eq!(down["cancelled"].as_array().map(Vec::len), Some(1));
+    wait_for(&d, 20, "the endpoint closed", || {
+        TcpStream::connect(&endpoint).is_err()
+    });
+    assert_eq!(json(&d, &["services"]), serde_json::json!([]));
+}
+
+#[test]
+fn a_bad_service_section_is_refused_at_its_line() {
+    let dir = temp_dir("svc-bad");
+    let f = fleet(&dir);
+    let d = start_in(dir.clone(), &["--config", &f]);
+    let cases = [
+        (
+            "run: x\nservice:\n  readiness_probe: /\n  replica_policy:\n    min_replicas: 3\n    max_replicas: 2\n    target_qps_per_replica: 1\n",
+            "bad.yaml:6:5: `service.replica_policy.max_replicas`: 2 is below `min_replicas` (3)",
+        ),
+        (
+            "run: x\nservice:\n  readiness_probe: health\n",
+            "bad.yaml:3:3: `service.readiness_probe`: `health`: the path starts with a slash (/)",
+        ),
+        (
+            "run: x\nservice:\n  replicas: 2\n  replica_policy:\n    min_replicas: 1\n",
+            "bad.yaml:3:3: `service.replicas`: give either `replicas` (a fixed count) or `replica_policy`, not both",
+        ),
+        (
+            "run: x\nservice:\n  replica_policy:\n    min_replicas: 1\n    max_replicas: 4\n",
+            "bad.yaml:5:5: `service.replica_policy.max_replicas`: 4 differs from `min_replicas` (1) while nothing scales them",
+        ),
+        (
+            "run: x\nservice:\n  load_balancing_policy: random\n",
+            "bad.yaml:3:3: `service.load_balancing_policy`: `random`: allowed values are round_robin, least_load and instance_aware_least_load",
+        ),
+        (
+            "run: x\nservice:\n  replica_policy:\n    min_replicas: 1\n    max_replica: 2\n",
+            "bad.yaml:5:5: unknown field `service.replica_policy.max_replica`; did you mean `max_replicas`?",
+        ),
+    ];
+    let file = dir.join("bad.yaml");
+    for (text, want) in cases {
+        std::fs::write(&file, text).unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_gantry"))
+            .current_dir(&dir)
+            .arg("--connect")
+            .arg(&d.socket)
+            .args(["serve", "up", "bad.yaml"])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{text}: {err}");
+        assert!(err.contains(want), "{text}\nwanted: {want}\ngot: {err}");
+    }
+    // A service's file is not a job: `submit` says how to start it.
+    std::fs::write(&file, WEB).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_gantry"))
+        .current_dir(&dir)
+        .arg("--connect")
+        .arg(&d.socket)
+        .args(["submit", "bad.yaml"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("bad.yaml:6:1: `service`: the file is a service (it has `service:`): start it with `gantry serve up FILE`"),
+        "{err}"
+    );
+    // A task file is not a service.
+    std::fs::write(&file, "run: x\n").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_gantry"))
+        .current_dir(&dir)
+        .arg("--connect")
+        .arg(&d.socket)
+        .args(["serve", "up", "bad.yaml"])
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&out.stderr).contains("the file has no `service:` section"));
+    assert_eq!(json(&d, &["services"]), serde_json::json!([]));
+}

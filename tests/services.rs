@@ -203,7 +203,7 @@ fn a_service_scales_with_its_traffic_and_replaces_a_killed_replica() {
     // No traffic: back to one replica after the window and the downscale delay.
     wait_for(&d, 60, "the service back at one replica", || {
         let s = service(&d, "web");
-        s["wanted"] == 1 && s["live"] == 1
+        s["wanted"] == 1 && s["live"] == 1 && s["replicas"].as_array().map(Vec::len) == Some(1)
     });
     assert!(
         events(&d)
@@ -254,13 +254,20 @@ fn a_service_scales_with_its_traffic_and_replaces_a_killed_replica() {
         "{:#?}",
         events(&d)
     );
-    assert_eq!(get(&endpoint, "/"), Ok(200));
+    let (code, text) = body(&endpoint, "/").unwrap();
+    assert_eq!(code, 200, "{text}");
 
     // The same file again changes nothing; down cancels the replicas and closes the endpoint.
     let again = json(&d, &["serve", "up", file.to_str().unwrap()]);
     assert_eq!(again["version"], 1);
+    let before = service(&d, "web");
     let down = json(&d, &["serve", "down", "web"]);
-    assert_eq!(down["cancelled"].as_array().map(Vec::len), Some(1));
+    assert_eq!(
+        down["cancelled"].as_array().map(Vec::len),
+        Some(1),
+        "{before:#}\n{:#?}",
+        events(&d)
+    );
     wait_for(&d, 20, "the endpoint closed", || {
         TcpStream::connect(&endpoint).is_err()
     });
@@ -338,4 +345,252 @@ fn a_bad_service_section_is_refused_at_its_line() {
         .unwrap();
     assert!(String::from_utf8_lossy(&out.stderr).contains("the file has no `service:` section"));
     assert_eq!(json(&d, &["services"]), serde_json::json!([]));
+}
+
+#[test]
+fn a_serving_replica_on_a_full_host_preempts_training_which_resumes_from_its_checkpoint() {
+    let dir = temp_dir("svc-preempt");
+    // One GPU (declared: no NVML here), a serving team with it guaranteed and a training team
+    // using it while it is idle; preemption at once (`min_runtime = "0s"`).
+    let f = dir.join("fleet.toml");
+    std::fs::write(
+        &f,
+        r#"
+[[teams]]
+name = "a"
+guaranteed = 1
+
+[[teams]]
+name = "b"
+
+[[pools]]
+provider = "local"
+region = "here"
+zone = "here"
+name = "host"
+instance_type = "this machine"
+gpu = "H100"
+gpus_per_node = 1
+vram_gb = 80
+cpus = 8
+memory_gb = 16
+capacity = "reserved"
+price_per_hour = 0.5
+nodes = 1
+
+[scheduler]
+min_runtime = "0s"
+"#,
+    )
+    .unwrap();
+    let d = start_in(dir.clone(), &["--config", f.to_str().unwrap()]);
+    let ckpt = dir.join("ckpt");
+    let train = format!(
+        r#"name: train
+team: b
+priority: experiment
+resources:
+  accelerators: H100:1
+  cpus: 1
+checkpoint: {{grace: 10s}}
+run: |
+  step=0
+  if [ -f {ckpt} ]; then step=$(cat {ckpt}); echo "resumed from step $step"; fi
+  trap 'echo $step > {ckpt}; echo "checkpoint at step $step"; exit 0' TERM
+  while true; do step=$((step+1)); sleep 0.1; done
+"#,
+        ckpt = ckpt.display()
+    );
+    let tf = dir.join("train.yaml");
+    std::fs::write(&tf, train).unwrap();
+    let out = cli(&d, &["submit", tf.to_str().unwrap()]);
+    let id: i64 = out.trim().rsplit(' ').next().unwrap().parse().unwrap();
+    wait_for(&d, 30, "training running", || {
+        daemon::state(&d, id) == "running"
+    });
+    std::thread::sleep(Duration::from_secs(1));
+
+    let port = free_port();
+    let web = WEB
+        .replace("  cpus: 1\n", "  accelerators: H100:1\n  cpus: 1\n")
+        .replace("team: a\n", "team: a\n")
+        .replace("service:\n", &format!("service:\n  ports: {port}\n"));
+    let wf = dir.join("web.yaml");
+    std::fs::write(&wf, web).unwrap();
+    let endpoint = format!("127.0.0.1:{}", free_port());
+    json(
+        &d,
+        &["serve", "up", wf.to_str().unwrap(), "--endpoint", &endpoint],
+    );
+    wait_for(
+        &d,
+        60,
+        "the replica ready on the training job's GPU",
+        || ready(&service(&d, "web")) == 1,
+    );
+    assert_eq!(get(&endpoint, "/"), Ok(200));
+    let ev = events(&d);
+    assert!(
+        ev.iter()
+            .any(|e| e.contains(&format!("job {id} running → preempting: preempted for job"))),
+        "{ev:#?}"
+    );
+    assert!(
+        ev.iter()
+            .any(|e| e.contains(&format!("job {id} preempting → pending"))
+                && e.contains("requeued from its checkpoint")),
+        "{ev:#?}"
+    );
+    assert!(daemon::log_text(&d, id).contains("checkpoint at step"));
+    let step: u64 = std::fs::read_to_string(&ckpt)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(step > 0);
+
+    // The service gives the GPU back: training resumes where it stopped.
+    json(&d, &["serve", "down", "web"]);
+    wait_for(&d, 60, "training running again", || {
+        daemon::state(&d, id) == "running"
+    });
+    wait_for(&d, 30, "training resumed from its checkpoint", || {
+        daemon::log_text(&d, id).contains(&format!("resumed from step {step}"))
+    });
+}
+
+/// A replica's server: answers `GET /` with `$VERSION`, and `/metrics` with a gauge
+/// `waiting` of `$WAITING` (vLLM's `vllm:num_requests_waiting` stands for it).
+const SERVER: &str = r##"
+import http.server, os
+class H(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def do_GET(self):
+        if self.path == "/metrics":
+            b = ("# TYPE waiting gauge\nwaiting{model=\"m\"} %s\n" % os.environ.get("WAITING", "0")).encode()
+        else:
+            b = os.environ.get("VERSION", "").encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(b)))
+        self.end_headers()
+        self.wfile.write(b)
+    def log_message(self, *a):
+        pass
+http.server.ThreadingHTTPServer(("127.0.0.1", int(os.environ["PORT"])), H).serve_forever()
+"##;
+
+/// One GET: status and body.
+fn body(addr: &str, path: &str) -> Result<(u16, String), String> {
+    let mut s = TcpStream::connect(addr).map_err(|e| e.to_string())?;
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .map_err(|e| e.to_string())?;
+    let mut out = String::new();
+    s.read_to_string(&mut out).map_err(|e| e.to_string())?;
+    let code = out
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .ok_or_else(|| format!("no status line in {out:?}"))?;
+    let text = out.split("\r\n\r\n").nth(1).unwrap_or("").to_string();
+    Ok((code, text))
+}
+
+fn versioned(server: &Path, version: &str, policy: &str) -> String {
+    format!(
+        "name: api\nteam: a\nresources:\n  cpus: 1\nenvs:\n  VERSION: {version}\n  WAITING: '3'\nservice:\n  readiness_probe:\n    path: /\n    initial_delay_seconds: 60\n    endpoint_probe_interval_seconds: 1\n{policy}run: exec python3 {}\n",
+        server.display()
+    )
+}
+
+#[test]
+fn a_new_version_replaces_replicas_one_at_a_time_while_requests_keep_succeeding() {
+    let dir = temp_dir("svc-roll");
+    let f = fleet(&dir);
+    let d = start_in(dir.clone(), &["--config", &f]);
+    let server = dir.join("server.py");
+    std::fs::write(&server, SERVER).unwrap();
+    let file = dir.join("api.yaml");
+    let fixed = "  replicas: 2\n";
+    std::fs::write(&file, versioned(&server, "v1", fixed)).unwrap();
+    let endpoint = format!("127.0.0.1:{}", free_port());
+    json(
+        &d,
+        &[
+            "serve",
+            "up",
+            file.to_str().unwrap(),
+            "--endpoint",
+            &endpoint,
+        ],
+    );
+    wait_for(&d, 60, "two v1 replicas ready", || {
+        ready(&service(&d, "api")) == 2
+    });
+    assert_eq!(body(&endpoint, "/"), Ok((200, "v1".to_string())));
+
+    let load = Load::start(&endpoint, 25.0);
+    std::fs::write(&file, versioned(&server, "v2", fixed)).unwrap();
+    let up = json(&d, &["serve", "up", file.to_str().unwrap()]);
+    assert_eq!(up["version"], 2);
+    let mut least_ready = u64::MAX;
+    wait_for(&d, 90, "both replicas on v2", || {
+        let s = service(&d, "api");
+        least_ready = least_ready.min(ready(&s));
+        let reps = s["replicas"].as_array().unwrap();
+        ready(&s) == 2 && reps.len() == 2 && reps.iter().all(|r| r["version"] == 2)
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    let (ok, failed) = load.stop();
+    assert_eq!(
+        failed,
+        0,
+        "{failed} of {} requests failed during the update",
+        ok + failed
+    );
+    assert!(least_ready >= 1, "the update left no replica ready");
+    assert_eq!(body(&endpoint, "/"), Ok((200, "v2".to_string())));
+    let ev = events(&d);
+    let retired: Vec<&String> = ev
+        .iter()
+        .filter(|e| e.contains("retired (version 1 replaced by 2)"))
+        .collect();
+    assert_eq!(retired.len(), 2, "{ev:#?}");
+}
+
+#[test]
+fn a_service_scales_on_a_metric_its_replicas_expose() {
+    let dir = temp_dir("svc-metric");
+    let f = fleet(&dir);
+    let d = start_in(dir.clone(), &["--config", &f]);
+    let server = dir.join("server.py");
+    std::fs::write(&server, SERVER).unwrap();
+    let file = dir.join("api.yaml");
+    // Each replica says 3 requests wait; one replica per waiting request, at most 2.
+    let policy = "  replica_policy:\n    min_replicas: 1\n    max_replicas: 2\n    target_metric:\n      name: waiting\n      per_replica: 1\n    upscale_delay_seconds: 1\n    downscale_delay_seconds: 600\n";
+    std::fs::write(&file, versioned(&server, "v1", policy)).unwrap();
+    let endpoint = format!("127.0.0.1:{}", free_port());
+    json(
+        &d,
+        &[
+            "serve",
+            "up",
+            file.to_str().unwrap(),
+            "--endpoint",
+            &endpoint,
+        ],
+    );
+    wait_for(&d, 60, "two replicas from the metric, each read", || {
+        let s = service(&d, "api");
+        ready(&s) == 2 && s["load"].as_f64() == Some(6.0)
+    });
+    let ev = events(&d);
+    assert!(
+        ev.iter()
+            .any(|e| e.contains("service api: waiting 3.0 > 1 × 1 for") && e.contains("(1 → 2)")),
+        "{ev:#?}"
+    );
 }

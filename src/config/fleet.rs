@@ -71,6 +71,27 @@ pub struct FleetConfig {
     /// How long hosts keep the logs of jobs that ended.
     #[serde(default)]
     pub logs: LogSettings,
+    /// The scheduler's own settings.
+    #[serde(default)]
+    pub scheduler: SchedulerSettings,
+}
+
+/// `[scheduler]`: `min_runtime` is how long a job runs before a higher class may preempt it
+/// (default 5m: no churn of jobs that just started; a fleet whose serving must take GPUs at
+/// once sets less, down to `0s`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SchedulerSettings {
+    pub min_runtime: Option<String>,
+}
+
+impl SchedulerSettings {
+    /// `min_runtime` in seconds (checked at load).
+    pub fn min_runtime_s(&self) -> Option<f64> {
+        self.min_runtime
+            .as_deref()
+            .and_then(crate::spec::parse_duration)
+    }
 }
 
 /// `[logs]`: each host (this one, SSH and cloud hosts) keeps an ended job's logs for

@@ -197,6 +197,23 @@ pub(super) fn validate(file: &str, text: &str, cfg: &FleetConfig) -> Result<(), 
             r.idle_window
         )));
     }
+    if let Some(m) = &cfg.scheduler.min_runtime {
+        if crate::spec::parse_duration(m).is_none_or(|s| s > 86400.0) {
+            let table = text.find("[scheduler]").unwrap_or(0);
+            let key = text[table..]
+                .find("min_runtime")
+                .map_or(table, |k| table + k);
+            let (line, col) = position(text, key);
+            return Err(ConfigError {
+                file: file.to_string(),
+                line,
+                col,
+                message: format!(
+                    "scheduler: min_runtime `{m}` must be a duration from 0s to 1d, e.g. 5m"
+                ),
+            });
+        }
+    }
     if let Err(message) = cfg.calendar.zone() {
         let table = text.find("[calendar]").unwrap_or(0);
         let key = text[table..].find("time_zone").map_or(table, |k| table + k);

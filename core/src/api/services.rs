@@ -58,6 +58,9 @@ pub struct ReplicaRow {
     pub ready: bool,
     /// Where it serves (`host:port`), once it runs.
     pub address: Option<String>,
+    /// Taken out (scaled down, replaced): no new requests go to it.
+    #[serde(default)]
+    pub retiring: bool,
     /// Why it is not ready (the probe's last failure), or since when it is.
     pub detail: String,
     /// When its run started (daemon time): its probe's initial delay counts from here.

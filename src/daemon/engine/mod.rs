@@ -271,6 +271,11 @@ impl Engine {
     }
 
     /// How many finished jobs stay in memory (the rest are read from the journal).
+    /// How long a job runs before a higher class may preempt it (`[scheduler] min_runtime`).
+    pub fn set_min_runtime(&mut self, s: f64) {
+        self.config.min_runtime_s = s.max(0.0);
+    }
+
     pub fn set_history_kept(&mut self, n: usize) {
         self.history_kept = n;
         self.forget_old();

@@ -218,6 +218,7 @@ pub async fn run(handle: Handle, mut stop: watch::Receiver<bool>) {
             let backends: Vec<Backend> = s
                 .replicas
                 .iter()
+                .filter(|r| !r.retiring)
                 .filter_map(|r| {
                     let w = watches.get(&r.job).filter(|w| w.ready)?;
                     Some(Backend {
@@ -301,6 +302,9 @@ fn measure(s: &ServiceRow, e: &Endpoint, watches: &HashMap<i64, Watch>, now: f64
         let Some(w) = watches.get(&r.job) else {
             continue;
         };
+        if w.in_flight.load(std::sync::atomic::Ordering::Relaxed) > 0 {
+            m.busy.push(r.job);
+        }
         if w.ready {
             m.ready.push(r.job);
             if let Some(v) = w.metric {

@@ -169,13 +169,25 @@ impl Shared {
             }
         };
         let timeout = *self.timeout.read().unwrap_or_else(|e| e.into_inner());
-        let mut tried = Vec::new();
+        // Replicas that refused a connection (not tried again), and tries made.
+        let mut refused = Vec::new();
+        let mut tries = 0;
         let mut last = String::new();
-        while tried.len() < TRIES {
-            let Some(b) = self.pick(&tried) else {
+        // A request that may be repeated (RFC 9110's idempotent methods) is sent again after a
+        // connection that broke mid-way too (a kept-alive one the replica had just closed).
+        let repeatable = matches!(
+            parts.method,
+            hyper::Method::GET
+                | hyper::Method::HEAD
+                | hyper::Method::OPTIONS
+                | hyper::Method::PUT
+                | hyper::Method::DELETE
+        );
+        while tries < TRIES {
+            let Some(b) = self.pick(&refused) else {
                 break;
             };
-            tried.push(b.job);
+            tries += 1;
             let req = match to_replica(&parts, body.clone(), &b.addr) {
                 Ok(r) => r,
                 Err(e) => {
@@ -183,9 +195,12 @@ impl Shared {
                     return plain(StatusCode::BAD_REQUEST, format!("gantry: {e}\n"));
                 }
             };
-            b.in_flight.fetch_add(1, Ordering::Relaxed);
-            let answer = tokio::time::timeout(timeout, self.client.request(req)).await;
-            b.in_flight.fetch_sub(1, Ordering::Relaxed);
+            let answer = {
+                // Counted while it waits, also when the client goes away mid-request (the
+                // future is dropped): a drained replica is not held up by a count that leaked.
+                let _in_flight = InFlight::new(&b.in_flight);
+                tokio::time::timeout(timeout, self.client.request(req)).await
+            };
             match answer {
                 Ok(Ok(resp)) => {
                     self.record(arrived, true);
@@ -193,8 +208,10 @@ impl Shared {
                 }
                 Ok(Err(e)) => {
                     last = format!("replica job {} at {}: {e}", b.job, b.addr);
-                    // Sent and then failed: not safe to send again (it may have acted).
-                    if !e.is_connect() {
+                    if e.is_connect() {
+                        refused.push(b.job);
+                    } else if !repeatable {
+                        // Sent and then failed: not safe to send again (it may have acted).
                         break;
                     }
                 }
@@ -214,7 +231,7 @@ impl Shared {
             }
         }
         self.record(arrived, false);
-        if tried.is_empty() {
+        if tries == 0 {
             plain(
                 StatusCode::SERVICE_UNAVAILABLE,
                 format!(
@@ -228,6 +245,22 @@ impl Shared {
                 format!("gantry: service {}: {last}\n", self.name),
             )
         }
+    }
+}
+
+/// A request in flight to a replica, for as long as this lives.
+struct InFlight<'a>(&'a AtomicUsize);
+
+impl<'a> InFlight<'a> {
+    fn new(n: &'a AtomicUsize) -> InFlight<'a> {
+        n.fetch_add(1, Ordering::Relaxed);
+        InFlight(n)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
     }
 }
 

@@ -175,6 +175,9 @@ impl State {
                 })
                 .collect(),
         });
+        if let Some(s) = cfg.scheduler.min_runtime_s() {
+            engine.set_min_runtime(s);
+        }
         for t in &cfg.teams {
             engine.set_allowed_classes(&t.name, t.classes.as_deref())?;
             if let Some(n) = t.max_pending {

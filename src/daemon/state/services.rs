@@ -13,6 +13,9 @@ use std::collections::{BTreeMap, HashMap};
 
 /// The first port services' endpoints are given (SkyServe's load balancers start here too).
 pub const ENDPOINT_PORTS: std::ops::RangeInclusive<u16> = 30001..=30999;
+/// How long a retiring replica stays up at least: the endpoint sees it leave the rotation
+/// within a beat (250 ms) and a report (1 s).
+const DRAIN_BEAT_S: f64 = 1.5;
 /// Ports given to replicas that do not name theirs (`$PORT`).
 pub const REPLICA_PORTS: std::ops::RangeInclusive<u16> = 41001..=48999;
 
@@ -35,6 +38,8 @@ pub struct Measured {
     pub waiting: Vec<(JobId, String)>,
     /// The endpoint could not be served (its port taken).
     pub endpoint_error: Option<String>,
+    /// Replicas with requests in flight through the endpoint.
+    pub busy: Vec<JobId>,
 }
 
 /// `gantry serve up`: a service's file, and what the caller gave over it.
@@ -64,9 +69,10 @@ pub(super) struct Service {
     class: String,
     autoscaler: Autoscaler,
     replicas: Vec<ReplicaRecord>,
-    /// Replicas the service retired (scale-down, update, failed probe): their ends are not
-    /// failures to replace.
-    retiring: std::collections::HashSet<JobId>,
+    /// Replicas the service retired (scale-down, update, failed probe) and since when: out of
+    /// the rotation at once, cancelled once their requests in flight are answered; their ends
+    /// are not failures to replace.
+    retiring: HashMap<JobId, f64>,
     measured: Measured,
     last_decision: Option<String>,
     /// The number the next replica gets (numbers are not reused while the daemon runs).
@@ -465,6 +471,7 @@ impl State {
             e.last_decision = Some(d.reason.clone());
             let _ = self.record("service", format!("service {name}: {}", d.reason));
         }
+        self.drain(name);
         let Some(e) = self.services.list.get(name) else {
             return;
         };
@@ -483,7 +490,7 @@ impl State {
                 return;
             };
             e.replicas.retain(|x| x.job != r.job);
-            if !e.retiring.remove(&r.job) {
+            if e.retiring.remove(&r.job).is_none() {
                 let how = state.map_or("ended".to_string(), |s| s.to_string());
                 let _ = self.record(
                     "service",
@@ -502,7 +509,7 @@ impl State {
             .measured
             .failing
             .iter()
-            .filter(|(id, _)| !e.retiring.contains(id))
+            .filter(|(id, _)| !e.retiring.contains_key(id))
             .filter_map(|(id, why)| {
                 let r = e.replicas.iter().find(|r| r.job == *id)?;
                 Some((*r, why.clone()))
@@ -523,7 +530,7 @@ impl State {
         let live: Vec<ReplicaRecord> = e
             .replicas
             .iter()
-            .filter(|r| !e.retiring.contains(&r.job))
+            .filter(|r| !e.retiring.contains_key(&r.job))
             .copied()
             .collect();
         let (new, old): (Vec<ReplicaRecord>, Vec<ReplicaRecord>) =
@@ -586,11 +593,18 @@ impl State {
         }
     }
 
+    /// Takes a replica out: out of the rotation now, cancelled at once if it serves nobody
+    /// (not ready), else once the endpoint has no request in flight to it (`drain`).
     fn retire(&mut self, name: &str, r: ReplicaRecord, why: &str) {
-        if let Some(e) = self.services.list.get_mut(name) {
-            e.retiring.insert(r.job);
-        }
-        if self.engine.job(r.job).is_some_and(|j| !j.state.is_final()) {
+        let now = self.now;
+        let serving = match self.services.list.get_mut(name) {
+            Some(e) => {
+                e.retiring.insert(r.job, now);
+                e.measured.ready.contains(&r.job)
+            }
+            None => false,
+        };
+        if !serving && self.engine.job(r.job).is_some_and(|j| !j.state.is_final()) {
             let _ = self.act(r.job, Action::Cancel, &format!("service {name}"));
         }
         let _ = self.record(
@@ -600,6 +614,28 @@ impl State {
                 r.replica, r.job
             ),
         );
+    }
+
+    /// Retiring replicas cancelled once the endpoint has had a beat to take them out of its
+    /// rotation and has no request in flight to them (at most the stream timeout later).
+    fn drain(&mut self, name: &str) {
+        let now = self.now;
+        let Some(e) = self.services.list.get(name) else {
+            return;
+        };
+        let done: Vec<JobId> = e
+            .retiring
+            .iter()
+            .filter(|(job, since)| {
+                let idle = now - **since >= DRAIN_BEAT_S && !e.measured.busy.contains(job);
+                idle || now - **since >= e.svc.stream_timeout_s
+            })
+            .map(|(job, _)| *job)
+            .filter(|job| self.engine.job(*job).is_some_and(|j| !j.state.is_final()))
+            .collect();
+        for job in done {
+            let _ = self.act(job, Action::Cancel, &format!("service {name}"));
+        }
     }
 
     /// Submits the next replica of service `name`.
@@ -671,8 +707,16 @@ impl State {
             .values()
             .flat_map(|e| e.replicas.iter().map(|r| r.port))
             .collect();
-        REPLICA_PORTS
-            .into_iter()
+        // From a random place in the range: two daemons on one host (or a port just given
+        // whose server has not bound it yet) rarely reach for the same one.
+        let span = u32::from(REPLICA_PORTS.end() - REPLICA_PORTS.start()) + 1;
+        let start = crate::random::random_hex(4)
+            .ok()
+            .and_then(|h| u32::from_str_radix(&h, 16).ok())
+            .unwrap_or(0)
+            % span;
+        (0..span)
+            .map(|i| REPLICA_PORTS.start() + ((start + i) % span) as u16)
             .find(|p| !taken.contains(p) && std::net::TcpListener::bind(("127.0.0.1", *p)).is_ok())
     }
 
@@ -732,7 +776,8 @@ impl State {
                             dollars += row.dollars_per_hour;
                         }
                         let is_ready = ready.contains(&r.job);
-                        let detail = if e.retiring.contains(&r.job) {
+                        let retiring = e.retiring.contains_key(&r.job);
+                        let detail = if retiring {
                             "retiring".to_string()
                         } else if is_ready {
                             "ready".to_string()
@@ -751,15 +796,16 @@ impl State {
                             state,
                             ready: is_ready,
                             address: self.replica_address(r),
+                            retiring,
                             detail,
                             started_s: job.and_then(|j| j.started_at),
                         }
                     })
                     .collect();
-                let ready_n = replicas.iter().filter(|r| r.ready).count() as u32;
+                let ready_n = replicas.iter().filter(|r| r.ready && !r.retiring).count() as u32;
                 let live = replicas
                     .iter()
-                    .filter(|r| !e.retiring.contains(&r.job))
+                    .filter(|r| !e.retiring.contains_key(&r.job))
                     .count() as u32;
                 let wanted = e.autoscaler.wanted(&e.svc);
                 let status = match (&e.measured.endpoint_error, ready_n, wanted) {

@@ -413,7 +413,6 @@ run: |
     let port = free_port();
     let web = WEB
         .replace("  cpus: 1\n", "  accelerators: H100:1\n  cpus: 1\n")
-        .replace("team: a\n", "team: a\n")
         .replace("service:\n", &format!("service:\n  ports: {port}\n"));
     let wf = dir.join("web.yaml");
     std::fs::write(&wf, web).unwrap();

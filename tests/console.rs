@@ -108,6 +108,8 @@ fn keys_switch_views_and_selection_follows_the_job_not_the_row() {
     assert_eq!(app.view, View::Teams);
     app.on_key("5", &snap);
     app.on_key("tab", &snap);
+    assert_eq!(app.view, View::Services);
+    app.on_key("tab", &snap);
     assert_eq!(app.view, View::Overview, "tab wraps around");
     app.on_key("3", &snap);
     assert_eq!(app.on_key("?", &snap), Outcome::Redraw);

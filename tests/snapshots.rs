@@ -187,3 +187,83 @@ fn a_mixed_fleet_at_three_sizes() {
         );
     }
 }
+
+/// The Services view with two services as the daemon publishes them: one ready and scaled up
+/// by its traffic, one short of replicas (amber) with a replica failing its probe.
+#[test]
+fn services_at_three_sizes() {
+    use gantry::api::services::{ReplicaRow, ServiceRow};
+    let (mut snap, _, _) = fixture();
+    let spec = |text: &str| {
+        gantry::spec::parse("svc.yaml", text.as_bytes())
+            .unwrap()
+            .service
+            .unwrap()
+    };
+    let replica = |n: u32, job: i64, ready: bool, detail: &str| ReplicaRow {
+        replica: n,
+        job,
+        version: 1,
+        state: "running".into(),
+        ready,
+        address: Some(format!("10.0.0.{n}:8000")),
+        retiring: false,
+        ondemand: false,
+        detail: detail.into(),
+        started_s: Some(60.0),
+    };
+    snap.services = vec![
+        ServiceRow {
+            name: "llama-8b".into(),
+            team: "search".into(),
+            class: "serving".into(),
+            version: 3,
+            endpoint: "0.0.0.0:30001".into(),
+            status: "ready".into(),
+            wanted: 3,
+            ready: 3,
+            live: 3,
+            load: Some(41.2),
+            qps: 41.2,
+            latency_p50_ms: Some(182.4),
+            latency_p99_ms: Some(911.0),
+            requests: 120_511,
+            failed_requests: 3,
+            gpus: 3.0,
+            dollars_per_hour: 11.85,
+            last_decision: Some("qps 41.2 > 2 × 20 for 30 s: +1 replica (2 → 3)".into()),
+            replicas: (1..=3).map(|n| replica(n, 100 + i64::from(n), true, "ready")).collect(),
+            spec: spec("run: x\nservice:\n  readiness_probe: /health\n  replica_policy:\n    min_replicas: 1\n    max_replicas: 4\n    target_qps_per_replica: 20\n"),
+        },
+        ServiceRow {
+            name: "embed".into(),
+            team: "ads".into(),
+            class: "serving".into(),
+            version: 1,
+            endpoint: "127.0.0.1:30002".into(),
+            status: "ready".into(),
+            wanted: 2,
+            ready: 1,
+            live: 2,
+            load: Some(4.0),
+            qps: 4.0,
+            latency_p50_ms: Some(12.0),
+            latency_p99_ms: Some(40.5),
+            requests: 9_001,
+            failed_requests: 0,
+            gpus: 1.0,
+            dollars_per_hour: 1.2,
+            last_decision: None,
+            replicas: vec![
+                replica(1, 201, true, "ready"),
+                replica(2, 202, false, "probe /health: Connection refused"),
+            ],
+            spec: spec("run: x\nservice:\n  readiness_probe: /health\n  replicas: 2\n"),
+        },
+    ];
+    let mut app = App::new(false);
+    app.view = View::Services;
+    for (w, h) in [(80u16, 24u16), (120, 36), (200, 50)] {
+        insta::assert_snapshot!(format!("services_two_{w}x{h}"), screen(&app, &snap, w, h));
+    }
+}

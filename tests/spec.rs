@@ -82,12 +82,14 @@ fn fixtures_mean_what_they_say() {
         .iter()
         .map(|i| i.split(": ").next().unwrap())
         .collect();
-    assert_eq!(noted, ["service", "resources.ports", "resources.disk_tier"]);
-    assert!(
-        s.ignored[0].contains("the task runs once, as `sky launch` runs"),
-        "{:?}",
-        s.ignored
+    assert_eq!(noted, ["resources.ports", "resources.disk_tier"]);
+    // The service section is read (`gantry serve up`): two replicas on `resources.ports`.
+    let svc = s.service.clone().expect("its service section");
+    assert_eq!(
+        (svc.min_replicas, svc.max_replicas, svc.port),
+        (2, 2, Some(8081))
     );
+    assert_eq!(svc.readiness.path, "/v1/models");
     assert_eq!(s.envs.get("HF_TOKEN"), None);
     assert_eq!(
         s.unset,

@@ -80,11 +80,13 @@ impl Wake {
         }
     }
 
-    /// Whether `event` may let waiting work start (a reason to wake, once it is queued).
+    /// Whether `event` may let waiting work start, or makes a run reachable (a service's
+    /// replica takes traffic once its start is confirmed): a reason to wake, once queued.
     pub fn is_news(event: &RunEvent) -> bool {
         matches!(
             event,
-            RunEvent::Exited { .. }
+            RunEvent::Started { .. }
+                | RunEvent::Exited { .. }
                 | RunEvent::StartFailed { .. }
                 | RunEvent::Vanished { .. }
                 | RunEvent::Up { .. }

@@ -10,6 +10,7 @@ pub mod local;
 pub mod logview;
 pub mod memory;
 pub mod sched;
+pub mod serve;
 pub mod slurm;
 pub mod ssh;
 pub mod starts;

@@ -25,6 +25,25 @@ pub enum BenchCmd {
         #[arg(short, long, value_enum, default_value_t = Output::Table)]
         output: Output,
     },
+    /// A service's endpoint: latency it adds at a request rate (direct vs through it), and
+    /// how fast a new replica takes traffic once the load crosses the threshold (gantry's
+    /// share, the replica's own start-up excluded).
+    Serve {
+        #[arg(long, default_value_t = 1000.0)]
+        rate: f64,
+        #[arg(long, default_value_t = 10.0)]
+        seconds: f64,
+        #[arg(short, long, value_enum, default_value_t = Output::Table)]
+        output: Output,
+    },
+    /// A service replica for `bench serve`: answers every request with its replica id.
+    #[command(hide = true)]
+    Replica {
+        #[arg(long)]
+        port: u16,
+        #[arg(long)]
+        log: PathBuf,
+    },
     /// Durable submissions per second through the whole daemon: HTTP on the Unix socket, the
     /// actor, admission and the journal's group commit, with concurrent clients.
     Api {
@@ -227,6 +246,57 @@ pub fn run(cmd: BenchCmd) -> Result<(), String> {
             jobs,
             output,
         } => return api(clients, jobs, output),
+        BenchCmd::Replica { port, log } => {
+            let started = std::time::SystemTime::now();
+            return gantry::bench::serve::replica(port, &log, started);
+        }
+        BenchCmd::Serve {
+            rate,
+            seconds,
+            output,
+        } => {
+            if !(1.0..=100_000.0).contains(&rate) || !(1.0..=600.0).contains(&seconds) {
+                return Err(format!(
+                    "--rate {rate} --seconds {seconds}: expected a rate in 1..=100000 and 1..=600 seconds"
+                ));
+            }
+            let r = in_scratch("serve", |dir| gantry::bench::serve::run(dir, rate, seconds))?;
+            if !json_asked(&r, output)? {
+                println!(
+                    "service endpoint at {:.0} requests/s for {:.0} s (open loop, latency from each request's scheduled time):",
+                    r.rate, r.seconds
+                );
+                println!(
+                    "  direct to the replica     p50 {:.3} ms  p99 {:.3} ms",
+                    r.direct_p50_ms, r.direct_p99_ms
+                );
+                println!(
+                    "  through the endpoint      p50 {:.3} ms  p99 {:.3} ms  ({} errors)",
+                    r.endpoint_p50_ms, r.endpoint_p99_ms, r.endpoint_errors
+                );
+                println!(
+                    "  the endpoint adds         {:.3} ms at p50, {:.3} ms at p99 (ten alternating rounds of each)",
+                    r.added_p50_ms, r.added_p99_ms
+                );
+                let x = &r.reaction;
+                println!(
+                    "scale-up at {:.0} requests/s against {:.0} per replica (upscale delay 0, QPS window 1 s):",
+                    x.load_rps, x.per_replica
+                );
+                println!(
+                    "  threshold crossed -> new replica answers: {:.1} ms, of which the replica's own start-up {:.1} ms",
+                    x.total_ms, x.replica_startup_ms
+                );
+                println!(
+                    "  gantry's share (measure, decide, place, start, probe, route): {:.1} ms ({} errors)",
+                    x.gantry_ms, x.errors
+                );
+                for (stage, ms) in &x.stages {
+                    println!("    {ms:>8.1} ms  {stage}");
+                }
+            }
+            return Ok(());
+        }
         BenchCmd::Telemetry {
             hosts,
             gpus,

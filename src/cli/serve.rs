@@ -233,10 +233,10 @@ pub fn show(t: &Target, name: &str, output: Output) -> Result<(), CliError> {
             r.replica,
             r.job,
             format!("v{}", r.version),
-            if r.ready {
-                "ready".to_string()
-            } else {
-                r.state.clone()
+            match (r.ready, r.ondemand) {
+                (true, false) => "ready".to_string(),
+                (true, true) => "ready (od)".to_string(),
+                (false, _) => r.state.clone(),
             },
             r.address.as_deref().unwrap_or("-"),
             r.detail

@@ -25,16 +25,18 @@ pub enum View {
     Fleet,
     Teams,
     Events,
+    Services,
 }
 
 impl View {
     /// Every view, in tab order.
-    pub const ALL: [View; 5] = [
+    pub const ALL: [View; 6] = [
         View::Overview,
         View::Jobs,
         View::Fleet,
         View::Teams,
         View::Events,
+        View::Services,
     ];
 
     /// The tab's name without its key ("Overview").
@@ -49,6 +51,7 @@ impl View {
             View::Fleet => "3 Fleet",
             View::Teams => "4 Teams",
             View::Events => "5 Events",
+            View::Services => "6 Services",
         }
     }
 }
@@ -213,9 +216,9 @@ pub struct App {
     pub access: crate::api::Access,
     /// Each view's columns shown in the last frame, a bit each (by `View::ALL` index): `<` and
     /// `>` order only by columns on screen. 0: not drawn yet (all count).
-    shown_cols: [std::cell::Cell<u64>; 5],
+    shown_cols: [std::cell::Cell<u64>; 6],
     /// Each view's order (by `View::ALL` index); the Jobs view's `None` is the queue order.
-    pub sorts: [Option<crate::console::table::Sort>; 5],
+    pub sorts: [Option<crate::console::table::Sort>; 6],
     /// The Jobs view's order as last computed, and for what.
     row_order: std::cell::RefCell<Option<(order::OrderKey, order::Computed)>>,
     /// Running jobs in the last snapshot counted, and which snapshot that was.
@@ -319,7 +322,7 @@ impl App {
         App {
             view: View::Overview,
             prompt: None,
-            sorts: [None; 5],
+            sorts: [None; 6],
             row_order: Default::default(),
             running: Default::default(),
             pool_selected: 0,

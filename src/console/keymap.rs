@@ -64,7 +64,7 @@ impl Action {
     }
 }
 
-const VIEW_NAMES: [&str; 5] = ["overview", "jobs", "fleet", "teams", "events"];
+const VIEW_NAMES: [&str; 6] = ["overview", "jobs", "fleet", "teams", "events", "services"];
 const KEYS: [&str; 12] = [
     "tab",
     "up",
@@ -171,7 +171,7 @@ fn parse(name: &str, text: &str) -> Result<Vec<Binding>, String> {
                 return Err(format!("{name}: key `{}` is not a key; use one character, ctrl-LETTER or one of {}", b.on, KEYS.join(", ")));
             }
             let action = parse_action(&b.run).ok_or_else(|| {
-                format!("{name}: `{}` is not an action; use view overview|jobs|fleet|teams|events, view next, view prev, down, up, first, last, page down|up, half down|up, help, quit, filter, command, reprioritize, mark, open, submit, mouse, sort next|prev|reverse, job cancel|hold|release|preempt, shell", b.run)
+                format!("{name}: `{}` is not an action; use view overview|jobs|fleet|teams|events|services, view next, view prev, down, up, first, last, page down|up, half down|up, help, quit, filter, command, reprioritize, mark, open, submit, mouse, sort next|prev|reverse, job cancel|hold|release|preempt, shell", b.run)
             })?;
             Ok(Binding { key: b.on, action, desc: b.desc })
         })

@@ -403,6 +403,7 @@ pub fn spawn(
                 reload: None,
                 woken: false,
                 queued,
+                republish: false,
             };
             loop {
                 if actor.run(&rx, &publish) {
@@ -476,6 +477,8 @@ struct Actor {
     woken: bool,
     /// A wake is queued (cleared when it is read, so the next one is sent).
     queued: Arc<std::sync::atomic::AtomicBool>,
+    /// The snapshot changed without a change that needs a cycle (services' measurements).
+    republish: bool,
 }
 
 /// What the actor publishes: the state's snapshot and counters, taken once.
@@ -525,6 +528,7 @@ impl Actor {
             reload: None,
             woken: true,
             queued,
+            republish: false,
         })
     }
 
@@ -593,6 +597,10 @@ impl Actor {
                     // Reopened outside the loop (see `start`).
                     return true;
                 }
+            } else if std::mem::take(&mut self.republish) {
+                // Services' measurements changed and nothing else did: published without a
+                // scheduling cycle (they arrive four times a second under load).
+                publish.send_replace(publication(&self.state, &self.cycle_seconds, self.changes));
             }
         }
     }
@@ -808,8 +816,12 @@ impl Actor {
                 let _ = reply.send(r);
             }
             Request::ServiceMeasured { measured } => {
-                self.state.service_measured(measured);
-                self.changed();
+                // A replica started or retired needs a cycle; new figures only a publication.
+                if self.state.service_measured(measured) {
+                    self.changed();
+                } else {
+                    self.republish = true;
+                }
             }
             Request::Pool { index, reply } => {
                 let _ = reply.send(self.state.pool_detail(index).ok_or_else(|| {

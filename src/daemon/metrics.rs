@@ -150,7 +150,101 @@ pub fn render_metrics(p: &Published) -> String {
         );
     }
     gpu_series(&mut o, p, &label);
+    service_series(&mut o, p, &label);
     o
+}
+
+/// Per service: replicas wanted and ready, the scale signal, traffic through its endpoint,
+/// latency, GPUs and $/h (`gantry services` in series).
+fn service_series(o: &mut String, p: &Published, label: &dyn Fn(&str) -> String) {
+    let services = &p.snapshot.services;
+    if services.is_empty() {
+        return;
+    }
+    type Figure = fn(&crate::api::services::ServiceRow) -> Option<f64>;
+    let gauges: [(&str, &str, Figure); 9] = [
+        (
+            "gantry_service_replicas_wanted",
+            "Replicas the autoscaler wants.",
+            |s| Some(f64::from(s.wanted)),
+        ),
+        (
+            "gantry_service_replicas_ready",
+            "Replicas taking traffic.",
+            |s| Some(f64::from(s.ready)),
+        ),
+        (
+            "gantry_service_replicas",
+            "Replicas not ended (starting, ready, not yet retired).",
+            |s| Some(f64::from(s.live)),
+        ),
+        (
+            "gantry_service_load",
+            "The scale signal as last measured (requests per second, or the metric's sum).",
+            |s| s.load,
+        ),
+        (
+            "gantry_service_requests_per_second",
+            "Requests per second through the endpoint over the QPS window.",
+            |s| Some(s.qps),
+        ),
+        (
+            "gantry_service_latency_p50_seconds",
+            "Latency through the endpoint over the last minute, median.",
+            |s| s.latency_p50_ms.map(|m| m / 1e3),
+        ),
+        (
+            "gantry_service_latency_p99_seconds",
+            "Latency through the endpoint over the last minute, 99th percentile.",
+            |s| s.latency_p99_ms.map(|m| m / 1e3),
+        ),
+        (
+            "gantry_service_gpus",
+            "GPUs its running replicas hold.",
+            |s| Some(s.gpus),
+        ),
+        (
+            "gantry_service_dollars_per_hour",
+            "What its running replicas cost per hour.",
+            |s| Some(s.dollars_per_hour),
+        ),
+    ];
+    for (name, help, f) in gauges {
+        let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} gauge");
+        for s in services {
+            if let Some(v) = f(s) {
+                let _ = writeln!(
+                    o,
+                    "{name}{{service=\"{}\",team=\"{}\"}} {v}",
+                    label(&s.name),
+                    label(&s.team)
+                );
+            }
+        }
+    }
+    for (name, help, f) in [
+        (
+            "gantry_service_requests_total",
+            "Requests through the endpoint since the daemon started.",
+            (|s| s.requests) as fn(&crate::api::services::ServiceRow) -> u64,
+        ),
+        (
+            "gantry_service_failed_requests_total",
+            "Requests the endpoint answered itself with an error (no replica answered).",
+            |s| s.failed_requests,
+        ),
+    ] {
+        let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} counter");
+        for s in services {
+            let _ = writeln!(
+                o,
+                "{name}{{service=\"{}\",team=\"{}\"}} {}",
+                label(&s.name),
+                label(&s.team),
+                f(s)
+            );
+        }
+    }
 }
 
 /// Per measured GPU (real hosts: the simulated fleet's are modelled, not exported one by one)

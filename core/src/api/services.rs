@@ -61,6 +61,10 @@ pub struct ReplicaRow {
     /// Taken out (scaled down, replaced): no new requests go to it.
     #[serde(default)]
     pub retiring: bool,
+    /// One of a spot service's on-demand replicas (`base_ondemand_fallback_replicas`,
+    /// `dynamic_ondemand_fallback`).
+    #[serde(default)]
+    pub ondemand: bool,
     /// Why it is not ready (the probe's last failure), or since when it is.
     pub detail: String,
     /// When its run started (daemon time): its probe's initial delay counts from here.

@@ -48,6 +48,7 @@ impl App {
                 self.set_filter(a);
             }
             ("teams", _) => self.view = View::Teams,
+            ("services", _) => self.view = View::Services,
             ("events", a) => {
                 self.view = View::Events;
                 self.set_filter(a);

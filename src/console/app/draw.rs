@@ -138,6 +138,7 @@ impl App {
                 View::Fleet => self.render_fleet(f, body, snap),
                 View::Teams => self.render_teams(f, body, snap),
                 View::Events => self.render_event_list(f, body, snap, " events, newest first "),
+                View::Services => self.render_services(f, body, snap),
             }
         }
         if self.lost.is_some() {
@@ -210,7 +211,7 @@ impl App {
                 acts,
                 Span::raw(common),
             ]),
-            View::Fleet | View::Teams => Line::from(format!(
+            View::Fleet | View::Teams | View::Services => Line::from(format!(
                 "{help}< > sort  {} reverse  {common}",
                 self.key_for(Action::Sort)
             )),

@@ -3,6 +3,7 @@
 //! default is the queue: waiting jobs by position first, then what runs, then what ended.
 
 use super::*;
+use crate::api::services::ServiceRow;
 use crate::api::{PoolRow, TeamRow};
 use crate::console::table::{Col, Sort};
 use std::cmp::Ordering;
@@ -63,12 +64,28 @@ pub const TEAM_COLS: [Col; 12] = [
     Col::text("spent this month / budget", 'M', 14, 28, 0),
 ];
 
+/// The Services view's columns.
+pub const SERVICE_COLS: [Col; 11] = [
+    Col::text("service", 'S', 8, 20, 0),
+    Col::fixed("team", 'T', 8, 8),
+    Col::fixed("ver", 'V', 4, 9).right(),
+    Col::text("endpoint", 'E', 15, 22, 7),
+    Col::fixed("ready", 'R', 6, 0).right(),
+    Col::fixed("QPS", 'Q', 7, 0).right(),
+    Col::fixed("p50 ms", 'P', 7, 5).right(),
+    Col::fixed("p99 ms", 'N', 7, 3).right(),
+    Col::fixed("GPUs", 'U', 5, 4).right(),
+    Col::fixed("$/h", 'D', 9, 6).right(),
+    Col::text("status · last scaling", 'L', 16, 30, 0),
+];
+
 /// The columns of a view's table (none for the Overview and Events).
 pub fn columns(view: View) -> &'static [Col] {
     match view {
         View::Jobs => &JOB_COLS,
         View::Fleet => &POOL_COLS,
         View::Teams => &TEAM_COLS,
+        View::Services => &SERVICE_COLS,
         View::Overview | View::Events => &[],
     }
 }
@@ -149,6 +166,23 @@ fn team_cmp(col: usize, a: &TeamRow, b: &TeamRow) -> Ordering {
             .unwrap_or(-1.0)
             .total_cmp(&b.budget_used.unwrap_or(-1.0))
             .then(a.spend_month_usd.total_cmp(&b.spend_month_usd)),
+    }
+}
+
+fn service_cmp(col: usize, a: &ServiceRow, b: &ServiceRow) -> Ordering {
+    let ms = |v: Option<f64>| v.unwrap_or(-1.0);
+    match col {
+        0 => a.name.cmp(&b.name),
+        1 => a.team.cmp(&b.team),
+        2 => a.version.cmp(&b.version),
+        3 => a.endpoint.cmp(&b.endpoint),
+        4 => (a.ready, a.wanted).cmp(&(b.ready, b.wanted)),
+        5 => a.qps.total_cmp(&b.qps),
+        6 => ms(a.latency_p50_ms).total_cmp(&ms(b.latency_p50_ms)),
+        7 => ms(a.latency_p99_ms).total_cmp(&ms(b.latency_p99_ms)),
+        8 => a.gpus.total_cmp(&b.gpus),
+        9 => a.dollars_per_hour.total_cmp(&b.dollars_per_hour),
+        _ => a.status.cmp(&b.status),
     }
 }
 
@@ -305,6 +339,14 @@ impl App {
         let mut rows: Vec<&TeamRow> = snap.teams.iter().collect();
         if let Some(s) = self.sorts[3] {
             rows.sort_by(|a, b| directed(team_cmp(s.col, a, b), s));
+        }
+        rows
+    }
+
+    pub(super) fn service_rows<'a>(&self, snap: &'a Snapshot) -> Vec<&'a ServiceRow> {
+        let mut rows: Vec<&ServiceRow> = snap.services.iter().collect();
+        if let Some(s) = self.sorts[5] {
+            rows.sort_by(|a, b| directed(service_cmp(s.col, a, b), s));
         }
         rows
     }

@@ -234,6 +234,55 @@ impl App {
         self.shown_cols[3].set(grid.draw(f.buffer_mut(), area, block, None, Style::default()));
     }
 
+    /// Services: replicas ready of wanted, traffic through each endpoint, latency, cost, and
+    /// what the autoscaler did last and why (`gantry services`, `gantry service NAME`).
+    pub(super) fn render_services(&self, f: &mut Frame, area: Rect, snap: &Snapshot) {
+        let plain = Style::default();
+        let mut grid = Grid::new(&order::SERVICE_COLS, self.sorts[5]);
+        let ms = |v: Option<f64>| v.map_or("-".to_string(), |x| format!("{x:.1}"));
+        grid.rows = self
+            .service_rows(snap)
+            .into_iter()
+            .map(|s| {
+                let short = s.ready < s.wanted;
+                let status = match &s.last_decision {
+                    Some(d) => format!("{} · {d}", s.status),
+                    None => s.status.clone(),
+                };
+                let status_color = if s.status.starts_with("endpoint failed") {
+                    self.theme.error
+                } else if short {
+                    self.theme.warn
+                } else {
+                    Color::Reset
+                };
+                vec![
+                    text(escape(&s.name), plain),
+                    text(escape(&s.team), plain),
+                    text(format!("v{}", s.version), plain),
+                    text(escape(&s.endpoint), plain),
+                    text(
+                        s.replicas_text(),
+                        self.style(if short { self.theme.warn } else { Color::Reset }),
+                    ),
+                    text(format!("{:.1}", s.qps), plain),
+                    text(ms(s.latency_p50_ms), plain),
+                    text(ms(s.latency_p99_ms), plain),
+                    text(crate::api::gpus_text(s.gpus), plain),
+                    text(format!("{}/h", money(s.dollars_per_hour)), plain),
+                    text(escape(&status), self.style(status_color)),
+                ]
+            })
+            .collect();
+        let title = if snap.services.is_empty() {
+            " services: none (gantry serve up FILE starts one) "
+        } else {
+            " services: replicas ready/wanted, traffic through the endpoint, last scaling "
+        };
+        let block = Block::default().borders(Borders::ALL).title(title);
+        self.shown_cols[5].set(grid.draw(f.buffer_mut(), area, block, None, Style::default()));
+    }
+
     /// Events, newest first, as many as fit: the Events view and the Overview's box.
     pub(super) fn render_event_list(
         &self,

@@ -136,7 +136,8 @@ const MIGRATIONS: &[&str] = &[
         service TEXT NOT NULL,
         replica INTEGER NOT NULL,
         port INTEGER NOT NULL,
-        version INTEGER NOT NULL
+        version INTEGER NOT NULL,
+        ondemand INTEGER NOT NULL DEFAULT 0
     );",
 ];
 

@@ -31,6 +31,8 @@ pub struct ReplicaRecord {
     pub port: u16,
     /// The service version it runs.
     pub version: u32,
+    /// One of a spot service's on-demand replicas.
+    pub ondemand: bool,
 }
 
 impl Store {
@@ -95,8 +97,8 @@ impl Store {
     pub fn add_replica(&mut self, service: &str, r: &ReplicaRecord) -> Result<(), JournalError> {
         self.conn
             .execute(
-                "INSERT OR REPLACE INTO service_replicas (job, service, replica, port, version) VALUES (?1, ?2, ?3, ?4, ?5)",
-                params![r.job, service, r.replica, r.port, r.version],
+                "INSERT OR REPLACE INTO service_replicas (job, service, replica, port, version, ondemand) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                params![r.job, service, r.replica, r.port, r.version, r.ondemand],
             )
             .map_err(self.sql())?;
         Ok(())
@@ -114,7 +116,7 @@ impl Store {
     pub fn replicas(&self) -> Result<Vec<(String, ReplicaRecord)>, JournalError> {
         let mut q = self
             .conn
-            .prepare("SELECT service, job, replica, port, version FROM service_replicas ORDER BY service, replica")
+            .prepare("SELECT service, job, replica, port, version, ondemand FROM service_replicas ORDER BY service, replica")
             .map_err(self.sql())?;
         let rows = q
             .query_map([], |r| {
@@ -125,6 +127,7 @@ impl Store {
                         replica: r.get(2)?,
                         port: r.get(3)?,
                         version: r.get(4)?,
+                        ondemand: r.get(5)?,
                     },
                 ))
             })

@@ -62,16 +62,22 @@ pub async fn run(handle: Handle, mut stop: watch::Receiver<bool>) {
     let mut endpoints: HashMap<String, Endpoint> = HashMap::new();
     let mut watches: HashMap<i64, Watch> = HashMap::new();
     let results: Results = Arc::default();
+    // A probe's answer wakes the loop at once: a replica that answers takes traffic then, not
+    // at the next beat. So does a new snapshot (a replica that just started).
+    let answered = Arc::new(tokio::sync::Notify::new());
+    let mut published = handle.published.clone();
     let mut reported = Instant::now() - REPORT_EVERY;
     let mut last: Vec<(String, Measured)> = Vec::new();
     loop {
         tokio::select! {
             _ = tokio::time::sleep(BEAT) => {}
+            _ = answered.notified() => {}
+            _ = published.changed() => {}
             _ = async { let _ = stop.wait_for(|&s| s).await; } => break,
         }
-        let published = handle.published.borrow().clone();
-        let services = &published.snapshot.services;
-        let now = published.snapshot.now;
+        let snapshot = published.borrow_and_update().clone();
+        let services = &snapshot.snapshot.services;
+        let now = snapshot.snapshot.now;
         if services.is_empty() && endpoints.is_empty() {
             continue;
         }
@@ -180,11 +186,12 @@ pub async fn run(handle: Handle, mut stop: watch::Receiver<bool>) {
             if !w.probing && w.probed.is_none_or(|t| t.elapsed() >= every) {
                 w.probing = true;
                 w.probed = Some(Instant::now());
-                let (client, results, addr, readiness) = (
+                let (client, results, addr, readiness, answered) = (
                     client.clone(),
                     results.clone(),
                     w.addr.clone(),
                     s.spec.readiness.clone(),
+                    answered.clone(),
                 );
                 tokio::spawn(async move {
                     let r = probe::ready(&client, &addr, &readiness).await;
@@ -192,6 +199,7 @@ pub async fn run(handle: Handle, mut stop: watch::Receiver<bool>) {
                         .lock()
                         .unwrap_or_else(|p| p.into_inner())
                         .push((job, Outcome::Probe(r)));
+                    answered.notify_one();
                 });
             }
             if let Some(ScaleSignal::Metric { name, path, .. }) = &s.spec.signal {
@@ -230,7 +238,9 @@ pub async fn run(handle: Handle, mut stop: watch::Receiver<bool>) {
                 .collect();
             *e.shared.backends.write().unwrap_or_else(|p| p.into_inner()) = backends;
         }
-        if !changed && reported.elapsed() < REPORT_EVERY {
+        // Under load the figures change every beat: each beat reports them (the actor
+        // publishes them without a cycle); a quiet service reports once a second.
+        if !changed && reported.elapsed() < BEAT && reported.elapsed() < REPORT_EVERY {
             continue;
         }
         let measured: Vec<(String, Measured)> = services

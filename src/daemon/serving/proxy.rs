@@ -122,14 +122,17 @@ impl Shared {
             Balance::RoundRobin => open[n % open.len()],
             // Ties go round robin, so an idle service still spreads its requests.
             Balance::LeastLoad => {
-                let least = open
+                // Each count read once: other requests move them while this one chooses.
+                let loads: Vec<usize> = open
                     .iter()
                     .map(|x| x.in_flight.load(Ordering::Relaxed))
-                    .min()
-                    .unwrap_or(0);
-                let tied: Vec<&&Backend> = open
+                    .collect();
+                let least = loads.iter().copied().min().unwrap_or(0);
+                let tied: Vec<&Backend> = open
                     .iter()
-                    .filter(|x| x.in_flight.load(Ordering::Relaxed) == least)
+                    .zip(&loads)
+                    .filter(|(_, l)| **l == least)
+                    .map(|(b, _)| *b)
                     .collect();
                 tied[n % tied.len()]
             }

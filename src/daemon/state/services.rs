@@ -100,7 +100,16 @@ fn check_name(name: &str) -> Result<(), String> {
 }
 
 /// The replica's file: the service's, without `service:`, named after it and told its port.
-fn replica_text(text: &[u8], service: &str, replica: u32, port: u16) -> Result<String, String> {
+/// `ondemand`: the replica is one of a spot service's on-demand ones
+/// (`base_ondemand_fallback_replicas`, `dynamic_ondemand_fallback`): `use_spot: false`
+/// wherever its resources say otherwise.
+fn replica_text(
+    text: &[u8],
+    service: &str,
+    replica: u32,
+    port: u16,
+    ondemand: bool,
+) -> Result<String, String> {
     use serde_yaml_ng::{Mapping, Value};
     let text = std::str::from_utf8(text).map_err(|e| format!("the file is not UTF-8: {e}"))?;
     let mut doc: Value = serde_yaml_ng::from_str(text).map_err(|e| e.to_string())?;
@@ -108,6 +117,20 @@ fn replica_text(text: &[u8], service: &str, replica: u32, port: u16) -> Result<S
         return Err("the file is not a mapping".to_string());
     };
     m.remove("service");
+    if ondemand {
+        if let Some(Value::Mapping(r)) = m.get_mut("resources") {
+            r.insert(Value::from("use_spot"), Value::from(false));
+            for key in ["any_of", "ordered"] {
+                if let Some(Value::Sequence(ways)) = r.get_mut(key) {
+                    for w in ways.iter_mut() {
+                        if let Value::Mapping(w) = w {
+                            w.insert(Value::from("use_spot"), Value::from(false));
+                        }
+                    }
+                }
+            }
+        }
+    }
     m.insert(
         Value::from("name"),
         Value::from(format!("{service}-{replica}")),
@@ -316,7 +339,7 @@ impl State {
         // can run (or a class the team may not use) is refused here, at its field.
         let probe = Submission {
             file: s.file.clone(),
-            text: replica_text(&s.text, &name, 1, svc.port.unwrap_or(1))
+            text: replica_text(&s.text, &name, 1, svc.port.unwrap_or(1), false)
                 .map_err(ApiError::bad_request)?
                 .into_bytes(),
             team: Some(team.clone()),
@@ -439,7 +462,11 @@ impl State {
 
     /// What the endpoints and probes measured: the autoscalers decide, replicas that failed
     /// are replaced, the counts are kept.
-    pub fn service_measured(&mut self, measured: Vec<(String, Measured)>) {
+    /// True when jobs were submitted or cancelled (a scheduling cycle is due); else only the
+    /// snapshot's services were brought up to date.
+    pub fn service_measured(&mut self, measured: Vec<(String, Measured)>) -> bool {
+        let before = self.engine.jobs().count();
+        let events = self.events_total;
         for (name, m) in measured {
             let Some(e) = self.services.list.get_mut(&name) else {
                 continue;
@@ -447,7 +474,15 @@ impl State {
             e.measured = m;
             self.reconcile_service(&name);
         }
-        self.snapshot = self.build_snapshot();
+        let acted = self.events_total != events || self.engine.jobs().count() != before;
+        if acted {
+            self.snapshot = self.build_snapshot();
+        } else {
+            // The services' rows only: the rest of the snapshot is as it was.
+            self.snapshot.services = self.service_rows(&self.snapshot.jobs);
+            self.snapshot.version += 1;
+        }
+        acted
     }
 
     /// Every service's replica count kept (each scheduling cycle).
@@ -538,20 +573,63 @@ impl State {
         let new_unready = new.iter().filter(|r| !ready.contains(&r.job)).count();
         let mut start = 0usize;
         let mut retire: Vec<ReplicaRecord> = Vec::new();
+        // A spot service keeps `base_ondemand_fallback_replicas` of its replicas on demand,
+        // and with `dynamic_ondemand_fallback` one more for each spot replica not ready.
+        let spot = e.spec.use_spot || e.spec.alternatives.iter().any(|a| a.use_spot);
+        let mut start_ondemand = 0usize;
         if old.is_empty() {
-            if live.len() < wanted {
-                start = wanted - live.len();
-            } else if live.len() > wanted {
-                // The ones not ready first (they serve nobody), then the newest.
-                let mut order = live.clone();
-                order.sort_by_key(|r| (ready.contains(&r.job), std::cmp::Reverse(r.replica)));
-                retire.extend(order.into_iter().take(live.len() - wanted));
+            let ondemand_target = if spot {
+                let base = (e.svc.base_ondemand as usize).min(wanted);
+                let covering = if e.svc.dynamic_ondemand_fallback {
+                    live.iter()
+                        .filter(|r| !r.ondemand && !ready.contains(&r.job))
+                        .count()
+                        .min(wanted - base)
+                } else {
+                    0
+                };
+                base + covering
+            } else {
+                0
+            };
+            let spot_target = if spot {
+                wanted - (e.svc.base_ondemand as usize).min(wanted)
+            } else {
+                wanted
+            };
+            for (kind, target) in [(true, ondemand_target), (false, spot_target)] {
+                let these: Vec<ReplicaRecord> = live
+                    .iter()
+                    .filter(|r| r.ondemand == kind)
+                    .copied()
+                    .collect();
+                if these.len() < target {
+                    if kind {
+                        start_ondemand = target - these.len();
+                    } else {
+                        start = target - these.len();
+                    }
+                } else if these.len() > target {
+                    // The ones not ready first (they serve nobody), then the newest.
+                    let mut order = these.clone();
+                    order.sort_by_key(|r| (ready.contains(&r.job), std::cmp::Reverse(r.replica)));
+                    retire.extend(order.into_iter().take(these.len() - target));
+                }
             }
         } else {
             // A rolling update: one new replica at a time; an old one leaves once the ready
             // ones can spare it.
             if new.len() < wanted && new_unready == 0 {
-                start = 1;
+                let base = if spot {
+                    (e.svc.base_ondemand as usize).min(wanted)
+                } else {
+                    0
+                };
+                if new.iter().filter(|r| r.ondemand).count() < base {
+                    start_ondemand = 1;
+                } else {
+                    start = 1;
+                }
             }
             let keep_ready = (e.svc.min_replicas.max(1) as usize).min(wanted.max(1));
             let mut ready_now = live.iter().filter(|r| ready.contains(&r.job)).count();
@@ -582,8 +660,10 @@ impl State {
             };
             self.retire(name, r, &why);
         }
-        for _ in 0..start {
-            if let Err(why) = self.start_replica(name) {
+        let kinds =
+            std::iter::repeat_n(true, start_ondemand).chain(std::iter::repeat_n(false, start));
+        for ondemand in kinds {
+            if let Err(why) = self.start_replica(name, ondemand) {
                 let _ = self.record(
                     "service",
                     format!("service {name}: a replica could not be submitted: {why}"),
@@ -639,7 +719,7 @@ impl State {
     }
 
     /// Submits the next replica of service `name`.
-    fn start_replica(&mut self, name: &str) -> Result<JobId, String> {
+    fn start_replica(&mut self, name: &str, ondemand: bool) -> Result<JobId, String> {
         let port = {
             let e = self.services.list.get(name).ok_or("no such service")?;
             e.svc.port
@@ -652,7 +732,7 @@ impl State {
         };
         let e = self.services.list.get(name).ok_or("no such service")?;
         let replica = e.next_replica;
-        let text = replica_text(&e.record.spec, name, replica, port)?;
+        let text = replica_text(&e.record.spec, name, replica, port, ondemand)?;
         let sub = Submission {
             file: e.record.file.clone(),
             text: text.into_bytes(),
@@ -674,6 +754,7 @@ impl State {
             replica,
             port,
             version,
+            ondemand,
         };
         self.engine
             .store()
@@ -797,6 +878,7 @@ impl State {
                             ready: is_ready,
                             address: self.replica_address(r),
                             retiring,
+                            ondemand: r.ondemand,
                             detail,
                             started_s: job.and_then(|j| j.started_at),
                         }
@@ -848,7 +930,7 @@ mod tests {
     #[test]
     fn a_replicas_file_drops_the_service_and_says_its_port() {
         let text = b"name: web\nservice:\n  readiness_probe: /\n  replicas: 2\nenvs:\n  A: b\nrun: python3 -m http.server $PORT\n";
-        let t = replica_text(text, "web", 3, 41007).unwrap();
+        let t = replica_text(text, "web", 3, 41007, false).unwrap();
         let spec = crate::spec::parse("r.yaml", t.as_bytes()).unwrap();
         assert!(spec.service.is_none());
         assert_eq!(spec.name.as_deref(), Some("web-3"));
@@ -860,6 +942,24 @@ mod tests {
                 .map(String::as_str),
             Some("3")
         );
+    }
+
+    #[test]
+    fn an_ondemand_replica_of_a_spot_service_is_not_spot() {
+        let text = b"service:\n  replica_policy:\n    min_replicas: 2\n    max_replicas: 2\n    base_ondemand_fallback_replicas: 1\nresources:\n  use_spot: true\n  any_of:\n    - accelerators: H100:1\n    - accelerators: A100:1\nrun: x\n";
+        let spot = crate::spec::parse(
+            "r.yaml",
+            replica_text(text, "s", 1, 1, false).unwrap().as_bytes(),
+        )
+        .unwrap();
+        assert!(spot.ways().iter().all(|w| w.use_spot));
+        let od = crate::spec::parse(
+            "r.yaml",
+            replica_text(text, "s", 2, 1, true).unwrap().as_bytes(),
+        )
+        .unwrap();
+        assert!(od.ways().iter().all(|w| !w.use_spot), "{od:?}");
+        assert_eq!(od.ways().len(), 2);
     }
 
     #[test]

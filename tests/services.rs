@@ -19,6 +19,62 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// At the end of a test, passed or not: its services stopped and its jobs cancelled, and their
+/// processes gone, before the daemon is killed (a local job outlives a killed daemon, to be
+/// re-adopted: the replicas would be left running on the box).
+struct Cleanup<'a>(&'a Daemon);
+
+impl Drop for Cleanup<'_> {
+    fn drop(&mut self) {
+        let d = self.0;
+        let run = |args: &[&str]| {
+            Command::new(env!("CARGO_BIN_EXE_gantry"))
+                .arg("--connect")
+                .arg(&d.socket)
+                .args(args)
+                .output()
+                .ok()
+                .and_then(|o| serde_json::from_slice::<Value>(&o.stdout).ok())
+        };
+        for s in run(&["services", "-o", "json"])
+            .and_then(|v| v.as_array().cloned())
+            .unwrap_or_default()
+        {
+            if let Some(name) = s["name"].as_str() {
+                run(&["serve", "down", name, "-o", "json"]);
+            }
+        }
+        for j in run(&["jobs", "-o", "json"])
+            .and_then(|v| v.as_array().cloned())
+            .unwrap_or_default()
+        {
+            if ["pending", "running", "held", "preempting"]
+                .contains(&j["state"].as_str().unwrap_or(""))
+            {
+                run(&["cancel", &j["id"].to_string(), "-o", "json"]);
+            }
+        }
+        // Each run's wrapper names its exit file under the daemon's logs: wait for them all.
+        let dir = d
+            .dir
+            .join("state")
+            .join("logs")
+            .join("job-")
+            .display()
+            .to_string();
+        for _ in 0..100 {
+            let left = Command::new("pgrep")
+                .args(["-f", &dir])
+                .output()
+                .is_ok_and(|o| !o.stdout.is_empty());
+            if !left {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
 fn fleet(dir: &Path) -> String {
     let f = dir.join("fleet.toml");
     std::fs::write(&f, daemon::LOCAL_FLEET).unwrap();
@@ -148,6 +204,7 @@ fn a_service_scales_with_its_traffic_and_replaces_a_killed_replica() {
     let dir = temp_dir("svc-scale");
     let f = fleet(&dir);
     let d = start_in(dir.clone(), &["--config", &f]);
+    let _cleanup = Cleanup(&d);
     let file = dir.join("web.yaml");
     std::fs::write(&file, WEB).unwrap();
     let endpoint = format!("127.0.0.1:{}", free_port());
@@ -279,6 +336,7 @@ fn a_bad_service_section_is_refused_at_its_line() {
     let dir = temp_dir("svc-bad");
     let f = fleet(&dir);
     let d = start_in(dir.clone(), &["--config", &f]);
+    let _cleanup = Cleanup(&d);
     let cases = [
         (
             "run: x\nservice:\n  readiness_probe: /\n  replica_policy:\n    min_replicas: 3\n    max_replicas: 2\n    target_qps_per_replica: 1\n",
@@ -384,6 +442,7 @@ min_runtime = "0s"
     )
     .unwrap();
     let d = start_in(dir.clone(), &["--config", f.to_str().unwrap()]);
+    let _cleanup = Cleanup(&d);
     let ckpt = dir.join("ckpt");
     let train = format!(
         r#"name: train
@@ -510,6 +569,7 @@ fn a_new_version_replaces_replicas_one_at_a_time_while_requests_keep_succeeding(
     let dir = temp_dir("svc-roll");
     let f = fleet(&dir);
     let d = start_in(dir.clone(), &["--config", &f]);
+    let _cleanup = Cleanup(&d);
     let server = dir.join("server.py");
     std::fs::write(&server, SERVER).unwrap();
     let file = dir.join("api.yaml");
@@ -565,6 +625,7 @@ fn a_service_scales_on_a_metric_its_replicas_expose() {
     let dir = temp_dir("svc-metric");
     let f = fleet(&dir);
     let d = start_in(dir.clone(), &["--config", &f]);
+    let _cleanup = Cleanup(&d);
     let server = dir.join("server.py");
     std::fs::write(&server, SERVER).unwrap();
     let file = dir.join("api.yaml");

@@ -215,8 +215,8 @@ pub fn run(dir: &Path, rate: f64, secs: f64) -> Result<ServeBenchReport, String>
         direct_p99_ms: q(&direct, 0.99),
         endpoint_p50_ms: q(&via, 0.5),
         endpoint_p99_ms: q(&via, 0.99),
-        added_p50_ms: q(&via, 0.5) - q(&direct, 0.5),
-        added_p99_ms: q(&via, 0.99) - q(&direct, 0.99),
+        added_p50_ms: ((q(&via, 0.5) - q(&direct, 0.5)) * 1000.0).round() / 1000.0,
+        added_p99_ms: ((q(&via, 0.99) - q(&direct, 0.99)) * 1000.0).round() / 1000.0,
         endpoint_errors: errors,
         reaction,
     })
@@ -275,6 +275,30 @@ fn reaction(dir: &Path, runtime: &tokio::runtime::Runtime) -> Result<Reaction, S
         })
     };
     let result = react(dir, runtime, &handle);
+    // The replicas go with the bench: a local job outlives its daemon (to be re-adopted), so
+    // the service is stopped and its processes waited for before the daemon is.
+    let caller = crate::daemon::auth::Caller {
+        role: crate::daemon::auth::Role::Operator,
+        team: None,
+        name: "bench".into(),
+        user: None,
+    };
+    let _ = handle.call_blocking(|reply| Request::ServiceDown {
+        name: "bench".into(),
+        caller,
+        reply,
+    });
+    let t = Instant::now();
+    while t.elapsed() < Duration::from_secs(10) {
+        let alive = std::process::Command::new("pgrep")
+            .args(["-f", &dir.join("logs").join("job-").display().to_string()])
+            .output()
+            .is_ok_and(|o| !o.stdout.is_empty());
+        if !alive {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
     let _ = stop.send(());
     let _ = runtime.block_on(server);
     handle.shutdown();

@@ -247,6 +247,15 @@ impl Reader<'_> {
         Ok(spec)
     }
 
+    /// Seconds at `path` (0 or more), or `default` where not given.
+    fn seconds(&self, path: &str, v: Option<Number>, default: f64) -> Result<f64, SpecError> {
+        let s = v.map_or(default, |n| n.0);
+        if s < 0.0 {
+            return Err(self.err(path, format!("{s}: give seconds, 0 or more")));
+        }
+        Ok(s)
+    }
+
     fn replica_count(&self, path: &str, n: u32) -> Result<(), SpecError> {
         if n > MAX_REPLICAS {
             return Err(self.err(
@@ -366,15 +375,8 @@ impl Reader<'_> {
             }
             (max, _) => max.unwrap_or(min),
         };
-        let seconds = |this: &Self, field: &str, v: Option<Number>, default: f64| {
-            let s = v.map_or(default, |n| n.0);
-            if s < 0.0 {
-                return Err(this.err(
-                    &format!("{AT}.{field}"),
-                    format!("{s}: give seconds, 0 or more"),
-                ));
-            }
-            Ok(s)
+        let seconds = |this: &Self, field: &str, v, default| {
+            this.seconds(&format!("{AT}.{field}"), v, default)
         };
         spec.upscale_delay_s = seconds(
             self,
@@ -443,15 +445,8 @@ impl Reader<'_> {
                     self.err(&at, e.into_inner().to_string())
                 })?;
                 out.path = p.path.0;
-                let positive = |this: &Self, field: &str, v: Option<Number>, default: f64| {
-                    let s = v.map_or(default, |n| n.0);
-                    if s < 0.0 {
-                        return Err(this.err(
-                            &format!("{AT}.{field}"),
-                            format!("{s}: give seconds, 0 or more"),
-                        ));
-                    }
-                    Ok(s)
+                let positive = |this: &Self, field: &str, v, default| {
+                    this.seconds(&format!("{AT}.{field}"), v, default)
                 };
                 out.initial_delay_s = positive(
                     self,

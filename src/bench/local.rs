@@ -25,7 +25,8 @@ pub struct LocalBenchReport {
     pub launches: usize,
 }
 
-const HOST: &str = r#"
+/// A fleet of this host alone, as the benches that run real processes here use it.
+pub(super) const HOST: &str = r#"
 [[teams]]
 name = "bench"
 

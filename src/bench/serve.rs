@@ -222,26 +222,20 @@ pub fn run(dir: &Path, rate: f64, secs: f64) -> Result<ServeBenchReport, String>
     })
 }
 
-const FLEET: &str = r#"
-[[teams]]
-name = "bench"
-
-[[pools]]
-provider = "local"
-region = "here"
-zone = "here"
-name = "host"
-instance_type = "this machine"
-cpus = 64
-memory_gb = 64
-capacity = "reserved"
-price_per_hour = 0.0
-nodes = 1
-"#;
+/// Who the bench is to its daemon.
+fn operator() -> crate::daemon::auth::Caller {
+    crate::daemon::auth::Caller {
+        role: crate::daemon::auth::Role::Operator,
+        team: None,
+        name: "bench".into(),
+        user: None,
+    }
+}
 
 /// 2. The scale-up reaction, on a daemon in this process.
 fn reaction(dir: &Path, runtime: &tokio::runtime::Runtime) -> Result<Reaction, String> {
-    let fleet = crate::config::fleet::parse("bench.toml", FLEET).map_err(|e| e.to_string())?;
+    let fleet =
+        crate::config::fleet::parse("bench.toml", super::local::HOST).map_err(|e| e.to_string())?;
     let opts = StateOptions {
         seed: 1,
         demo_workload: false,
@@ -277,12 +271,7 @@ fn reaction(dir: &Path, runtime: &tokio::runtime::Runtime) -> Result<Reaction, S
     let result = react(dir, runtime, &handle);
     // The replicas go with the bench: a local job outlives its daemon (to be re-adopted), so
     // the service is stopped and its processes waited for before the daemon is.
-    let caller = crate::daemon::auth::Caller {
-        role: crate::daemon::auth::Role::Operator,
-        team: None,
-        name: "bench".into(),
-        user: None,
-    };
+    let caller = operator();
     let _ = handle.call_blocking(|reply| Request::ServiceDown {
         name: "bench".into(),
         caller,
@@ -334,12 +323,7 @@ fn react(
         name: None,
         endpoint: Some(endpoint.clone()),
     };
-    let caller = crate::daemon::auth::Caller {
-        role: crate::daemon::auth::Role::Operator,
-        team: None,
-        name: "bench".into(),
-        user: None,
-    };
+    let caller = operator();
     handle
         .call_blocking(|reply| Request::ServiceUp { up, caller, reply })
         .map_err(|e| e.error)?;

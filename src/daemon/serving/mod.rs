@@ -20,8 +20,8 @@ use tokio::sync::watch;
 /// How often the loop looks: probes of replicas not yet ready are this frequent, so a new
 /// replica takes traffic within a beat of answering.
 const BEAT: Duration = Duration::from_millis(250);
-/// How often what was measured is reported when nothing else changed.
-const REPORT_EVERY: Duration = Duration::from_secs(1);
+/// How often a service's metric is scraped from each ready replica.
+const SCRAPE_EVERY: Duration = Duration::from_secs(1);
 /// Failed probes in a row that take a ready replica out for good (it is replaced).
 const FAILURES_TO_REPLACE: u32 = 3;
 
@@ -66,7 +66,7 @@ pub async fn run(handle: Handle, mut stop: watch::Receiver<bool>) {
     // at the next beat. So does a new snapshot (a replica that just started).
     let answered = Arc::new(tokio::sync::Notify::new());
     let mut published = handle.published.clone();
-    let mut reported = Instant::now() - REPORT_EVERY;
+    let mut reported = Instant::now() - BEAT;
     let mut last: Vec<(String, Measured)> = Vec::new();
     loop {
         tokio::select! {
@@ -203,7 +203,7 @@ pub async fn run(handle: Handle, mut stop: watch::Receiver<bool>) {
                 });
             }
             if let Some(ScaleSignal::Metric { name, path, .. }) = &s.spec.signal {
-                if w.ready && !w.scraping && w.scraped.is_none_or(|t| t.elapsed() >= REPORT_EVERY) {
+                if w.ready && !w.scraping && w.scraped.is_none_or(|t| t.elapsed() >= SCRAPE_EVERY) {
                     w.scraping = true;
                     w.scraped = Some(Instant::now());
                     scrape(
@@ -239,8 +239,8 @@ pub async fn run(handle: Handle, mut stop: watch::Receiver<bool>) {
             *e.shared.backends.write().unwrap_or_else(|p| p.into_inner()) = backends;
         }
         // Under load the figures change every beat: each beat reports them (the actor
-        // publishes them without a cycle); a quiet service reports once a second.
-        if !changed && reported.elapsed() < BEAT && reported.elapsed() < REPORT_EVERY {
+        // publishes them without a cycle); figures that did not change are not sent (below).
+        if !changed && reported.elapsed() < BEAT {
             continue;
         }
         let measured: Vec<(String, Measured)> = services

@@ -79,6 +79,31 @@ pub(super) struct Service {
     next_replica: u32,
 }
 
+impl Service {
+    /// A service as its record says, with the replicas it has (none when new).
+    fn new(
+        record: ServiceRecord,
+        spec: crate::spec::JobSpec,
+        svc: ServiceSpec,
+        class: String,
+        replicas: Vec<ReplicaRecord>,
+    ) -> Service {
+        let next_replica = replicas.iter().map(|r| r.replica).max().unwrap_or(0) + 1;
+        Service {
+            autoscaler: Autoscaler::new(&svc),
+            record,
+            spec,
+            svc,
+            class,
+            replicas,
+            retiring: Default::default(),
+            measured: Measured::default(),
+            last_decision: None,
+            next_replica,
+        }
+    }
+}
+
 #[derive(Default)]
 pub(super) struct Services {
     list: BTreeMap<String, Service>,
@@ -165,28 +190,12 @@ impl State {
             let reps = replicas.remove(&record.name).unwrap_or_default();
             match self.service_of(&record, None) {
                 Ok((spec, svc, class)) => {
-                    let mut autoscaler = Autoscaler::new(&svc);
+                    let mut e = Service::new(record, spec, svc, class, reps);
                     // Carry on at the count it had: a restart is no reason to scale down.
-                    let live = reps.len() as u32;
-                    let next_replica = reps.iter().map(|r| r.replica).max().unwrap_or(0) + 1;
-                    autoscaler.target = live
-                        .saturating_sub(svc.overprovision)
-                        .clamp(svc.min_replicas, svc.max_replicas);
-                    self.services.list.insert(
-                        record.name.clone(),
-                        Service {
-                            record,
-                            spec,
-                            svc,
-                            class,
-                            autoscaler,
-                            replicas: reps,
-                            retiring: Default::default(),
-                            measured: Measured::default(),
-                            last_decision: None,
-                            next_replica,
-                        },
-                    );
+                    e.autoscaler.target = (e.replicas.len() as u32)
+                        .saturating_sub(e.svc.overprovision)
+                        .clamp(e.svc.min_replicas, e.svc.max_replicas);
+                    self.services.list.insert(e.record.name.clone(), e);
                 }
                 Err(why) => self.warn(format!(
                     "service {}: its file no longer reads ({why}): it is not served; `gantry serve down {}` forgets it",
@@ -367,21 +376,9 @@ impl State {
                 )
             }
             None => {
-                let autoscaler = Autoscaler::new(&svc);
                 self.services.list.insert(
                     name.clone(),
-                    Service {
-                        record,
-                        spec,
-                        svc,
-                        class,
-                        autoscaler,
-                        replicas: Vec::new(),
-                        retiring: Default::default(),
-                        measured: Measured::default(),
-                        last_decision: None,
-                        next_replica: 1,
-                    },
+                    Service::new(record, spec, svc, class, Vec::new()),
                 );
                 format!("service {name} up at {endpoint} by {}", caller.name)
             }
@@ -465,7 +462,7 @@ impl State {
     /// True when jobs were submitted or cancelled (a scheduling cycle is due); else only the
     /// snapshot's services were brought up to date.
     pub fn service_measured(&mut self, measured: Vec<(String, Measured)>) -> bool {
-        let before = self.engine.jobs().count();
+        // Every submission, cancel and retirement is an event: no new event, no new job.
         let events = self.events_total;
         for (name, m) in measured {
             let Some(e) = self.services.list.get_mut(&name) else {
@@ -474,7 +471,7 @@ impl State {
             e.measured = m;
             self.reconcile_service(&name);
         }
-        let acted = self.events_total != events || self.engine.jobs().count() != before;
+        let acted = self.events_total != events;
         if acted {
             self.snapshot = self.build_snapshot();
         } else {

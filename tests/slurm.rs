@@ -8,6 +8,8 @@
 mod common;
 #[path = "common/slurm_cluster.rs"]
 mod slurm_cluster;
+#[path = "bench/slurm_compare.rs"]
+mod slurm_compare;
 
 use common::{cli, events, free_port, job, log_text, state, submit, wait_for};
 use serde_json::Value;

@@ -142,8 +142,9 @@ impl Cluster {
                 }
             }
             node_lines.push_str(&format!(
-                "NodeName={n} NodeHostname={host} NodeAddr=127.0.0.1 Port={} CPUs=4 RealMemory=1000 Gres=gpu:{kind}:{count} State=UNKNOWN\n",
-                free_port()
+                "NodeName={n} NodeHostname={host} NodeAddr=127.0.0.1 Port={} CPUs={} RealMemory=1000 Gres=gpu:{kind}:{count} State=UNKNOWN\n",
+                free_port(),
+                (*count).max(4)
             ));
             gres.push_str(&format!(
                 "NodeName={n} Name=gpu Type={kind} File={}/nvidia[0-{}]\n",

@@ -39,6 +39,15 @@ pub fn enter_path(logs: &Path, node: &str, job: i64) -> PathBuf {
     node_log_dir(logs, node).join(format!("job-{job}.enter"))
 }
 
+/// Where each part's batch script says how its run ended as it ends: a file named by its
+/// Slurm job id holding the script's status. The pool's worker reads the directory many times
+/// a second, so a run's end reaches the daemon at once rather than at the next read of Slurm's
+/// queue (Slurm still holds the job's GPUs for the moment it takes to complete; the next part
+/// pinned there waits for it in Slurm's queue, not in gantry's).
+pub fn exits_dir(logs: &Path) -> PathBuf {
+    logs.join("slurm").join(".exits")
+}
+
 /// `'…'` for the shell.
 fn quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', r"'\''"))
@@ -46,7 +55,7 @@ fn quote(s: &str) -> String {
 
 /// The batch script of one node's part: the job's environment, then setup and run as separate
 /// bash scripts (as SkyPilot and the local backend run them), its status the script's.
-pub fn script(l: &Launch, gpus: usize, enter: &Path) -> String {
+pub fn script(l: &Launch, gpus: usize, enter: &Path, exits: &Path) -> String {
     let mut s = String::from("#!/bin/bash\n");
     s.push_str(&format!(
         "# gantry job {} ({}), rank {} of {}\n",
@@ -92,7 +101,11 @@ pub fn script(l: &Launch, gpus: usize, enter: &Path) -> String {
         s.push_str("/bin/bash -c \"$_gantry_setup\"; rc=$?\n");
     }
     s.push_str("if [ \"$rc\" -eq 0 ]; then /bin/bash -c \"$_gantry_run\"; rc=$?; fi\n");
-    s.push_str(&format!("rm -f {enter}\nexit \"$rc\"\n"));
+    // The end said at once (written whole, then renamed into place: never read half).
+    let exit = quote(&exits.display().to_string());
+    s.push_str(&format!(
+        "rm -f {enter}\n(printf '%s\\n' \"$rc\" > {exit}/.$SLURM_JOB_ID && mv -f {exit}/.$SLURM_JOB_ID {exit}/$SLURM_JOB_ID) 2>/dev/null\nexit \"$rc\"\n"
+    ));
     s
 }
 
@@ -109,8 +122,11 @@ pub struct Submit {
 pub fn sbatch(s: &Submit, node: &str, l: &Launch) -> Result<u64, String> {
     let gpus = l.gpus.len();
     let dir = node_log_dir(&s.logs, node);
-    std::fs::create_dir_all(&dir)
-        .map_err(|e| format!("cannot create the log directory {}: {e}", dir.display()))?;
+    let exits = exits_dir(&s.logs);
+    for d in [&dir, &exits] {
+        std::fs::create_dir_all(d)
+            .map_err(|e| format!("cannot create the log directory {}: {e}", d.display()))?;
+    }
     let log =
         |stream: crate::backend::logs::Stream| crate::backend::logs::log_path(&dir, l.job, stream);
     let mut cmd = slurm_command("sbatch");
@@ -145,7 +161,7 @@ pub fn sbatch(s: &Submit, node: &str, l: &Launch) -> Result<u64, String> {
     let home = std::env::var("HOME").unwrap_or_else(|_| "/tmp".into());
     cmd.arg(format!("--chdir={}", l.workdir.as_deref().unwrap_or(&home)));
     let enter = enter_path(&s.logs, node, l.job);
-    let out = run(&mut cmd, Some(&script(l, gpus, &enter)))?;
+    let out = run(&mut cmd, Some(&script(l, gpus, &enter, &exits)))?;
     out.trim()
         .split(';')
         .next()
@@ -238,6 +254,8 @@ fn run(cmd: &mut Command, stdin: Option<&str>) -> Result<String, String> {
     }
     drop(child.stdin.take());
     let t0 = Instant::now();
+    // sbatch answers in milliseconds: look often at first, then less.
+    let mut nap = Duration::from_millis(1);
     loop {
         match child.try_wait() {
             Ok(Some(_)) => break,
@@ -249,7 +267,10 @@ fn run(cmd: &mut Command, stdin: Option<&str>) -> Result<String, String> {
                     COMMAND_TIMEOUT.as_secs()
                 ));
             }
-            Ok(None) => std::thread::sleep(Duration::from_millis(20)),
+            Ok(None) => {
+                std::thread::sleep(nap);
+                nap = (nap * 2).min(Duration::from_millis(20));
+            }
             Err(e) => return Err(format!("{what}: {e}")),
         }
     }
@@ -297,7 +318,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("gantry-batch-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let enter = dir.join("job-7.enter");
-        let s = script(&l, 2, &enter);
+        let s = script(&l, 2, &enter, &dir);
         assert!(s.contains("export LR='1e-4 '\\''x'\\'''\n"), "{s}");
         assert!(!s.contains("bad key"), "{s}");
         assert!(s.contains("export GANTRY_NUM_GPUS='2'"), "{s}");
@@ -306,9 +327,16 @@ mod tests {
         let out = Command::new("bash").arg(&path).output().unwrap();
         assert_eq!(String::from_utf8_lossy(&out.stdout), "setup\nit's 0\n");
         l.setup = Some("exit 4".into());
-        std::fs::write(&path, script(&l, 0, &enter)).unwrap();
-        let out = Command::new("bash").arg(&path).output().unwrap();
+        std::fs::write(&path, script(&l, 0, &enter, &dir)).unwrap();
+        let out = Command::new("bash")
+            .arg(&path)
+            .env("SLURM_JOB_ID", "812")
+            .output()
+            .unwrap();
         assert_eq!((out.status.code(), out.stdout.len()), (Some(4), 0));
+        // Its end said where the pool's worker looks, whole.
+        assert_eq!(std::fs::read_to_string(dir.join("812")).unwrap(), "4\n");
+        assert!(!dir.join(".812").exists());
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

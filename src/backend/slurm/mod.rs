@@ -5,6 +5,7 @@
 
 pub mod batch;
 pub mod discover;
+mod ends;
 pub mod gres;
 pub mod inventory;
 pub mod pools;

@@ -2,10 +2,10 @@
 //! which OpenAPI version the server serves (detected, and said), and what it says, with errors
 //! that name the server and what to do.
 
-use super::inventory::{self, Answer, Inventory};
+use super::inventory::{self, Answer, Inventory, Job, Node, Partition};
 use serde_json::Value;
 use std::io::Read;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The versions gantry reads, newest first. v0.0.38 (Slurm 22.05) is tested against a real
 /// slurmrestd; later ones are read by the same tolerant parser (lists for states, objects for
@@ -15,6 +15,35 @@ pub const VERSIONS: [&str; 5] = ["v0.0.42", "v0.0.41", "v0.0.40", "v0.0.39", "v0
 /// The most an answer may be: slurmrestd spends about 3.3 kB on a job, so 20,000 jobs are
 /// 66 MB; this leaves room for 300,000.
 const MAX_BODY: u64 = 1 << 30;
+
+/// How far before the last read the next one asks for changes: Slurm stamps its changes in
+/// whole seconds (a change in the second of the last read is not "since" it) and the daemon's
+/// clock may run a little ahead of slurmctld's.
+const SINCE_MARGIN_S: i64 = 2;
+
+/// A whole read at least this often, whatever Slurm says changed.
+const FULL_READ_EVERY: Duration = Duration::from_secs(30);
+
+/// What the last read found, and when it asked: the next asks slurmrestd only for what
+/// changed since (`update_time`), and an answer of 304 Not Modified — no body, nothing built
+/// by slurmrestd or parsed here — keeps what was found.
+#[derive(Default)]
+struct LastRead {
+    /// The daemon's clock (seconds since the epoch) when the last read began.
+    asked_at: Option<i64>,
+    full_at: Option<Instant>,
+    nodes: Vec<Node>,
+    partitions: Vec<Partition>,
+    jobs: Vec<Job>,
+}
+
+impl LastRead {
+    /// What the next read asks for changes since; `None` for a whole read.
+    fn since(&self) -> Option<i64> {
+        let fresh = self.full_at?.elapsed() < FULL_READ_EVERY;
+        fresh.then_some(self.asked_at? - SINCE_MARGIN_S)
+    }
+}
 
 pub struct SlurmRest {
     /// What the user wrote (for messages).
@@ -26,6 +55,9 @@ pub struct SlurmRest {
     /// The API version in use, and Slurm's release where the server says.
     pub version: String,
     pub release: Option<String>,
+    last: LastRead,
+    /// Reads answered 304 Not Modified (for the bench and the tests).
+    pub unchanged: u64,
 }
 
 impl SlurmRest {
@@ -62,6 +94,8 @@ impl SlurmRest {
             client,
             version: String::new(),
             release: None,
+            last: LastRead::default(),
+            unchanged: 0,
         };
         s.version = s.detect()?;
         Ok(s)
@@ -158,9 +192,13 @@ impl SlurmRest {
         Ok(v)
     }
 
-    /// `GET path` read as an `Answer` (the fields gantry uses, the rest skipped).
-    fn get_answer(&self, path: &str) -> Result<Answer, String> {
+    /// `GET path` read as an `Answer` (the fields gantry uses, the rest skipped); `None`
+    /// where slurmrestd says nothing changed since the `update_time` asked about.
+    fn get_answer(&self, path: &str) -> Result<Option<Answer>, String> {
         let (status, body) = self.get(path)?;
+        if status == reqwest::StatusCode::NOT_MODIFIED {
+            return Ok(None);
+        }
         let a: Answer = serde_json::from_slice(&body).map_err(|e| {
             if serde_json::from_slice::<serde::de::IgnoredAny>(&body).is_ok() {
                 format!(
@@ -172,7 +210,7 @@ impl SlurmRest {
             }
         })?;
         self.check(path, status, &a.errors)?;
-        Ok(a)
+        Ok(Some(a))
     }
 
     fn not_json(&self, path: &str, status: reqwest::StatusCode, body: &[u8]) -> String {
@@ -224,32 +262,54 @@ impl SlurmRest {
         ))
     }
 
-    /// Partitions, nodes and jobs, now.
+    /// Partitions, nodes and jobs, now: what changed since the last read asked, the rest as
+    /// it was (a whole read at first, and every `FULL_READ_EVERY`).
     pub fn inventory(&mut self) -> Result<Inventory, String> {
-        let v = &self.version;
-        let nodes = self.get_answer(&format!("/slurm/{v}/nodes"))?;
-        self.release = nodes
-            .meta
-            .pointer("/Slurm/release")
-            .or_else(|| nodes.meta.pointer("/slurm/release"))
-            .and_then(Value::as_str)
-            .map(str::to_string);
-        let partitions = self.get_answer(&format!("/slurm/{v}/partitions"))?;
-        let jobs = self.get_answer(&format!("/slurm/{v}/jobs"))?;
+        let asked_at = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs() as i64);
+        let since = self.last.since();
+        let path = |what: &str| match since {
+            Some(t) => format!("/slurm/{}/{what}?update_time={t}", self.version),
+            None => format!("/slurm/{}/{what}", self.version),
+        };
+        let (nodes, partitions, jobs) = (path("nodes"), path("partitions"), path("jobs"));
+        match self.get_answer(&nodes)? {
+            Some(nodes) => {
+                self.release = nodes
+                    .meta
+                    .pointer("/Slurm/release")
+                    .or_else(|| nodes.meta.pointer("/slurm/release"))
+                    .and_then(Value::as_str)
+                    .map(str::to_string);
+                self.last.nodes = nodes
+                    .nodes
+                    .iter()
+                    .map(inventory::node)
+                    .collect::<Result<_, _>>()?;
+            }
+            None => self.unchanged += 1,
+        }
+        match self.get_answer(&partitions)? {
+            Some(p) => {
+                self.last.partitions = p.partitions.iter().map(inventory::partition).collect()
+            }
+            None => self.unchanged += 1,
+        }
+        match self.get_answer(&jobs)? {
+            Some(j) => self.last.jobs = j.jobs.iter().map(inventory::job).collect(),
+            None => self.unchanged += 1,
+        }
+        self.last.asked_at = Some(asked_at);
+        if since.is_none() {
+            self.last.full_at = Some(Instant::now());
+        }
         Ok(Inventory {
             api: self.version.clone(),
             slurm: self.release.clone(),
-            partitions: partitions
-                .partitions
-                .iter()
-                .map(inventory::partition)
-                .collect(),
-            nodes: nodes
-                .nodes
-                .iter()
-                .map(inventory::node)
-                .collect::<Result<_, _>>()?,
-            jobs: jobs.jobs.iter().map(inventory::job).collect(),
+            partitions: self.last.partitions.clone(),
+            nodes: self.last.nodes.clone(),
+            jobs: self.last.jobs.clone(),
         })
     }
 }

@@ -8,8 +8,8 @@
 //! re-adopts them (or stops the ones it gave up on).
 
 use super::batch::{self, Submit};
+use super::ends::{exit_of, script_exit, Reader};
 use super::inventory::{Inventory, Job};
-use super::rest::SlurmRest;
 use crate::backend::cluster::NodeReports;
 use crate::backend::logs::{DirReader, LogQuery, LogRead, LogReader};
 use crate::backend::{Exit, ForeignWaiting, ForeignWork, HostInfo, Launch, RunEvent, Runner};
@@ -20,7 +20,17 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// How often the queue is read.
-const REFRESH: Duration = Duration::from_secs(1);
+pub(super) const REFRESH: Duration = Duration::from_secs(1);
+
+/// How often the runs' exit files are looked for (`batch::exits_dir`), while a run is followed.
+const EXITS_EVERY: Duration = Duration::from_millis(25);
+
+/// An exit file no followed run claims is removed once this old (its run was forgotten, or
+/// ended under another daemon).
+const STRAY_EXIT: Duration = Duration::from_secs(600);
+
+/// At most this many `sbatch` at once: the parts one cycle starts are submitted together.
+const SUBMITTERS: usize = 16;
 
 /// Pending reasons Slurm will not get over by waiting: the part is cancelled and the start
 /// failed with the reason.
@@ -36,7 +46,7 @@ const HOPELESS: [&str; 7] = [
     "AccountNotAllowed",
 ];
 
-enum Cmd {
+pub(super) enum Cmd {
     Start(usize, Box<Launch>),
     Stop {
         host: usize,
@@ -55,6 +65,10 @@ enum Cmd {
         job: i64,
         token: String,
     },
+    /// What the reader thread found in Slurm (each `REFRESH`), and when it began to read.
+    Read(Instant, Box<Result<Inventory, String>>),
+    /// The daemon let the pool go (a reload or its end).
+    Quit,
 }
 
 pub struct SlurmPool {
@@ -80,10 +94,12 @@ impl SlurmPool {
             .clone()
             .or_else(|| std::env::var("USER").ok())
             .or_else(|| std::env::var("LOGNAME").ok());
-        let mut worker = Worker::new(
+        let reader = Reader::new(
             p.slurmrestd.clone().unwrap_or_default(),
             user,
             std::env::var("SLURM_JWT").ok().filter(|t| !t.is_empty()),
+        );
+        let mut worker = Worker::new(
             Submit {
                 partition: p.partition.clone(),
                 gpus_per_node: usize::from(p.gpus_per_node),
@@ -93,6 +109,11 @@ impl SlurmPool {
             events.clone(),
         );
         worker.wake = wake;
+        let found = tx.clone();
+        std::thread::Builder::new()
+            .name(format!("slurm-read-{}", p.name))
+            .spawn(move || reader.run(found))
+            .expect("spawn the Slurm reader thread");
         std::thread::Builder::new()
             .name(format!("slurm-{}", p.name))
             .spawn(move || worker.run(rx))
@@ -106,6 +127,13 @@ impl SlurmPool {
             tx,
             events,
         }
+    }
+}
+
+impl Drop for SlurmPool {
+    fn drop(&mut self) {
+        // The reader holds a sender too: the worker is told, and the reader's next send fails.
+        let _ = self.tx.send(Cmd::Quit);
     }
 }
 
@@ -201,6 +229,8 @@ struct Run {
     cancel_at: Option<Instant>,
     /// Why Slurm holds it pending, as last said.
     waits: Option<String>,
+    /// When it was submitted (or found): a read begun before cannot know it.
+    since: Instant,
 }
 
 impl Run {
@@ -212,6 +242,7 @@ impl Run {
             ended: false,
             cancel_at: None,
             waits: None,
+            since: Instant::now(),
         }
     }
 }
@@ -219,12 +250,8 @@ impl Run {
 type RunKey = (usize, i64, String);
 
 struct Worker {
-    url: String,
-    user: Option<String>,
-    token: Option<String>,
     submit: Submit,
     nodes: Vec<String>,
-    rest: Option<SlurmRest>,
     runs: HashMap<RunKey, Run>,
     /// What was last said of each node.
     reports: NodeReports,
@@ -236,20 +263,9 @@ struct Worker {
 }
 
 impl Worker {
-    fn new(
-        url: String,
-        user: Option<String>,
-        token: Option<String>,
-        submit: Submit,
-        nodes: Vec<String>,
-        out: Arc<Mutex<Vec<RunEvent>>>,
-    ) -> Worker {
+    fn new(submit: Submit, nodes: Vec<String>, out: Arc<Mutex<Vec<RunEvent>>>) -> Worker {
         Worker {
-            url,
-            user,
-            token,
             submit,
-            rest: None,
             runs: HashMap::new(),
             reports: NodeReports::new(nodes.len()),
             queue: Vec::new(),
@@ -260,17 +276,135 @@ impl Worker {
     }
 
     fn run(mut self, rx: Receiver<Cmd>) {
-        let mut next = Instant::now();
+        let mut exits_read = Instant::now();
         loop {
-            match rx.recv_timeout(next.saturating_duration_since(Instant::now())) {
-                Ok(cmd) => self.command(cmd),
-                Err(RecvTimeoutError::Timeout) => {
-                    self.refresh();
-                    next = Instant::now() + REFRESH;
+            let following = self.runs.values().any(|r| !r.ended);
+            let wait = if following { EXITS_EVERY } else { REFRESH };
+            match rx.recv_timeout(wait) {
+                Ok(Cmd::Quit) | Err(RecvTimeoutError::Disconnected) => return,
+                Ok(cmd) => {
+                    // Everything asked meanwhile, in order, its starts together.
+                    let mut cmds = vec![cmd];
+                    cmds.extend(rx.try_iter());
+                    if cmds.iter().any(|c| matches!(c, Cmd::Quit)) {
+                        return;
+                    }
+                    self.commands(cmds);
                 }
-                // The daemon let the pool go (a reload or its end).
-                Err(RecvTimeoutError::Disconnected) => return,
+                Err(RecvTimeoutError::Timeout) => {}
             }
+            if following && exits_read.elapsed() >= EXITS_EVERY {
+                self.read_exits();
+                exits_read = Instant::now();
+            }
+        }
+    }
+
+    /// Commands in order; each run of consecutive starts submitted at once.
+    fn commands(&mut self, cmds: Vec<Cmd>) {
+        let mut starts = Vec::new();
+        for cmd in cmds {
+            match cmd {
+                Cmd::Start(host, l) => starts.push((host, l)),
+                other => {
+                    self.start_all(std::mem::take(&mut starts));
+                    self.command(other);
+                }
+            }
+        }
+        self.start_all(starts);
+    }
+
+    /// Submits each part (`SUBMITTERS` at a time); follows what Slurm took.
+    fn start_all(&mut self, starts: Vec<(usize, Box<Launch>)>) {
+        for chunk in starts.chunks(SUBMITTERS) {
+            let submitted: Vec<Result<u64, String>> = std::thread::scope(|s| {
+                let calls: Vec<_> = chunk
+                    .iter()
+                    .map(|(host, l)| {
+                        let (submit, node) = (&self.submit, &self.nodes[*host]);
+                        s.spawn(move || batch::sbatch(submit, node, l))
+                    })
+                    .collect();
+                calls
+                    .into_iter()
+                    .map(|c| c.join().unwrap_or_else(|_| Err("sbatch panicked".into())))
+                    .collect()
+            });
+            for ((host, l), r) in chunk.iter().zip(submitted) {
+                match r {
+                    Ok(id) => {
+                        self.runs
+                            .insert((*host, l.job, l.token.clone()), Run::new(id));
+                    }
+                    Err(why) => self.emit(RunEvent::StartFailed {
+                        host: *host,
+                        job: l.job,
+                        token: l.token.clone(),
+                        why: format!("Slurm refused it: {why}"),
+                    }),
+                }
+            }
+        }
+    }
+
+    /// The ends the runs' batch scripts wrote (`batch::exits_dir`): each said at once.
+    fn read_exits(&mut self) {
+        let dir = batch::exits_dir(&self.submit.logs);
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            return;
+        };
+        let mut found: Vec<(u64, PathBuf)> = entries
+            .flatten()
+            .filter_map(|e| Some((e.file_name().to_str()?.parse().ok()?, e.path())))
+            .collect();
+        if found.is_empty() {
+            return;
+        }
+        found.sort_unstable();
+        let by_slurm: HashMap<u64, RunKey> = self
+            .runs
+            .iter()
+            .filter(|(_, r)| !r.ended)
+            .map(|(k, r)| (r.slurm, k.clone()))
+            .collect();
+        for (id, path) in found {
+            let Some(key) = by_slurm.get(&id) else {
+                let stale = std::fs::metadata(&path)
+                    .and_then(|m| m.modified())
+                    .is_ok_and(|t| t.elapsed().is_ok_and(|age| age > STRAY_EXIT));
+                if stale {
+                    let _ = std::fs::remove_file(&path);
+                }
+                continue;
+            };
+            let Some(code) = std::fs::read_to_string(&path)
+                .ok()
+                .and_then(|t| t.trim().parse::<i64>().ok())
+            else {
+                continue;
+            };
+            let _ = std::fs::remove_file(&path);
+            let (host, job, token) = key.clone();
+            let r = self.runs.get_mut(key).expect("a followed run");
+            r.ended = true;
+            let started = std::mem::replace(&mut r.started, true);
+            if !started {
+                self.emit(RunEvent::Started {
+                    host,
+                    job,
+                    token: token.clone(),
+                    pgid: None,
+                    handle: Some(format!("Slurm job {id}")),
+                });
+            }
+            self.emit(RunEvent::Exited {
+                host,
+                job,
+                token,
+                exit: script_exit(code),
+                at: None,
+            });
         }
     }
 
@@ -283,21 +417,9 @@ impl Worker {
     fn command(&mut self, cmd: Cmd) {
         let mut out = Vec::new();
         match cmd {
-            Cmd::Start(host, l) => {
-                let key = (host, l.job, l.token.clone());
-                let node = self.nodes[host].clone();
-                match batch::sbatch(&self.submit, &node, &l) {
-                    Ok(id) => {
-                        self.runs.insert(key, Run::new(id));
-                    }
-                    Err(why) => self.emit(RunEvent::StartFailed {
-                        host,
-                        job: l.job,
-                        token: l.token,
-                        why: format!("Slurm refused it: {why}"),
-                    }),
-                }
-            }
+            Cmd::Start(host, l) => self.start_all(vec![(host, l)]),
+            Cmd::Read(began, found) => self.refresh(began, *found),
+            Cmd::Quit => {}
             Cmd::Stop {
                 host,
                 job,
@@ -341,9 +463,9 @@ impl Worker {
         }
     }
 
-    /// Reads the cluster; says what changed.
-    fn refresh(&mut self) {
-        let inv = match self.read() {
+    /// What the reader found in a read that began at `began`: says what changed.
+    fn refresh(&mut self, began: Instant, found: Result<Inventory, String>) {
+        let inv = match found {
             Ok(inv) => inv,
             Err(why) => {
                 for host in 0..self.nodes.len() {
@@ -385,28 +507,13 @@ impl Worker {
                 self.emit(e);
             }
         }
-        self.follow_runs(&by_id);
+        self.follow_runs(began, &by_id);
         self.say_foreign(&inv);
         let waiting = super::queue::waiting(&inv, &self.nodes);
         if waiting != self.queue {
             self.queue = waiting.clone();
             self.emit(RunEvent::Queue { waiting });
         }
-    }
-
-    fn read(&mut self) -> Result<Inventory, String> {
-        if self.rest.is_none() {
-            self.rest = Some(SlurmRest::connect(
-                &self.url,
-                self.user.clone(),
-                self.token.clone(),
-            )?);
-        }
-        let rest = self.rest.as_mut().ok_or("not connected")?;
-        rest.inventory().inspect_err(|_| {
-            // Reconnect (and detect the version again) next time: it may have been upgraded.
-            self.rest = None;
-        })
     }
 
     /// `Up` (with the runs gantry has there) when a node becomes reachable, `Down` when it
@@ -451,8 +558,8 @@ impl Worker {
         }
     }
 
-    /// Each followed run's state as Slurm has it now.
-    fn follow_runs(&mut self, by_id: &HashMap<u64, &Job>) {
+    /// Each followed run's state as Slurm had it in a read that began at `began`.
+    fn follow_runs(&mut self, began: Instant, by_id: &HashMap<u64, &Job>) {
         let mut events = Vec::new();
         let mut cancel: Vec<(usize, u64)> = Vec::new();
         for ((host, job, token), r) in self.runs.iter_mut().filter(|(_, r)| !r.ended) {
@@ -538,6 +645,8 @@ impl Worker {
                         });
                     }
                 }
+                // Submitted after the read began: the read cannot have seen it.
+                None if r.since >= began => {}
                 None => {
                     // Gone from Slurm's memory (MinJobAge) without being seen to end.
                     r.ended = true;
@@ -645,6 +754,7 @@ impl<'a> Seen<'a> {
 /// A pool's worker driven by the caller, one refresh at a time (`gantry bench slurm` times
 /// what the worker thread does each second).
 pub(crate) struct Probe {
+    reader: Reader,
     worker: Worker,
     out: Arc<Mutex<Vec<RunEvent>>>,
 }
@@ -658,45 +768,19 @@ impl Probe {
             logs: std::env::temp_dir(),
         };
         Probe {
-            worker: Worker::new(url.into(), user, None, submit, nodes, out.clone()),
+            reader: Reader::new(url.into(), user, None),
+            worker: Worker::new(submit, nodes, out.clone()),
             out,
         }
     }
 
     /// One refresh (read the cluster, follow the runs, say what changed): its events.
     pub(crate) fn refresh(&mut self) -> Vec<RunEvent> {
-        self.worker.refresh();
+        let began = Instant::now();
+        let found = self.reader.read();
+        self.worker.refresh(began, found);
         std::mem::take(&mut *self.out.lock().unwrap_or_else(|e| e.into_inner()))
     }
-}
-
-/// How a Slurm job ended, from its state and wait status.
-fn exit_of(j: &Job) -> Exit {
-    let (code, signal) = ((j.exit_code >> 8) & 0xff, j.exit_code & 0x7f);
-    if j.state.contains("completed") && code == 0 {
-        return Exit::Code(0);
-    }
-    if ["node_fail", "boot_fail", "preempted", "deadline"]
-        .iter()
-        .any(|s| j.state.contains(s))
-    {
-        // The node or Slurm ended it, not the job: requeued from its checkpoint.
-        return Exit::Unknown;
-    }
-    // The script's status: death by signal N is 128 + N.
-    if (129..160).contains(&code) {
-        return Exit::Signal((code - 128) as i32);
-    }
-    if signal > 0 {
-        return Exit::Signal(signal as i32);
-    }
-    if code > 0 {
-        return Exit::Code(code as i32);
-    }
-    if j.state.contains("timeout") || j.state.contains("cancelled") {
-        return Exit::Signal(libc::SIGTERM);
-    }
-    Exit::Code(1)
 }
 
 #[cfg(test)]
@@ -706,9 +790,6 @@ mod tests {
     /// The worker of a pool of `nodes`, never connected.
     fn worker(nodes: &[&str]) -> Worker {
         Worker::new(
-            "http://127.0.0.1:1".into(),
-            None,
-            None,
             Submit {
                 partition: None,
                 gpus_per_node: 8,
@@ -753,19 +834,62 @@ mod tests {
         assert_eq!(w.runs[&(1, 7, "tok".to_string())].slurm, 41);
     }
 
+    /// A run's end is said as soon as its batch script writes it, without reading Slurm's
+    /// queue (the worker here never reaches a slurmrestd); an exit file no run claims stays
+    /// until it is old.
     #[test]
-    fn slurm_states_and_wait_statuses_are_exits() {
-        let j = |state: &str, exit_code: i64| Job {
-            state: state.into(),
-            exit_code,
-            ..Job::default()
+    fn a_runs_end_is_said_from_its_exit_file_at_once() {
+        let mut w = worker(&["gpu-a"]);
+        let logs = std::env::temp_dir().join(format!("gantry-exits-{}", std::process::id()));
+        w.submit.logs = logs.clone();
+        let exits = batch::exits_dir(&logs);
+        std::fs::create_dir_all(&exits).unwrap();
+        w.runs.insert((0, 7, "tok".into()), Run::new(41));
+        w.runs.insert((0, 8, "tok".into()), Run::new(42));
+        std::fs::write(exits.join("41"), "143\n").unwrap();
+        std::fs::write(exits.join("99"), "0\n").unwrap();
+        w.read_exits();
+        let said = std::mem::take(&mut *w.out.lock().unwrap());
+        assert!(
+            matches!(
+                &said[..],
+                [
+                    RunEvent::Started { job: 7, .. },
+                    RunEvent::Exited {
+                        job: 7,
+                        exit: Exit::Signal(15),
+                        ..
+                    }
+                ]
+            ),
+            "{said:?}"
+        );
+        assert!(w.runs[&(0, 7, "tok".to_string())].ended);
+        assert!(!w.runs[&(0, 8, "tok".to_string())].ended);
+        assert!(!exits.join("41").exists() && exits.join("99").exists());
+        // Said once.
+        w.read_exits();
+        assert!(w.out.lock().unwrap().is_empty());
+        let _ = std::fs::remove_dir_all(&logs);
+    }
+
+    /// The reader reads on its own thread: a read begun before a part was submitted does not
+    /// have it, and that is not its end; a later read without it is.
+    #[test]
+    fn a_read_begun_before_a_submission_does_not_end_it() {
+        let mut w = worker(&["gpu-a"]);
+        let before = Instant::now();
+        w.runs.insert((0, 7, "tok".into()), Run::new(41));
+        let ended = |w: &Worker| {
+            w.out
+                .lock()
+                .unwrap()
+                .iter()
+                .any(|e| matches!(e, RunEvent::Exited { job: 7, .. }))
         };
-        assert_eq!(exit_of(&j("completed", 0)), Exit::Code(0));
-        assert_eq!(exit_of(&j("failed", 3 << 8)), Exit::Code(3));
-        assert_eq!(exit_of(&j("failed", 143 << 8)), Exit::Signal(15));
-        assert_eq!(exit_of(&j("cancelled", 9)), Exit::Signal(9));
-        assert_eq!(exit_of(&j("cancelled", 0)), Exit::Signal(libc::SIGTERM));
-        assert_eq!(exit_of(&j("node_fail", 0)), Exit::Unknown);
-        assert_eq!(exit_of(&j("failed", 0)), Exit::Code(1));
+        w.refresh(before, Ok(Inventory::default()));
+        assert!(!ended(&w) && !w.runs[&(0, 7, "tok".to_string())].ended);
+        w.refresh(Instant::now(), Ok(Inventory::default()));
+        assert!(ended(&w));
     }
 }

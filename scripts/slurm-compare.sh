@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# The same job set through Slurm alone and through gantry's Slurm pool, on one real Slurm
+# 22.05 cluster started here (root, Debian's slurm-wlm, slurmrestd and munge), one after the
+# other: both makespans and their ratio (issue 39). A release build.
+#   JOBS=1000 JOB_SECONDS=1 NODES=4 GPUS=8 scripts/slurm-compare.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export JOBS="${JOBS:-1000}" JOB_SECONDS="${JOB_SECONDS:-1}" NODES="${NODES:-4}" GPUS="${GPUS:-8}"
+exec cargo test --release --test slurm slurm_alone_against_gantry_on_slurm -- --ignored --nocapture --test-threads 1

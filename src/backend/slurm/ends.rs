@@ -1,0 +1,113 @@
+//! How the Slurm worker learns what happened: the reader thread's reads of the cluster (each
+//! `REFRESH`, off the worker's thread), and how a part's end reads as an exit.
+
+use super::inventory::{Inventory, Job};
+use super::rest::SlurmRest;
+use super::runner::{Cmd, REFRESH};
+use crate::backend::Exit;
+use std::sync::mpsc::Sender;
+use std::time::Instant;
+
+/// Reads the cluster through slurmrestd each `REFRESH`, on its own thread: a large queue's
+/// answer takes a while to build and read, and meanwhile the worker goes on submitting parts
+/// and saying the runs' ends.
+pub(super) struct Reader {
+    url: String,
+    user: Option<String>,
+    token: Option<String>,
+    rest: Option<SlurmRest>,
+}
+
+impl Reader {
+    pub(super) fn new(url: String, user: Option<String>, token: Option<String>) -> Reader {
+        Reader {
+            url,
+            user,
+            token,
+            rest: None,
+        }
+    }
+
+    pub(super) fn run(mut self, found: Sender<Cmd>) {
+        loop {
+            let t = Instant::now();
+            if found.send(Cmd::Read(t, Box::new(self.read()))).is_err() {
+                return;
+            }
+            std::thread::sleep(REFRESH.saturating_sub(t.elapsed()));
+        }
+    }
+
+    pub(super) fn read(&mut self) -> Result<Inventory, String> {
+        if self.rest.is_none() {
+            self.rest = Some(SlurmRest::connect(
+                &self.url,
+                self.user.clone(),
+                self.token.clone(),
+            )?);
+        }
+        let rest = self.rest.as_mut().ok_or("not connected")?;
+        rest.inventory().inspect_err(|_| {
+            // Reconnect (and detect the version again) next time: it may have been upgraded.
+            self.rest = None;
+        })
+    }
+}
+
+/// How a batch script's status says its run ended: death by signal N is 128 + N.
+pub(super) fn script_exit(code: i64) -> Exit {
+    if (129..160).contains(&code) {
+        Exit::Signal((code - 128) as i32)
+    } else {
+        Exit::Code(code as i32)
+    }
+}
+
+/// How a Slurm job ended, from its state and wait status.
+pub(super) fn exit_of(j: &Job) -> Exit {
+    let (code, signal) = ((j.exit_code >> 8) & 0xff, j.exit_code & 0x7f);
+    if j.state.contains("completed") && code == 0 {
+        return Exit::Code(0);
+    }
+    if ["node_fail", "boot_fail", "preempted", "deadline"]
+        .iter()
+        .any(|s| j.state.contains(s))
+    {
+        // The node or Slurm ended it, not the job: requeued from its checkpoint.
+        return Exit::Unknown;
+    }
+    if (129..160).contains(&code) {
+        return script_exit(code);
+    }
+    if signal > 0 {
+        return Exit::Signal(signal as i32);
+    }
+    if code > 0 {
+        return Exit::Code(code as i32);
+    }
+    if j.state.contains("timeout") || j.state.contains("cancelled") {
+        return Exit::Signal(libc::SIGTERM);
+    }
+    Exit::Code(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slurm_states_and_wait_statuses_are_exits() {
+        let j = |state: &str, exit_code: i64| Job {
+            state: state.into(),
+            exit_code,
+            ..Job::default()
+        };
+        assert_eq!(exit_of(&j("completed", 0)), Exit::Code(0));
+        assert_eq!(exit_of(&j("failed", 3 << 8)), Exit::Code(3));
+        assert_eq!(exit_of(&j("failed", 143 << 8)), Exit::Signal(15));
+        assert_eq!(exit_of(&j("cancelled", 9)), Exit::Signal(9));
+        assert_eq!(exit_of(&j("cancelled", 0)), Exit::Signal(libc::SIGTERM));
+        assert_eq!(exit_of(&j("node_fail", 0)), Exit::Unknown);
+        assert_eq!(exit_of(&j("failed", 0)), Exit::Code(1));
+    }
+}

@@ -1,0 +1,246 @@
+//! `scripts/slurm-compare.sh`: the same job set run through Slurm alone and through gantry's
+//! Slurm pool over the same real cluster (Debian's Slurm 22.05), one after the other in one
+//! run, so the two makespans are always measured side by side (issue 39).
+//!
+//! Each job holds one GPU, notes when it started and ended (`date` into a shared file) and
+//! sleeps. Slurm alone: `sbatch --gres=gpu:1` from 16 submitting threads. gantry: `POST
+//! /v1/jobs` from 16 threads to a daemon whose one pool is the cluster. The makespan runs from
+//! the first submission to the last job's end; the wait from the first submission to each
+//! job's start. A benchmark, not a timed test: it is `#[ignore]`d and fails on no figure.
+
+use super::common::{exchange, temp_dir};
+use super::slurm_cluster::{can_run, Cluster};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// Knobs from the environment (the script passes them): jobs, seconds each, nodes, GPUs per
+/// node.
+fn knob(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+const CLIENTS: usize = 16;
+
+struct Figures {
+    makespan_s: f64,
+    mean_wait_s: f64,
+    submit_s: f64,
+}
+
+/// Reads the start and end stamps the jobs wrote; the figures from `t0` (seconds since the
+/// epoch at the first submission).
+fn figures(dir: &Path, tag: &str, t0: f64, submit_s: f64) -> Figures {
+    let stamps = |what: &str| -> Vec<f64> {
+        std::fs::read_to_string(dir.join(format!("{tag}.{what}")))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.trim().parse().ok())
+            .collect()
+    };
+    let (starts, ends) = (stamps("starts"), stamps("ends"));
+    let last = ends.iter().cloned().fold(t0, f64::max);
+    Figures {
+        makespan_s: last - t0,
+        mean_wait_s: starts.iter().map(|s| s - t0).sum::<f64>() / starts.len().max(1) as f64,
+        submit_s,
+    }
+}
+
+fn epoch() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64()
+}
+
+/// Waits until `n` ends are written (or `limit` passes).
+fn wait_ends(dir: &Path, tag: &str, n: usize, limit: Duration) {
+    let t = Instant::now();
+    loop {
+        let done = std::fs::read_to_string(dir.join(format!("{tag}.ends")))
+            .map(|s| s.lines().count())
+            .unwrap_or(0);
+        if done >= n {
+            return;
+        }
+        assert!(
+            t.elapsed() < limit,
+            "{tag}: {done} of {n} jobs ended in {limit:?}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Runs `each(i)` for i in 0..n from `CLIENTS` threads; the seconds it took.
+fn from_clients(n: usize, each: impl Fn(usize) + Sync) -> f64 {
+    let t = Instant::now();
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    std::thread::scope(|s| {
+        for _ in 0..CLIENTS {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                if i >= n {
+                    return;
+                }
+                each(i);
+            });
+        }
+    });
+    t.elapsed().as_secs_f64()
+}
+
+fn body(dir: &Path, tag: &str, secs: u64) -> String {
+    let d = dir.display();
+    format!("date +%s.%N >> {d}/{tag}.starts; sleep {secs}; date +%s.%N >> {d}/{tag}.ends")
+}
+
+#[test]
+#[ignore = "a benchmark: scripts/slurm-compare.sh runs it"]
+fn slurm_alone_against_gantry_on_slurm() {
+    if !can_run() {
+        return;
+    }
+    let (jobs, secs) = (knob("JOBS", 1000) as usize, knob("JOB_SECONDS", 1));
+    let (nodes, per_node) = (knob("NODES", 4) as usize, knob("GPUS", 8) as u32);
+    let names: Vec<String> = (0..nodes).map(|i| format!("gpu-{i}")).collect();
+    let spec: Vec<(&str, &str, u32)> = names
+        .iter()
+        .map(|n| (n.as_str(), "a100", per_node))
+        .collect();
+    let c = Cluster::start("compare", &spec);
+    let dir = temp_dir("compare-stamps");
+    let _ = std::process::Command::new("chmod")
+        .arg("777")
+        .arg(&dir)
+        .status();
+    let gpus = nodes * per_node as usize;
+    let ideal = (jobs as f64 / gpus as f64).ceil() * secs as f64;
+    let limit = Duration::from_secs_f64(ideal * 10.0 + 120.0);
+
+    // Slurm alone.
+    let script = body(&dir, "slurm", secs);
+    let t0 = epoch();
+    let submit_s = from_clients(jobs, |_| {
+        let out = std::process::Command::new("sbatch")
+            .args(["--parsable", "-o", "/dev/null", "-n1", "--gres=gpu:1"])
+            .arg("--wrap")
+            .arg(&script)
+            .env("SLURM_CONF", &c.conf)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "sbatch: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    });
+    wait_ends(&dir, "slurm", jobs, limit);
+    let alone = figures(&dir, "slurm", t0, submit_s);
+    let rss_alone = restd_rss_mib(&c);
+    c.wait_for("Slurm's queue to empty", 60, |c| {
+        c.slurm("squeue", &["-h"]).trim().is_empty()
+    });
+
+    // gantry over the same cluster.
+    let d = daemon(&c, &names, per_node);
+    super::common::wait_for(&d, 60, "every node to connect", || {
+        super::common::events(&d)
+            .iter()
+            .filter(|e| e.contains("connected:"))
+            .count()
+            >= nodes
+    });
+    let yaml = format!(
+        "name: compare\nteam: lab\nresources:\n  accelerators: A100:1\nrun: |\n  {}\n",
+        body(&dir, "gantry", secs)
+    );
+    let t0 = epoch();
+    let submit_s = from_clients(jobs, |_| {
+        let s = std::os::unix::net::UnixStream::connect(&d.socket).unwrap();
+        let answer = exchange(s, "POST /v1/jobs", &[], &yaml);
+        assert!(answer.starts_with("HTTP/1.1 20"), "{answer}");
+    });
+    wait_ends(&dir, "gantry", jobs, limit);
+    let ours = figures(&dir, "gantry", t0, submit_s);
+
+    let line = |who: &str, f: &Figures| {
+        println!(
+            "{who:<22} makespan {:>7.1} s   mean wait {:>6.1} s   {:>5.2}x ideal   (submitted in {:.1} s)",
+            f.makespan_s,
+            f.mean_wait_s,
+            f.makespan_s / ideal,
+            f.submit_s
+        )
+    };
+    println!(
+        "\n{jobs} jobs of {secs} s, 1 GPU each, on {nodes} Slurm nodes x {per_node} GPUs ({gpus} GPUs); ideal {ideal:.1} s"
+    );
+    line("Slurm alone (sbatch)", &alone);
+    line("gantry on Slurm", &ours);
+    println!(
+        "gantry / Slurm alone:  {:.2}x makespan, {:.2}x mean wait",
+        ours.makespan_s / alone.makespan_s,
+        ours.mean_wait_s / alone.mean_wait_s.max(1e-9)
+    );
+    println!(
+        "slurmrestd resident: {:?} MiB after Slurm alone, {:?} MiB after gantry",
+        rss_alone,
+        restd_rss_mib(&c)
+    );
+    if let Ok(secs) = std::env::var("HOLD_S") {
+        // The cluster kept for a look by hand (its address and a token printed).
+        println!(
+            "SLURMRESTD={} SLURM_JWT={} SLURM_CONF={}",
+            c.url,
+            c.token("nobody"),
+            c.conf.display()
+        );
+        drop(d);
+        std::thread::sleep(Duration::from_secs(secs.parse().unwrap_or(600)));
+    }
+}
+
+/// A daemon whose one pool is the whole cluster.
+fn daemon(c: &Cluster, nodes: &[String], per_node: u32) -> super::common::Daemon {
+    let dir = temp_dir("slurm-compare-daemon");
+    let hosts: Vec<String> = nodes.iter().map(|n| format!("\"{n}\"")).collect();
+    let text = format!(
+        "[[teams]]\nname = \"lab\"\n\n[[pools]]\nprovider = \"slurm\"\nregion = \"hpc\"\nzone = \"dc\"\nname = \"a100\"\ninstance_type = \"node\"\ngpu = \"A100\"\ngpus_per_node = {per_node}\nvram_gb = 80\ncpus = {}\nmemory_gb = 1\ncapacity = \"reserved\"\nprice_per_hour = 2.0\nhosts = [{}]\nslurmrestd = \"{}\"\npartition = \"gpu\"\nslurm_user = \"nobody\"\n",
+        per_node.max(4),
+        hosts.join(", "),
+        c.url
+    );
+    let fleet = dir.join("fleet.toml");
+    std::fs::write(&fleet, text).unwrap();
+    let token = c.token("nobody");
+    let err = std::fs::File::create(dir.join("daemon.err")).unwrap();
+    let conf = c.conf.clone();
+    super::common::start_with(dir, &["--config", fleet.to_str().unwrap()], |cmd| {
+        cmd.env("SLURM_JWT", token)
+            .env("SLURM_CONF", conf)
+            .stderr(err);
+    })
+}
+
+/// slurmrestd's resident memory (issue 39 saw it grow to 2.9 GB under gantry's polling).
+fn restd_rss_mib(c: &Cluster) -> Option<u64> {
+    let pid = std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
+        let pid: u32 = e.file_name().to_str()?.parse().ok()?;
+        let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+        let cmd = String::from_utf8_lossy(&cmd);
+        (cmd.starts_with("/usr/sbin/slurmrestd") && cmd.contains(&c.url[7..])).then_some(pid)
+    })?;
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    Some(kb / 1024)
+}

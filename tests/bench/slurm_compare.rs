@@ -9,7 +9,7 @@
 //! job's start. A benchmark, not a timed test: it is `#[ignore]`d and fails on no figure.
 
 use super::common::{exchange, temp_dir};
-use super::slurm_cluster::{can_run, Cluster};
+use super::slurm_cluster::{can_run, daemon_over, Cluster};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -145,7 +145,12 @@ fn slurm_alone_against_gantry_on_slurm() {
     });
 
     // gantry over the same cluster.
-    let d = daemon(&c, &names, per_node);
+    let hosts: Vec<&str> = names.iter().map(String::as_str).collect();
+    let d = daemon_over(
+        &c,
+        "slurm-compare-daemon",
+        &[("a100", "A100", per_node as u8, &hosts)],
+    );
     super::common::wait_for(&d, 60, "every node to connect", || {
         super::common::events(&d)
             .iter()
@@ -201,28 +206,6 @@ fn slurm_alone_against_gantry_on_slurm() {
         drop(d);
         std::thread::sleep(Duration::from_secs(secs.parse().unwrap_or(600)));
     }
-}
-
-/// A daemon whose one pool is the whole cluster.
-fn daemon(c: &Cluster, nodes: &[String], per_node: u32) -> super::common::Daemon {
-    let dir = temp_dir("slurm-compare-daemon");
-    let hosts: Vec<String> = nodes.iter().map(|n| format!("\"{n}\"")).collect();
-    let text = format!(
-        "[[teams]]\nname = \"lab\"\n\n[[pools]]\nprovider = \"slurm\"\nregion = \"hpc\"\nzone = \"dc\"\nname = \"a100\"\ninstance_type = \"node\"\ngpu = \"A100\"\ngpus_per_node = {per_node}\nvram_gb = 80\ncpus = {}\nmemory_gb = 1\ncapacity = \"reserved\"\nprice_per_hour = 2.0\nhosts = [{}]\nslurmrestd = \"{}\"\npartition = \"gpu\"\nslurm_user = \"nobody\"\n",
-        per_node.max(4),
-        hosts.join(", "),
-        c.url
-    );
-    let fleet = dir.join("fleet.toml");
-    std::fs::write(&fleet, text).unwrap();
-    let token = c.token("nobody");
-    let err = std::fs::File::create(dir.join("daemon.err")).unwrap();
-    let conf = c.conf.clone();
-    super::common::start_with(dir, &["--config", fleet.to_str().unwrap()], |cmd| {
-        cmd.env("SLURM_JWT", token)
-            .env("SLURM_CONF", conf)
-            .stderr(err);
-    })
 }
 
 /// slurmrestd's resident memory (issue 39 saw it grow to 2.9 GB under gantry's polling).

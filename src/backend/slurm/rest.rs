@@ -56,8 +56,6 @@ pub struct SlurmRest {
     pub version: String,
     pub release: Option<String>,
     last: LastRead,
-    /// Reads answered 304 Not Modified (for the bench and the tests).
-    pub unchanged: u64,
 }
 
 impl SlurmRest {
@@ -95,7 +93,6 @@ impl SlurmRest {
             version: String::new(),
             release: None,
             last: LastRead::default(),
-            unchanged: 0,
         };
         s.version = s.detect()?;
         Ok(s)
@@ -274,31 +271,24 @@ impl SlurmRest {
             None => format!("/slurm/{}/{what}", self.version),
         };
         let (nodes, partitions, jobs) = (path("nodes"), path("partitions"), path("jobs"));
-        match self.get_answer(&nodes)? {
-            Some(nodes) => {
-                self.release = nodes
-                    .meta
-                    .pointer("/Slurm/release")
-                    .or_else(|| nodes.meta.pointer("/slurm/release"))
-                    .and_then(Value::as_str)
-                    .map(str::to_string);
-                self.last.nodes = nodes
-                    .nodes
-                    .iter()
-                    .map(inventory::node)
-                    .collect::<Result<_, _>>()?;
-            }
-            None => self.unchanged += 1,
+        if let Some(nodes) = self.get_answer(&nodes)? {
+            self.release = nodes
+                .meta
+                .pointer("/Slurm/release")
+                .or_else(|| nodes.meta.pointer("/slurm/release"))
+                .and_then(Value::as_str)
+                .map(str::to_string);
+            self.last.nodes = nodes
+                .nodes
+                .iter()
+                .map(inventory::node)
+                .collect::<Result<_, _>>()?;
         }
-        match self.get_answer(&partitions)? {
-            Some(p) => {
-                self.last.partitions = p.partitions.iter().map(inventory::partition).collect()
-            }
-            None => self.unchanged += 1,
+        if let Some(p) = self.get_answer(&partitions)? {
+            self.last.partitions = p.partitions.iter().map(inventory::partition).collect();
         }
-        match self.get_answer(&jobs)? {
-            Some(j) => self.last.jobs = j.jobs.iter().map(inventory::job).collect(),
-            None => self.unchanged += 1,
+        if let Some(j) = self.get_answer(&jobs)? {
+            self.last.jobs = j.jobs.iter().map(inventory::job).collect();
         }
         self.last.asked_at = Some(asked_at);
         if since.is_none() {

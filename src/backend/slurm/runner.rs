@@ -388,23 +388,10 @@ impl Worker {
             let (host, job, token) = key.clone();
             let r = self.runs.get_mut(key).expect("a followed run");
             r.ended = true;
-            let started = std::mem::replace(&mut r.started, true);
-            if !started {
-                self.emit(RunEvent::Started {
-                    host,
-                    job,
-                    token: token.clone(),
-                    pgid: None,
-                    handle: Some(format!("Slurm job {id}")),
-                });
+            let said_started = r.started;
+            for e in ended(host, job, token, id, said_started, script_exit(code)) {
+                self.emit(e);
             }
-            self.emit(RunEvent::Exited {
-                host,
-                job,
-                token,
-                exit: script_exit(code),
-                at: None,
-            });
         }
     }
 
@@ -612,22 +599,7 @@ impl Worker {
                     r.ended = true;
                     let exit = exit_of(j);
                     if r.started || j.start_time > 0 {
-                        if !r.started {
-                            events.push(RunEvent::Started {
-                                host,
-                                job,
-                                token: token.clone(),
-                                pgid: None,
-                                handle: Some(format!("Slurm job {id}")),
-                            });
-                        }
-                        events.push(RunEvent::Exited {
-                            host,
-                            job,
-                            token,
-                            exit,
-                            at: None,
-                        });
+                        events.extend(ended(host, job, token, id, r.started, exit));
                     } else {
                         events.push(RunEvent::StartFailed {
                             host,
@@ -700,6 +672,36 @@ impl Worker {
             }
         }
     }
+}
+
+/// A run of Slurm job `id` seen to have ended: its start first where it was never said (it
+/// ran between two looks), then its end.
+fn ended(
+    host: usize,
+    job: i64,
+    token: String,
+    id: u64,
+    said_started: bool,
+    exit: Exit,
+) -> Vec<RunEvent> {
+    let mut events = Vec::with_capacity(2);
+    if !said_started {
+        events.push(RunEvent::Started {
+            host,
+            job,
+            token: token.clone(),
+            pgid: None,
+            handle: Some(format!("Slurm job {id}")),
+        });
+    }
+    events.push(RunEvent::Exited {
+        host,
+        job,
+        token,
+        exit,
+        at: None,
+    });
+    events
 }
 
 /// A cluster's own job, for events and views: `Slurm job 12 "train" of alice, account ml`.

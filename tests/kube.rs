@@ -383,6 +383,15 @@ fn watches_resume_after_a_cut_and_list_again_after_410() {
         let c = connect(Some(&k), None).await.unwrap();
         let w = Watched::start(&tokio::runtime::Handle::current(), &c);
         w.ready(Duration::from_secs(10)).await.unwrap();
+        // `ready` is the nodes' and pods' first lists; the namespaces' and jobs' watches
+        // list too, and a count taken before theirs are in counts them as lists again.
+        let all = async {
+            let _ = w.namespaces.wait_until_ready().await;
+            let _ = w.jobs.wait_until_ready().await;
+        };
+        tokio::time::timeout(Duration::from_secs(10), all)
+            .await
+            .expect("the namespaces' and jobs' first lists");
         w
     });
     let labels = Labels::default();

@@ -2,7 +2,7 @@
 //! an independent brute-force oracle.
 
 use gantry::model::*;
-use gantry::scheduler::{Cluster, Placer, Policy, Unplaceable};
+use gantry::scheduler::{fits_on, Cluster, Placer, Policy, Unplaceable};
 use proptest::prelude::*;
 
 const GEO: MigGeometry = MigGeometry { slice_gb: 10 };
@@ -324,6 +324,17 @@ fn run(
     let mut out = Vec::new();
     for (i, job) in jobs.iter().enumerate() {
         placer.observe(job);
+        // `fits_on` (what a victim search asks of the nodes it frees) agrees with the oracle.
+        if job.validate().is_ok() {
+            for (n, node) in cluster.fleet().nodes.iter().enumerate() {
+                prop_assert_eq!(
+                    fits_on(&cluster, job, NodeId(n as u32)),
+                    oracle_fits(cluster.fleet(), node, job),
+                    "fits_on node {}",
+                    n
+                );
+            }
+        }
         let d = placer.place(&cluster, job, seed + i as u64);
         check_decision(cluster.fleet(), job, &d)?;
         if let Ok(p) = &d {

@@ -326,8 +326,8 @@ fn strict_fifo_blocks_behind_its_head_and_any_fit_does_not() {
 
 #[test]
 fn mig_layout_follows_demand_on_mig_pools_only() {
-    use gantry::model::{NodeId, Placement};
-    use gantry::scheduler::{Cluster, Placer, Policy};
+    use gantry::model::{MigProfile, NodeId, Placement};
+    use gantry::scheduler::{Cluster, Placer, Policy, Unplaceable};
     let cfg = parse(
         "mig.toml",
         r#"
@@ -362,10 +362,21 @@ mig_gpus_per_node = 2
         ..JobRequest::default()
     };
     let mut placer = Placer::new(Policy::Gantry);
-    assert!(placer.place(&c, &two, 1).is_err());
+    let never = |r: Result<Placement, Unplaceable>| matches!(r, Err(Unplaceable::NeverFits { .. }));
+    assert!(
+        never(placer.place(&c, &two, 1)),
+        "no 2 whole GPUs, even idle"
+    );
+    let slice = JobRequest {
+        gpu: GpuRequest::Mig(MigProfile::parse("1g.10gb").unwrap()),
+        ..JobRequest::default()
+    };
+    assert!(placer.place(&c, &slice, 1).is_ok());
     assert!(c.set_mig_mode(NodeId(0), 0, false));
     assert!(!c.set_mig_mode(NodeId(0), 0, false), "already whole");
     assert!(c.set_mig_mode(NodeId(0), 1, false));
+    // What the fleet could ever host follows the GPUs' modes: no MIG slice now.
+    assert!(never(placer.place(&c, &slice, 1)), "no GPU is in MIG mode");
     let p: Placement = placer.place(&c, &two, 1).unwrap();
     c.allocate(&p).unwrap();
     assert!(

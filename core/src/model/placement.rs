@@ -172,43 +172,45 @@ impl Fleet {
         Ok(())
     }
 
-    /// Gives back what [`Fleet::allocate`] took. All-or-nothing as well.
+    /// Gives back what [`Fleet::allocate`] took. All-or-nothing as well; like `allocate`, it
+    /// works on copies of the counters and GPUs only (a victim search releases and takes back
+    /// dozens of placements per preemption).
     pub fn release(&mut self, placement: &Placement) -> Result<(), AllocError> {
-        let mut copies = Vec::with_capacity(placement.nodes.len());
-        for grant in &placement.nodes {
-            let mut node = self
+        let mut updates = Vec::with_capacity(placement.nodes.len());
+        for (i, grant) in placement.nodes.iter().enumerate() {
+            if placement.nodes[..i].iter().any(|g| g.node == grant.node) {
+                return Err(AllocError::RepeatedNode(grant.node));
+            }
+            let node = self
                 .nodes
                 .get(grant.node.index())
-                .ok_or(AllocError::NoNode(grant.node))?
-                .clone();
+                .ok_or(AllocError::NoNode(grant.node))?;
             let over = |what: &str| AllocError::Short {
                 node: node.name.clone(),
                 what: format!("{what}: release exceeds capacity"),
             };
-            node.cpu_free += grant.cpu_milli;
-            node.mem_free += grant.mem_mib;
-            if node.cpu_free > node.cpu_milli {
+            let cpu_free = node.cpu_free + grant.cpu_milli;
+            let mem_free = node.mem_free + grant.mem_mib;
+            if cpu_free > node.cpu_milli {
                 return Err(over("CPU"));
             }
-            if node.mem_free > node.mem_mib {
+            if mem_free > node.mem_mib {
                 return Err(over("memory"));
             }
-            let geometry = node.model.and_then(|m| self.models[m.index()].mig.clone());
-            let vram_total = node.model.map_or(0, |m| self.models[m.index()].vram_mib);
+            let mut gpus = node.gpus.clone();
+            let model = node.model.map(|m| &self.models[m.index()]);
+            let geometry = model.and_then(|m| m.mig.as_ref());
+            let vram_total = model.map_or(0, |m| m.vram_mib);
             for g in &grant.gpus {
-                let name = node.name.clone();
                 let bad = |what: &str| AllocError::BadShare {
-                    node: name.clone(),
+                    node: node.name.clone(),
                     gpu: g.gpu,
                     what: what.to_string(),
                 };
-                let gpu = node
-                    .gpus
-                    .get_mut(usize::from(g.gpu))
-                    .ok_or(AllocError::NoGpu {
-                        node: name.clone(),
-                        gpu: g.gpu,
-                    })?;
+                let gpu = gpus.get_mut(usize::from(g.gpu)).ok_or(AllocError::NoGpu {
+                    node: node.name.clone(),
+                    gpu: g.gpu,
+                })?;
                 gpu.vram_free_mib += g.vram_mib;
                 if gpu.vram_free_mib > vram_total {
                     return Err(bad("VRAM release exceeds capacity"));
@@ -225,7 +227,7 @@ impl Fleet {
                         }
                     }
                     GpuShare::Mig { profile, start } => {
-                        let geometry = geometry.as_ref().ok_or_else(|| bad("no MIG here"))?;
+                        let geometry = geometry.ok_or_else(|| bad("no MIG here"))?;
                         let state = gpu.mig.as_mut().ok_or_else(|| bad("not in MIG mode"))?;
                         if !state.give_back(geometry, profile, start) {
                             return Err(bad("MIG slice was not taken"));
@@ -233,10 +235,13 @@ impl Fleet {
                     }
                 }
             }
-            copies.push((grant.node, node));
+            updates.push((grant.node, cpu_free, mem_free, gpus));
         }
-        for (id, node) in copies {
-            self.nodes[id.index()] = node;
+        for (id, cpu_free, mem_free, gpus) in updates {
+            let node = &mut self.nodes[id.index()];
+            node.cpu_free = cpu_free;
+            node.mem_free = mem_free;
+            node.gpus = gpus;
         }
         Ok(())
     }

@@ -6,7 +6,7 @@
 //! nodes (all idle nodes of a pool are one class). Within a class the lowest node id is taken,
 //! which keeps decisions deterministic.
 
-use crate::model::{AllocError, Fleet, Gpu, Health, NodeId, Placement, PoolId};
+use crate::model::{AllocError, DomainLevel, Fleet, Gpu, Health, NodeId, Placement, PoolId};
 use std::collections::{BTreeSet, HashMap};
 
 /// The part of a node that decides how it scores.
@@ -69,13 +69,42 @@ pub struct Header {
     pub summary: Summary,
 }
 
+/// Nodes alike in what stays put while jobs come and go — their pool and their GPUs' modes —
+/// counted: what an empty fleet could host is decided per kind (a few per pool), not per class
+/// (thousands on a busy fleet), when a job is explained.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Kind {
+    pub pool: PoolId,
+    /// GPUs not in MIG mode.
+    pub plain: u16,
+    /// At least one GPU in MIG mode.
+    pub mig: bool,
+    pub nodes: usize,
+}
+
+fn kind_of(fleet: &Fleet, id: usize) -> (PoolId, u16, bool) {
+    let n = &fleet.nodes[id];
+    let plain = n.gpus.iter().filter(|g| g.mig.is_none()).count();
+    let plain = u16::try_from(plain).unwrap_or(u16::MAX);
+    (n.pool, plain, n.gpus.iter().any(|g| g.mig.is_some()))
+}
+
 /// The fleet and its class index, kept in step by [`Cluster::allocate`] and friends.
 #[derive(Debug)]
 pub struct Cluster {
     fleet: Fleet,
     classes: Vec<Class>,
-    /// Live classes, densely packed; `slot[class]` is a class's index here (or u32::MAX).
-    live_headers: Vec<Header>,
+    kinds: Vec<Kind>,
+    /// The most nodes one NVLink domain, one leaf and one zone hold (a gang larger than that
+    /// cannot sit in one domain of that level: no need to group nodes to find out).
+    largest_domain: [usize; 3],
+    /// Each node's NVLink domain, leaf (u32::MAX: none) and zone, packed: a gang's search
+    /// reads them for every eligible node.
+    node_domains: Vec<[u32; 3]>,
+    /// Live classes' headers by pool and idle GPUs (`live[pool][idle]`), each list densely
+    /// packed: a job asking n whole GPUs reads only the lists of pools it may use with n or
+    /// more idle. `slot[class]` is a class's index in its list (or u32::MAX).
+    live_headers: Vec<Vec<Vec<Header>>>,
     slot: Vec<u32>,
     by_state: HashMap<NodeState, u32, super::hash::FastHash>,
     node_class: Vec<u32>,
@@ -97,6 +126,9 @@ impl Clone for Cluster {
         Cluster {
             fleet: self.fleet.clone(),
             classes: self.classes.clone(),
+            kinds: self.kinds.clone(),
+            largest_domain: self.largest_domain,
+            node_domains: self.node_domains.clone(),
             live_headers: self.live_headers.clone(),
             slot: self.slot.clone(),
             by_state: self.by_state.clone(),
@@ -126,6 +158,9 @@ impl Cluster {
             node_class: vec![u32::MAX; fleet.nodes.len()],
             fleet,
             classes: Vec::new(),
+            kinds: Vec::new(),
+            largest_domain: [0; 3],
+            node_domains: Vec::new(),
             live_headers: Vec::new(),
             slot: Vec::new(),
             by_state: HashMap::default(),
@@ -134,8 +169,89 @@ impl Cluster {
         };
         for id in 0..c.fleet.nodes.len() {
             c.reindex(id);
+            c.count_kind(id, 1);
         }
+        let f = &c.fleet;
+        c.node_domains = f
+            .nodes
+            .iter()
+            .map(|n| [n.nvlink.0, n.leaf.map_or(u32::MAX, |l| l.0), n.zone.0])
+            .collect();
+        let largest = |count: usize, of: &dyn Fn(&crate::model::Node) -> Option<usize>| {
+            let mut n = vec![0usize; count];
+            for node in &f.nodes {
+                if let Some(d) = of(node).filter(|&d| d < count) {
+                    n[d] += 1;
+                }
+            }
+            n.into_iter().max().unwrap_or(0)
+        };
+        c.largest_domain = [
+            largest(f.nvlink_domains.len(), &|n| Some(n.nvlink.index())),
+            largest(f.leaves.len(), &|n| n.leaf.map(|l| l.index())),
+            largest(f.zones.len(), &|n| Some(n.zone.index())),
+        ];
         c
+    }
+
+    /// How many domains of `level` the fleet has (their ids are below it).
+    pub fn domain_count(&self, level: DomainLevel) -> usize {
+        match level {
+            DomainLevel::Node => self.fleet.nodes.len(),
+            DomainLevel::Nvlink => self.fleet.nvlink_domains.len(),
+            DomainLevel::Leaf => self.fleet.leaves.len(),
+            DomainLevel::Zone => self.fleet.zones.len(),
+        }
+    }
+
+    /// Node `node`'s domain at `level` (None: it has none, e.g. no leaf).
+    pub fn domain(&self, node: u32, level: DomainLevel) -> Option<usize> {
+        let d = self.node_domains.get(node as usize)?;
+        let id = match level {
+            DomainLevel::Node => node,
+            DomainLevel::Nvlink => d[0],
+            DomainLevel::Leaf => d[1],
+            DomainLevel::Zone => d[2],
+        };
+        (id != u32::MAX).then_some(id as usize)
+    }
+
+    /// The most nodes one domain of `level` holds (NVLink domain, leaf or zone; 1 per node).
+    pub fn largest_domain(&self, level: DomainLevel) -> usize {
+        match level {
+            DomainLevel::Node => 1,
+            DomainLevel::Nvlink => self.largest_domain[0],
+            DomainLevel::Leaf => self.largest_domain[1],
+            DomainLevel::Zone => self.largest_domain[2],
+        }
+    }
+
+    /// Adds `delta` (±1) nodes to node `id`'s kind.
+    fn count_kind(&mut self, id: usize, delta: isize) {
+        let (pool, plain, mig) = kind_of(&self.fleet, id);
+        let at = self
+            .kinds
+            .iter()
+            .position(|k| k.pool == pool && k.plain == plain && k.mig == mig);
+        let at = at.unwrap_or_else(|| {
+            self.kinds.push(Kind {
+                pool,
+                plain,
+                mig,
+                nodes: 0,
+            });
+            self.kinds.len() - 1
+        });
+        let k = &mut self.kinds[at];
+        k.nodes = k.nodes.saturating_add_signed(delta);
+        if k.nodes == 0 {
+            self.kinds.swap_remove(at);
+        }
+    }
+
+    /// The fleet's nodes by pool and GPU modes (see [`Kind`]), each kind once.
+    pub fn kinds(&self) -> &[Kind] {
+        &self.kinds
     }
 
     pub fn fleet(&self) -> &Fleet {
@@ -153,8 +269,32 @@ impl Cluster {
     }
 
     /// Headers of the live classes, in no particular (but deterministic) order.
-    pub fn headers(&self) -> &[Header] {
-        &self.live_headers
+    pub fn headers(&self) -> impl Iterator<Item = &Header> {
+        self.live_headers.iter().flatten().flatten()
+    }
+
+    /// Headers of the live classes in `pool` with at least `idle` idle GPUs (not in MIG
+    /// mode), in no particular (but deterministic) order.
+    pub fn headers_in(&self, pool: PoolId, idle: u8) -> impl Iterator<Item = &Header> {
+        self.live_headers
+            .get(pool.index())
+            .into_iter()
+            .flat_map(move |by_idle| by_idle.iter().skip(usize::from(idle)))
+            .flatten()
+    }
+
+    /// The list a class's header is in.
+    fn list_of(&self, cid: u32) -> (usize, usize) {
+        let c = &self.classes[cid as usize];
+        (c.state.pool.index(), usize::from(c.summary.idle_gpus))
+    }
+
+    /// The header of the class node `id` is in now.
+    pub fn header_of(&self, id: NodeId) -> Option<&Header> {
+        let cid = *self.node_class.get(id.index())?;
+        let at = *self.slot.get(cid as usize)?;
+        let (pool, idle) = self.list_of(cid);
+        self.live_headers.get(pool)?.get(idle)?.get(at as usize)
     }
 
     pub fn class(&self, id: u32) -> &Class {
@@ -200,7 +340,9 @@ impl Cluster {
         if !g.is_idle() || g.mig.is_some() == on || (on && !supports) {
             return false;
         }
+        self.count_kind(node.index(), -1);
         self.fleet.nodes[node.index()].gpus[gpu].mig = on.then(crate::model::MigState::default);
+        self.count_kind(node.index(), 1);
         self.reindex(node.index());
         true
     }
@@ -253,8 +395,16 @@ impl Cluster {
         if self.slot.len() <= cid as usize {
             self.slot.resize(cid as usize + 1, u32::MAX);
         }
-        self.slot[cid as usize] = self.live_headers.len() as u32;
-        self.live_headers.push(Header {
+        let (pool, idle) = self.list_of(cid);
+        if self.live_headers.len() <= pool {
+            self.live_headers.resize_with(pool + 1, Vec::new);
+        }
+        if self.live_headers[pool].len() <= idle {
+            self.live_headers[pool].resize_with(idle + 1, Vec::new);
+        }
+        let list = &mut self.live_headers[pool][idle];
+        self.slot[cid as usize] = list.len() as u32;
+        list.push(Header {
             class: cid,
             pool: c.state.pool,
             cpu_free: c.state.cpu_free,
@@ -267,8 +417,10 @@ impl Cluster {
     fn unlist(&mut self, cid: u32) {
         let at = self.slot[cid as usize];
         self.slot[cid as usize] = u32::MAX;
-        self.live_headers.swap_remove(at as usize);
-        if let Some(moved) = self.live_headers.get(at as usize) {
+        let (pool, idle) = self.list_of(cid);
+        let list = &mut self.live_headers[pool][idle];
+        list.swap_remove(at as usize);
+        if let Some(moved) = list.get(at as usize) {
             self.slot[moved.class as usize] = at;
         }
     }

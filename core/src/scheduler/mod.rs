@@ -14,7 +14,8 @@ mod policy;
 pub mod reclaim;
 pub mod rng;
 pub mod scale;
+mod victims;
 
-pub use index::{Class, Cluster, Header, NodeState, Summary};
-pub use place::{cluster_fragmentation, Block, Placer, Unplaceable};
+pub use index::{Class, Cluster, Header, Kind, NodeState, Summary};
+pub use place::{cluster_fragmentation, fits_on, Block, Placer, Unplaceable};
 pub use policy::Policy;

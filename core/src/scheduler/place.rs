@@ -6,7 +6,7 @@
 
 use super::frag::{FragKey, Measure, ShapeStats, Workload};
 use super::hash::FastHash;
-use super::index::{Class, Cluster, Header, NodeState};
+use super::index::{Class, Cluster, Header, Kind, NodeState};
 use super::policy::Policy;
 use super::rng::Rng;
 use crate::model::{
@@ -284,38 +284,45 @@ impl Placer {
             self.evals.push(Vec::new());
         }
         let mut candidates = Vec::new();
-        for h in cluster.headers() {
-            let Some((rank, price)) = pools[h.pool.index()] else {
-                continue;
-            };
-            if !has_room(h, job) {
-                continue;
-            }
-            let class = cluster.class(h.class);
-            let slot = h.class as usize;
-            if self.evals[shape_id].len() <= slot {
-                let grow = slot + 1 - self.evals[shape_id].len();
-                self.cached_entries += grow;
-                self.evals[shape_id].resize(slot + 1, Cached::Unknown);
-            }
-            let best = match self.evals[shape_id][slot] {
-                Cached::Best(p, q, pick) => Some((p, q, pick)),
-                Cached::NoFit => None,
-                Cached::Unknown => {
-                    let best = self.evaluate(fleet, class, job);
-                    self.evals[shape_id][slot] =
-                        best.map_or(Cached::NoFit, |(p, q, k)| Cached::Best(p, q, k));
-                    best
+        let idle = match job.gpu {
+            GpuRequest::Whole(n) => n,
+            _ => 0,
+        };
+        let usable = pools
+            .iter()
+            .enumerate()
+            .filter_map(|(p, terms)| terms.map(|t| (p, t)));
+        for (pool, (rank, price)) in usable {
+            for h in cluster.headers_in(crate::model::PoolId(pool as u32), idle) {
+                if !has_room(h, job) {
+                    continue;
                 }
-            };
-            if let Some((primary, secondary, pick)) = best {
-                let key = Key {
-                    rank,
-                    primary,
-                    secondary,
-                    price,
+                let class = cluster.class(h.class);
+                let slot = h.class as usize;
+                if self.evals[shape_id].len() <= slot {
+                    let grow = slot + 1 - self.evals[shape_id].len();
+                    self.cached_entries += grow;
+                    self.evals[shape_id].resize(slot + 1, Cached::Unknown);
+                }
+                let best = match self.evals[shape_id][slot] {
+                    Cached::Best(p, q, pick) => Some((p, q, pick)),
+                    Cached::NoFit => None,
+                    Cached::Unknown => {
+                        let best = self.evaluate(fleet, class, job);
+                        self.evals[shape_id][slot] =
+                            best.map_or(Cached::NoFit, |(p, q, k)| Cached::Best(p, q, k));
+                        best
+                    }
                 };
-                candidates.push(Candidate { class, key, pick });
+                if let Some((primary, secondary, pick)) = best {
+                    let key = Key {
+                        rank,
+                        primary,
+                        secondary,
+                        price,
+                    };
+                    candidates.push(Candidate { class, key, pick });
+                }
             }
         }
         self.pool_buf = pools;
@@ -323,7 +330,7 @@ impl Placer {
         let result = if job.nodes == 1 {
             self.select_single(fleet, &candidates, job, &mut rng)
         } else {
-            self.select_gang(fleet, &candidates, job, &mut rng)
+            self.select_gang(cluster, &candidates, job, &mut rng)
         };
         result.ok_or_else(|| why_not(fleet, cluster, &candidates, job))
     }
@@ -556,39 +563,73 @@ impl Placer {
 
     fn select_gang(
         &self,
-        fleet: &Fleet,
+        cluster: &Cluster,
         cands: &[Candidate],
         job: &JobRequest,
         rng: &mut Rng,
     ) -> Option<Placement> {
+        let fleet = cluster.fleet();
         let need = usize::from(job.nodes);
-        // Every eligible node with its class's key and pick.
-        let eligible: Vec<(u32, Key, Pick)> = cands
-            .iter()
-            .flat_map(|c| c.class.members.iter().map(move |&n| (n, c.key, c.pick)))
-            .collect();
-        if eligible.len() < need {
+        if cands.iter().map(|c| c.class.members.len()).sum::<usize>() < need {
             return None;
         }
-        let better = |a: &usize, b: &usize| {
-            let (x, y) = (&eligible[*a], &eligible[*b]);
-            x.1.cmp(&y.1).then(x.0.cmp(&y.0))
-        };
         for level in [DomainLevel::Nvlink, DomainLevel::Leaf, DomainLevel::Zone] {
-            let mut domains: HashMap<u32, Vec<usize>> = HashMap::new();
-            for (i, (n, _, _)) in eligible.iter().enumerate() {
-                if let Some(d) = domain_of(fleet, NodeId(*n), level) {
-                    domains.entry(d).or_default().push(i);
+            if cluster.largest_domain(level) < need {
+                continue;
+            }
+            // Count per domain first, then gather only the domains that hold the gang: on a
+            // large fleet most eligible nodes sit in domains too small for it.
+            let mut count = vec![0usize; cluster.domain_count(level)];
+            for c in cands {
+                if level == DomainLevel::Zone {
+                    // A class's nodes share a pool, hence a zone.
+                    let zone = c
+                        .class
+                        .members
+                        .first()
+                        .and_then(|&n| cluster.domain(n, level));
+                    if let Some(x) = zone.and_then(|d| count.get_mut(d)) {
+                        *x += c.class.members.len();
+                    }
+                    continue;
+                }
+                for &n in &c.class.members {
+                    if let Some(x) = cluster.domain(n, level).and_then(|d| count.get_mut(d)) {
+                        *x += 1;
+                    }
                 }
             }
-            let mut fitting: Vec<(u32, Vec<usize>)> = domains
-                .into_iter()
-                .filter(|(_, v)| v.len() >= need)
-                .collect();
+            // `count` now maps a fitting domain to its place in `fitting` (ascending ids).
+            let mut fitting: Vec<(u32, Vec<usize>)> = Vec::new();
+            for (d, c) in count.iter_mut().enumerate() {
+                if *c >= need {
+                    fitting.push((d as u32, Vec::with_capacity(*c)));
+                    *c = fitting.len();
+                } else {
+                    *c = 0;
+                }
+            }
             if fitting.is_empty() {
                 continue;
             }
-            fitting.sort_by_key(|(d, _)| *d);
+            // Every node in a fitting domain with its class's key and pick.
+            let mut eligible: Vec<(u32, Key, Pick)> = Vec::new();
+            for c in cands {
+                for &n in &c.class.members {
+                    let at = cluster
+                        .domain(n, level)
+                        .and_then(|d| count.get(d).copied())
+                        .unwrap_or(0);
+                    if at > 0 {
+                        fitting[at - 1].1.push(eligible.len());
+                        eligible.push((n, c.key, c.pick));
+                    }
+                }
+            }
+            let better = |a: &usize, b: &usize| {
+                let (x, y) = (&eligible[*a], &eligible[*b]);
+                x.1.cmp(&y.1).then(x.0.cmp(&y.0))
+            };
             // Each domain's best `need` members first, in order; the rest stay unsorted (a
             // linear selection, not a sort of every eligible node).
             for (_, members) in fitting.iter_mut() {
@@ -650,6 +691,17 @@ impl Placer {
     }
 }
 
+/// Whether one member of `job` fits on `node` now: the test [`Placer::place`] puts the node's
+/// class to, for one node — what a search after freeing a few nodes needs to look at.
+pub fn fits_on(cluster: &Cluster, job: &JobRequest, node: NodeId) -> bool {
+    let fleet = cluster.fleet();
+    cluster.header_of(node).is_some_and(|h| {
+        pool_terms(fleet, h.pool, job).is_some()
+            && has_room(h, job)
+            && feasible_picks(fleet, &cluster.class(h.class).state, job).len > 0
+    })
+}
+
 /// The cheap test that rejects most classes before any scoring: health, CPU, memory and the
 /// class's GPU summary.
 fn has_room(h: &Header, job: &JobRequest) -> bool {
@@ -684,17 +736,6 @@ fn pool_terms(fleet: &Fleet, id: crate::model::PoolId, job: &JobRequest) -> Opti
         }
     }
     Some((rank, price))
-}
-
-/// The id of the node's domain at `level` (None: the node has no such domain, e.g. no leaf).
-fn domain_of(fleet: &Fleet, node: NodeId, level: DomainLevel) -> Option<u32> {
-    let n = fleet.node(node);
-    match level {
-        DomainLevel::Node => Some(node.0),
-        DomainLevel::Nvlink => Some(n.nvlink.0),
-        DomainLevel::Leaf => n.leaf.map(|l| l.0),
-        DomainLevel::Zone => Some(n.zone.0),
-    }
 }
 
 fn domain_name(fleet: &Fleet, node: NodeId, level: DomainLevel) -> String {
@@ -811,13 +852,13 @@ fn grant_on(fleet: &Fleet, node: NodeId, job: &JobRequest, pick: Pick) -> Option
     })
 }
 
-/// Whether an *empty* node of this class's pool and GPU modes could host one gang member.
-fn could_ever_host(fleet: &Fleet, s: &NodeState, job: &JobRequest) -> bool {
-    let pool = fleet.pool(s.pool);
+/// Whether an *empty* node of this kind (pool and GPU modes) could host one gang member.
+fn could_ever_host(fleet: &Fleet, kind: &Kind, job: &JobRequest) -> bool {
+    let pool = fleet.pool(kind.pool);
     if pool.cpu_milli < job.cpu_milli || pool.mem_mib < job.mem_mib {
         return false;
     }
-    if pool.capacity == CapacityType::Spot && !job.spot_ok || !job.allows_pool(s.pool) {
+    if pool.capacity == CapacityType::Spot && !job.spot_ok || !job.allows_pool(kind.pool) {
         return false;
     }
     let price_ok = |p: f64| {
@@ -825,45 +866,46 @@ fn could_ever_host(fleet: &Fleet, s: &NodeState, job: &JobRequest) -> bool {
             .is_none_or(|max| p * f64::from(job.nodes) <= max + 1e-9)
     };
     if job.gpu == GpuRequest::None {
-        return price_ok(job_price_in_pool(fleet, s.pool, job));
+        return price_ok(job_price_in_pool(fleet, kind.pool, job));
     }
     let Some(mid) = pool.model else {
         return false;
     };
-    if job.models.rank(mid).is_none() || !price_ok(job_price_in_pool(fleet, s.pool, job)) {
+    if job.models.rank(mid).is_none() || !price_ok(job_price_in_pool(fleet, kind.pool, job)) {
         return false;
     }
     let model = fleet.model(mid);
-    let plain = s.gpus.iter().filter(|g| g.mig.is_none()).count();
     match job.gpu {
-        GpuRequest::Whole(k) => model.vram_mib >= job.vram_mib && plain >= usize::from(k),
-        GpuRequest::Fraction(_) => model.vram_mib >= job.vram_mib && plain > 0,
+        GpuRequest::Whole(k) => model.vram_mib >= job.vram_mib && kind.plain >= u16::from(k),
+        GpuRequest::Fraction(_) => model.vram_mib >= job.vram_mib && kind.plain > 0,
         GpuRequest::Mig(p) => {
             model
                 .mig
                 .as_ref()
                 .is_some_and(|geo| geo.memory_slices(p).is_some())
-                && s.gpus.iter().any(|g| g.mig.is_some())
+                && kind.mig
         }
         GpuRequest::None => true,
     }
 }
 
+/// Why `job` has no place now. It runs for every job a cycle leaves pending, so it counts per
+/// node kind and per class (a class's nodes share a pool, hence a zone), never per node.
 fn why_not(fleet: &Fleet, cluster: &Cluster, cands: &[Candidate], job: &JobRequest) -> Unplaceable {
-    // Per class, not per node: a full 10,000-node fleet answers in microseconds.
-    let mut per_zone: HashMap<u32, usize> = HashMap::new();
-    for class in cluster.classes() {
-        if could_ever_host(fleet, &class.state, job) {
-            let zone = fleet.pool(class.state.pool).zone.0;
-            *per_zone.entry(zone).or_default() += class.members.len();
+    let mut per_zone = vec![0usize; fleet.zones.len()];
+    let mut hosts = false;
+    for kind in cluster.kinds() {
+        if could_ever_host(fleet, kind, job) {
+            hosts = true;
+            per_zone[fleet.pool(kind.pool).zone.index()] += kind.nodes;
         }
     }
-    if per_zone.is_empty() {
+    if !hosts {
         return Unplaceable::NeverFits {
             reason: never_fits_reason(fleet, job),
         };
     }
-    let most = per_zone.values().copied().max().unwrap_or(0);
+    let most = per_zone.iter().copied().max().unwrap_or(0);
     if most < usize::from(job.nodes) {
         return Unplaceable::NeverFits {
             reason: format!(
@@ -872,32 +914,42 @@ fn why_not(fleet: &Fleet, cluster: &Cluster, cands: &[Candidate], job: &JobReque
             ),
         };
     }
-    let eligible: Vec<u32> = cands
-        .iter()
-        .flat_map(|c| c.class.members.iter().copied())
-        .collect();
-    let level = if job.nodes > 1 {
-        DomainLevel::Zone
-    } else {
-        DomainLevel::Node
-    };
-    let mut blocks: HashMap<u32, (usize, u32)> = HashMap::new();
-    for &n in &eligible {
-        if let Some(d) = domain_of(fleet, NodeId(n), level) {
-            let e = blocks.entry(d).or_insert((0, n));
-            e.0 += 1;
-        }
+    let eligible: usize = cands.iter().map(|c| c.class.members.len()).sum();
+    // The largest block: one node for a single node's job (the lowest id), else the zone
+    // with the most eligible nodes (ties to the zone holding the lowest node id).
+    let mut blocks: Vec<(usize, u32)> = vec![(0, u32::MAX); fleet.zones.len()];
+    for c in cands {
+        let Some(&first) = c.class.members.first() else {
+            continue;
+        };
+        let b = &mut blocks[fleet.pool(c.class.state.pool).zone.index()];
+        b.0 += c.class.members.len();
+        b.1 = b.1.min(first);
     }
-    let largest_block = blocks
-        .into_values()
-        .max_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)))
-        .map(|(count, n)| Block {
-            level,
-            domain: domain_name(fleet, NodeId(n), level),
-            nodes: count,
-        });
+    let largest_block = if job.nodes > 1 {
+        blocks
+            .into_iter()
+            .filter(|b| b.0 > 0)
+            .max_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)))
+            .map(|(count, n)| Block {
+                level: DomainLevel::Zone,
+                domain: domain_name(fleet, NodeId(n), DomainLevel::Zone),
+                nodes: count,
+            })
+    } else {
+        blocks
+            .iter()
+            .map(|b| b.1)
+            .min()
+            .filter(|&n| n != u32::MAX)
+            .map(|n| Block {
+                level: DomainLevel::Node,
+                domain: domain_name(fleet, NodeId(n), DomainLevel::Node),
+                nodes: 1,
+            })
+    };
     Unplaceable::NoCapacity {
-        eligible_nodes: eligible.len(),
+        eligible_nodes: eligible,
         needed_nodes: job.nodes,
         largest_block,
     }

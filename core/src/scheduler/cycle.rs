@@ -408,7 +408,7 @@ type QueueKey = (
 );
 
 /// An integer that orders as `f64::total_cmp` orders `x`.
-fn total_order(x: f64) -> i64 {
+pub(super) fn total_order(x: f64) -> i64 {
     let bits = x.to_bits() as i64;
     bits ^ (((bits >> 63) as u64) >> 1) as i64
 }

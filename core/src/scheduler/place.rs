@@ -109,6 +109,20 @@ struct Candidate<'a> {
     pick: Pick,
 }
 
+impl Candidate<'_> {
+    /// The better one-node choice first: the lower key, then the class holding the lower
+    /// node id (no two classes share a node: a total order).
+    fn order(&self, other: &Candidate) -> Ordering {
+        self.key
+            .cmp(&other.key)
+            .then(self.class.members.first().cmp(&other.class.members.first()))
+    }
+
+    fn before(&self, other: &Candidate) -> bool {
+        self.order(other) == Ordering::Less
+    }
+}
+
 /// Up to 16 distinct GPU choices on one node, kept inline: this runs for every class on every
 /// decision. A node with more distinct GPU states offers its first 16.
 #[derive(Clone, Copy)]
@@ -283,7 +297,43 @@ impl Placer {
         if shape_id == self.evals.len() {
             self.evals.push(Vec::new());
         }
+        // A one-node job's best class is kept as the scan goes (no list of every class with
+        // room); a gang, or a random pick, needs them all.
+        let only_best = job.nodes == 1 && self.policy != Policy::Random;
+        let candidates = self.scan(cluster, job, &pools, shape_id, only_best);
+        let mut rng = Rng::new(seed);
+        let result = if job.nodes == 1 {
+            self.select_single(fleet, &candidates, job, &mut rng)
+        } else {
+            self.select_gang(cluster, &candidates, job, &mut rng)
+        };
+        let result = match result {
+            Some(p) => Ok(p),
+            // The best class could not be granted (not expected: its pick was feasible):
+            // explain from every class with room, as for any refusal.
+            None if only_best && !candidates.is_empty() => {
+                let all = self.scan(cluster, job, &pools, shape_id, false);
+                Err(why_not(fleet, cluster, &all, job))
+            }
+            None => Err(why_not(fleet, cluster, &candidates, job)),
+        };
+        self.pool_buf = pools;
+        result
+    }
+
+    /// The classes with room for one member of `job` in the pools it may use, with their
+    /// scores (cached per job shape and class); `only_best`: just the best one.
+    fn scan<'c>(
+        &mut self,
+        cluster: &'c Cluster,
+        job: &JobRequest,
+        pools: &[Option<(u16, f64)>],
+        shape_id: usize,
+        only_best: bool,
+    ) -> Vec<Candidate<'c>> {
+        let fleet = cluster.fleet();
         let mut candidates = Vec::new();
+        let mut best_so_far: Option<Candidate<'c>> = None;
         let idle = match job.gpu {
             GpuRequest::Whole(n) => n,
             _ => 0,
@@ -314,25 +364,25 @@ impl Placer {
                         best
                     }
                 };
-                if let Some((primary, secondary, pick)) = best {
-                    let key = Key {
-                        rank,
-                        primary,
-                        secondary,
-                        price,
-                    };
-                    candidates.push(Candidate { class, key, pick });
+                let Some((primary, secondary, pick)) = best else {
+                    continue;
+                };
+                let key = Key {
+                    rank,
+                    primary,
+                    secondary,
+                    price,
+                };
+                let c = Candidate { class, key, pick };
+                if !only_best {
+                    candidates.push(c);
+                } else if best_so_far.as_ref().is_none_or(|b| c.before(b)) {
+                    best_so_far = Some(c);
                 }
             }
         }
-        self.pool_buf = pools;
-        let mut rng = Rng::new(seed);
-        let result = if job.nodes == 1 {
-            self.select_single(fleet, &candidates, job, &mut rng)
-        } else {
-            self.select_gang(cluster, &candidates, job, &mut rng)
-        };
-        result.ok_or_else(|| why_not(fleet, cluster, &candidates, job))
+        candidates.extend(best_so_far);
+        candidates
     }
 
     /// The best pick on one class and its (primary, secondary) score; pool-level terms (model
@@ -545,11 +595,7 @@ impl Placer {
             let pick = picks.as_slice()[rng.below(u64::from(picks.len)) as usize];
             (node, pick)
         } else {
-            let best = cands.iter().min_by(|a, b| {
-                a.key
-                    .cmp(&b.key)
-                    .then(a.class.members.first().cmp(&b.class.members.first()))
-            })?;
+            let best = cands.iter().min_by(|a, b| a.order(b))?;
             (*best.class.members.first()?, best.pick)
         };
         let grant = grant_on(fleet, NodeId(node), job, pick)?;

@@ -1,12 +1,16 @@
 //! Preemption: the running jobs a pending one may displace, cheapest first, and the fewest
 //! of them that make room for it.
 
-use super::cycle::{CycleInput, JobId, PendingJob, RunningJob};
+use super::cycle::{total_order, CycleInput, JobId, PendingJob, RunningJob};
 use super::hash::FastHash;
 use super::index::Cluster;
 use super::place::{fits_on, Placer};
 use crate::model::{NodeId, Placement};
 use std::collections::HashSet;
+
+/// A victim's cost, cheapest first: class value, guaranteed (borrowed go first), work lost
+/// since the last checkpoint, milli-GPU held, id.
+type CostKey = (i32, bool, i64, u64, JobId);
 
 /// Running preemptible jobs, cheapest victim first: lowest class, borrowed before guaranteed,
 /// least work lost since the last checkpoint, fewest GPUs. Sorted once per cycle; beside the
@@ -23,21 +27,26 @@ pub(super) struct Victims<'a> {
 impl<'a> Victims<'a> {
     pub(super) fn of(input: &CycleInput<'a>) -> Victims<'a> {
         let value = |c: usize| input.classes[c].value;
-        let lost = |r: &RunningJob| input.now - r.last_checkpoint.unwrap_or(r.started);
-        let gpus = |r: &RunningJob| r.placement.gpu_milli();
-        let mut order: Vec<&RunningJob> = input
+        // Sorted on keys computed once per job (the GPUs a job holds are summed over its
+        // grants; a sort compares each job about 17 times at 100,000).
+        let mut keyed: Vec<(CostKey, &RunningJob)> = input
             .running
             .iter()
             .filter(|r| r.preemptible && input.now - r.started >= input.config.min_runtime_s)
+            .map(|r| {
+                let lost = input.now - r.last_checkpoint.unwrap_or(r.started);
+                let key = (
+                    value(r.class),
+                    !r.borrowed,
+                    total_order(lost),
+                    r.placement.gpu_milli(),
+                    r.id,
+                );
+                (key, r)
+            })
             .collect();
-        order.sort_by(|a, b| {
-            value(a.class)
-                .cmp(&value(b.class))
-                .then(b.borrowed.cmp(&a.borrowed))
-                .then(lost(a).total_cmp(&lost(b)))
-                .then(gpus(a).cmp(&gpus(b)))
-                .then(a.id.cmp(&b.id))
-        });
+        keyed.sort_unstable_by_key(|(k, _)| *k);
+        let order: Vec<&RunningJob> = keyed.into_iter().map(|(_, r)| r).collect();
         Victims {
             value: order.iter().map(|r| value(r.class)).collect(),
             borrowed: (0..order.len()).filter(|&i| order[i].borrowed).collect(),

@@ -194,18 +194,37 @@ fn demand_after(offers: &[PoolOffer], waiting: &[(JobId, &JobRequest)]) -> Vec<u
     out
 }
 
-/// Puts a single-node job on the cheapest new node (model preference first) that has room.
+/// Whether `take` would put `req` on `fresh`.
+fn has_room(fresh: &Fresh, req: &JobRequest) -> bool {
+    if fresh.cpu < req.cpu_milli || fresh.mem < req.mem_mib {
+        return false;
+    }
+    match req.gpu {
+        GpuRequest::None => true,
+        GpuRequest::Whole(n) => {
+            fresh.gpus.iter().filter(|&&g| g == MILLI_PER_GPU).count() >= usize::from(n)
+        }
+        GpuRequest::Fraction(_) | GpuRequest::Mig(_) => {
+            let m = req.gpu.milli().min(u32::from(MILLI_PER_GPU)) as u16;
+            fresh.gpus.iter().any(|&g| g >= m)
+        }
+    }
+}
+
+/// Puts a single-node job on the cheapest new node (model preference first, then the earlier
+/// node) that has room. It runs for every waiting job against every node the plan holds, so
+/// full nodes are passed over before anything is priced.
 fn take_cheapest(fresh: &mut [Fresh], offers: &[PoolOffer], req: &JobRequest) -> bool {
-    let mut order: Vec<(u16, f64, usize)> = fresh
+    let best = fresh
         .iter()
         .enumerate()
+        .filter(|(_, f)| has_room(f, req))
         .filter_map(|(k, f)| {
             let o = &offers[f.offer];
             suits(o, req).map(|rank| (rank, share_price(o, req), k))
         })
-        .collect();
-    order.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)).then(a.2.cmp(&b.2)));
-    order.into_iter().any(|(_, _, k)| take(&mut fresh[k], req))
+        .min_by(|a, b| a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)).then(a.2.cmp(&b.2)));
+    best.is_some_and(|(_, _, k)| take(&mut fresh[k], req))
 }
 
 /// Plans growth for jobs that fit nowhere now, in the order given (queue order). Each job gets

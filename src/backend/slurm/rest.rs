@@ -56,6 +56,8 @@ pub struct SlurmRest {
     pub version: String,
     pub release: Option<String>,
     last: LastRead,
+    /// Nodes are read whole: this slurmrestd failed a read of them since a time.
+    nodes_whole: bool,
 }
 
 impl SlurmRest {
@@ -93,6 +95,7 @@ impl SlurmRest {
             version: String::new(),
             release: None,
             last: LastRead::default(),
+            nodes_whole: false,
         };
         s.version = s.detect()?;
         Ok(s)
@@ -270,8 +273,26 @@ impl SlurmRest {
             Some(t) => format!("/slurm/{}/{what}?update_time={t}", self.version),
             None => format!("/slurm/{}/{what}", self.version),
         };
-        let (nodes, partitions, jobs) = (path("nodes"), path("partitions"), path("jobs"));
-        if let Some(nodes) = self.get_answer(&nodes)? {
+        let whole = |what: &str| format!("/slurm/{}/{what}", self.version);
+        let nodes = if self.nodes_whole {
+            whole("nodes")
+        } else {
+            path("nodes")
+        };
+        let (partitions, jobs) = (path("partitions"), path("jobs"));
+        let answer = match self.get_answer(&nodes) {
+            // slurmrestd 22.05 (v0.0.38) answers a read of the nodes since a time with HTTP
+            // 500 "Unspecified error" on about half the reads while jobs start and end (its
+            // jobs and partitions answer 304 or 200). Taken as an error, every node looked
+            // down until the next read — nothing started there meanwhile. Read whole, and
+            // from now on: a node list is small beside the queue.
+            Err(_) if since.is_some() && !self.nodes_whole => {
+                self.nodes_whole = true;
+                self.get_answer(&whole("nodes"))?
+            }
+            answer => answer?,
+        };
+        if let Some(nodes) = answer {
             self.release = nodes
                 .meta
                 .pointer("/Slurm/release")

@@ -2,7 +2,7 @@
 //! one is the only way free capacity changes, and both check before they touch anything, so a
 //! bad placement is refused whole instead of leaving a node half-updated.
 
-use super::fleet::{Fleet, NodeId, MILLI_PER_GPU};
+use super::fleet::{Fleet, Gpu, NodeId, MILLI_PER_GPU};
 use super::mig::MigProfile;
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -95,7 +95,19 @@ pub enum AllocError {
     RepeatedNode(NodeId),
 }
 
+/// A node's free CPU, memory and GPUs after a change, committed together.
+type Update = (NodeId, u32, u64, Vec<Gpu>);
+
 impl Fleet {
+    fn commit(&mut self, updates: Vec<Update>) {
+        for (id, cpu_free, mem_free, gpus) in updates {
+            let node = &mut self.nodes[id.index()];
+            node.cpu_free = cpu_free;
+            node.mem_free = mem_free;
+            node.gpus = gpus;
+        }
+    }
+
     /// Takes the capacity a placement names. All-or-nothing: on error nothing changed.
     pub fn allocate(&mut self, placement: &Placement) -> Result<(), AllocError> {
         // Work on copies of the free counters and GPUs (not whole nodes: this runs on every
@@ -163,12 +175,7 @@ impl Fleet {
             }
             updates.push((grant.node, cpu_free, mem_free, gpus));
         }
-        for (id, cpu_free, mem_free, gpus) in updates {
-            let node = &mut self.nodes[id.index()];
-            node.cpu_free = cpu_free;
-            node.mem_free = mem_free;
-            node.gpus = gpus;
-        }
+        self.commit(updates);
         Ok(())
     }
 
@@ -237,12 +244,7 @@ impl Fleet {
             }
             updates.push((grant.node, cpu_free, mem_free, gpus));
         }
-        for (id, cpu_free, mem_free, gpus) in updates {
-            let node = &mut self.nodes[id.index()];
-            node.cpu_free = cpu_free;
-            node.mem_free = mem_free;
-            node.gpus = gpus;
-        }
+        self.commit(updates);
         Ok(())
     }
 }

@@ -171,26 +171,24 @@ impl Cluster {
             c.reindex(id);
             c.count_kind(id, 1);
         }
-        let f = &c.fleet;
-        c.node_domains = f
+        c.node_domains = c
+            .fleet
             .nodes
             .iter()
             .map(|n| [n.nvlink.0, n.leaf.map_or(u32::MAX, |l| l.0), n.zone.0])
             .collect();
-        let largest = |count: usize, of: &dyn Fn(&crate::model::Node) -> Option<usize>| {
-            let mut n = vec![0usize; count];
-            for node in &f.nodes {
-                if let Some(d) = of(node).filter(|&d| d < count) {
-                    n[d] += 1;
+        for (k, level) in [DomainLevel::Nvlink, DomainLevel::Leaf, DomainLevel::Zone]
+            .into_iter()
+            .enumerate()
+        {
+            let mut n = vec![0usize; c.domain_count(level)];
+            for id in 0..c.node_domains.len() {
+                if let Some(x) = c.domain(id as u32, level).and_then(|d| n.get_mut(d)) {
+                    *x += 1;
                 }
             }
-            n.into_iter().max().unwrap_or(0)
-        };
-        c.largest_domain = [
-            largest(f.nvlink_domains.len(), &|n| Some(n.nvlink.index())),
-            largest(f.leaves.len(), &|n| n.leaf.map(|l| l.index())),
-            largest(f.zones.len(), &|n| Some(n.zone.index())),
-        ];
+            c.largest_domain[k] = n.into_iter().max().unwrap_or(0);
+        }
         c
     }
 
@@ -266,11 +264,6 @@ impl Cluster {
     /// Classes that have at least one node, with their ids.
     pub fn classes(&self) -> impl Iterator<Item = &Class> {
         self.classes.iter().filter(|c| !c.members.is_empty())
-    }
-
-    /// Headers of the live classes, in no particular (but deterministic) order.
-    pub fn headers(&self) -> impl Iterator<Item = &Header> {
-        self.live_headers.iter().flatten().flatten()
     }
 
     /// Headers of the live classes in `pool` with at least `idle` idle GPUs (not in MIG

@@ -80,42 +80,37 @@ struct Fresh {
 }
 
 fn take(fresh: &mut Fresh, req: &JobRequest) -> bool {
-    if fresh.cpu < req.cpu_milli || fresh.mem < req.mem_mib {
+    if !has_room(fresh, req) {
         return false;
     }
-    let ok = match req.gpu {
-        GpuRequest::None => true,
+    match req.gpu {
+        GpuRequest::None => {}
         GpuRequest::Whole(n) => {
-            let idle: Vec<usize> = (0..fresh.gpus.len())
-                .filter(|&i| fresh.gpus[i] == MILLI_PER_GPU)
+            for g in fresh
+                .gpus
+                .iter_mut()
+                .filter(|g| **g == MILLI_PER_GPU)
                 .take(usize::from(n))
-                .collect();
-            if idle.len() < usize::from(n) {
-                return false;
+            {
+                *g = 0;
             }
-            idle.iter().for_each(|&i| fresh.gpus[i] = 0);
-            true
         }
         GpuRequest::Fraction(_) | GpuRequest::Mig(_) => {
             let m = req.gpu.milli().min(u32::from(MILLI_PER_GPU)) as u16;
             // Best fit: the fullest GPU that still has room.
-            match (0..fresh.gpus.len())
-                .filter(|&i| fresh.gpus[i] >= m)
-                .min_by_key(|&i| fresh.gpus[i])
+            if let Some(g) = fresh
+                .gpus
+                .iter_mut()
+                .filter(|g| **g >= m)
+                .min_by_key(|g| **g)
             {
-                Some(i) => {
-                    fresh.gpus[i] -= m;
-                    true
-                }
-                None => false,
+                *g -= m;
             }
         }
-    };
-    if ok {
-        fresh.cpu -= req.cpu_milli;
-        fresh.mem -= req.mem_mib;
     }
-    ok
+    fresh.cpu -= req.cpu_milli;
+    fresh.mem -= req.mem_mib;
+    true
 }
 
 /// Whether a fresh node of the offer can hold one node of the request, and the job's model
@@ -194,7 +189,7 @@ fn demand_after(offers: &[PoolOffer], waiting: &[(JobId, &JobRequest)]) -> Vec<u
     out
 }
 
-/// Whether `take` would put `req` on `fresh`.
+/// Whether `fresh` has room for one node of `req` (what `take` takes).
 fn has_room(fresh: &Fresh, req: &JobRequest) -> bool {
     if fresh.cpu < req.cpu_milli || fresh.mem < req.mem_mib {
         return false;

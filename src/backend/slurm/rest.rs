@@ -56,8 +56,8 @@ pub struct SlurmRest {
     pub version: String,
     pub release: Option<String>,
     last: LastRead,
-    /// Nodes are read whole: this slurmrestd failed a read of them since a time.
-    nodes_whole: bool,
+    /// What is read whole: this slurmrestd failed a read of it since a time (`read_since`).
+    whole_only: Vec<&'static str>,
 }
 
 impl SlurmRest {
@@ -95,7 +95,7 @@ impl SlurmRest {
             version: String::new(),
             release: None,
             last: LastRead::default(),
-            nodes_whole: false,
+            whole_only: Vec::new(),
         };
         s.version = s.detect()?;
         Ok(s)
@@ -262,6 +262,31 @@ impl SlurmRest {
         ))
     }
 
+    /// `GET /slurm/VERSION/what`: what changed since `since` (`None` where nothing did), or
+    /// all of it. slurmrestd 22.05 (v0.0.38) answers a read of its nodes since a time with
+    /// HTTP 500 "Unspecified error" on about half the reads while jobs start and end (its jobs
+    /// and partitions answered 304 or 200). Taken as an error, every node looked down until
+    /// the next read and nothing started there meanwhile. So a read since a time that fails
+    /// is made again whole, and where that answers, `what` is read whole from then on.
+    fn read_since(
+        &mut self,
+        what: &'static str,
+        since: Option<i64>,
+    ) -> Result<Option<Answer>, String> {
+        let whole = format!("/slurm/{}/{what}", self.version);
+        let Some(t) = since.filter(|_| !self.whole_only.contains(&what)) else {
+            return self.get_answer(&whole);
+        };
+        match self.get_answer(&format!("{whole}?update_time={t}")) {
+            Err(_) => {
+                let answer = self.get_answer(&whole)?;
+                self.whole_only.push(what);
+                Ok(answer)
+            }
+            answer => answer,
+        }
+    }
+
     /// Partitions, nodes and jobs, now: what changed since the last read asked, the rest as
     /// it was (a whole read at first, and every `FULL_READ_EVERY`).
     pub fn inventory(&mut self) -> Result<Inventory, String> {
@@ -269,30 +294,7 @@ impl SlurmRest {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs() as i64);
         let since = self.last.since();
-        let path = |what: &str| match since {
-            Some(t) => format!("/slurm/{}/{what}?update_time={t}", self.version),
-            None => format!("/slurm/{}/{what}", self.version),
-        };
-        let whole = |what: &str| format!("/slurm/{}/{what}", self.version);
-        let nodes = if self.nodes_whole {
-            whole("nodes")
-        } else {
-            path("nodes")
-        };
-        let (partitions, jobs) = (path("partitions"), path("jobs"));
-        let answer = match self.get_answer(&nodes) {
-            // slurmrestd 22.05 (v0.0.38) answers a read of the nodes since a time with HTTP
-            // 500 "Unspecified error" on about half the reads while jobs start and end (its
-            // jobs and partitions answer 304 or 200). Taken as an error, every node looked
-            // down until the next read — nothing started there meanwhile. Read whole, and
-            // from now on: a node list is small beside the queue.
-            Err(_) if since.is_some() && !self.nodes_whole => {
-                self.nodes_whole = true;
-                self.get_answer(&whole("nodes"))?
-            }
-            answer => answer?,
-        };
-        if let Some(nodes) = answer {
+        if let Some(nodes) = self.read_since("nodes", since)? {
             self.release = nodes
                 .meta
                 .pointer("/Slurm/release")
@@ -305,10 +307,10 @@ impl SlurmRest {
                 .map(inventory::node)
                 .collect::<Result<_, _>>()?;
         }
-        if let Some(p) = self.get_answer(&partitions)? {
+        if let Some(p) = self.read_since("partitions", since)? {
             self.last.partitions = p.partitions.iter().map(inventory::partition).collect();
         }
-        if let Some(j) = self.get_answer(&jobs)? {
+        if let Some(j) = self.read_since("jobs", since)? {
             self.last.jobs = j.jobs.iter().map(inventory::job).collect();
         }
         self.last.asked_at = Some(asked_at);

@@ -577,7 +577,7 @@ fn the_event_stream_starts_with_a_snapshot_and_its_deltas_rebuild_the_next_ones(
                 let m = mirror.as_ref().unwrap();
                 if published.version == m.version {
                     assert!(
-                        &published == m,
+                        *published == *m,
                         "the mirror differs at version {}",
                         m.version
                     );
@@ -602,13 +602,13 @@ fn deltas_apply_exactly_on_a_living_demo() {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let mut s = State::demo(&dir, 11).unwrap();
-    let mut mirror = s.snapshot().clone();
+    let mut mirror = Snapshot::clone(s.snapshot());
     for step in 0..120 {
         let before = s.snapshot().clone();
         s.advance(if step % 7 == 0 { 3600.0 } else { 60.0 })
             .unwrap();
         mirror.apply(before.diff(s.snapshot()));
-        assert_eq!(&mirror, s.snapshot(), "step {step}");
+        assert_eq!(&mirror, &**s.snapshot(), "step {step}");
     }
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -13,7 +13,7 @@ mod tmux;
 use tmux::{have_tmux, Tmux};
 
 fn demo_snapshot() -> Snapshot {
-    fixture::demo(5).state.snapshot().clone()
+    Snapshot::clone(fixture::demo(5).state.snapshot())
 }
 
 /// The Jobs view's default rows: waiting jobs first (by position), then running, then ended.
@@ -1003,7 +1003,7 @@ fn the_fleet_view_opens_a_pool_node_by_node_and_gpu_by_gpu() {
 fn escape_and_a_key_in_one_read_act_as_both() {
     use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
     let demo = fixture::demo(10);
-    let snap = demo.state.snapshot().clone();
+    let snap = Snapshot::clone(demo.state.snapshot());
     let mut app = App::new(false);
     app.on_key("3", &snap);
     assert_eq!(app.on_key("enter", &snap), Outcome::Pool(0));

@@ -16,7 +16,7 @@ mod tmux;
 use tmux::{have_tmux, Tmux};
 
 fn demo_snapshot() -> Snapshot {
-    fixture::demo(5).state.snapshot().clone()
+    Snapshot::clone(fixture::demo(5).state.snapshot())
 }
 
 fn keys(app: &mut App, snap: &Snapshot, keys: &[&str]) {
@@ -367,7 +367,7 @@ fn a_console_that_loses_its_daemon_says_so_and_comes_back_by_itself() {
 fn fleet_pool_node_gpu_job_and_back_again() {
     use gantry::daemon::state::history::Range;
     let d = fixture::demo(30);
-    let snap = d.state.snapshot().clone();
+    let snap = Snapshot::clone(d.state.snapshot());
     let mut app = App::new(false);
     app.on_key("3", &snap);
     assert_eq!(app.on_key("enter", &snap), Outcome::Pool(0));

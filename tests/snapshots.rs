@@ -18,7 +18,7 @@ fn fixture() -> (Snapshot, gantry::api::PoolDetail, gantry::api::NodeDetail) {
             gantry::daemon::state::history::Range::Hour,
         )
         .unwrap();
-    (d.state.snapshot().clone(), pool, node)
+    (Snapshot::clone(d.state.snapshot()), pool, node)
 }
 
 /// The screen with each line's trailing blanks trimmed (smaller, clearer snapshot files).

@@ -29,6 +29,8 @@ pub struct ApiBenchReport {
     pub journaled: usize,
     /// Scheduling cycles the daemon ran during the bench.
     pub cycles: u64,
+    /// Seconds the actor spent in those cycles (submissions wait behind them).
+    pub cycle_seconds: f64,
 }
 
 /// A realistic spec: what a researcher submits.
@@ -123,7 +125,10 @@ pub fn run(cfg: &ApiBenchConfig) -> Result<ApiBenchReport, String> {
         );
     }
     let elapsed = started.elapsed().as_secs_f64();
-    let cycles = handle.published.borrow().counters.cycles;
+    let (cycles, cycle_seconds) = {
+        let published = handle.published.borrow();
+        (published.counters.cycles, published.cycle_seconds.sum)
+    };
     let _ = stop.send(());
     let _ = runtime.block_on(server);
     handle.shutdown();
@@ -142,5 +147,6 @@ pub fn run(cfg: &ApiBenchConfig) -> Result<ApiBenchReport, String> {
         p99_ms: quantile(&lat, 0.99),
         journaled,
         cycles,
+        cycle_seconds,
     })
 }

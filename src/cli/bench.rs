@@ -612,8 +612,8 @@ fn api(clients: usize, jobs: usize, output: Output) -> Result<(), String> {
         return print_as(output, &r);
     }
     println!(
-        "bench api: {} durable submissions over the Unix socket from {} clients: {:.0}/s, p50 {:.2} ms, p99 {:.2} ms; journal holds {}; {} scheduling cycles ran meanwhile",
-        r.jobs, r.clients, r.durable_submits_per_sec, r.p50_ms, r.p99_ms, r.journaled, r.cycles
+        "bench api: {} durable submissions over the Unix socket from {} clients: {:.0}/s, p50 {:.2} ms, p99 {:.2} ms; journal holds {}; {} scheduling cycles ran meanwhile, {:.2} s in all",
+        r.jobs, r.clients, r.durable_submits_per_sec, r.p50_ms, r.p99_ms, r.journaled, r.cycles, r.cycle_seconds
     );
     Ok(())
 }

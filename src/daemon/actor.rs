@@ -211,7 +211,7 @@ pub enum Request {
 pub struct Published {
     /// Acknowledged changes it reflects (see `Handle::fresh`).
     pub changes: u64,
-    pub snapshot: Snapshot,
+    pub snapshot: Arc<Snapshot>,
     pub counters: Counters,
     /// Scheduling-cycle latency, seconds.
     pub cycle_seconds: Histogram,
@@ -584,15 +584,22 @@ impl Actor {
             };
             if let Some(result) = stepped {
                 let took = started.elapsed();
-                self.cycle_cost = took;
                 self.dirty = false;
-                self.last_cycle = Instant::now();
                 if let Err(e) = result {
                     self.state.warn(format!("scheduling cycle failed: {e}"));
                 }
                 self.cycle_seconds
                     .observe(&CYCLE_BUCKETS, took.as_secs_f64());
-                publish.send_replace(publication(&self.state, &self.cycle_seconds, self.changes));
+                // The old publication is dropped here when no reader holds it.
+                drop(publish.send_replace(publication(
+                    &self.state,
+                    &self.cycle_seconds,
+                    self.changes,
+                )));
+                // What the debounce spaces out is the actor's whole cost of a cycle, its
+                // publication included.
+                self.cycle_cost = started.elapsed();
+                self.last_cycle = Instant::now();
                 if self.state.wants_reopen() {
                     // Reopened outside the loop (see `start`).
                     return true;
@@ -613,9 +620,11 @@ impl Actor {
     }
 
     /// The least time between cycles triggered by changes: cycles may take at most about a
-    /// third of the actor's time, so a burst of submissions is not starved by re-scheduling.
+    /// fifth of the actor's time, so a burst of submissions is not starved by re-scheduling
+    /// (a cycle over a long queue explains every waiting job again, and most of that work is
+    /// the same from one cycle to the next).
     fn debounce(&self) -> Duration {
-        (self.cycle_cost * 2).max(Duration::from_millis(10))
+        (self.cycle_cost * 4).max(Duration::from_millis(10))
     }
 
     /// Handles one batch; false when asked to stop.

@@ -245,7 +245,7 @@ async fn whoami(Extension(caller): Extension<Caller>) -> Response {
 }
 
 async fn snapshot(State(api): State<Api>) -> Response {
-    ok(&published(&api).await.snapshot)
+    ok(&*published(&api).await.snapshot)
 }
 
 async fn jobs(State(api): State<Api>, RawQuery(raw): RawQuery) -> Result<Response, ApiError> {

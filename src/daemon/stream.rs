@@ -44,7 +44,7 @@ pub(super) async fn stream(
         }
     };
     type Watch<T> = tokio::sync::watch::Receiver<T>;
-    let state: (Watch<Arc<Published>>, Watch<bool>, Option<Snapshot>) =
+    let state: (Watch<Arc<Published>>, Watch<bool>, Option<Arc<Snapshot>>) =
         (rx, api.stop.clone(), None);
     let events = futures_util::stream::unfold(state, move |(mut rx, mut stop, last)| {
         let revoked = revoked();
@@ -68,7 +68,7 @@ pub(super) async fn stream(
             let event = match &last {
                 None => Event::default()
                     .event("snapshot")
-                    .data(serde_json::to_string(&current).unwrap_or_default()),
+                    .data(serde_json::to_string(&*current).unwrap_or_default()),
                 Some(prev) => Event::default()
                     .event("delta")
                     .data(serde_json::to_string(&prev.diff(&current)).unwrap_or_default()),

@@ -256,7 +256,19 @@ pub fn scale_up(
             && o.last_interruption
                 .is_some_and(|t| now - t < cfg.spot_cooldown_s)
     };
-    let demand = demand_after(offers, waiting);
+    // Pools that may still grow; once none may, a job can only take room on nodes already
+    // planned or coming (a long queue on a fleet at its caps is then not priced job by job).
+    let growable = |nodes: &[u32]| offers.iter().zip(nodes).any(|(o, &n)| n < o.max_nodes);
+    if fresh.is_empty() && !growable(&nodes) {
+        return out;
+    }
+    let mut can_grow = growable(&nodes);
+    // Read only while some pool may grow.
+    let demand = if can_grow {
+        demand_after(offers, waiting)
+    } else {
+        Vec::new()
+    };
     for (k, &(job, req)) in waiting.iter().enumerate() {
         if req.nodes == 1 && take_cheapest(&mut fresh, offers, req) {
             continue;
@@ -277,6 +289,9 @@ pub fn scale_up(
                 }
                 continue;
             }
+        }
+        if !can_grow {
+            continue;
         }
         let mut best: Option<(u16, f64, usize)> = None;
         let mut skipped_spot = false;
@@ -302,6 +317,7 @@ pub fn scale_up(
         let Some((_, _, i)) = best else { continue };
         let o = &offers[i];
         nodes[i] += u32::from(req.nodes);
+        can_grow = growable(&nodes);
         let mut f = Fresh {
             offer: i,
             gpus: vec![MILLI_PER_GPU; usize::from(o.gpus_per_node)],
@@ -477,6 +493,26 @@ mod tests {
             &ScaleConfig::default(),
         );
         assert_eq!(plan.len(), 1, "one node of headroom: {plan:?}");
+    }
+
+    #[test]
+    fn at_its_cap_a_pool_buys_nothing_and_its_coming_nodes_still_take_jobs() {
+        // Four nodes of four: the pool may not grow. One node is on its way with 8 GPUs.
+        let full = [offer(0, CapacityType::OnDemand, 40.0, 4, 4)];
+        let one = gpus(1, false);
+        let queue: Vec<(JobId, &JobRequest)> = (0..1000).map(|j| (j, &one)).collect();
+        let cfg = ScaleConfig::default();
+        assert!(scale_up(0.0, &full, &[], &queue, &cfg).is_empty());
+        assert!(scale_up(0.0, &full, &[1], &queue, &cfg).is_empty());
+        // One node of headroom: the first eight share the coming node, the ninth buys one, and
+        // the rest find the pool at its cap.
+        let room = [offer(0, CapacityType::OnDemand, 40.0, 3, 4)];
+        let plan = scale_up(0.0, &room, &[1], &queue, &cfg);
+        assert_eq!(
+            plan.iter().map(|s| s.for_job).collect::<Vec<_>>(),
+            [8],
+            "{plan:?}"
+        );
     }
 
     #[test]

@@ -333,6 +333,9 @@ impl Store {
             .map_err(sql)?;
         conn.busy_timeout(std::time::Duration::from_secs(5))
             .map_err(sql)?;
+        // Every statement the daemon repeats stays prepared (rusqlite keeps 16 by default,
+        // fewer than the journal's): parsing one again cost a submission a tenth of its time.
+        conn.set_prepared_statement_cache_capacity(64);
         let mut store = Store { conn, path: name };
         store.migrate()?;
         Ok(store)
@@ -419,10 +422,12 @@ impl Store {
                     .map_err(sql)?;
                 let id = tx.last_insert_rowid();
                 if let Some((key, digest)) = &j.idempotency {
-                    tx.execute(
+                    tx.prepare_cached(
                         "INSERT INTO idempotency (key, digest, job, at) VALUES (?1, ?2, ?3, ?4)",
-                        params![key, digest, id, crate::daemon::auth::unix_now()],
                     )
+                    .and_then(|mut s| {
+                        s.execute(params![key, digest, id, crate::daemon::auth::unix_now()])
+                    })
                     .map_err(sql)?;
                 }
                 event
@@ -436,11 +441,9 @@ impl Store {
             }
         }
         if jobs.iter().any(|j| j.idempotency.is_some()) {
-            tx.execute(
-                "DELETE FROM idempotency WHERE at < ?1",
-                [crate::daemon::auth::unix_now() - IDEMPOTENCY_KEPT_S],
-            )
-            .map_err(sql)?;
+            tx.prepare_cached("DELETE FROM idempotency WHERE at < ?1")
+                .and_then(|mut s| s.execute([crate::daemon::auth::unix_now() - IDEMPOTENCY_KEPT_S]))
+                .map_err(sql)?;
         }
         tx.commit().map_err(sql)?;
         Ok(ids)
@@ -450,11 +453,11 @@ impl Store {
     /// of what that submission sent.
     pub fn idempotent(&self, key: &str) -> Result<Option<(JobId, String)>, JournalError> {
         let since = crate::daemon::auth::unix_now() - IDEMPOTENCY_KEPT_S;
-        match self.conn.query_row(
-            "SELECT job, digest FROM idempotency WHERE key = ?1 AND at >= ?2",
-            params![key, since],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        ) {
+        match self
+            .conn
+            .prepare_cached("SELECT job, digest FROM idempotency WHERE key = ?1 AND at >= ?2")
+            .and_then(|mut s| s.query_row(params![key, since], |r| Ok((r.get(0)?, r.get(1)?))))
+        {
             Ok(found) => Ok(Some(found)),
             Err(rusqlite::Error::QueryReturnedNoRows) => Ok(None),
             Err(e) => Err(self.sql()(e)),

@@ -52,6 +52,7 @@ use crate::spec::demo::Workload;
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::path::Path;
+use std::sync::Arc;
 
 /// One GPU's utilization samples: (seconds, percent), oldest first.
 type Samples = Vec<(f64, f64)>;
@@ -409,7 +410,8 @@ pub struct State {
     calendar: crate::daemon::calendar::Calendar,
     events: VecDeque<String>,
     events_total: u64,
-    snapshot: Snapshot,
+    /// Shared with every publication and stream that holds it: publishing copies no row.
+    snapshot: Arc<Snapshot>,
     teams: Vec<String>,
     /// Priority class names, in the engine's order.
     classes: Vec<String>,
@@ -458,7 +460,7 @@ impl State {
         &self.calendar
     }
 
-    pub fn snapshot(&self) -> &Snapshot {
+    pub fn snapshot(&self) -> &Arc<Snapshot> {
         &self.snapshot
     }
 
@@ -767,7 +769,7 @@ impl State {
         self.consolidate()?;
         self.sample_gpus();
         self.account_budgets()?;
-        self.snapshot = self.build_snapshot();
+        self.snapshot = Arc::new(self.build_snapshot());
         Ok(())
     }
 

@@ -208,7 +208,7 @@ impl State {
             calendar,
             events: VecDeque::new(),
             events_total: 0,
-            snapshot: Snapshot::default(),
+            snapshot: Arc::default(),
             teams: names,
             classes: class_names,
             team_config: cfg.teams.clone(),

@@ -142,7 +142,7 @@ impl State {
         let mut plan = ReclaimPlan::of(self.now, applied);
         plan.id = shown.id;
         plan.skipped = skipped;
-        self.snapshot = self.build_snapshot();
+        self.snapshot = Arc::new(self.build_snapshot());
         Ok(plan)
     }
 }

@@ -385,7 +385,7 @@ impl State {
         };
         let _ = self.record("service", what);
         self.reconcile_service(&name);
-        self.snapshot = self.build_snapshot();
+        self.snapshot = Arc::new(self.build_snapshot());
         let wanted = self
             .services
             .list
@@ -453,7 +453,7 @@ impl State {
                 cancelled.len()
             ),
         );
-        self.snapshot = self.build_snapshot();
+        self.snapshot = Arc::new(self.build_snapshot());
         Ok(cancelled)
     }
 
@@ -473,11 +473,13 @@ impl State {
         }
         let acted = self.events_total != events;
         if acted {
-            self.snapshot = self.build_snapshot();
+            self.snapshot = Arc::new(self.build_snapshot());
         } else {
             // The services' rows only: the rest of the snapshot is as it was.
-            self.snapshot.services = self.service_rows(&self.snapshot.jobs);
-            self.snapshot.version += 1;
+            let services = self.service_rows(&self.snapshot.jobs);
+            let snapshot = Arc::make_mut(&mut self.snapshot);
+            snapshot.services = services;
+            snapshot.version += 1;
         }
         acted
     }

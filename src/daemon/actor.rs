@@ -404,6 +404,7 @@ pub fn spawn(
                 woken: false,
                 queued,
                 republish: false,
+                submitting: false,
             };
             loop {
                 if actor.run(&rx, &publish) {
@@ -479,6 +480,8 @@ struct Actor {
     queued: Arc<std::sync::atomic::AtomicBool>,
     /// The snapshot changed without a change that needs a cycle (services' measurements).
     republish: bool,
+    /// Submissions were admitted since the last cycle: a burst the debounce yields to.
+    submitting: bool,
 }
 
 /// What the actor publishes: the state's snapshot and counters, taken once.
@@ -529,6 +532,7 @@ impl Actor {
             woken: true,
             queued,
             republish: false,
+            submitting: false,
         })
     }
 
@@ -585,6 +589,7 @@ impl Actor {
             if let Some(result) = stepped {
                 let took = started.elapsed();
                 self.dirty = false;
+                self.submitting = false;
                 if let Err(e) = result {
                     self.state.warn(format!("scheduling cycle failed: {e}"));
                 }
@@ -620,11 +625,13 @@ impl Actor {
     }
 
     /// The least time between cycles triggered by changes: cycles may take at most about a
-    /// fifth of the actor's time, so a burst of submissions is not starved by re-scheduling
-    /// (a cycle over a long queue explains every waiting job again, and most of that work is
-    /// the same from one cycle to the next).
+    /// third of the actor's time, and a fifth while submissions arrive, so a burst of them is
+    /// not starved by re-scheduling (a cycle over a long queue explains every waiting job
+    /// again, and most of that work is the same from one cycle to the next). Without
+    /// submissions, a freed GPU is filled as soon as a third allows.
     fn debounce(&self) -> Duration {
-        (self.cycle_cost * 4).max(Duration::from_millis(10))
+        let spacing = if self.submitting { 4 } else { 2 };
+        (self.cycle_cost * spacing).max(Duration::from_millis(10))
     }
 
     /// Handles one batch; false when asked to stop.
@@ -682,6 +689,7 @@ impl Actor {
         let answers = self.state.submit(subs);
         if answers.iter().any(Result::is_ok) {
             self.changed();
+            self.submitting = true;
         }
         for (reply, answer) in replies.into_iter().zip(answers) {
             let _ = reply.send(answer.map_err(ApiError::from));

@@ -463,10 +463,16 @@ fn idempotency_key(
     }
 }
 
+/// Specs up to this size are parsed on the request's own task: handing a small one to a
+/// blocking thread and back cost a submission more than its parse (about 50 µs). The slowest
+/// 2 KiB measured, 200 `envs`, parses in 0.6 ms (release, the 2-core box), so a worker is
+/// never held long; larger specs go to a blocking thread.
+const PARSED_IN_PLACE: usize = 2 << 10;
+
 /// A submission from a request's query (`team`, `priority`, `file`) and body; a researcher's
-/// token binds it to the token's team. The spec is parsed here, on a blocking thread of the
-/// runtime and within the spec budgets, so a hostile document costs its own request and
-/// never the actor's time; one that does not parse is answered without reaching the actor.
+/// token binds it to the token's team. The spec is parsed here, within the spec budgets (on a
+/// blocking thread of the runtime when large), so a hostile document costs its own request
+/// and never the actor's time; one that does not parse is answered without reaching the actor.
 async fn submission_of(
     caller: &Caller,
     q: std::collections::HashMap<String, String>,
@@ -476,11 +482,15 @@ async fn submission_of(
         .get("file")
         .cloned()
         .unwrap_or_else(|| "request body".to_string());
-    let (name, body) = (file.clone(), text.to_vec());
-    let parsed = tokio::task::spawn_blocking(move || crate::spec::parse(&name, &body))
-        .await
-        .map_err(|e| ApiError::new(500, "internal", format!("parsing the spec: {e}")))?
-        .map_err(|e| ApiError::from(super::engine::EngineError::Spec(e)))?;
+    let parsed = if text.len() <= PARSED_IN_PLACE {
+        crate::spec::parse(&file, text)
+    } else {
+        let (name, body) = (file.clone(), text.to_vec());
+        tokio::task::spawn_blocking(move || crate::spec::parse(&name, &body))
+            .await
+            .map_err(|e| ApiError::new(500, "internal", format!("parsing the spec: {e}")))?
+    }
+    .map_err(|e| ApiError::from(super::engine::EngineError::Spec(e)))?;
     Ok(Submission {
         file,
         text: text.to_vec(),

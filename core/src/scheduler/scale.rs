@@ -259,10 +259,10 @@ pub fn scale_up(
     // Pools that may still grow; once none may, a job can only take room on nodes already
     // planned or coming (a long queue on a fleet at its caps is then not priced job by job).
     let growable = |nodes: &[u32]| offers.iter().zip(nodes).any(|(o, &n)| n < o.max_nodes);
-    if fresh.is_empty() && !growable(&nodes) {
+    let mut can_grow = growable(&nodes);
+    if fresh.is_empty() && !can_grow {
         return out;
     }
-    let mut can_grow = growable(&nodes);
     // Read only while some pool may grow.
     let demand = if can_grow {
         demand_after(offers, waiting)

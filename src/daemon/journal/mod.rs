@@ -416,19 +416,20 @@ impl Store {
                     "INSERT INTO events (at, job, kind, detail) VALUES (?1, ?2, 'submitted', ?3)",
                 )
                 .map_err(sql)?;
+            let mut remember = tx
+                .prepare_cached(
+                    "INSERT INTO idempotency (key, digest, job, at) VALUES (?1, ?2, ?3, ?4)",
+                )
+                .map_err(sql)?;
             for j in jobs {
                 insert
                     .execute(params![j.name, j.team, j.priority, j.spec, j.at, j.user])
                     .map_err(sql)?;
                 let id = tx.last_insert_rowid();
                 if let Some((key, digest)) = &j.idempotency {
-                    tx.prepare_cached(
-                        "INSERT INTO idempotency (key, digest, job, at) VALUES (?1, ?2, ?3, ?4)",
-                    )
-                    .and_then(|mut s| {
-                        s.execute(params![key, digest, id, crate::daemon::auth::unix_now()])
-                    })
-                    .map_err(sql)?;
+                    remember
+                        .execute(params![key, digest, id, crate::daemon::auth::unix_now()])
+                        .map_err(sql)?;
                 }
                 event
                     .execute(params![

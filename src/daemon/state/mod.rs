@@ -769,7 +769,7 @@ impl State {
         self.consolidate()?;
         self.sample_gpus();
         self.account_budgets()?;
-        self.snapshot = Arc::new(self.build_snapshot());
+        self.rebuild_snapshot();
         Ok(())
     }
 

@@ -27,7 +27,7 @@ impl State {
             })
             .collect();
         self.observe_node(i, found, &groups)?;
-        self.snapshot = Arc::new(self.build_snapshot());
+        self.rebuild_snapshot();
         Ok(())
     }
 
@@ -46,7 +46,7 @@ impl State {
             return Err(EngineError::Backend(format!("{node} is not a host")));
         };
         self.host_up(pool, host, i, info)?;
-        self.snapshot = Arc::new(self.build_snapshot());
+        self.rebuild_snapshot();
         Ok(())
     }
 

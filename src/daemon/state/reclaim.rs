@@ -142,7 +142,7 @@ impl State {
         let mut plan = ReclaimPlan::of(self.now, applied);
         plan.id = shown.id;
         plan.skipped = skipped;
-        self.snapshot = Arc::new(self.build_snapshot());
+        self.rebuild_snapshot();
         Ok(plan)
     }
 }

@@ -385,7 +385,7 @@ impl State {
         };
         let _ = self.record("service", what);
         self.reconcile_service(&name);
-        self.snapshot = Arc::new(self.build_snapshot());
+        self.rebuild_snapshot();
         let wanted = self
             .services
             .list
@@ -453,7 +453,7 @@ impl State {
                 cancelled.len()
             ),
         );
-        self.snapshot = Arc::new(self.build_snapshot());
+        self.rebuild_snapshot();
         Ok(cancelled)
     }
 
@@ -473,7 +473,7 @@ impl State {
         }
         let acted = self.events_total != events;
         if acted {
-            self.snapshot = Arc::new(self.build_snapshot());
+            self.rebuild_snapshot();
         } else {
             // The services' rows only: the rest of the snapshot is as it was.
             let services = self.service_rows(&self.snapshot.jobs);

@@ -253,7 +253,12 @@ impl State {
         Some(text)
     }
 
-    pub(super) fn build_snapshot(&self) -> Snapshot {
+    /// Builds the snapshot afresh; readers holding the previous one keep it.
+    pub(super) fn rebuild_snapshot(&mut self) {
+        self.snapshot = std::sync::Arc::new(self.build_snapshot());
+    }
+
+    fn build_snapshot(&self) -> Snapshot {
         let fleet = self.engine.fleet();
         let mut pools: Vec<PoolRow> = fleet
             .pools

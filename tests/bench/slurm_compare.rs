@@ -28,24 +28,45 @@ struct Figures {
     makespan_s: f64,
     mean_wait_s: f64,
     submit_s: f64,
+    /// The mean time a GPU stood between one job's end and the next one's start there.
+    mean_gap_s: f64,
 }
 
 /// Reads the start and end stamps the jobs wrote; the figures from `t0` (seconds since the
 /// epoch at the first submission).
 fn figures(dir: &Path, tag: &str, t0: f64, submit_s: f64) -> Figures {
-    let stamps = |what: &str| -> Vec<f64> {
+    // Each line: the time, then the node and the GPU the job had.
+    let stamps = |what: &str| -> Vec<(f64, String)> {
         std::fs::read_to_string(dir.join(format!("{tag}.{what}")))
             .unwrap_or_default()
             .lines()
-            .filter_map(|l| l.trim().parse().ok())
+            .filter_map(|l| {
+                let (t, gpu) = l.trim().split_once(' ').unwrap_or((l.trim(), ""));
+                Some((t.parse().ok()?, gpu.to_string()))
+            })
             .collect()
     };
     let (starts, ends) = (stamps("starts"), stamps("ends"));
-    let last = ends.iter().cloned().fold(t0, f64::max);
+    let last = ends.iter().map(|e| e.0).fold(t0, f64::max);
+    // Per GPU, its starts and ends in time order: each end before the GPU's next start.
+    let mut by_gpu: std::collections::HashMap<&str, (Vec<f64>, Vec<f64>)> = Default::default();
+    for (t, g) in &starts {
+        by_gpu.entry(g).or_default().0.push(*t);
+    }
+    for (t, g) in &ends {
+        by_gpu.entry(g).or_default().1.push(*t);
+    }
+    let mut gaps = Vec::new();
+    for (s, e) in by_gpu.values_mut() {
+        s.sort_by(f64::total_cmp);
+        e.sort_by(f64::total_cmp);
+        gaps.extend(s.iter().skip(1).zip(e.iter()).map(|(s, e)| s - e));
+    }
     Figures {
         makespan_s: last - t0,
-        mean_wait_s: starts.iter().map(|s| s - t0).sum::<f64>() / starts.len().max(1) as f64,
+        mean_wait_s: starts.iter().map(|s| s.0 - t0).sum::<f64>() / starts.len().max(1) as f64,
         submit_s,
+        mean_gap_s: gaps.iter().sum::<f64>() / gaps.len().max(1) as f64,
     }
 }
 
@@ -94,7 +115,10 @@ fn from_clients(n: usize, each: impl Fn(usize) + Sync) -> f64 {
 
 fn body(dir: &Path, tag: &str, secs: u64) -> String {
     let d = dir.display();
-    format!("date +%s.%N >> {d}/{tag}.starts; sleep {secs}; date +%s.%N >> {d}/{tag}.ends")
+    // Each stamp names the node and the GPU (Slurm's CUDA_VISIBLE_DEVICES is per job, so
+    // SLURM_JOB_GPUS), to measure how long a GPU stands between jobs.
+    let gpu = "$SLURMD_NODENAME/$SLURM_JOB_GPUS";
+    format!("echo $(date +%s.%N) {gpu} >> {d}/{tag}.starts; sleep {secs}; echo $(date +%s.%N) {gpu} >> {d}/{tag}.ends")
 }
 
 #[test]
@@ -173,10 +197,11 @@ fn slurm_alone_against_gantry_on_slurm() {
 
     let line = |who: &str, f: &Figures| {
         println!(
-            "{who:<22} makespan {:>7.1} s   mean wait {:>6.1} s   {:>5.2}x ideal   (submitted in {:.1} s)",
+            "{who:<22} makespan {:>7.1} s   mean wait {:>6.1} s   {:>5.2}x ideal   a GPU between jobs {:.3} s   (submitted in {:.1} s)",
             f.makespan_s,
             f.mean_wait_s,
             f.makespan_s / ideal,
+            f.mean_gap_s,
             f.submit_s
         )
     };

@@ -207,7 +207,15 @@ impl Cluster {
         let child = Command::new("runuser")
             .args(["-u", "nobody", "--", "env"])
             .arg(format!("SLURM_CONF={}", self.conf.display()))
-            .args(["SLURM_JWT=daemon", "/usr/sbin/slurmrestd"])
+            .arg("SLURM_JWT=daemon")
+            // More of slurmrestd's environment where a bench asks (RESTD_ENV="K=V …", as
+            // `MALLOC_ARENA_MAX=2`: docs/slurm.md on slurmrestd's memory).
+            .args(
+                std::env::var("RESTD_ENV")
+                    .unwrap_or_default()
+                    .split_whitespace(),
+            )
+            .arg("/usr/sbin/slurmrestd")
             .args(["-a", "rest_auth/jwt", "-s", "openapi/v0.0.38"])
             .arg(format!("127.0.0.1:{port}"))
             .stdin(Stdio::null())

@@ -163,7 +163,7 @@ fn slurm_alone_against_gantry_on_slurm() {
     });
     wait_ends(&dir, "slurm", jobs, limit);
     let alone = figures(&dir, "slurm", t0, submit_s);
-    let rss_alone = restd_rss_mib(&c);
+    let (rss_alone, cpu_alone) = (restd_rss_mib(&c), restd_cpu_s(&c));
     c.wait_for("Slurm's queue to empty", 60, |c| {
         c.slurm("squeue", &["-h"]).trim().is_empty()
     });
@@ -220,6 +220,11 @@ fn slurm_alone_against_gantry_on_slurm() {
         rss_alone,
         restd_rss_mib(&c)
     );
+    println!(
+        "slurmrestd CPU: {:.1?} s after Slurm alone, {:.1?} s after gantry",
+        cpu_alone,
+        restd_cpu_s(&c)
+    );
     if let Ok(secs) = std::env::var("HOLD_S") {
         // The cluster kept for a look by hand (its address and a token printed).
         println!(
@@ -233,14 +238,28 @@ fn slurm_alone_against_gantry_on_slurm() {
     }
 }
 
-/// slurmrestd's resident memory (issue 39 saw it grow to 2.9 GB under gantry's polling).
-fn restd_rss_mib(c: &Cluster) -> Option<u64> {
-    let pid = std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
+/// The cluster's slurmrestd process.
+fn restd_pid(c: &Cluster) -> Option<u32> {
+    std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
         let pid: u32 = e.file_name().to_str()?.parse().ok()?;
         let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
         let cmd = String::from_utf8_lossy(&cmd);
         (cmd.starts_with("/usr/sbin/slurmrestd") && cmd.contains(&c.url[7..])).then_some(pid)
-    })?;
+    })
+}
+
+/// The CPU seconds slurmrestd has used (user and system): what reading the cluster cost it.
+fn restd_cpu_s(c: &Cluster) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{}/stat", restd_pid(c)?)).ok()?;
+    // After the command's closing parenthesis: state is field 3, utime 14, stime 15.
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let ticks: f64 = fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?;
+    Some(ticks / 100.0)
+}
+
+/// slurmrestd's resident memory (issue 39 saw it grow to 2.9 GB under gantry's polling).
+fn restd_rss_mib(c: &Cluster) -> Option<u64> {
+    let pid = restd_pid(c)?;
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let kb: u64 = status
         .lines()

@@ -16,6 +16,8 @@ pub(super) struct Reader {
     user: Option<String>,
     token: Option<String>,
     rest: Option<SlurmRest>,
+    /// Every read reads the queue (`SlurmRest::read_the_queue_each_time`).
+    pub(super) whole_queue: bool,
 }
 
 impl Reader {
@@ -25,26 +27,40 @@ impl Reader {
             user,
             token,
             rest: None,
+            whole_queue: false,
         }
     }
 
     pub(super) fn run(mut self, found: Sender<Cmd>) {
         loop {
             let t = Instant::now();
-            if found.send(Cmd::Read(t, Box::new(self.read()))).is_err() {
+            let (asked, read) = self.read();
+            if found.send(Cmd::Read(asked, Box::new(read))).is_err() {
                 return;
             }
             std::thread::sleep(REFRESH.saturating_sub(t.elapsed()));
         }
     }
 
-    pub(super) fn read(&mut self) -> Result<Inventory, String> {
+    /// The cluster now, and when the queue in it was asked for (a run submitted after is not
+    /// in it: not gone).
+    pub(super) fn read(&mut self) -> (Instant, Result<Inventory, String>) {
+        let now = Instant::now();
+        let read = self.inventory();
+        let asked = match (&read, &self.rest) {
+            (Ok(_), Some(rest)) => rest.queue_read_at().unwrap_or(now),
+            _ => now,
+        };
+        (asked, read)
+    }
+
+    fn inventory(&mut self) -> Result<Inventory, String> {
         if self.rest.is_none() {
-            self.rest = Some(SlurmRest::connect(
-                &self.url,
-                self.user.clone(),
-                self.token.clone(),
-            )?);
+            let mut rest = SlurmRest::connect(&self.url, self.user.clone(), self.token.clone())?;
+            if self.whole_queue {
+                rest.read_the_queue_each_time();
+            }
+            self.rest = Some(rest);
         }
         let rest = self.rest.as_mut().ok_or("not connected")?;
         rest.inventory().inspect_err(|_| {

@@ -65,7 +65,8 @@ pub(super) enum Cmd {
         job: i64,
         token: String,
     },
-    /// What the reader thread found in Slurm (each `REFRESH`), and when it began to read.
+    /// What the reader thread found in Slurm (each `REFRESH`), and when the queue in it was
+    /// asked for.
     Read(Instant, Box<Result<Inventory, String>>),
     /// The daemon let the pool go (a reload or its end).
     Quit,
@@ -450,7 +451,7 @@ impl Worker {
         }
     }
 
-    /// What the reader found in a read that began at `began`: says what changed.
+    /// What the reader found, its queue asked for at `began`: says what changed.
     fn refresh(&mut self, began: Instant, found: Result<Inventory, String>) {
         let inv = match found {
             Ok(inv) => inv,
@@ -769,8 +770,11 @@ impl Probe {
             gpus_per_node: 8,
             logs: std::env::temp_dir(),
         };
+        // Each refresh timed whole: the queue read every time, whatever it costs.
+        let mut reader = Reader::new(url.into(), user, None);
+        reader.whole_queue = true;
         Probe {
-            reader: Reader::new(url.into(), user, None),
+            reader,
             worker: Worker::new(submit, nodes, out.clone()),
             out,
         }
@@ -778,8 +782,7 @@ impl Probe {
 
     /// One refresh (read the cluster, follow the runs, say what changed): its events.
     pub(crate) fn refresh(&mut self) -> Vec<RunEvent> {
-        let began = Instant::now();
-        let found = self.reader.read();
+        let (began, found) = self.reader.read();
         self.worker.refresh(began, found);
         std::mem::take(&mut *self.out.lock().unwrap_or_else(|e| e.into_inner()))
     }

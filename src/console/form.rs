@@ -127,6 +127,29 @@ impl Form {
         }
     }
 
+    /// The daemon's answer to a preview or a submission of this spec. A refusal that names a
+    /// field of the spec (a team it does not know, resources no pool has) is said at that
+    /// field's line and column, and the line marked, as the parser's own errors are.
+    pub fn answered(&mut self, answer: Result<Preview, crate::api::ClientError>) {
+        self.preview = Some(answer.map_err(|e| {
+            let crate::api::ClientError::Api {
+                field: Some(field),
+                error,
+                ..
+            } = &e
+            else {
+                return e.to_string();
+            };
+            match crate::spec::position_of(&self.text(), field) {
+                Some((line, col)) => {
+                    self.error_line = Some(line.saturating_sub(1));
+                    format!("form:{line}:{col}: `{field}`: {error}")
+                }
+                None => e.to_string(),
+            }
+        }));
+    }
+
     /// One key, named as the console names keys (`a`, `enter`, `ctrl-s`, …).
     pub fn key(&mut self, key: &str) -> FormKey {
         match key {
@@ -300,6 +323,35 @@ mod tests {
             ..Snapshot::default()
         };
         assert_eq!(template_for(&demo, None), TEMPLATE);
+    }
+
+    #[test]
+    fn a_refusal_about_a_field_is_said_at_its_line() {
+        let mut f = Form::new("name: x\nteam: nobody\nrun: echo hi\n");
+        assert!(f.error.is_none() && f.error_line.is_none(), "{:?}", f.error);
+        let refusal = |field: Option<&str>| crate::api::ClientError::Api {
+            status: 400,
+            code: "invalid".into(),
+            error: "unknown team `nobody`".into(),
+            field: field.map(str::to_string),
+        };
+        f.answered(Err(refusal(Some("team"))));
+        match &f.preview {
+            Some(Err(e)) => assert_eq!(e, "form:2:1: `team`: unknown team `nobody`"),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(f.error_line, Some(1), "the team's line is marked");
+        // Edited, the mark goes with the answer.
+        f.key("end");
+        assert_eq!(f.key("y"), FormKey::Edited);
+        assert!(f.preview.is_none() && f.error_line.is_none());
+        // A refusal about no field of the spec is said as it came.
+        f.answered(Err(refusal(None)));
+        match &f.preview {
+            Some(Err(e)) => assert_eq!(e, "unknown team `nobody`"),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(f.error_line, None);
     }
 
     #[test]

@@ -284,9 +284,9 @@ where
                                 dirty = true;
                             }
                             Outcome::Preview(spec) => {
-                                let answer = client.preview(&spec).map_err(|e| e.to_string());
+                                let answer = client.preview(&spec);
                                 if let Some(form) = app.form.as_mut() {
-                                    form.preview = Some(answer);
+                                    form.answered(answer);
                                 }
                                 dirty = true;
                             }
@@ -298,7 +298,7 @@ where
                                     }
                                     Err(why) => {
                                         if let Some(form) = app.form.as_mut() {
-                                            form.preview = Some(Err(why.to_string()));
+                                            form.answered(Err(why));
                                         }
                                     }
                                 }

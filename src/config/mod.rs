@@ -10,6 +10,7 @@ pub mod fleet;
 pub mod kube;
 pub mod lambda;
 pub mod paths;
+pub mod pool;
 pub mod reload;
 pub mod slurm;
 pub mod ssh;

@@ -28,8 +28,9 @@ const FULL_READ_EVERY: Duration = Duration::from_secs(30);
 /// reading it holds slurmrestd (and the daemon's parse) at most a tenth of the time. While
 /// jobs start and end, Slurm answers a read since a time with every job it holds, finished
 /// ones included: 3–7 MB of JSON on a busy 32-GPU cluster, 65 MB at 20,000 jobs, each built by
-/// slurmrestd on the cluster's head node. A small queue is still read each refresh. What the
-/// queue says that cannot wait does not come from it: a run's end comes from its exit file.
+/// slurmrestd on the cluster's head node. A small queue is still read each refresh, and any
+/// queue at least every `FULL_READ_EVERY` (a whole read reads it). What the queue says that
+/// cannot wait does not come from it: a run's end comes from its exit file.
 const QUEUE_SPACING: u32 = 10;
 
 /// What the last read found, and when it asked: the next asks slurmrestd only for what

@@ -126,4 +126,54 @@ mod tests {
         assert_eq!(exit_of(&j("node_fail", 0)), Exit::Unknown);
         assert_eq!(exit_of(&j("failed", 0)), Exit::Code(1));
     }
+
+    /// A read that leaves a slow queue as it was says when that queue was asked for, not when
+    /// the read began: a part submitted in between is not in it, and the worker must not take
+    /// its absence for its end (`a_read_begun_before_a_submission_does_not_end_it`).
+    #[test]
+    fn a_read_that_keeps_the_queue_says_when_the_queue_was_read() {
+        use axum::{routing::get, Router};
+        use std::time::Duration;
+        const NODES: &str = include_str!("../../bench/slurm/v0.0.38/nodes.json");
+        const PARTS: &str = include_str!("../../bench/slurm/v0.0.38/partitions.json");
+        const JOBS: &str = include_str!("../../bench/slurm/v0.0.38/jobs.json");
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let dir = std::env::temp_dir().join(format!("gantry-slurm-reader-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let socket = dir.join("restd.sock");
+        let _ = std::fs::remove_file(&socket);
+        // A queue that takes 200 ms to answer, as a large one does.
+        let app = Router::new()
+            .route("/slurm/v0.0.38/ping", get(|| async { "{}" }))
+            .route("/slurm/v0.0.38/nodes", get(|| async { NODES }))
+            .route("/slurm/v0.0.38/partitions", get(|| async { PARTS }))
+            .route(
+                "/slurm/v0.0.38/jobs",
+                get(|| async {
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                    JOBS
+                }),
+            );
+        let listener = rt
+            .block_on(async { tokio::net::UnixListener::bind(&socket) })
+            .unwrap();
+        rt.spawn(async move { axum::serve(listener, app).await });
+
+        let mut r = Reader::new(format!("unix:{}", socket.display()), None, None);
+        let first = Instant::now();
+        let (asked, read) = r.read();
+        assert!(!read.unwrap().jobs.is_empty());
+        assert!(asked >= first, "the first read reads the queue");
+        // Well within ten times 200 ms: the queue is kept, and so is when it was asked for.
+        let second = Instant::now();
+        let (kept, read) = r.read();
+        assert!(!read.unwrap().jobs.is_empty());
+        assert_eq!(kept, asked);
+        assert!(kept < second);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

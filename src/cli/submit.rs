@@ -484,17 +484,9 @@ pub(super) fn prepare(
 /// A refusal of the daemon about a field of the file, said at that field as the file's own
 /// errors are (`FILE:LINE:COL: \`field\`: …`).
 pub(super) fn at_its_field(name: &str, written: &str, e: ClientError) -> CliError {
-    let at = match &e {
-        ClientError::Api {
-            field: Some(field),
-            error,
-            ..
-        } => gantry::spec::position_of(written, field)
-            .map(|(line, col)| format!("{name}:{line}:{col}: `{field}`: {error}")),
-        _ => None,
-    };
+    let at = e.at_its_field(name, written);
     let mut out = CliError::from(e);
-    if let Some(message) = at {
+    if let Some((_, message)) = at {
         out.message = message;
     }
     out

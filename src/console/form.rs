@@ -131,23 +131,15 @@ impl Form {
     /// field of the spec (a team it does not know, resources no pool has) is said at that
     /// field's line and column, and the line marked, as the parser's own errors are.
     pub fn answered(&mut self, answer: Result<Preview, crate::api::ClientError>) {
-        self.preview = Some(answer.map_err(|e| {
-            let crate::api::ClientError::Api {
-                field: Some(field),
-                error,
-                ..
-            } = &e
-            else {
-                return e.to_string();
-            };
-            match crate::spec::position_of(&self.text(), field) {
-                Some((line, col)) => {
+        self.preview = Some(
+            answer.map_err(|e| match e.at_its_field("form", &self.text()) {
+                Some((line, said)) => {
                     self.error_line = Some(line.saturating_sub(1));
-                    format!("form:{line}:{col}: `{field}`: {error}")
+                    said
                 }
                 None => e.to_string(),
-            }
-        }));
+            }),
+        );
     }
 
     /// One key, named as the console names keys (`a`, `enter`, `ctrl-s`, …).

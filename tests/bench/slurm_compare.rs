@@ -254,7 +254,9 @@ fn restd_cpu_s(c: &Cluster) -> Option<f64> {
     // After the command's closing parenthesis: state is field 3, utime 14, stime 15.
     let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
     let ticks: f64 = fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?;
-    Some(ticks / 100.0)
+    // SAFETY: sysconf reads a constant of the system.
+    let per_s = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    Some(ticks / per_s.max(1.0))
 }
 
 /// slurmrestd's resident memory (issue 39 saw it grow to 2.9 GB under gantry's polling).

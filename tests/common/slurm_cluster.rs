@@ -209,7 +209,7 @@ impl Cluster {
             .arg(format!("SLURM_CONF={}", self.conf.display()))
             .arg("SLURM_JWT=daemon")
             // More of slurmrestd's environment where a bench asks (RESTD_ENV="K=V …", as
-            // `MALLOC_ARENA_MAX=2`: docs/slurm.md on slurmrestd's memory).
+            // `MALLOC_ARENA_MAX=2`: docs/backends.md, "slurmrestd's memory").
             .args(
                 std::env::var("RESTD_ENV")
                     .unwrap_or_default()

@@ -739,6 +739,22 @@ pub enum ClientError {
 }
 
 impl ClientError {
+    /// A refusal about a field of the spec `written` (read from `file`), said at that field as
+    /// the spec's own errors are (`FILE:LINE:COL: \`field\`: …`), with its line; `None` for
+    /// any other error, or a field the text does not write (given on the command line).
+    pub fn at_its_field(&self, file: &str, written: &str) -> Option<(usize, String)> {
+        let ClientError::Api {
+            field: Some(field),
+            error,
+            ..
+        } = self
+        else {
+            return None;
+        };
+        let (line, col) = crate::spec::position_of(written, field)?;
+        Some((line, format!("{file}:{line}:{col}: `{field}`: {error}")))
+    }
+
     /// The exit code the CLI uses: 2 bad input, 3 not found, 4 not allowed, 5 unreachable,
     /// 6 conflict (the job is not in a state that allows it), 1 anything else.
     pub fn exit_code(&self) -> u8 {

@@ -115,7 +115,9 @@ price_per_hour = {price}
 nodes = 0
 max_nodes = {max}
 provisioning_delay = "20s"
-ssh_config = "{dir}/cloud_ssh_config"
+
+[pools.ssh]
+config = "{dir}/cloud_ssh_config"
 
 [pools.ec2]
 image = "ami-f8e54081"

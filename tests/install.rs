@@ -124,7 +124,10 @@ fn the_kubernetes_deployment_is_one_gantry_accepts() {
     let of = |kind: &str| docs.iter().find(|d| d["kind"] == kind).unwrap();
     let fleet = of("ConfigMap")["data"]["fleet.toml"].as_str().unwrap();
     let f = gantry::config::fleet::parse("deploy/gantry.yaml", fleet).unwrap();
-    assert!(f.pools.iter().all(|p| p.is_kube() && p.context.is_none()));
+    assert!(f
+        .pools
+        .iter()
+        .all(|p| p.is_kube() && p.kubernetes.as_ref().is_some_and(|k| k.context.is_none())));
     let container = &of("Deployment")["spec"]["template"]["spec"]["containers"][0];
     let args: Vec<&str> = container["args"]
         .as_array()

@@ -22,9 +22,10 @@ fn node(name: &str, group: &str, product: &str, mib: u32, zone: &str, block: &st
     n
 }
 
+/// The auto pool's fleet file, with `extra` in its [pools.kubernetes] table.
 fn fleet_file(kubeconfig: &std::path::Path, extra: &str) -> String {
     format!(
-        "[[teams]]\nname = \"lab\"\n\n[[pools]]\nprovider = \"kubernetes\"\nregion = \"k8s\"\nzone = \"eks\"\nname = \"eks\"\ninstance_type = \"node\"\ngpu = \"auto\"\ncpus = 0\nmemory_gb = 0\ncapacity = \"reserved\"\nprice_per_hour = 4.0\nkubeconfig = \"{}\"\ncontext = \"test\"\nimage = \"nvcr.io/nvidia/pytorch:25.01-py3\"\n{extra}",
+        "[[teams]]\nname = \"lab\"\n\n[[pools]]\nprovider = \"kubernetes\"\nregion = \"k8s\"\nzone = \"eks\"\nname = \"eks\"\ninstance_type = \"node\"\ngpu = \"auto\"\ncpus = 0\nmemory_gb = 0\ncapacity = \"reserved\"\nprice_per_hour = 4.0\n[pools.kubernetes]\nkubeconfig = \"{}\"\ncontext = \"test\"\nimage = \"nvcr.io/nvidia/pytorch:25.01-py3\"\n{extra}",
         kubeconfig.display()
     )
 }

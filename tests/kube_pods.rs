@@ -529,7 +529,7 @@ fn a_forbidden_or_unreachable_cluster_is_said_and_the_daemon_keeps_running() {
     std::fs::write(
         dir.join("fleet.toml"),
         format!(
-            "[[teams]]\nname = \"lab\"\n\n[[pools]]\nprovider = \"kubernetes\"\nregion = \"k8s\"\nzone = \"z\"\nname = \"h100\"\ninstance_type = \"p5.48xlarge\"\ngpu = \"H100\"\ngpus_per_node = 8\nvram_gb = 80\ncpus = 190\nmemory_gb = 1900\ncapacity = \"reserved\"\nprice_per_hour = 98.32\nkubeconfig = \"{}\"\nimage = \"x\"\nhosts = [\"gpu-3\"]\n",
+            "[[teams]]\nname = \"lab\"\n\n[[pools]]\nprovider = \"kubernetes\"\nregion = \"k8s\"\nzone = \"z\"\nname = \"h100\"\ninstance_type = \"p5.48xlarge\"\ngpu = \"H100\"\ngpus_per_node = 8\nvram_gb = 80\ncpus = 190\nmemory_gb = 1900\ncapacity = \"reserved\"\nprice_per_hour = 98.32\nhosts = [\"gpu-3\"]\n[pools.kubernetes]\nkubeconfig = \"{}\"\nimage = \"x\"\n",
             k.display()
         ),
     )

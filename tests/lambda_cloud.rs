@@ -59,7 +59,9 @@ price_per_hour = 2.58
 nodes = 0
 max_nodes = {max_nodes}
 provisioning_delay = "20s"
-ssh_config = "{dir}/cloud_ssh_config"
+
+[pools.ssh]
+config = "{dir}/cloud_ssh_config"
 
 [pools.lambda]
 regions = [{regions}]

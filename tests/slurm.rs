@@ -728,7 +728,7 @@ fn a_slurm_pool_of_three_lines_is_built_from_the_cluster() {
     std::fs::write(
         &fleet,
         format!(
-            "[[teams]]\nname = \"lab\"\n\n[[pools]]\nprovider = \"slurm\"\nname = \"hpc\"\ngpu = \"auto\"\nslurmrestd = \"{}\"\nslurm_user = \"nobody\"\n",
+            "[[teams]]\nname = \"lab\"\n\n[[pools]]\nprovider = \"slurm\"\nname = \"hpc\"\ngpu = \"auto\"\n[pools.slurm]\nslurmrestd = \"{}\"\nuser = \"nobody\"\n",
             c.url
         ),
     )

@@ -569,8 +569,11 @@ fn a_job_with_an_image_runs_in_a_container_on_the_host_and_a_cancel_removes_it()
     let h = hosts("container", 1);
     let fleet = h.fleet(&h.entries(), "2m");
     let text = std::fs::read_to_string(&fleet).unwrap();
-    // The pool is the file's last table: the key lands in it.
-    std::fs::write(&fleet, format!("{text}container_runtime = \"podman\"\n")).unwrap();
+    let text = text.replace(
+        "[pools.ssh]\n",
+        "container_runtime = \"podman\"\n[pools.ssh]\n",
+    );
+    std::fs::write(&fleet, text).unwrap();
     let d = daemon("ssh-container", &fleet);
     wait_for(&d, 60, "the host to connect", || connected(&d, 1));
     // Its checkpoint directory is mounted: what tells this test's container from others'.

@@ -181,12 +181,13 @@ pub(crate) fn ssh_options(
     p: &crate::config::fleet::PoolConfig,
     opening: &Opening,
 ) -> ssh::SshOptions {
+    let reach = p.ssh.clone().unwrap_or_default();
     ssh::SshOptions {
         retention: opening.retention,
         wake: opening.wake.clone(),
-        identity_file: p.identity_file.as_deref().map(expand_home),
-        config_file: p.ssh_config.as_deref().map(expand_home),
-        jump: p.jump_host.clone(),
+        identity_file: reach.identity_file.as_deref().map(expand_home),
+        config_file: reach.config.as_deref().map(expand_home),
+        jump: reach.jump_host,
         connect_timeout: std::time::Duration::from_secs(10),
         // Half the time the pool waits before it gives a host up, so a silent agent is
         // seen down well before it is lost; never under 5 s (an agent busy starting runs

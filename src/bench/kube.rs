@@ -165,9 +165,9 @@ fn bind(kubeconfig: &std::path::Path, binds: usize) -> Result<f64, String> {
     let hosts: Vec<String> = (0..binds).map(|i| format!("gpu-{i:05}")).collect();
     let listed: Vec<String> = hosts.iter().map(|h| format!("\"{h}\"")).collect();
     let fleet = format!(
-        "[[teams]]\nname = \"bench\"\n\n[[pools]]\nprovider = \"kubernetes\"\nregion = \"k8s\"\nzone = \"us-east-1a\"\nname = \"h100\"\ninstance_type = \"p5.48xlarge\"\ngpu = \"H100\"\ngpus_per_node = 8\nvram_gb = 80\ncpus = 190\nmemory_gb = 1900\ncapacity = \"reserved\"\nprice_per_hour = 98.32\nkubeconfig = \"{}\"\nimage = \"nvcr.io/nvidia/pytorch:25.01-py3\"\nhosts = [{}]\n",
-        kubeconfig.display(),
-        listed.join(", ")
+        "[[teams]]\nname = \"bench\"\n\n[[pools]]\nprovider = \"kubernetes\"\nregion = \"k8s\"\nzone = \"us-east-1a\"\nname = \"h100\"\ninstance_type = \"p5.48xlarge\"\ngpu = \"H100\"\ngpus_per_node = 8\nvram_gb = 80\ncpus = 190\nmemory_gb = 1900\ncapacity = \"reserved\"\nprice_per_hour = 98.32\nhosts = [{}]\n[pools.kubernetes]\nkubeconfig = \"{}\"\nimage = \"nvcr.io/nvidia/pytorch:25.01-py3\"\n",
+        listed.join(", "),
+        kubeconfig.display()
     );
     let config = crate::config::fleet::parse("bench.toml", &fleet).map_err(|e| e.to_string())?;
     let mut pool = crate::backend::kube::runner::KubePool::open(

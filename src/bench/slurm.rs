@@ -226,7 +226,7 @@ fn ms(t: Instant) -> f64 {
 fn fleet(url: &str, names: &[String], gpus: u32) -> String {
     let hosts: Vec<String> = names.iter().map(|n| format!("{n:?}")).collect();
     format!(
-        "[[teams]]\nname = \"bench\"\n\n[[pools]]\nprovider = \"slurm\"\nregion = \"hpc\"\nzone = \"dc\"\nname = \"bench\"\ninstance_type = \"node\"\ngpu = \"H100\"\ngpus_per_node = {gpus}\nvram_gb = 80\ncpus = 4\nmemory_gb = 1\ncapacity = \"reserved\"\nprice_per_hour = 0.0\nslurmrestd = \"{url}\"\nslurm_user = \"bench\"\nhosts = [{}]\n",
+        "[[teams]]\nname = \"bench\"\n\n[[pools]]\nprovider = \"slurm\"\nregion = \"hpc\"\nzone = \"dc\"\nname = \"bench\"\ninstance_type = \"node\"\ngpu = \"H100\"\ngpus_per_node = {gpus}\nvram_gb = 80\ncpus = 4\nmemory_gb = 1\ncapacity = \"reserved\"\nprice_per_hour = 0.0\nhosts = [{}]\n[pools.slurm]\nslurmrestd = \"{url}\"\nuser = \"bench\"\n",
         hosts.join(", ")
     )
 }

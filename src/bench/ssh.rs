@@ -40,8 +40,9 @@ fn fleet(c: &SshBenchConfig) -> String {
         c.jobs.max(1) + 8,
         hosts.join(", ")
     );
+    t.push_str("[pools.ssh]\n");
     if let Some(f) = &c.ssh_config {
-        t.push_str(&format!("ssh_config = {:?}\n", f.display().to_string()));
+        t.push_str(&format!("config = {:?}\n", f.display().to_string()));
     }
     if let Some(f) = &c.identity_file {
         t.push_str(&format!("identity_file = {:?}\n", f.display().to_string()));

@@ -14,26 +14,14 @@ pub fn table_for<'a, T>(
     seller: (&str, &str),
     needs: &str,
 ) -> Result<Option<&'a T>, String> {
-    let b = backend.name();
-    let mine = p.backend() == backend;
-    let Some(t) = table else {
-        if mine {
-            return Err(format!(
-                "{name}: a backend = \"{b}\" pool needs its [pools.{b}] table {needs}"
-            ));
-        }
+    let Some(t) = super::pool::backend_table(p, name, table, backend, needs)? else {
         return Ok(None);
     };
-    if !mine {
-        return Err(format!(
-            "{name}: [pools.{b}] is for backend = \"{b}\" pools (this one is driven by the {} backend)",
-            p.backend().name()
-        ));
-    }
     let (provider, company) = seller;
     if p.provider != provider {
         return Err(format!(
-            "{name}: backend = \"{b}\" buys from {company}: provider = \"{provider}\" (got \"{}\")",
+            "{name}: backend = \"{}\" buys from {company}: provider = \"{provider}\" (got \"{}\")",
+            backend.name(),
             p.provider
         ));
     }

@@ -29,8 +29,8 @@ pub struct Ec2Settings {
     /// Security groups (ids) that admit the daemon's SSH connection.
     #[serde(default)]
     pub security_groups: Vec<String>,
-    /// The EC2 key pair installed on the instance (its private key is the pool's
-    /// `identity_file`).
+    /// The EC2 key pair installed on the instance (its private key is `identity_file` in the
+    /// pool's `[pools.ssh]`).
     pub key_name: Option<String>,
     /// The user gantry logs in as (default `ubuntu`).
     pub ssh_user: Option<String>,

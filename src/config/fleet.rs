@@ -338,6 +338,33 @@ const REQUIRED: [&str; 7] = [
     "price_per_hour",
 ];
 
+/// The pool fields that moved into their backend's own table, and their names there.
+const MOVED: [(&str, &str, &str); 14] = [
+    ("slurmrestd", "slurm", "slurmrestd"),
+    ("partition", "slurm", "partition"),
+    ("slurm_user", "slurm", "user"),
+    ("context", "kubernetes", "context"),
+    ("kubeconfig", "kubernetes", "kubeconfig"),
+    ("namespace", "kubernetes", "namespace"),
+    ("image", "kubernetes", "image"),
+    ("dcgm", "kubernetes", "dcgm"),
+    ("node_selector", "kubernetes", "node_selector"),
+    ("pool_label", "kubernetes", "pool_label"),
+    ("block_label", "kubernetes", "block_label"),
+    ("identity_file", "ssh", "identity_file"),
+    ("ssh_config", "ssh", "config"),
+    ("jump_host", "ssh", "jump_host"),
+];
+
+/// What to say of a pool field that now lives in its backend's table (a file written for an
+/// older gantry), if `field` is one.
+fn moved_to_table(field: &str) -> Option<String> {
+    let (_, table, as_) = MOVED.iter().find(|(f, ..)| *f == field)?;
+    Some(format!(
+        "`{field}` is no longer a field of the pool itself: it goes in the pool's own [pools.{table}] table, as `{as_}` — write `[pools.{table}]` on a line after the pool's other fields, then `{as_} = …` under it (docs/backends.md shows each backend's table)"
+    ))
+}
+
 pub fn parse(file: &str, text: &str) -> Result<FleetConfig, ConfigError> {
     let cfg: FleetConfig = toml::from_str(text).map_err(|e| {
         let (line, col) = e.span().map_or((1, 1), |s| position(text, s.start));
@@ -348,6 +375,18 @@ pub fn parse(file: &str, text: &str) -> Result<FleetConfig, ConfigError> {
         {
             Some((field, rest)) => {
                 let allowed: Vec<&str> = rest.split('`').skip(1).step_by(2).collect();
+                if let Some(moved) = allowed
+                    .contains(&"provider")
+                    .then(|| moved_to_table(field))
+                    .flatten()
+                {
+                    return ConfigError {
+                        file: file.to_string(),
+                        line,
+                        col,
+                        message: moved,
+                    };
+                }
                 let hint = did_you_mean(field, &allowed)
                     .map_or(String::new(), |b| format!("; did you mean `{b}`?"));
                 format!(

@@ -1,29 +1,61 @@
 //! The fleet file's Kubernetes pools: which cluster (kubeconfig context), the nodes and the
 //! image gantry's pods run, checked before the daemon connects.
 
-use super::fleet::PoolConfig;
+use super::fleet::{Backend, PoolConfig};
+use serde::{Deserialize, Serialize};
+
+/// `[pools.kubernetes]`: which cluster, where gantry's pods go and what they run, and — for a
+/// pool built from the cluster's nodes (`gpu = "auto"`) — which nodes and how they group.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KubeSettings {
+    /// The kubeconfig context (default: the current one) and file (default: `KUBECONFIG`,
+    /// `~/.kube/config`, or the in-cluster service account).
+    pub context: Option<String>,
+    pub kubeconfig: Option<String>,
+    /// Where gantry's pods go (default `gantry`).
+    pub namespace: Option<String>,
+    /// The container image gantry's pods run (their `run` and `setup` under bash).
+    pub image: Option<String>,
+    /// Where the cluster's DCGM exporter metrics are read (Prometheus text: one exporter, or
+    /// a Prometheus `/federate` of all of them): per-GPU utilization and memory by node.
+    pub dcgm: Option<String>,
+    /// `gpu = "auto"`: which nodes the pool takes (a label selector as `kubectl get nodes -l`
+    /// takes it; default: every node with GPUs), the label whose value groups them into
+    /// gantry pools (default `node.kubernetes.io/instance-type`) and the label naming each
+    /// node's network block (its leaf switch; none by default).
+    pub node_selector: Option<String>,
+    pub pool_label: Option<String>,
+    pub block_label: Option<String>,
+}
+
+impl KubeSettings {
+    /// Where gantry's pods go.
+    pub fn namespace(&self) -> &str {
+        self.namespace.as_deref().unwrap_or("gantry")
+    }
+}
 
 /// A Kubernetes pool's settings, or another pool's absence of them.
 pub fn validate(p: &PoolConfig, name: &str) -> Result<(), String> {
+    let Some(k) = super::pool::backend_table(
+        p,
+        name,
+        p.kubernetes.as_ref(),
+        Backend::Kubernetes,
+        "with the image gantry's pods run, e.g. image = \"nvcr.io/nvidia/pytorch:25.01-py3\"",
+    )?
+    else {
+        return Ok(());
+    };
     // What only a pool built from its cluster's nodes (`gpu = "auto"`) takes.
     let auto_only = [
-        ("node_selector", p.node_selector.is_some()),
-        ("pool_label", p.pool_label.is_some()),
-        ("block_label", p.block_label.is_some()),
+        ("node_selector", k.node_selector.is_some()),
+        ("pool_label", k.pool_label.is_some()),
+        ("block_label", k.block_label.is_some()),
     ];
-    let kube_only = [
-        ("context", p.context.is_some()),
-        ("kubeconfig", p.kubeconfig.is_some()),
-        ("namespace", p.namespace.is_some()),
-        ("image", p.image.is_some()),
-        ("dcgm", p.dcgm.is_some()),
-    ];
-    if !p.is_kube() {
-        let all: Vec<(&str, bool)> = kube_only.iter().chain(&auto_only).copied().collect();
-        return super::ssh::none_set(p, name, "kubernetes", &all);
-    }
     if p.is_auto() {
-        return auto_pool(p, name);
+        return auto_pool(p, k, name);
     }
     if let Some((field, _)) = auto_only.iter().find(|(_, set)| *set) {
         return Err(format!(
@@ -47,16 +79,16 @@ pub fn validate(p: &PoolConfig, name: &str) -> Result<(), String> {
             ));
         }
     }
-    common(p, name)?;
+    common(k, name)?;
     super::ssh::listed_nodes(p, name, "node", "a Kubernetes pool is its nodes")
 }
 
 /// What every Kubernetes pool needs: its image, a namespace and DCGM address that can be.
-fn common(p: &PoolConfig, name: &str) -> Result<(), String> {
+fn common(p: &KubeSettings, name: &str) -> Result<(), String> {
     match p.image.as_deref() {
         None | Some("") => {
             return Err(format!(
-                "{name}: a provider = \"kubernetes\" pool needs `image`: the container image gantry's pods run, e.g. image = \"nvcr.io/nvidia/pytorch:25.01-py3\""
+                "{name}: [pools.kubernetes] needs `image`: the container image gantry's pods run, e.g. image = \"nvcr.io/nvidia/pytorch:25.01-py3\""
             ))
         }
         Some(_) => {}
@@ -85,7 +117,7 @@ fn common(p: &PoolConfig, name: &str) -> Result<(), String> {
 
 /// A `gpu = "auto"` pool: gantry builds its pools from the nodes `node_selector` selects, so
 /// it lists none and declares no GPUs.
-fn auto_pool(p: &PoolConfig, name: &str) -> Result<(), String> {
+fn auto_pool(p: &PoolConfig, k: &KubeSettings, name: &str) -> Result<(), String> {
     if !p.hosts.is_empty() {
         return Err(format!(
             "{name}: a gpu = \"auto\" Kubernetes pool takes the nodes `node_selector` selects; leave `hosts` out (or declare the pool's gpu and list its hosts)"
@@ -96,12 +128,12 @@ fn auto_pool(p: &PoolConfig, name: &str) -> Result<(), String> {
             "{name}: gpu = \"auto\": the GPUs come from the nodes' labels (GPU Feature Discovery); leave gpus_per_node, vram_gb and mig_gpus_per_node out"
         ));
     }
-    if let Some(sel) = &p.node_selector {
+    if let Some(sel) = &k.node_selector {
         check_selector(sel).map_err(|e| format!("{name}: node_selector = \"{sel}\": {e}"))?;
     }
     for (field, label) in [
-        ("pool_label", &p.pool_label),
-        ("block_label", &p.block_label),
+        ("pool_label", &k.pool_label),
+        ("block_label", &k.block_label),
     ] {
         if let Some(l) = label {
             check_label_key(l).map_err(|e| format!("{name}: {field} = \"{l}\": {e}"))?;
@@ -112,7 +144,7 @@ fn auto_pool(p: &PoolConfig, name: &str) -> Result<(), String> {
             "{name}: a Kubernetes pool is the cluster's nodes: no min_nodes or max_nodes"
         ));
     }
-    common(p, name)
+    common(k, name)
 }
 
 /// A label key (`nvidia.com/gpu.product`, `pool`): an optional DNS-subdomain prefix and `/`,
@@ -196,53 +228,88 @@ mod tests {
 
     const POOL: &str = "[[teams]]\nname = \"lab\"\n\n[[pools]]\nprovider = \"kubernetes\"\nregion = \"k8s\"\nzone = \"us-east-1a\"\nname = \"h100\"\ninstance_type = \"p5.48xlarge\"\ngpu = \"H100\"\ngpus_per_node = 8\nvram_gb = 80\ncpus = 190\nmemory_gb = 1900\ncapacity = \"reserved\"\nprice_per_hour = 98.32\n";
 
-    fn with(extra: &str) -> Result<crate::config::fleet::FleetConfig, String> {
-        parse("f.toml", &format!("{POOL}{extra}")).map_err(|e| e.to_string())
+    /// The pool with `extra` among its own fields and `table` as its [pools.kubernetes].
+    fn with(extra: &str, table: &str) -> Result<crate::config::fleet::FleetConfig, String> {
+        parse(
+            "f.toml",
+            &format!("{POOL}{extra}[pools.kubernetes]\n{table}"),
+        )
+        .map_err(|e| e.to_string())
     }
+
+    const NODE: &str = "hosts = [\"gpu-0\"]\n";
 
     #[test]
     fn a_kubernetes_pool_is_its_nodes_and_says_what_is_wrong() {
         let f = with(
-            "context = \"prod\"\nnamespace = \"ml\"\nimage = \"pytorch:25\"\nhosts = [\"gpu-0\", \"gpu-1\"]\n",
+            "hosts = [\"gpu-0\", \"gpu-1\"]\n",
+            "context = \"prod\"\nnamespace = \"ml\"\nimage = \"pytorch:25\"\n",
         )
         .unwrap();
         let p = &f.pools[0];
         assert!(p.is_kube() && p.lists_cluster_nodes());
+        let k = p.kubernetes.as_ref().unwrap();
         assert_eq!(
-            (p.context.as_deref(), p.namespace.as_deref(), p.hosts.len()),
-            (Some("prod"), Some("ml"), 2)
+            (k.context.as_deref(), k.namespace(), p.hosts.len()),
+            (Some("prod"), "ml", 2)
         );
-        let e = with("image = \"x\"\n").unwrap_err();
+        let e = with("", "image = \"x\"\n").unwrap_err();
         assert!(
             e.contains("f.toml:4:1") && e.contains("needs `hosts`"),
             "{e}"
         );
-        let e = with("hosts = [\"gpu-0\"]\n").unwrap_err();
+        let e = with(NODE, "").unwrap_err();
         assert!(e.contains("needs `image`"), "{e}");
-        let e = with("image = \"x\"\nhosts = [\"GPU_0\"]\n").unwrap_err();
+        let e = parse("f.toml", &format!("{POOL}{NODE}"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("needs its [pools.kubernetes] table with the image"),
+            "{e}"
+        );
+        let e = with("hosts = [\"GPU_0\"]\n", "image = \"x\"\n").unwrap_err();
         assert!(e.contains("not a Kubernetes node name"), "{e}");
-        let e = with("image = \"x\"\nhosts = [\"gpu-0\"]\nnamespace = \"Gantry\"\n").unwrap_err();
+        let e = with(NODE, "image = \"x\"\nnamespace = \"Gantry\"\n").unwrap_err();
         assert!(e.contains("not a Kubernetes namespace name"), "{e}");
-        let e = with("image = \"x\"\nhosts = [\"gpu-0\"]\ndcgm = \"dcgm-exporter:9400\"\n")
-            .unwrap_err();
+        let e = with(NODE, "image = \"x\"\ndcgm = \"dcgm-exporter:9400\"\n").unwrap_err();
         assert!(e.contains("is not an http:// URL"), "{e}");
-        let ok = with("image = \"x\"\nhosts = [\"gpu-0\"]\ndcgm = \"http://dcgm:9400/metrics\"\n");
+        let ok = with(NODE, "image = \"x\"\ndcgm = \"http://dcgm:9400/metrics\"\n").unwrap();
         assert_eq!(
-            ok.unwrap().pools[0].dcgm.as_deref(),
+            ok.pools[0].kubernetes.as_ref().unwrap().dcgm.as_deref(),
             Some("http://dcgm:9400/metrics")
+        );
+        let e = with(NODE, "image = \"x\"\nimages = \"y\"\n").unwrap_err();
+        assert!(
+            e.contains("unknown field `images`; did you mean `image`?"),
+            "{e}"
         );
         let e = parse(
             "f.toml",
-            &POOL.replace("kubernetes", "aws").replace(
-                "zone = ",
-                "nodes = 1\ncontext = \"x\"\nbackend = \"simulated\"\nzone = ",
-            ),
+            &(POOL
+                .replace("kubernetes", "aws")
+                .replace("zone = ", "nodes = 1\nbackend = \"simulated\"\nzone = ")
+                + "[pools.kubernetes]\ncontext = \"x\"\n"),
         )
         .map(|_| ())
         .map_err(|e| e.to_string())
         .unwrap_err();
         assert!(
-            e.contains("`context` is for provider = \"kubernetes\" pools"),
+            e.contains("[pools.kubernetes] is for backend = \"kubernetes\" pools"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_field_written_where_an_older_gantry_took_it_says_where_it_goes_now() {
+        let e = parse(
+            "f.toml",
+            &format!("{POOL}{NODE}image = \"nvcr.io/nvidia/pytorch:25.01-py3\"\n"),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.starts_with("f.toml:18:1: `image` is no longer a field of the pool itself")
+                && e.contains("[pools.kubernetes] table, as `image`"),
             "{e}"
         );
     }
@@ -253,18 +320,24 @@ mod tests {
             "gpu = \"H100\"\ngpus_per_node = 8\nvram_gb = 80\n",
             "gpu = \"auto\"\n",
         );
-        let with = |extra: &str| {
-            parse("f.toml", &format!("{auto}image = \"x\"\n{extra}")).map_err(|e| e.to_string())
+        let with = |extra: &str, table: &str| {
+            parse(
+                "f.toml",
+                &format!("{auto}{extra}[pools.kubernetes]\nimage = \"x\"\n{table}"),
+            )
+            .map_err(|e| e.to_string())
         };
-        let f =
-            with("node_selector = \"pool=gpu\"\npool_label = \"eks.amazonaws.com/nodegroup\"\n")
-                .unwrap();
+        let f = with(
+            "",
+            "node_selector = \"pool=gpu\"\npool_label = \"eks.amazonaws.com/nodegroup\"\n",
+        )
+        .unwrap();
         assert_eq!(f.pools[0].nodes, 0, "its nodes come from the cluster");
-        let e = with("hosts = [\"gpu-0\"]\n").unwrap_err();
+        let e = with(NODE, "").unwrap_err();
         assert!(e.contains("leave `hosts` out"), "{e}");
-        let e = with("gpus_per_node = 8\n").unwrap_err();
+        let e = with("gpus_per_node = 8\n", "").unwrap_err();
         assert!(e.contains("leave gpus_per_node, vram_gb"), "{e}");
-        let e = with("block_label = \"Rack Id\"\n").unwrap_err();
+        let e = with("", "block_label = \"Rack Id\"\n").unwrap_err();
         assert!(
             e.contains("block_label = \"Rack Id\": `Rack Id` is not a label key"),
             "{e}"
@@ -272,7 +345,7 @@ mod tests {
         // On a pool that lists its nodes, a selector says what it is for.
         let e = parse(
             "f.toml",
-            &format!("{POOL}image = \"x\"\nhosts = [\"g\"]\nnode_selector = \"a=b\"\n"),
+            &format!("{POOL}{NODE}[pools.kubernetes]\nimage = \"x\"\nnode_selector = \"a=b\"\n"),
         )
         .unwrap_err()
         .to_string();

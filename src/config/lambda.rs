@@ -18,7 +18,7 @@ pub struct LambdaSettings {
     #[serde(default)]
     pub regions: Vec<String>,
     /// The SSH key, by its name in the Lambda account, installed on every instance (its
-    /// private key is the pool's `identity_file`).
+    /// private key is `identity_file` in the pool's `[pools.ssh]`).
     pub ssh_key_name: Option<String>,
     /// A public key file registered as `ssh_key_name` when the account has no key of that
     /// name.

@@ -61,47 +61,14 @@ pub struct PoolConfig {
     pub provisioning_delay: Option<String>,
     #[serde(default)]
     pub spot_interruptions_per_node_hour: f64,
-    /// `provider = "ssh"`: the hosts, one node each, as `ssh` destinations
-    /// (`[user@]host[:port]`; `~/.ssh/config` applies).
+    /// The pool's machines by name, one node each: an SSH pool's `ssh` destinations
+    /// (`[user@]host[:port]`; `~/.ssh/config` applies), a Slurm pool's nodes (NodeName), a
+    /// Kubernetes pool's nodes.
     #[serde(default)]
     pub hosts: Vec<String>,
-    /// `ssh -i` for this pool's hosts.
-    pub identity_file: Option<String>,
-    /// `ssh -F` for this pool's hosts (default: the user's `~/.ssh/config`).
-    pub ssh_config: Option<String>,
-    /// `ssh -J`: the head node this pool's hosts are reached through.
-    pub jump_host: Option<String>,
-    /// How long an SSH host (or a Slurm node) may stay unreachable before it counts as lost
-    /// and its jobs requeue from their checkpoints (default 2m).
+    /// How long an SSH host (or a Slurm node, or a bought instance) may stay unreachable
+    /// before it counts as lost and its jobs requeue from their checkpoints (default 2m).
     pub lost_after: Option<String>,
-    /// `provider = "slurm"`: slurmrestd's address (`http://HOST:6820` or `unix:/PATH`);
-    /// `hosts` are the Slurm nodes (NodeName), one gantry node each.
-    pub slurmrestd: Option<String>,
-    /// The Slurm partition gantry's jobs are submitted to (default: the cluster's default), or
-    /// several as sbatch takes them (`gpu,long`).
-    pub partition: Option<String>,
-    /// Who slurmrestd reads as (`X-SLURM-USER-NAME`, with the token in SLURM_JWT; default:
-    /// the user the daemon runs as). Not needed over the Unix socket.
-    pub slurm_user: Option<String>,
-    /// `provider = "kubernetes"`: the kubeconfig context (default: the current one) and file
-    /// (default: `KUBECONFIG`, `~/.kube/config`, or the in-cluster service account); `hosts`
-    /// are the cluster's nodes, one gantry node each.
-    pub context: Option<String>,
-    pub kubeconfig: Option<String>,
-    /// Where gantry's pods go (default `gantry`).
-    pub namespace: Option<String>,
-    /// The container image gantry's pods run (their `run` and `setup` under bash).
-    pub image: Option<String>,
-    /// Where the cluster's DCGM exporter metrics are read (Prometheus text: one exporter, or
-    /// a Prometheus `/federate` of all of them): per-GPU utilization and memory by node.
-    pub dcgm: Option<String>,
-    /// `provider = "kubernetes"` with `gpu = "auto"`: which nodes the pool takes (a label
-    /// selector as `kubectl get nodes -l` takes it; default: every node with GPUs), the label
-    /// whose value groups them into gantry pools (default `node.kubernetes.io/instance-type`)
-    /// and the label naming each node's network block (its leaf switch; none by default).
-    pub node_selector: Option<String>,
-    pub pool_label: Option<String>,
-    pub block_label: Option<String>,
     /// `provider = "local"` / `"ssh"`: the container runtime on the hosts (`docker` or
     /// `podman`) that runs jobs asking for an image (`image_id: docker:…`). Without it such
     /// jobs are not placed on this pool.
@@ -113,6 +80,14 @@ pub struct PoolConfig {
     /// The pool's spending cap, US dollars an hour over its nodes paid for: a buy that would
     /// pass it waits, and says so (`max_nodes` caps the count).
     pub max_dollars_per_hour: Option<f64>,
+    /// `[pools.ssh]`: how `ssh` reaches the hosts of an SSH, EC2 or Lambda pool
+    /// (`config::ssh`).
+    pub ssh: Option<super::ssh::SshSettings>,
+    /// `[pools.slurm]`: which slurmrestd, which partition, who as (`config::slurm`).
+    pub slurm: Option<super::slurm::SlurmSettings>,
+    /// `[pools.kubernetes]`: which cluster, namespace and image, which nodes
+    /// (`config::kube`).
+    pub kubernetes: Option<super::kube::KubeSettings>,
     /// `backend = "ec2"`: what to launch, where, and how to reach it (`config::ec2`).
     pub ec2: Option<super::ec2::Ec2Settings>,
     /// `backend = "lambda"`: where to launch, which SSH key, how to reach it
@@ -227,6 +202,31 @@ pub(super) fn backend_problem(p: &PoolConfig) -> Option<String> {
                 }
             ))
         }
+    }
+}
+
+/// Pool `p`'s table for `backend` (`[pools.slurm]`), checked: present exactly when the pool is
+/// driven by `backend`. `Ok(None)`: another backend's pool without the table. `needs` says
+/// what the table must give, for the error.
+pub(super) fn backend_table<'a, T>(
+    p: &PoolConfig,
+    name: &str,
+    table: Option<&'a T>,
+    backend: Backend,
+    needs: &str,
+) -> Result<Option<&'a T>, String> {
+    let b = backend.name();
+    let mine = p.backend() == backend;
+    match table {
+        None if mine => Err(format!(
+            "{name}: a backend = \"{b}\" pool needs its [pools.{b}] table {needs}"
+        )),
+        None => Ok(None),
+        Some(_) if !mine => Err(format!(
+            "{name}: [pools.{b}] is for backend = \"{b}\" pools (this one is driven by the {} backend)",
+            p.backend().name()
+        )),
+        Some(t) => Ok(Some(t)),
     }
 }
 

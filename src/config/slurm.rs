@@ -1,26 +1,43 @@
 //! The fleet file's Slurm pools: slurmrestd's address and the nodes, checked before the daemon
 //! connects (a wrong entry is named with what is wrong in it).
 
-use super::fleet::PoolConfig;
+use super::fleet::{Backend, PoolConfig};
+use serde::{Deserialize, Serialize};
+
+/// `[pools.slurm]`: which slurmrestd gantry talks to, where its jobs go and who it is there.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SlurmSettings {
+    /// slurmrestd's address (`http://HOST:6820` or `unix:/PATH`).
+    pub slurmrestd: Option<String>,
+    /// The partition gantry's jobs are submitted to (default: the cluster's default), or
+    /// several as sbatch takes them (`gpu,long`).
+    pub partition: Option<String>,
+    /// Who slurmrestd reads as (`X-SLURM-USER-NAME`, with the token in SLURM_JWT; default:
+    /// the user the daemon runs as). Not needed over the Unix socket.
+    pub user: Option<String>,
+}
 
 /// A Slurm pool's settings, or another pool's absence of them.
 pub fn validate(p: &PoolConfig, name: &str) -> Result<(), String> {
-    let slurm_only = [
-        ("slurmrestd", p.slurmrestd.is_some()),
-        ("partition", p.partition.is_some()),
-        ("slurm_user", p.slurm_user.is_some()),
-    ];
-    if !p.is_slurm() {
-        return super::ssh::none_set(p, name, "slurm", &slurm_only);
-    }
-    let Some(url) = &p.slurmrestd else {
+    let Some(s) = super::pool::backend_table(
+        p,
+        name,
+        p.slurm.as_ref(),
+        Backend::Slurm,
+        "with slurmrestd's address, e.g. slurmrestd = \"unix:/run/slurmrestd.sock\" or \"http://head:6820\"",
+    )?
+    else {
+        return Ok(());
+    };
+    let Some(url) = &s.slurmrestd else {
         return Err(format!(
-            "{name}: a provider = \"slurm\" pool needs `slurmrestd`, e.g. slurmrestd = \"unix:/run/slurmrestd.sock\" or \"http://head:6820\""
+            "{name}: [pools.slurm] needs `slurmrestd`, e.g. slurmrestd = \"unix:/run/slurmrestd.sock\" or \"http://head:6820\""
         ));
     };
     if !(url.starts_with("unix:/") || url.starts_with("http://") || url.starts_with("https://")) {
         return Err(format!(
-            "{name}: slurmrestd = \"{url}\": expected http://HOST:PORT or unix:/PATH/TO/SOCKET"
+            "{name}: [pools.slurm] slurmrestd = \"{url}\": expected http://HOST:PORT or unix:/PATH/TO/SOCKET"
         ));
     }
     if p.is_auto() {
@@ -60,14 +77,26 @@ mod tests {
 
     const POOL: &str = "[[teams]]\nname = \"lab\"\n\n[[pools]]\nprovider = \"slurm\"\nregion = \"hpc\"\nzone = \"dc\"\nname = \"a100\"\ninstance_type = \"node\"\ngpu = \"A100\"\ngpus_per_node = 4\nvram_gb = 80\ncpus = 8\nmemory_gb = 32\ncapacity = \"reserved\"\nprice_per_hour = 0.0\n";
 
-    fn with(extra: &str) -> Result<crate::config::fleet::FleetConfig, String> {
-        parse("f.toml", &format!("{POOL}{extra}")).map_err(|e| e.to_string())
+    /// The pool with `extra` among its own fields and `table` as its [pools.slurm].
+    fn with(extra: &str, table: &str) -> Result<crate::config::fleet::FleetConfig, String> {
+        parse("f.toml", &format!("{POOL}{extra}[pools.slurm]\n{table}")).map_err(|e| e.to_string())
     }
+
+    const RESTD: &str = "slurmrestd = \"http://h:6820\"\n";
 
     #[test]
     fn a_slurm_pool_has_a_node_per_slurm_node() {
-        let cfg = with("slurmrestd = \"unix:/run/slurmrestd.sock\"\nhosts = [\"gpu-a\", \"gpu-b\"]\npartition = \"gpu\"\n").unwrap();
+        let cfg = with(
+            "hosts = [\"gpu-a\", \"gpu-b\"]\n",
+            "slurmrestd = \"unix:/run/slurmrestd.sock\"\npartition = \"gpu\"\nuser = \"alice\"\n",
+        )
+        .unwrap();
         assert_eq!(cfg.pools[0].nodes, 2);
+        let s = cfg.pools[0].slurm.as_ref().unwrap();
+        assert_eq!(
+            (s.partition.as_deref(), s.user.as_deref()),
+            (Some("gpu"), Some("alice"))
+        );
         let fleet = crate::config::fleet::fleet_of(&cfg);
         let names: Vec<&str> = fleet.nodes.iter().map(|n| n.name.as_str()).collect();
         assert_eq!(names, ["gpu-a", "gpu-b"]);
@@ -75,31 +104,54 @@ mod tests {
 
     #[test]
     fn a_wrong_slurm_pool_says_what_is_wrong_and_where() {
-        let e = with("hosts = [\"gpu-a\"]\n").unwrap_err();
+        let e = parse("f.toml", &format!("{POOL}hosts = [\"gpu-a\"]\n"))
+            .unwrap_err()
+            .to_string();
         assert!(
-            e.contains("f.toml:4:1") && e.contains("needs `slurmrestd`"),
+            e.contains("f.toml:4:1")
+                && e.contains("needs its [pools.slurm] table with slurmrestd's address"),
             "{e}"
         );
-        let e = with("slurmrestd = \"gpu-head:6820\"\nhosts = [\"gpu-a\"]\n").unwrap_err();
+        let e = with("hosts = [\"gpu-a\"]\n", "partition = \"gpu\"\n").unwrap_err();
+        assert!(e.contains("[pools.slurm] needs `slurmrestd`"), "{e}");
+        let e = with("hosts = [\"gpu-a\"]\n", "slurmrestd = \"gpu-head:6820\"\n").unwrap_err();
         assert!(e.contains("expected http://HOST:PORT or unix:/PATH"), "{e}");
-        let e = with("slurmrestd = \"http://h:6820\"\n").unwrap_err();
+        let e = with("", RESTD).unwrap_err();
         assert!(
             e.contains("needs `hosts`") && e.contains("gantry slurm --fleet"),
             "{e}"
         );
-        let e = with("slurmrestd = \"http://h:6820\"\nhosts = [\"gpu-[a-b]\"]\n").unwrap_err();
+        let e = with("hosts = [\"gpu-[a-b]\"]\n", RESTD).unwrap_err();
         assert!(e.contains("no ranges"), "{e}");
-        let e = with("slurmrestd = \"http://h:6820\"\nhosts = [\"a\", \"a\"]\n").unwrap_err();
+        let e = with("hosts = [\"a\", \"a\"]\n", RESTD).unwrap_err();
         assert!(e.contains("listed twice"), "{e}");
+        let e = with(
+            "hosts = [\"a\"]\n",
+            "slurmrestd = \"http://h:6820\"\nslurm_user = \"x\"\n",
+        )
+        .unwrap_err();
+        assert!(e.contains("unknown field `slurm_user`"), "{e}");
         let ssh = POOL.replace("\"slurm\"", "\"ssh\"");
         let e = parse(
             "f.toml",
-            &format!("{ssh}hosts = [\"h\"]\npartition = \"gpu\"\n"),
+            &format!("{ssh}hosts = [\"h\"]\n[pools.slurm]\npartition = \"gpu\"\n"),
         )
         .unwrap_err()
         .to_string();
         assert!(
-            e.contains("`partition` is for provider = \"slurm\" pools"),
+            e.contains("[pools.slurm] is for backend = \"slurm\" pools (this one is driven by the ssh backend)"),
+            "{e}"
+        );
+        // A file written for an older gantry: the field is named with where it goes now.
+        let e = parse(
+            "f.toml",
+            &format!("{POOL}hosts = [\"gpu-a\"]\nslurm_user = \"alice\"\n"),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.starts_with("f.toml:18:1: `slurm_user` is no longer a field of the pool itself")
+                && e.contains("[pools.slurm] table, as `user`"),
             "{e}"
         );
     }

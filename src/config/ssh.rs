@@ -2,14 +2,37 @@
 //! tries to connect (a wrong entry is named with what is wrong in it).
 
 use super::fleet::PoolConfig;
+use serde::{Deserialize, Serialize};
+
+/// `[pools.ssh]`: how the daemon's `ssh` reaches a pool's hosts — an SSH pool's, or the
+/// instances an EC2 or Lambda pool buys. Every field is optional: without the table, `ssh`
+/// uses the user's own `~/.ssh/config` and keys.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SshSettings {
+    /// `ssh -i`: the private key.
+    pub identity_file: Option<String>,
+    /// `ssh -F`: the ssh_config file (default: the user's `~/.ssh/config`).
+    pub config: Option<String>,
+    /// `ssh -J`: the head node the hosts are reached through.
+    pub jump_host: Option<String>,
+}
+
+/// The backends whose hosts `ssh` reaches, so the ones that may have `[pools.ssh]`.
+fn reached_over_ssh(p: &PoolConfig) -> bool {
+    p.is_ssh() || p.buys_machines()
+}
 
 /// An SSH pool's hosts and options, or another pool's absence of them.
 pub fn validate(p: &PoolConfig, name: &str) -> Result<(), String> {
+    if p.ssh.is_some() && !reached_over_ssh(p) {
+        return Err(format!(
+            "{name}: [pools.ssh] is for the pools gantry reaches over SSH (backend = \"ssh\", \"ec2\" or \"lambda\"); this one is driven by the {} backend",
+            p.backend().name()
+        ));
+    }
     let ssh_only = [
         ("hosts", !p.hosts.is_empty() && !p.lists_cluster_nodes()),
-        ("identity_file", p.identity_file.is_some()),
-        ("ssh_config", p.ssh_config.is_some()),
-        ("jump_host", p.jump_host.is_some()),
         (
             "lost_after",
             p.lost_after.is_some() && !p.lists_cluster_nodes(),
@@ -142,6 +165,45 @@ mod tests {
         assert!(e.contains("`hosts` is for provider = \"ssh\" pools"), "{e}");
         let e = parse("f.toml", &cloud).unwrap_err().to_string();
         assert!(e.contains("missing field `nodes`"), "{e}");
+    }
+
+    #[test]
+    fn how_ssh_reaches_the_hosts_is_the_pools_ssh_table() {
+        let cfg = with("hosts = [\"a\"]\n[pools.ssh]\nidentity_file = \"~/.ssh/k\"\nconfig = \"/etc/gantry/ssh_config\"\njump_host = \"bastion\"\n")
+            .unwrap();
+        let s = cfg.pools[0].ssh.as_ref().unwrap();
+        assert_eq!(
+            (
+                s.identity_file.as_deref(),
+                s.config.as_deref(),
+                s.jump_host.as_deref()
+            ),
+            (
+                Some("~/.ssh/k"),
+                Some("/etc/gantry/ssh_config"),
+                Some("bastion")
+            )
+        );
+        let e = with("hosts = [\"a\"]\nssh_config = \"/etc/gantry/ssh_config\"\n").unwrap_err();
+        assert!(
+            e.starts_with("f.toml:15:1: `ssh_config` is no longer a field of the pool itself")
+                && e.contains("[pools.ssh] table, as `config`"),
+            "{e}"
+        );
+        let e = with("hosts = [\"a\"]\n[pools.ssh]\nport = 22\n").unwrap_err();
+        assert!(e.contains("unknown field `port`"), "{e}");
+        let local = POOL.replace("\"ssh\"", "\"local\"");
+        let e = parse(
+            "f.toml",
+            &format!("{local}nodes = 1\n[pools.ssh]\njump_host = \"b\"\n"),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("[pools.ssh] is for the pools gantry reaches over SSH")
+                && e.contains("driven by the local backend"),
+            "{e}"
+        );
     }
 }
 

@@ -24,7 +24,7 @@ pub fn daemon_over(api: &ApiServer, test: &str, hosts: &[&str]) -> daemon::Daemo
     daemon_with(api, test, hosts, "")
 }
 
-/// The same, with `extra` lines in the pool.
+/// The same, with `extra` lines in the pool's [pools.kubernetes] table.
 pub fn daemon_with(api: &ApiServer, test: &str, hosts: &[&str], extra: &str) -> daemon::Daemon {
     let dir = daemon::temp_dir(test);
     let k = kubeconfig(&dir, &api.url);
@@ -33,9 +33,9 @@ pub fn daemon_with(api: &ApiServer, test: &str, hosts: &[&str], extra: &str) -> 
     std::fs::write(
         &fleet,
         format!(
-            "[[teams]]\nname = \"lab\"\n\n[[pools]]\nprovider = \"kubernetes\"\nregion = \"k8s\"\nzone = \"us-east-1a\"\nname = \"h100\"\ninstance_type = \"p5.48xlarge\"\ngpu = \"H100\"\ngpus_per_node = 8\nvram_gb = 80\ncpus = 190\nmemory_gb = 1900\ncapacity = \"reserved\"\nprice_per_hour = 98.32\nkubeconfig = \"{}\"\ncontext = \"test\"\nimage = \"nvcr.io/nvidia/pytorch:25.01-py3\"\nhosts = [{}]\n{extra}",
-            k.display(),
-            hosts.join(", ")
+            "[[teams]]\nname = \"lab\"\n\n[[pools]]\nprovider = \"kubernetes\"\nregion = \"k8s\"\nzone = \"us-east-1a\"\nname = \"h100\"\ninstance_type = \"p5.48xlarge\"\ngpu = \"H100\"\ngpus_per_node = 8\nvram_gb = 80\ncpus = 190\nmemory_gb = 1900\ncapacity = \"reserved\"\nprice_per_hour = 98.32\nhosts = [{}]\n[pools.kubernetes]\nkubeconfig = \"{}\"\ncontext = \"test\"\nimage = \"nvcr.io/nvidia/pytorch:25.01-py3\"\n{extra}",
+            hosts.join(", "),
+            k.display()
         ),
     )
     .unwrap();

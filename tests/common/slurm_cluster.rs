@@ -371,7 +371,7 @@ pub fn daemon_over_with(
     for (name, gpu, count, nodes, partition) in pools {
         let hosts: Vec<String> = nodes.iter().map(|n| format!("\"{n}\"")).collect();
         text.push_str(&format!(
-            "\n[[pools]]\nprovider = \"slurm\"\nregion = \"hpc\"\nzone = \"dc\"\nname = \"{name}\"\ninstance_type = \"node\"\ngpu = \"{gpu}\"\ngpus_per_node = {count}\nvram_gb = 80\ncpus = {}\nmemory_gb = 1\ncapacity = \"reserved\"\nprice_per_hour = 2.0\nhosts = [{}]\nslurmrestd = \"{}\"\npartition = \"{partition}\"\nslurm_user = \"nobody\"\n",
+            "\n[[pools]]\nprovider = \"slurm\"\nregion = \"hpc\"\nzone = \"dc\"\nname = \"{name}\"\ninstance_type = \"node\"\ngpu = \"{gpu}\"\ngpus_per_node = {count}\nvram_gb = 80\ncpus = {}\nmemory_gb = 1\ncapacity = \"reserved\"\nprice_per_hour = 2.0\nhosts = [{}]\n[pools.slurm]\nslurmrestd = \"{}\"\npartition = \"{partition}\"\nuser = \"nobody\"\n",
             (*count).max(4),
             hosts.join(", "),
             c.url

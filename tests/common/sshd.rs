@@ -219,8 +219,10 @@ memory_gb = 32
 capacity = "reserved"
 price_per_hour = 1.5
 hosts = [{}]
-ssh_config = "{}/ssh_config"
 lost_after = "{lost_after}"
+
+[pools.ssh]
+config = "{}/ssh_config"
 "#,
             hosts.join(", "),
             self.dir.display()

@@ -34,8 +34,9 @@ pub fn build(p: &PoolConfig) -> Result<(Vec<PoolConfig>, Vec<String>), String> {
 
 fn summary(stanza: &PoolConfig, pools: &[PoolConfig], selected: usize) -> String {
     let sel = stanza
-        .node_selector
-        .as_deref()
+        .kubernetes
+        .as_ref()
+        .and_then(|k| k.node_selector.as_deref())
         .map_or("the cluster has".to_string(), |s| format!("match `{s}`"));
     let each: Vec<String> = pools
         .iter()
@@ -61,12 +62,10 @@ fn summary(stanza: &PoolConfig, pools: &[PoolConfig], selected: usize) -> String
 
 /// The stanza's pools from the cluster's `nodes`, and the nodes left out with why.
 fn built(stanza: &PoolConfig, nodes: &[Node]) -> (Vec<PoolConfig>, Vec<(String, String)>) {
+    let k8s = stanza.kubernetes.clone().unwrap_or_default();
     let labels = Labels {
-        pool: stanza
-            .pool_label
-            .clone()
-            .unwrap_or_else(|| Labels::default().pool),
-        block: stanza.block_label.clone(),
+        pool: k8s.pool_label.unwrap_or_else(|| Labels::default().pool),
+        block: k8s.block_label,
         ..Labels::default()
     };
     let seen: Vec<_> = nodes
@@ -101,9 +100,11 @@ fn built(stanza: &PoolConfig, nodes: &[Node]) -> (Vec<PoolConfig>, Vec<(String, 
         p.hosts = g.hosts.clone();
         p.leaves = g.leaves.clone();
         p.nvlink_domains = g.nvlink_domains.clone();
-        p.node_selector = None;
-        p.pool_label = None;
-        p.block_label = None;
+        if let Some(k) = &mut p.kubernetes {
+            k.node_selector = None;
+            k.pool_label = None;
+            k.block_label = None;
+        }
         out.push(p);
     }
     (out, left)
@@ -112,9 +113,10 @@ fn built(stanza: &PoolConfig, nodes: &[Node]) -> (Vec<PoolConfig>, Vec<(String, 
 /// The nodes the stanza selects: one LIST, on a runtime of its own (the caller may or may not
 /// be inside one), bounded by `LIST_TIMEOUT`.
 fn list_nodes(p: &PoolConfig) -> Result<Vec<Node>, String> {
-    let kubeconfig = p.kubeconfig.as_deref().map(crate::backend::expand_home);
-    let context = p.context.clone();
-    let selector = p.node_selector.clone();
+    let k8s = p.kubernetes.clone().unwrap_or_default();
+    let kubeconfig = k8s.kubeconfig.as_deref().map(crate::backend::expand_home);
+    let context = k8s.context;
+    let selector = k8s.node_selector;
     std::thread::scope(|s| {
         s.spawn(move || {
             let rt = tokio::runtime::Builder::new_current_thread()

@@ -134,7 +134,7 @@ pub fn to_toml(
     }
     for p in pools {
         t.push_str(&format!(
-            "\n[[pools]]\nprovider = \"kubernetes\"\nregion = \"k8s\"\nzone = {}\nname = {}\ninstance_type = {}\ngpu = {}{}\ngpus_per_node = {}\nvram_gb = {}\ncpus = {}\nmemory_gb = {}\ncapacity = \"reserved\"\nprice_per_hour = 0.0\n{}image = \"nvcr.io/nvidia/pytorch:25.01-py3\"  # what gantry's pods run unless a job names its image_id\nhosts = [{}]\n",
+            "\n[[pools]]\nprovider = \"kubernetes\"\nregion = \"k8s\"\nzone = {}\nname = {}\ninstance_type = {}\ngpu = {}{}\ngpus_per_node = {}\nvram_gb = {}\ncpus = {}\nmemory_gb = {}\ncapacity = \"reserved\"\nprice_per_hour = 0.0\nhosts = [{}]\n",
             q(if p.zone.is_empty() { "default" } else { &p.zone }),
             q(&p.name),
             q(if p.label.is_empty() { "node" } else { &p.label }),
@@ -146,7 +146,6 @@ pub fn to_toml(
             p.vram_gb,
             p.cpus,
             p.memory_gb,
-            context.map_or(String::new(), |c| format!("context = {}\n", q(c))),
             list(&p.hosts)
         ));
         if !p.leaves.is_empty() {
@@ -156,6 +155,10 @@ pub fn to_toml(
         if p.nvlink_domains.values().any(|v| v.len() > 1) {
             t.push_str(&format!("nvlink_domains = {}\n", table(&p.nvlink_domains)));
         }
+        t.push_str(&format!(
+            "\n[pools.kubernetes]\n{}image = \"nvcr.io/nvidia/pytorch:25.01-py3\"  # what gantry's pods run unless a job names its image_id\n",
+            context.map_or(String::new(), |c| format!("context = {}\n", q(c))),
+        ));
     }
     t
 }

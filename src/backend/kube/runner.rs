@@ -82,26 +82,24 @@ impl KubePool {
     ) -> KubePool {
         let (tx, rx) = unbounded_channel();
         let events = Arc::new(Mutex::new(Vec::new()));
+        let k8s = p.kubernetes.clone().unwrap_or_default();
         let mut kubectl = Vec::new();
-        if let Some(k) = &p.kubeconfig {
+        if let Some(k) = &k8s.kubeconfig {
             kubectl.push(format!(
                 "--kubeconfig={}",
                 crate::backend::expand_home(k).display()
             ));
         }
-        if let Some(c) = &p.context {
+        if let Some(c) = &k8s.context {
             kubectl.push(format!("--context={c}"));
         }
-        kubectl.push(format!(
-            "--namespace={}",
-            p.namespace.as_deref().unwrap_or("gantry")
-        ));
+        kubectl.push(format!("--namespace={}", k8s.namespace()));
         let settings = Settings {
-            kubeconfig: p.kubeconfig.as_deref().map(crate::backend::expand_home),
-            context: p.context.clone(),
-            namespace: p.namespace.clone().unwrap_or_else(|| "gantry".into()),
-            image: p.image.clone().unwrap_or_default(),
-            dcgm: p.dcgm.clone(),
+            kubeconfig: k8s.kubeconfig.as_deref().map(crate::backend::expand_home),
+            namespace: k8s.namespace().to_string(),
+            context: k8s.context,
+            image: k8s.image.unwrap_or_default(),
+            dcgm: k8s.dcgm,
             place: super::wanted::Place {
                 region: p.region.clone(),
                 zone: p.zone.clone(),
@@ -855,7 +853,7 @@ impl Worker {
                     version: env!("CARGO_PKG_VERSION").into(),
                     gpus: Vec::new(),
                     nvml: (!measured).then(|| {
-                        "Kubernetes reports no GPU telemetry without a DCGM exporter (the pool's `dcgm`)".into()
+                        "Kubernetes reports no GPU telemetry without a DCGM exporter (`dcgm` in the pool's [pools.kubernetes])".into()
                     }),
                     driver: None,
                     runs,

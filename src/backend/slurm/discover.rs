@@ -9,12 +9,9 @@ use crate::config::fleet::PoolConfig;
 
 /// The pools the stanza makes of its cluster's nodes now, and what to say of it.
 pub fn build(p: &PoolConfig) -> Result<(Vec<PoolConfig>, Vec<String>), String> {
-    let url = p.slurmrestd.clone().unwrap_or_default();
-    let user = p
-        .slurm_user
-        .clone()
-        .or_else(|| std::env::var("USER").ok())
-        .or_else(|| std::env::var("LOGNAME").ok());
+    let s = p.slurm.clone().unwrap_or_default();
+    let url = s.slurmrestd.unwrap_or_default();
+    let user = s.user.or_else(super::runner::daemon_user);
     let token = std::env::var("SLURM_JWT").ok().filter(|t| !t.is_empty());
     // A blocking client on a thread of its own: the caller may be inside a runtime.
     let inv = std::thread::scope(|s| {
@@ -40,15 +37,18 @@ pub fn build(p: &PoolConfig) -> Result<(Vec<PoolConfig>, Vec<String>), String> {
         p.name,
         inv.slurm.as_deref().unwrap_or("?"),
         inv.nodes.len(),
-        p.partition
-            .as_ref()
-            .map_or(String::new(), |q| format!(", partition {q}")),
+        partition(p).map_or(String::new(), |q| format!(", partition {q}")),
         pools.len(),
         if each.is_empty() { "" } else { ": " },
         each.join(", ")
     )];
     said.extend(notes);
     Ok((pools, said))
+}
+
+/// The partition a Slurm pool names, if it names one.
+fn partition(p: &PoolConfig) -> Option<&str> {
+    p.slurm.as_ref().and_then(|s| s.partition.as_deref())
 }
 
 /// The stanza's pools from the cluster's nodes (those of its partition, and of its `hosts`
@@ -60,10 +60,7 @@ pub fn built(stanza: &PoolConfig, inv: &Inventory) -> (Vec<PoolConfig>, Vec<Stri
         .nodes
         .iter()
         .filter(|n| {
-            stanza
-                .partition
-                .as_ref()
-                .is_none_or(|q| n.partitions.contains(q))
+            partition(stanza).is_none_or(|q| n.partitions.iter().any(|m| m == q))
                 && (stanza.hosts.is_empty() || stanza.hosts.contains(&n.name))
         })
         .cloned()
@@ -112,8 +109,8 @@ pub fn built(stanza: &PoolConfig, inv: &Inventory) -> (Vec<PoolConfig>, Vec<Stri
         p.memory_gb = g.memory_gb.min(u64::from(u32::MAX)) as u32;
         // The stanza prices a GPU-hour: its nodes differ in how many GPUs they have.
         p.price_per_hour = stanza.price_per_hour * f64::from(p.gpus_per_node);
-        if p.partition.is_none() && !g.partition.is_empty() {
-            p.partition = Some(g.partition.clone());
+        if partition(&p).is_none() && !g.partition.is_empty() {
+            p.slurm.get_or_insert_default().partition = Some(g.partition.clone());
         }
         p.nodes = g.hosts.len() as u32;
         p.hosts = g.hosts.clone();
@@ -149,7 +146,7 @@ mod tests {
     fn an_auto_stanza_is_the_clusters_gpu_nodes_of_its_partition() {
         let cfg = crate::config::fleet::parse(
             "f.toml",
-            "[[teams]]\nname = \"lab\"\n\n[[pools]]\nprovider = \"slurm\"\nname = \"hpc\"\ngpu = \"auto\"\nslurmrestd = \"unix:/run/slurmrestd.sock\"\npartition = \"gpu\"\nprice_per_hour = 2.0\n",
+            "[[teams]]\nname = \"lab\"\n\n[[pools]]\nprovider = \"slurm\"\nname = \"hpc\"\ngpu = \"auto\"\nprice_per_hour = 2.0\n[pools.slurm]\nslurmrestd = \"unix:/run/slurmrestd.sock\"\npartition = \"gpu\"\n",
         )
         .unwrap();
         let stanza = &cfg.pools[0];
@@ -178,7 +175,7 @@ mod tests {
         assert_eq!(p.hosts, ["h1", "h2"]);
         assert_eq!(p.nodes, 2);
         assert_eq!(p.price_per_hour, 16.0);
-        assert_eq!(p.partition.as_deref(), Some("gpu"));
+        assert_eq!(partition(p), Some("gpu"));
         assert_eq!(said.len(), 2, "{said:?}");
         assert!(said[0].contains("node c1 left out: no GPUs"), "{said:?}");
         assert!(
@@ -194,10 +191,11 @@ mod tests {
 
     #[test]
     fn an_auto_stanza_declares_no_gpus_and_a_listed_one_says_what_is_missing() {
-        let base = "[[teams]]\nname = \"lab\"\n\n[[pools]]\nprovider = \"slurm\"\nname = \"hpc\"\nslurmrestd = \"http://h:6820\"\n";
+        let base = "[[teams]]\nname = \"lab\"\n\n[[pools]]\nprovider = \"slurm\"\nname = \"hpc\"\n";
+        let restd = "[pools.slurm]\nslurmrestd = \"http://h:6820\"\n";
         let e = crate::config::fleet::parse(
             "f.toml",
-            &format!("{base}gpu = \"auto\"\ngpus_per_node = 8\n"),
+            &format!("{base}gpu = \"auto\"\ngpus_per_node = 8\n{restd}"),
         )
         .unwrap_err()
         .to_string();
@@ -205,7 +203,7 @@ mod tests {
         // Not auto: the fields a pool writes are asked for, at the pool's line.
         let e = crate::config::fleet::parse(
             "f.toml",
-            &format!("{base}gpu = \"H100\"\nhosts = [\"a\"]\n"),
+            &format!("{base}gpu = \"H100\"\nhosts = [\"a\"]\n{restd}"),
         )
         .unwrap_err()
         .to_string();

@@ -96,7 +96,7 @@ pub fn to_toml(inv: &Inventory, pools: &[Pool], url: &str) -> String {
     for p in pools {
         let hosts: Vec<String> = p.hosts.iter().map(|h| q(h)).collect();
         t.push_str(&format!(
-            "\n[[pools]]\nprovider = \"slurm\"\nregion = \"slurm\"\nzone = {}\nname = {}\ninstance_type = \"slurm node\"\ngpu = {}\ngpus_per_node = {}\nvram_gb = {}{}\ncpus = {}\nmemory_gb = {}\ncapacity = \"reserved\"\nprice_per_hour = 0.0\nslurmrestd = {}\n{}hosts = [{}]\n",
+            "\n[[pools]]\nprovider = \"slurm\"\nregion = \"slurm\"\nzone = {}\nname = {}\ninstance_type = \"slurm node\"\ngpu = {}\ngpus_per_node = {}\nvram_gb = {}{}\ncpus = {}\nmemory_gb = {}\ncapacity = \"reserved\"\nprice_per_hour = 0.0\nhosts = [{}]\n\n[pools.slurm]\nslurmrestd = {}\n{}",
             q(if p.partition.is_empty() { "default" } else { &p.partition }),
             q(&p.name),
             q(&p.gpu),
@@ -107,13 +107,13 @@ pub fn to_toml(inv: &Inventory, pools: &[Pool], url: &str) -> String {
                 .map_or(String::new(), |c| format!("  # CHECK: {c}")),
             p.cpus,
             p.memory_gb,
+            hosts.join(", "),
             q(url),
             if p.partition.is_empty() {
                 String::new()
             } else {
                 format!("partition = {}\n", q(&p.partition))
             },
-            hosts.join(", ")
         ));
     }
     t

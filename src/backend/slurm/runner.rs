@@ -72,6 +72,13 @@ pub(super) enum Cmd {
     Quit,
 }
 
+/// Who slurmrestd reads gantry as when the pool names nobody: the user the daemon runs as.
+pub(super) fn daemon_user() -> Option<String> {
+    std::env::var("USER")
+        .ok()
+        .or_else(|| std::env::var("LOGNAME").ok())
+}
+
 pub struct SlurmPool {
     nodes: Vec<String>,
     tx: Sender<Cmd>,
@@ -90,19 +97,16 @@ impl SlurmPool {
     ) -> SlurmPool {
         let (tx, rx) = channel();
         let events = Arc::new(Mutex::new(Vec::new()));
-        let user = p
-            .slurm_user
-            .clone()
-            .or_else(|| std::env::var("USER").ok())
-            .or_else(|| std::env::var("LOGNAME").ok());
+        let s = p.slurm.clone().unwrap_or_default();
+        let user = s.user.or_else(daemon_user);
         let reader = Reader::new(
-            p.slurmrestd.clone().unwrap_or_default(),
+            s.slurmrestd.unwrap_or_default(),
             user,
             std::env::var("SLURM_JWT").ok().filter(|t| !t.is_empty()),
         );
         let mut worker = Worker::new(
             Submit {
-                partition: p.partition.clone(),
+                partition: s.partition,
                 gpus_per_node: usize::from(p.gpus_per_node),
                 logs: logs.to_path_buf(),
             },

@@ -44,6 +44,33 @@ impl View {
         &self.title()[2..]
     }
 
+    /// Its name in `:` commands and keymap files (`view jobs`).
+    pub fn name(self) -> &'static str {
+        match self {
+            View::Overview => "overview",
+            View::Jobs => "jobs",
+            View::Fleet => "fleet",
+            View::Teams => "teams",
+            View::Events => "events",
+            View::Services => "services",
+        }
+    }
+
+    /// The view of that name, if one has it.
+    pub fn named(name: &str) -> Option<View> {
+        View::ALL.into_iter().find(|v| v.name() == name)
+    }
+
+    /// Whether its `:` command takes a filter (`:jobs team=ml`).
+    pub fn takes_filter(self) -> bool {
+        matches!(self, View::Jobs | View::Fleet | View::Events)
+    }
+
+    /// Its place in tab order.
+    fn index(self) -> usize {
+        self as usize
+    }
+
     fn title(self) -> &'static str {
         match self {
             View::Overview => "1 Overview",
@@ -53,6 +80,24 @@ impl View {
             View::Events => "5 Events",
             View::Services => "6 Services",
         }
+    }
+}
+
+/// One `T` per view, read and written by the view (`sorts[View::Jobs]`): a new view has its
+/// own without any index to keep in step.
+#[derive(Clone, Debug, Default)]
+pub struct PerView<T>([T; View::ALL.len()]);
+
+impl<T> std::ops::Index<View> for PerView<T> {
+    type Output = T;
+    fn index(&self, v: View) -> &T {
+        &self.0[v.index()]
+    }
+}
+
+impl<T> std::ops::IndexMut<View> for PerView<T> {
+    fn index_mut(&mut self, v: View) -> &mut T {
+        &mut self.0[v.index()]
     }
 }
 
@@ -216,9 +261,9 @@ pub struct App {
     pub access: crate::api::Access,
     /// Each view's columns shown in the last frame, a bit each (by `View::ALL` index): `<` and
     /// `>` order only by columns on screen. 0: not drawn yet (all count).
-    shown_cols: [std::cell::Cell<u64>; 6],
+    shown_cols: PerView<std::cell::Cell<u64>>,
     /// Each view's order (by `View::ALL` index); the Jobs view's `None` is the queue order.
-    pub sorts: [Option<crate::console::table::Sort>; 6],
+    pub sorts: PerView<Option<crate::console::table::Sort>>,
     /// The Jobs view's order as last computed, and for what.
     row_order: std::cell::RefCell<Option<(order::OrderKey, order::Computed)>>,
     /// Running jobs in the last snapshot counted, and which snapshot that was.
@@ -322,7 +367,7 @@ impl App {
         App {
             view: View::Overview,
             prompt: None,
-            sorts: [None; 6],
+            sorts: PerView::default(),
             row_order: Default::default(),
             running: Default::default(),
             pool_selected: 0,

@@ -12,7 +12,7 @@ pub const KEYMAPS: [&str; 2] = ["default", "vim"];
 /// What a key does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Action {
-    View(usize),
+    View(crate::console::app::View),
     NextView,
     PrevView,
     Down,
@@ -64,7 +64,6 @@ impl Action {
     }
 }
 
-const VIEW_NAMES: [&str; 6] = ["overview", "jobs", "fleet", "teams", "events", "services"];
 const KEYS: [&str; 12] = [
     "tab",
     "up",
@@ -101,7 +100,7 @@ fn parse_action(run: &str) -> Option<Action> {
     Some(match words.as_slice() {
         ["view", "next"] => Action::NextView,
         ["view", "prev"] => Action::PrevView,
-        ["view", name] => Action::View(VIEW_NAMES.iter().position(|v| v == name)?),
+        ["view", name] => Action::View(crate::console::app::View::named(name)?),
         ["down"] => Action::Down,
         ["up"] => Action::Up,
         ["first"] => Action::First,
@@ -237,7 +236,10 @@ mod tests {
     #[test]
     fn shipped_keymaps_load() {
         let d = Keymap::load("default", Path::new("/nonexistent")).unwrap();
-        assert_eq!(d.action("2"), Some(Action::View(1)));
+        assert_eq!(
+            d.action("2"),
+            Some(Action::View(crate::console::app::View::Jobs))
+        );
         assert_eq!(d.action("q"), Some(Action::Quit));
         assert_eq!(d.action("h"), None);
         let v = Keymap::load("vim", Path::new("/nonexistent")).unwrap();
@@ -262,7 +264,7 @@ mod tests {
         assert_eq!(k.action("x"), Some(Action::Quit));
         assert_eq!(
             k.action("2"),
-            Some(Action::View(1)),
+            Some(Action::View(crate::console::app::View::Jobs)),
             "the rest is unchanged"
         );
         assert_eq!(

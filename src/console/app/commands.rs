@@ -35,22 +35,19 @@ impl App {
             Some((v, a)) => (v, a.trim()),
             None => (line, ""),
         };
+        // A view's name opens it (`:jobs team=ml` with its filter).
+        if let Some(view) = View::named(verb) {
+            self.view = view;
+            if view.takes_filter() {
+                self.set_filter(arg);
+            }
+            return Outcome::Redraw;
+        }
         match (verb, arg) {
             ("q" | "quit", _) => return Outcome::Quit,
             ("help", _) => self.help = true,
-            ("overview", _) => self.view = View::Overview,
-            ("jobs", a) => {
-                self.view = View::Jobs;
-                self.set_filter(a);
-            }
-            ("fleet" | "gpus", a) => {
+            ("gpus", a) => {
                 self.view = View::Fleet;
-                self.set_filter(a);
-            }
-            ("teams", _) => self.view = View::Teams,
-            ("services", _) => self.view = View::Services,
-            ("events", a) => {
-                self.view = View::Events;
                 self.set_filter(a);
             }
             ("team", "") => self.flash = Some(":team NAME: which team?".into()),
@@ -110,7 +107,7 @@ impl App {
             (other, _) => {
                 self.flash = Some(format!(
                     "unknown command `:{other}`; try {} (tab completes)",
-                    complete::COMMANDS
+                    complete::commands()
                         .iter()
                         .map(|(c, arg)| format!(
                             ":{c}{}{arg}",

@@ -1,25 +1,31 @@
 //! `tab` in the `:` prompt: completes a command's name, then its argument (a team, a GPU
 //! model, a priority class, a context, a job id) from what the console knows.
 
+use super::View;
 use crate::api::Snapshot;
 
-/// The commands and what each takes, as `:help`'s list and the completion know them.
-pub const COMMANDS: [(&str, &str); 14] = [
-    ("jobs", "[FILTER]"),
-    ("fleet", "[FILTER]"),
+/// The commands that are not a view's name, and what each takes.
+const OTHER_COMMANDS: [(&str, &str); 9] = [
     ("gpus", "MODEL"),
-    ("teams", ""),
     ("team", "NAME"),
-    ("events", "[FILTER]"),
     ("job", "ID"),
     ("prio", "CLASS"),
     ("reclaim", ""),
     ("submit", "[FILE]"),
     ("ctx", "[NAME]"),
-    ("overview", ""),
     ("help", ""),
     ("q", ""),
 ];
+
+/// The commands and what each takes, as the completion and an unknown command's answer list
+/// them: each view by its name (with a filter where it takes one), then the rest.
+pub fn commands() -> Vec<(&'static str, &'static str)> {
+    View::ALL
+        .into_iter()
+        .map(|v| (v.name(), if v.takes_filter() { "[FILTER]" } else { "" }))
+        .chain(OTHER_COMMANDS)
+        .collect()
+}
 
 /// What the command line reads after `tab`, and the candidates when more than one is left.
 pub fn complete(
@@ -29,7 +35,7 @@ pub fn complete(
 ) -> (String, Option<String>) {
     let (verb, arg) = match text.split_once(' ') {
         None => {
-            let names: Vec<String> = COMMANDS.iter().map(|(c, _)| c.to_string()).collect();
+            let names: Vec<String> = commands().iter().map(|(c, _)| c.to_string()).collect();
             return extend("", text, &names, true);
         }
         Some((v, a)) => (v, a.trim_start()),
@@ -57,7 +63,7 @@ fn extend(lead: &str, typed: &str, names: &[String], command: bool) -> (String, 
             Some(format!("nothing starts with `{typed}`")),
         ),
         [one] => {
-            let space = if command && COMMANDS.iter().any(|(c, a)| c == one && !a.is_empty()) {
+            let space = if command && commands().iter().any(|(c, a)| c == one && !a.is_empty()) {
                 " "
             } else {
                 ""
@@ -109,5 +115,19 @@ mod tests {
             .1
             .unwrap()
             .contains("nothing starts"));
+    }
+
+    /// Every view is a command that completes (`:services` was left out of the list the
+    /// completion read, written apart from the views).
+    #[test]
+    fn every_view_is_a_command_that_completes() {
+        let snap = Snapshot::default();
+        for v in View::ALL {
+            let name = v.name();
+            let (t, note) = complete(&name[..name.len() - 1], &[], &snap);
+            let offered = note.is_some_and(|n| n.split_whitespace().any(|c| c == name));
+            assert!(t.starts_with(name) || offered, "{name}: {t}");
+        }
+        assert_eq!(complete("se", &[], &snap), ("services".into(), None));
     }
 }

@@ -346,7 +346,7 @@ impl App {
             }
             Some(Action::Quit) => return Outcome::Quit,
             Some(Action::Help) => self.help = true,
-            Some(Action::View(i)) => self.view = View::ALL[i.min(View::ALL.len() - 1)],
+            Some(Action::View(v)) => self.view = v,
             Some(Action::NextView) => self.view = View::ALL[(at + 1) % View::ALL.len()],
             Some(Action::PrevView) => {
                 self.view = View::ALL[(at + View::ALL.len() - 1) % View::ALL.len()]

@@ -253,7 +253,7 @@ impl App {
             jobs_at: snap.jobs.as_ptr() as usize,
             jobs: snap.jobs.len(),
             version: snap.version,
-            sort: self.sorts[1],
+            sort: self.sorts[View::Jobs],
             filter: self.job_filter.as_ref().map(|f| f.text.clone()),
         };
         let mut cache = self.row_order.borrow_mut();
@@ -289,7 +289,7 @@ impl App {
     }
 
     fn compute_rows(&self, snap: &Snapshot) -> Computed {
-        let sort = self.sorts[1];
+        let sort = self.sorts[View::Jobs];
         // The daemon sends pending, held, running, ended, each in queue order (a daemon
         // before that sent running first: sorted here, stably, into the same order).
         let daemon_order = snap
@@ -328,7 +328,7 @@ impl App {
                 })
             })
             .collect();
-        if let Some(s) = self.sorts[2] {
+        if let Some(s) = self.sorts[View::Fleet] {
             shown.sort_by(|&a, &b| directed(pool_cmp(s.col, &snap.pools[a], &snap.pools[b]), s));
         }
         shown
@@ -337,7 +337,7 @@ impl App {
     /// The Teams view's rows in its order.
     pub(super) fn team_rows<'a>(&self, snap: &'a Snapshot) -> Vec<&'a TeamRow> {
         let mut rows: Vec<&TeamRow> = snap.teams.iter().collect();
-        if let Some(s) = self.sorts[3] {
+        if let Some(s) = self.sorts[View::Teams] {
             rows.sort_by(|a, b| directed(team_cmp(s.col, a, b), s));
         }
         rows
@@ -345,7 +345,7 @@ impl App {
 
     pub(super) fn service_rows<'a>(&self, snap: &'a Snapshot) -> Vec<&'a ServiceRow> {
         let mut rows: Vec<&ServiceRow> = snap.services.iter().collect();
-        if let Some(s) = self.sorts[5] {
+        if let Some(s) = self.sorts[View::Services] {
             rows.sort_by(|a, b| directed(service_cmp(s.col, a, b), s));
         }
         rows
@@ -353,24 +353,23 @@ impl App {
 
     /// The Events view lists the oldest first (after `o`).
     pub(super) fn events_oldest_first(&self) -> bool {
-        self.sorts[4].is_some_and(|s| !s.desc)
+        self.sorts[View::Events].is_some_and(|s| !s.desc)
     }
 
     /// `<` (step -1), `>` (+1): order the view by the column before or after the current one.
     pub(super) fn sort_step(&mut self, step: isize) -> Outcome {
         let cols = columns(self.view);
-        let v = self.view_index();
         if cols.is_empty() {
             return Outcome::Nothing;
         }
         let n = cols.len() as isize;
         // Only a column on screen (a narrow terminal drops some): ordering by one the reader
         // cannot see reads as a shuffle.
-        let shown = match self.shown_cols[v].get() {
+        let shown = match self.shown_cols[self.view].get() {
             0 => u64::MAX,
             m => m,
         };
-        let mut col = match self.sorts[v] {
+        let mut col = match self.sorts[self.view] {
             Some(s) => (s.col as isize + step).rem_euclid(n) as usize,
             None if step > 0 => 0,
             None => cols.len() - 1,
@@ -394,8 +393,7 @@ impl App {
         let Some(col) = columns(self.view).iter().position(|k| k.key == c) else {
             return Outcome::Nothing;
         };
-        let v = self.view_index();
-        let desc = match self.sorts[v] {
+        let desc = match self.sorts[self.view] {
             Some(s) if s.col == col => !s.desc,
             _ => columns(self.view)[col].right,
         };
@@ -406,16 +404,15 @@ impl App {
     /// `o`: the other way (the Jobs view's queue order and the Events view's newest-first
     /// included).
     pub(super) fn sort_reverse(&mut self) -> Outcome {
-        let v = self.view_index();
-        match (self.view, self.sorts[v]) {
+        match (self.view, self.sorts[self.view]) {
             (View::Overview, _) => return Outcome::Nothing,
             (View::Events, None) => {
-                self.sorts[v] = Some(Sort {
+                self.sorts[self.view] = Some(Sort {
                     col: 0,
                     desc: false,
                 })
             }
-            (View::Events, Some(_)) => self.sorts[v] = None,
+            (View::Events, Some(_)) => self.sorts[self.view] = None,
             (_, Some(s)) => self.sort_by(s.col, !s.desc),
             // Reversing the queue order: by position, last first.
             (View::Jobs, None) => self.sort_by(7, true),
@@ -426,15 +423,13 @@ impl App {
     }
 
     fn sort_by(&mut self, col: usize, desc: bool) {
-        let v = self.view_index();
-        self.sorts[v] = Some(Sort { col, desc });
+        self.sorts[self.view] = Some(Sort { col, desc });
         self.flash = Some(self.order_name());
     }
 
     /// What the key bar says after a change of order.
     fn order_name(&self) -> String {
-        let v = self.view_index();
-        match (self.sorts[v], self.view) {
+        match (self.sorts[self.view], self.view) {
             (None, View::Events) => "events: newest first".into(),
             (Some(_), View::Events) => "events: oldest first".into(),
             (None, _) => format!("{}: queue order", self.view.short().to_lowercase()),
@@ -445,9 +440,5 @@ impl App {
                 if s.desc { "▼" } else { "▲" }
             ),
         }
-    }
-
-    pub(super) fn view_index(&self) -> usize {
-        View::ALL.iter().position(|v| *v == self.view).unwrap_or(0)
     }
 }

@@ -109,7 +109,7 @@ impl App {
         // Below the border and the header row.
         self.jobs_geometry.set((area.y + 2, first));
         let plain = Style::default();
-        let mut grid = Grid::new(&order::JOB_COLS, self.sorts[1]);
+        let mut grid = Grid::new(&order::JOB_COLS, self.sorts[View::Jobs]);
         grid.rows = (first..list.len().min(first + visible))
             .filter_map(|i| list.get(i))
             .map(|j| {
@@ -163,13 +163,13 @@ impl App {
                     escape(&f.text)
                 ),
             },
-            if self.sorts[1].is_none() {
+            if self.sorts[View::Jobs].is_none() {
                 "queue order, waiting first "
             } else {
                 ""
             }
         ));
-        self.shown_cols[1].set(grid.draw(
+        self.shown_cols[View::Jobs].set(grid.draw(
             f.buffer_mut(),
             area,
             block,
@@ -182,7 +182,7 @@ impl App {
         let used_total: f64 = snap.teams.iter().map(|t| t.used_gpus).sum();
         let weight_total: f64 = snap.teams.iter().map(|t| t.weight).sum();
         let plain = Style::default();
-        let mut grid = Grid::new(&order::TEAM_COLS, self.sorts[3]);
+        let mut grid = Grid::new(&order::TEAM_COLS, self.sorts[View::Teams]);
         grid.rows = self
             .team_rows(snap)
             .into_iter()
@@ -231,14 +231,20 @@ impl App {
         let block = Block::default()
             .borders(Borders::ALL)
             .title(" teams: quota (guaranteed +borrow), usage, spend rate and monthly budget ");
-        self.shown_cols[3].set(grid.draw(f.buffer_mut(), area, block, None, Style::default()));
+        self.shown_cols[View::Teams].set(grid.draw(
+            f.buffer_mut(),
+            area,
+            block,
+            None,
+            Style::default(),
+        ));
     }
 
     /// Services: replicas ready of wanted, traffic through each endpoint, latency, cost, and
     /// what the autoscaler did last and why (`gantry services`, `gantry service NAME`).
     pub(super) fn render_services(&self, f: &mut Frame, area: Rect, snap: &Snapshot) {
         let plain = Style::default();
-        let mut grid = Grid::new(&order::SERVICE_COLS, self.sorts[5]);
+        let mut grid = Grid::new(&order::SERVICE_COLS, self.sorts[View::Services]);
         let ms = |v: Option<f64>| v.map_or("-".to_string(), |x| format!("{x:.1}"));
         grid.rows = self
             .service_rows(snap)
@@ -280,7 +286,13 @@ impl App {
             " services: replicas ready/wanted, traffic through the endpoint, last scaling "
         };
         let block = Block::default().borders(Borders::ALL).title(title);
-        self.shown_cols[5].set(grid.draw(f.buffer_mut(), area, block, None, Style::default()));
+        self.shown_cols[View::Services].set(grid.draw(
+            f.buffer_mut(),
+            area,
+            block,
+            None,
+            Style::default(),
+        ));
     }
 
     /// Events, newest first, as many as fit: the Events view and the Overview's box.
@@ -331,7 +343,7 @@ impl App {
         let selected = shown.iter().position(|&i| i == self.pool_selected);
         self.page.set(usize::from(area.height.saturating_sub(3)));
         let plain = Style::default();
-        let mut grid = Grid::new(&order::POOL_COLS, self.sorts[2]);
+        let mut grid = Grid::new(&order::POOL_COLS, self.sorts[View::Fleet]);
         grid.rows = shown
             .iter()
             .map(|&i| &snap.pools[i])
@@ -377,7 +389,7 @@ impl App {
         if let Some(h) = &snap.host {
             block = block.title_bottom(Line::from(format!(" {} ", escape(&h.summary()))));
         }
-        self.shown_cols[2].set(grid.draw(
+        self.shown_cols[View::Fleet].set(grid.draw(
             f.buffer_mut(),
             area,
             block,

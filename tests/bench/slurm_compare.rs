@@ -134,7 +134,16 @@ fn slurm_alone_against_gantry_on_slurm() {
         .iter()
         .map(|n| (n.as_str(), "a100", per_node))
         .collect();
-    let c = Cluster::start("compare", &spec);
+    // More slurm.conf for an experiment (`SLURM_CONF_EXTRA='SlurmctldDebug=debug'`, lines
+    // apart by `\n`): the same lines serve both halves.
+    let extra = std::env::var("SLURM_CONF_EXTRA").map_or(String::new(), |e| {
+        e.split("\\n").map(|l| format!("{l}\n")).collect()
+    });
+    let c = Cluster::start_conf("compare", &spec, &extra);
+    println!(
+        "the cluster's files (slurm.conf, ctld.log): {}",
+        c.conf.parent().unwrap().display()
+    );
     let dir = temp_dir("compare-stamps");
     let _ = std::process::Command::new("chmod")
         .arg("777")

@@ -149,3 +149,43 @@ fn the_kubernetes_deployment_is_one_gantry_accepts() {
     let rbac = std::fs::read_to_string("deploy/rbac.yaml").unwrap();
     assert!(rbac.contains(&format!("name: {}", sa.as_str().unwrap())));
 }
+
+/// The docs cannot drift from the fleet file either: every pool the docs show in a `toml`
+/// block is one gantry accepts (a block without `[[teams]]` gets one). The backends' tables
+/// moved out of the pool's own fields once; a page left behind would teach a refused file.
+#[test]
+fn every_pool_the_docs_show_is_one_gantry_accepts() {
+    let mut checked = 0;
+    for doc in [
+        "README.md",
+        "docs/backends.md",
+        "docs/config.md",
+        "docs/clouds.md",
+    ] {
+        let text = std::fs::read_to_string(doc).unwrap();
+        let mut rest = text.as_str();
+        while let Some(start) = rest.find("```toml\n") {
+            let line = text.len() - rest.len() + start;
+            let line = text[..line].lines().count() + 2;
+            let body = &rest[start + 8..];
+            let end = body.find("```").expect("a closed block");
+            let block = &body[..end];
+            rest = &body[end + 3..];
+            if !block.contains("[[pools]]") {
+                continue;
+            }
+            let file = if block.contains("[[teams]]") {
+                block.to_string()
+            } else {
+                format!("[[teams]]\nname = \"lab\"\n\n{block}")
+            };
+            // Errors name the line within the block (after the team added, if one was).
+            let name = format!("{doc} (the block at line {line})");
+            if let Err(e) = gantry::config::fleet::parse(&name, &file) {
+                panic!("a pool the docs show is refused: {e}");
+            }
+            checked += 1;
+        }
+    }
+    assert!(checked >= 7, "only {checked} blocks with pools found");
+}

@@ -1038,15 +1038,21 @@ mod tests {
         let t0 = thread_cpu();
         std::thread::sleep(Duration::from_millis(50));
         let slept = thread_cpu() - t0;
-        let t1 = thread_cpu();
+        // Work bounded by the wall clock, so a clock that never moves fails, not hangs.
+        let (t1, wall) = (thread_cpu(), std::time::Instant::now());
         let mut x = 0u64;
-        while thread_cpu() - t1 < Duration::from_millis(20) {
+        while wall.elapsed() < Duration::from_millis(30) {
             x = x.wrapping_add(std::hint::black_box(1));
         }
+        let worked = thread_cpu() - t1;
         assert!(x > 0);
         assert!(
             slept < Duration::from_millis(20),
             "{slept:?} of CPU in a sleep"
+        );
+        assert!(
+            worked > slept,
+            "{worked:?} of CPU in 30 ms of work, {slept:?} in a sleep"
         );
     }
 }

@@ -50,6 +50,9 @@ pub struct Opening {
     pub retention: retention::Retention,
     /// Wakes the daemon when a run ends (this host's and SSH hosts' runners).
     pub wake: Wake,
+    /// A what-if run's model of its jobs' work (`gantry sim`), for the simulated fleet's
+    /// runners.
+    pub work: Option<sim::WorkBook>,
 }
 
 /// Wakes the daemon when a backend has news that may start work — a run ended or failed to

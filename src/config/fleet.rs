@@ -161,6 +161,16 @@ pub struct ScaleSettings {
     /// The fleet's spending cap, US dollars an hour over every node paid for (reserved ones
     /// too): a buy that would pass it waits, and says so.
     pub max_dollars_per_hour: Option<f64>,
+    /// Whether gantry moves checkpointing jobs to use what is paid for: drains an underused
+    /// cloud node onto capacity already paid for (consolidation) and empties a fragmented
+    /// paid node for a job that fits nowhere else (defragmentation). Each move costs the
+    /// job a checkpoint and a restore.
+    #[serde(default = "yes")]
+    pub rebalance: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 fn default_scale_down_after() -> String {
@@ -178,6 +188,7 @@ impl Default for ScaleSettings {
             spot_cooldown: default_spot_cooldown(),
             burst_after: Default::default(),
             max_dollars_per_hour: None,
+            rebalance: true,
         }
     }
 }

@@ -2,6 +2,7 @@
 //! [`compare`] are `gantry sim`: a seeded week of mixed work on the simulated multi-cloud fleet
 //! under the naive setup and under gantry. Everything here is simulated and says so.
 
+pub mod daemon;
 pub mod mix;
 pub mod world;
 
@@ -22,6 +23,19 @@ pub struct SimOptions {
     pub gpus: Option<usize>,
     pub setups: Vec<Setup>,
     pub keep_events: bool,
+    /// What runs the gantry setup.
+    pub engine: Engine,
+}
+
+/// What runs the gantry setup.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum Engine {
+    /// The daemon's own state machine over the simulated backend ([`daemon`]).
+    #[default]
+    Daemon,
+    /// The simulator's world model of it ([`world`]).
+    Model,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -51,6 +65,8 @@ pub struct Comparison {
     pub fleet_gpus_max: usize,
     pub workload: WorkloadSummary,
     pub setups: Vec<SetupResult>,
+    /// What ran the gantry setup.
+    pub engine: Engine,
     /// gantry against each naive setup that ran.
     pub against: Vec<Against>,
 }
@@ -106,14 +122,19 @@ pub fn compare(fleet: &FleetConfig, opts: &SimOptions) -> Result<Comparison, Str
             .iter()
             .map(|&setup| {
                 let (cfg, jobs, sim) = (&cfg, &jobs, sim.clone());
-                s.spawn(move || World::new(setup, cfg, jobs, sim).run())
+                s.spawn(move || match (setup, opts.engine) {
+                    (Setup::Gantry, Engine::Daemon) => daemon::run(cfg, jobs, &sim),
+                    _ => Ok(World::new(setup, cfg, jobs, sim).run()),
+                })
             })
             .collect();
         handles
             .into_iter()
             .map(|h| h.join().expect("a simulation thread panicked"))
-            .collect()
-    });
+            .collect::<Vec<_>>()
+    })
+    .into_iter()
+    .collect::<Result<_, String>>()?;
     let gantry = results.iter().find(|r| r.setup == "gantry");
     let against = gantry.map_or(Vec::new(), |g| {
         results
@@ -153,5 +174,6 @@ pub fn compare(fleet: &FleetConfig, opts: &SimOptions) -> Result<Comparison, Str
         },
         against,
         setups: results,
+        engine: opts.engine,
     })
 }

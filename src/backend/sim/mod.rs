@@ -7,9 +7,11 @@
 
 pub mod cloud;
 pub mod runner;
+pub mod work;
 
 pub use cloud::SimCloud;
 pub use runner::SimPool;
+pub use work::WorkBook;
 
 /// The simulated fleet: made-up runs on every pool, and nodes bought and given back on a
 /// virtual clock. One stream of draws per pool, so adding a pool leaves the others' as they
@@ -19,7 +21,9 @@ pub const REGISTRATION: crate::backend::registry::Registration =
         backend: crate::config::fleet::Backend::Simulated,
         runner: |_, index, nodes, opening| {
             let seed = opening.seed ^ (index as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-            Ok(Box::new(SimPool::new(nodes, seed)))
+            Ok(Box::new(
+                SimPool::new(nodes, seed).with_book(opening.work.clone()),
+            ))
         },
         provisioner: Some(|p, index, nodes, opening, now| {
             let seed = opening.seed ^ (index as u64 + 1).wrapping_mul(0xD1B5_4A32_D192_ED03);

@@ -4,6 +4,7 @@
 //! two minutes); about one run in twenty fails. Runs live only as long as the daemon: the
 //! daemon does not journal them for re-adoption (`simulated()`).
 
+use super::work::{Ended, WorkBook};
 use crate::backend::logs::{LogQuery, LogRead, LogReader};
 use crate::backend::{Exit, Launch, Modelled, RunEvent, Runner};
 use crate::scheduler::rng::Rng;
@@ -27,6 +28,8 @@ pub struct SimPool {
     runs: BTreeMap<(i64, String), SimRun>,
     /// Starts not yet reported.
     started: Vec<(usize, i64, String)>,
+    /// The jobs a what-if run models (their work, checkpoints, worth), and its books.
+    book: Option<WorkBook>,
 }
 
 #[derive(Clone, Debug)]
@@ -36,6 +39,8 @@ struct SimRun {
     ends_at: f64,
     /// Whether it ends well (exit 0) or fails (exit 1).
     ok: bool,
+    /// Its work is in the what-if run's books.
+    booked: bool,
     /// Seconds after start when its GPUs go idle; None: busy throughout.
     idle_after: Option<f64>,
     busy_pct: f64,
@@ -53,7 +58,14 @@ impl SimPool {
             now: 0.0,
             runs: BTreeMap::new(),
             started: Vec::new(),
+            book: None,
         }
+    }
+
+    /// The jobs `book` models run as it says, and their runs go into its books.
+    pub fn with_book(mut self, book: Option<WorkBook>) -> SimPool {
+        self.book = book;
+        self
     }
 
     /// The run of `job` with `token`.
@@ -106,15 +118,26 @@ impl Runner for SimPool {
             .or(launch.time_limit_s.map(|t| 0.6 * t))
             .unwrap_or(3600.0);
         let busy_pct = 70.0 + 25.0 * self.rng.unit();
-        let duration = base * (0.5 + self.rng.unit());
-        let ok = self.rng.below(20) != 0;
+        let modelled = self
+            .book
+            .as_ref()
+            .and_then(|b| b.begin(launch.job, self.now));
+        let (duration, ok, idle_after) = match modelled {
+            Some((duration, idle_after)) => (duration, true, idle_after),
+            None => (
+                base * (0.5 + self.rng.unit()),
+                self.rng.below(20) != 0,
+                notebook.then_some(NOTEBOOK_BUSY_S),
+            ),
+        };
         self.runs.insert(
             key,
             SimRun {
                 hosts: vec![host],
                 ends_at: self.now + duration,
                 ok,
-                idle_after: notebook.then_some(NOTEBOOK_BUSY_S),
+                booked: modelled.is_some(),
+                idle_after,
                 busy_pct,
                 stop: None,
             },
@@ -132,7 +155,20 @@ impl Runner for SimPool {
     }
 
     fn kill(&mut self, _host: usize, job: i64, token: &str) {
-        self.runs.remove(&(job, token.to_string()));
+        let run = self.runs.remove(&(job, token.to_string()));
+        if let (Some(book), Some(run)) = (&self.book, run.filter(|r| r.booked)) {
+            // Whichever came first since the last poll: its own end, its signal's, the kill
+            // (as of the last poll: the model's only clock).
+            let stopped = run.stop.map(|(s, _)| s).filter(|&s| s <= self.now);
+            let (at, how) = match stopped {
+                _ if run.ends_at <= self.now && stopped.is_none_or(|s| run.ends_at <= s) => {
+                    (run.ends_at, Ended::Finished)
+                }
+                Some(s) => (s, Ended::Stopped),
+                None => (self.now, Ended::Killed),
+            };
+            book.end(job, at, how);
+        }
     }
 
     fn forget(&mut self, _host: usize, _job: i64, _token: &str) {}
@@ -161,6 +197,14 @@ impl Runner for SimPool {
                 _ => continue,
             };
             ended.push((*job, token.clone()));
+            if let Some(book) = self.book.as_ref().filter(|_| run.booked) {
+                let how = if matches!(exit, Exit::Signal(_)) {
+                    Ended::Stopped
+                } else {
+                    Ended::Finished
+                };
+                book.end(*job, at, how);
+            }
             for &host in &run.hosts {
                 let e = RunEvent::Exited {
                     host,

@@ -14,6 +14,7 @@ mod foreign;
 pub mod history;
 mod hosts;
 mod launch;
+pub mod ledger;
 mod legacy;
 mod links;
 mod marks;
@@ -83,6 +84,11 @@ pub struct StateOptions {
     pub wall_clock: Option<f64>,
     /// What runners call when a run ends (the actor steps at once); kept across reopens.
     pub wake: crate::backend::Wake,
+    /// A what-if run's model of its jobs' work, for the simulated fleet (`gantry sim`).
+    pub work: Option<crate::backend::sim::WorkBook>,
+    /// No client reads this state (a what-if run): a cycle decides and acts as ever, but
+    /// builds no snapshot and samples no GPU history — what only views read.
+    pub headless: bool,
 }
 
 impl Default for StateOptions {
@@ -99,6 +105,8 @@ impl Default for StateOptions {
             cluster_built_fresh: false,
             wall_clock: None,
             wake: crate::backend::Wake::default(),
+            work: None,
+            headless: false,
         }
     }
 }
@@ -151,6 +159,8 @@ struct Nodes {
     unconnected: std::collections::HashSet<usize>,
     /// The fleet's spending cap ($/h), and per pool the cap last said to cut a buy short.
     fleet_cap: Option<f64>,
+    /// `[scale] rebalance`: consolidation and defragmentation move jobs.
+    rebalance: bool,
     capped: HashMap<usize, String>,
     scale: ScaleConfig,
     /// When consolidation looks for a cloud node to give back next.
@@ -169,6 +179,10 @@ pub struct Counters {
     pub scale_downs: u64,
     /// Cloud nodes given back after their jobs moved to capacity already paid for.
     pub consolidated_nodes: u64,
+    /// Paid nodes emptied for a job that fit nowhere (instead of buying one for it).
+    pub defragmented: u64,
+    /// Jobs told to checkpoint and move by consolidation or defragmentation.
+    pub moved_jobs: u64,
     pub reclaimed_jobs: u64,
     pub reclaimed_gpu_hours: f64,
     pub cycles: u64,
@@ -767,6 +781,9 @@ impl State {
         }
         self.elastic()?;
         self.consolidate()?;
+        if self.opened.opts.headless {
+            return self.account_budgets();
+        }
         self.sample_gpus();
         self.account_budgets()?;
         self.rebuild_snapshot();

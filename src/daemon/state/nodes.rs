@@ -520,6 +520,9 @@ impl State {
     /// the job (nobody else is placed there) while its jobs checkpoint and requeue; the job
     /// starts there once it fits, or the hold lapses after 15 minutes. One at a time.
     pub(super) fn defragment(&mut self) -> Result<(), EngineError> {
+        if !self.nodes.rebalance {
+            return Ok(());
+        }
         self.engine.drop_pins(self.now - 15.0 * 60.0);
         if self.engine.pins().next().is_some() {
             return Ok(());
@@ -552,7 +555,7 @@ impl State {
     /// a time, every few minutes — a move here takes its jobs' grace, where `gantry sim`'s
     /// are instant: calm, and each step an event.
     pub(super) fn consolidate(&mut self) -> Result<(), EngineError> {
-        if self.now < self.nodes.next_consolidate {
+        if !self.nodes.rebalance || self.now < self.nodes.next_consolidate {
             return Ok(());
         }
         self.nodes.next_consolidate = self.now + CONSOLIDATE_EVERY_S;
@@ -678,6 +681,7 @@ impl Rebalance for Rebalancing<'_> {
         let jobs: Vec<JobId> = jobs.iter().map(|&j| j as JobId).collect();
         self.carry_out(|s| {
             s.set_life(node, Life::Draining);
+            s.counters.moved_jobs += jobs.len() as u64;
             let why = format!(
                 "consolidation: {} is given back; checkpoint and move to capacity already paid for",
                 s.node_name(node)
@@ -708,6 +712,8 @@ impl Rebalance for Rebalancing<'_> {
         let w = job as JobId;
         self.carry_out(|s| {
             s.engine.pin(NodeId(node as u32), w, s.now);
+            s.counters.defragmented += 1;
+            s.counters.moved_jobs += jobs.len() as u64;
             let why = format!(
                 "defragmentation: {} is emptied for job {w}; checkpoint and move",
                 s.node_name(node)

@@ -48,6 +48,7 @@ impl State {
             failures_per_node_hour: opts.failures_per_node_hour,
             retention: cfg.logs.retention(),
             wake: opts.wake.clone(),
+            work: opts.work.clone(),
         };
         let (resume, orphans, remote_records, calendar) = {
             let mut store = crate::daemon::journal::Store::open(db)?;
@@ -149,6 +150,7 @@ impl State {
             going_at: HashMap::new(),
             unconnected: Default::default(),
             fleet_cap: cfg.scale.max_dollars_per_hour,
+            rebalance: cfg.scale.rebalance,
             capped: HashMap::new(),
             scale: crate::config::fleet::scale_of(cfg),
             next_consolidate: resume + CONSOLIDATE_EVERY_S,

@@ -1,12 +1,13 @@
 //! `gantry sim`: determinism, the bill's arithmetic, elasticity with spot fallback, and the
 //! naive setups' rules — on small fleets so that they run in a debug build.
 
-use gantry::config::fleet::{parse, scale_of, FleetConfig, DEFAULT_FLEET};
+use gantry::config::fleet::{parse, FleetConfig, DEFAULT_FLEET};
 use gantry::model::idle::IdleCause;
 use gantry::model::{GpuRequest, JobRequest, ModelChoice};
 use gantry::sim::mix::{Kind, SimJob, EXPERIMENT, PRODUCTION};
-use gantry::sim::world::{SetupResult, SimConfig, World};
-use gantry::sim::{compare, Engine, Setup, SimOptions};
+use gantry::sim::naive::{Baseline, World};
+use gantry::sim::{compare, Setup, SimOptions};
+use gantry::sim::{SetupResult, SimConfig};
 use proptest::prelude::*;
 
 fn small(days: f64, seed: u64, setups: Vec<Setup>) -> gantry::sim::Comparison {
@@ -20,7 +21,6 @@ fn small(days: f64, seed: u64, setups: Vec<Setup>) -> gantry::sim::Comparison {
             gpus: Some(64),
             setups,
             keep_events: false,
-            engine: Engine::Daemon,
         },
     )
     .unwrap()
@@ -111,7 +111,6 @@ proptest! {
             gpus: Some(48),
             setups: vec![Setup::Naive, Setup::Gantry],
             keep_events: false,
-            engine: Engine::Daemon,
         }).unwrap();
         for r in &c.setups {
             check_books(r)?;
@@ -206,7 +205,8 @@ fn run(setup: Setup, fleet: &FleetConfig, jobs: &[SimJob], days: f64) -> SetupRe
     };
     match setup {
         Setup::Gantry => gantry::sim::daemon::run(fleet, jobs, &cfg).unwrap(),
-        _ => World::new(setup, fleet, jobs, cfg).run(),
+        Setup::Naive => World::new(Baseline::Strict, fleet, jobs, cfg).run(),
+        Setup::NaiveAnyFit => World::new(Baseline::AnyFit, fleet, jobs, cfg).run(),
     }
 }
 
@@ -556,10 +556,9 @@ fn a_class_with_patience_waits_for_paid_capacity_before_any_is_bought() {
         seed: 1,
         failures_per_node_hour: 0.0,
         keep_events: true,
-        scale: scale_of(&fleet),
         ..SimConfig::default()
     };
-    let r = World::new(Setup::Gantry, &fleet, &[production, experiment], cfg).run();
+    let r = gantry::sim::daemon::run(&fleet, &[production, experiment], &cfg).unwrap();
     let at = |what: &str| -> f64 {
         r.event_log
             .iter()
@@ -572,8 +571,8 @@ fn a_class_with_patience_waits_for_paid_capacity_before_any_is_bought() {
             .unwrap()
     };
     // Production buys at once; the experiment waits its hour, then buys.
-    assert!(at("+1 for job 0") < 120.0);
-    let bought = at("+1 for job 1");
+    assert!(at("+1 for job 1") < 120.0);
+    let bought = at("+1 for job 2");
     assert!((3660.0..3800.0).contains(&bought), "{bought}");
     assert_eq!(r.finished, 2);
 }

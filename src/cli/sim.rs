@@ -1,7 +1,7 @@
 //! `gantry sim`: a seeded week of mixed work on the simulated fleet, naive setup vs gantry.
 
 use super::{print_as, Output};
-use gantry::sim::{compare, Comparison, Engine, Setup, SimOptions};
+use gantry::sim::{compare, Comparison, Setup, SimOptions};
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -25,10 +25,6 @@ pub struct SimArgs {
     /// A fleet file (default: the one `gantry info` shows, else the built-in).
     #[arg(long)]
     fleet: Option<PathBuf>,
-    /// What runs the gantry setup: the daemon's own engine over the simulated backend, or
-    /// the simulator's world model of it (faster; kept to show where the two differ).
-    #[arg(long, value_enum, default_value_t = Engine::Daemon)]
-    engine: Engine,
     /// Print every event of each setup (table output) or include them (JSON).
     #[arg(long)]
     events: bool,
@@ -67,7 +63,6 @@ pub fn run(a: SimArgs) -> Result<(), String> {
                 vec![Setup::Gantry]
             },
             keep_events: a.events,
-            engine: a.engine,
         },
     )?;
     let elapsed = started.elapsed().as_secs_f64();
@@ -112,7 +107,7 @@ fn print_table(c: &Comparison, events: bool) {
             .collect::<Vec<_>>()
             .join(", ")
     );
-    let col = |label: &str, f: &dyn Fn(&gantry::sim::world::SetupResult) -> String| {
+    let col = |label: &str, f: &dyn Fn(&gantry::sim::SetupResult) -> String| {
         print!("{label:<34}");
         for s in &c.setups {
             print!(" {:>17}", f(s));

@@ -12,7 +12,7 @@
 //! ends at its own time (billing stops there), and the next step sees it.
 
 use super::mix::{Kind, SimJob, EXPERIMENT, PRODUCTION, SERVING};
-use super::world::{CapacityUse, ClassWait, PoolUse, SetupResult, SimConfig, TeamSpend};
+use super::result::{CapacityUse, ClassWait, PoolUse, SetupResult, SimConfig, TeamSpend};
 use crate::backend::sim::work::{WorkBook, WorkModel};
 use crate::config::fleet::{fleet_at_max, teams_of, FleetConfig};
 use crate::daemon::engine::Submission;
@@ -416,7 +416,7 @@ mod tests {
         let cfg = parse("default", DEFAULT_FLEET).unwrap();
         let fleet = fleet_at_max(&cfg);
         let jobs = generate(
-            &crate::sim::world::start_fleet(&cfg),
+            &crate::sim::start_fleet(&cfg),
             &teams_of(&cfg),
             &MixConfig {
                 days: 2.0,

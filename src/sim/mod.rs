@@ -1,17 +1,17 @@
-//! The simulated fleet. `workload` keeps the embedded console's demo alive; `mix`, `world` and
-//! [`compare`] are `gantry sim`: a seeded week of mixed work on the simulated multi-cloud fleet
-//! under the naive setup and under gantry. Everything here is simulated and says so.
+//! `gantry sim`: a seeded week of mixed work (`mix`) on the simulated multi-cloud fleet, under
+//! gantry — the daemon's own engine over the simulated backend (`daemon`) — and under the naive
+//! setups it is compared with (`naive`, a model). Everything here is simulated and says so.
 
 pub mod daemon;
 pub mod mix;
-pub mod world;
+pub mod naive;
+pub mod result;
 
 use crate::config::fleet::FleetConfig;
 use mix::{Kind, MixConfig};
+use naive::{Baseline, World};
+pub use result::{scaled, start_fleet, Setup, SetupResult, SimConfig};
 use serde::Serialize;
-use world::{scaled, start_fleet, SetupResult, SimConfig, World};
-
-pub use world::Setup;
 
 #[derive(Clone, Debug)]
 pub struct SimOptions {
@@ -23,19 +23,6 @@ pub struct SimOptions {
     pub gpus: Option<usize>,
     pub setups: Vec<Setup>,
     pub keep_events: bool,
-    /// What runs the gantry setup.
-    pub engine: Engine,
-}
-
-/// What runs the gantry setup.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, clap::ValueEnum)]
-#[serde(rename_all = "kebab-case")]
-pub enum Engine {
-    /// The daemon's own state machine over the simulated backend ([`daemon`]).
-    #[default]
-    Daemon,
-    /// The simulator's world model of it ([`world`]).
-    Model,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -65,8 +52,6 @@ pub struct Comparison {
     pub fleet_gpus_max: usize,
     pub workload: WorkloadSummary,
     pub setups: Vec<SetupResult>,
-    /// What ran the gantry setup.
-    pub engine: Engine,
     /// gantry against each naive setup that ran.
     pub against: Vec<Against>,
 }
@@ -113,7 +98,6 @@ pub fn compare(fleet: &FleetConfig, opts: &SimOptions) -> Result<Comparison, Str
         days: opts.days,
         seed: opts.seed,
         keep_events: opts.keep_events,
-        scale: crate::config::fleet::scale_of(&cfg),
         ..SimConfig::default()
     };
     let results: Vec<SetupResult> = std::thread::scope(|s| {
@@ -122,9 +106,10 @@ pub fn compare(fleet: &FleetConfig, opts: &SimOptions) -> Result<Comparison, Str
             .iter()
             .map(|&setup| {
                 let (cfg, jobs, sim) = (&cfg, &jobs, sim.clone());
-                s.spawn(move || match (setup, opts.engine) {
-                    (Setup::Gantry, Engine::Daemon) => daemon::run(cfg, jobs, &sim),
-                    _ => Ok(World::new(setup, cfg, jobs, sim).run()),
+                s.spawn(move || match setup {
+                    Setup::Gantry => daemon::run(cfg, jobs, &sim),
+                    Setup::Naive => Ok(World::new(Baseline::Strict, cfg, jobs, sim).run()),
+                    Setup::NaiveAnyFit => Ok(World::new(Baseline::AnyFit, cfg, jobs, sim).run()),
                 })
             })
             .collect();
@@ -174,6 +159,5 @@ pub fn compare(fleet: &FleetConfig, opts: &SimOptions) -> Result<Comparison, Str
         },
         against,
         setups: results,
-        engine: opts.engine,
     })
 }

@@ -43,6 +43,51 @@ fn the_same_seed_gives_the_same_event_log() {
         assert_eq!(a.setups[i].spend_usd, b.setups[i].spend_usd);
         assert_ne!(a.setups[i].event_hash, c.setups[i].event_hash);
     }
+    let engines: Vec<&str> = a.setups.iter().map(|s| s.engine.as_str()).collect();
+    assert_eq!(engines, ["model", "model", "daemon"]);
+}
+
+/// `gantry sim` as a user runs it: gantry's column is the daemon's engine, and its events are
+/// the daemon's journal.
+#[test]
+fn gantry_sim_runs_gantry_on_the_daemons_engine() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_gantry"))
+        .args([
+            "sim",
+            "--days",
+            "0.25",
+            "--gpus",
+            "48",
+            "--compare",
+            "--events",
+        ])
+        .args(["--output", "json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let gantry = v["setups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["setup"] == "gantry")
+        .unwrap();
+    assert_eq!(gantry["engine"], "daemon");
+    let log: Vec<&str> = gantry["event_log"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|l| l.as_str())
+        .collect();
+    assert!(
+        log.iter()
+            .any(|l| l.contains("running pending → running: placed")),
+        "{log:?}"
+    );
 }
 
 fn check_books(r: &SetupResult) -> Result<(), TestCaseError> {

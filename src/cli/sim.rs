@@ -115,6 +115,7 @@ fn print_table(c: &Comparison, events: bool) {
         println!();
     };
     col("", &|s| s.setup.clone());
+    col("run by", &|s| s.engine.clone());
     col("utilization (busy/paid GPU-h)", &|s| {
         format!("{:.1}%", s.utilization * 100.0)
     });

@@ -264,6 +264,7 @@ fn results(
 ) -> SetupResult {
     let mut out = SetupResult {
         setup: "gantry".to_string(),
+        engine: "daemon".to_string(),
         jobs: jobs.len(),
         never_fit,
         paid_gpu_hours: t.paid,

@@ -282,6 +282,7 @@ impl<'a> World<'a> {
                     Baseline::AnyFit => "naive-any-fit",
                 }
                 .to_string(),
+                engine: "model".to_string(),
                 jobs: jobs.len(),
                 ..SetupResult::default()
             },

@@ -101,6 +101,9 @@ pub struct TeamSpend {
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct SetupResult {
     pub setup: String,
+    /// What ran it: `daemon` (gantry's own engine over the simulated backend) or `model`
+    /// (the naive baselines).
+    pub engine: String,
     /// Busy GPU-hours / paid GPU-hours.
     pub utilization: f64,
     /// Allocated GPU-hours / paid GPU-hours.

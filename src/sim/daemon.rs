@@ -12,14 +12,14 @@
 //! ends at its own time (billing stops there), and the next step sees it.
 
 use super::mix::{Kind, SimJob, EXPERIMENT, PRODUCTION, SERVING};
-use super::result::{CapacityUse, ClassWait, PoolUse, SetupResult, SimConfig, TeamSpend};
+use super::result::{ClassWait, SetupResult, SimConfig, TeamSpend};
 use crate::backend::sim::work::{WorkBook, WorkModel};
 use crate::config::fleet::{fleet_at_max, teams_of, FleetConfig};
 use crate::daemon::engine::Submission;
 use crate::daemon::job::JobState;
 use crate::daemon::state::{Messages, State, StateOptions};
 use crate::model::idle::IdleLedger;
-use crate::model::{default_classes, CapacityType, Fleet, GpuRequest, ModelChoice};
+use crate::model::{default_classes, Fleet, GpuRequest, ModelChoice};
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -289,41 +289,11 @@ fn results(
             (k.name().to_string(), h)
         })
         .collect();
-    let paid = out.paid_gpu_hours.max(1e-9);
-    out.utilization = out.busy_gpu_hours / paid;
-    out.allocation = out.allocated_gpu_hours / paid;
-    out.cost_per_useful_gpu_hour = out.spend_usd / out.useful_gpu_hours.max(1e-9);
-    out.idle = idle.shares(out.allocated_gpu_hours - out.busy_gpu_hours);
-    let cfg_pools = s.engine().fleet().pools.clone();
-    out.by_capacity = [
-        CapacityType::OnDemand,
-        CapacityType::Spot,
-        CapacityType::Reserved,
-    ]
-    .iter()
-    .map(|c| {
-        let u = t.by_capacity[*c as usize];
-        CapacityUse {
-            capacity: c.to_string(),
-            paid_gpu_hours: u.0,
-            allocated_gpu_hours: u.1,
-            spend_usd: u.2,
-        }
-    })
-    .collect();
-    out.by_pool = t
-        .by_pool
-        .iter()
-        .enumerate()
-        .filter(|(_, u)| u.0 > 0.0)
-        .map(|(i, u)| PoolUse {
-            pool: s.engine().fleet().pool_path(crate::model::PoolId(i as u32)),
-            paid_gpu_hours: u.0,
-            held_gpu_hours: u.1,
-            idle: idle.pool_shares(i),
-        })
+    let fleet = s.engine().fleet();
+    let paths: Vec<String> = (0..t.by_pool.len())
+        .map(|i| fleet.pool_path(crate::model::PoolId(i as u32)))
         .collect();
-    debug_assert_eq!(cfg_pools.len(), t.by_pool.len());
+    out.close_books(&t.by_capacity, &t.by_pool, &idle, &paths);
     // Bills and states, from the daemon's jobs.
     let teams = s.team_names();
     let mut team_spend = vec![0.0; teams.len()];

@@ -13,7 +13,7 @@
 //! from one seeded generator. Every event is hashed into `event_hash`.
 
 use super::mix::{Kind, SimJob, EXPERIMENT, PRODUCTION, SERVING};
-use super::result::{CapacityUse, ClassWait, PoolUse, SetupResult, SimConfig, TeamSpend};
+use super::result::{ClassWait, SetupResult, SimConfig, TeamSpend};
 use crate::config::fleet::{fleet_at_max, teams_of, FleetConfig, PoolConfig};
 use crate::model::idle::{cause_of, IdleCause, IdleLedger};
 use crate::model::Life;
@@ -745,42 +745,13 @@ impl<'a> World<'a> {
                 self.bill(i, since);
             }
         }
-        let o = &mut self.out;
-        let paid = o.paid_gpu_hours.max(1e-9);
-        o.utilization = o.busy_gpu_hours / paid;
-        o.allocation = o.allocated_gpu_hours / paid;
-        o.cost_per_useful_gpu_hour = o.spend_usd / o.useful_gpu_hours.max(1e-9);
-        o.idle = self.idle.shares(o.allocated_gpu_hours - o.busy_gpu_hours);
-        o.by_capacity = [
-            CapacityType::OnDemand,
-            CapacityType::Spot,
-            CapacityType::Reserved,
-        ]
-        .iter()
-        .map(|c| {
-            let u = self.capacity_use[*c as usize];
-            CapacityUse {
-                capacity: c.to_string(),
-                paid_gpu_hours: u.0,
-                allocated_gpu_hours: u.1,
-                spend_usd: u.2,
-            }
-        })
-        .collect();
-        o.by_pool = self
-            .pool_use
-            .iter()
-            .enumerate()
-            .filter(|(_, u)| u.0 > 0.0)
-            .map(|(i, u)| PoolUse {
-                pool: self.clusters[0]
-                    .fleet()
-                    .pool_path(crate::model::PoolId(i as u32)),
-                paid_gpu_hours: u.0,
-                held_gpu_hours: u.1,
-                idle: self.idle.pool_shares(i),
-            })
+        let fleet = self.clusters[0].fleet();
+        let paths: Vec<String> = (0..self.pool_use.len())
+            .map(|i| fleet.pool_path(PoolId(i as u32)))
             .collect();
+        self.out
+            .close_books(&self.capacity_use, &self.pool_use, &self.idle, &paths);
+        let o = &mut self.out;
         o.spend_by_team = self
             .teams
             .iter()

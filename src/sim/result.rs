@@ -3,8 +3,8 @@
 //! did (the baselines).
 
 use crate::config::fleet::{fleet_sized, FleetConfig};
-use crate::model::idle::IdleShare;
-use crate::model::Fleet;
+use crate::model::idle::{IdleLedger, IdleShare};
+use crate::model::{CapacityType, Fleet};
 use serde::Serialize;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -150,6 +150,53 @@ pub struct SetupResult {
     pub event_hash: String,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub event_log: Vec<String>,
+}
+
+impl SetupResult {
+    /// The ratios and breakdowns from the totals: utilization, allocation, cost per useful
+    /// GPU-hour, the idle causes, and (paid, held, spend) by capacity type and (paid, held) by
+    /// pool, whose paths are `pools`.
+    pub fn close_books(
+        &mut self,
+        by_capacity: &[(f64, f64, f64); 3],
+        by_pool: &[(f64, f64)],
+        idle: &IdleLedger,
+        pools: &[String],
+    ) {
+        let paid = self.paid_gpu_hours.max(1e-9);
+        self.utilization = self.busy_gpu_hours / paid;
+        self.allocation = self.allocated_gpu_hours / paid;
+        self.cost_per_useful_gpu_hour = self.spend_usd / self.useful_gpu_hours.max(1e-9);
+        self.idle = idle.shares(self.allocated_gpu_hours - self.busy_gpu_hours);
+        self.by_capacity = [
+            CapacityType::OnDemand,
+            CapacityType::Spot,
+            CapacityType::Reserved,
+        ]
+        .iter()
+        .map(|c| {
+            let u = by_capacity[*c as usize];
+            CapacityUse {
+                capacity: c.to_string(),
+                paid_gpu_hours: u.0,
+                allocated_gpu_hours: u.1,
+                spend_usd: u.2,
+            }
+        })
+        .collect();
+        self.by_pool = by_pool
+            .iter()
+            .zip(pools)
+            .enumerate()
+            .filter(|(_, (u, _))| u.0 > 0.0)
+            .map(|(i, (u, path))| PoolUse {
+                pool: path.clone(),
+                paid_gpu_hours: u.0,
+                held_gpu_hours: u.1,
+                idle: idle.pool_shares(i),
+            })
+            .collect();
+    }
 }
 
 /// Scales a fleet file by `k`: node counts, guarantees, borrow limits and budgets.

@@ -158,6 +158,8 @@ pub fn run(cfg: &FleetConfig, jobs: &[SimJob], sim: &SimConfig) -> Result<SetupR
     let mut never_fit = 0;
     let mut next = 0;
     let mut next_sweep = SWEEP_EVERY_S;
+    // Notebooks not yet closed, and how long each stays open once started.
+    let mut notebooks: Vec<(i64, f64)> = Vec::new();
     let start = s.now();
     loop {
         let now = s.now() - start;
@@ -180,8 +182,12 @@ pub fn run(cfg: &FleetConfig, jobs: &[SimJob], sim: &SimConfig) -> Result<SetupR
             for (k, r) in s.submit(&batch).into_iter().enumerate() {
                 match r {
                     Ok(id) => {
-                        book.model(id, model_of(&jobs[first + k], sim.restore_s));
+                        let j = &jobs[first + k];
+                        book.model(id, model_of(j, sim.restore_s));
                         ids[first + k] = Some(id);
+                        if j.kind == Kind::Notebook {
+                            notebooks.push((id, j.work_s));
+                        }
                     }
                     Err(crate::daemon::engine::EngineError::NeverFits(_)) => never_fit += 1,
                     Err(e) => {
@@ -240,6 +246,7 @@ pub fn run(cfg: &FleetConfig, jobs: &[SimJob], sim: &SimConfig) -> Result<SetupR
             if !plan.items.is_empty() {
                 s.apply_reclaim(OPERATOR, &plan.id).map_err(err)?;
             }
+            close_notebooks(&mut s, &book, &mut notebooks).map_err(err)?;
         }
     }
     let close = s.now();
@@ -248,6 +255,39 @@ pub fn run(cfg: &FleetConfig, jobs: &[SimJob], sim: &SimConfig) -> Result<SetupR
         &mut s, jobs, &ids, never_fit, &book, t, idle, sim, close,
     ))
 }
+
+/// Their owners close the notebooks they are done with: one that was suspended for idling is
+/// cancelled when it would have been closed had it kept running (its start plus the time it
+/// stays open); one still running ends by itself then (its process's model).
+fn close_notebooks(
+    s: &mut State,
+    book: &WorkBook,
+    notebooks: &mut Vec<(i64, f64)>,
+) -> Result<(), crate::daemon::engine::EngineError> {
+    let now = s.now();
+    let mut close = Vec::new();
+    notebooks.retain(|&(id, open_s)| {
+        let Some(state) = s.engine().job(id).map(|j| j.state) else {
+            return false;
+        };
+        if state.is_final() {
+            return false;
+        }
+        let due = book.first_start(id).is_some_and(|t| now >= t + open_s);
+        if due && state == JobState::Held {
+            close.push(id);
+            return false;
+        }
+        true
+    });
+    for id in close {
+        s.act(id, crate::daemon::state::Action::Cancel, OWNER)?;
+    }
+    Ok(())
+}
+
+/// Who closes the notebooks.
+const OWNER: &str = "its owner (gantry sim)";
 
 /// The daemon's figures as `gantry sim` reports them.
 #[allow(clippy::too_many_arguments)]

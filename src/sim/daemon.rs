@@ -40,6 +40,7 @@ struct Scratch(PathBuf);
 
 impl Scratch {
     fn new(seed: u64) -> Result<Scratch, String> {
+        Scratch::sweep_abandoned();
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.subsec_nanos());
@@ -48,6 +49,33 @@ impl Scratch {
         std::fs::create_dir_all(&dir)
             .map_err(|e| format!("cannot create {} for the run's journal: {e}", dir.display()))?;
         Ok(Scratch(dir))
+    }
+}
+
+impl Scratch {
+    /// Removes the scratch directories of runs whose process is gone (interrupted: a
+    /// `kill` runs no destructor). A directory is named `gantry-sim-PID-…`.
+    fn sweep_abandoned() {
+        let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
+            return;
+        };
+        for e in entries.flatten() {
+            let name = e.file_name();
+            let Some(pid) = name
+                .to_str()
+                .and_then(|n| n.strip_prefix("gantry-sim-"))
+                .and_then(|rest| rest.split('-').next())
+                .and_then(|p| p.parse::<libc::pid_t>().ok())
+            else {
+                continue;
+            };
+            // SAFETY: signal 0 only asks whether the process exists; nothing is sent.
+            let gone = unsafe { libc::kill(pid, 0) } == -1
+                && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH);
+            if gone {
+                let _ = std::fs::remove_dir_all(e.path());
+            }
+        }
     }
 }
 
@@ -421,6 +449,24 @@ mod tests {
     use super::*;
     use crate::config::fleet::{parse, DEFAULT_FLEET};
     use crate::sim::mix::{generate, MixConfig};
+
+    #[test]
+    fn a_scratch_directory_left_by_a_killed_run_is_removed_and_a_live_ones_kept() {
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let dead = child.id();
+        child.wait().unwrap();
+        let tmp = std::env::temp_dir();
+        let left = tmp.join(format!("gantry-sim-{dead}-1-7"));
+        let live = tmp.join(format!("gantry-sim-{}-1-7", std::process::id()));
+        for d in [&left, &live] {
+            std::fs::create_dir_all(d).unwrap();
+            std::fs::write(d.join("sim.db"), b"x").unwrap();
+        }
+        Scratch::sweep_abandoned();
+        assert!(!left.exists(), "the dead run's directory is removed");
+        assert!(live.exists(), "a running one's is kept");
+        std::fs::remove_dir_all(&live).unwrap();
+    }
 
     #[test]
     fn every_workload_job_is_a_spec_the_daemon_resolves_to_the_same_request() {

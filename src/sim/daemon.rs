@@ -169,6 +169,7 @@ pub fn run(cfg: &FleetConfig, jobs: &[SimJob], sim: &SimConfig) -> Result<SetupR
     cfg.scale.rebalance &= sim.consolidate;
     let cfg = &cfg;
     let mut s = State::open(&scratch.0.join("sim.db"), cfg, &opts).map_err(|e| e.to_string())?;
+    s.set_history_kept(sim.history_kept);
     let err = |e: crate::daemon::engine::EngineError| e.to_string();
     let fleet = fleet_at_max(cfg);
     let teams = teams_of(cfg);
@@ -362,11 +363,18 @@ fn results(
         .map(|i| fleet.pool_path(crate::model::PoolId(i as u32)))
         .collect();
     out.close_books(&t.by_capacity, &t.by_pool, &idle, &paths);
-    // Bills and states, from the daemon's jobs.
+    // Bills and states: the ended jobs from the journal (the engine keeps only the newest in
+    // memory), the others — running or waiting, always in memory — with their current run.
     let teams = s.team_names();
     let mut team_spend = vec![0.0; teams.len()];
     let mut state_of: HashMap<i64, JobState> = HashMap::new();
-    for j in s.engine().jobs() {
+    for r in s.ended_jobs().unwrap_or_default() {
+        if let Some(t) = teams.iter().position(|n| *n == r.team) {
+            team_spend[t] += r.cost;
+        }
+        state_of.insert(r.id, r.state);
+    }
+    for j in s.engine().jobs().filter(|j| !j.state.is_final()) {
         team_spend[j.team] += j.cost_at(close);
         state_of.insert(j.id, j.state);
     }

@@ -48,6 +48,9 @@ pub struct SimConfig {
     pub consolidate: bool,
     /// Keep the text of every event (the hash is always kept).
     pub keep_events: bool,
+    /// Finished jobs the daemon keeps in memory (its own default); what is reported counts
+    /// every job, from the journal.
+    pub history_kept: usize,
 }
 
 impl Default for SimConfig {
@@ -62,6 +65,7 @@ impl Default for SimConfig {
             spot_notice_s: 120.0,
             consolidate: true,
             keep_events: false,
+            history_kept: crate::daemon::engine::HISTORY_KEPT,
         }
     }
 }

@@ -68,3 +68,25 @@ impl State {
         out
     }
 }
+
+impl State {
+    /// How many finished jobs the engine keeps in memory (`HISTORY_KEPT` unless set).
+    pub fn set_history_kept(&mut self, n: usize) {
+        self.engine.set_history_kept(n);
+    }
+
+    /// Every job that ended (completed, failed, cancelled), from the journal: the engine keeps
+    /// only the newest `HISTORY_KEPT` in memory, and a what-if run counts them all.
+    pub fn ended_jobs(&mut self) -> Result<Vec<crate::daemon::journal::JobRecord>, EngineError> {
+        let q = crate::daemon::journal::HistoryQuery {
+            since: f64::MIN,
+            until: f64::MAX,
+            team: None,
+            user: None,
+            states: Vec::new(),
+            limit: usize::MAX,
+            offset: 0,
+        };
+        Ok(self.engine.store().history(&q)?)
+    }
+}

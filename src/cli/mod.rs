@@ -120,8 +120,9 @@ enum Command {
     /// Replay a public cluster trace through the scheduler core.
     #[command(subcommand)]
     Replay(replay::ReplayCmd),
-    /// A seeded week of mixed work on the SIMULATED fleet: the naive setup vs gantry
-    /// (utilization, cost per useful GPU-hour, waits, spot, failures, elasticity).
+    /// A seeded week of mixed work on the SIMULATED fleet: the naive setup vs gantry — the
+    /// daemon itself, over the simulated backend (utilization, cost per useful GPU-hour, waits,
+    /// spot, failures, elasticity).
     Sim(sim::SimArgs),
     /// Benchmarks that print the figures gantry reports.
     #[command(subcommand)]

@@ -152,7 +152,8 @@ struct Tally {
     peak: usize,
 }
 
-/// Runs the week's `jobs` through the daemon's engine on the (already scaled) fleet file.
+/// Runs the week's `jobs` (sorted by arrival, as `mix::generate` makes them) through the
+/// daemon's engine on the (already scaled) fleet file.
 pub fn run(cfg: &FleetConfig, jobs: &[SimJob], sim: &SimConfig) -> Result<SetupResult, String> {
     let scratch = Scratch::new(sim.seed)?;
     let book = WorkBook::default();

@@ -11,8 +11,8 @@
 //! which only the simulated backend knows. Between two steps the fleet stands still; a run
 //! ends at its own time (billing stops there), and the next step sees it.
 
-use super::mix::{Kind, SimJob, EXPERIMENT, PRODUCTION, SERVING};
-use super::result::{ClassWait, SetupResult, SimConfig, TeamSpend};
+use super::mix::{Kind, SimJob};
+use super::result::{SetupResult, SimConfig};
 use crate::backend::sim::work::{WorkBook, WorkModel};
 use crate::config::fleet::{fleet_at_max, teams_of, FleetConfig};
 use crate::daemon::engine::Submission;
@@ -50,9 +50,7 @@ impl Scratch {
             .map_err(|e| format!("cannot create {} for the run's journal: {e}", dir.display()))?;
         Ok(Scratch(dir))
     }
-}
 
-impl Scratch {
     /// Removes the scratch directories of runs whose process is gone (interrupted: a
     /// `kill` runs no destructor). A directory is named `gantry-sim-PID-…`.
     fn sweep_abandoned() {
@@ -379,17 +377,13 @@ fn results(
         team_spend[j.team] += j.cost_at(close);
         state_of.insert(j.id, j.state);
     }
-    out.spend_by_team = teams
-        .iter()
-        .enumerate()
-        .filter(|(i, _)| t.team_held[*i] > 0.0)
-        .map(|(i, name)| TeamSpend {
-            team: name.clone(),
-            spend_usd: team_spend[i],
-            gpu_hours: t.team_held[i],
-        })
-        .collect();
-    out.idle_spend_usd = out.spend_usd - team_spend.iter().sum::<f64>();
+    out.bill_teams(
+        teams
+            .into_iter()
+            .zip(team_spend)
+            .zip(&t.team_held)
+            .map(|((team, usd), &held)| (team, usd, held)),
+    );
     let end = sim.days * 86_400.0;
     let mut waits: [Vec<f64>; 3] = Default::default();
     for (j, id) in jobs.iter().zip(ids) {
@@ -412,19 +406,7 @@ fn results(
             w.push(wait.max(0.0));
         }
     }
-    out.queue_wait = [SERVING, PRODUCTION, EXPERIMENT]
-        .iter()
-        .map(|&c| {
-            let w = &mut waits[c];
-            w.sort_by(f64::total_cmp);
-            ClassWait {
-                class: default_classes()[c].name.clone(),
-                jobs: w.len(),
-                p50_s: crate::stats::quantile(w, 0.5),
-                p99_s: crate::stats::quantile(w, 0.99),
-            }
-        })
-        .collect();
+    out.set_queue_waits(&mut waits);
     let c = &s.counters;
     out.preemptions = c.preemptions;
     out.spot_interruptions = c.spot_interruptions;

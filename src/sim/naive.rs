@@ -12,13 +12,13 @@
 //! Deterministic for a seed: events are ordered by (time, sequence) and every random draw comes
 //! from one seeded generator. Every event is hashed into `event_hash`.
 
-use super::mix::{Kind, SimJob, EXPERIMENT, PRODUCTION, SERVING};
-use super::result::{ClassWait, SetupResult, SimConfig, TeamSpend};
+use super::mix::{Kind, SimJob};
+use super::result::{SetupResult, SimConfig};
 use crate::config::fleet::{fleet_at_max, teams_of, FleetConfig, PoolConfig};
 use crate::model::idle::{cause_of, IdleCause, IdleLedger};
 use crate::model::Life;
 use crate::model::{
-    default_classes, CapacityType, Health, ModelId, NodeId, Placement, PoolId, PriorityClass, Team,
+    default_classes, CapacityType, Health, ModelId, NodeId, Placement, PoolId, Team,
 };
 use crate::scheduler::rng::draw_after;
 use crate::scheduler::rng::Rng;
@@ -104,7 +104,6 @@ pub struct World<'a> {
     placer: Placer,
     nodes: Vec<SimNode>,
     teams: Vec<Team>,
-    classes: Vec<PriorityClass>,
     queue: BinaryHeap<Reverse<(u64, u64, Ev)>>,
     seq: u64,
     now: f64,
@@ -269,7 +268,6 @@ impl<'a> World<'a> {
             team_spend: vec![(0.0, 0.0); teams.len()],
             teams,
             waits: vec![Vec::new(); classes.len()],
-            classes,
             nodes,
             queue: BinaryHeap::new(),
             seq: 0,
@@ -752,31 +750,13 @@ impl<'a> World<'a> {
         self.out
             .close_books(&self.capacity_use, &self.pool_use, &self.idle, &paths);
         let o = &mut self.out;
-        o.spend_by_team = self
-            .teams
-            .iter()
-            .zip(&self.team_spend)
-            .filter(|(_, s)| s.1 > 0.0)
-            .map(|(t, s)| TeamSpend {
-                team: t.name.clone(),
-                spend_usd: s.0,
-                gpu_hours: s.1,
-            })
-            .collect();
-        o.idle_spend_usd = o.spend_usd - self.team_spend.iter().map(|s| s.0).sum::<f64>();
-        o.queue_wait = [SERVING, PRODUCTION, EXPERIMENT]
-            .iter()
-            .map(|&c| {
-                let mut w = std::mem::take(&mut self.waits[c]);
-                w.sort_by(f64::total_cmp);
-                ClassWait {
-                    class: self.classes[c].name.clone(),
-                    jobs: w.len(),
-                    p50_s: crate::stats::quantile(&w, 0.5),
-                    p99_s: crate::stats::quantile(&w, 0.99),
-                }
-            })
-            .collect();
+        o.bill_teams(
+            self.teams
+                .iter()
+                .zip(&self.team_spend)
+                .map(|(t, s)| (t.name.clone(), s.0, s.1)),
+        );
+        o.set_queue_waits(&mut self.waits);
         o.useful_gpu_hours_by_kind = Kind::ALL
             .iter()
             .map(|k| (k.name().to_string(), self.useful_by_kind[*k as usize]))

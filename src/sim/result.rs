@@ -2,6 +2,7 @@
 //! — the same figures whether the daemon's engine ran the setup (gantry) or the naive model
 //! did (the baselines).
 
+use super::mix::{EXPERIMENT, PRODUCTION, SERVING};
 use crate::config::fleet::{fleet_sized, FleetConfig};
 use crate::model::idle::{IdleLedger, IdleShare};
 use crate::model::{CapacityType, Fleet};
@@ -198,6 +199,45 @@ impl SetupResult {
                 paid_gpu_hours: u.0,
                 held_gpu_hours: u.1,
                 idle: idle.pool_shares(i),
+            })
+            .collect();
+    }
+}
+
+impl SetupResult {
+    /// Each team's spend and held GPU-hours, as `(name, dollars, GPU-hours)`: the teams that
+    /// held any, and what no team's jobs were billed (the idle spend).
+    pub fn bill_teams(&mut self, teams: impl Iterator<Item = (String, f64, f64)>) {
+        let mut billed = 0.0;
+        self.spend_by_team.clear();
+        for (team, spend_usd, gpu_hours) in teams {
+            billed += spend_usd;
+            if gpu_hours > 0.0 {
+                self.spend_by_team.push(TeamSpend {
+                    team,
+                    spend_usd,
+                    gpu_hours,
+                });
+            }
+        }
+        self.idle_spend_usd = self.spend_usd - billed;
+    }
+
+    /// The waits before a first start of the workload's classes (serving, production,
+    /// experiment), from each class's waits, seconds, by the default classes' index.
+    pub fn set_queue_waits(&mut self, waits: &mut [Vec<f64>]) {
+        let classes = crate::model::default_classes();
+        self.queue_wait = [SERVING, PRODUCTION, EXPERIMENT]
+            .iter()
+            .map(|&c| {
+                let w = &mut waits[c];
+                w.sort_by(f64::total_cmp);
+                ClassWait {
+                    class: classes[c].name.clone(),
+                    jobs: w.len(),
+                    p50_s: crate::stats::quantile(w, 0.5),
+                    p99_s: crate::stats::quantile(w, 0.99),
+                }
             })
             .collect();
     }

@@ -66,8 +66,6 @@ pub struct Books {
     pub useful_gpu_s: f64,
     /// Useful GPU-seconds by the models' tags.
     pub useful_by_tag: HashMap<usize, f64>,
-    /// Runs ended, by how.
-    pub ended: HashMap<&'static str, u64>,
 }
 
 /// The books, shared by every pool's runner and the what-if run that reads them.
@@ -143,7 +141,6 @@ impl WorkBook {
         b.busy_gpu_s += rate * busy_s;
         b.useful_gpu_s += rate * useful_s;
         *b.useful_by_tag.entry(m.tag).or_default() += rate * useful_s;
-        *b.ended.entry(how.name()).or_default() += 1;
         let left = if how == Ended::Finished {
             0.0
         } else {
@@ -168,17 +165,6 @@ impl WorkBook {
     /// Reads the totals.
     pub fn read<T>(&self, f: impl FnOnce(&Books) -> T) -> T {
         f(&self.books())
-    }
-}
-
-impl Ended {
-    pub fn name(self) -> &'static str {
-        match self {
-            Ended::Finished => "finished",
-            Ended::Stopped => "stopped",
-            Ended::Killed => "killed",
-            Ended::WindowClosed => "window closed",
-        }
     }
 }
 

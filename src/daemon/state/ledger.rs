@@ -24,22 +24,12 @@ impl State {
         let fleet = self.engine.fleet();
         let mut out = vec![PoolNow::default(); self.nodes.pools.len()];
         let mut held = vec![0u64; fleet.nodes.len()];
-        let mut wanted = vec![false; fleet.models.len()];
-        for j in self.engine.jobs() {
-            if let Some(p) = &j.placement {
-                for g in &p.nodes {
-                    held[g.node.index()] += g.gpu_milli();
-                }
-            } else if j.state == JobState::Pending {
-                for (m, w) in wanted.iter_mut().enumerate() {
-                    *w |= j
-                        .request
-                        .models
-                        .rank(crate::model::ModelId(m as u16))
-                        .is_some();
-                }
+        for p in self.engine.jobs().filter_map(|j| j.placement.as_ref()) {
+            for g in &p.nodes {
+                held[g.node.index()] += g.gpu_milli();
             }
         }
+        let wanted = self.models_waited_for();
         for (i, n) in fleet.nodes.iter().enumerate() {
             let life = self.nodes.lives[i];
             if !life.paid() {
@@ -67,9 +57,7 @@ impl State {
         }
         out
     }
-}
 
-impl State {
     /// How many finished jobs the engine keeps in memory (`HISTORY_KEPT` unless set).
     pub fn set_history_kept(&mut self, n: usize) {
         self.engine.set_history_kept(n);

@@ -781,9 +781,6 @@ impl State {
         }
         self.elastic()?;
         self.consolidate()?;
-        if self.opened.opts.headless {
-            return self.account_budgets();
-        }
         self.sample_gpus();
         self.account_budgets()?;
         self.rebuild_snapshot();

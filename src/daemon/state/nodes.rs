@@ -514,7 +514,7 @@ impl State {
         Ok(())
     }
 
-    /// Defragmentation, planned as `gantry sim` plans it (`scheduler::moves`): a job that fits
+    /// Defragmentation, planned by `scheduler::moves` (`[scale] rebalance`): a job that fits
     /// nowhere and needs whole GPUs on one node gets a node already paid for, emptied by
     /// moving its jobs to room elsewhere, instead of one bought for it. The node is held for
     /// the job (nobody else is placed there) while its jobs checkpoint and requeue; the job
@@ -548,12 +548,12 @@ impl State {
         world.failed.map_or(Ok(()), Err)
     }
 
-    /// Consolidation, planned as `gantry sim` plans it (`scheduler::moves`): when no job
+    /// Consolidation, planned by `scheduler::moves` (`[scale] rebalance`): when no job
     /// waits for capacity, the least-used cloud node whose jobs all checkpoint and would all
     /// fit on other capacity already paid for is drained (cordoned; its jobs told to
     /// checkpoint, then requeued to start elsewhere) and given back once empty. One node at
-    /// a time, every few minutes — a move here takes its jobs' grace, where `gantry sim`'s
-    /// are instant: calm, and each step an event.
+    /// a time, every few minutes, each move taking its jobs' grace: calm, and each step an
+    /// event.
     pub(super) fn consolidate(&mut self) -> Result<(), EngineError> {
         if !self.nodes.rebalance || self.now < self.nodes.next_consolidate {
             return Ok(());

@@ -39,9 +39,9 @@ impl State {
     }
 
     /// Samples every GPU of every node that is up into its history (`history`), every 10 s
-    /// of the daemon's clock at most.
+    /// of the daemon's clock at most; a headless state (no client reads it) keeps none.
     pub(super) fn sample_gpus(&mut self) {
-        if self.now - self.history_at < 10.0 {
+        if self.opened.opts.headless || self.now - self.history_at < 10.0 {
             return;
         }
         self.history_at = self.now;
@@ -368,16 +368,23 @@ impl State {
             .map_or(0.0, |m| m.util_pct)
     }
 
-    /// Paid GPUs that nobody uses right now, by cause (`model::idle`'s vocabulary, as `gantry
-    /// sim` accounts them), with their price; causes with no GPUs are left out.
-    pub(super) fn idle_by_cause(&self) -> Vec<IdleNow> {
-        let fleet = self.engine.fleet();
-        let mut wanted = vec![false; fleet.models.len()];
+    /// Per GPU model (by index): whether a waiting job may use it (a free GPU of it idles
+    /// while work waits).
+    pub(super) fn models_waited_for(&self) -> Vec<bool> {
+        let mut wanted = vec![false; self.engine.fleet().models.len()];
         for j in self.engine.jobs().filter(|j| j.state == JobState::Pending) {
             for (m, w) in wanted.iter_mut().enumerate() {
                 *w |= j.request.models.rank(ModelId(m as u16)).is_some();
             }
         }
+        wanted
+    }
+
+    /// Paid GPUs that nobody uses right now, by cause (`model::idle`'s vocabulary, as `gantry
+    /// sim` accounts them), with their price; causes with no GPUs are left out.
+    pub(super) fn idle_by_cause(&self) -> Vec<IdleNow> {
+        let fleet = self.engine.fleet();
+        let wanted = self.models_waited_for();
         let mut out: Vec<IdleNow> = IdleCause::FREE
             .iter()
             .map(|&cause| IdleNow {

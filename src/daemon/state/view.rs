@@ -253,8 +253,12 @@ impl State {
         Some(text)
     }
 
-    /// Builds the snapshot afresh; readers holding the previous one keep it.
+    /// Builds the snapshot afresh; readers holding the previous one keep it. A headless state
+    /// (no client reads it) builds none.
     pub(super) fn rebuild_snapshot(&mut self) {
+        if self.opened.opts.headless {
+            return;
+        }
         self.snapshot = std::sync::Arc::new(self.build_snapshot());
     }
 

@@ -17,6 +17,7 @@ mod cluster;
 pub mod discover;
 pub mod ec2;
 pub mod enter;
+pub mod error;
 
 pub mod host_usage;
 pub mod kube;
@@ -110,18 +111,19 @@ impl std::fmt::Debug for Wake {
 /// The provisioner of a pool whose nodes are bought and given back (elastic capacity), or
 /// `None` where the nodes are simply there (this host, SSH hosts): as its backend builds it
 /// (`registry`): the simulated clouds', EC2's, Lambda's. `nodes` are the pool's node slots by name (its maximum), `now` the daemon's clock at
-/// open. The error says why a real cloud's cannot start (its credentials).
+/// open. The error says why a real cloud's cannot start (its credentials), at the pool.
 pub fn provisioner_for(
     p: &crate::config::fleet::PoolConfig,
     index: usize,
     nodes: &[String],
     opening: &Opening,
     now: f64,
-) -> Result<Option<Box<dyn Provisioner>>, String> {
+) -> Result<Option<Box<dyn Provisioner>>, error::OpenError> {
     registry::of_pool(p)
         .provisioner
         .map(|make| make(p, index, nodes, opening, now))
         .transpose()
+        .map_err(|why| error::OpenError::at(p, why))
 }
 
 /// What a provisioner reports about a node of its pool (`host`: its index in the pool).
@@ -169,14 +171,15 @@ pub trait Provisioner: Send {
 }
 
 /// The runner of a pool of the fleet file, as its backend builds it (`registry`). `nodes` are
-/// the fleet's names for the pool's nodes, host order. The error names the pool.
+/// the fleet's names for the pool's nodes, host order. The error names the pool and its kind.
 pub fn runner_for(
     p: &crate::config::fleet::PoolConfig,
     index: usize,
     nodes: Vec<String>,
     opening: &Opening,
-) -> Result<Box<dyn Runner>, String> {
+) -> Result<Box<dyn Runner>, error::OpenError> {
     (registry::of_pool(p).runner)(p, index, nodes, opening)
+        .map_err(|why| error::OpenError::at(p, why))
 }
 
 /// How an SSH or EC2 pool's hosts are reached.

@@ -4,18 +4,20 @@
 //! backend registered. `of` matches every `Backend` there is, so a backend added to the
 //! vocabulary without a registration here does not compile.
 
+use super::error::OpenWhy;
 use super::{Opening, Provisioner, Runner};
 use crate::config::fleet::{Backend, PoolConfig};
 
 /// Builds a pool's runner: the pool, its index in the fleet file, its nodes' names (host
-/// order) and what the daemon hands every runner. The error names the pool.
+/// order) and what the daemon hands every runner. The error is why, without the pool
+/// (`runner_for` says which).
 pub type MakeRunner =
-    fn(&PoolConfig, usize, Vec<String>, &Opening) -> Result<Box<dyn Runner>, String>;
+    fn(&PoolConfig, usize, Vec<String>, &Opening) -> Result<Box<dyn Runner>, OpenWhy>;
 
 /// Builds the provisioner of a pool whose nodes are bought and given back: the pool, its
 /// index, its node slots and the daemon's clock at open.
 pub type MakeProvisioner =
-    fn(&PoolConfig, usize, &[String], &Opening, f64) -> Result<Box<dyn Provisioner>, String>;
+    fn(&PoolConfig, usize, &[String], &Opening, f64) -> Result<Box<dyn Provisioner>, OpenWhy>;
 
 /// What a backend registers.
 pub struct Registration {

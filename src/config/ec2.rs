@@ -5,6 +5,7 @@
 //! `instance_type`, price, `capacity` on-demand or spot, `max_nodes`) is as for any pool.
 
 use super::fleet::PoolConfig;
+use super::problem::Problem;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -93,7 +94,7 @@ impl Ec2Settings {
 }
 
 /// An EC2 pool's settings, or another pool's absence of them.
-pub fn validate(p: &PoolConfig, name: &str) -> Result<(), String> {
+pub fn validate(p: &PoolConfig, name: &str) -> super::problem::Checked {
     let Some(e) = super::cloud::table_for(
         p,
         name,
@@ -107,89 +108,93 @@ pub fn validate(p: &PoolConfig, name: &str) -> Result<(), String> {
     };
     match (&e.image, &e.image_name) {
         (None, None) => {
-            return Err(format!(
+            return Err(Problem::at("ec2.image", format!(
                 "{name}: [pools.ec2] needs `image` (an AMI id, ami-…) or `image_name` (looked up, newest first)"
-            ))
+            )))
         }
         (Some(_), Some(_)) => {
-            return Err(format!(
+            return Err(Problem::at("ec2.image_name", format!(
                 "{name}: [pools.ec2] has both `image` and `image_name`: give one"
-            ))
+            )))
         }
         (Some(i), None) if !i.starts_with("ami-") => {
-            return Err(format!(
+            return Err(Problem::at("ec2.image", format!(
                 "{name}: [pools.ec2] image = \"{i}\" is not an AMI id (ami-…); to look one up by name write image_name = \"{i}\""
-            ))
+            )))
         }
         _ => {}
     }
     if !looks_like_region(&p.region) {
-        return Err(format!(
+        return Err(Problem::at("region", format!(
             "{name}: region = \"{}\" is not an AWS region name (like us-east-1, eu-west-2, ap-northeast-1)",
             p.region
-        ));
+        )));
     }
     // A region gantry does not know is a typo more often than a new region (whose endpoint
     // would not answer); with its own endpoint_url a pool may name any.
     if !REGIONS.contains(&p.region.as_str()) && e.endpoint_url.is_none() {
         let hint = crate::spec::did_you_mean(&p.region, &REGIONS)
             .map_or(String::new(), |m| format!("; did you mean `{m}`?"));
-        return Err(format!(
+        return Err(Problem::at("region", format!(
             "{name}: region = \"{}\" is not an AWS region{hint} (a region newer than this gantry: give its endpoint_url in [pools.ec2])",
             p.region
-        ));
+        )));
     }
     let any_zone = e.zones.iter().any(|z| z == ANY_ZONE);
     if any_zone && e.zones.len() > 1 {
-        return Err(format!(
+        return Err(Problem::at("ec2.zones", format!(
             "{name}: [pools.ec2] zones = [\"*\"] stands alone (every zone of the region offering the type, cheapest first); or list zones to try in order"
-        ));
+        )));
     }
     for z in e.zones_or(&p.zone).iter().filter(|_| !any_zone) {
         if !z.starts_with(&p.region) || z.len() <= p.region.len() {
-            return Err(format!(
-                "{name}: zone `{z}` is not a zone of region {} (like {}a)",
-                p.region, p.region
+            return Err(Problem::at(
+                "ec2.zones",
+                format!(
+                    "{name}: zone `{z}` is not a zone of region {} (like {}a)",
+                    p.region, p.region
+                ),
             ));
         }
     }
     for z in e.subnets.keys().filter(|_| !any_zone) {
         if !e.zones_or(&p.zone).contains(z) {
-            return Err(format!(
+            return Err(Problem::at("ec2.subnets", format!(
                 "{name}: [pools.ec2] subnets names zone `{z}`, which the pool does not try (zones: {})",
                 e.zones_or(&p.zone).join(", ")
-            ));
+            )));
         }
     }
-    check_ssh_host(e.ssh_host(), name, "ec2")?;
+    check_ssh_host(e.ssh_host(), name, "ec2").map_err(|m| Problem::at("ec2.ssh_host", m))?;
     if p.capacity == crate::model::CapacityType::Reserved {
-        return Err(format!(
+        return Err(Problem::at("capacity", format!(
             "{name}: an EC2 pool buys its nodes: capacity = \"on-demand\" or \"spot\" (not reserved)"
-        ));
+        )));
     }
     if p.is_auto() {
-        return Err(format!(
+        return Err(Problem::at("gpu", format!(
             "{name}: an EC2 pool declares what it buys: gpu and gpus_per_node of its instance_type (not \"auto\")"
-        ));
+        )));
     }
     if let Some(d) = &e.reachable_within {
         if crate::spec::parse_duration(d).is_none_or(|s| !(10.0..=86_400.0).contains(&s)) {
-            return Err(format!(
+            return Err(Problem::at("ec2.reachable_within", format!(
                 "{name}: [pools.ec2] reachable_within `{d}` must be a duration from 10s to 1d, e.g. 10m"
-            ));
+            )));
         }
     }
     if let Some(u) = &e.metadata_url {
         if !(u.starts_with("http://") || u.starts_with("https://")) {
-            return Err(format!(
+            return Err(Problem::at("ec2.metadata_url", format!(
                 "{name}: [pools.ec2] metadata_url = \"{u}\" must be an http:// URL (EC2's is http://169.254.169.254)"
-            ));
+            )));
         }
     }
     if let Some(f) = &e.fleet {
         if f.is_empty() || f.len() > 200 {
-            return Err(format!(
-                "{name}: [pools.ec2] fleet must be 1 to 200 characters"
+            return Err(Problem::at(
+                "ec2.fleet",
+                format!("{name}: [pools.ec2] fleet must be 1 to 200 characters"),
             ));
         }
     }
@@ -283,7 +288,9 @@ mod tests {
             "image = \"ami-0123\"\nzones = [\"*\"]"
         ))
         .is_ok());
-        for (text, want) in [
+        // Each at the line that writes the field it is about (the pool's header is line 4,
+        // its `[pools.ec2]` line 21), or the table where the field it needs is missing.
+        for (text, want, line) in [
             (
                 pool(
                     "us-east-1",
@@ -291,18 +298,22 @@ mod tests {
                     "image = \"ami-0123\"\nzones = [\"*\", \"us-east-1b\"]",
                 ),
                 "zones = [\"*\"] stands alone",
+                23,
             ),
             (
                 pool("us-est-1", "us-est-1a", "image = \"ami-0123\""),
                 "region = \"us-est-1\" is not an AWS region; did you mean `us-east-1`?",
+                8,
             ),
             (
                 pool("us-east-1", "us-east-1a", "image_owner = \"amazon\""),
                 "needs `image` (an AMI id, ami-…) or `image_name`",
+                21,
             ),
             (
                 pool("us-east-1", "us-east-1a", "image = \"ubuntu-22.04\""),
                 "is not an AMI id (ami-…); to look one up by name write image_name",
+                22,
             ),
             (
                 pool(
@@ -311,6 +322,7 @@ mod tests {
                     "image = \"ami-0123\"\nzones = [\"eu-west-1a\"]",
                 ),
                 "zone `eu-west-1a` is not a zone of region us-east-1",
+                23,
             ),
             (
                 pool(
@@ -319,6 +331,7 @@ mod tests {
                     "image = \"ami-0123\"\nssh_host = \"{ip}\"",
                 ),
                 "allowed fields are {public_ip}, {private_ip}",
+                23,
             ),
             (
                 pool(
@@ -327,18 +340,18 @@ mod tests {
                     "image = \"ami-0123\"\nsecret_key = \"x\"",
                 ),
                 "unknown field `secret_key`",
+                23,
             ),
         ] {
             let e = parse(&text).unwrap_err();
             assert!(e.message.contains(want), "{e}");
-            assert!(e.line >= 4, "at the pool: {e}");
+            assert_eq!(e.line, line, "{e}");
         }
         let reserved = pool("us-east-1", "us-east-1a", "image = \"ami-0123\"")
             .replace("on-demand", "reserved");
-        assert!(parse(&reserved)
-            .unwrap_err()
-            .message
-            .contains("capacity = \"on-demand\" or \"spot\""));
+        let e = parse(&reserved).unwrap_err();
+        assert!(e.message.contains("capacity = \"on-demand\" or \"spot\""));
+        assert_eq!((e.line, e.col), (16, 1), "{e}");
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! image gantry's pods run, checked before the daemon connects.
 
 use super::fleet::{Backend, PoolConfig};
+use super::problem::{Checked, Problem};
 use serde::{Deserialize, Serialize};
 
 /// `[pools.kubernetes]`: which cluster, where gantry's pods go and what they run, and — for a
@@ -37,7 +38,7 @@ impl KubeSettings {
 }
 
 /// A Kubernetes pool's settings, or another pool's absence of them.
-pub fn validate(p: &PoolConfig, name: &str) -> Result<(), String> {
+pub fn validate(p: &PoolConfig, name: &str) -> Checked {
     let Some(k) = super::pool::backend_table(
         p,
         name,
@@ -54,18 +55,23 @@ pub fn validate(p: &PoolConfig, name: &str) -> Result<(), String> {
         ("pool_label", k.pool_label.is_some()),
         ("block_label", k.block_label.is_some()),
     ];
+    let at = |field: &str| match field {
+        "node_selector" => "kubernetes.node_selector",
+        "pool_label" => "kubernetes.pool_label",
+        _ => "kubernetes.block_label",
+    };
     if p.is_auto() {
         return auto_pool(p, k, name);
     }
     if let Some((field, _)) = auto_only.iter().find(|(_, set)| *set) {
-        return Err(format!(
+        return Err(Problem::at(at(field), format!(
             "{name}: `{field}` is for gpu = \"auto\" Kubernetes pools (built from the nodes they select); this one lists its nodes (`hosts`)"
-        ));
+        )));
     }
     if p.hosts.is_empty() {
-        return Err(format!(
+        return Err(Problem::at("hosts", format!(
             "{name}: a provider = \"kubernetes\" pool needs `hosts`: its nodes, e.g. hosts = [\"gpu-node-1\", \"gpu-node-2\"] (`gantry kube` lists them)"
-        ));
+        )));
     }
     for h in &p.hosts {
         // A DNS-1123 subdomain, as node names are.
@@ -74,9 +80,9 @@ pub fn validate(p: &PoolConfig, name: &str) -> Result<(), String> {
             && h.chars()
                 .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.');
         if !ok {
-            return Err(format!(
+            return Err(Problem::at("hosts", format!(
                 "{name}: hosts: `{h}` is not a Kubernetes node name (lowercase letters, digits, '-' and '.')"
-            ));
+            )));
         }
     }
     common(k, name)?;
@@ -84,12 +90,12 @@ pub fn validate(p: &PoolConfig, name: &str) -> Result<(), String> {
 }
 
 /// What every Kubernetes pool needs: its image, a namespace and DCGM address that can be.
-fn common(p: &KubeSettings, name: &str) -> Result<(), String> {
+fn common(p: &KubeSettings, name: &str) -> Checked {
     match p.image.as_deref() {
         None | Some("") => {
-            return Err(format!(
+            return Err(Problem::at("kubernetes.image", format!(
                 "{name}: [pools.kubernetes] needs `image`: the container image gantry's pods run, e.g. image = \"nvcr.io/nvidia/pytorch:25.01-py3\""
-            ))
+            )))
         }
         Some(_) => {}
     }
@@ -100,16 +106,16 @@ fn common(p: &KubeSettings, name: &str) -> Result<(), String> {
                 .chars()
                 .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
         if !ok {
-            return Err(format!(
+            return Err(Problem::at("kubernetes.namespace", format!(
                 "{name}: namespace = \"{ns}\" is not a Kubernetes namespace name (lowercase letters, digits and '-')"
-            ));
+            )));
         }
     }
     if let Some(url) = &p.dcgm {
         if !url.starts_with("http://") {
-            return Err(format!(
+            return Err(Problem::at("kubernetes.dcgm", format!(
                 "{name}: dcgm = \"{url}\" is not an http:// URL: give the DCGM exporter's metrics address, e.g. dcgm = \"http://nvidia-dcgm-exporter.gpu-operator:9400/metrics\" (https is not read yet)"
-            ));
+            )));
         }
     }
     Ok(())
@@ -117,31 +123,38 @@ fn common(p: &KubeSettings, name: &str) -> Result<(), String> {
 
 /// A `gpu = "auto"` pool: gantry builds its pools from the nodes `node_selector` selects, so
 /// it lists none and declares no GPUs.
-fn auto_pool(p: &PoolConfig, k: &KubeSettings, name: &str) -> Result<(), String> {
+fn auto_pool(p: &PoolConfig, k: &KubeSettings, name: &str) -> Checked {
     if !p.hosts.is_empty() {
-        return Err(format!(
+        return Err(Problem::at("hosts", format!(
             "{name}: a gpu = \"auto\" Kubernetes pool takes the nodes `node_selector` selects; leave `hosts` out (or declare the pool's gpu and list its hosts)"
-        ));
+        )));
     }
     if p.gpus_per_node > 0 || p.vram_gb > 0 || p.mig_gpus_per_node > 0 {
-        return Err(format!(
+        return Err(Problem::at("gpus_per_node", format!(
             "{name}: gpu = \"auto\": the GPUs come from the nodes' labels (GPU Feature Discovery); leave gpus_per_node, vram_gb and mig_gpus_per_node out"
-        ));
+        )));
     }
     if let Some(sel) = &k.node_selector {
-        check_selector(sel).map_err(|e| format!("{name}: node_selector = \"{sel}\": {e}"))?;
+        check_selector(sel).map_err(|e| {
+            Problem::at(
+                "kubernetes.node_selector",
+                format!("{name}: node_selector = \"{sel}\": {e}"),
+            )
+        })?;
     }
-    for (field, label) in [
-        ("pool_label", &k.pool_label),
-        ("block_label", &k.block_label),
+    for (field, at, label) in [
+        ("pool_label", "kubernetes.pool_label", &k.pool_label),
+        ("block_label", "kubernetes.block_label", &k.block_label),
     ] {
         if let Some(l) = label {
-            check_label_key(l).map_err(|e| format!("{name}: {field} = \"{l}\": {e}"))?;
+            check_label_key(l)
+                .map_err(|e| Problem::at(at, format!("{name}: {field} = \"{l}\": {e}")))?;
         }
     }
     if p.max_nodes.is_some() || p.min_nodes > 0 {
-        return Err(format!(
-            "{name}: a Kubernetes pool is the cluster's nodes: no min_nodes or max_nodes"
+        return Err(Problem::at(
+            "max_nodes",
+            format!("{name}: a Kubernetes pool is the cluster's nodes: no min_nodes or max_nodes"),
         ));
     }
     common(k, name)

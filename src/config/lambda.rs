@@ -6,6 +6,7 @@
 //! is as for any pool. Lambda sells on-demand only.
 
 use super::fleet::PoolConfig;
+use super::problem::Problem;
 use serde::{Deserialize, Serialize};
 
 /// `[pools.lambda]`.
@@ -97,7 +98,7 @@ impl LambdaSettings {
 }
 
 /// A Lambda pool's settings, or another pool's absence of them.
-pub fn validate(p: &PoolConfig, name: &str) -> Result<(), String> {
+pub fn validate(p: &PoolConfig, name: &str) -> super::problem::Checked {
     let Some(l) = super::cloud::table_for(
         p,
         name,
@@ -110,30 +111,33 @@ pub fn validate(p: &PoolConfig, name: &str) -> Result<(), String> {
         return Ok(());
     };
     if l.ssh_key_name.as_deref().is_none_or(str::is_empty) {
-        return Err(format!(
+        return Err(Problem::at("lambda.ssh_key_name", format!(
             "{name}: [pools.lambda] needs ssh_key_name: the SSH key (as named in your Lambda account) installed on each instance; with ssh_public_key = \"~/.ssh/id_ed25519.pub\" gantry registers it if the account has none of that name"
-        ));
+        )));
     }
     for r in l.regions_or(&p.region) {
         if !REGIONS.contains(&r.as_str()) && l.endpoint_url.is_none() {
             let hint = crate::spec::did_you_mean(&r, &REGIONS)
                 .map_or(String::new(), |m| format!("; did you mean `{m}`?"));
-            return Err(format!(
-                "{name}: `{r}` is not a Lambda Cloud region{hint} (regions: {})",
-                REGIONS.join(", ")
+            return Err(Problem::at(
+                "lambda.regions",
+                format!(
+                    "{name}: `{r}` is not a Lambda Cloud region{hint} (regions: {})",
+                    REGIONS.join(", ")
+                ),
             ));
         }
     }
     if p.capacity != crate::model::CapacityType::OnDemand {
-        return Err(format!(
+        return Err(Problem::at("capacity", format!(
             "{name}: Lambda Cloud sells on-demand instances only: capacity = \"on-demand\" (got \"{}\")",
             p.capacity
-        ));
+        )));
     }
     if p.is_auto() {
-        return Err(format!(
+        return Err(Problem::at("gpu", format!(
             "{name}: a Lambda pool declares what it buys: gpu and gpus_per_node of its instance_type (not \"auto\")"
-        ));
+        )));
     }
     // Lambda's types say their GPU count: gpu_8x_h100_sxm5.
     let count = p
@@ -143,28 +147,37 @@ pub fn validate(p: &PoolConfig, name: &str) -> Result<(), String> {
         .and_then(|(n, _)| n.parse::<u8>().ok());
     match count {
         None if !p.instance_type.starts_with("cpu_") => {
-            return Err(format!(
+            return Err(Problem::at("instance_type", format!(
                 "{name}: instance_type = \"{}\" is not a Lambda Cloud instance type (like gpu_1x_a10, gpu_8x_h100_sxm5)",
                 p.instance_type
-            ))
+            )))
         }
         Some(n) if n != p.gpus_per_node => {
-            return Err(format!(
+            return Err(Problem::at("gpus_per_node", format!(
                 "{name}: instance_type = \"{}\" has {n} GPU(s) but gpus_per_node = {}",
                 p.instance_type, p.gpus_per_node
-            ))
+            )))
         }
         _ => {}
     }
-    super::ec2::check_ssh_host(l.ssh_host(), name, "lambda")?;
-    for (field, value, least) in [
-        ("reachable_within", &l.reachable_within, 10.0),
-        ("launch_every", &l.launch_every, 0.0),
+    super::ec2::check_ssh_host(l.ssh_host(), name, "lambda")
+        .map_err(|m| Problem::at("lambda.ssh_host", m))?;
+    for (field, at, value, least) in [
+        (
+            "reachable_within",
+            "lambda.reachable_within",
+            &l.reachable_within,
+            10.0,
+        ),
+        ("launch_every", "lambda.launch_every", &l.launch_every, 0.0),
     ] {
         if let Some(d) = value {
             if crate::spec::parse_duration(d).is_none_or(|s| !(least..=86_400.0).contains(&s)) {
-                return Err(format!(
-                    "{name}: [pools.lambda] {field} `{d}` must be a duration up to 1d, e.g. 10m"
+                return Err(Problem::at(
+                    at,
+                    format!(
+                        "{name}: [pools.lambda] {field} `{d}` must be a duration up to 1d, e.g. 10m"
+                    ),
                 ));
             }
         }
@@ -172,8 +185,9 @@ pub fn validate(p: &PoolConfig, name: &str) -> Result<(), String> {
     if let Some(f) = &l.fleet {
         // The instance's name carries it (Lambda names are at most 64 characters).
         if f.is_empty() || f.contains('/') || f.len() > 24 {
-            return Err(format!(
-                "{name}: [pools.lambda] fleet must be 1 to 24 characters without `/`"
+            return Err(Problem::at(
+                "lambda.fleet",
+                format!("{name}: [pools.lambda] fleet must be 1 to 24 characters without `/`"),
             ));
         }
     }

@@ -11,6 +11,7 @@ pub mod kube;
 pub mod lambda;
 pub mod paths;
 pub mod pool;
+pub mod problem;
 pub mod reload;
 pub mod slurm;
 pub mod ssh;

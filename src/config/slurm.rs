@@ -2,6 +2,7 @@
 //! connects (a wrong entry is named with what is wrong in it).
 
 use super::fleet::{Backend, PoolConfig};
+use super::problem::Problem;
 use serde::{Deserialize, Serialize};
 
 /// `[pools.slurm]`: which slurmrestd gantry talks to, where its jobs go and who it is there.
@@ -19,7 +20,7 @@ pub struct SlurmSettings {
 }
 
 /// A Slurm pool's settings, or another pool's absence of them.
-pub fn validate(p: &PoolConfig, name: &str) -> Result<(), String> {
+pub fn validate(p: &PoolConfig, name: &str) -> super::problem::Checked {
     let Some(s) = super::pool::backend_table(
         p,
         name,
@@ -31,37 +32,41 @@ pub fn validate(p: &PoolConfig, name: &str) -> Result<(), String> {
         return Ok(());
     };
     let Some(url) = &s.slurmrestd else {
-        return Err(format!(
+        return Err(Problem::at("slurm.slurmrestd", format!(
             "{name}: [pools.slurm] needs `slurmrestd`, e.g. slurmrestd = \"unix:/run/slurmrestd.sock\" or \"http://head:6820\""
-        ));
+        )));
     };
     if !(url.starts_with("unix:/") || url.starts_with("http://") || url.starts_with("https://")) {
-        return Err(format!(
+        return Err(Problem::at("slurm.slurmrestd", format!(
             "{name}: [pools.slurm] slurmrestd = \"{url}\": expected http://HOST:PORT or unix:/PATH/TO/SOCKET"
-        ));
+        )));
     }
     if p.is_auto() {
         // Built from the cluster (`backend::slurm::discover`): `hosts`, where given, only
         // narrows it down.
         if p.gpus_per_node > 0 || p.vram_gb > 0 || p.mig_gpus_per_node > 0 {
-            return Err(format!(
+            return Err(Problem::at("gpus_per_node", format!(
                 "{name}: gpu = \"auto\": the GPUs come from the nodes' GRES; leave gpus_per_node and vram_gb out"
-            ));
+            )));
         }
         if p.max_nodes.is_some() || p.min_nodes > 0 {
-            return Err(format!(
-                "{name}: a Slurm pool is the cluster's nodes: no min_nodes or max_nodes"
+            return Err(Problem::at(
+                "max_nodes",
+                format!("{name}: a Slurm pool is the cluster's nodes: no min_nodes or max_nodes"),
             ));
         }
     } else if p.hosts.is_empty() {
-        return Err(format!(
+        return Err(Problem::at("hosts", format!(
             "{name}: a provider = \"slurm\" pool needs `hosts`: its Slurm nodes, e.g. hosts = [\"gpu-a\", \"gpu-b\"] (`gantry slurm --fleet` prints them) — or gpu = \"auto\", and gantry builds the pools from the cluster's nodes"
-        ));
+        )));
     }
     for h in &p.hosts {
         if h.is_empty() || h.contains(|c: char| c.is_whitespace() || ",[]".contains(c)) {
-            return Err(format!(
-                "{name}: hosts: `{h}` is not a Slurm node name (one node per entry; no ranges)"
+            return Err(Problem::at(
+                "hosts",
+                format!(
+                    "{name}: hosts: `{h}` is not a Slurm node name (one node per entry; no ranges)"
+                ),
             ));
         }
     }

@@ -2,6 +2,7 @@
 //! tries to connect (a wrong entry is named with what is wrong in it).
 
 use super::fleet::PoolConfig;
+use super::problem::{Checked, Problem};
 use serde::{Deserialize, Serialize};
 
 /// `[pools.ssh]`: how the daemon's `ssh` reaches a pool's hosts — an SSH pool's, or the
@@ -24,12 +25,12 @@ fn reached_over_ssh(p: &PoolConfig) -> bool {
 }
 
 /// An SSH pool's hosts and options, or another pool's absence of them.
-pub fn validate(p: &PoolConfig, name: &str) -> Result<(), String> {
+pub fn validate(p: &PoolConfig, name: &str) -> Checked {
     if p.ssh.is_some() && !reached_over_ssh(p) {
-        return Err(format!(
+        return Err(Problem::at("ssh", format!(
             "{name}: [pools.ssh] is for the pools gantry reaches over SSH (backend = \"ssh\", \"ec2\" or \"lambda\"); this one is driven by the {} backend",
             p.backend().name()
-        ));
+        )));
     }
     let ssh_only = [
         ("hosts", !p.hosts.is_empty() && !p.lists_cluster_nodes()),
@@ -41,10 +42,10 @@ pub fn validate(p: &PoolConfig, name: &str) -> Result<(), String> {
     if p.buys_machines() {
         // Its instances are reached over SSH as hosts are; gantry lists them itself.
         if !p.hosts.is_empty() {
-            return Err(format!(
+            return Err(Problem::at("hosts", format!(
                 "{name}: a {} pool's hosts are the instances gantry buys: no `hosts` (max_nodes bounds them)",
                 p.backend().name()
-            ));
+            )));
         }
         return lost_after_ok(p, name);
     }
@@ -52,13 +53,17 @@ pub fn validate(p: &PoolConfig, name: &str) -> Result<(), String> {
         return none_set(p, name, "ssh", &ssh_only);
     }
     if p.hosts.is_empty() {
-        return Err(format!(
+        return Err(Problem::at("hosts", format!(
             "{name}: a provider = \"ssh\" pool needs `hosts`, e.g. hosts = [\"gpu1.example\", \"ubuntu@10.0.0.12:2222\"]"
-        ));
+        )));
     }
     for h in &p.hosts {
-        Destination::parse(h)
-            .map_err(|e| format!("{name}: hosts: {e} (expected [user@]host[:port])"))?;
+        Destination::parse(h).map_err(|e| {
+            Problem::at(
+                "hosts",
+                format!("{name}: hosts: {e} (expected [user@]host[:port])"),
+            )
+        })?;
     }
     listed_nodes(
         p,
@@ -71,33 +76,48 @@ pub fn validate(p: &PoolConfig, name: &str) -> Result<(), String> {
 /// What a pool of listed machines (SSH hosts, Slurm nodes) must be: each listed once, one
 /// node each, no elastic bounds, a sane `lost_after`. `what` names an entry ("host"), `is`
 /// says what the pool is when it has min/max bounds.
-pub(super) fn listed_nodes(p: &PoolConfig, name: &str, what: &str, is: &str) -> Result<(), String> {
+pub(super) fn listed_nodes(p: &PoolConfig, name: &str, what: &str, is: &str) -> Checked {
     if let Some(dup) = p
         .hosts
         .iter()
         .enumerate()
         .find_map(|(i, h)| p.hosts[..i].contains(h).then_some(h))
     {
-        return Err(format!("{name}: {what} `{dup}` is listed twice"));
+        return Err(Problem::at(
+            "hosts",
+            format!("{name}: {what} `{dup}` is listed twice"),
+        ));
     }
     if p.nodes as usize != p.hosts.len() {
-        return Err(format!(
-            "{name}: nodes = {} but {} {what}(s) are listed: one node per {what} (leave `nodes` out)",
-            p.nodes,
-            p.hosts.len()
+        return Err(Problem::at(
+            "nodes",
+            format!(
+                "{name}: nodes = {} but {} {what}(s) are listed: one node per {what} (leave `nodes` out)",
+                p.nodes,
+                p.hosts.len()
+            ),
         ));
     }
     if p.max_nodes.is_some_and(|m| m != p.nodes) || p.min_nodes > 0 {
-        return Err(format!("{name}: {is}: no min_nodes or max_nodes"));
+        let field = if p.min_nodes > 0 {
+            "min_nodes"
+        } else {
+            "max_nodes"
+        };
+        return Err(Problem::at(
+            field,
+            format!("{name}: {is}: no min_nodes or max_nodes"),
+        ));
     }
     lost_after_ok(p, name)
 }
 
-fn lost_after_ok(p: &PoolConfig, name: &str) -> Result<(), String> {
+fn lost_after_ok(p: &PoolConfig, name: &str) -> Checked {
     if let Some(d) = &p.lost_after {
         if crate::spec::parse_duration(d).is_none_or(|s| !(1.0..=86_400.0).contains(&s)) {
-            return Err(format!(
-                "{name}: lost_after `{d}` must be a duration from 1s to 1d, e.g. 2m"
+            return Err(Problem::at(
+                "lost_after",
+                format!("{name}: lost_after `{d}` must be a duration from 1s to 1d, e.g. 2m"),
             ));
         }
     }
@@ -109,14 +129,14 @@ pub(super) fn none_set(
     p: &PoolConfig,
     name: &str,
     provider: &str,
-    fields: &[(&str, bool)],
-) -> Result<(), String> {
+    fields: &[(&'static str, bool)],
+) -> Checked {
     match fields.iter().find(|(_, set)| *set) {
-        Some((field, _)) => Err(format!(
+        Some((field, _)) => Err(Problem::at(field, format!(
             "{name}: `{field}` is for provider = \"{provider}\" pools, or backend = \"{provider}\" (this one is provider = \"{}\", driven by the {} backend)",
             p.provider,
             p.backend().name()
-        )),
+        ))),
         None => Ok(()),
     }
 }

@@ -5,10 +5,11 @@
 //! `nodes_per_nvlink`) suits pools whose nodes are numbered in rack order.
 
 use super::fleet::PoolConfig;
+use super::problem::Problem;
 use std::collections::{BTreeMap, HashMap};
 
 /// The pool's `leaves` and `nvlink_domains`, or why they are wrong.
-pub fn validate(p: &PoolConfig, name: &str) -> Result<(), String> {
+pub fn validate(p: &PoolConfig, name: &str) -> super::problem::Checked {
     for (field, groups, counted) in [
         ("leaves", &p.leaves, p.nodes_per_leaf.is_some()),
         (
@@ -21,9 +22,9 @@ pub fn validate(p: &PoolConfig, name: &str) -> Result<(), String> {
             continue;
         }
         if p.hosts.is_empty() {
-            return Err(format!(
+            return Err(Problem::at("hosts", format!(
                 "{name}: `{field}` names hosts, and this pool lists none (`hosts`); use nodes_per_leaf / nodes_per_nvlink for numbered nodes"
-            ));
+            )));
         }
         if counted {
             let other = if field == "leaves" {
@@ -31,26 +32,36 @@ pub fn validate(p: &PoolConfig, name: &str) -> Result<(), String> {
             } else {
                 "nodes_per_nvlink"
             };
-            return Err(format!(
-                "{name}: `{field}` and `{other}` both say which nodes are together: keep one"
+            return Err(Problem::at(
+                field,
+                format!(
+                    "{name}: `{field}` and `{other}` both say which nodes are together: keep one"
+                ),
             ));
         }
         let index = host_index(p);
         let mut seen: BTreeMap<&str, &str> = BTreeMap::new();
         for (group, hosts) in groups {
             if group.trim().is_empty() {
-                return Err(format!("{name}: `{field}` has a group with an empty name"));
+                return Err(Problem::at(
+                    field,
+                    format!("{name}: `{field}` has a group with an empty name"),
+                ));
             }
             for h in hosts {
                 if !index.contains_key(h.as_str()) {
-                    return Err(format!(
-                        "{name}: {field}.{group}: `{h}` is not one of the pool's hosts ({})",
-                        p.hosts.join(", ")
+                    return Err(Problem::at(
+                        field,
+                        format!(
+                            "{name}: {field}.{group}: `{h}` is not one of the pool's hosts ({})",
+                            p.hosts.join(", ")
+                        ),
                     ));
                 }
                 if let Some(first) = seen.insert(h, group) {
-                    return Err(format!(
-                        "{name}: {field}: `{h}` is in both `{first}` and `{group}`"
+                    return Err(Problem::at(
+                        field,
+                        format!("{name}: {field}: `{h}` is in both `{first}` and `{group}`"),
                     ));
                 }
             }

@@ -14,6 +14,19 @@ pub(super) fn validate(file: &str, text: &str, cfg: &FleetConfig) -> Result<(), 
             message,
         }
     };
+    // A pool's problem, at the line of the field it is about.
+    let at_field = |i: usize, problem: super::problem::Problem| {
+        let (line, col) = match problem.field {
+            Some(field) => super::problem::field_position(text, i, field),
+            None => table_position(text, "pools", i),
+        };
+        ConfigError {
+            file: file.to_string(),
+            line,
+            col,
+            message: problem.message,
+        }
+    };
     for (i, p) in cfg.pools.iter().enumerate() {
         let name = format!("pool `{}/{}/{}/{}`", p.provider, p.region, p.zone, p.name);
         if let Some(j) = cfg.pools[..i].iter().position(|q| {
@@ -25,23 +38,23 @@ pub(super) fn validate(file: &str, text: &str, cfg: &FleetConfig) -> Result<(), 
                 format!("{name} is defined twice (first as pool #{})", j + 1),
             ));
         }
-        if let Err(message) = super::ssh::validate(p, &name) {
-            return Err(at("pools", i, message));
+        if let Err(problem) = super::ssh::validate(p, &name) {
+            return Err(at_field(i, problem));
         }
-        if let Err(message) = super::slurm::validate(p, &name) {
-            return Err(at("pools", i, message));
+        if let Err(problem) = super::slurm::validate(p, &name) {
+            return Err(at_field(i, problem));
         }
-        if let Err(message) = super::ec2::validate(p, &name) {
-            return Err(at("pools", i, message));
+        if let Err(problem) = super::ec2::validate(p, &name) {
+            return Err(at_field(i, problem));
         }
-        if let Err(message) = super::lambda::validate(p, &name) {
-            return Err(at("pools", i, message));
+        if let Err(problem) = super::lambda::validate(p, &name) {
+            return Err(at_field(i, problem));
         }
-        if let Err(message) = super::kube::validate(p, &name) {
-            return Err(at("pools", i, message));
+        if let Err(problem) = super::kube::validate(p, &name) {
+            return Err(at_field(i, problem));
         }
-        if let Err(message) = super::topology::validate(p, &name) {
-            return Err(at("pools", i, message));
+        if let Err(problem) = super::topology::validate(p, &name) {
+            return Err(at_field(i, problem));
         }
         if let Some(rt) = &p.container_runtime {
             use super::fleet::RUNTIMES;

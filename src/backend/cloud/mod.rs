@@ -24,13 +24,10 @@ pub const fn registration(
     crate::backend::registry::Registration {
         backend,
         runner: |p, _, nodes, opening| {
-            Ok(Box::new(
-                crate::backend::ssh::SshPool::slots(
-                    nodes.len(),
-                    crate::backend::ssh_options(p, opening),
-                )
-                .map_err(|e| format!("pool `{}`: {e}", p.name))?,
-            ))
+            Ok(Box::new(crate::backend::ssh::SshPool::slots(
+                nodes.len(),
+                crate::backend::ssh_options(p, opening),
+            )?))
         },
         provisioner: Some(provisioner),
         here: None,
@@ -149,7 +146,7 @@ pub trait Cloud {
     /// Before the pool opens: are there credentials, are `places` the region's. An error
     /// refuses the pool with what to do; a cloud that does not answer is not an error (the
     /// pool retries as it buys).
-    async fn open_check(&self, places: &[String]) -> Result<(), String>;
+    async fn open_check(&self, places: &[String]) -> Result<(), crate::backend::error::OpenWhy>;
     /// `gantry cloud check`'s lines for the pool (credentials, region, places, image, quota).
     async fn check(&self, places: &[String]) -> CheckLines;
     /// What a launch needs found first, once (EC2: the AMI by name; Lambda: the SSH key).

@@ -15,6 +15,7 @@
 //! * terminates what is given back, and retries until the cloud says it did.
 
 use super::{Cloud, Instance, Phase, Refusal};
+use crate::backend::error::OpenWhy;
 use crate::backend::{NodeEvent, Provisioner};
 use std::collections::HashMap;
 use std::future::Future;
@@ -79,22 +80,22 @@ impl CloudPool {
     /// Its credentials and places are checked first (up to 20 s): credentials that cannot be
     /// found, or places the region does not have, refuse the pool with what to do; a cloud
     /// that does not answer is said and retried.
-    pub fn open<C, F, Fut>(reach: Reach, make: F) -> Result<CloudPool, String>
+    /// The error is why, without the pool (the registry says which).
+    pub fn open<C, F, Fut>(reach: Reach, make: F) -> Result<CloudPool, OpenWhy>
     where
         C: Cloud + 'static,
         F: FnOnce() -> Fut + Send + 'static,
-        Fut: Future<Output = Result<C, String>>,
+        Fut: Future<Output = Result<C, OpenWhy>>,
     {
-        let name = reach.name.clone();
         let (asks, rx) = amp::unbounded_channel();
         let (tx, events) = mpsc::channel();
         let (stop, stopped) = tokio::sync::watch::channel(false);
         let entries = Arc::new(Mutex::new(vec![None; reach.nodes.len()]));
-        let (ok_tx, ok_rx) = mpsc::channel::<Result<Arc<AtomicU64>, String>>();
+        let (ok_tx, ok_rx) = mpsc::channel::<Result<Arc<AtomicU64>, OpenWhy>>();
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
-            .map_err(|e| format!("{name}: cannot start its runtime: {e}"))?;
+            .map_err(|e| OpenWhy::Host(format!("cannot start its runtime: {e}")))?;
         let delay = reach.delay;
         let worker = Worker {
             slots: reach.nodes.iter().map(|_| Slot::default()).collect(),
@@ -130,13 +131,15 @@ impl CloudPool {
                     worker.run(cloud, rx, stopped).await;
                 });
             })
-            .map_err(|e| format!("{name}: cannot start its thread: {e}"))?;
+            .map_err(|e| OpenWhy::Host(format!("cannot start its thread: {e}")))?;
         let calls = match ok_rx.recv_timeout(Duration::from_secs(20)) {
             Ok(Ok(calls)) => calls,
-            Ok(Err(why)) => return Err(format!("{name}: {why}")),
+            Ok(Err(why)) => return Err(why),
             Err(_) => {
                 let _ = stop.send(true);
-                return Err(format!("{name}: checking its credentials took over 20 s"));
+                return Err(OpenWhy::Unanswered(
+                    "checking its credentials took over 20 s".to_string(),
+                ));
             }
         };
         Ok(CloudPool {
@@ -697,7 +700,7 @@ mod tests {
         fn launch_every(&self) -> Duration {
             self.every
         }
-        async fn open_check(&self, _: &[String]) -> Result<(), String> {
+        async fn open_check(&self, _: &[String]) -> Result<(), OpenWhy> {
             Ok(())
         }
         async fn check(&self, _: &[String]) -> CheckLines {

@@ -4,6 +4,7 @@
 //! or stop and say why). Every call is counted: `gantry bench cloud` reports calls per node.
 
 use crate::backend::cloud::{CheckLines, Cloud, Instance, Phase, Refusal};
+use crate::backend::error::OpenWhy;
 use crate::config::ec2::ANY_ZONE;
 use aws_sdk_ec2::error::ProvideErrorMetadata;
 use aws_sdk_ec2::types::{
@@ -490,22 +491,22 @@ impl Cloud for Ec2 {
         self.calls.clone()
     }
 
-    async fn open_check(&self, zones: &[String]) -> Result<(), String> {
-        self.credentials().await?;
+    async fn open_check(&self, zones: &[String]) -> Result<(), OpenWhy> {
+        self.credentials().await.map_err(OpenWhy::Credentials)?;
         match self.zones().await {
             Ok(have) => match zones
                 .iter()
                 .filter(|z| z.as_str() != ANY_ZONE)
                 .find(|z| !have.iter().any(|(n, _, _)| n == *z))
             {
-                Some(z) => Err(format!(
+                Some(z) => Err(OpenWhy::Place(format!(
                     "zone `{z}` is not a zone of {} (it has: {})",
                     self.target.region,
                     names_or_none(have.iter().map(|(n, _, _)| n.as_str()))
-                )),
+                ))),
                 None => Ok(()),
             },
-            Err(Refusal::Stop(why)) => Err(why),
+            Err(Refusal::Stop(why)) => Err(OpenWhy::Refused(why)),
             Err(_) => Ok(()),
         }
     }

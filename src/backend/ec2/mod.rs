@@ -44,8 +44,13 @@ pub fn target_of(p: &crate::config::fleet::PoolConfig) -> Target {
 }
 
 /// The provisioner of EC2 pool `p`, whose node slots are `nodes`.
-pub fn open(p: &crate::config::fleet::PoolConfig, nodes: Vec<String>) -> Result<CloudPool, String> {
-    let settings = p.ec2.clone().ok_or("an EC2 pool needs [pools.ec2]")?;
+pub fn open(
+    p: &crate::config::fleet::PoolConfig,
+    nodes: Vec<String>,
+) -> Result<CloudPool, crate::backend::error::OpenWhy> {
+    let settings = p.ec2.clone().ok_or_else(|| {
+        crate::backend::error::OpenWhy::Settings("an EC2 pool needs [pools.ec2]".to_string())
+    })?;
     let target = target_of(p);
     let reach = Reach {
         name: format!("pool `{}` (backend ec2, region {})", p.name, p.region),

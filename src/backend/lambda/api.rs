@@ -8,6 +8,7 @@
 //! `{"error": {"code", "message", "suggestion"}}`; their codes decide the next step.
 
 use crate::backend::cloud::{CheckLines, Cloud, Instance, Phase, Refusal};
+use crate::backend::error::OpenWhy;
 use serde::Deserialize;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -373,13 +374,13 @@ impl Cloud for Lambda {
         self.target.launch_every
     }
 
-    async fn open_check(&self, _regions: &[String]) -> Result<(), String> {
+    async fn open_check(&self, _regions: &[String]) -> Result<(), OpenWhy> {
         // The regions were checked against Lambda's list at the pool's line; the API lists
         // only those with capacity now, which is no reason to refuse one.
-        self.auth.clone()?;
+        self.auth.clone().map_err(OpenWhy::Credentials)?;
         match self.pool_type().await {
             Ok(_) | Err(Refusal::Retry(_)) => Ok(()),
-            Err(r) => Err(r.why().to_string()),
+            Err(r) => Err(OpenWhy::Refused(r.why().to_string())),
         }
     }
 

@@ -16,6 +16,7 @@ pub const REGISTRATION: crate::backend::registry::Registration =
     );
 
 use crate::backend::cloud::{pool::Reach, CloudPool};
+use crate::backend::error::OpenWhy;
 use api::{Lambda, Target};
 
 /// Where and how pool `p`'s instances are bought.
@@ -41,21 +42,23 @@ pub fn target_of(p: &crate::config::fleet::PoolConfig) -> Target {
 }
 
 /// The provisioner of Lambda pool `p`, whose node slots are `nodes`.
-pub fn open(p: &crate::config::fleet::PoolConfig, nodes: Vec<String>) -> Result<CloudPool, String> {
+pub fn open(
+    p: &crate::config::fleet::PoolConfig,
+    nodes: Vec<String>,
+) -> Result<CloudPool, OpenWhy> {
     let settings = p
         .lambda
         .clone()
-        .ok_or("a Lambda pool needs [pools.lambda]")?;
+        .ok_or_else(|| OpenWhy::Settings("a Lambda pool needs [pools.lambda]".to_string()))?;
     let target = target_of(p);
     if let Some(long) = nodes
         .iter()
         .map(|n| target.name_of(n))
         .find(|n| n.len() > 64)
     {
-        return Err(format!(
-            "pool `{}`: its instances' names (like `{long}`) pass Lambda's 64 characters: a shorter [pools.lambda] fleet or pool name",
-            p.name
-        ));
+        return Err(OpenWhy::Settings(format!(
+            "its instances' names (like `{long}`) pass Lambda's 64 characters: a shorter [pools.lambda] fleet or pool name"
+        )));
     }
     let reach = Reach {
         name: format!("pool `{}` (backend lambda, region {})", p.name, p.region),
@@ -65,5 +68,8 @@ pub fn open(p: &crate::config::fleet::PoolConfig, nodes: Vec<String>) -> Result<
         nodes,
         delay: p.provisioning_delay_s(),
     };
-    CloudPool::open(reach, move || async move { Lambda::new(target) })
+    CloudPool::open(reach, move || async move {
+        // An HTTP client that cannot be built is this host's failure, not the cloud's.
+        Lambda::new(target).map_err(OpenWhy::Host)
+    })
 }

@@ -25,7 +25,7 @@ impl LocalPool {
         sampling: Sampling,
         retention: crate::backend::retention::Retention,
         wake: crate::backend::Wake,
-    ) -> Result<LocalPool, String> {
+    ) -> Result<LocalPool, crate::backend::error::OpenWhy> {
         let (tx, events) = mpsc::channel();
         // The sender is shared by the agent's threads; a Mutex makes it Sync.
         let tx = Mutex::new(tx);
@@ -37,10 +37,10 @@ impl LocalPool {
             }
         });
         let agent = agent::start(dirs, sampling, retention, say).map_err(|e| {
-            format!(
+            crate::backend::error::OpenWhy::Host(format!(
                 "cannot keep this host's runs in {}: {e}",
                 dirs.runs.display()
-            )
+            ))
         })?;
         Ok(LocalPool {
             agent,

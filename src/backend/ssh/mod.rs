@@ -12,6 +12,7 @@
 //! how the daemon re-adopts them.
 
 use super::agent::{FromAgent, ToAgent, PROTOCOL, SAID_MAX};
+use super::error::OpenWhy;
 use super::logs::{LogQuery, LogRead, LogReader};
 use super::wire::{self, Line, Lines};
 use super::{Launch, RunEvent, Runner};
@@ -74,10 +75,10 @@ pub const REGISTRATION: crate::backend::registry::Registration =
     crate::backend::registry::Registration {
         backend: crate::config::fleet::Backend::Ssh,
         runner: |p, _, _, opening| {
-            Ok(Box::new(
-                SshPool::connect(&p.hosts, super::ssh_options(p, opening))
-                    .map_err(|e| format!("pool `{}`: {e}", p.name))?,
-            ))
+            Ok(Box::new(SshPool::connect(
+                &p.hosts,
+                super::ssh_options(p, opening),
+            )?))
         },
         provisioner: None,
         here: None,
@@ -183,17 +184,18 @@ impl LogReader for Agents {
 impl SshPool {
     /// Starts connecting to every host of the pool (in the background: a host that cannot
     /// be reached is reported by `poll`, not here).
-    pub fn connect(hosts: &[String], opts: SshOptions) -> Result<SshPool, String> {
+    pub fn connect(hosts: &[String], opts: SshOptions) -> Result<SshPool, OpenWhy> {
         let dests: Vec<Option<Destination>> = hosts
             .iter()
             .map(|h| Destination::parse(h).map(Some))
-            .collect::<Result<_, _>>()?;
+            .collect::<Result<_, _>>()
+            .map_err(OpenWhy::Settings)?;
         SshPool::open(dests, hosts.to_vec(), opts)
     }
 
     /// A pool of `slots` hosts not known yet (a cloud pool's nodes): each is connected to
     /// once `attach` names it, and left when `detach` says it is gone.
-    pub fn slots(slots: usize, opts: SshOptions) -> Result<SshPool, String> {
+    pub fn slots(slots: usize, opts: SshOptions) -> Result<SshPool, OpenWhy> {
         SshPool::open(vec![None; slots], vec![String::new(); slots], opts)
     }
 
@@ -201,25 +203,30 @@ impl SshPool {
         dests: Vec<Option<Destination>>,
         names: Vec<String>,
         opts: SshOptions,
-    ) -> Result<SshPool, String> {
+    ) -> Result<SshPool, OpenWhy> {
         // The binary installed as the agent: this one, or `GANTRY_AGENT_BIN` (a gantry built
         // for the hosts' architecture, or the real binary when the daemon is embedded).
         let own_binary = std::env::var_os("GANTRY_AGENT_BIN").is_none();
         let exe = match std::env::var_os("GANTRY_AGENT_BIN") {
             Some(p) => PathBuf::from(p),
             None => std::env::current_exe().map_err(|e| {
-                format!("cannot find this gantry binary to install it on the hosts: {e}")
+                OpenWhy::Host(format!(
+                    "cannot find this gantry binary to install it on the hosts: {e}"
+                ))
             })?,
         };
         if !exe.is_file() {
-            return Err(format!(
+            return Err(OpenWhy::Host(format!(
                 "the agent binary {} is not a file (GANTRY_AGENT_BIN)",
                 exe.display()
-            ));
+            )));
         }
         let (tx, events) = mpsc::channel();
-        let control = control::ControlDir::new()
-            .map_err(|e| format!("cannot make a directory for the ssh connections: {e}"))?;
+        let control = control::ControlDir::new().map_err(|e| {
+            OpenWhy::Host(format!(
+                "cannot make a directory for the ssh connections: {e}"
+            ))
+        })?;
         let (stop, stopped) = tokio::sync::watch::channel(false);
         let (ended_tx, ended) = mpsc::channel();
         let pending: Pending = Arc::default();
@@ -249,7 +256,7 @@ impl SshPool {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
-            .map_err(|e| format!("cannot start the SSH backend's runtime: {e}"))?;
+            .map_err(|e| OpenWhy::Host(format!("cannot start the SSH backend's runtime: {e}")))?;
         let tasks: Vec<_> = receivers.into_iter().enumerate().collect();
         std::thread::Builder::new()
             .name("gantry-ssh".to_string())
@@ -263,7 +270,7 @@ impl SshPool {
                 });
                 let _ = ended_tx.send(());
             })
-            .map_err(|e| format!("cannot start the SSH backend's thread: {e}"))?;
+            .map_err(|e| OpenWhy::Host(format!("cannot start the SSH backend's thread: {e}")))?;
         Ok(SshPool {
             agents: Arc::new(Agents {
                 names: std::sync::RwLock::new(names),

@@ -62,7 +62,11 @@ pub enum EngineError {
     Unreadable { id: JobId, why: String },
     #[error("{0}")]
     Locked(String),
-    /// A backend could not be opened (a pool's runner, this host's run directory).
+    /// A pool's backend could not be opened (its runner or provisioner), and why.
+    #[error(transparent)]
+    Open(#[from] crate::backend::error::OpenError),
+    /// A backend was asked about what it does not have (a node no pool holds), or this host
+    /// could not hand it what it needs (a run directory).
     #[error("{0}")]
     Backend(String),
     /// An action the job's state does not allow, with what would.

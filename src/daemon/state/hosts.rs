@@ -95,7 +95,7 @@ impl Hosts {
         cfg: &FleetConfig,
         fleet: &crate::model::Fleet,
         opening: &crate::backend::Opening,
-    ) -> Result<Hosts, String> {
+    ) -> Result<Hosts, crate::backend::error::OpenError> {
         let mut r = Hosts {
             lost_after: cfg.pools.iter().map(|p| p.lost_after_s()).collect(),
             ..Hosts::default()

@@ -75,8 +75,7 @@ impl State {
         // Every pool at its elastic maximum, so node ids never change; nodes not bought yet
         // are down until an elastic decision provisions them.
         let mut fleet = fleet_at_max(cfg);
-        let hosts =
-            super::hosts::Hosts::open(cfg, &fleet, &opening).map_err(EngineError::Backend)?;
+        let hosts = super::hosts::Hosts::open(cfg, &fleet, &opening)?;
         // Jobs handed to real hosts are expected there until the hosts say otherwise: on the
         // nodes of those names (ids move when hosts are added to or removed from the file).
         let mut adopted = BTreeMap::new();
@@ -115,8 +114,7 @@ impl State {
                     .collect();
                 crate::backend::provisioner_for(p, i, &names, &opening, resume)
             })
-            .collect::<Result<_, _>>()
-            .map_err(EngineError::Backend)?;
+            .collect::<Result<_, _>>()?;
         // A pool of real machines bought (a cloud's) has none at open: those it starts with,
         // and those its runs were left on, are bought — the provisioner adopts the instances
         // that exist, so a restart buys nothing twice — and are up once ready.

@@ -18,70 +18,7 @@ use ratatui::style::{Color, Style};
 pub const MIN_WIDTH: u16 = 80;
 pub const MIN_HEIGHT: u16 = 24;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum View {
-    Overview,
-    Jobs,
-    Fleet,
-    Teams,
-    Events,
-    Services,
-}
-
-impl View {
-    /// Every view, in tab order.
-    pub const ALL: [View; 6] = [
-        View::Overview,
-        View::Jobs,
-        View::Fleet,
-        View::Teams,
-        View::Events,
-        View::Services,
-    ];
-
-    /// The tab's name without its key ("Overview").
-    pub fn short(self) -> &'static str {
-        &self.title()[2..]
-    }
-
-    /// Its name in `:` commands and keymap files (`view jobs`).
-    pub fn name(self) -> &'static str {
-        match self {
-            View::Overview => "overview",
-            View::Jobs => "jobs",
-            View::Fleet => "fleet",
-            View::Teams => "teams",
-            View::Events => "events",
-            View::Services => "services",
-        }
-    }
-
-    /// The view of that name, if one has it.
-    pub fn named(name: &str) -> Option<View> {
-        View::ALL.into_iter().find(|v| v.name() == name)
-    }
-
-    /// Whether its `:` command takes a filter (`:jobs team=ml`).
-    pub fn takes_filter(self) -> bool {
-        matches!(self, View::Jobs | View::Fleet | View::Events)
-    }
-
-    /// Its place in tab order.
-    fn index(self) -> usize {
-        self as usize
-    }
-
-    fn title(self) -> &'static str {
-        match self {
-            View::Overview => "1 Overview",
-            View::Jobs => "2 Jobs",
-            View::Fleet => "3 Fleet",
-            View::Teams => "4 Teams",
-            View::Events => "5 Events",
-            View::Services => "6 Services",
-        }
-    }
-}
+pub use views::View;
 
 /// One `T` per view, read and written by the view (`sorts[View::Jobs]`): a new view has its
 /// own without any index to keep in step.

@@ -36,9 +36,15 @@ impl App {
             (false, false) => "",
         };
         let narrow = area.width < 120;
-        let titles: Vec<&str> = View::ALL
+        let titles: Vec<String> = View::ALL
             .iter()
-            .map(|v| if narrow { v.short() } else { v.title() })
+            .map(|v| {
+                if narrow {
+                    v.short().to_string()
+                } else {
+                    v.title()
+                }
+            })
             .collect();
         // What the tabs take (a space either side of each title, a divider between).
         let tabs_w = titles
@@ -132,14 +138,7 @@ impl App {
             self.page.set(usize::from(body.height.saturating_sub(2)));
             self.render_pool(f, body, p);
         } else {
-            match self.view {
-                View::Overview => self.render_overview(f, body, snap),
-                View::Jobs => self.render_jobs(f, body, snap),
-                View::Fleet => self.render_fleet(f, body, snap),
-                View::Teams => self.render_teams(f, body, snap),
-                View::Events => self.render_event_list(f, body, snap, " events, newest first "),
-                View::Services => self.render_services(f, body, snap),
-            }
+            self.view.tab().draw(self, f, body, snap);
         }
         if self.lost.is_some() {
             // Stale data stay readable but grey: nothing on screen is current.
@@ -202,20 +201,14 @@ impl App {
             _ if self.lost.is_some() => Line::from(
                 "the daemon is out of reach: reconnecting every 2 s; actions wait until it answers  q quit",
             ),
-            View::Jobs => Line::from(vec![
-                Span::raw(format!(
-                    "{help}{}/{} move  ",
-                    self.key_for(Action::Down),
-                    self.key_for(Action::Up)
-                )),
-                acts,
-                Span::raw(common),
-            ]),
-            View::Fleet | View::Teams | View::Services => Line::from(format!(
-                "{help}< > sort  {} reverse  {common}",
-                self.key_for(Action::Sort)
-            )),
-            _ => Line::from(format!("{help}{common}")),
+            _ => self.view.tab().key_bar(
+                self,
+                views::KeyBar {
+                    help,
+                    acts,
+                    common,
+                },
+            ),
         };
         let line = match (&self.prompt, &self.flash) {
             (Some(p), _) => {

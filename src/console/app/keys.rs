@@ -213,6 +213,23 @@ impl App {
             }
             return Outcome::Nothing;
         }
+        // The view's own keys first (open, move, mark, act on a job); what would change
+        // something is not offered to a read-only console at all.
+        if let Some(a) = action {
+            let changes = matches!(
+                a,
+                Action::Job(_)
+                    | Action::Mark
+                    | Action::Shell
+                    | Action::Submit
+                    | Action::Reprioritize
+            );
+            if !(self.readonly && changes) {
+                if let Some(out) = self.view.tab().key(self, a, snap) {
+                    return out;
+                }
+            }
+        }
         match action {
             None => return self.sort_letter(key),
             // A new filter replaces the one in force (shown in the view's title) once applied.
@@ -237,46 +254,9 @@ impl App {
             }
             Some(Action::Job(_)) if self.readonly => return Outcome::Nothing,
             Some(Action::Mark) if self.readonly => return Outcome::Nothing,
-            Some(Action::Mark) if self.view == View::Jobs => {
-                if let Some(id) = self.selected_job(snap).map(|j| j.id) {
-                    if !self.marked.remove(&id) {
-                        self.marked.insert(id);
-                    }
-                }
-                self.move_selection(snap, 1);
-            }
             Some(Action::Mark) => return Outcome::Nothing,
-            Some(Action::Open) if self.view == View::Fleet => {
-                return if self.visible_pools(snap).contains(&self.pool_selected) {
-                    Outcome::Pool(self.pool_selected)
-                } else {
-                    Outcome::Nothing
-                };
-            }
-            Some(Action::Open) if self.view == View::Jobs => {
-                return self
-                    .selected_job(snap)
-                    .map_or(Outcome::Nothing, |j| Outcome::Detail(j.id));
-            }
             Some(Action::Open) => return Outcome::Nothing,
-            Some(Action::Shell) if self.readonly || self.view != View::Jobs => {
-                return Outcome::Nothing
-            }
-            Some(Action::Shell) => {
-                let Some(j) = self.selected_job(snap) else {
-                    return Outcome::Nothing;
-                };
-                if let Some(why) = self.access.forbids_job(&j.team) {
-                    self.flash = Some(format!("shell: job {}: {why}", j.id));
-                } else if j.state != "running" {
-                    self.flash = Some(format!(
-                        "shell: job {} is {}: a shell opens in a running job",
-                        j.id, j.state
-                    ));
-                } else {
-                    return Outcome::Shell(j.id);
-                }
-            }
+            Some(Action::Shell) => return Outcome::Nothing,
             Some(Action::Mouse) => {
                 self.mouse = !self.mouse;
                 self.flash = Some(format!(
@@ -293,56 +273,11 @@ impl App {
             Some(Action::SortPrev) => return self.sort_step(-1),
             Some(Action::Submit) if self.readonly => return Outcome::Nothing,
             Some(Action::Submit) => self.open_form(None, snap),
-            Some(Action::Job(what)) if !self.marked.is_empty() && self.view == View::Jobs => {
-                // Only marked jobs still listed count; one the caller may not change stops it.
-                let marked: Vec<&JobRow> = snap
-                    .jobs
-                    .iter()
-                    .filter(|j| self.marked.contains(&j.id))
-                    .collect();
-                if let Some((j, why)) = marked
-                    .iter()
-                    .find_map(|j| self.access.forbids_job(&j.team).map(|w| (j, w)))
-                {
-                    self.flash = Some(format!("{}: job {}: {why}", what.name(), j.id));
-                    return Outcome::Redraw;
-                }
-                let ids: Vec<i64> = marked.iter().map(|j| j.id).collect();
-                self.confirm = Some(Confirm {
-                    ask: Ask::Bulk {
-                        action: what,
-                        ids,
-                        typed: String::new(),
-                    },
-                    on_confirm: false,
-                });
-            }
             Some(Action::Job(what)) => {
-                let job = self.selected_job(snap);
-                match (self.view, job) {
-                    (View::Jobs, Some(j)) if self.access.forbids_job(&j.team).is_some() => {
-                        let why = self.access.forbids_job(&j.team).unwrap_or_default();
-                        self.flash = Some(format!("{}: {why}", what.name()));
-                    }
-                    (View::Jobs, Some(j)) => {
-                        self.confirm = Some(Confirm {
-                            ask: Ask::Job {
-                                request: crate::api::JobRequest {
-                                    id: j.id,
-                                    action: what,
-                                },
-                                name: j.name.clone(),
-                            },
-                            on_confirm: false,
-                        });
-                    }
-                    _ => {
-                        self.flash = Some(format!(
-                            "{}: select a job in the Jobs view first",
-                            what.name()
-                        ))
-                    }
-                }
+                self.flash = Some(format!(
+                    "{}: select a job in the Jobs view first",
+                    what.name()
+                ))
             }
             Some(Action::Quit) => return Outcome::Quit,
             Some(Action::Help) => self.help = true,
@@ -360,21 +295,7 @@ impl App {
                 | Action::HalfUp),
             ) => {
                 let n = self.motion(Some(a), 1).unwrap_or(0) as i64;
-                match self.view {
-                    View::Fleet => self.move_pool(snap, n),
-                    _ => self.move_selection(snap, n),
-                }
-            }
-            // g/G (home/end) in the Fleet view select the first/last pool as it is ordered.
-            Some(Action::First) if self.view == View::Fleet => {
-                if let Some(&i) = self.visible_pools(snap).first() {
-                    self.pool_selected = i;
-                }
-            }
-            Some(Action::Last) if self.view == View::Fleet => {
-                if let Some(&i) = self.visible_pools(snap).last() {
-                    self.pool_selected = i;
-                }
+                self.move_selection(snap, n);
             }
             Some(Action::First) => self.selected = self.rows(snap).get(0).map(|j| j.id),
             Some(Action::Last) => {
@@ -408,7 +329,6 @@ impl App {
     /// A mouse event (only while mouse capture is on): the wheel moves the selection, a
     /// click on a row of the Jobs view selects it.
     pub fn on_mouse(&mut self, event: crossterm::event::MouseEvent, snap: &Snapshot) -> Outcome {
-        use crossterm::event::{MouseButton, MouseEventKind};
         if !self.mouse
             || self.confirm.is_some()
             || self.form.is_some()
@@ -417,22 +337,6 @@ impl App {
         {
             return Outcome::Nothing;
         }
-        match event.kind {
-            MouseEventKind::ScrollDown if self.view == View::Jobs => self.move_selection(snap, 1),
-            MouseEventKind::ScrollUp if self.view == View::Jobs => self.move_selection(snap, -1),
-            MouseEventKind::Down(MouseButton::Left) if self.view == View::Jobs => {
-                let (top, first) = self.jobs_geometry.get();
-                let Some(offset) = event.row.checked_sub(top) else {
-                    return Outcome::Nothing;
-                };
-                let rows = self.rows(snap);
-                match rows.get(first + usize::from(offset)) {
-                    Some(j) => self.selected = Some(j.id),
-                    None => return Outcome::Nothing,
-                }
-            }
-            _ => return Outcome::Nothing,
-        }
-        Outcome::Redraw
+        self.view.tab().mouse(self, event, snap)
     }
 }

@@ -81,13 +81,7 @@ pub const SERVICE_COLS: [Col; 11] = [
 
 /// The columns of a view's table (none for the Overview and Events).
 pub fn columns(view: View) -> &'static [Col] {
-    match view {
-        View::Jobs => &JOB_COLS,
-        View::Fleet => &POOL_COLS,
-        View::Teams => &TEAM_COLS,
-        View::Services => &SERVICE_COLS,
-        View::Overview | View::Events => &[],
-    }
+    view.tab().columns()
 }
 
 /// GPUs a job row asks for, as a number ("2×8" is 16, "0.50" a half, a MIG slice a fraction).

@@ -93,7 +93,7 @@ fn keys_switch_views_and_selection_follows_the_job_not_the_row() {
     assert_eq!(app.view, View::Jobs);
     app.on_key("j", &snap);
     app.on_key("j", &snap);
-    let chosen = app.selected.unwrap();
+    let chosen = app.jobs.selected.unwrap();
     assert_eq!(chosen, queue_order(&snap)[2]);
     // New data arrive with the rows in another order: the selection stays on the same job.
     let mut moved = snap.clone();
@@ -101,7 +101,10 @@ fn keys_switch_views_and_selection_follows_the_job_not_the_row() {
     app.on_key("j", &moved);
     let order = queue_order(&moved);
     let at = order.iter().position(|&j| j == chosen).unwrap();
-    assert_eq!(app.selected, Some(order[(at + 1).min(order.len() - 1)]));
+    assert_eq!(
+        app.jobs.selected,
+        Some(order[(at + 1).min(order.len() - 1)])
+    );
     assert_eq!(app.on_key("tab", &snap), Outcome::Redraw);
     assert_eq!(app.view, View::Fleet);
     app.on_key("4", &snap);
@@ -313,7 +316,7 @@ fn dangerous_actions_ask_first_with_cancel_the_default_and_vanish_when_readonly(
     let mut app = App::new(false);
     app.on_key("2", &snap);
     app.on_key("j", &snap);
-    let id = app.selected.unwrap();
+    let id = app.jobs.selected.unwrap();
     assert_eq!(app.on_key("p", &snap), Outcome::Redraw);
     let s = screen(&app, &snap, 80, 24);
     assert!(
@@ -428,7 +431,7 @@ fn slash_filters_the_view_and_colon_runs_commands() {
         .rev()
         .find(|&id| snap.jobs.iter().any(|j| j.id == id && j.team == "applied"))
         .unwrap();
-    assert_eq!(app.selected, Some(last));
+    assert_eq!(app.jobs.selected, Some(last));
     // `!` inverts; esc clears.
     app.on_key("/", &snap);
     for _ in 0..20 {
@@ -442,13 +445,13 @@ fn slash_filters_the_view_and_colon_runs_commands() {
         snap.jobs.len()
     )));
     app.on_key("esc", &snap);
-    assert!(app.job_filter.is_none());
+    assert!(app.jobs.filter.is_none());
     // A bad pattern or field says what is wrong and changes nothing.
     app.on_key("/", &snap);
     keys(&mut app, &snap, "tema=x");
     app.on_key("enter", &snap);
     assert!(app.flash.as_deref().unwrap().contains("no field `tema`"));
-    assert!(app.job_filter.is_none());
+    assert!(app.jobs.filter.is_none());
 
     // Commands.
     app.on_key(":", &snap);
@@ -501,7 +504,7 @@ fn reprioritize_and_reclaim_ask_first() {
     app.on_key(":", &snap);
     keys(&mut app, &snap, &format!("job {}", job.id));
     app.on_key("enter", &snap);
-    assert_eq!(app.selected, Some(job.id));
+    assert_eq!(app.jobs.selected, Some(job.id));
     // P opens `:prio `; an unknown class is named with the real ones.
     app.on_key("P", &snap);
     keys(&mut app, &snap, "urgent");
@@ -616,7 +619,7 @@ fn bulk_actions_need_the_count_typed() {
     for _ in 0..3 {
         app.on_key(" ", &snap);
     }
-    assert_eq!(app.marked.len(), 3);
+    assert_eq!(app.jobs.marked.len(), 3);
     let ids: Vec<i64> = queue_order(&snap).into_iter().take(3).collect();
     let s = screen(&app, &snap, 100, 30);
     assert!(
@@ -651,12 +654,12 @@ fn bulk_actions_need_the_count_typed() {
     assert_eq!(got, want);
     // Esc clears the marks; read-only cannot mark.
     app.on_key("esc", &snap);
-    assert!(app.marked.is_empty());
+    assert!(app.jobs.marked.is_empty());
     let mut ro = App::new(false);
     ro.readonly = true;
     ro.on_key("2", &snap);
     assert_eq!(ro.on_key(" ", &snap), Outcome::Nothing);
-    assert!(ro.marked.is_empty());
+    assert!(ro.jobs.marked.is_empty());
 }
 
 #[test]
@@ -691,7 +694,7 @@ fn actions_the_token_forbids_stay_visible_greyed_with_the_reason() {
     researcher.on_key("2", &snap);
     let other = snap.jobs.iter().find(|j| j.team != "applied").unwrap();
     let mine = snap.jobs.iter().find(|j| j.team == "applied").unwrap();
-    researcher.selected = Some(other.id);
+    researcher.jobs.selected = Some(other.id);
     researcher.on_key("x", &snap);
     assert!(researcher.confirm.is_none());
     assert!(researcher
@@ -699,7 +702,7 @@ fn actions_the_token_forbids_stay_visible_greyed_with_the_reason() {
         .as_deref()
         .unwrap()
         .contains("may change team applied's jobs only"));
-    researcher.selected = Some(mine.id);
+    researcher.jobs.selected = Some(mine.id);
     researcher.on_key("x", &snap);
     assert!(researcher.confirm.is_some(), "its own team's job: asks");
     researcher.on_key("esc", &snap);
@@ -890,7 +893,7 @@ fn the_submit_form_checks_as_you_type_and_submits_what_parses() {
     }
     app.submitted(4242);
     assert!(app.form.is_none() && app.draft.is_none());
-    assert_eq!((app.view, app.selected), (View::Jobs, Some(4242)));
+    assert_eq!((app.view, app.jobs.selected), (View::Jobs, Some(4242)));
     // Read-only has no form.
     let mut ro = App::new(false);
     ro.readonly = true;
@@ -922,11 +925,11 @@ fn the_mouse_is_off_until_toggled_then_clicks_select_and_the_wheel_scrolls() {
     // Rows start below the tab line, the border and the header: screen row 3 is the first job.
     app.on_mouse(at(MouseEventKind::Down(MouseButton::Left), 5), &snap);
     let order = queue_order(&snap);
-    assert_eq!(app.selected, Some(order[2]));
+    assert_eq!(app.jobs.selected, Some(order[2]));
     app.on_mouse(at(MouseEventKind::ScrollDown, 0), &snap);
-    assert_eq!(app.selected, Some(order[3]));
+    assert_eq!(app.jobs.selected, Some(order[3]));
     app.on_mouse(at(MouseEventKind::ScrollUp, 0), &snap);
-    assert_eq!(app.selected, Some(order[2]));
+    assert_eq!(app.jobs.selected, Some(order[2]));
     app.on_key("m", &snap);
     assert!(!app.mouse);
 }

@@ -54,7 +54,7 @@ fn waiting_jobs_come_first_in_the_default_order() {
     assert!(s.contains("queue order, waiting first"), "{s}");
     // g selects the first waiting job; the selection follows it.
     app.on_key("g", &snap);
-    assert_eq!(app.selected, Some(pending[0]));
+    assert_eq!(app.jobs.selected, Some(pending[0]));
 }
 
 #[test]
@@ -201,16 +201,18 @@ fn page_keys_move_a_screenful_and_ctrl_d_half() {
     let rows_shown = 36 - 2 /* header, key bar */ - 3 /* borders, table header */;
     let at = |app: &App| {
         let ids = job_ids(&screen(app, &snap, 120, 36));
-        ids.iter().position(|&i| Some(i) == app.selected).unwrap()
+        ids.iter()
+            .position(|&i| Some(i) == app.jobs.selected)
+            .unwrap()
     };
     app.on_key("g", &snap);
     app.on_key("pagedown", &snap);
-    let first = app.selected;
+    let first = app.jobs.selected;
     assert_eq!(at(&app), rows_shown - 1, "the last row of the screen");
     app.on_key("pagedown", &snap);
-    assert_ne!(app.selected, first);
+    assert_ne!(app.jobs.selected, first);
     app.on_key("pageup", &snap);
-    assert_eq!(app.selected, first);
+    assert_eq!(app.jobs.selected, first);
     app.on_key("g", &snap);
     app.on_key("ctrl-d", &snap);
     assert_eq!(at(&app), rows_shown / 2);
@@ -303,7 +305,7 @@ fn the_key_bar_follows_what_is_open() {
     app.on_key("g", &snap);
     app.on_key("x", &snap);
     let s = screen(&app, &snap, 120, 36);
-    let id = app.selected.unwrap();
+    let id = app.jobs.selected.unwrap();
     assert!(
         s.contains("[ Back ]") && s.contains(&format!("[ Cancel job {id} ]")),
         "{s}"

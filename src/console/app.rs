@@ -173,10 +173,10 @@ pub struct App {
     pub prompt: Option<Prompt>,
     /// Mouse capture is on (off by default: terminals select text without it).
     pub mouse: bool,
-    /// Where the Jobs table's first row was drawn and which row it was (for mouse clicks).
-    jobs_geometry: std::cell::Cell<(u16, usize)>,
-    /// The selected pool in the Fleet view (index into the snapshot's pools).
-    pub pool_selected: usize,
+    /// What the Jobs, Fleet and Events views keep between frames (each view's own).
+    pub jobs: views::JobsState,
+    pub fleet: views::FleetState,
+    pub events: views::EventsState,
     /// The pool shown node by node and GPU by GPU, and its index (refreshed as data change).
     pub pool_detail: Option<(usize, crate::api::PoolDetail)>,
     /// The node selected in the pool detail (its place in the pool's list).
@@ -205,12 +205,6 @@ pub struct App {
     row_order: std::cell::RefCell<Option<(order::OrderKey, order::Computed)>>,
     /// Running jobs in the last snapshot counted, and which snapshot that was.
     running: std::cell::Cell<Option<(order::SnapKey, usize)>>,
-    /// Jobs marked with space for a bulk action.
-    pub marked: std::collections::BTreeSet<i64>,
-    /// Filters of the Jobs, Fleet and Events views.
-    pub job_filter: Option<Filter>,
-    pub pool_filter: Option<Filter>,
-    pub event_filter: Option<Filter>,
     pub help: bool,
     /// Lines the help is scrolled.
     pub help_scroll: u16,
@@ -223,8 +217,6 @@ pub struct App {
     pub confirm: Option<Confirm>,
     /// The last action's result, for the key bar.
     pub flash: Option<String>,
-    /// The selected job, kept by id across refreshes.
-    pub selected: Option<i64>,
     pub color: bool,
     pub theme: super::theme::Theme,
     pub keymap: super::keymap::Keymap,
@@ -307,12 +299,13 @@ impl App {
             sorts: PerView::default(),
             row_order: Default::default(),
             running: Default::default(),
-            pool_selected: 0,
+            jobs: Default::default(),
+            fleet: Default::default(),
+            events: Default::default(),
             pool_detail: None,
             pool_node: 0,
             node: None,
             mouse: false,
-            jobs_geometry: std::cell::Cell::new((0, 0)),
             form: None,
             draft: None,
             detail: None,
@@ -321,10 +314,6 @@ impl App {
             detail_max: std::cell::Cell::new(0),
             logs: None,
             access: crate::api::Access::operator(),
-            marked: Default::default(),
-            job_filter: None,
-            pool_filter: None,
-            event_filter: None,
             help: false,
             help_scroll: 0,
             page: std::cell::Cell::new(20),
@@ -332,7 +321,6 @@ impl App {
             readonly: false,
             confirm: None,
             flash: None,
-            selected: None,
             color,
             theme,
             keymap,
@@ -361,7 +349,8 @@ impl App {
     /// The selected job among the Jobs view's rows (the first row when none is selected).
     fn selected_job<'a>(&self, snap: &'a Snapshot) -> Option<&'a JobRow> {
         let rows = self.rows(snap);
-        self.selected
+        self.jobs
+            .selected
             .and_then(|id| rows.position(id))
             .and_then(|i| rows.get(i))
             .or(rows.get(0))
@@ -374,9 +363,9 @@ impl App {
         }
         let at = pools
             .iter()
-            .position(|&i| i == self.pool_selected)
+            .position(|&i| i == self.fleet.selected)
             .unwrap_or(0) as i64;
-        self.pool_selected = pools[(at + delta).clamp(0, pools.len() as i64 - 1) as usize];
+        self.fleet.selected = pools[(at + delta).clamp(0, pools.len() as i64 - 1) as usize];
     }
 
     /// How many jobs the Jobs view lists under its filter.
@@ -384,13 +373,9 @@ impl App {
         self.rows(snap).len()
     }
 
-    /// The filter of the view in front (the Overview and Teams views filter jobs).
+    /// The filter of the view in front.
     fn filter_mut(&mut self) -> &mut Option<Filter> {
-        match self.view {
-            View::Fleet => &mut self.pool_filter,
-            View::Events => &mut self.event_filter,
-            _ => &mut self.job_filter,
-        }
+        self.view.tab().filter(self)
     }
 
     fn move_selection(&mut self, snap: &Snapshot, delta: i64) {
@@ -398,8 +383,12 @@ impl App {
         if rows.len() == 0 {
             return;
         }
-        let at = self.selected.and_then(|id| rows.position(id)).unwrap_or(0) as i64;
+        let at = self
+            .jobs
+            .selected
+            .and_then(|id| rows.position(id))
+            .unwrap_or(0) as i64;
         let next = (at + delta).clamp(0, rows.len() as i64 - 1) as usize;
-        self.selected = rows.get(next).map(|j| j.id);
+        self.jobs.selected = rows.get(next).map(|j| j.id);
     }
 }

@@ -254,7 +254,7 @@ where
                                     }
                                 }
                                 let verb = reqs.first().map_or("", |r| r.action.name());
-                                app.marked.clear();
+                                app.jobs.marked.clear();
                                 app.flash = Some(match failed.first() {
                                     None => format!("{verb}: {ok} job(s) done"),
                                     Some(first) => format!(

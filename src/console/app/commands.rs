@@ -62,8 +62,8 @@ impl App {
             ("job", id) => match id.trim_start_matches('#').parse::<i64>() {
                 Ok(id) if snap.jobs.iter().any(|j| j.id == id) => {
                     self.view = View::Jobs;
-                    self.job_filter = None;
-                    self.selected = Some(id);
+                    self.jobs.filter = None;
+                    self.jobs.selected = Some(id);
                 }
                 _ => self.flash = Some(format!("job `{id}`: not among the listed jobs")),
             },
@@ -148,8 +148,8 @@ impl App {
         self.form = None;
         self.draft = None;
         self.view = View::Jobs;
-        self.job_filter = None;
-        self.selected = Some(id);
+        self.jobs.filter = None;
+        self.jobs.selected = Some(id);
         self.flash = Some(format!("job {id} submitted"));
     }
 

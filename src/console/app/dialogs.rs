@@ -194,7 +194,11 @@ impl App {
             "  Sort: shift and a column's letter (again: reversed) —",
             self.style(self.theme.muted),
         ));
-        for view in [View::Jobs, View::Fleet, View::Teams] {
+        // Every view that is a table (the Services view's letters were once left out).
+        for view in View::ALL
+            .into_iter()
+            .filter(|v| !v.tab().columns().is_empty())
+        {
             let keys: Vec<String> = super::columns(view)
                 .iter()
                 .map(|c| format!("{} {}", c.key, c.title))

@@ -207,8 +207,8 @@ impl App {
             if self.filter_mut().take().is_some() {
                 return Outcome::Redraw;
             }
-            if !self.marked.is_empty() {
-                self.marked.clear();
+            if !self.jobs.marked.is_empty() {
+                self.jobs.marked.clear();
                 return Outcome::Redraw;
             }
             return Outcome::Nothing;
@@ -297,10 +297,10 @@ impl App {
                 let n = self.motion(Some(a), 1).unwrap_or(0) as i64;
                 self.move_selection(snap, n);
             }
-            Some(Action::First) => self.selected = self.rows(snap).get(0).map(|j| j.id),
+            Some(Action::First) => self.jobs.selected = self.rows(snap).get(0).map(|j| j.id),
             Some(Action::Last) => {
                 let rows = self.rows(snap);
-                self.selected = rows.get(rows.len().wrapping_sub(1)).map(|j| j.id)
+                self.jobs.selected = rows.get(rows.len().wrapping_sub(1)).map(|j| j.id)
             }
         }
         Outcome::Redraw

@@ -248,7 +248,7 @@ impl App {
             jobs: snap.jobs.len(),
             version: snap.version,
             sort: self.sorts[View::Jobs],
-            filter: self.job_filter.as_ref().map(|f| f.text.clone()),
+            filter: self.jobs.filter.as_ref().map(|f| f.text.clone()),
         };
         let mut cache = self.row_order.borrow_mut();
         let computed = match cache.as_ref() {
@@ -290,12 +290,13 @@ impl App {
             .jobs
             .windows(2)
             .all(|w| queue_rank(&w[0].state) <= queue_rank(&w[1].state));
-        if self.job_filter.is_none() && sort.is_none() && daemon_order {
+        if self.jobs.filter.is_none() && sort.is_none() && daemon_order {
             return Computed::Queue;
         }
         let mut kept: Vec<u32> = (0..snap.jobs.len() as u32)
             .filter(|&k| {
-                self.job_filter
+                self.jobs
+                    .filter
                     .as_ref()
                     .is_none_or(|f| f.matches_job(&snap.jobs[k as usize]))
             })
@@ -317,7 +318,7 @@ impl App {
         let mut shown: Vec<usize> = (0..snap.pools.len())
             .filter(|&i| {
                 let p = &snap.pools[i];
-                self.pool_filter.as_ref().is_none_or(|f| {
+                self.fleet.filter.as_ref().is_none_or(|f| {
                     f.matches_text(&format!("{} {} {}", p.path, p.model, p.capacity))
                 })
             })

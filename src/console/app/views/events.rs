@@ -8,6 +8,13 @@ use ratatui::text::Line;
 use ratatui::widgets::{Block, Borders, Paragraph};
 use ratatui::Frame;
 
+/// What the Events view keeps between frames.
+#[derive(Debug, Default)]
+pub struct EventsState {
+    /// The `/` filter in force.
+    pub filter: Option<Filter>,
+}
+
 /// The Events view.
 pub struct Events;
 
@@ -24,6 +31,10 @@ impl Tab for Events {
         true
     }
 
+    fn filter<'a>(&self, app: &'a mut App) -> &'a mut Option<Filter> {
+        &mut app.events.filter
+    }
+
     fn draw(&self, app: &App, f: &mut Frame, area: Rect, snap: &Snapshot) {
         list(app, f, area, snap, " events, newest first ");
     }
@@ -33,7 +44,7 @@ impl Tab for Events {
 pub(super) fn list(app: &App, f: &mut Frame, area: Rect, snap: &Snapshot, title: &str) {
     // The Events view's filter; the Overview's box shows everything.
     let filter = (app.view == View::Events)
-        .then_some(app.event_filter.as_ref())
+        .then_some(app.events.filter.as_ref())
         .flatten();
     let oldest_first = app.view == View::Events && app.events_oldest_first();
     let inner = usize::from(area.width.saturating_sub(2));

@@ -11,6 +11,15 @@ use ratatui::text::Line;
 use ratatui::widgets::{Block, Borders};
 use ratatui::Frame;
 
+/// What the Fleet view keeps between frames.
+#[derive(Debug, Default)]
+pub struct FleetState {
+    /// The selected pool (its index in the snapshot's pools).
+    pub selected: usize,
+    /// The `/` filter in force.
+    pub filter: Option<Filter>,
+}
+
 /// The Fleet view: each pool by provider, region and zone, its GPUs busy, load, price and what its cloud is doing.
 pub struct Fleet;
 
@@ -27,6 +36,10 @@ impl Tab for Fleet {
         true
     }
 
+    fn filter<'a>(&self, app: &'a mut App) -> &'a mut Option<Filter> {
+        &mut app.fleet.filter
+    }
+
     fn columns(&self) -> &'static [Col] {
         &order::POOL_COLS
     }
@@ -36,8 +49,8 @@ impl Tab for Fleet {
     fn key(&self, app: &mut App, action: Action, snap: &Snapshot) -> Option<Outcome> {
         match action {
             Action::Open => {
-                return Some(if app.visible_pools(snap).contains(&app.pool_selected) {
-                    Outcome::Pool(app.pool_selected)
+                return Some(if app.visible_pools(snap).contains(&app.fleet.selected) {
+                    Outcome::Pool(app.fleet.selected)
                 } else {
                     Outcome::Nothing
                 })
@@ -53,12 +66,12 @@ impl Tab for Fleet {
             }
             Action::First => {
                 if let Some(&i) = app.visible_pools(snap).first() {
-                    app.pool_selected = i;
+                    app.fleet.selected = i;
                 }
             }
             Action::Last => {
                 if let Some(&i) = app.visible_pools(snap).last() {
-                    app.pool_selected = i;
+                    app.fleet.selected = i;
                 }
             }
             _ => return None,
@@ -69,7 +82,7 @@ impl Tab for Fleet {
     fn draw(&self, app: &App, f: &mut Frame, area: Rect, snap: &Snapshot) {
         let wide = area.width >= 120;
         let shown = app.visible_pools(snap);
-        let selected = shown.iter().position(|&i| i == app.pool_selected);
+        let selected = shown.iter().position(|&i| i == app.fleet.selected);
         app.page.set(usize::from(area.height.saturating_sub(3)));
         let plain = Style::default();
         let mut grid = Grid::new(&order::POOL_COLS, app.sorts[View::Fleet]);
@@ -111,7 +124,8 @@ impl Tab for Fleet {
             } else {
                 "provider/pool"
             },
-            app.pool_filter
+            app.fleet
+                .filter
                 .as_ref()
                 .map_or(String::new(), |f| format!(" /{}", escape(&f.text)))
         ));

@@ -10,6 +10,19 @@ use ratatui::style::{Modifier, Style};
 use ratatui::widgets::{Block, Borders};
 use ratatui::Frame;
 
+/// What the Jobs view keeps between frames.
+#[derive(Debug, Default)]
+pub struct JobsState {
+    /// The selected job, kept by id across refreshes.
+    pub selected: Option<i64>,
+    /// Jobs marked with space for a bulk action.
+    pub marked: std::collections::BTreeSet<i64>,
+    /// The `/` filter in force (`:jobs team=ml` sets it too).
+    pub filter: Option<Filter>,
+    /// Where the table's first row was drawn and which row it was (for mouse clicks).
+    pub(in crate::console::app) geometry: std::cell::Cell<(u16, usize)>,
+}
+
 /// The Jobs view: every job, the queue order first, with where each runs or why it waits.
 pub struct Jobs;
 
@@ -51,8 +64,8 @@ impl Tab for Jobs {
         Some(match action {
             Action::Mark => {
                 if let Some(id) = app.selected_job(snap).map(|j| j.id) {
-                    if !app.marked.remove(&id) {
-                        app.marked.insert(id);
+                    if !app.jobs.marked.remove(&id) {
+                        app.jobs.marked.insert(id);
                     }
                 }
                 app.move_selection(snap, 1);
@@ -77,12 +90,12 @@ impl Tab for Jobs {
                 }
                 Outcome::Redraw
             }
-            Action::Job(what) if !app.marked.is_empty() => {
+            Action::Job(what) if !app.jobs.marked.is_empty() => {
                 // Only marked jobs still listed count; one the caller may not change stops it.
                 let marked: Vec<&JobRow> = snap
                     .jobs
                     .iter()
-                    .filter(|j| app.marked.contains(&j.id))
+                    .filter(|j| app.jobs.marked.contains(&j.id))
                     .collect();
                 if let Some((j, why)) = marked
                     .iter()
@@ -139,13 +152,13 @@ impl Tab for Jobs {
             MouseEventKind::ScrollDown => app.move_selection(snap, 1),
             MouseEventKind::ScrollUp => app.move_selection(snap, -1),
             MouseEventKind::Down(MouseButton::Left) => {
-                let (top, first) = app.jobs_geometry.get();
+                let (top, first) = app.jobs.geometry.get();
                 let Some(offset) = event.row.checked_sub(top) else {
                     return Outcome::Nothing;
                 };
                 let rows = app.rows(snap);
                 match rows.get(first + usize::from(offset)) {
-                    Some(j) => app.selected = Some(j.id),
+                    Some(j) => app.jobs.selected = Some(j.id),
                     None => return Outcome::Nothing,
                 }
             }
@@ -158,12 +171,16 @@ impl Tab for Jobs {
         // Build only the rows that fit, around the selection: a 100,000-job queue costs the same
         // to draw as a 40-job one.
         let list = app.rows(snap);
-        let selected = app.selected.and_then(|id| list.position(id)).unwrap_or(0);
+        let selected = app
+            .jobs
+            .selected
+            .and_then(|id| list.position(id))
+            .unwrap_or(0);
         let visible = area.height.saturating_sub(3).max(1) as usize;
         app.page.set(visible);
         let first = selected.saturating_sub(visible - 1);
         // Below the border and the header row.
-        app.jobs_geometry.set((area.y + 2, first));
+        app.jobs.geometry.set((area.y + 2, first));
         let plain = Style::default();
         let mut grid = Grid::new(&order::JOB_COLS, app.sorts[View::Jobs]);
         grid.rows = (first..list.len().min(first + visible))
@@ -175,7 +192,7 @@ impl Tab for Jobs {
                     "failed" => app.theme.error,
                     _ => app.theme.muted,
                 };
-                let id = if app.marked.contains(&j.id) {
+                let id = if app.jobs.marked.contains(&j.id) {
                     format!("*{}", j.id)
                 } else {
                     j.id.to_string()
@@ -210,7 +227,7 @@ impl Tab for Jobs {
             .collect();
         let block = Block::default().borders(Borders::ALL).title(format!(
             "{}{}",
-            match &app.job_filter {
+            match &app.jobs.filter {
                 None => format!(" jobs ({}) ", snap.jobs.len()),
                 Some(f) => format!(
                     " jobs ({} of {}) /{} ",

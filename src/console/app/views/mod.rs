@@ -14,6 +14,10 @@ mod overview;
 mod services;
 mod teams;
 
+pub use events::EventsState;
+pub use fleet::FleetState;
+pub use jobs::JobsState;
+
 use super::{App, Outcome};
 use crate::api::Snapshot;
 use crate::console::keymap::Action;
@@ -33,6 +37,12 @@ pub trait Tab: Sync {
     /// Whether `/` filters its rows and its `:` command takes a filter (`:jobs team=ml`).
     fn takes_filter(&self) -> bool {
         false
+    }
+
+    /// The `/` filter it keeps; a view that filters nothing of its own (the Overview,
+    /// Teams) filters the jobs, as `/` there then shows in the Jobs view.
+    fn filter<'a>(&self, app: &'a mut App) -> &'a mut Option<crate::console::filter::Filter> {
+        &mut app.jobs.filter
     }
 
     /// Its table's columns, which `<`, `>` and the column letters order by; none for a view

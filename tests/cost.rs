@@ -184,6 +184,57 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(10))]
+    /// The month's spend each team's budget holds grows run by run as runs end (the journal
+    /// hands over each closed charge); it is what a daemon opened afresh on the same journal
+    /// sums from every run of the month, across month ends too.
+    #[test]
+    fn the_months_spend_kept_run_by_run_is_the_journals_sum(
+        steps in prop::collection::vec((0u8..5, 1u8..9, 60.0f64..7200.0), 4..20),
+    ) {
+        let d = dir(&format!("month-{}", steps.len()));
+        let cfg = fleet("budget_monthly_usd = 1000000");
+        let live = {
+            let mut s = open(&d, &cfg);
+            for (op, gpus, dt) in steps {
+                match op {
+                    0 | 1 => {
+                        let team = if op == 0 { "a" } else { "b" };
+                        let _ = s.submit(&[job(team, gpus, "p")]);
+                    }
+                    2 => {
+                        let live = s.engine().jobs().find(|j| !j.state.is_final()).map(|j| j.id);
+                        if let Some(id) = live {
+                            s.act(id, Action::Cancel, "test").unwrap();
+                        }
+                    }
+                    // Days pass: a month may end (2026-11-20 + 6 days at a time).
+                    3 => {
+                        s.advance(6.0 * 86_400.0).unwrap();
+                        continue;
+                    }
+                    _ => {}
+                }
+                s.advance(dt).unwrap();
+            }
+            let ids: Vec<_> = s.engine().jobs().filter(|j| !j.state.is_final()).map(|j| j.id).collect();
+            for id in ids {
+                s.act(id, Action::Cancel, "test").unwrap();
+            }
+            s.advance(1.0).unwrap();
+            s.snapshot().teams.iter().map(|t| (t.name.clone(), t.spend_month_usd, t.gpu_hours_month)).collect::<Vec<_>>()
+        };
+        let s = open(&d, &cfg);
+        let fresh: Vec<_> = s.snapshot().teams.iter().map(|t| (t.name.clone(), t.spend_month_usd, t.gpu_hours_month)).collect();
+        prop_assert_eq!(live.len(), fresh.len());
+        for (l, f) in live.iter().zip(&fresh) {
+            prop_assert_eq!(&l.0, &f.0);
+            prop_assert!((l.1 - f.1).abs() < 1e-6 && (l.2 - f.2).abs() < 1e-6, "{:?} vs {:?}", l, f);
+        }
+    }
+}
+
 #[test]
 fn costs_survive_a_restart_and_open_runs_close_at_the_last_journal_time() {
     let d = dir("restart");

@@ -305,7 +305,26 @@ pub struct JobRecord {
 pub struct Store {
     conn: Connection,
     path: String,
+    /// The charges closed since the budgets last took them (`take_closed`), so the month's
+    /// spend grows by each run that ends instead of being summed again from every run of the
+    /// month at each end; `None` once too many waited untaken (read them again in full).
+    closed: Option<Vec<ClosedCharge>>,
 }
+
+/// A run's charge as it closed: whose, and what it cost.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ClosedCharge {
+    pub team: String,
+    pub project: Option<String>,
+    pub started_at: f64,
+    pub ended_at: f64,
+    pub dollars_per_hour: f64,
+    pub gpus: f64,
+}
+
+/// Closed charges kept for `take_closed` before the store stops keeping them (a caller that
+/// never takes them costs this much memory, then nothing).
+const CLOSED_KEPT: usize = 100_000;
 
 impl Store {
     pub fn open(path: &Path) -> Result<Store, JournalError> {
@@ -336,7 +355,11 @@ impl Store {
         // Every statement the daemon repeats stays prepared (rusqlite keeps 16 by default,
         // fewer than the journal's): parsing one again cost a submission a tenth of its time.
         conn.set_prepared_statement_cache_capacity(64);
-        let mut store = Store { conn, path: name };
+        let mut store = Store {
+            conn,
+            path: name,
+            closed: Some(Vec::new()),
+        };
         store.migrate()?;
         Ok(store)
     }
@@ -499,6 +522,7 @@ impl Store {
             path: path.clone(),
             source,
         };
+        let mut closed = Vec::new();
         let tx = self.conn.savepoint().map_err(sql)?;
         {
             let mut get = tx
@@ -518,7 +542,7 @@ impl Store {
                 )
                 .map_err(sql)?;
             let mut close = tx
-                .prepare_cached("UPDATE charges SET ended_at = MAX(?1, started_at) WHERE job = ?2 AND ended_at IS NULL")
+                .prepare_cached("UPDATE charges SET ended_at = MAX(?1, started_at) WHERE job = ?2 AND ended_at IS NULL RETURNING team, project, started_at, ended_at, dollars_per_hour, gpus")
                 .map_err(sql)?;
             // How the open run ends, move by move (a preemption, then its requeue).
             let mut ending = tx
@@ -549,7 +573,21 @@ impl Store {
                 }
                 if !matches!(to, JobState::Running | JobState::Preempting) {
                     bill.execute(params![at, id]).map_err(sql)?;
-                    close.execute(params![at, id]).map_err(sql)?;
+                    let rows = close
+                        .query_map(params![at, id], |r| {
+                            Ok(ClosedCharge {
+                                team: r.get(0)?,
+                                project: r.get(1)?,
+                                started_at: r.get(2)?,
+                                ended_at: r.get(3)?,
+                                dollars_per_hour: r.get(4)?,
+                                gpus: r.get(5)?,
+                            })
+                        })
+                        .map_err(sql)?;
+                    for c in rows {
+                        closed.push(c.map_err(sql)?);
+                    }
                 }
             }
             for c in opens {
@@ -567,7 +605,21 @@ impl Store {
             }
         }
         tx.commit().map_err(sql)?;
+        // Kept once committed: a refused transaction closed nothing.
+        if let Some(kept) = &mut self.closed {
+            if kept.len() + closed.len() > CLOSED_KEPT {
+                self.closed = None;
+            } else {
+                kept.extend(closed);
+            }
+        }
         Ok(())
+    }
+
+    /// The charges closed since the last call, oldest first; `None` when more closed than the
+    /// store keeps between calls (read the month's spend again in full, `closed_spend`).
+    pub fn take_closed(&mut self) -> Option<Vec<ClosedCharge>> {
+        self.closed.replace(Vec::new())
     }
 
     /// Changes a job's priority class, with an event.

@@ -12,11 +12,16 @@ impl State {
         let (month, start) = (this.key, this.start);
         let releases = self.engine.releases();
         let rollover = self.budgets.iter().any(|b| b.month != month);
-        if rollover || self.budget_read_at != Some(releases) {
+        let first = self.budget_read_at.is_none();
+        // The runs that ended since the last look, as the journal closed them: added to the
+        // month's sums one by one. The sums are read from the journal in full only at open,
+        // at a new month, or when more ended unlooked than the journal keeps.
+        let taken = self.engine.store().take_closed();
+        let full = rollover || first || taken.is_none();
+        if full {
             let closed = self.engine.store().closed_spend(start)?;
             // Alerts this month already announced, by this daemon or before a restart: the
             // journal remembers, so a restart does not announce them again.
-            let first = self.budget_read_at.is_none();
             let (announced, before) = if rollover || first {
                 let store = self.engine.store();
                 (
@@ -57,14 +62,11 @@ impl State {
                 b.closed_whole_usd = mine().fold(0.0, |a, c| a + c.4);
             }
             // The same per team and project, for `/metrics`' counters.
-            let key = |team: &str, project: &Option<String>| {
-                (team.to_string(), project.clone().unwrap_or_default())
-            };
             if let Some(before) = &before {
                 self.project_spend.clear();
                 for (team, project, usd) in before {
                     self.project_spend
-                        .entry(key(team, project))
+                        .entry(spend_key(team, project))
                         .or_default()
                         .before_month_usd = *usd;
                 }
@@ -74,10 +76,32 @@ impl State {
             }
             for (team, project, _, _, whole) in &closed {
                 self.project_spend
-                    .entry(key(team, project))
+                    .entry(spend_key(team, project))
                     .or_default()
                     .closed_whole_usd = *whole;
             }
+        } else {
+            // What `closed_spend(start)` sums, for these runs alone.
+            for c in taken.iter().flatten().filter(|c| c.ended_at > start) {
+                let month_h = (c.ended_at - c.started_at.max(start)) / 3600.0;
+                let whole = (c.ended_at - c.started_at) * c.dollars_per_hour / 3600.0;
+                if let Some(b) = self
+                    .team_config
+                    .iter()
+                    .position(|t| t.name == c.team)
+                    .and_then(|t| self.budgets.get_mut(t))
+                {
+                    b.closed_usd += month_h * c.dollars_per_hour;
+                    b.closed_gpu_h += month_h * c.gpus;
+                    b.closed_whole_usd += whole;
+                }
+                self.project_spend
+                    .entry(spend_key(&c.team, &c.project))
+                    .or_default()
+                    .closed_whole_usd += whole;
+            }
+        }
+        if full || self.budget_read_at != Some(releases) {
             for t in 0..self.budgets.len() {
                 self.engine.set_budget_gate(t, None);
             }
@@ -305,4 +329,9 @@ pub(super) fn alert_prefix(team: &str, threshold: f64) -> String {
         "budget: team {team} at {:.0}% of its monthly budget",
         threshold * 100.0
     )
+}
+
+/// The key of a team's and project's spend for `/metrics` (no project: "").
+fn spend_key(team: &str, project: &Option<String>) -> (String, String) {
+    (team.to_string(), project.clone().unwrap_or_default())
 }

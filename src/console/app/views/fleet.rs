@@ -1,4 +1,5 @@
-//! The Fleet view: each pool by provider, region and zone, its GPUs busy, load, price and what its cloud is doing.
+//! The Fleet view: each pool by provider, region and zone, its GPUs busy, load, price and
+//! what its cloud is doing.
 
 use super::super::*;
 use super::Tab;
@@ -20,7 +21,7 @@ pub struct FleetState {
     pub filter: Option<Filter>,
 }
 
-/// The Fleet view: each pool by provider, region and zone, its GPUs busy, load, price and what its cloud is doing.
+/// The Fleet view.
 pub struct Fleet;
 
 impl Tab for Fleet {

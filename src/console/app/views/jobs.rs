@@ -23,7 +23,7 @@ pub struct JobsState {
     pub(in crate::console::app) geometry: std::cell::Cell<(u16, usize)>,
 }
 
-/// The Jobs view: every job, the queue order first, with where each runs or why it waits.
+/// The Jobs view.
 pub struct Jobs;
 
 impl Tab for Jobs {

@@ -1,4 +1,5 @@
-//! The Overview: GPUs allocated, the queue by class, spend against budgets, why idle GPUs are idle, and the newest events.
+//! The Overview: GPUs allocated, the queue by class, spend against budgets, why idle GPUs are
+//! idle, and the newest events.
 
 use super::super::*;
 use super::Tab;
@@ -8,7 +9,7 @@ use ratatui::text::Line;
 use ratatui::widgets::{Block, Borders, Gauge, Paragraph};
 use ratatui::Frame;
 
-/// The Overview: GPUs allocated, the queue by class, spend against budgets, why idle GPUs are idle, and the newest events.
+/// The Overview.
 pub struct Overview;
 
 impl Tab for Overview {

@@ -1,4 +1,5 @@
-//! Services: replicas ready of wanted, traffic through each endpoint, latency, cost, and  what the autoscaler did last and why (`gantry services`, `gantry service NAME`).
+//! The Services view: replicas ready of wanted, traffic through each endpoint, latency, cost,
+//! and what the autoscaler did last and why (`gantry services`, `gantry service NAME`).
 
 use super::super::*;
 use super::Tab;
@@ -9,7 +10,7 @@ use ratatui::style::{Color, Style};
 use ratatui::widgets::{Block, Borders};
 use ratatui::Frame;
 
-/// Services: replicas ready of wanted, traffic through each endpoint, latency, cost, and  what the autoscaler did last and why (`gantry services`, `gantry service NAME`).
+/// The Services view.
 pub struct Services;
 
 impl Tab for Services {

@@ -9,7 +9,7 @@ use ratatui::style::{Color, Style};
 use ratatui::widgets::{Block, Borders};
 use ratatui::Frame;
 
-/// The Teams view: each team's quota, usage, fair share, spend rate and monthly budget.
+/// The Teams view.
 pub struct Teams;
 
 impl Tab for Teams {

@@ -540,10 +540,7 @@ impl State {
         stuck.sort_unstable_by_key(|s| (s.0, s.1));
         let stuck: Vec<(u64, &crate::model::JobRequest)> =
             stuck.iter().map(|(_, id, r)| (*id as u64, r)).collect();
-        let mut world = Rebalancing {
-            state: self,
-            failed: None,
-        };
+        let mut world = Rebalancing::new(self);
         crate::scheduler::moves::defragment(&mut world, &stuck, 1);
         world.failed.map_or(Ok(()), Err)
     }
@@ -571,10 +568,7 @@ impl State {
         let fleet = self.engine.fleet();
         let mut counts = pool_counts(fleet, self.nodes.pools.len(), &self.nodes.lives);
         let mins: Vec<u32> = self.nodes.pools.iter().map(|p| p.min_nodes).collect();
-        let mut world = Rebalancing {
-            state: self,
-            failed: None,
-        };
+        let mut world = Rebalancing::new(self);
         crate::scheduler::moves::consolidate(&mut world, &mut counts, &mins, 1);
         world.failed.map_or(Ok(()), Err)
     }
@@ -607,10 +601,25 @@ impl State {
 struct Rebalancing<'s> {
     state: &'s mut State,
     failed: Option<EngineError>,
+    /// The jobs on each node, read from every job once per pass and again after a move: a
+    /// pass asks for the jobs of up to `DEFRAG_NODES` nodes for each of `DEFRAG_JOBS` jobs,
+    /// and reading every job for each made defragmentation the largest cost of a
+    /// thousand-GPU daemon (a fifth of `gantry sim --gpus 1000`).
+    on_node: std::cell::OnceCell<HashMap<usize, Vec<JobId>>>,
 }
 
-impl Rebalancing<'_> {
+impl<'s> Rebalancing<'s> {
+    fn new(state: &'s mut State) -> Rebalancing<'s> {
+        Rebalancing {
+            state,
+            failed: None,
+            on_node: std::cell::OnceCell::new(),
+        }
+    }
+
     fn carry_out(&mut self, f: impl FnOnce(&mut State) -> Result<(), EngineError>) {
+        // What moves changes which jobs are where.
+        self.on_node = std::cell::OnceCell::new();
         if self.failed.is_none() {
             if let Err(e) = f(self.state) {
                 self.failed = Some(e);
@@ -648,12 +657,23 @@ impl Rebalance for Rebalancing<'_> {
             .collect()
     }
 
+    /// As `State::jobs_on`, in job order, from the pass's index.
     fn jobs_on(&self, node: usize) -> Vec<u64> {
-        self.state
-            .jobs_on(node)
-            .into_iter()
-            .map(|j| j as u64)
-            .collect()
+        let on_node = self.on_node.get_or_init(|| {
+            let mut m: HashMap<usize, Vec<JobId>> = HashMap::new();
+            for j in self.state.engine.jobs() {
+                for g in j.placement.iter().flat_map(|p| &p.nodes) {
+                    let ids = m.entry(g.node.index()).or_default();
+                    if ids.last() != Some(&j.id) {
+                        ids.push(j.id);
+                    }
+                }
+            }
+            m
+        });
+        on_node
+            .get(&node)
+            .map_or_else(Vec::new, |ids| ids.iter().map(|&j| j as u64).collect())
     }
 
     fn movable(&self, job: u64) -> bool {

@@ -142,6 +142,28 @@ fn every_table_sorts_by_any_column_with_an_arrow_in_the_header() {
     assert!(s.contains("oldest first"), "{s}");
     let oldest: String = snap.events.last().unwrap().chars().take(40).collect();
     assert!(s.contains(&oldest), "{s}");
+    // Again: back to the newest first (not a column reversed: the view has none).
+    app.on_key("o", &snap);
+    assert_eq!(app.flash.as_deref(), Some("events: newest first"));
+    assert!(screen(&app, &snap, 120, 36).contains("events, newest first"));
+}
+
+/// `o` in a view's own order turns it as the view says: the Jobs queue by position, last
+/// first; the Overview has no rows of its own to turn.
+#[test]
+fn o_turns_each_views_own_order_its_own_way() {
+    let snap = demo_snapshot();
+    let mut app = App::new(false);
+    assert_eq!(app.on_key("o", &snap), Outcome::Nothing);
+    app.on_key("2", &snap);
+    app.on_key("o", &snap);
+    assert!(screen(&app, &snap, 200, 50).contains("pos▼"));
+    app.on_key("o", &snap);
+    assert!(screen(&app, &snap, 200, 50).contains("pos▲"));
+    // The Teams view: its first column, descending.
+    app.on_key("4", &snap);
+    app.on_key("o", &snap);
+    assert!(screen(&app, &snap, 200, 50).contains("team▼"));
 }
 
 #[test]

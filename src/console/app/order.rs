@@ -399,19 +399,14 @@ impl App {
     /// `o`: the other way (the Jobs view's queue order and the Events view's newest-first
     /// included).
     pub(super) fn sort_reverse(&mut self) -> Outcome {
-        match (self.view, self.sorts[self.view]) {
-            (View::Overview, _) => return Outcome::Nothing,
-            (View::Events, None) => {
-                self.sorts[self.view] = Some(Sort {
-                    col: 0,
-                    desc: false,
-                })
-            }
-            (View::Events, Some(_)) => self.sorts[self.view] = None,
-            (_, Some(s)) => self.sort_by(s.col, !s.desc),
-            // Reversing the queue order: by position, last first.
-            (View::Jobs, None) => self.sort_by(7, true),
-            (_, None) => self.sort_by(0, true),
+        let tab = self.view.tab();
+        match self.sorts[self.view] {
+            Some(_) if tab.turns_back() => self.sorts[self.view] = None,
+            Some(s) => self.sort_by(s.col, !s.desc),
+            None => match tab.turned() {
+                Some(s) => self.sorts[self.view] = Some(s),
+                None => return Outcome::Nothing,
+            },
         }
         self.flash = Some(self.order_name());
         Outcome::Redraw
@@ -424,11 +419,14 @@ impl App {
 
     /// What the key bar says after a change of order.
     fn order_name(&self) -> String {
-        match (self.sorts[self.view], self.view) {
-            (None, View::Events) => "events: newest first".into(),
-            (Some(_), View::Events) => "events: oldest first".into(),
-            (None, _) => format!("{}: queue order", self.view.short().to_lowercase()),
-            (Some(s), view) => format!(
+        let sort = self.sorts[self.view];
+        if let Some(name) = self.view.tab().order_name(sort) {
+            return name;
+        }
+        let view = self.view;
+        match sort {
+            None => format!("{}: queue order", view.short().to_lowercase()),
+            Some(s) => format!(
                 "{}: by {} {}  (< > column · o reverses · shift+letter)",
                 view.short().to_lowercase(),
                 columns(view)[s.col].title.trim(),

@@ -2,7 +2,7 @@
 
 use super::super::*;
 use super::Tab;
-use crate::console::table::cut;
+use crate::console::table::{cut, Sort};
 use ratatui::layout::Rect;
 use ratatui::text::Line;
 use ratatui::widgets::{Block, Borders, Paragraph};
@@ -33,6 +33,25 @@ impl Tab for Events {
 
     fn filter<'a>(&self, app: &'a mut App) -> &'a mut Option<Filter> {
         &mut app.events.filter
+    }
+
+    /// Newest first is its own order; `o` turns it to oldest first and back.
+    fn turned(&self) -> Option<Sort> {
+        Some(Sort {
+            col: 0,
+            desc: false,
+        })
+    }
+
+    fn turns_back(&self) -> bool {
+        true
+    }
+
+    fn order_name(&self, sort: Option<Sort>) -> Option<String> {
+        Some(match sort {
+            None => "events: newest first".into(),
+            Some(_) => "events: oldest first".into(),
+        })
     }
 
     fn draw(&self, app: &App, f: &mut Frame, area: Rect, snap: &Snapshot) {

@@ -43,6 +43,15 @@ impl Tab for Jobs {
         &order::JOB_COLS
     }
 
+    /// Reversing the queue order: by position, last first.
+    fn turned(&self) -> Option<crate::console::table::Sort> {
+        let pos = order::JOB_COLS.iter().position(|c| c.title == "pos")?;
+        Some(crate::console::table::Sort {
+            col: pos,
+            desc: true,
+        })
+    }
+
     /// The job actions (greyed for a viewer) beside the moves.
     fn key_bar(&self, app: &App, bar: super::KeyBar) -> ratatui::text::Line<'static> {
         use crate::console::keymap::Action;

@@ -51,6 +51,25 @@ pub trait Tab: Sync {
         &[]
     }
 
+    /// `o` in the view's own order (no column chosen): the order it turns to; `None` where
+    /// `o` does nothing. By default its first column, descending.
+    fn turned(&self) -> Option<crate::console::table::Sort> {
+        Some(crate::console::table::Sort { col: 0, desc: true })
+    }
+
+    /// Whether `o` on a turned order goes back to the view's own (the Events view: oldest
+    /// first, then newest first again) rather than reversing the column.
+    fn turns_back(&self) -> bool {
+        false
+    }
+
+    /// What the key bar calls the order `sort` (`None`: the view's own), where the view names
+    /// it itself.
+    fn order_name(&self, sort: Option<crate::console::table::Sort>) -> Option<String> {
+        let _ = sort;
+        None
+    }
+
     /// Draws it over `area`.
     fn draw(&self, app: &App, f: &mut Frame, area: Rect, snap: &Snapshot);
 

@@ -21,6 +21,11 @@ impl Tab for Overview {
         "Overview"
     }
 
+    /// No rows of its own to order.
+    fn turned(&self) -> Option<crate::console::table::Sort> {
+        None
+    }
+
     fn draw(&self, app: &App, f: &mut Frame, area: Rect, snap: &Snapshot) {
         let [gauges, mid] =
             Layout::vertical([Constraint::Length(4), Constraint::Min(3)]).areas(area);

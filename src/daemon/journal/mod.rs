@@ -307,7 +307,9 @@ pub struct Store {
     path: String,
     /// The charges closed since the budgets last took them (`take_closed`), so the month's
     /// spend grows by each run that ends instead of being summed again from every run of the
-    /// month at each end; `None` once too many waited untaken (read them again in full).
+    /// month at each end. `None` until a first `take_closed` (a store nobody takes them from —
+    /// the engine alone in `bench memory`, a replay — keeps none), and again once too many
+    /// waited untaken (read them again in full).
     closed: Option<Vec<ClosedCharge>>,
 }
 
@@ -358,7 +360,7 @@ impl Store {
         let mut store = Store {
             conn,
             path: name,
-            closed: Some(Vec::new()),
+            closed: None,
         };
         store.migrate()?;
         Ok(store)
@@ -616,8 +618,9 @@ impl Store {
         Ok(())
     }
 
-    /// The charges closed since the last call, oldest first; `None` when more closed than the
-    /// store keeps between calls (read the month's spend again in full, `closed_spend`).
+    /// The charges closed since the last call, oldest first, and from now on each one closed
+    /// until the next; `None` at the first call, or when more closed than the store keeps
+    /// between calls (read the month's spend in full, `closed_spend`).
     pub fn take_closed(&mut self) -> Option<Vec<ClosedCharge>> {
         self.closed.replace(Vec::new())
     }

@@ -163,3 +163,56 @@ fn concurrent_submitters_all_get_distinct_durable_ids() {
     assert_eq!(ids.len(), 400);
     assert_eq!(Store::open(&path).unwrap().load().unwrap().len(), 400);
 }
+
+#[test]
+fn closed_charges_are_kept_only_for_a_store_asked_for_them_and_only_once_committed() {
+    let path = tmp("closed");
+    let mut s = Store::open(&path).unwrap();
+    let ids = s.submit_all(&[job(1), job(2), job(3)]).unwrap();
+    let charge = |job| Charge {
+        job,
+        team: "ml".into(),
+        project: Some("p".into()),
+        capacity: "spot".into(),
+        gpus: 2.0,
+        dollars_per_hour: 4.0,
+        nodes: vec!["n1".into()],
+    };
+    let run = |id| (id, JobState::Running, "placed".to_string());
+    s.transition_charged(&[run(ids[0])], 10.0, &[charge(ids[0])])
+        .unwrap();
+    s.transition(ids[0], JobState::Completed, 20.0, "exit 0")
+        .unwrap();
+    // Nobody asked yet: nothing kept (the engine alone keeps no tally).
+    assert!(s.closed.is_none());
+    assert_eq!(s.take_closed(), None, "the first look reads in full");
+    s.transition_charged(&[run(ids[1])], 30.0, &[charge(ids[1])])
+        .unwrap();
+    s.transition(ids[1], JobState::Failed, 45.0, "exit 1")
+        .unwrap();
+    // A refused batch closes nothing: job 3's run would end, but job 1 cannot run again.
+    s.transition_charged(&[run(ids[2])], 46.0, &[charge(ids[2])])
+        .unwrap();
+    assert!(s
+        .transition_all(
+            &[
+                (ids[2], JobState::Completed, "exit 0".into()),
+                (ids[0], JobState::Running, "?".into())
+            ],
+            50.0
+        )
+        .is_err());
+    let closed = s.take_closed().unwrap();
+    assert_eq!(
+        closed,
+        vec![ClosedCharge {
+            team: "ml".into(),
+            project: Some("p".into()),
+            started_at: 30.0,
+            ended_at: 45.0,
+            dollars_per_hour: 4.0,
+            gpus: 2.0,
+        }]
+    );
+    assert_eq!(s.take_closed(), Some(Vec::new()));
+}

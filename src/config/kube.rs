@@ -51,20 +51,27 @@ pub fn validate(p: &PoolConfig, name: &str) -> Checked {
     };
     // What only a pool built from its cluster's nodes (`gpu = "auto"`) takes.
     let auto_only = [
-        ("node_selector", k.node_selector.is_some()),
-        ("pool_label", k.pool_label.is_some()),
-        ("block_label", k.block_label.is_some()),
+        (
+            "node_selector",
+            "kubernetes.node_selector",
+            k.node_selector.is_some(),
+        ),
+        (
+            "pool_label",
+            "kubernetes.pool_label",
+            k.pool_label.is_some(),
+        ),
+        (
+            "block_label",
+            "kubernetes.block_label",
+            k.block_label.is_some(),
+        ),
     ];
-    let at = |field: &str| match field {
-        "node_selector" => "kubernetes.node_selector",
-        "pool_label" => "kubernetes.pool_label",
-        _ => "kubernetes.block_label",
-    };
     if p.is_auto() {
         return auto_pool(p, k, name);
     }
-    if let Some((field, _)) = auto_only.iter().find(|(_, set)| *set) {
-        return Err(Problem::at(at(field), format!(
+    if let Some((field, at, _)) = auto_only.iter().find(|(.., set)| *set) {
+        return Err(Problem::at(at, format!(
             "{name}: `{field}` is for gpu = \"auto\" Kubernetes pools (built from the nodes they select); this one lists its nodes (`hosts`)"
         )));
     }

@@ -44,50 +44,36 @@ pub fn field_position(text: &str, index: usize, field: &str) -> (usize, usize) {
         return header;
     };
     // The pool's text: up to the next array table (another pool, a team).
-    let lines = lines_from(text, start).skip(1);
-    let pool: Vec<(usize, &str)> = lines
+    let pool: Vec<(usize, &str)> = lines_from(text, start)
+        .skip(1)
         .take_while(|(_, l)| !l.trim_start().starts_with("[["))
         .collect();
-    let (table, key) = match field.split_once('.') {
-        Some((t, k)) => (Some(t), k),
-        None => (None, field),
+    let own = table_body(&pool);
+    let found = match field.split_once('.') {
+        // In the pool's own table, or a table of its own (`ssh`: `[pools.ssh]`).
+        None => key_in(&own, field).or_else(|| subtable(&pool, field).map(|i| pool[i].0)),
+        Some((table, key)) => match subtable(&pool, table) {
+            Some(i) => key_in(&table_body(&pool[i + 1..]), key).or(Some(pool[i].0)),
+            // Not a table of its own: an inline one (`ec2 = { … }`) is pointed at.
+            None => key_in(&own, table),
+        },
     };
-    let (body, table_at) = match table {
-        // A field that is a table of its own (`ssh`: `[pools.ssh]`).
-        None if key_in(&pool, field).is_none() => {
-            let name = format!("[pools.{field}]");
-            return pool
-                .iter()
-                .find(|(_, l)| l.trim() == name)
-                .map_or(header, |(o, _)| super::fleet::position(text, *o));
-        }
-        None => (
-            pool.iter()
-                .take_while(|(_, l)| !l.trim_start().starts_with('['))
-                .copied()
-                .collect::<Vec<_>>(),
-            None,
-        ),
-        Some(t) => {
-            let name = format!("[pools.{t}]");
-            let Some(at) = pool.iter().position(|(_, l)| l.trim() == name) else {
-                // Not a table of its own: an inline one (`ec2 = { … }`) is pointed at.
-                return key_in(&pool, t).map_or(header, |o| super::fleet::position(text, o));
-            };
-            (
-                pool[at + 1..]
-                    .iter()
-                    .take_while(|(_, l)| !l.trim_start().starts_with('['))
-                    .copied()
-                    .collect(),
-                Some(pool[at].0),
-            )
-        }
-    };
-    match key_in(&body, key).or(table_at) {
-        Some(o) => super::fleet::position(text, o),
-        None => header,
-    }
+    found.map_or(header, |o| super::fleet::position(text, o))
+}
+
+/// The lines of a table, up to the next table's header.
+fn table_body<'a>(lines: &[(usize, &'a str)]) -> Vec<(usize, &'a str)> {
+    lines
+        .iter()
+        .take_while(|(_, l)| !l.trim_start().starts_with('['))
+        .copied()
+        .collect()
+}
+
+/// Where in the pool's lines its `[pools.NAME]` table starts.
+fn subtable(pool: &[(usize, &str)], name: &str) -> Option<usize> {
+    let header = format!("[pools.{name}]");
+    pool.iter().position(|(_, l)| l.trim() == header)
 }
 
 /// Each line from `start` on, with its offset in the text.

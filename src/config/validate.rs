@@ -5,28 +5,31 @@
 use super::fleet::*;
 
 pub(super) fn validate(file: &str, text: &str, cfg: &FleetConfig) -> Result<(), ConfigError> {
-    let at = |table: &str, i: usize, message: String| {
-        let (line, col) = table_position(text, table, i);
-        ConfigError {
-            file: file.to_string(),
-            line,
-            col,
-            message,
-        }
+    let error = |(line, col): (usize, usize), message: String| ConfigError {
+        file: file.to_string(),
+        line,
+        col,
+        message,
     };
+    let at =
+        |table: &str, i: usize, message: String| error(table_position(text, table, i), message);
     // A pool's problem, at the line of the field it is about.
     let at_field = |i: usize, problem: super::problem::Problem| {
-        let (line, col) = match problem.field {
+        let place = match problem.field {
             Some(field) => super::problem::field_position(text, i, field),
             None => table_position(text, "pools", i),
         };
-        ConfigError {
-            file: file.to_string(),
-            line,
-            col,
-            message: problem.message,
-        }
+        error(place, problem.message)
     };
+    // Each backend's own table (and the topology), checked by its module.
+    let checks: [fn(&PoolConfig, &str) -> super::problem::Checked; 6] = [
+        super::ssh::validate,
+        super::slurm::validate,
+        super::ec2::validate,
+        super::lambda::validate,
+        super::kube::validate,
+        super::topology::validate,
+    ];
     for (i, p) in cfg.pools.iter().enumerate() {
         let name = format!("pool `{}/{}/{}/{}`", p.provider, p.region, p.zone, p.name);
         if let Some(j) = cfg.pools[..i].iter().position(|q| {
@@ -38,23 +41,8 @@ pub(super) fn validate(file: &str, text: &str, cfg: &FleetConfig) -> Result<(), 
                 format!("{name} is defined twice (first as pool #{})", j + 1),
             ));
         }
-        if let Err(problem) = super::ssh::validate(p, &name) {
-            return Err(at_field(i, problem));
-        }
-        if let Err(problem) = super::slurm::validate(p, &name) {
-            return Err(at_field(i, problem));
-        }
-        if let Err(problem) = super::ec2::validate(p, &name) {
-            return Err(at_field(i, problem));
-        }
-        if let Err(problem) = super::lambda::validate(p, &name) {
-            return Err(at_field(i, problem));
-        }
-        if let Err(problem) = super::kube::validate(p, &name) {
-            return Err(at_field(i, problem));
-        }
-        if let Err(problem) = super::topology::validate(p, &name) {
-            return Err(at_field(i, problem));
+        for check in checks {
+            check(p, &name).map_err(|problem| at_field(i, problem))?;
         }
         if let Some(rt) = &p.container_runtime {
             use super::fleet::RUNTIMES;

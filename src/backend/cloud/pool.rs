@@ -42,7 +42,8 @@ enum Ask {
 /// How a pool's instances are placed and reached: what its fleet file says.
 #[derive(Clone, Debug)]
 pub struct Reach {
-    /// The pool, as events and errors name it: `pool `a100` (backend ec2, region us-east-1)`.
+    /// The pool, as its events name it (`error::PoolAt`, as its errors do too):
+    /// ``pool `a100` (backend ec2, region us-east-1)``.
     pub name: String,
     /// Where to try, in order (EC2 zones, Lambda regions).
     pub places: Vec<String>,

@@ -53,7 +53,7 @@ pub fn open(
     })?;
     let target = target_of(p);
     let reach = Reach {
-        name: format!("pool `{}` (backend ec2, region {})", p.name, p.region),
+        name: crate::backend::error::PoolAt::of(p).to_string(),
         places: settings.zones_or(&p.zone),
         ssh_user: settings.ssh_user().to_string(),
         ssh_host: settings.ssh_host().to_string(),

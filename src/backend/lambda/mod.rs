@@ -61,7 +61,7 @@ pub fn open(
         )));
     }
     let reach = Reach {
-        name: format!("pool `{}` (backend lambda, region {})", p.name, p.region),
+        name: crate::backend::error::PoolAt::of(p).to_string(),
         places: settings.regions_or(&p.region),
         ssh_user: settings.ssh_user().to_string(),
         ssh_host: settings.ssh_host().to_string(),

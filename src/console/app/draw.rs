@@ -53,7 +53,7 @@ impl App {
             .sum::<u16>()
             - 1;
         let tabs = Tabs::new(titles)
-            .select(View::ALL.iter().position(|v| *v == self.view).unwrap_or(0))
+            .select(self.view.index())
             .highlight_style(self.style(self.theme.accent).add_modifier(Modifier::BOLD));
         // The right-hand side: alarms and badges, the daemon attached to, the clock — the
         // source cut from its left to what the tabs leave (its end names it best), never the

@@ -200,7 +200,7 @@ impl App {
             self.help_scroll = 0;
             return Outcome::Redraw;
         }
-        let at = View::ALL.iter().position(|v| *v == self.view).unwrap_or(0);
+        let at = self.view.index();
         self.flash = None;
         // Esc steps back: it clears the view's filter, then the marks.
         if key == "esc" && action.is_none() {
@@ -213,8 +213,8 @@ impl App {
             }
             return Outcome::Nothing;
         }
-        // The view's own keys first (open, move, mark, act on a job); what would change
-        // something is not offered to a read-only console at all.
+        // What would change something is not offered to a read-only console at all; then the
+        // view's own keys (open, move, mark, act on a job), then what every view does.
         if let Some(a) = action {
             let changes = matches!(
                 a,
@@ -224,10 +224,11 @@ impl App {
                     | Action::Submit
                     | Action::Reprioritize
             );
-            if !(self.readonly && changes) {
-                if let Some(out) = self.view.tab().key(self, a, snap) {
-                    return out;
-                }
+            if self.readonly && changes {
+                return Outcome::Nothing;
+            }
+            if let Some(out) = self.view.tab().key(self, a, snap) {
+                return out;
             }
         }
         match action {
@@ -245,15 +246,12 @@ impl App {
                     text: String::new(),
                 })
             }
-            Some(Action::Reprioritize) if self.readonly => return Outcome::Nothing,
             Some(Action::Reprioritize) => {
                 self.prompt = Some(Prompt {
                     kind: PromptKind::Command,
                     text: "prio ".into(),
                 })
             }
-            Some(Action::Job(_)) if self.readonly => return Outcome::Nothing,
-            Some(Action::Mark) if self.readonly => return Outcome::Nothing,
             Some(Action::Mark) => return Outcome::Nothing,
             Some(Action::Open) => return Outcome::Nothing,
             Some(Action::Shell) => return Outcome::Nothing,
@@ -271,7 +269,6 @@ impl App {
             Some(Action::Sort) => return self.sort_reverse(),
             Some(Action::SortNext) => return self.sort_step(1),
             Some(Action::SortPrev) => return self.sort_step(-1),
-            Some(Action::Submit) if self.readonly => return Outcome::Nothing,
             Some(Action::Submit) => self.open_form(None, snap),
             Some(Action::Job(what)) => {
                 self.flash = Some(format!(

@@ -657,20 +657,11 @@ impl Rebalance for Rebalancing<'_> {
             .collect()
     }
 
-    /// As `State::jobs_on`, in job order, from the pass's index.
+    /// As `State::jobs_on`, from the pass's index.
     fn jobs_on(&self, node: usize) -> Vec<u64> {
-        let on_node = self.on_node.get_or_init(|| {
-            let mut m: HashMap<usize, Vec<JobId>> = HashMap::new();
-            for j in self.state.engine.jobs() {
-                for g in j.placement.iter().flat_map(|p| &p.nodes) {
-                    let ids = m.entry(g.node.index()).or_default();
-                    if ids.last() != Some(&j.id) {
-                        ids.push(j.id);
-                    }
-                }
-            }
-            m
-        });
+        let on_node = self
+            .on_node
+            .get_or_init(|| self.state.jobs_by_node(|_| true));
         on_node
             .get(&node)
             .map_or_else(Vec::new, |ids| ids.iter().map(|&j| j as u64).collect())

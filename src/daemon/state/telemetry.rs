@@ -231,13 +231,18 @@ impl State {
         })
     }
 
-    /// Every job holding part of a node that `which` picks, by node, in id order.
-    fn jobs_by_node(&self, which: impl Fn(usize) -> bool) -> HashMap<usize, Vec<i64>> {
+    /// Every job holding part of a node that `which` picks, by node, in id order, each once
+    /// (`jobs_on` for many nodes in one walk of the jobs).
+    pub(super) fn jobs_by_node(&self, which: impl Fn(usize) -> bool) -> HashMap<usize, Vec<i64>> {
         let mut on: HashMap<usize, Vec<i64>> = HashMap::new();
         for j in self.engine.jobs() {
             for g in j.placement.iter().flat_map(|p| &p.nodes) {
                 if which(g.node.index()) {
-                    on.entry(g.node.index()).or_default().push(j.id);
+                    let ids = on.entry(g.node.index()).or_default();
+                    // Several grants of one job on one node list it once.
+                    if ids.last() != Some(&j.id) {
+                        ids.push(j.id);
+                    }
                 }
             }
         }

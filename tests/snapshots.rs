@@ -195,7 +195,7 @@ fn services_at_three_sizes() {
     use gantry::api::services::{ReplicaRow, ServiceRow};
     let (mut snap, _, _) = fixture();
     let spec = |text: &str| {
-        gantry::spec::parse("svc.yaml", text.as_bytes())
+        *gantry::spec::parse("svc.yaml", text.as_bytes())
             .unwrap()
             .service
             .unwrap()

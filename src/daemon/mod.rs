@@ -11,6 +11,7 @@ pub mod calendar;
 pub mod embedded;
 pub mod engine;
 mod exec;
+mod heap;
 pub mod host;
 pub mod job;
 pub mod journal;

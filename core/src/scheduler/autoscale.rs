@@ -127,7 +127,7 @@ mod tests {
         let text = format!(
             "run: x\nservice:\n  readiness_probe: /\n  replica_policy:\n    min_replicas: {min}\n    max_replicas: {max}\n    target_qps_per_replica: {per}\n    upscale_delay_seconds: {up}\n    downscale_delay_seconds: {down}\n"
         );
-        crate::spec::parse("s.yaml", text.as_bytes())
+        *crate::spec::parse("s.yaml", text.as_bytes())
             .expect("a valid service")
             .service
             .expect("its service section")

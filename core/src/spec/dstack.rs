@@ -510,7 +510,7 @@ pub(super) fn build(raw: RawTask, text: &str, file: &str) -> Result<JobSpec, Spe
             }
         };
         match (url, local) {
-            (Some(url), _) => spec.git_workdir = Some(GitWorkdir { url, reference }),
+            (Some(url), _) => spec.git_workdir = Some(Box::new(GitWorkdir { url, reference })),
             (None, Some(path)) => spec.workdir = Some(path),
             (None, None) => return Err(r.err("repos", "a repo needs `url` or `local_path`".into())),
         }

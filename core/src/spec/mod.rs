@@ -155,7 +155,8 @@ pub struct JobSpec {
     /// The alternatives are in order of preference (`ordered`), not any of them (`any_of`).
     pub ordered: bool,
     /// A git repository to clone as the job's directory (SkyPilot's `workdir: {url, ref}`).
-    pub git_workdir: Option<GitWorkdir>,
+    /// Boxed, as `service`: rare, and every job held would carry its bytes.
+    pub git_workdir: Option<Box<GitWorkdir>>,
     /// Starts once this job has completed; cancelled if it fails or is cancelled (a task of
     /// a pipeline, written by `gantry submit` for each task after the first).
     pub after: Option<i64>,
@@ -173,7 +174,9 @@ pub struct JobSpec {
     /// SkyServe's `service:`: the task is run as a service's replicas behind an endpoint
     /// (`gantry serve up`), not once.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub service: Option<service::ServiceSpec>,
+    /// Boxed: 200 bytes that only a service's jobs use, carried inline by every job the
+    /// engine holds (`gantry bench memory`).
+    pub service: Option<Box<service::ServiceSpec>>,
     /// SkyPilot fields present in the file that gantry does not act on, each with what gantry
     /// does instead.
     pub ignored: Vec<String>,
@@ -647,5 +650,21 @@ mod hint_tests {
             Some("running")
         );
         assert_eq!(did_you_mean("zzz", &models), None);
+    }
+}
+
+#[cfg(test)]
+mod size_tests {
+    /// Every job the engine holds carries a `JobSpec` inline — pending ones by the hundred
+    /// thousand, finished ones by the thousand (`gantry bench memory`) — so a field that is
+    /// large and rare goes behind a `Box` (as `service` and `git_workdir` do: 240 bytes of
+    /// every job before).
+    #[test]
+    fn a_job_spec_stays_small_enough_to_hold_by_the_hundred_thousand() {
+        let size = std::mem::size_of::<super::JobSpec>();
+        assert!(
+            size <= 768,
+            "JobSpec is {size} bytes inline: box a large field that few jobs set"
+        );
     }
 }

@@ -683,10 +683,10 @@ pub(super) fn build(raw: RawSpec, text: &str, file: &str) -> Result<JobSpec, Spe
         Some(RawWorkdir::Path(Text(p))) => (Some(p), None),
         Some(RawWorkdir::Git(g)) => (
             None,
-            Some(GitWorkdir {
+            Some(Box::new(GitWorkdir {
                 url: g.url.0,
                 reference: g.reference.map(|t| t.0),
-            }),
+            })),
         ),
     };
     let after = raw.after.map(|c| c.min(i64::MAX as u64) as i64);
@@ -708,7 +708,7 @@ pub(super) fn build(raw: RawSpec, text: &str, file: &str) -> Result<JobSpec, Spe
             if svc.port.is_none() {
                 svc.port = service_port(&r, ports.as_ref())?;
             }
-            Some(svc)
+            Some(Box::new(svc))
         }
         None => None,
     };

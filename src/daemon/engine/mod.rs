@@ -233,6 +233,9 @@ pub struct Engine {
     /// oldest are dropped from memory (the journal keeps them: `job_record`).
     finished: VecDeque<JobId>,
     history_kept: usize,
+    /// Finished jobs dropped from memory since the allocator was last asked to give back
+    /// what they held.
+    forgotten: usize,
     /// Finished jobs in the journal that the fleet file no longer resolves (a pool, team or
     /// class since removed): kept in the journal only.
     stale_history: usize,
@@ -253,6 +256,10 @@ const SUSPENDED: &str = "suspended: ";
 /// Finished jobs a daemon keeps in memory by default (listings show them; older ones are
 /// read from the journal one at a time).
 pub const HISTORY_KEPT: usize = 5_000;
+
+/// The least number of finished jobs to leave memory between two hand-backs of freed memory
+/// (`heap::give_back_freed`), so that a small window does not trim at every cycle.
+const FORGOTTEN_BEFORE_TRIM: usize = 1_000;
 
 /// Jobs a team may have waiting at once unless its `[[teams]] max_pending` says otherwise.
 pub const DEFAULT_MAX_PENDING: usize = 10_000;
@@ -315,7 +322,14 @@ impl Engine {
         while self.finished.len() > self.history_kept {
             if let Some(id) = self.finished.pop_front() {
                 self.jobs.remove(&id);
+                self.forgotten += 1;
             }
+        }
+        // The memory of jobs that left is handed back once a window's worth has left: held,
+        // it would stay resident until reused, and after a burst it may never be.
+        if self.forgotten >= self.history_kept.max(FORGOTTEN_BEFORE_TRIM) {
+            self.forgotten = 0;
+            crate::daemon::heap::give_back_freed();
         }
     }
 

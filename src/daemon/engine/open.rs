@@ -50,6 +50,7 @@ impl Engine {
             user_limits: UserLimits::default(),
             finished: VecDeque::new(),
             history_kept: HISTORY_KEPT,
+            forgotten: 0,
             stale_history: 0,
             replayed: Vec::new(),
             suspending: Default::default(),
@@ -138,6 +139,9 @@ impl Engine {
                 }
             }
         }
+        // Every kept job's spec was parsed whole and then slimmed: what the parse and the
+        // journal's rows took is free now, and would stay resident.
+        crate::daemon::heap::give_back_freed();
         Ok(e)
     }
 

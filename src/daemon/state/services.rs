@@ -231,7 +231,7 @@ impl State {
                     self.classes.first().cloned().unwrap_or_default()
                 }
             });
-        Ok((spec, svc, class))
+        Ok((spec, *svc, class))
     }
 
     /// Starts a service, or rolls it to a new version (its replicas replaced one at a time).

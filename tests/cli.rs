@@ -170,6 +170,40 @@ fn bench_sched_json_has_the_promised_fields() {
     assert_eq!(v["gpus"], 4800);
 }
 
+/// `bench api --floor` measures the daemon and, in the same run, the same clients against a
+/// server that answers at once; every acknowledged job is in the journal.
+#[test]
+fn bench_api_measures_the_daemon_beside_its_floor() {
+    let (code, out, err) = gantry(&[
+        "bench",
+        "api",
+        "--jobs",
+        "200",
+        "--clients",
+        "4",
+        "--floor",
+        "-o",
+        "json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("valid JSON");
+    assert_eq!(v["jobs"], 200, "{v}");
+    assert_eq!(v["journaled"], 200, "{v}");
+    assert!(
+        v["durable_submits_per_sec"]
+            .as_f64()
+            .is_some_and(|x| x > 0.0),
+        "{v}"
+    );
+    let floor = &v["floor"];
+    for f in ["submits_per_sec", "p50_ms", "p99_ms"] {
+        assert!(
+            floor[f].as_f64().is_some_and(|x| x > 0.0),
+            "floor.{f} in {v}"
+        );
+    }
+}
+
 /// The Slurm bench runs end to end on a small cluster: every node read, gantry's runs
 /// followed, the cluster's own jobs' GPUs held out by the daemon.
 #[test]

@@ -16,6 +16,9 @@ pub struct ApiBenchConfig {
     pub dir: PathBuf,
     pub clients: usize,
     pub jobs: usize,
+    /// Also measure the floor: the same clients against a server on the same HTTP stack that
+    /// answers every submission at once, doing nothing (`ApiBenchReport::floor`).
+    pub floor: bool,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -31,6 +34,19 @@ pub struct ApiBenchReport {
     pub cycles: u64,
     /// Seconds the actor spent in those cycles (submissions wait behind them).
     pub cycle_seconds: f64,
+    /// With `--floor`: what the same clients reach against a server that answers `201` at
+    /// once (axum and hyper over the same socket, no parse, no journal) — the most this box
+    /// allows for the HTTP round trips alone, measured in the same run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub floor: Option<Floor>,
+}
+
+/// The HTTP round trip alone, on this box, with these clients.
+#[derive(Clone, Debug, Serialize)]
+pub struct Floor {
+    pub submits_per_sec: f64,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
 }
 
 /// A realistic spec: what a researcher submits.
@@ -90,8 +106,39 @@ pub fn run(cfg: &ApiBenchConfig) -> Result<ApiBenchReport, String> {
         }
         std::thread::sleep(Duration::from_millis(10));
     }
-    let clients = cfg.clients.max(1);
-    let per_client = cfg.jobs.div_ceil(clients);
+    let (lat, elapsed) = drive(&endpoint, cfg.clients, cfg.jobs)?;
+    let (cycles, cycle_seconds) = {
+        let published = handle.published.borrow();
+        (published.counters.cycles, published.cycle_seconds.sum)
+    };
+    let _ = stop.send(());
+    let _ = runtime.block_on(server);
+    handle.shutdown();
+    drop(handle);
+    let _ = actor.join();
+    let journaled = crate::daemon::journal::Store::open(&db)
+        .and_then(|s| s.load())
+        .map_err(|e| e.to_string())?
+        .len();
+    let floor = if cfg.floor { Some(floor(cfg)?) } else { None };
+    Ok(ApiBenchReport {
+        clients: cfg.clients.max(1),
+        jobs: lat.len(),
+        durable_submits_per_sec: lat.len() as f64 / elapsed.max(1e-9),
+        p50_ms: quantile(&lat, 0.5),
+        p99_ms: quantile(&lat, 0.99),
+        journaled,
+        cycles,
+        cycle_seconds,
+        floor,
+    })
+}
+
+/// `clients` threads, each with gantry's own client, submitting `jobs` in all and waiting for
+/// each acknowledgement: the latencies (ms, sorted) and the seconds it all took.
+fn drive(endpoint: &Endpoint, clients: usize, jobs: usize) -> Result<(Vec<f64>, f64), String> {
+    let clients = clients.max(1);
+    let per_client = jobs.div_ceil(clients);
     let started = Instant::now();
     let threads: Vec<_> = (0..clients)
         .map(|_| {
@@ -125,28 +172,38 @@ pub fn run(cfg: &ApiBenchConfig) -> Result<ApiBenchReport, String> {
         );
     }
     let elapsed = started.elapsed().as_secs_f64();
-    let (cycles, cycle_seconds) = {
-        let published = handle.published.borrow();
-        (published.counters.cycles, published.cycle_seconds.sum)
-    };
-    let _ = stop.send(());
-    let _ = runtime.block_on(server);
-    handle.shutdown();
-    drop(handle);
-    let _ = actor.join();
-    let journaled = crate::daemon::journal::Store::open(&db)
-        .and_then(|s| s.load())
-        .map_err(|e| e.to_string())?
-        .len();
     lat.sort_by(f64::total_cmp);
-    Ok(ApiBenchReport {
-        clients,
-        jobs: lat.len(),
-        durable_submits_per_sec: lat.len() as f64 / elapsed.max(1e-9),
+    Ok((lat, elapsed))
+}
+
+/// The same clients against a server that reads each body and answers `201` with a job's
+/// acknowledgement at once: the daemon's own runtime and axum, on a Unix socket, and nothing
+/// else. What gantry reaches is read against this.
+fn floor(cfg: &ApiBenchConfig) -> Result<Floor, String> {
+    use axum::routing::post;
+    let socket = cfg.dir.join("floor.sock");
+    let _ = std::fs::remove_file(&socket);
+    let runtime = crate::daemon::server::runtime()?;
+    let listener = runtime.block_on(async { tokio::net::UnixListener::bind(&socket) });
+    let listener = listener.map_err(|e| format!("{}: {e}", socket.display()))?;
+    let app = axum::Router::new().route(
+        "/v1/jobs",
+        post(|body: axum::body::Bytes| async move {
+            let ack = format!("{{\"id\":{},\"state\":\"pending\"}}", body.len());
+            (
+                axum::http::StatusCode::CREATED,
+                [(axum::http::header::CONTENT_TYPE, "application/json")],
+                ack,
+            )
+        }),
+    );
+    let server = runtime.spawn(async move { axum::serve(listener, app).await });
+    let run = drive(&Endpoint::Unix(socket), cfg.clients, cfg.jobs);
+    server.abort();
+    let (lat, elapsed) = run?;
+    Ok(Floor {
+        submits_per_sec: lat.len() as f64 / elapsed.max(1e-9),
         p50_ms: quantile(&lat, 0.5),
         p99_ms: quantile(&lat, 0.99),
-        journaled,
-        cycles,
-        cycle_seconds,
     })
 }

@@ -51,6 +51,10 @@ pub enum BenchCmd {
         clients: usize,
         #[arg(long, default_value_t = 20_000)]
         jobs: usize,
+        /// Also run the same clients against a server that answers every submission at once
+        /// (the same HTTP stack, nothing else): the most this machine allows, side by side.
+        #[arg(long)]
+        floor: bool,
         #[arg(short, long, value_enum, default_value_t = Output::Table)]
         output: Output,
     },
@@ -244,8 +248,9 @@ pub fn run(cmd: BenchCmd) -> Result<(), String> {
         BenchCmd::Api {
             clients,
             jobs,
+            floor,
             output,
-        } => return api(clients, jobs, output),
+        } => return api(clients, jobs, floor, output),
         BenchCmd::Replica { port, log } => {
             let started = std::time::SystemTime::now();
             return gantry::bench::serve::replica(port, &log, started);
@@ -594,7 +599,7 @@ pub fn run(cmd: BenchCmd) -> Result<(), String> {
     Ok(())
 }
 
-fn api(clients: usize, jobs: usize, output: Output) -> Result<(), String> {
+fn api(clients: usize, jobs: usize, floor: bool, output: Output) -> Result<(), String> {
     if clients == 0 || clients > 1024 {
         return Err(format!("--clients {clients}: expected 1..=1024"));
     }
@@ -604,6 +609,7 @@ fn api(clients: usize, jobs: usize, output: Output) -> Result<(), String> {
         dir: dir.clone(),
         clients,
         jobs,
+        floor,
     };
     let r = gantry::bench::api::run(&cfg);
     let _ = std::fs::remove_dir_all(&dir);
@@ -615,6 +621,15 @@ fn api(clients: usize, jobs: usize, output: Output) -> Result<(), String> {
         "bench api: {} durable submissions over the Unix socket from {} clients: {:.0}/s, p50 {:.2} ms, p99 {:.2} ms; journal holds {}; {} scheduling cycles ran meanwhile, {:.2} s in all",
         r.jobs, r.clients, r.durable_submits_per_sec, r.p50_ms, r.p99_ms, r.journaled, r.cycles, r.cycle_seconds
     );
+    if let Some(f) = &r.floor {
+        println!(
+            "floor: the same clients against a server that answers at once: {:.0}/s, p50 {:.2} ms, p99 {:.2} ms; gantry reaches {:.0}% of it",
+            f.submits_per_sec,
+            f.p50_ms,
+            f.p99_ms,
+            100.0 * r.durable_submits_per_sec / f.submits_per_sec.max(1e-9)
+        );
+    }
     Ok(())
 }
 

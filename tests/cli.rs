@@ -170,6 +170,24 @@ fn bench_sched_json_has_the_promised_fields() {
     assert_eq!(v["gpus"], 4800);
 }
 
+/// `bench cli` times the real binary's calls against a daemon holding jobs: each call must
+/// succeed for a figure to come out.
+#[test]
+fn bench_cli_times_real_calls_against_a_daemon() {
+    let (code, out, err) = gantry(&["bench", "cli", "--calls", "2", "--jobs", "5", "-o", "json"]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("valid JSON");
+    assert_eq!(v["jobs_held"], 5, "{v}");
+    for kind in ["list", "submit", "process_only"] {
+        for f in ["p50_ms", "p99_ms", "max_ms"] {
+            assert!(
+                v[kind][f].as_f64().is_some_and(|x| x > 0.0),
+                "{kind}.{f} in {v}"
+            );
+        }
+    }
+}
+
 /// `bench api --floor` measures the daemon and, in the same run, the same clients against a
 /// server that answers at once; every acknowledged job is in the journal.
 #[test]

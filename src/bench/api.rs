@@ -52,70 +52,109 @@ pub struct Floor {
 /// A realistic spec: what a researcher submits.
 const SPEC: &str = "name: bench\nresources:\n  accelerators: H100:1\n  cpus: 8\n  memory: 64\n  use_spot: true\ncheckpoint:\n  dir: /ckpt\n  interval: 30m\nrun: python train.py --epochs 3\n";
 
-pub fn run(cfg: &ApiBenchConfig) -> Result<ApiBenchReport, String> {
-    std::fs::create_dir_all(&cfg.dir).map_err(|e| format!("{}: {e}", cfg.dir.display()))?;
-    let db = cfg.dir.join("bench.db");
-    let socket = cfg.dir.join("bench.sock");
-    let mut fleet = crate::config::fleet::parse("built-in", crate::config::fleet::DEFAULT_FLEET)
-        .map_err(|e| e.to_string())?;
-    // Every submission is kept waiting-room for: the figure is admission, not the cap.
-    for t in &mut fleet.teams {
-        t.max_pending = Some(cfg.jobs.max(1));
-    }
-    let opts = StateOptions {
-        seed: 1,
-        demo_workload: false,
-        failures_per_node_hour: 0.0,
-        log_dir: None,
-        ..StateOptions::default()
-    };
-    let state = State::open(&db, &fleet, &opts).map_err(|e| e.to_string())?;
-    let (handle, actor) = spawn(
-        state,
-        Clock {
-            speed: 1.0,
-            step: Duration::from_secs(1),
-        },
-    )
-    .map_err(|e| e.to_string())?;
-    let runtime = crate::daemon::server::runtime()?;
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let listen = Listen {
-        socket: socket.clone(),
-        tcp: None,
-        ..Default::default()
-    };
-    let server = {
-        let handle = handle.clone();
-        runtime.spawn(async move {
-            serve(handle, &listen, async {
-                let _ = stopped.await;
-            })
-            .await
-        })
-    };
-    // Wait until the socket answers.
-    let endpoint = Endpoint::Unix(socket);
-    let ready = Instant::now();
-    while HttpClient::new(endpoint.clone(), None)
-        .request("GET", "/v1/health", None)
-        .is_err()
-    {
-        if ready.elapsed() > Duration::from_secs(10) {
-            return Err("the bench daemon did not start within 10 s".into());
+/// A whole daemon in this process (the built-in fleet, its journal in a scratch directory,
+/// the API on a Unix socket), as the benches that time it through its API need one.
+pub(super) struct BenchDaemon {
+    pub db: PathBuf,
+    pub endpoint: Endpoint,
+    handle: crate::daemon::actor::Handle,
+    actor: std::thread::JoinHandle<()>,
+    runtime: tokio::runtime::Runtime,
+    stop: tokio::sync::oneshot::Sender<()>,
+    server: tokio::task::JoinHandle<Result<(), String>>,
+}
+
+impl BenchDaemon {
+    /// Started in `dir`, each team allowed `max_pending` waiting jobs; returns once the
+    /// socket answers.
+    pub fn start(dir: &std::path::Path, max_pending: usize) -> Result<BenchDaemon, String> {
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let db = dir.join("bench.db");
+        let socket = dir.join("bench.sock");
+        let mut fleet =
+            crate::config::fleet::parse("built-in", crate::config::fleet::DEFAULT_FLEET)
+                .map_err(|e| e.to_string())?;
+        for t in &mut fleet.teams {
+            t.max_pending = Some(max_pending.max(1));
         }
-        std::thread::sleep(Duration::from_millis(10));
+        let opts = StateOptions {
+            seed: 1,
+            demo_workload: false,
+            failures_per_node_hour: 0.0,
+            log_dir: None,
+            ..StateOptions::default()
+        };
+        let state = State::open(&db, &fleet, &opts).map_err(|e| e.to_string())?;
+        let (handle, actor) = spawn(
+            state,
+            Clock {
+                speed: 1.0,
+                step: Duration::from_secs(1),
+            },
+        )
+        .map_err(|e| e.to_string())?;
+        let runtime = crate::daemon::server::runtime()?;
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let listen = Listen {
+            socket: socket.clone(),
+            tcp: None,
+            ..Default::default()
+        };
+        let server = {
+            let handle = handle.clone();
+            runtime.spawn(async move {
+                serve(handle, &listen, async {
+                    let _ = stopped.await;
+                })
+                .await
+            })
+        };
+        let endpoint = Endpoint::Unix(socket);
+        let ready = Instant::now();
+        while HttpClient::new(endpoint.clone(), None)
+            .request("GET", "/v1/health", None)
+            .is_err()
+        {
+            if ready.elapsed() > Duration::from_secs(10) {
+                return Err("the bench daemon did not start within 10 s".into());
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        Ok(BenchDaemon {
+            db,
+            endpoint,
+            handle,
+            actor,
+            runtime,
+            stop,
+            server,
+        })
     }
-    let (lat, elapsed) = drive(&endpoint, cfg.clients, cfg.jobs)?;
-    let (cycles, cycle_seconds) = {
-        let published = handle.published.borrow();
+
+    /// Scheduling cycles run so far, and the seconds they took.
+    pub fn cycles(&self) -> (u64, f64) {
+        let published = self.handle.published.borrow();
         (published.counters.cycles, published.cycle_seconds.sum)
-    };
-    let _ = stop.send(());
-    let _ = runtime.block_on(server);
-    handle.shutdown();
-    drop(handle);
-    let _ = actor.join();
+    }
+
+    /// Stops the server and the actor (the journal is closed when this returns).
+    pub fn stop(self) {
+        let _ = self.stop.send(());
+        let _ = self.runtime.block_on(self.server);
+        self.handle.shutdown();
+        drop(self.handle);
+        let _ = self.actor.join();
+    }
+}
+
+pub fn run(cfg: &ApiBenchConfig) -> Result<ApiBenchReport, String> {
+    // Every submission is kept waiting-room for: the figure is admission, not the cap.
+    let daemon = BenchDaemon::start(&cfg.dir, cfg.jobs)?;
+    let endpoint = daemon.endpoint.clone();
+    let (lat, elapsed) = drive(&endpoint, cfg.clients, cfg.jobs)?;
+    let (cycles, cycle_seconds) = daemon.cycles();
+    let db = daemon.db.clone();
+    daemon.stop();
     let journaled = crate::daemon::journal::Store::open(&db)
         .and_then(|s| s.load())
         .map_err(|e| e.to_string())?

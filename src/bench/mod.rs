@@ -2,6 +2,7 @@
 //! pass or fail, so a slow machine cannot break the build.
 
 pub mod api;
+pub mod cli;
 pub mod cloud;
 pub mod journal;
 #[cfg(feature = "testkit")]

@@ -74,6 +74,18 @@ pub enum BenchCmd {
         #[arg(short, long, value_enum, default_value_t = Output::Table)]
         output: Output,
     },
+    /// How long one CLI call takes, spawn to exit, against a daemon holding jobs: a read
+    /// (`gantry jobs -o json`), a durable write (`gantry submit`), and the process alone.
+    Cli {
+        /// Calls of each kind.
+        #[arg(long, default_value_t = 100)]
+        calls: usize,
+        /// Jobs the daemon holds first (what `gantry jobs` lists).
+        #[arg(long, default_value_t = 1_000)]
+        jobs: usize,
+        #[arg(short, long, value_enum, default_value_t = Output::Table)]
+        output: Output,
+    },
     /// Resident memory of a daemon's engine after many jobs were submitted, ran and finished
     /// (and after a restart on that journal): only live jobs and a bounded window of finished
     /// ones stay in memory.
@@ -245,6 +257,11 @@ pub fn run(cmd: BenchCmd) -> Result<(), String> {
             history,
             output,
         } => return memory(jobs, history, output),
+        BenchCmd::Cli {
+            calls,
+            jobs,
+            output,
+        } => return cli(calls, jobs, output),
         BenchCmd::Api {
             clients,
             jobs,
@@ -661,6 +678,40 @@ fn journal(
         "restart with {} jobs in the journal: rows loaded in {:.0} ms; engine rebuilt and first scheduling decision in {:.0} ms",
         r.reloaded_jobs, r.reload_ms, r.restart_to_first_decision_ms
     );
+    Ok(())
+}
+
+fn cli(calls: usize, jobs: usize, output: Output) -> Result<(), String> {
+    if calls == 0 {
+        return Err("--calls 0: expected at least 1".to_string());
+    }
+    let dir = std::env::temp_dir().join(format!("gantry-bench-cli-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let cfg = gantry::bench::cli::CliBenchConfig {
+        dir: dir.clone(),
+        calls,
+        jobs,
+    };
+    let r = gantry::bench::cli::run(&cfg);
+    let _ = std::fs::remove_dir_all(&dir);
+    let r = r?;
+    if output.is_data() {
+        return print_as(output, &r);
+    }
+    println!(
+        "bench cli: {} calls each, spawn to exit, the daemon holding {} jobs",
+        r.calls, r.jobs_held
+    );
+    for (what, t) in [
+        ("gantry jobs -o json", &r.list),
+        ("gantry submit FILE", &r.submit),
+        ("gantry --version (no daemon reached)", &r.process_only),
+    ] {
+        println!(
+            "  {what}: p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
+            t.p50_ms, t.p99_ms, t.max_ms
+        );
+    }
     Ok(())
 }
 

@@ -65,12 +65,9 @@ pub(super) struct BenchDaemon {
 }
 
 impl BenchDaemon {
-    /// Started in `dir`, each team allowed `max_pending` waiting jobs; returns once the
-    /// socket answers.
+    /// Started in `dir` on the built-in fleet, each team allowed `max_pending` waiting jobs;
+    /// returns once the socket answers.
     pub fn start(dir: &std::path::Path, max_pending: usize) -> Result<BenchDaemon, String> {
-        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-        let db = dir.join("bench.db");
-        let socket = dir.join("bench.sock");
         let mut fleet =
             crate::config::fleet::parse("built-in", crate::config::fleet::DEFAULT_FLEET)
                 .map_err(|e| e.to_string())?;
@@ -84,7 +81,19 @@ impl BenchDaemon {
             log_dir: None,
             ..StateOptions::default()
         };
-        let state = State::open(&db, &fleet, &opts).map_err(|e| e.to_string())?;
+        BenchDaemon::start_with(dir, &fleet, &opts)
+    }
+
+    /// Started in `dir` on this fleet with these options; returns once the socket answers.
+    pub fn start_with(
+        dir: &std::path::Path,
+        fleet: &crate::config::fleet::FleetConfig,
+        opts: &StateOptions,
+    ) -> Result<BenchDaemon, String> {
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let db = dir.join("bench.db");
+        let socket = dir.join("bench.sock");
+        let state = State::open(&db, fleet, opts).map_err(|e| e.to_string())?;
         let (handle, actor) = spawn(
             state,
             Clock {
@@ -129,6 +138,15 @@ impl BenchDaemon {
             stop,
             server,
         })
+    }
+
+    /// The daemon's own runtime (its server's), for work that talks to it.
+    pub fn runtime(&self) -> &tokio::runtime::Runtime {
+        &self.runtime
+    }
+
+    pub fn handle(&self) -> &crate::daemon::actor::Handle {
+        &self.handle
     }
 
     /// Scheduling cycles run so far, and the seconds they took.

@@ -13,10 +13,9 @@
 //!    start-up (its process's start to its listening socket) — gantry's share.
 
 use super::quantile;
-use crate::daemon::actor::{spawn, Clock, Request};
-use crate::daemon::server::{serve, Listen};
+use crate::daemon::actor::Request;
 use crate::daemon::serving::proxy::{self, Backend, Shared};
-use crate::daemon::state::{ServiceUp, State, StateOptions};
+use crate::daemon::state::{ServiceUp, StateOptions};
 use axum::body::Body;
 use serde::Serialize;
 use std::path::Path;
@@ -206,7 +205,7 @@ pub fn run(dir: &Path, rate: f64, secs: f64) -> Result<ServeBenchReport, String>
         via.sort_by(f64::total_cmp);
         Ok::<_, String>((direct, via, errors))
     })?;
-    let reaction = reaction(dir, &runtime)?;
+    let reaction = reaction(dir)?;
     let q = |v: &[f64], p: f64| (quantile(v, p) * 1000.0).round() / 1000.0;
     Ok(ServeBenchReport {
         rate,
@@ -233,7 +232,7 @@ fn operator() -> crate::daemon::auth::Caller {
 }
 
 /// 2. The scale-up reaction, on a daemon in this process.
-fn reaction(dir: &Path, runtime: &tokio::runtime::Runtime) -> Result<Reaction, String> {
+fn reaction(dir: &Path) -> Result<Reaction, String> {
     let fleet =
         crate::config::fleet::parse("bench.toml", super::local::HOST).map_err(|e| e.to_string())?;
     let opts = StateOptions {
@@ -244,35 +243,12 @@ fn reaction(dir: &Path, runtime: &tokio::runtime::Runtime) -> Result<Reaction, S
         sampling: crate::backend::agent::Sampling::Off,
         ..StateOptions::default()
     };
-    let state = State::open(&dir.join("bench.db"), &fleet, &opts).map_err(|e| e.to_string())?;
-    let (handle, actor) = spawn(
-        state,
-        Clock {
-            speed: 1.0,
-            step: Duration::from_secs(1),
-        },
-    )
-    .map_err(|e| e.to_string())?;
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let listen = Listen {
-        socket: dir.join("bench.sock"),
-        tcp: None,
-        ..Default::default()
-    };
-    let server = {
-        let handle = handle.clone();
-        runtime.spawn(async move {
-            serve(handle, &listen, async {
-                let _ = stopped.await;
-            })
-            .await
-        })
-    };
-    let result = react(dir, runtime, &handle);
+    let daemon = super::api::BenchDaemon::start_with(dir, &fleet, &opts)?;
+    let result = react(dir, daemon.runtime(), daemon.handle());
     // The replicas go with the bench: a local job outlives its daemon (to be re-adopted), so
     // the service is stopped and its processes waited for before the daemon is.
     let caller = operator();
-    let _ = handle.call_blocking(|reply| Request::ServiceDown {
+    let _ = daemon.handle().call_blocking(|reply| Request::ServiceDown {
         name: "bench".into(),
         caller,
         reply,
@@ -288,11 +264,7 @@ fn reaction(dir: &Path, runtime: &tokio::runtime::Runtime) -> Result<Reaction, S
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    let _ = stop.send(());
-    let _ = runtime.block_on(server);
-    handle.shutdown();
-    drop(handle);
-    let _ = actor.join();
+    daemon.stop();
     result
 }
 

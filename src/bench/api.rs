@@ -56,7 +56,8 @@ const SPEC: &str = "name: bench\nresources:\n  accelerators: H100:1\n  cpus: 8\n
 /// the API on a Unix socket), as the benches that time it through its API need one.
 pub(super) struct BenchDaemon {
     pub db: PathBuf,
-    pub endpoint: Endpoint,
+    /// The API's Unix socket.
+    pub socket: PathBuf,
     handle: crate::daemon::actor::Handle,
     actor: std::thread::JoinHandle<()>,
     runtime: tokio::runtime::Runtime,
@@ -118,9 +119,8 @@ impl BenchDaemon {
                 .await
             })
         };
-        let endpoint = Endpoint::Unix(socket);
         let ready = Instant::now();
-        while HttpClient::new(endpoint.clone(), None)
+        while HttpClient::new(Endpoint::Unix(socket.clone()), None)
             .request("GET", "/v1/health", None)
             .is_err()
         {
@@ -131,13 +131,18 @@ impl BenchDaemon {
         }
         Ok(BenchDaemon {
             db,
-            endpoint,
+            socket,
             handle,
             actor,
             runtime,
             stop,
             server,
         })
+    }
+
+    /// Where its API answers.
+    pub fn endpoint(&self) -> Endpoint {
+        Endpoint::Unix(self.socket.clone())
     }
 
     /// The daemon's own runtime (its server's), for work that talks to it.
@@ -168,8 +173,7 @@ impl BenchDaemon {
 pub fn run(cfg: &ApiBenchConfig) -> Result<ApiBenchReport, String> {
     // Every submission is kept waiting-room for: the figure is admission, not the cap.
     let daemon = BenchDaemon::start(&cfg.dir, cfg.jobs)?;
-    let endpoint = daemon.endpoint.clone();
-    let (lat, elapsed) = drive(&endpoint, cfg.clients, cfg.jobs)?;
+    let (lat, elapsed) = drive(&daemon.endpoint(), cfg.clients, cfg.jobs)?;
     let (cycles, cycle_seconds) = daemon.cycles();
     let db = daemon.db.clone();
     daemon.stop();

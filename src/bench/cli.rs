@@ -49,17 +49,9 @@ pub fn run(cfg: &CliBenchConfig) -> Result<CliBenchReport, String> {
 
 fn calls(cfg: &CliBenchConfig, daemon: &BenchDaemon) -> Result<CliBenchReport, String> {
     let exe = std::env::current_exe().map_err(|e| format!("this binary's path: {e}"))?;
-    let socket = match &daemon.endpoint {
-        crate::client::http::Endpoint::Unix(p) => p.clone(),
-        other => {
-            return Err(format!(
-                "the bench daemon listens on {other:?}, not a socket"
-            ))
-        }
-    };
     let file = cfg.dir.join("job.yaml");
     std::fs::write(&file, SPEC).map_err(|e| format!("{}: {e}", file.display()))?;
-    let mut client = crate::client::http::HttpClient::new(daemon.endpoint.clone(), None);
+    let mut client = crate::client::http::HttpClient::new(daemon.endpoint(), None);
     for _ in 0..cfg.jobs {
         let r = client
             .request("POST", "/v1/jobs", Some(SPEC.as_bytes()))
@@ -69,9 +61,10 @@ fn calls(cfg: &CliBenchConfig, daemon: &BenchDaemon) -> Result<CliBenchReport, S
         }
     }
     let file_arg = file.display().to_string();
-    let list = time(&exe, &socket, &["jobs", "-o", "json"], cfg.calls)?;
-    let submit = time(&exe, &socket, &["submit", &file_arg], cfg.calls)?;
-    let process_only = time(&exe, &socket, &["--version"], cfg.calls)?;
+    let socket = &daemon.socket;
+    let list = time(&exe, socket, &["jobs", "-o", "json"], cfg.calls)?;
+    let submit = time(&exe, socket, &["submit", &file_arg], cfg.calls)?;
+    let process_only = time(&exe, socket, &["--version"], cfg.calls)?;
     Ok(CliBenchReport {
         calls: cfg.calls,
         jobs_held: cfg.jobs,

@@ -297,6 +297,8 @@ fn runs_journaled_by_the_previous_version_are_handed_over_and_re_adopted() {
     until(&mut s, |s| state(s, id).is_final());
     assert_eq!(state(&s, id), JobState::Completed);
     assert_eq!(log_tail(&mut s, id), vec!["out: handed over".to_string()]);
+    // The daemon's state holds its journal alone while it is open.
+    drop(s);
     let left = gantry::daemon::journal::Store::open(&d.join("state.db"))
         .unwrap()
         .local_runs()

@@ -605,7 +605,7 @@ pub fn new_idempotency_key() -> Result<String, ClientError> {
         .map_or(0, |d| d.as_millis() as u64);
     let random = crate::random::random_hex(10).map_err(|e| ClientError::Protocol {
         endpoint: "local".into(),
-        why: format!("cannot read /dev/urandom for an Idempotency-Key: {e}"),
+        why: format!("cannot read random bytes from the kernel for an Idempotency-Key: {e}"),
     })?;
     Ok(format!("{:012x}{random}", ms & 0xffff_ffff_ffff))
 }

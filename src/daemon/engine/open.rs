@@ -31,6 +31,7 @@ impl Engine {
     ) -> Result<Engine, EngineError> {
         validate_teams(&teams, &classes)?;
         let store = Store::open(path)?;
+        store.hold()?;
         let records = store.load_live(HISTORY_KEPT)?;
         let mut e = Engine {
             usage: vec![0.0; teams.len()],

@@ -216,3 +216,31 @@ fn closed_charges_are_kept_only_for_a_store_asked_for_them_and_only_once_committ
     );
     assert_eq!(s.take_closed(), Some(Vec::new()));
 }
+
+/// The engine's store holds the journal alone while open (no file locks taken and given back
+/// per transaction); another connection is refused rather than reading behind it, and opens
+/// it, with everything committed, once the holder closes.
+#[test]
+fn a_held_store_is_the_journals_only_reader_until_it_closes() {
+    let path = tmp("held");
+    let mut s = Store::open(&path).unwrap();
+    s.hold().unwrap();
+    let mode: String = s
+        .conn
+        .pragma_query_value(None, "locking_mode", |r| r.get(0))
+        .unwrap();
+    assert_eq!(mode, "exclusive");
+    let ids = s.submit_all(&[job(1), job(2)]).unwrap();
+    let other = Connection::open(&path).unwrap();
+    other.busy_timeout(std::time::Duration::ZERO).unwrap();
+    let read = other.query_row("SELECT count(*) FROM jobs", [], |r| r.get::<_, i64>(0));
+    assert!(
+        matches!(&read, Err(e) if e.sqlite_error_code() == Some(rusqlite::ErrorCode::DatabaseBusy)),
+        "{read:?}"
+    );
+    drop(other);
+    drop(s);
+    let again = Store::open(&path).unwrap();
+    let loaded: Vec<i64> = again.load().unwrap().iter().map(|j| j.id).collect();
+    assert_eq!(loaded, ids);
+}

@@ -57,8 +57,9 @@ pub(super) fn launch_of(
     name: Option<String>,
     spec: &crate::spec::JobSpec,
 ) -> Result<crate::backend::Launch, String> {
-    let token = crate::daemon::auth::new_token()
-        .map_err(|e| format!("cannot read /dev/urandom for the run's token: {e}"))?;
+    let token = crate::daemon::auth::new_token().map_err(|e| {
+        format!("cannot read random bytes from the kernel for the run's token: {e}")
+    })?;
     let mut run = spec.run.clone().unwrap_or_default();
     let mut setup = spec.setup.clone();
     if let Some(g) = &spec.git_workdir {

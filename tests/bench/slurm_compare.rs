@@ -224,15 +224,17 @@ fn slurm_alone_against_gantry_on_slurm() {
         ours.makespan_s / alone.makespan_s,
         ours.mean_wait_s / alone.mean_wait_s.max(1e-9)
     );
+    // What /proc could not say (slurmrestd gone) is said as such, not as Rust's `None`.
+    let said = |v: Option<String>| v.unwrap_or_else(|| "unknown".to_string());
     println!(
-        "slurmrestd resident: {:?} MiB after Slurm alone, {:?} MiB after gantry",
-        rss_alone,
-        restd_rss_mib(&c)
+        "slurmrestd resident: {} after Slurm alone, {} after gantry",
+        said(rss_alone.map(|m| format!("{m} MiB"))),
+        said(restd_rss_mib(&c).map(|m| format!("{m} MiB")))
     );
     println!(
-        "slurmrestd CPU: {:.1?} s after Slurm alone, {:.1?} s after gantry",
-        cpu_alone,
-        restd_cpu_s(&c)
+        "slurmrestd CPU: {} after Slurm alone, {} after gantry",
+        said(cpu_alone.map(|s| format!("{s:.1} s"))),
+        said(restd_cpu_s(&c).map(|s| format!("{s:.1} s")))
     );
     if let Ok(secs) = std::env::var("HOLD_S") {
         // The cluster kept for a look by hand (its address and a token printed).

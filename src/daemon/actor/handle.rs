@@ -1,0 +1,342 @@
+//! The way in to the actor: the requests it serves, the errors it answers with, what it
+//! publishes, and the cloneable `Handle` the API, the CLI and the console hold.
+
+use crate::api::Snapshot;
+use crate::daemon::auth::{hash_token, rfc3339, unix_now, Caller, Grant, Role, TokenInfo};
+use crate::daemon::engine::{EngineError, Submission};
+use crate::daemon::journal::{EventRecord, JobId, JournalError};
+use crate::daemon::state::{Action, Counters, Histogram, JobDetail, JobLogs, Report, ReportBy};
+use crate::scheduler::reclaim::ReclaimPlan;
+use serde::Serialize;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+use tokio::sync::{oneshot, watch};
+
+/// An error as the API returns it: an HTTP status, a stable code, and a message that says what
+/// was wrong and what to do.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ApiError {
+    #[serde(skip)]
+    pub status: u16,
+    pub code: &'static str,
+    pub error: String,
+    /// The field of the submitted file the error is about (`resources.accelerators`), so a
+    /// client can say where in the file.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub field: Option<String>,
+}
+
+impl ApiError {
+    pub fn new(status: u16, code: &'static str, error: impl Into<String>) -> ApiError {
+        ApiError {
+            status,
+            code,
+            error: error.into(),
+            field: None,
+        }
+    }
+    pub fn forbidden(error: impl Into<String>) -> ApiError {
+        ApiError::new(403, "forbidden", error)
+    }
+    pub fn bad_request(error: impl Into<String>) -> ApiError {
+        ApiError::new(400, "invalid", error)
+    }
+}
+
+impl From<EngineError> for ApiError {
+    fn from(e: EngineError) -> ApiError {
+        let (status, code) = match &e {
+            EngineError::Spec(_)
+            | EngineError::Resolve(_)
+            | EngineError::UnknownTeam { .. }
+            | EngineError::UnknownClass { .. }
+            | EngineError::Teams(_) => (400, "invalid"),
+            EngineError::NeverFits(_) => (422, "never-fits"),
+            EngineError::Forbidden(_) => (403, "forbidden"),
+            EngineError::OverBudget(_) => (403, "over-budget"),
+            EngineError::QueueFull(_) => (429, "queue-full"),
+            EngineError::Stale(_) => (409, "stale-plan"),
+            EngineError::KeyReused(_) => (422, "idempotency-key-reused"),
+            EngineError::NoJob(_) | EngineError::Journal(JournalError::NoJob(_)) => {
+                (404, "not-found")
+            }
+            EngineError::Journal(JournalError::BadTransition { .. })
+            | EngineError::WrongState { .. } => (409, "conflict"),
+            _ => (500, "internal"),
+        };
+        let field = match &e {
+            EngineError::Resolve(r) => r.field.clone(),
+            EngineError::UnknownTeam { .. } => Some("team".to_string()),
+            EngineError::UnknownClass { .. } => Some("priority".to_string()),
+            EngineError::NeverFits(_) => Some("resources".to_string()),
+            _ => None,
+        };
+        ApiError {
+            field,
+            ..ApiError::new(status, code, e.to_string())
+        }
+    }
+}
+
+pub(super) type Reply<T> = oneshot::Sender<Result<T, ApiError>>;
+
+/// What callers ask of the actor.
+pub enum Request {
+    Submit {
+        submission: Submission,
+        reply: Reply<JobId>,
+    },
+    Act {
+        id: JobId,
+        action: Action,
+        caller: Caller,
+        reply: Reply<()>,
+    },
+    Priority {
+        id: JobId,
+        class: String,
+        caller: Caller,
+        reply: Reply<()>,
+    },
+    Job {
+        id: JobId,
+        reply: Reply<JobDetail>,
+    },
+    /// Where a job's logs are (the API reads them).
+    Logs {
+        id: JobId,
+        reply: Reply<JobLogs>,
+    },
+    /// How to reach into a running job's node (`POST /v1/jobs/{id}/exec`).
+    Enter {
+        caller: crate::daemon::auth::Caller,
+        id: JobId,
+        rank: Option<usize>,
+        tty: bool,
+        argv: Vec<String>,
+        reply: Reply<crate::daemon::state::Entering>,
+    },
+    /// A backend has news (a run ended): step now rather than at the next clock step.
+    Wake,
+    /// The workdirs of jobs not yet ended (shipped copies still in use).
+    WorkdirsInUse {
+        reply: Reply<std::collections::HashSet<String>>,
+    },
+    /// Shows the reclaim plan (`apply: None`) or applies the one shown with that id.
+    Reclaim {
+        apply: Option<String>,
+        caller: Caller,
+        reply: Reply<ReclaimPlan>,
+    },
+    Token {
+        role: Role,
+        team: Option<String>,
+        label: String,
+        /// Seconds from now until it expires.
+        expires_in: Option<f64>,
+        reply: Reply<String>,
+    },
+    Tokens {
+        reply: Reply<Vec<TokenInfo>>,
+    },
+    Revoke {
+        /// A token's id (the start of its hash), at least 8 hex digits.
+        id: String,
+        caller: Caller,
+        reply: Reply<TokenInfo>,
+    },
+    Events {
+        job: Option<JobId>,
+        limit: usize,
+        reply: Reply<Vec<EventRecord>>,
+    },
+    Pool {
+        index: usize,
+        reply: Reply<crate::api::PoolDetail>,
+    },
+    Node {
+        name: String,
+        range: crate::daemon::state::history::Range,
+        reply: Reply<crate::api::NodeDetail>,
+    },
+    Preview {
+        submission: Submission,
+        reply: Reply<crate::daemon::engine::Preview>,
+    },
+    Report {
+        since: f64,
+        until: f64,
+        by: ReportBy,
+        reply: Reply<Report>,
+    },
+    /// Finished jobs from the journal, with their runs (`gantry history`).
+    History {
+        query: crate::daemon::journal::HistoryQuery,
+        reply: Reply<Vec<crate::daemon::state::HistoryJob>>,
+    },
+    /// Open the state again over an edited fleet file (or say why the edit cannot be read).
+    /// `force`: the operator asked for it (SIGHUP), so a file that fails live jobs is applied.
+    Reload {
+        cfg: Result<Box<crate::config::fleet::FleetConfig>, String>,
+        force: bool,
+        reply: Reply<String>,
+    },
+    /// `gantry serve up`: a service started, or rolled to a new version.
+    ServiceUp {
+        up: crate::daemon::state::ServiceUp,
+        caller: Caller,
+        reply: Reply<crate::daemon::state::ServiceUpAnswer>,
+    },
+    /// `gantry serve down`: its replicas cancelled (their jobs answered).
+    ServiceDown {
+        name: String,
+        caller: Caller,
+        reply: Reply<Vec<JobId>>,
+    },
+    /// What the services' endpoints and probes measured (`daemon::services`, every second).
+    ServiceMeasured {
+        measured: Vec<(String, crate::daemon::state::Measured)>,
+    },
+    Shutdown,
+}
+
+/// What the actor publishes after every change.
+#[derive(Clone, Debug, Default)]
+pub struct Published {
+    /// Acknowledged changes it reflects (see `Handle::fresh`).
+    pub changes: u64,
+    pub snapshot: Arc<Snapshot>,
+    pub counters: Counters,
+    /// Scheduling-cycle latency, seconds.
+    pub cycle_seconds: Histogram,
+    /// Real hosts' measured GPUs, and the running jobs' GPUs there (`/metrics`).
+    pub gpus: Vec<crate::daemon::state::GpuMetric>,
+    pub job_gpus: Vec<crate::daemon::state::JobGpuMetric>,
+    /// Dollars spent ever per team and project ("" for none).
+    pub project_spend: Vec<(String, String, f64)>,
+    /// The daemon's clock on the calendar (reading dates in requests).
+    pub calendar: crate::daemon::calendar::Calendar,
+}
+
+/// Bucket bounds of the cycle-latency histogram, seconds.
+pub const CYCLE_BUCKETS: [f64; 8] = [0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0];
+
+/// The clock the actor runs the state on.
+#[derive(Clone, Copy, Debug)]
+pub struct Clock {
+    /// Simulated seconds per wall second (1: real time).
+    pub speed: f64,
+    /// Wall time between timer steps.
+    pub step: Duration,
+}
+
+/// A cloneable way in to the actor.
+#[derive(Clone)]
+pub struct Handle {
+    pub(super) tx: mpsc::Sender<Request>,
+    pub published: watch::Receiver<Arc<Published>>,
+    /// Changes the actor has acknowledged (a reader waits until the published state has them).
+    pub(super) acked: Arc<AtomicU64>,
+    /// Token hash → what it grants (revoked tokens are not here).
+    pub tokens: Arc<RwLock<HashMap<String, Grant>>>,
+}
+
+impl Handle {
+    fn send<T>(
+        &self,
+        make: impl FnOnce(Reply<T>) -> Request,
+    ) -> Result<oneshot::Receiver<Result<T, ApiError>>, ApiError> {
+        let (reply, answer) = oneshot::channel();
+        self.tx
+            .send(make(reply))
+            .map_err(|_| ApiError::new(503, "stopping", "the daemon is shutting down"))?;
+        Ok(answer)
+    }
+
+    /// Sends a request and waits for its answer (from async code).
+    pub async fn call<T>(&self, make: impl FnOnce(Reply<T>) -> Request) -> Result<T, ApiError> {
+        let answer = self.send(make)?;
+        answer.await.unwrap_or_else(|_| {
+            Err(ApiError::new(
+                503,
+                "stopping",
+                "the daemon is shutting down",
+            ))
+        })
+    }
+
+    /// Sends a request and waits for its answer (from a plain thread, e.g. the console).
+    pub fn call_blocking<T>(&self, make: impl FnOnce(Reply<T>) -> Request) -> Result<T, ApiError> {
+        let answer = self.send(make)?;
+        answer.blocking_recv().unwrap_or_else(|_| {
+            Err(ApiError::new(
+                503,
+                "stopping",
+                "the daemon is shutting down",
+            ))
+        })
+    }
+
+    /// Sends a request that wants no answer; false once the daemon is stopping.
+    pub fn tell(&self, r: Request) -> bool {
+        self.tx.send(r).is_ok()
+    }
+
+    pub fn shutdown(&self) {
+        let _ = self.tx.send(Request::Shutdown);
+    }
+
+    /// Applies an edited fleet file (`Err`: why it could not be read; the event log says so
+    /// and the previous file stays in force). The answer says what changed. `force` (SIGHUP)
+    /// applies a file that would fail live jobs; without it such a file is refused.
+    pub fn reload(
+        &self,
+        cfg: Result<crate::config::fleet::FleetConfig, String>,
+        force: bool,
+    ) -> Result<String, ApiError> {
+        self.call_blocking(|reply| Request::Reload {
+            cfg: cfg.map(Box::new),
+            force,
+            reply,
+        })
+    }
+
+    /// The caller a bearer token stands for.
+    /// The published state, once it reflects every change acknowledged before the call (at
+    /// most 2 s of waiting): a `gantry submit` followed by `gantry jobs` lists the job.
+    pub async fn fresh(&self) -> Arc<Published> {
+        let want = self.acked.load(Ordering::Acquire);
+        let mut rx = self.published.clone();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
+        loop {
+            let current = rx.borrow_and_update().clone();
+            if current.changes >= want {
+                return current;
+            }
+            match tokio::time::timeout_at(deadline, rx.changed()).await {
+                Ok(Ok(())) => {}
+                _ => return rx.borrow().clone(),
+            }
+        }
+    }
+
+    /// The caller a bearer token names, or why it is refused.
+    pub fn caller_for(&self, token: &str) -> Result<Caller, String> {
+        let grant = self
+            .tokens
+            .read()
+            .ok()
+            .and_then(|t| t.get(&hash_token(token)).cloned())
+            .ok_or("unknown or revoked token")?;
+        match grant.expires_at {
+            Some(at) if unix_now() >= at => Err(format!(
+                "token expired at {}; ask an operator for a new one (gantry token create)",
+                rfc3339(at)
+            )),
+            _ => Ok(grant.caller),
+        }
+    }
+}

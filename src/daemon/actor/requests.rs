@@ -1,0 +1,293 @@
+//! The actor's answers to single requests (everything but submissions, which it admits in
+//! batches, and the run loop's own: wake, reload, stop), and the tokens it issues and revokes.
+
+use super::{Actor, ApiError, Request};
+use crate::daemon::auth::{hash_token, new_token, unix_now, Caller, Grant, Role, TokenInfo};
+use crate::daemon::journal::{JobId, TokenRecord};
+
+impl Actor {
+    pub(super) fn handle(&mut self, req: Request) {
+        match req {
+            Request::Submit { .. } | Request::Shutdown | Request::Reload { .. } | Request::Wake => {
+            }
+            Request::Act {
+                id,
+                action,
+                caller,
+                reply,
+            } => {
+                let r = self.check_job(id, &caller).and_then(|()| {
+                    self.state
+                        .act(id, action, &caller.name)
+                        .map_err(ApiError::from)
+                });
+                if r.is_ok() {
+                    self.changed();
+                }
+                let _ = reply.send(r);
+            }
+            Request::Priority {
+                id,
+                class,
+                caller,
+                reply,
+            } => {
+                let r = self.check_job(id, &caller).and_then(|()| {
+                    self.state
+                        .set_priority(id, &class, &caller.name, caller.role == Role::Operator)
+                        .map_err(ApiError::from)
+                });
+                if r.is_ok() {
+                    self.changed();
+                }
+                let _ = reply.send(r);
+            }
+            Request::Job { id, reply } => {
+                let _ = reply.send(self.state.job_detail(id).map_err(ApiError::from));
+            }
+            Request::Logs { id, reply } => {
+                let _ = reply.send(self.state.job_logs(id).map_err(ApiError::from));
+            }
+            Request::Enter {
+                caller,
+                id,
+                rank,
+                tty,
+                argv,
+                reply,
+            } => {
+                let _ = reply.send(self.state.enter(&caller, id, rank, tty, &argv));
+            }
+            Request::WorkdirsInUse { reply } => {
+                let used = self
+                    .state
+                    .engine()
+                    .jobs()
+                    .filter(|j| !j.state.is_final())
+                    .filter_map(|j| j.spec.workdir.clone())
+                    .collect();
+                let _ = reply.send(Ok(used));
+            }
+            Request::Reclaim {
+                apply,
+                caller,
+                reply,
+            } => {
+                let r = match apply {
+                    None => Ok(self.state.show_reclaim()),
+                    Some(_) if caller.role != Role::Operator => Err(ApiError::forbidden(format!(
+                        "applying a reclaim needs the operator role; this caller is a {}",
+                        caller.role
+                    ))),
+                    Some(id) => {
+                        self.changed();
+                        self.state
+                            .apply_reclaim(&caller.name, &id)
+                            .map_err(ApiError::from)
+                    }
+                };
+                let _ = reply.send(r);
+            }
+            Request::Token {
+                role,
+                team,
+                label,
+                expires_in,
+                reply,
+            } => {
+                let _ = reply.send(self.create_token(role, team, label, expires_in));
+            }
+            Request::Tokens { reply } => {
+                let now = unix_now();
+                let _ = reply.send(
+                    self.state
+                        .tokens()
+                        .map(|ts| ts.iter().map(|t| TokenInfo::of(t, now)).collect())
+                        .map_err(ApiError::from),
+                );
+            }
+            Request::Revoke { id, caller, reply } => {
+                let _ = reply.send(self.revoke_token(&id, &caller));
+            }
+            Request::Events { job, limit, reply } => {
+                let _ = reply.send(self.state.events(job, limit).map_err(ApiError::from));
+            }
+            Request::Node { name, range, reply } => {
+                let _ = reply.send(self.state.node_detail(&name, range).ok_or_else(|| {
+                    ApiError::new(
+                        404,
+                        "not-found",
+                        format!(
+                            "node `{}`: no such node (gantry fleet --pool NAME lists a pool's)",
+                            name.escape_debug()
+                        ),
+                    )
+                }));
+            }
+            Request::ServiceUp { up, caller, reply } => {
+                let r = self.state.service_up(up, &caller);
+                if r.is_ok() {
+                    self.changed();
+                }
+                let _ = reply.send(r);
+            }
+            Request::ServiceDown {
+                name,
+                caller,
+                reply,
+            } => {
+                let r = self.state.service_down(&name, &caller);
+                if r.is_ok() {
+                    self.changed();
+                }
+                let _ = reply.send(r);
+            }
+            Request::ServiceMeasured { measured } => {
+                // A replica started or retired needs a cycle; new figures only a publication.
+                if self.state.service_measured(measured) {
+                    self.changed();
+                } else {
+                    self.republish = true;
+                }
+            }
+            Request::Pool { index, reply } => {
+                let _ = reply.send(self.state.pool_detail(index).ok_or_else(|| {
+                    ApiError::new(
+                        404,
+                        "not-found",
+                        format!("pool {index}: no such pool (GET /v1/fleet lists them in order)"),
+                    )
+                }));
+            }
+            Request::Preview { submission, reply } => {
+                let _ = reply.send(self.state.preview(&submission).map_err(ApiError::from));
+            }
+            Request::Report {
+                since,
+                until,
+                by,
+                reply,
+            } => {
+                let _ = reply.send(self.state.report(since, until, by).map_err(ApiError::from));
+            }
+            Request::History { query, reply } => {
+                let _ = reply.send(self.state.history(&query).map_err(ApiError::from));
+            }
+        }
+    }
+
+    /// The job exists and this caller may change it.
+    fn check_job(&self, id: JobId, caller: &Caller) -> Result<(), ApiError> {
+        let team = self
+            .state
+            .job_team(id)
+            .ok_or_else(|| ApiError::new(404, "not-found", format!("job {id}: no such job")))?;
+        if caller.may_change(&team) {
+            Ok(())
+        } else {
+            Err(ApiError::forbidden(format!(
+                "job {id} belongs to team `{team}`; a {}{} cannot change it",
+                caller.role,
+                caller
+                    .team
+                    .as_deref()
+                    .map_or(String::new(), |t| format!(" of team `{t}`"))
+            )))
+        }
+    }
+
+    fn create_token(
+        &mut self,
+        role: Role,
+        team: Option<String>,
+        label: String,
+        expires_in: Option<f64>,
+    ) -> Result<String, ApiError> {
+        if role == Role::Researcher && team.is_none() {
+            return Err(ApiError::bad_request(
+                "a researcher token needs --team: it may change only that team's jobs",
+            ));
+        }
+        if let Some(t) = &team {
+            if !self.state.has_team(t) {
+                return Err(ApiError::bad_request(format!(
+                    "unknown team `{t}`; teams: {}",
+                    self.state.team_names().join(", ")
+                )));
+            }
+        }
+        let token = new_token().map_err(|e| {
+            ApiError::new(
+                500,
+                "internal",
+                format!("cannot read random bytes from the kernel: {e}"),
+            )
+        })?;
+        let record = TokenRecord {
+            hash: hash_token(&token),
+            role: role.name().to_string(),
+            team: team.clone(),
+            label: label.clone(),
+            created_at: unix_now(),
+            expires_at: expires_in.map(|s| unix_now() + s),
+            revoked_at: None,
+        };
+        self.state.add_token(&record).map_err(ApiError::from)?;
+        if let Ok(mut t) = self.tokens.write() {
+            t.insert(
+                record.hash,
+                Grant {
+                    caller: Caller {
+                        role,
+                        team,
+                        name: format!("token {label}"),
+                        user: Some(label.clone()),
+                    },
+                    expires_at: record.expires_at,
+                },
+            );
+        }
+        Ok(token)
+    }
+
+    /// Revokes the one token whose id starts with `id`: refused from then on, by every
+    /// listener, with no restart.
+    fn revoke_token(&mut self, id: &str, caller: &Caller) -> Result<TokenInfo, ApiError> {
+        if id.len() < 8 || !id.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(ApiError::bad_request(format!(
+                "token id `{}`: expected at least 8 hex digits, the ID column of `gantry token list`",
+                id.escape_debug()
+            )));
+        }
+        let id = id.to_ascii_lowercase();
+        let all = self.state.tokens().map_err(ApiError::from)?;
+        let found: Vec<_> = all.iter().filter(|t| t.hash.starts_with(&id)).collect();
+        let mut t = match found.as_slice() {
+            [one] => (*one).clone(),
+            [] => {
+                return Err(ApiError::new(
+                    404,
+                    "not-found",
+                    format!("token {id}: no such token (gantry token list shows them)"),
+                ))
+            }
+            _ => {
+                return Err(ApiError::bad_request(format!(
+                    "token id {id} names {} tokens; give more of it",
+                    found.len()
+                )))
+            }
+        };
+        let at = unix_now();
+        if t.revoked_at.is_none() {
+            self.state
+                .revoke_token(&t, at, &caller.name)
+                .map_err(ApiError::from)?;
+            if let Ok(mut map) = self.tokens.write() {
+                map.remove(&t.hash);
+            }
+            t.revoked_at = Some(at);
+        }
+        Ok(TokenInfo::of(&t, at))
+    }
+}

@@ -1,38 +1,14 @@
-//! Random bytes from the kernel, in hex: the daemon's tokens and upload names, the clients'
-//! idempotency keys.
+//! Random bytes from the kernel, in hex (the daemon's tokens and upload names, the clients'
+//! idempotency keys), and bytes in hex (digests and fingerprints).
 
-use std::io::Read;
-
-/// `n` random bytes from the kernel, in hex.
+/// `n` random bytes from the kernel, in hex: `getrandom(2)`, one system call where opening
+/// `/dev/urandom` took three (a client's every submission carries a key: opening the device
+/// was 3% of all the CPU `gantry bench api` used). The crate reads the device on kernels
+/// without the call, and retries an interrupted one.
 pub fn random_hex(n: usize) -> std::io::Result<String> {
     let mut bytes = vec![0u8; n];
-    fill(&mut bytes)?;
+    getrandom::fill(&mut bytes)?;
     Ok(hex(&bytes))
-}
-
-/// Fills `buf` from the kernel's random source: `getrandom(2)`, one system call where opening
-/// `/dev/urandom` took three (a client's every submission carries a key: opening the device
-/// was 3% of all the CPU `gantry bench api` used). The device serves kernels without it.
-fn fill(buf: &mut [u8]) -> std::io::Result<()> {
-    let mut done = 0;
-    while done < buf.len() {
-        let rest = &mut buf[done..];
-        // SAFETY: the kernel writes at most `rest.len()` bytes into `rest`.
-        let got = unsafe { libc::getrandom(rest.as_mut_ptr().cast(), rest.len(), 0) };
-        if got >= 0 {
-            done += got as usize;
-            continue;
-        }
-        let e = std::io::Error::last_os_error();
-        match e.raw_os_error() {
-            Some(libc::EINTR) => {}
-            Some(libc::ENOSYS) => {
-                return std::fs::File::open("/dev/urandom")?.read_exact(&mut buf[done..])
-            }
-            _ => return Err(e),
-        }
-    }
-    Ok(())
 }
 
 /// Bytes as lower-case hex (a digest per submission goes through here: no formatter per byte).

@@ -27,8 +27,7 @@ pub fn install_provider() {
 /// A certificate's fingerprint as gantry prints it: `sha256:` and 64 hex digits.
 pub fn fingerprint(der: &[u8]) -> String {
     let digest = Sha256::digest(der);
-    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
-    format!("sha256:{hex}")
+    format!("sha256:{}", crate::random::hex(&digest))
 }
 
 /// The fingerprint of a PEM file's first certificate.
@@ -95,7 +94,7 @@ impl ServerCertVerifier for Pinned {
         if Sha256::digest(end_entity.as_ref()).as_slice() == self.pin {
             return Ok(ServerCertVerified::assertion());
         }
-        let pinned: String = self.pin.iter().map(|b| format!("{b:02x}")).collect();
+        let pinned = crate::random::hex(&self.pin);
         Err(rustls::Error::InvalidCertificate(
             rustls::CertificateError::Other(rustls::OtherError(Arc::new(Mismatch(format!(
                 "the daemon's certificate is {}, not the pinned sha256:{pinned} — if the daemon's certificate was replaced, pin the new one (gantry token create prints it); otherwise someone else answers at that address",

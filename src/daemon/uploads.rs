@@ -74,11 +74,7 @@ pub(super) async fn upload_workdir(
             file.write_all(&chunk).await.map_err(internal)?;
         }
         file.flush().await.map_err(internal)?;
-        let digest: String = hash
-            .finalize()
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
+        let digest = crate::random::hex(&hash.finalize());
         let kept = dir.join(&digest);
         if kept.is_dir() {
             crate::workdir::touch(&kept);

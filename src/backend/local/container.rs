@@ -44,7 +44,7 @@ impl Container {
     /// The container of job `job`'s run with token `token`.
     pub fn of(runtime: &str, job: i64, token: &str) -> Container {
         let hash = Sha256::digest(token.as_bytes());
-        let hex: String = hash[..6].iter().map(|b| format!("{b:02x}")).collect();
+        let hex = crate::random::hex(&hash[..6]);
         Container {
             runtime: runtime.to_string(),
             name: format!("gantry-job-{job}-{hex}"),

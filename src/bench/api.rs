@@ -4,7 +4,7 @@
 
 use super::quantile;
 use crate::client::http::{Endpoint, HttpClient};
-use crate::daemon::actor::{spawn, Clock};
+use crate::daemon::actor::spawn;
 use crate::daemon::server::{serve, Listen};
 use crate::daemon::state::{State, StateOptions};
 use serde::Serialize;
@@ -95,14 +95,7 @@ impl BenchDaemon {
         let db = dir.join("bench.db");
         let socket = dir.join("bench.sock");
         let state = State::open(&db, fleet, opts).map_err(|e| e.to_string())?;
-        let (handle, actor) = spawn(
-            state,
-            Clock {
-                speed: 1.0,
-                step: Duration::from_secs(1),
-            },
-        )
-        .map_err(|e| e.to_string())?;
+        let (handle, actor) = spawn(state, super::REAL_TIME).map_err(|e| e.to_string())?;
         let runtime = crate::daemon::server::runtime()?;
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let listen = Listen {

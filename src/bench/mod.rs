@@ -18,6 +18,12 @@ pub mod starts;
 pub mod telemetry;
 pub mod tui;
 
+/// The clock a bench's in-process daemon runs on: real time, a timer step each second.
+const REAL_TIME: crate::daemon::actor::Clock = crate::daemon::actor::Clock {
+    speed: 1.0,
+    step: std::time::Duration::from_secs(1),
+};
+
 /// Peak resident set size of this process in MiB (Linux; `None` elsewhere).
 pub fn peak_rss_mib() -> Option<f64> {
     status_mib("VmHWM:")

@@ -5,7 +5,7 @@
 //! run's end sends the actor (what gantry did before: the next job waited for the clock's
 //! next 1 s step), so both are measured by one binary on one machine.
 
-use crate::daemon::actor::{spawn, Clock, Request};
+use crate::daemon::actor::{spawn, Request};
 use crate::daemon::engine::Submission;
 use crate::daemon::state::{State, StateOptions};
 use serde::Serialize;
@@ -70,14 +70,7 @@ nodes = 1
         opts.wake.set(|| {});
     }
     let state = State::open(&cfg.dir.join("bench.db"), &fleet, &opts).map_err(|e| e.to_string())?;
-    let (handle, actor) = spawn(
-        state,
-        Clock {
-            speed: 1.0,
-            step: Duration::from_secs(1),
-        },
-    )
-    .map_err(|e| e.to_string())?;
+    let (handle, actor) = spawn(state, super::REAL_TIME).map_err(|e| e.to_string())?;
     let spec = format!(
         "name: nap\nresources:\n  cpus: 1\n  memory: 0.5\nrun: sleep {}\n",
         cfg.seconds

@@ -620,17 +620,14 @@ fn api(clients: usize, jobs: usize, floor: bool, output: Output) -> Result<(), S
     if clients == 0 || clients > 1024 {
         return Err(format!("--clients {clients}: expected 1..=1024"));
     }
-    let dir = std::env::temp_dir().join(format!("gantry-bench-api-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let cfg = gantry::bench::api::ApiBenchConfig {
-        dir: dir.clone(),
-        clients,
-        jobs,
-        floor,
-    };
-    let r = gantry::bench::api::run(&cfg);
-    let _ = std::fs::remove_dir_all(&dir);
-    let r = r?;
+    let r = in_scratch("api", |dir| {
+        gantry::bench::api::run(&gantry::bench::api::ApiBenchConfig {
+            dir: dir.to_path_buf(),
+            clients,
+            jobs,
+            floor,
+        })
+    })?;
     if output.is_data() {
         return print_as(output, &r);
     }
@@ -685,16 +682,13 @@ fn cli(calls: usize, jobs: usize, output: Output) -> Result<(), String> {
     if calls == 0 {
         return Err("--calls 0: expected at least 1".to_string());
     }
-    let dir = std::env::temp_dir().join(format!("gantry-bench-cli-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let cfg = gantry::bench::cli::CliBenchConfig {
-        dir: dir.clone(),
-        calls,
-        jobs,
-    };
-    let r = gantry::bench::cli::run(&cfg);
-    let _ = std::fs::remove_dir_all(&dir);
-    let r = r?;
+    let r = in_scratch("cli", |dir| {
+        gantry::bench::cli::run(&gantry::bench::cli::CliBenchConfig {
+            dir: dir.to_path_buf(),
+            calls,
+            jobs,
+        })
+    })?;
     if output.is_data() {
         return print_as(output, &r);
     }
@@ -716,12 +710,13 @@ fn cli(calls: usize, jobs: usize, output: Output) -> Result<(), String> {
 }
 
 fn memory(jobs: usize, history: usize, output: Output) -> Result<(), String> {
-    let dir = std::env::temp_dir().join(format!("gantry-bench-memory-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let cfg = gantry::bench::memory::MemoryBenchConfig { dir, jobs, history };
-    let r = gantry::bench::memory::run(&cfg);
-    let _ = std::fs::remove_dir_all(&cfg.dir);
-    let r = r?;
+    let r = in_scratch("memory", |dir| {
+        gantry::bench::memory::run(&gantry::bench::memory::MemoryBenchConfig {
+            dir: dir.to_path_buf(),
+            jobs,
+            history,
+        })
+    })?;
     if output.is_data() {
         return print_as(output, &r);
     }

@@ -26,6 +26,11 @@ pub const PROTOCOL: u32 = 6;
 /// The most characters of a host's own words (its names, reasons, stderr) an event keeps.
 pub const SAID_MAX: usize = 200;
 
+/// How often the runs are looked at for ends (a `waitpid` each, or an exit file after a
+/// restart). A run's end is what frees its GPUs: at 50 ms a freed slot waited 25 ms on
+/// average before the daemon heard of it (`gantry bench starts`, issue 39).
+const EXITS_EVERY: Duration = Duration::from_millis(10);
+
 /// What the daemon asks.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -587,7 +592,7 @@ pub fn start(
         let (agent, say, done) = (agent.clone(), say.clone(), done.clone());
         std::thread::spawn(move || {
             while !done.load(Ordering::Relaxed) {
-                std::thread::sleep(Duration::from_millis(50));
+                std::thread::sleep(EXITS_EVERY);
                 let Ok(mut a) = agent.lock() else { return };
                 let now = a.started.elapsed().as_secs_f64();
                 a.runs.kill_due(now);

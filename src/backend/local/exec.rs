@@ -120,11 +120,12 @@ pub fn exit_path(dir: &Path, job: i64) -> PathBuf {
 }
 
 /// How a group leader ends, once the job has: writes the job's status to the exit file
-/// (`$exit_file`, atomically), then dies of the job's signal if a signal killed it, so the
-/// parent sees that too.
+/// (`$exit_file`, in one write of a builtin: `read_exit` takes it only once its line has
+/// ended, and no `mv` runs between one job and the next), then dies of the job's signal if a
+/// signal killed it, so the parent sees that too.
 macro_rules! leader_ends {
     () => {
-        r#"printf '%s\n' "$rc" > "$exit_file.tmp" && mv "$exit_file.tmp" "$exit_file"
+        r#"printf '%s\n' "$rc" > "$exit_file"
 if [ "$rc" -gt 128 ] && [ "$rc" -lt 160 ]; then
   trap - TERM INT HUP QUIT USR1 USR2
   kill -$((rc - 128)) $$
@@ -177,7 +178,8 @@ pub(crate) const BASH_PRELUDE: &str = "if command -v conda >/dev/null 2>&1; then
 /// killed outright). Shell convention: above 128 is death by signal `status - 128`.
 pub fn read_exit(dir: &Path, job: i64) -> Option<Exit> {
     let text = std::fs::read_to_string(exit_path(dir, job)).ok()?;
-    let rc: i32 = text.trim().parse().ok()?;
+    // Read between the file's creation and the leader's one write: not written yet.
+    let rc: i32 = text.strip_suffix('\n')?.trim().parse().ok()?;
     Some(if (129..160).contains(&rc) {
         Exit::Signal(rc - 128)
     } else {

@@ -48,6 +48,12 @@ pub fn exits_dir(logs: &Path) -> PathBuf {
     logs.join("slurm").join(".exits")
 }
 
+/// The status an exit file holds (`exits_dir`), once its line is whole: the script writes it
+/// in one write, so a read between the file's creation and that write finds it empty.
+pub fn ended_status(text: &str) -> Option<i64> {
+    text.strip_suffix('\n')?.trim().parse().ok()
+}
+
 /// `'…'` for the shell.
 fn quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', r"'\''"))
@@ -76,17 +82,19 @@ pub fn script(l: &Launch, gpus: usize, enter: &Path, exits: &Path) -> String {
     // Slurm sets CUDA_VISIBLE_DEVICES to the GPUs it allocated; a job given none sees none.
     s.push_str("[ -n \"${SLURM_JOB_GPUS:-}\" ] || export CUDA_VISIBLE_DEVICES=\n");
     // How `gantry exec` enters this part (`srun --overlap` into the allocation): the
-    // environment above without Slurm's own (the step has its own), and where it runs.
+    // environment above (`srun` leaves Slurm's own out: the step has its own), and where it
+    // runs. Only builtins from here to the run, and from its end to the script's: every
+    // process started between two jobs is time the GPU stands idle (issue 39).
     let enter = quote(&enter.display().to_string());
     s.push_str(&format!(
-        "(umask 077; {{ echo \"# slurm-job $SLURM_JOB_ID\"; export -p | grep -v '^declare -x SLURM_'; printf 'cd %q\\n' \"$PWD\"; }} > {enter}) 2>/dev/null\n"
+        "(umask 077; {{ echo \"# slurm-job $SLURM_JOB_ID\"; export -p; printf 'cd %q\\n' \"$PWD\"; }} > {enter}) 2>/dev/null\n"
     ));
-    // Quoted here-documents: the bodies are taken as written (the token keeps the end
-    // marker out of any body).
+    // Quoted here-documents read by `read` (a builtin: `$(cat …)` forks twice): the bodies
+    // are taken as written (the token keeps the end marker out of any body).
     let body = |name: &str, text: &str| {
         let mark = format!("GANTRY_{name}_{}", l.token);
         format!(
-            "_gantry_{name}=$(cat <<'{mark}'\n{}{text}\n{mark}\n)\n",
+            "IFS= read -r -d '' _gantry_{name} <<'{mark}'\n{}{text}\n{mark}\n",
             super::super::local::exec::BASH_PRELUDE
         )
     };
@@ -101,10 +109,11 @@ pub fn script(l: &Launch, gpus: usize, enter: &Path, exits: &Path) -> String {
         s.push_str("/bin/bash -c \"$_gantry_setup\"; rc=$?\n");
     }
     s.push_str("if [ \"$rc\" -eq 0 ]; then /bin/bash -c \"$_gantry_run\"; rc=$?; fi\n");
-    // The end said at once (written whole, then renamed into place: never read half).
+    // The end said at once, by one write of a builtin: the worker takes a status only
+    // once its line has ended (`ended_status`), and removes the enter file.
     let exit = quote(&exits.display().to_string());
     s.push_str(&format!(
-        "rm -f {enter}\n(printf '%s\\n' \"$rc\" > {exit}/.$SLURM_JOB_ID && mv -f {exit}/.$SLURM_JOB_ID {exit}/$SLURM_JOB_ID) 2>/dev/null\nexit \"$rc\"\n"
+        "{{ printf '%s\\n' \"$rc\" > {exit}/$SLURM_JOB_ID; }} 2>/dev/null\nexit \"$rc\"\n"
     ));
     s
 }
@@ -211,9 +220,10 @@ pub fn srun(enter: &Path, tty: bool, argv: &[String]) -> Result<Command, String>
     } else {
         "exec \"$@\""
     };
+    // The batch step's environment without Slurm's own (this step has its own).
     cmd.args(["/bin/bash", "-c"])
         .arg(format!(
-            ". {} && {body}",
+            ". <(grep -v '^declare -x SLURM_' {}) && {body}",
             quote(&enter.display().to_string())
         ))
         .arg("gantry-exec")
@@ -254,7 +264,7 @@ fn run(cmd: &mut Command, stdin: Option<&str>) -> Result<String, String> {
     }
     drop(child.stdin.take());
     let t0 = Instant::now();
-    // sbatch answers in milliseconds: look often at first, then less.
+    // sbatch answers in tens of milliseconds, each of which a freed GPU waits: look often.
     let mut nap = Duration::from_millis(1);
     loop {
         match child.try_wait() {
@@ -269,7 +279,7 @@ fn run(cmd: &mut Command, stdin: Option<&str>) -> Result<String, String> {
             }
             Ok(None) => {
                 std::thread::sleep(nap);
-                nap = (nap * 2).min(Duration::from_millis(20));
+                nap = (nap * 2).min(Duration::from_millis(4));
             }
             Err(e) => return Err(format!("{what}: {e}")),
         }
@@ -335,8 +345,42 @@ mod tests {
             .unwrap();
         assert_eq!((out.status.code(), out.stdout.len()), (Some(4), 0));
         // Its end said where the pool's worker looks, whole.
-        assert_eq!(std::fs::read_to_string(dir.join("812")).unwrap(), "4\n");
-        assert!(!dir.join(".812").exists());
+        let said = std::fs::read_to_string(dir.join("812")).unwrap();
+        assert_eq!((said.as_str(), ended_status(&said)), ("4\n", Some(4)));
+        // A body is run as written: backslashes, quotes, blank lines, leading spaces. And the
+        // script itself starts no command but the body's bash (no PATH to find one in): each
+        // one between two jobs is time their GPU stands idle.
+        l.setup = None;
+        l.run = "  printf '%s|' 'a\\b' \"c\\\"d\"\n\n  echo \"$((1 + 2))\"".into();
+        std::fs::write(&path, script(&l, 0, &enter, &dir)).unwrap();
+        let out = Command::new("/bin/bash")
+            .arg(&path)
+            .env_clear()
+            .env("PATH", "/nonexistent")
+            .env("SLURM_JOB_ID", "813")
+            .output()
+            .unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            "a\\b|c\"d|3\n",
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(std::fs::read_to_string(dir.join("813")).unwrap(), "0\n");
+        // What `gantry exec` sources: the environment and the directory.
+        let entered = std::fs::read_to_string(&enter).unwrap();
+        assert!(entered.contains("declare -x LR="), "{entered}");
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// An exit file is read only once its line has ended: the script's one write may not have
+    /// happened yet when the worker looks.
+    #[test]
+    fn an_exit_status_is_taken_only_whole() {
+        assert_eq!(ended_status("0\n"), Some(0));
+        assert_eq!(ended_status("137\n"), Some(137));
+        assert_eq!(ended_status(""), None);
+        assert_eq!(ended_status("13"), None);
+        assert_eq!(ended_status("x\n"), None);
     }
 }

@@ -12,6 +12,7 @@ pub mod pools;
 pub mod queue;
 pub mod rest;
 pub mod runner;
+mod submits;
 
 /// A Slurm cluster's nodes, through slurmrestd: each node's part of a job a batch job.
 pub const REGISTRATION: crate::backend::registry::Registration =

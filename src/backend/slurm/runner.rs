@@ -10,6 +10,7 @@
 use super::batch::{self, Submit};
 use super::ends::{exit_of, script_exit, Reader};
 use super::inventory::{Inventory, Job};
+use super::submits::Submits;
 use crate::backend::cluster::NodeReports;
 use crate::backend::logs::{DirReader, LogQuery, LogRead, LogReader};
 use crate::backend::{Exit, ForeignWaiting, ForeignWork, HostInfo, Launch, RunEvent, Runner};
@@ -23,14 +24,11 @@ use std::time::{Duration, Instant};
 pub(super) const REFRESH: Duration = Duration::from_secs(1);
 
 /// How often the runs' exit files are looked for (`batch::exits_dir`), while a run is followed.
-const EXITS_EVERY: Duration = Duration::from_millis(25);
+const EXITS_EVERY: Duration = Duration::from_millis(10);
 
 /// An exit file no followed run claims is removed once this old (its run was forgotten, or
 /// ended under another daemon).
 const STRAY_EXIT: Duration = Duration::from_secs(600);
-
-/// At most this many `sbatch` at once: the parts one cycle starts are submitted together.
-const SUBMITTERS: usize = 16;
 
 /// Pending reasons Slurm will not get over by waiting: the part is cancelled and the start
 /// failed with the reason.
@@ -68,6 +66,8 @@ pub(super) enum Cmd {
     /// What the reader thread found in Slurm (each `REFRESH`), and when the queue in it was
     /// asked for.
     Read(Instant, Box<Result<Inventory, String>>),
+    /// A part's `sbatch` answered (`Submits`): Slurm's job id or why not, and when.
+    Submitted(RunKey, Result<u64, String>, Instant),
     /// The daemon let the pool go (a reload or its end).
     Quit,
 }
@@ -112,6 +112,7 @@ impl SlurmPool {
             },
             nodes.clone(),
             events.clone(),
+            tx.clone(),
         );
         worker.wake = wake;
         let found = tx.clone();
@@ -252,7 +253,8 @@ impl Run {
     }
 }
 
-type RunKey = (usize, i64, String);
+/// A part as the daemon names it: its node (host), job and run token.
+pub(super) type RunKey = (usize, i64, String);
 
 struct Worker {
     submit: Submit,
@@ -265,10 +267,18 @@ struct Worker {
     out: Arc<Mutex<Vec<RunEvent>>>,
     /// Wakes the daemon when a run ends or a node answers (events are queued first).
     wake: crate::backend::Wake,
+    /// The parts whose `sbatch` has not answered yet.
+    submits: Submits,
 }
 
 impl Worker {
-    fn new(submit: Submit, nodes: Vec<String>, out: Arc<Mutex<Vec<RunEvent>>>) -> Worker {
+    /// `answers`: the worker's own channel, where each `sbatch` says how it went.
+    fn new(
+        submit: Submit,
+        nodes: Vec<String>,
+        out: Arc<Mutex<Vec<RunEvent>>>,
+        answers: Sender<Cmd>,
+    ) -> Worker {
         Worker {
             submit,
             runs: HashMap::new(),
@@ -277,24 +287,27 @@ impl Worker {
             nodes,
             out,
             wake: crate::backend::Wake::default(),
+            submits: Submits::new(answers),
         }
     }
 
     fn run(mut self, rx: Receiver<Cmd>) {
         let mut exits_read = Instant::now();
         loop {
-            let following = self.runs.values().any(|r| !r.ended);
+            let following = self.submits.busy() || self.runs.values().any(|r| !r.ended);
             let wait = if following { EXITS_EVERY } else { REFRESH };
             match rx.recv_timeout(wait) {
                 Ok(Cmd::Quit) | Err(RecvTimeoutError::Disconnected) => return,
                 Ok(cmd) => {
-                    // Everything asked meanwhile, in order, its starts together.
+                    // Everything asked meanwhile, in order.
                     let mut cmds = vec![cmd];
                     cmds.extend(rx.try_iter());
                     if cmds.iter().any(|c| matches!(c, Cmd::Quit)) {
                         return;
                     }
-                    self.commands(cmds);
+                    for cmd in cmds {
+                        self.command(cmd);
+                    }
                 }
                 Err(RecvTimeoutError::Timeout) => {}
             }
@@ -305,51 +318,28 @@ impl Worker {
         }
     }
 
-    /// Commands in order; each run of consecutive starts submitted at once.
-    fn commands(&mut self, cmds: Vec<Cmd>) {
-        let mut starts = Vec::new();
-        for cmd in cmds {
-            match cmd {
-                Cmd::Start(host, l) => starts.push((host, l)),
-                other => {
-                    self.start_all(std::mem::take(&mut starts));
-                    self.command(other);
-                }
+    /// A part's `sbatch` answered: its run followed (or its start failed), then what was
+    /// asked about it meanwhile.
+    fn submitted(&mut self, key: RunKey, r: Result<u64, String>, at: Instant) {
+        let held = self.submits.answered(&self.submit, &self.nodes, &key);
+        match r {
+            Ok(id) => {
+                let mut run = Run::new(id);
+                run.since = at;
+                self.runs.insert(key, run);
+            }
+            Err(why) => {
+                let (host, job, token) = key;
+                self.emit(RunEvent::StartFailed {
+                    host,
+                    job,
+                    token,
+                    why: format!("Slurm refused it: {why}"),
+                });
             }
         }
-        self.start_all(starts);
-    }
-
-    /// Submits each part (`SUBMITTERS` at a time); follows what Slurm took.
-    fn start_all(&mut self, starts: Vec<(usize, Box<Launch>)>) {
-        for chunk in starts.chunks(SUBMITTERS) {
-            let submitted: Vec<Result<u64, String>> = std::thread::scope(|s| {
-                let calls: Vec<_> = chunk
-                    .iter()
-                    .map(|(host, l)| {
-                        let (submit, node) = (&self.submit, &self.nodes[*host]);
-                        s.spawn(move || batch::sbatch(submit, node, l))
-                    })
-                    .collect();
-                calls
-                    .into_iter()
-                    .map(|c| c.join().unwrap_or_else(|_| Err("sbatch panicked".into())))
-                    .collect()
-            });
-            for ((host, l), r) in chunk.iter().zip(submitted) {
-                match r {
-                    Ok(id) => {
-                        self.runs
-                            .insert((*host, l.job, l.token.clone()), Run::new(id));
-                    }
-                    Err(why) => self.emit(RunEvent::StartFailed {
-                        host: *host,
-                        job: l.job,
-                        token: l.token.clone(),
-                        why: format!("Slurm refused it: {why}"),
-                    }),
-                }
-            }
+        for cmd in held {
+            self.command(cmd);
         }
     }
 
@@ -385,12 +375,16 @@ impl Worker {
             };
             let Some(code) = std::fs::read_to_string(&path)
                 .ok()
-                .and_then(|t| t.trim().parse::<i64>().ok())
+                .and_then(|t| batch::ended_status(&t))
             else {
                 continue;
             };
             let _ = std::fs::remove_file(&path);
             let (host, job, token) = key.clone();
+            // What `gantry exec` would enter has ended (the script leaves this to us: a
+            // command there is time between two jobs).
+            let _ =
+                std::fs::remove_file(batch::enter_path(&self.submit.logs, &self.nodes[host], job));
             let r = self.runs.get_mut(key).expect("a followed run");
             r.ended = true;
             let said_started = r.started;
@@ -407,9 +401,25 @@ impl Worker {
     }
 
     fn command(&mut self, cmd: Cmd) {
+        // About a part Slurm has not answered for yet: done once it has.
+        let key = match &cmd {
+            Cmd::Stop {
+                host, job, token, ..
+            }
+            | Cmd::Kill { host, job, token }
+            | Cmd::Forget { host, job, token } => Some((*host, *job, token.clone())),
+            _ => None,
+        };
+        let Some(cmd) = (match key {
+            Some(key) => self.submits.hold(&key, cmd),
+            None => Some(cmd),
+        }) else {
+            return;
+        };
         let mut out = Vec::new();
         match cmd {
-            Cmd::Start(host, l) => self.start_all(vec![(host, l)]),
+            Cmd::Start(host, l) => self.submits.start(&self.submit, &self.nodes, host, l),
+            Cmd::Submitted(key, r, at) => self.submitted(key, r, at),
             Cmd::Read(began, found) => self.refresh(began, *found),
             Cmd::Quit => {}
             Cmd::Stop {
@@ -779,7 +789,8 @@ impl Probe {
         reader.whole_queue = true;
         Probe {
             reader,
-            worker: Worker::new(submit, nodes, out.clone()),
+            // It submits nothing: no answers to wait for.
+            worker: Worker::new(submit, nodes, out.clone(), channel().0),
             out,
         }
     }
@@ -806,6 +817,7 @@ mod tests {
             },
             nodes.iter().map(|s| s.to_string()).collect(),
             Arc::new(Mutex::new(Vec::new())),
+            channel().0,
         )
     }
 
@@ -880,6 +892,32 @@ mod tests {
         w.read_exits();
         assert!(w.out.lock().unwrap().is_empty());
         let _ = std::fs::remove_dir_all(&logs);
+    }
+
+    /// A part's `sbatch` answers on another thread: what the daemon asked about the part
+    /// meanwhile (here, to forget it) is done once the answer is in, not lost because no
+    /// run was followed yet.
+    #[test]
+    fn a_command_about_a_part_being_submitted_waits_for_its_answer() {
+        let mut w = worker(&["gpu-a"]);
+        let key: RunKey = (0, 7, "tok".into());
+        w.submits.asked(key.clone());
+        w.command(Cmd::Forget {
+            host: 0,
+            job: 7,
+            token: "tok".into(),
+        });
+        assert!(w.submits.busy());
+        w.command(Cmd::Submitted(key.clone(), Ok(41), Instant::now()));
+        assert!(!w.runs.contains_key(&key) && !w.submits.busy());
+        // Refused: said as a failed start.
+        w.submits.asked(key.clone());
+        w.command(Cmd::Submitted(key, Err("no".into()), Instant::now()));
+        let said = std::mem::take(&mut *w.out.lock().unwrap());
+        assert!(
+            matches!(&said[..], [RunEvent::StartFailed { job: 7, why, .. }] if why.contains("no")),
+            "{said:?}"
+        );
     }
 
     /// The reader reads on its own thread: a read begun before a part was submitted does not

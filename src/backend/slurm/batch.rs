@@ -1,8 +1,8 @@
 //! Slurm's command line for what gantry changes on a cluster: a node's part of a gantry job
 //! submitted as a batch job pinned to that node (`sbatch --nodelist`), signalled and
-//! cancelled (`scancel`). slurmrestd's v0.0.38 (Slurm 22.05) has no field to pin a job to
-//! nodes, so writes go through the commands (munge auth, as the daemon's user) while reads
-//! stay on the REST API.
+//! cancelled (`scancel`). Writes go through the commands (munge auth, as the daemon's user)
+//! while reads stay on the REST API: slurmrestd's v0.0.38 (Slurm 22.05) submission takes a
+//! `nodelist`, but the job then runs as the user of the pool's token, not the daemon's.
 
 use crate::backend::Launch;
 use std::io::Write;

@@ -174,12 +174,18 @@ rc=$?
 /// its user's shells.
 pub(crate) const BASH_PRELUDE: &str = "if command -v conda >/dev/null 2>&1; then _c=$(conda info --base 2>/dev/null) && . \"$_c/etc/profile.d/conda.sh\" >/dev/null 2>&1; unset _c; fi\n";
 
+/// The status an exit file holds, once its line has ended. A leader here and a Slurm part's
+/// batch script (`slurm::batch::exits_dir`) write it in one write of a builtin, so a read
+/// between the file's creation and that write finds it empty: not written yet.
+pub fn written_status(text: &str) -> Option<i64> {
+    text.strip_suffix('\n')?.trim().parse().ok()
+}
+
 /// How a job ended, from the status its leader wrote (`None`: not written, so not ended or
 /// killed outright). Shell convention: above 128 is death by signal `status - 128`.
 pub fn read_exit(dir: &Path, job: i64) -> Option<Exit> {
     let text = std::fs::read_to_string(exit_path(dir, job)).ok()?;
-    // Read between the file's creation and the leader's one write: not written yet.
-    let rc: i32 = text.strip_suffix('\n')?.trim().parse().ok()?;
+    let rc = i32::try_from(written_status(&text)?).ok()?;
     Some(if (129..160).contains(&rc) {
         Exit::Signal(rc - 128)
     } else {
@@ -476,6 +482,17 @@ impl Running {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An exit file is read only once its line has ended: the one write that says it may not
+    /// have happened yet when the file is looked at.
+    #[test]
+    fn an_exit_status_is_taken_only_whole() {
+        assert_eq!(written_status("0\n"), Some(0));
+        assert_eq!(written_status("137\n"), Some(137));
+        assert_eq!(written_status(""), None);
+        assert_eq!(written_status("13"), None);
+        assert_eq!(written_status("x\n"), None);
+    }
 
     fn tmp(name: &str) -> PathBuf {
         let d = std::env::temp_dir().join(format!("gantry-exec-{}-{name}", std::process::id()));

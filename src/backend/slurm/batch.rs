@@ -48,12 +48,6 @@ pub fn exits_dir(logs: &Path) -> PathBuf {
     logs.join("slurm").join(".exits")
 }
 
-/// The status an exit file holds (`exits_dir`), once its line is whole: the script writes it
-/// in one write, so a read between the file's creation and that write finds it empty.
-pub fn ended_status(text: &str) -> Option<i64> {
-    text.strip_suffix('\n')?.trim().parse().ok()
-}
-
 /// `'…'` for the shell.
 fn quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', r"'\''"))
@@ -110,7 +104,7 @@ pub fn script(l: &Launch, gpus: usize, enter: &Path, exits: &Path) -> String {
     }
     s.push_str("if [ \"$rc\" -eq 0 ]; then /bin/bash -c \"$_gantry_run\"; rc=$?; fi\n");
     // The end said at once, by one write of a builtin: the worker takes a status only
-    // once its line has ended (`ended_status`), and removes the enter file.
+    // once its line has ended (`exec::written_status`), and removes the enter file.
     let exit = quote(&exits.display().to_string());
     s.push_str(&format!(
         "{{ printf '%s\\n' \"$rc\" > {exit}/$SLURM_JOB_ID; }} 2>/dev/null\nexit \"$rc\"\n"
@@ -346,7 +340,13 @@ mod tests {
         assert_eq!((out.status.code(), out.stdout.len()), (Some(4), 0));
         // Its end said where the pool's worker looks, whole.
         let said = std::fs::read_to_string(dir.join("812")).unwrap();
-        assert_eq!((said.as_str(), ended_status(&said)), ("4\n", Some(4)));
+        assert_eq!(
+            (
+                said.as_str(),
+                crate::backend::local::exec::written_status(&said)
+            ),
+            ("4\n", Some(4))
+        );
         // A body is run as written: backslashes, quotes, blank lines, leading spaces. And the
         // script itself starts no command but the body's bash (no PATH to find one in): each
         // one between two jobs is time their GPU stands idle.
@@ -371,16 +371,5 @@ mod tests {
         let entered = std::fs::read_to_string(&enter).unwrap();
         assert!(entered.contains("declare -x LR="), "{entered}");
         let _ = std::fs::remove_dir_all(&dir);
-    }
-
-    /// An exit file is read only once its line has ended: the script's one write may not have
-    /// happened yet when the worker looks.
-    #[test]
-    fn an_exit_status_is_taken_only_whole() {
-        assert_eq!(ended_status("0\n"), Some(0));
-        assert_eq!(ended_status("137\n"), Some(137));
-        assert_eq!(ended_status(""), None);
-        assert_eq!(ended_status("13"), None);
-        assert_eq!(ended_status("x\n"), None);
     }
 }

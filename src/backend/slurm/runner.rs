@@ -375,7 +375,7 @@ impl Worker {
             };
             let Some(code) = std::fs::read_to_string(&path)
                 .ok()
-                .and_then(|t| batch::ended_status(&t))
+                .and_then(|t| crate::backend::local::exec::written_status(&t))
             else {
                 continue;
             };

@@ -19,12 +19,10 @@ const SUBMITTERS: usize = 16;
 pub(super) struct Submits {
     /// Where each `sbatch`'s answer goes (the worker's own channel).
     answers: Sender<Cmd>,
-    /// Parts being submitted.
-    running: usize,
     /// Parts waiting for a submitter, in the order they were asked for.
     queued: VecDeque<(usize, Box<Launch>)>,
     /// Every part asked for and not answered yet, with the commands about it that came
-    /// meanwhile.
+    /// meanwhile: those not `queued` are being submitted.
     held: HashMap<RunKey, Vec<Cmd>>,
 }
 
@@ -32,7 +30,6 @@ impl Submits {
     pub(super) fn new(answers: Sender<Cmd>) -> Submits {
         Submits {
             answers,
-            running: 0,
             queued: VecDeque::new(),
             held: HashMap::new(),
         }
@@ -54,7 +51,6 @@ impl Submits {
     #[cfg(test)]
     pub(super) fn asked(&mut self, key: RunKey) {
         self.held.entry(key).or_default();
-        self.running += 1;
     }
 
     /// Holds `cmd` if it is about a part not answered yet; gives it back otherwise.
@@ -70,13 +66,18 @@ impl Submits {
 
     /// `key`'s answer is in: the commands held for it, and the next queued parts submitted.
     pub(super) fn answered(&mut self, submit: &Submit, nodes: &[String], key: &RunKey) -> Vec<Cmd> {
-        self.running = self.running.saturating_sub(1);
+        let held = self.held.remove(key).unwrap_or_default();
         self.spawn(submit, nodes);
-        self.held.remove(key).unwrap_or_default()
+        held
+    }
+
+    /// Parts whose `sbatch` runs now.
+    fn running(&self) -> usize {
+        self.held.len().saturating_sub(self.queued.len())
     }
 
     fn spawn(&mut self, submit: &Submit, nodes: &[String]) {
-        while self.running < SUBMITTERS {
+        while self.running() < SUBMITTERS {
             let Some((host, l)) = self.queued.pop_front() else {
                 return;
             };
@@ -93,7 +94,6 @@ impl Submits {
                 let why = Err(format!("cannot start a thread for sbatch: {e}"));
                 let _ = self.answers.send(Cmd::Submitted(key, why, Instant::now()));
             }
-            self.running += 1;
         }
     }
 }

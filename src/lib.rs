@@ -27,5 +27,6 @@ pub mod random;
 pub mod sim;
 pub mod tls;
 pub mod trace;
+pub mod unix_user;
 pub mod untrusted;
 pub mod workdir;

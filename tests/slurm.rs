@@ -14,8 +14,8 @@ mod slurm_compare;
 use common::{cli, events, free_port, job, log_text, state, submit, wait_for};
 use serde_json::Value;
 use slurm_cluster::{
-    can_run, daemon_over, daemon_over_partitions, daemon_over_with, gantry_jobs, restart_over,
-    Cluster,
+    can_run, daemon_over, daemon_over_as_nobody, daemon_over_partitions, daemon_over_with,
+    gantry_jobs, restart_over, Cluster,
 };
 use std::path::Path;
 use std::process::Command;
@@ -869,6 +869,51 @@ fn a_command_runs_inside_a_gantry_job_on_slurm_and_its_logs_outlive_the_daemon()
 
 /// Starts driven by events on Slurm too (issue 39): with the daemon's clock step at an hour,
 /// only the wake the Slurm worker sends when it sees a run end can start the next job.
+/// A daemon whose slurmrestd token is its own user's posts its parts to slurmrestd (one
+/// request on a kept connection) instead of running `sbatch` for each: this one has no Slurm
+/// command on its PATH, so a part sent to `sbatch` could not start. The parts run as that
+/// user, as `sbatch`'s would, with what `sbatch` would have given them (GPUs, the whole node
+/// for a whole-node part, its time limit, its logs).
+#[test]
+fn a_daemon_whose_token_is_its_own_user_submits_through_slurmrestd() {
+    if !can_run() {
+        return;
+    }
+    let c = Cluster::start("rest-submit", &[("gpu-a", "a100", 4)]);
+    let d = daemon_over_as_nobody(
+        &c,
+        "slurm-rest-submit-daemon",
+        &[("a100", "A100", 4, &["gpu-a"])],
+    );
+    wait_for(&d, 30, "the node to connect", || {
+        events(&d).iter().any(|e| e.contains("connected:"))
+    });
+    let one = submit(
+        &d,
+        &d.dir,
+        "one",
+        "name: one\nresources:\n  accelerators: A100:1\nrun: echo \"as $USER gpus=$CUDA_VISIBLE_DEVICES rank=$GANTRY_NODE_RANK\"\n",
+    );
+    let whole = submit(
+        &d,
+        &d.dir,
+        "whole",
+        "name: whole\nresources:\n  accelerators: A100:4\ntime_limit: 5m\nrun: sleep 30\n",
+    );
+    wait_for(&d, 60, "the first part to run and end", || {
+        state(&d, one) == "completed"
+    });
+    assert_eq!(log_text(&d, one), "out: as nobody gpus=0 rank=0");
+    let name = format!("gantry-{whole}");
+    wait_for(&d, 60, "the whole-node part to run", || {
+        gantry_jobs(&c).iter().any(|(n, _)| *n == name)
+    });
+    let row = c.slurm("squeue", &["-h", "-n", &name, "-o", "%u|%b|%l|%h"]);
+    assert_eq!(row.trim(), "nobody|gres:gpu:4|5:00|NO");
+    let out = state(&d, whole);
+    assert_eq!(out, "running", "{:?}", events(&d));
+}
+
 #[test]
 fn a_slurm_runs_end_starts_the_next_job_without_waiting_for_the_clock() {
     if !can_run() {

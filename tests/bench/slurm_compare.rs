@@ -9,7 +9,7 @@
 //! job's start. A benchmark, not a timed test: it is `#[ignore]`d and fails on no figure.
 
 use super::common::{exchange, temp_dir};
-use super::slurm_cluster::{can_run, daemon_over, Cluster};
+use super::slurm_cluster::{can_run, daemon_over, daemon_over_as_nobody, Cluster};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -40,9 +40,12 @@ fn figures(dir: &Path, tag: &str, t0: f64, submit_s: f64) -> Figures {
         std::fs::read_to_string(dir.join(format!("{tag}.{what}")))
             .unwrap_or_default()
             .lines()
-            .filter_map(|l| {
+            .map(|l| {
                 let (t, gpu) = l.trim().split_once(' ').unwrap_or((l.trim(), ""));
-                Some((t.parse().ok()?, gpu.to_string()))
+                let t = t.parse().unwrap_or_else(|_| {
+                    panic!("{tag}.{what}: `{l}` is not a time and a GPU (no `date` in the job's PATH?)")
+                });
+                (t, gpu.to_string())
             })
             .collect()
     };
@@ -179,11 +182,16 @@ fn slurm_alone_against_gantry_on_slurm() {
 
     // gantry over the same cluster.
     let hosts: Vec<&str> = names.iter().map(String::as_str).collect();
-    let d = daemon_over(
-        &c,
-        "slurm-compare-daemon",
-        &[("a100", "A100", per_node as u8, &hosts)],
-    );
+    // How gantry's parts reach Slurm: posted to slurmrestd by a daemon running as its
+    // token's user (the default), or `SUBMIT=sbatch`: a root daemon reading as nobody runs
+    // `sbatch` for each.
+    let pools = [("a100", "A100", per_node as u8, hosts.as_slice())];
+    let by_sbatch = std::env::var("SUBMIT").is_ok_and(|s| s == "sbatch");
+    let d = if by_sbatch {
+        daemon_over(&c, "slurm-compare-daemon", &pools)
+    } else {
+        daemon_over_as_nobody(&c, "slurm-compare-daemon", &pools)
+    };
     super::common::wait_for(&d, 60, "every node to connect", || {
         super::common::events(&d)
             .iter()
@@ -218,7 +226,12 @@ fn slurm_alone_against_gantry_on_slurm() {
         "\n{jobs} jobs of {secs} s, 1 GPU each, on {nodes} Slurm nodes x {per_node} GPUs ({gpus} GPUs); ideal {ideal:.1} s"
     );
     line("Slurm alone (sbatch)", &alone);
-    line("gantry on Slurm", &ours);
+    let how = if by_sbatch {
+        "gantry on Slurm (sbatch)"
+    } else {
+        "gantry on Slurm (REST)"
+    };
+    line(how, &ours);
     println!(
         "gantry / Slurm alone:  {:.2}x makespan, {:.2}x mean wait",
         ours.makespan_s / alone.makespan_s,

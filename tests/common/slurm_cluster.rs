@@ -366,6 +366,31 @@ pub fn daemon_over_with(
     pools: &[(&str, &str, u8, &[&str], &str)],
     extra: &[&str],
 ) -> Daemon {
+    daemon_over_as(c, test, pools, extra, false)
+}
+
+/// A daemon over `c` (as `daemon_over`) that runs as nobody, the user of its token: it
+/// submits its parts through slurmrestd. Its PATH holds no Slurm command (only `sleep`, `cat`
+/// and `date`), so a part that went to `sbatch` would fail to start.
+pub fn daemon_over_as_nobody(
+    c: &Cluster,
+    test: &str,
+    pools: &[(&str, &str, u8, &[&str])],
+) -> Daemon {
+    let pools: Vec<_> = pools
+        .iter()
+        .map(|&(n, g, k, nodes)| (n, g, k, nodes, "gpu"))
+        .collect();
+    daemon_over_as(c, test, &pools, &[], true)
+}
+
+fn daemon_over_as(
+    c: &Cluster,
+    test: &str,
+    pools: &[(&str, &str, u8, &[&str], &str)],
+    extra: &[&str],
+    nobody: bool,
+) -> Daemon {
     let dir = temp_dir(test);
     let mut text = String::from("[[teams]]\nname = \"lab\"\n");
     for (name, gpu, count, nodes, partition) in pools {
@@ -384,10 +409,34 @@ pub fn daemon_over_with(
     let conf = c.conf.clone();
     let mut args = vec!["--config", fleet.to_str().unwrap()];
     args.extend_from_slice(extra);
+    if nobody {
+        // The commands its jobs run (they get the daemon's PATH, as from sbatch).
+        let bin = dir.join("bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        for cmd in ["sleep", "cat", "date"] {
+            std::os::unix::fs::symlink(format!("/bin/{cmd}"), bin.join(cmd)).unwrap();
+        }
+        let status = Command::new("chown")
+            .args(["-R", "nobody:nogroup"])
+            .arg(&dir)
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+    let home = dir.clone();
     start_with(dir, &args, |cmd| {
+        use std::os::unix::process::CommandExt;
         cmd.env("SLURM_JWT", token)
             .env("SLURM_CONF", conf)
             .stderr(err);
+        if nobody {
+            cmd.uid(65534)
+                .gid(65534)
+                .env("USER", "nobody")
+                .env("LOGNAME", "nobody")
+                .env("HOME", &home)
+                .env("PATH", home.join("bin"));
+        }
     })
 }
 

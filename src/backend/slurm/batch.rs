@@ -121,8 +121,16 @@ pub struct Submit {
     pub logs: PathBuf,
 }
 
-/// Submits one node's part pinned to `node`; Slurm's job id, or what sbatch said.
-pub fn sbatch(s: &Submit, node: &str, l: &Launch) -> Result<u64, String> {
+/// One node's part as Slurm is asked for it: sbatch's long options (a flag without a value),
+/// and the batch script. slurmrestd's v0.0.38 submission takes the same options by the same
+/// names (`rest_field`): both go through Slurm's one option parser (`slurm_opt.c`).
+pub struct Part {
+    pub options: Vec<(&'static str, Option<String>)>,
+    pub script: String,
+}
+
+/// `node`'s part of `l`; its log and exit directories made.
+pub fn part(s: &Submit, node: &str, l: &Launch) -> Result<Part, String> {
     let gpus = l.gpus.len();
     let dir = node_log_dir(&s.logs, node);
     let exits = exits_dir(&s.logs);
@@ -130,46 +138,93 @@ pub fn sbatch(s: &Submit, node: &str, l: &Launch) -> Result<u64, String> {
         std::fs::create_dir_all(d)
             .map_err(|e| format!("cannot create the log directory {}: {e}", d.display()))?;
     }
-    let log =
-        |stream: crate::backend::logs::Stream| crate::backend::logs::log_path(&dir, l.job, stream);
-    let mut cmd = slurm_command("sbatch");
-    cmd.arg("--parsable")
-        .arg(format!("--job-name=gantry-{}", l.job))
-        .arg(format!(
-            "--comment={}",
-            comment(l.job, &l.token, l.gang.rank)
-        ))
-        .arg(format!("--nodelist={node}"))
-        .args(["--nodes=1", "--ntasks=1", "--open-mode=append"])
-        .arg(format!(
-            "--output={}",
-            log(crate::backend::logs::Stream::Out).display()
-        ))
-        .arg(format!(
-            "--error={}",
-            log(crate::backend::logs::Stream::Err).display()
-        ));
+    let log = |stream: crate::backend::logs::Stream| {
+        Some(
+            crate::backend::logs::log_path(&dir, l.job, stream)
+                .display()
+                .to_string(),
+        )
+    };
+    let mut options = vec![
+        ("job-name", Some(format!("gantry-{}", l.job))),
+        ("comment", Some(comment(l.job, &l.token, l.gang.rank))),
+        ("nodelist", Some(node.to_string())),
+        ("nodes", Some("1".into())),
+        ("ntasks", Some("1".into())),
+        ("open-mode", Some("append".into())),
+        ("output", log(crate::backend::logs::Stream::Out)),
+        ("error", log(crate::backend::logs::Stream::Err)),
+    ];
     if let Some(p) = &s.partition {
-        cmd.arg(format!("--partition={p}"));
+        options.push(("partition", Some(p.clone())));
     }
     if gpus > 0 {
-        cmd.arg(format!("--gres=gpu:{gpus}"));
+        options.push(("gres", Some(format!("gpu:{gpus}"))));
     }
     if gpus > 0 && gpus == s.gpus_per_node {
-        cmd.arg("--exclusive");
+        options.push(("exclusive", None));
     }
     if let Some(t) = l.time_limit_s {
-        cmd.arg(format!("--time={}", (t / 60.0).ceil().max(1.0) as u64));
+        let minutes = (t / 60.0).ceil().max(1.0) as u64;
+        options.push(("time", Some(minutes.to_string())));
     }
     let home = std::env::var("HOME").unwrap_or_else(|_| "/tmp".into());
-    cmd.arg(format!("--chdir={}", l.workdir.as_deref().unwrap_or(&home)));
+    options.push(("chdir", Some(l.workdir.clone().unwrap_or(home))));
     let enter = enter_path(&s.logs, node, l.job);
-    let out = run(&mut cmd, Some(&script(l, gpus, &enter, &exits)))?;
+    Ok(Part {
+        options,
+        script: script(l, gpus, &enter, &exits),
+    })
+}
+
+/// Submits `part` with `sbatch`; Slurm's job id, or what sbatch said.
+pub fn sbatch(part: &Part) -> Result<u64, String> {
+    let mut cmd = slurm_command("sbatch");
+    cmd.arg("--parsable");
+    for (name, value) in &part.options {
+        match value {
+            Some(v) => cmd.arg(format!("--{name}={v}")),
+            None => cmd.arg(format!("--{name}")),
+        };
+    }
+    let out = run(&mut cmd, Some(&part.script))?;
     out.trim()
         .split(';')
         .next()
         .and_then(|id| id.parse().ok())
         .ok_or_else(|| format!("sbatch answered `{}`, not a job id", out.trim()))
+}
+
+/// slurmrestd v0.0.38's name for an sbatch option (`jobs.c`'s table), and what a flag is
+/// given as.
+fn rest_field(option: &str) -> (&str, &str) {
+    let name = match option {
+        "job-name" => "name",
+        "ntasks" => "tasks",
+        "open-mode" => "open_mode",
+        "output" => "standard_output",
+        "error" => "standard_error",
+        "time" => "time_limit",
+        "chdir" => "current_working_directory",
+        other => other,
+    };
+    (name, option)
+}
+
+/// `part` as slurmrestd v0.0.38's `POST /job/submit` takes it: the options, and the
+/// environment sbatch would have given the job (`slurm_command`'s: slurmrestd gives it none).
+pub fn rest_job(part: &Part) -> serde_json::Value {
+    let mut job = serde_json::Map::new();
+    for (option, value) in &part.options {
+        let (field, flag) = rest_field(option);
+        let v = value.clone().unwrap_or_else(|| flag.to_string());
+        job.insert(field.to_string(), serde_json::Value::String(v));
+    }
+    let env: serde_json::Map<String, serde_json::Value> = passed_env()
+        .map(|(k, v)| (k.to_string(), serde_json::Value::String(v)))
+        .collect();
+    job.insert("environment".into(), serde_json::Value::Object(env));
+    serde_json::json!({ "script": part.script, "job": job })
 }
 
 /// `scancel` of Slurm job `id`: `signal` (a name) to every process of it, or the job
@@ -231,13 +286,15 @@ pub fn srun(enter: &Path, tty: bool, argv: &[String]) -> Result<Command, String>
 /// of the daemon's, through munge.
 fn slurm_command(name: &str) -> Command {
     let mut cmd = Command::new(name);
-    cmd.env_clear();
-    for k in ["PATH", "HOME", "USER", "LOGNAME", "LANG", "SLURM_CONF"] {
-        if let Ok(v) = std::env::var(k) {
-            cmd.env(k, v);
-        }
-    }
+    cmd.env_clear().envs(passed_env());
     cmd
+}
+
+/// The daemon's environment a Slurm command (and so a job it submits) is given.
+fn passed_env() -> impl Iterator<Item = (&'static str, String)> {
+    ["PATH", "HOME", "USER", "LOGNAME", "LANG", "SLURM_CONF"]
+        .into_iter()
+        .filter_map(|k| Some((k, std::env::var(k).ok()?)))
 }
 
 /// Runs a Slurm command with `stdin`; its stdout, or its stderr as the error.
@@ -306,6 +363,75 @@ mod tests {
         );
         assert_eq!(parse_comment("my experiment"), None);
         assert_eq!(parse_comment("gantry:x:abc:0"), None);
+    }
+
+    /// sbatch's options and slurmrestd's fields are one list: what one is given the other is.
+    #[test]
+    fn a_part_asks_slurmrestd_for_what_it_asks_sbatch() {
+        let dir = std::env::temp_dir().join(format!("gantry-part-{}", std::process::id()));
+        let s = Submit {
+            partition: Some("gpu".into()),
+            gpus_per_node: 4,
+            logs: dir.clone(),
+        };
+        let l = Launch {
+            job: 9,
+            token: "tok".into(),
+            gpus: ["0", "1", "2", "3"].map(String::from).to_vec(),
+            time_limit_s: Some(61.0),
+            workdir: Some("/work".into()),
+            run: "true".into(),
+            ..Launch::default()
+        };
+        let p = part(&s, "gpu-a", &l).unwrap();
+        let body = rest_job(&p);
+        let job = &body["job"];
+        let field = |k: &str| job[k].as_str().unwrap_or("").to_string();
+        assert_eq!(
+            [
+                "name",
+                "comment",
+                "nodelist",
+                "nodes",
+                "tasks",
+                "open_mode",
+                "partition",
+                "gres",
+                "exclusive",
+                "time_limit",
+                "current_working_directory"
+            ]
+            .map(field),
+            [
+                "gantry-9",
+                "gantry:9:tok:0",
+                "gpu-a",
+                "1",
+                "1",
+                "append",
+                "gpu",
+                "gpu:4",
+                "exclusive",
+                "2",
+                "/work"
+            ]
+        );
+        assert!(
+            field("standard_output").ends_with("/slurm/gpu-a/job-9.out"),
+            "{body}"
+        );
+        assert!(
+            field("standard_error").ends_with("/slurm/gpu-a/job-9.err"),
+            "{body}"
+        );
+        // slurmrestd gives a job no environment of its own: the one sbatch would pass.
+        assert_eq!(
+            job["environment"]["PATH"].as_str(),
+            std::env::var("PATH").ok().as_deref()
+        );
+        assert_eq!(body["script"].as_str(), Some(p.script.as_str()));
+        assert_eq!(p.options.len(), job.as_object().unwrap().len() - 1);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

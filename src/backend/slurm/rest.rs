@@ -68,6 +68,17 @@ impl LastRead {
     }
 }
 
+/// Why slurmrestd took no job.
+#[derive(Debug)]
+pub enum SubmitFailed {
+    /// Its API version's job description is not one gantry writes.
+    Unsupported,
+    /// Not reached: nothing was sent.
+    Unreachable(String),
+    /// Reached, and no job id came back (what Slurm said).
+    Refused(String),
+}
+
 pub struct SlurmRest {
     /// What the user wrote (for messages).
     pub url: String,
@@ -215,7 +226,7 @@ impl SlurmRest {
             .and_then(Value::as_array)
             .cloned()
             .unwrap_or_default();
-        self.check(path, status, &errors)?;
+        self.check(&format!("GET {path}"), status, &errors)?;
         Ok(v)
     }
 
@@ -236,7 +247,7 @@ impl SlurmRest {
                 self.not_json(path, status, &body)
             }
         })?;
-        self.check(path, status, &a.errors)?;
+        self.check(&format!("GET {path}"), status, &a.errors)?;
         Ok(Some(a))
     }
 
@@ -279,7 +290,7 @@ impl SlurmRest {
             ""
         };
         Err(format!(
-            "slurmrestd {}: GET {path}: HTTP {status}: {}{hint}",
+            "slurmrestd {}: {path}: HTTP {status}: {}{hint}",
             self.url,
             if errors.is_empty() {
                 "no reason given".to_string()
@@ -287,6 +298,59 @@ impl SlurmRest {
                 errors.join("; ")
             }
         ))
+    }
+
+    /// Submits a batch job (`batch::rest_job`'s body) as the pool's user; Slurm's job id.
+    /// Only v0.0.38's job description is known here (later versions took another schema).
+    pub fn submit(&self, job: &Value) -> Result<u64, SubmitFailed> {
+        if self.version != "v0.0.38" {
+            return Err(SubmitFailed::Unsupported);
+        }
+        let path = format!("/slurm/{}/job/submit", self.version);
+        let mut req = self.client.post(format!("{}{path}", self.base)).json(job);
+        if let (Some(user), Some(token)) = (&self.user, &self.token) {
+            req = req
+                .header("X-SLURM-USER-NAME", user)
+                .header("X-SLURM-USER-TOKEN", token);
+        }
+        let resp = req.send().map_err(|e| {
+            let why = format!(
+                "cannot reach slurmrestd at {}: {}",
+                self.url,
+                crate::errors::root_cause(&e)
+            );
+            // Refused or not reached: nothing was sent, so nothing was submitted.
+            if e.is_connect() {
+                SubmitFailed::Unreachable(why)
+            } else {
+                SubmitFailed::Refused(why)
+            }
+        })?;
+        let status = resp.status();
+        let body = resp
+            .bytes()
+            .map_err(|e| SubmitFailed::Refused(format!("slurmrestd {}: {e}", self.url)))?;
+        let what = format!("POST {path}");
+        let v: Value = serde_json::from_slice(&body).map_err(|_| {
+            SubmitFailed::Refused(format!(
+                "slurmrestd {}: {what} answered HTTP {status}, not JSON: {}",
+                self.url,
+                String::from_utf8_lossy(&body[..body.len().min(200)]).trim()
+            ))
+        })?;
+        // A job id is a submission, whatever else is said beside it.
+        if let Some(id) = v.get("job_id").and_then(Value::as_u64).filter(|&id| id > 0) {
+            if status.is_success() {
+                return Ok(id);
+            }
+        }
+        let errors = v.get("errors").and_then(Value::as_array).cloned();
+        self.check(&what, status, &errors.unwrap_or_default())
+            .and(Err(format!(
+                "slurmrestd {}: {what}: no job id in the answer",
+                self.url
+            )))
+            .map_err(SubmitFailed::Refused)
     }
 
     /// `GET /slurm/VERSION/what`: what changed since `since` (`None` where nothing did), or

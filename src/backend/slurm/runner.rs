@@ -10,7 +10,7 @@
 use super::batch::{self, Submit};
 use super::ends::{exit_of, script_exit, Reader};
 use super::inventory::{Inventory, Job};
-use super::submits::Submits;
+use super::submits::{Submits, Via};
 use crate::backend::cluster::NodeReports;
 use crate::backend::logs::{DirReader, LogQuery, LogRead, LogReader};
 use crate::backend::{Exit, ForeignWaiting, ForeignWork, HostInfo, Launch, RunEvent, Runner};
@@ -99,11 +99,15 @@ impl SlurmPool {
         let events = Arc::new(Mutex::new(Vec::new()));
         let s = p.slurm.clone().unwrap_or_default();
         let user = s.user.or_else(daemon_user);
-        let reader = Reader::new(
-            s.slurmrestd.unwrap_or_default(),
-            user,
-            std::env::var("SLURM_JWT").ok().filter(|t| !t.is_empty()),
+        let url = s.slurmrestd.unwrap_or_default();
+        let token = std::env::var("SLURM_JWT").ok().filter(|t| !t.is_empty());
+        let via = Via::new(
+            &url,
+            user.clone(),
+            token.clone(),
+            crate::unix_user::this_user().as_deref(),
         );
+        let reader = Reader::new(url, user, token);
         let mut worker = Worker::new(
             Submit {
                 partition: s.partition,
@@ -115,6 +119,7 @@ impl SlurmPool {
             tx.clone(),
         );
         worker.wake = wake;
+        worker.submits.via = via;
         let found = tx.clone();
         std::thread::Builder::new()
             .name(format!("slurm-read-{}", p.name))
@@ -287,7 +292,7 @@ impl Worker {
             nodes,
             out,
             wake: crate::backend::Wake::default(),
-            submits: Submits::new(answers),
+            submits: Submits::new(answers, Via::default()),
         }
     }
 

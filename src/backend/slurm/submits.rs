@@ -1,24 +1,119 @@
-//! The Slurm worker's submissions in flight. Each part's `sbatch` runs on a thread of its own
-//! (at most `SUBMITTERS` at once) and answers on the worker's channel, so the worker goes on
-//! reading the runs' ends while Slurm takes parts: an `sbatch` takes 50–60 ms on a busy
+//! The Slurm worker's submissions in flight. Each part's submission runs on a thread of its
+//! own (at most `SUBMITTERS` at once) and answers on the worker's channel, so the worker goes
+//! on reading the runs' ends while Slurm takes parts: an `sbatch` takes 50–60 ms on a busy
 //! controller, and an end read that waits for it is a GPU standing idle (issue 39).
+//!
+//! Where slurmrestd would run the part as the daemon's own user (`Via::rest`), the part is
+//! posted to it instead: one request on a kept connection, where `sbatch` is a process that
+//! loads Slurm's configuration and plugins and makes a munge credential (about 14 ms of CPU
+//! each on this project's box, on the cores slurmctld and the nodes' daemons share). A
+//! slurmrestd that cannot be reached sends the part back to `sbatch`, which needs only
+//! slurmctld.
 //!
 //! A command about a part whose `sbatch` has not answered (a stop, a kill, a forget) waits
 //! here and is replayed in order once the answer is in, so it never finds no run.
 
 use super::batch::{self, Submit};
+use super::rest::{SlurmRest, SubmitFailed};
 use super::runner::{Cmd, RunKey};
 use crate::backend::Launch;
 use std::collections::{HashMap, VecDeque};
 use std::sync::mpsc::Sender;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 /// At most this many `sbatch` at once: the parts one cycle starts are submitted together.
 const SUBMITTERS: usize = 16;
 
+/// How parts reach Slurm: over slurmrestd where it submits as the daemon's user, else (and
+/// whenever it cannot be reached) with `sbatch`.
+#[derive(Clone, Default)]
+pub(super) struct Via {
+    rest: Option<Arc<RestSubmit>>,
+}
+
+struct RestSubmit {
+    url: String,
+    user: Option<String>,
+    token: Option<String>,
+    /// Connected on the first part (and again after a failure); `Err` once slurmrestd's API
+    /// is one whose job description gantry does not write: `sbatch` from then on.
+    conn: Mutex<Option<Result<Arc<SlurmRest>, ()>>>,
+}
+
+impl Via {
+    /// Parts go to slurmrestd at `url` when the job would run as the user the daemon runs as
+    /// (`daemon`, from its uid): through the Unix socket (slurmrestd's local auth is the
+    /// caller's uid) or with a token for `user` that is that user. A token for anyone else
+    /// would run gantry's jobs as them, so `sbatch` (munge: the daemon's uid) submits.
+    pub(super) fn new(
+        url: &str,
+        user: Option<String>,
+        token: Option<String>,
+        daemon: Option<&str>,
+    ) -> Via {
+        let ours = if url.starts_with("unix:") {
+            true
+        } else {
+            token.is_some() && user.is_some() && user.as_deref() == daemon
+        };
+        Via {
+            rest: ours.then(|| {
+                Arc::new(RestSubmit {
+                    url: url.to_string(),
+                    user,
+                    token,
+                    conn: Mutex::new(None),
+                })
+            }),
+        }
+    }
+
+    /// Submits `node`'s part of `l`; Slurm's job id, or why not.
+    fn submit(&self, s: &Submit, node: &str, l: &Launch) -> Result<u64, String> {
+        let part = batch::part(s, node, l)?;
+        let Some(r) = &self.rest else {
+            return batch::sbatch(&part);
+        };
+        let Some(conn) = r.connection() else {
+            return batch::sbatch(&part);
+        };
+        match conn.submit(&batch::rest_job(&part)) {
+            Ok(id) => Ok(id),
+            Err(SubmitFailed::Refused(why)) => Err(why),
+            Err(SubmitFailed::Unreachable(_)) => {
+                r.set(None);
+                batch::sbatch(&part)
+            }
+            Err(SubmitFailed::Unsupported) => {
+                r.set(Some(Err(())));
+                batch::sbatch(&part)
+            }
+        }
+    }
+}
+
+impl RestSubmit {
+    fn set(&self, to: Option<Result<Arc<SlurmRest>, ()>>) {
+        *self.conn.lock().unwrap_or_else(|p| p.into_inner()) = to;
+    }
+
+    /// The connection parts are posted on, made if there is none; `None` for `sbatch`.
+    fn connection(&self) -> Option<Arc<SlurmRest>> {
+        let mut conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        if conn.is_none() {
+            // Not reached now: this part goes by sbatch, the next one tries again.
+            let made = SlurmRest::connect(&self.url, self.user.clone(), self.token.clone());
+            *conn = made.ok().map(|c| Ok(Arc::new(c)));
+        }
+        conn.as_ref()?.as_ref().ok().cloned()
+    }
+}
+
 pub(super) struct Submits {
-    /// Where each `sbatch`'s answer goes (the worker's own channel).
+    /// Where each submission's answer goes (the worker's own channel).
     answers: Sender<Cmd>,
+    pub(super) via: Via,
     /// Parts waiting for a submitter, in the order they were asked for.
     queued: VecDeque<(usize, Box<Launch>)>,
     /// Every part asked for and not answered yet, with the commands about it that came
@@ -27,9 +122,10 @@ pub(super) struct Submits {
 }
 
 impl Submits {
-    pub(super) fn new(answers: Sender<Cmd>) -> Submits {
+    pub(super) fn new(answers: Sender<Cmd>, via: Via) -> Submits {
         Submits {
             answers,
+            via,
             queued: VecDeque::new(),
             held: HashMap::new(),
         }
@@ -84,16 +180,42 @@ impl Submits {
             let key: RunKey = (host, l.job, l.token.clone());
             let (answer, answers) = (key.clone(), self.answers.clone());
             let (submit, node) = (submit.clone(), nodes[host].clone());
+            let via = self.via.clone();
             let spawned = std::thread::Builder::new()
-                .name("slurm-sbatch".into())
+                .name("slurm-submit".into())
                 .spawn(move || {
-                    let r = batch::sbatch(&submit, &node, &l);
+                    let r = via.submit(&submit, &node, &l);
                     let _ = answers.send(Cmd::Submitted(answer, r, Instant::now()));
                 });
             if let Err(e) = spawned {
-                let why = Err(format!("cannot start a thread for sbatch: {e}"));
+                let why = Err(format!("cannot start a thread to submit a part: {e}"));
                 let _ = self.answers.send(Cmd::Submitted(key, why, Instant::now()));
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A job posted to slurmrestd runs as the token's user: only where that is the daemon's
+    /// own (or the Unix socket says who calls) do parts go that way.
+    #[test]
+    fn parts_go_to_slurmrestd_only_as_the_daemons_own_user() {
+        let via = |url: &str, user: Option<&str>, token: Option<&str>| {
+            Via::new(
+                url,
+                user.map(str::to_string),
+                token.map(str::to_string),
+                Some("gantry"),
+            )
+            .rest
+            .is_some()
+        };
+        assert!(via("http://head:6820", Some("gantry"), Some("jwt")));
+        assert!(!via("http://head:6820", Some("alice"), Some("jwt")));
+        assert!(!via("http://head:6820", Some("gantry"), None));
+        assert!(via("unix:/run/slurmrestd.sock", None, None));
     }
 }

@@ -214,7 +214,7 @@ fn slurm_alone_against_gantry_on_slurm() {
 
     let line = |who: &str, f: &Figures| {
         println!(
-            "{who:<22} makespan {:>7.1} s   mean wait {:>6.1} s   {:>5.2}x ideal   a GPU between jobs {:.3} s   (submitted in {:.1} s)",
+            "{who:<24} makespan {:>7.1} s   mean wait {:>6.1} s   {:>5.2}x ideal   a GPU between jobs {:.3} s   (submitted in {:.1} s)",
             f.makespan_s,
             f.mean_wait_s,
             f.makespan_s / ideal,

@@ -73,8 +73,8 @@ impl LastRead {
 pub enum SubmitFailed {
     /// Its API version's job description is not one gantry writes.
     Unsupported,
-    /// Not reached: nothing was sent.
-    Unreachable(String),
+    /// Not reached, or the credentials refused: nothing was submitted.
+    Untried(String),
     /// Reached, and no job id came back (what Slurm said).
     Refused(String),
 }
@@ -321,12 +321,18 @@ impl SlurmRest {
             );
             // Refused or not reached: nothing was sent, so nothing was submitted.
             if e.is_connect() {
-                SubmitFailed::Unreachable(why)
+                SubmitFailed::Untried(why)
             } else {
                 SubmitFailed::Refused(why)
             }
         })?;
         let status = resp.status();
+        if status.as_u16() == 401 || status.as_u16() == 403 {
+            return Err(SubmitFailed::Untried(format!(
+                "slurmrestd {} refused the credentials (HTTP {status})",
+                self.url
+            )));
+        }
         let body = resp
             .bytes()
             .map_err(|e| SubmitFailed::Refused(format!("slurmrestd {}: {e}", self.url)))?;

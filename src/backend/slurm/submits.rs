@@ -7,8 +7,8 @@
 //! posted to it instead: one request on a kept connection, where `sbatch` is a process that
 //! loads Slurm's configuration and plugins and makes a munge credential (about 14 ms of CPU
 //! each on this project's box, on the cores slurmctld and the nodes' daemons share). A
-//! slurmrestd that cannot be reached sends the part back to `sbatch`, which needs only
-//! slurmctld.
+//! slurmrestd that cannot be reached (or refuses the token) sends the part back to `sbatch`,
+//! which needs only slurmctld and munge.
 //!
 //! A command about a part whose `sbatch` has not answered (a stop, a kill, a forget) waits
 //! here and is replayed in order once the answer is in, so it never finds no run.
@@ -43,9 +43,11 @@ struct RestSubmit {
 
 impl Via {
     /// Parts go to slurmrestd at `url` when the job would run as the user the daemon runs as
-    /// (`daemon`, from its uid): through the Unix socket (slurmrestd's local auth is the
-    /// caller's uid) or with a token for `user` that is that user. A token for anyone else
-    /// would run gantry's jobs as them, so `sbatch` (munge: the daemon's uid) submits.
+    /// (`daemon`, from its uid): with a token for `user` that is that user, or through the
+    /// Unix socket when the daemon is not root (slurmrestd's local auth takes only its own
+    /// uid or root's, and acts as itself, or for root as the user a header names). A token for
+    /// anyone else would run gantry's jobs as them, so `sbatch` (munge: the daemon's uid)
+    /// submits.
     pub(super) fn new(
         url: &str,
         user: Option<String>,
@@ -53,7 +55,7 @@ impl Via {
         daemon: Option<&str>,
     ) -> Via {
         let ours = if url.starts_with("unix:") {
-            true
+            daemon.is_some_and(|d| d != "root")
         } else {
             token.is_some() && user.is_some() && user.as_deref() == daemon
         };
@@ -81,7 +83,7 @@ impl Via {
         match conn.submit(&batch::rest_job(&part)) {
             Ok(id) => Ok(id),
             Err(SubmitFailed::Refused(why)) => Err(why),
-            Err(SubmitFailed::Unreachable(_)) => {
+            Err(SubmitFailed::Untried(_)) => {
                 r.set(None);
                 batch::sbatch(&part)
             }
@@ -203,19 +205,23 @@ mod tests {
     /// own (or the Unix socket says who calls) do parts go that way.
     #[test]
     fn parts_go_to_slurmrestd_only_as_the_daemons_own_user() {
-        let via = |url: &str, user: Option<&str>, token: Option<&str>| {
+        let via = |url: &str, user: Option<&str>, token: Option<&str>, daemon: &str| {
             Via::new(
                 url,
                 user.map(str::to_string),
                 token.map(str::to_string),
-                Some("gantry"),
+                Some(daemon),
             )
             .rest
             .is_some()
         };
-        assert!(via("http://head:6820", Some("gantry"), Some("jwt")));
-        assert!(!via("http://head:6820", Some("alice"), Some("jwt")));
-        assert!(!via("http://head:6820", Some("gantry"), None));
-        assert!(via("unix:/run/slurmrestd.sock", None, None));
+        let http = "http://head:6820";
+        assert!(via(http, Some("gantry"), Some("jwt"), "gantry"));
+        assert!(!via(http, Some("alice"), Some("jwt"), "gantry"));
+        assert!(!via(http, Some("gantry"), None, "gantry"));
+        let socket = "unix:/run/slurmrestd.sock";
+        assert!(via(socket, None, None, "gantry"));
+        // Root on the socket is slurmrestd's own user (or the one a header names).
+        assert!(!via(socket, Some("root"), None, "root"));
     }
 }

@@ -885,8 +885,10 @@ fn a_daemon_whose_token_is_its_own_user_submits_through_slurmrestd() {
         "slurm-rest-submit-daemon",
         &[("a100", "A100", 4, &["gpu-a"])],
     );
-    wait_for(&d, 30, "the node to connect", || {
-        events(&d).iter().any(|e| e.contains("connected:"))
+    wait_for(&d, 30, "the node to connect, saying how parts go", || {
+        events(&d)
+            .iter()
+            .any(|e| e.contains("connected:") && e.contains("v0.0.38, parts posted to slurmrestd"))
     });
     let one = submit(
         &d,
@@ -926,8 +928,11 @@ fn a_slurm_runs_end_starts_the_next_job_without_waiting_for_the_clock() {
         &[("a100", "A100", 4, &["gpu-a"], "gpu")],
         &["--step", "1h"],
     );
+    // Its token is nobody's and it runs as root: each part is an `sbatch`, and it says so.
     wait_for(&d, 30, "the node to connect", || {
-        events(&d).iter().any(|e| e.contains("connected:"))
+        events(&d)
+            .iter()
+            .any(|e| e.contains("connected:") && e.contains("parts submitted with sbatch"))
     });
     let first = submit(
         &d,

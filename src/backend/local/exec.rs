@@ -49,6 +49,16 @@ impl Exit {
     pub fn success(self) -> bool {
         self == Exit::Code(0)
     }
+
+    /// What a shell's status says: above 128 (up to the last signal) is death by signal
+    /// `status - 128`, as the local leader and the Slurm batch script write it.
+    pub fn of_shell_status(status: i64) -> Exit {
+        match i32::try_from(status) {
+            Ok(s @ 129..=159) => Exit::Signal(s - 128),
+            Ok(s) => Exit::Code(s),
+            Err(_) => Exit::Code(i32::MAX),
+        }
+    }
 }
 
 /// How a run ended, as the job's history says it ("exited with code 3", "killed by signal 9
@@ -185,12 +195,8 @@ pub fn written_status(text: &str) -> Option<i64> {
 /// killed outright). Shell convention: above 128 is death by signal `status - 128`.
 pub fn read_exit(dir: &Path, job: i64) -> Option<Exit> {
     let text = std::fs::read_to_string(exit_path(dir, job)).ok()?;
-    let rc = i32::try_from(written_status(&text)?).ok()?;
-    Some(if (129..160).contains(&rc) {
-        Exit::Signal(rc - 128)
-    } else {
-        Exit::Code(rc)
-    })
+    let rc = written_status(&text)?;
+    i32::try_from(rc).ok().map(|_| Exit::of_shell_status(rc))
 }
 
 /// Sends `sig` to a job's process group (its leader's pid is the group id). A group id of 0

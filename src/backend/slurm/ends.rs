@@ -70,15 +70,6 @@ impl Reader {
     }
 }
 
-/// How a batch script's status says its run ended: death by signal N is 128 + N.
-pub(super) fn script_exit(code: i64) -> Exit {
-    if (129..160).contains(&code) {
-        Exit::Signal((code - 128) as i32)
-    } else {
-        Exit::Code(code as i32)
-    }
-}
-
 /// How a Slurm job ended, from its state and wait status.
 pub(super) fn exit_of(j: &Job) -> Exit {
     let (code, signal) = ((j.exit_code >> 8) & 0xff, j.exit_code & 0x7f);
@@ -93,7 +84,7 @@ pub(super) fn exit_of(j: &Job) -> Exit {
         return Exit::Unknown;
     }
     if (129..160).contains(&code) {
-        return script_exit(code);
+        return Exit::of_shell_status(code);
     }
     if signal > 0 {
         return Exit::Signal(signal as i32);

@@ -12,6 +12,9 @@ use std::time::{Duration, Instant};
 /// numbers).
 pub const VERSIONS: [&str; 5] = ["v0.0.42", "v0.0.41", "v0.0.40", "v0.0.39", "v0.0.38"];
 
+/// The version whose job description gantry posts (`submit`); with the others, `sbatch`.
+pub const SUBMITS: &str = "v0.0.38";
+
 /// The most an answer may be: slurmrestd spends about 3.3 kB on a job, so 20,000 jobs are
 /// 66 MB; this leaves room for 300,000.
 const MAX_BODY: u64 = 1 << 30;
@@ -303,7 +306,7 @@ impl SlurmRest {
     /// Submits a batch job (`batch::rest_job`'s body) as the pool's user; Slurm's job id.
     /// Only v0.0.38's job description is known here (later versions took another schema).
     pub fn submit(&self, job: &Value) -> Result<u64, SubmitFailed> {
-        if self.version != "v0.0.38" {
+        if self.version != SUBMITS {
             return Err(SubmitFailed::Unsupported);
         }
         let path = format!("/slurm/{}/job/submit", self.version);

@@ -8,7 +8,7 @@
 //! re-adopts them (or stops the ones it gave up on).
 
 use super::batch::{self, Submit};
-use super::ends::{exit_of, script_exit, Reader};
+use super::ends::{exit_of, Reader};
 use super::inventory::{Inventory, Job};
 use super::submits::{Submits, Via};
 use crate::backend::cluster::NodeReports;
@@ -393,7 +393,14 @@ impl Worker {
             let r = self.runs.get_mut(key).expect("a followed run");
             r.ended = true;
             let said_started = r.started;
-            for e in ended(host, job, token, id, said_started, script_exit(code)) {
+            for e in ended(
+                host,
+                job,
+                token,
+                id,
+                said_started,
+                Exit::of_shell_status(code),
+            ) {
                 self.emit(e);
             }
         }
@@ -543,7 +550,11 @@ impl Worker {
                 let release = inv.slurm.clone().unwrap_or_else(|| "?".into());
                 let info = HostInfo {
                     hostname: name.clone(),
-                    arch: format!("Slurm {release} via slurmrestd {}", inv.api),
+                    arch: format!(
+                        "Slurm {release} via slurmrestd {}, {}",
+                        inv.api,
+                        self.submits.via.said(&inv.api)
+                    ),
                     version: env!("CARGO_PKG_VERSION").into(),
                     gpus: Vec::new(),
                     nvml: Some("Slurm reports no GPU telemetry".into()),

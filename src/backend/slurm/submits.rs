@@ -71,6 +71,15 @@ impl Via {
         }
     }
 
+    /// How parts go to a slurmrestd serving `api`, as a node's connection says it.
+    pub(super) fn said(&self, api: &str) -> &'static str {
+        if self.rest.is_some() && api == super::rest::SUBMITS {
+            "parts posted to slurmrestd"
+        } else {
+            "parts submitted with sbatch"
+        }
+    }
+
     /// Submits `node`'s part of `l`; Slurm's job id, or why not.
     fn submit(&self, s: &Submit, node: &str, l: &Launch) -> Result<u64, String> {
         let part = batch::part(s, node, l)?;

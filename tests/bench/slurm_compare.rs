@@ -262,6 +262,68 @@ fn slurm_alone_against_gantry_on_slurm() {
     }
 }
 
+/// How soon Slurm 22.05 turns a one-GPU node over to a job already queued for it: a job of
+/// 1 s runs, the next is queued behind it (pinned to the node, or not), and the gap between
+/// the first's last line and the second's first is printed, per turn. It says what a job
+/// queued ahead would gain: most turns wait for the periodic pass (`sched_interval`), not the
+/// end (docs/measured.md, "Parts posted to slurmrestd").
+///   cargo test --release --test slurm queued_turns -- --ignored --nocapture
+#[test]
+#[ignore = "a probe of Slurm's own passes: run by hand"]
+fn queued_turns_on_one_gpu() {
+    if !can_run() {
+        return;
+    }
+    let c = Cluster::start("turns", &[("gpu-a", "a100", 1)]);
+    let dir = temp_dir("turns-stamps");
+    let stamp = |p: &Path| -> Option<f64> { std::fs::read_to_string(p).ok()?.trim().parse().ok() };
+    let wait = |p: &Path| loop {
+        if let Some(t) = stamp(p) {
+            return t;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    };
+    for pinned in [true, false] {
+        let mut gaps = Vec::new();
+        for turn in 0..10 {
+            let tag = |job: &str| format!("{pinned}-{turn}-{job}");
+            for job in ["a", "b"] {
+                let script = format!(
+                    "#!/bin/bash\ndate +%s.%N > {d}/{t}.start\nsleep 1\ndate +%s.%N > {d}/{t}.end\n",
+                    d = dir.display(),
+                    t = tag(job)
+                );
+                let mut cmd = std::process::Command::new("sbatch");
+                cmd.args(["--parsable", "-o", "/dev/null", "--gres=gpu:1"])
+                    .env("SLURM_CONF", &c.conf);
+                if pinned {
+                    cmd.arg("--nodelist=gpu-a");
+                }
+                let out = cmd.arg("--wrap").arg(&script).output().unwrap();
+                assert!(
+                    out.status.success(),
+                    "{}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
+            let end = wait(&dir.join(format!("{}.end", tag("a"))));
+            let start = wait(&dir.join(format!("{}.start", tag("b"))));
+            gaps.push(start - end);
+            wait(&dir.join(format!("{}.end", tag("b"))));
+        }
+        let shown: Vec<String> = gaps.iter().map(|g| format!("{g:.2}")).collect();
+        println!(
+            "{}: the queued job started {} s after the GPU's last job ended",
+            if pinned {
+                "pinned to the node"
+            } else {
+                "not pinned"
+            },
+            shown.join(" ")
+        );
+    }
+}
+
 /// The cluster's slurmrestd process.
 fn restd_pid(c: &Cluster) -> Option<u32> {
     std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {

@@ -195,10 +195,9 @@ pub fn sbatch(part: &Part) -> Result<u64, String> {
         .ok_or_else(|| format!("sbatch answered `{}`, not a job id", out.trim()))
 }
 
-/// slurmrestd v0.0.38's name for an sbatch option (`jobs.c`'s table), and what a flag is
-/// given as.
-fn rest_field(option: &str) -> (&str, &str) {
-    let name = match option {
+/// slurmrestd v0.0.38's name for an sbatch option (`jobs.c`'s table).
+fn rest_field(option: &str) -> &str {
+    match option {
         "job-name" => "name",
         "ntasks" => "tasks",
         "open-mode" => "open_mode",
@@ -207,8 +206,7 @@ fn rest_field(option: &str) -> (&str, &str) {
         "time" => "time_limit",
         "chdir" => "current_working_directory",
         other => other,
-    };
-    (name, option)
+    }
 }
 
 /// `part` as slurmrestd v0.0.38's `POST /job/submit` takes it: the options, and the
@@ -216,9 +214,9 @@ fn rest_field(option: &str) -> (&str, &str) {
 pub fn rest_job(part: &Part) -> serde_json::Value {
     let mut job = serde_json::Map::new();
     for (option, value) in &part.options {
-        let (field, flag) = rest_field(option);
-        let v = value.clone().unwrap_or_else(|| flag.to_string());
-        job.insert(field.to_string(), serde_json::Value::String(v));
+        // A flag is given as its own name (`"exclusive": "exclusive"`).
+        let v = value.clone().unwrap_or_else(|| option.to_string());
+        job.insert(rest_field(option).to_string(), serde_json::Value::String(v));
     }
     let env: serde_json::Map<String, serde_json::Value> = passed_env()
         .map(|(k, v)| (k.to_string(), serde_json::Value::String(v)))

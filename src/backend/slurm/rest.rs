@@ -182,21 +182,32 @@ impl SlurmRest {
         ))
     }
 
+    /// `req` as the pool's user, where a token says who that is (the Unix socket's local auth
+    /// needs neither).
+    fn as_the_user(
+        &self,
+        req: reqwest::blocking::RequestBuilder,
+    ) -> reqwest::blocking::RequestBuilder {
+        match (&self.user, &self.token) {
+            (Some(user), Some(token)) => req
+                .header("X-SLURM-USER-NAME", user)
+                .header("X-SLURM-USER-TOKEN", token),
+            _ => req,
+        }
+    }
+
     /// `GET path`: the status and the body.
     fn get(&self, path: &str) -> Result<(reqwest::StatusCode, Vec<u8>), String> {
-        let mut req = self.client.get(format!("{}{path}", self.base));
-        if let (Some(user), Some(token)) = (&self.user, &self.token) {
-            req = req
-                .header("X-SLURM-USER-NAME", user)
-                .header("X-SLURM-USER-TOKEN", token);
-        }
-        let resp = req.send().map_err(|e| {
-            format!(
-                "cannot reach slurmrestd at {}: {} (is it running, and is this its address?)",
-                self.url,
-                crate::errors::root_cause(&e)
-            )
-        })?;
+        let resp = self
+            .as_the_user(self.client.get(format!("{}{path}", self.base)))
+            .send()
+            .map_err(|e| {
+                format!(
+                    "cannot reach slurmrestd at {}: {} (is it running, and is this its address?)",
+                    self.url,
+                    crate::errors::root_cause(&e)
+                )
+            })?;
         let status = resp.status();
         let mut body =
             Vec::with_capacity(resp.content_length().unwrap_or(0).min(MAX_BODY) as usize);
@@ -222,8 +233,8 @@ impl SlurmRest {
     /// `GET path` as JSON; Slurm's own errors in the answer are an error too.
     fn get_json(&self, path: &str) -> Result<Value, String> {
         let (status, body) = self.get(path)?;
-        let v: Value =
-            serde_json::from_slice(&body).map_err(|_| self.not_json(path, status, &body))?;
+        let v: Value = serde_json::from_slice(&body)
+            .map_err(|_| self.not_json(&format!("GET {path}"), status, &body))?;
         let errors = v
             .get("errors")
             .and_then(Value::as_array)
@@ -247,16 +258,16 @@ impl SlurmRest {
                     self.url
                 )
             } else {
-                self.not_json(path, status, &body)
+                self.not_json(&format!("GET {path}"), status, &body)
             }
         })?;
         self.check(&format!("GET {path}"), status, &a.errors)?;
         Ok(Some(a))
     }
 
-    fn not_json(&self, path: &str, status: reqwest::StatusCode, body: &[u8]) -> String {
+    fn not_json(&self, asked: &str, status: reqwest::StatusCode, body: &[u8]) -> String {
         format!(
-            "slurmrestd {}: GET {path} answered HTTP {status}, not JSON: {}",
+            "slurmrestd {}: {asked} answered HTTP {status}, not JSON: {}",
             self.url,
             String::from_utf8_lossy(&body[..body.len().min(200)]).trim()
         )
@@ -310,25 +321,22 @@ impl SlurmRest {
             return Err(SubmitFailed::Unsupported);
         }
         let path = format!("/slurm/{}/job/submit", self.version);
-        let mut req = self.client.post(format!("{}{path}", self.base)).json(job);
-        if let (Some(user), Some(token)) = (&self.user, &self.token) {
-            req = req
-                .header("X-SLURM-USER-NAME", user)
-                .header("X-SLURM-USER-TOKEN", token);
-        }
-        let resp = req.send().map_err(|e| {
-            let why = format!(
-                "cannot reach slurmrestd at {}: {}",
-                self.url,
-                crate::errors::root_cause(&e)
-            );
-            // Refused or not reached: nothing was sent, so nothing was submitted.
-            if e.is_connect() {
-                SubmitFailed::Untried(why)
-            } else {
-                SubmitFailed::Refused(why)
-            }
-        })?;
+        let resp = self
+            .as_the_user(self.client.post(format!("{}{path}", self.base)).json(job))
+            .send()
+            .map_err(|e| {
+                let why = format!(
+                    "cannot reach slurmrestd at {}: {}",
+                    self.url,
+                    crate::errors::root_cause(&e)
+                );
+                // Refused or not reached: nothing was sent, so nothing was submitted.
+                if e.is_connect() {
+                    SubmitFailed::Untried(why)
+                } else {
+                    SubmitFailed::Refused(why)
+                }
+            })?;
         let status = resp.status();
         if status.as_u16() == 401 || status.as_u16() == 403 {
             return Err(SubmitFailed::Untried(format!(
@@ -340,13 +348,8 @@ impl SlurmRest {
             .bytes()
             .map_err(|e| SubmitFailed::Refused(format!("slurmrestd {}: {e}", self.url)))?;
         let what = format!("POST {path}");
-        let v: Value = serde_json::from_slice(&body).map_err(|_| {
-            SubmitFailed::Refused(format!(
-                "slurmrestd {}: {what} answered HTTP {status}, not JSON: {}",
-                self.url,
-                String::from_utf8_lossy(&body[..body.len().min(200)]).trim()
-            ))
-        })?;
+        let v: Value = serde_json::from_slice(&body)
+            .map_err(|_| SubmitFailed::Refused(self.not_json(&what, status, &body)))?;
         // A job id is a submission, whatever else is said beside it.
         if let Some(id) = v.get("job_id").and_then(Value::as_u64).filter(|&id| id > 0) {
             if status.is_success() {

@@ -20,7 +20,7 @@ use crate::backend::Launch;
 use std::collections::{HashMap, VecDeque};
 use std::sync::mpsc::Sender;
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// At most this many `sbatch` at once: the parts one cycle starts are submitted together.
 const SUBMITTERS: usize = 16;
@@ -36,10 +36,32 @@ struct RestSubmit {
     url: String,
     user: Option<String>,
     token: Option<String>,
-    /// Connected on the first part (and again after a failure); `Err` once slurmrestd's API
-    /// is one whose job description gantry does not write: `sbatch` from then on.
-    conn: Mutex<Option<Result<Arc<SlurmRest>, ()>>>,
+    conn: Mutex<Conn>,
 }
+
+/// Where posting parts to slurmrestd stands.
+enum Conn {
+    /// Not tried yet, or worth trying again.
+    Idle,
+    /// A submitter is connecting (outside the lock): the others use `sbatch` meanwhile rather
+    /// than wait behind it — a slurmrestd that accepts and never answers held every submitter
+    /// for its 10 s timeout in turn.
+    Connecting,
+    Up(Arc<SlurmRest>),
+    /// Not reached, or it refused the credentials: `sbatch` until `until`, then tried again;
+    /// each failure in a row waits twice as long (`backoff`), up to `MOST_BACKOFF`. Tried again
+    /// at every part, a slurmrestd that is down cost each part a connection attempt first.
+    Down {
+        until: Instant,
+        backoff: Duration,
+    },
+    /// Its API is one whose job description gantry does not write: `sbatch` from then on.
+    Unsupported,
+}
+
+/// The first wait after slurmrestd could not be used, and the longest.
+const FIRST_BACKOFF: Duration = Duration::from_secs(5);
+const MOST_BACKOFF: Duration = Duration::from_secs(300);
 
 impl Via {
     /// Parts go to slurmrestd at `url` when the job would run as the user the daemon runs as
@@ -65,7 +87,7 @@ impl Via {
                     url: url.to_string(),
                     user,
                     token,
-                    conn: Mutex::new(None),
+                    conn: Mutex::new(Conn::Idle),
                 })
             }),
         }
@@ -93,11 +115,11 @@ impl Via {
             Ok(id) => Ok(id),
             Err(SubmitFailed::Refused(why)) => Err(why),
             Err(SubmitFailed::Untried(_)) => {
-                r.set(None);
+                r.down();
                 batch::sbatch(&part)
             }
             Err(SubmitFailed::Unsupported) => {
-                r.set(Some(Err(())));
+                *r.lock() = Conn::Unsupported;
                 batch::sbatch(&part)
             }
         }
@@ -105,19 +127,51 @@ impl Via {
 }
 
 impl RestSubmit {
-    fn set(&self, to: Option<Result<Arc<SlurmRest>, ()>>) {
-        *self.conn.lock().unwrap_or_else(|p| p.into_inner()) = to;
+    fn lock(&self) -> std::sync::MutexGuard<'_, Conn> {
+        self.conn.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The connection parts are posted on, made if there is none; `None` for `sbatch`.
+    /// slurmrestd could not be used: `sbatch` for a while, longer after each failure in a row.
+    fn down(&self) {
+        let mut conn = self.lock();
+        let backoff = match &*conn {
+            Conn::Down { backoff, .. } => (*backoff * 2).min(MOST_BACKOFF),
+            _ => FIRST_BACKOFF,
+        };
+        *conn = Conn::Down {
+            until: Instant::now() + backoff,
+            backoff,
+        };
+    }
+
+    /// The connection parts are posted on, made if there is none and it is time to try;
+    /// `None` for `sbatch`. Connecting happens outside the lock.
     fn connection(&self) -> Option<Arc<SlurmRest>> {
-        let mut conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
-        if conn.is_none() {
-            // Not reached now: this part goes by sbatch, the next one tries again.
-            let made = SlurmRest::connect(&self.url, self.user.clone(), self.token.clone());
-            *conn = made.ok().map(|c| Ok(Arc::new(c)));
+        let mut conn = self.lock();
+        match &*conn {
+            Conn::Up(c) => return Some(c.clone()),
+            Conn::Connecting | Conn::Unsupported => return None,
+            Conn::Down { until, .. } if Instant::now() < *until => return None,
+            Conn::Idle | Conn::Down { .. } => {}
         }
-        conn.as_ref()?.as_ref().ok().cloned()
+        // A failure in a row keeps its backoff: put back if this attempt fails too.
+        let before = std::mem::replace(&mut *conn, Conn::Connecting);
+        drop(conn);
+        let made = SlurmRest::connect(&self.url, self.user.clone(), self.token.clone());
+        let mut conn = self.lock();
+        match made {
+            Ok(c) => {
+                let c = Arc::new(c);
+                *conn = Conn::Up(c.clone());
+                Some(c)
+            }
+            Err(_) => {
+                *conn = before;
+                drop(conn);
+                self.down();
+                None
+            }
+        }
     }
 }
 
@@ -232,5 +286,97 @@ mod tests {
         assert!(via(socket, None, None, "gantry"));
         // Root on the socket is slurmrestd's own user (or the one a header names).
         assert!(!via(socket, Some("root"), None, "root"));
+    }
+
+    fn posting(url: &str) -> Arc<RestSubmit> {
+        let via = Via::new(
+            url,
+            Some("gantry".into()),
+            Some("jwt".into()),
+            Some("gantry"),
+        );
+        via.rest.expect("posts as the daemon's own user")
+    }
+
+    /// A slurmrestd that is down is tried once, then not again until its backoff is over:
+    /// every part tried it first, each paying a connection attempt before its `sbatch`.
+    #[test]
+    fn a_slurmrestd_that_cannot_be_reached_is_tried_again_only_after_a_backoff() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let accepted = Arc::new(AtomicUsize::new(0));
+        {
+            let accepted = accepted.clone();
+            std::thread::spawn(move || {
+                // Each connection is closed unanswered: not a slurmrestd.
+                for s in listener.incoming() {
+                    accepted.fetch_add(1, Ordering::SeqCst);
+                    drop(s);
+                }
+            });
+        }
+        let r = posting(&url);
+        assert!(r.connection().is_none());
+        let one_try = accepted.load(Ordering::SeqCst);
+        assert!(one_try > 0, "the first part tried slurmrestd");
+        for _ in 0..5 {
+            assert!(r.connection().is_none());
+        }
+        assert_eq!(
+            accepted.load(Ordering::SeqCst),
+            one_try,
+            "within the backoff no part tries slurmrestd again"
+        );
+        // Once the wait is over it is tried again, and a second failure waits twice as long.
+        let Conn::Down { backoff, .. } = *r.lock() else {
+            panic!("down after the failed attempt")
+        };
+        assert_eq!(backoff, FIRST_BACKOFF);
+        *r.lock() = Conn::Down {
+            until: Instant::now(),
+            backoff,
+        };
+        assert!(r.connection().is_none());
+        assert!(accepted.load(Ordering::SeqCst) > one_try);
+        let Conn::Down { backoff, .. } = *r.lock() else {
+            panic!("down after the second failed attempt")
+        };
+        assert_eq!(backoff, FIRST_BACKOFF * 2);
+    }
+
+    /// While one submitter connects to a slurmrestd that does not answer, the others go by
+    /// `sbatch` at once: they waited on the lock through its whole timeout.
+    #[test]
+    fn parts_do_not_wait_behind_a_connection_attempt() {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let released = Arc::new(AtomicBool::new(false));
+        let (heard, hears) = std::sync::mpsc::channel();
+        {
+            let released = released.clone();
+            std::thread::spawn(move || {
+                let (held, _) = listener.accept().unwrap();
+                let _ = heard.send(());
+                // Accepted and never answered, for a while.
+                std::thread::sleep(Duration::from_secs(3));
+                released.store(true, Ordering::SeqCst);
+                drop(held);
+                drop(listener);
+            });
+        }
+        let r = posting(&url);
+        let first = {
+            let r = r.clone();
+            std::thread::spawn(move || r.connection().is_none())
+        };
+        hears.recv().unwrap();
+        assert!(r.connection().is_none(), "this part goes by sbatch");
+        assert!(
+            !released.load(Ordering::SeqCst),
+            "the part waited for the other submitter's connection attempt"
+        );
+        assert!(first.join().unwrap());
     }
 }

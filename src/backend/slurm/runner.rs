@@ -68,6 +68,8 @@ pub(super) enum Cmd {
     Read(Instant, Box<Result<Inventory, String>>),
     /// A part's `sbatch` answered (`Submits`): Slurm's job id or why not, and when.
     Submitted(RunKey, Result<u64, String>, Instant),
+    /// What the event log should say about `host`'s parts (slurmrestd could not take one).
+    Said(usize, String),
     /// The daemon let the pool go (a reload or its end).
     Quit,
 }
@@ -433,6 +435,7 @@ impl Worker {
             Cmd::Start(host, l) => self.submits.start(&self.submit, &self.nodes, host, l),
             Cmd::Submitted(key, r, at) => self.submitted(key, r, at),
             Cmd::Read(began, found) => self.refresh(began, *found),
+            Cmd::Said(host, why) => self.emit(RunEvent::Failed { host, why }),
             Cmd::Quit => {}
             Cmd::Stop {
                 host,

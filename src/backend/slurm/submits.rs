@@ -102,25 +102,27 @@ impl Via {
         }
     }
 
-    /// Submits `node`'s part of `l`; Slurm's job id, or why not.
-    fn submit(&self, s: &Submit, node: &str, l: &Launch) -> Result<u64, String> {
-        let part = batch::part(s, node, l)?;
-        let Some(r) = &self.rest else {
-            return batch::sbatch(&part);
+    /// Submits `node`'s part of `l`: Slurm's job id, or why not; and, when slurmrestd has
+    /// just been found unusable, what the event log should say of it (once per backoff).
+    fn submit(&self, s: &Submit, node: &str, l: &Launch) -> (Result<u64, String>, Option<String>) {
+        let part = match batch::part(s, node, l) {
+            Ok(p) => p,
+            Err(why) => return (Err(why), None),
         };
-        let Some(conn) = r.connection() else {
-            return batch::sbatch(&part);
+        let Some(r) = &self.rest else {
+            return (batch::sbatch(&part), None);
+        };
+        let conn = match r.connection() {
+            Ok(c) => c,
+            Err(said) => return (batch::sbatch(&part), said),
         };
         match conn.submit(&batch::rest_job(&part)) {
-            Ok(id) => Ok(id),
-            Err(SubmitFailed::Refused(why)) => Err(why),
-            Err(SubmitFailed::Untried(_)) => {
-                r.down();
-                batch::sbatch(&part)
-            }
+            Ok(id) => (Ok(id), None),
+            Err(SubmitFailed::Refused(why)) => (Err(why), None),
+            Err(SubmitFailed::Untried(why)) => (batch::sbatch(&part), Some(r.down(&why))),
             Err(SubmitFailed::Unsupported) => {
                 *r.lock() = Conn::Unsupported;
-                batch::sbatch(&part)
+                (batch::sbatch(&part), None)
             }
         }
     }
@@ -131,8 +133,9 @@ impl RestSubmit {
         self.conn.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// slurmrestd could not be used: `sbatch` for a while, longer after each failure in a row.
-    fn down(&self) {
+    /// slurmrestd could not be used (`why`): `sbatch` for a while, longer after each failure
+    /// in a row; what the event log says of it.
+    fn down(&self, why: &str) -> String {
         let mut conn = self.lock();
         let backoff = match &*conn {
             Conn::Down { backoff, .. } => (*backoff * 2).min(MOST_BACKOFF),
@@ -142,16 +145,20 @@ impl RestSubmit {
             until: Instant::now() + backoff,
             backoff,
         };
+        format!(
+            "parts cannot be posted to slurmrestd ({why}); they go by sbatch for {} s, then slurmrestd is tried again",
+            backoff.as_secs()
+        )
     }
 
-    /// The connection parts are posted on, made if there is none and it is time to try;
-    /// `None` for `sbatch`. Connecting happens outside the lock.
-    fn connection(&self) -> Option<Arc<SlurmRest>> {
+    /// The connection parts are posted on, made if there is none and it is time to try
+    /// (outside the lock). `Err` for `sbatch`, with what to say when this attempt failed.
+    fn connection(&self) -> Result<Arc<SlurmRest>, Option<String>> {
         let mut conn = self.lock();
         match &*conn {
-            Conn::Up(c) => return Some(c.clone()),
-            Conn::Connecting | Conn::Unsupported => return None,
-            Conn::Down { until, .. } if Instant::now() < *until => return None,
+            Conn::Up(c) => return Ok(c.clone()),
+            Conn::Connecting | Conn::Unsupported => return Err(None),
+            Conn::Down { until, .. } if Instant::now() < *until => return Err(None),
             Conn::Idle | Conn::Down { .. } => {}
         }
         // A failure in a row keeps its backoff: put back if this attempt fails too.
@@ -163,13 +170,12 @@ impl RestSubmit {
             Ok(c) => {
                 let c = Arc::new(c);
                 *conn = Conn::Up(c.clone());
-                Some(c)
+                Ok(c)
             }
-            Err(_) => {
+            Err(why) => {
                 *conn = before;
                 drop(conn);
-                self.down();
-                None
+                Err(Some(self.down(&why)))
             }
         }
     }
@@ -249,7 +255,10 @@ impl Submits {
             let spawned = std::thread::Builder::new()
                 .name("slurm-submit".into())
                 .spawn(move || {
-                    let r = via.submit(&submit, &node, &l);
+                    let (r, said) = via.submit(&submit, &node, &l);
+                    if let Some(why) = said {
+                        let _ = answers.send(Cmd::Said(host, why));
+                    }
                     let _ = answers.send(Cmd::Submitted(answer, r, Instant::now()));
                 });
             if let Err(e) = spawned {
@@ -317,11 +326,15 @@ mod tests {
             });
         }
         let r = posting(&url);
-        assert!(r.connection().is_none());
+        let said = r.connection().err().flatten().expect("the failure is said");
+        assert!(said.contains("go by sbatch for 5 s"), "{said}");
         let one_try = accepted.load(Ordering::SeqCst);
         assert!(one_try > 0, "the first part tried slurmrestd");
         for _ in 0..5 {
-            assert!(r.connection().is_none());
+            assert!(
+                matches!(r.connection(), Err(None)),
+                "sbatch, and nothing said again"
+            );
         }
         assert_eq!(
             accepted.load(Ordering::SeqCst),
@@ -337,7 +350,8 @@ mod tests {
             until: Instant::now(),
             backoff,
         };
-        assert!(r.connection().is_none());
+        let said = r.connection().err().flatten().expect("said again");
+        assert!(said.contains("for 10 s"), "{said}");
         assert!(accepted.load(Ordering::SeqCst) > one_try);
         let Conn::Down { backoff, .. } = *r.lock() else {
             panic!("down after the second failed attempt")
@@ -369,10 +383,13 @@ mod tests {
         let r = posting(&url);
         let first = {
             let r = r.clone();
-            std::thread::spawn(move || r.connection().is_none())
+            std::thread::spawn(move || r.connection().is_err())
         };
         hears.recv().unwrap();
-        assert!(r.connection().is_none(), "this part goes by sbatch");
+        assert!(
+            matches!(r.connection(), Err(None)),
+            "this part goes by sbatch"
+        );
         assert!(
             !released.load(Ordering::SeqCst),
             "the part waited for the other submitter's connection attempt"

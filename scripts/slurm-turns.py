@@ -6,7 +6,9 @@ Run the compare with slurmctld's submit/allocate/complete lines in its log, then
 the two directories it printed and made:
 
   SLURM_CONF_EXTRA='SlurmctldDebug=debug' scripts/slurm-compare.sh
-  scripts/slurm-turns.py /tmp/gantry-hard-slurm-compare-PID /tmp/gantry-hard-compare-stamps-PID
+  scripts/slurm-turns.py /tmp/gantry-test-PID-hard-slurm-compare /tmp/gantry-test-PID-hard-compare-stamps
+
+(The next test run sweeps those directories away: read them first.)
 
 Slurm alone's jobs are Slurm ids 1..JOBS, gantry's parts the ones after. Each line: p10, p50,
 p90 and the mean, in seconds. The pairings of completions with the next submission or

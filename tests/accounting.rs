@@ -207,9 +207,7 @@ mod property {
             b.node(p, &format!("n{i}"), Some("leaf-1"), None, 0)
                 .unwrap();
         }
-        let dir = std::env::temp_dir().join(format!("gantry-limits-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = gantry_testkit::scratch::scratch(&format!("limits-{name}"));
         let teams = vec![Team {
             name: "lab".into(),
             weight: 1.0,

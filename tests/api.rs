@@ -43,9 +43,7 @@ fn free_port() -> u16 {
 fn start() -> Daemon {
     static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let dir = std::env::temp_dir().join(format!("gantry-api-{}-{n}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = gantry_testkit::scratch::scratch(&format!("api-{n}"));
     let cfg =
         gantry::config::fleet::parse("built-in", gantry::config::fleet::DEFAULT_FLEET).unwrap();
     let opts = StateOptions {
@@ -598,9 +596,7 @@ fn the_event_stream_starts_with_a_snapshot_and_its_deltas_rebuild_the_next_ones(
 /// Snapshots as the daemon makes them, two apart: a delta carries one into the other.
 #[test]
 fn deltas_apply_exactly_on_a_living_demo() {
-    let dir = std::env::temp_dir().join(format!("gantry-delta-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = gantry_testkit::scratch::scratch("delta");
     let mut s = State::demo(&dir, 11).unwrap();
     let mut mirror = Snapshot::clone(s.snapshot());
     for step in 0..120 {

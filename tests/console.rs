@@ -1175,9 +1175,7 @@ fn plain_gantry_attaches_to_the_daemon_on_the_default_socket() {
     if !have_tmux("attach test") {
         return;
     }
-    let dir = std::env::temp_dir().join(format!("gantry-attach-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = gantry_testkit::scratch::scratch("attach");
     let env = [
         ("XDG_RUNTIME_DIR", dir.join("run")),
         ("XDG_CONFIG_HOME", dir.join("cfg")),

@@ -56,9 +56,7 @@ nodes = 1
 }
 
 fn dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("gantry-cost-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
+    let d = gantry_testkit::scratch::scratch(&format!("cost-{name}"));
     d
 }
 

@@ -9,9 +9,7 @@ use std::process::{Command, Stdio};
 
 #[test]
 fn acknowledged_jobs_survive_kill_9() {
-    let dir = std::env::temp_dir().join(format!("gantry-crash-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = gantry_testkit::scratch::scratch("crash");
     let db = dir.join("state.db");
     let mut acked: HashSet<i64> = HashSet::new();
     for round in 0..3 {
@@ -90,9 +88,7 @@ fn acknowledged_api_submissions_survive_kill_9_of_the_daemon() {
     use std::sync::{Arc, Mutex};
     use std::time::{Duration, Instant};
 
-    let dir = std::env::temp_dir().join(format!("gantry-dcrash-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = gantry_testkit::scratch::scratch("dcrash");
     let db = dir.join("state.db");
     let socket = dir.join("d.sock");
     let start = || {
@@ -261,9 +257,7 @@ fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
 
 #[test]
 fn a_local_job_outlives_a_kill_9_of_its_daemon_and_is_re_adopted() {
-    let dir = std::env::temp_dir().join(format!("gantry-crash-local-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = gantry_testkit::scratch::scratch("crash-local");
     let fleet = Command::new(env!("CARGO_BIN_EXE_gantry"))
         .args(["fleet", "--print-local"])
         .output()
@@ -413,9 +407,7 @@ struct Steady {
 }
 
 fn steady(name: &str, tail: &str) -> Steady {
-    let dir = std::env::temp_dir().join(format!("gantry-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = gantry_testkit::scratch::scratch(name);
     let fleet = Command::new(env!("CARGO_BIN_EXE_gantry"))
         .args(["fleet", "--print-local"])
         .output()

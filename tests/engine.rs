@@ -37,9 +37,7 @@ fn teams() -> Vec<Team> {
 }
 
 fn db(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("gantry-engine-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = gantry_testkit::scratch::scratch(&format!("engine-{name}"));
     dir.join("state.db")
 }
 

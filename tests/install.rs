@@ -44,9 +44,7 @@ fn gantry_system_selects_system_paths_and_variables_name_single_files() {
 
 #[test]
 fn the_daemon_tells_systemd_it_is_ready_once_it_answers_and_when_it_stops() {
-    let dir = std::env::temp_dir().join(format!("gantry-notify-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = gantry_testkit::scratch::scratch("notify");
     let notify = dir.join("notify.sock");
     let listener = UnixDatagram::bind(&notify).unwrap();
     listener

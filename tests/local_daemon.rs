@@ -22,9 +22,7 @@ fn host() -> FleetConfig {
 }
 
 fn dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("gantry-localdaemon-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
+    let d = gantry_testkit::scratch::scratch(&format!("localdaemon-{name}"));
     d
 }
 

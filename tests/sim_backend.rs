@@ -71,9 +71,7 @@ provisioning_delay = "6m"
 }
 
 fn open(name: &str, cfg: &FleetConfig, failures: f64) -> State {
-    let d = std::env::temp_dir().join(format!("gantry-backend-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
+    let d = gantry_testkit::scratch::scratch(&format!("backend-{name}"));
     State::open(
         &d.join("state.db"),
         cfg,
@@ -90,7 +88,7 @@ fn open(name: &str, cfg: &FleetConfig, failures: f64) -> State {
 
 /// The state `open(name, …)` made, opened again over its journal.
 fn reopen(name: &str, cfg: &FleetConfig) -> State {
-    let d = std::env::temp_dir().join(format!("gantry-backend-{}-{name}", std::process::id()));
+    let d = gantry_testkit::scratch::path(&format!("backend-{name}"));
     let opts = StateOptions {
         seed: 9,
         failures_per_node_hour: 0.0,

@@ -185,9 +185,7 @@ mod tests {
     use std::io::Write;
 
     fn dir(name: &str) -> PathBuf {
-        let d = std::env::temp_dir().join(format!("gantry-logs-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
+        let d = gantry_testkit::scratch::scratch(&format!("logs-{name}"));
         d
     }
 

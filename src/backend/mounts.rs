@@ -251,10 +251,7 @@ mod tests {
     struct Scratch(std::path::PathBuf);
     impl Scratch {
         fn new(name: &str) -> Scratch {
-            let p =
-                std::env::temp_dir().join(format!("gantry-mounts-{name}-{}", std::process::id()));
-            let _ = std::fs::remove_dir_all(&p);
-            std::fs::create_dir_all(&p).unwrap();
+            let p = gantry_testkit::scratch::scratch(&format!("mounts-{name}"));
             Scratch(p)
         }
         fn path(&self) -> &std::path::Path {

@@ -26,9 +26,7 @@ impl Drop for Demo {
 pub fn demo(minutes: u32) -> Demo {
     static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let dir = std::env::temp_dir().join(format!("gantry-console-{}-{n}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = gantry_testkit::scratch::scratch(&format!("console-{n}"));
     let mut state = State::demo(&dir, 7).unwrap();
     for _ in 0..minutes {
         state.advance(60.0).unwrap();

@@ -16,9 +16,7 @@ pub fn runtime() -> tokio::runtime::Runtime {
 }
 
 pub fn temp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("gantry-kube-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
+    let d = gantry_testkit::scratch::scratch(&format!("kube-{name}"));
     d
 }
 

@@ -501,9 +501,7 @@ mod tests {
     }
 
     fn tmp(name: &str) -> PathBuf {
-        let d = std::env::temp_dir().join(format!("gantry-exec-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
+        let d = gantry_testkit::scratch::scratch(&format!("exec-{name}"));
         d
     }
 

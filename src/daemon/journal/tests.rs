@@ -15,9 +15,7 @@ fn job(i: usize) -> NewJob {
 }
 
 fn tmp(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("gantry-journal-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = gantry_testkit::scratch::scratch(&format!("journal-{name}"));
     dir.join("state.db")
 }
 

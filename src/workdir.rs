@@ -308,8 +308,7 @@ mod tests {
     use super::*;
 
     fn temp(name: &str) -> std::path::PathBuf {
-        let d = gantry_testkit::scratch::scratch(&format!("wd-{name}"));
-        d
+        gantry_testkit::scratch::scratch(&format!("wd-{name}"))
     }
 
     #[test]

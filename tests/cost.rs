@@ -56,8 +56,7 @@ nodes = 1
 }
 
 fn dir(name: &str) -> PathBuf {
-    let d = gantry_testkit::scratch::scratch(&format!("cost-{name}"));
-    d
+    gantry_testkit::scratch::scratch(&format!("cost-{name}"))
 }
 
 /// 2026-11-20T00:00:00Z: the wall clock the tests' daemons start at.

@@ -7,8 +7,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 fn tmp(name: &str) -> PathBuf {
-    let d = gantry_testkit::scratch::scratch(&format!("local-{name}"));
-    d
+    gantry_testkit::scratch::scratch(&format!("local-{name}"))
 }
 
 fn wait_for(path: &std::path::Path, text: &str) {

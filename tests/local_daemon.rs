@@ -22,8 +22,7 @@ fn host() -> FleetConfig {
 }
 
 fn dir(name: &str) -> PathBuf {
-    let d = gantry_testkit::scratch::scratch(&format!("localdaemon-{name}"));
-    d
+    gantry_testkit::scratch::scratch(&format!("localdaemon-{name}"))
 }
 
 fn options(d: &Path) -> StateOptions {

@@ -867,8 +867,6 @@ fn a_command_runs_inside_a_gantry_job_on_slurm_and_its_logs_outlive_the_daemon()
     assert!(out.contains("started-on-slurm"), "{out}");
 }
 
-/// Starts driven by events on Slurm too (issue 39): with the daemon's clock step at an hour,
-/// only the wake the Slurm worker sends when it sees a run end can start the next job.
 /// A daemon whose slurmrestd token is its own user's posts its parts to slurmrestd (one
 /// request on a kept connection) instead of running `sbatch` for each: this one has no Slurm
 /// command on its PATH, so a part sent to `sbatch` could not start. The parts run as that
@@ -916,6 +914,8 @@ fn a_daemon_whose_token_is_its_own_user_submits_through_slurmrestd() {
     assert_eq!(out, "running", "{:?}", events(&d));
 }
 
+/// Starts driven by events on Slurm too (issue 39): with the daemon's clock step at an hour,
+/// only the wake the Slurm worker sends when it sees a run end can start the next job.
 #[test]
 fn a_slurm_runs_end_starts_the_next_job_without_waiting_for_the_clock() {
     if !can_run() {

@@ -185,8 +185,7 @@ mod tests {
     use std::io::Write;
 
     fn dir(name: &str) -> PathBuf {
-        let d = gantry_testkit::scratch::scratch(&format!("logs-{name}"));
-        d
+        gantry_testkit::scratch::scratch(&format!("logs-{name}"))
     }
 
     fn texts(r: &LogRead) -> Vec<String> {

@@ -35,8 +35,7 @@ pub fn free_port() -> u16 {
 }
 
 pub fn temp_dir(name: &str) -> PathBuf {
-    let dir = gantry_testkit::scratch::scratch(&format!("hard-{name}"));
-    dir
+    gantry_testkit::scratch::scratch(&format!("hard-{name}"))
 }
 
 pub fn daemon_cmd(dir: &Path, socket: &Path, port: u16, extra: &[&str]) -> Command {

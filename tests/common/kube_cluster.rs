@@ -16,8 +16,7 @@ pub fn runtime() -> tokio::runtime::Runtime {
 }
 
 pub fn temp(name: &str) -> PathBuf {
-    let d = gantry_testkit::scratch::scratch(&format!("kube-{name}"));
-    d
+    gantry_testkit::scratch::scratch(&format!("kube-{name}"))
 }
 
 /// A kubeconfig with one context, `test`, for `server`.

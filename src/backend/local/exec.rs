@@ -501,8 +501,7 @@ mod tests {
     }
 
     fn tmp(name: &str) -> PathBuf {
-        let d = gantry_testkit::scratch::scratch(&format!("exec-{name}"));
-        d
+        gantry_testkit::scratch::scratch(&format!("exec-{name}"))
     }
 
     #[test]

@@ -119,7 +119,7 @@ impl Via {
         match conn.submit(&batch::rest_job(&part)) {
             Ok(id) => (Ok(id), None),
             Err(SubmitFailed::Refused(why)) => (Err(why), None),
-            Err(SubmitFailed::Untried(why)) => (batch::sbatch(&part), Some(r.down(&why))),
+            Err(SubmitFailed::Untried(why)) => (batch::sbatch(&part), r.down(&why)),
             Err(SubmitFailed::Unsupported) => {
                 *r.lock() = Conn::Unsupported;
                 (batch::sbatch(&part), None)
@@ -134,10 +134,13 @@ impl RestSubmit {
     }
 
     /// slurmrestd could not be used (`why`): `sbatch` for a while, longer after each failure
-    /// in a row; what the event log says of it.
-    fn down(&self, why: &str) -> String {
+    /// in a row; what the event log says of it. Submitters whose posts fail together in one
+    /// outage find it already down: that is one failure, said once (each of them doubled the
+    /// wait and said it again).
+    fn down(&self, why: &str) -> Option<String> {
         let mut conn = self.lock();
         let backoff = match &*conn {
+            Conn::Down { until, .. } if Instant::now() < *until => return None,
             Conn::Down { backoff, .. } => (*backoff * 2).min(MOST_BACKOFF),
             _ => FIRST_BACKOFF,
         };
@@ -145,10 +148,10 @@ impl RestSubmit {
             until: Instant::now() + backoff,
             backoff,
         };
-        format!(
+        Some(format!(
             "parts cannot be posted to slurmrestd ({why}); they go by sbatch for {} s, then slurmrestd is tried again",
             backoff.as_secs()
-        )
+        ))
     }
 
     /// The connection parts are posted on, made if there is none and it is time to try
@@ -175,7 +178,7 @@ impl RestSubmit {
             Err(why) => {
                 *conn = before;
                 drop(conn);
-                Err(Some(self.down(&why)))
+                Err(self.down(&why))
             }
         }
     }
@@ -357,6 +360,22 @@ mod tests {
             panic!("down after the second failed attempt")
         };
         assert_eq!(backoff, FIRST_BACKOFF * 2);
+    }
+
+    /// Parts posted at once that all find slurmrestd refusing are one failure: the wait is
+    /// not doubled by each of them, and the event log hears of it once.
+    #[test]
+    fn posts_that_fail_together_are_one_failure() {
+        let r = posting("http://127.0.0.1:9");
+        let said = r.down("HTTP 401").expect("the first failure is said");
+        assert!(said.contains("for 5 s"), "{said}");
+        for _ in 0..3 {
+            assert_eq!(r.down("HTTP 401"), None, "said once");
+        }
+        let Conn::Down { backoff, .. } = *r.lock() else {
+            panic!("down")
+        };
+        assert_eq!(backoff, FIRST_BACKOFF);
     }
 
     /// While one submitter connects to a slurmrestd that does not answer, the others go by

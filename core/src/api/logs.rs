@@ -31,3 +31,53 @@ impl std::fmt::Display for LogLine {
         write!(f, "{}: {}", self.stream.suffix(), self.text)
     }
 }
+
+impl LogsView {
+    /// Where the next read of each node starts, for `?after=` (`OUT,ERR;OUT,ERR…`).
+    pub fn cursors(&self) -> String {
+        let cursors: Vec<&str> = self.nodes.iter().map(|n| n.cursor.as_str()).collect();
+        cursors.join(";")
+    }
+}
+
+/// Which lines of a job's logs to read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LogsFrom {
+    /// The last lines of each stream (a last line not yet ended included).
+    Tail(usize),
+    /// What was written since these cursors (`OUT,ERR;OUT,ERR…`, one per node, from the last
+    /// answer): complete lines only, unless `partial` (the run has ended; its last line may
+    /// lack its newline).
+    After { cursors: String, partial: bool },
+}
+
+impl LogsFrom {
+    /// The query's parameters for `GET /v1/jobs/{id}/logs`.
+    pub fn query(&self) -> String {
+        match self {
+            LogsFrom::Tail(n) => format!("tail={n}&partial=true"),
+            LogsFrom::After { cursors, partial } => format!("after={cursors}&partial={partial}"),
+        }
+    }
+}
+
+/// A job's logs as `GET /v1/jobs/{id}/logs` answers (the fields the console uses).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct LogsView {
+    pub job: i64,
+    #[serde(rename = "final")]
+    pub is_final: bool,
+    pub nodes: Vec<NodeLogsView>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct NodeLogsView {
+    pub rank: usize,
+    pub node: String,
+    pub lines: Vec<LogLine>,
+    /// Where the next read of this node starts (`OUT,ERR`).
+    #[serde(default)]
+    pub cursor: String,
+    #[serde(default)]
+    pub error: Option<String>,
+}

@@ -1,0 +1,176 @@
+//! Submissions: a job's or a service's file read from the body, its idempotency key, and what it
+//! would become (`preview`).
+
+use super::*;
+
+pub(super) async fn submit(
+    State(api): State<Api>,
+    Extension(caller): Extension<Caller>,
+    RawQuery(raw): RawQuery,
+    headers: axum::http::HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    require(&caller, Role::Researcher, "submitting")?;
+    let key = idempotency_key(&caller, &headers)?;
+    let mut submission =
+        submission_of(&caller, query(raw)?, &body_bytes(&api, body).await?).await?;
+    submission.idempotency_key = key;
+    let id = api
+        .handle
+        .call(|reply| Request::Submit { submission, reply })
+        .await?;
+    #[derive(Serialize)]
+    struct Submitted {
+        id: JobId,
+    }
+    Ok(json(StatusCode::CREATED, &Submitted { id }))
+}
+
+/// `gantry serve up`: the body is the service's file; `?name=`, `?endpoint=`, `?team=`,
+/// `?priority=` and `?file=` as for a job.
+pub(super) async fn service_up(
+    State(api): State<Api>,
+    Extension(caller): Extension<Caller>,
+    RawQuery(raw): RawQuery,
+    body: Body,
+) -> Result<Response, ApiError> {
+    require(&caller, Role::Researcher, "serving")?;
+    let q = query(raw)?;
+    let (name, endpoint) = (q.get("name").cloned(), q.get("endpoint").cloned());
+    let submission = submission_of(&caller, q, &body_bytes(&api, body).await?).await?;
+    let up = crate::daemon::state::ServiceUp {
+        submission,
+        name,
+        endpoint,
+    };
+    let answer = api
+        .handle
+        .call(|reply| Request::ServiceUp { up, caller, reply })
+        .await?;
+    Ok(json(StatusCode::CREATED, &answer))
+}
+
+/// `gantry serve down NAME`: the replicas' jobs it cancelled.
+pub(super) async fn service_down(
+    State(api): State<Api>,
+    Extension(caller): Extension<Caller>,
+    Path(name): Path<String>,
+) -> Result<Response, ApiError> {
+    require(&caller, Role::Researcher, "stopping a service")?;
+    let cancelled = api
+        .handle
+        .call(|reply| Request::ServiceDown {
+            name,
+            caller,
+            reply,
+        })
+        .await?;
+    #[derive(Serialize)]
+    struct Down {
+        cancelled: Vec<JobId>,
+    }
+    Ok(ok(&Down { cancelled }))
+}
+
+/// Checks a job spec and says where it would land now, without submitting it.
+pub(super) async fn preview(
+    State(api): State<Api>,
+    Extension(caller): Extension<Caller>,
+    RawQuery(raw): RawQuery,
+    body: Body,
+) -> Result<Response, ApiError> {
+    require(&caller, Role::Researcher, "previewing a submission")?;
+    let submission = submission_of(&caller, query(raw)?, &body_bytes(&api, body).await?).await?;
+    let p = api
+        .handle
+        .call(|reply| Request::Preview { submission, reply })
+        .await?;
+    Ok(ok(&p))
+}
+
+/// The request's `Idempotency-Key` (1 to 255 visible ASCII characters), scoped to the
+/// caller so that two clients' keys never meet.
+/// An `Idempotency-Key` gantry takes: 1 to 255 visible ASCII characters.
+pub(in crate::daemon) fn valid_key(k: &str) -> bool {
+    (1..=255).contains(&k.len()) && k.bytes().all(|b| b.is_ascii_graphic())
+}
+
+fn idempotency_key(
+    caller: &Caller,
+    headers: &axum::http::HeaderMap,
+) -> Result<Option<String>, ApiError> {
+    let Some(v) = headers.get("idempotency-key") else {
+        return Ok(None);
+    };
+    match v.to_str() {
+        Ok(k) if valid_key(k) => Ok(Some(format!("{}|{k}", caller.scope()))),
+        _ => Err(ApiError::bad_request(
+            "Idempotency-Key: expected 1 to 255 visible ASCII characters (a UUID, say)",
+        )),
+    }
+}
+
+/// Specs up to this size are parsed on the request's own task: handing a small one to a
+/// blocking thread and back cost a submission more than its parse (about 50 µs). The slowest
+/// 2 KiB measured, 200 `envs`, parses in 0.6 ms (release, the 2-core box), so a worker is
+/// never held long; larger specs go to a blocking thread.
+const PARSED_IN_PLACE: usize = 2 << 10;
+
+/// A submission from a request's query (`team`, `priority`, `file`) and body; a researcher's
+/// token binds it to the token's team. The spec is parsed here, within the spec budgets (on a
+/// blocking thread of the runtime when large), so a hostile document costs its own request
+/// and never the actor's time; one that does not parse is answered without reaching the actor.
+async fn submission_of(
+    caller: &Caller,
+    q: std::collections::HashMap<String, String>,
+    text: &[u8],
+) -> Result<Submission, ApiError> {
+    let file = q
+        .get("file")
+        .cloned()
+        .unwrap_or_else(|| "request body".to_string());
+    let parsed = if text.len() <= PARSED_IN_PLACE {
+        crate::spec::parse(&file, text)
+    } else {
+        let (name, body) = (file.clone(), text.to_vec());
+        tokio::task::spawn_blocking(move || crate::spec::parse(&name, &body))
+            .await
+            .map_err(|e| ApiError::new(500, "internal", format!("parsing the spec: {e}")))?
+    }
+    .map_err(|e| ApiError::from(crate::daemon::engine::EngineError::Spec(e)))?;
+    Ok(Submission {
+        file,
+        text: text.to_vec(),
+        team: q.get("team").cloned(),
+        priority: q.get("priority").cloned(),
+        only_team: (caller.role == Role::Researcher)
+            .then(|| caller.team.clone())
+            .flatten(),
+        parsed: Some(parsed),
+        idempotency_key: None,
+        user: caller.user.clone(),
+    })
+}
+
+/// The request body, at most `MAX_BODY` bytes, arriving within the request time limit (a
+/// client that announces a body and sends it slowly, or never, is answered and dropped).
+pub(super) async fn body_bytes(api: &Api, body: Body) -> Result<Bytes, ApiError> {
+    let limit = api.limits.request_timeout;
+    match tokio::time::timeout(limit, to_bytes(body, MAX_BODY)).await {
+        Err(_) => Err(ApiError::new(
+            408,
+            "timeout",
+            format!(
+                "the request body did not arrive within {} s",
+                limit.as_secs_f64()
+            ),
+        )),
+        Ok(r) => r.map_err(|_| {
+            ApiError::new(
+                413,
+                "too-large",
+                format!("request body over {MAX_BODY} bytes (a job spec is a few KiB)"),
+            )
+        }),
+    }
+}

@@ -234,7 +234,7 @@ pub(super) enum Command {
     },
     /// API tokens for TCP clients.
     #[command(subcommand)]
-    Token(remote::TokenCmd),
+    Token(token::TokenCmd),
     /// Prints a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions { shell: clap_complete::Shell },
     /// The manual page (roff) of gantry on stdout; with --dir, one page per command written

@@ -1,9 +1,15 @@
-//! `gantry fleet` and `gantry info`
+//! `gantry fleet` and `gantry info`: the fleet file in force, and the fleet a running daemon
+//! holds (`fleet_live`, `pool_live`).
 
-use super::{print_as, Output};
+use super::remote::print_value_as;
+use super::table::cell;
+use super::{print_as, CliError, Output};
+use gantry::api::{HostStatus, IdleNow, PoolRow};
+use gantry::client::http::HttpClient;
 use gantry::config::fleet::{self, FleetConfig, DEFAULT_FLEET};
 use gantry::config::paths;
 use serde::Serialize;
+use serde_json::Value;
 use std::path::PathBuf;
 
 /// Which fleet file is in force: an explicit one, the user's, or the built-in simulated fleet.
@@ -200,5 +206,207 @@ pub fn info(output: Output) -> Result<(), String> {
     }
     println!("defaults    `gantry fleet --print-default` prints the built-in fleet file,");
     println!("            `gantry info --print-console` the documented console.toml");
+    Ok(())
+}
+
+pub fn pool_header() {
+    println!(
+        "{:<44} {:<14} {:<10} {:>5} {:>5} {:>5} {:>7} {:>6} {:>6} {:>9}",
+        "POOL", "MODEL", "CAPACITY", "NODES", "PROV", "DOWN", "UNREACH", "GPUS", "BUSY", "$/H/NODE"
+    );
+}
+
+pub fn pool_line(p: &PoolRow) -> String {
+    format!(
+        "{} {} {:<10} {:>5} {:>5} {:>5} {:>7} {:>6} {:>6} {:>9.2}",
+        cell(&p.path, 44),
+        cell(&p.model, 14),
+        p.capacity,
+        p.nodes,
+        p.provisioning,
+        p.down,
+        p.unreachable,
+        p.gpus,
+        p.gpus_busy,
+        p.dollars_per_hour
+    )
+}
+
+pub fn fleet_live(c: &mut HttpClient, output: Output) -> Result<(), CliError> {
+    let v: Value = c.call("GET", "/v1/fleet", None)?;
+    if output.is_data() {
+        return print_value_as(output, &v);
+    }
+    println!(
+        "live fleet from the daemon at {}{}, {}: {} GPUs, {} busy, ${:.2}/h (${:.2}/h idle)",
+        c.endpoint,
+        if v["simulated"].as_bool() == Some(true) {
+            " (simulated)"
+        } else {
+            ""
+        },
+        v["calendar"]["time"].as_str().unwrap_or("?"),
+        v["gpus_total"],
+        v["gpus_busy"],
+        v["dollars_per_hour"].as_f64().unwrap_or(0.0),
+        v["idle_dollars_per_hour"].as_f64().unwrap_or(0.0)
+    );
+    pool_header();
+    let pools: Vec<PoolRow> = serde_json::from_value(v["pools"].clone()).unwrap_or_default();
+    for p in &pools {
+        println!("{}", pool_line(p));
+        // A bought pool's doings, under its row.
+        for n in &p.notes {
+            println!("    {}", gantry::untrusted::bounded(n, 200));
+        }
+    }
+    let why: Vec<IdleNow> = serde_json::from_value(v["idle_by_cause"].clone()).unwrap_or_default();
+    if !why.is_empty() {
+        let parts: Vec<String> = why
+            .iter()
+            .map(|c| {
+                format!(
+                    "{} {} (${:.2}/h)",
+                    c.cause.label(),
+                    c.gpus,
+                    c.dollars_per_hour
+                )
+            })
+            .collect();
+        println!("idle GPUs, why: {}", parts.join("; "));
+    }
+    let host = v.get("host").cloned().unwrap_or(Value::Null);
+    if let Ok(Some(h)) = serde_json::from_value::<Option<HostStatus>>(host) {
+        println!("{}", h.summary());
+    }
+    Ok(())
+}
+
+/// The items of a JSON array as text (none if it is not an array).
+fn items(v: &Value) -> Vec<String> {
+    v.as_array()
+        .into_iter()
+        .flatten()
+        .map(Value::to_string)
+        .collect()
+}
+
+/// One pool node by node and GPU by GPU (what the console's Fleet drill-down shows): `which`
+/// is its index in `gantry fleet` or its path (or the end of it).
+pub fn pool_live(c: &mut HttpClient, which: &str, output: Output) -> Result<(), CliError> {
+    let fleet: Value = c.call("GET", "/v1/fleet", None)?;
+    let paths: Vec<&str> = fleet["pools"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|p| p["path"].as_str().unwrap_or(""))
+        .collect();
+    let index = which
+        .parse::<usize>()
+        .ok()
+        .filter(|i| *i < paths.len())
+        .or_else(|| paths.iter().position(|p| *p == which))
+        .or_else(|| paths.iter().position(|p| p.ends_with(&format!("/{which}"))))
+        .ok_or_else(|| {
+            CliError::usage(format!(
+                "--pool {which}: no such pool; give an index 0..{} or one of: {}",
+                paths.len().saturating_sub(1),
+                paths.join(", ")
+            ))
+        })?;
+    let v: Value = c.call("GET", &format!("/v1/pools/{index}"), None)?;
+    if output.is_data() {
+        return print_value_as(output, &v);
+    }
+    println!(
+        "pool {} — {} {} ${:.2}/node-h ({})",
+        v["path"].as_str().unwrap_or(""),
+        v["model"].as_str().unwrap_or(""),
+        v["capacity"].as_str().unwrap_or(""),
+        v["dollars_per_hour"].as_f64().unwrap_or(0.0),
+        if v["simulated"].as_bool() == Some(false) {
+            "measured through NVML"
+        } else {
+            "simulated telemetry"
+        }
+    );
+    println!(
+        "{:<28} {:<12} {:>3} {:>5} {:>17} {:>6} {:>5}  JOBS",
+        "NODE", "STATE", "GPU", "UTIL", "VRAM USED/TOT MiB", "POWER", "TEMP"
+    );
+    for n in v["nodes"].as_array().into_iter().flatten() {
+        let resources = serde_json::from_value::<gantry::api::NodeView>(n.clone())
+            .map(|n| n.resources_line())
+            .unwrap_or_default();
+        if n["gpus"].as_array().is_none_or(|g| g.is_empty()) {
+            println!(
+                "{:<28} {:<12} {:>3}  {}",
+                n["name"].as_str().unwrap_or(""),
+                n["state"].as_str().unwrap_or(""),
+                "-",
+                gantry::untrusted::escape(&resources)
+            );
+        } else {
+            println!("{:<28} {}", "", gantry::untrusted::escape(&resources));
+        }
+        for (k, g) in n["gpus"].as_array().into_iter().flatten().enumerate() {
+            let jobs = items(&g["jobs"]);
+            let foreign = items(&g["foreign_pids"]);
+            let mut who = jobs.join(",");
+            if !foreign.is_empty() {
+                who.push_str(&format!(" foreign pid {}", foreign.join(",")));
+            }
+            if let Some(holder) = g["foreign"].as_str() {
+                who.push_str(&format!(" held by {holder}"));
+            }
+            // A GPU nothing measures (a Slurm node's) shows no numbers rather than zeros.
+            let (util, used, power, temp) = if g["unmeasured"].as_bool() == Some(true) {
+                let none = || "-".to_string();
+                (none(), none(), none(), none())
+            } else {
+                (
+                    format!("{:.0}%", g["util_pct"].as_f64().unwrap_or(0.0)),
+                    g["vram_used_mib"].as_u64().unwrap_or(0).to_string(),
+                    format!("{:.0} W", g["power_w"].as_f64().unwrap_or(0.0)),
+                    format!("{:.0}°C", g["temp_c"].as_f64().unwrap_or(0.0)),
+                )
+            };
+            println!(
+                "{:<28} {:<12} {:>3} {:>5} {:>17} {:>6} {:>5}  {}",
+                if k == 0 {
+                    n["name"].as_str().unwrap_or("")
+                } else {
+                    ""
+                },
+                if k == 0 {
+                    n["state"].as_str().unwrap_or("")
+                } else {
+                    ""
+                },
+                g["index"],
+                util,
+                format!("{used}/{}", g["vram_total_mib"].as_u64().unwrap_or(0)),
+                power,
+                temp,
+                who.trim()
+            );
+        }
+        if let Some(note) = n["note"].as_str() {
+            println!("{:<28} {}", "", gantry::untrusted::bounded(note, 200));
+        }
+    }
+    let waiting = v["waiting"].as_array().map_or(&[][..], Vec::as_slice);
+    if !waiting.is_empty() {
+        println!("\nwaiting in the backend's own queue for these nodes:");
+        for w in waiting {
+            println!(
+                "  {} — {} GPU(s) on {} node(s): {}",
+                w["what"].as_str().unwrap_or(""),
+                w["gpus"],
+                w["nodes"],
+                w["reason"].as_str().unwrap_or("")
+            );
+        }
+    }
     Ok(())
 }

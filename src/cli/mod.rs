@@ -23,6 +23,7 @@ mod slurm;
 mod spec;
 mod submit;
 mod table;
+mod token;
 mod watch;
 
 use args::{command, Cli, Command};
@@ -257,7 +258,7 @@ pub fn main() -> ExitCode {
             output,
         }) => history::events(&target, follow, job, limit, output),
         Some(Command::Reclaim { apply, output }) => remote::reclaim(&target, apply, output),
-        Some(Command::Token(cmd)) => remote::token(&target, cmd),
+        Some(Command::Token(cmd)) => token::run(&target, cmd),
         Some(Command::Completions { shell }) => {
             clap_complete::generate(shell, &mut command(), "gantry", &mut std::io::stdout());
             Ok(())
@@ -288,7 +289,7 @@ pub fn main() -> ExitCode {
             ..
         }) => target
             .client()
-            .and_then(|mut c| remote::pool_live(&mut c, &which, output)),
+            .and_then(|mut c| fleet::pool_live(&mut c, &which, output)),
         Some(Command::Fleet {
             config,
             print_default,
@@ -357,7 +358,7 @@ fn fleet_command(
 ) -> Result<(), CliError> {
     if config.is_none() && !print_default {
         let mut c = target.client()?;
-        match remote::fleet_live(&mut c, output) {
+        match fleet::fleet_live(&mut c, output) {
             Err(e) if e.code == 5 && target.connect.is_none() => {
                 eprintln!(
                     "(no daemon at {}: showing the fleet file in force)",

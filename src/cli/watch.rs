@@ -3,7 +3,8 @@
 //! a float), read from the daemon's event stream — no polling. In JSON or YAML, each such
 //! row is one record.
 
-use super::remote::{pool_header, pool_line, team_header, team_line, JobTable, Target};
+use super::fleet::{pool_header, pool_line};
+use super::remote::{team_header, team_line, JobTable, Target};
 use super::{print_record, CliError, Output};
 use gantry::api::{JobFilter, JobRow, PoolRow, Snapshot, SnapshotDelta, TeamRow};
 use serde::Serialize;

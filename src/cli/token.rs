@@ -1,0 +1,118 @@
+//! `gantry token`: bearer tokens for a TCP daemon, made, listed and revoked (operators only).
+
+use super::remote::{print_value_as, Target};
+use super::table::cell;
+use super::{CliError, Output};
+use gantry::client::http::encode;
+use serde_json::Value;
+
+#[derive(clap::Subcommand)]
+pub enum TokenCmd {
+    /// Creates an API token (printed once; the daemon keeps only its hash).
+    Create {
+        #[arg(long)]
+        role: String,
+        /// A researcher's team: the only team whose jobs the token may change.
+        #[arg(long)]
+        team: Option<String>,
+        /// A name for events and audits.
+        #[arg(long)]
+        label: Option<String>,
+        /// How long it is accepted: 90d, 12h, 1h30m (forever when absent).
+        #[arg(long)]
+        expires_in: Option<String>,
+        #[arg(short, long, value_enum, default_value_t = Output::Table)]
+        output: Output,
+    },
+    /// Lists the tokens: id, role, team, label, when created and when it expires, status
+    /// (never the tokens themselves).
+    List {
+        #[arg(short, long, value_enum, default_value_t = Output::Table)]
+        output: Output,
+    },
+    /// Revokes a token at once, on every listener (ID: the ID column of `token list`).
+    Revoke {
+        id: String,
+        #[arg(short, long, value_enum, default_value_t = Output::Table)]
+        output: Output,
+    },
+}
+
+pub fn run(t: &Target, cmd: TokenCmd) -> Result<(), CliError> {
+    let (role, team, label, expires_in, output) = match cmd {
+        TokenCmd::Create {
+            role,
+            team,
+            label,
+            expires_in,
+            output,
+        } => (role, team, label, expires_in, output),
+        TokenCmd::List { output } => {
+            let v: Value = t.client()?.call("GET", "/v1/tokens", None)?;
+            return match output {
+                Output::Json | Output::Yaml => print_value_as(output, &v),
+                Output::Table | Output::Wide => {
+                    print_tokens(&v);
+                    Ok(())
+                }
+            };
+        }
+        TokenCmd::Revoke { id, output } => {
+            let v: Value =
+                t.client()?
+                    .call("DELETE", &format!("/v1/tokens/{}", encode(&id)), None)?;
+            return match output {
+                Output::Json | Output::Yaml => print_value_as(output, &v),
+                Output::Table | Output::Wide => {
+                    println!(
+                        "token {} ({}) revoked",
+                        v["id"].as_str().unwrap_or(""),
+                        v["label"].as_str().unwrap_or("")
+                    );
+                    Ok(())
+                }
+            };
+        }
+    };
+    let body =
+        serde_json::json!({ "role": role, "team": team, "label": label, "expires_in": expires_in })
+            .to_string();
+    let v: Value = t
+        .client()?
+        .call("POST", "/v1/tokens", Some(body.as_bytes()))?;
+    match output {
+        Output::Json | Output::Yaml => print_value_as(output, &v),
+        Output::Table | Output::Wide => {
+            println!("{}", v["token"].as_str().unwrap_or(""));
+            eprintln!("(shown once: the daemon keeps only its SHA-256. Use it as GANTRY_TOKEN or --token.)");
+            // Stdout stays the token alone (scripts capture it); the pin goes with the advice.
+            if let Some(fp) = v["tls_fingerprint"].as_str() {
+                eprintln!("(the daemon serves TLS with certificate {fp}: connect with --connect https://HOST:PORT --tls-fingerprint {fp}, or GANTRY_TLS_FINGERPRINT)");
+            }
+            Ok(())
+        }
+    }
+}
+
+pub(super) fn print_tokens(v: &Value) {
+    let when = |x: &Value| {
+        x.as_f64()
+            .map_or("-".to_string(), gantry::daemon::auth::rfc3339)
+    };
+    println!(
+        "{:<12}  {:<10}  {:<14}  {:<20}  {:<20}  {:<20}  STATUS",
+        "ID", "ROLE", "TEAM", "LABEL", "CREATED", "EXPIRES"
+    );
+    for t in v.as_array().into_iter().flatten() {
+        println!(
+            "{:<12}  {:<10}  {}  {}  {:<20}  {:<20}  {}",
+            t["id"].as_str().unwrap_or(""),
+            t["role"].as_str().unwrap_or(""),
+            cell(t["team"].as_str().unwrap_or("-"), 14),
+            cell(t["label"].as_str().unwrap_or(""), 20),
+            when(&t["created_at"]),
+            when(&t["expires_at"]),
+            t["status"].as_str().unwrap_or("")
+        );
+    }
+}

@@ -7,6 +7,7 @@
 mod open;
 
 mod budget;
+mod ends;
 mod enter;
 pub use enter::{Entering, STARTING};
 mod export;

@@ -3,6 +3,83 @@
 
 use super::*;
 
+/// How `gantry report` groups the bill.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ReportBy {
+    Team,
+    Project,
+    Job,
+    /// Who submitted the jobs.
+    User,
+}
+
+impl ReportBy {
+    pub fn parse(s: &str) -> Option<ReportBy> {
+        match s {
+            "team" => Some(ReportBy::Team),
+            "project" => Some(ReportBy::Project),
+            "job" => Some(ReportBy::Job),
+            "user" => Some(ReportBy::User),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, serde::Deserialize)]
+pub struct ReportRow {
+    /// The team, project or job id.
+    pub key: String,
+    pub team: String,
+    pub spend_usd: f64,
+    pub gpu_hours: f64,
+    pub on_demand_usd: f64,
+    pub spot_usd: f64,
+    pub reserved_usd: f64,
+    /// Runs billed in the window (a job preempted and restarted has several).
+    pub runs: usize,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, serde::Deserialize)]
+pub struct Report {
+    pub simulated: bool,
+    /// The window, seconds on the daemon's clock.
+    pub since: f64,
+    pub until: f64,
+    /// The same on the calendar, RFC 3339 in the fleet's time zone.
+    #[serde(default)]
+    pub since_time: String,
+    #[serde(default)]
+    pub until_time: String,
+    pub by: ReportBy,
+    pub total_usd: f64,
+    pub total_gpu_hours: f64,
+    pub rows: Vec<ReportRow>,
+    /// How long each team's jobs of each class waited for their first start, and how often
+    /// their runs were preempted: the jobs submitted in the window, from the journal.
+    #[serde(default)]
+    pub queues: Vec<QueueRow>,
+}
+
+/// One team's and class's queueing over a report's window.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, serde::Deserialize)]
+pub struct QueueRow {
+    pub team: String,
+    pub class: String,
+    /// Jobs submitted in the window, and how many of them have started.
+    pub jobs: u32,
+    pub started: u32,
+    /// Submission to first start, seconds, over the jobs that started.
+    pub wait_mean_s: f64,
+    pub wait_p50_s: f64,
+    pub wait_p90_s: f64,
+    /// Their runs, and of those the ones preempted (by the scheduler, an operator, a spot
+    /// notice): preempted / runs.
+    pub runs: u32,
+    pub preempted: u32,
+    pub preemption_rate: f64,
+}
+
 impl State {
     /// This month's spend per team, alerts at each threshold, and the action at 100%:
     /// `block` refuses the team's new submissions, `demote` moves its new and pending jobs to

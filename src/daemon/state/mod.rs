@@ -30,8 +30,9 @@ mod telemetry;
 mod view;
 mod wanted;
 
+pub use budget::{QueueRow, Report, ReportBy, ReportRow};
 pub use export::{GpuMetric, JobGpuMetric};
-pub use view::reason_text;
+pub use view::{reason_text, JobDetail, JobLogs};
 
 use super::engine::{BudgetGate, Engine, EngineError, Submission};
 use super::job::JobState;
@@ -220,130 +221,6 @@ impl Histogram {
         self.sum += x;
         self.count += 1;
     }
-}
-
-/// How `gantry report` groups the bill.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum ReportBy {
-    Team,
-    Project,
-    Job,
-    /// Who submitted the jobs.
-    User,
-}
-
-impl ReportBy {
-    pub fn parse(s: &str) -> Option<ReportBy> {
-        match s {
-            "team" => Some(ReportBy::Team),
-            "project" => Some(ReportBy::Project),
-            "job" => Some(ReportBy::Job),
-            "user" => Some(ReportBy::User),
-            _ => None,
-        }
-    }
-}
-
-#[derive(Clone, Debug, Default, PartialEq, Serialize, serde::Deserialize)]
-pub struct ReportRow {
-    /// The team, project or job id.
-    pub key: String,
-    pub team: String,
-    pub spend_usd: f64,
-    pub gpu_hours: f64,
-    pub on_demand_usd: f64,
-    pub spot_usd: f64,
-    pub reserved_usd: f64,
-    /// Runs billed in the window (a job preempted and restarted has several).
-    pub runs: usize,
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize, serde::Deserialize)]
-pub struct Report {
-    pub simulated: bool,
-    /// The window, seconds on the daemon's clock.
-    pub since: f64,
-    pub until: f64,
-    /// The same on the calendar, RFC 3339 in the fleet's time zone.
-    #[serde(default)]
-    pub since_time: String,
-    #[serde(default)]
-    pub until_time: String,
-    pub by: ReportBy,
-    pub total_usd: f64,
-    pub total_gpu_hours: f64,
-    pub rows: Vec<ReportRow>,
-    /// How long each team's jobs of each class waited for their first start, and how often
-    /// their runs were preempted: the jobs submitted in the window, from the journal.
-    #[serde(default)]
-    pub queues: Vec<QueueRow>,
-}
-
-/// One team's and class's queueing over a report's window.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, serde::Deserialize)]
-pub struct QueueRow {
-    pub team: String,
-    pub class: String,
-    /// Jobs submitted in the window, and how many of them have started.
-    pub jobs: u32,
-    pub started: u32,
-    /// Submission to first start, seconds, over the jobs that started.
-    pub wait_mean_s: f64,
-    pub wait_p50_s: f64,
-    pub wait_p90_s: f64,
-    /// Their runs, and of those the ones preempted (by the scheduler, an operator, a spot
-    /// notice): preempted / runs.
-    pub runs: u32,
-    pub preempted: u32,
-    pub preemption_rate: f64,
-}
-
-/// Where a job's logs are (read off the actor by the API).
-pub struct JobLogs {
-    pub state: JobState,
-    /// The job's team: its logs are that team's and the operators'.
-    pub team: String,
-    /// The values of the job's secrets, masked wherever its logs are served.
-    pub secrets: Vec<String>,
-    pub sources: Vec<crate::backend::logs::LogSource>,
-    /// Why there are no sources.
-    pub none: Option<String>,
-}
-
-/// Everything about one job, for `gantry job ID`.
-#[derive(Clone, Debug, Serialize)]
-pub struct JobDetail {
-    pub id: JobId,
-    pub name: Option<String>,
-    /// Who submitted it.
-    pub user: Option<String>,
-    pub team: String,
-    pub class: String,
-    pub state: JobState,
-    pub submitted_at: f64,
-    pub started_at: Option<f64>,
-    /// The same on the calendar, RFC 3339.
-    pub submitted: String,
-    pub started: Option<String>,
-    pub borrowed: bool,
-    /// Where it runs: node names and GPU indices.
-    pub placement: Vec<String>,
-    pub dollars_per_hour: f64,
-    /// Dollars so far: finished runs plus the current one.
-    pub cost_usd: f64,
-    pub explanation: Option<crate::scheduler::cycle::Explanation>,
-    /// The explanation in one line.
-    pub reason: Option<String>,
-    pub spec: String,
-    /// The pipeline it is a task of (by name), and the job before it there.
-    pub pipeline: Option<String>,
-    pub after: Option<JobId>,
-    pub events: Vec<EventRecord>,
-    /// Every run it had, oldest first: nodes, times, how each ended, what each cost.
-    pub runs: Vec<crate::daemon::journal::RunRecord>,
-    /// The last lines of its stdout and stderr, if it ran on this host.
-    pub log_tail: Vec<String>,
 }
 
 /// A finished job as `gantry history` lists it, with its runs.

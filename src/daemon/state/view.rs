@@ -3,6 +3,53 @@
 use super::budget::budget_used;
 use super::*;
 
+/// Where a job's logs are (read off the actor by the API).
+pub struct JobLogs {
+    pub state: JobState,
+    /// The job's team: its logs are that team's and the operators'.
+    pub team: String,
+    /// The values of the job's secrets, masked wherever its logs are served.
+    pub secrets: Vec<String>,
+    pub sources: Vec<crate::backend::logs::LogSource>,
+    /// Why there are no sources.
+    pub none: Option<String>,
+}
+
+/// Everything about one job, for `gantry job ID`.
+#[derive(Clone, Debug, Serialize)]
+pub struct JobDetail {
+    pub id: JobId,
+    pub name: Option<String>,
+    /// Who submitted it.
+    pub user: Option<String>,
+    pub team: String,
+    pub class: String,
+    pub state: JobState,
+    pub submitted_at: f64,
+    pub started_at: Option<f64>,
+    /// The same on the calendar, RFC 3339.
+    pub submitted: String,
+    pub started: Option<String>,
+    pub borrowed: bool,
+    /// Where it runs: node names and GPU indices.
+    pub placement: Vec<String>,
+    pub dollars_per_hour: f64,
+    /// Dollars so far: finished runs plus the current one.
+    pub cost_usd: f64,
+    pub explanation: Option<crate::scheduler::cycle::Explanation>,
+    /// The explanation in one line.
+    pub reason: Option<String>,
+    pub spec: String,
+    /// The pipeline it is a task of (by name), and the job before it there.
+    pub pipeline: Option<String>,
+    pub after: Option<JobId>,
+    pub events: Vec<EventRecord>,
+    /// Every run it had, oldest first: nodes, times, how each ended, what each cost.
+    pub runs: Vec<crate::daemon::journal::RunRecord>,
+    /// The last lines of its stdout and stderr, if it ran on this host.
+    pub log_tail: Vec<String>,
+}
+
 impl State {
     /// Everything about one job.
     pub fn job_detail(&mut self, id: JobId) -> Result<JobDetail, EngineError> {

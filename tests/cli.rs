@@ -379,8 +379,7 @@ fn spec_check_against_a_fleet_shows_each_shape_and_its_pools() {
         out,
         "tests/specs/ok/skypilot_infra.yaml: finetune-llama: on this fleet\n  shape 1: 1 node(s) × 8 GPU(s) of H100 > A100-80GB; spot no\n    pools: aws/us-east-1/use1-az3 p5-od\n"
     );
-    let dir = std::env::temp_dir().join(format!("gantry-speccheck-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = gantry_testkit::scratch::scratch("speccheck");
     let job = dir.join("shapes.yaml");
     std::fs::write(
         &job,
@@ -497,7 +496,7 @@ fn fleet_shows_the_builtin_as_simulated_and_accepts_its_own_default() {
     // The printed default is a valid fleet file.
     let (code, text, _) = gantry(&["fleet", "--print-default"]);
     assert_eq!(code, 0);
-    let path = std::env::temp_dir().join(format!("gantry-fleet-{}.toml", std::process::id()));
+    let path = gantry_testkit::scratch::scratch("fleet-check").join("fleet.toml");
     std::fs::write(&path, text).unwrap();
     let (code, out, err) = gantry(&[
         "fleet",
@@ -584,8 +583,7 @@ fn the_man_pages_come_from_the_command_line_itself() {
     assert_eq!(code, 0);
     assert!(page.contains(".TH gantry 1"), "{page}");
     assert!(page.contains("Exit codes"), "{page}");
-    let dir = std::env::temp_dir().join(format!("gantry-man-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let dir = gantry_testkit::scratch::scratch("man");
     let (code, _, err) = gantry(&["man", "--dir", dir.to_str().unwrap()]);
     assert_eq!(code, 0, "{err}");
     let submit = std::fs::read_to_string(dir.join("gantry-submit.1")).unwrap();
@@ -598,8 +596,7 @@ fn the_man_pages_come_from_the_command_line_itself() {
 /// until its hosts answer a daemon (it panicked building a GPU model named "auto").
 #[test]
 fn a_fleet_file_with_an_undiscovered_auto_pool_shows_it_cpu_only() {
-    let dir = std::env::temp_dir().join(format!("gantry-cli-auto-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = gantry_testkit::scratch::scratch("cli-auto");
     let file = dir.join("fleet.toml");
     std::fs::write(
         &file,
@@ -631,7 +628,7 @@ fn a_fleet_file_with_an_undiscovered_auto_pool_shows_it_cpu_only() {
 /// commands that load the fleet warn too.
 #[test]
 fn info_says_which_fleet_is_in_force_and_warns_of_a_file_root_does_not_read() {
-    let home = std::env::temp_dir().join(format!("gantry-home-{}", std::process::id()));
+    let home = gantry_testkit::scratch::scratch("home");
     std::fs::create_dir_all(home.join(".config/gantry")).unwrap();
     std::fs::write(home.join(".config/gantry/fleet.toml"), "").unwrap();
     let run = |args: &[&str], system: bool| {

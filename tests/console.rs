@@ -1301,8 +1301,7 @@ fn ctx_switches_the_console_between_daemons_in_tmux() {
         return;
     }
     let bin = env!("CARGO_BIN_EXE_gantry");
-    let dir = std::env::temp_dir().join(format!("gctx-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let dir = gantry_testkit::scratch::scratch("ctx-tmux");
     std::fs::create_dir_all(dir.join("cfg/gantry")).unwrap();
     struct Killed(Vec<std::process::Child>);
     impl Drop for Killed {

@@ -644,8 +644,7 @@ fn completion_offers_the_daemons_job_ids_teams_and_pools() {
 #[test]
 fn a_fleet_with_nothing_idle_costs_zero_not_minus_zero() {
     // Seen on a GPU host with its one GPU busy: `($-0.00/h idle)` — an empty f64 sum is -0.0.
-    let dir = std::env::temp_dir().join(format!("gantry-dcli-zero-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = gantry_testkit::scratch::scratch("dcli-zero");
     let fleet = dir.join("fleet.toml");
     std::fs::write(
         &fleet,

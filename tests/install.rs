@@ -98,7 +98,7 @@ fn print_local_writes_this_hosts_cpus_and_memory() {
         .unwrap();
     assert!(mem >= 1);
     // And it parses as a fleet file.
-    let path = std::env::temp_dir().join(format!("gantry-local-{}.toml", std::process::id()));
+    let path = gantry_testkit::scratch::scratch("install-local").join("fleet.toml");
     std::fs::write(&path, text.as_bytes()).unwrap();
     let check = gantry()
         .args(["fleet", "--config"])

@@ -172,8 +172,7 @@ mod tests {
 
     #[test]
     fn a_job_this_host_does_not_run_is_said() {
-        let dir = std::env::temp_dir().join(format!("gantry-enter-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = gantry_testkit::scratch::scratch("enter");
         let why = enter(&dir, 7, false, &["true".into()]);
         assert!(why.contains("job 7 does not run on this host"), "{why}");
         std::fs::write(

@@ -150,8 +150,7 @@ gpus_per_node = 1
         )
         .unwrap();
         // Its runs directory under a plain file: this host cannot keep its runs.
-        let dir = std::env::temp_dir().join(format!("gantry-open-err-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = gantry_testkit::scratch::scratch("open-err");
         let file = dir.join("not-a-dir");
         std::fs::write(&file, "").unwrap();
         let opening = crate::backend::Opening {

@@ -220,9 +220,7 @@ mod tests {
     use super::*;
 
     fn dir(name: &str) -> (PathBuf, PathBuf) {
-        let d =
-            std::env::temp_dir().join(format!("gantry-retention-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
+        let d = gantry_testkit::scratch::scratch(&format!("retention-{name}"));
         std::fs::create_dir_all(d.join("logs")).unwrap();
         std::fs::create_dir_all(d.join("runs")).unwrap();
         (d.join("logs"), d.join("runs"))

@@ -256,7 +256,7 @@ mod tests {
 
     #[test]
     fn a_user_file_rebinds_one_key_without_copying_the_rest() {
-        let dir = std::env::temp_dir().join(format!("gantry-keymap-{}", std::process::id()));
+        let dir = gantry_testkit::scratch::scratch("keymap");
         std::fs::create_dir_all(dir.join("keymaps")).unwrap();
         std::fs::write(dir.join("keymaps/default.toml"), "[[bind]]\non = \"q\"\nrun = \"help\"\ndesc = \"no accidental quit\"\n\n[[bind]]\non = \"x\"\nrun = \"quit\"\ndesc = \"quit\"\n").unwrap();
         let k = Keymap::load("default", &dir).unwrap();

@@ -236,7 +236,7 @@ mod tests {
 
     #[test]
     fn a_user_file_changes_one_role_and_keeps_the_rest() {
-        let dir = std::env::temp_dir().join(format!("gantry-theme-{}", std::process::id()));
+        let dir = gantry_testkit::scratch::scratch("theme");
         std::fs::create_dir_all(dir.join("themes")).unwrap();
         std::fs::write(dir.join("themes/dark.toml"), "accent = \"magenta\"\n").unwrap();
         let t = Theme::load("dark", &dir, Depth::TrueColor).unwrap();

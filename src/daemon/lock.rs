@@ -89,8 +89,7 @@ mod tests {
 
     #[test]
     fn a_second_holder_is_refused_with_the_first_ones_pid() {
-        let dir = std::env::temp_dir().join(format!("gantry-lock-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = gantry_testkit::scratch::scratch("lock");
         let db = dir.join("state.db");
         let first = StateLock::acquire(&db).unwrap();
         // flock locks belong to the open file description: a second open in the same process
@@ -110,8 +109,7 @@ mod tests {
     /// process itself (seen as a flaky reopen while an SSH pool spawned `ssh` processes).
     #[test]
     fn a_lock_a_forked_child_still_shares_is_taken_once_the_child_lets_it_go() {
-        let dir = std::env::temp_dir().join(format!("gantry-lock-fork-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = gantry_testkit::scratch::scratch("lock-fork");
         let db = dir.join("state.db");
         let first = StateLock::acquire(&db).unwrap();
         // SAFETY: the child only sleeps and exits (no allocation, no locks): async-signal-safe.

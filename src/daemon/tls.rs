@@ -136,8 +136,7 @@ mod tests {
 
     #[test]
     fn the_daemons_own_certificate_is_made_once_and_kept() {
-        let dir = std::env::temp_dir().join(format!("gantry-tls-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
+        let dir = gantry_testkit::scratch::scratch("tls");
         let own = CertSource::Own {
             dir: dir.clone(),
             names: vec!["gantry.example".into()],

@@ -366,7 +366,7 @@ mod tests {
     /// sbatch's options and slurmrestd's fields are one list: what one is given the other is.
     #[test]
     fn a_part_asks_slurmrestd_for_what_it_asks_sbatch() {
-        let dir = std::env::temp_dir().join(format!("gantry-part-{}", std::process::id()));
+        let dir = gantry_testkit::scratch::scratch("part");
         let s = Submit {
             partition: Some("gpu".into()),
             gpus_per_node: 4,
@@ -443,8 +443,7 @@ mod tests {
         };
         l.envs.insert("LR".into(), "1e-4 'x'".into());
         l.envs.insert("bad key".into(), "no".into());
-        let dir = std::env::temp_dir().join(format!("gantry-batch-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = gantry_testkit::scratch::scratch("batch");
         let enter = dir.join("job-7.enter");
         let s = script(&l, 2, &enter, &dir);
         assert!(s.contains("export LR='1e-4 '\\''x'\\'''\n"), "{s}");

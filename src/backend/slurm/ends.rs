@@ -133,8 +133,7 @@ mod tests {
             .enable_all()
             .build()
             .unwrap();
-        let dir = std::env::temp_dir().join(format!("gantry-slurm-reader-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = gantry_testkit::scratch::scratch("slurm-reader");
         let socket = dir.join("restd.sock");
         let _ = std::fs::remove_file(&socket);
         // A queue that takes 200 ms to answer, as a large one does.

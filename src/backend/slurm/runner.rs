@@ -622,7 +622,7 @@ mod tests {
     #[test]
     fn a_runs_end_is_said_from_its_exit_file_at_once() {
         let mut w = worker(&["gpu-a"]);
-        let logs = std::env::temp_dir().join(format!("gantry-exits-{}", std::process::id()));
+        let logs = gantry_testkit::scratch::scratch("exits");
         w.submit.logs = logs.clone();
         let exits = batch::exits_dir(&logs);
         std::fs::create_dir_all(&exits).unwrap();

@@ -233,8 +233,7 @@ mod tests {
 
     #[test]
     fn an_image_unpacks_to_a_binary_that_runs_and_is_kept_for_the_next_call() {
-        let dir = std::env::temp_dir().join(format!("gantry-agent-image-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
+        let dir = gantry_testkit::scratch::scratch("agent-image");
         // A small binary of this system stands in for gantry.
         let exe = Path::new("/bin/true");
         let img = prepare_in(&dir, exe, "test-build").unwrap();

@@ -4,10 +4,7 @@
 use super::*;
 
 pub(super) fn local(launches: usize, output: Output) -> Result<(), String> {
-    let dir = std::env::temp_dir().join(format!("gantry-bench-local-{}", std::process::id()));
-    let r = gantry::bench::local::run(&dir, launches);
-    let _ = std::fs::remove_dir_all(&dir);
-    let r = r?;
+    let r = in_scratch("local", |dir| gantry::bench::local::run(dir, launches))?;
     if output.is_data() {
         return print_as(output, &r);
     }

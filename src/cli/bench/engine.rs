@@ -218,12 +218,14 @@ pub(super) fn starts(
             "--jobs {jobs} --seconds {seconds}: expected at least one job of 0 to 3600 seconds"
         ));
     }
-    let r = gantry::bench::starts::run(&gantry::bench::starts::StartsBenchConfig {
-        jobs,
-        slots,
-        seconds,
-        ticks_only,
-        dir: std::env::temp_dir().join(format!("gantry-bench-starts-{}", std::process::id())),
+    let r = in_scratch("starts", |dir| {
+        gantry::bench::starts::run(&gantry::bench::starts::StartsBenchConfig {
+            jobs,
+            slots,
+            seconds,
+            ticks_only,
+            dir: dir.to_path_buf(),
+        })
     })?;
     if output.is_data() {
         return print_as(output, &r);

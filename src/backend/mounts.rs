@@ -41,10 +41,18 @@ gantry_rclone() { env -u AWS_CA_BUNDLE rclone ${AWS_CA_BUNDLE:+--ca-cert "$AWS_C
 # cp -a creates each file exclusively, so the node that loses the race fails with "File
 # exists". A second try finds the files there and overwrites them.
 gantry_cp() { cp -a "$@" 2>/dev/null || cp -a "$@"; }
+# A file is copied beside its destination under a name of this node's own, then renamed over
+# it: cp overwrites in place (cut to nothing, then written), so a node of the same job that
+# shares the filesystem and already reads the file read it empty.
+gantry_cp_file() {
+  gantry_cf=$2; [ -d "$gantry_cf" ] && gantry_cf="$gantry_cf/$(basename "$1")"
+  gantry_cf_tmp="$gantry_cf.gantry-$(hostname)-$$"
+  cp -a "$1" "$gantry_cf_tmp" && mv -f "$gantry_cf_tmp" "$gantry_cf" || { rm -f "$gantry_cf_tmp"; false; }
+}
 gantry_local() {
   s="${GANTRY_MOUNTS_FROM:-}$2"; d=$(gantry_dest "$1")
   if [ -d "$s" ]; then mkdir -p "$d" && gantry_cp "$s/." "$d/"
-  elif [ -e "$s" ]; then mkdir -p "$(dirname "$d")" && gantry_cp "$s" "$d"
+  elif [ -e "$s" ]; then mkdir -p "$(dirname "$d")" && gantry_cp_file "$s" "$d"
   else gantry_mount_fail "$1" "its source $2 is not on this node"; fi || gantry_mount_fail "$1" "copying $2 failed"
 }
 gantry_fetch() {
@@ -372,6 +380,51 @@ mod tests {
                 "a"
             );
         }
+    }
+
+    /// Bug fixed: a node that copied a file to where another node of the job (sharing the
+    /// filesystem) already read it overwrote it in place — cut to nothing, then written — and
+    /// the reader read it empty (`tests/ssh.rs`, the gang's `mounted=`). Now the file is
+    /// replaced whole: one already open still reads what it held.
+    #[test]
+    fn a_file_another_node_reads_is_replaced_whole_not_rewritten_in_place() {
+        use std::io::Read;
+        let t = Scratch::new("replace");
+        std::fs::write(t.path().join("new.txt"), "new").unwrap();
+        let dest = t.path().join("dest.txt");
+        std::fs::write(&dest, "old").unwrap();
+        let mut reading = std::fs::File::open(&dest).unwrap();
+        let mounts = vec![FileMount {
+            dest: dest.display().to_string(),
+            source: MountSource::Local(t.path().join("new.txt").display().to_string()),
+            mode: MountMode::Copy,
+        }];
+        let (rc, err) = sh(&setup_prelude(&mounts), &[]);
+        assert_eq!(rc, 0, "{err}");
+        assert_eq!(std::fs::read_to_string(&dest).unwrap(), "new");
+        let mut held = String::new();
+        reading.read_to_string(&mut held).unwrap();
+        assert_eq!(held, "old", "the file being read was rewritten in place");
+        let mut left: Vec<String> = std::fs::read_dir(t.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+            .collect();
+        left.sort();
+        assert_eq!(left, ["dest.txt", "new.txt"], "no copy left beside it");
+        // A destination that is a directory takes the file by its name, as cp does.
+        let into = t.path().join("into");
+        std::fs::create_dir_all(&into).unwrap();
+        let mounts = vec![FileMount {
+            dest: into.display().to_string(),
+            source: MountSource::Local(t.path().join("new.txt").display().to_string()),
+            mode: MountMode::Copy,
+        }];
+        let (rc, err) = sh(&setup_prelude(&mounts), &[]);
+        assert_eq!(rc, 0, "{err}");
+        assert_eq!(
+            std::fs::read_to_string(into.join("new.txt")).unwrap(),
+            "new"
+        );
     }
 
     #[test]

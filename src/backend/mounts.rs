@@ -43,10 +43,12 @@ gantry_rclone() { env -u AWS_CA_BUNDLE rclone ${AWS_CA_BUNDLE:+--ca-cert "$AWS_C
 gantry_cp() { cp -a "$@" 2>/dev/null || cp -a "$@"; }
 # A file is copied beside its destination under a name of this node's own, then renamed over
 # it: cp overwrites in place (cut to nothing, then written), so a node of the same job that
-# shares the filesystem and already reads the file read it empty.
+# shares the filesystem and already reads the file read it empty. An image without mv gets
+# cp's copy as before.
 gantry_cp_file() {
-  gantry_cf=$2; [ -d "$gantry_cf" ] && gantry_cf="$gantry_cf/$(basename "$1")"
-  gantry_cf_tmp="$gantry_cf.gantry-$(hostname)-$$"
+  gantry_cf=$2; [ -d "$gantry_cf" ] && gantry_cf="$gantry_cf/${1##*/}"
+  gantry_has mv || { gantry_cp "$1" "$gantry_cf"; return; }
+  gantry_cf_tmp="$gantry_cf.gantry-$(hostname 2>/dev/null)-$$"
   cp -a "$1" "$gantry_cf_tmp" && mv -f "$gantry_cf_tmp" "$gantry_cf" || { rm -f "$gantry_cf_tmp"; false; }
 }
 gantry_local() {

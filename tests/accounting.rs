@@ -71,7 +71,8 @@ fn a_users_jobs_past_their_limits_wait_and_say_why_and_start_when_room_is_left()
         "{why}"
     );
 
-    // Another user of the team (a token labelled ci-bot): the team's $20/h per user.
+    // Another user of the team (a token issued for the Unix account nobody, labelled ci-bot):
+    // the team's $20/h per user.
     let url = format!("http://127.0.0.1:{}", d.port);
     let bot = {
         let out = Command::new(env!("CARGO_BIN_EXE_gantry"))
@@ -86,6 +87,8 @@ fn a_users_jobs_past_their_limits_wait_and_say_why_and_start_when_room_is_left()
                 "lab",
                 "--label",
                 "ci-bot",
+                "--user",
+                "nobody",
             ])
             .output()
             .unwrap();
@@ -122,7 +125,7 @@ fn a_users_jobs_past_their_limits_wait_and_say_why_and_start_when_room_is_left()
     let why = cli(&d, &["explain", &y.to_string()]);
     assert_eq!(state(&d, y), "pending", "{why}");
     assert!(
-        why.contains("user limit: ci-bot's running jobs hold $16.00/h, this job may take $16.00/h more, over the limit of $20.00/h (team lab's max_*_per_user)"),
+        why.contains("user limit: nobody's running jobs hold $16.00/h, this job may take $16.00/h more, over the limit of $20.00/h (team lab's max_*_per_user)"),
         "{why}"
     );
     // Room is there (32 GPUs, 12 in use): only the limits hold c and y.

@@ -1127,8 +1127,9 @@ fn history_lists_finished_jobs_with_their_runs() {
     assert!(err.contains("--state runing"), "{err}");
 }
 
-/// Each job records who submitted it — the Unix user on the socket (the kernel's word), a
-/// token's label over TCP — and `gantry jobs -u USER|me` lists theirs, as `squeue -u`.
+/// Each job records who submitted it — the Unix user on the socket (the kernel's word), the
+/// Unix account a token was issued for over TCP (`token create --user`), never a token's
+/// label — and `gantry jobs -u USER|me` lists theirs, as `squeue -u`.
 #[test]
 fn jobs_belong_to_who_submitted_them() {
     let d = start();
@@ -1143,29 +1144,38 @@ fn jobs_belong_to_who_submitted_them() {
     assert_eq!(code, 0, "{err}");
     let mine: i64 = out.trim().parse().unwrap();
     let me = gantry::daemon::auth::this_user().unwrap();
-    // Over TCP with a researcher's token labelled ci-bot.
-    let (code, token, err) = gantry(
-        s,
-        &[
-            "token",
-            "create",
-            "--role",
-            "researcher",
-            "--team",
-            "applied",
-            "--label",
-            "ci-bot",
-        ],
-    );
-    assert_eq!(code, 0, "{err}");
+    let token = |label: &str, user: Option<&str>, role: &str| {
+        let mut args = vec!["token", "create", "--role", role, "--label", label];
+        if role == "researcher" {
+            args.extend(["--team", "applied"]);
+        }
+        if let Some(u) = user {
+            args.extend(["--user", u]);
+        }
+        let (code, token, err) = gantry(s, &args);
+        assert_eq!(code, 0, "{err}");
+        token.trim().to_string()
+    };
+    // Over TCP with a researcher's token issued for the account nobody, labelled ci-bot.
+    let bot = token("ci-bot", Some("nobody"), "researcher");
     let url = format!("http://127.0.0.1:{}", d.port);
     let (code, out, err) = gantry_as(
         &url,
-        Some(token.trim()),
+        Some(&bot),
         &["submit", spec.to_str().unwrap(), "-o", "id"],
     );
     assert_eq!(code, 0, "{err}");
     let bots: i64 = out.trim().parse().unwrap();
+    // A token labelled root names nobody: its job is not root's (and shares none of root's
+    // limits).
+    let spoof = token("root", None, "researcher");
+    let (code, out, err) = gantry_as(
+        &url,
+        Some(&spoof),
+        &["submit", spec.to_str().unwrap(), "-o", "id"],
+    );
+    assert_eq!(code, 0, "{err}");
+    let spoofed: i64 = out.trim().parse().unwrap();
     let ids = |args: &[&str], token: Option<&str>, at: &str| -> Vec<i64> {
         let mut a = args.to_vec();
         a.extend(["-o", "json"]);
@@ -1178,17 +1188,24 @@ fn jobs_belong_to_who_submitted_them() {
     let by_me = ids(&["jobs", "-u", &me], None, socket);
     assert!(by_me.contains(&mine) && !by_me.contains(&bots), "{by_me:?}");
     assert_eq!(ids(&["jobs", "-u", "me"], None, socket), by_me);
-    let by_bot = ids(&["jobs", "--user", "ci-bot"], None, socket);
+    let by_bot = ids(&["jobs", "--user", "nobody"], None, socket);
     assert_eq!(by_bot, [bots]);
-    // `me` over the token is the token's label.
-    assert_eq!(ids(&["jobs", "-u", "me"], Some(token.trim()), &url), [bots]);
+    assert!(!ids(&["jobs", "--user", "root"], None, socket).contains(&spoofed));
+    let (_, shown, _) = gantry(s, &["job", &spoofed.to_string()]);
+    assert!(!shown.contains("submitted by root"), "{shown}");
+    // `me` over the token is the account it was issued for; a token for nobody has no `me`.
+    assert_eq!(ids(&["jobs", "-u", "me"], Some(&bot), &url), [bots]);
+    let (code, _, err) = gantry_as(&url, Some(&spoof), &["jobs", "-u", "me"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("knows no Unix user"), "{err}");
     // Who is in `gantry job` and the wide table.
     let (_, shown, _) = gantry(s, &["job", &mine.to_string()]);
     assert!(shown.contains(&format!("submitted by {me}")), "{shown}");
     let (_, wide, _) = gantry(s, &["jobs", "-o", "wide"]);
-    assert!(wide.contains("USER") && wide.contains("ci-bot"), "{wide}");
-    // A user of this host with no jobs: none; someone nobody knows: exit 2, said.
-    let (code, out, _) = gantry(s, &["jobs", "-u", "nobody"]);
+    assert!(wide.contains("USER") && wide.contains("nobody"), "{wide}");
+    // A user of this host with no jobs: none; someone nobody knows: exit 2, said (to an
+    // operator).
+    let (code, out, _) = gantry(s, &["jobs", "-u", "bin"]);
     assert_eq!(code, 0);
     assert!(out.contains("(no jobs match)"), "{out}");
     let (code, _, err) = gantry(s, &["jobs", "-u", "no-such-user-anywhere"]);
@@ -1197,6 +1214,16 @@ fn jobs_belong_to_who_submitted_them() {
         err.contains("user `no-such-user-anywhere` is unknown"),
         "{err}"
     );
+    // To anyone else the same question says nothing of the host's accounts: an empty list
+    // whether the account exists or not.
+    let viewer = token("watcher", None, "viewer");
+    for who in ["bin", "no-such-user-anywhere"] {
+        assert_eq!(
+            ids(&["jobs", "-u", who], Some(&viewer), &url),
+            Vec::<i64>::new(),
+            "{who}"
+        );
+    }
     // The bill by who submitted (both jobs run on the simulated fleet, so both are charged).
     let t0 = Instant::now();
     loop {
@@ -1209,7 +1236,7 @@ fn jobs_belong_to_who_submitted_them() {
             .iter()
             .filter_map(|r| r["key"].as_str())
             .collect();
-        if keys.contains(&me.as_str()) && keys.contains(&"ci-bot") {
+        if keys.contains(&me.as_str()) && keys.contains(&"nobody") {
             break;
         }
         assert!(t0.elapsed() < Duration::from_secs(30), "{json}");

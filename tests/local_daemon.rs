@@ -41,6 +41,12 @@ fn open(d: &Path) -> State {
     State::open(&d.join("state.db"), &host(), &options(d)).unwrap()
 }
 
+/// The user running the tests: who the jobs are submitted by, and so run as (a root daemon
+/// runs nothing on its host for a submission that names no one).
+fn me() -> Option<String> {
+    gantry::unix_user::this_user()
+}
+
 fn job(run: &str) -> Submission {
     Submission {
         file: "job.yaml".into(),
@@ -49,6 +55,7 @@ fn job(run: &str) -> Submission {
         )
         .into_bytes(),
         team: Some("a".into()),
+        user: me(),
         ..Submission::default()
     }
 }
@@ -59,6 +66,7 @@ fn submit_file(s: &mut State, file: &str, text: String) -> i64 {
         file: file.into(),
         text: text.into_bytes(),
         team: Some("a".into()),
+        user: me(),
         ..Submission::default()
     }])
     .remove(0)
@@ -172,6 +180,7 @@ fn a_slurm_batch_script_runs_as_sbatch_would_run_it() {
         file: file.into(),
         text: text.as_bytes().to_vec(),
         team: Some("a".into()),
+        user: me(),
         ..Submission::default()
     };
     let id = s.submit(&[sub("train.sbatch", &script)]).remove(0).unwrap();
@@ -391,6 +400,7 @@ fn gpu_job(run: &str) -> Submission {
         )
         .into_bytes(),
         team: Some("a".into()),
+        user: me(),
         ..Submission::default()
     }
 }
@@ -610,6 +620,7 @@ fn a_mig_job_on_the_host_gets_a_mig_instance_of_its_size() {
         )
         .into_bytes(),
         team: Some("a".into()),
+        user: me(),
         ..Submission::default()
     }
     };
@@ -1036,6 +1047,7 @@ fn secrets_reach_the_job_and_empty_values_are_refused() {
         )
         .into_bytes(),
         team: Some("a".into()),
+        user: me(),
         ..Submission::default()
     }
     };

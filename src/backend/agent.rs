@@ -702,6 +702,7 @@ impl Agent {
                     self.runs.kill(job);
                     self.drop_files(job);
                     self.tokens.remove(&job);
+                    self.runs.forget(job);
                 }
                 // The run's workdir copy, if it had one (also for a run the agent no longer
                 // tracks: the copy may have landed after its end was recorded).

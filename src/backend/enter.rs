@@ -4,7 +4,7 @@
 //! directory, read from the run's leader in `/proc` (so what the job was given, GPUs and ranks
 //! included, is what the shell gets, with nothing recomputed), or `RUNTIME exec` into the run's
 //! container. Only a run this host's agent keeps, whose process group provably still runs it,
-//! is entered.
+//! is entered, and as the user the run runs as (its leader's identity; a container's own user).
 
 use super::local::container::Container;
 use super::local::exec::group_runs_job;
@@ -135,7 +135,15 @@ fn in_process_env(
         }
     };
     let mut cmd = std::process::Command::new(program);
-    cmd.args(rest).env_clear().envs(env).current_dir(cwd);
+    cmd.args(rest).env_clear().envs(env);
+    // As whoever the run runs as: its leader's user and groups (a root agent's run of
+    // another user's job), entering its directory with their rights, never root's.
+    let creds = crate::unix_user::Creds::of_process(pgid)?;
+    if creds.switch_needed() {
+        creds.apply(&mut cmd, Some(&cwd));
+    } else {
+        cmd.current_dir(cwd);
+    }
     Ok(cmd)
 }
 

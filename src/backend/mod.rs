@@ -293,6 +293,10 @@ pub struct Launch {
     pub adopt: Option<String>,
     /// This node's place in a multi-node job.
     pub gang: Gang,
+    /// The job's owner: the Unix account its processes run as where the runner starts them
+    /// as someone else (a root agent); `None`: nobody, and a root agent starts nothing.
+    #[serde(default)]
+    pub owner: Option<String>,
 }
 
 /// Where a node stands in its job: rank 0 is the head. `ips` lists every node's address,
@@ -507,6 +511,12 @@ pub trait Runner: Send {
     /// measured (and labelled so); its runs end with the daemon, so none are journaled for
     /// re-adoption; its nodes need no connection and no first sample before they take work.
     fn simulated(&self) -> bool {
+        false
+    }
+    /// Whether its runs are processes this daemon's own process starts on its own host (so
+    /// they run as its user unless it switches to the job's owner): what a root daemon starts
+    /// nothing on for a caller it cannot name.
+    fn on_daemon_host(&self) -> bool {
         false
     }
     /// The address the other nodes of a job reach `host` at.

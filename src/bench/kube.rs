@@ -211,6 +211,7 @@ fn bind(kubeconfig: &std::path::Path, binds: usize) -> Result<f64, String> {
                 runtime: None,
                 adopt: None,
                 gang: Gang::default(),
+                owner: None,
             },
         );
     }

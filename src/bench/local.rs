@@ -82,6 +82,8 @@ pub fn run(dir: &Path, launches: usize) -> Result<LocalBenchReport, String> {
             file: "bench.yaml".into(),
             text: b"name: bench\nresources:\n  cpus: 1\n  memory: 1\nrun: echo running\n".to_vec(),
             team: Some("bench".into()),
+            // The bench's jobs are its user's (a root daemon runs none for nobody).
+            user: crate::unix_user::this_user(),
             ..Submission::default()
         };
         let id = s.submit(&[sub]).remove(0).map_err(|e| e.to_string())?;

@@ -228,6 +228,7 @@ fn operator() -> crate::daemon::auth::Caller {
         team: None,
         name: "bench".into(),
         user: None,
+        key: "bench".into(),
     }
 }
 
@@ -290,6 +291,7 @@ fn react(
             file: "bench.yaml".into(),
             text: spec.into_bytes(),
             team: Some("bench".into()),
+            user: crate::unix_user::this_user(),
             ..Default::default()
         },
         name: None,

@@ -84,6 +84,8 @@ fn submit(state: &mut State, run: &str) -> Result<i64, String> {
         file: "bench".to_string(),
         text: format!("name: bench\nresources:\n  cpus: 1\nrun: {run}\n").into_bytes(),
         team: Some("bench".to_string()),
+        // The bench's jobs are its user's (a root daemon runs none for nobody).
+        user: crate::unix_user::this_user(),
         ..Submission::default()
     };
     state.submit(&[sub]).remove(0).map_err(|e| e.to_string())

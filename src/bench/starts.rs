@@ -81,6 +81,8 @@ nodes = 1
             file: "nap.yaml".into(),
             text: spec.clone().into_bytes(),
             team: Some("bench".into()),
+            // The bench's jobs are its user's (a root daemon runs none for nobody).
+            user: crate::unix_user::this_user(),
             ..Submission::default()
         };
         handle

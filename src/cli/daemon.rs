@@ -188,6 +188,12 @@ pub fn run(a: DaemonArgs) -> Result<(), String> {
         seed: a.seed,
         demo_workload: a.demo,
         sampling: gantry::backend::agent::Sampling::Nvml(Duration::from_secs_f64(interval)),
+        reserved_ports: a
+            .listen
+            .iter()
+            .chain(&a.metrics_listen)
+            .map(SocketAddr::port)
+            .collect(),
         ..StateOptions::default()
     };
     let state = State::open(&db, &cfg, &opts).map_err(|e| e.to_string())?;

@@ -35,6 +35,26 @@ impl Target {
         Ok(endpoint)
     }
 
+    /// Whether the daemon takes this user's files only as bytes sent to it (`gantry submit`
+    /// packs the workdir and local mounts as this user and ships them): over TCP, and on a
+    /// socket that is not this user's own daemon's (a root daemon shared through a group
+    /// socket), since a daemon opens no path for anyone but its own user.
+    pub fn ships_files(&self) -> bool {
+        use std::os::unix::fs::MetadataExt;
+        match self
+            .connect
+            .as_deref()
+            .map(Endpoint::parse)
+            .unwrap_or_else(|| Ok(Endpoint::Unix(gantry::config::paths::from_env().socket)))
+        {
+            Ok(Endpoint::Unix(socket)) => std::fs::metadata(&socket)
+                // SAFETY: getuid has no preconditions.
+                .is_ok_and(|m| m.uid() != unsafe { libc::getuid() }),
+            Ok(_) => true,
+            Err(_) => false,
+        }
+    }
+
     pub fn client(&self) -> Result<HttpClient, CliError> {
         Ok(HttpClient::new(self.endpoint()?, self.token.clone()))
     }
@@ -52,7 +72,7 @@ pub fn user_of(t: &Target, user: Option<String>) -> Result<Option<String>, CliEr
             match who["user"].as_str() {
                 Some(u) => Ok(Some(u.to_string())),
                 None => Err(CliError::usage(
-                    "--user me: the daemon does not know who you are on this connection (a token made before owners were kept has no label?)".to_string(),
+                    "--user me: the daemon knows no Unix user for this connection (a token made without `gantry token create --user NAME` names none)".to_string(),
                 )),
             }
         }

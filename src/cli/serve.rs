@@ -69,19 +69,14 @@ pub fn serve(t: &Target, cmd: ServeCmd) -> Result<(), CliError> {
                     "{shown}: the file has no `service:` section: a service needs one (`readiness_probe`, `replicas` or `replica_policy`); a task runs once with `gantry submit {shown}`"
                 )));
             }
-            let tcp = matches!(
-                t.connect
-                    .as_deref()
-                    .map(gantry::client::http::Endpoint::parse),
-                Some(Ok(gantry::client::http::Endpoint::Tcp(_)))
-            );
+            let ship = t.ships_files();
             let given = super::submit::Given {
                 envs,
                 secrets,
                 gpus: None,
                 num_nodes: None,
             };
-            let text = super::submit::prepare(&shown, text, &given, t, tcp)?;
+            let text = super::submit::prepare(&shown, text, &given, t, ship)?;
             let mut path = format!("/v1/services?file={}", encode(&shown));
             for (k, v) in [
                 ("name", &name),

@@ -1,12 +1,13 @@
 //! `gantry submit`: a job file — a SkyPilot or dstack task, a pipeline of them, a batch script
 //! — checked here first (its errors at FILE:LINE:COL), with what was given on the command line
-//! written in (`--env`, `--secret`, `--gpus`, `--num-nodes`), a relative workdir made the
-//! submitter's (shipped to a daemon reached over TCP), then sent; a pipeline's tasks each
-//! follow the one before.
+//! written in (`--env`, `--secret`, `--gpus`, `--num-nodes`), a workdir and local mounts made
+//! the submitter's (packed as the submitter and shipped to a daemon that is not this user's
+//! own: over TCP, or a shared root daemon's socket), then sent; a pipeline's tasks each follow
+//! the one before.
 
 use super::remote::{print_value_as, Target};
 use super::{CliError, Output};
-use gantry::client::http::{encode, ClientError, Endpoint};
+use gantry::client::http::{encode, ClientError};
 use serde_json::Value;
 use serde_yaml_ng::{Mapping, Value as Y};
 use std::path::PathBuf;
@@ -54,23 +55,27 @@ fn section<'a>(name: &str, map: &'a mut Mapping, key: &str) -> Result<&'a mut Ma
         .ok_or_else(|| CliError::usage(format!("{name}: `{key}` is not a mapping")))
 }
 
-/// A relative or `~` workdir is the submitter's, as `sky launch` reads it: made absolute for a
-/// daemon on this machine; for one reached over TCP (which cannot read this machine) packed
-/// and shipped to it (`POST /v1/workdirs`), and the job given the daemon's copy.
+/// A workdir is the submitter's, as `sky launch` reads it: a relative or `~` one made absolute
+/// for the user's own daemon; for any other (over TCP, or a root daemon shared on this
+/// machine, which opens no path for its callers) packed as this user and shipped to it (`POST
+/// /v1/workdirs`), and the job given the daemon's copy.
 fn with_workdir(
     name: &str,
     text: Vec<u8>,
     workdir: Option<&str>,
     t: &Target,
-    tcp: bool,
+    ship: bool,
 ) -> Result<Vec<u8>, CliError> {
     let Some(w) = workdir else { return Ok(text) };
     let s = String::from_utf8_lossy(&text);
-    if std::path::Path::new(w).is_absolute() || gantry::spec::sbatch::is_batch_script(name, &s) {
+    // A batch script's `--chdir` is a place where the job runs, not a directory to send.
+    if gantry::spec::sbatch::is_batch_script(name, &s)
+        || (!ship && std::path::Path::new(w).is_absolute())
+    {
         return Ok(text);
     }
     let path = submitters(name, &format!("workdir `{w}`"), w)?;
-    let there = if tcp {
+    let there = if ship {
         let packed = gantry::workdir::pack(&path, gantry::workdir::DEFAULT_MAX_BYTES)
             .map_err(|e| CliError::usage(format!("{name}: workdir `{w}`: {e}")))?;
         let size = packed.len();
@@ -119,15 +124,15 @@ fn submitters(name: &str, what: &str, w: &str) -> Result<std::path::PathBuf, Cli
         .map_err(|e| CliError::usage(format!("{name}: {what} ({}): {e}", path.display())))
 }
 
-/// `text` with each local source of `file_mounts` as the daemon will find it: absolute for a
-/// daemon on this machine; for one reached over TCP, packed and shipped to it as a workdir is
+/// `text` with each local source of `file_mounts` as the daemon will find it: absolute for the
+/// user's own daemon; for any other, packed as this user and shipped to it as a workdir is
 /// (`POST /v1/workdirs`, a file as a directory of one) and named by the daemon's copy.
 fn with_mounts(
     name: &str,
     text: Vec<u8>,
     mounts: &[gantry::spec::mounts::FileMount],
     t: &Target,
-    tcp: bool,
+    ship: bool,
 ) -> Result<Vec<u8>, CliError> {
     let mut there = std::collections::BTreeMap::new();
     for m in mounts {
@@ -139,7 +144,7 @@ fn with_mounts(
         }
         let what = format!("`file_mounts` entry `{}`: source `{w}`", m.dest);
         let path = submitters(name, &what, w)?;
-        let at = if tcp {
+        let at = if ship {
             let packed = if path.is_dir() {
                 gantry::workdir::pack(&path, gantry::workdir::DEFAULT_MAX_BYTES)
             } else {
@@ -350,14 +355,11 @@ pub fn submit(
     // every task of a pipeline is checked before any is sent.
     let pipeline =
         gantry::spec::parse_pipeline(&name, &text).map_err(|e| CliError::usage(e.to_string()))?;
-    let tcp = matches!(
-        t.connect.as_deref().map(Endpoint::parse),
-        Some(Ok(Endpoint::Tcp(_)))
-    );
+    let ship = t.ships_files();
     let texts = pipeline
         .tasks
         .iter()
-        .map(|(doc, _)| prepare(&name, doc.as_bytes().to_vec(), given, t, tcp))
+        .map(|(doc, _)| prepare(&name, doc.as_bytes().to_vec(), given, t, ship))
         .collect::<Result<Vec<_>, _>>()?;
     let mut answers: Vec<Value> = Vec::new();
     for (text, (written, _)) in texts.into_iter().zip(&pipeline.tasks) {
@@ -448,7 +450,7 @@ pub(super) fn prepare(
     text: Vec<u8>,
     given: &Given,
     t: &Target,
-    tcp: bool,
+    ship: bool,
 ) -> Result<Vec<u8>, CliError> {
     let text = with_given(name, text, given)?;
     let spec = gantry::spec::parse(name, &text).map_err(|e| {
@@ -458,8 +460,8 @@ pub(super) fn prepare(
     })?;
     // Only `workdir` and local `file_mounts` sources change: the spec read above stands for
     // the text sent.
-    let text = with_workdir(name, text, spec.workdir.as_deref(), t, tcp)?;
-    let text = with_mounts(name, text, &spec.file_mounts, t, tcp)?;
+    let text = with_workdir(name, text, spec.workdir.as_deref(), t, ship)?;
+    let text = with_mounts(name, text, &spec.file_mounts, t, ship)?;
     if let Some(first) = spec.unset.first() {
         let (what, key) = first.split_once('.').unwrap_or(("envs", first));
         let flag = if what == "secrets" {

@@ -15,9 +15,13 @@ pub enum TokenCmd {
         /// A researcher's team: the only team whose jobs the token may change.
         #[arg(long)]
         team: Option<String>,
-        /// A name for events and audits.
+        /// A name for events and audits (a note: never who the token's jobs run as).
         #[arg(long)]
         label: Option<String>,
+        /// The Unix account on the daemon's host its jobs run as (a root daemon runs nothing
+        /// on its own host for a token without one).
+        #[arg(long)]
+        user: Option<String>,
         /// How long it is accepted: 90d, 12h, 1h30m (forever when absent).
         #[arg(long)]
         expires_in: Option<String>,
@@ -39,14 +43,15 @@ pub enum TokenCmd {
 }
 
 pub fn run(t: &Target, cmd: TokenCmd) -> Result<(), CliError> {
-    let (role, team, label, expires_in, output) = match cmd {
+    let (role, team, label, user, expires_in, output) = match cmd {
         TokenCmd::Create {
             role,
             team,
             label,
+            user,
             expires_in,
             output,
-        } => (role, team, label, expires_in, output),
+        } => (role, team, label, user, expires_in, output),
         TokenCmd::List { output } => {
             let v: Value = t.client()?.call("GET", "/v1/tokens", None)?;
             return match output {
@@ -75,7 +80,7 @@ pub fn run(t: &Target, cmd: TokenCmd) -> Result<(), CliError> {
         }
     };
     let body =
-        serde_json::json!({ "role": role, "team": team, "label": label, "expires_in": expires_in })
+        serde_json::json!({ "role": role, "team": team, "label": label, "user": user, "expires_in": expires_in })
             .to_string();
     let v: Value = t
         .client()?
@@ -100,16 +105,17 @@ pub(super) fn print_tokens(v: &Value) {
             .map_or("-".to_string(), gantry::daemon::auth::rfc3339)
     };
     println!(
-        "{:<12}  {:<10}  {:<14}  {:<20}  {:<20}  {:<20}  STATUS",
-        "ID", "ROLE", "TEAM", "LABEL", "CREATED", "EXPIRES"
+        "{:<12}  {:<10}  {:<14}  {:<20}  {:<12}  {:<20}  {:<20}  STATUS",
+        "ID", "ROLE", "TEAM", "LABEL", "USER", "CREATED", "EXPIRES"
     );
     for t in v.as_array().into_iter().flatten() {
         println!(
-            "{:<12}  {:<10}  {}  {}  {:<20}  {:<20}  {}",
+            "{:<12}  {:<10}  {}  {}  {}  {:<20}  {:<20}  {}",
             t["id"].as_str().unwrap_or(""),
             t["role"].as_str().unwrap_or(""),
             cell(t["team"].as_str().unwrap_or("-"), 14),
             cell(t["label"].as_str().unwrap_or(""), 20),
+            cell(t["user"].as_str().unwrap_or("-"), 12),
             when(&t["created_at"]),
             when(&t["expires_at"]),
             t["status"].as_str().unwrap_or("")

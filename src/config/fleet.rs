@@ -74,6 +74,59 @@ pub struct FleetConfig {
     /// The scheduler's own settings.
     #[serde(default)]
     pub scheduler: SchedulerSettings,
+    /// Where services' endpoints may listen.
+    #[serde(default)]
+    pub services: ServiceSettings,
+}
+
+/// `[services]`: the addresses and ports services' endpoints may be given. An endpoint is the
+/// fleet's to allow, not a researcher's to choose: a researcher's `--endpoint` must name one
+/// of `addresses` (default `127.0.0.1`) and a port in `ports` (default 30001–30999, where
+/// SkyServe's load balancers start);
+/// operators may also name any other address of this host (`0.0.0.0`), never a port below
+/// 1024 or one of the daemon's own.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServiceSettings {
+    #[serde(default = "default_endpoint_addresses")]
+    pub addresses: Vec<String>,
+    /// `FIRST-LAST`, both from 1024 to 65535.
+    #[serde(default = "default_endpoint_ports")]
+    pub ports: String,
+}
+
+impl Default for ServiceSettings {
+    fn default() -> Self {
+        ServiceSettings {
+            addresses: default_endpoint_addresses(),
+            ports: default_endpoint_ports(),
+        }
+    }
+}
+
+fn default_endpoint_addresses() -> Vec<String> {
+    vec!["127.0.0.1".to_string()]
+}
+
+fn default_endpoint_ports() -> String {
+    "30001-30999".to_string()
+}
+
+impl ServiceSettings {
+    /// The port range, where `ports` reads as one (`validate` has said why not otherwise).
+    pub fn port_range(&self) -> Option<std::ops::RangeInclusive<u16>> {
+        let (a, b) = self.ports.split_once('-')?;
+        let (a, b): (u16, u16) = (a.trim().parse().ok()?, b.trim().parse().ok()?);
+        (1024 <= a && a <= b).then_some(a..=b)
+    }
+
+    /// The addresses researchers' endpoints may name, as addresses.
+    pub fn ips(&self) -> Vec<std::net::IpAddr> {
+        self.addresses
+            .iter()
+            .filter_map(|a| a.parse().ok())
+            .collect()
+    }
 }
 
 /// `[scheduler]`: `min_runtime` is how long a job runs before a higher class may preempt it

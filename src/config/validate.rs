@@ -331,7 +331,43 @@ pub(super) fn validate(file: &str, text: &str, cfg: &FleetConfig) -> Result<(), 
         }
     }
     validate_users(cfg, &at)?;
+    validate_services(text, file, &cfg.services)?;
     validate_logs(text, file, &cfg.logs)
+}
+
+/// `[services]`: addresses that are IP addresses, a port range `FIRST-LAST` from 1024 up.
+fn validate_services(
+    text: &str,
+    file: &str,
+    s: &super::fleet::ServiceSettings,
+) -> Result<(), ConfigError> {
+    let at = |message: String| {
+        let o = text.find("[services]").unwrap_or(0);
+        let (line, col) = super::fleet::position(text, o);
+        ConfigError {
+            file: file.to_string(),
+            line,
+            col,
+            message,
+        }
+    };
+    if let Some(bad) = s
+        .addresses
+        .iter()
+        .find(|a| a.parse::<std::net::IpAddr>().is_err())
+    {
+        return Err(at(format!(
+            "services: addresses: `{}` is not an IP address (e.g. \"127.0.0.1\", \"10.0.0.5\")",
+            bad.escape_debug()
+        )));
+    }
+    if s.port_range().is_none() {
+        return Err(at(format!(
+            "services: ports `{}`: expected FIRST-LAST, both from 1024 to 65535, FIRST ≤ LAST (e.g. \"30000-30999\")",
+            s.ports.escape_debug()
+        )));
+    }
+    Ok(())
 }
 
 /// `[logs]`: a duration (or `forever`) and sizes above 0.

@@ -17,9 +17,14 @@ pub struct Caller {
     pub team: Option<String>,
     /// For events: "operator (unix socket)", "token ci-bot".
     pub name: String,
-    /// Who submits through it, recorded on each job: the Unix user on the socket, a
-    /// token's label over TCP.
+    /// The Unix account its jobs are owned by and run as on this host: the peer on the
+    /// socket (by the kernel's word), the user a token was issued for over TCP (`gantry token
+    /// create --user`). `None`: nobody, whatever the token's label says.
     pub user: Option<String>,
+    /// What tells two callers apart where their names may not: the token's id (never its
+    /// label, which two tokens may share), or the socket. Scopes idempotency keys.
+    #[serde(skip)]
+    pub key: String,
 }
 
 pub use crate::unix_user::{this_user, user_exists, user_name};
@@ -31,6 +36,18 @@ impl Caller {
             team: None,
             name: "operator (unix socket)".to_string(),
             user: None,
+            key: "socket".to_string(),
+        }
+    }
+
+    /// The caller a token makes: its role and team, and the Unix user it was issued for.
+    pub fn of_token(t: &super::journal::TokenRecord, role: Role) -> Caller {
+        Caller {
+            role,
+            team: t.team.clone(),
+            name: format!("token {}", t.label),
+            user: t.user.clone(),
+            key: format!("token {}", t.id()),
         }
     }
 
@@ -41,7 +58,7 @@ impl Caller {
             "{}|{}|{}",
             self.role,
             self.team.as_deref().unwrap_or(""),
-            self.name
+            self.key
         )
     }
 
@@ -85,6 +102,8 @@ pub struct TokenInfo {
     pub role: String,
     pub team: Option<String>,
     pub label: String,
+    /// The Unix account its jobs run as (`--user`), if it names one.
+    pub user: Option<String>,
     pub created_at: f64,
     pub expires_at: Option<f64>,
     pub revoked_at: Option<f64>,
@@ -104,6 +123,7 @@ impl TokenInfo {
             role: t.role.clone(),
             team: t.team.clone(),
             label: t.label.clone(),
+            user: t.user.clone(),
             created_at: t.created_at,
             expires_at: t.expires_at,
             revoked_at: t.revoked_at,
@@ -143,6 +163,7 @@ mod tests {
             team: Some("applied".into()),
             name: "t".into(),
             user: None,
+            key: "token t".into(),
         };
         assert!(r.may_change("applied") && !r.may_change("ml-research"));
         assert!(Caller::local_operator().may_change("anything"));

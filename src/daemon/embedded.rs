@@ -23,11 +23,12 @@ impl LocalClient {
     }
 }
 
-/// A spec typed in the console's submit form.
+/// A spec typed in the console's submit form: the job of the user running the console.
 fn form_submission(spec: &str) -> crate::daemon::engine::Submission {
     crate::daemon::engine::Submission {
         file: "form".to_string(),
         text: spec.as_bytes().to_vec(),
+        user: console_caller().user,
         ..Default::default()
     }
 }

@@ -74,8 +74,9 @@ pub(super) async fn upload_workdir(
             file.write_all(&chunk).await.map_err(internal)?;
         }
         file.flush().await.map_err(internal)?;
+        // Kept per caller: a job may name only its own caller's copies (`upload_tag`).
         let digest = crate::random::hex(&hash.finalize());
-        let kept = dir.join(&digest);
+        let kept = dir.join(format!("{digest}-{}", upload_tag(&caller)));
         if kept.is_dir() {
             crate::workdir::touch(&kept);
         } else {
@@ -161,4 +162,13 @@ pub(super) async fn upload_workdir(
             bytes: size,
         },
     ))
+}
+
+/// What marks a kept workdir as one caller's (the end of its name): a digest of the caller's
+/// key (its token's id, or the socket's user). Not a secret: a submission is checked against
+/// its own caller's tag, so naming another's copy is refused whatever one knows of it.
+pub(super) fn upload_tag(caller: &Caller) -> String {
+    use sha2::Digest;
+    let d = sha2::Sha256::digest(caller.key.as_bytes());
+    crate::random::hex(&d[..8])
 }

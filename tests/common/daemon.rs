@@ -189,10 +189,13 @@ pub fn tcp_request(port: u16, token: &str, head: &str, body: &str) -> (String, S
     split(&exchange(s, head, &[("Authorization", &bearer)], body))
 }
 
+/// A token of `role` (and `team`) issued for the user running the tests: the Unix account its
+/// jobs run as (a root daemon runs nothing on its host for a token that names none).
 pub fn token(d: &Daemon, role: &str, team: Option<&str>) -> String {
+    let user = gantry::unix_user::this_user().unwrap_or_default();
     let body = match team {
-        Some(t) => format!(r#"{{"role":"{role}","team":"{t}"}}"#),
-        None => format!(r#"{{"role":"{role}"}}"#),
+        Some(t) => format!(r#"{{"role":"{role}","team":"{t}","user":"{user}"}}"#),
+        None => format!(r#"{{"role":"{role}","user":"{user}"}}"#),
     };
     let out = request(&d.socket, "POST /v1/tokens", &body);
     let v: serde_json::Value = serde_json::from_str(out.split_once("\r\n\r\n").unwrap().1).unwrap();

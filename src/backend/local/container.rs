@@ -119,6 +119,20 @@ impl Container {
         ] {
             push(s);
         }
+        // Someone else's run (a root agent): the container's processes are its owner's, as a
+        // process of the run on the host would be.
+        if let Some(a) = spec.owner.as_ref().filter(|a| a.creds.switch_needed()) {
+            push("--user");
+            push(&format!("{}:{}", a.creds.uid, a.creds.gid));
+            for g in a.creds.groups.iter().filter(|&&g| g != a.creds.gid) {
+                push("--group-add");
+                push(&g.to_string());
+            }
+            push("-e");
+            push(&format!("HOME={}", a.home.display()));
+            push("-e");
+            push(&format!("USER={}", a.name));
+        }
         for k in env {
             push("-e");
             push(k);

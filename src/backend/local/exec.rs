@@ -34,6 +34,10 @@ pub struct LaunchSpec {
     /// a remote daemon shipped them to): a container sees them there, read-only, for setup
     /// to copy.
     pub mount_sources: Vec<PathBuf>,
+    /// Who the run's processes are (its job's owner), where this process is root and they
+    /// are someone else: the run starts as them, in a login's environment. `None`: as this
+    /// process, with its environment.
+    pub owner: Option<crate::unix_user::Account>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
@@ -101,6 +105,13 @@ pub enum ExecError {
     NoWorkdir { job: i64, dir: String },
     #[error("job {job}: cannot start: {source}")]
     Spawn { job: i64, source: std::io::Error },
+    #[error("job {job}: cannot start as {user}{workdir}: {source}")]
+    SpawnAs {
+        job: i64,
+        user: String,
+        workdir: String,
+        source: std::io::Error,
+    },
     #[error("job {job}: {source}")]
     Wait { job: i64, source: std::io::Error },
 }
@@ -129,13 +140,14 @@ pub fn exit_path(dir: &Path, job: i64) -> PathBuf {
     dir.join(format!("job-{job}.exit"))
 }
 
-/// How a group leader ends, once the job has: writes the job's status to the exit file
-/// (`$exit_file`, in one write of a builtin: `read_exit` takes it only once its line has
-/// ended, and no `mv` runs between one job and the next), then dies of the job's signal if a
-/// signal killed it, so the parent sees that too.
+/// How a group leader ends, once the job has: writes the job's status to the exit file (on
+/// descriptor 3, opened by whoever started it: the leader may run as a job's owner, who
+/// cannot open a file in the daemon's log directory; in one write of a builtin: `read_exit`
+/// takes it only once its line has ended), then dies of the job's signal if a signal killed
+/// it, so the parent sees that too.
 macro_rules! leader_ends {
     () => {
-        r#"printf '%s\n' "$rc" > "$exit_file"
+        r#"printf '%s\n' "$rc" >&3
 if [ "$rc" -gt 128 ] && [ "$rc" -lt 160 ]; then
   trap - TERM INT HUP QUIT USR1 USR2
   kill -$((rc - 128)) $$
@@ -148,17 +160,17 @@ exit "$rc""#
 /// the exit status to a file, so that a daemon that restarted (and so is not the parent) still
 /// learns how the job ended. The leader traps the stop signals (a trap, not an ignore, so the
 /// job's own shell gets the default dispositions back) and only acts once the job has ended.
-/// `$1` is setup (may be empty), `$2` run, `$3` the exit file, `$4` the shell.
+/// `$1` is setup (may be empty), `$2` run, `$4` the shell; the exit file is descriptor 3,
+/// which the job's shells do not get.
 const WRAPPER: &str = concat!(
     r#"trap : TERM INT HUP QUIT USR1 USR2
-exit_file=$3
 rc=0
 if [ -n "$1" ]; then
-  "$4" -c "$1"
+  "$4" -c "$1" 3>&-
   rc=$?
 fi
 if [ "$rc" -eq 0 ]; then
-  "$4" -c "$2"
+  "$4" -c "$2" 3>&-
   rc=$?
 fi
 "#,
@@ -166,12 +178,11 @@ fi
 );
 
 /// The group leader of a containerized run: as `WRAPPER`, around the runtime's client (its
-/// command line after `$1`, the exit file). The client passes the stop signals on.
+/// command line after `$1`, which is not used). The client passes the stop signals on.
 const CONTAINER_WRAPPER: &str = concat!(
     r#"trap : TERM INT HUP QUIT USR1 USR2
-exit_file=$1
 shift
-"$@"
+"$@" 3>&-
 rc=$?
 "#,
     leader_ends!()
@@ -312,7 +323,17 @@ pub fn launch(spec: &LaunchSpec) -> Result<Running, ExecError> {
             })
     };
     let (out, err) = (open(Stream::Out)?, open(Stream::Err)?);
-    if let Some(dir) = &spec.workdir {
+    // Someone else's run (a root agent, a job of another user): it runs as them, and enters
+    // its workdir as them.
+    let owner = spec.owner.as_ref().filter(|a| a.creds.switch_needed());
+    if let Some(a) = owner {
+        // The logs are the owner's (they stay in the agent's directory, which the owner
+        // cannot reach: the daemon serves them).
+        for f in [&out, &err] {
+            let _ = std::os::unix::fs::fchown(f, Some(a.creds.uid), Some(a.creds.gid));
+        }
+    }
+    if let Some(dir) = spec.workdir.as_ref().filter(|_| owner.is_none()) {
         if !dir.is_dir() {
             return Err(ExecError::NoWorkdir {
                 job,
@@ -334,9 +355,18 @@ pub fn launch(spec: &LaunchSpec) -> Result<Running, ExecError> {
     };
     let setup = spec.setup.as_deref().map(script).unwrap_or_default();
     let run = script(&spec.run);
-    let exit_file = exit_path(&spec.log_dir, job);
-    // A previous run of the same job left its exit; this run must not be mistaken for ended.
-    let _ = std::fs::remove_file(&exit_file);
+    // The exit file, empty (a previous run of the same job left its exit; this run must not
+    // be mistaken for ended), handed to the leader as descriptor 3.
+    let exit_file = OpenOptions::new()
+        .create(true)
+        .write(true)
+        .truncate(true)
+        .open(exit_path(&spec.log_dir, job))
+        .map_err(|source| ExecError::Logs {
+            job,
+            dir: spec.log_dir.display().to_string(),
+            source,
+        })?;
     let mut env: Vec<(String, std::ffi::OsString)> = vec![
         (
             "CUDA_VISIBLE_DEVICES".into(),
@@ -363,13 +393,25 @@ pub fn launch(spec: &LaunchSpec) -> Result<Running, ExecError> {
                 .arg("gantry-job")
                 .arg(setup)
                 .arg(run)
-                .arg(&exit_file)
+                .arg("-")
                 .arg(if bash { "/bin/bash" } else { "/bin/sh" });
         }
         Some((container, image)) => {
             if let Some(dir) = &spec.checkpoint_dir {
-                // A bind mount needs its source; the job would create it on the host anyway.
-                let _ = std::fs::create_dir_all(dir);
+                // A bind mount needs its source; the job would create it on the host anyway
+                // (as its owner: a path a job names is never made with root's rights).
+                match owner {
+                    None => {
+                        let _ = std::fs::create_dir_all(dir);
+                    }
+                    Some(a) => {
+                        let mut mkdir = Command::new("mkdir");
+                        mkdir.arg("-p").arg("--").arg(dir).env_clear();
+                        mkdir.envs(a.login_env()).stdin(Stdio::null());
+                        a.creds.apply(&mut mkdir, None);
+                        let _ = mkdir.status();
+                    }
+                }
             }
             let names: Vec<String> = spec
                 .envs
@@ -379,7 +421,7 @@ pub fn launch(spec: &LaunchSpec) -> Result<Running, ExecError> {
                 .collect();
             cmd.arg(CONTAINER_WRAPPER)
                 .arg("gantry-job")
-                .arg(&exit_file)
+                .arg("-")
                 .arg(&container.runtime)
                 .args(container.run_args(image, spec, &names, &setup, &run));
         }
@@ -387,17 +429,40 @@ pub fn launch(spec: &LaunchSpec) -> Result<Running, ExecError> {
     cmd.stdin(Stdio::null())
         .stdout(out)
         .stderr(err)
-        .process_group(0)
-        .envs(&spec.envs)
+        .process_group(0);
+    if let (Some(a), None) = (owner, &spec.container) {
+        // A login's environment: nothing of the daemon's (its credentials, its tokens). A
+        // container's client keeps the agent's (it is the agent's runtime), and passes the
+        // container only the variables it names.
+        cmd.env_clear().envs(a.login_env());
+    }
+    cmd.envs(&spec.envs)
         // systemd's readiness socket is the daemon's, not its jobs'.
         .env_remove("NOTIFY_SOCKET")
         .envs(env);
-    if let Some(dir) = &spec.workdir {
-        cmd.current_dir(dir);
+    pass_as_fd3(&mut cmd, exit_file);
+    match (owner, &spec.container) {
+        // A container's client stays this process's (root's runtime); the container runs as
+        // the owner (`--user`, in `run_args`).
+        (Some(_), Some(_)) | (None, _) => {
+            if let Some(dir) = &spec.workdir {
+                cmd.current_dir(dir);
+            }
+        }
+        (Some(a), None) => a.creds.apply(&mut cmd, spec.workdir.as_deref()),
     }
-    let child = cmd
-        .spawn()
-        .map_err(|source| ExecError::Spawn { job, source })?;
+    let child = cmd.spawn().map_err(|source| match owner {
+        Some(a) => ExecError::SpawnAs {
+            job,
+            user: a.name.clone(),
+            workdir: spec
+                .workdir
+                .as_ref()
+                .map_or(String::new(), |d| format!(" in {}", d.display())),
+            source,
+        },
+        None => ExecError::Spawn { job, source },
+    })?;
     Ok(Running {
         job,
         pid: child.id(),
@@ -406,6 +471,29 @@ pub fn launch(spec: &LaunchSpec) -> Result<Running, ExecError> {
         started: Instant::now(),
         child,
     })
+}
+
+/// Gives the child `file` as descriptor 3 (and nothing of it elsewhere: the parent's copy
+/// closes on exec).
+fn pass_as_fd3(cmd: &mut Command, file: std::fs::File) {
+    use std::os::fd::AsRawFd;
+    let fd = file.as_raw_fd();
+    // SAFETY: dup2 is async-signal-safe; `file` is moved into the closure, so the descriptor
+    // stays open until the child has duplicated it (the closure lives as long as `cmd`).
+    unsafe {
+        cmd.pre_exec(move || {
+            let _keep = &file;
+            if fd == 3 {
+                // dup2 onto itself keeps close-on-exec set: clear it.
+                if libc::fcntl(3, libc::F_SETFD, 0) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            } else if libc::dup2(fd, 3) != 3 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
 }
 
 fn exit_of(status: std::process::ExitStatus) -> Exit {

@@ -6,6 +6,7 @@ pub mod exec;
 pub mod nvml;
 pub mod pool;
 pub mod runs;
+pub mod stage;
 
 /// This host: real processes, GPUs through NVML.
 pub const REGISTRATION: crate::backend::registry::Registration =

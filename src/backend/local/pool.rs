@@ -56,6 +56,10 @@ impl Runner for LocalPool {
         "local"
     }
 
+    fn on_daemon_host(&self) -> bool {
+        true
+    }
+
     fn address(&self, _host: usize) -> String {
         "127.0.0.1".to_string()
     }

@@ -39,6 +39,9 @@ pub struct LocalRun {
 pub struct LocalRuns {
     pub runs: BTreeMap<JobId, LocalRun>,
     pub log_dir: PathBuf,
+    /// Runs' copies in their owners' homes (`stage`): removed, as the owner, when the run is
+    /// forgotten.
+    staged: BTreeMap<JobId, (crate::unix_user::Account, PathBuf)>,
 }
 
 impl LocalRuns {
@@ -46,6 +49,7 @@ impl LocalRuns {
         LocalRuns {
             runs: BTreeMap::new(),
             log_dir,
+            staged: BTreeMap::new(),
         }
     }
 
@@ -57,6 +61,20 @@ impl LocalRuns {
                 Some((Container::of(runtime, l.job, &l.token), image.clone()))
             }
             _ => None,
+        };
+        let owner = owner_of(l)?;
+        // Someone else's run: what it reads of the agent's copies is copied to them first.
+        let staged_launch;
+        let l = match owner.as_ref().filter(|a| a.creds.switch_needed()) {
+            Some(a) => {
+                let mut copy = l.clone();
+                if let Some(dir) = super::stage::stage(a, &mut copy)? {
+                    self.staged.insert(l.job, (a.clone(), dir));
+                }
+                staged_launch = copy;
+                &staged_launch
+            }
+            None => l,
         };
         let running = exec::launch(&LaunchSpec {
             job: l.job,
@@ -74,6 +92,7 @@ impl LocalRuns {
                 Some(root) => vec![PathBuf::from(root)],
                 None => l.local_mounts.iter().map(PathBuf::from).collect(),
             },
+            owner,
         })
         .map_err(|e| e.to_string())?;
         let pgid = running.pid;
@@ -187,6 +206,13 @@ impl LocalRuns {
         }
     }
 
+    /// The run's end is recorded: its copy in its owner's home goes (as the owner).
+    pub fn forget(&mut self, id: JobId) {
+        if let Some((owner, dir)) = self.staged.remove(&id) {
+            super::stage::remove_as(&owner, &dir);
+        }
+    }
+
     /// The process groups of the jobs running here (to tell gantry's GPU processes from
     /// foreign ones).
     pub fn groups(&self) -> impl Iterator<Item = (JobId, u32)> + '_ {
@@ -236,4 +262,27 @@ pub fn kill_orphan(pgid: u32, job: JobId, token: Option<&str>) -> Orphan {
     } else {
         Orphan::Gone
     }
+}
+
+/// The account a run's processes are started as, where this process is root: its job's
+/// owner, who must have an account on this host. Root starts nothing for a job with no owner
+/// (a token issued for nobody): its processes would be root's. Not root: the run is this
+/// process's user's, whoever owns the job (`None`).
+pub fn owner_of(l: &crate::backend::Launch) -> Result<Option<crate::unix_user::Account>, String> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Ok(None);
+    }
+    let Some(name) = &l.owner else {
+        return Err(format!(
+            "job {} has no owner with a Unix account (submitted with a token made without --user), and this host's agent runs as root: it starts no process as root for a caller it cannot name (an operator makes tokens with `gantry token create --user NAME`)",
+            l.job
+        ));
+    };
+    crate::unix_user::account(name).map(Some).map_err(|why| {
+        format!(
+            "job {}'s owner: {why}, so it cannot run as them here",
+            l.job
+        )
+    })
 }

@@ -135,6 +135,8 @@ pub enum Request {
         role: Role,
         team: Option<String>,
         label: String,
+        /// The Unix account its jobs run as.
+        user: Option<String>,
         /// Seconds from now until it expires.
         expires_in: Option<f64>,
         reply: Reply<String>,

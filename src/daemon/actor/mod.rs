@@ -32,12 +32,7 @@ pub fn spawn(
             tokens.insert(
                 t.hash.clone(),
                 Grant {
-                    caller: Caller {
-                        role,
-                        team: t.team.clone(),
-                        name: format!("token {}", t.label),
-                        user: Some(t.label.clone()),
-                    },
+                    caller: Caller::of_token(&t, role),
                     expires_at: t.expires_at,
                 },
             );

@@ -92,10 +92,11 @@ impl Actor {
                 role,
                 team,
                 label,
+                user,
                 expires_in,
                 reply,
             } => {
-                let _ = reply.send(self.create_token(role, team, label, expires_in));
+                let _ = reply.send(self.create_token(role, team, label, user, expires_in));
             }
             Request::Tokens { reply } => {
                 let now = unix_now();
@@ -201,6 +202,7 @@ impl Actor {
         role: Role,
         team: Option<String>,
         label: String,
+        user: Option<String>,
         expires_in: Option<f64>,
     ) -> Result<String, ApiError> {
         if role == Role::Researcher && team.is_none() {
@@ -231,18 +233,14 @@ impl Actor {
             created_at: unix_now(),
             expires_at: expires_in.map(|s| unix_now() + s),
             revoked_at: None,
+            user,
         };
         self.state.add_token(&record).map_err(ApiError::from)?;
         if let Ok(mut t) = self.tokens.write() {
             t.insert(
-                record.hash,
+                record.hash.clone(),
                 Grant {
-                    caller: Caller {
-                        role,
-                        team,
-                        name: format!("token {label}"),
-                        user: Some(label.clone()),
-                    },
+                    caller: Caller::of_token(&record, role),
                     expires_at: record.expires_at,
                 },
             );

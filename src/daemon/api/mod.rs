@@ -192,6 +192,7 @@ async fn authenticate(
             .get::<super::server::SocketUser>()
             .map(|u| u.0.clone());
         Caller {
+            key: format!("socket {}", user.as_deref().unwrap_or("")),
             user,
             ..Caller::local_operator()
         }
@@ -254,7 +255,11 @@ async fn snapshot(State(api): State<Api>) -> Response {
     ok(&*published(&api).await.snapshot)
 }
 
-async fn jobs(State(api): State<Api>, RawQuery(raw): RawQuery) -> Result<Response, ApiError> {
+async fn jobs(
+    State(api): State<Api>,
+    Extension(caller): Extension<Caller>,
+    RawQuery(raw): RawQuery,
+) -> Result<Response, ApiError> {
     let q = query(raw)?;
     for key in q.keys() {
         if !["state", "team", "class", "user", "limit"].contains(&key.as_str()) {
@@ -284,9 +289,10 @@ async fn jobs(State(api): State<Api>, RawQuery(raw): RawQuery) -> Result<Respons
         }
     }
     let p = published(&api).await;
-    // Someone nobody knows is a mistake, said (not an empty list): not a user of this host,
-    // and no job of the daemon's is theirs.
-    if let Some(u) = q.get("user") {
+    // Someone nobody knows is a mistake, said to operators (not an empty list): not a user of
+    // this host, and no job of the daemon's is theirs. Only to operators: to anyone else the
+    // answer would say which accounts the daemon's host has.
+    if let Some(u) = q.get("user").filter(|_| caller.role == Role::Operator) {
         let known = p.snapshot.jobs.iter().any(|j| j.user.as_ref() == Some(u))
             || crate::daemon::auth::user_exists(u);
         if !known {

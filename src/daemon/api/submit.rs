@@ -13,7 +13,7 @@ pub(super) async fn submit(
     require(&caller, Role::Researcher, "submitting")?;
     let key = idempotency_key(&caller, &headers)?;
     let mut submission =
-        submission_of(&caller, query(raw)?, &body_bytes(&api, body).await?).await?;
+        submission_of(&api, &caller, query(raw)?, &body_bytes(&api, body).await?).await?;
     submission.idempotency_key = key;
     let id = api
         .handle
@@ -37,7 +37,7 @@ pub(super) async fn service_up(
     require(&caller, Role::Researcher, "serving")?;
     let q = query(raw)?;
     let (name, endpoint) = (q.get("name").cloned(), q.get("endpoint").cloned());
-    let submission = submission_of(&caller, q, &body_bytes(&api, body).await?).await?;
+    let submission = submission_of(&api, &caller, q, &body_bytes(&api, body).await?).await?;
     let up = crate::daemon::state::ServiceUp {
         submission,
         name,
@@ -80,7 +80,8 @@ pub(super) async fn preview(
     body: Body,
 ) -> Result<Response, ApiError> {
     require(&caller, Role::Researcher, "previewing a submission")?;
-    let submission = submission_of(&caller, query(raw)?, &body_bytes(&api, body).await?).await?;
+    let submission =
+        submission_of(&api, &caller, query(raw)?, &body_bytes(&api, body).await?).await?;
     let p = api
         .handle
         .call(|reply| Request::Preview { submission, reply })
@@ -121,6 +122,7 @@ const PARSED_IN_PLACE: usize = 2 << 10;
 /// blocking thread of the runtime when large), so a hostile document costs its own request
 /// and never the actor's time; one that does not parse is answered without reaching the actor.
 async fn submission_of(
+    api: &Api,
     caller: &Caller,
     q: std::collections::HashMap<String, String>,
     text: &[u8],
@@ -138,6 +140,7 @@ async fn submission_of(
             .map_err(|e| ApiError::new(500, "internal", format!("parsing the spec: {e}")))?
     }
     .map_err(|e| ApiError::from(crate::daemon::engine::EngineError::Spec(e)))?;
+    paths_are_the_callers(api, caller, &file, &parsed)?;
     Ok(Submission {
         file,
         text: text.to_vec(),
@@ -149,6 +152,7 @@ async fn submission_of(
         parsed: Some(parsed),
         idempotency_key: None,
         user: caller.user.clone(),
+        from_backend: false,
     })
 }
 
@@ -173,4 +177,56 @@ pub(super) async fn body_bytes(api: &Api, body: Body) -> Result<Bytes, ApiError>
             )
         }),
     }
+}
+
+/// The daemon opens no path on a caller's behalf: a `workdir` or local `file_mounts` source
+/// that names a path on the daemon's machine is refused at its field, unless the caller is the
+/// daemon's own user (who could read it anyway). Anyone else's files reach the daemon as
+/// bytes, packed by `gantry submit` as the user who runs it (`POST /v1/workdirs`), and a job
+/// may name only its own caller's kept copies (`upload_tag`): knowing the path of another
+/// team's upload reads nothing.
+fn paths_are_the_callers(
+    api: &Api,
+    caller: &Caller,
+    file: &str,
+    spec: &crate::spec::JobSpec,
+) -> Result<(), ApiError> {
+    if caller.user.is_some() && caller.user == crate::daemon::auth::this_user() {
+        return Ok(());
+    }
+    let kept = |path: &str| {
+        let Some(dir) = &api.workdirs else {
+            return false;
+        };
+        let Ok(rest) = std::path::Path::new(path).strip_prefix(&**dir) else {
+            return false;
+        };
+        let mut parts = rest.components();
+        let ours = parts.next().is_some_and(|c| {
+            c.as_os_str().to_str().is_some_and(|n| {
+                n.ends_with(&format!("-{}", super::super::uploads::upload_tag(caller)))
+            })
+        });
+        ours && parts.all(|c| matches!(c, std::path::Component::Normal(_)))
+    };
+    let refuse = |field: String, path: &str| {
+        ApiError::bad_request(format!(
+            "{file}: {field} `{}` names a path on the daemon's machine, which the daemon does not read for anyone but its own user: write it relative to where you submit (e.g. `workdir: .`), and `gantry submit` packs it as you and ships it",
+            path.escape_debug()
+        ))
+    };
+    if let Some(w) = spec.workdir.as_deref().filter(|w| !kept(w)) {
+        return Err(refuse("workdir".to_string(), w));
+    }
+    for m in &spec.file_mounts {
+        if let crate::spec::mounts::MountSource::Local(src) = &m.source {
+            if !kept(src) {
+                return Err(refuse(
+                    format!("file_mounts entry `{}`: source", m.dest.escape_debug()),
+                    src,
+                ));
+            }
+        }
+    }
+    Ok(())
 }

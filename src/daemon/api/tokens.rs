@@ -12,6 +12,9 @@ struct TokenBody {
     /// How long it is accepted: "90d", "12h", "1h30m" or seconds; forever when absent.
     #[serde(default)]
     expires_in: Option<String>,
+    /// The Unix account on the daemon's host its jobs run as.
+    #[serde(default)]
+    user: Option<String>,
 }
 
 pub(super) async fn token(
@@ -27,6 +30,15 @@ pub(super) async fn token(
         return Err(ApiError::bad_request(
             "label: at most 100 characters, no control characters",
         ));
+    }
+    if let Some(u) = &b.user {
+        // Refused here, not when its first job starts: a token for nobody runs nothing.
+        if !crate::daemon::auth::user_exists(u) {
+            return Err(ApiError::bad_request(format!(
+                "user `{}`: no Unix account of that name on the daemon's host; a token's user is who its jobs run as here (create the account, or leave --user out for a token that runs nothing on this host)",
+                u.escape_debug()
+            )));
+        }
     }
     let expires_in = match b.expires_in.as_deref() {
         None => None,
@@ -46,6 +58,7 @@ pub(super) async fn token(
             role,
             team: b.team,
             label,
+            user: b.user,
             expires_in,
             reply,
         })

@@ -24,6 +24,7 @@ impl Engine {
             parsed: None,
             idempotency_key: None,
             user: None,
+            from_backend: false,
         };
         self.submit_batch(&[one], now)
             .pop()

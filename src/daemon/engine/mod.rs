@@ -169,8 +169,12 @@ pub struct Submission {
     /// The client's `Idempotency-Key`, scoped to the caller: a retry with the same key and
     /// the same submission gets the job the first one made.
     pub idempotency_key: Option<String>,
-    /// Who submits it (the Unix user on the socket, a token's label over TCP).
+    /// Who submits it: the Unix account its processes run as (the peer on the socket, the
+    /// user a token was issued for over TCP); `None`: nobody.
     pub user: Option<String>,
+    /// Work a backend's own users handed gantry to place (a pod with `schedulerName:
+    /// gantry`): it runs there, started by that backend, never by this daemon on its host.
+    pub from_backend: bool,
 }
 
 impl Submission {

@@ -113,6 +113,10 @@ pub struct TokenRecord {
     pub expires_at: Option<f64>,
     /// When an operator revoked it (wall-clock Unix seconds).
     pub revoked_at: Option<f64>,
+    /// The Unix account its jobs run as where gantry starts processes on the daemon's host
+    /// (`gantry token create --user`); `None`: it names no one, and a root daemon runs nothing
+    /// on this host for it. Never the label, which is a note.
+    pub user: Option<String>,
 }
 
 impl TokenRecord {

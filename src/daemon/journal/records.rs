@@ -13,8 +13,8 @@ impl Store {
     pub fn add_token(&mut self, t: &TokenRecord) -> Result<(), JournalError> {
         self.conn
             .execute(
-                "INSERT INTO tokens (hash, role, team, label, created_at, expires_at, revoked_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-                params![t.hash, t.role, t.team, t.label, t.created_at, t.expires_at, t.revoked_at],
+                "INSERT INTO tokens (hash, role, team, label, created_at, expires_at, revoked_at, user) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                params![t.hash, t.role, t.team, t.label, t.created_at, t.expires_at, t.revoked_at, t.user],
             )
             .map_err(self.sql())?;
         Ok(())
@@ -23,7 +23,7 @@ impl Store {
     pub fn tokens(&self) -> Result<Vec<TokenRecord>, JournalError> {
         let mut q = self
             .conn
-            .prepare("SELECT hash, role, team, label, created_at, expires_at, revoked_at FROM tokens ORDER BY created_at")
+            .prepare("SELECT hash, role, team, label, created_at, expires_at, revoked_at, user FROM tokens ORDER BY created_at")
             .map_err(self.sql())?;
         let rows = q
             .query_map([], |r| {
@@ -35,6 +35,7 @@ impl Store {
                     created_at: r.get(4)?,
                     expires_at: r.get(5)?,
                     revoked_at: r.get(6)?,
+                    user: r.get(7)?,
                 })
             })
             .map_err(self.sql())?;

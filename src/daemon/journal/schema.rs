@@ -107,4 +107,7 @@ pub(super) const MIGRATIONS: &[&str] = &[
         version INTEGER NOT NULL,
         ondemand INTEGER NOT NULL DEFAULT 0
     );",
+    // 16: the Unix account a token's jobs run as (`gantry token create --user`): until now a
+    // token's label stood for its user, so a token labelled `root` was taken for root
+    "ALTER TABLE tokens ADD COLUMN user TEXT;",
 ];

@@ -92,11 +92,7 @@ impl State {
         let command = self.hosts.runners[pool]
             .enter(host, id, tty, argv)
             .map_err(|why| conflict(format!("job {id} on {node}: {why}")))?;
-        let what = if argv.is_empty() {
-            "a shell".to_string()
-        } else {
-            format!("`{}`", crate::untrusted::bounded(&argv.join(" "), 120))
-        };
+        let what = exec_said(argv);
         let who = match &caller.user {
             Some(u) => format!("{u} ({})", caller.name),
             None => caller.name.clone(),
@@ -112,5 +108,38 @@ impl State {
             node,
             command,
         })
+    }
+}
+
+/// What the event log says a session ran: the program and how many arguments it had, never
+/// the arguments. Events are every viewer's and every team's to read, and a command line
+/// carries tokens as often as not (`huggingface-cli login --token hf_…`).
+fn exec_said(argv: &[String]) -> String {
+    let Some((program, args)) = argv.split_first() else {
+        return "a shell".to_string();
+    };
+    // The program's own name: a path can name a user's private directory.
+    let name = program.rsplit('/').next().unwrap_or(program);
+    let name = crate::untrusted::bounded(name, 40);
+    match args.len() {
+        0 => format!("`{name}`"),
+        1 => format!("`{name}` (1 argument, not recorded)"),
+        n => format!("`{name}` ({n} arguments, not recorded)"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn an_exec_event_names_the_program_never_its_arguments() {
+        let argv = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let said = super::exec_said(&argv(&["huggingface-cli", "login", "--token", "hf_secret"]));
+        assert_eq!(said, "`huggingface-cli` (3 arguments, not recorded)");
+        assert!(!super::exec_said(&argv(&["/home/a/bin/x", "hf_secret"])).contains("hf_"));
+        assert_eq!(
+            super::exec_said(&argv(&["/usr/bin/nvidia-smi"])),
+            "`nvidia-smi`"
+        );
+        assert_eq!(super::exec_said(&[]), "a shell");
     }
 }

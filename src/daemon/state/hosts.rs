@@ -201,6 +201,7 @@ impl State {
         };
         let spec = j.spec.clone();
         let name = j.name.clone();
+        let owner = j.user.clone();
         let real = p.nodes.iter().any(|g| self.is_real_host(g.node.index()));
         // A GPU job on a host whose NVML has not answered yet waits (see `observe_node`).
         let waiting = p.nodes.iter().find(|g| {
@@ -233,7 +234,7 @@ impl State {
             if real && spec.run.is_none() {
                 return Err("the spec has no `run` command to start".to_string());
             }
-            super::launch::launch_of(id, name, &spec).map(|l| (l, gpus))
+            super::launch::launch_of(id, name, owner, &spec).map(|l| (l, gpus))
         });
         let (launch, gpus) = match launch {
             Ok(l) => l,

@@ -55,6 +55,7 @@ impl State {
 pub(super) fn launch_of(
     id: JobId,
     name: Option<String>,
+    owner: Option<String>,
     spec: &crate::spec::JobSpec,
 ) -> Result<crate::backend::Launch, String> {
     let token = crate::daemon::auth::new_token().map_err(|e| {
@@ -98,6 +99,7 @@ pub(super) fn launch_of(
         runtime: None,
         adopt: spec.adopt.clone(),
         gang: crate::backend::Gang::default(),
+        owner,
     })
 }
 

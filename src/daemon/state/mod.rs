@@ -91,6 +91,8 @@ pub struct StateOptions {
     /// No client reads this state (a what-if run): a cycle decides and acts as ever, but
     /// builds no snapshot and samples no GPU history — what only views read.
     pub headless: bool,
+    /// The daemon's own listening ports (API, metrics): never a service's endpoint.
+    pub reserved_ports: Vec<u16>,
 }
 
 impl Default for StateOptions {
@@ -109,6 +111,7 @@ impl Default for StateOptions {
             wake: crate::backend::Wake::default(),
             work: None,
             headless: false,
+            reserved_ports: Vec::new(),
         }
     }
 }
@@ -424,6 +427,33 @@ impl State {
 
     /// Admits submissions with one commit; each gets its own answer.
     pub fn submit(&mut self, batch: &[Submission]) -> Vec<Result<JobId, EngineError>> {
+        // A root daemon starts nothing on its own host for a caller it cannot name: its
+        // processes would be root's. Said at submit, with what to do.
+        // SAFETY: geteuid has no preconditions.
+        let root = unsafe { libc::geteuid() } == 0;
+        let nameless = |s: &Submission| s.user.is_none() && !s.from_backend;
+        if root
+            && batch.iter().any(nameless)
+            && self.hosts.runners.iter().any(|r| r.on_daemon_host())
+        {
+            let (nameless, named): (Vec<_>, Vec<_>) =
+                batch.iter().enumerate().partition(|(_, s)| nameless(s));
+            let named_batch: Vec<Submission> = named.iter().map(|(_, s)| (*s).clone()).collect();
+            let mut admitted = self.submit(&named_batch).into_iter();
+            let mut out: Vec<Result<JobId, EngineError>> = Vec::with_capacity(batch.len());
+            let nameless: std::collections::HashSet<usize> =
+                nameless.into_iter().map(|(i, _)| i).collect();
+            for i in 0..batch.len() {
+                out.push(if nameless.contains(&i) {
+                    Err(EngineError::Forbidden(
+                        "this caller names no Unix user (a token made without --user), and this daemon runs as root with a pool on its own host, where a job's processes run as its owner: it starts nothing as root for a caller it cannot name. Ask an operator for a token made with `gantry token create --user NAME`".to_string(),
+                    ))
+                } else {
+                    admitted.next().unwrap_or(Err(EngineError::NoJob(0)))
+                });
+            }
+            return out;
+        }
         let out = self.engine.submit_batch(batch, self.now);
         let replayed = self.engine.replayed().to_vec();
         for (r, s) in out.iter().zip(batch) {

@@ -32,6 +32,7 @@ impl State {
                 text: w.spec.clone().into_bytes(),
                 team: Some(w.team.clone()),
                 priority: w.priority.clone(),
+                from_backend: true,
                 ..Default::default()
             });
         }

@@ -11,10 +11,9 @@ use crate::scheduler::autoscale::Autoscaler;
 use crate::spec::service::ServiceSpec;
 use std::collections::{BTreeMap, HashMap};
 
+mod endpoints;
 mod replicas;
 
-/// The first port services' endpoints are given (SkyServe's load balancers start here too).
-pub const ENDPOINT_PORTS: std::ops::RangeInclusive<u16> = 30001..=30999;
 /// How long a retiring replica stays up at least: the endpoint sees it leave the rotation
 /// within a beat (250 ms) and a report (1 s).
 const DRAIN_BEAT_S: f64 = 1.5;
@@ -309,26 +308,16 @@ impl State {
         }
         let endpoint = match (existing, &up.endpoint) {
             (Some(e), _) => e.record.endpoint.clone(),
-            (None, Some(a)) => {
-                let addr: std::net::SocketAddr = a.parse().map_err(|_| {
-                    ApiError::bad_request(format!(
-                        "endpoint `{a}`: give an address and port (`0.0.0.0:8000`)"
-                    ))
-                })?;
-                if self.services.list.values().any(|o| o.record.endpoint == *a) {
-                    return Err(ApiError::new(
-                        409,
-                        "conflict",
-                        format!("endpoint {a} serves another service"),
-                    ));
-                }
-                addr.to_string()
-            }
+            (None, Some(a)) => self.allowed_endpoint(a, caller)?,
             (None, None) => self.free_endpoint().ok_or_else(|| {
                 ApiError::new(
                     409,
                     "conflict",
-                    "no free endpoint port from 30001 to 30999: give one (`--endpoint ADDR:PORT`)",
+                    format!(
+                        "no free endpoint port in [services] ports ({}) on {}: give one (`--endpoint ADDR:PORT`), or an operator widens the range",
+                        self.opened.cfg.services.ports,
+                        self.opened.cfg.services.addresses.join(", ")
+                    ),
                 )
             })?,
         };
@@ -359,6 +348,7 @@ impl State {
             parsed: None,
             idempotency_key: None,
             user: s.user.clone(),
+            from_backend: false,
         };
         self.preview(&probe)?;
         self.engine

@@ -262,6 +262,7 @@ impl State {
             parsed: None,
             idempotency_key: None,
             user: e.record.user.clone(),
+            from_backend: false,
         };
         let version = e.record.version;
         let id = self
@@ -288,15 +289,24 @@ impl State {
     }
 
     pub(super) fn free_endpoint(&self) -> Option<String> {
-        let taken: std::collections::HashSet<&str> = self
+        let taken: Vec<std::net::SocketAddr> = self
             .services
             .list
             .values()
-            .map(|e| e.record.endpoint.as_str())
+            .filter_map(|e| e.record.endpoint.parse().ok())
             .collect();
-        ENDPOINT_PORTS
-            .map(|p| format!("127.0.0.1:{p}"))
-            .find(|a| !taken.contains(a.as_str()) && std::net::TcpListener::bind(a).is_ok())
+        let policy = &self.opened.cfg.services;
+        let ip = *policy.ips().first()?;
+        let reserved = &self.opened.opts.reserved_ports;
+        policy
+            .port_range()?
+            .filter(|p| !reserved.contains(p))
+            .map(|p| std::net::SocketAddr::new(ip, p))
+            .find(|a| {
+                !taken.iter().any(|t| super::endpoints::overlaps(*t, *a))
+                    && std::net::TcpListener::bind(a).is_ok()
+            })
+            .map(|a| a.to_string())
     }
 
     /// A port no live replica of any service has, and free on this host (where replicas of a

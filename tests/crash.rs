@@ -441,3 +441,95 @@ fn steady(name: &str, tail: &str) -> Steady {
         d,
     }
 }
+
+/// A reload never rewrites a job's history: the fleet file edited once a second under a
+/// running job, every event the job had keeps its time, and its bill keeps every second it
+/// ran. (A reload used to resume the daemon's clock from the last one it had journaled, up to
+/// a minute back, and pin that moment to the wall clock: a job started in that minute read as
+/// submitted and started at the reload, and its bill lost the seconds before it.)
+#[test]
+fn a_reload_never_rewrites_a_jobs_history_or_its_bill() {
+    let dir = gantry_testkit::scratch::scratch("restamp");
+    let out = Command::new(env!("CARGO_BIN_EXE_gantry"))
+        .args(["fleet", "--print-local"])
+        .output()
+        .unwrap()
+        .stdout;
+    // A dollar a second for the host, so the bill counts seconds.
+    let fleet: String = String::from_utf8(out)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            if l.starts_with("price_per_hour") {
+                "price_per_hour = 3600.0".to_string()
+            } else {
+                l.to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(fleet.contains("price_per_hour = 3600.0"), "{fleet}");
+    std::fs::write(dir.join("fleet.toml"), &fleet).unwrap();
+    std::fs::write(
+        dir.join("job.yaml"),
+        "name: billed\nresources:\n  cpus: 1\n  memory: 1\nrun: sleep 300\n",
+    )
+    .unwrap();
+    let sock = dir.join("sock");
+    let mut d = daemon(&dir);
+    let job = || -> serde_json::Value {
+        serde_json::from_str(&cli(&sock, &["job", "1", "-o", "json"])).unwrap()
+    };
+    let submitted = cli(&sock, &["submit", dir.join("job.yaml").to_str().unwrap()]);
+    assert!(submitted.contains("submitted job 1"), "{submitted}");
+    let started = std::time::Instant::now();
+    wait_for("the job to run", || job()["state"] == "running");
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    let before = job();
+    let times = |j: &serde_json::Value| -> Vec<(String, String)> {
+        j["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| {
+                let s = |k: &str| e[k].as_str().unwrap_or_default().to_string();
+                (s("kind"), s("time"))
+            })
+            .collect()
+    };
+    let history = times(&before);
+    assert!(history.len() >= 2, "{before}");
+    for i in 0..4 {
+        std::fs::write(
+            dir.join("fleet.toml"),
+            format!("{fleet}\n[[teams]]\nname = \"t{i}\"\n"),
+        )
+        .unwrap();
+        wait_for("the edit to be applied", || {
+            cli(&sock, &["events", "--limit", "50"]).contains(&format!("team `t{i}` added"))
+        });
+        std::thread::sleep(std::time::Duration::from_secs(1));
+    }
+    let after = job();
+    let ran = started.elapsed().as_secs_f64();
+    assert_eq!(
+        times(&after)[..history.len()],
+        history[..],
+        "{before}\n{after}"
+    );
+    for k in ["submitted", "started"] {
+        assert_eq!(after[k], before[k], "{k}: {before}\n{after}");
+    }
+    // Every second it ran is billed (a second or two of the daemon's steps aside), at its
+    // share of the host's price.
+    let per_s = after["dollars_per_hour"].as_f64().unwrap() / 3600.0;
+    let billed = after["cost_usd"].as_f64().unwrap() / per_s;
+    assert!(
+        billed >= ran - 3.0 && billed <= ran + 1.0,
+        "billed {billed:.1} s of {ran:.1} s: {after}"
+    );
+    cli(&sock, &["cancel", "1"]);
+    d.kill().unwrap();
+    d.wait().unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -77,7 +77,13 @@ impl Drop for Cleanup<'_> {
 
 fn fleet(dir: &Path) -> String {
     let f = dir.join("fleet.toml");
-    std::fs::write(&f, daemon::LOCAL_FLEET).unwrap();
+    // The endpoints are free ports the tests find (any from 1024 up), not [services]' default
+    // range, where two test processes could meet.
+    let text = format!(
+        "{}\n[services]\nports = \"1024-65535\"\n",
+        daemon::LOCAL_FLEET
+    );
+    std::fs::write(&f, text).unwrap();
     f.display().to_string()
 }
 
@@ -414,6 +420,9 @@ fn a_serving_replica_on_a_full_host_preempts_training_which_resumes_from_its_che
     std::fs::write(
         &f,
         r#"
+[services]
+ports = "1024-65535"
+
 [[teams]]
 name = "a"
 guaranteed = 1

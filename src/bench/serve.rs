@@ -234,8 +234,10 @@ fn operator() -> crate::daemon::auth::Caller {
 
 /// 2. The scale-up reaction, on a daemon in this process.
 fn reaction(dir: &Path) -> Result<Reaction, String> {
-    let fleet =
+    let mut fleet =
         crate::config::fleet::parse("bench.toml", super::local::HOST).map_err(|e| e.to_string())?;
+    // The endpoint is a free port the bench found, wherever it is.
+    fleet.services.ports = "1024-65535".to_string();
     let opts = StateOptions {
         seed: 1,
         demo_workload: false,

@@ -230,6 +230,7 @@ impl Actor {
             clock,
             cycle_seconds,
             queued,
+            last_step,
             ..
         } = self;
         let state = open(state)?;
@@ -239,7 +240,9 @@ impl Actor {
             state,
             tokens,
             clock,
-            last_step: Instant::now(),
+            // The clock goes on from its last step: the time the reopening took is the
+            // daemon's too (a run's bill counts it).
+            last_step,
             dirty: true,
             last_cycle: Instant::now(),
             cycle_cost: Duration::ZERO,

@@ -416,10 +416,18 @@ impl State {
     /// again over `cfg` and `opts` — or, where that fails, over what it was opened with, with
     /// why the new one did not open. The error: not even the old one opens.
     fn reopen_over(
-        self,
+        mut self,
         cfg: &FleetConfig,
         opts: &StateOptions,
     ) -> Result<(State, Option<EngineError>), EngineError> {
+        // The clock goes on from where it is: the state opened again resumes from the last
+        // moment the journal has, which is otherwise up to a minute back (the clock is saved
+        // once a minute), and pins that moment to the wall clock — every event and run start
+        // of that minute would read as happening at the reload, and its bill would lose them.
+        // Nor has the daemon stopped: its calendar goes on too, with no new start pinned (the
+        // wall clock of the saved moment is the one the calendar already gives it).
+        self.engine.store().save_clock(self.now)?;
+        let wall = Some(self.calendar.unix(self.now));
         let Opened {
             db,
             opts: old_opts,
@@ -427,9 +435,19 @@ impl State {
         } = &self.opened;
         let (db, old_opts, old_cfg) = (db.clone(), old_opts.clone(), old_cfg.clone());
         drop(self);
-        match State::open(&db, cfg, opts) {
+        let live = |o: &StateOptions| StateOptions {
+            wall_clock: o.wall_clock.or(wall),
+            ..o.clone()
+        };
+        let opened = |cfg: &FleetConfig, o: &StateOptions| {
+            State::open(&db, cfg, &live(o)).map(|mut s| {
+                s.opened.opts.wall_clock = o.wall_clock;
+                s
+            })
+        };
+        match opened(cfg, opts) {
             Ok(s) => Ok((s, None)),
-            Err(e) => Ok((State::open(&db, &old_cfg, &old_opts)?, Some(e))),
+            Err(e) => Ok((opened(&old_cfg, &old_opts)?, Some(e))),
         }
     }
 

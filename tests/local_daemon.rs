@@ -1221,3 +1221,43 @@ fn a_hosts_cpus_memory_and_disk_are_measured_and_shown_with_its_jobs() {
     s.act(id, Action::Cancel, "test").unwrap();
     until(&mut s, |s| state(s, id).is_final());
 }
+
+/// A restart's backoff is journaled with its hold: a daemon restarted while it runs (again
+/// and again, as a crash loop would) releases the job when the backoff is over, not at once.
+#[test]
+fn a_restarts_backoff_outlives_restarts_of_the_daemon() {
+    let d = dir("backoff");
+    let mut s = open(&d);
+    let id = submit_file(
+        &mut s,
+        "crash.yaml",
+        "name: crash\nresources:\n  cpus: 1\n  memory: 1\n  job_recovery:\n    max_restarts_on_errors: 3\nrun: exit 3\n".into(),
+    );
+    s.tick().unwrap();
+    until(&mut s, |s| state(s, id) == JobState::Held);
+    assert_eq!(state(&s, id), JobState::Held, "held for its 5 s backoff");
+    let held = Instant::now();
+    drop(s);
+    for _ in 0..4 {
+        let mut s = open(&d);
+        for _ in 0..10 {
+            std::thread::sleep(Duration::from_millis(30));
+            s.advance(0.03).unwrap();
+        }
+        if held.elapsed() < Duration::from_secs(4) {
+            assert_eq!(state(&s, id), JobState::Held, "released by a restart");
+        }
+    }
+    let mut s = open(&d);
+    until(&mut s, |s| state(s, id) != JobState::Held);
+    assert_ne!(
+        state(&s, id),
+        JobState::Held,
+        "released once its backoff was over"
+    );
+    assert!(
+        held.elapsed() >= Duration::from_millis(4_500),
+        "released {:?} after its hold",
+        held.elapsed()
+    );
+}

@@ -64,7 +64,8 @@ pub struct FleetConfig {
     /// The time zone of budget months and dates.
     #[serde(default)]
     pub calendar: super::calendar::CalendarSettings,
-    /// Limits of one user (who submitted: the Unix user, a token's label), over all their
+    /// Limits of one user (who submitted: the Unix user, the account a token was issued
+    /// for), over all their
     /// running jobs whatever the team; they override the teams' `*_per_user` defaults.
     #[serde(default)]
     pub users: Vec<UserConfig>,

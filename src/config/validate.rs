@@ -419,7 +419,7 @@ fn validate_users(
             return Err(at(
                 "users",
                 i,
-                "users: name is empty; give the user's name (the Unix user, or a token's label)"
+                "users: name is empty; give the user's name (the Unix account: the socket's user, or a token's --user)"
                     .to_string(),
             ));
         }

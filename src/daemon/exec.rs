@@ -26,6 +26,51 @@ const START_WAIT: std::time::Duration = std::time::Duration::from_secs(20);
 /// The most bytes of words a command may have.
 const MAX_ARGV_BYTES: usize = 64 << 10;
 
+/// Sessions open at once: per caller, and in all. Each holds a process, a terminal or three
+/// pipes and a connection for as long as it lasts, outside the listeners' connection caps
+/// (the connection was upgraded away from them), so they are counted here, apart.
+const SESSIONS_PER_CALLER: usize = 8;
+const SESSIONS: usize = 64;
+
+/// The sessions open now, per caller (`Caller::scope`).
+static OPEN: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+/// A session's place among the open ones, given back when it ends.
+struct Seat(String);
+
+impl Seat {
+    fn take(caller: &Caller) -> Result<Seat, ApiError> {
+        let who = caller.scope();
+        let mut open = OPEN.lock().unwrap_or_else(|p| p.into_inner());
+        let mine = open.iter().filter(|c| **c == who).count();
+        if mine >= SESSIONS_PER_CALLER {
+            return Err(ApiError::new(
+                429,
+                "too-many-sessions",
+                format!("{mine} sessions of yours are open, the most one caller may hold: close one (exit its shell) and try again"),
+            ));
+        }
+        if open.len() >= SESSIONS {
+            return Err(ApiError::new(
+                429,
+                "too-many-sessions",
+                format!("{} sessions are open on this daemon, the most it holds: try again when one ends", open.len()),
+            ));
+        }
+        open.push(who.clone());
+        Ok(Seat(who))
+    }
+}
+
+impl Drop for Seat {
+    fn drop(&mut self) {
+        let mut open = OPEN.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(i) = open.iter().position(|c| *c == self.0) {
+            open.swap_remove(i);
+        }
+    }
+}
+
 pub(super) async fn exec(
     State(api): State<Api>,
     Extension(caller): Extension<Caller>,
@@ -35,6 +80,8 @@ pub(super) async fn exec(
 ) -> Result<Response, ApiError> {
     let id = job_id(&id)?;
     let q = query(raw)?;
+    // Counted from here: a session waiting for its node to start holds a seat too.
+    let seat = Seat::take(&caller)?;
     let rank = match q.get("node") {
         None => None,
         Some(k) => Some(k.parse::<usize>().map_err(|_| {
@@ -112,6 +159,7 @@ pub(super) async fn exec(
     })?;
     let on_upgrade = hyper::upgrade::on(&mut req);
     tokio::spawn(async move {
+        let _seat = seat;
         match on_upgrade.await {
             Ok(io) => relay(hyper_util::rt::TokioIo::new(io), &mut child).await,
             Err(_) => child.hang_up(),
@@ -433,5 +481,31 @@ fn winsize(rows: u16, cols: u16) -> libc::winsize {
         ws_col: cols,
         ws_xpixel: 0,
         ws_ypixel: 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sessions_are_capped_per_caller_and_a_seat_comes_back_when_one_ends() {
+        let caller = |key: &str| Caller {
+            key: key.to_string(),
+            ..Caller::local_operator()
+        };
+        let (a, b) = (caller("seat-test-a"), caller("seat-test-b"));
+        let mut held: Vec<Seat> = (0..SESSIONS_PER_CALLER)
+            .map(|_| Seat::take(&a).unwrap())
+            .collect();
+        let refused = Seat::take(&a).err().unwrap();
+        assert_eq!((refused.status, refused.code), (429, "too-many-sessions"));
+        // Another caller is not held up by the first one's.
+        let other = Seat::take(&b).unwrap();
+        held.pop();
+        let again = Seat::take(&a).unwrap();
+        drop((held, other, again));
+        let open = OPEN.lock().unwrap();
+        assert!(!open.iter().any(|c| c.contains("seat-test")), "{open:?}");
     }
 }

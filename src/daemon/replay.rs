@@ -20,10 +20,16 @@ use tokio::sync::watch;
 
 /// How long an answer is kept: far longer than a client's one retry takes.
 const KEPT: Duration = Duration::from_secs(600);
-/// The most answers kept at once (the oldest go first): a few MiB at most.
+/// The most answers kept at once (the oldest go first).
 const MOST: usize = 10_000;
 /// The largest answer kept; a larger one is served but not kept (changes answer in bytes).
 const LARGEST: usize = 64 << 10;
+/// The bytes all kept answers may hold together (keys and bodies), and one caller's share:
+/// past its share a caller's own oldest answers go, never another's; past the whole, the
+/// oldest of anyone's. Counted in bytes, not entries: what any caller can make the daemon
+/// hold is bounded whatever the size of each answer.
+const BUDGET: usize = 32 << 20;
+const PER_CALLER: usize = 4 << 20;
 /// The header that says an answer is the kept one.
 pub const REPLAYED: &str = "idempotent-replayed";
 
@@ -62,8 +68,50 @@ pub struct Replays {
 #[derive(Default)]
 struct Inner {
     entries: HashMap<String, Entry>,
-    /// Keys by when they were first seen, oldest first.
-    order: VecDeque<(Instant, String)>,
+    /// Keys by when they were first seen, oldest first, with their caller.
+    order: VecDeque<(Instant, String, String)>,
+    /// Bytes held per kept key (its key and its answer), per caller and in all.
+    sizes: HashMap<String, usize>,
+    by_caller: HashMap<String, usize>,
+    bytes: usize,
+}
+
+impl Inner {
+    fn forget(&mut self, key: &str, caller: &str) {
+        self.entries.remove(key);
+        if let Some(n) = self.sizes.remove(key) {
+            self.bytes -= n;
+            if let Some(c) = self.by_caller.get_mut(caller) {
+                *c -= n;
+                if *c == 0 {
+                    self.by_caller.remove(caller);
+                }
+            }
+        }
+    }
+
+    /// Makes room for `n` more bytes of `caller`'s: its own oldest first while it is over its
+    /// share, then anyone's oldest while all are over the budget.
+    fn room(&mut self, caller: &str, n: usize) {
+        while self.by_caller.get(caller).copied().unwrap_or(0) + n > PER_CALLER {
+            let Some(i) = self
+                .order
+                .iter()
+                .position(|(_, k, c)| c == caller && self.sizes.contains_key(k))
+            else {
+                break;
+            };
+            if let Some((_, k, c)) = self.order.remove(i) {
+                self.forget(&k, &c);
+            }
+        }
+        while self.bytes + n > BUDGET {
+            let Some((_, k, c)) = self.order.pop_front() else {
+                break;
+            };
+            self.forget(&k, &c);
+        }
+    }
 }
 
 enum Claim {
@@ -73,15 +121,16 @@ enum Claim {
 }
 
 impl Replays {
-    fn claim(&self, key: &str, now: Instant) -> Claim {
+    fn claim(&self, caller: &str, key: &str, now: Instant) -> Claim {
         let mut g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
         let inner = &mut *g;
-        while let Some((at, k)) = inner.order.front() {
+        while let Some((at, _, _)) = inner.order.front() {
             if now.duration_since(*at) < KEPT && inner.order.len() < MOST {
                 break;
             }
-            inner.entries.remove(k);
-            inner.order.pop_front();
+            if let Some((_, k, c)) = inner.order.pop_front() {
+                inner.forget(&k, &c);
+            }
         }
         match inner.entries.get(key) {
             Some(Entry::Done(k)) => return Claim::Done(k.clone()),
@@ -95,17 +144,32 @@ impl Replays {
             .insert(key.to_string(), Entry::Pending(rx))
             .is_none()
         {
-            inner.order.push_back((now, key.to_string()));
+            inner
+                .order
+                .push_back((now, key.to_string(), caller.to_string()));
         }
         Claim::Mine(tx)
     }
 
-    fn answered(&self, key: &str, kept: Option<Kept>) {
+    fn answered(&self, caller: &str, key: &str, kept: Option<Kept>) {
         let mut g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
         match kept {
-            Some(k) => g.entries.insert(key.to_string(), Entry::Done(k)),
-            None => g.entries.remove(key),
+            Some(k) => {
+                let n = key.len() + k.body.len();
+                g.room(caller, n);
+                g.entries.insert(key.to_string(), Entry::Done(k));
+                g.sizes.insert(key.to_string(), n);
+                *g.by_caller.entry(caller.to_string()).or_default() += n;
+                g.bytes += n;
+            }
+            None => g.forget(key, caller),
         };
+    }
+
+    /// The bytes kept answers hold now.
+    #[cfg(test)]
+    fn bytes(&self) -> usize {
+        self.inner.lock().map_or(0, |g| g.bytes)
     }
 }
 
@@ -131,9 +195,14 @@ pub async fn remember(
         .get::<Caller>()
         .map(Caller::scope)
         .unwrap_or_default();
-    let scoped = format!("{who}|{} {}|{key}", req.method(), req.uri());
+    // The URI by its digest: a key's size is bounded whatever the request's.
+    let uri = {
+        use sha2::Digest;
+        crate::random::hex(&sha2::Sha256::digest(req.uri().to_string().as_bytes())[..16])
+    };
+    let scoped = format!("{who}|{} {uri}|{key}", req.method());
     loop {
-        match replays.claim(&scoped, Instant::now()) {
+        match replays.claim(&who, &scoped, Instant::now()) {
             Claim::Done(kept) => return kept.response(),
             Claim::Wait(mut rx) => {
                 if let Ok(kept) = rx.wait_for(Option::is_some).await {
@@ -147,7 +216,7 @@ pub async fn remember(
                 let answer = next.run(req).await;
                 let (parts, body) = answer.into_parts();
                 let Ok(bytes) = to_bytes(body, LARGEST).await else {
-                    replays.answered(&scoped, None);
+                    replays.answered(&who, &scoped, None);
                     return (
                         StatusCode::INTERNAL_SERVER_ERROR,
                         "the answer was larger than a change's answer may be",
@@ -159,7 +228,7 @@ pub async fn remember(
                     content_type: parts.headers.get(axum::http::header::CONTENT_TYPE).cloned(),
                     body: bytes.clone(),
                 };
-                replays.answered(&scoped, Some(kept.clone()));
+                replays.answered(&who, &scoped, Some(kept.clone()));
                 let _ = tx.send(Some(kept));
                 return Response::from_parts(parts, Body::from(bytes));
             }
@@ -183,18 +252,21 @@ mod tests {
     fn a_key_is_answered_once_then_replayed_until_it_expires() {
         let r = Replays::default();
         let t = Instant::now();
-        let Claim::Mine(_tx) = r.claim("k", t) else {
+        let Claim::Mine(_tx) = r.claim("c", "k", t) else {
             panic!("the first claim answers")
         };
-        assert!(matches!(r.claim("k", t), Claim::Wait(_)), "a second waits");
-        r.answered("k", Some(kept("one")));
-        let Claim::Done(k) = r.claim("k", t + Duration::from_secs(1)) else {
+        assert!(
+            matches!(r.claim("c", "k", t), Claim::Wait(_)),
+            "a second waits"
+        );
+        r.answered("c", "k", Some(kept("one")));
+        let Claim::Done(k) = r.claim("c", "k", t + Duration::from_secs(1)) else {
             panic!("then it is replayed")
         };
         assert_eq!(k.body, "one");
         assert!(
             matches!(
-                r.claim("k", t + KEPT + Duration::from_secs(1)),
+                r.claim("c", "k", t + KEPT + Duration::from_secs(1)),
                 Claim::Mine(_)
             ),
             "and forgotten after KEPT"
@@ -205,11 +277,11 @@ mod tests {
     fn an_unanswered_claim_is_taken_again() {
         let r = Replays::default();
         let t = Instant::now();
-        let Claim::Mine(tx) = r.claim("k", t) else {
+        let Claim::Mine(tx) = r.claim("c", "k", t) else {
             panic!()
         };
         drop(tx);
-        assert!(matches!(r.claim("k", t), Claim::Mine(_)));
+        assert!(matches!(r.claim("c", "k", t), Claim::Mine(_)));
     }
 
     #[test]
@@ -218,12 +290,49 @@ mod tests {
         let t = Instant::now();
         for i in 0..MOST + 5 {
             let key = i.to_string();
-            let _ = r.claim(&key, t);
-            r.answered(&key, Some(kept("x")));
+            let _ = r.claim("c", &key, t);
+            r.answered("c", &key, Some(kept("x")));
         }
-        let _ = r.claim("last", t);
+        let _ = r.claim("c", "last", t);
         let g = r.inner.lock().unwrap();
         assert!(g.entries.len() <= MOST + 1, "{}", g.entries.len());
         assert!(!g.entries.contains_key("0"), "the oldest went");
+    }
+
+    #[test]
+    fn what_is_kept_is_bounded_in_bytes_per_caller_and_in_all() {
+        let r = Replays::default();
+        let t = Instant::now();
+        let big = Bytes::from(vec![b'x'; LARGEST]);
+        let answer = |body: &Bytes| Kept {
+            status: StatusCode::OK,
+            content_type: None,
+            body: body.clone(),
+        };
+        // One caller sending answers the size of the largest kept: its share, no more.
+        for i in 0..1_000 {
+            let key = format!("a{i}");
+            let _ = r.claim("greedy", &key, t);
+            r.answered("greedy", &key, Some(answer(&big)));
+        }
+        assert!(r.bytes() <= PER_CALLER, "{}", r.bytes());
+        // Another caller's answer is not what the first one's make room with.
+        let _ = r.claim("other", "mine", t);
+        r.answered("other", "mine", Some(kept("ok")));
+        for i in 1_000..1_100 {
+            let key = format!("a{i}");
+            let _ = r.claim("greedy", &key, t);
+            r.answered("greedy", &key, Some(answer(&big)));
+        }
+        assert!(matches!(r.claim("other", "mine", t), Claim::Done(_)));
+        // Many callers together: the whole budget.
+        for c in 0..40 {
+            for i in 0..80 {
+                let (caller, key) = (format!("c{c}"), format!("c{c}-{i}"));
+                let _ = r.claim(&caller, &key, t);
+                r.answered(&caller, &key, Some(answer(&big)));
+            }
+        }
+        assert!(r.bytes() <= BUDGET, "{}", r.bytes());
     }
 }

@@ -3,7 +3,9 @@
 //! `max_restarts_on_errors`, `recover_on_exit_codes`). A restart requeues the job and holds it
 //! for a backoff that doubles from 5 s to 5 minutes; the daemon releases it when that is over.
 //! Each restart is a move in the journal (`… restart 2 of 3 in 10s: …`), so the count and a
-//! backoff under way survive a daemon restart.
+//! backoff under way survive a daemon restart: a restarted daemon releases a held job when its
+//! backoff, counted on the calendar from the journaled hold, is over — never sooner, however
+//! often the daemon restarts meanwhile.
 
 use super::*;
 use crate::backend::Exit;
@@ -36,6 +38,11 @@ impl Restarts {
             _ => String::new(),
         }
     }
+}
+
+/// The backoff before restart `n` (1 for the first): doubling from 5 s, at most 5 minutes.
+fn backoff_before(n: u32) -> f64 {
+    (BACKOFF_FIRST_S * 2f64.powi(n.saturating_sub(1).min(16) as i32)).min(BACKOFF_MAX_S)
 }
 
 impl State {
@@ -78,7 +85,7 @@ impl State {
             return Ok(false);
         }
         let n = done + 1;
-        let backoff = (BACKOFF_FIRST_S * 2f64.powi(done.min(16) as i32)).min(BACKOFF_MAX_S);
+        let backoff = backoff_before(n);
         let of = if listed {
             format!("(exit code {code} is in recover_on_exit_codes)")
         } else {
@@ -123,8 +130,9 @@ impl State {
         Ok(())
     }
 
-    /// At open: jobs held for a backoff when the daemon stopped are released at the first
-    /// step.
+    /// At open: jobs held for a backoff when the daemon stopped are released when it is over
+    /// (its hold's calendar time and length are in the journal; the time the daemon was down
+    /// counts, and a backoff already over releases at the first step).
     pub(super) fn resume_restarts(&mut self) -> Result<(), EngineError> {
         let held: Vec<JobId> = self
             .engine
@@ -134,12 +142,23 @@ impl State {
             .collect();
         for id in held {
             let last = self.engine.store().events(Some(id), 1)?;
-            if last
-                .last()
-                .is_some_and(|e| e.kind == "held" && e.detail.contains(&format!(": {BACKOFF}")))
-            {
-                self.hosts.restarts.release_at.insert(id, self.now);
-            }
+            let Some(e) = last.last().filter(|e| e.kind == "held") else {
+                continue;
+            };
+            let Some(n) = e
+                .detail
+                .split_once(&format!(": {BACKOFF}"))
+                .and_then(|(_, n)| n.trim().parse::<u32>().ok())
+            else {
+                continue;
+            };
+            let over = self
+                .calendar
+                .clock(self.calendar.unix(e.at) + backoff_before(n));
+            self.hosts
+                .restarts
+                .release_at
+                .insert(id, over.max(self.now));
         }
         Ok(())
     }

@@ -474,3 +474,151 @@ fn an_endpoint_is_the_fleets_to_allow_and_its_services_for_as_long_as_it_lives()
         cli(&d, &["serve", "down", s]);
     }
 }
+
+#[test]
+fn gantry_info_says_who_the_daemons_jobs_run_as() {
+    let dir = temp_dir("authority-info");
+    let info = |socket: &Path| {
+        let out = Command::new(env!("CARGO_BIN_EXE_gantry"))
+            .arg("info")
+            .env("GANTRY_SOCKET", socket)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let socket = dir.join("d.sock");
+    let _l = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+    let me = gantry::unix_user::this_user().unwrap();
+    let out = info(&socket);
+    if root() {
+        assert!(
+            out.contains("jobs run as each job's owner (the daemon at the socket runs as root"),
+            "{out}"
+        );
+        // A daemon of another user's runs its jobs as itself.
+        let s = Command::new("chown")
+            .arg("nobody")
+            .arg(&socket)
+            .status()
+            .unwrap();
+        assert!(s.success());
+        let out = info(&socket);
+        assert!(out.contains("jobs run as nobody (the daemon at the socket is not root, so it runs every job on this host as itself)"), "{out}");
+    } else {
+        assert!(
+            out.contains(&format!(
+                "jobs run as {me} (the daemon at the socket is not root"
+            )),
+            "{out}"
+        );
+    }
+}
+
+/// The group `name` with `members` in it (made, and they added, where this host lacks it).
+fn group(name: &str, members: &[&str]) {
+    let _ = Command::new("groupadd").arg(name).output();
+    for m in members {
+        let _ = Command::new("usermod").args(["-aG", name, m]).output();
+    }
+}
+
+/// `gantry ARGS` run as `who` against the daemon's Unix socket (no token: the kernel says who).
+fn gantry_on_socket(who: &Account, d: &Daemon, cwd: &Path, args: &[&str]) -> Output {
+    use std::os::unix::process::CommandExt;
+    let mut groups = who.creds.groups.clone();
+    // The groups as they are now (a group added since the account was read).
+    if let Ok(a) = gantry::unix_user::account(&who.name) {
+        groups = a.creds.groups;
+    }
+    let groups: Vec<u32> = groups;
+    let mut c = Command::new(env!("CARGO_BIN_EXE_gantry"));
+    c.arg("--connect")
+        .arg(&d.socket)
+        .args(args)
+        .env_clear()
+        .env("HOME", &who.home)
+        .env("PATH", "/usr/bin:/bin")
+        .current_dir(cwd);
+    let (uid, gid) = (who.creds.uid, who.creds.gid);
+    // SAFETY: only async-signal-safe calls between fork and exec, on data made before it.
+    unsafe {
+        c.pre_exec(move || {
+            if libc::setgroups(groups.len(), groups.as_ptr()) != 0
+                || libc::setgid(gid) != 0
+                || libc::setuid(uid) != 0
+            {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    c.output().unwrap()
+}
+
+#[test]
+fn a_socket_opened_to_a_group_takes_each_member_as_themselves() {
+    if !root() {
+        eprintln!("skipped: needs root (useradd, groupadd, a root daemon)");
+        return;
+    }
+    let (alice, bob) = (user(ALICE), user(BOB));
+    group("gantry-lab", &[ALICE, BOB]);
+    let dir = temp_dir("authority-group");
+    let fleet = dir.join("fleet.toml");
+    let file = LOCAL_FLEET.replace("name = \"a\"", "name = \"lab\"")
+        + &format!("\n[[users]]\nname = \"{ALICE}\"\nteam = \"lab\"\n");
+    std::fs::write(&fleet, file).unwrap();
+    let d = start_with(
+        dir,
+        &[
+            "--config",
+            fleet.to_str().unwrap(),
+            "--socket-group",
+            "gantry-lab",
+        ],
+        |_| {},
+    );
+    // Alice, a member the fleet file gives team lab: a researcher there, as herself. Her
+    // workdir is shipped (the daemon is not hers) and her job runs as her.
+    let adir = home_dir(&alice, "group");
+    std::fs::create_dir_all(adir.join("work")).unwrap();
+    std::fs::write(adir.join("work/w.txt"), "from-alices-workdir").unwrap();
+    std::fs::write(
+        adir.join("a.yaml"),
+        "name: a\nworkdir: work\nrun: echo \"uid=$(id -u)\"; cat w.txt\n",
+    )
+    .unwrap();
+    chown(&alice, &adir);
+    let (code, out, err) = text(&gantry_on_socket(
+        &alice,
+        &d,
+        &adir,
+        &["submit", "a.yaml", "-o", "id"],
+    ));
+    assert_eq!(code, 0, "{out}{err}");
+    let a: i64 = out.trim().parse().unwrap();
+    wait_for(&d, 60, "alice's job to end", || state(&d, a) == "completed");
+    let log = log_text(&d, a);
+    assert!(log.contains(&format!("uid={}", alice.creds.uid)), "{log}");
+    assert!(log.contains("from-alices-workdir"), "{log}");
+    let (_, who, _) = text(&gantry_on_socket(
+        &alice,
+        &d,
+        &adir,
+        &["jobs", "-u", "me", "-o", "json"],
+    ));
+    assert!(who.contains(&format!("\"id\": {a}")), "{who}");
+    // Bob, a member it names no team for: he reads, and changes nothing.
+    let bdir = home_dir(&bob, "group");
+    std::fs::write(bdir.join("b.yaml"), "name: b\nrun: id -u\n").unwrap();
+    chown(&bob, &bdir);
+    let (code, _, err) = text(&gantry_on_socket(&bob, &d, &bdir, &["submit", "b.yaml"]));
+    assert_ne!(code, 0);
+    assert!(err.contains("viewer"), "{err}");
+    let (code, _, err) = text(&gantry_on_socket(&bob, &d, &bdir, &["jobs"]));
+    assert_eq!(code, 0, "{err}");
+    // Someone outside the group does not reach the socket at all.
+    let nobody = gantry::unix_user::account("nobody").unwrap();
+    let (code, _, err) = text(&gantry_on_socket(&nobody, &d, Path::new("/"), &["jobs"]));
+    assert_ne!(code, 0, "{err}");
+}

@@ -633,6 +633,8 @@ fn a_job_on_a_host_without_measurements_is_never_offered_for_reclaim() {
             file: "idle.yaml".into(),
             text: b"name: idle\nresources:\n  accelerators: A100-80GB:1\nrun: sleep 300\n".to_vec(),
             team: Some("lab".into()),
+            // Who runs it there (an agent that logs in as root starts nothing for nobody).
+            user: gantry::unix_user::this_user(),
             ..Default::default()
         }])
         .remove(0)

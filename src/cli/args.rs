@@ -58,7 +58,7 @@ pub(super) enum Command {
     #[command(subcommand)]
     Spec(spec::SpecCmd),
     /// Runs the daemon: journal, scheduler, simulated backend, API on the Unix socket.
-    Daemon(daemon::DaemonArgs),
+    Daemon(Box<daemon::DaemonArgs>),
     /// Submits a job file (gantry YAML or SkyPilot task YAML) to the daemon.
     Submit {
         /// The job file; `-` reads it from stdin.

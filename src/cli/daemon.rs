@@ -24,6 +24,10 @@ pub struct DaemonArgs {
     /// Unix socket to serve (mode 0600); default: the one `gantry info` shows.
     #[arg(long)]
     socket: Option<PathBuf>,
+    /// Open the socket to this group too (0660, as Docker's is): its members reach the daemon
+    /// as themselves, each a researcher of the team `[[users]]` gives them, else a viewer.
+    #[arg(long, value_name = "GROUP")]
+    socket_group: Option<String>,
     /// Also serve TCP here (e.g. 127.0.0.1:7450); every request there needs a bearer token.
     #[arg(long)]
     listen: Option<SocketAddr>,
@@ -149,6 +153,7 @@ pub fn run(a: DaemonArgs) -> Result<(), String> {
     }
     let listen = Listen {
         socket: a.socket.unwrap_or(paths.socket),
+        socket_group: a.socket_group,
         tcp: a.listen,
         tls,
         metrics: a.metrics_listen,

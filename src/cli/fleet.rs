@@ -188,6 +188,7 @@ pub fn info(output: Output) -> Result<(), String> {
         Err(_) => "absent: `gantry daemon --listen ADDR --tls` makes it on first start".to_string(),
     };
     println!("tls cert    {} ({tls})", cert.display());
+    println!("jobs run as {}", runs_jobs_as(&p.socket));
     println!("scope       {}", p.scope);
     for why in &p.chosen_by {
         println!("  chosen by {why}");
@@ -207,6 +208,25 @@ pub fn info(output: Output) -> Result<(), String> {
     println!("defaults    `gantry fleet --print-default` prints the built-in fleet file,");
     println!("            `gantry info --print-console` the documented console.toml");
     Ok(())
+}
+
+/// Who the jobs of the daemon at `socket` run as on its own host: each job's owner where the
+/// daemon is root, else the daemon's user (it cannot be anyone else).
+fn runs_jobs_as(socket: &std::path::Path) -> String {
+    use std::os::unix::fs::MetadataExt;
+    let (uid, whose) = match std::fs::metadata(socket) {
+        Ok(m) => (m.uid(), "the daemon at the socket"),
+        // SAFETY: geteuid has no preconditions.
+        Err(_) => (unsafe { libc::geteuid() }, "a daemon you start now"),
+    };
+    if uid == 0 {
+        format!("each job's owner ({whose} runs as root: the socket's user, or a token's --user)")
+    } else {
+        format!(
+            "{} ({whose} is not root, so it runs every job on this host as itself)",
+            gantry::unix_user::user_name(uid)
+        )
+    }
 }
 
 pub fn pool_header() {

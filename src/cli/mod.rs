@@ -144,7 +144,7 @@ pub fn main() -> ExitCode {
         Some(Command::Bench(cmd)) => bench::run(cmd).map_err(CliError::from),
         Some(Command::Sim(args)) => sim::run(args).map_err(CliError::from),
         Some(Command::Spec(cmd)) => spec::run(cmd).map_err(CliError::from),
-        Some(Command::Daemon(args)) => daemon::run(args).map_err(CliError::from),
+        Some(Command::Daemon(args)) => daemon::run(*args).map_err(CliError::from),
         Some(Command::Agent {
             dir,
             sample_every,

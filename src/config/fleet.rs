@@ -193,6 +193,11 @@ impl LogSettings {
 #[serde(deny_unknown_fields)]
 pub struct UserConfig {
     pub name: String,
+    /// The team this Unix user acts for on the daemon's socket, where it is opened to a group
+    /// (`gantry daemon --socket-group`): a researcher of it. A user of the group the fleet
+    /// file does not name is a viewer there.
+    #[serde(default)]
+    pub team: Option<String>,
     /// GPUs the user's running jobs may hold at once (fractions count as such).
     pub max_gpus: Option<f64>,
     /// What the user's running jobs may cost an hour, US dollars.

@@ -91,6 +91,7 @@ mod tests {
         let a = lab("\"h1\"", "");
         let mut b = a.clone();
         b.users.push(crate::config::fleet::UserConfig {
+            team: None,
             name: "alice".into(),
             max_gpus: Some(2.0),
             max_dollars_per_hour: None,

@@ -434,13 +434,29 @@ fn validate_users(
                 ),
             ));
         }
-        if u.max_gpus.is_none() && u.max_dollars_per_hour.is_none() {
+        if u.max_gpus.is_none() && u.max_dollars_per_hour.is_none() && u.team.is_none() {
             return Err(at(
                 "users",
                 i,
                 format!(
-                    "user `{}`: no limit given; set max_gpus, max_dollars_per_hour or both",
+                    "user `{}`: nothing given; set team (who they act for on the socket), max_gpus, max_dollars_per_hour, or several",
                     u.name
+                ),
+            ));
+        }
+        if let Some(t) = u
+            .team
+            .as_deref()
+            .filter(|t| !cfg.teams.iter().any(|x| x.name == *t))
+        {
+            let known: Vec<&str> = cfg.teams.iter().map(|t| t.name.as_str()).collect();
+            return Err(at(
+                "users",
+                i,
+                format!(
+                    "user `{}`: team `{t}` is not a team of this fleet (teams: {})",
+                    u.name,
+                    known.join(", ")
                 ),
             ));
         }

@@ -70,6 +70,10 @@ pub struct Listen {
     /// Where workdirs shipped by `gantry submit` are kept (`POST /v1/workdirs`); `None`
     /// refuses them.
     pub workdirs: Option<PathBuf>,
+    /// The group the socket is opened to (`--socket-group`), as Docker's is: its members
+    /// reach the daemon as themselves (the kernel says who), researchers of the team
+    /// `[[users]]` gives them or viewers.
+    pub socket_group: Option<String>,
 }
 
 /// The async runtime the API is served on: two workers (the actor has its own thread).
@@ -83,8 +87,10 @@ pub fn runtime() -> Result<tokio::runtime::Runtime, String> {
 
 /// Binds the Unix socket at `path`: refuses when a daemon already answers there or when the
 /// path is something other than a socket, replaces a stale socket file, and makes it readable
-/// and writable by this user only (in a directory it creates 0700).
-pub fn bind_unix(path: &Path) -> Result<tokio::net::UnixListener, String> {
+/// and writable by this user only (in a directory it creates 0700) — or, with `group`, by
+/// that group's members too (0660, the directory 0750 of that group where it is ours).
+pub fn bind_unix(path: &Path, group: Option<&str>) -> Result<tokio::net::UnixListener, String> {
+    let gid = group.map(group_id).transpose()?;
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         if !dir.exists() {
             std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
@@ -110,7 +116,54 @@ pub fn bind_unix(path: &Path) -> Result<tokio::net::UnixListener, String> {
         tokio::net::UnixListener::bind(path).map_err(|e| format!("{}: {e}", path.display()))?;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
         .map_err(|e| format!("{}: {e}", path.display()))?;
+    if let Some(gid) = gid {
+        let open_to = |p: &Path, mode: u32| {
+            std::os::unix::fs::chown(p, None, Some(gid))
+                .and_then(|()| std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)))
+                .map_err(|e| format!("{}: opening it to group {gid}: {e}", p.display()))
+        };
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            use std::os::unix::fs::MetadataExt;
+            // SAFETY: geteuid has no preconditions.
+            let mine = std::fs::metadata(dir).is_ok_and(|m| m.uid() == unsafe { libc::geteuid() });
+            let shared = std::fs::metadata(dir).is_ok_and(|m| m.mode() & 0o1000 != 0);
+            if mine && !shared {
+                open_to(dir, 0o750)?;
+            }
+        }
+        open_to(path, 0o660)?;
+    }
     Ok(listener)
+}
+
+/// The id of the group `name`, or why there is none.
+fn group_id(name: &str) -> Result<u32, String> {
+    let missing = || {
+        format!(
+            "--socket-group {}: no such group on this host",
+            name.escape_debug()
+        )
+    };
+    let c = std::ffi::CString::new(name).map_err(|_| missing())?;
+    let mut buf = vec![0u8; 16 << 10];
+    let mut gr: libc::group = unsafe { std::mem::zeroed() };
+    let mut out: *mut libc::group = std::ptr::null_mut();
+    // SAFETY: getgrnam_r reads the NUL-terminated `c` and writes into `gr` and `buf`.
+    let found = unsafe {
+        libc::getgrnam_r(
+            c.as_ptr(),
+            &mut gr,
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+            &mut out,
+        ) == 0
+            && !out.is_null()
+    };
+    if found {
+        Ok(gr.gr_gid)
+    } else {
+        Err(missing())
+    }
 }
 
 /// Serves until `shutdown` resolves; removes the socket file on the way out. Returns within
@@ -120,7 +173,7 @@ pub async fn serve(
     listen: &Listen,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), String> {
-    let unix = bind_unix(&listen.socket)?;
+    let unix = bind_unix(&listen.socket, listen.socket_group.as_deref())?;
     let tcp = match listen.tcp {
         Some(addr) => Some(
             tokio::net::TcpListener::bind(addr)
@@ -214,9 +267,9 @@ pub async fn serve(
 }
 
 /// The Unix user at the other end of a socket connection (the kernel's SO_PEERCRED): who
-/// the jobs it submits are recorded as submitted by.
+/// the jobs it submits are recorded as submitted by; its uid, and its name.
 #[derive(Clone, Debug)]
-pub struct SocketUser(pub String);
+pub struct SocketUser(pub u32, pub String);
 
 /// Who is at the other end of a connection, where the kernel says (Unix sockets).
 pub trait PeerUser {
@@ -227,7 +280,7 @@ impl PeerUser for tokio::net::UnixStream {
     fn peer_user(&self) -> Option<SocketUser> {
         self.peer_cred()
             .ok()
-            .map(|c| SocketUser(crate::daemon::auth::user_name(c.uid())))
+            .map(|c| SocketUser(c.uid(), crate::daemon::auth::user_name(c.uid())))
     }
 }
 

@@ -244,6 +244,9 @@ pub struct Handle {
     pub(super) acked: Arc<AtomicU64>,
     /// Token hash → what it grants (revoked tokens are not here).
     pub tokens: Arc<RwLock<HashMap<String, Grant>>>,
+    /// Unix user → the team they act for on the socket (`[[users]] team`), as the fleet file
+    /// in force says.
+    pub members: Arc<RwLock<HashMap<String, String>>>,
 }
 
 impl Handle {

@@ -39,6 +39,7 @@ pub fn spawn(
         }
     }
     let tokens = Arc::new(RwLock::new(tokens));
+    let members = Arc::new(RwLock::new(state.members()));
     let (tx, rx) = mpsc::channel();
     // Backends wake the actor when a run ends; one wake queued at a time.
     let queued = Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -56,6 +57,7 @@ pub fn spawn(
         tx,
         published: watcher,
         tokens: tokens.clone(),
+        members: members.clone(),
         acked: acked.clone(),
     };
     let thread = std::thread::Builder::new()
@@ -64,6 +66,7 @@ pub fn spawn(
             let mut actor = Actor {
                 state,
                 tokens,
+                members,
                 clock,
                 last_step: Instant::now(),
                 dirty: false,
@@ -137,6 +140,7 @@ struct Actor {
     acked: Arc<AtomicU64>,
     state: State,
     tokens: Arc<RwLock<HashMap<String, Grant>>>,
+    members: Arc<RwLock<HashMap<String, String>>>,
     clock: Clock,
     last_step: Instant,
     /// A change arrived since the last cycle.
@@ -227,6 +231,7 @@ impl Actor {
             acked,
             state,
             tokens,
+            members,
             clock,
             cycle_seconds,
             queued,
@@ -234,11 +239,16 @@ impl Actor {
             ..
         } = self;
         let state = open(state)?;
+        // Who acts for which team on the socket, as the fleet file now in force says.
+        if let Ok(mut m) = members.write() {
+            *m = state.members();
+        }
         Ok(Actor {
             changes,
             acked,
             state,
             tokens,
+            members,
             clock,
             // The clock goes on from its last step: the time the reopening took is the
             // daemon's too (a run's bill counts it).

@@ -187,14 +187,40 @@ async fn authenticate(
         }
     } else {
         // On the Unix socket: who is at the other end, by the kernel's word (SO_PEERCRED).
-        let user = req
-            .extensions()
-            .get::<super::server::SocketUser>()
-            .map(|u| u.0.clone());
-        Caller {
-            key: format!("socket {}", user.as_deref().unwrap_or("")),
-            user,
-            ..Caller::local_operator()
+        // Root and the daemon's own user are operators; anyone else (a socket opened to a
+        // group) acts as themselves: a researcher of the team the fleet file gives them, or a
+        // viewer.
+        let peer = req.extensions().get::<super::server::SocketUser>().cloned();
+        // SAFETY: geteuid has no preconditions.
+        let own = |uid: u32| uid == 0 || uid == unsafe { libc::geteuid() };
+        match peer {
+            Some(super::server::SocketUser(uid, name)) if !own(uid) => {
+                let team = api
+                    .handle
+                    .members
+                    .read()
+                    .ok()
+                    .and_then(|m| m.get(&name).cloned());
+                Caller {
+                    role: if team.is_some() {
+                        Role::Researcher
+                    } else {
+                        Role::Viewer
+                    },
+                    team,
+                    name: format!("{name} (unix socket)"),
+                    key: format!("socket {name}"),
+                    user: Some(name),
+                }
+            }
+            peer => {
+                let user = peer.map(|p| p.1);
+                Caller {
+                    key: format!("socket {}", user.as_deref().unwrap_or("")),
+                    user,
+                    ..Caller::local_operator()
+                }
+            }
         }
     };
     req.extensions_mut().insert(caller);

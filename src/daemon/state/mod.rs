@@ -479,6 +479,17 @@ impl State {
         self.engine.preview(s)
     }
 
+    /// The Unix users the fleet file names a team for (`[[users]] team`): researchers of it
+    /// on a socket opened to a group.
+    pub fn members(&self) -> HashMap<String, String> {
+        self.opened
+            .cfg
+            .users
+            .iter()
+            .filter_map(|u| Some((u.name.clone(), u.team.clone()?)))
+            .collect()
+    }
+
     pub fn tokens(&mut self) -> Result<Vec<super::journal::TokenRecord>, EngineError> {
         Ok(self.engine.store().tokens()?)
     }

@@ -622,3 +622,79 @@ fn a_socket_opened_to_a_group_takes_each_member_as_themselves() {
     let (code, _, err) = text(&gantry_on_socket(&nobody, &d, Path::new("/"), &["jobs"]));
     assert_ne!(code, 0, "{err}");
 }
+
+/// One GET through an endpoint, with `token` as its bearer: the status code.
+fn get_through(addr: &str, token: Option<&str>) -> u16 {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .unwrap();
+    let auth = token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
+    write!(
+        s,
+        "GET / HTTP/1.1\r\nHost: x\r\n{auth}Connection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    out.split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0)
+}
+
+#[test]
+fn an_endpoint_may_ask_for_a_token_and_a_stranger_reaches_no_replica() {
+    let dir = temp_dir("authority-endpoint-token");
+    let fleet = dir.join("fleet.toml");
+    let file = LOCAL_FLEET.replace(
+        "name = \"a\"",
+        "name = \"lab\"\nclasses = [\"serving\", \"experiment\"]",
+    ) + "\n[services]\nports = \"1024-65535\"\n";
+    std::fs::write(&fleet, file).unwrap();
+    let d = start_with(dir.clone(), &["--config", fleet.to_str().unwrap()], |_| {});
+    let port = common::free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let spec = dir.join("web.yaml");
+    std::fs::write(
+        &spec,
+        "name: web\nteam: lab\nresources:\n  cpus: 1\n  memory: 1\nservice:\n  readiness_probe:\n    path: /\n    initial_delay_seconds: 60\n  replicas: 1\nrun: exec python3 -m http.server $PORT --bind 127.0.0.1\n",
+    )
+    .unwrap();
+    let up = |extra: &[&str]| {
+        let mut args = vec!["serve", "up", spec.to_str().unwrap(), "--endpoint", &addr];
+        args.extend_from_slice(extra);
+        cli(&d, &args)
+    };
+    let said = up(&["--auth"]);
+    let token = said
+        .lines()
+        .find_map(|l| l.strip_prefix("token "))
+        .unwrap_or_else(|| panic!("{said}"))
+        .to_string();
+    // The daemon keeps only the token's digest: not in the journal, not in what viewers read.
+    let journal = std::fs::read(d.dir.join("state/state.db")).unwrap();
+    assert!(!journal.windows(token.len()).any(|w| w == token.as_bytes()));
+    assert!(!common::json(&d, &["services"]).to_string().contains(&token));
+    wait_for(&d, 60, "the endpoint to answer", || {
+        get_through(&addr, None) == 401
+    });
+    assert_eq!(get_through(&addr, Some("gty_wrong")), 401);
+    // With the token, the request goes on to a replica (200 once one is ready).
+    wait_for(&d, 60, "a replica to answer through the endpoint", || {
+        get_through(&addr, Some(&token)) == 200
+    });
+    // `--auth` again replaces it: the old token is refused from then on.
+    let said = up(&["--auth"]);
+    let new = said
+        .lines()
+        .find_map(|l| l.strip_prefix("token "))
+        .unwrap_or_else(|| panic!("{said}"))
+        .to_string();
+    assert_ne!(new, token);
+    wait_for(&d, 30, "the old token to be refused", || {
+        get_through(&addr, Some(&token)) == 401
+    });
+    assert_eq!(get_through(&addr, Some(&new)), 200);
+    cli(&d, &["serve", "down", "web"]);
+}

@@ -89,7 +89,8 @@ fn submissions_are_checked_before_they_are_accepted() {
         )
         .unwrap_err();
     assert!(
-        err.to_string().starts_with("unknown GPU model `B200`"),
+        err.to_string()
+            .starts_with("no pool of this fleet has `B200` GPUs (this fleet has: "),
         "{err}"
     );
     let err = e

@@ -89,7 +89,7 @@ fn alternatives_the_fleet_cannot_offer_are_skipped_and_all_missing_is_one_clear_
     .unwrap_err();
     assert!(
         e.starts_with(
-            "no alternative of `resources.any_of` fits this fleet: 1. unknown GPU model `B200`"
+            "no alternative of `resources.any_of` fits this fleet: 1. no pool of this fleet has `B200` GPUs"
         ) && e.contains("2. infra azure: no pool of this fleet is there"),
         "{e}"
     );

@@ -199,6 +199,19 @@ fn resolving_against_the_fleet_names_what_is_missing() {
         s.to_request(&fleet).unwrap_err().to_string(),
         "unknown GPU model `H10`; did you mean `H100`? (this fleet has: H100, A100, A100-80GB, L4, A10G)"
     );
+    // A model gantry knows that this fleet lacks is no typo: said so, without a suggestion.
+    let s = spec::parse("t.yaml", b"resources:\n  accelerators: B200:8\n").unwrap();
+    assert_eq!(
+        s.to_request(&fleet).unwrap_err().to_string(),
+        "no pool of this fleet has `B200` GPUs (this fleet has: H100, A100, A100-80GB, L4, A10G)"
+    );
+    // On a fleet without GPUs, that is what is said (not an empty list).
+    let cpus = FleetBuilder::new().build();
+    let s = spec::parse("t.yaml", b"resources:\n  accelerators: A100:1\n").unwrap();
+    assert_eq!(
+        s.to_request(&cpus).unwrap_err().to_string(),
+        "no pool of this fleet has `A100` GPUs (this fleet has no GPUs: a CPU job asks for `cpus` alone)"
+    );
     let s = spec::parse(
         "t.yaml",
         b"num_nodes: 2\nresources:\n  accelerators: L4:0.5\n",

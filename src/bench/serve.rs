@@ -298,6 +298,7 @@ fn react(
         },
         name: None,
         endpoint: Some(endpoint.clone()),
+        auth: false,
     };
     let caller = operator();
     handle

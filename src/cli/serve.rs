@@ -18,9 +18,14 @@ pub enum ServeCmd {
         /// Its name (default: the file's `name`, else the file's stem).
         #[arg(long, short)]
         name: Option<String>,
-        /// Where the daemon serves it (default 127.0.0.1, the first free port from 30001).
+        /// Where the daemon serves it (default 127.0.0.1, the first free port from 30001;
+        /// the fleet file's `[services]` says where it may).
         #[arg(long, value_name = "ADDR:PORT")]
         endpoint: Option<String>,
+        /// Its endpoint asks for `Authorization: Bearer TOKEN`: a new token is made (replacing
+        /// one made before) and printed once; the daemon keeps its SHA-256.
+        #[arg(long)]
+        auth: bool,
         /// Team (overrides the file's).
         #[arg(long, add = super::complete::team_names())]
         team: Option<String>,
@@ -50,6 +55,7 @@ pub fn serve(t: &Target, cmd: ServeCmd) -> Result<(), CliError> {
             file,
             name,
             endpoint,
+            auth,
             team,
             priority,
             envs,
@@ -88,6 +94,9 @@ pub fn serve(t: &Target, cmd: ServeCmd) -> Result<(), CliError> {
                     path.push_str(&format!("&{k}={}", encode(v)));
                 }
             }
+            if auth {
+                path.push_str("&auth=true");
+            }
             let answer: serde_json::Value = t
                 .client()?
                 .call("POST", &path, Some(&text))
@@ -103,6 +112,10 @@ pub fn serve(t: &Target, cmd: ServeCmd) -> Result<(), CliError> {
                 answer["replicas"],
                 answer["name"].as_str().unwrap_or(""),
             );
+            if let Some(token) = answer["token"].as_str() {
+                println!("token {token}");
+                eprintln!("(shown once: the daemon keeps only its SHA-256. Clients send `Authorization: Bearer TOKEN`; `gantry serve up --auth` again replaces it.)");
+            }
             Ok(())
         }
         ServeCmd::Down { name, output } => {

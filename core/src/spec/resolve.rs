@@ -377,14 +377,10 @@ impl JobSpec {
             if let Some(by_memory) = models_by_memory(name, fleet) {
                 return by_memory;
             }
-            fleet.model_by_name(name).map(|id| vec![id]).ok_or_else(|| {
-                let hint = did_you_mean(name, &names)
-                    .map_or(String::new(), |b| format!("; did you mean `{b}`?"));
-                ResolveError::new(format!(
-                    "unknown GPU model `{name}`{hint} (this fleet has: {})",
-                    names.join(", ")
-                ))
-            })
+            fleet
+                .model_by_name(name)
+                .map(|id| vec![id])
+                .ok_or_else(|| ResolveError::new(not_in_fleet(name, &names)))
         };
         let (shapes, ordered) = self
             .models_of(way, &resolve, &names)
@@ -560,4 +556,22 @@ impl JobSpec {
             }
         })
     }
+}
+
+/// Why the GPU model `name` is not one of the fleet's `names`: a model gantry knows that this
+/// fleet lacks is said so (a known H100 is no typo), an unknown one gets the nearest name; a
+/// fleet without GPUs says that, not an empty list.
+fn not_in_fleet(name: &str, names: &[&str]) -> String {
+    let has = if names.is_empty() {
+        "this fleet has no GPUs: a CPU job asks for `cpus` alone".to_string()
+    } else {
+        format!("this fleet has: {}", names.join(", "))
+    };
+    let (known, vram, _) = crate::model::names::model_of(name);
+    if vram > 0 && known.eq_ignore_ascii_case(name) {
+        return format!("no pool of this fleet has `{name}` GPUs ({has})");
+    }
+    let hint =
+        did_you_mean(name, names).map_or(String::new(), |b| format!("; did you mean `{b}`?"));
+    format!("unknown GPU model `{name}`{hint} ({has})")
 }

@@ -221,6 +221,9 @@ pub struct Published {
     pub project_spend: Vec<(String, String, f64)>,
     /// The daemon's clock on the calendar (reading dates in requests).
     pub calendar: crate::daemon::calendar::Calendar,
+    /// Service → the SHA-256 of the bearer token its endpoint asks for (never in the
+    /// snapshot: every viewer reads that).
+    pub service_tokens: HashMap<String, String>,
 }
 
 /// Bucket bounds of the cycle-latency histogram, seconds.

@@ -217,6 +217,7 @@ pub fn publication(state: &State, cycle_seconds: &Histogram, changes: u64) -> Ar
         job_gpus,
         project_spend: state.project_spend(),
         calendar: state.calendar().clone(),
+        service_tokens: state.service_tokens(),
     })
 }
 

@@ -37,11 +37,13 @@ pub(super) async fn service_up(
     require(&caller, Role::Researcher, "serving")?;
     let q = query(raw)?;
     let (name, endpoint) = (q.get("name").cloned(), q.get("endpoint").cloned());
+    let auth = q.get("auth").is_some_and(|v| v == "true");
     let submission = submission_of(&api, &caller, q, &body_bytes(&api, body).await?).await?;
     let up = crate::daemon::state::ServiceUp {
         submission,
         name,
         endpoint,
+        auth,
     };
     let answer = api
         .handle

@@ -110,4 +110,6 @@ pub(super) const MIGRATIONS: &[&str] = &[
     // 16: the Unix account a token's jobs run as (`gantry token create --user`): until now a
     // token's label stood for its user, so a token labelled `root` was taken for root
     "ALTER TABLE tokens ADD COLUMN user TEXT;",
+    // 17: a service's endpoint may ask for a bearer token (`serve up --auth`): its SHA-256
+    "ALTER TABLE services ADD COLUMN auth TEXT;",
 ];

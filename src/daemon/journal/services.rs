@@ -19,6 +19,9 @@ pub struct ServiceRecord {
     pub endpoint: String,
     pub version: u32,
     pub created_at: f64,
+    /// The SHA-256 (hex) of the bearer token its endpoint asks for (`serve up --auth`);
+    /// `None`: the endpoint asks for none.
+    pub auth: Option<String>,
 }
 
 /// A job that is a replica of a service.
@@ -40,8 +43,8 @@ impl Store {
     pub fn save_service(&mut self, s: &ServiceRecord) -> Result<(), JournalError> {
         self.conn
             .execute(
-                "INSERT OR REPLACE INTO services (name, file, spec, team, user, priority, endpoint, version, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-                params![s.name, s.file, s.spec, s.team, s.user, s.priority, s.endpoint, s.version, s.created_at],
+                "INSERT OR REPLACE INTO services (name, file, spec, team, user, priority, endpoint, version, created_at, auth) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+                params![s.name, s.file, s.spec, s.team, s.user, s.priority, s.endpoint, s.version, s.created_at, s.auth],
             )
             .map_err(self.sql())?;
         Ok(())
@@ -74,7 +77,7 @@ impl Store {
     pub fn services(&self) -> Result<Vec<ServiceRecord>, JournalError> {
         let mut q = self
             .conn
-            .prepare("SELECT name, file, spec, team, user, priority, endpoint, version, created_at FROM services ORDER BY name")
+            .prepare("SELECT name, file, spec, team, user, priority, endpoint, version, created_at, auth FROM services ORDER BY name")
             .map_err(self.sql())?;
         let rows = q
             .query_map([], |r| {
@@ -88,6 +91,7 @@ impl Store {
                     endpoint: r.get(6)?,
                     version: r.get(7)?,
                     created_at: r.get(8)?,
+                    auth: r.get(9)?,
                 })
             })
             .map_err(self.sql())?;

@@ -102,6 +102,8 @@ pub async fn run(handle: Handle, mut stop: watch::Receiver<bool>) {
                 tried: Instant::now() - Duration::from_secs(60),
             });
             *e.shared.balance.write().unwrap_or_else(|p| p.into_inner()) = s.spec.balance;
+            *e.shared.auth.write().unwrap_or_else(|p| p.into_inner()) =
+                snapshot.service_tokens.get(&s.name).cloned();
             *e.shared.timeout.write().unwrap_or_else(|p| p.into_inner()) =
                 Duration::from_secs_f64(s.spec.stream_timeout_s);
             if e.task.is_none() && e.tried.elapsed() >= Duration::from_secs(5) {

@@ -58,6 +58,8 @@ pub struct Shared {
     latencies: Mutex<VecDeque<(Instant, f32)>>,
     pub requests: AtomicU64,
     pub failed: AtomicU64,
+    /// The SHA-256 (hex) of the bearer token a request must carry (`serve up --auth`).
+    pub auth: RwLock<Option<String>>,
     client: HttpClient,
 }
 
@@ -73,6 +75,7 @@ impl Shared {
             latencies: Mutex::new(VecDeque::new()),
             requests: AtomicU64::new(0),
             failed: AtomicU64::new(0),
+            auth: RwLock::new(None),
             client,
         })
     }
@@ -160,6 +163,32 @@ impl Shared {
     /// One request: forwarded to a ready replica (another on a connection failure).
     pub async fn forward(self: Arc<Self>, req: Request<Incoming>) -> Response<Body> {
         let arrived = Instant::now();
+        // A service that asks for a token: checked before anything of the request is read
+        // (a stranger's body is never buffered).
+        let want = self.auth.read().unwrap_or_else(|e| e.into_inner()).clone();
+        if let Some(want) = want {
+            let shown = req
+                .headers()
+                .get(hyper::header::AUTHORIZATION)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.strip_prefix("Bearer "))
+                .map(|t| crate::daemon::auth::hash_token(t.trim()));
+            // Not counted as traffic: a stranger's requests must not scale the service up.
+            if shown.as_deref() != Some(want.as_str()) {
+                let mut r = plain(
+                    StatusCode::UNAUTHORIZED,
+                    format!(
+                        "gantry: service {} asks for `Authorization: Bearer TOKEN` (the token `gantry serve up --auth` printed)\n",
+                        self.name
+                    ),
+                );
+                r.headers_mut().insert(
+                    hyper::header::WWW_AUTHENTICATE,
+                    hyper::header::HeaderValue::from_static("Bearer"),
+                );
+                return r;
+            }
+        }
         let (parts, body) = req.into_parts();
         let body = match axum::body::to_bytes(Body::new(body), MAX_REQUEST_BODY).await {
             Ok(b) => b,

@@ -50,6 +50,9 @@ pub struct ServiceUp {
     pub name: Option<String>,
     /// Where to serve it (`0.0.0.0:8000`); else `127.0.0.1` at the first free port from 30001.
     pub endpoint: Option<String>,
+    /// Its endpoint asks for a bearer token from now on: a new one is made (and an old one
+    /// replaced), answered once.
+    pub auth: bool,
 }
 
 /// What `serve up` did.
@@ -60,6 +63,10 @@ pub struct ServiceUpAnswer {
     pub endpoint: String,
     /// Replicas it starts with.
     pub replicas: u32,
+    /// The bearer token its endpoint asks for, made by this `serve up --auth` (shown once:
+    /// the daemon keeps its SHA-256).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token: Option<String>,
 }
 
 pub(super) struct Service {
@@ -295,16 +302,43 @@ impl State {
                 )));
             }
         }
-        // The same file again (a retry, a script run twice): nothing changes.
+        // A token for the endpoint, when asked for: made here, only its digest kept.
+        let token = if up.auth {
+            Some(crate::daemon::auth::new_token().map_err(|e| {
+                ApiError::new(500, "internal", format!("cannot read random bytes: {e}"))
+            })?)
+        } else {
+            None
+        };
+        let auth = token
+            .as_deref()
+            .map(crate::daemon::auth::hash_token)
+            .or_else(|| existing.and_then(|e| e.record.auth.clone()));
+        // The same file again (a retry, a script run twice): nothing changes but the token.
         if let Some(e) = existing.filter(|e| {
             e.record.spec == s.text && e.record.priority == s.priority && e.record.team == team
         }) {
-            return Ok(ServiceUpAnswer {
-                name,
+            let answer = ServiceUpAnswer {
+                name: name.clone(),
                 version: e.record.version,
                 endpoint: e.record.endpoint.clone(),
                 replicas: e.autoscaler.wanted(&e.svc),
-            });
+                token,
+            };
+            if answer.token.is_some() {
+                let mut record = e.record.clone();
+                record.auth = auth;
+                self.engine
+                    .store()
+                    .save_service(&record)
+                    .map_err(EngineError::from)?;
+                if let Some(e) = self.services.list.get_mut(&name) {
+                    e.record = record;
+                }
+                let _ = self.record("service", format!("service {name}: a new endpoint token"));
+                self.rebuild_snapshot();
+            }
+            return Ok(answer);
         }
         let endpoint = match (existing, &up.endpoint) {
             (Some(e), _) => e.record.endpoint.clone(),
@@ -331,6 +365,7 @@ impl State {
             endpoint: endpoint.clone(),
             version: existing.map_or(1, |e| e.record.version + 1),
             created_at: self.now,
+            auth,
         };
         let (spec, svc, class) = self
             .service_of(&record, Some(spec))
@@ -388,7 +423,18 @@ impl State {
             version,
             endpoint,
             replicas: wanted,
+            token,
         })
+    }
+
+    /// Each service whose endpoint asks for a bearer token, with the token's SHA-256: what the
+    /// endpoints check (kept out of the snapshot, which every viewer reads).
+    pub fn service_tokens(&self) -> HashMap<String, String> {
+        self.services
+            .list
+            .iter()
+            .filter_map(|(n, e)| Some((n.clone(), e.record.auth.clone()?)))
+            .collect()
     }
 
     /// Stops a service: its replicas cancelled, its record forgotten.

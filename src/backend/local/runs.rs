@@ -68,7 +68,8 @@ impl LocalRuns {
         let l = match owner.as_ref().filter(|a| a.creds.switch_needed()) {
             Some(a) => {
                 let mut copy = l.clone();
-                if let Some(dir) = super::stage::stage(a, &mut copy)? {
+                let kept = super::stage::kept_roots(&self.log_dir);
+                if let Some(dir) = super::stage::stage(a, &mut copy, &kept)? {
                     self.staged.insert(l.job, (a.clone(), dir));
                 }
                 staged_launch = copy;

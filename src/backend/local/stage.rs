@@ -20,10 +20,45 @@ pub fn run_dir(owner: &Account, job: i64, token: &str) -> PathBuf {
     ))
 }
 
-/// Copies the directory or file `src` (this agent's own copy) into the directory `dest`,
-/// owned by `owner` (`fresh`: `dest` emptied first; a file lands inside it by its own name).
-/// Fails, saying why, when the copy cannot be made.
-pub fn copy_as(owner: &Account, src: &Path, dest: &Path, fresh: bool) -> Result<(), String> {
+/// Where the copies gantry keeps for runs are on this host: the daemon's shipped workdirs
+/// (`workdirs/` beside the agent's own directories) and what the SSH backend copied here
+/// (`~/.gantry/work`). Only those are read with the agent's rights for an owner.
+pub fn kept_roots(logs: &Path) -> Vec<PathBuf> {
+    let mut roots = Vec::new();
+    if let Some(base) = logs.parent() {
+        roots.push(base.join("workdirs"));
+    }
+    if let Some(home) = std::env::var_os("HOME") {
+        roots.push(PathBuf::from(home).join(".gantry/work"));
+    }
+    roots
+}
+
+/// Copies the directory or file `src` (this agent's own copy, under one of `kept`) into the
+/// directory `dest`, owned by `owner` (`fresh`: `dest` emptied first; a file lands inside it by
+/// its own name). Fails, saying why, when the copy cannot be made — or when `src` is not a
+/// copy gantry keeps: a path a job names (one journaled before callers' paths were refused)
+/// is never read with root's rights.
+pub fn copy_as(
+    owner: &Account,
+    src: &Path,
+    dest: &Path,
+    fresh: bool,
+    kept: &[PathBuf],
+) -> Result<(), String> {
+    let real = src
+        .canonicalize()
+        .map_err(|e| format!("{}: {e}", src.display()))?;
+    let ours = kept
+        .iter()
+        .filter_map(|k| k.canonicalize().ok())
+        .any(|k| real.starts_with(&k));
+    if !ours {
+        return Err(format!(
+            "{} is not a copy gantry keeps, and an agent running as root reads nothing else for a job's owner (submit it again with `gantry submit`, which ships it)",
+            src.display()
+        ));
+    }
     let max = crate::workdir::DEFAULT_MAX_BYTES;
     let packed = if src.is_dir() {
         crate::workdir::pack(src, max)
@@ -90,7 +125,11 @@ pub fn remove_as(owner: &Account, dir: &Path) {
 /// paths (what `$GANTRY_MOUNTS_FROM` names to the mounts' prelude). Returns the run's
 /// directory, for removal when the run is forgotten. A launch staged already (its workdir and
 /// mounts in the run's directory) is left as it is.
-pub fn stage(owner: &Account, l: &mut crate::backend::Launch) -> Result<Option<PathBuf>, String> {
+pub fn stage(
+    owner: &Account,
+    l: &mut crate::backend::Launch,
+    kept: &[PathBuf],
+) -> Result<Option<PathBuf>, String> {
     if l.workdir.is_none() && l.local_mounts.is_empty() {
         return Ok(None);
     }
@@ -107,7 +146,7 @@ pub fn stage(owner: &Account, l: &mut crate::backend::Launch) -> Result<Option<P
         remove_as(owner, &dir);
     }
     if let Some(w) = l.workdir.clone() {
-        copy_as(owner, Path::new(&w), &dir, true)
+        copy_as(owner, Path::new(&w), &dir, true, kept)
             .map_err(|why| format!("copying its workdir for {}: {why}", owner.name))?;
         l.workdir = Some(dir.display().to_string());
     }
@@ -127,11 +166,34 @@ pub fn stage(owner: &Account, l: &mut crate::backend::Launch) -> Result<Option<P
                 let parent = Path::new(src).parent().unwrap_or(Path::new("/"));
                 root.join(parent.strip_prefix("/").unwrap_or(parent))
             };
-            copy_as(owner, &here, &into, false)
+            copy_as(owner, &here, &into, false, kept)
                 .map_err(|why| format!("copying its file_mounts for {}: {why}", owner.name))?;
         }
         l.envs
             .insert("GANTRY_MOUNTS_FROM".to_string(), root.display().to_string());
     }
     Ok(Some(dir))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_copies_gantry_keeps_are_read_for_an_owner() {
+        let kept = gantry_testkit::scratch::scratch("stage-kept");
+        let owner = crate::unix_user::account("root").unwrap();
+        let dest = kept.join("dest");
+        // A path a job named (one journaled before callers' paths were refused): refused, and
+        // so is a way out of the kept directory through `..`.
+        for src in [
+            PathBuf::from("/etc/hostname"),
+            kept.join("../../etc/hostname"),
+        ] {
+            let why = copy_as(&owner, &src, &dest, true, &[kept.join("workdirs")]).unwrap_err();
+            assert!(why.contains("is not a copy gantry keeps"), "{why}");
+        }
+        assert!(!dest.exists(), "nothing was copied");
+        let _ = std::fs::remove_dir_all(&kept);
+    }
 }

@@ -140,6 +140,13 @@ fn in_process_env(
     // another user's job), entering its directory with their rights, never root's.
     let creds = crate::unix_user::Creds::of_process(pgid)?;
     if creds.switch_needed() {
+        // The session's terminal becomes theirs, as a login's does.
+        // SAFETY: isatty and fchown on this process's own standard input.
+        unsafe {
+            if libc::isatty(0) == 1 {
+                libc::fchown(0, creds.uid, u32::MAX);
+            }
+        }
         creds.apply(&mut cmd, Some(&cwd));
     } else {
         cmd.current_dir(cwd);

@@ -1238,7 +1238,8 @@ fn plain_gantry_attaches_to_the_daemon_on_the_default_socket() {
     assert!(!header.contains(" demo "), "{header}");
     tmux(&["send-keys", "-t", "a", "2"]);
     wait_for("attach-probe");
-    tmux(&["send-keys", "-t", "a", "q"]);
+    // Ctrl-C quits, as `q` does (it did nothing before).
+    tmux(&["send-keys", "-t", "a", "C-c"]);
     wait_for("EXITED");
     tmux(&["kill-server"]);
     let _ = daemon.kill();

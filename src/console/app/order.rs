@@ -21,7 +21,7 @@ pub const JOB_COLS: [Col; 12] = [
     Col::fixed("$/h", 'D', 7, 7).right(),
     Col::fixed("cost", 'M', 8, 5).right(),
     // Times it was started again after its own failures (`job_recovery`), as k9s's RESTARTS.
-    Col::fixed("restarts", 'R', 8, 9).right(),
+    Col::fixed("restarts", 'E', 8, 9).right(),
     Col::text("where / why pending", 'W', 20, 64, 0),
 ];
 
@@ -70,9 +70,9 @@ pub const SERVICE_COLS: [Col; 11] = [
     Col::fixed("team", 'T', 8, 8),
     Col::fixed("ver", 'V', 4, 9).right(),
     Col::text("endpoint", 'E', 15, 22, 7),
-    Col::fixed("ready", 'R', 6, 0).right(),
+    Col::fixed("ready", 'Y', 6, 0).right(),
     Col::fixed("QPS", 'Q', 7, 0).right(),
-    Col::fixed("p50 ms", 'P', 7, 5).right(),
+    Col::fixed("p50 ms", 'F', 7, 5).right(),
     Col::fixed("p99 ms", 'N', 7, 3).right(),
     Col::fixed("GPUs", 'U', 5, 4).right(),
     Col::fixed("$/h", 'D', 9, 6).right(),
@@ -433,5 +433,37 @@ impl App {
                 if s.desc { "▼" } else { "▲" }
             ),
         }
+    }
+}
+
+#[cfg(test)]
+mod letters {
+    use super::*;
+
+    /// A sort letter the keymap also binds is never reached (the binding acts first), and the
+    /// help would promise what the key does not do (`R` said "sort by restarts" and released).
+    #[test]
+    fn no_sort_letter_is_a_key_the_shipped_keymaps_bind() {
+        let dir = gantry_testkit::scratch::scratch("letters");
+        for map in ["default", "vim"] {
+            let keys = crate::console::keymap::Keymap::load(map, &dir).unwrap();
+            for (view, cols) in [
+                ("jobs", &JOB_COLS[..]),
+                ("fleet", &POOL_COLS[..]),
+                ("teams", &TEAM_COLS[..]),
+                ("services", &SERVICE_COLS[..]),
+            ] {
+                for c in cols {
+                    assert_eq!(
+                        keys.action(&c.key.to_string()),
+                        None,
+                        "{map}: {view}'s `{}` sorts on {}, which is bound",
+                        c.title,
+                        c.key
+                    );
+                }
+            }
+        }
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -742,11 +742,19 @@ fn enter_opens_the_job_in_detail_and_esc_goes_back() {
         reason: Some("quota: wants 16.0 GPU".into()),
         spec: "name: train\nresources:\n  accelerators: H100:8\n".into(),
         cost_usd: 12.5,
-        events: vec![JobEvent {
-            at: 60.0,
-            time: "2026-11-20T00:01:00Z".into(),
-            detail: "submitted".into(),
-        }],
+        // As the daemon lists them: in the order they happened.
+        events: vec![
+            JobEvent {
+                at: 60.0,
+                time: "2026-11-20T00:01:00Z".into(),
+                detail: "submitted".into(),
+            },
+            JobEvent {
+                at: 120.0,
+                time: "2026-11-20T00:02:00Z".into(),
+                detail: "held by an operator".into(),
+            },
+        ],
         ..JobView::default()
     });
     let s = screen(&app, &snap, 100, 30);
@@ -761,6 +769,12 @@ fn enter_opens_the_job_in_detail_and_esc_goes_back() {
     );
     // The one clock: the calendar's, as the header says it (the demo's day).
     assert!(s.contains("00:01:00  submitted"), "{s}");
+    // Under "events, newest first", the newest first.
+    let (newer, older) = (
+        s.find("00:02:00  held by an operator").unwrap(),
+        s.find("00:01:00  submitted").unwrap(),
+    );
+    assert!(newer < older, "{s}");
     assert_eq!(
         app.on_key("p", &snap),
         Outcome::Nothing,

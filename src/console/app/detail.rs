@@ -86,8 +86,10 @@ impl App {
                 .lines()
                 .map(|l| Line::from(format!("  {}", escape(l)))),
         );
+        // The daemon lists a job's events in the order they happened: shown the other way, as
+        // the heading says (it listed them oldest first under it).
         lines.push(Line::from(Span::styled("events, newest first", bold)));
-        lines.extend(d.events.iter().map(|e| {
+        lines.extend(d.events.iter().rev().map(|e| {
             Line::from(format!(
                 "  {}  {}",
                 moment(&e.time, e.at, today),

@@ -153,7 +153,11 @@ fn a_limit_that_is_not_one_is_refused_at_its_line() {
         ),
         (
             fleet("alice").replace("max_gpus = 4", ""),
-            "user `alice`: no limit given; set max_gpus, max_dollars_per_hour or both",
+            "user `alice`: nothing given; set team (who they act for on the socket), max_gpus, max_dollars_per_hour, or several",
+        ),
+        (
+            fleet("alice").replace("max_gpus = 4", "team = \"vision\""),
+            "user `alice`: team `vision` is not a team of this fleet (teams: lab)",
         ),
         (
             fleet("alice") + "\n[[users]]\nname = \"alice\"\nmax_gpus = 1\n",

@@ -682,3 +682,54 @@ fn info_says_which_fleet_is_in_force_and_warns_of_a_file_root_does_not_read() {
     }
     let _ = std::fs::remove_dir_all(&home);
 }
+
+/// The reference lists every command: each one `gantry --help` names has a line of its own
+/// in docs/reference.md (it omitted 18), and each of a command's subcommands too.
+#[test]
+fn every_command_in_help_has_a_line_in_the_reference() {
+    let reference = std::fs::read_to_string("docs/reference.md").unwrap();
+    let help = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_gantry"))
+            .args(args)
+            .arg("--help")
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    // The words under `Commands:` of a help text.
+    let commands = |text: &str| -> Vec<String> {
+        text.lines()
+            .skip_while(|l| !l.starts_with("Commands:"))
+            .skip(1)
+            .take_while(|l| l.starts_with("  "))
+            .filter_map(|l| l.split_whitespace().next().map(str::to_string))
+            .collect()
+    };
+    let top = commands(&help(&[]));
+    assert!(top.len() > 20, "{top:?}");
+    let mut missing = Vec::new();
+    for c in &top {
+        let sub: Vec<String> = if c == "help" {
+            Vec::new()
+        } else {
+            commands(&help(&[c]))
+                .into_iter()
+                .filter(|s| s != "help")
+                .collect()
+        };
+        let lines = if sub.is_empty() {
+            vec![format!("gantry {c}")]
+        } else {
+            sub.iter().map(|s| format!("gantry {c} {s}")).collect()
+        };
+        for l in lines {
+            let listed = reference
+                .lines()
+                .any(|r| r == l || r.starts_with(&format!("{l} ")));
+            if !listed {
+                missing.push(l);
+            }
+        }
+    }
+    assert!(missing.is_empty(), "docs/reference.md lacks: {missing:?}");
+}

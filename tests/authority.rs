@@ -142,7 +142,7 @@ fn a_job_and_a_session_run_as_their_owner_and_reach_nothing_of_the_daemons() {
     let probe = format!(
         r#"name: a
 run: |
-  echo "uid=$(id -u) gid=$(id -g) home=$HOME user=$USER"
+  echo "uid=$(id -u) gid=$(id -g) home=$HOME user=$USER pwd=$(pwd)"
   cat {state}/state.db >/dev/null 2>&1 && echo journal=read || echo journal=denied
   ls {state}/logs >/dev/null 2>&1 && echo logs=read || echo logs=denied
   grep -rl bob-s3cret-value /proc/*/environ 2>/dev/null | head -1 | grep -q . && echo bobs-secret=seen || echo bobs-secret=unseen
@@ -171,7 +171,8 @@ run: |
     let (uid, gid) = (alice.creds.uid, alice.creds.gid);
     assert!(
         log.contains(&format!(
-            "uid={uid} gid={gid} home={} user={ALICE}",
+            "uid={uid} gid={gid} home={} user={ALICE} pwd={}",
+            alice.home.display(),
             alice.home.display()
         )),
         "{log}"

@@ -449,7 +449,10 @@ pub fn launch(spec: &LaunchSpec) -> Result<Running, ExecError> {
                 cmd.current_dir(dir);
             }
         }
-        (Some(a), None) => a.creds.apply(&mut cmd, spec.workdir.as_deref()),
+        // No workdir: the owner's home, as a login starts there (not the daemon's directory).
+        (Some(a), None) => a
+            .creds
+            .apply(&mut cmd, Some(spec.workdir.as_deref().unwrap_or(&a.home))),
     }
     let child = cmd.spawn().map_err(|source| match owner {
         Some(a) => ExecError::SpawnAs {

@@ -733,3 +733,67 @@ fn every_command_in_help_has_a_line_in_the_reference() {
     }
     assert!(missing.is_empty(), "docs/reference.md lacks: {missing:?}");
 }
+
+/// Every relative link of the README and docs/ resolves: its file exists and its anchor is a
+/// heading there (GitHub's anchors: lower case, punctuation dropped, spaces as hyphens).
+#[test]
+fn the_docs_links_resolve() {
+    use std::path::{Path, PathBuf};
+    let slug = |h: &str| -> String {
+        h.trim()
+            .to_lowercase()
+            .chars()
+            .filter(|c| c.is_alphanumeric() || *c == '-' || *c == ' ' || *c == '_')
+            .map(|c| if c == ' ' { '-' } else { c })
+            .collect()
+    };
+    let mut files: Vec<PathBuf> = vec![PathBuf::from("README.md")];
+    for e in std::fs::read_dir("docs").unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_some_and(|x| x == "md") {
+            files.push(p);
+        }
+    }
+    let headings = |p: &Path| -> Vec<String> {
+        std::fs::read_to_string(p)
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.starts_with('#'))
+            .map(|l| slug(l.trim_start_matches('#')))
+            .collect()
+    };
+    let mut broken = Vec::new();
+    for f in &files {
+        let text = std::fs::read_to_string(f).unwrap();
+        // Code blocks hold commands and output, not links.
+        let prose: String = text
+            .split("```")
+            .enumerate()
+            .filter(|(i, _)| i % 2 == 0)
+            .map(|(_, s)| s)
+            .collect();
+        for part in prose.split("](").skip(1) {
+            let Some(target) = part.split(')').next() else {
+                continue;
+            };
+            if target.contains("://") || target.starts_with("mailto:") || target.contains(' ') {
+                continue;
+            }
+            let (path, anchor) = target.split_once('#').unwrap_or((target, ""));
+            let file = if path.is_empty() {
+                f.clone()
+            } else {
+                f.parent().unwrap().join(path)
+            };
+            if !file.exists() {
+                broken.push(format!("{}: {target}: no such file", f.display()));
+            } else if !anchor.is_empty()
+                && file.extension().is_some_and(|x| x == "md")
+                && !headings(&file).contains(&anchor.to_string())
+            {
+                broken.push(format!("{}: {target}: no such heading", f.display()));
+            }
+        }
+    }
+    assert!(broken.is_empty(), "{broken:#?}");
+}

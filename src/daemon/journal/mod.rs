@@ -609,9 +609,20 @@ impl Store {
         tail: &str,
         params: P,
     ) -> Result<Vec<JobRecord>, JournalError> {
+        self.select_jobs_with("spec", tail, params)
+    }
+
+    /// As `select_jobs`, with `spec` the column expression for the spec: `''` where a list
+    /// needs none (a history page of jobs with 128 KiB specs read them all, for nothing).
+    pub(super) fn select_jobs_with<P: rusqlite::Params>(
+        &self,
+        spec: &str,
+        tail: &str,
+        params: P,
+    ) -> Result<Vec<JobRecord>, JournalError> {
         let mut q = self
             .conn
-            .prepare(&format!("SELECT id, name, team, priority, spec, state, submitted_at, updated_at, cost, user FROM jobs {tail}"))
+            .prepare(&format!("SELECT id, name, team, priority, {spec}, state, submitted_at, updated_at, cost, user FROM jobs {tail}"))
             .map_err(self.sql())?;
         let rows = q
             .query_map(params, |r| {

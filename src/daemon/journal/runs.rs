@@ -96,7 +96,7 @@ impl Store {
         Ok(runs)
     }
 
-    /// The jobs `q` asks for, newest change first.
+    /// The jobs `q` asks for, newest change first, without their specs.
     pub fn history(&self, q: &HistoryQuery) -> Result<Vec<JobRecord>, JournalError> {
         let states: Vec<&str> = if q.states.is_empty() {
             vec!["completed", "failed", "cancelled"]
@@ -114,7 +114,9 @@ impl Store {
              AND (?6 IS NULL OR user = ?6)
              ORDER BY updated_at DESC, id DESC LIMIT ?4 OFFSET ?5"
         );
-        self.select_jobs(
+        // The specs stay in the journal: a history row has none (`gantry job ID` reads one).
+        self.select_jobs_with(
+            "'' AS spec",
             &tail,
             params![
                 q.since,

@@ -25,23 +25,28 @@ pub fn user_name(uid: u32) -> String {
 
 /// Whether the system has a user of this name.
 pub fn user_exists(name: &str) -> bool {
-    let Ok(c) = std::ffi::CString::new(name) else {
-        return false;
-    };
-    let mut buf = vec![0u8; 4096];
-    let mut pw: libc::passwd = unsafe { std::mem::zeroed() };
-    let mut out: *mut libc::passwd = std::ptr::null_mut();
-    // SAFETY: getpwnam_r reads the NUL-terminated `c` and writes into `pw` and `buf`.
-    unsafe {
-        libc::getpwnam_r(
+    account(name).is_ok()
+}
+
+/// The id of the group `name`, where the system has one.
+pub fn group_id(name: &str) -> Option<u32> {
+    let c = std::ffi::CString::new(name).ok()?;
+    let mut buf = vec![0u8; 16 << 10];
+    let mut gr: libc::group = unsafe { std::mem::zeroed() };
+    let mut out: *mut libc::group = std::ptr::null_mut();
+    // SAFETY: getgrnam_r reads the NUL-terminated `c` and writes into `gr` and `buf` (their
+    // sizes given); only the id is read, before `buf` is dropped.
+    let found = unsafe {
+        libc::getgrnam_r(
             c.as_ptr(),
-            &mut pw,
+            &mut gr,
             buf.as_mut_ptr().cast(),
             buf.len(),
             &mut out,
         ) == 0
             && !out.is_null()
-    }
+    };
+    found.then_some(gr.gr_gid)
 }
 
 /// The user this process runs as.
@@ -250,6 +255,9 @@ mod tests {
             .unwrap_err()
             .contains("no Unix account"));
         assert!(account("a\0b").is_err());
+        assert!(user_exists("root") && !user_exists("no-such-user-gantry"));
+        assert_eq!(group_id("root"), Some(0));
+        assert_eq!(group_id("no-such-group-gantry"), None);
     }
 
     #[test]

@@ -138,32 +138,12 @@ pub fn bind_unix(path: &Path, group: Option<&str>) -> Result<tokio::net::UnixLis
 
 /// The id of the group `name`, or why there is none.
 fn group_id(name: &str) -> Result<u32, String> {
-    let missing = || {
+    crate::unix_user::group_id(name).ok_or_else(|| {
         format!(
             "--socket-group {}: no such group on this host",
             name.escape_debug()
         )
-    };
-    let c = std::ffi::CString::new(name).map_err(|_| missing())?;
-    let mut buf = vec![0u8; 16 << 10];
-    let mut gr: libc::group = unsafe { std::mem::zeroed() };
-    let mut out: *mut libc::group = std::ptr::null_mut();
-    // SAFETY: getgrnam_r reads the NUL-terminated `c` and writes into `gr` and `buf`.
-    let found = unsafe {
-        libc::getgrnam_r(
-            c.as_ptr(),
-            &mut gr,
-            buf.as_mut_ptr().cast(),
-            buf.len(),
-            &mut out,
-        ) == 0
-            && !out.is_null()
-    };
-    if found {
-        Ok(gr.gr_gid)
-    } else {
-        Err(missing())
-    }
+    })
 }
 
 /// Serves until `shutdown` resolves; removes the socket file on the way out. Returns within

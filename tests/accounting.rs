@@ -168,6 +168,14 @@ fn a_limit_that_is_not_one_is_refused_at_its_line() {
             "logs: keep_for `soon` must be a duration of at least 1s (e.g. 30d, 12h) or \"forever\"",
         ),
         (
+            fleet("alice") + "\n[services]\naddresses = [\"localhost\"]\n",
+            "services: addresses: `localhost` is not an IP address",
+        ),
+        (
+            fleet("alice") + "\n[services]\nports = \"80-90\"\n",
+            "services: ports `80-90`: expected FIRST-LAST, both from 1024 to 65535",
+        ),
+        (
             fleet("alice") + "\n[logs]\nmax_job_mb = 0\n",
             "logs: max_job_mb must be above 0 (leave it out for no limit)",
         ),

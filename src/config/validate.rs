@@ -335,14 +335,14 @@ pub(super) fn validate(file: &str, text: &str, cfg: &FleetConfig) -> Result<(), 
     validate_logs(text, file, &cfg.logs)
 }
 
-/// `[services]`: addresses that are IP addresses, a port range `FIRST-LAST` from 1024 up.
-fn validate_services(
-    text: &str,
-    file: &str,
-    s: &super::fleet::ServiceSettings,
-) -> Result<(), ConfigError> {
-    let at = |message: String| {
-        let o = text.find("[services]").unwrap_or(0);
+/// An error at a table's header (`[logs]`), or at the top of the file where it has none.
+fn at_section<'a>(
+    text: &'a str,
+    file: &'a str,
+    section: &'a str,
+) -> impl Fn(String) -> ConfigError + 'a {
+    move |message: String| {
+        let o = text.find(section).unwrap_or(0);
         let (line, col) = super::fleet::position(text, o);
         ConfigError {
             file: file.to_string(),
@@ -350,7 +350,16 @@ fn validate_services(
             col,
             message,
         }
-    };
+    }
+}
+
+/// `[services]`: addresses that are IP addresses, a port range `FIRST-LAST` from 1024 up.
+fn validate_services(
+    text: &str,
+    file: &str,
+    s: &super::fleet::ServiceSettings,
+) -> Result<(), ConfigError> {
+    let at = at_section(text, file, "[services]");
     if let Some(bad) = s
         .addresses
         .iter()
@@ -372,16 +381,7 @@ fn validate_services(
 
 /// `[logs]`: a duration (or `forever`) and sizes above 0.
 fn validate_logs(text: &str, file: &str, l: &super::fleet::LogSettings) -> Result<(), ConfigError> {
-    let at = |message: String| {
-        let o = text.find("[logs]").unwrap_or(0);
-        let (line, col) = super::fleet::position(text, o);
-        ConfigError {
-            file: file.to_string(),
-            line,
-            col,
-            message,
-        }
-    };
+    let at = at_section(text, file, "[logs]");
     if let Some(k) = l.keep_for.as_deref().filter(|k| *k != "forever") {
         if crate::spec::parse_duration(k).is_none_or(|d| d < 1.0) {
             return Err(at(format!(

@@ -21,10 +21,13 @@ fn root() -> bool {
     gantry::unix_user::this_user().as_deref() == Some("root")
 }
 
+/// Held while this test process changes the user database (useradd, groupadd, usermod take
+/// its lock: two at once fail).
+static MADE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// The account `name`, made (with a home) if this host lacks it. Made once per test process;
 /// a concurrent `useradd` of another test binary is waited out (it holds /etc/passwd's lock).
 fn user(name: &str) -> Account {
-    static MADE: std::sync::Mutex<()> = std::sync::Mutex::new(());
     let _one = MADE.lock().unwrap_or_else(|e| e.into_inner());
     for _ in 0..50 {
         if let Ok(a) = gantry::unix_user::account(name) {
@@ -515,12 +518,28 @@ fn gantry_info_says_who_the_daemons_jobs_run_as() {
     }
 }
 
-/// The group `name` with `members` in it (made, and they added, where this host lacks it).
+/// The group `name` with `members` in it (made, and they added, where this host lacks it;
+/// tried again while another process holds the user database's lock).
 fn group(name: &str, members: &[&str]) {
-    let _ = Command::new("groupadd").arg(name).output();
-    for m in members {
-        let _ = Command::new("usermod").args(["-aG", name, m]).output();
+    let _one = MADE.lock().unwrap_or_else(|e| e.into_inner());
+    let gid = || gantry::unix_user::group_id(name);
+    let member = |m: &str| {
+        gantry::unix_user::account(m)
+            .is_ok_and(|a| gid().is_some_and(|g| a.creds.groups.contains(&g)))
+    };
+    for _ in 0..50 {
+        if gid().is_none() {
+            let _ = Command::new("groupadd").arg(name).output();
+        }
+        for m in members.iter().filter(|m| !member(m)) {
+            let _ = Command::new("usermod").args(["-aG", name, m]).output();
+        }
+        if members.iter().all(|m| member(m)) {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
     }
+    panic!("could not make the group {name} of {members:?}");
 }
 
 /// `gantry ARGS` run as `who` against the daemon's Unix socket (no token: the kernel says who).

@@ -476,7 +476,15 @@ fn a_reload_never_rewrites_a_jobs_history_or_its_bill() {
     )
     .unwrap();
     let sock = dir.join("sock");
-    let mut d = daemon(&dir);
+    // Killed however the test ends: a failed assertion must not leave a daemon running.
+    struct Killed(std::process::Child);
+    impl Drop for Killed {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let _d = Killed(daemon(&dir));
     let job = || -> serde_json::Value {
         serde_json::from_str(&cli(&sock, &["job", "1", "-o", "json"])).unwrap()
     };
@@ -529,7 +537,6 @@ fn a_reload_never_rewrites_a_jobs_history_or_its_bill() {
         "billed {billed:.1} s of {ran:.1} s: {after}"
     );
     cli(&sock, &["cancel", "1"]);
-    d.kill().unwrap();
-    d.wait().unwrap();
+    drop(_d);
     let _ = std::fs::remove_dir_all(&dir);
 }

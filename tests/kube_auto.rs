@@ -199,7 +199,7 @@ fn a_cluster_that_cannot_be_read_leaves_the_auto_pool_empty_and_says_why() {
     let ev = events(&d).join("\n");
     assert!(
         ev.contains("pool eks: cannot read the cluster's nodes (")
-            && ev.contains("the pool has no nodes until the fleet file is reloaded"),
+            && ev.contains("the pool has no nodes until it can"),
         "{ev}"
     );
     // The daemon serves, with the pool empty.

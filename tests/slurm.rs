@@ -120,11 +120,44 @@ fn gantry_slurm_shows_gpus_who_holds_them_and_why_jobs_wait() {
         gantry::config::fleet::parse("fleet.toml", &format!("[[teams]]\nname = \"lab\"\n{pools}"))
             .unwrap_or_else(|e| panic!("{e}\n{pools}"));
     assert_eq!(fleet.pools[0].hosts.len(), 1);
+    assert_eq!(
+        fleet.pools[0].slurm.as_ref().unwrap().user.as_deref(),
+        Some("nobody"),
+        "the stanza reads as the token's user: {pools}"
+    );
+    // With no --user, gantry reads as the token's own user (not $USER, whose token it is not).
+    let out = c.gantry_as(&token, "root", &["--fleet"]);
+    let pools = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && pools.contains("user = \"nobody\""),
+        "{}{pools}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Named someone else, the refusal says whose the token is and what fixes it.
+    let out = c.gantry_as(&token, "root", &["--user", "root"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success()
+            && err.contains("is nobody's, but gantry reads as root")
+            && err.contains("--user nobody"),
+        "{err}"
+    );
+    // An expired token says so, with how long tokens last and how to make one that lasts.
+    let short = c.token_for("nobody", 1);
+    std::thread::sleep(Duration::from_secs(3));
+    let out = c.gantry(&short, &["--user", "nobody"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("expired") && err.contains("lifespan="),
+        "{err}"
+    );
     // A token slurmctld does not take is an error that says what to do.
     let out = c.gantry("not-a-token", &["--user", "nobody"]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        !out.status.success() && err.contains("scontrol token username=USER"),
+        !out.status.success()
+            && err.contains("not a JWT")
+            && err.contains("scontrol token username=USER"),
         "{err}"
     );
     // A wrong address names itself.
@@ -793,6 +826,100 @@ fn a_slurm_pool_of_three_lines_is_built_from_the_cluster() {
     cli(&d, &["cancel", &id.to_string()]);
 }
 
+/// A Slurm pool the daemon cannot read (here: no token) says why in the events and on its
+/// row at once, counts its tries on the row without an event each minute, says it again at
+/// the operator's SIGHUP, and is built as soon as a token is given (a `token_file` added to
+/// the fleet file), without a restart.
+#[test]
+fn a_slurm_pool_that_cannot_be_read_says_why_until_it_can() {
+    if !can_run() {
+        return;
+    }
+    let c = Cluster::start("unread", &[("gpu-a", "a100", 4)]);
+    let dir = common::temp_dir("slurm-unread-daemon");
+    let fleet = dir.join("fleet.toml");
+    let stanza = |extra: &str| {
+        format!(
+            "[[teams]]\nname = \"lab\"\n\n[[pools]]\nprovider = \"slurm\"\nname = \"hpc\"\ngpu = \"auto\"\n[pools.slurm]\nslurmrestd = \"{}\"\n{extra}",
+            c.url
+        )
+    };
+    std::fs::write(&fleet, stanza("")).unwrap();
+    let conf = c.conf.clone();
+    let d = common::start_with(
+        dir.clone(),
+        &[
+            "--config",
+            fleet.to_str().unwrap(),
+            "--cluster-look-every",
+            "1s",
+        ],
+        |cmd| {
+            cmd.env_remove("SLURM_JWT").env("SLURM_CONF", conf);
+        },
+    );
+    let said = |d: &common::Daemon| {
+        events(d)
+            .into_iter()
+            .filter(|e| e.contains("pool hpc: cannot read the cluster's nodes"))
+            .collect::<Vec<_>>()
+    };
+    wait_for(&d, 30, "why the pool is empty, in the events", || {
+        !said(&d).is_empty()
+    });
+    let first = said(&d).remove(0);
+    assert!(
+        first.contains("HTTP 401") && first.contains("no token was sent"),
+        "{first}"
+    );
+    let row = |d: &common::Daemon| {
+        let v: Value = serde_json::from_str(&cli(d, &["fleet", "-o", "json"])).unwrap();
+        v["pools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["path"].as_str().unwrap().ends_with("/hpc"))
+            .map(|p| p["notes"].to_string())
+            .unwrap_or_default()
+    };
+    wait_for(&d, 30, "the row to count the tries", || {
+        let r = row(&d);
+        r.contains("no nodes: cannot read the cluster's nodes") && r.contains("tried 3 time(s)")
+    });
+    assert_eq!(
+        said(&d).len(),
+        1,
+        "one event, not one a try: {:?}",
+        said(&d)
+    );
+    // The operator's SIGHUP is a question: it is answered again.
+    unsafe { libc::kill(d.child.id() as i32, libc::SIGHUP) };
+    wait_for(&d, 30, "the SIGHUP to say it again", || said(&d).len() >= 2);
+    // A token file, given in the fleet file: the pool is built from the cluster's nodes.
+    let jwt = dir.join("slurm.jwt");
+    std::fs::write(&jwt, format!("SLURM_JWT={}\n", c.token("nobody"))).unwrap();
+    std::fs::write(
+        &fleet,
+        stanza(&format!("token_file = \"{}\"\n", jwt.display())),
+    )
+    .unwrap();
+    wait_for(&d, 60, "the pool built once a token is given", || {
+        let v: Value = serde_json::from_str(&cli(&d, &["fleet", "-o", "json"])).unwrap();
+        v["pools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["path"].as_str().unwrap().ends_with("/hpc-gpu-a100") && p["gpus"] == 4)
+    });
+    assert!(
+        events(&d)
+            .iter()
+            .any(|e| e.contains("pool hpc: the cluster's nodes are read again")),
+        "{:?}",
+        events(&d)
+    );
+}
+
 /// `gantry exec` into a gantry job on Slurm: `srun --overlap` into its allocation, in the job's
 /// environment and directory (as its batch script wrote them), the command's status returned;
 /// `-t` gives it a terminal (`srun --pty`).
@@ -971,7 +1098,9 @@ fn reads_since_a_time_go_on_while_jobs_start_and_end() {
     let mut r = gantry::backend::slurm::rest::SlurmRest::connect(
         &c.url,
         Some("nobody".to_string()),
-        Some(c.token("nobody")),
+        Some(gantry::backend::slurm::token::Token::Fixed(
+            c.token("nobody"),
+        )),
     )
     .unwrap();
     r.inventory().unwrap();

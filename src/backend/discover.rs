@@ -6,8 +6,73 @@
 
 use crate::config::fleet::{mig_geometry, FleetConfig, FoundGpus, PoolConfig};
 
-/// The pools each `gpu = "auto"` stanza was last built into, by its name.
-pub type Built = std::collections::BTreeMap<String, Vec<PoolConfig>>;
+/// What each `gpu = "auto"` stanza was last built into, and which could not be read.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Built {
+    /// The pools each stanza was last built into, by its name.
+    pub pools: std::collections::BTreeMap<String, Vec<PoolConfig>>,
+    /// Stanzas whose cluster could not be read at the last try, by name: why, and how many
+    /// tries in a row have failed (the pool shows it, and the events say it when it changes).
+    pub unread: std::collections::BTreeMap<String, Unread>,
+}
+
+/// A stanza whose cluster could not be read.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Unread {
+    pub why: String,
+    pub tries: u32,
+    /// It has no pools of its own yet (nothing was ever read): it is one empty pool.
+    pub empty: bool,
+}
+
+impl Built {
+    /// Why the stanza (or the pool built from it, of the same name) has no nodes, if it has
+    /// none because its cluster could not be read: a line for the pool's row.
+    pub fn why_empty(&self, pool: &str) -> Option<String> {
+        let u = self.unread.get(pool).filter(|u| u.empty)?;
+        Some(format!(
+            "no nodes: cannot read the cluster's nodes ({}); tried {} time(s), again every minute or at a reload",
+            u.why, u.tries
+        ))
+    }
+
+    /// The lines of `now` worth an event against `self` (what was built before): a stanza
+    /// whose cluster became unreadable, or unreadable for another reason, or readable again.
+    /// With `all`, every unreadable one (the operator asked: a SIGHUP).
+    pub fn news(&self, now: &Built, all: bool) -> Vec<String> {
+        let mut said = Vec::new();
+        for (name, u) in &now.unread {
+            let before = self.unread.get(name).map(|b| &b.why);
+            if all || before != Some(&u.why) {
+                said.push(now.unread_line(name, u));
+            }
+        }
+        for name in self.unread.keys() {
+            if !now.unread.contains_key(name) && now.pools.contains_key(name) {
+                let n = now.pools[name].len();
+                said.push(format!(
+                    "pool {name}: the cluster's nodes are read again: {n} pool(s) built"
+                ));
+            }
+        }
+        said
+    }
+
+    fn unread_line(&self, name: &str, u: &Unread) -> String {
+        if u.empty {
+            format!(
+                "pool {name}: cannot read the cluster's nodes ({}): the pool has no nodes until it can (the daemon looks again every minute, and at a reload: edit the fleet file or `kill -HUP` the daemon)",
+                u.why
+            )
+        } else {
+            let n = self.pools.get(name).map_or(0, Vec::len);
+            format!(
+                "pool {name}: cannot read the cluster's nodes ({}): it keeps the {n} pool(s) it had",
+                u.why
+            )
+        }
+    }
+}
 
 /// The stanza's pools from its cluster now, and what to say of them.
 fn build(p: &PoolConfig) -> Result<(Vec<PoolConfig>, Vec<String>), String> {
@@ -24,7 +89,7 @@ fn build(p: &PoolConfig) -> Result<(Vec<PoolConfig>, Vec<String>), String> {
 /// down must not take running jobs' nodes away), else leaves the stanza empty. With `fresh`,
 /// what `last` has is taken as it is (just listed: a reload that compared it).
 pub fn expand(cfg: &FleetConfig, last: &Built, fresh: bool) -> (FleetConfig, Vec<String>, Built) {
-    let mut built_now = Built::new();
+    let mut built_now = Built::default();
     if !cfg.pools.iter().any(PoolConfig::built_from_cluster) {
         return (cfg.clone(), Vec::new(), built_now);
     }
@@ -36,8 +101,11 @@ pub fn expand(cfg: &FleetConfig, last: &Built, fresh: bool) -> (FleetConfig, Vec
             out.pools.push(p.clone());
             continue;
         }
-        if let (true, Some(pools)) = (fresh, last.get(&p.name)) {
-            built_now.insert(p.name.clone(), pools.clone());
+        if let (true, Some(pools)) = (fresh, last.pools.get(&p.name)) {
+            built_now.pools.insert(p.name.clone(), pools.clone());
+            if let Some(u) = last.unread.get(&p.name) {
+                built_now.unread.insert(p.name.clone(), u.clone());
+            }
             out.pools.extend(pools.iter().cloned());
             continue;
         }
@@ -46,27 +114,33 @@ pub fn expand(cfg: &FleetConfig, last: &Built, fresh: bool) -> (FleetConfig, Vec
                 said.extend(what);
                 pools
             }
-            Err(e) => match last.get(&p.name) {
-                Some(before) => {
-                    said.push(format!(
-                        "pool {}: cannot read the cluster's nodes ({e}): it keeps the {} pool(s) it had",
-                        p.name,
-                        before.len()
-                    ));
-                    before.clone()
-                }
-                None => {
-                    said.push(format!(
-                        "pool {}: cannot read the cluster's nodes ({e}): the pool has no nodes until the fleet file is reloaded (edit it or `kill -HUP` the daemon; the daemon also looks again every minute)",
-                        p.name
-                    ));
-                    let mut empty = p.clone();
-                    empty.resolve_auto(None);
-                    vec![empty]
-                }
-            },
+            Err(e) => {
+                let before = last.unread.get(&p.name);
+                let had = last
+                    .pools
+                    .get(&p.name)
+                    .filter(|_| before.is_none_or(|u| !u.empty));
+                let u = Unread {
+                    why: e,
+                    tries: before.map_or(1, |u| u.tries + 1),
+                    empty: had.is_none(),
+                };
+                let pools = match had {
+                    // A reload while its API is down must not take running jobs' nodes away.
+                    Some(before) => before.clone(),
+                    None => {
+                        let mut empty = p.clone();
+                        empty.resolve_auto(None);
+                        vec![empty]
+                    }
+                };
+                built_now.pools.insert(p.name.clone(), pools.clone());
+                said.push(built_now.unread_line(&p.name, &u));
+                built_now.unread.insert(p.name.clone(), u);
+                pools
+            }
         };
-        built_now.insert(p.name.clone(), pools.clone());
+        built_now.pools.insert(p.name.clone(), pools.clone());
         out.pools.extend(pools);
     }
     (out, said, built_now)

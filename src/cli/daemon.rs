@@ -307,14 +307,15 @@ fn watch_fleet_file(
     // is applied again when what they would be built into moves (nodes joined or left).
     // The file is only parsed here: `fleet::load` would also run this host's NVML discovery
     // (and say so on stderr) every minute, which the clusters' shape does not need.
+    // `None`: no such pools (or no file to read); `Err`: a cluster that cannot be read.
     let cluster_shape = || {
         let name = path.display().to_string();
         let text = std::fs::read_to_string(path).ok()?;
         let cfg = gantry::config::fleet::parse(&name, &text).ok()?;
         let auto = cfg.pools.iter().any(|p| p.built_from_cluster());
-        auto.then(|| gantry::backend::discover::shape(&cfg).ok())?
+        auto.then(|| gantry::backend::discover::shape(&cfg))
     };
-    let mut shape = cluster_shape();
+    let mut shape = cluster_shape().and_then(Result::ok);
     let mut looked = std::time::Instant::now();
     loop {
         std::thread::sleep(Duration::from_secs(1));
@@ -322,12 +323,18 @@ fn watch_fleet_file(
         let settled = now == last && now != applied;
         last = now;
         let mut moved = false;
+        // A cluster that cannot be read is tried again by a reload: the pool's row counts the
+        // tries, and the events say when the reason changes (or the cluster is read again).
+        let mut unread = false;
         if looked.elapsed() >= look_every {
             looked = std::time::Instant::now();
-            // A cluster that cannot be read this time changes nothing.
-            if let Some(s) = cluster_shape() {
-                moved = shape.as_ref() != Some(&s);
-                shape = Some(s);
+            match cluster_shape() {
+                Some(Ok(s)) => {
+                    moved = shape.as_ref() != Some(&s);
+                    shape = Some(s);
+                }
+                Some(Err(_)) => unread = true,
+                None => {}
             }
         }
         if moved {
@@ -336,12 +343,14 @@ fn watch_fleet_file(
         // SIGHUP is the operator's say-so: it applies a file that would fail live jobs, which
         // a change noticed on disk alone never does (it may be half-written).
         let forced = hup.swap(false, Ordering::Relaxed);
-        if !(settled || moved || forced) {
+        if !(settled || moved || forced || unread) {
             continue;
         }
         applied = now;
         let cfg = super::fleet::load(Some(path.to_path_buf())).map(|(_, cfg, _)| cfg);
         match handle.reload(cfg, forced) {
+            // A retry of an unreadable cluster that found nothing new is not news.
+            Ok(said) if unread && said == "the fleet file is unchanged" => {}
             Ok(said) => eprintln!("gantry daemon: fleet file {}: {said}", path.display()),
             Err(e) if e.code == "stopping" => return,
             Err(e) if e.code == "reopen-failed" => {

@@ -7,8 +7,13 @@ use gantry::backend::slurm::inventory::Inventory;
 use gantry::backend::slurm::rest::SlurmRest;
 
 pub fn show(url: &str, user: Option<String>, fleet: bool, output: Output) -> Result<(), String> {
-    let user = user.or_else(|| std::env::var("USER").ok());
-    let token = std::env::var("SLURM_JWT").ok().filter(|t| !t.is_empty());
+    // Who slurmrestd reads as: the user named, else the token's own (what it was made for),
+    // else this one.
+    let token = gantry::backend::slurm::token::Token::of(None);
+    let user = user
+        .or_else(|| token.as_ref().and_then(|t| t.user()))
+        .or_else(|| std::env::var("USER").ok());
+    let named = user.clone().filter(|_| token.is_some());
     if token.is_none() && !url.starts_with("unix:") {
         return Err(format!(
             "slurmrestd {url}: no token: set SLURM_JWT (`export $(scontrol token username=USER)`) — or use its Unix socket (unix:/PATH), where Slurm's local auth needs none"
@@ -28,7 +33,7 @@ pub fn show(url: &str, user: Option<String>, fleet: bool, output: Output) -> Res
         }
         print!(
             "{}",
-            gantry::backend::slurm::pools::to_toml(&inv, &pools, url)
+            gantry::backend::slurm::pools::to_toml(&inv, &pools, url, named.as_deref())
         );
         return Ok(());
     }

@@ -17,6 +17,10 @@ pub struct SlurmSettings {
     /// Who slurmrestd reads as (`X-SLURM-USER-NAME`, with the token in SLURM_JWT; default:
     /// the user the daemon runs as). Not needed over the Unix socket.
     pub user: Option<String>,
+    /// A file holding the token (what `scontrol token` prints, or the bare JWT), read again
+    /// at every request, so whatever renews it (a cron line, a systemd timer) is taken without
+    /// a restart. Default: `SLURM_JWT` in the daemon's environment.
+    pub token_file: Option<String>,
 }
 
 /// A Slurm pool's settings, or another pool's absence of them.
@@ -40,6 +44,13 @@ pub fn validate(p: &PoolConfig, name: &str) -> super::problem::Checked {
         return Err(Problem::at("slurm.slurmrestd", format!(
             "{name}: [pools.slurm] slurmrestd = \"{url}\": expected http://HOST:PORT or unix:/PATH/TO/SOCKET"
         )));
+    }
+    if let Some(f) = &s.token_file {
+        if !f.starts_with('/') {
+            return Err(Problem::at("slurm.token_file", format!(
+                "{name}: [pools.slurm] token_file = \"{f}\": give an absolute path (the daemon reads it from wherever it runs)"
+            )));
+        }
     }
     if p.is_auto() {
         // Built from the cluster (`backend::slurm::discover`): `hosts`, where given, only

@@ -262,8 +262,17 @@ impl Cluster {
 
     /// A JWT for `user` (slurmrestd takes no root token).
     pub fn token(&self, user: &str) -> String {
+        self.token_for(user, 600)
+    }
+
+    /// A JWT for `user` that lasts `secs`.
+    pub fn token_for(&self, user: &str, secs: u32) -> String {
         let out = Command::new("scontrol")
-            .args(["token", &format!("username={user}"), "lifespan=600"])
+            .args([
+                "token",
+                &format!("username={user}"),
+                &format!("lifespan={secs}"),
+            ])
             .env("SLURM_CONF", &self.conf)
             .output()
             .unwrap();
@@ -278,11 +287,17 @@ impl Cluster {
     }
 
     pub fn gantry(&self, token: &str, args: &[&str]) -> std::process::Output {
+        self.gantry_as(token, "root", args)
+    }
+
+    /// `gantry slurm` with `$USER` set to `user`.
+    pub fn gantry_as(&self, token: &str, user: &str, args: &[&str]) -> std::process::Output {
         Command::new(env!("CARGO_BIN_EXE_gantry"))
             .arg("slurm")
             .args(args)
             .env("SLURM_JWT", token)
             .env("SLURMRESTD", &self.url)
+            .env("USER", user)
             .output()
             .unwrap()
     }

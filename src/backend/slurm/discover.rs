@@ -11,8 +11,8 @@ use crate::config::fleet::PoolConfig;
 pub fn build(p: &PoolConfig) -> Result<(Vec<PoolConfig>, Vec<String>), String> {
     let s = p.slurm.clone().unwrap_or_default();
     let url = s.slurmrestd.unwrap_or_default();
-    let user = s.user.or_else(super::runner::daemon_user);
-    let token = std::env::var("SLURM_JWT").ok().filter(|t| !t.is_empty());
+    let token = super::token::Token::of(s.token_file.as_deref());
+    let user = super::runner::reads_as(s.user, token.as_ref());
     // A blocking client on a thread of its own: the caller may be inside a runtime.
     let inv = std::thread::scope(|s| {
         s.spawn(|| SlurmRest::connect(&url, user, token)?.inventory())

@@ -14,14 +14,18 @@ use std::time::Instant;
 pub(super) struct Reader {
     url: String,
     user: Option<String>,
-    token: Option<String>,
+    token: Option<super::token::Token>,
     rest: Option<SlurmRest>,
     /// Every read reads the queue (`SlurmRest::read_the_queue_each_time`).
     pub(super) whole_queue: bool,
 }
 
 impl Reader {
-    pub(super) fn new(url: String, user: Option<String>, token: Option<String>) -> Reader {
+    pub(super) fn new(
+        url: String,
+        user: Option<String>,
+        token: Option<super::token::Token>,
+    ) -> Reader {
         Reader {
             url,
             user,

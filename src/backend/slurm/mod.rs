@@ -13,6 +13,7 @@ pub mod queue;
 pub mod rest;
 pub mod runner;
 mod submits;
+pub mod token;
 
 /// A Slurm cluster's nodes, through slurmrestd: each node's part of a job a batch job.
 pub const REGISTRATION: crate::backend::registry::Registration =

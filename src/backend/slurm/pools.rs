@@ -86,7 +86,8 @@ pub fn pools(inv: &Inventory) -> Vec<Pool> {
 }
 
 /// The pools as fleet-file TOML for the cluster at `url`.
-pub fn to_toml(inv: &Inventory, pools: &[Pool], url: &str) -> String {
+/// `user`, where given, is who the pools read as (`user =`: the token's user).
+pub fn to_toml(inv: &Inventory, pools: &[Pool], url: &str, user: Option<&str>) -> String {
     let q = |s: &str| toml::Value::String(s.to_string()).to_string();
     let mut t = format!(
         "# Pools for the Slurm cluster at {url} (Slurm {}, slurmrestd {}), from its nodes' GRES.\n# price_per_hour is what a node-hour costs you (for spend and budgets); region and zone\n# are yours to name. Check the lines marked CHECK.\n",
@@ -115,6 +116,9 @@ pub fn to_toml(inv: &Inventory, pools: &[Pool], url: &str) -> String {
                 format!("partition = {}\n", q(&p.partition))
             },
         ));
+        if let Some(u) = user {
+            t.push_str(&format!("user = {}\n", q(u)));
+        }
     }
     t
 }
@@ -166,7 +170,7 @@ mod tests {
         assert_eq!(p[1].hosts, ["a1", "a2"]);
         assert_eq!((p[1].gpu.as_str(), p[1].vram_gb), ("A100-80GB", 80));
         assert!(p[0].check.as_deref().unwrap().contains("no GPU type"));
-        let text = to_toml(&inv, &p, "unix:/run/slurmrestd.sock");
+        let text = to_toml(&inv, &p, "unix:/run/slurmrestd.sock", None);
         assert!(
             text.contains("vram_gb = 0  # CHECK: Slurm names no GPU type"),
             "{text}"

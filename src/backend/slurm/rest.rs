@@ -3,6 +3,7 @@
 //! that name the server and what to do.
 
 use super::inventory::{self, Answer, Inventory, Job, Node, Partition};
+use super::token::{self, Token};
 use serde_json::Value;
 use std::io::Read;
 use std::time::{Duration, Instant};
@@ -87,7 +88,7 @@ pub struct SlurmRest {
     pub url: String,
     base: String,
     user: Option<String>,
-    token: Option<String>,
+    token: Option<Token>,
     client: reqwest::blocking::Client,
     /// The API version in use, and Slurm's release where the server says.
     pub version: String,
@@ -107,7 +108,7 @@ impl SlurmRest {
     pub fn connect(
         url: &str,
         user: Option<String>,
-        token: Option<String>,
+        token: Option<Token>,
     ) -> Result<SlurmRest, String> {
         crate::tls::install_provider();
         let mut builder = reqwest::blocking::Client::builder()
@@ -183,23 +184,51 @@ impl SlurmRest {
     }
 
     /// `req` as the pool's user, where a token says who that is (the Unix socket's local auth
-    /// needs neither).
+    /// needs neither). The token is read at each request: a renewed `token_file` is taken.
     fn as_the_user(
         &self,
         req: reqwest::blocking::RequestBuilder,
-    ) -> reqwest::blocking::RequestBuilder {
-        match (&self.user, &self.token) {
+    ) -> Result<reqwest::blocking::RequestBuilder, String> {
+        Ok(match (&self.user, &self.token) {
             (Some(user), Some(token)) => req
                 .header("X-SLURM-USER-NAME", user)
-                .header("X-SLURM-USER-TOKEN", token),
+                .header("X-SLURM-USER-TOKEN", token.read()?),
             _ => req,
-        }
+        })
+    }
+
+    /// Why slurmrestd refused the credentials (HTTP `status`), with what fixes it.
+    fn refused(&self, status: reqwest::StatusCode) -> String {
+        let why = match &self.token {
+            None => "no token was sent: set SLURM_JWT (`export $(scontrol token username=USER)`) or the pool's token_file — or use slurmrestd's Unix socket (unix:/PATH), where Slurm's local auth needs none".to_string(),
+            Some(t) => match t.read() {
+                Err(e) => e,
+                Ok(token) => token::fault(
+                    &token,
+                    &t.source(),
+                    self.user.as_deref(),
+                    chrono::Utc::now().timestamp(),
+                )
+                .unwrap_or_else(|| {
+                    format!(
+                        "the token in {} is {}'s and unexpired, so slurmctld does not take its signature (made on another cluster, or before its jwt key changed?): make one with `scontrol token username={}` on this cluster",
+                        t.source(),
+                        self.user.as_deref().unwrap_or("USER"),
+                        self.user.as_deref().unwrap_or("USER")
+                    )
+                }),
+            },
+        };
+        format!(
+            "slurmrestd {} refused the credentials (HTTP {status}): {why}",
+            self.url
+        )
     }
 
     /// `GET path`: the status and the body.
     fn get(&self, path: &str) -> Result<(reqwest::StatusCode, Vec<u8>), String> {
         let resp = self
-            .as_the_user(self.client.get(format!("{}{path}", self.base)))
+            .as_the_user(self.client.get(format!("{}{path}", self.base)))?
             .send()
             .map_err(|e| {
                 format!(
@@ -222,10 +251,7 @@ impl SlurmRest {
             ));
         }
         if status.as_u16() == 401 || status.as_u16() == 403 {
-            return Err(format!(
-                "slurmrestd {} refused the credentials (HTTP {status}): give the pool's user a token from `scontrol token username=USER` in SLURM_JWT (slurmrestd does not take root's)",
-                self.url
-            ));
+            return Err(self.refused(status));
         }
         Ok((status, body))
     }
@@ -299,9 +325,12 @@ impl SlurmRest {
             && status.as_u16() == 500
             && errors.iter().any(|e| e == "Unspecified error")
         {
-            " — slurmctld refuses an invalid or expired token this way: make one with `scontrol token username=USER` (USER the pool's user) and set SLURM_JWT"
+            format!(
+                " — slurmctld refuses an invalid or expired token this way: {}",
+                self.refused(status)
+            )
         } else {
-            ""
+            String::new()
         };
         Err(format!(
             "slurmrestd {}: {path}: HTTP {status}: {}{hint}",
@@ -323,6 +352,7 @@ impl SlurmRest {
         let path = format!("/slurm/{}/job/submit", self.version);
         let resp = self
             .as_the_user(self.client.post(format!("{}{path}", self.base)).json(job))
+            .map_err(SubmitFailed::Untried)?
             .send()
             .map_err(|e| {
                 let why = format!(
@@ -339,10 +369,7 @@ impl SlurmRest {
             })?;
         let status = resp.status();
         if status.as_u16() == 401 || status.as_u16() == 403 {
-            return Err(SubmitFailed::Untried(format!(
-                "slurmrestd {} refused the credentials (HTTP {status})",
-                self.url
-            )));
+            return Err(SubmitFailed::Untried(self.refused(status)));
         }
         let body = resp
             .bytes()

@@ -77,6 +77,16 @@ pub(super) enum Cmd {
 }
 
 /// Who slurmrestd reads gantry as when the pool names nobody: the user the daemon runs as.
+/// Who slurmrestd reads as: the pool's `user`, else the token's own (what it was made for),
+/// else the user the daemon runs as.
+pub(super) fn reads_as(
+    user: Option<String>,
+    token: Option<&super::token::Token>,
+) -> Option<String> {
+    user.or_else(|| token.and_then(super::token::Token::user))
+        .or_else(daemon_user)
+}
+
 pub(super) fn daemon_user() -> Option<String> {
     std::env::var("USER")
         .ok()
@@ -102,9 +112,9 @@ impl SlurmPool {
         let (tx, rx) = channel();
         let events = Arc::new(Mutex::new(Vec::new()));
         let s = p.slurm.clone().unwrap_or_default();
-        let user = s.user.or_else(daemon_user);
         let url = s.slurmrestd.unwrap_or_default();
-        let token = std::env::var("SLURM_JWT").ok().filter(|t| !t.is_empty());
+        let token = super::token::Token::of(s.token_file.as_deref());
+        let user = reads_as(s.user, token.as_ref());
         let via = Via::new(
             &url,
             user.clone(),

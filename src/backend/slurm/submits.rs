@@ -16,6 +16,7 @@
 use super::batch::{self, Submit};
 use super::rest::{SlurmRest, SubmitFailed};
 use super::runner::{Cmd, RunKey};
+use super::token::Token;
 use crate::backend::Launch;
 use std::collections::{HashMap, VecDeque};
 use std::sync::mpsc::Sender;
@@ -35,7 +36,7 @@ pub(super) struct Via {
 struct RestSubmit {
     url: String,
     user: Option<String>,
-    token: Option<String>,
+    token: Option<Token>,
     conn: Mutex<Conn>,
 }
 
@@ -73,7 +74,7 @@ impl Via {
     pub(super) fn new(
         url: &str,
         user: Option<String>,
-        token: Option<String>,
+        token: Option<Token>,
         daemon: Option<&str>,
     ) -> Via {
         let ours = if url.starts_with("unix:") {
@@ -284,7 +285,7 @@ mod tests {
             Via::new(
                 url,
                 user.map(str::to_string),
-                token.map(str::to_string),
+                token.map(|t| Token::Fixed(t.to_string())),
                 Some(daemon),
             )
             .rest
@@ -304,7 +305,7 @@ mod tests {
         let via = Via::new(
             url,
             Some("gantry".into()),
-            Some("jwt".into()),
+            Some(Token::Fixed("jwt".into())),
             Some("gantry"),
         );
         via.rest.expect("posts as the daemon's own user")

@@ -132,6 +132,9 @@ impl State {
         let p = &self.nodes.pools[pool];
         let up = self.up_of(of_pool);
         let mut notes = Vec::new();
+        // A pool built from a cluster that could not be read: why it has no nodes.
+        let name = &self.engine.fleet().pools[pool].name;
+        notes.extend(self.opened.opts.cluster_built.why_empty(name));
         let coming: Vec<f64> = of_pool
             .iter()
             .filter(|&&i| self.nodes.lives[i] == Life::Provisioning)

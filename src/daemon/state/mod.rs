@@ -105,7 +105,7 @@ impl Default for StateOptions {
             sampling: crate::backend::agent::Sampling::Nvml(std::time::Duration::from_secs(1)),
             messages: Messages::Stderr,
             discovered: BTreeMap::new(),
-            cluster_built: BTreeMap::new(),
+            cluster_built: Default::default(),
             cluster_built_fresh: false,
             wall_clock: None,
             wake: crate::backend::Wake::default(),

@@ -333,9 +333,23 @@ impl State {
         let before = &self.opened.opts.cluster_built;
         let (old, _, _) = expand(&self.opened.cfg, before, true);
         let (built_new, _, cluster_built) = expand(new, before, false);
+        // A cluster that cannot be read is said when that starts or its reason changes, and
+        // at every SIGHUP (the operator is asking); its pool's row says it at every try.
+        let news = before.news(&cluster_built, force);
+        for line in &news {
+            self.messages.write(line);
+            self.record("fleet", line.clone())?;
+        }
         let changes = crate::config::reload::changes(&old, &built_new);
         if changes.is_empty() {
-            return Ok((self, Ok("the fleet file is unchanged".to_string())));
+            self.opened.opts.cluster_built = cluster_built;
+            self.rebuild_snapshot();
+            let mut said = "the fleet file is unchanged".to_string();
+            for line in news {
+                said.push_str("; ");
+                said.push_str(&line);
+            }
+            return Ok((self, Ok(said)));
         }
         let fleet_new = fleet_at_max(&built_new);
         if let Some(why) = self.refuse_reload(&old, &built_new, &fleet_new, force) {

@@ -414,6 +414,44 @@ fn spec_check_against_a_fleet_shows_each_shape_and_its_pools() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A job with no `run` has nothing to start on a real pool: `spec check` refuses it, with
+/// what to add; against a simulated fleet (which models a job's work) it passes, against a
+/// fleet with a real pool it may land on it names that pool.
+#[test]
+fn spec_check_refuses_a_job_with_nothing_to_run() {
+    let dir = gantry_testkit::scratch::scratch("speccheck-norun");
+    let job = dir.join("norun.yaml");
+    std::fs::write(&job, "name: idle\nresources:\n  accelerators: H100:1\n").unwrap();
+    let (code, _, err) = gantry(&["spec", "check", job.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("norun.yaml: the job has no `run`") && err.contains("Add `run: COMMAND`"),
+        "{err}"
+    );
+    let sim = "src/config/default_fleet.toml";
+    let (code, _, err) = gantry(&["spec", "check", job.to_str().unwrap(), "--fleet", sim]);
+    assert_eq!(code, 0, "a simulated fleet models the work: {err}");
+    let fleet = dir.join("fleet.toml");
+    std::fs::write(
+        &fleet,
+        "[[teams]]\nname = \"lab\"\n\n[[pools]]\nprovider = \"ssh\"\nregion = \"onprem\"\nzone = \"rack1\"\nname = \"box\"\ninstance_type = \"server\"\ngpu = \"H100\"\ngpus_per_node = 1\nvram_gb = 80\ncpus = 8\nmemory_gb = 32\ncapacity = \"reserved\"\nprice_per_hour = 0.0\nhosts = [\"gpu1\"]\n",
+    )
+    .unwrap();
+    let (code, _, err) = gantry(&[
+        "spec",
+        "check",
+        job.to_str().unwrap(),
+        "--fleet",
+        fleet.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("it may land on pool ssh/onprem/rack1/box, a real one"),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn spec_check_prints_what_it_understood_or_where_it_is_wrong() {
     let (code, out, err) = gantry(&["spec", "check", "tests/specs/ok/skypilot_serve.yaml"]);

@@ -135,6 +135,35 @@ fn a_job_on_the_host_runs_logs_and_its_exit_code_decides() {
     );
 }
 
+/// A job with no `run` on a fleet of real pools is refused at submit, saying what to add and
+/// which real pool it may land on — not admitted, then failed at its start. Submitted with
+/// others in one batch, only it is refused.
+#[test]
+fn a_job_with_nothing_to_run_is_refused_at_submit_on_a_real_pool() {
+    let d = dir("norun");
+    let mut s = open(&d);
+    let norun = Submission {
+        file: "idle.yaml".into(),
+        text: b"name: idle\nresources:\n  cpus: 1\n".to_vec(),
+        team: Some("a".into()),
+        user: me(),
+        ..Submission::default()
+    };
+    let answers = s.submit(&[job("exit 0"), norun.clone()]);
+    assert!(answers[0].is_ok(), "{:?}", answers[0]);
+    let e = answers[1].as_ref().unwrap_err().to_string();
+    assert!(
+        e.contains("idle.yaml: the job has no `run`")
+            && e.contains("a real one")
+            && e.contains("add `run: COMMAND`"),
+        "{e}"
+    );
+    // A dry run (`submit --dry-run`, `serve up`'s probe) says the same.
+    let e = s.preview(&norun).unwrap_err().to_string();
+    assert!(e.contains("has no `run`"), "{e}");
+    assert_eq!(s.engine().jobs().count(), 1);
+}
+
 #[test]
 fn preempt_signals_the_process_and_requeues_cancel_kills() {
     let d = dir("stop");

@@ -40,6 +40,7 @@ fn shapes(
     written: &str,
     spec: &JobSpec,
     fleet: &gantry::model::Fleet,
+    simulated: &[bool],
 ) -> Result<Vec<Shape>, String> {
     use gantry::model::{CapacityType, GpuRequest, ModelChoice, PoolId};
     // What the file leaves to be given at submit is not this check's business.
@@ -52,6 +53,27 @@ fn shapes(
         },
         None => format!("{name}: {}", e.message),
     })?;
+    // A job with no `run` has nothing to start on a real pool (the daemon refuses it at
+    // submit where it may land on one).
+    if spec.run.is_none() {
+        let real = requests.iter().find_map(|r| {
+            let pools = r
+                .pools
+                .clone()
+                .unwrap_or_else(|| (0..fleet.pools.len() as u32).map(PoolId).collect());
+            pools.into_iter().find(|&p| {
+                let fits = r.gpu == GpuRequest::None
+                    || fleet
+                        .pool(p)
+                        .model
+                        .is_some_and(|m| r.models.rank(m).is_some());
+                fits && !simulated.get(p.index()).copied().unwrap_or(true)
+            })
+        });
+        if let Some(p) = real {
+            return Err(no_run(name, Some(&fleet.pool_path(p))));
+        }
+    }
     Ok(requests
         .into_iter()
         .map(|r| {
@@ -112,10 +134,11 @@ pub fn run(cmd: SpecCmd) -> Result<(), String> {
     if let Some(path) = fleet {
         let (_, cfg, _) = super::fleet::load_built(Some(path))?;
         let fleet = gantry::config::fleet::fleet_of(&cfg);
+        let simulated: Vec<bool> = cfg.pools.iter().map(|p| p.is_simulated()).collect();
         let resolved: Vec<Result<Vec<Shape>, String>> = pipeline
             .tasks
             .iter()
-            .map(|(written, s)| shapes(&name, written, s, &fleet))
+            .map(|(written, s)| shapes(&name, written, s, &fleet, &simulated))
             .collect();
         if output.is_data() {
             let tasks: Vec<serde_json::Value> = specs
@@ -166,6 +189,10 @@ pub fn run(cmd: SpecCmd) -> Result<(), String> {
             None => Ok(()),
         };
     }
+    // Without a fleet, a job with no `run` is one no real pool can start.
+    if specs.iter().any(|s| s.run.is_none()) {
+        return Err(no_run(&name, None));
+    }
     if output.is_data() {
         return match specs.as_slice() {
             [one] => print_as(output, one),
@@ -189,6 +216,17 @@ pub fn run(cmd: SpecCmd) -> Result<(), String> {
         print_spec(&name, spec, specs.len() == 1);
     }
     Ok(())
+}
+
+/// Why a job with no `run` is refused: on `pool` (a real one), or on any real pool.
+fn no_run(file: &str, pool: Option<&str>) -> String {
+    let place = match pool {
+        Some(p) => format!("it may land on pool {p}, a real one, where"),
+        None => "on a real pool (SSH, Slurm, Kubernetes, a cloud, this host)".to_string(),
+    };
+    format!(
+        "{file}: the job has no `run`: {place} it would have nothing to start. Add `run: COMMAND` (a SkyPilot task's `run:`, a batch script's body); only a simulated pool models a job's work without one — check such a job with --fleet FILE naming that fleet"
+    )
 }
 
 /// GPUs per node as `H100×8 | A100×8 (any of)`.

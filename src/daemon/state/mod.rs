@@ -427,32 +427,23 @@ impl State {
 
     /// Admits submissions with one commit; each gets its own answer.
     pub fn submit(&mut self, batch: &[Submission]) -> Vec<Result<JobId, EngineError>> {
-        // A root daemon starts nothing on its own host for a caller it cannot name: its
-        // processes would be root's. Said at submit, with what to do.
-        // SAFETY: geteuid has no preconditions.
-        let root = unsafe { libc::geteuid() } == 0;
-        let nameless = |s: &Submission| s.user.is_none() && !s.from_backend;
-        if root
-            && batch.iter().any(nameless)
-            && self.hosts.runners.iter().any(|r| r.on_daemon_host())
-        {
-            let (nameless, named): (Vec<_>, Vec<_>) =
-                batch.iter().enumerate().partition(|(_, s)| nameless(s));
-            let named_batch: Vec<Submission> = named.iter().map(|(_, s)| (*s).clone()).collect();
-            let mut admitted = self.submit(&named_batch).into_iter();
-            let mut out: Vec<Result<JobId, EngineError>> = Vec::with_capacity(batch.len());
-            let nameless: std::collections::HashSet<usize> =
-                nameless.into_iter().map(|(i, _)| i).collect();
-            for i in 0..batch.len() {
-                out.push(if nameless.contains(&i) {
-                    Err(EngineError::Forbidden(
-                        "this caller names no Unix user (a token made without --user), and this daemon runs as root with a pool on its own host, where a job's processes run as its owner: it starts nothing as root for a caller it cannot name. Ask an operator for a token made with `gantry token create --user NAME`".to_string(),
-                    ))
-                } else {
-                    admitted.next().unwrap_or(Err(EngineError::NoJob(0)))
-                });
-            }
-            return out;
+        // What the state refuses before the engine sees it (the engine knows no backend).
+        let refused: Vec<Option<EngineError>> = batch.iter().map(|s| self.refusal(s)).collect();
+        if refused.iter().any(Option::is_some) {
+            let rest: Vec<Submission> = batch
+                .iter()
+                .zip(&refused)
+                .filter(|(_, r)| r.is_none())
+                .map(|(s, _)| s.clone())
+                .collect();
+            let mut admitted = self.submit(&rest).into_iter();
+            return refused
+                .into_iter()
+                .map(|r| match r {
+                    Some(why) => Err(why),
+                    None => admitted.next().unwrap_or(Err(EngineError::NoJob(0))),
+                })
+                .collect();
         }
         let out = self.engine.submit_batch(batch, self.now);
         let replayed = self.engine.replayed().to_vec();
@@ -474,8 +465,69 @@ impl State {
         out
     }
 
+    /// Why this state refuses `s` before the engine sees it, if it does:
+    /// - a root daemon starts nothing on its own host for a caller it cannot name (its
+    ///   processes would be root's);
+    /// - a job with no `run` that may land on a real pool would have nothing to start there
+    ///   (only the simulated backend models a job's work without a command).
+    fn refusal(&self, s: &Submission) -> Option<EngineError> {
+        // SAFETY: geteuid has no preconditions.
+        let root = unsafe { libc::geteuid() } == 0;
+        if root
+            && s.user.is_none()
+            && !s.from_backend
+            && self.hosts.runners.iter().any(|r| r.on_daemon_host())
+        {
+            return Some(EngineError::Forbidden("this caller names no Unix user (a token made without --user), and this daemon runs as root with a pool on its own host, where a job's processes run as its owner: it starts nothing as root for a caller it cannot name. Ask an operator for a token made with `gantry token create --user NAME`".to_string()));
+        }
+        if s.from_backend || self.hosts.real_nodes().is_empty() {
+            return None;
+        }
+        let parsed;
+        let spec = match &s.parsed {
+            Some(spec) => spec,
+            None => {
+                parsed = crate::spec::parse(&s.file, &s.text).ok()?;
+                &parsed
+            }
+        };
+        if spec.run.is_some() {
+            return None;
+        }
+        let fleet = self.engine.fleet();
+        let mut may = spec.clone();
+        may.unset.clear();
+        let real = may.to_requests(fleet).ok()?.iter().find_map(|r| {
+            let pools = r.pools.clone().unwrap_or_else(|| {
+                (0..fleet.pools.len() as u32)
+                    .map(crate::model::PoolId)
+                    .collect()
+            });
+            pools.into_iter().find(|&p| {
+                let fits = r.gpu == crate::model::GpuRequest::None
+                    || fleet
+                        .pool(p)
+                        .model
+                        .is_some_and(|m| r.models.rank(m).is_some());
+                fits && fleet
+                    .nodes
+                    .iter()
+                    .enumerate()
+                    .any(|(i, n)| n.pool == p && self.hosts.is_real(i))
+            })
+        })?;
+        Some(EngineError::NeverFits(format!(
+            "{}: the job has no `run`, and it may land on pool {}, a real one, where it would have nothing to start: add `run: COMMAND` (only a simulated pool models a job's work without one)",
+            s.file,
+            fleet.pool_path(real)
+        )))
+    }
+
     /// Where a submission would land now, without admitting it.
     pub fn preview(&mut self, s: &Submission) -> Result<super::engine::Preview, EngineError> {
+        if let Some(why) = self.refusal(s) {
+            return Err(why);
+        }
         self.engine.preview(s)
     }
 

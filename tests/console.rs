@@ -1261,6 +1261,56 @@ fn plain_gantry_attaches_to_the_daemon_on_the_default_socket() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Someone with a fleet file of their own and no daemon running is told to start one (exit 5),
+/// not shown the simulated demo in its place with only a badge to say so; `--demo` opens it.
+#[test]
+fn plain_gantry_with_a_fleet_of_ones_own_and_no_daemon_says_to_start_it() {
+    if !have_tmux("no-daemon test") {
+        return;
+    }
+    let dir = gantry_testkit::scratch::scratch("own-fleet");
+    std::fs::create_dir_all(dir.join("cfg/gantry")).unwrap();
+    std::fs::copy(
+        "src/config/default_fleet.toml",
+        dir.join("cfg/gantry/fleet.toml"),
+    )
+    .unwrap();
+    let vars = format!(
+        "XDG_RUNTIME_DIR={} XDG_CONFIG_HOME={} XDG_DATA_HOME={}",
+        dir.join("run").display(),
+        dir.join("cfg").display(),
+        dir.join("data").display()
+    );
+    let bin = env!("CARGO_BIN_EXE_gantry");
+    let t = Tmux::new("own");
+    t.run(&[
+        "new-session",
+        "-d",
+        "-s",
+        "own",
+        "-x",
+        "500",
+        "-y",
+        "40",
+        &format!(
+            "env -u GANTRY_CONNECT -u GANTRY_CONTEXT {vars} {bin}; echo EXITED $?; read x; env -u GANTRY_CONNECT {vars} {bin} --demo; sleep 30"
+        ),
+    ]);
+    let s = t.wait_for(&["EXITED"]);
+    assert!(
+        s.contains("no daemon answers on")
+            && s.contains("gantry daemon")
+            && s.contains("gantry --demo")
+            && s.contains("EXITED 5"),
+        "{s}"
+    );
+    // The console's screen would hide the message: the demo is opened once it was read.
+    t.run(&["send-keys", "-t", "own", "Enter"]);
+    t.wait_for(&["SIMULATED"]);
+    t.run(&["send-keys", "-t", "own", "q"]);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn money_shows_cents_under_a_hundred_dollars() {
     use gantry::console::app::money;

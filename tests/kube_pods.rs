@@ -519,6 +519,24 @@ fn a_forbidden_or_unreachable_cluster_is_said_and_the_daemon_keeps_running() {
     );
     assert_eq!(state(&d, id), "pending");
     assert!(cli(&d, &["jobs", "-o", "json"]).contains("\"waits\""));
+    // Why it waits names the pool and that its node cannot be reached, with the cluster's
+    // answer; the pool's row counts the node unreachable, not down "in repair".
+    wait_for(&d, 30, "the cause in the job's row", || {
+        let jobs: Value = serde_json::from_str(&cli(&d, &["jobs", "-o", "json"])).unwrap();
+        jobs.as_array().unwrap().iter().any(|j| {
+            let why = j["detail"].as_str().unwrap_or("");
+            j["id"] == id && why.contains("1 unreachable (") && why.contains("is forbidden")
+        })
+    });
+    let fleet: Value = serde_json::from_str(&cli(&d, &["fleet", "-o", "json"])).unwrap();
+    assert_eq!(
+        (
+            fleet["pools"][0]["unreachable"].as_u64(),
+            fleet["pools"][0]["down"].as_u64()
+        ),
+        (Some(1), Some(0)),
+        "{fleet}"
+    );
     api.forbid(false);
     wait_for(&d, 60, "the node to come up and the job to run", || {
         state(&d, id) == "running" && pods_of(&api, id).len() == 1

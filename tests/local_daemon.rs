@@ -164,6 +164,34 @@ fn a_job_with_nothing_to_run_is_refused_at_submit_on_a_real_pool() {
     assert_eq!(s.engine().jobs().count(), 1);
 }
 
+/// A job that waits for room says which pool has none and why, in the host's terms: here a
+/// node whose CPUs another job holds ("needs 1 node(s); 0 have room now" alone said nothing).
+#[test]
+fn a_waiting_job_names_the_pool_without_room_and_why() {
+    let d = dir("why-pending");
+    let mut s = open(&d);
+    let big = |name: &str| Submission {
+        file: format!("{name}.yaml"),
+        text: format!("name: {name}\nresources:\n  cpus: 6\n  memory: 1\nrun: sleep 30\n")
+            .into_bytes(),
+        team: Some("a".into()),
+        user: me(),
+        ..Submission::default()
+    };
+    let first = s.submit(&[big("first")]).remove(0).unwrap();
+    s.tick().unwrap();
+    until(&mut s, |s| state(s, first) == JobState::Running);
+    let second = s.submit(&[big("second")]).remove(0).unwrap();
+    s.tick().unwrap();
+    let why = s.job_detail(second).unwrap().reason.unwrap_or_default();
+    assert!(
+        why.contains("0 have room now")
+            && why.contains("pool local/here/here/host: 1 short of CPUs (asks 6, 2 of 8 free)"),
+        "{why}"
+    );
+    s.act(first, Action::Cancel, "test").unwrap();
+}
+
 #[test]
 fn preempt_signals_the_process_and_requeues_cancel_kills() {
     let d = dir("stop");

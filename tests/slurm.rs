@@ -700,6 +700,12 @@ fn what_slurm_holds_back_is_shown_with_slurms_reasons() {
     );
     std::thread::sleep(Duration::from_secs(2));
     assert_eq!(state(&d, waits), "pending", "{:?}", events(&d));
+    // Why it waits names the pool and Slurm's cause, not only "0 have room now".
+    wait_for(&d, 10, "the pool and its cause in the job's row", || {
+        let why = row(&d, waits)["detail"].as_str().unwrap_or("").to_string();
+        why.contains("pool slurm/hpc/dc/a100: 2 cordoned (")
+            && why.contains("partition gpu is down")
+    });
     c.slurm("scontrol", &["update", "PartitionName=gpu", "State=UP"]);
     wait_for(&d, 30, "the job to run once the partition is up", || {
         state(&d, waits) == "completed"

@@ -61,6 +61,12 @@ pub fn discovers_gpus(p: &PoolConfig) -> bool {
     of_pool(p).gpus_from_agents && p.is_auto()
 }
 
+/// Whether pool `p`'s jobs are processes started somewhere (every backend but the simulated
+/// one, which models a job's work): a job there needs a command to start.
+pub fn starts_processes(p: &PoolConfig) -> bool {
+    !p.is_simulated()
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

@@ -32,6 +32,10 @@ pub(super) struct Cli {
     /// and the help, and an RO badge shows (also GANTRY_READONLY=1).
     #[arg(long, env = "GANTRY_READONLY", value_parser = clap::builder::BoolishValueParser::new())]
     pub(super) readonly: bool,
+    /// Console on the built-in SIMULATED demo fleet, whatever daemon answers. Plain `gantry`
+    /// opens it only when no daemon answers and you have no fleet file of your own.
+    #[arg(long)]
+    pub(super) demo: bool,
     /// Bearer token for a TCP daemon (also GANTRY_TOKEN).
     #[arg(long, global = true, env = "GANTRY_TOKEN", hide_env_values = true)]
     pub(super) token: Option<String>,

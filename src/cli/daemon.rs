@@ -386,6 +386,7 @@ pub fn console(
     keymap: Option<&str>,
     target: &super::remote::Target,
     readonly: bool,
+    demo_asked: bool,
 ) -> Result<(), super::CliError> {
     let paths = gantry::config::paths::from_env();
     let file = gantry::config::console::load(&paths.console_file)?;
@@ -410,6 +411,7 @@ pub fn console(
     // the embedded demo.
     let token = target.token.clone();
     let mut attach = match (&target.connect, &file.context) {
+        _ if demo_asked => None,
         (Some(_), _) => Some((target.endpoint().map_err(|e| e.message)?, token)),
         (None, Some(name)) => Some(context(file.context(name)?)?),
         (None, None) => {
@@ -417,6 +419,18 @@ pub fn console(
             let answers = gantry::client::http::HttpClient::new(default.clone(), None)
                 .request("GET", "/v1/health", None)
                 .is_ok_and(|r| r.status == 200);
+            // Someone with a fleet of their own wants their fleet: the demo in its place,
+            // with a badge to say so, was taken for it.
+            if !answers && paths.fleet_file.exists() {
+                return Err(super::CliError {
+                    code: 5,
+                    message: format!(
+                        "no daemon answers on {}, and the console shows the daemon that runs your fleet file ({}): start it — `gantry daemon` (or as a service: deploy/gantry.service) — then run `gantry` again; `gantry --demo` opens the simulated demo fleet instead",
+                        paths.socket.display(),
+                        paths.fleet_file.display()
+                    ),
+                });
+            }
             answers.then_some((default, token))
         }
     };

@@ -132,6 +132,7 @@ pub fn main() -> ExitCode {
             cli.keymap.as_deref(),
             &target,
             cli.readonly,
+            cli.demo,
         ),
         None => {
             println!(

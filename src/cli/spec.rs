@@ -134,7 +134,11 @@ pub fn run(cmd: SpecCmd) -> Result<(), String> {
     if let Some(path) = fleet {
         let (_, cfg, _) = super::fleet::load_built(Some(path))?;
         let fleet = gantry::config::fleet::fleet_of(&cfg);
-        let simulated: Vec<bool> = cfg.pools.iter().map(|p| p.is_simulated()).collect();
+        let simulated: Vec<bool> = cfg
+            .pools
+            .iter()
+            .map(|p| !gantry::backend::registry::starts_processes(p))
+            .collect();
         let resolved: Vec<Result<Vec<Shape>, String>> = pipeline
             .tasks
             .iter()

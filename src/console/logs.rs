@@ -42,6 +42,10 @@ pub struct LogPane {
     pub cursor: Option<String>,
     /// The job has ended: one last read takes a last line its newline never came for.
     pub ending: bool,
+    /// Every node's lines in the order they arrived (rank, line), for the view of every node:
+    /// a followed node's new lines come at the bottom, as `gantry logs -f` prints them, not
+    /// inside its block above the next node's. A tail read starts it node by node.
+    pub arrived: Vec<(usize, crate::api::logs::LogLine)>,
 }
 
 /// What a key in the log view asks.
@@ -98,6 +102,11 @@ impl LogPane {
         let (partial, added) = match read {
             LogsFrom::Tail(_) => {
                 let ended = v.is_final;
+                self.arrived = v
+                    .nodes
+                    .iter()
+                    .flat_map(|n| n.lines.iter().map(|l| (n.rank, l.clone())))
+                    .collect();
                 self.view = v;
                 (true, ended)
             }
@@ -105,6 +114,8 @@ impl LogPane {
                 let mut most = 0;
                 for n in v.nodes {
                     most = most.max(n.lines.len());
+                    self.arrived
+                        .extend(n.lines.iter().map(|l| (n.rank, l.clone())));
                     match self.view.nodes.iter_mut().find(|m| m.rank == n.rank) {
                         Some(m) => {
                             m.lines.extend(n.lines);
@@ -116,6 +127,9 @@ impl LogPane {
                         None => self.view.nodes.push(n),
                     }
                 }
+                let keep = 2 * TAIL * self.view.nodes.len().max(1);
+                let over = self.arrived.len().saturating_sub(keep);
+                self.arrived.drain(..over);
                 self.view.is_final = v.is_final;
                 // More than the view holds came since the last read: the next starts at the
                 // tail rather than falling behind a job that writes faster than it is shown.
@@ -230,17 +244,25 @@ impl LogPane {
 
     /// How many lines `texts` has.
     fn count(&self) -> usize {
-        self.view
-            .nodes
-            .iter()
-            .map(|n| n.lines.len() + usize::from(n.error.is_some()))
-            .sum()
+        let errors = self.view.nodes.iter().filter(|n| n.error.is_some()).count();
+        if self.every_node() {
+            return errors + self.arrived.len();
+        }
+        self.view.nodes.iter().map(|n| n.lines.len()).sum::<usize>() + errors
+    }
+
+    /// Whether every node of a multi-node job is shown (lines marked `[node K]`, in the
+    /// order they arrived).
+    fn every_node(&self) -> bool {
+        self.node.is_none() && self.view.nodes.len() > 1
     }
 
     /// Lines `skip..skip + take` of `texts`, formatting only those (a frame draws a screenful of
     /// the 500 lines of each stream it holds).
     fn texts_in(&self, skip: usize, take: usize) -> Vec<(String, bool)> {
-        let all = self.node.is_none() && self.view.nodes.len() > 1;
+        if self.every_node() {
+            return self.every_node_texts(skip, take);
+        }
         let mut out = Vec::new();
         let mut at = 0usize;
         let end = skip.saturating_add(take);
@@ -260,19 +282,32 @@ impl LogPane {
             let from = skip.saturating_sub(at).min(n.lines.len());
             let to = end.saturating_sub(at).min(n.lines.len());
             for l in &n.lines[from..to.max(from)] {
-                let mark = if all {
-                    format!("[node {}] ", n.rank)
-                } else {
-                    String::new()
-                };
                 out.push((
-                    format!("{mark}{}", super::app::escape(&l.text)),
+                    super::app::escape(&l.text),
                     l.stream == crate::api::logs::Stream::Err,
                 ));
             }
             at += n.lines.len();
         }
         out
+    }
+
+    /// `texts_in` for every node: each node's error first, then the lines as they arrived.
+    fn every_node_texts(&self, skip: usize, take: usize) -> Vec<(String, bool)> {
+        let errors = self.view.nodes.iter().filter_map(|n| {
+            let why = n.error.as_ref()?;
+            Some((
+                format!("node {} ({}): {}", n.rank, super::app::escape(&n.node), why),
+                true,
+            ))
+        });
+        let lines = self.arrived.iter().map(|(rank, l)| {
+            (
+                format!("[node {rank}] {}", super::app::escape(&l.text)),
+                l.stream == crate::api::logs::Stream::Err,
+            )
+        });
+        errors.chain(lines).skip(skip).take(take).collect()
     }
 
     /// Scrolls so that the next match above the line at the top of the screen (`older`), or
@@ -355,7 +390,9 @@ impl LogPane {
                     lines.push(Line::from(Span::styled(piece, style)));
                 }
             } else {
-                lines.push(Line::from(Span::styled(text, style)));
+                // Cut at the pane's edge, saying so (`w` wraps them whole).
+                let shown = super::table::cut(&text, width).into_owned();
+                lines.push(Line::from(Span::styled(shown, style)));
             }
         }
         if total == 0 {
@@ -497,6 +534,49 @@ mod tests {
             "esc clears the search first"
         );
         assert_eq!(p.key("esc", None), LogKey::Close);
+    }
+
+    /// A followed 2-node job: each node's new lines come at the bottom, in the order they
+    /// were read (as `gantry logs -f` prints them), not inside node 0's block above node 1's.
+    #[test]
+    fn every_nodes_new_lines_come_at_the_bottom() {
+        let two = |a: &[&str], b: &[&str]| {
+            let mut v = pane(a).view;
+            let mut n1 = pane(b).view.nodes.remove(0);
+            n1.rank = 1;
+            n1.node = "n1".into();
+            v.nodes.push(n1);
+            Ok(v)
+        };
+        let mut p = LogPane::new(7);
+        p.take(&LogsFrom::Tail(TAIL), two(&["a1"], &["b1"]));
+        p.take(
+            &LogsFrom::After {
+                cursors: String::new(),
+                partial: false,
+            },
+            two(&["a2"], &[]),
+        );
+        p.take(
+            &LogsFrom::After {
+                cursors: String::new(),
+                partial: false,
+            },
+            two(&[], &["b2"]),
+        );
+        let texts: Vec<String> = p.texts().into_iter().map(|(t, _)| t).collect();
+        assert_eq!(
+            texts,
+            ["[node 0] a1", "[node 1] b1", "[node 0] a2", "[node 1] b2"]
+        );
+        // The screen's last two lines are the newest, whichever node wrote them.
+        let last: Vec<String> = p.texts_in(2, 2).into_iter().map(|(t, _)| t).collect();
+        assert_eq!(last, ["[node 0] a2", "[node 1] b2"]);
+        // One node's view is that node's lines alone, unmarked.
+        p.node = Some(0);
+        p.view.nodes.truncate(1);
+        let texts: Vec<String> = p.texts().into_iter().map(|(t, _)| t).collect();
+        assert_eq!(texts, ["a1", "a2"]);
     }
 
     #[test]

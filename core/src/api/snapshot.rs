@@ -21,10 +21,10 @@ pub struct PoolRow {
     /// Nodes being provisioned (paid, not yet usable).
     #[serde(default)]
     pub provisioning: usize,
-    /// Nodes down for repair (on-prem: still paid), or lost.
+    /// Nodes down for repair (on-prem: still paid), or lost for another reason.
     #[serde(default)]
     pub down: usize,
-    /// Nodes counted up whose host cannot be reached right now (no new work goes there; lost
+    /// Nodes whose host cannot be reached right now (no new work goes there; lost
     /// after the pool's `lost_after`).
     #[serde(default)]
     pub unreachable: usize,

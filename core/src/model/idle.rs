@@ -20,7 +20,8 @@ pub enum IdleCause {
     ReservedWhileWorkWaits,
     /// Free reserved GPUs and no waiting job that may use their model (nights, weekends).
     ReservedNoWork,
-    /// An on-prem node down for repair: paid, unusable.
+    /// A node down: an on-prem node in repair, or a real host that stopped answering (paid,
+    /// unusable).
     InRepair,
     /// Held by a job that is not working: notebooks left open, restoring from a checkpoint,
     /// a service's unused share, a preempted job's grace period.
@@ -50,7 +51,7 @@ impl IdleCause {
             IdleCause::PartlyUsedCloudNode => "cloud node partly used",
             IdleCause::ReservedWhileWorkWaits => "reserved, idle while work waits",
             IdleCause::ReservedNoWork => "reserved, no work wants it",
-            IdleCause::InRepair => "on-prem node in repair",
+            IdleCause::InRepair => "node down (in repair or unreachable)",
             IdleCause::HeldNotBusy => "held by a job, not working",
         }
     }
@@ -63,7 +64,7 @@ impl IdleCause {
             IdleCause::PartlyUsedCloudNode => "cloud, part-used",
             IdleCause::ReservedWhileWorkWaits => "reserved, blocked",
             IdleCause::ReservedNoWork => "reserved, no work",
-            IdleCause::InRepair => "in repair",
+            IdleCause::InRepair => "down",
             IdleCause::HeldNotBusy => "held, not working",
         }
     }

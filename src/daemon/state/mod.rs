@@ -28,6 +28,7 @@ mod services;
 pub use services::{Measured, ServiceUp, ServiceUpAnswer};
 mod telemetry;
 mod view;
+mod waits;
 mod wanted;
 
 pub use budget::{QueueRow, Report, ReportBy, ReportRow};

@@ -282,6 +282,17 @@ impl State {
         };
         let mut text = reason_text(&e.reason, &at);
         let for_capacity = e.reason.waits_for_capacity();
+        // Which pools it may use have no room, and why (the backends' words).
+        if let PendingReason::NoCapacity {
+            why: crate::scheduler::Unplaceable::NoCapacity { .. },
+            ..
+        } = &e.reason
+        {
+            if let Some(where_) = self.where_no_room(j) {
+                text.push_str(" — ");
+                text.push_str(&where_);
+            }
+        }
         let patience = self.nodes.scale.patience_s(j.class);
         let left = patience - (self.now - j.submitted_at);
         if let Some((node, _, _)) = self.engine.pins().find(|(_, w, _)| *w == j.id) {
@@ -338,6 +349,8 @@ impl State {
             match life {
                 Life::Absent => continue,
                 Life::Provisioning => row.provisioning += 1,
+                // A real host that stopped answering is unreachable, not in repair.
+                Life::Failed if self.hosts.down.contains_key(&i) => row.unreachable += 1,
                 Life::Failed => row.down += 1,
                 Life::Up | Life::Noticed | Life::Draining => {
                     if self.hosts.down.contains_key(&i) {

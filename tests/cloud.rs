@@ -855,3 +855,60 @@ fn cloud_check_says_whether_the_pools_security_groups_admit_ssh() {
     assert_eq!(code, Some(1), "{lines}");
     assert!(lines.contains("security groups: "), "{lines}");
 }
+
+/// Instances that never answer (here: their names lead to a port nothing listens on) are
+/// given back once the pool's `reachable_within` passes — and the pool is then passed over,
+/// said with what to check, instead of bought from again at once (46 launches in 14 minutes,
+/// none of them usable, before).
+#[test]
+fn a_pool_whose_instances_never_answer_backs_off_instead_of_buying_again() {
+    let Some(World {
+        h,
+        moto: _moto,
+        faults,
+        port,
+    }) = world("cloud-unreached")
+    else {
+        return;
+    };
+    let fleet = fleet(&h, port, "t-unreached", &[GPU]);
+    // Every node's name leads nowhere; the pool waits 10 s (the least) for a first answer.
+    let dead = free_port();
+    let cfg = h.dir.join("cloud_ssh_config");
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    let text = text
+        .lines()
+        .map(|l| {
+            if l.trim_start().starts_with("Port ") {
+                format!("  Port {dead}")
+            } else {
+                l.to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    std::fs::write(&cfg, text + "\n").unwrap();
+    let with = std::fs::read_to_string(&fleet)
+        .unwrap()
+        .replace("[pools.ec2]\n", "[pools.ec2]\nreachable_within = \"10s\"\n")
+        .replace("[pools.ssh]\n", "lost_after = \"5s\"\n\n[pools.ssh]\n");
+    std::fs::write(&fleet, with).unwrap();
+    let dir = temp_dir("cloud-unreached");
+    let d = daemon(&dir, &fleet);
+    let id = submit(&d, &h.dir, "hello", JOB);
+    wait_for(&d, 120, "the unreachable instance to be given back", || {
+        has(
+            &d,
+            "it never answered (1 in a row): the pool is passed over for 5 min",
+        )
+    });
+    // Passed over: no second launch while the job waits, and its row says why.
+    std::thread::sleep(Duration::from_secs(8));
+    assert_eq!(faults.count("Action=RunInstances"), 1, "{:#?}", events(&d));
+    let pool = common::json(&d, &["fleet"])["pools"][0]["notes"].to_string();
+    assert!(
+        pool.contains("passed over for") && pool.contains("never answered"),
+        "{pool}"
+    );
+    assert_eq!(state(&d, id), "pending");
+}

@@ -105,6 +105,8 @@ impl CloudPool {
             events: tx,
             entries: entries.clone(),
             prepared: false,
+            listed: false,
+            unlisted: false,
             launches: 0,
             next_launch: Instant::now(),
             nonce: nonce(),
@@ -238,6 +240,11 @@ struct Worker {
     entries: Arc<Mutex<Vec<Option<String>>>>,
     /// `Cloud::prepare` done.
     prepared: bool,
+    /// The pool's instances were listed once: nothing is bought before (a restarted daemon
+    /// whose listing fails would buy again what it has).
+    listed: bool,
+    /// The listing failed since it last succeeded (said once).
+    unlisted: bool,
     launches: u64,
     /// No launch before this (the cloud's `launch_every`).
     next_launch: Instant,
@@ -337,13 +344,29 @@ impl Worker {
         let found = match cloud.list().await {
             Ok(f) => f,
             Err(r) => {
-                self.said(
-                    None,
-                    format!("listing this fleet's instances failed: {}", r.why()),
-                );
+                if !self.unlisted {
+                    self.unlisted = true;
+                    self.said(
+                        None,
+                        format!(
+                            "listing this fleet's instances failed: {}{}",
+                            r.why(),
+                            if self.listed {
+                                "; tried again every few seconds"
+                            } else {
+                                "; nothing is bought until they can be listed (what a restarted daemon has is adopted first, never bought again); tried again every few seconds"
+                            }
+                        ),
+                    );
+                }
                 return false;
             }
         };
+        if self.unlisted {
+            self.said(None, "this fleet's instances are listed again".to_string());
+        }
+        self.unlisted = false;
+        self.listed = true;
         let mut seen = std::collections::HashSet::new();
         for i in found {
             seen.insert(i.id.clone());
@@ -385,11 +408,30 @@ impl Worker {
                     }
                 }
                 _ if !i.live() => {}
+                // A second instance for a node that has one (a launch repeated by a daemon
+                // that died before its answer came): given back at once, not after a grace.
+                Some(h) if self.slots[h].instance.is_some() => {
+                    let what = format!(
+                        "a second instance for node {}, which has {}",
+                        self.reach.nodes[h],
+                        self.slots[h]
+                            .instance
+                            .as_ref()
+                            .map_or("", |i| i.id.as_str())
+                    );
+                    match cloud.terminate(vec![i.id.clone()]).await {
+                        Ok(()) => self.said(Some(h), format!("terminated {}: {what}", i.id)),
+                        Err(r) => self.said(
+                            Some(h),
+                            format!("terminating {} ({what}) failed: {}", i.id, r.why()),
+                        ),
+                    }
+                }
                 _ => {
                     let first = *self.strays.entry(i.id.clone()).or_insert_with(Instant::now);
                     if first.elapsed() >= STRAY_GRACE {
                         let what = match (&i.node, slot) {
-                            (Some(n), Some(_)) => format!("a second instance for node {n}"),
+                            (Some(n), Some(_)) => format!("another instance for node {n}"),
                             (Some(n), None) => {
                                 format!("marked for node {n}, which this pool does not have")
                             }
@@ -416,6 +458,10 @@ impl Worker {
     /// Launches the queued nodes whose turn it is, in node order, one per the cloud's
     /// `launch_every`.
     async fn launch_due<C: Cloud>(&mut self, cloud: &mut C) {
+        // Adoption first, always.
+        if !self.listed {
+            return;
+        }
         loop {
             if Instant::now() < self.next_launch {
                 return;

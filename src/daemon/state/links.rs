@@ -20,7 +20,10 @@ impl State {
             // A machine given back whose agent answered on the way out: not the fleet's.
             return Ok(());
         }
-        self.nodes.unconnected.remove(&node);
+        if self.nodes.unconnected.remove(&node) {
+            let pool = self.engine.fleet().nodes[node].pool.index();
+            self.nodes.unreached[pool] = 0;
+        }
         self.hosts.addresses.insert(node, info.addresses.clone());
         let name = self.node_name(node);
         let declared = self.engine.fleet().nodes[node].gpus.len();
@@ -217,14 +220,28 @@ impl State {
                 )?;
             }
             if self.is_machine(node) {
-                // Not paid for forever: given back, and bought again if the queue needs it.
-                self.record(
-                    self.hosts.kind(node),
-                    format!(
-                        "host {name} lost ({why}); {} job(s) requeued; its instance is given back",
-                        jobs.len()
-                    ),
-                )?;
+                // Not paid for forever: given back, and bought again if the queue needs it —
+                // but a machine that never answered says the pool's cannot be reached (a
+                // security group, an image without sshd): the pool is passed over, each time
+                // in a row twice as long, instead of bought from again at once.
+                let pool = self.engine.fleet().nodes[node].pool.index();
+                let mut line = format!(
+                    "host {name} lost ({why}); {} job(s) requeued; its instance is given back",
+                    jobs.len()
+                );
+                if self.nodes.unconnected.contains(&node) {
+                    self.nodes.unreached[pool] += 1;
+                    let times = self.nodes.unreached[pool];
+                    let pause = super::nodes::unreached_pause_s(times);
+                    self.nodes.unavailable[pool] = Some(now + pause);
+                    self.nodes.passed_over[pool] =
+                        format!("{times} machine(s) in a row never answered ({why})");
+                    line.push_str(&format!(
+                        "; it never answered ({times} in a row): the pool is passed over for {:.0} min (check that its instances can be reached: ssh_host, the security group, sshd in the image)",
+                        pause / 60.0
+                    ));
+                }
+                self.record(self.hosts.kind(node), line)?;
                 self.give_back_lost(node);
                 continue;
             }

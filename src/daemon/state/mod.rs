@@ -163,6 +163,10 @@ struct Nodes {
     going_at: HashMap<usize, f64>,
     /// Bought machines ready but not yet reached (their agent has not answered since).
     unconnected: std::collections::HashSet<usize>,
+    /// Per pool: machines in a row given back because they never answered (reset when one
+    /// does): each passes the pool over twice as long, so a pool whose machines cannot be
+    /// reached is not bought from again at once, and again.
+    unreached: Vec<u32>,
     /// The fleet's spending cap ($/h), and per pool the cap last said to cut a buy short.
     fleet_cap: Option<f64>,
     /// `[scale] rebalance`: consolidation and defragmentation move jobs.

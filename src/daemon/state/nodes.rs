@@ -10,6 +10,12 @@ use crate::scheduler::moves::{Candidate, Rebalance};
 /// over by the planner.
 const UNAVAILABLE_FOR_S: f64 = 600.0;
 
+/// How long a pool is passed over after `times` machines in a row never answered: 5 min,
+/// doubling, at most 2 h.
+pub(super) fn unreached_pause_s(times: u32) -> f64 {
+    (300.0 * 2f64.powi(times.saturating_sub(1).min(5) as i32)).min(7200.0)
+}
+
 impl State {
     pub(super) fn set_life(&mut self, i: usize, life: Life) {
         self.nodes.lives[i] = life;

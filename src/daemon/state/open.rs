@@ -147,6 +147,7 @@ impl State {
             coming_at: HashMap::new(),
             going_at: HashMap::new(),
             unconnected: Default::default(),
+            unreached: vec![0; cfg.pools.len()],
             fleet_cap: cfg.scale.max_dollars_per_hour,
             rebalance: cfg.scale.rebalance,
             capped: HashMap::new(),

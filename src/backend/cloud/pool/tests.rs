@@ -11,6 +11,8 @@ struct Account {
     capacity: Option<Vec<String>>,
     /// Terminations refused (a call that fails) before one holds.
     refuse_terminate: u32,
+    /// Listings refused before one is answered.
+    refuse_list: u32,
     /// Each launch: node, place, when.
     launches: Vec<(String, String, Instant)>,
 }
@@ -47,27 +49,16 @@ impl Cloud for Fake {
         let mut a = self.account.lock().unwrap();
         a.launches
             .push((node.to_string(), place.to_string(), Instant::now()));
-        let n = a.instances.len() + 1;
-        let i = Instance {
-            id: format!("f-{n}"),
-            state: "running".to_string(),
-            phase: Phase::Running,
-            node: Some(node.to_string()),
-            pool: Some("p".to_string()),
-            zone: Some(place.to_string()),
-            instance_type: None,
-            spot: false,
-            public_ip: Some(format!("10.0.0.{n}")),
-            private_ip: None,
-            public_dns: None,
-            launched: None,
-            reason: None,
-        };
+        let i = instance(a.instances.len() + 1, node, place);
         a.instances.push(i.clone());
         Ok(i)
     }
     async fn list(&self) -> Result<Vec<Instance>, Refusal> {
-        let a = self.account.lock().unwrap();
+        let mut a = self.account.lock().unwrap();
+        if a.refuse_list > 0 {
+            a.refuse_list -= 1;
+            return Err(Refusal::Retry("DescribeInstances: throttled".to_string()));
+        }
         Ok(a.instances.iter().filter(|i| i.live()).cloned().collect())
     }
     async fn states(&self, ids: Vec<String>) -> Result<Vec<Instance>, Refusal> {
@@ -92,8 +83,37 @@ impl Cloud for Fake {
     }
 }
 
+/// A running instance `f-N` for `node` in `place`.
+fn instance(n: usize, node: &str, place: &str) -> Instance {
+    Instance {
+        id: format!("f-{n}"),
+        state: "running".to_string(),
+        phase: Phase::Running,
+        node: Some(node.to_string()),
+        pool: Some("p".to_string()),
+        zone: Some(place.to_string()),
+        instance_type: None,
+        spot: false,
+        public_ip: Some(format!("10.0.0.{n}")),
+        private_ip: None,
+        public_dns: None,
+        launched: None,
+        reason: None,
+    }
+}
+
 fn open(nodes: usize, places: &[&str], every: Duration) -> (CloudPool, Arc<Mutex<Account>>) {
     let account: Arc<Mutex<Account>> = Arc::default();
+    (open_on(&account, nodes, places, every), account)
+}
+
+/// A pool over `account` as it is (what a restarted daemon finds).
+fn open_on(
+    account: &Arc<Mutex<Account>>,
+    nodes: usize,
+    places: &[&str],
+    every: Duration,
+) -> CloudPool {
     let reach = Reach {
         name: "pool `p` (backend fake)".to_string(),
         places: places.iter().map(|p| p.to_string()).collect(),
@@ -111,7 +131,7 @@ fn open(nodes: usize, places: &[&str], every: Duration) -> (CloudPool, Arc<Mutex
         })
     })
     .unwrap();
-    (pool, account)
+    pool
 }
 
 /// Polls `pool` until `want` has been said (up to 20 s); everything said meanwhile.
@@ -182,4 +202,51 @@ fn launches_wait_their_turn_and_pass_over_places_without_capacity() {
         );
     }
     assert!(said.iter().any(|e| matches!(e, NodeEvent::Said { host: Some(0), what } if what == "a: no fake-8x, on-demand capacity now; trying b")), "{said:#?}");
+}
+
+/// A restarted daemon whose listing fails buys nothing until it can list: then it adopts what
+/// it has and buys only what it lacks (it bought n0 again, and six doubles were seen live).
+#[test]
+fn nothing_is_bought_until_the_pools_instances_are_listed() {
+    let account: Arc<Mutex<Account>> = Arc::default();
+    {
+        let mut a = account.lock().unwrap();
+        a.instances.push(instance(1, "n0", "a"));
+        a.refuse_list = 3;
+    }
+    let mut pool = open_on(&account, 2, &["a"], Duration::ZERO);
+    pool.buy(0, 0.0);
+    pool.buy(1, 0.0);
+    let mut said = Vec::new();
+    while !(said.contains(&NodeEvent::Ready(0)) && said.contains(&NodeEvent::Ready(1))) {
+        said.extend(until(&mut pool, |e| matches!(e, NodeEvent::Ready(_))));
+    }
+    assert!(
+        said.iter().any(|e| matches!(e, NodeEvent::Said { host: None, what } if what.contains("nothing is bought until they can be listed"))),
+        "{said:#?}"
+    );
+    let a = account.lock().unwrap();
+    let launched: Vec<&str> = a.launches.iter().map(|l| l.0.as_str()).collect();
+    assert_eq!(launched, ["n1"], "n0's instance adopted, not bought again");
+}
+
+/// A second live instance for a node that has one is terminated at once, said, not after
+/// the stray grace (six nodes held two instances each 150 s later).
+#[test]
+fn a_second_instance_for_a_node_is_given_back_at_once() {
+    let account: Arc<Mutex<Account>> = Arc::default();
+    {
+        let mut a = account.lock().unwrap();
+        a.instances.push(instance(1, "n0", "a"));
+        a.instances.push(instance(2, "n0", "a"));
+    }
+    let mut pool = open_on(&account, 1, &["a"], Duration::ZERO);
+    let said = until(
+        &mut pool,
+        |e| matches!(e, NodeEvent::Said { what, .. } if what.starts_with("terminated f-2: a second instance for node n0, which has f-1")),
+    );
+    assert!(!said.is_empty());
+    let a = account.lock().unwrap();
+    assert_eq!(a.instances[1].phase, Phase::Ended);
+    assert_eq!(a.instances[0].phase, Phase::Running);
 }

@@ -123,15 +123,14 @@ fn open_on(
         delay: 1.0,
     };
     let a = account.clone();
-    let pool = CloudPool::open(reach, move || async move {
+    CloudPool::open(reach, move || async move {
         Ok(Fake {
             account: a,
             calls: Arc::default(),
             every,
         })
     })
-    .unwrap();
-    pool
+    .unwrap()
 }
 
 /// Polls `pool` until `want` has been said (up to 20 s); everything said meanwhile.

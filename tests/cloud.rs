@@ -912,3 +912,72 @@ fn a_pool_whose_instances_never_answer_backs_off_instead_of_buying_again() {
     );
     assert_eq!(state(&d, id), "pending");
 }
+
+/// A cloud pool taken out of the fleet file leaves nothing running: its instance (with a job
+/// on it) is terminated, said, and the job requeued onto a pool that stays (the instance was
+/// still running 170 s later, and after a restart, with 0 terminate calls, before).
+#[test]
+fn a_pool_removed_from_the_fleet_file_gives_back_what_it_bought() {
+    let Some(World {
+        h,
+        moto,
+        faults,
+        port,
+    }) = world("cloud-removed")
+    else {
+        return;
+    };
+    const SPARE: Pool = Pool {
+        name: "spare",
+        ..GPU
+    };
+    let path = fleet(&h, port, "t-removed", &[GPU, SPARE]);
+    let dir = temp_dir("cloud-removed");
+    let d = daemon(&dir, &path);
+    let id = submit(
+        &d,
+        &h.dir,
+        "long",
+        "name: long\nresources:\n  accelerators: A100-80GB:2\nrun: sleep 300\n",
+    );
+    wait_for(&d, 120, "the job to run on the first pool", || {
+        state(&d, id) == "running"
+    });
+    let bought = instances(moto.port, "us-east-1");
+    assert_eq!(bought.len(), 1, "{bought:?}");
+    assert_eq!(bought[0].tag("gantry:pool"), Some("gpu"));
+    // The pool leaves the file (the other stays): its instance is terminated.
+    fleet(&h, port, "t-removed", &[SPARE]);
+    wait_for(
+        &d,
+        60,
+        "the removed pool's instance to be terminated",
+        || {
+            instances(moto.port, "us-east-1")
+                .iter()
+                .any(|i| i.id == bought[0].id && !i.live())
+        },
+    );
+    assert!(
+        has(
+            &d,
+            "left the fleet file: every instance it bought is terminated (aws-gpu-000)"
+        ),
+        "{:#?}",
+        events(&d)
+    );
+    assert!(faults.count("Action=TerminateInstances") >= 1);
+    // Its job goes on in the pool that stayed.
+    wait_for(
+        &d,
+        120,
+        "the job to run again on the pool that stayed",
+        || {
+            state(&d, id) == "running"
+                && instances(moto.port, "us-east-1")
+                    .iter()
+                    .any(|i| i.live() && i.tag("gantry:pool") == Some("spare"))
+        },
+    );
+    common::cli(&d, &["cancel", &id.to_string()]);
+}

@@ -168,6 +168,10 @@ pub trait Provisioner: Send {
     fn machines(&self) -> bool {
         false
     }
+    /// The pool left the fleet file: every machine it bought is given back, in the background
+    /// and past this provisioner's drop (nothing else would ever end them). What it says
+    /// after the daemon stopped listening goes to the daemon's stderr.
+    fn retire(&mut self) {}
 }
 
 /// The runner of a pool of the fleet file, as its backend builds it (`registry`). `nodes` are

@@ -37,7 +37,12 @@ const RETRY_FIRST: Duration = Duration::from_secs(2);
 enum Ask {
     Buy(usize),
     GiveBack(usize),
+    /// The pool left the fleet file: end every instance it has, then stop.
+    Retire,
 }
+
+/// How long a retired pool's worker keeps trying to end its instances.
+const RETIRE_FOR: Duration = Duration::from_secs(1800);
 
 /// How a pool's instances are placed and reached: what its fleet file says.
 #[derive(Clone, Debug)]
@@ -195,6 +200,10 @@ impl Provisioner for CloudPool {
     fn machines(&self) -> bool {
         true
     }
+
+    fn retire(&mut self) {
+        let _ = self.asks.send(Ask::Retire);
+    }
 }
 
 /// A node of the pool as the worker tracks it.
@@ -303,6 +312,7 @@ impl Worker {
                             self.release(&cloud, h).await;
                         }
                     }
+                    Some(Ask::Retire) => return self.retire(&cloud).await,
                 },
                 _ = tick.tick() => {
                     self.refresh(&cloud).await;
@@ -318,6 +328,70 @@ impl Worker {
                 }
                 _ = stopped.wait_for(|s| *s) => return,
             }
+        }
+    }
+
+    /// Ends every instance of the pool — those it holds and any its listing finds marked for
+    /// it — retrying until the cloud lists none live (or `RETIRE_FOR` passes), whatever the
+    /// daemon does meanwhile: nothing else would ever end them.
+    async fn retire<C: Cloud>(mut self, cloud: &C) {
+        for s in &mut self.slots {
+            s.want = false;
+            s.retry_at = None;
+        }
+        let t0 = Instant::now();
+        let mut wait = RETRY_FIRST;
+        loop {
+            let mut ids: Vec<String> = self
+                .slots
+                .iter()
+                .filter_map(|s| s.instance.as_ref().map(|i| i.id.clone()))
+                .collect();
+            let listed = match cloud.list().await {
+                Ok(found) => {
+                    for i in found.into_iter().filter(Instance::live) {
+                        if !ids.contains(&i.id) {
+                            ids.push(i.id);
+                        }
+                    }
+                    true
+                }
+                Err(_) => false,
+            };
+            if listed && ids.is_empty() {
+                return;
+            }
+            let said = match cloud.terminate(ids.clone()).await {
+                Ok(()) => {
+                    for s in &mut self.slots {
+                        s.instance = None;
+                    }
+                    format!(
+                        "{}: left the fleet file: terminated {}",
+                        self.reach.name,
+                        ids.join(", ")
+                    )
+                }
+                Err(r) => format!(
+                    "{}: left the fleet file: terminating {} failed: {}; retrying",
+                    self.reach.name,
+                    ids.join(", "),
+                    r.why()
+                ),
+            };
+            // The daemon may no longer read this pool's events: its log has them.
+            eprintln!("gantry daemon: {said}");
+            self.said(None, said);
+            if t0.elapsed() >= RETIRE_FOR {
+                eprintln!(
+                    "gantry daemon: {}: gave up ending its instances after {} min: `gantry cloud ls` lists them",
+                    self.reach.name,
+                    RETIRE_FOR.as_secs() / 60
+                );
+                return;
+            }
+            tokio::time::sleep(wait).await;
+            wait = (wait * 2).min(Duration::from_secs(60));
         }
     }
 

@@ -541,6 +541,18 @@ class H(http.server.BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(b)))
         self.end_headers()
         self.wfile.write(b)
+    def do_POST(self):
+        n, left = 0, int(self.headers.get("Content-Length", "0"))
+        while left > 0:
+            got = self.rfile.read(min(left, 1 << 16))
+            if not got:
+                break
+            n, left = n + len(got), left - len(got)
+        b = str(n).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(b)))
+        self.end_headers()
+        self.wfile.write(b)
     def log_message(self, *a):
         pass
 http.server.ThreadingHTTPServer(("127.0.0.1", int(os.environ["PORT"])), H).serve_forever()
@@ -662,4 +674,103 @@ fn a_service_scales_on_a_metric_its_replicas_expose() {
             .any(|e| e.contains("service api: waiting 3.0 > 1 × 1 for") && e.contains("(1 → 2)")),
         "{ev:#?}"
     );
+}
+
+/// The daemon's resident memory, KiB.
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// What a caller can make an endpoint hold is bounded: a large body streams to the replica
+/// (six uploads held open mid-body took +388 MB, ~65 MB each, before), and connections past a
+/// peer's cap are closed at once, counted, while the Unix-socket API answers (1,100 slow
+/// connections took the daemon to its descriptor limit and the API timed out, before).
+#[test]
+fn an_endpoint_streams_large_bodies_and_caps_a_peers_connections() {
+    let dir = temp_dir("svc-bounded");
+    let f = fleet(&dir);
+    let d = start_in(dir.clone(), &["--config", &f]);
+    let _cleanup = Cleanup(&d);
+    let server = dir.join("server.py");
+    std::fs::write(&server, SERVER).unwrap();
+    let file = dir.join("api.yaml");
+    std::fs::write(&file, versioned(&server, "v1", "  replicas: 1\n")).unwrap();
+    let endpoint = format!("127.0.0.1:{}", free_port());
+    json(
+        &d,
+        &[
+            "serve",
+            "up",
+            file.to_str().unwrap(),
+            "--endpoint",
+            &endpoint,
+        ],
+    );
+    wait_for(&d, 60, "the replica ready", || {
+        ready(&service(&d, "api")) == 1
+    });
+    // A 3 MB body arrives whole at the replica, streamed.
+    let post = |len: usize| {
+        let mut s = TcpStream::connect(&endpoint).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        write!(
+            s,
+            "POST /up HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: {len}\r\n\r\n"
+        )
+        .unwrap();
+        s
+    };
+    let mut s = post(3 << 20);
+    s.write_all(&vec![b'x'; 3 << 20]).unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    assert!(
+        out.starts_with("HTTP/1.1 200") && out.ends_with("3145728"),
+        "{out}"
+    );
+    // Six uploads of 60 MB held open after 16 MB each: the daemon holds none of it.
+    let before = rss_kib(d.child.id());
+    let held: Vec<TcpStream> = (0..6)
+        .map(|_| {
+            let mut s = post(60 << 20);
+            s.write_all(&vec![b'y'; 16 << 20]).unwrap();
+            s
+        })
+        .collect();
+    std::thread::sleep(Duration::from_secs(2));
+    let grown = rss_kib(d.child.id()).saturating_sub(before);
+    assert!(
+        grown < 32 << 10,
+        "the daemon grew {grown} KiB holding six half-sent uploads"
+    );
+    drop(held);
+    // 70 idle connections from one address: those past its 64 are closed at once.
+    let idle: Vec<TcpStream> = (0..70)
+        .map(|_| TcpStream::connect(&endpoint).unwrap())
+        .collect();
+    let closed = idle
+        .iter()
+        .filter(|c| {
+            let mut c = *c;
+            c.set_read_timeout(Some(Duration::from_millis(300)))
+                .unwrap();
+            let mut b = [0u8; 1];
+            matches!(c.read(&mut b), Ok(0))
+        })
+        .count();
+    assert!(closed >= 6, "{closed} of 70 closed");
+    // Meanwhile the API answers at once.
+    let t = Instant::now();
+    cli(&d, &["jobs"]);
+    assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+    wait_for(&d, 10, "the turned-away count", || {
+        service(&d, "api")["turned_away"].as_u64().unwrap_or(0) >= 6
+    });
+    assert!(cli(&d, &["service", "api"]).contains("turned away"));
+    drop(idle);
 }

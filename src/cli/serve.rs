@@ -202,13 +202,23 @@ pub fn show(t: &Target, name: &str, output: Output) -> Result<(), CliError> {
         s.ready, s.wanted, spec.min_replicas, spec.max_replicas
     );
     println!(
-        "  traffic      {:.2} req/s over {:.0} s, p50 {} ms, p99 {} ms, {} requests ({} failed)",
+        "  traffic      {:.2} req/s over {:.0} s, p50 {} ms, p99 {} ms, {} requests ({} failed){}",
         s.qps,
         spec.qps_window_s,
         ms(s.latency_p50_ms),
         ms(s.latency_p99_ms),
         s.requests,
-        s.failed_requests
+        s.failed_requests,
+        if s.turned_away > 0 {
+            format!(
+                "; {} connection(s) turned away (over the endpoint's cap of {} or a peer's of {})",
+                s.turned_away,
+                gantry::daemon::serving::proxy::MOST_CONNECTIONS,
+                gantry::daemon::serving::proxy::MOST_PER_PEER
+            )
+        } else {
+            String::new()
+        }
     );
     println!(
         "  probe        {} {} every {:.0} s, timeout {:.0} s, initial delay {:.0} s",

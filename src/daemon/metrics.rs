@@ -233,6 +233,11 @@ fn service_series(o: &mut String, p: &Published, label: &dyn Fn(&str) -> String)
             "Requests the endpoint answered itself with an error (no replica answered).",
             |s| s.failed_requests,
         ),
+        (
+            "gantry_service_turned_away_total",
+            "Connections the endpoint closed at once: over its cap, or their peer address's.",
+            |s| s.turned_away,
+        ),
     ] {
         let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} counter");
         for s in services {

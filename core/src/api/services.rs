@@ -34,6 +34,9 @@ pub struct ServiceRow {
     /// from any replica (a 502/503/504 of the endpoint's own).
     pub requests: u64,
     pub failed_requests: u64,
+    /// Connections the endpoint closed at once: over its cap, or their peer address's.
+    #[serde(default)]
+    pub turned_away: u64,
     /// GPUs its running replicas hold, and what they cost per hour.
     pub gpus: f64,
     pub dollars_per_hour: f64,

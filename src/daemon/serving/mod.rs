@@ -306,6 +306,10 @@ fn measure(s: &ServiceRow, e: &Endpoint, watches: &HashMap<i64, Watch>, now: f64
         latency_p99_ms: p99.map(round),
         requests: e.shared.requests.load(std::sync::atomic::Ordering::Relaxed),
         failed_requests: e.shared.failed.load(std::sync::atomic::Ordering::Relaxed),
+        turned_away: e
+            .shared
+            .turned_away
+            .load(std::sync::atomic::Ordering::Relaxed),
         endpoint_error: e.error.clone(),
         ..Measured::default()
     };

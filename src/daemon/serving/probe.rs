@@ -54,10 +54,32 @@ pub async fn metric(
     if !resp.status().is_success() {
         return Err(format!("{uri} answered {}", resp.status()));
     }
-    let body = axum::body::to_bytes(Body::new(resp.into_body()), 16 << 20)
+    // Read whole within the same time box, at most `MOST_METRICS` (a replica's page of 15 MB
+    // cost the daemon 484 MB and two cores a scrape), and parsed off the runtime's threads.
+    let body = tokio::time::timeout(
+        timeout,
+        axum::body::to_bytes(Body::new(resp.into_body()), MOST_METRICS),
+    )
+    .await
+    .map_err(|_| format!("{uri}: its page did not arrive within {:.0} s", timeout.as_secs_f64()))?
+    .map_err(|_| {
+        format!(
+            "{uri}: its page is over {} KiB (or broke off): gantry reads no more — serve the scaling metric on a page of its own (target_metric.path)",
+            MOST_METRICS >> 10
+        )
+    })?;
+    let (uri, name) = (uri.clone(), name.to_string());
+    tokio::task::spawn_blocking(move || sum_of(&uri, &body, &name))
         .await
-        .map_err(|e| format!("{uri}: {e}"))?;
-    let text = String::from_utf8_lossy(&body);
+        .map_err(|e| format!("the metric's parse failed: {e}"))?
+}
+
+/// The largest metrics page a scrape reads.
+pub const MOST_METRICS: usize = 1 << 20;
+
+/// The sum of `name`'s samples in the Prometheus text `body` (from `uri`).
+fn sum_of(uri: &str, body: &[u8], name: &str) -> Result<f64, String> {
+    let text = String::from_utf8_lossy(body);
     let lines = text.lines().map(|l| Ok(l.to_string()));
     let scrape = prometheus_parse::Scrape::parse(lines).map_err(|e| format!("{uri}: {e}"))?;
     let mut found = false;

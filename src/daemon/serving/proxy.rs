@@ -3,6 +3,13 @@
 //! autoscaler and `gantry services`. A request whose replica cannot be reached is sent to
 //! another (up to three tries, as SkyServe's load balancer does); with no ready replica it is
 //! answered 503 with why.
+//!
+//! What a caller can make it hold is bounded: a request body is held only up to `HELD_BODY`
+//! (so a small request can be tried on another replica); a longer one streams to one replica
+//! as it arrives, and one whose bytes stop coming for `BODY_IDLE` is ended. Answers stream
+//! back. An endpoint takes at most `MOST_CONNECTIONS` connections at once, `MOST_PER_PEER`
+//! from one address: the rest are closed at once, so slow clients cannot take the daemon's
+//! descriptors (the API's own listener has its own cap).
 
 use axum::body::Body;
 use bytes::Bytes;
@@ -29,8 +36,17 @@ pub fn client() -> HttpClient {
         .build(c)
 }
 
-/// The largest request body an endpoint takes (it is kept to retry on another replica).
+/// The largest request body an endpoint takes.
 pub const MAX_REQUEST_BODY: usize = 64 << 20;
+/// Bodies up to this are held, and the request may be tried on another replica; longer ones
+/// stream to one.
+pub const HELD_BODY: usize = 64 << 10;
+/// A request body whose next bytes take longer than this is ended (a client that sends one
+/// byte a minute holds a connection, not memory, and not for long).
+pub const BODY_IDLE: Duration = Duration::from_secs(30);
+/// Connections one endpoint holds at once, and from one peer address.
+pub const MOST_CONNECTIONS: usize = 512;
+pub const MOST_PER_PEER: usize = 64;
 /// Tries per request over different replicas (SkyServe's `LB_MAX_RETRY`).
 const TRIES: usize = 3;
 /// Answers kept for latency quantiles.
@@ -58,6 +74,8 @@ pub struct Shared {
     latencies: Mutex<VecDeque<(Instant, f32)>>,
     pub requests: AtomicU64,
     pub failed: AtomicU64,
+    /// Connections closed at once: over the endpoint's cap or their peer's.
+    pub turned_away: AtomicU64,
     /// The SHA-256 (hex) of the bearer token a request must carry (`serve up --auth`).
     pub auth: RwLock<Option<String>>,
     client: HttpClient,
@@ -75,6 +93,7 @@ impl Shared {
             latencies: Mutex::new(VecDeque::new()),
             requests: AtomicU64::new(0),
             failed: AtomicU64::new(0),
+            turned_away: AtomicU64::new(0),
             auth: RwLock::new(None),
             client,
         })
@@ -190,14 +209,17 @@ impl Shared {
             }
         }
         let (parts, body) = req.into_parts();
-        let body = match axum::body::to_bytes(Body::new(body), MAX_REQUEST_BODY).await {
+        let body = match read_body(body).await {
             Ok(b) => b,
-            Err(e) => {
+            Err((status, why)) => {
                 self.record(arrived, false);
-                return plain(
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    format!("gantry: the request body could not be read ({e}); at most {MAX_REQUEST_BODY} bytes\n"),
-                );
+                return plain(status, format!("gantry: {why}\n"));
+            }
+        };
+        let body = match body {
+            ReadBody::Held(b) => b,
+            ReadBody::Streaming(stream) => {
+                return self.forward_streaming(arrived, &parts, stream).await
             }
         };
         let timeout = *self.timeout.read().unwrap_or_else(|e| e.into_inner());
@@ -280,6 +302,179 @@ impl Shared {
     }
 }
 
+impl Shared {
+    /// A request whose body streams: sent to one replica as it arrives (it cannot be sent
+    /// again: what was read is gone).
+    async fn forward_streaming(
+        &self,
+        arrived: Instant,
+        parts: &hyper::http::request::Parts,
+        body: Body,
+    ) -> Response<Body> {
+        let Some(b) = self.pick(&[]) else {
+            self.record(arrived, false);
+            return plain(
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!(
+                    "gantry: service {} has no ready replica yet (gantry service {} says why)\n",
+                    self.name, self.name
+                ),
+            );
+        };
+        let req = match to_replica_with(parts, body, &b.addr) {
+            Ok(r) => r,
+            Err(e) => {
+                self.record(arrived, false);
+                return plain(StatusCode::BAD_REQUEST, format!("gantry: {e}\n"));
+            }
+        };
+        let timeout = *self.timeout.read().unwrap_or_else(|e| e.into_inner());
+        let answer = {
+            let _in_flight = InFlight::new(&b.in_flight);
+            tokio::time::timeout(timeout, self.client.request(req)).await
+        };
+        match answer {
+            Ok(Ok(resp)) => {
+                self.record(arrived, true);
+                resp.map(Body::new)
+            }
+            Ok(Err(e)) => {
+                self.record(arrived, false);
+                plain(
+                    StatusCode::BAD_GATEWAY,
+                    format!(
+                        "gantry: service {}: replica job {} at {}: {e}\n",
+                        self.name, b.job, b.addr
+                    ),
+                )
+            }
+            Err(_) => {
+                self.record(arrived, false);
+                plain(
+                    StatusCode::GATEWAY_TIMEOUT,
+                    format!(
+                        "gantry: service {}: replica job {} at {} did not answer within {:.0} s\n",
+                        self.name,
+                        b.job,
+                        b.addr,
+                        timeout.as_secs_f64()
+                    ),
+                )
+            }
+        }
+    }
+}
+
+/// A request body as read so far: whole (small), or streaming (what was read, then the rest).
+enum ReadBody {
+    Held(Bytes),
+    Streaming(Body),
+}
+
+/// Reads `body` up to `HELD_BODY`: whole if it ends by then, else a body that yields what was
+/// read and then the rest as it comes — each gap at most `BODY_IDLE`, the whole at most
+/// `MAX_REQUEST_BODY`. The error: the status and why.
+async fn read_body(body: Incoming) -> Result<ReadBody, (StatusCode, String)> {
+    use futures_util::StreamExt;
+    let mut stream = Body::new(body).into_data_stream();
+    let mut held = bytes::BytesMut::new();
+    loop {
+        match tokio::time::timeout(BODY_IDLE, stream.next()).await {
+            Err(_) => {
+                return Err((
+                    StatusCode::REQUEST_TIMEOUT,
+                    format!(
+                        "the request body stopped arriving for {} s",
+                        BODY_IDLE.as_secs()
+                    ),
+                ))
+            }
+            Ok(None) => return Ok(ReadBody::Held(held.freeze())),
+            Ok(Some(Err(e))) => {
+                return Err((
+                    StatusCode::BAD_REQUEST,
+                    format!("the request body could not be read ({e})"),
+                ))
+            }
+            Ok(Some(Ok(chunk))) => {
+                held.extend_from_slice(&chunk);
+                if held.len() > HELD_BODY {
+                    break;
+                }
+            }
+        }
+    }
+    // The rest streams: a gap past BODY_IDLE or more than MAX_REQUEST_BODY in all ends it
+    // (the replica sees the body cut, the client a broken answer).
+    let first = held.freeze();
+    let sent = first.len();
+    let rest = futures_util::stream::unfold(
+        (stream, sent, false),
+        |(mut stream, sent, done)| async move {
+            if done {
+                return None;
+            }
+            let next = tokio::time::timeout(BODY_IDLE, stream.next()).await;
+            let why = match next {
+                Err(_) => format!(
+                    "the request body stopped arriving for {} s",
+                    BODY_IDLE.as_secs()
+                ),
+                Ok(None) => return None,
+                Ok(Some(Err(e))) => e.to_string(),
+                Ok(Some(Ok(chunk))) => {
+                    let sent = sent + chunk.len();
+                    if sent <= MAX_REQUEST_BODY {
+                        return Some((Ok(chunk), (stream, sent, false)));
+                    }
+                    format!("the request body passed {MAX_REQUEST_BODY} bytes")
+                }
+            };
+            Some((Err(std::io::Error::other(why)), (stream, sent, true)))
+        },
+    );
+    let all =
+        futures_util::stream::once(async move { Ok::<Bytes, std::io::Error>(first) }).chain(rest);
+    Ok(ReadBody::Streaming(Body::from_stream(all)))
+}
+
+/// One of a peer address's connections, for as long as this lives.
+struct PeerSeat {
+    peers: Arc<Mutex<std::collections::HashMap<std::net::IpAddr, usize>>>,
+    ip: std::net::IpAddr,
+}
+
+impl PeerSeat {
+    /// A seat for `ip`, unless it holds `MOST_PER_PEER` already.
+    fn take(
+        peers: &Arc<Mutex<std::collections::HashMap<std::net::IpAddr, usize>>>,
+        ip: std::net::IpAddr,
+    ) -> Option<PeerSeat> {
+        let mut held = peers.lock().unwrap_or_else(|e| e.into_inner());
+        let n = held.entry(ip).or_default();
+        if *n >= MOST_PER_PEER {
+            return None;
+        }
+        *n += 1;
+        Some(PeerSeat {
+            peers: peers.clone(),
+            ip,
+        })
+    }
+}
+
+impl Drop for PeerSeat {
+    fn drop(&mut self) {
+        let mut held = self.peers.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = held.get_mut(&self.ip) {
+            *n -= 1;
+            if *n == 0 {
+                held.remove(&self.ip);
+            }
+        }
+    }
+}
+
 /// A request in flight to a replica, for as long as this lives.
 struct InFlight<'a>(&'a AtomicUsize);
 
@@ -300,6 +495,14 @@ impl Drop for InFlight<'_> {
 fn to_replica(
     parts: &hyper::http::request::Parts,
     body: Bytes,
+    addr: &str,
+) -> Result<Request<Body>, String> {
+    to_replica_with(parts, Body::from(body), addr)
+}
+
+fn to_replica_with(
+    parts: &hyper::http::request::Parts,
+    body: Body,
     addr: &str,
 ) -> Result<Request<Body>, String> {
     let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
@@ -326,7 +529,7 @@ fn to_replica(
         }
         b = b.header(k, v);
     }
-    b.body(Body::from(body)).map_err(|e| e.to_string())
+    b.body(body).map_err(|e| e.to_string())
 }
 
 pub fn plain(status: StatusCode, text: String) -> Response<Body> {
@@ -345,8 +548,10 @@ pub async fn serve(
     shared: Arc<Shared>,
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) {
+    let slots = Arc::new(tokio::sync::Semaphore::new(MOST_CONNECTIONS));
+    let peers: Arc<Mutex<std::collections::HashMap<std::net::IpAddr, usize>>> = Arc::default();
     loop {
-        let (io, _) = tokio::select! {
+        let (io, peer) = tokio::select! {
             a = listener.accept() => match a {
                 Ok(a) => a,
                 Err(_) => {
@@ -357,9 +562,19 @@ pub async fn serve(
             },
             _ = async { let _ = stop.wait_for(|&s| s).await; } => return,
         };
+        // Over the endpoint's cap, or the peer's: closed at once (its descriptor goes back).
+        let Ok(slot) = slots.clone().try_acquire_owned() else {
+            shared.turned_away.fetch_add(1, Ordering::Relaxed);
+            continue;
+        };
+        let Some(seat) = PeerSeat::take(&peers, peer.ip()) else {
+            shared.turned_away.fetch_add(1, Ordering::Relaxed);
+            continue;
+        };
         let _ = io.set_nodelay(true);
         let shared = shared.clone();
         tokio::spawn(async move {
+            let _held = (slot, seat);
             let svc = hyper::service::service_fn(move |req| {
                 let shared = shared.clone();
                 async move { Ok::<_, std::convert::Infallible>(shared.forward(req).await) }

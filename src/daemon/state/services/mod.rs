@@ -30,6 +30,7 @@ pub struct Measured {
     pub latency_p99_ms: Option<f64>,
     pub requests: u64,
     pub failed_requests: u64,
+    pub turned_away: u64,
     /// Replicas whose probe answered 2xx last.
     pub ready: Vec<JobId>,
     /// Replicas that failed their probe past its initial delay (or after being ready), with
@@ -611,6 +612,7 @@ impl State {
                     latency_p99_ms: e.measured.latency_p99_ms,
                     requests: e.measured.requests,
                     failed_requests: e.measured.failed_requests,
+                    turned_away: e.measured.turned_away,
                     gpus,
                     dollars_per_hour: dollars,
                     last_decision: e.last_decision.clone(),

@@ -981,3 +981,84 @@ fn a_pool_removed_from_the_fleet_file_gives_back_what_it_bought() {
     );
     common::cli(&d, &["cancel", &id.to_string()]);
 }
+
+/// The blocks of `doc`'s section `heading` with the info string `lang`, in order.
+fn doc_blocks(doc: &str, heading: &str, lang: &str) -> Vec<String> {
+    let text = std::fs::read_to_string(doc).unwrap();
+    let start = text
+        .find(heading)
+        .unwrap_or_else(|| panic!("{heading} in {doc}"));
+    let section = &text[start..];
+    let end = section[heading.len()..]
+        .find("\n## ")
+        .map_or(section.len(), |e| e + heading.len());
+    let mut rest = &section[..end];
+    let mut out = Vec::new();
+    let open = format!("```{lang}\n");
+    while let Some(at) = rest.find(&open) {
+        let body = &rest[at + open.len()..];
+        let close = body.find("```").expect("a closed block");
+        out.push(body[..close].to_string());
+        rest = &body[close + 3..];
+    }
+    out
+}
+
+/// docs/clouds.md's dry run, followed as written: its ssh_config, fleet file and job, with
+/// only moto's port and the test's sshd put in (the "instance" is a local sshd, as the doc's is
+/// this machine's): the node is bought, the job runs there, the idle node is given back.
+#[test]
+fn the_docs_dry_run_buys_runs_and_gives_back_one_node() {
+    let Some(World { h, moto, port, .. }) = world("cloud-dryrun") else {
+        return;
+    };
+    const SECTION: &str = "## Try a cloud pool with no account (a dry run)";
+    let ssh = doc_blocks("docs/clouds.md", SECTION, "sshconfig").remove(0);
+    let toml = doc_blocks("docs/clouds.md", SECTION, "toml").remove(0);
+    let yaml = doc_blocks("docs/clouds.md", SECTION, "yaml").remove(0);
+    let sh = doc_blocks("docs/clouds.md", SECTION, "sh").join("\n");
+    assert!(sh.contains("moto_server -p 5000") && sh.contains("--db /tmp/try/state.db"));
+    // The doc's ssh_config, with the test sshd's port, then what the test's hosts need.
+    let sshd = &h.hosts[0];
+    let cfg = h.dir.join("try_ssh_config");
+    let general = std::fs::read_to_string(h.dir.join("ssh_config")).unwrap();
+    std::fs::write(&cfg, format!("{}  Port {}\n{general}", ssh, sshd.port)).unwrap();
+    assert!(
+        toml.contains("endpoint_url = \"http://127.0.0.1:5000\""),
+        "{toml}"
+    );
+    let fleet = h.dir.join("try.toml");
+    std::fs::write(
+        &fleet,
+        toml.replace("http://127.0.0.1:5000", &format!("http://127.0.0.1:{port}"))
+            .replace("~/.config/gantry/try_ssh_config", cfg.to_str().unwrap())
+            .replace("ssh_user = \"me\"", "ssh_user = \"root\""),
+    )
+    .unwrap();
+    let dir = temp_dir("cloud-dryrun");
+    let d = daemon(&dir, &fleet);
+    let id = submit(&d, &h.dir, "try", &yaml);
+    wait_for(
+        &d,
+        120,
+        "the job to run on the bought node and complete",
+        || state(&d, id) == "completed",
+    );
+    assert!(
+        log_text(&d, id).contains("with 1 GPU(s)"),
+        "{}",
+        log_text(&d, id)
+    );
+    let bought = instances(moto.port, "us-east-1");
+    assert_eq!(bought.len(), 1, "{bought:?}");
+    for want in [
+        "aws/us-east-1/us-east-1a/try +1 for job",
+        &format!("aws-try-000: launched {} in us-east-1a", bought[0].id),
+    ] {
+        assert!(has(&d, want), "{want}: {:#?}", events(&d));
+    }
+    wait_for(&d, 120, "the idle node to be given back", || {
+        has(&d, &format!("aws-try-000: terminated {}", bought[0].id))
+    });
+    assert!(instances(moto.port, "us-east-1").iter().all(|i| !i.live()));
+}

@@ -1121,3 +1121,88 @@ fn reads_since_a_time_go_on_while_jobs_start_and_end() {
     }
     assert!(reads >= 10, "{reads} reads");
 }
+
+/// The blocks of docs/backends.md's section `heading` with the info string `lang`, in order.
+fn doc_blocks(heading: &str, lang: &str) -> Vec<String> {
+    let text = std::fs::read_to_string("docs/backends.md").unwrap();
+    let start = text.find(heading).unwrap_or_else(|| panic!("{heading}"));
+    let section = &text[start..];
+    let end = section[heading.len()..]
+        .find("\n## ")
+        .map_or(section.len(), |e| e + heading.len());
+    let mut rest = &section[..end];
+    let mut out = Vec::new();
+    let open = format!("```{lang}\n");
+    while let Some(at) = rest.find(&open) {
+        let body = &rest[at + open.len()..];
+        let close = body.find("```").expect("a closed block");
+        out.push(body[..close].to_string());
+        rest = &body[close + 3..];
+    }
+    out
+}
+
+/// docs/backends.md's "Your Slurm cluster", followed as written against the real Slurm: its
+/// first commands (a token for $USER, `gantry slurm`) run by bash with only the address put
+/// in, then its five-line stanza in a daemon whose environment has that token — no `user =`
+/// line: the token's own user is who gantry reads as.
+#[test]
+fn the_docs_slurm_section_works_as_written() {
+    if !can_run() {
+        return;
+    }
+    let c = Cluster::start("docs", &[("gpu-a", "a100", 4)]);
+    const SECTION: &str = "## Your Slurm cluster";
+    let sh = doc_blocks(SECTION, "sh").remove(0);
+    assert!(sh.contains("scontrol token username=$USER") && sh.contains("http://slurm-head:6820"));
+    let bin = Path::new(env!("CARGO_BIN_EXE_gantry")).parent().unwrap().to_path_buf();
+    let out = Command::new("bash")
+        .arg("-ec")
+        .arg(sh.replace("http://slurm-head:6820", &c.url))
+        .env("USER", "nobody")
+        .env("SLURM_CONF", &c.conf)
+        .env_remove("SLURM_JWT")
+        .env_remove("SLURMRESTD")
+        .env(
+            "PATH",
+            format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default()),
+        )
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && said.contains("gpu-a") && said.contains("0/4 a100"),
+        "{said}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The five lines, with this cluster's address, in a daemon given a token for nobody.
+    let stanza = doc_blocks(SECTION, "toml")
+        .into_iter()
+        .find(|b| b.contains("[[pools]]"))
+        .unwrap();
+    assert!(stanza.contains("gpu = \"auto\"") && !stanza.contains("\nuser ="), "{stanza}");
+    let dir = common::temp_dir("slurm-docs-daemon");
+    let fleet = dir.join("fleet.toml");
+    std::fs::write(
+        &fleet,
+        format!(
+            "[[teams]]\nname = \"lab\"\n\n{}",
+            stanza.replace("unix:/run/slurmrestd.sock", &c.url)
+        ),
+    )
+    .unwrap();
+    let token = c.token("nobody");
+    let conf = c.conf.clone();
+    let d = common::start_with(dir.clone(), &["--config", fleet.to_str().unwrap()], |cmd| {
+        cmd.env("SLURM_JWT", token).env("SLURM_CONF", conf);
+    });
+    wait_for(&d, 30, "the pool built from the cluster's node", || {
+        cli(&d, &["fleet", "-o", "json"]).contains("hpc-gpu-a100")
+    });
+    assert!(
+        events(&d).iter().any(|e| e.contains("pool hpc: slurmrestd")
+            && e.contains("lists 1 node(s)")),
+        "{:#?}",
+        events(&d)
+    );
+}

@@ -967,6 +967,13 @@ fn a_pool_removed_from_the_fleet_file_gives_back_what_it_bought() {
         events(&d)
     );
     assert!(faults.count("Action=TerminateInstances") >= 1);
+    // What the retiring pool's worker does still reaches the events.
+    wait_for(&d, 30, "the retiring worker's own line", || {
+        has(
+            &d,
+            &format!("left the fleet file: terminated {}", bought[0].id),
+        )
+    });
     // Its job goes on in the pool that stayed.
     wait_for(
         &d,

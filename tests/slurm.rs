@@ -1155,7 +1155,10 @@ fn the_docs_slurm_section_works_as_written() {
     const SECTION: &str = "## Your Slurm cluster";
     let sh = doc_blocks(SECTION, "sh").remove(0);
     assert!(sh.contains("scontrol token username=$USER") && sh.contains("http://slurm-head:6820"));
-    let bin = Path::new(env!("CARGO_BIN_EXE_gantry")).parent().unwrap().to_path_buf();
+    let bin = Path::new(env!("CARGO_BIN_EXE_gantry"))
+        .parent()
+        .unwrap()
+        .to_path_buf();
     let out = Command::new("bash")
         .arg("-ec")
         .arg(sh.replace("http://slurm-head:6820", &c.url))
@@ -1165,7 +1168,11 @@ fn the_docs_slurm_section_works_as_written() {
         .env_remove("SLURMRESTD")
         .env(
             "PATH",
-            format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default()),
+            format!(
+                "{}:{}",
+                bin.display(),
+                std::env::var("PATH").unwrap_or_default()
+            ),
         )
         .output()
         .unwrap();
@@ -1180,7 +1187,10 @@ fn the_docs_slurm_section_works_as_written() {
         .into_iter()
         .find(|b| b.contains("[[pools]]"))
         .unwrap();
-    assert!(stanza.contains("gpu = \"auto\"") && !stanza.contains("\nuser ="), "{stanza}");
+    assert!(
+        stanza.contains("gpu = \"auto\"") && !stanza.contains("\nuser ="),
+        "{stanza}"
+    );
     let dir = common::temp_dir("slurm-docs-daemon");
     let fleet = dir.join("fleet.toml");
     std::fs::write(
@@ -1200,8 +1210,9 @@ fn the_docs_slurm_section_works_as_written() {
         cli(&d, &["fleet", "-o", "json"]).contains("hpc-gpu-a100")
     });
     assert!(
-        events(&d).iter().any(|e| e.contains("pool hpc: slurmrestd")
-            && e.contains("lists 1 node(s)")),
+        events(&d)
+            .iter()
+            .any(|e| e.contains("pool hpc: slurmrestd") && e.contains("lists 1 node(s)")),
         "{:#?}",
         events(&d)
     );

@@ -169,8 +169,7 @@ pub trait Provisioner: Send {
         false
     }
     /// The pool left the fleet file: every machine it bought is given back, in the background
-    /// and past this provisioner's drop (nothing else would ever end them). What it says
-    /// after the daemon stopped listening goes to the daemon's stderr.
+    /// (nothing else would ever end them); the daemon keeps polling what it says.
     fn retire(&mut self) {}
 }
 

@@ -379,14 +379,16 @@ impl Worker {
                     r.why()
                 ),
             };
-            // The daemon may no longer read this pool's events: its log has them.
-            eprintln!("gantry daemon: {said}");
+            // The daemon keeps reading a retiring pool's events (`StateOptions::retiring`).
             self.said(None, said);
             if t0.elapsed() >= RETIRE_FOR {
-                eprintln!(
-                    "gantry daemon: {}: gave up ending its instances after {} min: `gantry cloud ls` lists them",
-                    self.reach.name,
-                    RETIRE_FOR.as_secs() / 60
+                self.said(
+                    None,
+                    format!(
+                        "{}: gave up ending its instances after {} min: `gantry cloud ls` lists them",
+                        self.reach.name,
+                        RETIRE_FOR.as_secs() / 60
+                    ),
                 );
                 return;
             }

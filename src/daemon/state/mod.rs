@@ -94,6 +94,29 @@ pub struct StateOptions {
     pub headless: bool,
     /// The daemon's own listening ports (API, metrics): never a service's endpoint.
     pub reserved_ports: Vec<u16>,
+    /// Provisioners of pools that left the fleet file, ending what they bought: kept (across
+    /// reopens) so that what they say still reaches the event log.
+    pub retiring: Retiring,
+}
+
+/// Provisioners retiring, shared by every state a daemon opens.
+#[derive(Clone, Default)]
+pub struct Retiring(std::sync::Arc<std::sync::Mutex<Vec<Box<dyn crate::backend::Provisioner>>>>);
+
+impl Retiring {
+    pub fn lock(
+        &self,
+    ) -> std::sync::LockResult<std::sync::MutexGuard<'_, Vec<Box<dyn crate::backend::Provisioner>>>>
+    {
+        self.0.lock()
+    }
+}
+
+impl std::fmt::Debug for Retiring {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let n = self.0.lock().map_or(0, |v| v.len());
+        write!(f, "Retiring({n})")
+    }
 }
 
 impl Default for StateOptions {
@@ -113,6 +136,7 @@ impl Default for StateOptions {
             work: None,
             headless: false,
             reserved_ports: Vec::new(),
+            retiring: Retiring::default(),
         }
     }
 }

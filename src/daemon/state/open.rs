@@ -393,6 +393,12 @@ impl State {
                 for (mut prov, line) in leaving {
                     prov.retire();
                     s.record("cloud", line)?;
+                    s.opened
+                        .opts
+                        .retiring
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .push(prov);
                 }
                 Ok((s, Ok(said)))
             }

@@ -270,6 +270,16 @@ impl State {
     /// Why a pending job waits: the cycle's reason, and — when it waits for capacity and its
     /// class has patience left (`[scale] burst_after`) — when capacity will be bought for it.
     pub(super) fn why_waiting(&self, j: &crate::daemon::engine::Job) -> Option<String> {
+        self.why_waiting_in(j, &mut HashMap::new())
+    }
+
+    /// `why_waiting`, with where each request shape finds no room kept in `rooms` (a snapshot
+    /// asks it for every waiting job: the fleet is looked through once per shape, not per job).
+    pub(super) fn why_waiting_in(
+        &self,
+        j: &crate::daemon::engine::Job,
+        rooms: &mut HashMap<String, Option<String>>,
+    ) -> Option<String> {
         let e = j.explanation.as_ref()?;
         // A time in a row of a table: short (HH:MM within a day, else the date too).
         let at = |t: f64| {
@@ -288,7 +298,12 @@ impl State {
             ..
         } = &e.reason
         {
-            if let Some(where_) = self.where_no_room(j) {
+            let shape = format!("{:?}", j.request);
+            let where_ = rooms
+                .entry(shape)
+                .or_insert_with(|| self.where_no_room(j))
+                .clone();
+            if let Some(where_) = where_ {
                 text.push_str(" — ");
                 text.push_str(&where_);
             }
@@ -382,6 +397,7 @@ impl State {
             .map(|c| c.dollars_per_hour)
             .sum::<f64>()
             + 0.0;
+        let mut rooms = HashMap::new();
         let mut jobs: Vec<JobRow> = self
             .engine
             .jobs()
@@ -441,7 +457,10 @@ impl State {
                             None,
                         )
                     }
-                    (None, Some(e)) => (self.why_waiting(j).unwrap_or_default(), Some(e.position)),
+                    (None, Some(e)) => (
+                        self.why_waiting_in(j, &mut rooms).unwrap_or_default(),
+                        Some(e.position),
+                    ),
                     (None, None) => (String::new(), None),
                 };
                 let since = j.started_at.unwrap_or(j.submitted_at);

@@ -748,6 +748,7 @@ fn an_endpoint_streams_large_bodies_and_caps_a_peers_connections() {
         grown < 32 << 10,
         "the daemon grew {grown} KiB holding six half-sent uploads"
     );
+    eprintln!("six 60 MB uploads held open after 16 MB each: the daemon grew {grown} KiB");
     drop(held);
     // 70 idle connections from one address: those past its 64 are closed at once.
     let idle: Vec<TcpStream> = (0..70)
@@ -767,6 +768,10 @@ fn an_endpoint_streams_large_bodies_and_caps_a_peers_connections() {
     // Meanwhile the API answers at once.
     let t = Instant::now();
     cli(&d, &["jobs"]);
+    eprintln!(
+        "70 idle connections from one address: {closed} closed at once; `gantry jobs` meanwhile: {:?}",
+        t.elapsed()
+    );
     assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
     wait_for(&d, 10, "the turned-away count", || {
         service(&d, "api")["turned_away"].as_u64().unwrap_or(0) >= 6

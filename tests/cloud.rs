@@ -989,28 +989,6 @@ fn a_pool_removed_from_the_fleet_file_gives_back_what_it_bought() {
     common::cli(&d, &["cancel", &id.to_string()]);
 }
 
-/// The blocks of `doc`'s section `heading` with the info string `lang`, in order.
-fn doc_blocks(doc: &str, heading: &str, lang: &str) -> Vec<String> {
-    let text = std::fs::read_to_string(doc).unwrap();
-    let start = text
-        .find(heading)
-        .unwrap_or_else(|| panic!("{heading} in {doc}"));
-    let section = &text[start..];
-    let end = section[heading.len()..]
-        .find("\n## ")
-        .map_or(section.len(), |e| e + heading.len());
-    let mut rest = &section[..end];
-    let mut out = Vec::new();
-    let open = format!("```{lang}\n");
-    while let Some(at) = rest.find(&open) {
-        let body = &rest[at + open.len()..];
-        let close = body.find("```").expect("a closed block");
-        out.push(body[..close].to_string());
-        rest = &body[close + 3..];
-    }
-    out
-}
-
 /// docs/clouds.md's dry run, followed as written: its ssh_config, fleet file and job, with
 /// only moto's port and the test's sshd put in (the "instance" is a local sshd, as the doc's is
 /// this machine's): the node is bought, the job runs there, the idle node is given back.
@@ -1020,10 +998,10 @@ fn the_docs_dry_run_buys_runs_and_gives_back_one_node() {
         return;
     };
     const SECTION: &str = "## Try a cloud pool with no account (a dry run)";
-    let ssh = doc_blocks("docs/clouds.md", SECTION, "sshconfig").remove(0);
-    let toml = doc_blocks("docs/clouds.md", SECTION, "toml").remove(0);
-    let yaml = doc_blocks("docs/clouds.md", SECTION, "yaml").remove(0);
-    let sh = doc_blocks("docs/clouds.md", SECTION, "sh").join("\n");
+    let ssh = common::doc_blocks("docs/clouds.md", SECTION, "sshconfig").remove(0);
+    let toml = common::doc_blocks("docs/clouds.md", SECTION, "toml").remove(0);
+    let yaml = common::doc_blocks("docs/clouds.md", SECTION, "yaml").remove(0);
+    let sh = common::doc_blocks("docs/clouds.md", SECTION, "sh").join("\n");
     assert!(sh.contains("moto_server -p 5000") && sh.contains("--db /tmp/try/state.db"));
     // The doc's ssh_config, with the test sshd's port, then what the test's hosts need.
     let sshd = &h.hosts[0];

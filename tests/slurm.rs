@@ -1122,26 +1122,6 @@ fn reads_since_a_time_go_on_while_jobs_start_and_end() {
     assert!(reads >= 10, "{reads} reads");
 }
 
-/// The blocks of docs/backends.md's section `heading` with the info string `lang`, in order.
-fn doc_blocks(heading: &str, lang: &str) -> Vec<String> {
-    let text = std::fs::read_to_string("docs/backends.md").unwrap();
-    let start = text.find(heading).unwrap_or_else(|| panic!("{heading}"));
-    let section = &text[start..];
-    let end = section[heading.len()..]
-        .find("\n## ")
-        .map_or(section.len(), |e| e + heading.len());
-    let mut rest = &section[..end];
-    let mut out = Vec::new();
-    let open = format!("```{lang}\n");
-    while let Some(at) = rest.find(&open) {
-        let body = &rest[at + open.len()..];
-        let close = body.find("```").expect("a closed block");
-        out.push(body[..close].to_string());
-        rest = &body[close + 3..];
-    }
-    out
-}
-
 /// docs/backends.md's "Your Slurm cluster", followed as written against the real Slurm: its
 /// first commands (a token for $USER, `gantry slurm`) run by bash with only the address put
 /// in, then its five-line stanza in a daemon whose environment has that token — no `user =`
@@ -1153,7 +1133,7 @@ fn the_docs_slurm_section_works_as_written() {
     }
     let c = Cluster::start("docs", &[("gpu-a", "a100", 4)]);
     const SECTION: &str = "## Your Slurm cluster";
-    let sh = doc_blocks(SECTION, "sh").remove(0);
+    let sh = common::doc_blocks("docs/backends.md", SECTION, "sh").remove(0);
     assert!(sh.contains("scontrol token username=$USER") && sh.contains("http://slurm-head:6820"));
     let bin = Path::new(env!("CARGO_BIN_EXE_gantry"))
         .parent()
@@ -1183,7 +1163,7 @@ fn the_docs_slurm_section_works_as_written() {
         String::from_utf8_lossy(&out.stderr)
     );
     // The five lines, with this cluster's address, in a daemon given a token for nobody.
-    let stanza = doc_blocks(SECTION, "toml")
+    let stanza = common::doc_blocks("docs/backends.md", SECTION, "toml")
         .into_iter()
         .find(|b| b.contains("[[pools]]"))
         .unwrap();

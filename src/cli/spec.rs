@@ -42,7 +42,7 @@ fn shapes(
     fleet: &gantry::model::Fleet,
     simulated: &[bool],
 ) -> Result<Vec<Shape>, String> {
-    use gantry::model::{CapacityType, GpuRequest, ModelChoice, PoolId};
+    use gantry::model::{CapacityType, GpuRequest, ModelChoice};
     // What the file leaves to be given at submit is not this check's business.
     let mut spec = spec.clone();
     spec.unset.clear();
@@ -57,18 +57,8 @@ fn shapes(
     // submit where it may land on one).
     if spec.run.is_none() {
         let real = requests.iter().find_map(|r| {
-            let pools = r
-                .pools
-                .clone()
-                .unwrap_or_else(|| (0..fleet.pools.len() as u32).map(PoolId).collect());
-            pools.into_iter().find(|&p| {
-                let fits = r.gpu == GpuRequest::None
-                    || fleet
-                        .pool(p)
-                        .model
-                        .is_some_and(|m| r.models.rank(m).is_some());
-                fits && !simulated.get(p.index()).copied().unwrap_or(true)
-            })
+            r.pools_of_its_model(fleet)
+                .find(|&p| !simulated.get(p.index()).copied().unwrap_or(true))
         });
         if let Some(p) = real {
             return Err(no_run(name, Some(&fleet.pool_path(p))));
@@ -82,10 +72,6 @@ fn shapes(
                 ModelChoice::AnyOf(ids) => (ids.clone(), false),
                 ModelChoice::Prefer(ids) => (ids.clone(), true),
             };
-            let pools = r
-                .pools
-                .clone()
-                .unwrap_or_else(|| (0..fleet.pools.len() as u32).map(PoolId).collect());
             Shape {
                 nodes: r.nodes,
                 gpus_per_node: match r.gpu {
@@ -99,15 +85,8 @@ fn shapes(
                     .map(|&m| fleet.model(m).name.clone())
                     .collect(),
                 preferred_in_order,
-                pools: pools
-                    .into_iter()
-                    .filter(|&p| {
-                        r.gpu == GpuRequest::None
-                            || fleet
-                                .pool(p)
-                                .model
-                                .is_some_and(|m| r.models.rank(m).is_some())
-                    })
+                pools: r
+                    .pools_of_its_model(fleet)
                     .filter(|&p| r.spot_ok || fleet.pool(p).capacity != CapacityType::Spot)
                     .map(|p| {
                         let (c, reg, z) = fleet.pool_place(p);

@@ -4,7 +4,7 @@
 use super::fleet::{FleetConfig, PoolConfig};
 
 /// A pool's identity across edits: its place in the provider → region → zone tree and name.
-fn key(p: &PoolConfig) -> (String, String, String, String) {
+pub fn key(p: &PoolConfig) -> (String, String, String, String) {
     (
         p.provider.clone(),
         p.region.clone(),

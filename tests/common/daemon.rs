@@ -285,3 +285,25 @@ pub fn log_text(d: &Daemon, id: i64) -> String {
         })
         .unwrap_or_default()
 }
+
+/// The blocks of `doc`'s section `heading` with the info string `lang`, in order.
+pub fn doc_blocks(doc: &str, heading: &str, lang: &str) -> Vec<String> {
+    let text = std::fs::read_to_string(doc).unwrap();
+    let start = text
+        .find(heading)
+        .unwrap_or_else(|| panic!("{heading} in {doc}"));
+    let section = &text[start..];
+    let end = section[heading.len()..]
+        .find("\n## ")
+        .map_or(section.len(), |e| e + heading.len());
+    let mut rest = &section[..end];
+    let mut out = Vec::new();
+    let open = format!("```{lang}\n");
+    while let Some(at) = rest.find(&open) {
+        let body = &rest[at + open.len()..];
+        let close = body.find("```").expect("a closed block");
+        out.push(body[..close].to_string());
+        rest = &body[close + 3..];
+    }
+    out
+}

@@ -129,6 +129,26 @@ impl JobRequest {
         self.pools.as_ref().is_none_or(|p| p.contains(&pool))
     }
 
+    /// The pools of `fleet` it may land in by its `infra` (in the order it lists them, else the
+    /// fleet's) and GPU model (every one for a CPU job): where a spec check and the daemon
+    /// look for what would run it.
+    pub fn pools_of_its_model<'a>(
+        &'a self,
+        fleet: &'a super::fleet::Fleet,
+    ) -> impl Iterator<Item = PoolId> + 'a {
+        let listed: Box<dyn Iterator<Item = PoolId> + 'a> = match &self.pools {
+            Some(p) => Box::new(p.iter().copied()),
+            None => Box::new((0..fleet.pools.len() as u32).map(PoolId)),
+        };
+        listed.filter(|&p| {
+            self.gpu == GpuRequest::None
+                || fleet
+                    .pool(p)
+                    .model
+                    .is_some_and(|m| self.models.rank(m).is_some())
+        })
+    }
+
     pub fn validate(&self) -> Result<(), RequestError> {
         if self.nodes == 0 {
             return Err(RequestError::NoNodes);

@@ -271,28 +271,13 @@ impl Shared {
                 }
                 Err(_) => {
                     self.record(arrived, false);
-                    return plain(
-                        StatusCode::GATEWAY_TIMEOUT,
-                        format!(
-                            "gantry: service {}: replica job {} at {} did not answer within {:.0} s\n",
-                            self.name,
-                            b.job,
-                            b.addr,
-                            timeout.as_secs_f64()
-                        ),
-                    );
+                    return self.unanswered(&b, timeout);
                 }
             }
         }
         self.record(arrived, false);
         if tries == 0 {
-            plain(
-                StatusCode::SERVICE_UNAVAILABLE,
-                format!(
-                    "gantry: service {} has no ready replica yet (gantry service {} says why)\n",
-                    self.name, self.name
-                ),
-            )
+            self.no_replica()
         } else {
             plain(
                 StatusCode::BAD_GATEWAY,
@@ -303,6 +288,31 @@ impl Shared {
 }
 
 impl Shared {
+    /// The endpoint's answer when no replica is ready.
+    fn no_replica(&self) -> Response<Body> {
+        plain(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "gantry: service {} has no ready replica yet (gantry service {} says why)\n",
+                self.name, self.name
+            ),
+        )
+    }
+
+    /// The endpoint's answer when replica `b` did not answer within `timeout`.
+    fn unanswered(&self, b: &Backend, timeout: Duration) -> Response<Body> {
+        plain(
+            StatusCode::GATEWAY_TIMEOUT,
+            format!(
+                "gantry: service {}: replica job {} at {} did not answer within {:.0} s\n",
+                self.name,
+                b.job,
+                b.addr,
+                timeout.as_secs_f64()
+            ),
+        )
+    }
+
     /// A request whose body streams: sent to one replica as it arrives (it cannot be sent
     /// again: what was read is gone).
     async fn forward_streaming(
@@ -313,13 +323,7 @@ impl Shared {
     ) -> Response<Body> {
         let Some(b) = self.pick(&[]) else {
             self.record(arrived, false);
-            return plain(
-                StatusCode::SERVICE_UNAVAILABLE,
-                format!(
-                    "gantry: service {} has no ready replica yet (gantry service {} says why)\n",
-                    self.name, self.name
-                ),
-            );
+            return self.no_replica();
         };
         let req = match to_replica_with(parts, body, &b.addr) {
             Ok(r) => r,
@@ -350,16 +354,7 @@ impl Shared {
             }
             Err(_) => {
                 self.record(arrived, false);
-                plain(
-                    StatusCode::GATEWAY_TIMEOUT,
-                    format!(
-                        "gantry: service {}: replica job {} at {} did not answer within {:.0} s\n",
-                        self.name,
-                        b.job,
-                        b.addr,
-                        timeout.as_secs_f64()
-                    ),
-                )
+                self.unanswered(&b, timeout)
             }
         }
     }

@@ -527,18 +527,8 @@ impl State {
         let mut may = spec.clone();
         may.unset.clear();
         let real = may.to_requests(fleet).ok()?.iter().find_map(|r| {
-            let pools = r.pools.clone().unwrap_or_else(|| {
-                (0..fleet.pools.len() as u32)
-                    .map(crate::model::PoolId)
-                    .collect()
-            });
-            pools.into_iter().find(|&p| {
-                let fits = r.gpu == crate::model::GpuRequest::None
-                    || fleet
-                        .pool(p)
-                        .model
-                        .is_some_and(|m| r.models.rank(m).is_some());
-                fits && fleet
+            r.pools_of_its_model(fleet).find(|&p| {
+                fleet
                     .nodes
                     .iter()
                     .enumerate()

@@ -422,14 +422,7 @@ impl State {
         new: &FleetConfig,
     ) -> Vec<(Box<dyn crate::backend::Provisioner>, String)> {
         let mut out = Vec::new();
-        let key = |p: &crate::config::fleet::PoolConfig| {
-            (
-                p.provider.clone(),
-                p.region.clone(),
-                p.zone.clone(),
-                p.name.clone(),
-            )
-        };
+        let key = crate::config::reload::key;
         let staying: std::collections::HashSet<_> = new.pools.iter().map(key).collect();
         for pool in 0..self.nodes.pools.len() {
             if staying.contains(&key(&self.nodes.pools[pool])) {

@@ -1,6 +1,6 @@
 //! Lambda Cloud pools end to end: the real `gantry daemon` buys instances through Lambda's
 //! Cloud API — here a test double that follows its published reference
-//! (`common/lambda.rs`; no Lambda server can run here) — each instance joins as an SSH host (a
+//! (`gantry_testkit::lambda`; no Lambda server can run here) — each instance joins as an SSH host (a
 //! real `sshd` in namespaces of its own, reached by the node's name through an ssh_config the
 //! test writes, never at the made-up address the double hands out), jobs run there, idle
 //! instances are terminated. Needs what the SSH tests need; without it each test says it
@@ -8,13 +8,11 @@
 
 #[path = "common/daemon.rs"]
 mod common;
-#[path = "common/lambda.rs"]
-mod lambda;
 #[path = "common/sshd.rs"]
 mod sshd;
 
 use common::{events, log_text, start_with, state, submit, temp_dir, wait_for, Daemon};
-use lambda::{LambdaDouble, KEY};
+use gantry_testkit::lambda::{LambdaDouble, KEY};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -383,4 +381,87 @@ fn fleet_without_hosts(h: &sshd::Hosts, api: &str, instance_type: &str) -> PathB
         .replace(&format!("\"{TYPE}\""), &format!("\"{instance_type}\""));
     std::fs::write(&f, text).unwrap();
     f
+}
+
+/// docs/clouds.md's Lambda dry run, followed as written: the double the docs start (the same
+/// catalog, capacity and key as `lambda-double`), its ssh_config, fleet file and job, with only
+/// the double's port, the public key file and the test's sshd put in.
+#[test]
+fn the_docs_lambda_dry_run_buys_runs_and_gives_back_one_node() {
+    if !sshd::can_run() {
+        return;
+    }
+    const SECTION: &str = "## Try a Lambda pool with no account (a dry run)";
+    let block = |lang| common::doc_blocks("docs/clouds.md", SECTION, lang);
+    let (ssh, toml, yaml) = (
+        block("sshconfig").remove(0),
+        block("toml").remove(0),
+        block("yaml").remove(0),
+    );
+    let sh = block("sh").join("\n");
+    for want in [
+        "cargo run --release -p gantry-testkit --bin lambda-double &",
+        &format!("export LAMBDA_API_KEY={KEY}"),
+        "--db /tmp/try-lambda/state.db",
+    ] {
+        assert!(sh.contains(want), "{want}: {sh}");
+    }
+    let (api, types) = LambdaDouble::of_catalog("127.0.0.1:0", 4).unwrap();
+    assert!(types >= 10, "{types} types offered");
+    let h = sshd::hosts("lambda-dryrun", 1);
+    let cfg = h.dir.join("try_lambda_ssh_config");
+    let general = std::fs::read_to_string(h.dir.join("ssh_config")).unwrap();
+    std::fs::write(&cfg, format!("{ssh}  Port {}\n{general}", h.hosts[0].port)).unwrap();
+    for want in ["http://127.0.0.1:8765/api/v1", "ssh_user = \"me\""] {
+        assert!(toml.contains(want), "{want}: {toml}");
+    }
+    let fleet = h.dir.join("try-lambda.toml");
+    std::fs::write(
+        &fleet,
+        toml.replace("http://127.0.0.1:8765/api/v1", &api.url())
+            .replace(
+                "~/.config/gantry/try_lambda_ssh_config",
+                cfg.to_str().unwrap(),
+            )
+            .replace(
+                "~/.ssh/id_ed25519.pub",
+                h.dir.join("client.pub").to_str().unwrap(),
+            )
+            .replace("ssh_user = \"me\"", "ssh_user = \"root\""),
+    )
+    .unwrap();
+    let dir = temp_dir("lambda-dryrun");
+    let d = daemon(&dir, &fleet);
+    let id = submit(&d, &h.dir, "try-lambda", &yaml);
+    wait_for(
+        &d,
+        120,
+        "the job to run on the bought node and complete",
+        || state(&d, id) == "completed",
+    );
+    assert!(
+        log_text(&d, id).contains("with 1 GPU(s)"),
+        "{}",
+        log_text(&d, id)
+    );
+    let made = api.made();
+    assert_eq!(made.len(), 1, "{made:?}");
+    assert_eq!(
+        (made[0].name.as_str(), made[0].region.as_str()),
+        ("gantry/try/try/lambda-try-000", "us-east-1")
+    );
+    assert_eq!(made[0].ssh_key_names, ["try"]);
+    for want in [
+        "lambda/us-east-1/us-east-1/try +1 for job",
+        &format!(
+            "lambda-try-000: launched {} in us-east-1 (gpu_1x_a10, on-demand)",
+            made[0].id
+        ),
+    ] {
+        assert!(has(&d, want), "{want}: {:#?}", events(&d));
+    }
+    wait_for(&d, 120, "the idle node to be given back", || {
+        has(&d, &format!("lambda-try-000: terminated {}", made[0].id))
+    });
+    assert!(api.live().is_empty(), "{:?}", api.live());
 }

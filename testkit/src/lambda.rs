@@ -1,5 +1,6 @@
 //! A test double of Lambda Cloud's API (`/api/v1`, as its published reference describes it),
-//! for the Lambda pool tests: no Lambda server can run here, and its real API needs an account.
+//! for the Lambda pool tests and the docs' dry run (`cargo run -p gantry-testkit --bin
+//! lambda-double`): no Lambda server can run here, and its real API needs an account.
 //! It keeps instances, SSH keys and capacity per instance type and region, and answers as
 //! Lambda does:
 //! * `GET instance-types` — each type's price and `regions_with_capacity_available`;
@@ -16,8 +17,6 @@
 //! Faults the tests set: a region that lists capacity but refuses launches, a launch whose
 //! instance is made but whose answer is a 502 (a lost reply), a launch answer held back (to
 //! kill the daemon meanwhile), an instance Lambda ends by itself.
-#![allow(dead_code)]
-
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
@@ -25,7 +24,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
 use serde_json::{json, Value};
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -81,6 +80,12 @@ pub struct LambdaDouble {
 impl LambdaDouble {
     /// A double on a port of its own offering `types` (name, cents/h, GPU description).
     pub fn start(types: &[(&str, u32, &str)]) -> LambdaDouble {
+        Self::start_on("127.0.0.1:0", types).expect("a port on 127.0.0.1")
+    }
+
+    /// A double listening on `addr` offering `types` (name, cents/h, GPU description), its
+    /// instances booting for 2 s and launches allowed every 2 s.
+    pub fn start_on(addr: &str, types: &[(&str, u32, &str)]) -> std::io::Result<LambdaDouble> {
         let account: Shared = Arc::default();
         {
             let mut a = account.lock().unwrap();
@@ -93,12 +98,9 @@ impl LambdaDouble {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
-            .build()
-            .unwrap();
-        let listener = runtime
-            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-            .unwrap();
-        let port = listener.local_addr().unwrap().port();
+            .build()?;
+        let listener = runtime.block_on(tokio::net::TcpListener::bind(addr))?;
+        let port = listener.local_addr()?.port();
         let app = Router::new()
             .route("/api/v1/instance-types", get(instance_types))
             .route("/api/v1/instances", get(instances))
@@ -110,11 +112,29 @@ impl LambdaDouble {
         runtime.spawn(async move {
             let _ = axum::serve(listener, app).await;
         });
-        LambdaDouble {
+        Ok(LambdaDouble {
             port,
             account,
             _runtime: runtime,
+        })
+    }
+
+    /// A double on `addr` offering every type of the catalog gantry carries, at its price,
+    /// `capacity` of each in every region the catalog sells it in: what `lambda-double` (the
+    /// docs' dry run) serves. Also says how many types it offers.
+    pub fn of_catalog(addr: &str, capacity: u32) -> std::io::Result<(LambdaDouble, usize)> {
+        let types = catalog();
+        let named: Vec<(&str, u32, &str)> = types
+            .iter()
+            .map(|(t, s)| (t.as_str(), s.cents, s.gpu.as_str()))
+            .collect();
+        let api = Self::start_on(addr, &named)?;
+        for (t, sold) in &types {
+            for r in &sold.regions {
+                api.capacity(t, r, capacity);
+            }
         }
+        Ok((api, types.len()))
     }
 
     pub fn url(&self) -> String {
@@ -158,6 +178,15 @@ impl LambdaDouble {
     pub fn count(&self, what: &str) -> usize {
         self.with(|a| a.seen.iter().filter(|s| s.contains(what)).count())
     }
+}
+
+/// "8x H100 (80 GB SXM5)": the count leads Lambda's description.
+fn gpus_of(description: &str) -> u32 {
+    description
+        .split('x')
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(1)
 }
 
 fn answer(status: StatusCode, body: Value) -> Response {
@@ -219,6 +248,7 @@ impl Account {
             .cloned()
             .unwrap_or_default();
         let active = status == "active";
+        let gpus = gpus_of(&gpu);
         json!({
             "id": i.id,
             "name": i.name,
@@ -233,7 +263,7 @@ impl Account {
                 "description": gpu,
                 "gpu_description": gpu,
                 "price_cents_per_hour": cents,
-                "specs": {"vcpus": 8, "memory_gib": 32, "storage_gib": 512, "gpus": 1}
+                "specs": {"vcpus": 8, "memory_gib": 32, "storage_gib": 512, "gpus": gpus}
             },
             "hostname": format!("{}.cloud.lambda.ai", i.ip.replace('.', "-")),
             "is_reserved": false
@@ -248,6 +278,7 @@ async fn instance_types(State(s): State<Shared>, h: HeaderMap) -> Response {
     let a = s.lock().unwrap();
     let mut data = serde_json::Map::new();
     for (t, (cents, gpu)) in &a.types {
+        let gpus = gpus_of(gpu);
         let regions: Vec<Value> = a
             .capacity
             .iter()
@@ -260,7 +291,7 @@ async fn instance_types(State(s): State<Shared>, h: HeaderMap) -> Response {
                 "instance_type": {
                     "name": t, "description": gpu, "gpu_description": gpu,
                     "price_cents_per_hour": cents,
-                    "specs": {"vcpus": 8, "memory_gib": 32, "storage_gib": 512, "gpus": 1}
+                    "specs": {"vcpus": 8, "memory_gib": 32, "storage_gib": 512, "gpus": gpus}
                 },
                 "regions_with_capacity_available": regions
             }),
@@ -491,4 +522,39 @@ async fn add_ssh_key(State(s): State<Shared>, h: HeaderMap, body: Bytes) -> Resp
         StatusCode::OK,
         json!({"data": {"id": format!("key{}", a.ssh_keys.len()), "name": name, "public_key": key}}),
     )
+}
+
+/// The catalog gantry carries (SkyPilot's `lambda/vms.csv`), which the dry run offers.
+const CATALOG: &str = include_str!("../../core/src/catalog/lambda.csv");
+
+/// A type of the catalog: its price, GPUs, and the regions it is sold in.
+struct Sold {
+    cents: u32,
+    gpu: String,
+    regions: BTreeSet<String>,
+}
+
+/// The catalog's types, by name.
+fn catalog() -> BTreeMap<String, Sold> {
+    let mut types: BTreeMap<String, Sold> = BTreeMap::new();
+    for line in CATALOG.lines().skip(1) {
+        // InstanceType,AcceleratorName,AcceleratorCount,vCPUs,MemoryGiB,Price,Region,…: the
+        // first seven fields are never quoted.
+        let f: Vec<&str> = line.splitn(8, ',').collect();
+        let (Some(t), Some(gpu), Some(n), Some(price), Some(region)) =
+            (f.first(), f.get(1), f.get(2), f.get(5), f.get(6))
+        else {
+            continue;
+        };
+        let (Ok(n), Ok(price)) = (n.parse::<f64>(), price.parse::<f64>()) else {
+            continue;
+        };
+        let sold = types.entry(t.to_string()).or_insert_with(|| Sold {
+            cents: (price * 100.0).round() as u32,
+            gpu: format!("{}x {gpu}", n as u32),
+            regions: BTreeSet::new(),
+        });
+        sold.regions.insert(region.to_string());
+    }
+    types
 }

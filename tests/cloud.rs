@@ -974,6 +974,13 @@ fn a_pool_removed_from_the_fleet_file_gives_back_what_it_bought() {
             &format!("left the fleet file: terminated {}", bought[0].id),
         )
     });
+    // Once EC2 lists none of it, the journal forgets the pool.
+    wait_for(&d, 60, "the removed pool to be forgotten", || {
+        has(
+            &d,
+            "pool aws/us-east-1/us-east-1a/gpu: its cloud lists none of its instances: forgotten",
+        )
+    });
     // Its job goes on in the pool that stayed.
     wait_for(
         &d,
@@ -986,6 +993,146 @@ fn a_pool_removed_from_the_fleet_file_gives_back_what_it_bought() {
                     .any(|i| i.live() && i.tag("gantry:pool") == Some("spare"))
         },
     );
+    common::cli(&d, &["cancel", &id.to_string()]);
+}
+
+/// A pool whose zone is edited keeps its name and region: the pool in force lists (and
+/// adopts) what the old one bought, so nothing is retired — retiring it would end the instance
+/// its job runs on.
+#[test]
+fn a_pool_moved_to_another_zone_keeps_what_it_bought() {
+    let Some(World { h, moto, port, .. }) = world("cloud-moved") else {
+        return;
+    };
+    const WIDE: Pool = Pool {
+        zones: &["us-east-1a", "us-east-1b"],
+        ..GPU
+    };
+    let path = fleet(&h, port, "t-moved", &[WIDE]);
+    let dir = temp_dir("cloud-moved");
+    let d = daemon(&dir, &path);
+    let id = submit(
+        &d,
+        &h.dir,
+        "long",
+        "name: long\nresources:\n  accelerators: A100-80GB:2\nrun: sleep 300\n",
+    );
+    wait_for(&d, 120, "the job to run", || state(&d, id) == "running");
+    let bought = instances(moto.port, "us-east-1");
+    assert_eq!(bought.len(), 1, "{bought:?}");
+    // The pool's zone (its place in the tree) moves; its name and region stay.
+    const MOVED: Pool = Pool {
+        zones: &["us-east-1b", "us-east-1a"],
+        ..GPU
+    };
+    fleet(&h, port, "t-moved", &[MOVED]);
+    wait_for(&d, 30, "the reload", || has(&d, "fleet file reloaded"));
+    std::thread::sleep(Duration::from_secs(6));
+    assert!(
+        instances(moto.port, "us-east-1")
+            .iter()
+            .any(|i| i.id == bought[0].id && i.live()),
+        "{:#?}",
+        events(&d)
+    );
+    assert!(!has(&d, "left the fleet file"), "{:#?}", events(&d));
+    common::cli(&d, &["cancel", &id.to_string()]);
+}
+
+/// Instances are the journal's, not the fleet file's: a daemon killed while a pool holds an
+/// instance, then started with another file that lacks the pool, gives the instance back; until
+/// then `gantry cloud ls` (no daemon running) lists it from the journal. Before, the instance
+/// ran on (0 terminate calls) and `cloud ls` of the new file said nothing of it.
+#[test]
+fn a_daemon_started_with_another_file_gives_back_what_the_journal_says_it_bought() {
+    let Some(World {
+        h,
+        moto,
+        faults,
+        port,
+    }) = world("cloud-other-file")
+    else {
+        return;
+    };
+    const SPARE: Pool = Pool {
+        name: "spare",
+        ..GPU
+    };
+    let path = fleet(&h, port, "t-other", &[GPU, SPARE]);
+    let dir = temp_dir("cloud-other-file");
+    let mut d = daemon(&dir, &path);
+    let id = submit(
+        &d,
+        &h.dir,
+        "long",
+        "name: long\nresources:\n  accelerators: A100-80GB:2\nrun: sleep 300\n",
+    );
+    wait_for(&d, 120, "the job to run on the first pool", || {
+        state(&d, id) == "running"
+    });
+    let bought = instances(moto.port, "us-east-1");
+    assert_eq!(bought.len(), 1, "{bought:?}");
+    assert_eq!(bought[0].tag("gantry:pool"), Some("gpu"));
+    let _ = d.child.kill();
+    let _ = d.child.wait();
+    // Another file: the pool `gpu` is not in it.
+    let other = fleet(&h, port, "t-other", &[SPARE]);
+    // No daemon: `cloud ls` of the other file reads the journal for the pools that left.
+    let ls = std::process::Command::new(env!("CARGO_BIN_EXE_gantry"))
+        .args(["--connect"])
+        .arg(dir.join("none.sock"))
+        .args(["cloud", "ls", "--config"])
+        .arg(&other)
+        .arg("--db")
+        .arg(dir.join("state").join("state.db"))
+        .env("AWS_ACCESS_KEY_ID", "testing")
+        .env("AWS_SECRET_ACCESS_KEY", "testing")
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&ls.stdout);
+    assert!(
+        ls.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&ls.stderr)
+    );
+    let line = text
+        .lines()
+        .find(|l| l.contains(&bought[0].id))
+        .unwrap_or_else(|| panic!("cloud ls lists the left pool's instance: {text}"));
+    assert!(line.starts_with("gpu*"), "{text}");
+    assert!(text.contains("its pool left the fleet file"), "{text}");
+    let d = daemon(&dir, &other);
+    wait_for(&d, 90, "the left pool's instance to be terminated", || {
+        instances(moto.port, "us-east-1")
+            .iter()
+            .any(|i| i.id == bought[0].id && !i.live())
+    });
+    assert!(faults.count("Action=TerminateInstances") >= 1);
+    for want in [
+        "pool aws/us-east-1/us-east-1a/gpu is in the journal but not in this fleet file"
+            .to_string(),
+        format!("left the fleet file: terminated {}", bought[0].id),
+    ] {
+        wait_for(&d, 30, &want, || has(&d, &want));
+    }
+    // Once its cloud lists none, the journal forgets it: `cloud ls` no longer asks.
+    wait_for(&d, 60, "the left pool to be forgotten", || {
+        has(
+            &d,
+            "pool aws/us-east-1/us-east-1a/gpu: its cloud lists none of its instances: forgotten",
+        )
+    });
+    let (status, body) = common::split(&common::request(&d.socket, "GET /v1/clouds", ""));
+    assert!(status.contains("200"), "{status} {body}");
+    let known: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let keys: Vec<&str> = known
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|k| k["key"].as_str())
+        .collect();
+    assert_eq!(keys, ["aws/us-east-1/us-east-1a/spare"], "{known}");
     common::cli(&d, &["cancel", &id.to_string()]);
 }
 

@@ -171,6 +171,10 @@ pub trait Provisioner: Send {
     /// The pool left the fleet file: every machine it bought is given back, in the background
     /// (nothing else would ever end them); the daemon keeps polling what it says.
     fn retire(&mut self) {}
+    /// Retired, and none of what it bought is left (its journal record may go).
+    fn retired(&self) -> bool {
+        false
+    }
 }
 
 /// The runner of a pool of the fleet file, as its backend builds it (`registry`). `nodes` are

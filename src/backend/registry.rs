@@ -67,6 +67,12 @@ pub fn starts_processes(p: &PoolConfig) -> bool {
     !p.is_simulated()
 }
 
+/// Whether pool `p`'s nodes are a cloud's instances, bought and given back (its settings are
+/// kept in the journal, so that what it bought is found again whatever the fleet file says).
+pub fn from_a_cloud(p: &PoolConfig) -> bool {
+    of_pool(p).cloud.is_some()
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

@@ -20,11 +20,17 @@ pub enum CloudCmd {
         #[arg(short, long, value_enum, default_value_t = Output::Table)]
         output: Output,
     },
-    /// Every instance gantry owns in the fleet file's cloud pools (found by its tags): pool,
-    /// node, state, zone, market, age and $/h — what runs up a bill, daemon or not.
+    /// Every instance gantry owns (found by its tags) in the fleet file's cloud pools and in
+    /// those the daemon's journal knows that left the file (bought from before, being given
+    /// back): pool, node, state, zone, market, age and $/h — what runs up a bill, daemon or
+    /// not.
     Ls {
         #[arg(long)]
         config: Option<PathBuf>,
+        /// The journal read for the pools that left the fleet file when no daemon answers
+        /// (default: the one in force, `gantry info`).
+        #[arg(long)]
+        db: Option<PathBuf>,
         #[arg(short, long, value_enum, default_value_t = Output::Table)]
         output: Output,
     },
@@ -32,16 +38,21 @@ pub enum CloudCmd {
 
 pub fn run(cmd: CloudCmd, target: &super::remote::Target) -> Result<(), super::CliError> {
     let (config, output) = match &cmd {
-        CloudCmd::Check { config, output } | CloudCmd::Ls { config, output } => {
+        CloudCmd::Check { config, output } | CloudCmd::Ls { config, output, .. } => {
             (config.clone(), *output)
         }
     };
     let (source, cfg, _) = super::fleet::load(config)?;
-    let pools: Vec<&PoolConfig> = cfg
+    let mut pools: Vec<&PoolConfig> = cfg
         .pools
         .iter()
-        .filter(|p| gantry::backend::registry::of_pool(p).cloud.is_some())
+        .filter(|p| gantry::backend::registry::from_a_cloud(p))
         .collect();
+    let left = match &cmd {
+        CloudCmd::Ls { db, .. } => left_pools(target, &cfg, db.as_deref())?,
+        CloudCmd::Check { .. } => Vec::new(),
+    };
+    pools.extend(left.iter());
     if pools.is_empty() {
         return Err(super::CliError::from(format!(
             "the fleet file ({source}) has no cloud pools (backend = \"ec2\" or \"lambda\"): nothing to check or list"
@@ -90,9 +101,11 @@ pub fn run(cmd: CloudCmd, target: &super::remote::Target) -> Result<(), super::C
                 let found = rt
                     .block_on(by_pool::list(p))
                     .map_err(|why| super::CliError::from(format!("pool `{}`: {why}", p.name)))?;
+                let gone = left.iter().any(|l| std::ptr::eq(l, p));
                 rows.extend(found.into_iter().map(|i| {
                     Row {
                         pool: p.name.clone(),
+                        left_the_fleet: gone,
                         backend: p.backend().name().to_string(),
                         region: p.region.clone(),
                         dollars_per_hour: p.price_per_hour,
@@ -124,6 +137,45 @@ pub fn run(cmd: CloudCmd, target: &super::remote::Target) -> Result<(), super::C
             Ok(())
         }
     }
+}
+
+/// The cloud pools the journal knows that `cfg` lacks (they left the fleet file; what they
+/// bought is being given back): asked of the daemon, else read from its journal.
+fn left_pools(
+    target: &super::remote::Target,
+    cfg: &gantry::config::fleet::FleetConfig,
+    db: Option<&std::path::Path>,
+) -> Result<Vec<PoolConfig>, super::CliError> {
+    let known: Vec<(String, String)> = match target.client().ok().and_then(|mut c| {
+        c.call::<Vec<gantry::api::KnownCloudPool>>("GET", "/v1/clouds", None)
+            .ok()
+    }) {
+        Some(list) => list.into_iter().map(|k| (k.key, k.config)).collect(),
+        None => {
+            let path = db.map_or_else(
+                || gantry::config::paths::from_env().journal,
+                std::path::Path::to_path_buf,
+            );
+            if !path.exists() {
+                return Ok(Vec::new());
+            }
+            gantry::daemon::journal::cloud_pools_at(&path)
+                .map_err(super::CliError::from)?
+                .into_iter()
+                .map(|r| (r.key, r.config))
+                .collect()
+        }
+    };
+    let here: std::collections::HashSet<String> = cfg
+        .pools
+        .iter()
+        .map(gantry::config::reload::key_text)
+        .collect();
+    Ok(known
+        .into_iter()
+        .filter(|(key, _)| !here.contains(key))
+        .filter_map(|(_, config)| serde_json::from_str::<PoolConfig>(&config).ok())
+        .collect())
 }
 
 /// The jobs on each node of the daemon's pools, by (pool name, node name); `None` where no
@@ -194,6 +246,8 @@ async fn check(p: &PoolConfig) -> Check {
 #[derive(Serialize)]
 struct Row {
     pool: String,
+    /// Its pool left the fleet file (known from the journal): it is being given back.
+    left_the_fleet: bool,
     backend: String,
     region: String,
     dollars_per_hour: f64,
@@ -222,7 +276,11 @@ fn print_rows(rows: &[Row]) {
         }
         println!(
             "{:<12} {:<16} {:<34} {:<12} {:<14} {:<9} {:>8.2} {:>7}  {}",
-            r.pool,
+            if r.left_the_fleet {
+                format!("{}*", r.pool)
+            } else {
+                r.pool.clone()
+            },
             i.node.as_deref().unwrap_or("?"),
             i.id,
             i.state,
@@ -243,4 +301,7 @@ fn print_rows(rows: &[Row]) {
         );
     }
     println!("\n{} instance(s), ${live:.2}/h while they run", rows.len());
+    if rows.iter().any(|r| r.left_the_fleet) {
+        println!("* its pool left the fleet file (the journal knows it): the daemon is ending its instances");
+    }
 }

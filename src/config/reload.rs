@@ -13,6 +13,12 @@ pub fn key(p: &PoolConfig) -> (String, String, String, String) {
     )
 }
 
+/// A pool's identity as one string, `provider/region/zone/name` (the journal's key for it).
+pub fn key_text(p: &PoolConfig) -> String {
+    let (provider, region, zone, name) = key(p);
+    format!("{provider}/{region}/{zone}/{name}")
+}
+
 /// Each change from `old` to `new`, one line each; empty when they are the same fleet.
 pub fn changes(old: &FleetConfig, new: &FleetConfig) -> Vec<String> {
     let mut out = Vec::new();

@@ -341,3 +341,16 @@ impl HostUsage {
         self.disk_total_mib.saturating_sub(self.disk_free_mib)
     }
 }
+
+/// A cloud pool the daemon's journal knows (`GET /v1/clouds`, operators only): those of the
+/// fleet file in force and those that left it while what they bought is being given back, so
+/// that `gantry cloud ls` lists every instance gantry owns whatever the file says now.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct KnownCloudPool {
+    /// `provider/region/zone/name`.
+    pub key: String,
+    /// The pool's settings as the fleet file had them (a `[[pools]]` entry, as JSON).
+    pub config: String,
+    /// In the fleet file in force now; else it left, and its instances are being ended.
+    pub in_fleet: bool,
+}

@@ -19,7 +19,7 @@ use crate::backend::error::OpenWhy;
 use crate::backend::{NodeEvent, Provisioner};
 use std::collections::HashMap;
 use std::future::Future;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc as amp;
@@ -71,6 +71,8 @@ pub struct CloudPool {
     stop: tokio::sync::watch::Sender<bool>,
     /// Cloud calls made so far (`gantry bench cloud`).
     calls: Arc<AtomicU64>,
+    /// Retired, and its cloud lists none of its instances live.
+    retired: Arc<AtomicBool>,
 }
 
 impl Drop for CloudPool {
@@ -103,7 +105,9 @@ impl CloudPool {
             .build()
             .map_err(|e| OpenWhy::Host(format!("cannot start its runtime: {e}")))?;
         let delay = reach.delay;
+        let retired = Arc::new(AtomicBool::new(false));
         let worker = Worker {
+            retired: retired.clone(),
             slots: reach.nodes.iter().map(|_| Slot::default()).collect(),
             reach,
             strays: HashMap::new(),
@@ -157,12 +161,13 @@ impl CloudPool {
             delay,
             stop,
             calls,
+            retired,
         })
     }
 
     /// Cloud calls made so far.
     pub fn calls(&self) -> u64 {
-        self.calls.load(std::sync::atomic::Ordering::Relaxed)
+        self.calls.load(Ordering::Relaxed)
     }
 }
 
@@ -203,6 +208,10 @@ impl Provisioner for CloudPool {
 
     fn retire(&mut self) {
         let _ = self.asks.send(Ask::Retire);
+    }
+
+    fn retired(&self) -> bool {
+        self.retired.load(Ordering::Relaxed)
     }
 }
 
@@ -255,6 +264,8 @@ struct Worker {
     /// The listing failed since it last succeeded (said once).
     unlisted: bool,
     launches: u64,
+    /// Set once a retired pool's cloud lists none of its instances live.
+    retired: Arc<AtomicBool>,
     /// No launch before this (the cloud's `launch_every`).
     next_launch: Instant,
     nonce: String,
@@ -359,6 +370,7 @@ impl Worker {
                 Err(_) => false,
             };
             if listed && ids.is_empty() {
+                self.retired.store(true, Ordering::Relaxed);
                 return;
             }
             let said = match cloud.terminate(ids.clone()).await {

@@ -144,6 +144,10 @@ pub enum Request {
     Tokens {
         reply: Reply<Vec<TokenInfo>>,
     },
+    /// The cloud pools the journal knows (`gantry cloud ls`).
+    CloudPools {
+        reply: Reply<Vec<crate::api::KnownCloudPool>>,
+    },
     Revoke {
         /// A token's id (the start of its hash), at least 8 hex digits.
         id: String,

@@ -98,6 +98,9 @@ impl Actor {
             } => {
                 let _ = reply.send(self.create_token(role, team, label, user, expires_in));
             }
+            Request::CloudPools { reply } => {
+                let _ = reply.send(self.state.known_cloud_pools().map_err(ApiError::from));
+            }
             Request::Tokens { reply } => {
                 let now = unix_now();
                 let _ = reply.send(

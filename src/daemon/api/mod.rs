@@ -102,6 +102,7 @@ pub fn router(
         .route("/v1/events/stream", get(super::stream::stream))
         .route("/v1/reclaim", get(reclaim_plan).post(reclaim_apply))
         .route("/v1/tokens", post(token).get(tokens))
+        .route("/v1/clouds", get(tokens::clouds))
         .route("/v1/tokens/{id}", axum::routing::delete(revoke))
         .route("/metrics", get(metrics))
         .fallback(|| async {

@@ -82,6 +82,19 @@ pub(super) async fn tokens(
     Ok(ok(&list))
 }
 
+/// `GET /v1/clouds`: the cloud pools the journal knows, in the fleet file or left it.
+pub(super) async fn clouds(
+    State(api): State<Api>,
+    Extension(caller): Extension<Caller>,
+) -> Result<Response, ApiError> {
+    require(&caller, Role::Operator, "listing the cloud pools' settings")?;
+    let list = api
+        .handle
+        .call(|reply| Request::CloudPools { reply })
+        .await?;
+    Ok(ok(&list))
+}
+
 pub(super) async fn revoke(
     State(api): State<Api>,
     Extension(caller): Extension<Caller>,

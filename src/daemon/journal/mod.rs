@@ -4,10 +4,12 @@
 //! transaction, commits once, then answers each — so an acknowledged job is on disk, and a crash
 //! loses only unacknowledged ones, never half of one.
 
+mod clouds;
 mod records;
 mod runs;
 mod schema;
 mod services;
+pub use clouds::{cloud_pools_at, CloudPoolRecord};
 pub use runs::{HistoryQuery, Queued};
 use schema::MIGRATIONS;
 pub use services::{ReplicaRecord, ServiceRecord};

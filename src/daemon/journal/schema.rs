@@ -112,4 +112,12 @@ pub(super) const MIGRATIONS: &[&str] = &[
     "ALTER TABLE tokens ADD COLUMN user TEXT;",
     // 17: a service's endpoint may ask for a bearer token (`serve up --auth`): its SHA-256
     "ALTER TABLE services ADD COLUMN auth TEXT;",
+    // 18: the cloud pools this journal's daemons have bought from (their settings, as the
+    // fleet file had them): a pool that leaves the file, or that a daemon started with another
+    // file lacks, still has its instances found and given back, and listed by `cloud ls`
+    "CREATE TABLE cloud_pools (
+        key TEXT PRIMARY KEY,
+        config TEXT NOT NULL,
+        since REAL NOT NULL
+    );",
 ];

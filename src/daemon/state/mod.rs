@@ -16,6 +16,7 @@ pub mod history;
 mod hosts;
 mod launch;
 pub mod ledger;
+mod left_pools;
 mod legacy;
 mod links;
 mod marks;
@@ -99,22 +100,21 @@ pub struct StateOptions {
     pub retiring: Retiring,
 }
 
-/// Provisioners retiring, shared by every state a daemon opens.
+/// Provisioners retiring, shared by every state a daemon opens (`left_pools`).
 #[derive(Clone, Default)]
-pub struct Retiring(std::sync::Arc<std::sync::Mutex<Vec<Box<dyn crate::backend::Provisioner>>>>);
+pub struct Retiring(std::sync::Arc<std::sync::Mutex<left_pools::Retirees>>);
 
 impl Retiring {
-    pub fn lock(
+    pub(crate) fn lock(
         &self,
-    ) -> std::sync::LockResult<std::sync::MutexGuard<'_, Vec<Box<dyn crate::backend::Provisioner>>>>
-    {
+    ) -> std::sync::LockResult<std::sync::MutexGuard<'_, left_pools::Retirees>> {
         self.0.lock()
     }
 }
 
 impl std::fmt::Debug for Retiring {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let n = self.0.lock().map_or(0, |v| v.len());
+        let n = self.0.lock().map_or(0, |v| v.claimed.len());
         write!(f, "Retiring({n})")
     }
 }

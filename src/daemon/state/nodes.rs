@@ -221,22 +221,7 @@ impl State {
             }
         }
         // Pools that left the fleet file: what their workers say of the instances they end.
-        let retired: Vec<String> = self
-            .opened
-            .opts
-            .retiring
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .iter_mut()
-            .flat_map(|p| p.poll(until))
-            .filter_map(|(_, e)| match e {
-                NodeEvent::Said { what, .. } => Some(what),
-                _ => None,
-            })
-            .collect();
-        for what in retired {
-            self.record("cloud", what)?;
-        }
+        self.poll_retiring(until)?;
         due.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
         for (at, pool, e) in due {
             let saved = self.now;

@@ -231,6 +231,8 @@ impl State {
             );
         }
         s.open_services()?;
+        s.record_cloud_pools(cfg)?;
+        s.retire_left_pools(cfg, &opening)?;
         // Said where an operator looks (the journal already holds each job's reason).
         let failed = s.engine.failed_at_open().to_vec();
         for (id, why) in failed {
@@ -390,19 +392,11 @@ impl State {
         match self.reopen_over(new, &opts)? {
             (mut s, None) => {
                 s.record("fleet", format!("fleet file reloaded: {said}"))?;
-                for (mut prov, line) in leaving {
-                    prov.retire();
-                    s.record("cloud", line)?;
-                    s.opened
-                        .opts
-                        .retiring
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .push(prov);
-                }
+                s.retire_leaving(leaving)?;
                 Ok((s, Ok(said)))
             }
             (mut s, Some(e)) => {
+                s.unclaim(&leaving);
                 let why = format!(
                     "the edited fleet file was not applied ({e}); the previous one stays in force"
                 );
@@ -410,53 +404,6 @@ impl State {
                 Ok((s, Err(why)))
             }
         }
-    }
-
-    /// Pools that buy machines and leave the fleet file with `new`: every machine they bought
-    /// is given back (their provisioners end them in the background: a pool no longer in the
-    /// file is one no command would ever end, paid by the hour).
-    /// Taken out of this state before it reopens (and given back once the new file is in
-    /// force, with what to say), so that a file that fails to open retires nothing.
-    fn leaving_pools(
-        &mut self,
-        new: &FleetConfig,
-    ) -> Vec<(Box<dyn crate::backend::Provisioner>, String)> {
-        let mut out = Vec::new();
-        let key = crate::config::reload::key;
-        let staying: std::collections::HashSet<_> = new.pools.iter().map(key).collect();
-        for pool in 0..self.nodes.pools.len() {
-            if staying.contains(&key(&self.nodes.pools[pool])) {
-                continue;
-            }
-            if !self.nodes.provisioners[pool]
-                .as_ref()
-                .is_some_and(|p| p.machines())
-            {
-                continue;
-            }
-            let Some(prov) = self.nodes.provisioners[pool].take() else {
-                continue;
-            };
-            let fleet = self.engine.fleet();
-            let bought: Vec<String> = fleet
-                .nodes
-                .iter()
-                .enumerate()
-                .filter(|(i, n)| n.pool.index() == pool && self.nodes.lives[*i] != Life::Absent)
-                .map(|(_, n)| n.name.clone())
-                .collect();
-            let path = fleet.pool_path(crate::model::PoolId(pool as u32));
-            let line = format!(
-                "pool {path} left the fleet file: every instance it bought is terminated ({}), in the background until its cloud lists none (the daemon's log says each)",
-                if bought.is_empty() {
-                    "none held now; any its listing finds".to_string()
-                } else {
-                    bought.join(", ")
-                }
-            );
-            out.push((prov, line));
-        }
-        out
     }
 
     /// Why the fleet file `new` (replacing `old`; `fleet` is what it builds) is not applied by

@@ -1,0 +1,281 @@
+//! Cloud pools that left the fleet: what they bought is the journal's, not the fleet file's.
+//! Every cloud pool in force is recorded in the journal with its settings. One that leaves the
+//! file at a reload, or that a daemon started with another file lacks, is retired: a
+//! provisioner built from its recorded settings ends every instance its cloud lists for it, in
+//! the background, retrying until none is left — then the journal forgets it. What they say
+//! reaches the event log; `gantry cloud ls` lists their instances meanwhile.
+
+use super::*;
+use crate::backend::{NodeEvent, Provisioner};
+use crate::config::reload::key_text;
+use std::collections::HashSet;
+
+/// The pools being retired, shared by every state a daemon opens (`StateOptions::retiring`).
+#[derive(Default)]
+pub(crate) struct Retirees {
+    /// Each pool's key (`config::reload::key_text`) and the provisioner ending what it bought.
+    pools: Vec<(String, Box<dyn Provisioner>)>,
+    /// The keys of pools retiring or about to (claimed before their provisioner is open), so
+    /// that no pool is retired twice.
+    pub(super) claimed: HashSet<String>,
+    /// What could not be done in the background (a pool whose cloud cannot be reached), to be
+    /// said in the events.
+    said: Vec<String>,
+}
+
+/// A pool leaving the fleet at a reload: its key, its provisioner, what to say.
+pub(super) type Leaving = (String, Box<dyn Provisioner>, String);
+
+/// Whether a pool of `cfg` lists the instances `p` bought (the same provider, region and name:
+/// only its zone moved): it adopts them, and its sweep ends those it does not need. Retiring
+/// `p` then would end what that pool has just bought under the same marks.
+fn carried_on(p: &crate::config::fleet::PoolConfig, cfg: &FleetConfig) -> bool {
+    cfg.pools
+        .iter()
+        .any(|n| n.provider == p.provider && n.region == p.region && n.name == p.name)
+}
+
+impl State {
+    /// Records each cloud pool of `cfg` (in force now) with its settings, so that what it buys
+    /// is found again whatever the fleet file says later.
+    pub(super) fn record_cloud_pools(&mut self, cfg: &FleetConfig) -> Result<(), EngineError> {
+        let now = self.now;
+        for p in cfg
+            .pools
+            .iter()
+            .filter(|p| crate::backend::registry::from_a_cloud(p))
+        {
+            // A pool's settings are plain data: they always serialize.
+            let Ok(config) = serde_json::to_string(p) else {
+                continue;
+            };
+            self.engine
+                .store()
+                .save_cloud_pool(&key_text(p), &config, now)?;
+        }
+        Ok(())
+    }
+
+    /// Retires each cloud pool the journal knows that `cfg` lacks (a daemon started with
+    /// another file, or one whose pool left while it was down): its provisioner is opened from
+    /// the recorded settings on a thread of its own (a cloud's credential check may take
+    /// seconds), and ends what its cloud lists for it.
+    pub(super) fn retire_left_pools(
+        &mut self,
+        cfg: &FleetConfig,
+        opening: &crate::backend::Opening,
+    ) -> Result<(), EngineError> {
+        let here: HashSet<String> = cfg.pools.iter().map(key_text).collect();
+        let retiring = self.opened.opts.retiring.clone();
+        for rec in self.engine.store().cloud_pools()? {
+            if here.contains(&rec.key) {
+                continue;
+            }
+            {
+                let mut r = retiring.lock().unwrap_or_else(|e| e.into_inner());
+                if !r.claimed.insert(rec.key.clone()) {
+                    continue; // retiring already (it left at a reload)
+                }
+            }
+            let parsed = serde_json::from_str::<crate::config::fleet::PoolConfig>(&rec.config);
+            if parsed.as_ref().is_ok_and(|p| carried_on(p, cfg)) {
+                retiring
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .claimed
+                    .remove(&rec.key);
+                self.engine.store().forget_cloud_pool(&rec.key)?;
+                continue;
+            }
+            let Ok(p) = parsed else {
+                self.warn(format!(
+                    "pool {}: the journal's record of it cannot be read by this gantry: its instances are not given back; `gantry cloud ls` with its fleet file lists them",
+                    rec.key
+                ));
+                continue;
+            };
+            self.record(
+                "cloud",
+                format!(
+                    "pool {} is in the journal but not in this fleet file: every instance it bought is terminated, in the background until its cloud lists none (the events say each)",
+                    rec.key
+                ),
+            )?;
+            let names: Vec<String> = (0..p.max_nodes.unwrap_or(p.nodes).max(p.nodes))
+                .map(|i| p.node_name(i))
+                .collect();
+            let index = cfg.pools.len();
+            let (opening, now, retiring, key) =
+                (opening.clone(), self.now, retiring.clone(), rec.key.clone());
+            let spawned = std::thread::Builder::new()
+                .name("gantry-retire".to_string())
+                .spawn(move || {
+                    let opened = crate::backend::provisioner_for(&p, index, &names, &opening, now);
+                    let mut r = retiring.lock().unwrap_or_else(|e| e.into_inner());
+                    match opened {
+                        Ok(Some(mut prov)) => {
+                            prov.retire();
+                            r.pools.push((key, prov));
+                        }
+                        Ok(None) => {
+                            r.claimed.remove(&key);
+                        }
+                        Err(e) => {
+                            r.said.push(format!(
+                                "pool {key}: cannot reach its cloud to end what it bought ({e}); tried again at the next start — `gantry cloud ls` lists its instances"
+                            ));
+                            r.claimed.remove(&key);
+                        }
+                    }
+                });
+            if let Err(e) = spawned {
+                self.warn(format!(
+                    "pool {}: cannot start its retirement: {e}",
+                    rec.key
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Pools that buy machines and leave the fleet file with `new`: every machine they bought
+    /// is given back (their provisioners end them in the background: a pool no longer in the
+    /// file is one no command would ever end, paid by the hour).
+    /// Taken out of this state before it reopens (and given back once the new file is in
+    /// force, with what to say), so that a file that fails to open retires nothing; claimed,
+    /// so that the reopened state does not retire them from the journal a second time.
+    pub(super) fn leaving_pools(&mut self, new: &FleetConfig) -> Vec<Leaving> {
+        let mut out = Vec::new();
+        let staying: HashSet<_> = new.pools.iter().map(key_text).collect();
+        for pool in 0..self.nodes.pools.len() {
+            let key = key_text(&self.nodes.pools[pool]);
+            if staying.contains(&key) || carried_on(&self.nodes.pools[pool], new) {
+                continue;
+            }
+            if !self.nodes.provisioners[pool]
+                .as_ref()
+                .is_some_and(|p| p.machines())
+            {
+                continue;
+            }
+            let Some(prov) = self.nodes.provisioners[pool].take() else {
+                continue;
+            };
+            let fleet = self.engine.fleet();
+            let bought: Vec<String> = fleet
+                .nodes
+                .iter()
+                .enumerate()
+                .filter(|(i, n)| n.pool.index() == pool && self.nodes.lives[*i] != Life::Absent)
+                .map(|(_, n)| n.name.clone())
+                .collect();
+            let path = fleet.pool_path(crate::model::PoolId(pool as u32));
+            let line = format!(
+                "pool {path} left the fleet file: every instance it bought is terminated ({}), in the background until its cloud lists none (the events say each)",
+                if bought.is_empty() {
+                    "none held now; any its listing finds".to_string()
+                } else {
+                    bought.join(", ")
+                }
+            );
+            self.opened
+                .opts
+                .retiring
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .claimed
+                .insert(key.clone());
+            out.push((key, prov, line));
+        }
+        out
+    }
+
+    /// The reload is in force: the leaving pools' provisioners end what they bought.
+    pub(super) fn retire_leaving(&mut self, leaving: Vec<Leaving>) -> Result<(), EngineError> {
+        for (key, mut prov, line) in leaving {
+            prov.retire();
+            self.record("cloud", line)?;
+            self.opened
+                .opts
+                .retiring
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .pools
+                .push((key, prov));
+        }
+        Ok(())
+    }
+
+    /// The reload was not applied: the leaving pools stay (their provisioners are dropped; the
+    /// state reopened on the old file has its own, which adopt what they bought).
+    pub(super) fn unclaim(&mut self, leaving: &[Leaving]) {
+        let mut r = self
+            .opened
+            .opts
+            .retiring
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        for (key, _, _) in leaving {
+            r.claimed.remove(key);
+        }
+    }
+
+    /// The cloud pools the journal knows: those in force and those that left.
+    pub fn known_cloud_pools(&mut self) -> Result<Vec<crate::api::KnownCloudPool>, EngineError> {
+        let here: HashSet<String> = self.nodes.pools.iter().map(key_text).collect();
+        Ok(self
+            .engine
+            .store()
+            .cloud_pools()?
+            .into_iter()
+            .map(|r| crate::api::KnownCloudPool {
+                in_fleet: here.contains(&r.key),
+                key: r.key,
+                config: r.config,
+            })
+            .collect())
+    }
+
+    /// What the retiring pools said up to `until`, for the event log; a pool whose cloud lists
+    /// none of its instances any more is forgotten by the journal.
+    pub(super) fn poll_retiring(&mut self, until: f64) -> Result<(), EngineError> {
+        let (said, done) = {
+            let mut r = self
+                .opened
+                .opts
+                .retiring
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            let mut said = std::mem::take(&mut r.said);
+            for (_, p) in r.pools.iter_mut() {
+                said.extend(p.poll(until).into_iter().filter_map(|(_, e)| match e {
+                    NodeEvent::Said { what, .. } => Some(what),
+                    _ => None,
+                }));
+            }
+            let mut done = Vec::new();
+            r.pools.retain(|(key, p)| {
+                let retired = p.retired();
+                if retired {
+                    done.push(key.clone());
+                }
+                !retired
+            });
+            for key in &done {
+                r.claimed.remove(key);
+            }
+            (said, done)
+        };
+        for what in said {
+            self.record("cloud", what)?;
+        }
+        for key in done {
+            self.engine.store().forget_cloud_pool(&key)?;
+            self.record(
+                "cloud",
+                format!("pool {key}: its cloud lists none of its instances: forgotten"),
+            )?;
+        }
+        Ok(())
+    }
+}

@@ -1102,6 +1102,28 @@ fn a_daemon_started_with_another_file_gives_back_what_the_journal_says_it_bought
         .unwrap_or_else(|| panic!("cloud ls lists the left pool's instance: {text}"));
     assert!(line.starts_with("gpu*"), "{text}");
     assert!(text.contains("its pool left the fleet file"), "{text}");
+    // An operator who says so keeps them: said, nothing ended.
+    let text = std::fs::read_to_string(&other).unwrap();
+    std::fs::write(
+        &other,
+        text.replace(
+            "scale_down_after = \"8s\"",
+            "scale_down_after = \"8s\"\ngive_back_left_pools = false",
+        ),
+    )
+    .unwrap();
+    let mut d = daemon(&dir, &other);
+    wait_for(&d, 30, "the kept pool to be said", || {
+        has(
+            &d,
+            "pool aws/us-east-1/us-east-1a/gpu left the fleet file, and its instances are kept",
+        )
+    });
+    std::thread::sleep(Duration::from_secs(5));
+    assert_eq!(faults.count("Action=TerminateInstances"), 0);
+    let _ = d.child.kill();
+    let _ = d.child.wait();
+    std::fs::write(&other, text).unwrap();
     let d = daemon(&dir, &other);
     wait_for(&d, 90, "the left pool's instance to be terminated", || {
         instances(moto.port, "us-east-1")

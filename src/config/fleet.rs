@@ -226,6 +226,11 @@ pub struct ScaleSettings {
     /// job a checkpoint and a restore.
     #[serde(default = "yes")]
     pub rebalance: bool,
+    /// Whether the instances of a cloud pool that left the fleet file (the journal knows
+    /// what it bought) are given back: yes by default; `false` keeps them, said at every start
+    /// and reload, and listed by `gantry cloud ls` — paid until someone ends them.
+    #[serde(default = "yes")]
+    pub give_back_left_pools: bool,
 }
 
 fn yes() -> bool {
@@ -248,6 +253,7 @@ impl Default for ScaleSettings {
             burst_after: Default::default(),
             max_dollars_per_hour: None,
             rebalance: true,
+            give_back_left_pools: true,
         }
     }
 }

@@ -94,6 +94,18 @@ impl State {
                 ));
                 continue;
             };
+            if !cfg.scale.give_back_left_pools {
+                retiring
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .claimed
+                    .remove(&rec.key);
+                self.warn(format!(
+                    "pool {} left the fleet file, and its instances are kept ([scale] give_back_left_pools = false): `gantry cloud ls` lists them; they are paid for until ended",
+                    rec.key
+                ));
+                continue;
+            }
             self.record(
                 "cloud",
                 format!(
@@ -146,6 +158,10 @@ impl State {
     /// so that the reopened state does not retire them from the journal a second time.
     pub(super) fn leaving_pools(&mut self, new: &FleetConfig) -> Vec<Leaving> {
         let mut out = Vec::new();
+        if !new.scale.give_back_left_pools {
+            // Kept: the reopened state says so (`retire_left_pools`).
+            return out;
+        }
         let staying: HashSet<_> = new.pools.iter().map(key_text).collect();
         for pool in 0..self.nodes.pools.len() {
             let key = key_text(&self.nodes.pools[pool]);

@@ -911,6 +911,55 @@ fn a_pool_whose_instances_never_answer_backs_off_instead_of_buying_again() {
         "{pool}"
     );
     assert_eq!(state(&d, id), "pending");
+    // The pass-over outlives the daemon: a `kill -9` and a restart buy nothing from the pool
+    // (before, the restarted daemon bought again at once).
+    let mut d = d;
+    let _ = d.child.kill();
+    let _ = d.child.wait();
+    let d = daemon(&dir, &fleet);
+    std::thread::sleep(Duration::from_secs(8));
+    assert_eq!(faults.count("Action=RunInstances"), 1, "{:#?}", events(&d));
+    let pool = common::json(&d, &["fleet"])["pools"][0]["notes"].to_string();
+    assert!(pool.contains("never answered"), "{pool}");
+}
+
+/// `[scale] scale_down_after` outlives restarts: a daemon killed and restarted more often than
+/// the window still gives an idle node back (before, each restart started the window again,
+/// and the idle instance was never terminated).
+#[test]
+fn a_daemon_restarting_faster_than_the_idle_window_still_gives_an_idle_node_back() {
+    let Some(World { h, moto, port, .. }) = world("cloud-idle-restarts") else {
+        return;
+    };
+    let fleet = fleet(&h, port, "t-idle-restarts", &[GPU]);
+    let dir = temp_dir("cloud-idle-restarts");
+    let mut d = daemon(&dir, &fleet);
+    let id = submit(&d, &h.dir, "hello", JOB);
+    wait_for(&d, 120, "the job to complete", || {
+        state(&d, id) == "completed"
+    });
+    let bought = instances(moto.port, "us-east-1");
+    assert_eq!(bought.len(), 1, "{bought:?}");
+    // Killed every 5 s, under the 8 s window.
+    let mut given_back = false;
+    // Each one killed is kept until the end: dropping one removes the directory.
+    let mut killed = Vec::new();
+    for _ in 0..8 {
+        let _ = d.child.kill();
+        let _ = d.child.wait();
+        let next = daemon(&dir, &fleet);
+        killed.push(std::mem::replace(&mut d, next));
+        std::thread::sleep(Duration::from_secs(5));
+        if instances(moto.port, "us-east-1").iter().all(|i| !i.live()) {
+            given_back = true;
+            break;
+        }
+    }
+    assert!(
+        given_back,
+        "the idle node was never given back: {:#?}",
+        events(&d)
+    );
 }
 
 /// A cloud pool taken out of the fleet file leaves nothing running: its instance (with a job

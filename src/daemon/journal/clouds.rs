@@ -2,7 +2,7 @@
 //! file had them, by its identity (`config::reload::key`). Instances are the journal's, not the
 //! fleet file's: a pool that leaves the file is still known here until its cloud lists none of
 //! its instances, so a daemon started with another file gives them back, and `gantry cloud ls`
-//! lists them.
+//! lists them. And the timers an operator's promise depends on (`timers`).
 
 use super::*;
 
@@ -43,6 +43,54 @@ impl Store {
 
     pub fn cloud_pools(&self) -> Result<Vec<CloudPoolRecord>, JournalError> {
         read_cloud_pools(&self.conn).map_err(self.sql())
+    }
+}
+
+/// A timer kept across restarts: `empty/<node>` (since when a bought node is empty) or
+/// `passed/<pool key>` (until when a pool is passed over, how many machines in a row never
+/// answered, and why), in Unix seconds: the downtime counts.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TimerRecord {
+    pub key: String,
+    pub unix: f64,
+    pub count: u32,
+    pub why: String,
+}
+
+impl Store {
+    pub fn set_timer(&mut self, t: &TimerRecord) -> Result<(), JournalError> {
+        self.conn
+            .execute(
+                "INSERT OR REPLACE INTO timers (key, unix, count, why) VALUES (?1, ?2, ?3, ?4)",
+                params![t.key, t.unix, t.count, t.why],
+            )
+            .map_err(self.sql())?;
+        Ok(())
+    }
+
+    pub fn clear_timer(&mut self, key: &str) -> Result<(), JournalError> {
+        self.conn
+            .execute("DELETE FROM timers WHERE key = ?1", params![key])
+            .map_err(self.sql())?;
+        Ok(())
+    }
+
+    pub fn timers(&self) -> Result<Vec<TimerRecord>, JournalError> {
+        let mut q = self
+            .conn
+            .prepare("SELECT key, unix, count, why FROM timers ORDER BY key")
+            .map_err(self.sql())?;
+        let rows = q
+            .query_map([], |r| {
+                Ok(TimerRecord {
+                    key: r.get(0)?,
+                    unix: r.get(1)?,
+                    count: r.get(2)?,
+                    why: r.get(3)?,
+                })
+            })
+            .map_err(self.sql())?;
+        rows.collect::<Result<_, _>>().map_err(self.sql())
     }
 }
 

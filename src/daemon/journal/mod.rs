@@ -9,7 +9,7 @@ mod records;
 mod runs;
 mod schema;
 mod services;
-pub use clouds::{cloud_pools_at, CloudPoolRecord};
+pub use clouds::{cloud_pools_at, CloudPoolRecord, TimerRecord};
 pub use runs::{HistoryQuery, Queued};
 use schema::MIGRATIONS;
 pub use services::{ReplicaRecord, ServiceRecord};

@@ -114,10 +114,18 @@ pub(super) const MIGRATIONS: &[&str] = &[
     "ALTER TABLE services ADD COLUMN auth TEXT;",
     // 18: the cloud pools this journal's daemons have bought from (their settings, as the
     // fleet file had them): a pool that leaves the file, or that a daemon started with another
-    // file lacks, still has its instances found and given back, and listed by `cloud ls`
+    // file lacks, still has its instances found and given back, and listed by `cloud ls`; and
+    // the timers an operator's promise depends on (a node's empty-since, a pool passed over),
+    // on the wall clock, so that a restarting daemon never starts them again
     "CREATE TABLE cloud_pools (
         key TEXT PRIMARY KEY,
         config TEXT NOT NULL,
         since REAL NOT NULL
+    );
+    CREATE TABLE timers (
+        key TEXT PRIMARY KEY,
+        unix REAL NOT NULL,
+        count INTEGER NOT NULL DEFAULT 0,
+        why TEXT NOT NULL DEFAULT ''
     );",
 ];

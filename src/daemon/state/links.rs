@@ -22,7 +22,7 @@ impl State {
         }
         if self.nodes.unconnected.remove(&node) {
             let pool = self.engine.fleet().nodes[node].pool.index();
-            self.nodes.unreached[pool] = 0;
+            self.reset_unreached(pool);
         }
         self.hosts.addresses.insert(node, info.addresses.clone());
         let name = self.node_name(node);
@@ -233,9 +233,11 @@ impl State {
                     self.nodes.unreached[pool] += 1;
                     let times = self.nodes.unreached[pool];
                     let pause = super::nodes::unreached_pause_s(times);
-                    self.nodes.unavailable[pool] = Some(now + pause);
-                    self.nodes.passed_over[pool] =
-                        format!("{times} machine(s) in a row never answered ({why})");
+                    self.pass_over(
+                        pool,
+                        now + pause,
+                        format!("{times} machine(s) in a row never answered ({why})"),
+                    );
                     line.push_str(&format!(
                         "; it never answered ({times} in a row): the pool is passed over for {:.0} min (check that its instances can be reached: ssh_host, the security group, sshd in the image)",
                         pause / 60.0

@@ -14,6 +14,7 @@ mod export;
 mod foreign;
 pub mod history;
 mod hosts;
+mod kept_timers;
 mod launch;
 pub mod ledger;
 mod left_pools;
@@ -175,6 +176,9 @@ struct Nodes {
     pools: Vec<crate::config::fleet::PoolConfig>,
     lives: Vec<Life>,
     empty_since: Vec<Option<f64>>,
+    /// Bought nodes' empty-since as the last daemon kept it (on this clock), taken as each is
+    /// up again (`kept_timers`).
+    restored_empty: HashMap<String, f64>,
     provisioners: Vec<Option<Box<dyn crate::backend::Provisioner>>>,
     interrupted: Vec<Option<f64>>,
     /// Per pool: passed over by the planner until then (it could not buy a node).

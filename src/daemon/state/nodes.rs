@@ -27,7 +27,7 @@ impl State {
         }
         self.engine.set_health(NodeId(i as u32), life.health());
         if life == Life::Up {
-            self.nodes.empty_since[i] = Some(self.now);
+            self.empty_since_up(i);
         }
     }
 
@@ -70,6 +70,7 @@ impl State {
         if let Some(p) = self.nodes.provisioners[pool].as_mut() {
             p.give_back(host, now);
         }
+        self.set_empty_since(i, None);
         self.machine_gone(i);
     }
 
@@ -265,8 +266,7 @@ impl State {
                 // Passed over while the planner buys elsewhere (the next pool by price; a
                 // spot pool's jobs go on-demand as after an interruption).
                 let spot = self.nodes.pools[pool].capacity == CapacityType::Spot;
-                self.nodes.unavailable[pool] = Some(self.now + UNAVAILABLE_FOR_S);
-                self.nodes.passed_over[pool] = why.clone();
+                self.pass_over(pool, self.now + UNAVAILABLE_FOR_S, why.clone());
                 if spot {
                     self.nodes.interrupted[pool] = Some(self.now);
                 }
@@ -452,15 +452,25 @@ impl State {
             )?;
         }
         // Empty elastic nodes go back after the window.
-        let fleet = self.engine.fleet();
-        for (i, n) in fleet.nodes.iter().enumerate() {
-            let empty = n.gpus.iter().all(|g| g.is_idle()) && n.cpu_free == n.cpu_milli;
-            match (empty, self.nodes.empty_since[i]) {
-                (true, None) => self.nodes.empty_since[i] = Some(self.now),
-                (false, Some(_)) => self.nodes.empty_since[i] = None,
-                _ => {}
-            }
+        let changed: Vec<(usize, Option<f64>)> = self
+            .engine
+            .fleet()
+            .nodes
+            .iter()
+            .enumerate()
+            .filter_map(|(i, n)| {
+                let empty = n.gpus.iter().all(|g| g.is_idle()) && n.cpu_free == n.cpu_milli;
+                match (empty, self.nodes.empty_since[i]) {
+                    (true, None) => Some((i, Some(self.now))),
+                    (false, Some(_)) => Some((i, None)),
+                    _ => None,
+                }
+            })
+            .collect();
+        for (i, since) in changed {
+            self.set_empty_since(i, since);
         }
+        let fleet = self.engine.fleet();
         let idle: Vec<NodeIdle> = (0..fleet.nodes.len())
             .filter(|&i| {
                 self.nodes.lives[i] == Life::Up

@@ -139,6 +139,7 @@ impl State {
         let nodes = Nodes {
             pools: cfg.pools.clone(),
             empty_since: vec![Some(resume); lives.len()],
+            restored_empty: HashMap::new(),
             lives,
             provisioners,
             interrupted: vec![None; cfg.pools.len()],
@@ -232,6 +233,7 @@ impl State {
         }
         s.open_services()?;
         s.record_cloud_pools(cfg)?;
+        s.restore_timers()?;
         s.retire_left_pools(cfg, &opening)?;
         // Said where an operator looks (the journal already holds each job's reason).
         let failed = s.engine.failed_at_open().to_vec();

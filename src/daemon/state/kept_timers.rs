@@ -1,0 +1,118 @@
+//! The operator's timers kept across restarts (docs/daemon.md, "Timers a promise depends on"):
+//! since when each bought node is empty (`[scale] scale_down_after` gives it back after), and
+//! until when a pool is passed over (a refused buy; machines that never answered, the count
+//! doubling the pause). Kept in the journal on the wall clock, so that a daemon restarting more
+//! often than the window still gives an idle node back, and a crash never buys at once from a
+//! pool it had passed over — the time it was down counts, as it does for a restart's backoff.
+
+use super::*;
+use crate::config::reload::key_text;
+use crate::daemon::journal::TimerRecord;
+
+fn empty_key(node: &str) -> String {
+    format!("empty/{node}")
+}
+
+fn passed_key(pool: &crate::config::fleet::PoolConfig) -> String {
+    format!("passed/{}", key_text(pool))
+}
+
+impl State {
+    /// At open: what the last daemon kept — each pool passed over (until then, on this clock)
+    /// and the empty-since of each bought node, taken when the node is up again.
+    pub(super) fn restore_timers(&mut self) -> Result<(), EngineError> {
+        let kept = self.engine.store().timers()?;
+        // By the wall clock's distance from now: the calendar maps a moment of an earlier run
+        // that came after its last saved clock to this start, which would start each window
+        // again at a restart.
+        let wall_now = self.calendar.unix(self.now);
+        for t in kept {
+            let at = self.now + (t.unix - wall_now);
+            if let Some(node) = t.key.strip_prefix("empty/") {
+                self.nodes.restored_empty.insert(node.to_string(), at);
+            } else if let Some(key) = t.key.strip_prefix("passed/") {
+                let Some(pool) = self.nodes.pools.iter().position(|p| key_text(p) == key) else {
+                    continue;
+                };
+                self.nodes.unreached[pool] = t.count;
+                if at > self.now {
+                    self.nodes.unavailable[pool] = Some(at);
+                    self.nodes.passed_over[pool] = t.why;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Node `i` is empty since `since` (`None`: it holds work, or was given back); kept for a
+    /// bought machine.
+    pub(super) fn set_empty_since(&mut self, i: usize, since: Option<f64>) {
+        self.nodes.empty_since[i] = since;
+        if !self.is_machine(i) {
+            return;
+        }
+        let key = empty_key(&self.node_name(i));
+        // Only an up node's window is a promise (one not bought is empty, and nothing's).
+        let up = self.nodes.lives[i] == Life::Up;
+        let kept = match since.filter(|_| up) {
+            Some(t) => {
+                let unix = self.calendar.unix(t);
+                self.engine.store().set_timer(&TimerRecord {
+                    key,
+                    unix,
+                    count: 0,
+                    why: String::new(),
+                })
+            }
+            None => self.engine.store().clear_timer(&key),
+        };
+        if let Err(e) = kept {
+            self.warn(format!("keeping a node's empty-since in the journal: {e}"));
+        }
+    }
+
+    /// A bought node is up: empty since now, or since when the last daemon saw it empty (a
+    /// restart does not start its window again).
+    pub(super) fn empty_since_up(&mut self, i: usize) {
+        let name = self.node_name(i);
+        let since = self
+            .nodes
+            .restored_empty
+            .remove(&name)
+            .filter(|&t| t <= self.now)
+            .unwrap_or(self.now);
+        self.set_empty_since(i, Some(since));
+    }
+
+    /// Pool `pool` is passed over until `until`, because `why`; kept with the count of its
+    /// machines in a row that never answered.
+    pub(super) fn pass_over(&mut self, pool: usize, until: f64, why: String) {
+        self.nodes.unavailable[pool] = Some(until);
+        self.nodes.passed_over[pool] = why.clone();
+        self.keep_pool_timer(pool, until, why);
+    }
+
+    /// A machine of `pool` answered: its count of machines in a row that never did starts
+    /// again.
+    pub(super) fn reset_unreached(&mut self, pool: usize) {
+        if self.nodes.unreached[pool] == 0 {
+            return;
+        }
+        self.nodes.unreached[pool] = 0;
+        let until = self.nodes.unavailable[pool].unwrap_or(self.now);
+        let why = self.nodes.passed_over[pool].clone();
+        self.keep_pool_timer(pool, until, why);
+    }
+
+    fn keep_pool_timer(&mut self, pool: usize, until: f64, why: String) {
+        let record = TimerRecord {
+            key: passed_key(&self.nodes.pools[pool]),
+            unix: self.calendar.unix(until),
+            count: self.nodes.unreached[pool],
+            why,
+        };
+        if let Err(e) = self.engine.store().set_timer(&record) {
+            self.warn(format!("keeping a pool's pass-over in the journal: {e}"));
+        }
+    }
+}

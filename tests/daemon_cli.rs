@@ -1061,6 +1061,69 @@ fn jobs_lists_what_waits_before_what_runs() {
     );
 }
 
+/// A history page longer than one turn of the actor (200 jobs) comes whole, newest first,
+/// each job once: the page is read in turns, so a submission never waits behind all of it.
+#[test]
+fn a_history_page_longer_than_a_turn_is_whole_and_in_order() {
+    let d = start();
+    let s = &d.socket;
+    let spec =
+        "name: many\nteam: applied\nresources:\n  accelerators: H100:1\nrun: x\n";
+    let mut ids = std::collections::BTreeSet::new();
+    for _ in 0..450 {
+        let out = common::request(s, "POST /v1/jobs", spec);
+        let (status, body) = common::split(&out);
+        assert!(status.contains("201"), "{out}");
+        let id = serde_json::from_str::<serde_json::Value>(&body).unwrap()["id"]
+            .as_i64()
+            .unwrap();
+        let out = common::request(s, &format!("POST /v1/jobs/{id}/cancel"), "");
+        assert!(common::split(&out).0.contains("20"), "{out}");
+        ids.insert(id);
+    }
+    let (code, json, err) = gantry(
+        s,
+        &[
+            "history", "--team", "applied", "--limit", "1000", "-o", "json",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    let jobs: Vec<serde_json::Value> = serde_json::from_str(&json).unwrap();
+    let listed: Vec<i64> = jobs.iter().map(|j| j["id"].as_i64().unwrap()).collect();
+    let unique: std::collections::BTreeSet<i64> = listed.iter().copied().collect();
+    assert_eq!(unique.len(), listed.len(), "each job once");
+    assert!(
+        ids.is_subset(&unique),
+        "{} of {} listed",
+        unique.len(),
+        ids.len()
+    );
+    // Newest first: by end, then id.
+    let ends: Vec<(String, i64)> = jobs
+        .iter()
+        .map(|j| {
+            (
+                j["ended"].as_str().unwrap().to_string(),
+                j["id"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    assert!(ends.windows(2).all(|w| w[0] >= w[1]), "{ends:?}");
+    // A page from the middle, across a turn's edge.
+    let (_, json, _) = gantry(
+        s,
+        &[
+            "history", "--team", "applied", "--offset", "150", "--limit", "100", "-o", "json",
+        ],
+    );
+    let page: Vec<i64> = serde_json::from_str::<Vec<serde_json::Value>>(&json)
+        .unwrap()
+        .iter()
+        .map(|j| j["id"].as_i64().unwrap())
+        .collect();
+    assert_eq!(page, listed[150..250], "the same jobs as the whole page's");
+}
+
 /// `gantry history` reads finished jobs from the journal with each run (nodes, times, how it
 /// ended, cost), filtered by window, team and state, paged; bad input is exit 2.
 #[test]

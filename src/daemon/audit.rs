@@ -13,6 +13,9 @@ use super::journal::HistoryQuery;
 use axum::extract::{RawQuery, State};
 use axum::response::Response;
 
+/// The most finished jobs one turn of the actor reads for a history page (with their runs).
+const HISTORY_TURN: usize = 200;
+
 pub(super) async fn history(
     State(api): State<Api>,
     RawQuery(raw): RawQuery,
@@ -58,9 +61,28 @@ pub(super) async fn history(
         limit: number("limit", 100, 10_000)?,
         offset: number("offset", 0, usize::MAX)?,
     };
-    let jobs = api
-        .handle
-        .call(|reply| Request::History { query, reply })
-        .await?;
+    // Read in turns of `HISTORY_TURN` jobs: the actor never builds a large page in one go, so
+    // a submission waits behind one turn at most, not behind a viewer's whole page.
+    let mut jobs = Vec::new();
+    let end = query.offset.saturating_add(query.limit);
+    let mut at = query.offset;
+    while at < end {
+        let turn = HistoryQuery {
+            offset: at,
+            limit: HISTORY_TURN.min(end - at),
+            ..query.clone()
+        };
+        let want = turn.limit;
+        let got = api
+            .handle
+            .call(|reply| Request::History { query: turn, reply })
+            .await?;
+        let n = got.len();
+        jobs.extend(got);
+        if n < want {
+            break;
+        }
+        at += n;
+    }
     Ok(ok(&jobs))
 }

@@ -1067,8 +1067,7 @@ fn jobs_lists_what_waits_before_what_runs() {
 fn a_history_page_longer_than_a_turn_is_whole_and_in_order() {
     let d = start();
     let s = &d.socket;
-    let spec =
-        "name: many\nteam: applied\nresources:\n  accelerators: H100:1\nrun: x\n";
+    let spec = "name: many\nteam: applied\nresources:\n  accelerators: H100:1\nrun: x\n";
     let mut ids = std::collections::BTreeSet::new();
     for _ in 0..450 {
         let out = common::request(s, "POST /v1/jobs", spec);

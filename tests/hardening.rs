@@ -969,3 +969,35 @@ fn idle_strangers_on_tcp_cannot_lock_out_clients_with_tokens() {
     );
     assert!(healthy(&mut d));
 }
+
+/// `gantry bench soak`, briefly: one daemon under every kind of traffic at once keeps every
+/// acknowledged job, refuses exec sessions past the caller's cap, and its descriptors stay far
+/// from the limit (1,100 slow connections once took it to 1,024 and the API with it). No
+/// figure of speed is asserted: a slow machine must not fail it.
+#[test]
+fn a_short_soak_loses_nothing_and_holds_its_caps() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_gantry"))
+        .args([
+            "bench",
+            "soak",
+            "--duration",
+            "15s",
+            "--every",
+            "5s",
+            "-o",
+            "json",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(r["intervals"].as_array().unwrap().len(), 3, "{r}");
+    assert!(r["jobs_acknowledged"].as_u64().unwrap() > 0, "{r}");
+    assert_eq!(r["jobs_lost"], 0, "{r}");
+    assert!(r["exec_refused"].as_u64().unwrap() > 0, "{r}");
+    assert!(r["max_fds"].as_u64().unwrap() < 600, "{r}");
+}

@@ -13,6 +13,7 @@ pub mod memory;
 pub mod sched;
 pub mod serve;
 pub mod slurm;
+pub mod soak;
 pub mod ssh;
 pub mod starts;
 pub mod telemetry;

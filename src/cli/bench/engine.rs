@@ -118,6 +118,81 @@ pub(super) fn api(clients: usize, jobs: usize, floor: bool, output: Output) -> R
     Ok(())
 }
 
+pub(super) fn soak(duration: &str, every: &str, output: Output) -> Result<(), String> {
+    let secs = |flag: &str, v: &str| {
+        gantry::spec::parse_duration(v)
+            .filter(|s| *s > 0.0)
+            .ok_or_else(|| format!("--{flag} `{v}`: expected a duration such as 30m or 90s"))
+    };
+    let (seconds, every) = (secs("duration", duration)?, secs("every", every)?);
+    let table = !output.is_data();
+    if table {
+        println!(
+            "{:>7} {:>8} {:>9} {:>5} {:>7} {:>8} {:>8} {:>8} {:>7} {:>8}",
+            "AT",
+            "RSS MiB",
+            "PEAK MiB",
+            "FDS",
+            "PROBES",
+            "P50 ms",
+            "P99 ms",
+            "MAX ms",
+            "NORMAL",
+            "HOSTILE"
+        );
+    }
+    let r = in_scratch("soak", |dir| {
+        gantry::bench::soak::run(
+            &gantry::bench::soak::SoakConfig {
+                dir: dir.to_path_buf(),
+                seconds,
+                every,
+            },
+            |i| {
+                if table {
+                    println!(
+                        "{:>6.0}s {:>8.1} {:>9.1} {:>5} {:>7} {:>8.2} {:>8.2} {:>8.2} {:>7} {:>8}{}",
+                        i.at_s,
+                        i.rss_mib,
+                        i.peak_rss_mib,
+                        i.fds,
+                        i.probes,
+                        i.api_p50_ms,
+                        i.api_p99_ms,
+                        i.api_max_ms,
+                        i.normal,
+                        i.hostile,
+                        if i.probe_failures > 0 {
+                            format!("  {} probe(s) failed", i.probe_failures)
+                        } else {
+                            String::new()
+                        }
+                    );
+                }
+            },
+        )
+    })?;
+    if output.is_data() {
+        return print_as(output, &r);
+    }
+    println!(
+        "bench soak: {:.0} s; RSS at most {:.2}× the first interval's, at most {} descriptors, worst API p99 {:.2} ms; {} jobs acknowledged, {} lost; {} exec sessions refused past the cap — {}",
+        r.seconds,
+        r.rss_growth,
+        r.max_fds,
+        r.worst_api_p99_ms,
+        r.jobs_acknowledged,
+        r.jobs_lost,
+        r.exec_refused,
+        if r.flat {
+            "flat (RSS within 2×, p99 < 50 ms)"
+        } else {
+            "NOT flat (RSS past 2× or p99 ≥ 50 ms)"
+        }
+    );
+    Ok(())
+}
+
 pub(super) fn journal(
     db: PathBuf,
     clients: usize,

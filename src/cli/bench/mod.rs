@@ -7,7 +7,7 @@ use std::path::PathBuf;
 mod backends;
 mod engine;
 use backends::{cloud, kube, local, serve, slurm, ssh, telemetry};
-use engine::{api, cli, journal, memory, sched, starts, tui};
+use engine::{api, cli, journal, memory, sched, soak, starts, tui};
 
 #[derive(Subcommand)]
 pub enum BenchCmd {
@@ -58,6 +58,22 @@ pub enum BenchCmd {
         /// (the same HTTP stack, nothing else): the most this machine allows, side by side.
         #[arg(long)]
         floor: bool,
+        #[arg(short, long, value_enum, default_value_t = Output::Table)]
+        output: Output,
+    },
+    /// One daemon (a process of its own) under normal and hostile traffic at once — API
+    /// submissions, keyed 100 KB bodies, 10,000-job history pages, slow connections, slow and
+    /// large uploads at a service's endpoint, exec sessions past their cap — printing its
+    /// resident memory, descriptors and Unix-socket API latency every interval, and at the end
+    /// whether they stayed flat (RSS within 2× of the first interval, API p99 < 50 ms) and
+    /// whether any acknowledged job was lost.
+    Soak {
+        /// How long, as `30m`, `90s`.
+        #[arg(long, default_value = "30m")]
+        duration: String,
+        /// How often the figures are taken.
+        #[arg(long, default_value = "1m")]
+        every: String,
         #[arg(short, long, value_enum, default_value_t = Output::Table)]
         output: Output,
     },
@@ -280,6 +296,11 @@ pub fn run(cmd: BenchCmd) -> Result<(), String> {
             seconds,
             output,
         } => serve(rate, seconds, output),
+        BenchCmd::Soak {
+            duration,
+            every,
+            output,
+        } => soak(&duration, &every, output),
         BenchCmd::Telemetry {
             hosts,
             gpus,

@@ -999,5 +999,5 @@ fn a_short_soak_loses_nothing_and_holds_its_caps() {
     assert!(r["jobs_acknowledged"].as_u64().unwrap() > 0, "{r}");
     assert_eq!(r["jobs_lost"], 0, "{r}");
     assert!(r["exec_refused"].as_u64().unwrap() > 0, "{r}");
-    assert!(r["max_fds"].as_u64().unwrap() < 600, "{r}");
+    assert!(r["max_fds"].as_u64().unwrap() < 1000, "{r}");
 }

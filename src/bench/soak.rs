@@ -6,9 +6,9 @@
 //!   checked at the end: a job acknowledged and not found is lost), listings, the snapshot;
 //! * hostile, from a viewer's token over TCP — submissions with fresh `Idempotency-Key`s and
 //!   100 KB bodies (kept answers), history pages of 10,000 jobs, connections that send a header
-//!   byte every few seconds (slowloris);
-//! * hostile, at a service's endpoint — uploads that announce 64 MiB and send a byte a second,
-//!   and uploads of 8 MiB sent whole;
+//!   byte every few seconds (slowloris), from 200 source addresses;
+//! * hostile, at a service's endpoint — uploads that announce 64 MiB and send a byte every 2 s
+//!   (600, past the endpoint's cap, from 200 addresses), and uploads of 8 MiB sent whole;
 //! * `exec` sessions held past the caller's cap (`gantry exec JOB -- sleep`, re-opened as
 //!   they are refused).
 //!
@@ -415,16 +415,34 @@ pub fn run(cfg: &SoakConfig, mut said: impl FnMut(&SoakInterval)) -> Result<Soak
             )
         }));
     }
-    // Hostile slow connections: 300 to the API's TCP listener and 100 uploads to the endpoint,
-    // each sending a byte every 2 s; one closed is opened again.
+    // Hostile slow connections: 300 to the API's TCP listener and 600 uploads to the endpoint
+    // (past its cap of 512), each sending a byte every 2 s, from 200 source addresses
+    // (127.0.0.2 …, so that per-peer caps alone do not turn them away); one closed is opened
+    // again.
     for (count, target, announce) in [
         (300usize, format!("127.0.0.1:{}", d.port), false),
-        (100, endpoint.clone(), true),
+        (600, endpoint.clone(), true),
     ] {
         let (stop, c) = (stop.clone(), counts.clone());
         spawn(Box::new(move || {
-            let open = |target: &str| -> Option<std::net::TcpStream> {
-                let mut s = std::net::TcpStream::connect(target).ok()?;
+            let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else {
+                return;
+            };
+            let Ok(target) = target.parse::<std::net::SocketAddr>() else {
+                return;
+            };
+            let open = |k: usize| -> Option<std::net::TcpStream> {
+                let from = std::net::SocketAddr::from(([127, 0, 0, 2 + (k % 200) as u8], 0));
+                let s = rt.block_on(async {
+                    let sock = tokio::net::TcpSocket::new_v4().ok()?;
+                    sock.bind(from).ok()?;
+                    tokio::time::timeout(Duration::from_secs(2), sock.connect(target))
+                        .await
+                        .ok()?
+                        .ok()
+                })?;
+                let mut s = s.into_std().ok()?;
+                s.set_nonblocking(false).ok()?;
                 let head: &[u8] = if announce {
                     b"POST / HTTP/1.1\r\nHost: soak\r\nContent-Length: 67108864\r\n\r\n"
                 } else {
@@ -438,10 +456,10 @@ pub fn run(cfg: &SoakConfig, mut said: impl FnMut(&SoakInterval)) -> Result<Soak
                 2000,
                 &stop,
                 Box::new(|| {
-                    for slot in conns.iter_mut() {
+                    for (k, slot) in conns.iter_mut().enumerate() {
                         let alive = slot.as_mut().is_some_and(|s| s.write_all(b"x").is_ok());
                         if !alive {
-                            *slot = open(&target);
+                            *slot = open(k);
                             c.hostile.fetch_add(1, Ordering::Relaxed);
                         }
                     }

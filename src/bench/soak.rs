@@ -31,7 +31,19 @@ pub struct SoakConfig {
     pub seconds: f64,
     /// How often the figures are taken (and printed).
     pub every: f64,
+    /// The hostile kinds sent (`KINDS`); the normal traffic and the probe always run.
+    pub kinds: Vec<String>,
 }
+
+/// The hostile traffic's kinds, as `--only` names them.
+pub const KINDS: [&str; 6] = [
+    "keyed",
+    "history",
+    "slow-api",
+    "slow-endpoint",
+    "uploads",
+    "exec",
+];
 
 /// One interval's figures.
 #[derive(Clone, Debug, Serialize)]
@@ -218,9 +230,10 @@ impl Drop for Daemon {
             let Ok((_, body)) = unix(&self.socket, "GET", "/v1/jobs", b"") else {
                 break;
             };
-            let live = json(&body)
-                .as_array()
-                .is_some_and(|jobs| jobs.iter().any(|j| j["state"] == "running" || j["state"] == "preempting"));
+            let live = json(&body).as_array().is_some_and(|jobs| {
+                jobs.iter()
+                    .any(|j| j["state"] == "running" || j["state"] == "preempting")
+            });
             if !live {
                 break;
             }
@@ -385,6 +398,9 @@ pub fn run(cfg: &SoakConfig, mut said: impl FnMut(&SoakInterval)) -> Result<Soak
     }
     // Hostile over TCP: keyed 100 KB submissions (20 a second) and 10,000-job history pages.
     for kind in 0..2 {
+        if !cfg.kinds.iter().any(|k| k == ["keyed", "history"][kind]) {
+            continue;
+        }
         let (stop, c, token, port) = (stop.clone(), counts.clone(), token.clone(), d.port);
         spawn(Box::new(move || {
             let big = format!(
@@ -423,9 +439,20 @@ pub fn run(cfg: &SoakConfig, mut said: impl FnMut(&SoakInterval)) -> Result<Soak
         (300usize, format!("127.0.0.1:{}", d.port), false),
         (600, endpoint.clone(), true),
     ] {
+        let kind = if announce {
+            "slow-endpoint"
+        } else {
+            "slow-api"
+        };
+        if !cfg.kinds.iter().any(|k| k == kind) {
+            continue;
+        }
         let (stop, c) = (stop.clone(), counts.clone());
         spawn(Box::new(move || {
-            let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else {
+            let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            else {
                 return;
             };
             let Ok(target) = target.parse::<std::net::SocketAddr>() else {
@@ -469,6 +496,9 @@ pub fn run(cfg: &SoakConfig, mut said: impl FnMut(&SoakInterval)) -> Result<Soak
     }
     // Hostile uploads of 8 MiB sent whole to the endpoint, two at a time.
     for _ in 0..2 {
+        if !cfg.kinds.iter().any(|k| k == "uploads") {
+            break;
+        }
         let (stop, c, endpoint) = (stop.clone(), counts.clone(), endpoint.clone());
         spawn(Box::new(move || {
             let body = vec![b'u'; 8 << 20];
@@ -485,47 +515,50 @@ pub fn run(cfg: &SoakConfig, mut said: impl FnMut(&SoakInterval)) -> Result<Soak
             )
         }));
     }
-    // exec sessions: 20 held at once by one caller (its cap is 8); those refused are opened
-    // again every 5 s.
-    {
-        let (stop, c, socket, exe) = (stop.clone(), counts.clone(), socket.clone(), exe.clone());
-        spawn(Box::new(move || {
-            let mut held_now: Vec<Child> = Vec::new();
-            every(
-                5000,
-                &stop,
-                Box::new(|| {
-                    held_now.retain_mut(|ch| match ch.try_wait() {
-                        Ok(Some(status)) => {
-                            if !status.success() {
-                                c.exec_refused.fetch_add(1, Ordering::Relaxed);
+    if cfg.kinds.iter().any(|k| k == "exec") {
+        // exec sessions: 20 held at once by one caller (its cap is 8); those refused are opened
+        // again every 5 s.
+        {
+            let (stop, c, socket, exe) =
+                (stop.clone(), counts.clone(), socket.clone(), exe.clone());
+            spawn(Box::new(move || {
+                let mut held_now: Vec<Child> = Vec::new();
+                every(
+                    5000,
+                    &stop,
+                    Box::new(|| {
+                        held_now.retain_mut(|ch| match ch.try_wait() {
+                            Ok(Some(status)) => {
+                                if !status.success() {
+                                    c.exec_refused.fetch_add(1, Ordering::Relaxed);
+                                }
+                                false
                             }
-                            false
+                            _ => true,
+                        });
+                        while held_now.len() < 20 {
+                            let Ok(ch) = Command::new(&exe)
+                                .arg("--connect")
+                                .arg(&socket)
+                                .args(["exec", &held.to_string(), "--", "sleep", "3600"])
+                                .stdin(Stdio::null())
+                                .stdout(Stdio::null())
+                                .stderr(Stdio::null())
+                                .spawn()
+                            else {
+                                break;
+                            };
+                            held_now.push(ch);
+                            c.hostile.fetch_add(1, Ordering::Relaxed);
                         }
-                        _ => true,
-                    });
-                    while held_now.len() < 20 {
-                        let Ok(ch) = Command::new(&exe)
-                            .arg("--connect")
-                            .arg(&socket)
-                            .args(["exec", &held.to_string(), "--", "sleep", "3600"])
-                            .stdin(Stdio::null())
-                            .stdout(Stdio::null())
-                            .stderr(Stdio::null())
-                            .spawn()
-                        else {
-                            break;
-                        };
-                        held_now.push(ch);
-                        c.hostile.fetch_add(1, Ordering::Relaxed);
-                    }
-                }),
-            );
-            for mut ch in held_now {
-                let _ = ch.kill();
-                let _ = ch.wait();
-            }
-        }));
+                    }),
+                );
+                for mut ch in held_now {
+                    let _ = ch.kill();
+                    let _ = ch.wait();
+                }
+            }));
+        }
     }
 
     // The figures, every interval.

@@ -118,7 +118,24 @@ pub(super) fn api(clients: usize, jobs: usize, floor: bool, output: Output) -> R
     Ok(())
 }
 
-pub(super) fn soak(duration: &str, every: &str, output: Output) -> Result<(), String> {
+pub(super) fn soak(
+    duration: &str,
+    every: &str,
+    only: &[String],
+    output: Output,
+) -> Result<(), String> {
+    use gantry::bench::soak::KINDS;
+    if let Some(bad) = only.iter().find(|k| !KINDS.contains(&k.as_str())) {
+        return Err(format!(
+            "--only `{bad}`: expected some of {}",
+            KINDS.join(", ")
+        ));
+    }
+    let kinds: Vec<String> = if only.is_empty() {
+        KINDS.iter().map(|k| k.to_string()).collect()
+    } else {
+        only.to_vec()
+    };
     let secs = |flag: &str, v: &str| {
         gantry::spec::parse_duration(v)
             .filter(|s| *s > 0.0)
@@ -147,6 +164,7 @@ pub(super) fn soak(duration: &str, every: &str, output: Output) -> Result<(), St
                 dir: dir.to_path_buf(),
                 seconds,
                 every,
+                kinds,
             },
             |i| {
                 if table {

@@ -74,6 +74,10 @@ pub enum BenchCmd {
         /// How often the figures are taken.
         #[arg(long, default_value = "1m")]
         every: String,
+        /// Only these kinds of hostile traffic (comma-separated: keyed, history, slow-api,
+        /// slow-endpoint, uploads, exec); all by default.
+        #[arg(long, value_delimiter = ',')]
+        only: Vec<String>,
         #[arg(short, long, value_enum, default_value_t = Output::Table)]
         output: Output,
     },
@@ -299,8 +303,9 @@ pub fn run(cmd: BenchCmd) -> Result<(), String> {
         BenchCmd::Soak {
             duration,
             every,
+            only,
             output,
-        } => soak(&duration, &every, output),
+        } => soak(&duration, &every, &only, output),
         BenchCmd::Telemetry {
             hosts,
             gpus,

@@ -78,29 +78,18 @@ pub struct SoakReport {
     pub flat: bool,
 }
 
-const FLEET: &str = r#"
-[[teams]]
-name = "a"
+/// This host alone (`bench::local::HOST`), its services' endpoints on any free port.
+fn fleet_text() -> String {
+    format!(
+        "{}\n[services]\nports = \"1024-65535\"\n",
+        super::local::HOST
+    )
+}
 
-[[pools]]
-provider = "local"
-region = "here"
-zone = "here"
-name = "host"
-instance_type = "this machine"
-cpus = 64
-memory_gb = 64
-capacity = "reserved"
-price_per_hour = 0.5
-nodes = 1
-
-[services]
-ports = "1024-65535"
-"#;
-
-const SHORT_JOB: &str = "name: soak\nteam: a\nresources:\n  cpus: 0.1\n  memory: 0.1\nrun: true\n";
+const SHORT_JOB: &str =
+    "name: soak\nteam: bench\nresources:\n  cpus: 0.1\n  memory: 0.1\nrun: true\n";
 const HELD_JOB: &str =
-    "name: soak-held\nteam: a\nresources:\n  cpus: 0.1\n  memory: 0.1\nrun: exec sleep 100000\n";
+    "name: soak-held\nteam: bench\nresources:\n  cpus: 0.1\n  memory: 0.1\nrun: exec sleep 100000\n";
 
 /// Counts shared by the traffic threads.
 #[derive(Default)]
@@ -247,7 +236,7 @@ impl Drop for Daemon {
 fn start_daemon(exe: &Path, dir: &Path) -> Result<Daemon, String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let fleet = dir.join("fleet.toml");
-    std::fs::write(&fleet, FLEET).map_err(|e| e.to_string())?;
+    std::fs::write(&fleet, fleet_text()).map_err(|e| e.to_string())?;
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map_err(|e| e.to_string())?
@@ -307,7 +296,7 @@ pub fn run(cfg: &SoakConfig, mut said: impl FnMut(&SoakInterval)) -> Result<Soak
         .to_string();
     // A service whose endpoint takes the hostile uploads, and a job to exec into.
     let service = format!(
-        "name: soakweb\nteam: a\nresources:\n  cpus: 0.1\n  memory: 0.1\nservice:\n  readiness_probe: /\n  replicas: 1\nrun: exec {} bench replica --port $PORT --log {}\n",
+        "name: soakweb\nteam: bench\nresources:\n  cpus: 0.1\n  memory: 0.1\nservice:\n  readiness_probe: /\n  replicas: 1\nrun: exec {} bench replica --port $PORT --log {}\n",
         exe.display(),
         cfg.dir.join("replica.log").display()
     );

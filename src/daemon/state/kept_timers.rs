@@ -9,12 +9,16 @@ use super::*;
 use crate::config::reload::key_text;
 use crate::daemon::journal::TimerRecord;
 
+/// What a timer's key starts with: a node's empty-since, a pool's pass-over.
+const EMPTY: &str = "empty/";
+const PASSED: &str = "passed/";
+
 fn empty_key(node: &str) -> String {
-    format!("empty/{node}")
+    format!("{EMPTY}{node}")
 }
 
 fn passed_key(pool: &crate::config::fleet::PoolConfig) -> String {
-    format!("passed/{}", key_text(pool))
+    format!("{PASSED}{}", key_text(pool))
 }
 
 impl State {
@@ -28,9 +32,9 @@ impl State {
         let wall_now = self.calendar.unix(self.now);
         for t in kept {
             let at = self.now + (t.unix - wall_now);
-            if let Some(node) = t.key.strip_prefix("empty/") {
+            if let Some(node) = t.key.strip_prefix(EMPTY) {
                 self.nodes.restored_empty.insert(node.to_string(), at);
-            } else if let Some(key) = t.key.strip_prefix("passed/") {
+            } else if let Some(key) = t.key.strip_prefix(PASSED) {
                 let Some(pool) = self.nodes.pools.iter().position(|p| key_text(p) == key) else {
                     continue;
                 };

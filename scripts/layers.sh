@@ -32,5 +32,21 @@ check "the console reaches past the client's vocabulary" \
   "$(grep -rnE 'crate::(daemon|backend|config|sim|bench|client)\b' src/console)"
 check "a part outside backend/ (and the fleet file's config/) asks which backend a pool is" \
   "$(grep -rnE '\.is_(ssh|kube|slurm|local|ec2|lambda|simulated)\(\)|buys_machines\(\)|lists_cluster_nodes\(\)|Backend::(Ssh|Local|Slurm|Kubernetes|Ec2|Lambda|Simulated)\b' src/daemon src/cli src/console src/client src/sim src/bench src/trace)"
+check "a backend imports the registry's list (each declares its Registration; the list is above them)" \
+  "$(grep -rn 'backend::registry' src/backend --include='*.rs' | grep -vE '^src/backend/(registry|mod)\.rs:')"
+check "the daemon's HTTP API has a handler outside daemon/api/" \
+  "$(grep -rnE 'axum::(extract|routing|response)' src/daemon | grep -vE '^src/daemon/(api|serving)/')"
+# One wire vocabulary: the daemon answers with core::api types, which the CLI, the console and
+# the client read typed.
+check "the daemon's API answers with a type of its own (put it in core/src/api)" \
+  "$(grep -rnE 'derive\([^)]*\bSerialize\b' src/daemon/api)"
+check "the CLI, console or client look up a field of untyped JSON (read it as its core::api type)" \
+  "$(grep -rnE '[A-Za-z_)]\["[a-z_]+"\]' src/cli src/console src/client)"
+# Each integration test binary links the whole product (kube, the AWS SDK): a few, by what
+# their tests need (tests/*/main.rs), with helpers in tests/support/.
+bins=$(ls tests/*.rs tests/*/main.rs 2>/dev/null | wc -l)
+check "more than 8 integration test binaries" "$([ "$bins" -le 8 ] || ls tests/*.rs tests/*/main.rs)"
+check "a test mounts a helper by #[path] (only a binary's main.rs mounts tests/support)" \
+  "$(grep -rn '#\[path' tests --include='*.rs' | grep -v '/main.rs:')"
 check "the product crate ships the test doubles" "$(grep -rn 'testkit' src/lib.rs)"
 exit $bad

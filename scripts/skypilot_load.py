@@ -7,7 +7,7 @@ every file SkyPilot loads (`sky.utils.dag_utils.load_chain_dag_from_yaml`): each
 `num_nodes`, each of its resources' accelerators, spot, cloud, region and instance type, and
 its SkyServe `service` section as read.
 Files SkyPilot refuses are left out. Written to the second argument (SkyPilot prints progress
-lines of its own on stdout). `tests/skypilot_loader.rs` compares gantry with this.
+lines of its own on stdout). `tests/specs/skypilot_loader.rs` compares gantry with this.
 """
 import json, logging, os, sys
 

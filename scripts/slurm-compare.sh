@@ -6,4 +6,4 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export JOBS="${JOBS:-1000}" JOB_SECONDS="${JOB_SECONDS:-1}" NODES="${NODES:-4}" GPUS="${GPUS:-8}"
-exec cargo test --release --test slurm slurm_alone_against_gantry_on_slurm -- --ignored --nocapture --test-threads 1
+exec cargo test --release --test clusters slurm_alone_against_gantry_on_slurm -- --ignored --nocapture --test-threads 1

@@ -15,10 +15,10 @@ pub struct OpenError {
 }
 
 impl OpenError {
-    /// Pool `p`'s backend could not open, for this reason.
-    pub fn at(p: &PoolConfig, why: OpenWhy) -> OpenError {
+    /// Pool `p`'s backend (a cloud's if `cloud`) could not open, for this reason.
+    pub fn at(p: &PoolConfig, cloud: bool, why: OpenWhy) -> OpenError {
         OpenError {
-            at: PoolAt::of(p),
+            at: PoolAt::of(p, cloud),
             why,
         }
     }
@@ -35,14 +35,12 @@ pub struct PoolAt {
 }
 
 impl PoolAt {
-    pub fn of(p: &PoolConfig) -> PoolAt {
-        let backend = p.backend();
+    /// Pool `p`, with its region if it is a `cloud`'s.
+    pub fn of(p: &PoolConfig, cloud: bool) -> PoolAt {
         PoolAt {
             pool: p.name.clone(),
-            backend,
-            region: crate::backend::registry::of(backend)
-                .cloud
-                .map(|_| p.region.clone()),
+            backend: p.backend(),
+            region: cloud.then(|| p.region.clone()),
         }
     }
 }
@@ -126,6 +124,7 @@ gpus_per_node = 1
         .unwrap();
         let e = OpenError::at(
             &fleet.pools[0],
+            true,
             OpenWhy::Credentials("no AWS credentials".into()),
         );
         assert_eq!(
@@ -133,7 +132,7 @@ gpus_per_node = 1
             "pool `gpu` (backend ec2, region us-east-1): no AWS credentials"
         );
         assert_eq!(e.why.kind(), "credentials");
-        let e = OpenError::at(&fleet.pools[1], OpenWhy::Host("no runtime".into()));
+        let e = OpenError::at(&fleet.pools[1], false, OpenWhy::Host("no runtime".into()));
         assert_eq!(e.to_string(), "pool `lab` (backend ssh): no runtime");
     }
 

@@ -26,6 +26,7 @@ pub mod local;
 pub mod logs;
 pub mod mounts;
 pub mod notices;
+pub mod registration;
 pub mod registry;
 pub mod retention;
 pub mod sim;
@@ -123,7 +124,7 @@ pub fn provisioner_for(
         .provisioner
         .map(|make| make(p, index, nodes, opening, now))
         .transpose()
-        .map_err(|why| error::OpenError::at(p, why))
+        .map_err(|why| error::OpenError::at(p, registry::from_a_cloud(p), why))
 }
 
 /// What a provisioner reports about a node of its pool (`host`: its index in the pool).
@@ -186,7 +187,7 @@ pub fn runner_for(
     opening: &Opening,
 ) -> Result<Box<dyn Runner>, error::OpenError> {
     (registry::of_pool(p).runner)(p, index, nodes, opening)
-        .map_err(|why| error::OpenError::at(p, why))
+        .map_err(|why| error::OpenError::at(p, registry::from_a_cloud(p), why))
 }
 
 /// How an SSH or EC2 pool's hosts are reached.

@@ -386,7 +386,7 @@ mod tests {
 
     /// Bug fixed: a node that copied a file to where another node of the job (sharing the
     /// filesystem) already read it overwrote it in place — cut to nothing, then written — and
-    /// the reader read it empty (`tests/ssh.rs`, the gang's `mounted=`). Now the file is
+    /// the reader read it empty (`tests/hosts/ssh.rs`, the gang's `mounted=`). Now the file is
     /// replaced whole: one already open still reads what it held.
     #[test]
     fn a_file_another_node_reads_is_replaced_whole_not_rewritten_in_place() {

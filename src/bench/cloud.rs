@@ -112,7 +112,7 @@ pub fn run(c: &CloudBenchConfig) -> Result<CloudBenchReport, String> {
     let p = pool(c.nodes, &endpoint, &fleet)?;
     let names: Vec<String> = (0..c.nodes).map(|i| p.node_name(i as u32)).collect();
     let mut pool = crate::backend::ec2::open(&p, names)
-        .map_err(|why| crate::backend::error::OpenError::at(&p, why).to_string())?;
+        .map_err(|why| crate::backend::error::OpenError::at(&p, true, why).to_string())?;
     let before = pool.calls();
     let mut buy_us = Vec::new();
     let t0 = Instant::now();

@@ -118,6 +118,7 @@ pub fn run(mb_per_s: f64, seconds: f64, width: u16, height: u16) -> std::io::Res
             let got = read(&dir, job, &q);
             let view = LogsView {
                 job,
+                state: crate::api::JobState::Running,
                 is_final: false,
                 nodes: vec![NodeLogsView {
                     rank: 0,

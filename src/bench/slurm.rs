@@ -1,6 +1,6 @@
 //! `gantry bench slurm`: the daemon's time to refresh a large Slurm cluster's state from
 //! slurmrestd. The JSON is what the real slurmrestd of the test cluster answered (Slurm 22.05,
-//! API v0.0.38, recorded by `GANTRY_RECORD_SLURM=1 cargo test --test slurm the_bench_recording`,
+//! API v0.0.38, recorded by `GANTRY_RECORD_SLURM=1 cargo test --test clusters the_bench_recording`,
 //! which without the variable checks the recording still has every field the server sends),
 //! scaled to N nodes and M jobs — every field the server sends kept, names, ids, GPUs and
 //! states rewritten — and served as slurmrestd serves it (indented, over HTTP on a Unix socket).

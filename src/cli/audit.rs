@@ -4,10 +4,10 @@
 
 use super::remote::Target;
 use super::{CliError, Output};
+use gantry::api::HistoryJob;
+use gantry::api::RunRecord;
 use gantry::client::http::encode;
 use gantry::console::app::escape;
-use gantry::daemon::journal::RunRecord;
-use gantry::daemon::state::HistoryJob;
 
 #[derive(Clone, Debug, clap::Args)]
 pub struct HistoryArgs {
@@ -40,7 +40,7 @@ pub struct HistoryArgs {
 pub fn history(t: &Target, a: HistoryArgs) -> Result<(), CliError> {
     if let Some(s) = &a.state {
         for one in s.split(',') {
-            if one.trim().parse::<gantry::daemon::job::JobState>().is_err() {
+            if one.trim().parse::<gantry::api::JobState>().is_err() {
                 return Err(CliError::usage(format!(
                     "--state {}: expected pending, held, running, preempting, completed, failed or cancelled",
                     one.trim()

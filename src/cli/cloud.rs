@@ -5,6 +5,8 @@
 
 use super::{print_as, Output};
 use gantry::backend::cloud::{by_pool, Instance};
+use gantry::backend::registration::CloudRegistration;
+use gantry::backend::registry::cloud_of;
 use gantry::config::fleet::PoolConfig;
 use serde::Serialize;
 use std::path::PathBuf;
@@ -43,11 +45,7 @@ pub fn run(cmd: CloudCmd, target: &super::remote::Target) -> Result<(), super::C
         }
     };
     let (source, cfg, _) = super::fleet::load(config)?;
-    let mut pools: Vec<&PoolConfig> = cfg
-        .pools
-        .iter()
-        .filter(|p| gantry::backend::registry::from_a_cloud(p))
-        .collect();
+    let mut pools: Vec<&PoolConfig> = cfg.pools.iter().filter(|p| cloud_of(p).is_some()).collect();
     let left = match &cmd {
         CloudCmd::Ls { db, .. } => left_pools(target, &cfg, db.as_deref())?,
         CloudCmd::Check { .. } => Vec::new(),
@@ -55,7 +53,8 @@ pub fn run(cmd: CloudCmd, target: &super::remote::Target) -> Result<(), super::C
     pools.extend(left.iter());
     if pools.is_empty() {
         return Err(super::CliError::from(format!(
-            "the fleet file ({source}) has no cloud pools (backend = \"ec2\" or \"lambda\"): nothing to check or list"
+            "the fleet file ({source}) has no cloud pools (backend = {}): nothing to check or list",
+            cloud_backends()
         )));
     }
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -64,7 +63,10 @@ pub fn run(cmd: CloudCmd, target: &super::remote::Target) -> Result<(), super::C
         .map_err(|e| super::CliError::from(e.to_string()))?;
     match cmd {
         CloudCmd::Check { .. } => {
-            let checks: Vec<Check> = pools.iter().map(|p| rt.block_on(check(p))).collect();
+            let checks: Vec<Check> = pools
+                .iter()
+                .filter_map(|p| Some(rt.block_on(check(cloud_of(p)?, p))))
+                .collect();
             let failed = checks.iter().any(|c| !c.ok);
             if output.is_data() {
                 print_as(output, &checks)?;
@@ -97,9 +99,9 @@ pub fn run(cmd: CloudCmd, target: &super::remote::Target) -> Result<(), super::C
             let running = running_on(target);
             let now = chrono::Utc::now();
             let mut rows = Vec::new();
-            for p in pools {
+            for (p, c) in pools.into_iter().filter_map(|p| Some((p, cloud_of(p)?))) {
                 let found = rt
-                    .block_on(by_pool::list(p))
+                    .block_on(by_pool::list(c, p))
                     .map_err(|why| super::CliError::from(format!("pool `{}`: {why}", p.name)))?;
                 let gone = left.iter().any(|l| std::ptr::eq(l, p));
                 rows.extend(found.into_iter().map(|i| {
@@ -184,33 +186,22 @@ fn running_on(
     target: &super::remote::Target,
 ) -> Option<std::collections::HashMap<(String, String), Vec<i64>>> {
     let mut c = target.client().ok()?;
-    let fleet: serde_json::Value = c.call("GET", "/v1/fleet", None).ok()?;
+    let fleet: gantry::api::FleetView = c.call("GET", "/v1/fleet", None).ok()?;
     let mut out = std::collections::HashMap::new();
-    for (index, pool) in fleet["pools"].as_array()?.iter().enumerate() {
-        let Some(name) = pool["path"].as_str().and_then(|p| p.rsplit('/').next()) else {
+    for (index, pool) in fleet.pools.iter().enumerate() {
+        let Some(name) = pool.path.rsplit('/').next() else {
             continue;
         };
-        let Ok(detail) = c.call::<serde_json::Value>("GET", &format!("/v1/pools/{index}"), None)
+        let Ok(detail) =
+            c.call::<gantry::api::PoolDetail>("GET", &format!("/v1/pools/{index}"), None)
         else {
             continue;
         };
-        for n in detail["nodes"].as_array().into_iter().flatten() {
-            let mut jobs: Vec<i64> = n["gpus"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .flat_map(|g| g["jobs"].as_array().cloned().unwrap_or_default())
-                .filter_map(|j| j.as_i64())
-                .collect();
+        for n in detail.nodes {
+            let mut jobs: Vec<i64> = n.gpus.iter().flat_map(|g| g.jobs.clone()).collect();
             jobs.sort_unstable();
             jobs.dedup();
-            out.insert(
-                (
-                    name.to_string(),
-                    n["name"].as_str().unwrap_or("").to_string(),
-                ),
-                jobs,
-            );
+            out.insert((name.to_string(), n.name), jobs);
         }
     }
     Some(out)
@@ -227,9 +218,9 @@ struct Check {
     lines: Vec<String>,
 }
 
-async fn check(p: &PoolConfig) -> Check {
-    let (_, fleet) = by_pool::places_and_fleet(p);
-    let lines = by_pool::check(p).await;
+async fn check(c: &CloudRegistration, p: &PoolConfig) -> Check {
+    let (_, fleet) = (c.places_and_fleet)(p);
+    let lines = by_pool::check(c, p).await;
     Check {
         pool: p.name.clone(),
         backend: p.backend().name().to_string(),
@@ -304,4 +295,14 @@ fn print_rows(rows: &[Row]) {
     if rows.iter().any(|r| r.left_the_fleet) {
         println!("* its pool left the fleet file (the journal knows it): the daemon is ending its instances");
     }
+}
+
+/// The backends that are clouds, as a fleet file names them: `"ec2" or "lambda"`.
+fn cloud_backends() -> String {
+    let names: Vec<String> = gantry::config::fleet::Backend::ALL
+        .into_iter()
+        .filter(|b| gantry::backend::registry::of(*b).cloud.is_some())
+        .map(|b| format!("\"{}\"", b.name()))
+        .collect();
+    names.join(" or ")
 }

@@ -4,13 +4,13 @@
 //! rather than making the shell wait or print.
 
 use clap_complete::engine::{ArgValueCompleter, CompletionCandidate};
+use gantry::api::{FleetView, JobRow, TeamRow};
 use gantry::client::http::{Endpoint, HttpClient};
-use serde_json::Value;
 use std::ffi::OsStr;
 use std::time::Duration;
 
 /// GET `path` from the daemon the environment names (flags are not parsed yet at <Tab>).
-fn daemon_get(path: &str) -> Option<Value> {
+fn daemon_get<T: serde::de::DeserializeOwned>(path: &str) -> Option<T> {
     let endpoint = match std::env::var("GANTRY_CONNECT") {
         Ok(c) => Endpoint::parse(&c).ok()?,
         Err(_) => Endpoint::Unix(gantry::config::paths::from_env().socket),
@@ -33,52 +33,34 @@ fn matching(current: &OsStr, items: Vec<(String, String)>) -> Vec<CompletionCand
 }
 
 fn jobs(current: &OsStr) -> Vec<CompletionCandidate> {
-    let rows = daemon_get("/v1/jobs").unwrap_or_default();
+    let rows: Vec<JobRow> = daemon_get("/v1/jobs").unwrap_or_default();
     let items = rows
-        .as_array()
-        .into_iter()
-        .flatten()
+        .iter()
         .map(|j| {
-            (
-                j["id"].to_string(),
-                format!(
-                    "{} · {} · {}",
-                    j["name"].as_str().unwrap_or(""),
-                    j["state"].as_str().unwrap_or(""),
-                    j["team"].as_str().unwrap_or("")
-                ),
-            )
+            let help = format!("{} · {} · {}", j.name, j.state, j.team);
+            (j.id.to_string(), help)
         })
         .collect();
     matching(current, items)
 }
 
 fn teams(current: &OsStr) -> Vec<CompletionCandidate> {
-    let rows = daemon_get("/v1/teams").unwrap_or_default();
+    let rows: Vec<TeamRow> = daemon_get("/v1/teams").unwrap_or_default();
     let items = rows
-        .as_array()
-        .into_iter()
-        .flatten()
+        .iter()
         .map(|t| {
-            let name = t["name"].as_str().unwrap_or("").to_string();
-            let help = format!("{} running, {} pending", t["running"], t["pending"]);
-            (name, help)
+            let help = format!("{} running, {} pending", t.running, t.pending);
+            (t.name.clone(), help)
         })
         .collect();
     matching(current, items)
 }
 
 fn pools(current: &OsStr) -> Vec<CompletionCandidate> {
-    let fleet = daemon_get("/v1/fleet").unwrap_or_default();
-    let items = fleet["pools"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|p| {
-            let path = p["path"].as_str().unwrap_or("").to_string();
-            let help = format!("{} × {} GPUs", p["model"].as_str().unwrap_or(""), p["gpus"]);
-            (path, help)
-        })
+    let pools = daemon_get::<FleetView>("/v1/fleet").map_or_else(Vec::new, |f| f.pools);
+    let items = pools
+        .iter()
+        .map(|p| (p.path.clone(), format!("{} × {} GPUs", p.model, p.gpus)))
         .collect();
     matching(current, items)
 }

@@ -222,8 +222,9 @@ pub fn run(a: DaemonArgs) -> Result<(), String> {
         if let Some(cloud) = r.cloud {
             let most: u32 = pools.iter().map(|p| p.max_nodes.unwrap_or(p.nodes)).sum();
             backends.push(format!(
-                "{} {cloud} pool(s), up to {most} instance(s) bought as needed",
-                pools.len()
+                "{} {} pool(s), up to {most} instance(s) bought as needed",
+                pools.len(),
+                cloud.name
             ));
         }
     }

@@ -1,15 +1,13 @@
 //! `gantry fleet` and `gantry info`: the fleet file in force, and the fleet a running daemon
 //! holds (`fleet_live`, `pool_live`).
 
-use super::remote::print_value_as;
 use super::table::cell;
 use super::{print_as, CliError, Output};
-use gantry::api::{HostStatus, IdleNow, PoolRow};
+use gantry::api::{PoolDetail, PoolRow};
 use gantry::client::http::HttpClient;
 use gantry::config::fleet::{self, FleetConfig, DEFAULT_FLEET};
 use gantry::config::paths;
 use serde::Serialize;
-use serde_json::Value;
 use std::path::PathBuf;
 
 /// Which fleet file is in force: an explicit one, the user's, or the built-in simulated fleet.
@@ -253,36 +251,31 @@ pub fn pool_line(p: &PoolRow) -> String {
 }
 
 pub fn fleet_live(c: &mut HttpClient, output: Output) -> Result<(), CliError> {
-    let v: Value = c.call("GET", "/v1/fleet", None)?;
+    let v: gantry::api::FleetView = c.call("GET", "/v1/fleet", None)?;
     if output.is_data() {
-        return print_value_as(output, &v);
+        return print_as(output, &v).map_err(CliError::from);
     }
     println!(
         "live fleet from the daemon at {}{}, {}: {} GPUs, {} busy, ${:.2}/h (${:.2}/h idle)",
         c.endpoint,
-        if v["simulated"].as_bool() == Some(true) {
-            " (simulated)"
-        } else {
-            ""
-        },
-        v["calendar"]["time"].as_str().unwrap_or("?"),
-        v["gpus_total"],
-        v["gpus_busy"],
-        v["dollars_per_hour"].as_f64().unwrap_or(0.0),
-        v["idle_dollars_per_hour"].as_f64().unwrap_or(0.0)
+        if v.simulated { " (simulated)" } else { "" },
+        v.calendar.time,
+        v.gpus_total,
+        v.gpus_busy,
+        v.dollars_per_hour,
+        v.idle_dollars_per_hour
     );
     pool_header();
-    let pools: Vec<PoolRow> = serde_json::from_value(v["pools"].clone()).unwrap_or_default();
-    for p in &pools {
+    for p in &v.pools {
         println!("{}", pool_line(p));
         // A bought pool's doings, under its row.
         for n in &p.notes {
             println!("    {}", gantry::untrusted::bounded(n, 200));
         }
     }
-    let why: Vec<IdleNow> = serde_json::from_value(v["idle_by_cause"].clone()).unwrap_or_default();
-    if !why.is_empty() {
-        let parts: Vec<String> = why
+    if !v.idle_by_cause.is_empty() {
+        let parts: Vec<String> = v
+            .idle_by_cause
             .iter()
             .map(|c| {
                 format!(
@@ -295,32 +288,17 @@ pub fn fleet_live(c: &mut HttpClient, output: Output) -> Result<(), CliError> {
             .collect();
         println!("idle GPUs, why: {}", parts.join("; "));
     }
-    let host = v.get("host").cloned().unwrap_or(Value::Null);
-    if let Ok(Some(h)) = serde_json::from_value::<Option<HostStatus>>(host) {
+    if let Some(h) = &v.host {
         println!("{}", h.summary());
     }
     Ok(())
 }
 
-/// The items of a JSON array as text (none if it is not an array).
-fn items(v: &Value) -> Vec<String> {
-    v.as_array()
-        .into_iter()
-        .flatten()
-        .map(Value::to_string)
-        .collect()
-}
-
 /// One pool node by node and GPU by GPU (what the console's Fleet drill-down shows): `which`
 /// is its index in `gantry fleet` or its path (or the end of it).
 pub fn pool_live(c: &mut HttpClient, which: &str, output: Output) -> Result<(), CliError> {
-    let fleet: Value = c.call("GET", "/v1/fleet", None)?;
-    let paths: Vec<&str> = fleet["pools"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|p| p["path"].as_str().unwrap_or(""))
-        .collect();
+    let fleet: gantry::api::FleetView = c.call("GET", "/v1/fleet", None)?;
+    let paths: Vec<&str> = fleet.pools.iter().map(|p| p.path.as_str()).collect();
     let index = which
         .parse::<usize>()
         .ok()
@@ -334,97 +312,83 @@ pub fn pool_live(c: &mut HttpClient, which: &str, output: Output) -> Result<(), 
                 paths.join(", ")
             ))
         })?;
-    let v: Value = c.call("GET", &format!("/v1/pools/{index}"), None)?;
+    let v: PoolDetail = c.call("GET", &format!("/v1/pools/{index}"), None)?;
     if output.is_data() {
-        return print_value_as(output, &v);
+        return print_as(output, &v).map_err(CliError::from);
     }
     println!(
         "pool {} — {} {} ${:.2}/node-h ({})",
-        v["path"].as_str().unwrap_or(""),
-        v["model"].as_str().unwrap_or(""),
-        v["capacity"].as_str().unwrap_or(""),
-        v["dollars_per_hour"].as_f64().unwrap_or(0.0),
-        if v["simulated"].as_bool() == Some(false) {
-            "measured through NVML"
-        } else {
+        v.path,
+        v.model,
+        v.capacity,
+        v.dollars_per_hour,
+        if v.simulated {
             "simulated telemetry"
+        } else {
+            "measured through NVML"
         }
     );
     println!(
         "{:<28} {:<12} {:>3} {:>5} {:>17} {:>6} {:>5}  JOBS",
         "NODE", "STATE", "GPU", "UTIL", "VRAM USED/TOT MiB", "POWER", "TEMP"
     );
-    for n in v["nodes"].as_array().into_iter().flatten() {
-        let resources = serde_json::from_value::<gantry::api::NodeView>(n.clone())
-            .map(|n| n.resources_line())
-            .unwrap_or_default();
-        if n["gpus"].as_array().is_none_or(|g| g.is_empty()) {
+    for n in &v.nodes {
+        let resources = n.resources_line();
+        if n.gpus.is_empty() {
             println!(
                 "{:<28} {:<12} {:>3}  {}",
-                n["name"].as_str().unwrap_or(""),
-                n["state"].as_str().unwrap_or(""),
+                n.name,
+                n.state,
                 "-",
                 gantry::untrusted::escape(&resources)
             );
         } else {
             println!("{:<28} {}", "", gantry::untrusted::escape(&resources));
         }
-        for (k, g) in n["gpus"].as_array().into_iter().flatten().enumerate() {
-            let jobs = items(&g["jobs"]);
-            let foreign = items(&g["foreign_pids"]);
-            let mut who = jobs.join(",");
-            if !foreign.is_empty() {
-                who.push_str(&format!(" foreign pid {}", foreign.join(",")));
+        for (k, g) in n.gpus.iter().enumerate() {
+            let list = |v: &[_]| -> Vec<String> { v.iter().map(ToString::to_string).collect() };
+            let mut who = list(&g.jobs).join(",");
+            if !g.foreign_pids.is_empty() {
+                let pids: Vec<String> = g.foreign_pids.iter().map(u32::to_string).collect();
+                who.push_str(&format!(" foreign pid {}", pids.join(",")));
             }
-            if let Some(holder) = g["foreign"].as_str() {
+            if let Some(holder) = &g.foreign {
                 who.push_str(&format!(" held by {holder}"));
             }
             // A GPU nothing measures (a Slurm node's) shows no numbers rather than zeros.
-            let (util, used, power, temp) = if g["unmeasured"].as_bool() == Some(true) {
+            let (util, used, power, temp) = if g.unmeasured {
                 let none = || "-".to_string();
                 (none(), none(), none(), none())
             } else {
                 (
-                    format!("{:.0}%", g["util_pct"].as_f64().unwrap_or(0.0)),
-                    g["vram_used_mib"].as_u64().unwrap_or(0).to_string(),
-                    format!("{:.0} W", g["power_w"].as_f64().unwrap_or(0.0)),
-                    format!("{:.0}°C", g["temp_c"].as_f64().unwrap_or(0.0)),
+                    format!("{:.0}%", g.util_pct),
+                    g.vram_used_mib.to_string(),
+                    format!("{:.0} W", g.power_w),
+                    format!("{:.0}°C", g.temp_c),
                 )
             };
             println!(
                 "{:<28} {:<12} {:>3} {:>5} {:>17} {:>6} {:>5}  {}",
-                if k == 0 {
-                    n["name"].as_str().unwrap_or("")
-                } else {
-                    ""
-                },
-                if k == 0 {
-                    n["state"].as_str().unwrap_or("")
-                } else {
-                    ""
-                },
-                g["index"],
+                if k == 0 { n.name.as_str() } else { "" },
+                if k == 0 { n.state.as_str() } else { "" },
+                g.index,
                 util,
-                format!("{used}/{}", g["vram_total_mib"].as_u64().unwrap_or(0)),
+                format!("{used}/{}", g.vram_total_mib),
                 power,
                 temp,
                 who.trim()
             );
         }
-        if let Some(note) = n["note"].as_str() {
+        if let Some(note) = &n.note {
             println!("{:<28} {}", "", gantry::untrusted::bounded(note, 200));
         }
     }
-    let waiting = v["waiting"].as_array().map_or(&[][..], Vec::as_slice);
-    if !waiting.is_empty() {
+    if !v.waiting.is_empty() {
         println!("\nwaiting in the backend's own queue for these nodes:");
-        for w in waiting {
+        for w in &v.waiting {
             println!(
                 "  {} — {} GPU(s) on {} node(s): {}",
-                w["what"].as_str().unwrap_or(""),
-                w["gpus"],
-                w["nodes"],
-                w["reason"].as_str().unwrap_or("")
+                w.what, w.gpus, w.nodes, w.reason
             );
         }
     }

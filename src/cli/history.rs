@@ -4,7 +4,7 @@
 use super::remote::{id_arg, Target};
 use super::table::cell;
 use super::{CliError, Output};
-use serde_json::Value;
+use gantry::api::EventRecord;
 
 pub fn events(
     t: &Target,
@@ -18,25 +18,23 @@ pub fn events(
     if let Some(j) = &job {
         path.push_str(&format!("&job={}", id_arg(j)?));
     }
-    let print = |e: &Value| -> Result<(), CliError> {
+    let print = |e: &EventRecord| -> Result<(), CliError> {
         match output {
             Output::Json | Output::Yaml => super::print_record(output, e)?,
             Output::Table | Output::Wide => println!(
                 "{} {}{}",
-                e["time"].as_str().unwrap_or(""),
-                e["job"]
-                    .as_i64()
-                    .map_or(String::new(), |j| format!("job {j} ")),
-                gantry::console::app::escape(e["detail"].as_str().unwrap_or(""))
+                e.time,
+                e.job.map_or(String::new(), |j| format!("job {j} ")),
+                gantry::console::app::escape(&e.detail)
             ),
         }
         Ok(())
     };
-    let list: Vec<Value> = c.call("GET", &path, None)?;
+    let list: Vec<EventRecord> = c.call("GET", &path, None)?;
     let mut last = -1;
     for e in &list {
         print(e)?;
-        last = last.max(e["seq"].as_i64().unwrap_or(-1));
+        last = last.max(e.seq);
     }
     if !follow {
         return Ok(());
@@ -56,7 +54,7 @@ pub fn events(
         if !news {
             return true;
         }
-        let list: Vec<Value> = match reader.call("GET", &follow_path, None) {
+        let list: Vec<EventRecord> = match reader.call("GET", &follow_path, None) {
             Ok(l) => l,
             Err(e) => {
                 failed = Some(CliError::from(e));
@@ -64,14 +62,11 @@ pub fn events(
             }
         };
         let seen = last;
-        for e in list
-            .iter()
-            .filter(|e| e["seq"].as_i64().unwrap_or(-1) > seen)
-        {
+        for e in list.iter().filter(|e| e.seq > seen) {
             if print(e).is_err() {
                 return false;
             }
-            last = last.max(e["seq"].as_i64().unwrap_or(-1));
+            last = last.max(e.seq);
         }
         true
     })?;
@@ -109,7 +104,7 @@ pub fn report(
             path.push_str(&format!("&{k}={}", gantry::client::http::encode(v)));
         }
     }
-    let r: gantry::daemon::state::Report = t.client()?.call("GET", &path, None)?;
+    let r: gantry::api::Report = t.client()?.call("GET", &path, None)?;
     match format {
         ReportFormat::Json => super::print_json(&r).map_err(CliError::usage),
         ReportFormat::Yaml => super::print_as(Output::Yaml, &r).map_err(CliError::usage),

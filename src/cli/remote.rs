@@ -4,10 +4,11 @@
 //! json`, the daemon's own JSON) and exits with a code that says what went wrong.
 
 use super::table::{cell, width};
-use super::{CliError, Output};
-use gantry::api::{JobRow, TeamRow};
+use super::{print_as, CliError, Output};
+use gantry::api::{JobRow, JobState, TeamRow};
 use gantry::client::http::{encode, ClientError, Endpoint, HttpClient};
 use gantry::console::app::hm;
+use gantry::scheduler::reclaim::ReclaimPlan;
 use serde_json::Value;
 
 /// How to reach the daemon.
@@ -68,9 +69,9 @@ pub(super) fn print_value_as(output: Output, v: &Value) -> Result<(), CliError> 
 pub fn user_of(t: &Target, user: Option<String>) -> Result<Option<String>, CliError> {
     match user.as_deref() {
         Some("me") => {
-            let who: Value = t.client()?.call("GET", "/v1/whoami", None)?;
-            match who["user"].as_str() {
-                Some(u) => Ok(Some(u.to_string())),
+            let who: gantry::api::WhoAmI = t.client()?.call("GET", "/v1/whoami", None)?;
+            match who.user {
+                Some(u) => Ok(Some(u)),
                 None => Err(CliError::usage(
                     "--user me: the daemon knows no Unix user for this connection (a token made without `gantry token create --user NAME` names none)".to_string(),
                 )),
@@ -110,8 +111,9 @@ pub fn jobs(
     if output.is_data() {
         return super::print_as(output, &rows).map_err(CliError::usage);
     }
-    let snap: Value = c.call("GET", "/v1/health", None)?;
-    let now = snap["now"].as_f64().unwrap_or(0.0);
+    let now = c
+        .call::<gantry::api::Health>("GET", "/v1/health", None)?
+        .now;
     let table = JobTable::new(&rows, output == Output::Wide);
     table.header();
     for j in &rows {
@@ -204,93 +206,77 @@ pub fn id_arg(id: &str) -> Result<i64, CliError> {
 
 pub fn job(t: &Target, id: &str, output: Output) -> Result<(), CliError> {
     let id = id_arg(id)?;
-    let v: Value = t.client()?.call("GET", &format!("/v1/jobs/{id}"), None)?;
+    let v: gantry::api::JobView = t.client()?.call("GET", &format!("/v1/jobs/{id}"), None)?;
     if output.is_data() {
-        return print_value_as(output, &v);
+        return print_as(output, &v).map_err(CliError::from);
     }
-    let s = |k: &str| {
-        v[k].as_str()
-            .map(gantry::console::app::escape)
-            .unwrap_or_default()
-    };
-    println!("job {id} {}", s("name"));
+    let esc = gantry::console::app::escape;
+    println!(
+        "job {id} {}",
+        v.name.as_deref().map(esc).unwrap_or_default()
+    );
     println!(
         "  team {}  class {}  state {}{}",
-        s("team"),
-        s("class"),
-        s("state"),
-        match s("user") {
-            u if u.is_empty() => String::new(),
-            u => format!("  submitted by {u}"),
+        esc(&v.team),
+        esc(&v.class),
+        v.state,
+        match v.user.as_deref() {
+            None | Some("") => String::new(),
+            Some(u) => format!("  submitted by {}", esc(u)),
         }
     );
     // The calendar's times (RFC 3339 in the fleet's time zone), as every listing shows them.
     println!(
         "  submitted {}{}  cost so far ${:.2}",
-        s("submitted"),
-        v["started"]
-            .as_str()
+        esc(&v.submitted),
+        v.started
+            .as_deref()
             .map_or(String::new(), |t| format!("  started {t}")),
-        v["cost_usd"].as_f64().unwrap_or(0.0)
+        v.cost_usd
     );
-    if let Some(p) = v["placement"].as_array().filter(|p| !p.is_empty()) {
-        let where_: Vec<&str> = p.iter().filter_map(Value::as_str).collect();
+    if !v.placement.is_empty() {
         println!(
             "  runs on {} (${:.2}/h{})",
-            where_.join("; "),
-            v["dollars_per_hour"].as_f64().unwrap_or(0.0),
-            if v["borrowed"].as_bool() == Some(true) {
+            v.placement.join("; "),
+            v.dollars_per_hour,
+            if v.borrowed {
                 ", on borrowed quota"
             } else {
                 ""
             }
         );
     }
-    match (v["pipeline"].as_str(), v["after"].as_i64()) {
-        (Some(p), Some(a)) => println!(
-            "  pipeline {}: starts after job {a}",
-            gantry::console::app::escape(p)
-        ),
-        (Some(p), None) => println!(
-            "  pipeline {}: its first task",
-            gantry::console::app::escape(p)
-        ),
+    match (v.pipeline.as_deref(), v.after) {
+        (Some(p), Some(a)) => println!("  pipeline {}: starts after job {a}", esc(p)),
+        (Some(p), None) => println!("  pipeline {}: its first task", esc(p)),
         (None, Some(a)) => println!("  starts after job {a}"),
         (None, None) => {}
     }
-    if let Some(r) = v["reason"].as_str() {
+    if let Some(r) = &v.reason {
         // A waiting job's reason says why it waits; an ended one's, how it ended.
-        let waiting = matches!(v["state"].as_str(), Some("pending" | "held"));
+        let waiting = matches!(v.state, JobState::Pending | JobState::Held);
         let label = if waiting { "waits" } else { "why" };
-        println!("  {label}: {}", gantry::console::app::escape(r));
+        println!("  {label}: {}", esc(r));
     }
     // Every run: where, when, how it ended, what it cost.
-    let runs: Vec<gantry::daemon::journal::RunRecord> =
-        serde_json::from_value(v["runs"].clone()).unwrap_or_default();
-    if !runs.is_empty() {
+    if !v.runs.is_empty() {
         println!("  runs:");
-        for r in &runs {
+        for r in &v.runs {
             println!("    {}", super::audit::run_line(r, true));
         }
     }
     println!("  spec:");
-    for line in v["spec"].as_str().unwrap_or("").lines() {
-        println!("    {}", gantry::console::app::escape(line));
+    for line in v.spec.lines() {
+        println!("    {}", esc(line));
     }
-    if let Some(ev) = v["events"].as_array() {
-        println!("  events:");
-        for e in ev {
-            println!(
-                "    {} {}",
-                e["time"].as_str().unwrap_or(""),
-                gantry::console::app::escape(e["detail"].as_str().unwrap_or(""))
-            );
-        }
+    println!("  events:");
+    for e in &v.events {
+        println!("    {} {}", e.time, esc(&e.detail));
     }
-    if let Some(tail) = v["log_tail"].as_array().filter(|t| !t.is_empty()) {
+    if !v.log_tail.is_empty() {
         println!("  log tail:");
-        for l in tail.iter().filter_map(Value::as_str) {
-            println!("    {}", gantry::console::app::escape(l));
+        for l in &v.log_tail {
+            println!("    {}", esc(l));
         }
     }
     Ok(())
@@ -298,41 +284,34 @@ pub fn job(t: &Target, id: &str, output: Output) -> Result<(), CliError> {
 
 pub fn explain(t: &Target, id: &str, output: Output) -> Result<(), CliError> {
     let id = id_arg(id)?;
-    let v: Value = t
-        .client()?
-        .call("GET", &format!("/v1/jobs/{id}/explain"), None)?;
+    let v: gantry::api::Explain =
+        t.client()?
+            .call("GET", &format!("/v1/jobs/{id}/explain"), None)?;
     if output.is_data() {
-        return print_value_as(output, &v);
+        return print_as(output, &v).map_err(CliError::from);
     }
-    let e = &v["explanation"];
-    // Position 0: held out of the queue (held, a pipeline, a user's limit) — no place to say.
-    match v["position"].as_u64() {
-        Some(0) => println!(
-            "job {id} is {}, out of the queue; team {} uses {:.1} GPUs\n  {}",
-            v["state"].as_str().unwrap_or("?"),
-            e["team"].as_str().unwrap_or("?"),
-            e["team_used"].as_f64().unwrap_or(0.0) / 1000.0,
-            gantry::console::app::escape(v["detail"].as_str().unwrap_or(""))
+    // The reason may carry what a job or a host said (an exit, a refusal): escaped.
+    let detail = gantry::console::app::escape(&v.detail);
+    match (v.position, &v.explanation) {
+        // Position 0: held out of the queue (held, a pipeline, a user's limit) — no place to say.
+        (Some(0), Some(e)) => println!(
+            "job {id} is {}, out of the queue; team {} uses {:.1} GPUs\n  {detail}",
+            v.state,
+            e.team,
+            e.team_used as f64 / 1000.0,
         ),
-        Some(p) => println!(
-            "job {id} is {} — #{p} in the queue, {} of {} in {}; team {} uses {:.1}{} GPUs\n  {}",
-            v["state"].as_str().unwrap_or("?"),
-            e["class_position"],
-            e["class_size"],
-            e["class"].as_str().unwrap_or("?"),
-            e["team"].as_str().unwrap_or("?"),
-            e["team_used"].as_f64().unwrap_or(0.0) / 1000.0,
-            e["team_guaranteed"]
-                .as_f64()
-                .map_or(String::new(), |g| format!("/{:.0} guaranteed", g / 1000.0)),
-            gantry::console::app::escape(v["detail"].as_str().unwrap_or(""))
+        (Some(p), Some(e)) => println!(
+            "job {id} is {} — #{p} in the queue, {} of {} in {}; team {} uses {:.1}{} GPUs\n  {detail}",
+            v.state,
+            e.class_position,
+            e.class_size,
+            e.class,
+            e.team,
+            e.team_used as f64 / 1000.0,
+            e.team_guaranteed
+                .map_or(String::new(), |g| format!("/{:.0} guaranteed", g as f64 / 1000.0)),
         ),
-        // The reason may carry what a job or a host said (an exit, a refusal): escaped.
-        None => println!(
-            "job {id} is {}: {}",
-            v["state"].as_str().unwrap_or("?"),
-            gantry::console::app::escape(v["detail"].as_str().unwrap_or(""))
-        ),
+        _ => println!("job {id} is {}: {detail}", v.state),
     }
     Ok(())
 }
@@ -350,7 +329,7 @@ pub fn act(t: &Target, action: &str, ids: &[String], output: Output) -> Result<(
     let mut results = Vec::new();
     for id in ids {
         let r = id_arg(id).and_then(|id| {
-            c.call::<Value>("POST", &format!("/v1/jobs/{id}/{action}"), None)
+            c.call::<gantry::api::Acted>("POST", &format!("/v1/jobs/{id}/{action}"), None)
                 .map_err(CliError::from)
         });
         match r {
@@ -384,13 +363,13 @@ pub fn act(t: &Target, action: &str, ids: &[String], output: Output) -> Result<(
 pub fn prio(t: &Target, id: &str, class: &str, output: Output) -> Result<(), CliError> {
     let id = id_arg(id)?;
     let body = serde_json::json!({ "class": class }).to_string();
-    let v: Value = t.client()?.call(
+    let v: gantry::api::Reprioritized = t.client()?.call(
         "PUT",
         &format!("/v1/jobs/{id}/priority"),
         Some(body.as_bytes()),
     )?;
     match output {
-        Output::Json | Output::Yaml => print_value_as(output, &v),
+        Output::Json | Output::Yaml => print_as(output, &v).map_err(CliError::from),
         Output::Table | Output::Wide => {
             println!("job {id}: now {class}");
             Ok(())
@@ -408,13 +387,12 @@ pub fn teams(t: &Target, output: Output) -> Result<(), CliError> {
         println!("{}", team_line(r));
     }
     // Which month MONTH $ is.
-    let fleet: Value = t.client()?.call("GET", "/v1/fleet", None)?;
-    let cal = &fleet["calendar"];
-    if let Some(month) = cal["budget_month"].as_str().filter(|m| !m.is_empty()) {
+    let fleet: gantry::api::FleetView = t.client()?.call("GET", "/v1/fleet", None)?;
+    let cal = &fleet.calendar;
+    if !cal.budget_month.is_empty() {
         println!(
-            "budget month {month} ({}); the next begins {}",
-            cal["time_zone"].as_str().unwrap_or(""),
-            cal["budget_month_ends"].as_str().unwrap_or("")
+            "budget month {} ({}); the next begins {}",
+            cal.budget_month, cal.time_zone, cal.budget_month_ends
         );
     }
     Ok(())
@@ -466,23 +444,25 @@ pub fn team_line(r: &TeamRow) -> String {
 
 pub fn reclaim(t: &Target, apply: Option<String>, output: Output) -> Result<(), CliError> {
     let mut c = t.client()?;
-    let (v, applied) = match apply {
+    let (v, applied): (ReclaimPlan, bool) = match apply {
         None => (c.call("GET", "/v1/reclaim", None)?, false),
         Some(id) => {
             // `--apply` alone applies the plan fetched now: by its id, so a job that became
             // idle in between is never included.
             let id = if id.is_empty() {
-                let shown: Value = c.call("GET", "/v1/reclaim", None)?;
-                if shown["items"].as_array().is_none_or(Vec::is_empty) {
+                let shown: ReclaimPlan = c.call("GET", "/v1/reclaim", None)?;
+                if shown.items.is_empty() {
                     return match output {
-                        Output::Json | Output::Yaml => print_value_as(output, &shown),
+                        Output::Json | Output::Yaml => {
+                            print_as(output, &shown).map_err(CliError::from)
+                        }
                         Output::Table | Output::Wide => {
                             println!("nothing to reclaim: no job's GPUs have been idle through the window");
                             Ok(())
                         }
                     };
                 }
-                shown["id"].as_str().unwrap_or("").to_string()
+                shown.id
             } else {
                 id
             };
@@ -491,18 +471,16 @@ pub fn reclaim(t: &Target, apply: Option<String>, output: Output) -> Result<(), 
         }
     };
     if output.is_data() {
-        return print_value_as(output, &v);
+        return print_as(output, &v).map_err(CliError::from);
     }
-    let items = v["items"].as_array().cloned().unwrap_or_default();
-    let skipped = v["skipped"].as_array().cloned().unwrap_or_default();
-    if items.is_empty() && skipped.is_empty() {
+    if v.items.is_empty() && v.skipped.is_empty() {
         println!("nothing to reclaim: no job's GPUs have been idle through the window");
         return Ok(());
     }
-    print!("{}", reclaim_rows(&items, &skipped));
-    let id = v["id"].as_str().unwrap_or("");
-    let gpus = gantry::api::gpus_text(v["gpus_freed"].as_f64().unwrap_or(0.0));
-    let usd = v["dollars_per_hour_saved"].as_f64().unwrap_or(0.0);
+    print!("{}", reclaim_rows(&v));
+    let id = &v.id;
+    let gpus = gantry::api::gpus_text(v.gpus_freed);
+    let usd = v.dollars_per_hour_saved;
     if applied {
         println!("plan {id}: reclaimed {gpus} GPU(s), ${usd:.2}/h");
     } else {
@@ -512,31 +490,25 @@ pub fn reclaim(t: &Target, apply: Option<String>, output: Output) -> Result<(), 
 }
 
 /// The reclaim plan's table: a header, a row per idle job, a line per job skipped.
-fn reclaim_rows(items: &[Value], skipped: &[Value]) -> String {
+fn reclaim_rows(plan: &ReclaimPlan) -> String {
     use std::fmt::Write;
     let mut out = format!(
         "{:>6} {:>5} {:>9} {:>9}  ACTION\n",
         "JOB", "GPUS", "$/H", "IDLE"
     );
-    for i in items {
+    for i in &plan.items {
         let _ = writeln!(
             out,
             "{:>6} {:>5} {:>9.2} {:>9}  {}",
-            // A JSON value's Display ignores width: the id as a number pads.
-            i["job"].as_i64().unwrap_or(0),
-            gantry::api::gpus_text(i["gpus"].as_f64().unwrap_or(0.0)),
-            i["dollars_per_hour"].as_f64().unwrap_or(0.0),
-            hm(i["idle_for_s"].as_f64().unwrap_or(0.0)),
-            i["action"].as_str().unwrap_or("")
+            i.job,
+            gantry::api::gpus_text(i.gpus),
+            i.dollars_per_hour,
+            hm(i.idle_for_s),
+            i.action.name()
         );
     }
-    for s in skipped {
-        let _ = writeln!(
-            out,
-            "{:>6} skipped: {}",
-            s["job"].as_i64().unwrap_or(0),
-            s["why"].as_str().unwrap_or("")
-        );
+    for s in &plan.skipped {
+        let _ = writeln!(out, "{:>6} skipped: {}", s.job, s.why);
     }
     out
 }
@@ -558,12 +530,22 @@ mod tests {
     fn the_reclaim_table_pads_its_job_column() {
         // Seen on an H100 host: `   JOB  GPUS` over `1     1` (a JSON value's Display ignores
         // the width it is given).
-        let items = vec![serde_json::json!({
-            "job": 1, "gpus": 1.0, "dollars_per_hour": 2.5, "idle_for_s": 90.0,
-            "action": "checkpoint-and-requeue"
-        })];
-        let skipped = vec![serde_json::json!({ "job": 12, "why": "busy again" })];
-        let text = reclaim_rows(&items, &skipped);
+        use gantry::scheduler::reclaim::{ReclaimAction, ReclaimItem, ReclaimSkip};
+        let plan = ReclaimPlan {
+            items: vec![ReclaimItem {
+                job: 1,
+                gpus: 1.0,
+                dollars_per_hour: 2.5,
+                idle_for_s: 90.0,
+                action: ReclaimAction::CheckpointAndRequeue,
+            }],
+            skipped: vec![ReclaimSkip {
+                job: 12,
+                why: "busy again".to_string(),
+            }],
+            ..ReclaimPlan::default()
+        };
+        let text = reclaim_rows(&plan);
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines[0], "   JOB  GPUS       $/H      IDLE  ACTION");
         assert_eq!(

@@ -97,7 +97,7 @@ pub fn serve(t: &Target, cmd: ServeCmd) -> Result<(), CliError> {
             if auth {
                 path.push_str("&auth=true");
             }
-            let answer: serde_json::Value = t
+            let answer: gantry::api::ServiceUpAnswer = t
                 .client()?
                 .call("POST", &path, Some(&text))
                 .map_err(|e| super::submit::at_its_field(&shown, &written, e))?;
@@ -106,26 +106,26 @@ pub fn serve(t: &Target, cmd: ServeCmd) -> Result<(), CliError> {
             }
             println!(
                 "service {} version {} at http://{} ({} replica(s) wanted; gantry service {} follows them)",
-                answer["name"].as_str().unwrap_or(""),
-                answer["version"],
-                answer["endpoint"].as_str().unwrap_or(""),
-                answer["replicas"],
-                answer["name"].as_str().unwrap_or(""),
+                answer.name,
+                answer.version,
+                answer.endpoint,
+                answer.replicas,
+                answer.name,
             );
-            if let Some(token) = answer["token"].as_str() {
+            if let Some(token) = &answer.token {
                 println!("token {token}");
                 eprintln!("(shown once: the daemon keeps only its SHA-256. Clients send `Authorization: Bearer TOKEN`; `gantry serve up --auth` again replaces it.)");
             }
             Ok(())
         }
         ServeCmd::Down { name, output } => {
-            let answer: serde_json::Value =
+            let answer: gantry::api::ServiceDown =
                 t.client()?
                     .call("DELETE", &format!("/v1/services/{}", encode(&name)), None)?;
             if output.is_data() {
                 return super::print_as(output, &answer).map_err(CliError::usage);
             }
-            let n = answer["cancelled"].as_array().map_or(0, Vec::len);
+            let n = answer.cancelled.len();
             println!("service {name} down: {n} replica(s) cancelled");
             Ok(())
         }

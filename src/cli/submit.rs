@@ -5,10 +5,10 @@
 //! own: over TCP, or a shared root daemon's socket), then sent; a pipeline's tasks each follow
 //! the one before.
 
-use super::remote::{print_value_as, Target};
+use super::remote::Target;
 use super::{CliError, Output};
+use gantry::api::Submitted;
 use gantry::client::http::{encode, ClientError};
-use serde_json::Value;
 use serde_yaml_ng::{Mapping, Value as Y};
 use std::path::PathBuf;
 
@@ -80,7 +80,7 @@ fn with_workdir(
             .map_err(|e| CliError::usage(format!("{name}: workdir `{w}`: {e}")))?;
         let size = packed.len();
         let kept = t.client()?.upload_workdir(packed)?;
-        let kept = kept["path"].as_str().unwrap_or_default().to_string();
+        let kept = kept.path;
         eprintln!(
             "gantry: {name}: workdir {} shipped to the daemon ({:.1} MiB packed)",
             path.display(),
@@ -153,7 +153,7 @@ fn with_mounts(
             .map_err(|e| CliError::usage(format!("{name}: {what}: {e}")))?;
             let size = packed.len();
             let kept = t.client()?.upload_workdir(packed)?;
-            let kept = kept["path"].as_str().unwrap_or_default().to_string();
+            let kept = kept.path;
             eprintln!(
                 "gantry: {name}: file_mounts {} shipped to the daemon ({:.1} MiB packed)",
                 path.display(),
@@ -361,11 +361,11 @@ pub fn submit(
         .iter()
         .map(|(doc, _)| prepare(&name, doc.as_bytes().to_vec(), given, t, ship))
         .collect::<Result<Vec<_>, _>>()?;
-    let mut answers: Vec<Value> = Vec::new();
+    let mut answers: Vec<Submitted> = Vec::new();
     for (text, (written, _)) in texts.into_iter().zip(&pipeline.tasks) {
         // Each task after the first starts once the one before it has completed.
         // Each task keeps the pipeline's name, so that its jobs show what they belong to.
-        let prev = answers.last().and_then(|v| v["id"].as_i64());
+        let prev = answers.last().map(|v| v.id);
         let text = if prev.is_some() || pipeline.name.is_some() {
             edit_yaml(&name, &String::from_utf8_lossy(&text), |map| {
                 if let Some(prev) = prev {
@@ -390,11 +390,15 @@ pub fn submit(
             Ok(v) => answers.push(v),
             Err(e) => {
                 // A pipeline is whole or not at all: the tasks sent are taken back.
-                let sent: Vec<String> = answers.iter().map(|v| v["id"].to_string()).collect();
+                let sent: Vec<String> = answers.iter().map(|v| v.id.to_string()).collect();
                 if !sent.is_empty() {
                     let mut c = t.client()?;
                     for id in &sent {
-                        let _ = c.call::<Value>("POST", &format!("/v1/jobs/{id}/cancel"), None);
+                        let _ = c.call::<gantry::api::Acted>(
+                            "POST",
+                            &format!("/v1/jobs/{id}/cancel"),
+                            None,
+                        );
                     }
                     eprintln!(
                         "gantry: {name}: task {} of the pipeline was refused; its earlier tasks (jobs {}) are cancelled",
@@ -409,30 +413,35 @@ pub fn submit(
     let single = answers.len() == 1;
     match output {
         super::SubmitOutput::Json | super::SubmitOutput::Yaml => {
-            let out = if single {
-                answers.pop().unwrap_or_default()
-            } else {
-                serde_json::json!({ "pipeline": pipeline.name, "jobs": answers })
-            };
             let as_ = if matches!(output, super::SubmitOutput::Json) {
                 Output::Json
             } else {
                 Output::Yaml
             };
-            print_value_as(as_, &out)
+            let printed = match answers.pop() {
+                Some(one) if single => super::print_as(as_, &one),
+                last => {
+                    answers.extend(last);
+                    super::print_as(
+                        as_,
+                        &serde_json::json!({ "pipeline": pipeline.name, "jobs": answers }),
+                    )
+                }
+            };
+            printed.map_err(CliError::usage)
         }
         super::SubmitOutput::Id => {
             for v in &answers {
-                println!("{}", v["id"]);
+                println!("{}", v.id);
             }
             Ok(())
         }
         super::SubmitOutput::Table if single => {
-            println!("submitted job {}", answers[0]["id"]);
+            println!("submitted job {}", answers[0].id);
             Ok(())
         }
         super::SubmitOutput::Table => {
-            let ids: Vec<String> = answers.iter().map(|v| v["id"].to_string()).collect();
+            let ids: Vec<String> = answers.iter().map(|v| v.id.to_string()).collect();
             println!(
                 "submitted pipeline {}: jobs {} (each starts once the one before it has completed)",
                 pipeline.name.as_deref().unwrap_or("(unnamed)"),
@@ -503,7 +512,7 @@ fn post_job(
     text: &[u8],
     team: Option<&str>,
     priority: Option<&str>,
-) -> Result<Value, CliError> {
+) -> Result<Submitted, CliError> {
     let mut path = format!("/v1/jobs?file={}", encode(name));
     if let Some(team) = team {
         path.push_str(&format!("&team={}", encode(team)));

@@ -1,10 +1,10 @@
 //! `gantry token`: bearer tokens for a TCP daemon, made, listed and revoked (operators only).
 
-use super::remote::{print_value_as, Target};
+use super::remote::Target;
 use super::table::cell;
-use super::{CliError, Output};
+use super::{print_as, CliError, Output};
+use gantry::api::{MintedToken, TokenInfo};
 use gantry::client::http::encode;
-use serde_json::Value;
 
 #[derive(clap::Subcommand)]
 pub enum TokenCmd {
@@ -53,9 +53,9 @@ pub fn run(t: &Target, cmd: TokenCmd) -> Result<(), CliError> {
             output,
         } => (role, team, label, user, expires_in, output),
         TokenCmd::List { output } => {
-            let v: Value = t.client()?.call("GET", "/v1/tokens", None)?;
+            let v: Vec<TokenInfo> = t.client()?.call("GET", "/v1/tokens", None)?;
             return match output {
-                Output::Json | Output::Yaml => print_value_as(output, &v),
+                Output::Json | Output::Yaml => print_as(output, &v).map_err(CliError::from),
                 Output::Table | Output::Wide => {
                     print_tokens(&v);
                     Ok(())
@@ -63,17 +63,13 @@ pub fn run(t: &Target, cmd: TokenCmd) -> Result<(), CliError> {
             };
         }
         TokenCmd::Revoke { id, output } => {
-            let v: Value =
+            let v: TokenInfo =
                 t.client()?
                     .call("DELETE", &format!("/v1/tokens/{}", encode(&id)), None)?;
             return match output {
-                Output::Json | Output::Yaml => print_value_as(output, &v),
+                Output::Json | Output::Yaml => print_as(output, &v).map_err(CliError::from),
                 Output::Table | Output::Wide => {
-                    println!(
-                        "token {} ({}) revoked",
-                        v["id"].as_str().unwrap_or(""),
-                        v["label"].as_str().unwrap_or("")
-                    );
+                    println!("token {} ({}) revoked", v.id, v.label);
                     Ok(())
                 }
             };
@@ -82,16 +78,16 @@ pub fn run(t: &Target, cmd: TokenCmd) -> Result<(), CliError> {
     let body =
         serde_json::json!({ "role": role, "team": team, "label": label, "user": user, "expires_in": expires_in })
             .to_string();
-    let v: Value = t
+    let v: MintedToken = t
         .client()?
         .call("POST", "/v1/tokens", Some(body.as_bytes()))?;
     match output {
-        Output::Json | Output::Yaml => print_value_as(output, &v),
+        Output::Json | Output::Yaml => print_as(output, &v).map_err(CliError::from),
         Output::Table | Output::Wide => {
-            println!("{}", v["token"].as_str().unwrap_or(""));
+            println!("{}", v.token);
             eprintln!("(shown once: the daemon keeps only its SHA-256. Use it as GANTRY_TOKEN or --token.)");
             // Stdout stays the token alone (scripts capture it); the pin goes with the advice.
-            if let Some(fp) = v["tls_fingerprint"].as_str() {
+            if let Some(fp) = &v.tls_fingerprint {
                 eprintln!("(the daemon serves TLS with certificate {fp}: connect with --connect https://HOST:PORT --tls-fingerprint {fp}, or GANTRY_TLS_FINGERPRINT)");
             }
             Ok(())
@@ -99,26 +95,23 @@ pub fn run(t: &Target, cmd: TokenCmd) -> Result<(), CliError> {
     }
 }
 
-pub(super) fn print_tokens(v: &Value) {
-    let when = |x: &Value| {
-        x.as_f64()
-            .map_or("-".to_string(), gantry::daemon::auth::rfc3339)
-    };
+fn print_tokens(list: &[TokenInfo]) {
+    let when = |x: Option<f64>| x.map_or("-".to_string(), gantry::daemon::auth::rfc3339);
     println!(
         "{:<12}  {:<10}  {:<14}  {:<20}  {:<12}  {:<20}  {:<20}  STATUS",
         "ID", "ROLE", "TEAM", "LABEL", "USER", "CREATED", "EXPIRES"
     );
-    for t in v.as_array().into_iter().flatten() {
+    for t in list {
         println!(
             "{:<12}  {:<10}  {}  {}  {}  {:<20}  {:<20}  {}",
-            t["id"].as_str().unwrap_or(""),
-            t["role"].as_str().unwrap_or(""),
-            cell(t["team"].as_str().unwrap_or("-"), 14),
-            cell(t["label"].as_str().unwrap_or(""), 20),
-            cell(t["user"].as_str().unwrap_or("-"), 12),
-            when(&t["created_at"]),
-            when(&t["expires_at"]),
-            t["status"].as_str().unwrap_or("")
+            t.id,
+            t.role,
+            cell(t.team.as_deref().unwrap_or("-"), 14),
+            cell(&t.label, 20),
+            cell(t.user.as_deref().unwrap_or("-"), 12),
+            when(Some(t.created_at)),
+            when(t.expires_at),
+            t.status
         );
     }
 }

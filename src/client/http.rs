@@ -424,7 +424,10 @@ impl HttpClient {
 
     /// Sends a job's packed workdir (`gantry::workdir::pack`); the daemon's answer. Not held to
     /// the JSON body limit, and given ten minutes: a workdir may be large and the link slow.
-    pub fn upload_workdir(&mut self, packed: Vec<u8>) -> Result<serde_json::Value, ClientError> {
+    pub fn upload_workdir(
+        &mut self,
+        packed: Vec<u8>,
+    ) -> Result<crate::api::KeptWorkdir, ClientError> {
         self.build()?;
         let inner = self.inner.as_ref().expect("built above");
         let req = self

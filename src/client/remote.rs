@@ -32,7 +32,9 @@ impl RemoteClient {
     pub fn connect(endpoint: Endpoint, token: Option<String>) -> Result<RemoteClient, ClientError> {
         let mut http = HttpClient::new(endpoint.clone(), token.clone());
         let first: Snapshot = http.call("GET", "/v1/snapshot", None)?;
-        let access: crate::api::Access = http.call("GET", "/v1/whoami", None)?;
+        let access = http
+            .call::<crate::api::WhoAmI>("GET", "/v1/whoami", None)?
+            .access();
         let shared = Arc::new(Mutex::new(Followed {
             snapshot: first.clone(),
             ..Followed::default()

@@ -30,6 +30,16 @@ pub struct Caller {
 pub use crate::unix_user::{this_user, user_exists, user_name};
 
 impl Caller {
+    /// Who the API says this caller is (`GET /v1/whoami`).
+    pub fn whoami(&self) -> crate::api::WhoAmI {
+        crate::api::WhoAmI {
+            role: self.role,
+            team: self.team.clone(),
+            name: self.name.clone(),
+            user: self.user.clone(),
+        }
+    }
+
     pub fn local_operator() -> Caller {
         Caller {
             role: Role::Operator,
@@ -94,41 +104,25 @@ pub fn rfc3339(at: f64) -> String {
     )
 }
 
-/// A token as `gantry token list` shows it: never the token, nor its full hash.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct TokenInfo {
-    /// The first 12 hex digits of its SHA-256: what `gantry token revoke` takes.
-    pub id: String,
-    pub role: String,
-    pub team: Option<String>,
-    pub label: String,
-    /// The Unix account its jobs run as (`--user`), if it names one.
-    pub user: Option<String>,
-    pub created_at: f64,
-    pub expires_at: Option<f64>,
-    pub revoked_at: Option<f64>,
-    /// active, expired or revoked.
-    pub status: &'static str,
-}
+pub use crate::api::TokenInfo;
 
-impl TokenInfo {
-    pub fn of(t: &super::journal::TokenRecord, now: f64) -> TokenInfo {
-        let status = match (t.revoked_at, t.expires_at) {
-            (Some(_), _) => "revoked",
-            (None, Some(at)) if now >= at => "expired",
-            _ => "active",
-        };
-        TokenInfo {
-            id: t.id().to_string(),
-            role: t.role.clone(),
-            team: t.team.clone(),
-            label: t.label.clone(),
-            user: t.user.clone(),
-            created_at: t.created_at,
-            expires_at: t.expires_at,
-            revoked_at: t.revoked_at,
-            status,
-        }
+/// The token record as the API lists it, at `now` (wall-clock Unix seconds).
+pub fn token_info(t: &super::journal::TokenRecord, now: f64) -> TokenInfo {
+    let status = match (t.revoked_at, t.expires_at) {
+        (Some(_), _) => "revoked",
+        (None, Some(at)) if now >= at => "expired",
+        _ => "active",
+    };
+    TokenInfo {
+        id: t.id().to_string(),
+        role: t.role.clone(),
+        team: t.team.clone(),
+        label: t.label.clone(),
+        user: t.user.clone(),
+        created_at: t.created_at,
+        expires_at: t.expires_at,
+        revoked_at: t.revoked_at,
+        status: status.to_string(),
     }
 }
 

@@ -53,15 +53,6 @@ fn refused(e: ApiError) -> ClientError {
     }
 }
 
-/// An answer read back into the shape the remote console reads (it cannot fail for the
-/// daemon's own types; if it did, the message says where).
-fn reread(e: serde_json::Error) -> ClientError {
-    ClientError::Protocol {
-        endpoint: "the embedded daemon".to_string(),
-        why: e.to_string(),
-    }
-}
-
 impl Client for LocalClient {
     fn act(&mut self, req: crate::api::JobRequest) -> Result<String, ClientError> {
         use crate::daemon::actor::Request;
@@ -87,12 +78,9 @@ impl Client for LocalClient {
             .handle
             .call_blocking(|reply| Request::Logs { id, reply })
         {
-            detail.log_tail = crate::daemon::logs::tail_lines(found, id, 20);
+            detail.log_tail = crate::daemon::api::logs::tail_lines(found, id, 20);
         }
-        // The same shape the HTTP API serves, read the way the remote console reads it.
-        serde_json::to_value(&detail)
-            .and_then(serde_json::from_value)
-            .map_err(reread)
+        Ok(detail)
     }
     fn logs(
         &mut self,
@@ -112,17 +100,14 @@ impl Client for LocalClient {
                 (0, Some(cursors.as_str()), *partial)
             }
         };
-        let want = crate::daemon::logs::Want {
+        let want = crate::daemon::api::logs::Want {
             node: node.as_deref(),
             tail,
             after,
             from_start: false,
             partial,
         };
-        let answer = crate::daemon::logs::answer(found, id, &want).map_err(refused)?;
-        serde_json::to_value(&answer)
-            .and_then(serde_json::from_value)
-            .map_err(reread)
+        crate::daemon::api::logs::answer(found, id, &want).map_err(refused)
     }
     fn pool(&mut self, index: usize) -> Result<crate::api::PoolDetail, ClientError> {
         use crate::daemon::actor::Request;

@@ -5,25 +5,17 @@
 
 pub mod actor;
 pub mod api;
-pub mod audit;
 pub mod auth;
 pub mod calendar;
 pub mod embedded;
 pub mod engine;
-mod exec;
 mod heap;
-pub mod host;
-pub mod job;
 pub mod journal;
 pub mod lives;
+pub mod local_gpus;
 pub mod lock;
-pub mod logs;
-pub mod metrics;
 mod probation;
-mod replay;
 pub mod server;
 pub mod serving;
 pub mod state;
-mod stream;
 pub mod tls;
-mod uploads;

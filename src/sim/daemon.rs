@@ -13,10 +13,10 @@
 
 use super::mix::{Kind, SimJob};
 use super::result::{SetupResult, SimConfig};
+use crate::api::JobState;
 use crate::backend::sim::work::{WorkBook, WorkModel};
 use crate::config::fleet::{fleet_at_max, teams_of, FleetConfig};
 use crate::daemon::engine::Submission;
-use crate::daemon::job::JobState;
 use crate::daemon::state::{Messages, State, StateOptions};
 use crate::model::idle::IdleLedger;
 use crate::model::{default_classes, Fleet, GpuRequest, ModelChoice};

@@ -10,6 +10,54 @@ pub struct Access {
     pub team: Option<String>,
 }
 
+/// Who the daemon takes a client for (`GET /v1/whoami`): its role and team, the name its
+/// changes are filed under, and the Unix account its jobs run as (`None`: nobody).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WhoAmI {
+    pub role: Role,
+    pub team: Option<String>,
+    pub name: String,
+    pub user: Option<String>,
+}
+
+impl WhoAmI {
+    /// What it may do.
+    pub fn access(&self) -> Access {
+        Access {
+            role: self.role,
+            team: self.team.clone(),
+        }
+    }
+}
+
+/// A token as `gantry token list` shows it (`GET /v1/tokens`, and what `DELETE
+/// /v1/tokens/{id}` revoked): never the token, nor its full hash.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TokenInfo {
+    /// The first 12 hex digits of its SHA-256: what `gantry token revoke` takes.
+    pub id: String,
+    pub role: String,
+    pub team: Option<String>,
+    pub label: String,
+    /// The Unix account its jobs run as (`--user`), if it names one.
+    pub user: Option<String>,
+    /// Wall-clock Unix seconds.
+    pub created_at: f64,
+    pub expires_at: Option<f64>,
+    pub revoked_at: Option<f64>,
+    /// active, expired or revoked.
+    pub status: String,
+}
+
+/// A token just made (`POST /v1/tokens`): shown once, with the certificate a client over TCP
+/// pins when the daemon serves TLS.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MintedToken {
+    pub token: String,
+    pub role: String,
+    pub tls_fingerprint: Option<String>,
+}
+
 impl Access {
     pub fn operator() -> Access {
         Access {

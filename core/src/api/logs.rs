@@ -61,23 +61,27 @@ impl LogsFrom {
     }
 }
 
-/// A job's logs as `GET /v1/jobs/{id}/logs` answers (the fields the console uses).
+/// A job's logs: what `GET /v1/jobs/{id}/logs` answers, `gantry logs` prints and the console's
+/// log pane shows — the one type the daemon writes and its clients read.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct LogsView {
     pub job: i64,
+    pub state: super::JobState,
+    /// The job has ended: nothing more will be written.
     #[serde(rename = "final")]
     pub is_final: bool,
     pub nodes: Vec<NodeLogsView>,
 }
 
+/// One node's part of a job's logs.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct NodeLogsView {
     pub rank: usize,
     pub node: String,
     pub lines: Vec<LogLine>,
     /// Where the next read of this node starts (`OUT,ERR`).
-    #[serde(default)]
     pub cursor: String,
-    #[serde(default)]
+    /// Why this node's logs could not be read (the others' still are).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
 }

@@ -5,17 +5,23 @@
 //! do what is `access`.
 
 mod access;
+mod answers;
 mod client;
 pub mod history;
+mod job;
 pub mod logs;
+mod reports;
 pub mod services;
 mod snapshot;
 mod views;
 
 pub use crate::model::idle::{IdleCause, IdleNow};
 pub use access::*;
+pub use answers::*;
 pub use client::*;
+pub use job::JobState;
 pub use logs::{LogsFrom, LogsView, NodeLogsView};
+pub use reports::*;
 pub use snapshot::*;
 pub use views::*;
 

@@ -349,3 +349,46 @@ impl Snapshot {
         self.host = d.host;
     }
 }
+
+/// The fleet now: `GET /v1/fleet`, `gantry fleet` against a daemon — the snapshot's totals,
+/// pools, idle GPUs by cause and this host's GPU status.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FleetView {
+    pub simulated: bool,
+    pub calendar: CalendarNow,
+    pub gpus_total: usize,
+    pub gpus_busy: usize,
+    pub dollars_per_hour: f64,
+    pub idle_dollars_per_hour: f64,
+    pub idle_by_cause: Vec<IdleNow>,
+    pub pools: Vec<PoolRow>,
+    pub host: Option<HostStatus>,
+}
+
+impl FleetView {
+    /// The fleet part of snapshot `s`.
+    pub fn of(s: &Snapshot) -> FleetView {
+        FleetView {
+            simulated: s.simulated,
+            calendar: s.calendar.clone(),
+            gpus_total: s.gpus_total,
+            gpus_busy: s.gpus_busy,
+            dollars_per_hour: s.dollars_per_hour,
+            idle_dollars_per_hour: s.idle_dollars_per_hour,
+            idle_by_cause: s.idle_by_cause.clone(),
+            pools: s.pools.clone(),
+            host: s.host.clone(),
+        }
+    }
+}
+
+/// Whether the daemon answers, and its clock (`GET /v1/health`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Health {
+    pub ok: bool,
+    pub version: String,
+    pub simulated: bool,
+    /// Seconds on the daemon's clock.
+    pub now: f64,
+    pub snapshot_version: u64,
+}

@@ -2,55 +2,87 @@
 //! it: a job, a node, a pool, a GPU; a job's runs; a submission's preview.
 
 use super::history;
-use super::JobId;
+use super::{JobId, JobState};
 use serde::{Deserialize, Serialize};
 
-/// One job in detail, as the console shows it (the fields of `GET /v1/jobs/{id}` it uses).
+/// One job in detail: what `GET /v1/jobs/{id}` answers, `gantry job` prints and the console's
+/// job view shows — the one type the daemon writes and its clients read.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct JobView {
-    pub id: i64,
-    #[serde(default)]
+    pub id: JobId,
     pub name: Option<String>,
     /// Who submitted it.
-    #[serde(default)]
     pub user: Option<String>,
     pub team: String,
     pub class: String,
-    pub state: String,
+    pub state: JobState,
     pub submitted_at: f64,
-    #[serde(default)]
     pub started_at: Option<f64>,
-    /// `submitted_at` and `started_at` on the calendar (RFC 3339).
-    #[serde(default)]
+    /// `submitted_at` and `started_at` on the calendar (RFC 3339 in the fleet's time zone).
     pub submitted: String,
-    #[serde(default)]
     pub started: Option<String>,
-    #[serde(default)]
+    /// Whether it runs on GPUs another team lent (past its team's guarantee).
+    pub borrowed: bool,
+    /// Where it runs: node names and GPU indices.
     pub placement: Vec<String>,
-    #[serde(default)]
     pub dollars_per_hour: f64,
-    #[serde(default)]
+    /// Dollars so far: finished runs plus the current one.
     pub cost_usd: f64,
-    #[serde(default)]
+    /// Where it stands in the queue, for a waiting job.
+    pub explanation: Option<crate::scheduler::cycle::Explanation>,
+    /// Why it waits, or how it ended, in one line.
     pub reason: Option<String>,
-    #[serde(default)]
+    /// Its spec as submitted (secrets' values never; `envs` values only for its team).
     pub spec: String,
-    #[serde(default)]
-    pub events: Vec<JobEvent>,
-    /// Every run it had: nodes, times, how each ended.
-    #[serde(default)]
+    /// The pipeline it is a task of (by name), and the job before it there.
+    pub pipeline: Option<String>,
+    pub after: Option<JobId>,
+    /// Its latest events, oldest first.
+    pub events: Vec<EventRecord>,
+    /// Every run it had: nodes, times, how each ended, what each cost.
     pub runs: Vec<RunRecord>,
-    /// The last lines of its logs, for jobs that ran on the daemon's host.
-    #[serde(default)]
+    /// The last lines of its logs (for its team and operators).
     pub log_tail: Vec<String>,
 }
 
+impl JobView {
+    /// Why it is where it is (`GET /v1/jobs/{id}/explain`, `gantry explain`).
+    pub fn explain(&self) -> Explain {
+        let detail = self.reason.clone().unwrap_or_else(|| match self.state {
+            JobState::Running => format!("running on {}", self.placement.join("; ")),
+            s => s.to_string(),
+        });
+        Explain {
+            id: self.id,
+            state: self.state,
+            position: self.explanation.as_ref().map(|e| e.position),
+            detail,
+            explanation: self.explanation.clone(),
+        }
+    }
+}
+
+/// Why a job is where it is: its state, its place in the queue (0: held out of it) and the
+/// scheduler's reason.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Explain {
+    pub id: JobId,
+    pub state: JobState,
+    pub position: Option<usize>,
+    pub detail: String,
+    pub explanation: Option<crate::scheduler::cycle::Explanation>,
+}
+
+/// One event of the daemon's log (`GET /v1/events`, a job's events), as the journal keeps it.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct JobEvent {
+pub struct EventRecord {
+    pub seq: i64,
+    /// Seconds on the daemon's clock.
     pub at: f64,
-    /// `at` on the calendar (RFC 3339 in the fleet's zone); empty from a daemon before it.
-    #[serde(default)]
+    /// `at` on the calendar (RFC 3339 in the fleet's time zone), filled in by the state.
     pub time: String,
+    pub job: Option<JobId>,
+    pub kind: String,
     pub detail: String,
 }
 

@@ -13,7 +13,7 @@ use crate::model::{
     validate_teams, GpuRequest, Health, JobRequest, ModelChoice, NodeId, Placement, PriorityClass,
     Team, TeamError, MILLI_PER_GPU,
 };
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, HashSet};
 
 pub type JobId = u64;
@@ -113,7 +113,7 @@ pub enum Decision {
     },
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "kebab-case")]
 pub enum PendingReason {
     Held,
@@ -166,7 +166,7 @@ impl PendingReason {
     }
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Explanation {
     pub job: JobId,
     /// 1-based rank among runnable (not held) pending jobs; 0 when held.

@@ -48,6 +48,15 @@ pub enum ReclaimAction {
 }
 
 impl ReclaimAction {
+    /// As the API writes it (`checkpoint-and-requeue`).
+    pub fn name(&self) -> &'static str {
+        match self {
+            ReclaimAction::CheckpointAndRequeue => "checkpoint-and-requeue",
+            ReclaimAction::Cancel => "cancel",
+            ReclaimAction::Suspend => "suspend",
+        }
+    }
+
     pub fn describe(&self) -> &'static str {
         match self {
             ReclaimAction::CheckpointAndRequeue => "checkpoint + requeue",

@@ -13,15 +13,15 @@ use std::time::Duration;
 
 pub use pool::CloudPool;
 
-/// What a cloud registers (`backend::registry`): its provisioner buys and gives back
+/// What a cloud registers (`backend::registration`): its provisioner buys and gives back
 /// instances; its runner is SSH slots, each the instance bought for it once it runs
 /// (`Runner::attach`).
 pub const fn registration(
     backend: crate::config::fleet::Backend,
-    cloud: &'static str,
-    provisioner: crate::backend::registry::MakeProvisioner,
-) -> crate::backend::registry::Registration {
-    crate::backend::registry::Registration {
+    cloud: &'static crate::backend::registration::CloudRegistration,
+    provisioner: crate::backend::registration::MakeProvisioner,
+) -> crate::backend::registration::Registration {
+    crate::backend::registration::Registration {
         backend,
         runner: |p, _, nodes, opening| {
             Ok(Box::new(crate::backend::ssh::SshPool::slots(
@@ -221,34 +221,17 @@ pub fn default_fleet() -> String {
         .unwrap_or_else(|| "gantry".to_string())
 }
 
-/// The clouds gantry buys from, by pool: the one place that names them (the CLI's `cloud`
-/// commands and the provisioners go through here).
+/// What `gantry cloud` says of a pool, whichever cloud it buys from (`registry::cloud_of`).
 pub mod by_pool {
-    use super::{CheckLines, Cloud, Instance};
+    use super::{CheckLines, Instance};
+    use crate::backend::registration::CloudRegistration;
     use crate::config::fleet::PoolConfig;
-
-    /// The places pool `p` tries, in order, and the fleet name that marks its instances.
-    pub fn places_and_fleet(p: &PoolConfig) -> (Vec<String>, String) {
-        if p.is_lambda() {
-            let t = crate::backend::lambda::target_of(p);
-            let l = p.lambda.clone().unwrap_or_default();
-            (l.regions_or(&p.region), t.fleet)
-        } else {
-            let t = crate::backend::ec2::target_of(p);
-            let e = p.ec2.clone().unwrap_or_default();
-            (e.zones_or(&p.zone), t.fleet)
-        }
-    }
 
     /// What the catalog gantry carries says of pool `p`'s type in its region, beside the price
     /// the pool counts.
-    pub fn catalog_line(p: &PoolConfig) -> (bool, String) {
-        use crate::config::catalog::{offers, Cloud};
-        let cloud = if p.is_lambda() {
-            Cloud::Lambda
-        } else {
-            Cloud::Aws
-        };
+    pub fn catalog_line(c: &CloudRegistration, p: &PoolConfig) -> (bool, String) {
+        use crate::config::catalog::offers;
+        let cloud = c.catalog;
         let here: Vec<_> = offers(cloud)
             .iter()
             .filter(|o| o.instance_type == p.instance_type && o.region == p.region)
@@ -294,38 +277,16 @@ pub mod by_pool {
         )
     }
 
-    /// `gantry cloud check`'s lines for pool `p`.
-    pub async fn check(p: &PoolConfig) -> CheckLines {
-        let mut lines = vec![catalog_line(p)];
-        lines.extend(check_cloud(p).await);
+    /// `gantry cloud check`'s lines for pool `p` of cloud `c`.
+    pub async fn check(c: &CloudRegistration, p: &PoolConfig) -> CheckLines {
+        let (places, _) = (c.places_and_fleet)(p);
+        let mut lines = vec![catalog_line(c, p)];
+        lines.extend((c.check)(p, &places).await);
         lines
     }
 
-    async fn check_cloud(p: &PoolConfig) -> CheckLines {
-        let (places, _) = places_and_fleet(p);
-        if p.is_lambda() {
-            match crate::backend::lambda::api::Lambda::new(crate::backend::lambda::target_of(p)) {
-                Ok(l) => l.check(&places).await,
-                Err(e) => vec![(false, e)],
-            }
-        } else {
-            let ec2 = crate::backend::ec2::api::Ec2::new(crate::backend::ec2::target_of(p)).await;
-            ec2.check(&places).await
-        }
-    }
-
-    /// Every instance gantry owns in pool `p`, asked from its cloud.
-    pub async fn list(p: &PoolConfig) -> Result<Vec<Instance>, String> {
-        let found = if p.is_lambda() {
-            crate::backend::lambda::api::Lambda::new(crate::backend::lambda::target_of(p))?
-                .list()
-                .await
-        } else {
-            crate::backend::ec2::api::Ec2::new(crate::backend::ec2::target_of(p))
-                .await
-                .list()
-                .await
-        };
-        found.map_err(|r| r.why().to_string())
+    /// Every instance gantry owns in pool `p`, asked from its cloud `c`.
+    pub async fn list(c: &CloudRegistration, p: &PoolConfig) -> Result<Vec<Instance>, String> {
+        (c.list)(p).await
     }
 }

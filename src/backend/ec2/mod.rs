@@ -8,12 +8,46 @@
 pub mod api;
 
 /// EC2 instances gantry buys and gives back, each an SSH host running its agent.
-pub const REGISTRATION: crate::backend::registry::Registration =
+pub const REGISTRATION: crate::backend::registration::Registration =
     crate::backend::cloud::registration(
         crate::config::fleet::Backend::Ec2,
-        "EC2",
+        &CLOUD,
         |p, _, nodes, _, _| Ok(Box::new(open(p, nodes.to_vec())?)),
     );
+
+/// What `gantry cloud` asks of EC2.
+const CLOUD: crate::backend::registration::CloudRegistration =
+    crate::backend::registration::CloudRegistration {
+        name: "EC2",
+        catalog: crate::config::catalog::Cloud::Aws,
+        places_and_fleet,
+        check,
+        list,
+    };
+
+/// The zones pool `p` tries, in order, and the fleet name that tags its instances.
+fn places_and_fleet(p: &crate::config::fleet::PoolConfig) -> (Vec<String>, String) {
+    let e = p.ec2.clone().unwrap_or_default();
+    (e.zones_or(&p.zone), target_of(p).fleet)
+}
+
+fn check<'a>(
+    p: &'a crate::config::fleet::PoolConfig,
+    zones: &'a [String],
+) -> crate::backend::registration::Answer<'a, crate::backend::cloud::CheckLines> {
+    use crate::backend::cloud::Cloud;
+    Box::pin(async move { Ec2::new(target_of(p)).await.check(zones).await })
+}
+
+fn list(
+    p: &crate::config::fleet::PoolConfig,
+) -> crate::backend::registration::Answer<'_, crate::backend::registration::Listed> {
+    use crate::backend::cloud::Cloud;
+    Box::pin(async move {
+        let found = Ec2::new(target_of(p)).await.list().await;
+        found.map_err(|r| r.why().to_string())
+    })
+}
 
 use crate::backend::cloud::{pool::Reach, CloudPool};
 use api::{Ec2, Target};
@@ -53,7 +87,7 @@ pub fn open(
     })?;
     let target = target_of(p);
     let reach = Reach {
-        name: crate::backend::error::PoolAt::of(p).to_string(),
+        name: crate::backend::error::PoolAt::of(p, true).to_string(),
         places: settings.zones_or(&p.zone),
         ssh_user: settings.ssh_user().to_string(),
         ssh_host: settings.ssh_host().to_string(),

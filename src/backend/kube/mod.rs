@@ -13,8 +13,8 @@ mod start;
 pub mod wanted;
 
 /// A Kubernetes cluster's nodes: pods gantry binds.
-pub const REGISTRATION: crate::backend::registry::Registration =
-    crate::backend::registry::Registration {
+pub const REGISTRATION: crate::backend::registration::Registration =
+    crate::backend::registration::Registration {
         backend: crate::config::fleet::Backend::Kubernetes,
         runner: |p, _, nodes, opening| {
             Ok(Box::new(runner::KubePool::open(

@@ -8,12 +8,51 @@
 pub mod api;
 
 /// Lambda Cloud instances gantry buys and gives back, each an SSH host running its agent.
-pub const REGISTRATION: crate::backend::registry::Registration =
+pub const REGISTRATION: crate::backend::registration::Registration =
     crate::backend::cloud::registration(
         crate::config::fleet::Backend::Lambda,
-        "Lambda Cloud",
+        &CLOUD,
         |p, _, nodes, _, _| Ok(Box::new(open(p, nodes.to_vec())?)),
     );
+
+/// What `gantry cloud` asks of Lambda Cloud.
+const CLOUD: crate::backend::registration::CloudRegistration =
+    crate::backend::registration::CloudRegistration {
+        name: "Lambda Cloud",
+        catalog: crate::config::catalog::Cloud::Lambda,
+        places_and_fleet,
+        check,
+        list,
+    };
+
+/// The regions pool `p` tries, in order, and the fleet name its instances' names begin with.
+fn places_and_fleet(p: &crate::config::fleet::PoolConfig) -> (Vec<String>, String) {
+    let l = p.lambda.clone().unwrap_or_default();
+    (l.regions_or(&p.region), target_of(p).fleet)
+}
+
+fn check<'a>(
+    p: &'a crate::config::fleet::PoolConfig,
+    regions: &'a [String],
+) -> crate::backend::registration::Answer<'a, crate::backend::cloud::CheckLines> {
+    use crate::backend::cloud::Cloud;
+    Box::pin(async move {
+        match Lambda::new(target_of(p)) {
+            Ok(l) => l.check(regions).await,
+            Err(e) => vec![(false, e)],
+        }
+    })
+}
+
+fn list(
+    p: &crate::config::fleet::PoolConfig,
+) -> crate::backend::registration::Answer<'_, crate::backend::registration::Listed> {
+    use crate::backend::cloud::Cloud;
+    Box::pin(async move {
+        let found = Lambda::new(target_of(p))?.list().await;
+        found.map_err(|r| r.why().to_string())
+    })
+}
 
 use crate::backend::cloud::{pool::Reach, CloudPool};
 use crate::backend::error::OpenWhy;
@@ -61,7 +100,7 @@ pub fn open(
         )));
     }
     let reach = Reach {
-        name: crate::backend::error::PoolAt::of(p).to_string(),
+        name: crate::backend::error::PoolAt::of(p, true).to_string(),
         places: settings.regions_or(&p.region),
         ssh_user: settings.ssh_user().to_string(),
         ssh_host: settings.ssh_host().to_string(),

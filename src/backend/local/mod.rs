@@ -9,8 +9,8 @@ pub mod runs;
 pub mod stage;
 
 /// This host: real processes, GPUs through NVML.
-pub const REGISTRATION: crate::backend::registry::Registration =
-    crate::backend::registry::Registration {
+pub const REGISTRATION: crate::backend::registration::Registration =
+    crate::backend::registration::Registration {
         backend: crate::config::fleet::Backend::Local,
         runner: |_, _, _, opening| {
             Ok(Box::new(pool::LocalPool::open(

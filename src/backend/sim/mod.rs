@@ -16,8 +16,8 @@ pub use work::WorkBook;
 /// The simulated fleet: made-up runs on every pool, and nodes bought and given back on a
 /// virtual clock. One stream of draws per pool, so adding a pool leaves the others' as they
 /// were.
-pub const REGISTRATION: crate::backend::registry::Registration =
-    crate::backend::registry::Registration {
+pub const REGISTRATION: crate::backend::registration::Registration =
+    crate::backend::registration::Registration {
         backend: crate::config::fleet::Backend::Simulated,
         runner: |_, index, nodes, opening| {
             let seed = opening.seed ^ (index as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);

@@ -16,8 +16,8 @@ mod submits;
 pub mod token;
 
 /// A Slurm cluster's nodes, through slurmrestd: each node's part of a job a batch job.
-pub const REGISTRATION: crate::backend::registry::Registration =
-    crate::backend::registry::Registration {
+pub const REGISTRATION: crate::backend::registration::Registration =
+    crate::backend::registration::Registration {
         backend: crate::config::fleet::Backend::Slurm,
         runner: |p, _, nodes, opening| {
             Ok(Box::new(runner::SlurmPool::open(

@@ -71,8 +71,8 @@ use ship::copy_workdir;
 pub use ship::remote_workdir;
 
 /// Hosts listed in the fleet file, reached over SSH, where `gantry agent` runs the jobs.
-pub const REGISTRATION: crate::backend::registry::Registration =
-    crate::backend::registry::Registration {
+pub const REGISTRATION: crate::backend::registration::Registration =
+    crate::backend::registration::Registration {
         backend: crate::config::fleet::Backend::Ssh,
         runner: |p, _, _, opening| {
             Ok(Box::new(SshPool::connect(

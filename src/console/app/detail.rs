@@ -3,6 +3,7 @@
 //! log in a box of their own at the bottom, so the latest output is never below the fold.
 
 use super::*;
+use crate::api::JobState;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
@@ -59,7 +60,7 @@ impl App {
             )),
         ];
         if let Some(r) = &d.reason {
-            let head = if d.state == "pending" || d.state == "held" {
+            let head = if matches!(d.state, JobState::Pending | JobState::Held) {
                 "why it waits: "
             } else {
                 "why: "

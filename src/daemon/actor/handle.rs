@@ -2,10 +2,11 @@
 //! publishes, and the cloneable `Handle` the API, the CLI and the console hold.
 
 use crate::api::Snapshot;
+use crate::api::{HistoryJob, JobView, Report, ReportBy};
 use crate::daemon::auth::{hash_token, rfc3339, unix_now, Caller, Grant, Role, TokenInfo};
 use crate::daemon::engine::{EngineError, Submission};
 use crate::daemon::journal::{EventRecord, JobId, JournalError};
-use crate::daemon::state::{Action, Counters, Histogram, JobDetail, JobLogs, Report, ReportBy};
+use crate::daemon::state::{Action, Counters, Histogram, JobLogs};
 use crate::scheduler::reclaim::ReclaimPlan;
 use serde::Serialize;
 use std::collections::HashMap;
@@ -103,7 +104,7 @@ pub enum Request {
     },
     Job {
         id: JobId,
-        reply: Reply<JobDetail>,
+        reply: Reply<JobView>,
     },
     /// Where a job's logs are (the API reads them).
     Logs {
@@ -181,7 +182,7 @@ pub enum Request {
     /// Finished jobs from the journal, with their runs (`gantry history`).
     History {
         query: crate::daemon::journal::HistoryQuery,
-        reply: Reply<Vec<crate::daemon::state::HistoryJob>>,
+        reply: Reply<Vec<HistoryJob>>,
     },
     /// Open the state again over an edited fleet file (or say why the edit cannot be read).
     /// `force`: the operator asked for it (SIGHUP), so a file that fails live jobs is applied.

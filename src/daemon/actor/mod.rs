@@ -176,7 +176,7 @@ const BURST_CYCLE_SHARE: u32 = 10;
 /// How long without a submission ends a burst. The burst's spacing protects submissions that
 /// keep arriving; the last jobs of one must not wait nine cycles' time for their first cycle
 /// once nothing else comes (on a loaded CI box a job submitted just after two others was still
-/// unexplained well after they ran: `tests/accounting.rs`).
+/// unexplained well after they ran: `tests/daemon/accounting.rs`).
 const BURST_QUIET: Duration = Duration::from_millis(10);
 
 /// The least time before the next cycle after one that took `wall` (its actor thread's CPU:

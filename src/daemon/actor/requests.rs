@@ -106,7 +106,11 @@ impl Actor {
                 let _ = reply.send(
                     self.state
                         .tokens()
-                        .map(|ts| ts.iter().map(|t| TokenInfo::of(t, now)).collect())
+                        .map(|ts| {
+                            ts.iter()
+                                .map(|t| crate::daemon::auth::token_info(t, now))
+                                .collect()
+                        })
                         .map_err(ApiError::from),
                 );
             }
@@ -289,6 +293,6 @@ impl Actor {
             }
             t.revoked_at = Some(at);
         }
-        Ok(TokenInfo::of(&t, at))
+        Ok(crate::daemon::auth::token_info(&t, at))
     }
 }

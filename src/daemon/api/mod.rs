@@ -8,7 +8,8 @@ use super::actor::{ApiError, Handle, Published, Request};
 use super::auth::{Caller, Role};
 use super::engine::Submission;
 use super::journal::JobId;
-use super::state::{Action, ReportBy};
+use super::state::Action;
+use crate::api::ReportBy;
 use axum::body::{to_bytes, Body, Bytes};
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{header, StatusCode};
@@ -21,8 +22,15 @@ use std::sync::Arc;
 
 pub use crate::api::MAX_BODY;
 
+mod events;
+mod exec;
+mod history;
+pub mod logs;
+pub mod metrics;
+mod replay;
 mod submit;
 mod tokens;
+mod workdirs;
 pub(super) use submit::valid_key;
 use submit::{body_bytes, preview, service_down, service_up, submit};
 use tokens::{revoke, token, tokens};
@@ -83,11 +91,11 @@ pub fn router(
         .route("/v1/snapshot", get(snapshot))
         .route("/v1/jobs", get(jobs).post(submit))
         .route("/v1/preview", post(preview))
-        .route("/v1/workdirs", post(super::uploads::upload_workdir))
+        .route("/v1/workdirs", post(workdirs::upload_workdir))
         .route("/v1/jobs/{id}", get(job))
         .route("/v1/jobs/{id}/explain", get(explain))
-        .route("/v1/jobs/{id}/logs", get(super::logs::logs))
-        .route("/v1/jobs/{id}/exec", post(super::exec::exec))
+        .route("/v1/jobs/{id}/logs", get(logs::logs))
+        .route("/v1/jobs/{id}/exec", post(exec::exec))
         .route("/v1/jobs/{id}/priority", put(priority))
         .route("/v1/jobs/{id}/{action}", post(act))
         .route("/v1/services", get(services).post(service_up))
@@ -98,8 +106,8 @@ pub fn router(
         .route("/v1/teams", get(teams))
         .route("/v1/events", get(events))
         .route("/v1/report", get(report))
-        .route("/v1/history", get(super::audit::history))
-        .route("/v1/events/stream", get(super::stream::stream))
+        .route("/v1/history", get(history::history))
+        .route("/v1/events/stream", get(events::stream))
         .route("/v1/reclaim", get(reclaim_plan).post(reclaim_apply))
         .route("/v1/tokens", post(token).get(tokens))
         .route("/v1/clouds", get(tokens::clouds))
@@ -114,8 +122,8 @@ pub fn router(
         })
         // Inside authentication: a kept answer is the caller's own.
         .layer(axum::middleware::from_fn_with_state(
-            Arc::new(super::replay::Replays::default()),
-            super::replay::remember,
+            Arc::new(replay::Replays::default()),
+            replay::remember,
         ))
         .layer(axum::middleware::from_fn_with_state(
             api.clone(),
@@ -179,7 +187,7 @@ async fn authenticate(
                         p.prove();
                     }
                     // A long-lived answer (the event stream) checks it again as it goes.
-                    let bearer = super::stream::Bearer(t.to_string());
+                    let bearer = events::Bearer(t.to_string());
                     req.extensions_mut().insert(bearer);
                     c
                 }
@@ -254,20 +262,11 @@ pub(super) fn require(caller: &Caller, role: Role, what: &str) -> Result<(), Api
     }
 }
 
-#[derive(Serialize)]
-struct Health {
-    ok: bool,
-    version: &'static str,
-    simulated: bool,
-    now: f64,
-    snapshot_version: u64,
-}
-
 async fn health(State(api): State<Api>) -> Response {
     let p = published(&api).await;
-    ok(&Health {
+    ok(&crate::api::Health {
         ok: true,
-        version: env!("CARGO_PKG_VERSION"),
+        version: env!("CARGO_PKG_VERSION").to_string(),
         simulated: p.snapshot.simulated,
         now: p.snapshot.now,
         snapshot_version: p.snapshot.version,
@@ -275,7 +274,7 @@ async fn health(State(api): State<Api>) -> Response {
 }
 
 async fn whoami(Extension(caller): Extension<Caller>) -> Response {
-    ok(&caller)
+    ok(&caller.whoami())
 }
 
 async fn snapshot(State(api): State<Api>) -> Response {
@@ -304,7 +303,7 @@ async fn jobs(
     };
     // A state no job can be in matches nothing: said, not answered with an empty list.
     if let Some(states) = q.get("state") {
-        let names = super::job::JobState::ALL.map(super::job::JobState::name);
+        let names = crate::api::JobState::ALL.map(crate::api::JobState::name);
         if let Some(bad) = states.split(',').find(|s| !names.contains(s)) {
             let hint = crate::spec::did_you_mean(bad, &names)
                 .map_or(String::new(), |m| format!("; did you mean `{m}`?"));
@@ -408,35 +407,16 @@ async fn job(
         detail.spec = crate::spec::redact::redact(&detail.spec, false);
     } else {
         // Logs are the team's and the operators' (`GET /v1/jobs/{id}/logs` says why).
-        detail.log_tail = super::logs::tail(&api.handle, id, 20).await;
+        detail.log_tail = logs::tail(&api.handle, id, 20).await;
     }
     Ok(ok(&detail))
 }
 
-#[derive(Serialize)]
-struct Explain<'a> {
-    id: JobId,
-    state: &'a str,
-    position: Option<usize>,
-    detail: &'a str,
-    explanation: Option<crate::scheduler::cycle::Explanation>,
-}
-
+/// Why a job is where it is (`gantry explain`).
 async fn explain(State(api): State<Api>, Path(id): Path<String>) -> Result<Response, ApiError> {
     let id = job_id(&id)?;
     let d = api.handle.call(|reply| Request::Job { id, reply }).await?;
-    let state = d.state.name();
-    let detail = d.reason.clone().unwrap_or_else(|| match d.state {
-        super::job::JobState::Running => format!("running on {}", d.placement.join("; ")),
-        s => format!("{s}"),
-    });
-    Ok(ok(&Explain {
-        id,
-        state,
-        position: d.explanation.as_ref().map(|e| e.position),
-        detail: &detail,
-        explanation: d.explanation.clone(),
-    }))
+    Ok(ok(&d.explain()))
 }
 
 async fn act(
@@ -464,7 +444,10 @@ async fn act(
             reply,
         })
         .await?;
-    Ok(ok(&serde_json::json!({"id": id, "done": action.name()})))
+    Ok(ok(&crate::api::Acted {
+        id,
+        done: action.name().to_string(),
+    }))
 }
 
 #[derive(Deserialize)]
@@ -502,36 +485,11 @@ async fn priority(
             reply,
         })
         .await?;
-    Ok(ok(&serde_json::json!({"id": id, "class": class})))
-}
-
-#[derive(Serialize)]
-struct FleetView<'a> {
-    simulated: bool,
-    calendar: &'a crate::api::CalendarNow,
-    gpus_total: usize,
-    gpus_busy: usize,
-    dollars_per_hour: f64,
-    idle_dollars_per_hour: f64,
-    idle_by_cause: &'a [crate::api::IdleNow],
-    pools: &'a [crate::api::PoolRow],
-    host: &'a Option<crate::api::HostStatus>,
+    Ok(ok(&crate::api::Reprioritized { id, class }))
 }
 
 async fn fleet(State(api): State<Api>) -> Response {
-    let p = published(&api).await;
-    let s = &p.snapshot;
-    ok(&FleetView {
-        simulated: s.simulated,
-        calendar: &s.calendar,
-        gpus_total: s.gpus_total,
-        gpus_busy: s.gpus_busy,
-        dollars_per_hour: s.dollars_per_hour,
-        idle_dollars_per_hour: s.idle_dollars_per_hour,
-        idle_by_cause: &s.idle_by_cause,
-        pools: &s.pools,
-        host: &s.host,
-    })
+    ok(&crate::api::FleetView::of(&published(&api).await.snapshot))
 }
 
 async fn teams(State(api): State<Api>) -> Response {
@@ -659,7 +617,7 @@ async fn reclaim(
 }
 
 async fn metrics(State(api): State<Api>) -> Response {
-    let text = super::metrics::render_metrics(&*published(&api).await);
+    let text = metrics::render_metrics(&*published(&api).await);
     (
         StatusCode::OK,
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],

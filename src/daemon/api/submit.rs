@@ -19,11 +19,7 @@ pub(super) async fn submit(
         .handle
         .call(|reply| Request::Submit { submission, reply })
         .await?;
-    #[derive(Serialize)]
-    struct Submitted {
-        id: JobId,
-    }
-    Ok(json(StatusCode::CREATED, &Submitted { id }))
+    Ok(json(StatusCode::CREATED, &crate::api::Submitted { id }))
 }
 
 /// `gantry serve up`: the body is the service's file; `?name=`, `?endpoint=`, `?team=`,
@@ -67,11 +63,7 @@ pub(super) async fn service_down(
             reply,
         })
         .await?;
-    #[derive(Serialize)]
-    struct Down {
-        cancelled: Vec<JobId>,
-    }
-    Ok(ok(&Down { cancelled }))
+    Ok(ok(&crate::api::ServiceDown { cancelled }))
 }
 
 /// Checks a job spec and says where it would land now, without submitting it.
@@ -205,9 +197,9 @@ fn paths_are_the_callers(
         };
         let mut parts = rest.components();
         let ours = parts.next().is_some_and(|c| {
-            c.as_os_str().to_str().is_some_and(|n| {
-                n.ends_with(&format!("-{}", super::super::uploads::upload_tag(caller)))
-            })
+            c.as_os_str()
+                .to_str()
+                .is_some_and(|n| n.ends_with(&format!("-{}", super::workdirs::upload_tag(caller))))
         });
         ours && parts.all(|c| matches!(c, std::path::Component::Normal(_)))
     };

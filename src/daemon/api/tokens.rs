@@ -65,11 +65,11 @@ pub(super) async fn token(
         .await?;
     Ok(json(
         StatusCode::CREATED,
-        &serde_json::json!({
-            "token": token,
-            "role": role.name(),
-            "tls_fingerprint": api.tls_fingerprint,
-        }),
+        &crate::api::MintedToken {
+            token,
+            role: role.name().to_string(),
+            tls_fingerprint: api.tls_fingerprint.as_deref().map(str::to_string),
+        },
     ))
 }
 

@@ -11,8 +11,8 @@ mod open;
 
 pub use limits::{Limit, UserLimits};
 
-use super::job::JobState;
 use super::journal::{Charge, JobId, JobRecord, JournalError, NewJob, Store};
+use crate::api::JobState;
 use crate::model::{validate_teams, Fleet, JobRequest, Placement, PriorityClass, Team, TeamError};
 use crate::scheduler::cycle::{
     run_cycle, CycleConfig, CycleError, CycleInput, CycleOutput, Decision, Explanation, PendingJob,

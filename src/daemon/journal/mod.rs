@@ -14,7 +14,7 @@ pub use runs::{HistoryQuery, Queued};
 use schema::MIGRATIONS;
 pub use services::{ReplicaRecord, ServiceRecord};
 
-use super::job::JobState;
+use crate::api::JobState;
 use rusqlite::{params, Connection, OptionalExtension};
 use serde::Serialize;
 use std::os::unix::fs::PermissionsExt;
@@ -128,18 +128,8 @@ impl TokenRecord {
     }
 }
 
-/// One journal event.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct EventRecord {
-    pub seq: i64,
-    /// Seconds on the daemon's clock.
-    pub at: f64,
-    /// `at` on the calendar (RFC 3339 in the fleet's time zone), filled in by the state.
-    pub time: String,
-    pub job: Option<JobId>,
-    pub kind: String,
-    pub detail: String,
-}
+/// One journal event (the wire's type: the journal keeps what clients read).
+pub use crate::api::EventRecord;
 
 #[derive(Debug, thiserror::Error)]
 pub enum JournalError {

@@ -33,13 +33,13 @@ mod view;
 mod waits;
 mod wanted;
 
-pub use budget::{QueueRow, Report, ReportBy, ReportRow};
+use crate::api::{HistoryJob, QueueRow, Report, ReportBy, ReportRow};
 pub use export::{GpuMetric, JobGpuMetric};
-pub use view::{reason_text, JobDetail, JobLogs};
+pub use view::{reason_text, JobLogs};
 
 use super::engine::{BudgetGate, Engine, EngineError, Submission};
-use super::job::JobState;
 use super::journal::{EventRecord, JobId};
+use crate::api::JobState;
 use crate::api::{JobRow, PoolRow, Snapshot, TeamRow, EVENTS_KEPT};
 use crate::config::fleet::{
     classes_of, fleet_at_max, teams_of, BudgetAction, FleetConfig, TeamConfig,
@@ -259,22 +259,6 @@ impl Histogram {
     }
 }
 
-/// A finished job as `gantry history` lists it, with its runs.
-#[derive(Clone, Debug, Serialize, serde::Deserialize)]
-pub struct HistoryJob {
-    pub id: JobId,
-    pub name: Option<String>,
-    pub user: Option<String>,
-    pub team: String,
-    pub class: String,
-    pub state: JobState,
-    /// RFC 3339: when it was submitted and when it last changed (ended, for a final job).
-    pub submitted: String,
-    pub ended: String,
-    pub cost_usd: f64,
-    pub runs: Vec<crate::daemon::journal::RunRecord>,
-}
-
 /// How often consolidation looks for a cloud node to give back (at most one at a time).
 const CONSOLIDATE_EVERY_S: f64 = 300.0;
 
@@ -319,7 +303,7 @@ pub struct State {
     nodes: Nodes,
     /// Per real host: its GPUs as NVML last reported them (or why it cannot). A node without
     /// an entry has no measurements, and none are made up for it.
-    measured: BTreeMap<usize, super::host::HostTelemetry>,
+    measured: BTreeMap<usize, super::local_gpus::HostTelemetry>,
     /// Jobs on real backends (this host, SSH hosts) and those hosts.
     hosts: hosts::Hosts,
     budgets: Vec<TeamBudget>,

@@ -4,7 +4,7 @@
 
 use super::*;
 use crate::backend::Discovery;
-use crate::daemon::host::HostChange;
+use crate::daemon::local_gpus::HostChange;
 
 impl State {
     /// A sample of the real host named `node` as if its agent had sent it, the process groups

@@ -2,6 +2,7 @@
 
 use super::budget::budget_used;
 use super::*;
+use crate::api::JobView;
 
 /// Where a job's logs are (read off the actor by the API).
 pub struct JobLogs {
@@ -15,44 +16,9 @@ pub struct JobLogs {
     pub none: Option<String>,
 }
 
-/// Everything about one job, for `gantry job ID`.
-#[derive(Clone, Debug, Serialize)]
-pub struct JobDetail {
-    pub id: JobId,
-    pub name: Option<String>,
-    /// Who submitted it.
-    pub user: Option<String>,
-    pub team: String,
-    pub class: String,
-    pub state: JobState,
-    pub submitted_at: f64,
-    pub started_at: Option<f64>,
-    /// The same on the calendar, RFC 3339.
-    pub submitted: String,
-    pub started: Option<String>,
-    pub borrowed: bool,
-    /// Where it runs: node names and GPU indices.
-    pub placement: Vec<String>,
-    pub dollars_per_hour: f64,
-    /// Dollars so far: finished runs plus the current one.
-    pub cost_usd: f64,
-    pub explanation: Option<crate::scheduler::cycle::Explanation>,
-    /// The explanation in one line.
-    pub reason: Option<String>,
-    pub spec: String,
-    /// The pipeline it is a task of (by name), and the job before it there.
-    pub pipeline: Option<String>,
-    pub after: Option<JobId>,
-    pub events: Vec<EventRecord>,
-    /// Every run it had, oldest first: nodes, times, how each ended, what each cost.
-    pub runs: Vec<crate::daemon::journal::RunRecord>,
-    /// The last lines of its stdout and stderr, if it ran on this host.
-    pub log_tail: Vec<String>,
-}
-
 impl State {
     /// Everything about one job.
-    pub fn job_detail(&mut self, id: JobId) -> Result<JobDetail, EngineError> {
+    pub fn job_detail(&mut self, id: JobId) -> Result<JobView, EngineError> {
         let events = self.engine.store().events(Some(id), 100)?;
         let events = self.dated(events);
         let record = self.engine.job_record(id)?.ok_or(EngineError::NoJob(id))?;
@@ -74,7 +40,7 @@ impl State {
             // Finished long enough ago to be only in the journal (or no longer resolvable).
             let (pipeline, after) = crate::spec::parse("journal", record.spec.as_bytes())
                 .map_or((None, None), |s| (s.pipeline, s.after));
-            return Ok(JobDetail {
+            return Ok(JobView {
                 id,
                 name: record.name,
                 user: record.user,
@@ -135,7 +101,7 @@ impl State {
                 })
                 .collect()
         });
-        Ok(JobDetail {
+        Ok(JobView {
             id,
             name: j.name.clone(),
             user: j.user.clone(),

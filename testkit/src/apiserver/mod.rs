@@ -1,6 +1,6 @@
 //! A Kubernetes API server for tests and benchmarks: no kube-apiserver can be installed on
 //! the machines gantry is built on, so this keeps the semantics gantry's client relies on —
-//! checked with the real `kubectl` (tests/kube.rs) so it cannot drift from what a client
+//! checked with the real `kubectl` (tests/clusters/kube.rs) so it cannot drift from what a client
 //! expects:
 //!
 //! * every object and list carries a `resourceVersion` from one counter;

@@ -5,7 +5,7 @@ use super::*;
 use std::fmt;
 
 /// Why a job could not be placed. Data, so the console and CLI can render it.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, serde::Deserialize)]
 #[serde(tag = "kind", rename_all = "kebab-case")]
 pub enum Unplaceable {
     /// The request itself is malformed.
@@ -22,7 +22,7 @@ pub enum Unplaceable {
     },
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, serde::Deserialize)]
 pub struct Block {
     pub level: DomainLevel,
     pub domain: String,

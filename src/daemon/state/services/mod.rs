@@ -56,19 +56,7 @@ pub struct ServiceUp {
     pub auth: bool,
 }
 
-/// What `serve up` did.
-#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct ServiceUpAnswer {
-    pub name: String,
-    pub version: u32,
-    pub endpoint: String,
-    /// Replicas it starts with.
-    pub replicas: u32,
-    /// The bearer token its endpoint asks for, made by this `serve up --auth` (shown once:
-    /// the daemon keeps its SHA-256).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub token: Option<String>,
-}
+pub use crate::api::ServiceUpAnswer;
 
 pub(super) struct Service {
     record: ServiceRecord,

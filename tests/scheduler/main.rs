@@ -1,0 +1,12 @@
+//! The scheduler and its engine, with no daemon process: cost, the scheduling cycle, placement, the
+//! invariants as properties, the simulator.
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod cost;
+mod cycle;
+mod engine;
+mod placement;
+mod properties;
+mod sim;

@@ -1,7 +1,12 @@
 //! Budgets and the bill: spend per team this budget month, alerts, what a spent budget does
 //! (notify, block, demote), and reports by team, project or job.
 
-use super::*;
+use super::{State, TeamBudget};
+use crate::api::{JobState, Report, ReportBy, ReportRow};
+use crate::config::fleet::{BudgetAction, TeamConfig};
+use crate::daemon::engine::{BudgetGate, EngineError};
+use crate::daemon::journal::JobId;
+use std::collections::BTreeMap;
 
 impl State {
     /// This month's spend per team, alerts at each threshold, and the action at 100%:

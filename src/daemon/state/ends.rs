@@ -3,8 +3,11 @@
 //! a run a host has that the daemon does not expect there.
 
 use super::hosts::PartState;
-use super::*;
+use super::State;
+use crate::api::JobState;
 use crate::backend::Exit;
+use crate::daemon::engine::EngineError;
+use crate::daemon::journal::JobId;
 
 impl State {
     /// A run the host has that the daemon does not expect there: killed (the agent acts only

@@ -2,8 +2,11 @@
 //! reaches into its run there — asked of the node's runner, so nothing here knows which
 //! backend a pool is.
 
-use super::*;
+use super::{hosts, State};
+use crate::api::JobState;
 use crate::daemon::actor::ApiError;
+use crate::daemon::engine::EngineError;
+use crate::daemon::journal::JobId;
 
 /// The error code of a node whose part has not started yet (the API waits a while for it).
 pub const STARTING: &str = "starting";

@@ -2,7 +2,9 @@
 //! labels the DCGM exporter uses (`gpu`, `UUID`, `modelName`, `Hostname`) so gantry's jobs join
 //! DCGM's series in PromQL. The simulated fleet's modelled GPUs are not exported one by one.
 
-use super::*;
+use super::State;
+use crate::daemon::journal::JobId;
+use crate::model::GpuShare;
 use serde::Serialize;
 
 /// One measured GPU.

@@ -3,8 +3,10 @@
 //! a host NVML watches, and let go when it ends. The backend says which work holds how many
 //! GPUs; gantry holds that many of the node's GPUs its own jobs do not use.
 
-use super::*;
+use super::State;
 use crate::backend::ForeignWork;
+use crate::daemon::engine::EngineError;
+use crate::model::NodeId;
 
 /// What is held on a node for foreign work.
 #[derive(Clone, Debug, Default)]

@@ -6,9 +6,15 @@
 //! an exit is recorded once however the link behaves. Nothing here knows which backend a
 //! pool is: that is the runner's business.
 
-use super::*;
+use super::State;
+use crate::api::Action;
 use crate::backend::logs::LogSource;
 use crate::backend::{Exit, Gang, RunEvent, Runner};
+use crate::config::fleet::FleetConfig;
+use crate::daemon::engine::EngineError;
+use crate::daemon::journal::JobId;
+use crate::model::{Life, NodeId};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 
 /// A job handed to a backend: its run's token and each node's part, rank order.
 pub(super) struct HostRun {

@@ -5,9 +5,11 @@
 //! often than the window still gives an idle node back, and a crash never buys at once from a
 //! pool it had passed over — the time it was down counts, as it does for a restart's backoff.
 
-use super::*;
+use super::State;
 use crate::config::reload::key_text;
+use crate::daemon::engine::EngineError;
 use crate::daemon::journal::TimerRecord;
+use crate::model::Life;
 
 /// What a timer's key starts with: a node's empty-since, a pool's pass-over.
 const EMPTY: &str = "empty/";

@@ -1,7 +1,9 @@
 //! What a node's part of a job is started with: its spec's commands and environment, a fresh
 //! run token, and the IDs its GPUs go by on that host.
 
-use super::*;
+use super::State;
+use crate::daemon::journal::JobId;
+use crate::model::GpuShare;
 
 impl State {
     /// The IDs for `CUDA_VISIBLE_DEVICES` of GPU grants on `node`. On the simulated fleet:

@@ -2,7 +2,8 @@
 //! (`gantry sim`) integrates over its virtual clock into GPU-hours and dollars. The same
 //! reading of the fleet as the console's idle-by-cause table, in milli-GPU.
 
-use super::*;
+use super::State;
+use crate::daemon::engine::EngineError;
 use crate::model::idle::{cause_of, IdleCause};
 
 /// One pool now.

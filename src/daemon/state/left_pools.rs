@@ -5,9 +5,12 @@
 //! the background, retrying until none is left — then the journal forgets it. What they say
 //! reaches the event log; `gantry cloud ls` lists their instances meanwhile.
 
-use super::*;
+use super::State;
 use crate::backend::{NodeEvent, Provisioner};
+use crate::config::fleet::FleetConfig;
 use crate::config::reload::key_text;
+use crate::daemon::engine::EngineError;
+use crate::model::Life;
 use std::collections::HashSet;
 
 /// The pools being retired, shared by every state a daemon opens (`StateOptions::retiring`).

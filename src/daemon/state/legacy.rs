@@ -3,7 +3,9 @@
 //! this host's agent at open, or stopped where provably theirs. The one place the daemon names
 //! a backend (the local one, whose runs these were); it goes once no such journal is left.
 
-use super::*;
+use super::State;
+use crate::daemon::engine::EngineError;
+use crate::daemon::journal::JobId;
 
 /// (job, process group, run token) of a run that could not be handed over.
 pub(super) type LegacyRun = (JobId, u32, Option<String>);

@@ -3,8 +3,13 @@
 //! hosts lost past their pool's timeout (their jobs requeued).
 
 use super::hosts::{PartState, START_TIMEOUT_S};
-use super::*;
+use super::State;
+use crate::api::JobState;
 use crate::backend::{Exit, HostInfo};
+use crate::daemon::engine::EngineError;
+use crate::daemon::journal::JobId;
+use crate::model::{Life, NodeId};
+use std::collections::HashMap;
 
 impl State {
     /// A host answered: back in the fleet, its runs compared with what the daemon expects

@@ -33,31 +33,21 @@ mod view;
 mod waits;
 mod wanted;
 
-use crate::api::{HistoryJob, QueueRow, Report, ReportBy, ReportRow};
+use crate::api::{HistoryJob, QueueRow};
 pub use export::{GpuMetric, JobGpuMetric};
 pub use view::{reason_text, JobLogs};
 
-use super::engine::{BudgetGate, Engine, EngineError, Submission};
+use super::engine::{Engine, EngineError, Submission};
 use super::journal::{EventRecord, JobId};
-use crate::api::JobState;
-use crate::api::{JobRow, PoolRow, Snapshot, TeamRow, EVENTS_KEPT};
-use crate::config::fleet::{
-    classes_of, fleet_at_max, teams_of, BudgetAction, FleetConfig, TeamConfig,
-};
-use crate::daemon::lives::{offers, start_lives};
-use crate::model::idle::{cause_of, IdleCause, IdleNow};
-use crate::model::{pool_counts, Life};
-use crate::model::{CapacityType, GpuRequest, GpuShare, ModelId, NodeId};
-use crate::scheduler::cycle::PendingReason;
-use crate::scheduler::reclaim::{
-    reclaim_plan, JobUsage, ReclaimAction, ReclaimConfig, ReclaimPlan, ReclaimSkip,
-};
+use crate::api::{Snapshot, EVENTS_KEPT};
+use crate::config::fleet::{FleetConfig, TeamConfig};
+use crate::model::Life;
+use crate::scheduler::reclaim::{ReclaimConfig, ReclaimPlan};
 use crate::scheduler::rng::Rng;
-use crate::scheduler::scale::{scale_down, scale_up, NodeIdle, ScaleConfig};
+use crate::scheduler::scale::ScaleConfig;
 use crate::spec::demo::Workload;
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::path::Path;
 use std::sync::Arc;
 
 /// One GPU's utilization samples: (seconds, percent), oldest first.

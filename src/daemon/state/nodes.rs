@@ -2,9 +2,16 @@
 //! failed, repaired), elastic growth and shrink through them, defragmentation and
 //! consolidation — each a journaled event with its reason and price.
 
-use super::*;
+use super::{State, CONSOLIDATE_EVERY_S};
+use crate::api::JobState;
 use crate::backend::NodeEvent;
+use crate::daemon::engine::EngineError;
+use crate::daemon::journal::JobId;
+use crate::daemon::lives::offers;
+use crate::model::{pool_counts, CapacityType, Life, NodeId};
 use crate::scheduler::moves::{Candidate, Rebalance};
+use crate::scheduler::scale::{scale_down, scale_up, NodeIdle};
+use std::collections::HashMap;
 
 /// How long a pool that could not buy a node (no capacity in its zones, a quota) is passed
 /// over by the planner.

@@ -2,9 +2,13 @@
 //! the console, reclaim and `/metrics`; each GPU's MIG mode as the host has it; GPUs busy with
 //! processes gantry did not start held out of the scheduler's reach until those exit.
 
-use super::*;
+use super::State;
 use crate::backend::Discovery;
+use crate::daemon::engine::EngineError;
+use crate::daemon::journal::JobId;
 use crate::daemon::local_gpus::HostChange;
+use crate::model::NodeId;
+use std::collections::HashMap;
 
 impl State {
     /// A sample of the real host named `node` as if its agent had sent it, the process groups

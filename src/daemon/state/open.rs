@@ -2,8 +2,21 @@
 //! backends' runners (whose hosts re-adopt the runs they still have when they answer), and the
 //! warnings a changed fleet file gives.
 
-use super::*;
+use super::{
+    Counters, Messages, Nodes, Opened, State, StateOptions, TeamBudget, CONSOLIDATE_EVERY_S,
+};
+use crate::api::EVENTS_KEPT;
+use crate::config::fleet::{classes_of, fleet_at_max, teams_of, FleetConfig};
 use crate::daemon::calendar::Calendar;
+use crate::daemon::engine::{Engine, EngineError};
+use crate::daemon::journal::JobId;
+use crate::daemon::lives::start_lives;
+use crate::model::{Life, NodeId};
+use crate::scheduler::rng::Rng;
+use crate::spec::demo::Workload;
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::path::Path;
+use std::sync::Arc;
 
 impl State {
     /// Opens the journal at `db` over the fleet of `cfg`. The clock resumes from the latest

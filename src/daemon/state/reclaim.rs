@@ -1,7 +1,11 @@
 //! Idle reclamation in the daemon: the plan from telemetry, remembered by id, and applying
 //! exactly a plan that was shown.
 
-use super::*;
+use super::{Samples, State, RECLAIM_PLANS_KEPT};
+use crate::api::JobState;
+use crate::daemon::engine::EngineError;
+use crate::daemon::journal::JobId;
+use crate::scheduler::reclaim::{reclaim_plan, JobUsage, ReclaimAction, ReclaimPlan, ReclaimSkip};
 
 impl State {
     /// Jobs whose GPUs have stayed idle past the window (simulated telemetry, or NVML's for

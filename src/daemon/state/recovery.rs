@@ -7,8 +7,12 @@
 //! backoff, counted on the calendar from the journaled hold, is over — never sooner, however
 //! often the daemon restarts meanwhile.
 
-use super::*;
+use super::State;
+use crate::api::JobState;
 use crate::backend::Exit;
+use crate::daemon::engine::EngineError;
+use crate::daemon::journal::JobId;
+use std::collections::HashMap;
 
 /// The first backoff, seconds; doubled at each restart up to `BACKOFF_MAX_S`.
 const BACKOFF_FIRST_S: f64 = 5.0;

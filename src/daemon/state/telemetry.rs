@@ -2,7 +2,12 @@
 //! the local host; per-pool detail and idle GPUs by cause.
 
 use super::history::{Point, Range};
-use super::*;
+use super::State;
+use crate::api::JobState;
+use crate::daemon::journal::JobId;
+use crate::model::idle::{cause_of, IdleCause, IdleNow};
+use crate::model::{CapacityType, GpuShare, Life, ModelId};
+use std::collections::HashMap;
 
 impl State {
     /// Simulated utilization now of every GPU that runs something, percent (a GPU shared by

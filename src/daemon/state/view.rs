@@ -1,8 +1,14 @@
 //! What clients read: the snapshot, one job's detail, and why a job waits.
 
 use super::budget::budget_used;
-use super::*;
+use super::State;
 use crate::api::JobView;
+use crate::api::{JobRow, JobState, PoolRow, Snapshot, TeamRow};
+use crate::daemon::engine::EngineError;
+use crate::daemon::journal::JobId;
+use crate::model::{GpuRequest, GpuShare, Life};
+use crate::scheduler::cycle::PendingReason;
+use std::collections::HashMap;
 
 /// Where a job's logs are (read off the actor by the API).
 pub struct JobLogs {

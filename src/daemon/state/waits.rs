@@ -4,7 +4,8 @@
 //! an SSH host gone), a cluster that cannot be read, GPUs held by the backend's own jobs (a
 //! Slurm job of another user), GPUs busy with gantry's jobs, a node short of CPUs or memory.
 
-use super::*;
+use super::State;
+use crate::model::Life;
 use crate::model::{CapacityType, GpuRequest, JobRequest, PoolId};
 
 /// Why one node of a pool has no room for one member of the job, in the words of a count

@@ -2,8 +2,12 @@
 //! each is queued once as a job whose spec `adopt`s it — placed by the same core, shown with
 //! its queue position and why it waits — and cancelled if it goes away before it is placed.
 
-use super::*;
+use super::State;
+use crate::api::{Action, JobState};
 use crate::backend::Wanted;
+use crate::daemon::engine::EngineError;
+use crate::daemon::journal::JobId;
+use std::collections::HashMap;
 
 impl State {
     pub(super) fn wanted(&mut self, pool: usize, work: Vec<Wanted>) -> Result<(), EngineError> {

@@ -1,7 +1,7 @@
 //! Where a service's endpoint may listen: the fleet's `[services]` addresses and ports, never
 //! a port of the system's or of the daemon's own, and never a socket another service holds.
 
-use super::*;
+use crate::daemon::state::State;
 
 /// Whether two endpoints would take the same socket: one port, and one address or either on
 /// every address (`0.0.0.0` holds `127.0.0.1`'s port too).

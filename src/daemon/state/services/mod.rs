@@ -4,12 +4,16 @@
 //! endpoint and the probes are IO, done by `daemon::services`, which reports what it measured
 //! (`Measured`) every second.
 
-use super::*;
+use super::State;
 use crate::api::services::{ReplicaRow, ServiceRow};
+use crate::api::{Action, JobRow};
+use crate::daemon::engine::{EngineError, Submission};
+use crate::daemon::journal::JobId;
 use crate::daemon::journal::{ReplicaRecord, ServiceRecord};
 use crate::scheduler::autoscale::Autoscaler;
 use crate::spec::service::ServiceSpec;
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 mod endpoints;
 mod replicas;

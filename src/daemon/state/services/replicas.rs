@@ -2,7 +2,11 @@
 //! replaced, failed ones retired, a new version rolled out one replica at a time, and the
 //! ports and addresses they serve on.
 
-use super::*;
+use super::{replica_text, DRAIN_BEAT_S, REPLICA_PORTS};
+use crate::api::Action;
+use crate::daemon::engine::Submission;
+use crate::daemon::journal::{JobId, ReplicaRecord};
+use crate::daemon::state::{hosts, State};
 
 impl State {
     /// Every service's replica count kept (each scheduling cycle).

@@ -573,14 +573,7 @@ impl EventBound {
 }
 
 fn api_error(status: u16, body: &[u8]) -> ClientError {
-    #[derive(serde::Deserialize)]
-    struct E {
-        code: String,
-        error: String,
-        #[serde(default)]
-        field: Option<String>,
-    }
-    match serde_json::from_slice::<E>(body) {
+    match serde_json::from_slice::<crate::api::Refused>(body) {
         Ok(e) => ClientError::Api {
             status,
             code: e.code,

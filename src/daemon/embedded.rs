@@ -2,8 +2,9 @@
 //! directly (no socket), through the same `Client` interface a remote console uses.
 
 use crate::api::{Client, ClientError, Snapshot};
-use crate::daemon::actor::ApiError;
 use crate::daemon::actor::{Handle, Published};
+use crate::daemon::api::ApiError;
+use crate::daemon::refusal::Refusal;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -44,7 +45,12 @@ fn console_caller() -> crate::daemon::auth::Caller {
 }
 
 /// The daemon's refusal, as the HTTP API would have carried it to a remote console.
-fn refused(e: ApiError) -> ClientError {
+fn refused(e: Refusal) -> ClientError {
+    answered(ApiError::from(e))
+}
+
+/// The API's answer to a refusal, as a remote console would have read it.
+fn answered(e: ApiError) -> ClientError {
     ClientError::Api {
         status: e.status,
         code: e.code.to_string(),
@@ -107,7 +113,7 @@ impl Client for LocalClient {
             from_start: false,
             partial,
         };
-        crate::daemon::api::logs::answer(found, id, &want).map_err(refused)
+        crate::daemon::api::logs::answer(found, id, &want).map_err(answered)
     }
     fn pool(&mut self, index: usize) -> Result<crate::api::PoolDetail, ClientError> {
         use crate::daemon::actor::Request;

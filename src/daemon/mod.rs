@@ -15,6 +15,7 @@ pub mod lives;
 pub mod local_gpus;
 pub mod lock;
 mod probation;
+pub mod refusal;
 pub mod server;
 pub mod serving;
 pub mod state;

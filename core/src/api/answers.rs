@@ -4,6 +4,17 @@
 use super::JobId;
 use serde::{Deserialize, Serialize};
 
+/// A refusal's body, whatever the endpoint (its HTTP status says what kind): a stable code
+/// (`never-fits`), what was wrong and what to do, and the field of the submitted file it is
+/// about (`resources.accelerators`), so a client can say where in the file.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Refused {
+    pub code: String,
+    pub error: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub field: Option<String>,
+}
+
 /// A job accepted (`POST /v1/jobs`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Submitted {

@@ -4,11 +4,11 @@
 use crate::api::Snapshot;
 use crate::api::{HistoryJob, JobView, Report, ReportBy};
 use crate::daemon::auth::{hash_token, rfc3339, unix_now, Caller, Grant, Role, TokenInfo};
-use crate::daemon::engine::{EngineError, Submission};
-use crate::daemon::journal::{EventRecord, JobId, JournalError};
+use crate::daemon::engine::Submission;
+use crate::daemon::journal::{EventRecord, JobId};
+use crate::daemon::refusal::Refusal;
 use crate::daemon::state::{Action, Counters, Histogram, JobLogs};
 use crate::scheduler::reclaim::ReclaimPlan;
-use serde::Serialize;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
@@ -16,73 +16,7 @@ use std::sync::{Arc, RwLock};
 use std::time::Duration;
 use tokio::sync::{oneshot, watch};
 
-/// An error as the API returns it: an HTTP status, a stable code, and a message that says what
-/// was wrong and what to do.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct ApiError {
-    #[serde(skip)]
-    pub status: u16,
-    pub code: &'static str,
-    pub error: String,
-    /// The field of the submitted file the error is about (`resources.accelerators`), so a
-    /// client can say where in the file.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub field: Option<String>,
-}
-
-impl ApiError {
-    pub fn new(status: u16, code: &'static str, error: impl Into<String>) -> ApiError {
-        ApiError {
-            status,
-            code,
-            error: error.into(),
-            field: None,
-        }
-    }
-    pub fn forbidden(error: impl Into<String>) -> ApiError {
-        ApiError::new(403, "forbidden", error)
-    }
-    pub fn bad_request(error: impl Into<String>) -> ApiError {
-        ApiError::new(400, "invalid", error)
-    }
-}
-
-impl From<EngineError> for ApiError {
-    fn from(e: EngineError) -> ApiError {
-        let (status, code) = match &e {
-            EngineError::Spec(_)
-            | EngineError::Resolve(_)
-            | EngineError::UnknownTeam { .. }
-            | EngineError::UnknownClass { .. }
-            | EngineError::Teams(_) => (400, "invalid"),
-            EngineError::NeverFits(_) => (422, "never-fits"),
-            EngineError::Forbidden(_) => (403, "forbidden"),
-            EngineError::OverBudget(_) => (403, "over-budget"),
-            EngineError::QueueFull(_) => (429, "queue-full"),
-            EngineError::Stale(_) => (409, "stale-plan"),
-            EngineError::KeyReused(_) => (422, "idempotency-key-reused"),
-            EngineError::NoJob(_) | EngineError::Journal(JournalError::NoJob(_)) => {
-                (404, "not-found")
-            }
-            EngineError::Journal(JournalError::BadTransition { .. })
-            | EngineError::WrongState { .. } => (409, "conflict"),
-            _ => (500, "internal"),
-        };
-        let field = match &e {
-            EngineError::Resolve(r) => r.field.clone(),
-            EngineError::UnknownTeam { .. } => Some("team".to_string()),
-            EngineError::UnknownClass { .. } => Some("priority".to_string()),
-            EngineError::NeverFits(_) => Some("resources".to_string()),
-            _ => None,
-        };
-        ApiError {
-            field,
-            ..ApiError::new(status, code, e.to_string())
-        }
-    }
-}
-
-pub(super) type Reply<T> = oneshot::Sender<Result<T, ApiError>>;
+pub(super) type Reply<T> = oneshot::Sender<Result<T, Refusal>>;
 
 /// What callers ask of the actor.
 pub enum Request {
@@ -261,36 +195,24 @@ impl Handle {
     fn send<T>(
         &self,
         make: impl FnOnce(Reply<T>) -> Request,
-    ) -> Result<oneshot::Receiver<Result<T, ApiError>>, ApiError> {
+    ) -> Result<oneshot::Receiver<Result<T, Refusal>>, Refusal> {
         let (reply, answer) = oneshot::channel();
-        self.tx
-            .send(make(reply))
-            .map_err(|_| ApiError::new(503, "stopping", "the daemon is shutting down"))?;
+        self.tx.send(make(reply)).map_err(|_| Refusal::stopping())?;
         Ok(answer)
     }
 
     /// Sends a request and waits for its answer (from async code).
-    pub async fn call<T>(&self, make: impl FnOnce(Reply<T>) -> Request) -> Result<T, ApiError> {
+    pub async fn call<T>(&self, make: impl FnOnce(Reply<T>) -> Request) -> Result<T, Refusal> {
         let answer = self.send(make)?;
-        answer.await.unwrap_or_else(|_| {
-            Err(ApiError::new(
-                503,
-                "stopping",
-                "the daemon is shutting down",
-            ))
-        })
+        answer.await.unwrap_or_else(|_| Err(Refusal::stopping()))
     }
 
     /// Sends a request and waits for its answer (from a plain thread, e.g. the console).
-    pub fn call_blocking<T>(&self, make: impl FnOnce(Reply<T>) -> Request) -> Result<T, ApiError> {
+    pub fn call_blocking<T>(&self, make: impl FnOnce(Reply<T>) -> Request) -> Result<T, Refusal> {
         let answer = self.send(make)?;
-        answer.blocking_recv().unwrap_or_else(|_| {
-            Err(ApiError::new(
-                503,
-                "stopping",
-                "the daemon is shutting down",
-            ))
-        })
+        answer
+            .blocking_recv()
+            .unwrap_or_else(|_| Err(Refusal::stopping()))
     }
 
     /// Sends a request that wants no answer; false once the daemon is stopping.
@@ -309,7 +231,7 @@ impl Handle {
         &self,
         cfg: Result<crate::config::fleet::FleetConfig, String>,
         force: bool,
-    ) -> Result<String, ApiError> {
+    ) -> Result<String, Refusal> {
         self.call_blocking(|reply| Request::Reload {
             cfg: cfg.map(Box::new),
             force,

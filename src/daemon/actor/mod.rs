@@ -7,8 +7,9 @@
 mod handle;
 mod requests;
 
+use crate::daemon::refusal::{Kind, Refusal};
 use handle::Reply;
-pub use handle::{ApiError, Clock, Handle, Published, Request, CYCLE_BUCKETS};
+pub use handle::{Clock, Handle, Published, Request, CYCLE_BUCKETS};
 
 use super::auth::{Caller, Grant};
 use super::engine::{EngineError, Submission};
@@ -113,7 +114,9 @@ pub fn spawn(
                     Ok(a) => {
                         actor = a;
                         actor.changed();
-                        let _ = reply.send(said.map_err(|e| ApiError::new(422, "invalid", e)));
+                        let _ = reply.send(
+                            said.map_err(|e| Refusal::new(Kind::Unprocessable, "invalid", e)),
+                        );
                         publish.send_replace(publication(
                             &actor.state,
                             &actor.cycle_seconds,
@@ -124,7 +127,7 @@ pub fn spawn(
                         // Not even the previous fleet file opens again: nothing to serve (the
                         // caller says why and stops the daemon).
                         let why = format!("reopening the state failed: {e}");
-                        let _ = reply.send(Err(ApiError::new(500, "reopen-failed", why)));
+                        let _ = reply.send(Err(Refusal::new(Kind::Internal, "reopen-failed", why)));
                         return;
                     }
                 }
@@ -408,7 +411,8 @@ impl Actor {
                                 "the edited fleet file was not applied: {why}; the previous one stays in force"
                             ));
                             self.changed();
-                            let _ = reply.send(Err(ApiError::new(422, "invalid", why)));
+                            let _ =
+                                reply.send(Err(Refusal::new(Kind::Unprocessable, "invalid", why)));
                         }
                     }
                 }
@@ -438,7 +442,7 @@ impl Actor {
             self.submitting = true;
         }
         for (reply, answer) in replies.into_iter().zip(answers) {
-            let _ = reply.send(answer.map_err(ApiError::from));
+            let _ = reply.send(answer.map_err(Refusal::from));
         }
     }
 }

@@ -1,9 +1,10 @@
 //! The actor's answers to single requests (everything but submissions, which it admits in
 //! batches, and the run loop's own: wake, reload, stop), and the tokens it issues and revokes.
 
-use super::{Actor, ApiError, Request};
+use super::{Actor, Request};
 use crate::daemon::auth::{hash_token, new_token, unix_now, Caller, Grant, Role, TokenInfo};
 use crate::daemon::journal::{JobId, TokenRecord};
+use crate::daemon::refusal::{Kind, Refusal};
 
 impl Actor {
     pub(super) fn handle(&mut self, req: Request) {
@@ -19,7 +20,7 @@ impl Actor {
                 let r = self.check_job(id, &caller).and_then(|()| {
                     self.state
                         .act(id, action, &caller.name)
-                        .map_err(ApiError::from)
+                        .map_err(Refusal::from)
                 });
                 if r.is_ok() {
                     self.changed();
@@ -35,7 +36,7 @@ impl Actor {
                 let r = self.check_job(id, &caller).and_then(|()| {
                     self.state
                         .set_priority(id, &class, &caller.name, caller.role == Role::Operator)
-                        .map_err(ApiError::from)
+                        .map_err(Refusal::from)
                 });
                 if r.is_ok() {
                     self.changed();
@@ -43,10 +44,10 @@ impl Actor {
                 let _ = reply.send(r);
             }
             Request::Job { id, reply } => {
-                let _ = reply.send(self.state.job_detail(id).map_err(ApiError::from));
+                let _ = reply.send(self.state.job_detail(id).map_err(Refusal::from));
             }
             Request::Logs { id, reply } => {
-                let _ = reply.send(self.state.job_logs(id).map_err(ApiError::from));
+                let _ = reply.send(self.state.job_logs(id).map_err(Refusal::from));
             }
             Request::Enter {
                 caller,
@@ -75,7 +76,7 @@ impl Actor {
             } => {
                 let r = match apply {
                     None => Ok(self.state.show_reclaim()),
-                    Some(_) if caller.role != Role::Operator => Err(ApiError::forbidden(format!(
+                    Some(_) if caller.role != Role::Operator => Err(Refusal::forbidden(format!(
                         "applying a reclaim needs the operator role; this caller is a {}",
                         caller.role
                     ))),
@@ -83,7 +84,7 @@ impl Actor {
                         self.changed();
                         self.state
                             .apply_reclaim(&caller.name, &id)
-                            .map_err(ApiError::from)
+                            .map_err(Refusal::from)
                     }
                 };
                 let _ = reply.send(r);
@@ -99,7 +100,7 @@ impl Actor {
                 let _ = reply.send(self.create_token(role, team, label, user, expires_in));
             }
             Request::CloudPools { reply } => {
-                let _ = reply.send(self.state.known_cloud_pools().map_err(ApiError::from));
+                let _ = reply.send(self.state.known_cloud_pools().map_err(Refusal::from));
             }
             Request::Tokens { reply } => {
                 let now = unix_now();
@@ -111,19 +112,19 @@ impl Actor {
                                 .map(|t| crate::daemon::auth::token_info(t, now))
                                 .collect()
                         })
-                        .map_err(ApiError::from),
+                        .map_err(Refusal::from),
                 );
             }
             Request::Revoke { id, caller, reply } => {
                 let _ = reply.send(self.revoke_token(&id, &caller));
             }
             Request::Events { job, limit, reply } => {
-                let _ = reply.send(self.state.events(job, limit).map_err(ApiError::from));
+                let _ = reply.send(self.state.events(job, limit).map_err(Refusal::from));
             }
             Request::Node { name, range, reply } => {
                 let _ = reply.send(self.state.node_detail(&name, range).ok_or_else(|| {
-                    ApiError::new(
-                        404,
+                    Refusal::new(
+                        Kind::NotFound,
                         "not-found",
                         format!(
                             "node `{}`: no such node (gantry fleet --pool NAME lists a pool's)",
@@ -160,15 +161,15 @@ impl Actor {
             }
             Request::Pool { index, reply } => {
                 let _ = reply.send(self.state.pool_detail(index).ok_or_else(|| {
-                    ApiError::new(
-                        404,
+                    Refusal::new(
+                        Kind::NotFound,
                         "not-found",
                         format!("pool {index}: no such pool (GET /v1/fleet lists them in order)"),
                     )
                 }));
             }
             Request::Preview { submission, reply } => {
-                let _ = reply.send(self.state.preview(&submission).map_err(ApiError::from));
+                let _ = reply.send(self.state.preview(&submission).map_err(Refusal::from));
             }
             Request::Report {
                 since,
@@ -176,24 +177,27 @@ impl Actor {
                 by,
                 reply,
             } => {
-                let _ = reply.send(self.state.report(since, until, by).map_err(ApiError::from));
+                let _ = reply.send(self.state.report(since, until, by).map_err(Refusal::from));
             }
             Request::History { query, reply } => {
-                let _ = reply.send(self.state.history(&query).map_err(ApiError::from));
+                let _ = reply.send(self.state.history(&query).map_err(Refusal::from));
             }
         }
     }
 
     /// The job exists and this caller may change it.
-    fn check_job(&self, id: JobId, caller: &Caller) -> Result<(), ApiError> {
-        let team = self
-            .state
-            .job_team(id)
-            .ok_or_else(|| ApiError::new(404, "not-found", format!("job {id}: no such job")))?;
+    fn check_job(&self, id: JobId, caller: &Caller) -> Result<(), Refusal> {
+        let team = self.state.job_team(id).ok_or_else(|| {
+            Refusal::new(
+                Kind::NotFound,
+                "not-found",
+                format!("job {id}: no such job"),
+            )
+        })?;
         if caller.may_change(&team) {
             Ok(())
         } else {
-            Err(ApiError::forbidden(format!(
+            Err(Refusal::forbidden(format!(
                 "job {id} belongs to team `{team}`; a {}{} cannot change it",
                 caller.role,
                 caller
@@ -211,23 +215,23 @@ impl Actor {
         label: String,
         user: Option<String>,
         expires_in: Option<f64>,
-    ) -> Result<String, ApiError> {
+    ) -> Result<String, Refusal> {
         if role == Role::Researcher && team.is_none() {
-            return Err(ApiError::bad_request(
+            return Err(Refusal::bad_request(
                 "a researcher token needs --team: it may change only that team's jobs",
             ));
         }
         if let Some(t) = &team {
             if !self.state.has_team(t) {
-                return Err(ApiError::bad_request(format!(
+                return Err(Refusal::bad_request(format!(
                     "unknown team `{t}`; teams: {}",
                     self.state.team_names().join(", ")
                 )));
             }
         }
         let token = new_token().map_err(|e| {
-            ApiError::new(
-                500,
+            Refusal::new(
+                Kind::Internal,
                 "internal",
                 format!("cannot read random bytes from the kernel: {e}"),
             )
@@ -242,7 +246,7 @@ impl Actor {
             revoked_at: None,
             user,
         };
-        self.state.add_token(&record).map_err(ApiError::from)?;
+        self.state.add_token(&record).map_err(Refusal::from)?;
         if let Ok(mut t) = self.tokens.write() {
             t.insert(
                 record.hash.clone(),
@@ -257,27 +261,27 @@ impl Actor {
 
     /// Revokes the one token whose id starts with `id`: refused from then on, by every
     /// listener, with no restart.
-    fn revoke_token(&mut self, id: &str, caller: &Caller) -> Result<TokenInfo, ApiError> {
+    fn revoke_token(&mut self, id: &str, caller: &Caller) -> Result<TokenInfo, Refusal> {
         if id.len() < 8 || !id.bytes().all(|b| b.is_ascii_hexdigit()) {
-            return Err(ApiError::bad_request(format!(
+            return Err(Refusal::bad_request(format!(
                 "token id `{}`: expected at least 8 hex digits, the ID column of `gantry token list`",
                 id.escape_debug()
             )));
         }
         let id = id.to_ascii_lowercase();
-        let all = self.state.tokens().map_err(ApiError::from)?;
+        let all = self.state.tokens().map_err(Refusal::from)?;
         let found: Vec<_> = all.iter().filter(|t| t.hash.starts_with(&id)).collect();
         let mut t = match found.as_slice() {
             [one] => (*one).clone(),
             [] => {
-                return Err(ApiError::new(
-                    404,
+                return Err(Refusal::new(
+                    Kind::NotFound,
                     "not-found",
                     format!("token {id}: no such token (gantry token list shows them)"),
                 ))
             }
             _ => {
-                return Err(ApiError::bad_request(format!(
+                return Err(Refusal::bad_request(format!(
                     "token id {id} names {} tokens; give more of it",
                     found.len()
                 )))
@@ -287,7 +291,7 @@ impl Actor {
         if t.revoked_at.is_none() {
             self.state
                 .revoke_token(&t, at, &caller.name)
-                .map_err(ApiError::from)?;
+                .map_err(Refusal::from)?;
             if let Ok(mut map) = self.tokens.write() {
                 map.remove(&t.hash);
             }

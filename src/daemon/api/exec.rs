@@ -8,8 +8,9 @@
 //! Query: `node=K` (rank, default 0), `tty=true` (a terminal; `rows`, `cols` its size),
 //! `argv=` a JSON list of words (default: the job's shell).
 
+use super::ApiError;
 use super::{job_id, query, Api};
-use crate::daemon::actor::{ApiError, Request as ActorRequest};
+use crate::daemon::actor::Request as ActorRequest;
 use crate::daemon::auth::Caller;
 use crate::daemon::state::STARTING;
 use crate::exec_wire::{Frame, PROTOCOL};

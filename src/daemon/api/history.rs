@@ -6,9 +6,10 @@
 //! in between), `team`, `state` (comma-separated: any states, the final ones by default),
 //! `limit` (default 100, at most 10,000) and `offset` (paging), newest first.
 
+use super::ApiError;
 use super::{ok, query, Api};
 use crate::api::JobState;
-use crate::daemon::actor::{ApiError, Request};
+use crate::daemon::actor::Request;
 use crate::daemon::journal::HistoryQuery;
 use axum::extract::{RawQuery, State};
 use axum::response::Response;

@@ -7,10 +7,11 @@
 //! cursors the previous answer gave, one per node in its order; `from=start` for zero
 //! cursors), `partial=true` (include a last line without its newline: the job has ended).
 
+use super::ApiError;
 use super::{job_id, ok, query, Api};
 use crate::api::{LogsView, NodeLogsView};
 use crate::backend::logs::{LogCursor, LogQuery, LogSource};
-use crate::daemon::actor::{ApiError, Handle, Request};
+use crate::daemon::actor::{Handle, Request};
 use crate::daemon::auth::Caller;
 use crate::daemon::journal::JobId;
 use crate::daemon::state::JobLogs;

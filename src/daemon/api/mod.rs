@@ -4,10 +4,11 @@
 //! actor; changes go through it. Every error is JSON: `{"code": …, "error": …}` with a 4xx/5xx
 //! status that says whose fault it was.
 
-use super::actor::{ApiError, Handle, Published, Request};
+use super::actor::{Handle, Published, Request};
 use super::auth::{Caller, Role};
 use super::engine::Submission;
 use super::journal::JobId;
+use super::refusal::{Kind, Refusal};
 use super::state::Action;
 use crate::api::ReportBy;
 use axum::body::{to_bytes, Body, Bytes};
@@ -49,10 +50,75 @@ pub(super) struct Api {
     pub(super) workdirs: Option<Arc<std::path::Path>>,
 }
 
+/// A refusal as the API answers it: its HTTP status (from its kind; statuses are the API's
+/// alone), a stable code, the message, and the field of the file it is about.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ApiError {
+    pub status: u16,
+    pub code: &'static str,
+    pub error: String,
+    pub field: Option<String>,
+}
+
+impl ApiError {
+    pub fn new(status: u16, code: &'static str, error: impl Into<String>) -> ApiError {
+        ApiError {
+            status,
+            code,
+            error: error.into(),
+            field: None,
+        }
+    }
+    pub fn forbidden(error: impl Into<String>) -> ApiError {
+        ApiError::new(403, "forbidden", error)
+    }
+    pub fn bad_request(error: impl Into<String>) -> ApiError {
+        ApiError::new(400, "invalid", error)
+    }
+}
+
+/// The HTTP status a refusal of this kind is answered with.
+pub fn status_of(kind: Kind) -> u16 {
+    match kind {
+        Kind::Invalid => 400,
+        Kind::Forbidden => 403,
+        Kind::NotFound => 404,
+        Kind::Conflict => 409,
+        Kind::Unprocessable => 422,
+        Kind::TooMany => 429,
+        Kind::Internal => 500,
+        Kind::Unavailable => 503,
+    }
+}
+
+impl From<Refusal> for ApiError {
+    fn from(r: Refusal) -> ApiError {
+        ApiError {
+            status: status_of(r.kind),
+            code: r.code,
+            error: r.error,
+            field: r.field,
+        }
+    }
+}
+
+impl From<super::engine::EngineError> for ApiError {
+    fn from(e: super::engine::EngineError) -> ApiError {
+        Refusal::from(e).into()
+    }
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let status = StatusCode::from_u16(self.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        json(status, &self)
+        json(
+            status,
+            &crate::api::Refused {
+                code: self.code.to_string(),
+                error: self.error,
+                field: self.field,
+            },
+        )
     }
 }
 

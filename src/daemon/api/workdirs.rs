@@ -2,8 +2,8 @@
 //! machine, kept under the daemon's state directory (`gantry::workdir` packs, unpacks and
 //! sweeps it).
 
+use super::ApiError;
 use super::{json, require, Api};
-use crate::daemon::actor::ApiError;
 use crate::daemon::auth::{Caller, Role};
 use crate::workdir::{Bound, Footprint, UnpackError};
 use axum::body::Body;

@@ -4,9 +4,9 @@
 
 use super::{hosts, State};
 use crate::api::JobState;
-use crate::daemon::actor::ApiError;
 use crate::daemon::engine::EngineError;
 use crate::daemon::journal::JobId;
+use crate::daemon::refusal::{Kind, Refusal};
 
 /// The error code of a node whose part has not started yet (the API waits a while for it).
 pub const STARTING: &str = "starting";
@@ -32,7 +32,7 @@ impl State {
         rank: Option<usize>,
         tty: bool,
         argv: &[String],
-    ) -> Result<Entering, ApiError> {
+    ) -> Result<Entering, Refusal> {
         let (state, team) = match self.engine.job(id) {
             Some(j) => (j.state, self.engine.teams()[j.team].name.clone()),
             None => {
@@ -41,11 +41,11 @@ impl State {
             }
         };
         if !caller.may_change(&team) {
-            return Err(ApiError::forbidden(format!(
+            return Err(Refusal::forbidden(format!(
                 "job {id} is team {team}'s: only its researchers and the operators may run commands in it"
             )));
         }
-        let conflict = |why: String| ApiError::new(409, "conflict", why);
+        let conflict = |why: String| Refusal::new(Kind::Conflict, "conflict", why);
         if state != JobState::Running {
             return Err(conflict(if state.is_final() {
                 format!("job {id} has ended ({state}): nothing runs to enter (its output: gantry logs {id})")
@@ -60,7 +60,7 @@ impl State {
         })?;
         let rank = rank.unwrap_or(0);
         let part = run.parts.get(rank).ok_or_else(|| {
-            ApiError::bad_request(format!(
+            Refusal::bad_request(format!(
                 "job {id} has {} node{} (ranks 0 to {}): no node {rank}",
                 run.parts.len(),
                 if run.parts.len() == 1 { "" } else { "s" },
@@ -71,8 +71,8 @@ impl State {
         match part.state {
             hosts::PartState::Running => {}
             hosts::PartState::Starting => {
-                return Err(ApiError::new(
-                    409,
+                return Err(Refusal::new(
+                    Kind::Conflict,
                     STARTING,
                     format!("job {id}'s node {rank} ({node}) is still starting (its workdir copied, its setup run): try again in a moment"),
                 ))

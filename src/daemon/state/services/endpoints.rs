@@ -19,36 +19,36 @@ impl State {
         &self,
         asked: &str,
         caller: &crate::daemon::auth::Caller,
-    ) -> Result<String, crate::daemon::actor::ApiError> {
-        use crate::daemon::actor::ApiError;
+    ) -> Result<String, crate::daemon::refusal::Refusal> {
+        use crate::daemon::refusal::{Kind, Refusal};
         let policy = &self.opened.cfg.services;
         let addr: std::net::SocketAddr = asked.parse().map_err(|_| {
-            ApiError::bad_request(format!(
+            Refusal::bad_request(format!(
                 "endpoint `{}`: give an address and port (`127.0.0.1:30080`)",
                 asked.escape_debug()
             ))
         })?;
         let port = addr.port();
         if port < 1024 {
-            return Err(ApiError::bad_request(format!(
+            return Err(Refusal::bad_request(format!(
                 "endpoint {addr}: ports below 1024 are the system's; services use [services] ports ({})",
                 policy.ports
             )));
         }
         if self.opened.opts.reserved_ports.contains(&port) {
-            return Err(ApiError::bad_request(format!(
+            return Err(Refusal::bad_request(format!(
                 "endpoint {addr}: port {port} is one of the daemon's own listeners; services use [services] ports ({})",
                 policy.ports
             )));
         }
         if !policy.port_range().is_some_and(|r| r.contains(&port)) {
-            return Err(ApiError::bad_request(format!(
+            return Err(Refusal::bad_request(format!(
                 "endpoint {addr}: port {port} is outside [services] ports ({}), the ports this fleet gives services",
                 policy.ports
             )));
         }
         if caller.role != crate::api::Role::Operator && !policy.ips().contains(&addr.ip()) {
-            return Err(ApiError::forbidden(format!(
+            return Err(Refusal::forbidden(format!(
                 "endpoint {addr}: services may listen on {} ([services] addresses); another address{} is an operator's to give",
                 policy.addresses.join(", "),
                 if addr.ip().is_unspecified() {
@@ -64,8 +64,8 @@ impl State {
                 .parse()
                 .is_ok_and(|held| overlaps(held, addr))
         }) {
-            return Err(ApiError::new(
-                409,
+            return Err(Refusal::new(
+                Kind::Conflict,
                 "conflict",
                 format!(
                     "endpoint {addr}: service {} holds {} (an endpoint is its service's for as long as the service exists)",

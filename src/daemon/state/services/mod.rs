@@ -240,8 +240,8 @@ impl State {
         &mut self,
         up: ServiceUp,
         caller: &crate::daemon::auth::Caller,
-    ) -> Result<ServiceUpAnswer, crate::daemon::actor::ApiError> {
-        use crate::daemon::actor::ApiError;
+    ) -> Result<ServiceUpAnswer, crate::daemon::refusal::Refusal> {
+        use crate::daemon::refusal::{Kind, Refusal};
         let s = &up.submission;
         // Parsed off the actor's thread by the API; parsed here for in-process callers.
         let spec = match &s.parsed {
@@ -249,9 +249,9 @@ impl State {
             None => crate::spec::parse(&s.file, &s.text).map_err(EngineError::Spec)?,
         };
         if spec.service.is_none() {
-            return Err(ApiError {
+            return Err(Refusal {
                 field: Some("service".to_string()),
-                ..ApiError::bad_request(format!("{}: the file has no `service:` section: a service needs one (`readiness_probe`, `replicas` or `replica_policy`); a task runs once with `gantry submit`", s.file))
+                ..Refusal::bad_request(format!("{}: the file has no `service:` section: a service needs one (`readiness_probe`, `replicas` or `replica_policy`); a task runs once with `gantry submit`", s.file))
             });
         }
         let name = up
@@ -264,7 +264,7 @@ impl State {
                     .map(|f| f.to_string_lossy().into_owned())
             })
             .unwrap_or_default();
-        check_name(&name).map_err(ApiError::bad_request)?;
+        check_name(&name).map_err(Refusal::bad_request)?;
         let team = s
             .team
             .clone()
@@ -272,14 +272,14 @@ impl State {
             .or_else(|| s.only_team.clone())
             .unwrap_or_else(|| "default".to_string());
         if !caller.may_change(&team) {
-            return Err(ApiError::forbidden(format!(
+            return Err(Refusal::forbidden(format!(
                 "service {name} would be team {team}'s: a researcher token serves its own team's only"
             )));
         }
         let existing = self.services.list.get(&name);
         if let Some(e) = existing {
             if !caller.may_change(&e.record.team) {
-                return Err(ApiError::forbidden(format!(
+                return Err(Refusal::forbidden(format!(
                     "service {name} is team {}'s: only its researchers and the operators may update it",
                     e.record.team
                 )));
@@ -289,7 +289,7 @@ impl State {
                 .as_ref()
                 .is_some_and(|a| *a != e.record.endpoint)
             {
-                return Err(ApiError::new(409, "conflict", format!(
+                return Err(Refusal::new(Kind::Conflict, "conflict", format!(
                     "service {name} is served at {}: an update keeps its endpoint (`gantry serve down {name}` first to move it)",
                     e.record.endpoint
                 )));
@@ -298,7 +298,11 @@ impl State {
         // A token for the endpoint, when asked for: made here, only its digest kept.
         let token = if up.auth {
             Some(crate::daemon::auth::new_token().map_err(|e| {
-                ApiError::new(500, "internal", format!("cannot read random bytes: {e}"))
+                Refusal::new(
+                    Kind::Internal,
+                    "internal",
+                    format!("cannot read random bytes: {e}"),
+                )
             })?)
         } else {
             None
@@ -337,8 +341,8 @@ impl State {
             (Some(e), _) => e.record.endpoint.clone(),
             (None, Some(a)) => self.allowed_endpoint(a, caller)?,
             (None, None) => self.free_endpoint().ok_or_else(|| {
-                ApiError::new(
-                    409,
+                Refusal::new(
+                    Kind::Conflict,
                     "conflict",
                     format!(
                         "no free endpoint port in [services] ports ({}) on {}: give one (`--endpoint ADDR:PORT`), or an operator widens the range",
@@ -362,13 +366,13 @@ impl State {
         };
         let (spec, svc, class) = self
             .service_of(&record, Some(spec))
-            .map_err(ApiError::bad_request)?;
+            .map_err(Refusal::bad_request)?;
         // Would a replica be admitted? Asked before anything is kept, so a file no node
         // can run (or a class the team may not use) is refused here, at its field.
         let probe = Submission {
             file: s.file.clone(),
             text: replica_text(&s.text, &name, 1, svc.port.unwrap_or(1), false)
-                .map_err(ApiError::bad_request)?
+                .map_err(Refusal::bad_request)?
                 .into_bytes(),
             team: Some(team.clone()),
             priority: Some(class.clone()),
@@ -435,12 +439,12 @@ impl State {
         &mut self,
         name: &str,
         caller: &crate::daemon::auth::Caller,
-    ) -> Result<Vec<JobId>, crate::daemon::actor::ApiError> {
-        use crate::daemon::actor::ApiError;
+    ) -> Result<Vec<JobId>, crate::daemon::refusal::Refusal> {
+        use crate::daemon::refusal::{Kind, Refusal};
         let Some(e) = self.services.list.get(name) else {
             let known: Vec<&String> = self.services.list.keys().collect();
-            return Err(ApiError::new(
-                404,
+            return Err(Refusal::new(
+                Kind::NotFound,
                 "not-found",
                 format!(
                     "no service named {name} (services: {})",
@@ -457,7 +461,7 @@ impl State {
             ));
         };
         if !caller.may_change(&e.record.team) {
-            return Err(ApiError::forbidden(format!(
+            return Err(Refusal::forbidden(format!(
                 "service {name} is team {}'s: only its researchers and the operators may stop it",
                 e.record.team
             )));

@@ -42,6 +42,8 @@ check "the daemon's API answers with a type of its own (put it in core/src/api)"
   "$(grep -rnE 'derive\([^)]*\bSerialize\b' src/daemon/api)"
 check "the CLI, console or client look up a field of untyped JSON (read it as its core::api type)" \
   "$(grep -rnE '[A-Za-z_)]\["[a-z_]+"\]' src/cli src/console src/client)"
+check "a part reaches the journal past the engine (name the operation in daemon/engine/records.rs)" \
+  "$(grep -rnE '\.store\(\)' src tests --include='*.rs' | grep -v '^src/daemon/engine/')"
 check "the state, actor, engine or journal answer with an HTTP error (a daemon::refusal::Refusal; statuses are daemon/api's)" \
   "$(grep -rn 'ApiError' src/daemon/state src/daemon/actor src/daemon/engine src/daemon/journal)"
 # Each integration test binary links the whole product (kube, the AWS SDK): a few, by what

@@ -338,7 +338,7 @@ fn a_fleet_file_that_no_longer_names_a_jobs_pool_team_or_class_does_not_stop_the
         (gone_class, "unknown priority class `serving`"),
     ] {
         assert_eq!(e.job_record(id).unwrap().unwrap().state, JobState::Failed);
-        let events = e.store().events(Some(id), 10).unwrap();
+        let events = e.events(Some(id), 10).unwrap();
         let last = &events.last().unwrap().detail;
         assert!(
             last.contains("failed at startup") && last.contains(why),

@@ -20,9 +20,25 @@ impl Drop for Daemon {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        // A failing test shows what its daemon said last (its events, a panic), which the
+        // directory removed below would otherwise take with it.
+        if std::thread::panicking() {
+            let said = std::fs::read_to_string(self.dir.join(STDERR)).unwrap_or_default();
+            let lines: Vec<&str> = said.lines().collect();
+            let tail = &lines[lines.len().saturating_sub(40)..];
+            eprintln!(
+                "the daemon in {} said last:\n{}",
+                self.dir.display(),
+                tail.join("\n")
+            );
+        }
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
+
+/// Where a test daemon's stderr goes, in its directory: a file, never a pipe nobody reads (a
+/// daemon that said 64 KiB of events would block on the next line).
+pub const STDERR: &str = "daemon.err";
 
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
@@ -48,8 +64,19 @@ pub fn daemon_cmd(dir: &Path, socket: &Path, port: u16, extra: &[&str]) -> Comma
         .env("XDG_CONFIG_HOME", dir.join("cfg"))
         .env("XDG_DATA_HOME", dir.join("data"))
         .stdout(Stdio::null())
-        .stderr(Stdio::piped());
+        .stderr(stderr_file(dir));
     c
+}
+
+/// The file a daemon started in `dir` writes its stderr to (the pipe's null if it cannot be
+/// made: the test then fails on its own terms, not here).
+fn stderr_file(dir: &Path) -> Stdio {
+    let _ = std::fs::create_dir_all(dir);
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join(STDERR))
+        .map_or_else(|_| Stdio::null(), Stdio::from)
 }
 
 pub fn start(name: &str, extra: &[&str]) -> Daemon {

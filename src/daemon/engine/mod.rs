@@ -8,6 +8,7 @@ mod cycle;
 mod fleet;
 mod limits;
 mod open;
+mod records;
 
 pub use limits::{Limit, UserLimits};
 
@@ -578,9 +579,6 @@ impl Engine {
             now,
             "stopped; requeued from its checkpoint",
         )
-    }
-    pub fn store(&mut self) -> &mut Store {
-        &mut self.store
     }
     pub fn teams(&self) -> &[Team] {
         &self.teams

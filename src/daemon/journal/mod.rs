@@ -6,6 +6,7 @@
 
 mod clouds;
 mod records;
+pub use records::TeamSpend;
 mod runs;
 mod schema;
 mod services;

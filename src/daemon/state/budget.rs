@@ -21,14 +21,14 @@ impl State {
         // The runs that ended since the last look, as the journal closed them: added to the
         // month's sums one by one. The sums are read from the journal in full only at open,
         // at a new month, or when more ended unlooked than the journal keeps.
-        let taken = self.engine.store().take_closed();
+        let taken = self.engine.take_closed();
         let full = rollover || first || taken.is_none();
         if full {
-            let closed = self.engine.store().closed_spend(start)?;
+            let closed = self.engine.closed_spend(start)?;
             // Alerts this month already announced, by this daemon or before a restart: the
             // journal remembers, so a restart does not announce them again.
             let (announced, before) = if rollover || first {
-                let store = self.engine.store();
+                let store = &self.engine;
                 (
                     store.event_details("budget", start)?,
                     Some(store.spend_before(start)?),
@@ -152,9 +152,7 @@ impl State {
                     alert_prefix(&cfg.name, th),
                     budget_text(&cfg, self.budgets[t].usd, self.budgets[t].gpu_h)
                 );
-                self.engine
-                    .store()
-                    .add_event(self.now, None, "budget", &what)?;
+                self.engine.add_event(self.now, None, "budget", &what)?;
                 self.log(what);
             }
             if used >= 1.0 && cfg.budget_action != BudgetAction::Notify {
@@ -206,13 +204,13 @@ impl State {
     /// The bill for `[since, until)`, grouped `by` team, project or job.
     pub fn report(&mut self, since: f64, until: f64, by: ReportBy) -> Result<Report, EngineError> {
         let now = self.now;
-        let charges = self.engine.store().charges(since, until.min(now), now)?;
+        let charges = self.engine.charges(since, until.min(now), now)?;
         // Who submitted each job charged (by user only: one read per job).
         let mut users: std::collections::HashMap<JobId, String> = Default::default();
         if by == ReportBy::User {
             for c in &charges {
                 if let std::collections::hash_map::Entry::Vacant(e) = users.entry(c.job) {
-                    let who = self.engine.store().job(c.job)?.and_then(|r| r.user);
+                    let who = self.engine.job_record(c.job)?.and_then(|r| r.user);
                     e.insert(who.unwrap_or_else(|| "(unknown)".into()));
                 }
             }
@@ -246,7 +244,7 @@ impl State {
         }
         let mut rows: Vec<ReportRow> = rows.into_values().collect();
         rows.sort_by(|a, b| b.spend_usd.total_cmp(&a.spend_usd).then(a.key.cmp(&b.key)));
-        let queues = queue_rows(&self.engine.store().queued(since, until.min(now) + 1.0)?);
+        let queues = queue_rows(&self.engine.queued(since, until.min(now) + 1.0)?);
         Ok(Report {
             simulated: self.snapshot.simulated,
             since,

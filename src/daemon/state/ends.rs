@@ -104,7 +104,7 @@ impl State {
             .each_part(id, |r, host, token| r.forget(host, id, token));
         self.hosts.remove(id);
         if journaled {
-            self.engine.store().remove_remote_run(id)?;
+            self.engine.remove_remote_run(id)?;
         }
         Ok(())
     }

@@ -264,7 +264,7 @@ impl State {
             ),
         };
         if real {
-            self.engine.store().add_remote_run(&record)?;
+            self.engine.add_remote_run(&record)?;
         }
         let mut parts = Vec::new();
         for ((rank, g), ids) in p.nodes.iter().enumerate().zip(gpus) {
@@ -357,7 +357,7 @@ impl State {
             });
             self.hosts.remove(id);
             if journaled {
-                self.engine.store().remove_remote_run(id)?;
+                self.engine.remove_remote_run(id)?;
             }
         }
         Ok(())
@@ -373,7 +373,7 @@ impl State {
         // What a refresh says of many nodes at once is written in one commit.
         let batch = events.len() > 1;
         if batch {
-            self.engine.store().begin_batch()?;
+            self.engine.begin_batch()?;
         }
         let mut done = Ok(());
         for (pool, e) in events {
@@ -385,7 +385,7 @@ impl State {
         if batch {
             // What was done is kept whether or not an event failed: the state in memory has
             // it.
-            self.engine.store().end_batch()?;
+            self.engine.end_batch()?;
         }
         done?;
         self.top_up_foreign();

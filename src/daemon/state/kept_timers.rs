@@ -27,7 +27,7 @@ impl State {
     /// At open: what the last daemon kept — each pool passed over (until then, on this clock)
     /// and the empty-since of each bought node, taken when the node is up again.
     pub(super) fn restore_timers(&mut self) -> Result<(), EngineError> {
-        let kept = self.engine.store().timers()?;
+        let kept = self.engine.timers()?;
         // By the wall clock's distance from now: the calendar maps a moment of an earlier run
         // that came after its last saved clock to this start, which would start each window
         // again at a restart.
@@ -63,14 +63,14 @@ impl State {
         let kept = match since.filter(|_| up) {
             Some(t) => {
                 let unix = self.calendar.unix(t);
-                self.engine.store().set_timer(&TimerRecord {
+                self.engine.set_timer(&TimerRecord {
                     key,
                     unix,
                     count: 0,
                     why: String::new(),
                 })
             }
-            None => self.engine.store().clear_timer(&key),
+            None => self.engine.clear_timer(&key),
         };
         if let Err(e) = kept {
             self.warn(format!("keeping a node's empty-since in the journal: {e}"));
@@ -117,7 +117,7 @@ impl State {
             count: self.nodes.unreached[pool],
             why,
         };
-        if let Err(e) = self.engine.store().set_timer(&record) {
+        if let Err(e) = self.engine.set_timer(&record) {
             self.warn(format!("keeping a pool's pass-over in the journal: {e}"));
         }
     }

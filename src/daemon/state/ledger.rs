@@ -76,6 +76,6 @@ impl State {
             limit: usize::MAX,
             offset: 0,
         };
-        Ok(self.engine.store().history(&q)?)
+        Ok(self.engine.history(&q)?)
     }
 }

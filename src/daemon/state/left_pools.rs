@@ -52,9 +52,7 @@ impl State {
             let Ok(config) = serde_json::to_string(p) else {
                 continue;
             };
-            self.engine
-                .store()
-                .save_cloud_pool(&key_text(p), &config, now)?;
+            self.engine.save_cloud_pool(&key_text(p), &config, now)?;
         }
         Ok(())
     }
@@ -70,7 +68,7 @@ impl State {
     ) -> Result<(), EngineError> {
         let here: HashSet<String> = cfg.pools.iter().map(key_text).collect();
         let retiring = self.opened.opts.retiring.clone();
-        for rec in self.engine.store().cloud_pools()? {
+        for rec in self.engine.cloud_pools()? {
             if here.contains(&rec.key) {
                 continue;
             }
@@ -87,7 +85,7 @@ impl State {
                     .unwrap_or_else(|e| e.into_inner())
                     .claimed
                     .remove(&rec.key);
-                self.engine.store().forget_cloud_pool(&rec.key)?;
+                self.engine.forget_cloud_pool(&rec.key)?;
                 continue;
             }
             let Ok(p) = parsed else {
@@ -244,7 +242,6 @@ impl State {
         let here: HashSet<String> = self.nodes.pools.iter().map(key_text).collect();
         Ok(self
             .engine
-            .store()
             .cloud_pools()?
             .into_iter()
             .map(|r| crate::api::KnownCloudPool {
@@ -289,7 +286,7 @@ impl State {
             self.record("cloud", what)?;
         }
         for key in done {
-            self.engine.store().forget_cloud_pool(&key)?;
+            self.engine.forget_cloud_pool(&key)?;
             self.record(
                 "cloud",
                 format!("pool {key}: its cloud lists none of its instances: forgotten"),

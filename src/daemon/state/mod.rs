@@ -391,26 +391,21 @@ impl State {
     /// it) and the daemon's message sink.
     pub fn warn(&mut self, what: String) {
         self.messages.write(&what);
-        let _ = self
-            .engine
-            .store()
-            .add_event(self.now, None, "daemon", &what);
+        let _ = self.engine.add_event(self.now, None, "daemon", &what);
         self.log(what);
     }
 
     /// An event that is also journaled (fleet changes: they are not job transitions, which the
     /// journal records by itself).
     fn record(&mut self, kind: &str, what: String) -> Result<(), EngineError> {
-        self.engine.store().add_event(self.now, None, kind, &what)?;
+        self.engine.add_event(self.now, None, kind, &what)?;
         self.log(what);
         Ok(())
     }
 
     /// A journaled event about one job (it shows in the job's history).
     fn record_job(&mut self, id: JobId, kind: &str, what: String) -> Result<(), EngineError> {
-        self.engine
-            .store()
-            .add_event(self.now, Some(id), kind, &what)?;
+        self.engine.add_event(self.now, Some(id), kind, &what)?;
         self.log(format!("job {id} {what}"));
         Ok(())
     }
@@ -540,11 +535,11 @@ impl State {
     }
 
     pub fn tokens(&mut self) -> Result<Vec<super::journal::TokenRecord>, EngineError> {
-        Ok(self.engine.store().tokens()?)
+        Ok(self.engine.tokens()?)
     }
 
     pub fn add_token(&mut self, t: &super::journal::TokenRecord) -> Result<(), EngineError> {
-        self.engine.store().add_token(t)?;
+        self.engine.add_token(t)?;
         self.log(format!("token {} created ({})", t.label, t.role));
         Ok(())
     }
@@ -555,7 +550,7 @@ impl State {
         at: f64,
         by: &str,
     ) -> Result<(), EngineError> {
-        self.engine.store().revoke_token(&t.hash, at)?;
+        self.engine.revoke_token(&t.hash, at)?;
         self.log(format!(
             "token {} ({}, id {}) revoked by {by}",
             t.label,
@@ -570,7 +565,7 @@ impl State {
         job: Option<JobId>,
         limit: usize,
     ) -> Result<Vec<EventRecord>, EngineError> {
-        let events = self.engine.store().events(job, limit)?;
+        let events = self.engine.events(job, limit)?;
         Ok(self.dated(events))
     }
 
@@ -591,7 +586,7 @@ impl State {
 
     /// A job's runs, with their calendar times.
     pub(super) fn runs_of(&mut self, id: JobId) -> Vec<crate::daemon::journal::RunRecord> {
-        let mut runs = self.engine.store().runs(id).unwrap_or_default();
+        let mut runs = self.engine.runs(id).unwrap_or_default();
         for r in &mut runs {
             r.started = self.calendar.rfc3339(r.started_at);
             r.ended_time = r.ended_at.map(|t| self.calendar.rfc3339(t));
@@ -604,7 +599,7 @@ impl State {
         &mut self,
         q: &crate::daemon::journal::HistoryQuery,
     ) -> Result<Vec<HistoryJob>, EngineError> {
-        let records = self.engine.store().history(q)?;
+        let records = self.engine.history(q)?;
         Ok(records
             .into_iter()
             .map(|r| HistoryJob {
@@ -711,7 +706,7 @@ impl State {
             self.submit_demo()?;
         }
         if self.now - self.clock_saved >= 60.0 {
-            self.engine.store().save_clock(self.now)?;
+            self.engine.save_clock(self.now)?;
             self.clock_saved = self.now;
         }
         self.tick()

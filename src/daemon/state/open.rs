@@ -199,7 +199,7 @@ impl State {
                 engine.set_max_pending(&t.name, n)?;
             }
         }
-        let recent = engine.store().events(None, EVENTS_KEPT)?;
+        let recent = engine.events(None, EVENTS_KEPT)?;
         let mut s = State {
             _lock: lock,
             opened: Opened {
@@ -307,7 +307,7 @@ impl State {
                 }
                 // Requeued at open (its placement no longer fits the fleet): the host stops
                 // the run when it answers (it is not expected there).
-                _ => s.engine.store().remove_remote_run(r.job)?,
+                _ => s.engine.remove_remote_run(r.job)?,
             }
         }
         for n in to_buy {
@@ -461,7 +461,7 @@ impl State {
         // of that minute would read as happening at the reload, and its bill would lose them.
         // Nor has the daemon stopped: its calendar goes on too, with no new start pinned (the
         // wall clock of the saved moment is the one the calendar already gives it).
-        self.engine.store().save_clock(self.now)?;
+        self.engine.save_clock(self.now)?;
         let wall = Some(self.calendar.unix(self.now));
         let Opened {
             db,

@@ -57,7 +57,6 @@ impl State {
         }
         let n = self
             .engine
-            .store()
             .events(Some(id), 10_000)?
             .iter()
             .filter(|e| e.kind == "pending" && e.detail.contains(&format!(": {RESTART}")))
@@ -145,7 +144,7 @@ impl State {
             .map(|j| j.id)
             .collect();
         for id in held {
-            let last = self.engine.store().events(Some(id), 1)?;
+            let last = self.engine.events(Some(id), 1)?;
             let Some(e) = last.last().filter(|e| e.kind == "held") else {
                 continue;
             };

@@ -25,7 +25,7 @@ pub struct JobLogs {
 impl State {
     /// Everything about one job.
     pub fn job_detail(&mut self, id: JobId) -> Result<JobView, EngineError> {
-        let events = self.engine.store().events(Some(id), 100)?;
+        let events = self.engine.events(Some(id), 100)?;
         let events = self.dated(events);
         let record = self.engine.job_record(id)?.ok_or(EngineError::NoJob(id))?;
         let runs = self.runs_of(id);
@@ -177,7 +177,6 @@ impl State {
             Some(_) => Vec::new(),
             None => self
                 .engine
-                .store()
                 .runs(id)
                 .unwrap_or_default()
                 .pop()

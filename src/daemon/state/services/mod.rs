@@ -182,9 +182,9 @@ fn replica_text(
 impl State {
     /// The services the journal holds, with their replicas (at open).
     pub(super) fn open_services(&mut self) -> Result<(), EngineError> {
-        let records = self.engine.store().services()?;
+        let records = self.engine.services()?;
         let mut replicas: HashMap<String, Vec<ReplicaRecord>> = HashMap::new();
-        for (name, r) in self.engine.store().replicas()? {
+        for (name, r) in self.engine.replicas()? {
             replicas.entry(name).or_default().push(r);
         }
         for record in records {
@@ -326,7 +326,6 @@ impl State {
                 let mut record = e.record.clone();
                 record.auth = auth;
                 self.engine
-                    .store()
                     .save_service(&record)
                     .map_err(EngineError::from)?;
                 if let Some(e) = self.services.list.get_mut(&name) {
@@ -384,7 +383,6 @@ impl State {
         };
         self.preview(&probe)?;
         self.engine
-            .store()
             .save_service(&record)
             .map_err(EngineError::from)?;
         let version = record.version;
@@ -468,7 +466,6 @@ impl State {
         }
         let jobs: Vec<JobId> = e.replicas.iter().map(|r| r.job).collect();
         self.engine
-            .store()
             .delete_service(name)
             .map_err(EngineError::from)?;
         self.services.list.remove(name);

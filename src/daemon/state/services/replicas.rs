@@ -44,7 +44,7 @@ impl State {
             }
         }
         for (r, state) in ended {
-            let _ = self.engine.store().drop_replica(r.job);
+            let _ = self.engine.drop_replica(r.job);
             let Some(e) = self.services.list.get_mut(name) else {
                 return;
             };
@@ -282,7 +282,6 @@ impl State {
             ondemand,
         };
         self.engine
-            .store()
             .add_replica(name, &r)
             .map_err(|e| e.to_string())?;
         if let Some(e) = self.services.list.get_mut(name) {

@@ -20,26 +20,12 @@ fn fleet(me: &str) -> String {
 name = "lab"
 max_dollars_per_hour_per_user = 20.0
 
-[[pools]]
-provider = "onprem"
-backend = "simulated"
-region = "dc1"
-zone = "dc1-a"
-name = "hgx"
-instance_type = "HGX H100"
-gpu = "H100"
-gpus_per_node = 8
-vram_gb = 80
-cpus = 128
-memory_gb = 1024
-capacity = "reserved"
-price_per_hour = 16.0
-nodes = 4
-
+{hgx}
 [[users]]
 name = "{me}"
 max_gpus = 4
-"#
+"#,
+        hgx = crate::support::daemon::hgx_pool(16.0, 4)
     )
 }
 

@@ -453,6 +453,7 @@ fn an_endpoint_is_the_fleets_to_allow_and_its_services_for_as_long_as_it_lives()
         d.port,
         &["--config", fleet.to_str().unwrap()],
     )
+    .stderr(common::stderr_file(&d.dir))
     .spawn()
     .unwrap();
     let t0 = std::time::Instant::now();

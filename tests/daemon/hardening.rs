@@ -42,7 +42,6 @@ fn a_second_daemon_on_the_same_journal_is_refused_naming_the_first() {
     let mut d = start("lock", &[]);
     let other_socket = d.dir.join("other.sock");
     let out = daemon_cmd(&d.dir, &other_socket, free_port(), &[])
-        .stderr(std::process::Stdio::piped())
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
@@ -160,10 +159,7 @@ fn a_file_where_the_socket_goes_is_not_deleted() {
     let dir = temp_dir("notsock");
     let file = dir.join("notes.txt");
     std::fs::write(&file, "keep me").unwrap();
-    let out = daemon_cmd(&dir, &file, free_port(), &[])
-        .stderr(std::process::Stdio::piped())
-        .output()
-        .unwrap();
+    let out = daemon_cmd(&dir, &file, free_port(), &[]).output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_ne!(out.status.code(), Some(0));
     assert!(err.contains("not a socket"), "{err}");

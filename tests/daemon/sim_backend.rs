@@ -13,22 +13,7 @@ fn fleet(spot_rate: f64) -> FleetConfig {
 [[teams]]
 name = "a"
 
-[[pools]]
-provider = "onprem"
-backend = "simulated"
-region = "dc1"
-zone = "dc1-a"
-name = "hgx"
-instance_type = "HGX H100"
-gpu = "H100"
-gpus_per_node = 8
-vram_gb = 80
-cpus = 128
-memory_gb = 1024
-capacity = "reserved"
-price_per_hour = 16.0
-nodes = 1
-
+{hgx}
 [[pools]]
 provider = "aws"
 backend = "simulated"
@@ -65,7 +50,8 @@ price_per_hour = 55.04
 nodes = 0
 max_nodes = 2
 provisioning_delay = "6m"
-"#
+"#,
+        hgx = crate::support::daemon::hgx_pool(16.0, 1)
     );
     parse("backend.toml", &text).unwrap()
 }

@@ -20,22 +20,7 @@ name = "a"
 [[teams]]
 name = "b"
 
-[[pools]]
-provider = "onprem"
-backend = "simulated"
-region = "dc1"
-zone = "dc1-a"
-name = "hgx"
-instance_type = "HGX H100"
-gpu = "H100"
-gpus_per_node = 8
-vram_gb = 80
-cpus = 128
-memory_gb = 1024
-capacity = "reserved"
-price_per_hour = 16.0
-nodes = 2
-
+{hgx}
 [[pools]]
 provider = "aws"
 backend = "simulated"
@@ -51,7 +36,8 @@ memory_gb = 2048
 capacity = "spot"
 price_per_hour = 8.0
 nodes = 1
-"#
+"#,
+        hgx = crate::support::daemon::hgx_pool(16.0, 2)
     );
     parse("cost.toml", &text).unwrap()
 }

@@ -63,14 +63,13 @@ pub fn daemon_cmd(dir: &Path, socket: &Path, port: u16, extra: &[&str]) -> Comma
         .args(extra)
         .env("XDG_CONFIG_HOME", dir.join("cfg"))
         .env("XDG_DATA_HOME", dir.join("data"))
-        .stdout(Stdio::null())
-        .stderr(stderr_file(dir));
+        .stdout(Stdio::null());
     c
 }
 
 /// The file a daemon started in `dir` writes its stderr to (the pipe's null if it cannot be
 /// made: the test then fails on its own terms, not here).
-fn stderr_file(dir: &Path) -> Stdio {
+pub fn stderr_file(dir: &Path) -> Stdio {
     let _ = std::fs::create_dir_all(dir);
     std::fs::OpenOptions::new()
         .create(true)
@@ -93,6 +92,7 @@ pub fn start_with(dir: PathBuf, extra: &[&str], adjust: impl FnOnce(&mut Command
     let socket = dir.join("d.sock");
     let port = free_port();
     let mut cmd = daemon_cmd(&dir, &socket, port, extra);
+    cmd.stderr(stderr_file(&dir));
     adjust(&mut cmd);
     let child = cmd.spawn().unwrap();
     let t0 = Instant::now();
@@ -156,7 +156,10 @@ pub fn healthy(d: &mut Daemon) -> bool {
         && request(&d.socket, "GET /v1/health", "").contains("\"ok\":true")
 }
 
-pub const FLEET: &str = r#"
+/// Two teams (`ml` with two classes, `infra`) over two simulated HGX H100 nodes at $14/h.
+pub fn two_team_fleet() -> String {
+    format!(
+        r#"
 [[teams]]
 name = "ml"
 classes = ["production", "experiment"]
@@ -164,22 +167,18 @@ classes = ["production", "experiment"]
 [[teams]]
 name = "infra"
 
-[[pools]]
-provider = "onprem"
-backend = "simulated"
-region = "dc1"
-zone = "dc1-a"
-name = "hgx"
-instance_type = "HGX H100"
-gpu = "H100"
-gpus_per_node = 8
-vram_gb = 80
-cpus = 128
-memory_gb = 1024
-capacity = "reserved"
-price_per_hour = 14.0
-nodes = 2
-"#;
+{hgx}"#,
+        hgx = hgx_pool(14.0, 2)
+    )
+}
+
+/// The HGX H100 pool of `tests/fleets/hgx_pool.toml` at `price` an hour a node, `nodes` of them.
+pub fn hgx_pool(price: f64, nodes: u32) -> String {
+    format!(
+        "{}price_per_hour = {price:?}\nnodes = {nodes}\n",
+        include_str!("../fleets/hgx_pool.toml")
+    )
+}
 
 /// This host as the only pool (`provider = "local"`): jobs run as real processes, team `a`.
 pub const LOCAL_FLEET: &str = concat!(
@@ -198,7 +197,7 @@ pub fn local_fleet(team: &str, pool_lines: &str) -> String {
 pub fn start_with_fleet(name: &str) -> Daemon {
     let dir = temp_dir(name);
     let fleet = dir.join("fleet.toml");
-    std::fs::write(&fleet, FLEET).unwrap();
+    std::fs::write(&fleet, two_team_fleet()).unwrap();
     start_in(dir, &["--config", fleet.to_str().unwrap()])
 }
 

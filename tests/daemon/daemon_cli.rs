@@ -331,6 +331,45 @@ fn spec_of(d: &Daemon, id: &str) -> String {
     v["spec"].as_str().unwrap().to_string()
 }
 
+/// A mount whose source is an env the file leaves empty for the launch to give (`sky launch
+/// --env SKYPILOT_BUCKET=…`): without it the file is refused naming the variable and what to
+/// pass (it said "the source is empty or has control characters"); `gantry submit --env`
+/// gives it and the job mounts that bucket.
+#[test]
+fn a_mount_left_to_an_empty_env_is_given_at_submit() {
+    let d = start();
+    let file = d.dir.join("mount.yaml");
+    std::fs::write(
+        &file,
+        "name: t\nenvs:\n  SKYPILOT_BUCKET: \"\"\nfile_mounts:\n  /artifacts:\n    source: ${SKYPILOT_BUCKET}\n    mode: COPY\nrun: ls /artifacts\n",
+    )
+    .unwrap();
+    let f = file.to_str().unwrap();
+    let (code, _, err) = gantry(&d.socket, &["submit", f, "--team", "applied"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("mount.yaml: envs.SKYPILOT_BUCKET has no value in the file")
+            && err.contains("--env SKYPILOT_BUCKET=…"),
+        "{err}"
+    );
+    let (code, out, err) = gantry(
+        &d.socket,
+        &[
+            "submit",
+            f,
+            "--team",
+            "applied",
+            "--env",
+            "SKYPILOT_BUCKET=s3://runs/artifacts",
+            "-o",
+            "id",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    let spec = spec_of(&d, out.trim());
+    assert!(spec.contains("s3://runs/artifacts"), "{spec}");
+}
+
 /// `gantry submit --env` and `--secret` give what the file leaves empty (a secret's value from
 /// the submitter's environment); without them the file is refused before it is sent; a
 /// secret's value is never shown, not even to an operator.

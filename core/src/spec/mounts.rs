@@ -144,40 +144,75 @@ fn canonical(url: &str) -> String {
     url.to_string()
 }
 
+/// `s` with `$NAME` and `${NAME}` replaced by their values in `envs` (names it does not have
+/// stay as written), and the names it replaced.
+fn filled(s: &str, envs: &std::collections::BTreeMap<String, String>) -> (String, Vec<String>) {
+    let b = s.as_bytes();
+    let (mut out, mut names, mut i) = (String::new(), Vec::new(), 0);
+    while i < b.len() {
+        if b[i] == b'$' {
+            let braced = b.get(i + 1) == Some(&b'{');
+            let start = i + 1 + usize::from(braced);
+            let mut end = start;
+            while end < b.len()
+                && (b[end].is_ascii_alphanumeric() || b[end] == b'_')
+                && !(end == start && b[end].is_ascii_digit())
+            {
+                end += 1;
+            }
+            let closed = !braced || b.get(end) == Some(&b'}');
+            if end > start && closed {
+                if let Some(val) = envs.get(&s[start..end]) {
+                    out.push_str(val);
+                    names.push(s[start..end].to_string());
+                    i = end + usize::from(braced);
+                    continue;
+                }
+            }
+        }
+        let c = s[i..].chars().next().unwrap_or('$');
+        out.push(c);
+        i += c.len_utf8();
+    }
+    (out, names)
+}
+
+/// Takes out the mounts whose source is only variables the file leaves empty (`SKYPILOT_BUCKET:
+/// ""`, meant for `sky launch --env`) and says which variables: such a mount is the submitter's
+/// to give (`gantry submit --env`), as an env without a value is, not an empty source.
+pub(super) fn take_empty_sources(
+    v: &mut Value,
+    envs: &std::collections::BTreeMap<String, String>,
+) -> Vec<String> {
+    let Value::Mapping(m) = v else {
+        return Vec::new();
+    };
+    let mut names = Vec::new();
+    m.retain(|_, src| {
+        let src = match src {
+            Value::String(s) => s.as_str(),
+            Value::Mapping(o) => match o.get("source") {
+                Some(Value::String(s)) => s.as_str(),
+                _ => return true,
+            },
+            _ => return true,
+        };
+        let (text, used) = filled(src, envs);
+        let empty = text.trim().is_empty() && !used.is_empty();
+        if empty {
+            names.extend(used);
+        }
+        !empty
+    });
+    names.dedup();
+    names
+}
+
 /// SkyPilot fills `$NAME` and `${NAME}` in `file_mounts` (paths, bucket names, sources) from
 /// the task's `envs` and valued `secrets`; names it does not have stay as written.
 pub(super) fn fill_in_envs(v: &mut Value, envs: &std::collections::BTreeMap<String, String>) {
-    fn fill(s: &str, envs: &std::collections::BTreeMap<String, String>) -> String {
-        let b = s.as_bytes();
-        let (mut out, mut i) = (String::new(), 0);
-        while i < b.len() {
-            if b[i] == b'$' {
-                let braced = b.get(i + 1) == Some(&b'{');
-                let start = i + 1 + usize::from(braced);
-                let mut end = start;
-                while end < b.len()
-                    && (b[end].is_ascii_alphanumeric() || b[end] == b'_')
-                    && !(end == start && b[end].is_ascii_digit())
-                {
-                    end += 1;
-                }
-                let closed = !braced || b.get(end) == Some(&b'}');
-                if end > start && closed {
-                    if let Some(val) = envs.get(&s[start..end]) {
-                        out.push_str(val);
-                        i = end + usize::from(braced);
-                        continue;
-                    }
-                }
-            }
-            let c = s[i..].chars().next().unwrap_or('$');
-            out.push(c);
-            i += c.len_utf8();
-        }
-        out
-    }
     match v {
-        Value::String(s) => *s = fill(s, envs),
+        Value::String(s) => *s = filled(s, envs).0,
         Value::Sequence(list) => list.iter_mut().for_each(|v| fill_in_envs(v, envs)),
         Value::Mapping(m) => {
             let old = std::mem::take(m);
@@ -604,5 +639,30 @@ mod tests {
             }
         );
         assert!(s.ignored.iter().any(|n| n.contains("gantry uses gcs")));
+    }
+
+    /// A source that is only a variable the file leaves empty, to be given at launch
+    /// (`SKYPILOT_BUCKET: ""` and `sky launch --env SKYPILOT_BUCKET=…`), is the submitter's to
+    /// give, as an env without a value is. Before: "the source is empty or has control
+    /// characters".
+    #[test]
+    fn a_source_left_to_an_empty_variable_is_given_at_submit() {
+        let s = crate::spec::parse(
+            "t.yaml",
+            b"run: x\nenvs:\n  SKYPILOT_BUCKET: \"\"\nfile_mounts:\n  /artifacts:\n    source: ${SKYPILOT_BUCKET}\n    mode: MOUNT\n  /data: s3://d\n",
+        )
+        .unwrap();
+        assert_eq!(s.unset, ["envs.SKYPILOT_BUCKET"]);
+        assert_eq!(s.file_mounts.len(), 1, "{:?}", s.file_mounts);
+        // Given a value (as `gantry submit --env` writes it into the file), it is the bucket.
+        let s = crate::spec::parse(
+            "t.yaml",
+            b"run: x\nenvs:\n  SKYPILOT_BUCKET: s3://runs\nfile_mounts:\n  /artifacts:\n    source: ${SKYPILOT_BUCKET}\n    mode: MOUNT\n",
+        )
+        .unwrap();
+        assert!(s.unset.is_empty());
+        assert!(
+            matches!(&s.file_mounts[0].source, MountSource::Bucket { url, .. } if url == "s3://runs")
+        );
     }
 }

@@ -694,10 +694,19 @@ pub(super) fn build(raw: RawSpec, text: &str, file: &str) -> Result<JobSpec, Spe
     let file_mounts = match raw.file_mounts {
         Some(mut v) => {
             let known = envs.iter().chain(&secrets);
-            super::mounts::fill_in_envs(
-                &mut v,
-                &known.map(|(k, v)| (k.clone(), v.clone())).collect(),
-            );
+            let known = known.map(|(k, v)| (k.clone(), v.clone())).collect();
+            for n in super::mounts::take_empty_sources(&mut v, &known) {
+                let what = if envs.contains_key(&n) {
+                    "envs"
+                } else {
+                    "secrets"
+                };
+                let key = format!("{what}.{n}");
+                if !unset.contains(&key) {
+                    unset.push(key);
+                }
+            }
+            super::mounts::fill_in_envs(&mut v, &known);
             r.file_mounts(v, one.infra.cloud.as_deref())?
         }
         None => Vec::new(),

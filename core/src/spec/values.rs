@@ -178,8 +178,9 @@ enum SizeError {
     Unit(String),
 }
 
-/// A size in GB from "32", "32GB", "32GiB", "512MB", "1TB" (a bare number is GB; the units
-/// are binary whatever their spelling). Memory, disk and VRAM sizes all read through it.
+/// A size in GB from "32", "32GB", "32GiB", "512MB", "1TB", "1Ti" (a bare number is GB; the
+/// units are binary whatever their spelling, as SkyPilot's `parse_memory_resource` reads KB,
+/// Ki, MB, Mi, GB, Gi, TB, Ti, PB and Pi). Memory, disk and VRAM sizes all read through it.
 fn size_gb(t: &str) -> Result<f64, SizeError> {
     let split = t
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
@@ -187,9 +188,11 @@ fn size_gb(t: &str) -> Result<f64, SizeError> {
     let (num, unit) = t.split_at(split);
     let n: f64 = num.parse().map_err(|_| SizeError::NotANumber)?;
     let k = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "g" | "gb" | "gib" => 1.0,
-        "m" | "mb" | "mib" => 1.0 / 1024.0,
-        "t" | "tb" | "tib" => 1024.0,
+        "" | "g" | "gb" | "gi" | "gib" => 1.0,
+        "k" | "kb" | "ki" | "kib" => 1.0 / (1024.0 * 1024.0),
+        "m" | "mb" | "mi" | "mib" => 1.0 / 1024.0,
+        "t" | "tb" | "ti" | "tib" => 1024.0,
+        "p" | "pb" | "pi" | "pib" => 1024.0 * 1024.0,
         other => return Err(SizeError::Unit(other.to_string())),
     };
     Some(n * k)
@@ -510,5 +513,29 @@ mod tests {
         assert!(parse_one("H100:0").unwrap_err().contains("no GPU"));
         assert!(parse_one("H100:1.5").unwrap_err().contains("1..=64"));
         assert!(parse_one("H100:eight").is_err());
+    }
+
+    /// Memory in every unit SkyPilot's loader reads (`parse_memory_resource`: KB, Ki, MB, Mi,
+    /// GB, Gi, TB, Ti, PB, Pi, any case), binary whatever the spelling. Before: `1Ti` and `16Gi`
+    /// were refused although SkyPilot loads them.
+    #[test]
+    fn memory_reads_skypilots_units() {
+        let gb = |s: &str| serde_yaml_ng::from_str::<MemoryGb>(s).map(|m| f64::from(m.0) / 1000.0);
+        for (text, want) in [
+            ("32", 32.0),
+            ("\"32+\"", 32.0),
+            ("1Ti", 1024.0),
+            ("1TB", 1024.0),
+            ("16Gi", 16.0),
+            ("16gb", 16.0),
+            ("512Mi", 0.5),
+            ("\"512MB+\"", 0.5),
+            ("1048576Ki", 1.0),
+            ("0.5Pi", 524_288.0),
+        ] {
+            assert_eq!(gb(text).unwrap(), want, "{text}");
+        }
+        let e = gb("16 furlongs").unwrap_err().to_string();
+        assert!(e.contains("is not memory like"), "{e}");
     }
 }

@@ -496,8 +496,21 @@ fn infra_limits_the_pools_and_says_where_the_fleet_is() {
     assert!(
         ami.to_string().starts_with(
             "job.yaml:3:3: `resources.image_id`: `ami-0abc`: gantry runs container images"
-        ),
+        ) && ami
+            .to_string()
+            .ends_with("[pools.ec2] image = \"ami-0abc\")"),
         "{ami}"
+    );
+    // A bare container name (a RunPod template's) is told how to write it.
+    let bare = spec::parse(
+        "job.yaml",
+        b"run: x\nresources:\n  image_id: runpod/pytorch:2.4.0-py3.11\n",
+    )
+    .unwrap_err();
+    assert!(
+        bare.to_string()
+            .ends_with("write image_id: docker:runpod/pytorch:2.4.0-py3.11 (a bare name is the image only on Kubernetes pools)"),
+        "{bare}"
     );
     assert_eq!(
         resolve("run: x\nresources:\n  instance_type: p4d.24xlarge\n"),

@@ -496,9 +496,19 @@ impl Reader<'_> {
             .filter(|i| !i.is_empty() && !i.contains(char::is_whitespace) && !i.contains(char::is_control))
             .map(str::to_string)
             .ok_or_else(|| {
+                // What to write instead, for what it looks like.
+                let instead = if written.starts_with("ami-") {
+                    format!("; an EC2 pool's instances boot the AMI its fleet entry names ([pools.ec2] image = \"{written}\")")
+                } else if written.contains("/images/") {
+                    String::new()
+                } else if written.contains(['/', ':']) {
+                    format!("; if it is a container image, write image_id: docker:{written} (a bare name is the image only on Kubernetes pools)")
+                } else {
+                    String::new()
+                };
                 self.err(
                     path,
-                    format!("`{written}`: gantry runs container images, written docker:IMAGE (e.g. docker:nvcr.io/nvidia/pytorch:25.01-py3); machine images (AMIs, GCP images) are not used: gantry runs jobs on machines that exist"),
+                    format!("`{written}`: gantry runs container images, written docker:IMAGE (e.g. docker:nvcr.io/nvidia/pytorch:25.01-py3); machine images (AMIs, GCP images) are not used: gantry runs jobs on machines that exist{instead}"),
                 )
             })
     }

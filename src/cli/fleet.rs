@@ -346,11 +346,13 @@ pub fn pool_live(c: &mut HttpClient, which: &str, output: Output) -> Result<(), 
             println!("{:<28} {}", "", gantry::untrusted::escape(&resources));
         }
         for (k, g) in n.gpus.iter().enumerate() {
-            let list = |v: &[_]| -> Vec<String> { v.iter().map(ToString::to_string).collect() };
-            let mut who = list(&g.jobs).join(",");
+            fn comma<T: ToString>(v: &[T]) -> String {
+                let items: Vec<String> = v.iter().map(T::to_string).collect();
+                items.join(",")
+            }
+            let mut who = comma(&g.jobs);
             if !g.foreign_pids.is_empty() {
-                let pids: Vec<String> = g.foreign_pids.iter().map(u32::to_string).collect();
-                who.push_str(&format!(" foreign pid {}", pids.join(",")));
+                who.push_str(&format!(" foreign pid {}", comma(&g.foreign_pids)));
             }
             if let Some(holder) = &g.foreign {
                 who.push_str(&format!(" held by {holder}"));

@@ -6,5 +6,6 @@ mod support;
 
 mod dstack;
 mod skypilot_loader;
+mod skypilot_oracle;
 mod skypilot_schema;
 mod spec;

@@ -17,7 +17,7 @@ const CORPUS: &str = "tests/skypilot/corpus";
 const VERDICTS: &str = "tests/skypilot/verdicts.json";
 
 /// Refusals that are right: the field, a text the refusal must hold, and why gantry refuses.
-const NON_FEATURES: [(&str, &str, &str); 4] = [
+pub(super) const NON_FEATURES: [(&str, &str, &str); 4] = [
     ("`pool`", "SkyPilot pools", "a pool of warm workers fed by `sky jobs launch --pool` is SkyPilot's own queue; gantry is the queue"),
     ("`resources.image_id`", "machine images", "AMIs and per-region machine images: gantry runs on machines that exist"),
     ("`resources.image_id`", "per-region map", "a per-region map of machine images"),
@@ -26,13 +26,13 @@ const NON_FEATURES: [(&str, &str, &str); 4] = [
 
 /// One way to run, as both sides are compared: accelerators (model → count), spot, cloud,
 /// region.
-type Way = (Vec<(String, String)>, bool, Option<String>, Option<String>);
+pub(super) type Way = (Vec<(String, String)>, bool, Option<String>, Option<String>);
 
 fn count(n: f64) -> String {
     format!("{n:.3}")
 }
 
-fn skypilot_tasks(v: &serde_json::Value) -> Vec<(u64, BTreeSet<Way>)> {
+pub(super) fn skypilot_tasks(v: &serde_json::Value) -> Vec<(u64, BTreeSet<Way>)> {
     v.as_array()
         .unwrap()
         .iter()
@@ -61,7 +61,7 @@ fn skypilot_tasks(v: &serde_json::Value) -> Vec<(u64, BTreeSet<Way>)> {
         .collect()
 }
 
-fn gantry_tasks(p: &gantry::spec::Pipeline) -> Vec<(u64, BTreeSet<Way>)> {
+pub(super) fn gantry_tasks(p: &gantry::spec::Pipeline) -> Vec<(u64, BTreeSet<Way>)> {
     p.tasks
         .iter()
         .map(|(_, s)| {
@@ -166,7 +166,7 @@ fn as_sets(v: &serde_json::Value) -> serde_json::Value {
 }
 
 /// A Python with SkyPilot 0.14.1 in it, if this machine has one.
-fn skypilot_python() -> Option<PathBuf> {
+pub(super) fn skypilot_python() -> Option<PathBuf> {
     let candidates = std::env::var_os("GANTRY_SKYPILOT_PYTHON")
         .map(PathBuf::from)
         .into_iter()
@@ -183,6 +183,29 @@ fn skypilot_python() -> Option<PathBuf> {
     None
 }
 
+/// What SkyPilot's loader (run by `py`) makes of every task file under `dir`, by path under
+/// it (files it refuses left out), written through `out`.
+pub(super) fn skypilot_load(
+    py: &Path,
+    dir: &Path,
+    out: &Path,
+) -> serde_json::Map<String, serde_json::Value> {
+    let run = std::process::Command::new(py)
+        .arg("scripts/skypilot_load.py")
+        .arg(dir)
+        .arg(out)
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "SkyPilot's loader: {}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out).unwrap()).unwrap();
+    v.as_object().unwrap().clone()
+}
+
 fn verdicts() -> serde_json::Map<String, serde_json::Value> {
     let text = std::fs::read_to_string(VERDICTS).unwrap();
     let recorded: serde_json::Value = serde_json::from_str(&text).unwrap();
@@ -190,20 +213,9 @@ fn verdicts() -> serde_json::Map<String, serde_json::Value> {
     match skypilot_python() {
         Some(py) => {
             let out = std::env::temp_dir().join(format!("gantry-verdicts-{}.json", std::process::id()));
-            let run = std::process::Command::new(&py)
-                .args(["scripts/skypilot_load.py", CORPUS])
-                .arg(&out)
-                .output()
-                .unwrap();
-            assert!(
-                run.status.success(),
-                "SkyPilot's loader: {}",
-                String::from_utf8_lossy(&run.stderr)
-            );
-            let live: serde_json::Value =
-                serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+            let live = skypilot_load(&py, Path::new(CORPUS), &out);
             let _ = std::fs::remove_file(&out);
-            let live = live.as_object().unwrap();
+            let live = &live;
             // `any_of` is a set in SkyPilot: its order is Python's hash order, which changes from
             // one run to the next (PYTHONHASHSEED), so the alternatives compare as a set.
             let differ: Vec<&String> = live

@@ -258,8 +258,10 @@ pub fn is_env_name(n: &str) -> bool {
 struct Resources {
     accelerators: Option<Accelerators>,
     use_spot: Option<bool>,
-    /// cloud, region, zone: given together (`infra`) or not at all.
+    /// cloud, region, zone: given together (`infra`) or key by key.
     place: Option<(Option<String>, Option<String>, Option<String>)>,
+    /// `place` was given as `infra` (all three at once).
+    infra: bool,
     instance_type: Option<String>,
     cpu_milli: Option<u32>,
     mem_mib: Option<u64>,
@@ -279,7 +281,18 @@ impl Resources {
         Resources {
             accelerators: self.accelerators.or_else(|| base.accelerators.clone()),
             use_spot: self.use_spot.or(base.use_spot),
-            place: self.place.or_else(|| base.place.clone()),
+            // Key by key, as SkyPilot copies an alternative over `resources`: one naming only
+            // a region keeps the outer cloud; one giving `infra` gives all three.
+            infra: self.infra || (self.place.is_none() && base.infra),
+            place: match (self.place, &base.place) {
+                (Some(place), _) if self.infra => Some(place),
+                (Some((cloud, region, zone)), Some((c, r, z))) => Some((
+                    cloud.or_else(|| c.clone()),
+                    region.or_else(|| r.clone()),
+                    zone.or_else(|| z.clone()),
+                )),
+                (place, base) => place.or_else(|| base.clone()),
+            },
             instance_type: self.instance_type.or_else(|| base.instance_type.clone()),
             cpu_milli: self.cpu_milli.or(base.cpu_milli),
             mem_mib: self.mem_mib.or(base.mem_mib),
@@ -421,6 +434,7 @@ impl Reader<'_> {
                 ));
             }
             out.place = Some(place);
+            out.infra = true;
         } else if r.cloud.is_some() || r.region.is_some() || r.zone.is_some() {
             out.place = Some((
                 r.cloud.map(|t| t.0),
@@ -769,4 +783,44 @@ pub(super) fn build(raw: RawSpec, text: &str, file: &str) -> Result<JobSpec, Spe
         service,
         ignored: r.ignored,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::spec::parse;
+
+    /// (cloud, region) of each alternative.
+    fn places(yaml: &str) -> Vec<(Option<String>, Option<String>)> {
+        let spec = parse("t.yaml", yaml.as_bytes()).unwrap();
+        spec.alternatives
+            .iter()
+            .map(|a| (a.infra.cloud.clone(), a.infra.region.clone()))
+            .collect()
+    }
+
+    fn some(cloud: &str, region: &str) -> (Option<String>, Option<String>) {
+        (Some(cloud.to_string()), Some(region.to_string()))
+    }
+
+    /// What SkyPilot 0.14.1's loader makes of these files (`scripts/skypilot_load.py`):
+    /// each alternative is copied over `resources` field by field.
+    #[test]
+    fn an_alternative_naming_a_region_keeps_the_outer_cloud() {
+        let outer_cloud = "resources:\n  cloud: aws\n  accelerators: A100:8\n  any_of:\n    - region: us-east-1\n    - region: us-west-2\nrun: echo hi\n";
+        assert_eq!(
+            places(outer_cloud),
+            [some("aws", "us-east-1"), some("aws", "us-west-2")]
+        );
+        let both = "resources:\n  cloud: aws\n  region: us-east-1\n  accelerators: A100:8\n  ordered:\n    - cloud: gcp\n    - region: us-west-2\nrun: echo hi\n";
+        assert_eq!(
+            places(both),
+            [some("gcp", "us-east-1"), some("aws", "us-west-2")]
+        );
+        // `infra` gives cloud, region and zone at once: an alternative's replaces the outer's.
+        let infra = "resources:\n  infra: azure/eastus\n  accelerators: V100:2\n  ordered:\n    - infra: gcp\n    - accelerators: T4\nrun: echo hi\n";
+        assert_eq!(
+            places(infra),
+            [(Some("gcp".to_string()), None), some("azure", "eastus")]
+        );
+    }
 }

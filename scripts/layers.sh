@@ -46,6 +46,17 @@ check "a part reaches the journal past the engine (name the operation in daemon/
   "$(grep -rnE '\.store\(\)' src tests --include='*.rs' | grep -v '^src/daemon/engine/')"
 check "the state, actor, engine or journal answer with an HTTP error (a daemon::refusal::Refusal; statuses are daemon/api's)" \
   "$(grep -rn 'ApiError' src/daemon/state src/daemon/actor src/daemon/engine src/daemon/journal)"
+# The daemon's state is components with private fields, each with a small API (runs, nodes,
+# telemetry, billing, the event log, reclaim, services, retiring pools); `State` holds them
+# and orders their work in a few files: what it was opened with (open.rs), what clients read
+# (view.rs), and the rest (mod.rs).
+state_files=$(grep -rlE '^impl State \{' src/daemon/state | sort)
+check "more than 3 files implement State (give the work to the component it concerns)" \
+  "$([ "$(echo "$state_files" | grep -c .)" -le 3 ] || echo "$state_files")"
+check "a file of the state takes in its parent whole (use super::*)" \
+  "$(grep -rn '^use super::\*' src/daemon/state)"
+check "a component of the state has a public field (reach it through its API)" \
+  "$(awk '/^(pub(\([a-z:]+\))? )?struct (Runs|Nodes|Telemetry|Billing|EventLog|Reclaim|Services|Retirees|Restarts) \{/ { inside = 1; next } inside && /^\}/ { inside = 0 } inside && /^    pub/ { print FILENAME ":" FNR ": " $0 }' $(find src/daemon/state -name '*.rs'))"
 # Each integration test binary links the whole product (kube, the AWS SDK): a few, by what
 # their tests need (tests/*/main.rs), with helpers in tests/support/.
 bins=$(ls tests/*.rs tests/*/main.rs 2>/dev/null | wc -l)

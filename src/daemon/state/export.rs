@@ -2,7 +2,7 @@
 //! labels the DCGM exporter uses (`gpu`, `UUID`, `modelName`, `Hostname`) so gantry's jobs join
 //! DCGM's series in PromQL. The simulated fleet's modelled GPUs are not exported one by one.
 
-use super::State;
+use super::seen::Seen;
 use crate::daemon::journal::JobId;
 use crate::model::GpuShare;
 use serde::Serialize;
@@ -39,19 +39,17 @@ pub struct JobGpuMetric {
     pub gpu_instance_id: Option<u32>,
 }
 
-impl State {
+impl Seen<'_> {
     /// The measured GPUs of real hosts and the running jobs' GPUs there.
     pub fn gpu_metrics(&self) -> (Vec<GpuMetric>, Vec<JobGpuMetric>) {
         let fleet = self.engine.fleet();
         let hostname = |node: usize| {
-            self.hosts
-                .hostnames
-                .get(&node)
-                .cloned()
-                .unwrap_or_else(|| fleet.nodes[node].name.clone())
+            self.runs
+                .hostname(node)
+                .map_or_else(|| fleet.nodes[node].name.clone(), str::to_string)
         };
         let mut gpus = Vec::new();
-        for (&node, t) in &self.measured {
+        for (node, t) in self.telemetry.hosts() {
             for s in &t.gpus {
                 gpus.push(GpuMetric {
                     gpu: s.index,
@@ -71,17 +69,17 @@ impl State {
         let mut jobs = Vec::new();
         // Real hosts' runs only (the simulated fleet's are most of them at scale, and never
         // measured): this runs at every publication.
-        for (&id, run) in self.hosts.runs.iter().filter(|(_, r)| r.journaled) {
+        for id in self.runs.journaled() {
             let Some(j) = self.engine.job(id) else {
                 continue;
             };
             let Some(p) = &j.placement else { continue };
             for grant in &p.nodes {
                 let node = grant.node.index();
-                let Some(t) = self.measured.get(&node) else {
+                let Some(t) = self.telemetry.of(node) else {
                     continue;
                 };
-                if !run.parts.iter().any(|part| part.node == node) {
+                if !self.runs.has_part_on(id, node) {
                     continue;
                 }
                 let mut mig = t.assigned.get(&id).into_iter().flatten();

@@ -2,8 +2,8 @@
 //! (`gantry sim`) integrates over its virtual clock into GPU-hours and dollars. The same
 //! reading of the fleet as the console's idle-by-cause table, in milli-GPU.
 
-use super::State;
-use crate::daemon::engine::EngineError;
+use super::nodes::Nodes;
+use crate::daemon::engine::Engine;
 use crate::model::idle::{cause_of, IdleCause};
 
 /// One pool now.
@@ -19,24 +19,24 @@ pub struct PoolNow {
     pub idle_milli: [u64; IdleCause::FREE.len()],
 }
 
-impl State {
+impl Nodes {
     /// Every pool of the fleet now, in the fleet's pool order.
-    pub fn fleet_now(&self) -> Vec<PoolNow> {
-        let fleet = self.engine.fleet();
-        let mut out = vec![PoolNow::default(); self.nodes.pools.len()];
+    pub(super) fn fleet_now(&self, engine: &Engine) -> Vec<PoolNow> {
+        let fleet = engine.fleet();
+        let mut out = vec![PoolNow::default(); self.pool_count()];
         let mut held = vec![0u64; fleet.nodes.len()];
-        for p in self.engine.jobs().filter_map(|j| j.placement.as_ref()) {
+        for p in engine.jobs().filter_map(|j| j.placement.as_ref()) {
             for g in &p.nodes {
                 held[g.node.index()] += g.gpu_milli();
             }
         }
-        let wanted = self.models_waited_for();
+        let wanted = super::telemetry::models_waited_for(engine);
         for (i, n) in fleet.nodes.iter().enumerate() {
-            let life = self.nodes.lives[i];
+            let life = self.life(i);
             if !life.paid() {
                 continue;
             }
-            let pool = &self.nodes.pools[n.pool.index()];
+            let pool = self.pool(n.pool.index());
             let row = &mut out[n.pool.index()];
             let gpus = n.gpus.len();
             row.paid_gpus += gpus;
@@ -57,25 +57,5 @@ impl State {
             }
         }
         out
-    }
-
-    /// How many finished jobs the engine keeps in memory (`HISTORY_KEPT` unless set).
-    pub fn set_history_kept(&mut self, n: usize) {
-        self.engine.set_history_kept(n);
-    }
-
-    /// Every job that ended (completed, failed, cancelled), from the journal: the engine keeps
-    /// only the newest `HISTORY_KEPT` in memory, and a what-if run counts them all.
-    pub fn ended_jobs(&mut self) -> Result<Vec<crate::daemon::journal::JobRecord>, EngineError> {
-        let q = crate::daemon::journal::HistoryQuery {
-            since: f64::MIN,
-            until: f64::MAX,
-            team: None,
-            user: None,
-            states: Vec::new(),
-            limit: usize::MAX,
-            offset: 0,
-        };
-        Ok(self.engine.history(&q)?)
     }
 }

@@ -4,325 +4,83 @@
 //! and the API read. It does no networking and keeps no wall clock: its owner (the actor)
 //! tells it what time it is. Everything the simulated backend makes up is labelled simulated.
 
-mod open;
-
-mod budget;
-mod ends;
-mod enter;
-pub use enter::{Entering, STARTING};
-mod export;
-mod foreign;
-pub mod history;
-mod hosts;
-mod kept_timers;
-mod launch;
-pub mod ledger;
-mod left_pools;
-mod legacy;
-mod links;
-mod marks;
-pub use marks::span;
-mod nodes;
 mod observe;
+mod open;
+mod options;
+pub use options::{Messages, StateOptions};
+
+mod billing;
+mod counters;
+pub use counters::{Counters, Histogram, WAIT_BUCKETS};
+mod cx;
+mod demo;
+use demo::Demo;
+mod desk;
+use cx::{cx, Cx};
+mod event_log;
+mod export;
+pub mod history;
+mod runs;
+pub use runs::{Entering, STARTING};
+pub mod ledger;
+mod nodes;
+pub use nodes::span;
+use nodes::Nodes;
+pub use nodes::Retiring;
 mod reclaim;
-mod recovery;
+mod seen;
 mod services;
 pub use services::{Measured, ServiceUp, ServiceUpAnswer};
 mod telemetry;
 mod view;
 mod waits;
-mod wanted;
 
-use crate::api::{HistoryJob, QueueRow};
 pub use export::{GpuMetric, JobGpuMetric};
 pub use view::{reason_text, JobLogs};
 
 use super::engine::{Engine, EngineError, Submission};
-use super::journal::{EventRecord, JobId};
-use crate::api::{Snapshot, EVENTS_KEPT};
-use crate::config::fleet::{FleetConfig, TeamConfig};
-use crate::model::Life;
-use crate::scheduler::reclaim::{ReclaimConfig, ReclaimPlan};
-use crate::scheduler::rng::Rng;
-use crate::scheduler::scale::ScaleConfig;
-use crate::spec::demo::Workload;
-use serde::Serialize;
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use super::journal::JobId;
+use crate::api::Snapshot;
+use crate::backend::RunEvent;
+use crate::config::fleet::FleetConfig;
+use crate::scheduler::reclaim::ReclaimPlan;
+use std::collections::HashMap;
 use std::sync::Arc;
 
 /// One GPU's utilization samples: (seconds, percent), oldest first.
 type Samples = Vec<(f64, f64)>;
 
-/// How the state is opened.
-#[derive(Clone, Debug)]
-pub struct StateOptions {
-    pub seed: u64,
-    /// Feed the seeded demo workload (arrivals every few simulated minutes).
-    pub demo_workload: bool,
-    /// Simulated node failures per node-hour (Llama 3's 54-day run: about 0.0002).
-    pub failures_per_node_hour: f64,
-    /// Where this host's jobs' logs go (default: `logs/` beside the journal).
-    pub log_dir: Option<std::path::PathBuf>,
-    /// How this host's GPUs are sampled (`provider = "local"` pools).
-    pub sampling: crate::backend::agent::Sampling,
-    /// Where the daemon's own warnings go besides the event log.
-    pub messages: Messages,
-    /// What NVML found on the hosts of `gpu = "auto"` SSH pools, by pool name (those pools are
-    /// CPU-only until a host says; the state is then reopened with this filled in).
-    pub discovered: BTreeMap<String, crate::config::fleet::FoundGpus>,
-    /// What each `gpu = "auto"` Kubernetes pool was built into when the state last opened
-    /// (kept if its cluster cannot be read at the next).
-    pub cluster_built: crate::backend::discover::Built,
-    /// `cluster_built` was listed just now (by a reload): taken without listing again.
-    pub cluster_built_fresh: bool,
-    /// The wall clock at opening, Unix seconds: `None` reads the system's (tests pin it).
-    pub wall_clock: Option<f64>,
-    /// What runners call when a run ends (the actor steps at once); kept across reopens.
-    pub wake: crate::backend::Wake,
-    /// A what-if run's model of its jobs' work, for the simulated fleet (`gantry sim`).
-    pub work: Option<crate::backend::sim::WorkBook>,
-    /// No client reads this state (a what-if run): a cycle decides and acts as ever, but
-    /// builds no snapshot and samples no GPU history — what only views read.
-    pub headless: bool,
-    /// The daemon's own listening ports (API, metrics): never a service's endpoint.
-    pub reserved_ports: Vec<u16>,
-    /// Provisioners of pools that left the fleet file, ending what they bought: kept (across
-    /// reopens) so that what they say still reaches the event log.
-    pub retiring: Retiring,
-}
-
-/// Provisioners retiring, shared by every state a daemon opens (`left_pools`).
-#[derive(Clone, Default)]
-pub struct Retiring(std::sync::Arc<std::sync::Mutex<left_pools::Retirees>>);
-
-impl Retiring {
-    pub(crate) fn lock(
-        &self,
-    ) -> std::sync::LockResult<std::sync::MutexGuard<'_, left_pools::Retirees>> {
-        self.0.lock()
-    }
-}
-
-impl std::fmt::Debug for Retiring {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let n = self.0.lock().map_or(0, |v| v.claimed.len());
-        write!(f, "Retiring({n})")
-    }
-}
-
-impl Default for StateOptions {
-    fn default() -> Self {
-        StateOptions {
-            seed: 1,
-            demo_workload: false,
-            failures_per_node_hour: 0.0002,
-            log_dir: None,
-            sampling: crate::backend::agent::Sampling::Nvml(std::time::Duration::from_secs(1)),
-            messages: Messages::Stderr,
-            discovered: BTreeMap::new(),
-            cluster_built: Default::default(),
-            cluster_built_fresh: false,
-            wall_clock: None,
-            wake: crate::backend::Wake::default(),
-            work: None,
-            headless: false,
-            reserved_ports: Vec::new(),
-            retiring: Retiring::default(),
-        }
-    }
-}
-
-/// Where the daemon's warnings are written, besides the event log (which always has them).
-/// `gantry daemon` writes to stderr, its log; the console's embedded daemon to a file, since
-/// the terminal is the console's screen and a stray line would wreck its layout.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Messages {
-    Stderr,
-    File(std::path::PathBuf),
-}
-
-impl Messages {
-    pub(super) fn write(&self, line: &str) {
-        match self {
-            Messages::Stderr => eprintln!("gantry daemon: {line}"),
-            Messages::File(path) => {
-                use std::io::Write;
-                if let Ok(mut f) = std::fs::OpenOptions::new()
-                    .create(true)
-                    .append(true)
-                    .open(path)
-                {
-                    let _ = writeln!(f, "gantry daemon: {line}");
-                }
-            }
-        }
-    }
-}
-
-/// The fleet's nodes over time: which exist, what is coming, what is going; and, per pool,
-/// the provisioner elastic capacity is bought from and given back to (none where the nodes
-/// are simply there).
-struct Nodes {
-    pools: Vec<crate::config::fleet::PoolConfig>,
-    lives: Vec<Life>,
-    empty_since: Vec<Option<f64>>,
-    /// Bought nodes' empty-since as the last daemon kept it (on this clock), taken as each is
-    /// up again (`kept_timers`).
-    restored_empty: HashMap<String, f64>,
-    provisioners: Vec<Option<Box<dyn crate::backend::Provisioner>>>,
-    interrupted: Vec<Option<f64>>,
-    /// Per pool: passed over by the planner until then (it could not buy a node).
-    unavailable: Vec<Option<f64>>,
-    /// Per pool: why it was last passed over (shown while it is).
-    passed_over: Vec<String>,
-    /// Nodes bought and coming: when each is expected ready.
-    coming_at: HashMap<usize, f64>,
-    /// Nodes under a notice of their end: when each goes.
-    going_at: HashMap<usize, f64>,
-    /// Bought machines ready but not yet reached (their agent has not answered since).
-    unconnected: std::collections::HashSet<usize>,
-    /// Per pool: machines in a row given back because they never answered (reset when one
-    /// does): each passes the pool over twice as long, so a pool whose machines cannot be
-    /// reached is not bought from again at once, and again.
-    unreached: Vec<u32>,
-    /// The fleet's spending cap ($/h), and per pool the cap last said to cut a buy short.
-    fleet_cap: Option<f64>,
-    /// `[scale] rebalance`: consolidation and defragmentation move jobs.
-    rebalance: bool,
-    capped: HashMap<usize, String>,
-    scale: ScaleConfig,
-    /// When consolidation looks for a cloud node to give back next.
-    next_consolidate: f64,
-}
-
 pub use crate::api::Action;
-
-/// Counters and histograms behind `/metrics`.
-#[derive(Clone, Debug, Default, Serialize)]
-pub struct Counters {
-    pub preemptions: u64,
-    pub spot_interruptions: u64,
-    pub node_failures: u64,
-    pub scale_ups: u64,
-    pub scale_downs: u64,
-    /// Cloud nodes given back after their jobs moved to capacity already paid for.
-    pub consolidated_nodes: u64,
-    /// Paid nodes emptied for a job that fit nowhere (instead of buying one for it).
-    pub defragmented: u64,
-    /// Jobs told to checkpoint and move by consolidation or defragmentation.
-    pub moved_jobs: u64,
-    pub reclaimed_jobs: u64,
-    pub reclaimed_gpu_hours: f64,
-    pub cycles: u64,
-    /// Wait before first start, seconds, per class and team name: (bucket counts, sum,
-    /// count).
-    pub waits: BTreeMap<String, BTreeMap<String, Histogram>>,
-    /// Preemptions per class and team.
-    pub preempted: BTreeMap<String, BTreeMap<String, u64>>,
-}
-
-/// A Prometheus-style cumulative histogram.
-#[derive(Clone, Debug, Default, Serialize)]
-pub struct Histogram {
-    pub counts: Vec<u64>,
-    pub sum: f64,
-    pub count: u64,
-}
-
-/// Bucket bounds of the wait-time histogram, seconds.
-pub const WAIT_BUCKETS: [f64; 9] = [
-    1.0, 10.0, 60.0, 300.0, 900.0, 3_600.0, 14_400.0, 43_200.0, 86_400.0,
-];
-
-impl Histogram {
-    pub fn observe(&mut self, bounds: &[f64], x: f64) {
-        if self.counts.len() != bounds.len() {
-            self.counts = vec![0; bounds.len()];
-        }
-        for (c, b) in self.counts.iter_mut().zip(bounds) {
-            if x <= *b {
-                *c += 1;
-            }
-        }
-        self.sum += x;
-        self.count += 1;
-    }
-}
-
-/// How often consolidation looks for a cloud node to give back (at most one at a time).
-const CONSOLIDATE_EVERY_S: f64 = 300.0;
-
-/// One team's spend in the current budget month.
-#[derive(Clone, Debug, Default)]
-struct TeamBudget {
-    month: i64,
-    /// Finished runs this month (re-read from the journal when runs end).
-    closed_usd: f64,
-    closed_gpu_h: f64,
-    /// With the running jobs' share up to now.
-    usd: f64,
-    gpu_h: f64,
-    /// Alert thresholds already announced this month.
-    alerted: usize,
-    /// The action at 100% is in force.
-    enforced: bool,
-    /// The whole spend of runs that ended before this month began (read when a month
-    /// begins) and of those that ended in it: with the running jobs' since they started, the
-    /// team's spend ever (`/metrics`' counter).
-    before_month_usd: f64,
-    closed_whole_usd: f64,
-    total_usd: f64,
-}
-
-/// A team's project's spend ever: runs that ended before this month, those that ended in it,
-/// and with the running ones' since they started.
-#[derive(Clone, Debug, Default)]
-struct ProjectSpend {
-    before_month_usd: f64,
-    closed_whole_usd: f64,
-    total_usd: f64,
-}
 
 pub struct State {
     /// This daemon's exclusive hold on the journal (released when the state is dropped).
     _lock: super::lock::StateLock,
     /// What it was opened with (a reload opens it again over a new fleet file).
     opened: Opened,
-    messages: Messages,
     engine: Engine,
     nodes: Nodes,
-    /// Per real host: its GPUs as NVML last reported them (or why it cannot). A node without
-    /// an entry has no measurements, and none are made up for it.
-    measured: BTreeMap<usize, super::local_gpus::HostTelemetry>,
+    /// What NVML measured, and each GPU's history.
+    telemetry: telemetry::Telemetry,
     /// Jobs on real backends (this host, SSH hosts) and those hosts.
-    hosts: hosts::Hosts,
-    budgets: Vec<TeamBudget>,
-    /// Spend ever per (team, project; "" for none), kept as the teams' is.
-    project_spend: BTreeMap<(String, String), ProjectSpend>,
+    runs: runs::Runs,
+    /// Budgets and spend.
+    billing: billing::Billing,
     /// The clock time last written to the journal (at most a simulated minute behind).
     clock_saved: f64,
-    /// What each (node, GPU) did over the last 5 minutes, hour and day, sampled every 10 s.
-    gpu_history: HashMap<(u32, u8), history::GpuHistory>,
-    history_at: f64,
-    /// The engine's release count when the closed spend was last read.
-    budget_read_at: Option<u64>,
-    rng: Rng,
     now: f64,
     /// The daemon's clock on the calendar, in the fleet's time zone.
     calendar: crate::daemon::calendar::Calendar,
-    events: VecDeque<String>,
-    events_total: u64,
+    /// What the console and `gantry events` show, newest first.
+    log: event_log::EventLog,
     /// Shared with every publication and stream that holds it: publishing copies no row.
     snapshot: Arc<Snapshot>,
     teams: Vec<String>,
     /// Priority class names, in the engine's order.
     classes: Vec<String>,
-    team_config: Vec<TeamConfig>,
-    workload: Option<Workload>,
-    pub reclaim: ReclaimConfig,
+    /// The seeded demo workload, where the daemon runs one.
+    demo: Option<Demo>,
+    reclaim: reclaim::Reclaim,
     pub counters: Counters,
-    /// Reclaim plans shown lately, newest last: what `apply_reclaim` may apply.
-    reclaim_shown: VecDeque<ReclaimPlan>,
     /// A host of a `gpu = "auto"` pool found GPUs the fleet is not built with: the state is
     /// to be reopened with them (`reopen_rediscovered`), and this says why.
     rediscovered: Option<Rediscovered>,
@@ -341,9 +99,6 @@ struct Opened {
     cfg: FleetConfig,
 }
 
-/// Reclaim plans remembered for applying (several operators may be reviewing at once).
-const RECLAIM_PLANS_KEPT: usize = 16;
-
 impl State {
     pub fn now(&self) -> f64 {
         self.now
@@ -352,10 +107,7 @@ impl State {
     /// Dollars spent ever per team and project ("" for none): finished runs, and running
     /// ones so far.
     pub fn project_spend(&self) -> Vec<(String, String, f64)> {
-        self.project_spend
-            .iter()
-            .map(|((team, project), s)| (team.clone(), project.clone(), s.total_usd))
-            .collect()
+        self.billing.project_spend()
     }
 
     pub fn calendar(&self) -> &crate::daemon::calendar::Calendar {
@@ -375,46 +127,32 @@ impl State {
         &self.opened.opts.wake
     }
 
-    fn push_event(&mut self, at: f64, what: String) {
-        let line = format!("{} {what}", self.calendar.hh_mm(at));
-        self.events.push_front(line);
-        self.events.truncate(EVENTS_KEPT);
-        self.events_total += 1;
-    }
-
     fn log(&mut self, what: String) {
-        self.push_event(self.now, what);
+        cx!(self).log(what);
     }
 
     /// Something went wrong that the operator must hear of, though no request failed (a
     /// scheduling cycle, a backend sample): the event log (journaled when the journal takes
     /// it) and the daemon's message sink.
     pub fn warn(&mut self, what: String) {
-        self.messages.write(&what);
-        let _ = self.engine.add_event(self.now, None, "daemon", &what);
-        self.log(what);
+        cx!(self).warn(what);
     }
 
     /// An event that is also journaled (fleet changes: they are not job transitions, which the
     /// journal records by itself).
     fn record(&mut self, kind: &str, what: String) -> Result<(), EngineError> {
-        self.engine.add_event(self.now, None, kind, &what)?;
-        self.log(what);
-        Ok(())
+        cx!(self).record(kind, what)
     }
 
     /// A journaled event about one job (it shows in the job's history).
     fn record_job(&mut self, id: JobId, kind: &str, what: String) -> Result<(), EngineError> {
-        self.engine.add_event(self.now, Some(id), kind, &what)?;
-        self.log(format!("job {id} {what}"));
-        Ok(())
+        cx!(self).record_job(id, kind, what)
     }
 
     fn submit_demo(&mut self) -> Result<(), EngineError> {
-        let Some(w) = self.workload.as_mut() else {
+        let Some((name, team, class, spec)) = self.demo.as_mut().map(Demo::next) else {
             return Ok(());
         };
-        let (name, team, class, spec) = w.next(&mut self.rng);
         let sub = Submission {
             file: "demo".to_string(),
             text: spec.into_bytes(),
@@ -427,100 +165,252 @@ impl State {
         Ok(())
     }
 
-    /// Admits submissions with one commit; each gets its own answer.
-    pub fn submit(&mut self, batch: &[Submission]) -> Vec<Result<JobId, EngineError>> {
-        // What the state refuses before the engine sees it (the engine knows no backend).
-        let refused: Vec<Option<EngineError>> = batch.iter().map(|s| self.refusal(s)).collect();
-        if refused.iter().any(Option::is_some) {
-            let rest: Vec<Submission> = batch
-                .iter()
-                .zip(&refused)
-                .filter(|(_, r)| r.is_none())
-                .map(|(s, _)| s.clone())
-                .collect();
-            let mut admitted = self.submit(&rest).into_iter();
-            return refused
-                .into_iter()
-                .map(|r| match r {
-                    Some(why) => Err(why),
-                    None => admitted.next().unwrap_or(Err(EngineError::NoJob(0))),
-                })
-                .collect();
-        }
-        let out = self.engine.submit_batch(batch, self.now);
-        let replayed = self.engine.replayed().to_vec();
-        for (r, s) in out.iter().zip(batch) {
-            if let Some(id) = r.as_ref().ok().filter(|id| !replayed.contains(id)) {
-                let team = s
-                    .team
-                    .clone()
-                    .or_else(|| self.engine.job(*id).map(|j| self.team_name(j.team)))
-                    .unwrap_or_default();
-                let name = self
-                    .engine
-                    .job(*id)
-                    .and_then(|j| j.name.clone())
-                    .unwrap_or_default();
-                self.log(format!("job {id} {name} submitted by {team}"));
-            }
-        }
-        out
+    /// The desk, the services that ask it for their replicas, and what the state was opened
+    /// with: disjoint parts of this state, borrowed together.
+    fn desk_and_services(&mut self) -> (desk::Desk<'_>, &mut services::Services, &Opened) {
+        let desk = desk::Desk {
+            cx: cx!(self),
+            runs: &mut self.runs,
+            counters: &mut self.counters,
+            teams: &self.teams,
+            classes: &self.classes,
+        };
+        (desk, &mut self.services, &self.opened)
     }
 
-    /// Why this state refuses `s` before the engine sees it, if it does:
-    /// - a root daemon starts nothing on its own host for a caller it cannot name (its
-    ///   processes would be root's);
-    /// - a job with no `run` that may land on a real pool would have nothing to start there
-    ///   (only the simulated backend models a job's work without a command).
-    fn refusal(&self, s: &Submission) -> Option<EngineError> {
-        // SAFETY: geteuid has no preconditions.
-        let root = unsafe { libc::geteuid() } == 0;
-        if root
-            && s.user.is_none()
-            && !s.from_backend
-            && self.hosts.runners.iter().any(|r| r.on_daemon_host())
-        {
-            return Some(EngineError::Forbidden("this caller names no Unix user (a token made without --user), and this daemon runs as root with a pool on its own host, where a job's processes run as its owner: it starts nothing as root for a caller it cannot name. Ask an operator for a token made with `gantry token create --user NAME`".to_string()));
+    /// Starts a service, or rolls it to a new version (its replicas replaced one at a time).
+    pub fn service_up(
+        &mut self,
+        up: ServiceUp,
+        caller: &crate::daemon::auth::Caller,
+    ) -> Result<ServiceUpAnswer, crate::daemon::refusal::Refusal> {
+        let (mut desk, services, opened) = self.desk_and_services();
+        let (settings, reserved) = (&opened.cfg.services, &opened.opts.reserved_ports[..]);
+        let (answer, changed) = services.up((&mut desk, settings, reserved), up, caller)?;
+        if changed {
+            self.rebuild_snapshot();
         }
-        if s.from_backend || self.hosts.real_nodes().is_empty() {
-            return None;
+        Ok(answer)
+    }
+
+    /// Stops a service: its replicas cancelled, its record forgotten.
+    pub fn service_down(
+        &mut self,
+        name: &str,
+        caller: &crate::daemon::auth::Caller,
+    ) -> Result<Vec<JobId>, crate::daemon::refusal::Refusal> {
+        let (mut desk, services, _) = self.desk_and_services();
+        let cancelled = services.down(&mut desk, name, caller)?;
+        self.rebuild_snapshot();
+        Ok(cancelled)
+    }
+
+    /// What the endpoints and probes measured: the autoscalers decide, replicas that failed
+    /// are replaced, the counts are kept.
+    /// True when jobs were submitted or cancelled (a scheduling cycle is due); else only the
+    /// snapshot's services were brought up to date.
+    pub fn service_measured(&mut self, measured: Vec<(String, Measured)>) -> bool {
+        let (mut desk, services, _) = self.desk_and_services();
+        let acted = services.measured(&mut desk, measured);
+        if acted {
+            self.rebuild_snapshot();
+        } else {
+            // The services' rows only: the rest of the snapshot is as it was.
+            let services = self.service_rows(&self.snapshot.jobs);
+            let snapshot = Arc::make_mut(&mut self.snapshot);
+            snapshot.services = services;
+            snapshot.version += 1;
         }
-        let parsed;
-        let spec = match &s.parsed {
-            Some(spec) => spec,
-            None => {
-                parsed = crate::spec::parse(&s.file, &s.text).ok()?;
-                &parsed
+        acted
+    }
+
+    /// What the remote backends reported since the last poll, then hosts past their timeout.
+    pub(super) fn poll_hosts(&mut self) -> Result<(), EngineError> {
+        let events = self.runs.poll(self.now);
+        // What a refresh says of many nodes at once is written in one commit.
+        let batch = events.len() > 1;
+        if batch {
+            self.engine.begin_batch()?;
+        }
+        let mut done = Ok(());
+        for (pool, e) in events {
+            done = self.on_host_event(pool, e);
+            if done.is_err() {
+                break;
             }
-        };
-        if spec.run.is_some() {
-            return None;
         }
-        let fleet = self.engine.fleet();
-        let mut may = spec.clone();
-        may.unset.clear();
-        let real = may.to_requests(fleet).ok()?.iter().find_map(|r| {
-            r.pools_of_its_model(fleet).find(|&p| {
-                fleet
-                    .nodes
-                    .iter()
-                    .enumerate()
-                    .any(|(i, n)| n.pool == p && self.hosts.is_real(i))
-            })
-        })?;
-        Some(EngineError::NeverFits(format!(
-            "{}: the job has no `run`, and it may land on pool {}, a real one, where it would have nothing to start: add `run: COMMAND` (only a simulated pool models a job's work without one)",
-            s.file,
-            fleet.pool_path(real)
-        )))
+        if batch {
+            // What was done is kept whether or not an event failed: the state in memory has
+            // it.
+            self.engine.end_batch()?;
+        }
+        done?;
+        self.runs.top_up_foreign(&mut self.engine);
+        let parts = (&mut self.telemetry, &mut self.counters);
+        (self.runs).lose_unreachable(&mut cx!(self), &mut self.nodes, parts)
+    }
+
+    /// One thing a runner reported, given to the components it concerns: work its users want
+    /// placed to the desk, a host answering to the runs with the nodes and the telemetry, a
+    /// sample to the telemetry, a spot notice to the nodes; the rest to the runs.
+    fn on_host_event(&mut self, pool: usize, e: RunEvent) -> Result<(), EngineError> {
+        let e = match e {
+            RunEvent::Wanted { work } => return runs::wanted(&mut self.desk(), pool, work),
+            RunEvent::Queue { waiting } => {
+                self.runs.set_queue(pool, waiting);
+                return Ok(());
+            }
+            e => e,
+        };
+        let Some((host, node)) = self.runs.host_of(pool, &e) else {
+            return Ok(());
+        };
+        let name = self.node_name(node);
+        match e {
+            // Work a backend's user gave gantry (a pod) that is gone by the time it is placed
+            // — deleted between its run's end and the next start, which a run's end triggers
+            // at once — goes as it would have before it was placed.
+            RunEvent::Vanished {
+                job, token, what, ..
+            } => {
+                if self.runs.has_run_part(job, &token, node) {
+                    self.runs.kill(&mut self.engine, job)?;
+                    if self.engine.job(job).is_some_and(|j| !j.state.is_final()) {
+                        self.act(job, Action::Cancel, &format!("{what} going away"))?;
+                        return self.record_job(
+                            job,
+                            self.runs.kind(node),
+                            format!("cancelled: {what} went away before it could be placed again"),
+                        );
+                    }
+                }
+            }
+            RunEvent::Up { info, .. } => {
+                self.host_up(pool, host, node, info)?;
+                if self.runs.cordoned(node).is_some() {
+                    self.engine.set_health(
+                        crate::model::NodeId(node as u32),
+                        crate::model::Health::Cordoned,
+                    );
+                }
+            }
+            RunEvent::Sample { found, groups, .. } => {
+                // Only the runs the daemon has there count as gantry's; anything else on a
+                // GPU is foreign to it.
+                let groups: HashMap<u32, JobId> = groups
+                    .into_iter()
+                    .filter(|(_, job)| self.runs.has_part_on(*job, node))
+                    .collect();
+                self.observe_node(node, found, &groups)?;
+            }
+            RunEvent::Notice {
+                what,
+                gone_in_s: Some(gone_in_s),
+                ..
+            } => {
+                let (nodes, mut cx, mut on) = self.nodes_and();
+                nodes.spot_noticed((&mut cx, &mut on), node, gone_in_s, &what)?
+            }
+            e => {
+                let parts = (&mut cx!(self), &self.nodes);
+                self.runs.on_event(parts, (pool, host, node), &name, e)?
+            }
+        }
+        Ok(())
+    }
+
+    /// A host answered (`Runs::host_up`).
+    fn host_up(
+        &mut self,
+        pool: usize,
+        host: usize,
+        node: usize,
+        info: crate::backend::HostInfo,
+    ) -> Result<(), EngineError> {
+        let keep_s = self.reclaim.window_s() + 120.0;
+        let auto = (self.opened.cfg.pools.get(pool))
+            .filter(|p| crate::backend::registry::discovers_gpus(p))
+            .map(|p| runs::Rediscovery {
+                pool_name: p.name.clone(),
+                discovered: self.opened.opts.discovered.get(&p.name),
+                pending: &mut self.rediscovered,
+            });
+        let answering = runs::Answering {
+            cx: &mut cx!(self),
+            nodes: &mut self.nodes,
+            telemetry: &mut self.telemetry,
+            keep_s,
+            auto,
+        };
+        self.runs.host_up(answering, pool, host, node, info)
+    }
+
+    /// The nodes, and what lives on them and acts through the `Cx`: disjoint parts of this
+    /// state, borrowed together.
+    fn nodes_and(&mut self) -> (&mut Nodes, Cx<'_>, nodes::OnNodes<'_>) {
+        let on = nodes::OnNodes {
+            runs: &mut self.runs,
+            telemetry: &mut self.telemetry,
+            counters: &mut self.counters,
+        };
+        (&mut self.nodes, cx!(self), on)
+    }
+
+    /// What the provisioners say happened up to `until`, in time order, each at its own time
+    /// (what the runners report up to then comes first: a run that ends as its node goes
+    /// ends on its own terms).
+    fn run_node_timers(&mut self, until: f64) -> Result<(), EngineError> {
+        let due = self.nodes.due(until);
+        // Pools that left the fleet file: what their workers say of the instances they end.
+        let retiring = self.opened.opts.retiring.clone();
+        retiring.poll(&mut cx!(self), until)?;
+        for (at, pool, e) in due {
+            let saved = self.now;
+            self.now = at.min(saved);
+            self.poll_hosts()?;
+            let (nodes, mut cx, mut on) = self.nodes_and();
+            let done = nodes.node_event((&mut cx, &mut on), pool, e);
+            self.now = saved;
+            done?;
+        }
+        Ok(())
+    }
+
+    /// The desk jobs are asked of, over this state's parts.
+    fn desk(&mut self) -> desk::Desk<'_> {
+        self.desk_and_services().0
+    }
+
+    /// Admits submissions with one commit; each gets its own answer.
+    pub fn submit(&mut self, batch: &[Submission]) -> Vec<Result<JobId, EngineError>> {
+        self.desk().submit(batch)
     }
 
     /// Where a submission would land now, without admitting it.
     pub fn preview(&mut self, s: &Submission) -> Result<super::engine::Preview, EngineError> {
-        if let Some(why) = self.refusal(s) {
-            return Err(why);
-        }
-        self.engine.preview(s)
+        self.desk().preview(s)
+    }
+
+    /// Cancels, holds, releases or preempts job `id`, asked by `who`.
+    pub fn act(&mut self, id: JobId, action: Action, who: &str) -> Result<(), EngineError> {
+        self.desk().act(id, action, who)
+    }
+
+    /// Moves job `id` to `class`, asked by `who` (an operator or not: see
+    /// `Engine::set_priority`).
+    pub fn set_priority(
+        &mut self,
+        id: JobId,
+        class: &str,
+        who: &str,
+        operator: bool,
+    ) -> Result<(), EngineError> {
+        self.desk().set_priority(id, class, who, operator)
+    }
+
+    /// One more preemption, of job `id`'s class and team.
+    fn count_preemption(&mut self, id: JobId) {
+        self.desk().count_preemption(id);
     }
 
     /// The Unix users the fleet file names a team for (`[[users]] team`): researchers of it
@@ -560,69 +450,93 @@ impl State {
         Ok(())
     }
 
-    pub fn events(
+    /// How to run `argv` (a shell when empty) in node `rank` (default 0) of job `id`, for
+    /// `caller` (the job's team's researchers and the operators only); journaled.
+    pub fn enter(
         &mut self,
-        job: Option<JobId>,
-        limit: usize,
-    ) -> Result<Vec<EventRecord>, EngineError> {
-        let events = self.engine.events(job, limit)?;
-        Ok(self.dated(events))
+        caller: &crate::daemon::auth::Caller,
+        id: JobId,
+        rank: Option<usize>,
+        tty: bool,
+        argv: &[String],
+    ) -> Result<Entering, crate::daemon::refusal::Refusal> {
+        self.runs.enter(&mut cx!(self), caller, id, rank, tty, argv)
     }
 
-    /// One more preemption, of job `id`'s class and team.
-    fn count_preemption(&mut self, id: JobId) {
-        self.counters.preemptions += 1;
-        if let Some(j) = self.engine.job(id) {
-            let (class, team) = (self.class_name(j.class), self.team_name(j.team));
-            *self
-                .counters
-                .preempted
-                .entry(class)
-                .or_default()
-                .entry(team)
-                .or_default() += 1;
-        }
+    /// The node named `node`.
+    fn node_named(&self, node: &str) -> Result<usize, EngineError> {
+        let fleet = self.engine.fleet();
+        (fleet.nodes.iter().position(|n| n.name == node))
+            .ok_or_else(|| EngineError::Backend(format!("no node named {node}")))
     }
 
-    /// A job's runs, with their calendar times.
-    pub(super) fn runs_of(&mut self, id: JobId) -> Vec<crate::daemon::journal::RunRecord> {
-        let mut runs = self.engine.runs(id).unwrap_or_default();
-        for r in &mut runs {
-            r.started = self.calendar.rfc3339(r.started_at);
-            r.ended_time = r.ended_at.map(|t| self.calendar.rfc3339(t));
-        }
-        runs
-    }
-
-    /// Jobs from the journal as `gantry history` asks for them, with their runs.
-    pub fn history(
+    /// A sample of the real host named `node` as if its agent had sent it, the process groups
+    /// of gantry's runs being those the host reported when they started: for tests, which
+    /// stand in for NVML (no GPU in CI). The snapshot is rebuilt.
+    pub fn observe_sample(
         &mut self,
-        q: &crate::daemon::journal::HistoryQuery,
-    ) -> Result<Vec<HistoryJob>, EngineError> {
-        let records = self.engine.history(q)?;
-        Ok(records
-            .into_iter()
-            .map(|r| HistoryJob {
-                id: r.id,
-                runs: self.runs_of(r.id),
-                name: r.name,
-                user: r.user,
-                team: r.team,
-                class: r.priority,
-                state: r.state,
-                submitted: self.calendar.rfc3339(r.submitted_at),
-                ended: self.calendar.rfc3339(r.updated_at),
-                cost_usd: r.cost,
-            })
-            .collect())
+        node: &str,
+        found: crate::backend::Discovery,
+    ) -> Result<(), EngineError> {
+        let i = self.node_named(node)?;
+        let groups = self.runs.groups_on(i);
+        self.observe_node(i, found, &groups)?;
+        self.rebuild_snapshot();
+        Ok(())
     }
 
-    /// Events with their calendar times.
-    fn dated(&self, mut events: Vec<EventRecord>) -> Vec<EventRecord> {
-        for e in &mut events {
-            e.time = self.calendar.rfc3339(e.at);
+    /// The real host named `node` answering with `info`, as if its agent had said hello: for
+    /// tests, which stand in for a host's NVML (no GPU in CI). The snapshot is rebuilt.
+    pub fn observe_hello(
+        &mut self,
+        node: &str,
+        info: crate::backend::HostInfo,
+    ) -> Result<(), EngineError> {
+        let i = self.node_named(node)?;
+        if !self.runs.is_host(i) {
+            return Err(EngineError::Backend(format!("{node} is not a host")));
         }
-        events
+        let (pool, host) = self.runs.slot(i);
+        self.host_up(pool, host, i, info)?;
+        self.rebuild_snapshot();
+        Ok(())
+    }
+
+    /// A sample of node `node`'s GPUs (or why there is none). `groups` maps the process groups
+    /// of gantry's runs on that host to their jobs. The caller rebuilds the snapshot.
+    pub fn observe_node(
+        &mut self,
+        node: usize,
+        found: crate::backend::Discovery,
+        groups: &HashMap<u32, JobId>,
+    ) -> Result<(), EngineError> {
+        let keep = self.reclaim.window_s() + 120.0;
+        let source = self.runs.kind(node);
+        (self.telemetry).observe((&mut cx!(self), source, keep), node, found, groups)
+    }
+
+    /// The reclaim plan now, remembered by its id so that applying it applies exactly it.
+    pub fn show_reclaim(&mut self) -> ReclaimPlan {
+        let plan = self.reclaim_plan();
+        if !plan.items.is_empty() {
+            self.reclaim.remember(&plan);
+        }
+        plan
+    }
+
+    /// Applies the plan `id` that `show_reclaim` returned, and only it (`Reclaim::apply`).
+    pub fn apply_reclaim(&mut self, who: &str, id: &str) -> Result<ReclaimPlan, EngineError> {
+        let Some(shown) = self.reclaim.take(id) else {
+            return Err(EngineError::Stale(format!(
+                "reclaim plan `{}` is not one this daemon showed (or it was applied already); get the current plan (gantry reclaim) and apply its id",
+                id.escape_debug()
+            )));
+        };
+        let current = self.reclaim_plan();
+        let parts = (&mut cx!(self), &mut self.runs, &mut self.counters);
+        let plan = reclaim::Reclaim::apply(parts, shown, current, who)?;
+        self.rebuild_snapshot();
+        Ok(plan)
     }
 
     pub fn team_names(&self) -> Vec<String> {
@@ -638,60 +552,13 @@ impl State {
         self.engine.job(id).map(|j| self.team_name(j.team))
     }
 
-    pub fn act(&mut self, id: JobId, action: Action, who: &str) -> Result<(), EngineError> {
-        let now = self.now;
-        match action {
-            Action::Cancel => {
-                self.engine.cancel(id, now)?;
-                self.kill_on_hosts(id)?;
-            }
-            Action::Hold => self.engine.hold(id, now)?,
-            Action::Release => self.engine.release(id, now)?,
-            Action::Preempt => {
-                self.engine
-                    .preempt(id, now, &format!("preempted by {who}"))?;
-                self.begin_stop(id);
-                self.count_preemption(id);
-            }
-        }
-        self.log(format!("job {id} {} by {who}", past(action)));
-        Ok(())
-    }
-
-    /// Moves job `id` to `class`, asked by `who` (an operator or not: see
-    /// `Engine::set_priority`).
-    pub fn set_priority(
-        &mut self,
-        id: JobId,
-        class: &str,
-        who: &str,
-        operator: bool,
-    ) -> Result<(), EngineError> {
-        self.engine.set_priority(id, class, self.now, operator)?;
-        self.log(format!("job {id} reprioritized to {class} by {who}"));
-        Ok(())
-    }
-
-    /// The job's stop grace period, seconds (the spec's `checkpoint.grace`, else 30 s).
-    fn grace_of(&self, id: JobId) -> f64 {
-        self.engine
-            .job(id)
-            .and_then(|j| j.spec.checkpoint.as_ref().map(|c| c.grace_s))
-            .unwrap_or(30.0)
-    }
-
     /// The spec's signal now, SIGKILL when the grace ends; the run's exit requeues the job.
     fn begin_stop(&mut self, id: JobId) {
-        self.stop_on_hosts(id, None);
+        self.runs.stop(&self.engine, id, None);
     }
 
     fn node_name(&self, i: usize) -> String {
         self.engine.fleet().nodes[i].name.clone()
-    }
-
-    fn pool_path_of(&self, i: usize) -> String {
-        let fleet = self.engine.fleet();
-        fleet.pool_path(fleet.nodes[i].pool)
     }
 
     /// Advances the daemon's clock by `dt` seconds: node events, what the backends report
@@ -700,9 +567,9 @@ impl State {
     pub fn advance(&mut self, dt: f64) -> Result<(), EngineError> {
         self.now += dt.max(0.0);
         self.run_node_timers(self.now)?;
-        self.release_restarts()?;
+        self.runs.release_restarts(&mut cx!(self))?;
         self.poll_hosts()?;
-        if self.workload.is_some() && self.rng.below(3) == 0 {
+        if self.demo.as_mut().is_some_and(Demo::arrives) {
             self.submit_demo()?;
         }
         if self.now - self.clock_saved >= 60.0 {
@@ -715,7 +582,8 @@ impl State {
     /// One scheduling cycle; starts what it places on the simulated backend.
     pub fn tick(&mut self) -> Result<(), EngineError> {
         // Replicas wanted are submitted before the cycle, so it places them now.
-        self.reconcile_services();
+        let (mut desk, services, _) = self.desk_and_services();
+        services.reconcile_all(&mut desk);
         let report = self.engine.tick(self.now)?;
         self.counters.cycles += 1;
         for (id, why) in &report.skipped {
@@ -735,41 +603,59 @@ impl State {
                 .entry(team)
                 .or_default()
                 .observe(&WAIT_BUCKETS, wait);
-            self.launch(id)?;
+            let parts = (&mut cx!(self), &self.nodes, &mut self.telemetry);
+            self.runs.launch(parts, id)?;
         }
         for id in report.preempting {
             self.begin_stop(id);
             self.count_preemption(id);
             self.log(format!("job {id} preempted by the scheduler"));
         }
-        self.elastic()?;
-        self.consolidate()?;
-        self.sample_gpus();
+        let (nodes, mut cx, mut on) = self.nodes_and();
+        nodes.elastic(&mut cx, &mut on)?;
+        nodes.consolidate(&mut cx, &mut on)?;
+        // Every 10 s of the daemon's clock at most; a headless state (no client reads it)
+        // keeps no history.
+        if !self.opened.opts.headless && self.telemetry.sample_due(self.now) {
+            let readings = self.seen().readings(None);
+            (self.telemetry).sample(self.engine.fleet(), self.nodes.lives(), &readings, self.now);
+        }
         self.account_budgets()?;
         self.rebuild_snapshot();
         Ok(())
     }
 
+    /// This month's spend per team, alerts at each threshold, and the action at 100%:
+    /// `block` refuses the team's new submissions, `demote` moves its new and pending jobs to
+    /// the lowest class. A new month lifts both.
+    fn account_budgets(&mut self) -> Result<(), EngineError> {
+        let accounted = self
+            .billing
+            .account(&mut self.engine, self.now, &self.calendar)?;
+        for what in accounted.said {
+            self.log(what);
+        }
+        for team in accounted.demote {
+            let lowest = self.class_name(self.engine.lowest_class());
+            let n = billing::demote_pending(&mut self.engine, self.now, team, &lowest)?;
+            self.log(format!(
+                "budget: team {} over budget: {n} pending job(s) demoted to {lowest}",
+                self.team_name(team)
+            ));
+        }
+        Ok(())
+    }
+
     fn team_name(&self, i: usize) -> String {
-        self.teams
-            .get(i)
-            .cloned()
-            .unwrap_or_else(|| "?".to_string())
+        named(&self.teams, i)
     }
 
     fn class_name(&self, i: usize) -> String {
-        self.classes
-            .get(i)
-            .cloned()
-            .unwrap_or_else(|| "?".to_string())
+        named(&self.classes, i)
     }
 }
 
-fn past(a: Action) -> &'static str {
-    match a {
-        Action::Cancel => "cancelled",
-        Action::Hold => "held",
-        Action::Release => "released",
-        Action::Preempt => "preempted",
-    }
+/// Team or class `i` of `names` (in the engine's order); `?` for one the fleet no longer has.
+fn named(names: &[String], i: usize) -> String {
+    names.get(i).cloned().unwrap_or_else(|| "?".to_string())
 }

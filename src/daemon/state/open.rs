@@ -2,9 +2,8 @@
 //! backends' runners (whose hosts re-adopt the runs they still have when they answer), and the
 //! warnings a changed fleet file gives.
 
-use super::{
-    Counters, Messages, Nodes, Opened, State, StateOptions, TeamBudget, CONSOLIDATE_EVERY_S,
-};
+use super::cx::cx;
+use super::{Counters, Messages, Nodes, Opened, State, StateOptions};
 use crate::api::EVENTS_KEPT;
 use crate::config::fleet::{classes_of, fleet_at_max, teams_of, FleetConfig};
 use crate::daemon::calendar::Calendar;
@@ -12,9 +11,7 @@ use crate::daemon::engine::{Engine, EngineError};
 use crate::daemon::journal::JobId;
 use crate::daemon::lives::start_lives;
 use crate::model::{Life, NodeId};
-use crate::scheduler::rng::Rng;
-use crate::spec::demo::Workload;
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -65,7 +62,7 @@ impl State {
         };
         let (resume, orphans, remote_records, calendar) = {
             let mut store = crate::daemon::journal::Store::open(db)?;
-            let orphans = super::legacy::migrate_local_runs(&mut store, &opening.local)?;
+            let orphans = super::runs::legacy::migrate_local_runs(&mut store, &opening.local)?;
             let resume = store.last_time()?;
             // This start pins the daemon's clock to the wall clock (when the calendar moved on).
             let mut anchors = store.calendar_anchors()?;
@@ -88,7 +85,7 @@ impl State {
         // Every pool at its elastic maximum, so node ids never change; nodes not bought yet
         // are down until an elastic decision provisions them.
         let mut fleet = fleet_at_max(cfg);
-        let hosts = super::hosts::Hosts::open(cfg, &fleet, &opening)?;
+        let hosts = super::runs::Runs::open(cfg, &fleet, &opening)?;
         // Jobs handed to real hosts are expected there until the hosts say otherwise: on the
         // nodes of those names (ids move when hosts are added to or removed from the file).
         let mut adopted = BTreeMap::new();
@@ -149,25 +146,7 @@ impl State {
         for (n, life) in fleet.nodes.iter_mut().zip(&lives) {
             n.health = life.health();
         }
-        let nodes = Nodes {
-            pools: cfg.pools.clone(),
-            empty_since: vec![Some(resume); lives.len()],
-            restored_empty: HashMap::new(),
-            lives,
-            provisioners,
-            interrupted: vec![None; cfg.pools.len()],
-            unavailable: vec![None; cfg.pools.len()],
-            passed_over: vec![String::new(); cfg.pools.len()],
-            coming_at: HashMap::new(),
-            going_at: HashMap::new(),
-            unconnected: Default::default(),
-            unreached: vec![0; cfg.pools.len()],
-            fleet_cap: cfg.scale.max_dollars_per_hour,
-            rebalance: cfg.scale.rebalance,
-            capped: HashMap::new(),
-            scale: crate::config::fleet::scale_of(cfg),
-            next_consolidate: resume + CONSOLIDATE_EVERY_S,
-        };
+        let nodes = Nodes::new(cfg, &fleet, lives, provisioners, resume);
         let mut engine = Engine::open_adopting(db, fleet, teams, classes, resume, &adopted)?;
         engine.set_user_limits(crate::daemon::engine::UserLimits {
             per_team: cfg
@@ -207,61 +186,51 @@ impl State {
                 opts: opts.clone(),
                 cfg: file_cfg.clone(),
             },
-            messages: opts.messages.clone(),
-            measured: BTreeMap::new(),
-            hosts,
+            telemetry: Default::default(),
+            runs: hosts,
             nodes,
-            budgets: vec![TeamBudget::default(); cfg.teams.len()],
-            budget_read_at: None,
-            project_spend: BTreeMap::new(),
+            billing: super::billing::Billing::new(&cfg.teams),
             clock_saved: resume,
-            gpu_history: HashMap::new(),
-            history_at: f64::NEG_INFINITY,
             engine,
-            rng: Rng::new(opts.seed),
             now: resume,
             calendar,
-            events: VecDeque::new(),
-            events_total: 0,
+            log: super::event_log::EventLog::new(opts.messages.clone()),
             snapshot: Arc::default(),
             teams: names,
             classes: class_names,
-            team_config: cfg.teams.clone(),
-            workload: opts.demo_workload.then(Workload::default),
-            reclaim: cfg.reclaim.config(),
+            demo: opts.demo_workload.then(|| super::Demo::new(opts.seed)),
+            reclaim: super::reclaim::Reclaim::new(cfg.reclaim.config()),
             counters: Counters::default(),
-            reclaim_shown: VecDeque::new(),
             rediscovered: None,
             services: Default::default(),
         };
         for e in recent {
-            s.push_event(
-                e.at,
-                format!(
-                    "{}{}",
-                    e.job.map_or(String::new(), |j| format!("job {j} ")),
-                    e.detail
-                ),
+            let what = format!(
+                "{}{}",
+                e.job.map_or(String::new(), |j| format!("job {j} ")),
+                e.detail
             );
+            s.log.push(&s.calendar, e.at, &what);
         }
-        s.open_services()?;
-        s.record_cloud_pools(cfg)?;
-        s.restore_timers()?;
-        s.retire_left_pools(cfg, &opening)?;
+        s.services.open(&mut cx!(s), &s.classes)?;
+        super::nodes::record_cloud_pools(&mut s.engine, s.now, cfg)?;
+        s.nodes.restore_timers(&mut cx!(s))?;
+        let retiring = s.opened.opts.retiring.clone();
+        retiring.retire_left_pools(&mut cx!(s), cfg, &opening)?;
         // Said where an operator looks (the journal already holds each job's reason).
         let failed = s.engine.failed_at_open().to_vec();
         for (id, why) in failed {
             let what = format!("job {id} {why}");
-            s.messages.write(&what);
+            s.log.say(&what);
             s.log(what);
         }
         if s.engine.stale_history() > 0 {
             let n = s.engine.stale_history();
-            s.messages.write(&format!("{n} finished job(s) name a pool, team or class the fleet file no longer has: their history stays in the journal (gantry job ID)"));
+            s.log.say(&format!("{n} finished job(s) name a pool, team or class the fleet file no longer has: their history stays in the journal (gantry job ID)"));
         }
         // The pools built from a cluster's nodes (`gpu = "auto"` Kubernetes pools), or why not.
         for line in said {
-            s.messages.write(&line);
+            s.log.say(&line);
             s.record("fleet", line)?;
         }
         // Real hosts join the fleet when they answer; until then they are down, and lost
@@ -270,40 +239,23 @@ impl State {
         // cannot tell which are busy with processes it did not start, nor give a job their
         // UUIDs.
         // (A cloud's machines are not bought yet: they wait so once ready.)
-        for i in s.hosts.real_nodes().to_vec() {
-            if s.is_machine(i) {
+        for i in s.runs.real_nodes().to_vec() {
+            if s.nodes.is_machine(i) {
                 continue;
             }
-            s.set_life(i, Life::Failed);
-            s.await_first_contact(i);
+            s.nodes.set_life(&mut cx!(s), i, Life::Failed);
+            let (nodes, mut cx, mut on) = s.nodes_and();
+            nodes.await_first_contact(&mut cx, &mut on, i);
         }
         for r in remote_records {
-            let parts = s.engine.job(r.job).and_then(|j| {
+            let nodes = s.engine.job(r.job).and_then(|j| {
                 let p = j.placement.as_ref()?;
-                (j.started_at.is_some()).then(|| {
-                    p.nodes
-                        .iter()
-                        .map(|g| super::hosts::Part {
-                            node: g.node.index(),
-                            state: super::hosts::PartState::Running,
-                            since: s.now,
-                            pgid: None,
-                            waits: None,
-                            handle: None,
-                        })
-                        .collect::<Vec<_>>()
-                })
+                (j.started_at.is_some())
+                    .then(|| p.nodes.iter().map(|g| g.node.index()).collect::<Vec<_>>())
             });
-            match parts {
-                Some(parts) if parts.iter().all(|p| s.hosts.is_real(p.node)) => {
-                    s.hosts.runs.insert(
-                        r.job,
-                        super::hosts::HostRun {
-                            token: r.token,
-                            parts,
-                            journaled: true,
-                        },
-                    );
+            match nodes {
+                Some(nodes) if nodes.iter().all(|&n| s.runs.is_real(n)) => {
+                    s.runs.adopt(r.job, r.token, &nodes, s.now);
                 }
                 // Requeued at open (its placement no longer fits the fleet): the host stops
                 // the run when it answers (it is not expected there).
@@ -311,18 +263,18 @@ impl State {
             }
         }
         for n in to_buy {
-            s.buy(n);
+            s.nodes.buy(&mut cx!(s), n);
         }
-        s.stop_legacy_orphans(orphans)?;
+        super::runs::legacy::stop_legacy_orphans(&mut cx!(s), orphans)?;
         // What the hosts said already (this host answers at once).
         s.poll_hosts()?;
-        if s.workload.is_some() && s.engine.jobs().next().is_none() {
+        if s.demo.is_some() && s.engine.jobs().next().is_none() {
             // A morning's backlog, so the first screen is already busy (a fresh journal only).
             for _ in 0..40 {
                 s.submit_demo()?;
             }
         }
-        s.resume_restarts()?;
+        s.runs.resume_restarts(&mut cx!(s))?;
         s.tick()?;
         Ok(s)
     }
@@ -355,7 +307,7 @@ impl State {
         // at every SIGHUP (the operator is asking); its pool's row says it at every try.
         let news = before.news(&cluster_built, force);
         for line in &news {
-            self.messages.write(line);
+            self.log.say(line);
             self.record("fleet", line.clone())?;
         }
         let changes = crate::config::reload::changes(&old, &built_new);
@@ -379,25 +331,26 @@ impl State {
         let staying: std::collections::HashSet<String> =
             fleet_new.nodes.into_iter().map(|n| n.name).collect();
         let leaving: Vec<(JobId, String)> = self
-            .hosts
             .runs
-            .iter()
-            .filter_map(|(&id, r)| {
-                let gone = r
-                    .parts
-                    .iter()
-                    .map(|p| self.node_name(p.node))
+            .nodes_of_runs()
+            .filter_map(|(id, nodes)| {
+                let gone = nodes
+                    .into_iter()
+                    .map(|n| self.node_name(n))
                     .find(|n| !staying.contains(n))?;
                 Some((id, gone))
             })
             .collect();
         for (id, host) in leaving {
-            self.requeue_run(
+            self.runs.requeue(&mut cx!(self),
                 id,
                 &format!("host {host} left the fleet file: its run was stopped and the job requeued from its checkpoint"),
             )?;
         }
-        let leaving = self.leaving_pools(&built_new);
+        let leaving = (self.nodes).leaving(
+            (self.engine.fleet(), &self.opened.opts.retiring),
+            &built_new,
+        );
         let opts = StateOptions {
             cluster_built,
             cluster_built_fresh: true,
@@ -407,11 +360,12 @@ impl State {
         match self.reopen_over(new, &opts)? {
             (mut s, None) => {
                 s.record("fleet", format!("fleet file reloaded: {said}"))?;
-                s.retire_leaving(leaving)?;
+                let retiring = s.opened.opts.retiring.clone();
+                retiring.retire_leaving(&mut cx!(s), leaving)?;
                 Ok((s, Ok(said)))
             }
             (mut s, Some(e)) => {
-                s.unclaim(&leaving);
+                s.opened.opts.retiring.unclaim(&leaving);
                 let why = format!(
                     "the edited fleet file was not applied ({e}); the previous one stays in force"
                 );
@@ -501,7 +455,7 @@ impl State {
         let (cfg, mut opts) = (self.opened.cfg.clone(), self.opened.opts.clone());
         opts.discovered.insert(pool, found);
         // Its owner (the actor) has nothing left to say a failure with: said here.
-        let messages = self.messages.clone();
+        let messages = self.log.messages().clone();
         let reopened = self.reopen_over(&cfg, &opts).inspect_err(|e| {
             messages.write(&format!("reopening the state failed: {e}"));
         })?;

@@ -1,24 +1,133 @@
 //! Idle reclamation in the daemon: the plan from telemetry, remembered by id, and applying
 //! exactly a plan that was shown.
 
-use super::{Samples, State, RECLAIM_PLANS_KEPT};
+use super::cx::Cx;
+use super::runs::Runs;
+use super::seen::Seen;
+use super::{Counters, Samples};
 use crate::api::JobState;
 use crate::daemon::engine::EngineError;
 use crate::daemon::journal::JobId;
-use crate::scheduler::reclaim::{reclaim_plan, JobUsage, ReclaimAction, ReclaimPlan, ReclaimSkip};
+use crate::scheduler::reclaim::{
+    reclaim_plan, JobUsage, ReclaimAction, ReclaimConfig, ReclaimPlan, ReclaimSkip,
+};
+use std::collections::VecDeque;
 
-impl State {
-    /// Jobs whose GPUs have stayed idle past the window (simulated telemetry, or NVML's for
-    /// jobs on this host).
-    pub fn reclaim_plan(&self) -> ReclaimPlan {
+/// Reclaim plans remembered for applying (several operators may be reviewing at once).
+const RECLAIM_PLANS_KEPT: usize = 16;
+
+/// The fleet file's `[reclaim]` and the plans shown lately, newest last: what
+/// `apply_reclaim` may apply.
+pub(super) struct Reclaim {
+    config: ReclaimConfig,
+    shown: VecDeque<ReclaimPlan>,
+}
+
+impl Reclaim {
+    pub(super) fn new(config: ReclaimConfig) -> Reclaim {
+        Reclaim {
+            config,
+            shown: VecDeque::new(),
+        }
+    }
+
+    /// How long a GPU must idle to be reclaimed, seconds (telemetry keeps that much).
+    pub(super) fn window_s(&self) -> f64 {
+        self.config.window_s
+    }
+
+    /// The fleet file's `[reclaim]`.
+    pub(super) fn config(&self) -> &ReclaimConfig {
+        &self.config
+    }
+
+    /// Remembers a plan shown (a plan shown again moves to the newest).
+    pub(super) fn remember(&mut self, plan: &ReclaimPlan) {
+        self.shown.retain(|p| p.id != plan.id);
+        self.shown.push_back(plan.clone());
+        while self.shown.len() > RECLAIM_PLANS_KEPT {
+            self.shown.pop_front();
+        }
+    }
+
+    /// The plan `id` shown, taken (a plan is applied once).
+    pub(super) fn take(&mut self, id: &str) -> Option<ReclaimPlan> {
+        let pos = self.shown.iter().position(|p| p.id == id)?;
+        self.shown.remove(pos)
+    }
+
+    /// Applies plan `shown` (taken by `take`), and only it, against the plan `current`: each
+    /// of its jobs is checked again — still running, its GPUs still idle, the same action —
+    /// and skipped, with the reason, if not; nothing outside the plan is touched.
+    /// Checkpointing jobs are preempted (they requeue), interactive ones suspended (held until
+    /// their owner releases them), the rest cancelled. Returns what was applied and skipped.
+    pub(super) fn apply(
+        (cx, runs, counters): (&mut Cx, &mut Runs, &mut Counters),
+        shown: ReclaimPlan,
+        current: ReclaimPlan,
+        who: &str,
+    ) -> Result<ReclaimPlan, EngineError> {
+        let mut applied = Vec::new();
+        let mut skipped = Vec::new();
+        for item in shown.items {
+            let jid = item.job as JobId;
+            if !current
+                .items
+                .iter()
+                .any(|c| c.job == item.job && c.action == item.action)
+            {
+                let why = match cx.engine.job(jid).map(|j| j.state) {
+                    Some(JobState::Running) => "its GPUs are no longer idle".to_string(),
+                    Some(s) => format!("it is {s} now"),
+                    None => "it has finished".to_string(),
+                };
+                skipped.push(ReclaimSkip { job: item.job, why });
+                continue;
+            }
+            let because = format!("idle GPUs reclaimed by {who}");
+            match item.action {
+                ReclaimAction::CheckpointAndRequeue => {
+                    cx.engine.preempt(jid, cx.now, &because)?;
+                    runs.stop(cx.engine, jid, None);
+                }
+                ReclaimAction::Suspend => {
+                    cx.engine.suspend(jid, cx.now, &because)?;
+                    runs.stop(cx.engine, jid, None);
+                }
+                ReclaimAction::Cancel => {
+                    cx.engine.cancel(jid, cx.now)?;
+                    runs.kill(cx.engine, jid)?;
+                }
+            }
+            counters.reclaimed_jobs += 1;
+            counters.reclaimed_gpu_hours += item.gpus * item.idle_for_s / 3600.0;
+            cx.log(format!(
+                "job {jid} reclaimed by {who} ({}): {} idle GPU(s), ${:.2}/h freed",
+                item.action.describe(),
+                crate::api::gpus_text(item.gpus),
+                item.dollars_per_hour
+            ));
+            applied.push(item);
+        }
+        let mut plan = ReclaimPlan::of(cx.now, applied);
+        plan.id = shown.id;
+        plan.skipped = skipped;
+        Ok(plan)
+    }
+}
+
+impl Seen<'_> {
+    /// Jobs whose GPUs have stayed idle past the window of `config` (simulated telemetry, or
+    /// NVML's for jobs on this host).
+    pub(super) fn reclaim_plan(&self, config: &ReclaimConfig) -> ReclaimPlan {
         let step = 60.0;
-        let from = self.now - self.reclaim.window_s - step;
+        let from = self.now - config.window_s - step;
         let mut series: Vec<(&crate::daemon::engine::Job, Vec<Samples>)> = Vec::new();
         for j in self.engine.jobs().filter(|j| j.state == JobState::Running) {
             let (Some(p), Some(started)) = (&j.placement, j.started_at) else {
                 continue;
             };
-            let real = p.nodes.iter().any(|n| self.is_real_host(n.node.index()));
+            let real = p.nodes.iter().any(|n| self.runs.is_real(n.node.index()));
             if real {
                 // Measured: this job's own utilization of each of its GPUs, from NVML; a host
                 // without measurements gives no samples (and nothing is judged idle from them).
@@ -27,8 +136,8 @@ impl State {
                     .iter()
                     .flat_map(|n| n.gpus.iter().map(move |g| (n.node.index(), g.gpu)))
                     .map(|(node, g)| {
-                        self.measured
-                            .get(&node)
+                        self.telemetry
+                            .of(node)
                             .and_then(|t| t.job_series(j.id, g))
                             .map_or(Vec::new(), |s| {
                                 s.iter().copied().filter(|(t, _)| *t >= from).collect()
@@ -71,82 +180,6 @@ impl State {
                 })
             })
             .collect();
-        reclaim_plan(self.now, &usage, &self.reclaim)
-    }
-
-    /// The reclaim plan now, remembered by its id so that applying it applies exactly it.
-    pub fn show_reclaim(&mut self) -> ReclaimPlan {
-        let plan = self.reclaim_plan();
-        if !plan.items.is_empty() {
-            self.reclaim_shown.retain(|p| p.id != plan.id);
-            self.reclaim_shown.push_back(plan.clone());
-            while self.reclaim_shown.len() > RECLAIM_PLANS_KEPT {
-                self.reclaim_shown.pop_front();
-            }
-        }
-        plan
-    }
-
-    /// Applies the plan `id` that `show_reclaim` returned, and only it: each of its jobs is
-    /// checked again — still running, its GPUs still idle, the same action — and skipped,
-    /// with the reason, if not; nothing outside the plan is touched. Checkpointing jobs are
-    /// preempted (they requeue), interactive ones suspended (held until their owner releases
-    /// them), the rest cancelled. Returns what was applied and what was skipped.
-    pub fn apply_reclaim(&mut self, who: &str, id: &str) -> Result<ReclaimPlan, EngineError> {
-        let Some(pos) = self.reclaim_shown.iter().position(|p| p.id == id) else {
-            return Err(EngineError::Stale(format!(
-                "reclaim plan `{}` is not one this daemon showed (or it was applied already); get the current plan (gantry reclaim) and apply its id",
-                id.escape_debug()
-            )));
-        };
-        let shown = self.reclaim_shown.remove(pos).unwrap_or_default();
-        let current = self.reclaim_plan();
-        let mut applied = Vec::new();
-        let mut skipped = Vec::new();
-        for item in shown.items {
-            let jid = item.job as JobId;
-            if !current
-                .items
-                .iter()
-                .any(|c| c.job == item.job && c.action == item.action)
-            {
-                let why = match self.engine.job(jid).map(|j| j.state) {
-                    Some(JobState::Running) => "its GPUs are no longer idle".to_string(),
-                    Some(s) => format!("it is {s} now"),
-                    None => "it has finished".to_string(),
-                };
-                skipped.push(ReclaimSkip { job: item.job, why });
-                continue;
-            }
-            let because = format!("idle GPUs reclaimed by {who}");
-            match item.action {
-                ReclaimAction::CheckpointAndRequeue => {
-                    self.engine.preempt(jid, self.now, &because)?;
-                    self.begin_stop(jid);
-                }
-                ReclaimAction::Suspend => {
-                    self.engine.suspend(jid, self.now, &because)?;
-                    self.begin_stop(jid);
-                }
-                ReclaimAction::Cancel => {
-                    self.engine.cancel(jid, self.now)?;
-                    self.kill_on_hosts(jid)?;
-                }
-            }
-            self.counters.reclaimed_jobs += 1;
-            self.counters.reclaimed_gpu_hours += item.gpus * item.idle_for_s / 3600.0;
-            self.log(format!(
-                "job {jid} reclaimed by {who} ({}): {} idle GPU(s), ${:.2}/h freed",
-                item.action.describe(),
-                crate::api::gpus_text(item.gpus),
-                item.dollars_per_hour
-            ));
-            applied.push(item);
-        }
-        let mut plan = ReclaimPlan::of(self.now, applied);
-        plan.id = shown.id;
-        plan.skipped = skipped;
-        self.rebuild_snapshot();
-        Ok(plan)
+        reclaim_plan(self.now, &usage, config)
     }
 }

@@ -1,15 +1,105 @@
 //! GPU utilization: simulated for the simulated fleet (and labelled so), measured by NVML for
 //! the local host; per-pool detail and idle GPUs by cause.
 
+use super::history::GpuHistory;
 use super::history::{Point, Range};
-use super::State;
+use super::seen::{jobs_by_node, jobs_on, Seen};
 use crate::api::JobState;
 use crate::daemon::journal::JobId;
+use crate::daemon::local_gpus::HostTelemetry;
 use crate::model::idle::{cause_of, IdleCause, IdleNow};
 use crate::model::{CapacityType, GpuShare, Life, ModelId};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
-impl State {
+/// What was measured: per real host, its GPUs as NVML last reported them (or why it cannot;
+/// a node without an entry has no measurements, and none are made up for it), and what each
+/// GPU did over the last 5 minutes, hour and day, sampled every 10 s.
+#[derive(Default)]
+pub(super) struct Telemetry {
+    by_node: BTreeMap<usize, HostTelemetry>,
+    history: HashMap<(u32, u8), GpuHistory>,
+    sampled_at: Option<f64>,
+}
+
+/// How often a GPU's history takes a sample, seconds of the daemon's clock.
+const SAMPLE_EVERY_S: f64 = 10.0;
+
+impl Telemetry {
+    /// What node `node`'s host last reported, if it ever did.
+    pub(super) fn of(&self, node: usize) -> Option<&HostTelemetry> {
+        self.by_node.get(&node)
+    }
+
+    /// Node `node`'s host's record, begun empty (awaiting its first sample).
+    pub(super) fn of_mut(&mut self, node: usize) -> &mut HostTelemetry {
+        self.by_node.entry(node).or_default()
+    }
+
+    /// Node `node`'s host is awaited: neither a sample nor why there is none has come yet
+    /// (a node with no record is not: it is not measured at all).
+    pub(super) fn awaits_first_sample(&self, node: usize) -> bool {
+        self.of(node)
+            .is_some_and(|t| t.sampled_at.is_none() && t.unavailable.is_none())
+    }
+
+    /// A machine that is gone, or bought again (a new machine): what it said goes.
+    pub(super) fn forget(&mut self, node: usize) {
+        self.by_node.remove(&node);
+    }
+
+    /// Every host that reported, by node.
+    pub(super) fn hosts(&self) -> impl Iterator<Item = (usize, &HostTelemetry)> {
+        self.by_node.iter().map(|(&n, t)| (n, t))
+    }
+
+    /// One GPU's history.
+    pub(super) fn history(&self, gpu: (u32, u8)) -> Option<&GpuHistory> {
+        self.history.get(&gpu)
+    }
+
+    /// Samples every GPU of every node that is up into its history (`history`), from
+    /// `readings` (what each shows now); a node not up keeps none.
+    pub(super) fn sample(
+        &mut self,
+        fleet: &crate::model::Fleet,
+        lives: &[Life],
+        readings: &HashMap<(u32, u8), Reading>,
+        now: f64,
+    ) {
+        for (i, n) in fleet.nodes.iter().enumerate() {
+            if !matches!(lives[i], Life::Up | Life::Noticed | Life::Draining) {
+                for g in 0..n.gpus.len() as u8 {
+                    self.history.remove(&(i as u32, g));
+                }
+                continue;
+            }
+            for g in 0..n.gpus.len() as u8 {
+                let Some(r) = readings.get(&(i as u32, g)) else {
+                    continue;
+                };
+                // A real host's GPU that NVML has not measured gets no made-up history.
+                if r.unmeasured {
+                    continue;
+                }
+                self.history
+                    .entry((i as u32, g))
+                    .or_default()
+                    .push(now, r.point());
+            }
+        }
+    }
+
+    /// Whether a sample is due at `now` (then it is taken: the next is due 10 s later).
+    pub(super) fn sample_due(&mut self, now: f64) -> bool {
+        if self.sampled_at.is_some_and(|t| now - t < SAMPLE_EVERY_S) {
+            return false;
+        }
+        self.sampled_at = Some(now);
+        true
+    }
+}
+
+impl Seen<'_> {
     /// Simulated utilization now of every GPU that runs something, percent (a GPU shared by
     /// several jobs adds their shares).
     pub(super) fn gpu_utils(&self) -> HashMap<(u32, u8), f64> {
@@ -32,8 +122,8 @@ impl State {
         }
         // Real hosts' GPUs read what NVML measured, whoever runs there; nothing is made up
         // for one without measurements.
-        out.retain(|&(node, _), _| !self.is_real_host(node as usize));
-        for (&node, t) in &self.measured {
+        out.retain(|&(node, _), _| !self.runs.is_real(node as usize));
+        for (node, t) in self.telemetry.hosts() {
             for g in 0..self.engine.fleet().nodes[node].gpus.len() as u8 {
                 if let Some(u) = t.util(g) {
                     out.insert((node as u32, g), u);
@@ -41,41 +131,6 @@ impl State {
             }
         }
         out
-    }
-
-    /// Samples every GPU of every node that is up into its history (`history`), every 10 s
-    /// of the daemon's clock at most; a headless state (no client reads it) keeps none.
-    pub(super) fn sample_gpus(&mut self) {
-        if self.opened.opts.headless || self.now - self.history_at < 10.0 {
-            return;
-        }
-        self.history_at = self.now;
-        let readings = self.readings(None);
-        let fleet = self.engine.fleet();
-        for (i, n) in fleet.nodes.iter().enumerate() {
-            if !matches!(
-                self.nodes.lives[i],
-                Life::Up | Life::Noticed | Life::Draining
-            ) {
-                for g in 0..n.gpus.len() as u8 {
-                    self.gpu_history.remove(&(i as u32, g));
-                }
-                continue;
-            }
-            for g in 0..n.gpus.len() as u8 {
-                let Some(r) = readings.get(&(i as u32, g)) else {
-                    continue;
-                };
-                // A real host's GPU that NVML has not measured gets no made-up history.
-                if r.unmeasured {
-                    continue;
-                }
-                self.gpu_history
-                    .entry((i as u32, g))
-                    .or_default()
-                    .push(self.now, r.point());
-            }
-        }
     }
 
     /// What every GPU of the pool `only` (or of every pool) shows now: its jobs, what they
@@ -92,7 +147,7 @@ impl State {
         let mut out: HashMap<(u32, u8), Reading> = HashMap::new();
         for (i, n) in fleet.nodes.iter().enumerate() {
             let pool = n.pool.index();
-            if only.is_some_and(|p| p != pool) || self.nodes.lives[i] == Life::Absent {
+            if only.is_some_and(|p| p != pool) || self.nodes.life(i) == Life::Absent {
                 continue;
             }
             // Simulated board power from utilization: idle draw to the model's TDP;
@@ -116,12 +171,12 @@ impl State {
                     vram_total_mib: vram_of(pool),
                     ..Reading::default()
                 };
-                match self.measured.get(&i) {
+                match self.telemetry.of(i) {
                     Some(t) if t.util(g).is_some() => {
                         r.measured = t.gpus.get(usize::from(g)).cloned();
                         r.foreign_pids = t.foreign.get(&g).cloned().unwrap_or_default();
                     }
-                    _ if self.is_real_host(i) => r.unmeasured = true,
+                    _ if self.runs.is_real(i) => r.unmeasured = true,
                     _ => {}
                 }
                 if let Some(s) = &r.measured {
@@ -151,7 +206,8 @@ impl State {
                         _ => g.vram_mib,
                     };
                     let used = j.started_at.and_then(|started| {
-                        self.modelled(j.id, gpu_key(n.node.0, g.gpu), started, self.now)
+                        self.runs
+                            .modelled_gpu(j.id, gpu_key(n.node.0, g.gpu), started, self.now)
                     });
                     r.jobs.push((j.id, g.share));
                     r.reserved_mib = r.reserved_mib.saturating_add(reserved);
@@ -171,16 +227,16 @@ impl State {
         let of_pool: Vec<usize> = (0..fleet.nodes.len())
             .filter(|&i| fleet.nodes[i].pool.index() == index)
             .collect();
-        let mut jobs_on = self.jobs_by_node(|n| of_pool.contains(&n));
+        let mut jobs_on = jobs_by_node(self.engine, |n| of_pool.contains(&n));
         let nodes = fleet
             .nodes
             .iter()
             .enumerate()
-            .filter(|(i, n)| n.pool.index() == index && self.nodes.lives[*i] != Life::Absent)
+            .filter(|(i, n)| n.pool.index() == index && self.nodes.life(*i) != Life::Absent)
             .map(|(i, n)| crate::api::NodeView {
                 name: n.name.clone(),
                 state: self.life_name(i).to_string(),
-                note: self.node_note(i, &of_pool),
+                note: self.nodes.node_note(self.now, i, &of_pool),
                 resources: self.node_resources(i),
                 jobs: jobs_on.remove(&i).unwrap_or_default(),
                 leaf: n.leaf.map(|l| fleet.leaves[l.index()].clone()),
@@ -193,7 +249,7 @@ impl State {
                         let key = (i as u32, g as u8);
                         let r = readings.get(&key).cloned().unwrap_or_default();
                         // The sparkline: the last 40 minutes.
-                        let history = match (&r.unmeasured, self.gpu_history.get(&key)) {
+                        let history = match (&r.unmeasured, self.telemetry.history(key)) {
                             (false, Some(h)) => h
                                 .series(Range::Hour)
                                 .iter()
@@ -212,7 +268,7 @@ impl State {
                             vram_used_mib: r.vram_used(),
                             vram_reserved_mib: r.reserved_mib.min(r.vram_total_mib),
                             vram_total_mib: r.vram_total_mib,
-                            foreign: self.foreign_holder(i, g as u8),
+                            foreign: self.runs.foreign_holder(i, g as u8),
                             unmeasured: r.unmeasured,
                             jobs: r.jobs.iter().map(|&(id, _)| id).collect(),
                             foreign_pids: r.foreign_pids,
@@ -224,7 +280,7 @@ impl State {
             })
             .collect();
         Some(crate::api::PoolDetail {
-            simulated: self.hosts.simulated[index],
+            simulated: self.runs.is_simulated(index),
             path: fleet.pool_path(crate::model::PoolId(index as u32)),
             model: pool
                 .model
@@ -232,29 +288,8 @@ impl State {
             capacity: pool.capacity.to_string(),
             dollars_per_hour: pool.price_per_hour,
             nodes,
-            waiting: self.hosts.queues.get(&index).cloned().unwrap_or_default(),
+            waiting: self.runs.queue(index),
         })
-    }
-
-    /// Every job holding part of a node that `which` picks, by node, in id order, each once
-    /// (`jobs_on` for many nodes in one walk of the jobs).
-    pub(super) fn jobs_by_node(&self, which: impl Fn(usize) -> bool) -> HashMap<usize, Vec<i64>> {
-        let mut on: HashMap<usize, Vec<i64>> = HashMap::new();
-        for j in self.engine.jobs() {
-            for g in j.placement.iter().flat_map(|p| &p.nodes) {
-                if which(g.node.index()) {
-                    let ids = on.entry(g.node.index()).or_default();
-                    // Several grants of one job on one node list it once.
-                    if ids.last() != Some(&j.id) {
-                        ids.push(j.id);
-                    }
-                }
-            }
-        }
-        for ids in on.values_mut() {
-            ids.sort_unstable();
-        }
-        on
     }
 
     /// Node `i`'s CPUs and memory as given to gantry's jobs, and as its agent last measured
@@ -268,12 +303,7 @@ impl State {
             cpus_allocated: f64::from(pool.cpu_milli.saturating_sub(n.cpu_free)) / 1000.0,
             mem_mib: pool.mem_mib,
             mem_allocated_mib: pool.mem_mib.saturating_sub(n.mem_free),
-            measured: self
-                .hosts
-                .usage
-                .get(&i)
-                .filter(|(at, _)| self.now - at <= 120.0)
-                .map(|(_, u)| u.clone()),
+            measured: self.runs.usage(i, self.now, 120.0),
         }
     }
 
@@ -302,18 +332,13 @@ impl State {
                                 GpuShare::Milli(m) => format!("{:.2}", f64::from(m) / 1000.0),
                                 GpuShare::Mig { profile, .. } => profile.to_string(),
                             },
-                            run: self
-                                .hosts
-                                .runs
-                                .get(&id)
-                                .and_then(|r| r.parts.iter().find(|p| p.node == i))
-                                .and_then(|p| p.handle.clone()),
+                            run: self.runs.handle_on(id, i),
                         })
                     })
                     .collect();
                 let mut foreign: Vec<String> =
                     r.foreign_pids.iter().map(|p| format!("pid {p}")).collect();
-                foreign.extend(self.foreign_holder(i, g));
+                foreign.extend(self.runs.foreign_holder(i, g));
                 crate::api::GpuHistoryView {
                     index: g,
                     uuid: r.measured.as_ref().map(|s| s.uuid.clone()),
@@ -321,8 +346,8 @@ impl State {
                     now: r.point(),
                     unmeasured: r.unmeasured,
                     points: self
-                        .gpu_history
-                        .get(&(i as u32, g))
+                        .telemetry
+                        .history((i as u32, g))
                         .map_or(Vec::new(), |h| h.series(range)),
                     jobs,
                     foreign,
@@ -337,18 +362,18 @@ impl State {
                 .model
                 .map_or("-".to_string(), |m| fleet.model(m).name.clone()),
             state: self.life_name(i).to_string(),
-            simulated: self.hosts.simulated[pool],
+            simulated: self.runs.is_simulated(pool),
             range,
             step_s,
             gpus,
             resources: self.node_resources(i),
             // In id order: the engine keeps its jobs by id.
-            jobs: self.jobs_on(i),
+            jobs: jobs_on(self.engine, i),
         })
     }
 
     fn life_name(&self, i: usize) -> &'static str {
-        match self.nodes.lives[i] {
+        match self.nodes.life(i) {
             Life::Up => "up",
             Life::Provisioning => "provisioning",
             Life::Noticed => "notice",
@@ -358,43 +383,18 @@ impl State {
         }
     }
 
-    /// One GPU of a running job at time `t` as its backend models it (the simulated one;
-    /// `None` elsewhere). `key` tells the job's GPUs apart (`gpu_key`).
-    pub(super) fn modelled(
-        &self,
-        id: JobId,
-        key: u32,
-        started: f64,
-        t: f64,
-    ) -> Option<crate::backend::Modelled> {
-        let run = self.hosts.runs.get(&id)?;
-        let &(pool, _) = run.parts.first().and_then(|p| self.hosts.at.get(&p.node))?;
-        self.hosts.runners[pool].modelled_gpu(id, key, started, t)
-    }
-
     /// Modelled utilization of one GPU of a running job at time `t`, percent (0 unmodelled).
     pub(super) fn util_at(&self, id: JobId, key: u32, started: f64, t: f64) -> f64 {
-        self.modelled(id, key, started, t)
+        self.runs
+            .modelled_gpu(id, key, started, t)
             .map_or(0.0, |m| m.util_pct)
-    }
-
-    /// Per GPU model (by index): whether a waiting job may use it (a free GPU of it idles
-    /// while work waits).
-    pub(super) fn models_waited_for(&self) -> Vec<bool> {
-        let mut wanted = vec![false; self.engine.fleet().models.len()];
-        for j in self.engine.jobs().filter(|j| j.state == JobState::Pending) {
-            for (m, w) in wanted.iter_mut().enumerate() {
-                *w |= j.request.models.rank(ModelId(m as u16)).is_some();
-            }
-        }
-        wanted
     }
 
     /// Paid GPUs that nobody uses right now, by cause (`model::idle`'s vocabulary, as `gantry
     /// sim` accounts them), with their price; causes with no GPUs are left out.
     pub(super) fn idle_by_cause(&self) -> Vec<IdleNow> {
         let fleet = self.engine.fleet();
-        let wanted = self.models_waited_for();
+        let wanted = models_waited_for(self.engine);
         let mut out: Vec<IdleNow> = IdleCause::FREE
             .iter()
             .map(|&cause| IdleNow {
@@ -404,12 +404,12 @@ impl State {
             })
             .collect();
         for (i, n) in fleet.nodes.iter().enumerate() {
-            let pool = &self.nodes.pools[n.pool.index()];
+            let pool = self.nodes.pool(n.pool.index());
             let idle = n.gpus.iter().filter(|g| g.is_idle()).count();
             let used = idle < n.gpus.len() || n.cpu_free < n.cpu_milli;
             let waits = n.model.is_some_and(|m| wanted[m.index()]);
             let reserved = pool.capacity == CapacityType::Reserved;
-            let Some(cause) = cause_of(self.nodes.lives[i], reserved, used, waits) else {
+            let Some(cause) = cause_of(self.nodes.life(i), reserved, used, waits) else {
                 continue;
             };
             // A node that is not up yet (or down) idles whole.
@@ -429,6 +429,18 @@ impl State {
         out.retain(|c| c.gpus > 0);
         out
     }
+}
+
+/// Per GPU model (by index): whether a waiting job may use it (a free GPU of it idles
+/// while work waits).
+pub(super) fn models_waited_for(engine: &crate::daemon::engine::Engine) -> Vec<bool> {
+    let mut wanted = vec![false; engine.fleet().models.len()];
+    for j in engine.jobs().filter(|j| j.state == JobState::Pending) {
+        for (m, w) in wanted.iter_mut().enumerate() {
+            *w |= j.request.models.rank(ModelId(m as u16)).is_some();
+        }
+    }
+    wanted
 }
 
 /// Tells a job's GPUs apart for its backend's model: node and GPU index.

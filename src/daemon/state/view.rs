@@ -1,13 +1,19 @@
-//! What clients read: the snapshot, one job's detail, and why a job waits.
+//! What clients read: the snapshot, one job's detail and logs, why a job waits, history,
+//! events, the bill, GPU detail and `/metrics`' GPUs — most of it computed by the components
+//! (`Seen` for what is read of several).
 
-use super::budget::budget_used;
 use super::State;
+use super::{billing, history, ledger, seen};
+use super::{GpuMetric, JobGpuMetric};
+use crate::api::HistoryJob;
 use crate::api::JobView;
 use crate::api::{JobRow, JobState, PoolRow, Snapshot, TeamRow};
 use crate::daemon::engine::EngineError;
+use crate::daemon::journal::EventRecord;
 use crate::daemon::journal::JobId;
 use crate::model::{GpuRequest, GpuShare, Life};
 use crate::scheduler::cycle::PendingReason;
+use crate::scheduler::reclaim::ReclaimPlan;
 use std::collections::HashMap;
 
 /// Where a job's logs are (read off the actor by the API).
@@ -23,6 +29,172 @@ pub struct JobLogs {
 }
 
 impl State {
+    pub fn events(
+        &mut self,
+        job: Option<JobId>,
+        limit: usize,
+    ) -> Result<Vec<EventRecord>, EngineError> {
+        let events = self.engine.events(job, limit)?;
+        Ok(self.dated(events))
+    }
+
+    /// A job's runs, with their calendar times.
+    pub(super) fn runs_of(&mut self, id: JobId) -> Vec<crate::daemon::journal::RunRecord> {
+        let mut runs = self.engine.runs(id).unwrap_or_default();
+        for r in &mut runs {
+            r.started = self.calendar.rfc3339(r.started_at);
+            r.ended_time = r.ended_at.map(|t| self.calendar.rfc3339(t));
+        }
+        runs
+    }
+
+    /// Jobs from the journal as `gantry history` asks for them, with their runs.
+    pub fn history(
+        &mut self,
+        q: &crate::daemon::journal::HistoryQuery,
+    ) -> Result<Vec<HistoryJob>, EngineError> {
+        let records = self.engine.history(q)?;
+        Ok(records
+            .into_iter()
+            .map(|r| HistoryJob {
+                id: r.id,
+                runs: self.runs_of(r.id),
+                name: r.name,
+                user: r.user,
+                team: r.team,
+                class: r.priority,
+                state: r.state,
+                submitted: self.calendar.rfc3339(r.submitted_at),
+                ended: self.calendar.rfc3339(r.updated_at),
+                cost_usd: r.cost,
+            })
+            .collect())
+    }
+
+    /// Events with their calendar times.
+    fn dated(&self, mut events: Vec<EventRecord>) -> Vec<EventRecord> {
+        for e in &mut events {
+            e.time = self.calendar.rfc3339(e.at);
+        }
+        events
+    }
+
+    /// Every pool of the fleet now, in the fleet's pool order: what it pays and holds.
+    pub fn fleet_now(&self) -> Vec<ledger::PoolNow> {
+        self.nodes.fleet_now(&self.engine)
+    }
+
+    /// How many finished jobs the engine keeps in memory (`HISTORY_KEPT` unless set).
+    pub fn set_history_kept(&mut self, n: usize) {
+        self.engine.set_history_kept(n);
+    }
+
+    /// Every job that ended (completed, failed, cancelled), from the journal: the engine keeps
+    /// only the newest `HISTORY_KEPT` in memory, and a what-if run counts them all.
+    pub fn ended_jobs(&mut self) -> Result<Vec<crate::daemon::journal::JobRecord>, EngineError> {
+        let q = crate::daemon::journal::HistoryQuery {
+            since: f64::MIN,
+            until: f64::MAX,
+            team: None,
+            user: None,
+            states: Vec::new(),
+            limit: usize::MAX,
+            offset: 0,
+        };
+        Ok(self.engine.history(&q)?)
+    }
+
+    /// What the views read, borrowed.
+    pub(super) fn seen(&self) -> seen::Seen<'_> {
+        seen::Seen {
+            engine: &self.engine,
+            nodes: &self.nodes,
+            runs: &self.runs,
+            telemetry: &self.telemetry,
+            built: &self.opened.opts.cluster_built,
+            teams: &self.teams,
+            now: self.now,
+        }
+    }
+
+    /// One pool node by node and GPU by GPU: measured on real hosts (NVML), modelled on the
+    /// simulated fleet (and labelled so).
+    pub fn pool_detail(&self, index: usize) -> Option<crate::api::PoolDetail> {
+        self.seen().pool_detail(index)
+    }
+
+    /// One node GPU by GPU over a range.
+    pub fn node_detail(&self, name: &str, range: history::Range) -> Option<crate::api::NodeDetail> {
+        self.seen().node_detail(name, range)
+    }
+
+    /// The measured GPUs of real hosts and the running jobs' GPUs there (`/metrics`).
+    pub fn gpu_metrics(&self) -> (Vec<GpuMetric>, Vec<JobGpuMetric>) {
+        self.seen().gpu_metrics()
+    }
+
+    /// The process group a job's first node runs it in, once its host said.
+    pub fn process_group(&self, id: JobId) -> Option<u32> {
+        self.runs.process_group(id)
+    }
+
+    /// Real hosts answering now, and all of them.
+    pub fn hosts_up(&self) -> (usize, usize) {
+        self.runs.hosts_up()
+    }
+
+    /// Jobs on real hosts whose every part the hosts confirmed running.
+    pub fn runs_confirmed(&self) -> usize {
+        self.runs.runs_confirmed()
+    }
+
+    /// Jobs whose GPUs have stayed idle past the window (simulated telemetry, or NVML's for
+    /// jobs on this host).
+    pub fn reclaim_plan(&self) -> ReclaimPlan {
+        self.seen().reclaim_plan(self.reclaim.config())
+    }
+
+    /// The cloud pools the journal knows: those in force and those that left.
+    pub fn known_cloud_pools(&mut self) -> Result<Vec<crate::api::KnownCloudPool>, EngineError> {
+        self.nodes.known_cloud_pools(&mut self.engine)
+    }
+
+    /// GPUs held out for foreign work (a Slurm cluster's own jobs), over the fleet.
+    pub fn foreign_gpus_held(&self) -> usize {
+        self.runs.foreign_gpus_held()
+    }
+
+    /// Each service whose endpoint asks for a bearer token, with the token's SHA-256: what the
+    /// endpoints check (kept out of the snapshot, which every viewer reads).
+    pub fn service_tokens(&self) -> HashMap<String, String> {
+        self.services.tokens()
+    }
+
+    /// The services as the snapshot shows them; `jobs` are the snapshot's rows.
+    pub(super) fn service_rows(
+        &self,
+        jobs: &[crate::api::JobRow],
+    ) -> Vec<crate::api::services::ServiceRow> {
+        self.services.rows((&self.engine, &self.runs), jobs)
+    }
+
+    /// The bill for `[since, until)`, grouped `by` team, project or job.
+    pub fn report(
+        &mut self,
+        since: f64,
+        until: f64,
+        by: crate::api::ReportBy,
+    ) -> Result<crate::api::Report, EngineError> {
+        let simulated = self.snapshot.simulated;
+        billing::report(
+            &mut self.engine,
+            self.now,
+            &self.calendar,
+            simulated,
+            (since, until, by),
+        )
+    }
+
     /// Everything about one job.
     pub fn job_detail(&mut self, id: JobId) -> Result<JobView, EngineError> {
         let events = self.engine.events(Some(id), 100)?;
@@ -136,7 +308,7 @@ impl State {
                         .as_ref()
                         .is_some_and(|e| e.reason.waits_for_capacity());
                     if buying {
-                        why + &self.buying_now()
+                        why + &self.nodes.buying_now(self.engine.fleet(), self.now)
                     } else {
                         why
                     }
@@ -172,7 +344,7 @@ impl State {
         // Where it ran, as this daemon saw it (a follower asks every second: no journal read
         // then); else (it ended before this daemon started) as the journal's last run says,
         // by node name.
-        let live = self.log_sources(id);
+        let live = self.runs.log_sources(self.engine.fleet(), id);
         let last_run = match live {
             Some(_) => Vec::new(),
             None => self
@@ -190,7 +362,7 @@ impl State {
                 .filter_map(|name| fleet.nodes.iter().position(|n| &n.name == name))
                 .collect();
             (!nodes.is_empty())
-                .then(|| self.sources_on(nodes))
+                .then(|| self.runs.sources_on(self.engine.fleet(), nodes))
                 .flatten()
         };
         if let Some(sources) = live.or_else(from_journal) {
@@ -234,7 +406,7 @@ impl State {
                 .nodes
                 .iter()
                 .position(|n| &n.name == name)
-                .is_some_and(|i| self.hosts.simulated[fleet.nodes[i].pool.index()])
+                .is_some_and(|i| self.runs.is_simulated(fleet.nodes[i].pool.index()))
         })
     }
 
@@ -272,14 +444,14 @@ impl State {
             let shape = format!("{:?}", j.request);
             let where_ = rooms
                 .entry(shape)
-                .or_insert_with(|| self.where_no_room(j))
+                .or_insert_with(|| self.seen().where_no_room(j))
                 .clone();
             if let Some(where_) = where_ {
                 text.push_str(" — ");
                 text.push_str(&where_);
             }
         }
-        let patience = self.nodes.scale.patience_s(j.class);
+        let patience = self.nodes.patience_s(j.class);
         let left = patience - (self.now - j.submitted_at);
         if let Some((node, _, _)) = self.engine.pins().find(|(_, w, _)| *w == j.id) {
             text.push_str(&format!(
@@ -330,16 +502,16 @@ impl State {
             .collect();
         // Only nodes that exist count; provisioning ones are paid but not yet usable.
         let mut paid = vec![0usize; pools.len()];
-        for (i, (n, life)) in fleet.nodes.iter().zip(&self.nodes.lives).enumerate() {
+        for (i, (n, life)) in fleet.nodes.iter().zip(self.nodes.lives()).enumerate() {
             let row = &mut pools[n.pool.index()];
             match life {
                 Life::Absent => continue,
                 Life::Provisioning => row.provisioning += 1,
                 // A real host that stopped answering is unreachable, not in repair.
-                Life::Failed if self.hosts.down.contains_key(&i) => row.unreachable += 1,
+                Life::Failed if self.runs.unreachable(i).is_some() => row.unreachable += 1,
                 Life::Failed => row.down += 1,
                 Life::Up | Life::Noticed | Life::Draining => {
-                    if self.hosts.down.contains_key(&i) {
+                    if self.runs.unreachable(i).is_some() {
                         row.unreachable += 1;
                     }
                     row.nodes += 1;
@@ -349,8 +521,13 @@ impl State {
             }
             paid[n.pool.index()] += 1;
         }
-        for (i, (row, of_pool)) in pools.iter_mut().zip(self.nodes_by_pool()).enumerate() {
-            row.notes = self.pool_notes(i, &of_pool);
+        for (i, (row, of_pool)) in pools.iter_mut().zip(self.nodes.nodes_by_pool()).enumerate() {
+            // A pool built from a cluster that could not be read: why it has no nodes.
+            let why_empty =
+                (self.opened.opts.cluster_built).why_empty(&self.engine.fleet().pools[i].name);
+            row.notes =
+                self.nodes
+                    .pool_notes((self.engine.fleet(), self.now), i, &of_pool, why_empty);
         }
         let gpus_total: usize = pools.iter().map(|p| p.gpus).sum();
         let gpus_busy: usize = pools.iter().map(|p| p.gpus_busy).sum();
@@ -361,7 +538,7 @@ impl State {
             .sum();
         // The same GPUs as the idle-by-cause table (booting and in-repair ones included), so
         // the header and the table under it agree.
-        let idle_by_cause = self.idle_by_cause();
+        let idle_by_cause = self.seen().idle_by_cause();
         // An empty f64 sum is -0.0, which prints as "$-0.00/h": adding 0.0 makes it +0.0.
         let idle_dollars: f64 = idle_by_cause
             .iter()
@@ -402,10 +579,8 @@ impl State {
                         };
                         // A part its backend's scheduler holds back says why.
                         let waits = self
-                            .hosts
                             .runs
-                            .get(&j.id)
-                            .and_then(|r| r.parts.iter().find_map(|p| p.waits.as_ref()))
+                            .held_back(j.id)
                             .map_or(String::new(), |w| format!(" · held back: {w}"));
                         // A node of it that cannot be reached says so the moment it is seen
                         // (not only when it is lost, minutes later).
@@ -414,8 +589,8 @@ impl State {
                             .iter()
                             .find_map(|g| {
                                 let i = g.node.index();
-                                let (_, why) = self.hosts.down.get(&i)?;
-                                (self.nodes.lives[i] != Life::Failed).then(|| {
+                                let why = self.runs.unreachable(i)?;
+                                (self.nodes.life(i) != Life::Failed).then(|| {
                                     format!(" · UNREACHABLE: {} ({why})", fleet.node(g.node).name)
                                 })
                             })
@@ -436,7 +611,7 @@ impl State {
                 };
                 let since = j.started_at.unwrap_or(j.submitted_at);
                 // Restarted after its own failures: said beside where it runs or why it waits.
-                let restarts = self.hosts.restarts.count(j.id);
+                let restarts = self.runs.restarts(j.id);
                 let detail = match restarts {
                     0 => detail,
                     n if detail.is_empty() => format!("restart {n}"),
@@ -477,26 +652,7 @@ impl State {
                 q.1 += 1;
             }
         }
-        let mut teams: Vec<TeamRow> = self
-            .team_config
-            .iter()
-            .zip(&self.budgets)
-            .map(|(t, b)| TeamRow {
-                name: t.name.clone(),
-                cohort: t.cohort.clone().unwrap_or_default(),
-                weight: t.weight,
-                guaranteed: t.guaranteed,
-                borrow_limit: t.borrow_limit,
-                budget_monthly_usd: t.budget_monthly_usd,
-                budget_monthly_gpu_hours: t.budget_monthly_gpu_hours,
-                spend_month_usd: b.usd,
-                spend_total_usd: b.total_usd,
-                gpu_hours_month: b.gpu_h,
-                budget_used: budget_used(t, b.usd, b.gpu_h),
-                budget_action: t.budget_action.to_string(),
-                ..TeamRow::default()
-            })
-            .collect();
+        let mut teams: Vec<TeamRow> = self.billing.team_rows();
         for j in self.engine.jobs() {
             let Some(row) = teams.get_mut(j.team) else {
                 continue;
@@ -539,14 +695,14 @@ impl State {
         }
         Snapshot {
             version: self.snapshot.version + 1,
-            events_total: self.events_total,
+            events_total: self.log.total(),
             teams,
-            simulated: self.hosts.simulated.iter().any(|&s| s),
+            simulated: self.runs.any_simulated(),
             // The first real host's NVML status (this host's, in a fleet with a local pool).
             host: self
-                .hosts
+                .runs
                 .first_node()
-                .and_then(|n| self.measured.get(&n))
+                .and_then(|n| self.telemetry.of(n))
                 .map(|t| t.status(self.now)),
             now: self.now,
             calendar: {
@@ -567,7 +723,7 @@ impl State {
             services: self.service_rows(&jobs),
             jobs,
             queue_by_class,
-            events: self.events.iter().take(50).cloned().collect(),
+            events: self.log.newest(50),
         }
     }
 }

@@ -4,7 +4,7 @@
 //! an SSH host gone), a cluster that cannot be read, GPUs held by the backend's own jobs (a
 //! Slurm job of another user), GPUs busy with gantry's jobs, a node short of CPUs or memory.
 
-use super::State;
+use super::seen::Seen;
 use crate::model::Life;
 use crate::model::{CapacityType, GpuRequest, JobRequest, PoolId};
 
@@ -67,7 +67,7 @@ fn cpus(milli: u32) -> String {
 /// The most pools a line names (the rest are counted).
 const MOST_POOLS: usize = 4;
 
-impl State {
+impl Seen<'_> {
     /// For a job that waits for room: each pool it may use and why its nodes have none, one
     /// clause per pool ("pool ssh/onprem/rack1/box: 1 short of CPUs (asks 16, 4 of 8 free)").
     /// `None` where no pool it may use has a node without room to explain.
@@ -100,7 +100,7 @@ impl State {
             // are not a reason worth a clause.
             if counts.keys().all(|k| *k == NoRoom::NotBought) {
                 if nodes.is_empty() {
-                    if let Some(why) = self.opened.opts.cluster_built.why_empty(&pool.name) {
+                    if let Some(why) = self.built.why_empty(&pool.name) {
                         clauses.push(format!("pool {}: {why}", fleet.pool_path(PoolId(p as u32))));
                     }
                 }
@@ -131,22 +131,22 @@ impl State {
 
     /// Why node `i` has no room for one member of `r` now, or `None` where it has.
     fn no_room(&self, i: usize, r: &JobRequest) -> Option<NoRoom> {
-        match self.nodes.lives[i] {
+        match self.nodes.life(i) {
             Life::Absent => return Some(NoRoom::NotBought),
             Life::Provisioning => return Some(NoRoom::Booting),
             Life::Failed => {
-                return Some(match self.hosts.down.get(&i) {
-                    Some((_, why)) => NoRoom::Unreachable(why.clone()),
+                return Some(match self.runs.unreachable(i) {
+                    Some(why) => NoRoom::Unreachable(why.to_string()),
                     None => NoRoom::Down,
                 })
             }
             Life::Up | Life::Noticed | Life::Draining => {}
         }
-        if let Some((_, why)) = self.hosts.down.get(&i) {
-            return Some(NoRoom::Unreachable(why.clone()));
+        if let Some(why) = self.runs.unreachable(i) {
+            return Some(NoRoom::Unreachable(why.to_string()));
         }
-        if let Some(why) = self.hosts.cordoned.get(&i) {
-            return Some(NoRoom::Cordoned(why.clone()));
+        if let Some(why) = self.runs.cordoned(i) {
+            return Some(NoRoom::Cordoned(why.to_string()));
         }
         let n = &self.engine.fleet().nodes[i];
         if n.health != crate::model::Health::Healthy {
@@ -168,7 +168,7 @@ impl State {
             })
             .count();
         if free < wants {
-            let foreign = self.hosts.foreign.get(&i).filter(|h| !h.gpus.is_empty());
+            let foreign = self.runs.held_foreign(i).filter(|h| !h.gpus.is_empty());
             return Some(match foreign {
                 Some(h) if free + h.gpus.len() >= wants || free == 0 => NoRoom::HeldForeign(
                     h.work

@@ -1,7 +1,7 @@
 //! Where a service's endpoint may listen: the fleet's `[services]` addresses and ports, never
 //! a port of the system's or of the daemon's own, and never a socket another service holds.
 
-use crate::daemon::state::State;
+use super::Services;
 
 /// Whether two endpoints would take the same socket: one port, and one address or either on
 /// every address (`0.0.0.0` holds `127.0.0.1`'s port too).
@@ -9,7 +9,7 @@ pub(super) fn overlaps(a: std::net::SocketAddr, b: std::net::SocketAddr) -> bool
     a.port() == b.port() && (a.ip() == b.ip() || a.ip().is_unspecified() || b.ip().is_unspecified())
 }
 
-impl State {
+impl Services {
     /// The endpoint `asked` (`--endpoint`), where the fleet allows it to `caller`: never a port
     /// below 1024 or one of the daemon's own, a port in `[services] ports`, an address of
     /// `[services] addresses` (any other — every interface, a public one — is an operator's
@@ -17,11 +17,11 @@ impl State {
     /// exists, restarts included: the services' endpoints are journaled).
     pub(super) fn allowed_endpoint(
         &self,
+        (policy, reserved_ports): (&crate::config::fleet::ServiceSettings, &[u16]),
         asked: &str,
         caller: &crate::daemon::auth::Caller,
     ) -> Result<String, crate::daemon::refusal::Refusal> {
         use crate::daemon::refusal::{Kind, Refusal};
-        let policy = &self.opened.cfg.services;
         let addr: std::net::SocketAddr = asked.parse().map_err(|_| {
             Refusal::bad_request(format!(
                 "endpoint `{}`: give an address and port (`127.0.0.1:30080`)",
@@ -35,7 +35,7 @@ impl State {
                 policy.ports
             )));
         }
-        if self.opened.opts.reserved_ports.contains(&port) {
+        if reserved_ports.contains(&port) {
             return Err(Refusal::bad_request(format!(
                 "endpoint {addr}: port {port} is one of the daemon's own listeners; services use [services] ports ({})",
                 policy.ports
@@ -58,7 +58,7 @@ impl State {
                 }
             )));
         }
-        if let Some(o) = self.services.list.values().find(|o| {
+        if let Some(o) = self.list.values().find(|o| {
             o.record
                 .endpoint
                 .parse()

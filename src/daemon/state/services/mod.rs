@@ -4,16 +4,18 @@
 //! endpoint and the probes are IO, done by `daemon::services`, which reports what it measured
 //! (`Measured`) every second.
 
-use super::State;
+use super::cx::Cx;
+use super::desk::Desk;
+use super::runs::Runs;
 use crate::api::services::{ReplicaRow, ServiceRow};
 use crate::api::{Action, JobRow};
-use crate::daemon::engine::{EngineError, Submission};
+use crate::config::fleet::ServiceSettings;
+use crate::daemon::engine::{Engine, EngineError, Submission};
 use crate::daemon::journal::JobId;
 use crate::daemon::journal::{ReplicaRecord, ServiceRecord};
 use crate::scheduler::autoscale::Autoscaler;
 use crate::spec::service::ServiceSpec;
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
 
 mod endpoints;
 mod replicas;
@@ -179,26 +181,26 @@ fn replica_text(
     serde_yaml_ng::to_string(&doc).map_err(|e| e.to_string())
 }
 
-impl State {
+impl Services {
     /// The services the journal holds, with their replicas (at open).
-    pub(super) fn open_services(&mut self) -> Result<(), EngineError> {
-        let records = self.engine.services()?;
+    pub(super) fn open(&mut self, cx: &mut Cx, classes: &[String]) -> Result<(), EngineError> {
+        let records = cx.engine.services()?;
         let mut replicas: HashMap<String, Vec<ReplicaRecord>> = HashMap::new();
-        for (name, r) in self.engine.replicas()? {
+        for (name, r) in cx.engine.replicas()? {
             replicas.entry(name).or_default().push(r);
         }
         for record in records {
             let reps = replicas.remove(&record.name).unwrap_or_default();
-            match self.service_of(&record, None) {
+            match service_of(classes, &record, None) {
                 Ok((spec, svc, class)) => {
                     let mut e = Service::new(record, spec, svc, class, reps);
                     // Carry on at the count it had: a restart is no reason to scale down.
                     e.autoscaler.target = (e.replicas.len() as u32)
                         .saturating_sub(e.svc.overprovision)
                         .clamp(e.svc.min_replicas, e.svc.max_replicas);
-                    self.services.list.insert(e.record.name.clone(), e);
+                    self.list.insert(e.record.name.clone(), e);
                 }
-                Err(why) => self.warn(format!(
+                Err(why) => cx.warn(format!(
                     "service {}: its file no longer reads ({why}): it is not served; `gantry serve down {}` forgets it",
                     record.name, record.name
                 )),
@@ -207,40 +209,14 @@ impl State {
         Ok(())
     }
 
-    /// A record's file parsed, and the class its replicas run in.
-    fn service_of(
-        &self,
-        r: &ServiceRecord,
-        parsed: Option<crate::spec::JobSpec>,
-    ) -> Result<(crate::spec::JobSpec, ServiceSpec, String), String> {
-        let spec = match parsed {
-            Some(p) => p,
-            None => crate::spec::parse(&r.file, &r.spec).map_err(|e| e.to_string())?,
-        };
-        let svc = spec
-            .service
-            .clone()
-            .ok_or_else(|| format!("{}: the file has no `service:` section: a service needs one (its replicas, readiness probe and policy); submit a task with `gantry submit`", r.file))?;
-        let class = r
-            .priority
-            .clone()
-            .or_else(|| spec.priority.clone())
-            .unwrap_or_else(|| {
-                if self.classes.iter().any(|c| c == "serving") {
-                    "serving".to_string()
-                } else {
-                    self.classes.first().cloned().unwrap_or_default()
-                }
-            });
-        Ok((spec, *svc, class))
-    }
-
     /// Starts a service, or rolls it to a new version (its replicas replaced one at a time).
-    pub fn service_up(
+    /// What changed is journaled; the answer says whether the snapshot is to be rebuilt.
+    pub(super) fn up(
         &mut self,
+        (desk, settings, reserved): (&mut Desk, &ServiceSettings, &[u16]),
         up: ServiceUp,
         caller: &crate::daemon::auth::Caller,
-    ) -> Result<ServiceUpAnswer, crate::daemon::refusal::Refusal> {
+    ) -> Result<(ServiceUpAnswer, bool), crate::daemon::refusal::Refusal> {
         use crate::daemon::refusal::{Kind, Refusal};
         let s = &up.submission;
         // Parsed off the actor's thread by the API; parsed here for in-process callers.
@@ -276,7 +252,7 @@ impl State {
                 "service {name} would be team {team}'s: a researcher token serves its own team's only"
             )));
         }
-        let existing = self.services.list.get(&name);
+        let existing = self.list.get(&name);
         if let Some(e) = existing {
             if !caller.may_change(&e.record.team) {
                 return Err(Refusal::forbidden(format!(
@@ -325,28 +301,31 @@ impl State {
             if answer.token.is_some() {
                 let mut record = e.record.clone();
                 record.auth = auth;
-                self.engine
+                desk.cx
+                    .engine
                     .save_service(&record)
                     .map_err(EngineError::from)?;
-                if let Some(e) = self.services.list.get_mut(&name) {
+                if let Some(e) = self.list.get_mut(&name) {
                     e.record = record;
                 }
-                let _ = self.record("service", format!("service {name}: a new endpoint token"));
-                self.rebuild_snapshot();
+                let _ = desk
+                    .cx
+                    .record("service", format!("service {name}: a new endpoint token"));
+                return Ok((answer, true));
             }
-            return Ok(answer);
+            return Ok((answer, false));
         }
         let endpoint = match (existing, &up.endpoint) {
             (Some(e), _) => e.record.endpoint.clone(),
-            (None, Some(a)) => self.allowed_endpoint(a, caller)?,
-            (None, None) => self.free_endpoint().ok_or_else(|| {
+            (None, Some(a)) => self.allowed_endpoint((settings, reserved), a, caller)?,
+            (None, None) => self.free_endpoint((settings, reserved)).ok_or_else(|| {
                 Refusal::new(
                     Kind::Conflict,
                     "conflict",
                     format!(
                         "no free endpoint port in [services] ports ({}) on {}: give one (`--endpoint ADDR:PORT`), or an operator widens the range",
-                        self.opened.cfg.services.ports,
-                        self.opened.cfg.services.addresses.join(", ")
+                        settings.ports,
+                        settings.addresses.join(", ")
                     ),
                 )
             })?,
@@ -360,12 +339,11 @@ impl State {
             priority: s.priority.clone(),
             endpoint: endpoint.clone(),
             version: existing.map_or(1, |e| e.record.version + 1),
-            created_at: self.now,
+            created_at: desk.cx.now,
             auth,
         };
-        let (spec, svc, class) = self
-            .service_of(&record, Some(spec))
-            .map_err(Refusal::bad_request)?;
+        let (spec, svc, class) =
+            service_of(desk.classes, &record, Some(spec)).map_err(Refusal::bad_request)?;
         // Would a replica be admitted? Asked before anything is kept, so a file no node
         // can run (or a class the team may not use) is refused here, at its field.
         let probe = Submission {
@@ -381,12 +359,13 @@ impl State {
             user: s.user.clone(),
             from_backend: false,
         };
-        self.preview(&probe)?;
-        self.engine
+        desk.preview(&probe)?;
+        desk.cx
+            .engine
             .save_service(&record)
             .map_err(EngineError::from)?;
         let version = record.version;
-        let what = match self.services.list.get_mut(&name) {
+        let what = match self.list.get_mut(&name) {
             Some(e) => {
                 e.record = record;
                 e.spec = spec;
@@ -398,49 +377,50 @@ impl State {
                 )
             }
             None => {
-                self.services.list.insert(
+                self.list.insert(
                     name.clone(),
                     Service::new(record, spec, svc, class, Vec::new()),
                 );
                 format!("service {name} up at {endpoint} by {}", caller.name)
             }
         };
-        let _ = self.record("service", what);
-        self.reconcile_service(&name);
-        self.rebuild_snapshot();
+        let _ = desk.cx.record("service", what);
+        self.reconcile(desk, &name);
         let wanted = self
-            .services
             .list
             .get(&name)
             .map_or(0, |e| e.autoscaler.wanted(&e.svc));
-        Ok(ServiceUpAnswer {
-            name,
-            version,
-            endpoint,
-            replicas: wanted,
-            token,
-        })
+        Ok((
+            ServiceUpAnswer {
+                name,
+                version,
+                endpoint,
+                replicas: wanted,
+                token,
+            },
+            true,
+        ))
     }
 
     /// Each service whose endpoint asks for a bearer token, with the token's SHA-256: what the
     /// endpoints check (kept out of the snapshot, which every viewer reads).
-    pub fn service_tokens(&self) -> HashMap<String, String> {
-        self.services
-            .list
+    pub(super) fn tokens(&self) -> HashMap<String, String> {
+        self.list
             .iter()
             .filter_map(|(n, e)| Some((n.clone(), e.record.auth.clone()?)))
             .collect()
     }
 
     /// Stops a service: its replicas cancelled, its record forgotten.
-    pub fn service_down(
+    pub(super) fn down(
         &mut self,
+        desk: &mut Desk,
         name: &str,
         caller: &crate::daemon::auth::Caller,
     ) -> Result<Vec<JobId>, crate::daemon::refusal::Refusal> {
         use crate::daemon::refusal::{Kind, Refusal};
-        let Some(e) = self.services.list.get(name) else {
-            let known: Vec<&String> = self.services.list.keys().collect();
+        let Some(e) = self.list.get(name) else {
+            let known: Vec<&String> = self.list.keys().collect();
             return Err(Refusal::new(
                 Kind::NotFound,
                 "not-found",
@@ -465,19 +445,20 @@ impl State {
             )));
         }
         let jobs: Vec<JobId> = e.replicas.iter().map(|r| r.job).collect();
-        self.engine
+        desk.cx
+            .engine
             .delete_service(name)
             .map_err(EngineError::from)?;
-        self.services.list.remove(name);
+        self.list.remove(name);
         let mut cancelled = Vec::new();
         for id in jobs {
-            if self.engine.job(id).is_some_and(|j| !j.state.is_final())
-                && self.act(id, Action::Cancel, &caller.name).is_ok()
+            if desk.cx.engine.job(id).is_some_and(|j| !j.state.is_final())
+                && desk.act(id, Action::Cancel, &caller.name).is_ok()
             {
                 cancelled.push(id);
             }
         }
-        let _ = self.record(
+        let _ = desk.cx.record(
             "service",
             format!(
                 "service {name} down by {}: {} replica(s) cancelled",
@@ -485,7 +466,6 @@ impl State {
                 cancelled.len()
             ),
         );
-        self.rebuild_snapshot();
         Ok(cancelled)
     }
 
@@ -493,37 +473,30 @@ impl State {
     /// are replaced, the counts are kept.
     /// True when jobs were submitted or cancelled (a scheduling cycle is due); else only the
     /// snapshot's services were brought up to date.
-    pub fn service_measured(&mut self, measured: Vec<(String, Measured)>) -> bool {
+    pub(super) fn measured(&mut self, desk: &mut Desk, measured: Vec<(String, Measured)>) -> bool {
         // Every submission, cancel and retirement is an event: no new event, no new job.
-        let events = self.events_total;
+        let events = desk.cx.log.total();
         for (name, m) in measured {
-            let Some(e) = self.services.list.get_mut(&name) else {
+            let Some(e) = self.list.get_mut(&name) else {
                 continue;
             };
             e.measured = m;
-            self.reconcile_service(&name);
+            self.reconcile(desk, &name);
         }
-        let acted = self.events_total != events;
-        if acted {
-            self.rebuild_snapshot();
-        } else {
-            // The services' rows only: the rest of the snapshot is as it was.
-            let services = self.service_rows(&self.snapshot.jobs);
-            let snapshot = Arc::make_mut(&mut self.snapshot);
-            snapshot.services = services;
-            snapshot.version += 1;
-        }
-        acted
+        desk.cx.log.total() != events
     }
 
     /// The services as the snapshot shows them; `jobs` are the snapshot's rows.
-    pub(super) fn service_rows(&self, jobs: &[JobRow]) -> Vec<ServiceRow> {
-        if self.services.list.is_empty() {
+    pub(super) fn rows(
+        &self,
+        (engine, runs): (&Engine, &Runs),
+        jobs: &[JobRow],
+    ) -> Vec<ServiceRow> {
+        if self.list.is_empty() {
             return Vec::new();
         }
         let rows: HashMap<i64, &JobRow> = jobs.iter().map(|j| (j.id, j)).collect();
-        self.services
-            .list
+        self.list
             .values()
             .map(|e| {
                 let ready: std::collections::HashSet<JobId> =
@@ -541,7 +514,7 @@ impl State {
                     .replicas
                     .iter()
                     .map(|r| {
-                        let job = self.engine.job(r.job);
+                        let job = engine.job(r.job);
                         let state = job.map_or("ended".to_string(), |j| j.state.to_string());
                         if let Some(j) = job.filter(|j| j.placement.is_some()) {
                             gpus += j.shape().total_gpu_milli() as f64 / 1000.0;
@@ -569,7 +542,7 @@ impl State {
                             version: r.version,
                             state,
                             ready: is_ready,
-                            address: self.replica_address(r),
+                            address: replicas::replica_address((runs, engine.fleet()), r),
                             retiring,
                             ondemand: r.ondemand,
                             detail,
@@ -615,6 +588,34 @@ impl State {
             })
             .collect()
     }
+}
+
+/// A record's file parsed, and the class its replicas run in.
+fn service_of(
+    classes: &[String],
+    r: &ServiceRecord,
+    parsed: Option<crate::spec::JobSpec>,
+) -> Result<(crate::spec::JobSpec, ServiceSpec, String), String> {
+    let spec = match parsed {
+        Some(p) => p,
+        None => crate::spec::parse(&r.file, &r.spec).map_err(|e| e.to_string())?,
+    };
+    let svc = spec
+        .service
+        .clone()
+        .ok_or_else(|| format!("{}: the file has no `service:` section: a service needs one (its replicas, readiness probe and policy); submit a task with `gantry submit`", r.file))?;
+    let class = r
+        .priority
+        .clone()
+        .or_else(|| spec.priority.clone())
+        .unwrap_or_else(|| {
+            if classes.iter().any(|c| c == "serving") {
+                "serving".to_string()
+            } else {
+                classes.first().cloned().unwrap_or_default()
+            }
+        });
+    Ok((spec, *svc, class))
 }
 
 #[cfg(test)]

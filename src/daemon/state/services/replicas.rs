@@ -2,56 +2,59 @@
 //! replaced, failed ones retired, a new version rolled out one replica at a time, and the
 //! ports and addresses they serve on.
 
-use super::{replica_text, DRAIN_BEAT_S, REPLICA_PORTS};
+use super::{replica_text, Services, DRAIN_BEAT_S, REPLICA_PORTS};
 use crate::api::Action;
 use crate::daemon::engine::Submission;
 use crate::daemon::journal::{JobId, ReplicaRecord};
-use crate::daemon::state::{hosts, State};
+use crate::daemon::state::desk::Desk;
+use crate::daemon::state::runs::Runs;
 
-impl State {
+impl Services {
     /// Every service's replica count kept (each scheduling cycle).
-    pub(in crate::daemon::state) fn reconcile_services(&mut self) {
-        let names: Vec<String> = self.services.list.keys().cloned().collect();
+    pub(in crate::daemon::state) fn reconcile_all(&mut self, desk: &mut Desk) {
+        let names: Vec<String> = self.list.keys().cloned().collect();
         for name in names {
-            self.reconcile_service(&name);
+            self.reconcile(desk, &name);
         }
     }
 
     /// One service: ended replicas forgotten (and replaced), failed ones retired, then as many
     /// started or retired as its autoscaler wants — a new version one replica at a time.
-    pub(super) fn reconcile_service(&mut self, name: &str) {
+    pub(super) fn reconcile(&mut self, desk: &mut Desk, name: &str) {
         // The autoscaler looks at the last load measured at every step: a load that stays
         // where it is (no new report) still counts toward the delays.
-        let now = self.now;
-        let Some(e) = self.services.list.get_mut(name) else {
+        let now = desk.cx.now;
+        let Some(e) = self.list.get_mut(name) else {
             return;
         };
         if let Some(d) = e.autoscaler.observe(&e.svc, e.measured.load, now) {
             e.last_decision = Some(d.reason.clone());
-            let _ = self.record("service", format!("service {name}: {}", d.reason));
+            let _ = desk
+                .cx
+                .record("service", format!("service {name}: {}", d.reason));
         }
-        self.drain(name);
-        let Some(e) = self.services.list.get(name) else {
+        self.drain(desk, name);
+        let Some(e) = self.list.get(name) else {
             return;
         };
         let version = e.record.version;
         // Ended replicas.
         let mut ended = Vec::new();
         for r in &e.replicas {
-            let state = self.engine.job(r.job).map(|j| j.state);
+            let state = desk.cx.engine.job(r.job).map(|j| j.state);
             if state.is_none_or(|s| s.is_final()) {
                 ended.push((*r, state));
             }
         }
         for (r, state) in ended {
-            let _ = self.engine.drop_replica(r.job);
-            let Some(e) = self.services.list.get_mut(name) else {
+            let _ = desk.cx.engine.drop_replica(r.job);
+            let Some(e) = self.list.get_mut(name) else {
                 return;
             };
             e.replicas.retain(|x| x.job != r.job);
             if e.retiring.remove(&r.job).is_none() {
                 let how = state.map_or("ended".to_string(), |s| s.to_string());
-                let _ = self.record(
+                let _ = desk.cx.record(
                     "service",
                     format!(
                         "service {name}: replica {} (job {}) {how}: replaced",
@@ -61,7 +64,7 @@ impl State {
             }
         }
         // Replicas that failed their probe.
-        let Some(e) = self.services.list.get(name) else {
+        let Some(e) = self.list.get(name) else {
             return;
         };
         let failing: Vec<(ReplicaRecord, String)> = e
@@ -76,12 +79,13 @@ impl State {
             .collect();
         for (r, why) in failing {
             self.retire(
+                desk,
                 name,
                 r,
                 &format!("failed its readiness probe ({why}): replaced"),
             );
         }
-        let Some(e) = self.services.list.get(name) else {
+        let Some(e) = self.list.get(name) else {
             return;
         };
         let wanted = e.autoscaler.wanted(&e.svc) as usize;
@@ -182,13 +186,13 @@ impl State {
             } else {
                 format!("retired (version {} replaced by {version})", r.version)
             };
-            self.retire(name, r, &why);
+            self.retire(desk, name, r, &why);
         }
         let kinds =
             std::iter::repeat_n(true, start_ondemand).chain(std::iter::repeat_n(false, start));
         for ondemand in kinds {
-            if let Err(why) = self.start_replica(name, ondemand) {
-                let _ = self.record(
+            if let Err(why) = self.start_replica(desk, name, ondemand) {
+                let _ = desk.cx.record(
                     "service",
                     format!("service {name}: a replica could not be submitted: {why}"),
                 );
@@ -199,19 +203,25 @@ impl State {
 
     /// Takes a replica out: out of the rotation now, cancelled at once if it serves nobody
     /// (not ready), else once the endpoint has no request in flight to it (`drain`).
-    fn retire(&mut self, name: &str, r: ReplicaRecord, why: &str) {
-        let now = self.now;
-        let serving = match self.services.list.get_mut(name) {
+    fn retire(&mut self, desk: &mut Desk, name: &str, r: ReplicaRecord, why: &str) {
+        let now = desk.cx.now;
+        let serving = match self.list.get_mut(name) {
             Some(e) => {
                 e.retiring.insert(r.job, now);
                 e.measured.ready.contains(&r.job)
             }
             None => false,
         };
-        if !serving && self.engine.job(r.job).is_some_and(|j| !j.state.is_final()) {
-            let _ = self.act(r.job, Action::Cancel, &format!("service {name}"));
+        if !serving
+            && desk
+                .cx
+                .engine
+                .job(r.job)
+                .is_some_and(|j| !j.state.is_final())
+        {
+            let _ = desk.act(r.job, Action::Cancel, &format!("service {name}"));
         }
-        let _ = self.record(
+        let _ = desk.cx.record(
             "service",
             format!(
                 "service {name}: replica {} (job {}) {why}",
@@ -222,9 +232,9 @@ impl State {
 
     /// Retiring replicas cancelled once the endpoint has had a beat to take them out of its
     /// rotation and has no request in flight to them (at most the stream timeout later).
-    fn drain(&mut self, name: &str) {
-        let now = self.now;
-        let Some(e) = self.services.list.get(name) else {
+    fn drain(&mut self, desk: &mut Desk, name: &str) {
+        let now = desk.cx.now;
+        let Some(e) = self.list.get(name) else {
             return;
         };
         let done: Vec<JobId> = e
@@ -235,17 +245,27 @@ impl State {
                 idle || now - **since >= e.svc.stream_timeout_s
             })
             .map(|(job, _)| *job)
-            .filter(|job| self.engine.job(*job).is_some_and(|j| !j.state.is_final()))
+            .filter(|job| {
+                desk.cx
+                    .engine
+                    .job(*job)
+                    .is_some_and(|j| !j.state.is_final())
+            })
             .collect();
         for job in done {
-            let _ = self.act(job, Action::Cancel, &format!("service {name}"));
+            let _ = desk.act(job, Action::Cancel, &format!("service {name}"));
         }
     }
 
     /// Submits the next replica of service `name`.
-    fn start_replica(&mut self, name: &str, ondemand: bool) -> Result<JobId, String> {
+    fn start_replica(
+        &mut self,
+        desk: &mut Desk,
+        name: &str,
+        ondemand: bool,
+    ) -> Result<JobId, String> {
         let port = {
-            let e = self.services.list.get(name).ok_or("no such service")?;
+            let e = self.list.get(name).ok_or("no such service")?;
             e.svc.port
         };
         let port = match port {
@@ -254,7 +274,7 @@ impl State {
                 "no free replica port from 41001 to 48999: give the service a fixed `ports`",
             )?,
         };
-        let e = self.services.list.get(name).ok_or("no such service")?;
+        let e = self.list.get(name).ok_or("no such service")?;
         let replica = e.next_replica;
         let text = replica_text(&e.record.spec, name, replica, port, ondemand)?;
         let sub = Submission {
@@ -269,7 +289,7 @@ impl State {
             from_backend: false,
         };
         let version = e.record.version;
-        let id = self
+        let id = desk
             .submit(&[sub])
             .pop()
             .ok_or("no answer")?
@@ -281,26 +301,28 @@ impl State {
             version,
             ondemand,
         };
-        self.engine
+        desk.cx
+            .engine
             .add_replica(name, &r)
             .map_err(|e| e.to_string())?;
-        if let Some(e) = self.services.list.get_mut(name) {
+        if let Some(e) = self.list.get_mut(name) {
             e.replicas.push(r);
             e.next_replica = replica + 1;
         }
         Ok(id)
     }
 
-    pub(super) fn free_endpoint(&self) -> Option<String> {
+    /// A free endpoint of `policy`'s ports (none of `reserved`), on its first address.
+    pub(super) fn free_endpoint(
+        &self,
+        (policy, reserved): (&crate::config::fleet::ServiceSettings, &[u16]),
+    ) -> Option<String> {
         let taken: Vec<std::net::SocketAddr> = self
-            .services
             .list
             .values()
             .filter_map(|e| e.record.endpoint.parse().ok())
             .collect();
-        let policy = &self.opened.cfg.services;
         let ip = *policy.ips().first()?;
-        let reserved = &self.opened.opts.reserved_ports;
         policy
             .port_range()?
             .filter(|p| !reserved.contains(p))
@@ -316,7 +338,6 @@ impl State {
     /// local pool listen).
     fn free_replica_port(&self) -> Option<u16> {
         let taken: std::collections::HashSet<u16> = self
-            .services
             .list
             .values()
             .flat_map(|e| e.replicas.iter().map(|r| r.port))
@@ -333,26 +354,22 @@ impl State {
             .map(|i| REPLICA_PORTS.start() + ((start + i) % span) as u16)
             .find(|p| !taken.contains(p) && std::net::TcpListener::bind(("127.0.0.1", *p)).is_ok())
     }
+}
 
-    /// Where a running replica serves: its first node's address and its port.
-    pub(super) fn replica_address(&self, r: &ReplicaRecord) -> Option<String> {
-        let run = self.hosts.runs.get(&r.job)?;
-        let part = run.parts.first()?;
-        matches!(part.state, hosts::PartState::Running).then(|| {
-            // What the backend reaches the host by (this host is 127.0.0.1, an SSH host its
-            // destination), as the daemon connects from where the backend runs.
-            let host = self
-                .hosts
-                .at
-                .get(&part.node)
-                .map(|&(pool, host)| self.hosts.runners[pool].address(host))
-                .filter(|a| !a.is_empty())
-                .unwrap_or_else(|| self.host_address(part.node));
-            if host.contains(':') {
-                format!("[{host}]:{}", r.port)
-            } else {
-                format!("{host}:{}", r.port)
-            }
-        })
-    }
+/// Where a running replica serves: its first node's address and its port.
+pub(super) fn replica_address(
+    (runs, fleet): (&Runs, &crate::model::Fleet),
+    r: &ReplicaRecord,
+) -> Option<String> {
+    let (node, said) = runs.running_at(r.job)?;
+    Some({
+        // What the backend reaches the host by (this host is 127.0.0.1, an SSH host its
+        // destination), as the daemon connects from where the backend runs.
+        let host = said.unwrap_or_else(|| runs.host_address(fleet, node));
+        if host.contains(':') {
+            format!("[{host}]:{}", r.port)
+        } else {
+            format!("{host}:{}", r.port)
+        }
+    })
 }

@@ -2,12 +2,15 @@
 //! failed, repaired), elastic growth and shrink through them, defragmentation and
 //! consolidation — each a journaled event with its reason and price.
 
-use super::{State, CONSOLIDATE_EVERY_S};
+use super::CONSOLIDATE_EVERY_S;
+use super::{Nodes, OnNodes};
 use crate::api::JobState;
 use crate::backend::NodeEvent;
+use crate::daemon::engine::Engine;
 use crate::daemon::engine::EngineError;
 use crate::daemon::journal::JobId;
 use crate::daemon::lives::offers;
+use crate::daemon::state::cx::Cx;
 use crate::model::{pool_counts, CapacityType, Life, NodeId};
 use crate::scheduler::moves::{Candidate, Rebalance};
 use crate::scheduler::scale::{scale_down, scale_up, NodeIdle};
@@ -19,78 +22,55 @@ const UNAVAILABLE_FOR_S: f64 = 600.0;
 
 /// How long a pool is passed over after `times` machines in a row never answered: 5 min,
 /// doubling, at most 2 h.
-pub(super) fn unreached_pause_s(times: u32) -> f64 {
+pub(in crate::daemon::state) fn unreached_pause_s(times: u32) -> f64 {
     (300.0 * 2f64.powi(times.saturating_sub(1).min(5) as i32)).min(7200.0)
 }
 
-impl State {
-    pub(super) fn set_life(&mut self, i: usize, life: Life) {
-        self.nodes.lives[i] = life;
-        if life != Life::Provisioning {
-            self.nodes.coming_at.remove(&i);
-        }
-        if life != Life::Noticed {
-            self.nodes.going_at.remove(&i);
-        }
-        self.engine.set_health(NodeId(i as u32), life.health());
-        if life == Life::Up {
-            self.empty_since_up(i);
-        }
-    }
-
-    pub(super) fn jobs_on(&self, i: usize) -> Vec<JobId> {
-        let node = NodeId(i as u32);
-        self.engine
-            .jobs()
-            .filter(|j| {
-                j.placement
-                    .as_ref()
-                    .is_some_and(|p| p.nodes.iter().any(|g| g.node == node))
-            })
-            .map(|j| j.id)
-            .collect()
-    }
-
+impl Nodes {
     /// Node `i`'s pool and its index there, for its provisioner.
     fn slot(&self, i: usize) -> (usize, usize) {
-        self.hosts.at.get(&i).copied().unwrap_or_default()
+        self.slot_of[i]
     }
 
     /// Asks node `i`'s provisioner for it; the expected seconds until it is ready.
-    pub(super) fn buy(&mut self, i: usize) -> f64 {
+    pub(in crate::daemon::state) fn buy(&mut self, cx: &mut Cx, i: usize) -> f64 {
         let (pool, host) = self.slot(i);
-        let now = self.now;
-        self.set_life(i, Life::Provisioning);
-        let delay = match self.nodes.provisioners[pool].as_mut() {
+        let now = cx.now;
+        self.set_life(cx, i, Life::Provisioning);
+        let delay = match self.provisioners[pool].as_mut() {
             Some(p) => p.buy(host, now),
             None => 0.0,
         };
-        self.nodes.coming_at.insert(i, now + delay);
+        self.coming_at.insert(i, now + delay);
         delay
     }
 
     /// Gives node `i` back to its provisioner.
-    fn give_back(&mut self, i: usize) {
+    fn give_back(&mut self, cx: &mut Cx, on: &mut OnNodes, i: usize) {
         let (pool, host) = self.slot(i);
-        let now = self.now;
-        self.set_life(i, Life::Absent);
-        if let Some(p) = self.nodes.provisioners[pool].as_mut() {
+        let now = cx.now;
+        self.set_life(cx, i, Life::Absent);
+        if let Some(p) = self.provisioners[pool].as_mut() {
             p.give_back(host, now);
         }
-        self.set_empty_since(i, None);
-        self.machine_gone(i);
+        self.set_empty_since(cx, i, None);
+        self.machine_gone(on, i);
     }
 
     /// How many of `nodes` more for `pool` its spending cap and the fleet's allow (each, US
     /// dollars an hour over the nodes paid for); a buy cut short is said once until it changes.
-    fn within_caps(&mut self, pool: usize, nodes: u32, job: u64) -> Result<u32, EngineError> {
-        let price = self.nodes.pools[pool].price_per_hour;
-        let fleet = self.engine.fleet();
+    fn within_caps(
+        &mut self,
+        cx: &mut Cx,
+        (pool, nodes, job): (usize, u32, u64),
+    ) -> Result<u32, EngineError> {
+        let price = self.pools[pool].price_per_hour;
+        let fleet = cx.engine.fleet();
         let mut pool_now = 0.0;
         let mut fleet_now = 0.0;
-        for (n, life) in fleet.nodes.iter().zip(&self.nodes.lives) {
+        for (n, life) in fleet.nodes.iter().zip(&self.lives) {
             if life.paid() {
-                let p = self.nodes.pools[n.pool.index()].price_per_hour;
+                let p = self.pools[n.pool.index()].price_per_hour;
                 fleet_now += p;
                 if n.pool.index() == pool {
                     pool_now += p;
@@ -104,25 +84,25 @@ impl State {
                 _ => u32::MAX,
             }
         };
-        let by_pool = fits(self.nodes.pools[pool].max_dollars_per_hour, pool_now);
-        let by_fleet = fits(self.nodes.fleet_cap, fleet_now);
+        let by_pool = fits(self.pools[pool].max_dollars_per_hour, pool_now);
+        let by_fleet = fits(self.fleet_cap, fleet_now);
         let n = nodes.min(by_pool).min(by_fleet);
         if n == nodes {
-            self.nodes.capped.remove(&pool);
+            self.capped.remove(&pool);
             return Ok(n);
         }
         let (whose, cap, now) = if by_pool <= by_fleet {
             (
                 "the pool's",
-                self.nodes.pools[pool].max_dollars_per_hour,
+                self.pools[pool].max_dollars_per_hour,
                 pool_now,
             )
         } else {
-            ("the fleet's", self.nodes.fleet_cap, fleet_now)
+            ("the fleet's", self.fleet_cap, fleet_now)
         };
         let line = format!(
             "{}: +{nodes} for job {job} (+${:.2}/h) would pass {whose} cap of ${:.2}/h (${now:.2}/h now): {}",
-            self.engine.fleet().pool_path(crate::model::PoolId(pool as u32)),
+            cx.engine.fleet().pool_path(crate::model::PoolId(pool as u32)),
             price * f64::from(nodes),
             cap.unwrap_or(0.0),
             if n == 0 {
@@ -131,55 +111,45 @@ impl State {
                 format!("buys {n}")
             }
         );
-        if self.nodes.capped.get(&pool) != Some(&line) {
-            self.nodes.capped.insert(pool, line.clone());
-            self.record("fleet", line)?;
+        if self.capped.get(&pool) != Some(&line) {
+            self.capped.insert(pool, line.clone());
+            cx.record("fleet", line)?;
         }
         Ok(n)
     }
 
-    /// Whether node `i` is a machine its pool buys (a cloud instance).
-    pub(super) fn is_machine(&self, i: usize) -> bool {
-        let (pool, _) = self.slot(i);
-        self.nodes.provisioners[pool]
-            .as_ref()
-            .is_some_and(|p| p.machines())
-    }
-
-    /// A real host not reached yet: down ("connecting") until its agent answers, its GPUs
-    /// held until NVML's first sample (until then gantry cannot tell which are busy with
-    /// processes it did not start, nor give a job their UUIDs).
     /// Node `i` is taken back in `gone_in_s` (its provider said so: `what`): nothing new is
     /// placed there and its running jobs are stopped with their checkpoint signal and that
     /// grace, to requeue from the checkpoint. Said once per node.
-    pub(super) fn spot_noticed(
+    pub(in crate::daemon::state) fn spot_noticed(
         &mut self,
+        (cx, on): (&mut Cx, &mut OnNodes),
         i: usize,
         gone_in_s: f64,
         what: &str,
     ) -> Result<(), EngineError> {
-        if self.nodes.lives[i] == Life::Noticed {
+        if self.lives[i] == Life::Noticed {
             return Ok(());
         }
-        self.set_life(i, Life::Noticed);
-        self.nodes.going_at.insert(i, self.now + gone_in_s);
-        self.counters.spot_interruptions += 1;
-        let jobs = self.jobs_on(i);
+        self.set_life(cx, i, Life::Noticed);
+        self.going_at.insert(i, cx.now + gone_in_s);
+        on.counters.spot_interruptions += 1;
+        let jobs = super::super::seen::jobs_on(cx.engine, i);
         for id in &jobs {
             // A job already stopping (its node draining) keeps its own grace.
-            if self.engine.job(*id).map(|j| j.state) != Some(JobState::Running) {
+            if cx.engine.job(*id).map(|j| j.state) != Some(JobState::Running) {
                 continue;
             }
-            self.engine
-                .preempt(*id, self.now, "spot interruption notice: checkpoint now")?;
-            self.stop_on_hosts(*id, Some(gone_in_s));
+            cx.engine
+                .preempt(*id, cx.now, "spot interruption notice: checkpoint now")?;
+            on.runs.stop(cx.engine, *id, Some(gone_in_s));
         }
-        self.record(
+        cx.record(
             "fleet",
             format!(
                 "{what}: {} ({}) is taken back in {:.0} min; {} job(s) checkpointing",
-                self.node_name(i),
-                self.pool_path_of(i),
+                cx.node_name(i),
+                cx.pool_path_of(i),
                 gone_in_s / 60.0,
                 jobs.len()
             ),
@@ -187,62 +157,50 @@ impl State {
         Ok(())
     }
 
-    pub(super) fn await_first_contact(&mut self, i: usize) {
+    /// A real host not reached yet: down ("connecting") until its agent answers, its GPUs
+    /// held until NVML's first sample (until then gantry cannot tell which are busy with
+    /// processes it did not start, nor give a job their UUIDs).
+    pub(in crate::daemon::state) fn await_first_contact(
+        &mut self,
+        cx: &mut Cx,
+        on: &mut OnNodes,
+        i: usize,
+    ) {
         // A machine bought again is a new machine: its first sample is awaited afresh.
-        self.measured.remove(&i);
-        self.hosts
-            .down
-            .insert(i, (self.now, "connecting".to_string()));
-        for g in 0..self.engine.fleet().nodes[i].gpus.len() as u8 {
-            self.engine.hold_gpu(NodeId(i as u32), g);
+        on.telemetry.forget(i);
+        on.runs.connecting(i, cx.now);
+        for g in 0..cx.engine.fleet().nodes[i].gpus.len() as u8 {
+            cx.engine.hold_gpu(NodeId(i as u32), g);
         }
     }
 
     /// A bought machine that cannot be reached goes back.
-    pub(super) fn give_back_lost(&mut self, i: usize) {
-        self.give_back(i);
-        self.counters.scale_downs += 1;
+    pub(in crate::daemon::state) fn give_back_lost(
+        &mut self,
+        cx: &mut Cx,
+        on: &mut OnNodes,
+        i: usize,
+    ) {
+        self.give_back(cx, on, i);
+        on.counters.scale_downs += 1;
     }
 
     /// A bought machine is gone (given back, taken back, failed): its runner stops reaching
     /// for it, and what was said of its link goes with it.
-    fn machine_gone(&mut self, i: usize) {
-        let (pool, host) = self.slot(i);
+    fn machine_gone(&mut self, on: &mut OnNodes, i: usize) {
         if self.is_machine(i) {
-            self.hosts.runners[pool].detach(host);
-            self.measured.remove(&i);
-            self.hosts.hostnames.remove(&i);
-            self.hosts.down.remove(&i);
-            self.hosts.lost.remove(&i);
-            self.nodes.unconnected.remove(&i);
+            on.runs.machine_gone(i);
+            on.telemetry.forget(i);
+            self.unconnected.remove(&i);
         }
     }
 
-    /// What the provisioners say happened up to `until`, in time order, each at its own time
-    /// (what the runners report up to then comes first: a run that ends as its node goes
-    /// ends on its own terms).
-    pub(super) fn run_node_timers(&mut self, until: f64) -> Result<(), EngineError> {
-        let mut due: Vec<(f64, usize, NodeEvent)> = Vec::new();
-        for (pool, p) in self.nodes.provisioners.iter_mut().enumerate() {
-            if let Some(p) = p {
-                due.extend(p.poll(until).into_iter().map(|(at, e)| (at, pool, e)));
-            }
-        }
-        // Pools that left the fleet file: what their workers say of the instances they end.
-        self.poll_retiring(until)?;
-        due.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-        for (at, pool, e) in due {
-            let saved = self.now;
-            self.now = at.min(saved);
-            self.poll_hosts()?;
-            let done = self.node_event(pool, e);
-            self.now = saved;
-            done?;
-        }
-        Ok(())
-    }
-
-    pub(super) fn node_event(&mut self, pool: usize, e: NodeEvent) -> Result<(), EngineError> {
+    pub(in crate::daemon::state) fn node_event(
+        &mut self,
+        (cx, on): (&mut Cx, &mut OnNodes),
+        pool: usize,
+        e: NodeEvent,
+    ) -> Result<(), EngineError> {
         let host = match &e {
             NodeEvent::Ready(h)
             | NodeEvent::SpotNotice { host: h, .. }
@@ -253,113 +211,119 @@ impl State {
             NodeEvent::Said { host: None, what } => {
                 let line = format!(
                     "{}: {what}",
-                    self.engine
+                    cx.engine
                         .fleet()
                         .pool_path(crate::model::PoolId(pool as u32))
                 );
-                return self.record("cloud", line);
+                return cx.record("cloud", line);
             }
             NodeEvent::Said { host: Some(h), .. } => *h,
         };
-        let Some(i) = self.node_of(pool, host) else {
+        let Some(i) = on.runs.node_of(pool, host) else {
             return Ok(());
         };
         match e {
             NodeEvent::Said { what, .. } => {
-                let line = format!("{}: {what}", self.node_name(i));
-                self.record("cloud", line)?;
+                let line = format!("{}: {what}", cx.node_name(i));
+                cx.record("cloud", line)?;
             }
             NodeEvent::Unavailable { why, .. } => {
                 // Passed over while the planner buys elsewhere (the next pool by price; a
                 // spot pool's jobs go on-demand as after an interruption).
-                let spot = self.nodes.pools[pool].capacity == CapacityType::Spot;
-                self.pass_over(pool, self.now + UNAVAILABLE_FOR_S, why.clone());
+                let spot = self.pools[pool].capacity == CapacityType::Spot;
+                self.pass_over(cx, pool, cx.now + UNAVAILABLE_FOR_S, why.clone());
                 if spot {
-                    self.nodes.interrupted[pool] = Some(self.now);
+                    self.interrupted[pool] = Some(cx.now);
                 }
-                if self.nodes.lives[i] == Life::Provisioning {
-                    self.set_life(i, Life::Absent);
+                if self.lives[i] == Life::Provisioning {
+                    self.set_life(cx, i, Life::Absent);
                 }
-                self.machine_gone(i);
-                self.record(
+                self.machine_gone(on, i);
+                cx.record(
                     "cloud",
                     format!(
                         "{}: cannot buy {}: {why}; the pool is passed over for {:.0} min",
-                        self.pool_path_of(i),
-                        self.node_name(i),
+                        cx.pool_path_of(i),
+                        cx.node_name(i),
                         UNAVAILABLE_FOR_S / 60.0
                     ),
                 )?;
             }
             NodeEvent::Ready(_) => {
-                let adopted = self.nodes.lives[i] == Life::Absent;
-                let entry = self.nodes.provisioners[pool]
-                    .as_ref()
-                    .and_then(|p| p.entry(host));
+                let adopted = self.lives[i] == Life::Absent;
+                let entry = self.provisioners[pool].as_ref().and_then(|p| p.entry(host));
                 let mut at = String::new();
                 match entry {
                     Some(entry) if self.is_machine(i) => {
                         // Reached as an SSH host from now on; placed on once its agent answers
                         // (still coming until then: paid, counted, not placed on).
-                        self.set_life(i, Life::Provisioning);
-                        if let Err(e) = self.hosts.runners[pool].attach(host, &entry) {
-                            self.record("cloud", format!("{}: {e}", self.node_name(i)))?;
+                        self.set_life(cx, i, Life::Provisioning);
+                        if let Err(e) = on.runs.attach(i, &entry) {
+                            cx.record("cloud", format!("{}: {e}", cx.node_name(i)))?;
                         }
-                        self.nodes.unconnected.insert(i);
-                        self.await_first_contact(i);
+                        self.unconnected.insert(i);
+                        self.await_first_contact(cx, on, i);
                         at = format!(" at {entry}");
                     }
                     // A machine with no address cannot run anything: not up (jobs would be
                     // placed where nothing reaches); given back if none comes in time.
                     None if self.is_machine(i) => {
-                        self.set_life(i, Life::Provisioning);
-                        self.nodes.unconnected.insert(i);
-                        self.await_first_contact(i);
+                        self.set_life(cx, i, Life::Provisioning);
+                        self.unconnected.insert(i);
+                        self.await_first_contact(cx, on, i);
                         at = " with no address to reach it yet".to_string();
                     }
-                    _ => self.set_life(i, Life::Up),
+                    _ => self.set_life(cx, i, Life::Up),
                 }
-                self.record(
+                cx.record(
                     "fleet",
                     format!(
                         "node {} {}{at} ({})",
-                        self.node_name(i),
+                        cx.node_name(i),
                         if adopted {
                             "adopted: already running"
                         } else {
                             "ready"
                         },
-                        self.pool_path_of(i)
+                        cx.pool_path_of(i)
                     ),
                 )?;
             }
             NodeEvent::SpotNotice { gone_in_s, .. } => {
-                self.spot_noticed(i, gone_in_s, "spot notice")?;
+                self.spot_noticed((cx, on), i, gone_in_s, "spot notice")?;
             }
             NodeEvent::Gone(_) => {
-                for id in self.jobs_on(i) {
-                    self.requeue_run(id, "spot node taken back: requeued from its checkpoint")?;
+                for id in super::super::seen::jobs_on(cx.engine, i) {
+                    on.runs.requeue(
+                        cx,
+                        id,
+                        "spot node taken back: requeued from its checkpoint",
+                    )?;
                 }
-                self.nodes.interrupted[pool] = Some(self.now);
-                self.set_life(i, Life::Absent);
-                self.machine_gone(i);
-                self.record(
+                self.interrupted[pool] = Some(cx.now);
+                self.set_life(cx, i, Life::Absent);
+                self.machine_gone(on, i);
+                cx.record(
                     "fleet",
-                    format!("node {} taken back by the provider", self.node_name(i)),
+                    format!("node {} taken back by the provider", cx.node_name(i)),
                 )?;
             }
             NodeEvent::Failed { repair, .. } => {
-                let jobs = self.jobs_on(i);
+                let jobs = super::super::seen::jobs_on(cx.engine, i);
                 for id in &jobs {
-                    self.requeue_run(*id, "its node failed: requeued from its last checkpoint")?;
+                    on.runs.requeue(
+                        cx,
+                        *id,
+                        "its node failed: requeued from its last checkpoint",
+                    )?;
                 }
-                self.counters.node_failures += 1;
-                self.set_life(i, if repair { Life::Failed } else { Life::Absent });
-                self.record(
+                on.counters.node_failures += 1;
+                self.set_life(cx, i, if repair { Life::Failed } else { Life::Absent });
+                cx.record(
                     "fleet",
                     format!(
                         "node {} failed ({} job(s) requeued); {}",
-                        self.node_name(i),
+                        cx.node_name(i),
                         jobs.len(),
                         if repair {
                             "repair under way"
@@ -370,8 +334,8 @@ impl State {
                 )?;
             }
             NodeEvent::Repaired(_) => {
-                self.set_life(i, Life::Up);
-                self.record("fleet", format!("node {} repaired", self.node_name(i)))?;
+                self.set_life(cx, i, Life::Up);
+                cx.record("fleet", format!("node {} repaired", cx.node_name(i)))?;
             }
         }
         Ok(())
@@ -379,22 +343,23 @@ impl State {
 
     /// Elastic capacity after a cycle: grow pools for jobs that fit nowhere (cheapest offer,
     /// spot first, on-demand after an interruption), give back nodes empty past the window.
-    pub(super) fn elastic(&mut self) -> Result<(), EngineError> {
-        self.defragment()?;
+    pub(in crate::daemon::state) fn elastic(
+        &mut self,
+        cx: &mut Cx,
+        on: &mut OnNodes,
+    ) -> Result<(), EngineError> {
+        self.defragment(cx, on)?;
         let pinned: std::collections::HashSet<JobId> =
-            self.engine.pins().map(|(_, j, _)| j).collect();
-        let fleet = self.engine.fleet();
+            cx.engine.pins().map(|(_, j, _)| j).collect();
+        let fleet = cx.engine.fleet();
         let waiting: Vec<(u64, &crate::model::JobRequest)> = {
-            let mut w: Vec<(usize, u64, &crate::model::JobRequest)> = self
+            let mut w: Vec<(usize, u64, &crate::model::JobRequest)> = cx
                 .engine
                 .jobs()
                 .filter(|j| {
                     j.state == JobState::Pending
                         && !pinned.contains(&j.id)
-                        && self
-                            .nodes
-                            .scale
-                            .may_buy_for(j.class, self.now - j.submitted_at)
+                        && self.scale.may_buy_for(j.class, cx.now - j.submitted_at)
                 })
                 .filter_map(|j| {
                     let e = j.explanation.as_ref()?;
@@ -406,47 +371,41 @@ impl State {
             w.sort_by_key(|x| (x.0, x.1));
             w.into_iter().map(|(_, id, r)| (id, r)).collect()
         };
-        let (offers, incoming) = offers(
-            fleet,
-            &self.nodes.pools,
-            &self.nodes.lives,
-            &self.nodes.interrupted,
-        );
+        let (offers, incoming) = offers(fleet, &self.pools, &self.lives, &self.interrupted);
         // A pool that just could not buy is passed over until its time is up.
-        let now = self.now;
+        let now = cx.now;
         let (offers, incoming): (Vec<_>, Vec<_>) = offers
             .into_iter()
             .zip(incoming)
-            .filter(|(o, _)| self.nodes.unavailable[o.pool.index()].is_none_or(|t| t <= now))
+            .filter(|(o, _)| self.unavailable[o.pool.index()].is_none_or(|t| t <= now))
             .unzip();
-        let plan = scale_up(self.now, &offers, &incoming, &waiting, &self.nodes.scale);
+        let plan = scale_up(cx.now, &offers, &incoming, &waiting, &self.scale);
         for up in plan {
-            let n = self.within_caps(up.pool.index(), up.nodes, up.for_job)?;
+            let n = self.within_caps(cx, (up.pool.index(), up.nodes, up.for_job))?;
             if n == 0 {
                 continue;
             }
-            let absent: Vec<usize> = (0..self.nodes.lives.len())
+            let absent: Vec<usize> = (0..self.lives.len())
                 .filter(|&i| {
-                    self.engine.fleet().nodes[i].pool == up.pool
-                        && self.nodes.lives[i] == Life::Absent
+                    cx.engine.fleet().nodes[i].pool == up.pool && self.lives[i] == Life::Absent
                 })
                 .take(n as usize)
                 .collect();
             let mut delay: f64 = 0.0;
             for &i in &absent {
-                delay = delay.max(self.buy(i));
+                delay = delay.max(self.buy(cx, i));
             }
-            self.counters.scale_ups += 1;
+            on.counters.scale_ups += 1;
             let fallback = if up.spot_fallback {
                 " (spot was just interrupted or had no capacity: on-demand)"
             } else {
                 ""
             };
-            self.record(
+            cx.record(
                 "fleet",
                 format!(
                     "{} +{} for job {}, +${:.2}/h, ready in {}{fallback}",
-                    self.engine.fleet().pool_path(up.pool),
+                    cx.engine.fleet().pool_path(up.pool),
                     absent.len(),
                     up.for_job,
                     up.added_per_hour,
@@ -459,7 +418,7 @@ impl State {
             )?;
         }
         // Empty elastic nodes go back after the window.
-        let changed: Vec<(usize, Option<f64>)> = self
+        let changed: Vec<(usize, Option<f64>)> = cx
             .engine
             .fleet()
             .nodes
@@ -467,61 +426,63 @@ impl State {
             .enumerate()
             .filter_map(|(i, n)| {
                 let empty = n.gpus.iter().all(|g| g.is_idle()) && n.cpu_free == n.cpu_milli;
-                match (empty, self.nodes.empty_since[i]) {
-                    (true, None) => Some((i, Some(self.now))),
+                match (empty, self.empty_since[i]) {
+                    (true, None) => Some((i, Some(cx.now))),
                     (false, Some(_)) => Some((i, None)),
                     _ => None,
                 }
             })
             .collect();
         for (i, since) in changed {
-            self.set_empty_since(i, since);
+            self.set_empty_since(cx, i, since);
         }
-        let fleet = self.engine.fleet();
+        let fleet = cx.engine.fleet();
         let idle: Vec<NodeIdle> = (0..fleet.nodes.len())
             .filter(|&i| {
-                self.nodes.lives[i] == Life::Up
-                    && self.nodes.pools[fleet.nodes[i].pool.index()].capacity
-                        != CapacityType::Reserved
+                self.lives[i] == Life::Up
+                    && self.pools[fleet.nodes[i].pool.index()].capacity != CapacityType::Reserved
             })
             .map(|i| NodeIdle {
                 node: NodeId(i as u32),
                 pool: fleet.nodes[i].pool,
-                empty_since: self.nodes.empty_since[i],
+                empty_since: self.empty_since[i],
             })
             .collect();
-        let counts = pool_counts(fleet, self.nodes.pools.len(), &self.nodes.lives);
-        let mins: Vec<u32> = self.nodes.pools.iter().map(|p| p.min_nodes).collect();
+        let counts = pool_counts(fleet, self.pools.len(), &self.lives);
+        let mins: Vec<u32> = self.pools.iter().map(|p| p.min_nodes).collect();
         // A drained node goes as soon as its last job has moved.
         let drained: Vec<usize> = (0..fleet.nodes.len())
-            .filter(|&i| self.nodes.lives[i] == Life::Draining && self.jobs_on(i).is_empty())
+            .filter(|&i| {
+                self.lives[i] == Life::Draining
+                    && super::super::seen::jobs_on(cx.engine, i).is_empty()
+            })
             .collect();
         for i in drained {
-            let price = self.nodes.pools[self.engine.fleet().nodes[i].pool.index()].price_per_hour;
-            self.give_back(i);
-            self.counters.scale_downs += 1;
-            self.counters.consolidated_nodes += 1;
-            self.record(
+            let price = self.pools[cx.engine.fleet().nodes[i].pool.index()].price_per_hour;
+            self.give_back(cx, on, i);
+            on.counters.scale_downs += 1;
+            on.counters.consolidated_nodes += 1;
+            cx.record(
                 "fleet",
                 format!(
                     "{} -1 ({} consolidated: its jobs moved to paid capacity), -${price:.2}/h",
-                    self.pool_path_of(i),
-                    self.node_name(i),
+                    cx.pool_path_of(i),
+                    cx.node_name(i),
                 ),
             )?;
         }
-        for n in scale_down(self.now, &idle, &counts, &mins, &self.nodes.scale) {
+        for n in scale_down(cx.now, &idle, &counts, &mins, &self.scale) {
             let i = n.index();
-            let price = self.nodes.pools[self.engine.fleet().nodes[i].pool.index()].price_per_hour;
-            let empty = self.now - self.nodes.empty_since[i].unwrap_or(self.now);
-            self.give_back(i);
-            self.counters.scale_downs += 1;
-            self.record(
+            let price = self.pools[cx.engine.fleet().nodes[i].pool.index()].price_per_hour;
+            let empty = cx.now - self.empty_since[i].unwrap_or(cx.now);
+            self.give_back(cx, on, i);
+            on.counters.scale_downs += 1;
+            cx.record(
                 "fleet",
                 format!(
                     "{} -1 ({} empty for {:.0} min), -${price:.2}/h",
-                    self.pool_path_of(i),
-                    self.node_name(i),
+                    cx.pool_path_of(i),
+                    cx.node_name(i),
                     empty / 60.0
                 ),
             )?;
@@ -531,10 +492,14 @@ impl State {
 
     /// Tells each job why it must move: it checkpoints within its grace and requeues, and the
     /// next cycle places it elsewhere.
-    pub(super) fn move_jobs(&mut self, jobs: &[JobId], why: &str) -> Result<(), EngineError> {
+    pub(in crate::daemon::state) fn move_jobs(
+        (cx, on): (&mut Cx, &mut OnNodes),
+        jobs: &[JobId],
+        why: &str,
+    ) -> Result<(), EngineError> {
         for &id in jobs {
-            self.engine.preempt(id, self.now, why)?;
-            self.begin_stop(id);
+            cx.engine.preempt(id, cx.now, why)?;
+            on.runs.stop(cx.engine, id, None);
         }
         Ok(())
     }
@@ -544,15 +509,19 @@ impl State {
     /// moving its jobs to room elsewhere, instead of one bought for it. The node is held for
     /// the job (nobody else is placed there) while its jobs checkpoint and requeue; the job
     /// starts there once it fits, or the hold lapses after 15 minutes. One at a time.
-    pub(super) fn defragment(&mut self) -> Result<(), EngineError> {
-        if !self.nodes.rebalance {
+    pub(in crate::daemon::state) fn defragment(
+        &mut self,
+        cx: &mut Cx,
+        on: &mut OnNodes,
+    ) -> Result<(), EngineError> {
+        if !self.rebalance {
             return Ok(());
         }
-        self.engine.drop_pins(self.now - 15.0 * 60.0);
-        if self.engine.pins().next().is_some() {
+        cx.engine.drop_pins(cx.now - 15.0 * 60.0);
+        if cx.engine.pins().next().is_some() {
             return Ok(());
         }
-        let mut stuck: Vec<(usize, JobId, crate::model::JobRequest)> = self
+        let mut stuck: Vec<(usize, JobId, crate::model::JobRequest)> = cx
             .engine
             .jobs()
             .filter(|j| j.state == JobState::Pending)
@@ -565,7 +534,7 @@ impl State {
         stuck.sort_unstable_by_key(|s| (s.0, s.1));
         let stuck: Vec<(u64, &crate::model::JobRequest)> =
             stuck.iter().map(|(_, id, r)| (*id as u64, r)).collect();
-        let mut world = Rebalancing::new(self);
+        let mut world = Rebalancing::new(self, cx, on);
         crate::scheduler::moves::defragment(&mut world, &stuck, 1);
         world.failed.map_or(Ok(()), Err)
     }
@@ -576,31 +545,35 @@ impl State {
     /// checkpoint, then requeued to start elsewhere) and given back once empty. One node at
     /// a time, every few minutes, each move taking its jobs' grace: calm, and each step an
     /// event.
-    pub(super) fn consolidate(&mut self) -> Result<(), EngineError> {
-        if !self.nodes.rebalance || self.now < self.nodes.next_consolidate {
+    pub(in crate::daemon::state) fn consolidate(
+        &mut self,
+        cx: &mut Cx,
+        on: &mut OnNodes,
+    ) -> Result<(), EngineError> {
+        if !self.rebalance || cx.now < self.next_consolidate {
             return Ok(());
         }
-        self.nodes.next_consolidate = self.now + CONSOLIDATE_EVERY_S;
-        let waiting = self.engine.jobs().any(|j| {
+        self.next_consolidate = cx.now + CONSOLIDATE_EVERY_S;
+        let waiting = cx.engine.jobs().any(|j| {
             j.state == JobState::Pending
                 && j.explanation
                     .as_ref()
                     .is_some_and(|e| e.reason.waits_for_capacity())
         });
-        if waiting || self.nodes.lives.contains(&Life::Draining) {
+        if waiting || self.lives.contains(&Life::Draining) {
             return Ok(());
         }
-        let fleet = self.engine.fleet();
-        let mut counts = pool_counts(fleet, self.nodes.pools.len(), &self.nodes.lives);
-        let mins: Vec<u32> = self.nodes.pools.iter().map(|p| p.min_nodes).collect();
-        let mut world = Rebalancing::new(self);
+        let fleet = cx.engine.fleet();
+        let mut counts = pool_counts(fleet, self.pools.len(), &self.lives);
+        let mins: Vec<u32> = self.pools.iter().map(|p| p.min_nodes).collect();
+        let mut world = Rebalancing::new(self, cx, on);
         crate::scheduler::moves::consolidate(&mut world, &mut counts, &mins, 1);
         world.failed.map_or(Ok(()), Err)
     }
 
     /// Node `i` as the planner sees it.
-    fn candidate(&self, i: usize) -> Candidate {
-        let n = &self.engine.fleet().nodes[i];
+    fn candidate(engine: &Engine, i: usize) -> Candidate {
+        let n = &engine.fleet().nodes[i];
         Candidate {
             node: i,
             pool: n.pool.index(),
@@ -612,8 +585,8 @@ impl State {
 
     /// Whether a running job may be moved: its spec says it can be stopped and resumed
     /// (preemptible, with a checkpoint) and it runs on one node.
-    fn movable(&self, id: JobId) -> bool {
-        self.engine.job(id).is_some_and(|j| {
+    fn movable(engine: &Engine, id: JobId) -> bool {
+        engine.job(id).is_some_and(|j| {
             j.state == JobState::Running
                 && j.spec.preemptible
                 && j.spec.checkpoint.is_some()
@@ -623,8 +596,10 @@ impl State {
 }
 
 /// The daemon's state as the planner's world; the first journal error stops the pass.
-struct Rebalancing<'s> {
-    state: &'s mut State,
+struct Rebalancing<'s, 'c, 'o> {
+    nodes: &'s mut Nodes,
+    cx: &'s mut Cx<'c>,
+    on: &'s mut OnNodes<'o>,
     failed: Option<EngineError>,
     /// The jobs on each node, read from every job once per pass and again after a move: a
     /// pass asks for the jobs of up to `DEFRAG_NODES` nodes for each of `DEFRAG_JOBS` jobs,
@@ -633,51 +608,60 @@ struct Rebalancing<'s> {
     on_node: std::cell::OnceCell<HashMap<usize, Vec<JobId>>>,
 }
 
-impl<'s> Rebalancing<'s> {
-    fn new(state: &'s mut State) -> Rebalancing<'s> {
+impl<'s, 'c, 'o> Rebalancing<'s, 'c, 'o> {
+    fn new(
+        nodes: &'s mut Nodes,
+        cx: &'s mut Cx<'c>,
+        on: &'s mut OnNodes<'o>,
+    ) -> Rebalancing<'s, 'c, 'o> {
         Rebalancing {
-            state,
+            nodes,
+            cx,
+            on,
             failed: None,
             on_node: std::cell::OnceCell::new(),
         }
     }
 
-    fn carry_out(&mut self, f: impl FnOnce(&mut State) -> Result<(), EngineError>) {
+    fn carry_out(
+        &mut self,
+        f: impl FnOnce(&mut Nodes, &mut Cx, &mut OnNodes) -> Result<(), EngineError>,
+    ) {
         // What moves changes which jobs are where.
         self.on_node = std::cell::OnceCell::new();
         if self.failed.is_none() {
-            if let Err(e) = f(self.state) {
+            if let Err(e) = f(self.nodes, self.cx, self.on) {
                 self.failed = Some(e);
             }
         }
     }
 }
 
-impl Rebalance for Rebalancing<'_> {
+impl Rebalance for Rebalancing<'_, '_, '_> {
     /// Up cloud nodes of the simulated fleet (only a provisioner can give one back), not held
     /// for a job, running something.
     fn consolidation_candidates(&self) -> Vec<Candidate> {
-        let s = &*self.state;
-        let fleet = s.engine.fleet();
+        let (s, engine) = (&*self.nodes, &*self.cx.engine);
+        let fleet = engine.fleet();
         (0..fleet.nodes.len())
             .filter(|&i| {
                 let pool = fleet.nodes[i].pool.index();
-                s.nodes.lives[i] == Life::Up
-                    && s.nodes.pools[pool].capacity != CapacityType::Reserved
-                    && s.nodes.provisioners[pool].is_some()
-                    && !s.engine.pins().any(|(n, _, _)| n.index() == i)
+                s.lives[i] == Life::Up
+                    && s.pools[pool].capacity != CapacityType::Reserved
+                    && s.provisioners[pool].is_some()
+                    && !engine.pins().any(|(n, _, _)| n.index() == i)
             })
-            .map(|i| s.candidate(i))
+            .map(|i| Nodes::candidate(engine, i))
             .filter(|c| c.used_milli > 0)
             .collect()
     }
 
     /// Up nodes whose jobs a stop moves (the simulated fleet's), running something.
     fn defrag_candidates(&self) -> Vec<Candidate> {
-        let s = &*self.state;
-        (0..s.engine.fleet().nodes.len())
-            .filter(|&i| s.nodes.lives[i] == Life::Up && !s.is_real_host(i))
-            .map(|i| s.candidate(i))
+        let engine = &*self.cx.engine;
+        (0..engine.fleet().nodes.len())
+            .filter(|&i| self.nodes.lives[i] == Life::Up && !self.on.runs.is_real(i))
+            .map(|i| Nodes::candidate(engine, i))
             .filter(|c| c.used_milli > 0)
             .collect()
     }
@@ -686,14 +670,14 @@ impl Rebalance for Rebalancing<'_> {
     fn jobs_on(&self, node: usize) -> Vec<u64> {
         let on_node = self
             .on_node
-            .get_or_init(|| self.state.jobs_by_node(|_| true));
+            .get_or_init(|| super::super::seen::jobs_by_node(self.cx.engine, |_| true));
         on_node
             .get(&node)
             .map_or_else(Vec::new, |ids| ids.iter().map(|&j| j as u64).collect())
     }
 
     fn movable(&self, job: u64) -> bool {
-        self.state.movable(job as JobId)
+        Nodes::movable(self.cx.engine, job as JobId)
     }
 
     fn try_moves(
@@ -706,7 +690,7 @@ impl Rebalance for Rebalancing<'_> {
         Option<crate::model::Placement>,
     )> {
         let jobs: Vec<JobId> = jobs.iter().map(|&j| j as JobId).collect();
-        self.state
+        self.cx
             .engine
             .moves_off(NodeId(node as u32), &jobs, then.map(|j| j as JobId))
     }
@@ -715,20 +699,20 @@ impl Rebalance for Rebalancing<'_> {
     /// found); given back once empty (`elastic`).
     fn drain(&mut self, node: usize, jobs: &[u64], _moves: Vec<crate::model::Placement>) {
         let jobs: Vec<JobId> = jobs.iter().map(|&j| j as JobId).collect();
-        self.carry_out(|s| {
-            s.set_life(node, Life::Draining);
-            s.counters.moved_jobs += jobs.len() as u64;
+        self.carry_out(|s, cx, on| {
+            s.set_life(cx, node, Life::Draining);
+            on.counters.moved_jobs += jobs.len() as u64;
             let why = format!(
                 "consolidation: {} is given back; checkpoint and move to capacity already paid for",
-                s.node_name(node)
+                cx.node_name(node)
             );
-            s.move_jobs(&jobs, &why)?;
-            s.record(
+            Nodes::move_jobs((cx, on), &jobs, &why)?;
+            cx.record(
                 "fleet",
                 format!(
                     "{} draining {}: {} job(s) checkpoint and move to capacity already paid for",
-                    s.pool_path_of(node),
-                    s.node_name(node),
+                    cx.pool_path_of(node),
+                    cx.node_name(node),
                     jobs.len()
                 ),
             )
@@ -746,20 +730,20 @@ impl Rebalance for Rebalancing<'_> {
     ) {
         let jobs: Vec<JobId> = jobs.iter().map(|&j| j as JobId).collect();
         let w = job as JobId;
-        self.carry_out(|s| {
-            s.engine.pin(NodeId(node as u32), w, s.now);
-            s.counters.defragmented += 1;
-            s.counters.moved_jobs += jobs.len() as u64;
+        self.carry_out(|_, cx, on| {
+            cx.engine.pin(NodeId(node as u32), w, cx.now);
+            on.counters.defragmented += 1;
+            on.counters.moved_jobs += jobs.len() as u64;
             let why = format!(
                 "defragmentation: {} is emptied for job {w}; checkpoint and move",
-                s.node_name(node)
+                cx.node_name(node)
             );
-            s.move_jobs(&jobs, &why)?;
-            s.record(
+            Nodes::move_jobs((cx, on), &jobs, &why)?;
+            cx.record(
                 "fleet",
                 format!(
                     "defragment {}: {} job(s) checkpoint and move so job {w} gets the node instead of one bought for it",
-                    s.node_name(node),
+                    cx.node_name(node),
                     jobs.len()
                 ),
             )

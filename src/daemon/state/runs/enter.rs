@@ -2,11 +2,12 @@
 //! reaches into its run there — asked of the node's runner, so nothing here knows which
 //! backend a pool is.
 
-use super::{hosts, State};
+use super::{PartState, Runs};
 use crate::api::JobState;
 use crate::daemon::engine::EngineError;
 use crate::daemon::journal::JobId;
 use crate::daemon::refusal::{Kind, Refusal};
+use crate::daemon::state::cx::Cx;
 
 /// The error code of a node whose part has not started yet (the API waits a while for it).
 pub const STARTING: &str = "starting";
@@ -21,22 +22,23 @@ pub struct Entering {
     pub command: std::process::Command,
 }
 
-impl State {
+impl Runs {
     /// How to run `argv` (a shell when empty) in node `rank` (default 0) of job `id`, for
     /// `caller`: the job's team's researchers and the operators only. Journaled as an event of
     /// the job (who entered, where, to run what).
-    pub fn enter(
-        &mut self,
+    pub(in crate::daemon::state) fn enter(
+        &self,
+        cx: &mut Cx,
         caller: &crate::daemon::auth::Caller,
         id: JobId,
         rank: Option<usize>,
         tty: bool,
         argv: &[String],
     ) -> Result<Entering, Refusal> {
-        let (state, team) = match self.engine.job(id) {
-            Some(j) => (j.state, self.engine.teams()[j.team].name.clone()),
+        let (state, team) = match cx.engine.job(id) {
+            Some(j) => (j.state, cx.engine.teams()[j.team].name.clone()),
             None => {
-                let r = self.engine.job_record(id)?.ok_or(EngineError::NoJob(id))?;
+                let r = cx.engine.job_record(id)?.ok_or(EngineError::NoJob(id))?;
                 (r.state, r.team)
             }
         };
@@ -53,7 +55,7 @@ impl State {
                 format!("job {id} is {state}: nothing runs yet (gantry explain {id} says why)")
             }));
         }
-        let run = self.hosts.runs.get(&id).ok_or_else(|| {
+        let run = self.by_job.get(&id).ok_or_else(|| {
             conflict(format!(
                 "job {id} runs on the simulated fleet, which runs no processes to enter"
             ))
@@ -67,32 +69,32 @@ impl State {
                 run.parts.len().saturating_sub(1)
             ))
         })?;
-        let node = self.node_name(part.node);
+        let node = cx.node_name(part.node);
         match part.state {
-            hosts::PartState::Running => {}
-            hosts::PartState::Starting => {
+            PartState::Running => {}
+            PartState::Starting => {
                 return Err(Refusal::new(
                     Kind::Conflict,
                     STARTING,
                     format!("job {id}'s node {rank} ({node}) is still starting (its workdir copied, its setup run): try again in a moment"),
                 ))
             }
-            hosts::PartState::Exited(_) => {
+            PartState::Exited(_) => {
                 return Err(conflict(format!(
                     "job {id}'s process on node {rank} ({node}) has exited"
                 )))
             }
         }
-        if let Some((_, why)) = self.hosts.down.get(&part.node) {
+        if let Some((_, why)) = self.down.get(&part.node) {
             return Err(conflict(format!(
                 "node {rank} of job {id} ({node}) is unreachable now: {why}"
             )));
         }
-        let &(pool, host) =
-            self.hosts.at.get(&part.node).ok_or_else(|| {
-                conflict(format!("job {id}'s node {node} is no longer in the fleet"))
-            })?;
-        let command = self.hosts.runners[pool]
+        let &(pool, host) = self
+            .at
+            .get(&part.node)
+            .ok_or_else(|| conflict(format!("job {id}'s node {node} is no longer in the fleet")))?;
+        let command = self.runners[pool]
             .enter(host, id, tty, argv)
             .map_err(|why| conflict(format!("job {id} on {node}: {why}")))?;
         let what = exec_said(argv);
@@ -100,7 +102,7 @@ impl State {
             Some(u) => format!("{u} ({})", caller.name),
             None => caller.name.clone(),
         };
-        self.record_job(
+        cx.record_job(
             id,
             "exec",
             format!("{who} runs {what} on node {rank} ({node})"),

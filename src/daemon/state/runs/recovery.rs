@@ -7,11 +7,11 @@
 //! backoff, counted on the calendar from the journaled hold, is over — never sooner, however
 //! often the daemon restarts meanwhile.
 
-use super::State;
 use crate::api::JobState;
 use crate::backend::Exit;
 use crate::daemon::engine::EngineError;
 use crate::daemon::journal::JobId;
+use crate::daemon::state::cx::Cx;
 use std::collections::HashMap;
 
 /// The first backoff, seconds; doubled at each restart up to `BACKOFF_MAX_S`.
@@ -24,19 +24,19 @@ const BACKOFF: &str = "backoff before restart ";
 
 /// Restarts per job, and when held ones are released.
 #[derive(Default)]
-pub(super) struct Restarts {
+pub(in crate::daemon::state) struct Restarts {
     counts: HashMap<JobId, u32>,
     release_at: HashMap<JobId, f64>,
 }
 
 impl Restarts {
     /// Restarts of job `id` known to this daemon (0 for one it has not had to count).
-    pub(super) fn count(&self, id: JobId) -> u32 {
+    pub(in crate::daemon::state) fn count(&self, id: JobId) -> u32 {
         self.counts.get(&id).copied().unwrap_or(0)
     }
 
     /// What a job's end adds about its restarts: `; after 2 restarts`, or nothing.
-    pub(super) fn said(&self, id: JobId) -> String {
+    pub(in crate::daemon::state) fn said(&self, id: JobId) -> String {
         match self.counts.get(&id) {
             Some(&n) if n > 0 => format!("; after {n} restart{}", if n == 1 { "" } else { "s" }),
             _ => String::new(),
@@ -49,31 +49,32 @@ fn backoff_before(n: u32) -> f64 {
     (BACKOFF_FIRST_S * 2f64.powi(n.saturating_sub(1).min(16) as i32)).min(BACKOFF_MAX_S)
 }
 
-impl State {
+impl Restarts {
     /// Restarts job `id` has had (read from the journal the first time).
-    fn restarts_of(&mut self, id: JobId) -> Result<u32, EngineError> {
-        if let Some(&n) = self.hosts.restarts.counts.get(&id) {
+    fn restarts_of(&mut self, cx: &mut Cx, id: JobId) -> Result<u32, EngineError> {
+        if let Some(&n) = self.counts.get(&id) {
             return Ok(n);
         }
-        let n = self
+        let n = cx
             .engine
             .events(Some(id), 10_000)?
             .iter()
             .filter(|e| e.kind == "pending" && e.detail.contains(&format!(": {RESTART}")))
             .count() as u32;
-        self.hosts.restarts.counts.insert(id, n);
+        self.counts.insert(id, n);
         Ok(n)
     }
 
     /// Whether job `id`, a node of which ended with `exit` (`what` says which and how), is
     /// restarted; if so it is (requeued and held for its backoff), and said.
-    pub(super) fn restarted(
+    pub(in crate::daemon::state) fn restarted(
         &mut self,
+        cx: &mut Cx,
         id: JobId,
         exit: Exit,
         what: &str,
     ) -> Result<bool, EngineError> {
-        let Some(recovery) = self.engine.job(id).map(|j| j.spec.recovery.clone()) else {
+        let Some(recovery) = cx.engine.job(id).map(|j| j.spec.recovery.clone()) else {
             return Ok(false);
         };
         let code = match exit {
@@ -81,7 +82,7 @@ impl State {
             Exit::Signal(s) => 128 + s,
             Exit::Unknown => return Ok(false),
         };
-        let done = self.restarts_of(id)?;
+        let done = self.restarts_of(cx, id)?;
         let listed = recovery.recover_on_exit_codes.contains(&code);
         let allowed = done < recovery.max_restarts_on_errors || listed;
         if !allowed || done >= crate::spec::RESTARTS_MAX {
@@ -94,40 +95,35 @@ impl State {
         } else {
             format!("of {}", recovery.max_restarts_on_errors)
         };
-        self.engine.lost(
+        cx.engine.lost(
             id,
-            self.now,
+            cx.now,
             &format!(
                 "{RESTART}{n} {of} in {}: {what}",
-                super::marks::span(backoff)
+                super::super::nodes::span(backoff)
             ),
         )?;
-        self.engine
-            .hold_because(id, self.now, &format!("{BACKOFF}{n}"))?;
-        self.hosts.restarts.counts.insert(id, n);
-        self.hosts
-            .restarts
-            .release_at
-            .insert(id, self.now + backoff);
+        cx.engine
+            .hold_because(id, cx.now, &format!("{BACKOFF}{n}"))?;
+        self.counts.insert(id, n);
+        self.release_at.insert(id, cx.now + backoff);
         Ok(true)
     }
 
     /// Releases the jobs whose backoff is over (and, after a daemon restart, those it left
     /// held for one).
-    pub(super) fn release_restarts(&mut self) -> Result<(), EngineError> {
+    pub(in crate::daemon::state) fn release_due(&mut self, cx: &mut Cx) -> Result<(), EngineError> {
         let due: Vec<JobId> = self
-            .hosts
-            .restarts
             .release_at
             .iter()
-            .filter(|(_, &at)| at <= self.now)
+            .filter(|(_, &at)| at <= cx.now)
             .map(|(id, _)| *id)
             .collect();
         for id in due {
-            self.hosts.restarts.release_at.remove(&id);
-            if self.engine.job(id).map(|j| j.state) == Some(JobState::Held) {
-                self.engine
-                    .release_because(id, self.now, "backoff over: restarting")?;
+            self.release_at.remove(&id);
+            if cx.engine.job(id).map(|j| j.state) == Some(JobState::Held) {
+                cx.engine
+                    .release_because(id, cx.now, "backoff over: restarting")?;
             }
         }
         Ok(())
@@ -136,15 +132,15 @@ impl State {
     /// At open: jobs held for a backoff when the daemon stopped are released when it is over
     /// (its hold's calendar time and length are in the journal; the time the daemon was down
     /// counts, and a backoff already over releases at the first step).
-    pub(super) fn resume_restarts(&mut self) -> Result<(), EngineError> {
-        let held: Vec<JobId> = self
+    pub(in crate::daemon::state) fn resume(&mut self, cx: &mut Cx) -> Result<(), EngineError> {
+        let held: Vec<JobId> = cx
             .engine
             .jobs()
             .filter(|j| j.state == JobState::Held)
             .map(|j| j.id)
             .collect();
         for id in held {
-            let last = self.engine.events(Some(id), 1)?;
+            let last = cx.engine.events(Some(id), 1)?;
             let Some(e) = last.last().filter(|e| e.kind == "held") else {
                 continue;
             };
@@ -155,13 +151,10 @@ impl State {
             else {
                 continue;
             };
-            let over = self
+            let over = cx
                 .calendar
-                .clock(self.calendar.unix(e.at) + backoff_before(n));
-            self.hosts
-                .restarts
-                .release_at
-                .insert(id, over.max(self.now));
+                .clock(cx.calendar.unix(e.at) + backoff_before(n));
+            self.release_at.insert(id, over.max(cx.now));
         }
         Ok(())
     }

@@ -3,8 +3,10 @@
 //! why (the planner buys elsewhere meanwhile), and when each idle node is given back. The
 //! console shows these; `-o json` carries them (`PoolRow::notes`, `NodeView::note`).
 
-use super::{Life, State};
+use super::Nodes;
 use crate::model::CapacityType;
+use crate::model::Fleet;
+use crate::model::Life;
 
 /// `45s`, `6m40s`, `1h05m`.
 pub fn span(s: f64) -> String {
@@ -17,12 +19,12 @@ pub fn span(s: f64) -> String {
     }
 }
 
-impl State {
+impl Nodes {
     /// Each pool's nodes, by pool.
-    pub(super) fn nodes_by_pool(&self) -> Vec<Vec<usize>> {
-        let mut by = vec![Vec::new(); self.nodes.pools.len()];
-        for (i, n) in self.engine.fleet().nodes.iter().enumerate() {
-            by[n.pool.index()].push(i);
+    pub(in crate::daemon::state) fn nodes_by_pool(&self) -> Vec<Vec<usize>> {
+        let mut by = vec![Vec::new(); self.pools.len()];
+        for (i, &(pool, _)) in self.slot_of.iter().enumerate() {
+            by[pool].push(i);
         }
         by
     }
@@ -31,37 +33,35 @@ impl State {
     /// it is not: busy, reserved, or kept as one of the pool's `min_nodes`). `up`: the pool's
     /// nodes up now.
     fn given_back_at(&self, i: usize, up: usize) -> Option<f64> {
-        let pool = self.engine.fleet().nodes[i].pool.index();
-        let p = &self.nodes.pools[pool];
-        if self.nodes.lives[i] != Life::Up
+        let pool = self.slot_of[i].0;
+        let p = &self.pools[pool];
+        if self.lives[i] != Life::Up
             || p.capacity == CapacityType::Reserved
-            || self.nodes.provisioners[pool].is_none()
+            || self.provisioners[pool].is_none()
         {
             return None;
         }
-        let since = self.nodes.empty_since[i]?;
-        (up > p.min_nodes as usize).then_some(since + self.nodes.scale.idle_window_s)
+        let since = self.empty_since[i]?;
+        (up > p.min_nodes as usize).then_some(since + self.scale.idle_window_s)
     }
 
     /// Pool `pool`'s nodes up now (`of_pool`: its nodes).
     fn up_of(&self, of_pool: &[usize]) -> usize {
         of_pool
             .iter()
-            .filter(|&&k| self.nodes.lives[k] == Life::Up)
+            .filter(|&&k| self.lives[k] == Life::Up)
             .count()
     }
 
     /// What a job waiting for capacity is told of the buying under way: the nodes coming (the
     /// first ready when) and the pools passed over now, with why — so `gantry explain` shows
     /// the fallback taken. Empty when nothing is being bought or passed over.
-    pub(super) fn buying_now(&self) -> String {
-        let now = self.now;
+    pub(in crate::daemon::state) fn buying_now(&self, fleet: &Fleet, now: f64) -> String {
         let mut text = String::new();
         let mut coming: Vec<(usize, f64)> = self
-            .nodes
             .coming_at
             .iter()
-            .filter(|(i, _)| self.nodes.lives[**i] == Life::Provisioning)
+            .filter(|(i, _)| self.lives[**i] == Life::Provisioning)
             .map(|(i, at)| (*i, *at))
             .collect();
         coming.sort_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)));
@@ -69,8 +69,8 @@ impl State {
             text.push_str(&format!(
                 "; {} node(s) being bought, first {} ({}){}",
                 coming.len(),
-                self.node_name(i),
-                self.pool_path_of(i),
+                fleet.nodes[i].name,
+                fleet.pool_path(fleet.nodes[i].pool),
                 if at > now {
                     format!(" ready in ~{}", span(at - now))
                 } else {
@@ -78,15 +78,13 @@ impl State {
                 }
             ));
         }
-        for (pool, until) in self.nodes.unavailable.iter().enumerate() {
+        for (pool, until) in self.unavailable.iter().enumerate() {
             if let Some(until) = until.filter(|&u| u > now) {
                 text.push_str(&format!(
                     "; {} passed over for {}: {}",
-                    self.engine
-                        .fleet()
-                        .pool_path(crate::model::PoolId(pool as u32)),
+                    fleet.pool_path(crate::model::PoolId(pool as u32)),
                     span(until - now),
-                    crate::untrusted::bounded(&self.nodes.passed_over[pool], 120)
+                    crate::untrusted::bounded(&self.passed_over[pool], 120)
                 ));
             }
         }
@@ -94,12 +92,16 @@ impl State {
     }
 
     /// What node `i`'s row says beside its state, if anything (`of_pool`: its pool's nodes).
-    pub(super) fn node_note(&self, i: usize, of_pool: &[usize]) -> Option<String> {
-        let now = self.now;
-        match self.nodes.lives[i] {
+    pub(in crate::daemon::state) fn node_note(
+        &self,
+        now: f64,
+        i: usize,
+        of_pool: &[usize],
+    ) -> Option<String> {
+        match self.lives[i] {
             Life::Provisioning => {
-                let at = *self.nodes.coming_at.get(&i)?;
-                Some(if self.nodes.unconnected.contains(&i) {
+                let at = *self.coming_at.get(&i)?;
+                Some(if self.unconnected.contains(&i) {
                     "running; waiting for its agent to answer".to_string()
                 } else if at > now {
                     format!("coming: ready in ~{}", span(at - now))
@@ -107,13 +109,13 @@ impl State {
                     format!("coming: {} past its usual start", span(now - at))
                 })
             }
-            Life::Noticed => Some(match self.nodes.going_at.get(&i) {
+            Life::Noticed => Some(match self.going_at.get(&i) {
                 Some(&at) if at > now => format!("spot notice: taken back in {}", span(at - now)),
                 _ => "spot notice: being taken back".to_string(),
             }),
             Life::Up => {
                 let at = self.given_back_at(i, self.up_of(of_pool))?;
-                let since = self.nodes.empty_since[i].unwrap_or(now);
+                let since = self.empty_since[i].unwrap_or(now);
                 Some(format!(
                     "idle {}: given back in {}",
                     span(now - since),
@@ -125,20 +127,23 @@ impl State {
     }
 
     /// What pool `pool`'s row says: its coming nodes, notices, idle nodes going, and whether it
-    /// is passed over (and why).
+    /// is passed over (and why), after `first` (why the pool has no nodes, if it says).
     /// (`of_pool`: its nodes).
-    pub(super) fn pool_notes(&self, pool: usize, of_pool: &[usize]) -> Vec<String> {
-        let now = self.now;
-        let p = &self.nodes.pools[pool];
+    pub(in crate::daemon::state) fn pool_notes(
+        &self,
+        (fleet, now): (&Fleet, f64),
+        pool: usize,
+        of_pool: &[usize],
+        first: Option<String>,
+    ) -> Vec<String> {
+        let p = &self.pools[pool];
         let up = self.up_of(of_pool);
         let mut notes = Vec::new();
-        // A pool built from a cluster that could not be read: why it has no nodes.
-        let name = &self.engine.fleet().pools[pool].name;
-        notes.extend(self.opened.opts.cluster_built.why_empty(name));
+        notes.extend(first);
         let coming: Vec<f64> = of_pool
             .iter()
-            .filter(|&&i| self.nodes.lives[i] == Life::Provisioning)
-            .filter_map(|i| self.nodes.coming_at.get(i).copied())
+            .filter(|&&i| self.lives[i] == Life::Provisioning)
+            .filter_map(|i| self.coming_at.get(i).copied())
             .collect();
         if !coming.is_empty() {
             let first = coming.iter().copied().fold(f64::INFINITY, f64::min);
@@ -155,19 +160,19 @@ impl State {
         }
         let noticed = of_pool
             .iter()
-            .filter(|&&i| self.nodes.lives[i] == Life::Noticed)
+            .filter(|&&i| self.lives[i] == Life::Noticed)
             .count();
         if noticed > 0 {
             notes.push(format!("{noticed} under spot notice"));
         }
-        if let Some(until) = self.nodes.unavailable[pool].filter(|&u| u > now) {
+        if let Some(until) = self.unavailable[pool].filter(|&u| u > now) {
             notes.push(format!(
                 "passed over for {}: {}; buys go to the next pool by price",
                 span(until - now),
-                crate::untrusted::bounded(&self.nodes.passed_over[pool], 120)
+                crate::untrusted::bounded(&self.passed_over[pool], 120)
             ));
         }
-        if let Some(cap) = self.nodes.capped.get(&pool) {
+        if let Some(cap) = self.capped.get(&pool) {
             // The line as recorded starts with the pool's path, which the row already shows.
             let cap = cap.split_once(": ").map_or(cap.as_str(), |(_, rest)| rest);
             notes.push(crate::untrusted::bounded(cap, 160));
@@ -179,7 +184,7 @@ impl State {
         {
             notes.push(format!(
                 "{} idle: given back in {}",
-                self.node_name(i),
+                fleet.nodes[i].name,
                 span(at - now)
             ));
         }

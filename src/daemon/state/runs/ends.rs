@@ -2,29 +2,31 @@
 //! one failed (the failure said with the other ranks' state), a run sent back to the queue, and
 //! a run a host has that the daemon does not expect there.
 
-use super::hosts::PartState;
-use super::State;
+use super::{PartState, Runs};
 use crate::api::JobState;
 use crate::backend::Exit;
-use crate::daemon::engine::EngineError;
+use crate::daemon::engine::{Engine, EngineError};
 use crate::daemon::journal::JobId;
+use crate::daemon::state::cx::Cx;
+use crate::daemon::state::nodes::Nodes;
 
-impl State {
+impl Runs {
     /// A run the host has that the daemon does not expect there: killed (the agent acts only
     /// on the run's own processes) and forgotten.
-    pub(super) fn stray(
+    pub(in crate::daemon::state) fn stray(
         &mut self,
+        cx: &mut Cx,
         pool: usize,
         host: usize,
         job: JobId,
         token: &str,
         name: &str,
     ) -> Result<(), EngineError> {
-        let r = &mut self.hosts.runners[pool];
+        let r = &mut self.runners[pool];
         r.kill(host, job, token);
         r.forget(host, job, token);
         let kind = r.kind();
-        self.record(
+        cx.record(
             kind,
             format!(
                 "job {job}: stopped a run of it left on {name} (the job was requeued meanwhile)"
@@ -33,9 +35,15 @@ impl State {
     }
 
     /// A part ended: once every part has, or one failed, the job's fate is decided.
-    pub(super) fn settle(&mut self, id: JobId, node: usize, exit: Exit) -> Result<(), EngineError> {
-        let name = self.node_name(node);
-        let Some(run) = self.hosts.runs.get(&id) else {
+    pub(in crate::daemon::state) fn settle(
+        &mut self,
+        (cx, nodes): (&mut Cx, &Nodes),
+        id: JobId,
+        node: usize,
+        exit: Exit,
+    ) -> Result<(), EngineError> {
+        let name = cx.node_name(node);
+        let Some(run) = self.by_job.get(&id) else {
             return Ok(());
         };
         let gang = run.parts.len() > 1;
@@ -45,11 +53,10 @@ impl State {
             .iter()
             .all(|p| matches!(p.state, PartState::Exited(_)));
         let failed = !exit.success();
-        let state = self.engine.job(id).map(|j| j.state);
+        let state = cx.engine.job(id).map(|j| j.state);
         if failed && !all_done && state == Some(JobState::Running) {
             // One node's process failed: the rest of the gang stops now.
-            self.hosts
-                .each_part(id, |r, host, token| r.kill(host, id, token));
+            self.each_part(id, |r, host, token| r.kill(host, id, token));
         }
         if !all_done && !failed {
             return Ok(());
@@ -57,13 +64,13 @@ impl State {
         // Decided: the journal first, then the hosts may forget the run.
         match state {
             Some(JobState::Preempting) => {
-                self.engine.requeued(id, self.now)?;
-                self.log(format!("job {id} stopped on {name} ({exit}) and requeued"));
+                cx.engine.requeued(id, cx.now)?;
+                cx.log(format!("job {id} stopped on {name} ({exit}) and requeued"));
             }
             Some(JobState::Running) if exit == Exit::Unknown => {
-                self.engine.lost(
+                cx.engine.lost(
                     id,
-                    self.now,
+                    cx.now,
                     &format!("its processes on {name} are gone without an exit status (killed outright, or the host restarted): requeued from its checkpoint"),
                 )?;
             }
@@ -73,8 +80,7 @@ impl State {
                 // Lost hosts and vanished processes requeue above; preemptions are not
                 // failures.
                 let rank = self
-                    .hosts
-                    .runs
+                    .by_job
                     .get(&id)
                     .and_then(|r| r.parts.iter().position(|p| p.node == node))
                     .filter(|_| gang)
@@ -82,29 +88,31 @@ impl State {
                 let what = if gang && failed {
                     format!(
                         "node {name}{rank} {exit}{}: the whole gang stopped{}",
-                        self.runtime_failure(id, node, exit),
+                        runtime_failure((cx.engine, nodes), id, node, exit),
                         self.other_ranks(id, node)
                     )
                 } else if gang {
-                    let n = self.hosts.runs.get(&id).map_or(0, |r| r.parts.len());
+                    let n = self.by_job.get(&id).map_or(0, |r| r.parts.len());
                     format!("all {n} nodes {exit}")
                 } else {
-                    format!("{exit} on {name}{}", self.runtime_failure(id, node, exit))
+                    format!(
+                        "{exit} on {name}{}",
+                        runtime_failure((cx.engine, nodes), id, node, exit)
+                    )
                 };
-                if !(failed && self.restarted(id, exit, &what)?) {
-                    let restarts = self.hosts.restarts.said(id);
+                if !(failed && self.restarts.restarted(cx, id, exit, &what)?) {
+                    let restarts = self.restarts.said(id);
                     let said = format!("{what}{restarts}");
-                    self.engine.finished_because(id, !failed, self.now, &said)?;
-                    self.log(format!("job {id} {said}"));
+                    cx.engine.finished_because(id, !failed, cx.now, &said)?;
+                    cx.log(format!("job {id} {said}"));
                 }
             }
             _ => {}
         }
-        self.hosts
-            .each_part(id, |r, host, token| r.forget(host, id, token));
-        self.hosts.remove(id);
+        self.each_part(id, |r, host, token| r.forget(host, id, token));
+        self.remove(id);
         if journaled {
-            self.engine.remove_remote_run(id)?;
+            cx.engine.remove_remote_run(id)?;
         }
         Ok(())
     }
@@ -112,7 +120,7 @@ impl State {
     /// How the rest of a gang stood when node `node` failed: each other rank's exit, or that
     /// gantry stopped it (` (rank 0 exited with code 0; rank 2 stopped)`).
     fn other_ranks(&self, id: JobId, node: usize) -> String {
-        let Some(run) = self.hosts.runs.get(&id) else {
+        let Some(run) = self.by_job.get(&id) else {
             return String::new();
         };
         let said: Vec<String> = run
@@ -132,27 +140,37 @@ impl State {
         }
     }
 
-    /// What a container run's exit says of the runtime itself: docker and podman exit 125
-    /// when they could not run the container at all (the image not pulled, a GPU not given);
-    /// any other code is the job's own.
-    fn runtime_failure(&self, id: JobId, node: usize, exit: Exit) -> String {
-        let image = self.engine.job(id).and_then(|j| j.spec.image.clone());
-        let pool = self.engine.fleet().nodes[node].pool.index();
-        let runtime = self.nodes.pools[pool].container_runtime.as_deref();
-        match (exit, image, runtime) {
-            (Exit::Code(125), Some(image), Some(rt)) => format!(
-                ": {rt} could not run a container of {image} (not pulled, or its GPUs could not be given to it; the job's stderr has {rt}'s words)"
-            ),
-            _ => String::new(),
-        }
-    }
-
     /// Kills every part of a run and sends its job back to the queue with `why`.
-    pub(super) fn requeue_run(&mut self, id: JobId, why: &str) -> Result<(), EngineError> {
-        self.kill_on_hosts(id)?;
-        if self.engine.job(id).is_some_and(|j| !j.state.is_final()) {
-            self.engine.lost(id, self.now, why)?;
+    pub(in crate::daemon::state) fn requeue(
+        &mut self,
+        cx: &mut Cx,
+        id: JobId,
+        why: &str,
+    ) -> Result<(), EngineError> {
+        self.kill(cx.engine, id)?;
+        if cx.engine.job(id).is_some_and(|j| !j.state.is_final()) {
+            cx.engine.lost(id, cx.now, why)?;
         }
         Ok(())
+    }
+}
+
+/// What a container run's exit says of the runtime itself: docker and podman exit 125
+/// when they could not run the container at all (the image not pulled, a GPU not given);
+/// any other code is the job's own.
+fn runtime_failure(
+    (engine, nodes): (&Engine, &Nodes),
+    id: JobId,
+    node: usize,
+    exit: Exit,
+) -> String {
+    let image = engine.job(id).and_then(|j| j.spec.image.clone());
+    let pool = engine.fleet().nodes[node].pool.index();
+    let runtime = nodes.pool(pool).container_runtime.as_deref();
+    match (exit, image, runtime) {
+        (Exit::Code(125), Some(image), Some(rt)) => format!(
+            ": {rt} could not run a container of {image} (not pulled, or its GPUs could not be given to it; the job's stderr has {rt}'s words)"
+        ),
+        _ => String::new(),
     }
 }

@@ -5,11 +5,13 @@
 //! the background, retrying until none is left — then the journal forgets it. What they say
 //! reaches the event log; `gantry cloud ls` lists their instances meanwhile.
 
-use super::State;
+use super::Nodes;
 use crate::backend::{NodeEvent, Provisioner};
 use crate::config::fleet::FleetConfig;
 use crate::config::reload::key_text;
+use crate::daemon::engine::Engine;
 use crate::daemon::engine::EngineError;
+use crate::daemon::state::cx::Cx;
 use crate::model::Life;
 use std::collections::HashSet;
 
@@ -20,14 +22,33 @@ pub(crate) struct Retirees {
     pools: Vec<(String, Box<dyn Provisioner>)>,
     /// The keys of pools retiring or about to (claimed before their provisioner is open), so
     /// that no pool is retired twice.
-    pub(super) claimed: HashSet<String>,
+    claimed: HashSet<String>,
     /// What could not be done in the background (a pool whose cloud cannot be reached), to be
     /// said in the events.
     said: Vec<String>,
 }
 
+/// Provisioners retiring, shared by every state a daemon opens (`left_pools`).
+#[derive(Clone, Default)]
+pub struct Retiring(std::sync::Arc<std::sync::Mutex<Retirees>>);
+
+impl Retiring {
+    /// The retirees, even after a panic while another held them (what they hold stays
+    /// consistent: each change is one push or one removal).
+    fn lock(&self) -> std::sync::MutexGuard<'_, Retirees> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl std::fmt::Debug for Retiring {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let n = self.0.lock().map_or(0, |v| v.claimed.len());
+        write!(f, "Retiring({n})")
+    }
+}
+
 /// A pool leaving the fleet at a reload: its key, its provisioner, what to say.
-pub(super) type Leaving = (String, Box<dyn Provisioner>, String);
+pub(in crate::daemon::state) type Leaving = (String, Box<dyn Provisioner>, String);
 
 /// Whether a pool of `cfg` lists the instances `p` bought (the same provider, region and name:
 /// only its zone moved): it adopts them, and its sweep ends those it does not need. Retiring
@@ -38,76 +59,72 @@ fn carried_on(p: &crate::config::fleet::PoolConfig, cfg: &FleetConfig) -> bool {
         .any(|n| n.provider == p.provider && n.region == p.region && n.name == p.name)
 }
 
-impl State {
-    /// Records each cloud pool of `cfg` (in force now) with its settings, so that what it buys
-    /// is found again whatever the fleet file says later.
-    pub(super) fn record_cloud_pools(&mut self, cfg: &FleetConfig) -> Result<(), EngineError> {
-        let now = self.now;
-        for p in cfg
-            .pools
-            .iter()
-            .filter(|p| crate::backend::registry::from_a_cloud(p))
-        {
-            // A pool's settings are plain data: they always serialize.
-            let Ok(config) = serde_json::to_string(p) else {
-                continue;
-            };
-            self.engine.save_cloud_pool(&key_text(p), &config, now)?;
-        }
-        Ok(())
+/// Records each cloud pool of `cfg` (in force now) with its settings, so that what it buys is
+/// found again whatever the fleet file says later.
+pub(in crate::daemon::state) fn record_cloud_pools(
+    engine: &mut Engine,
+    now: f64,
+    cfg: &FleetConfig,
+) -> Result<(), EngineError> {
+    for p in cfg
+        .pools
+        .iter()
+        .filter(|p| crate::backend::registry::from_a_cloud(p))
+    {
+        // A pool's settings are plain data: they always serialize.
+        let Ok(config) = serde_json::to_string(p) else {
+            continue;
+        };
+        engine.save_cloud_pool(&key_text(p), &config, now)?;
     }
+    Ok(())
+}
 
+impl Retiring {
     /// Retires each cloud pool the journal knows that `cfg` lacks (a daemon started with
     /// another file, or one whose pool left while it was down): its provisioner is opened from
     /// the recorded settings on a thread of its own (a cloud's credential check may take
     /// seconds), and ends what its cloud lists for it.
-    pub(super) fn retire_left_pools(
-        &mut self,
+    pub(in crate::daemon::state) fn retire_left_pools(
+        &self,
+        cx: &mut Cx,
         cfg: &FleetConfig,
         opening: &crate::backend::Opening,
     ) -> Result<(), EngineError> {
         let here: HashSet<String> = cfg.pools.iter().map(key_text).collect();
-        let retiring = self.opened.opts.retiring.clone();
-        for rec in self.engine.cloud_pools()? {
+        let retiring = self.clone();
+        for rec in cx.engine.cloud_pools()? {
             if here.contains(&rec.key) {
                 continue;
             }
             {
-                let mut r = retiring.lock().unwrap_or_else(|e| e.into_inner());
+                let mut r = retiring.lock();
                 if !r.claimed.insert(rec.key.clone()) {
                     continue; // retiring already (it left at a reload)
                 }
             }
             let parsed = serde_json::from_str::<crate::config::fleet::PoolConfig>(&rec.config);
             if parsed.as_ref().is_ok_and(|p| carried_on(p, cfg)) {
-                retiring
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .claimed
-                    .remove(&rec.key);
-                self.engine.forget_cloud_pool(&rec.key)?;
+                retiring.lock().claimed.remove(&rec.key);
+                cx.engine.forget_cloud_pool(&rec.key)?;
                 continue;
             }
             let Ok(p) = parsed else {
-                self.warn(format!(
+                cx.warn(format!(
                     "pool {}: the journal's record of it cannot be read by this gantry: its instances are not given back; `gantry cloud ls` with its fleet file lists them",
                     rec.key
                 ));
                 continue;
             };
             if !cfg.scale.give_back_left_pools {
-                retiring
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .claimed
-                    .remove(&rec.key);
-                self.warn(format!(
+                retiring.lock().claimed.remove(&rec.key);
+                cx.warn(format!(
                     "pool {} left the fleet file, and its instances are kept ([scale] give_back_left_pools = false): `gantry cloud ls` lists them; they are paid for until ended",
                     rec.key
                 ));
                 continue;
             }
-            self.record(
+            cx.record(
                 "cloud",
                 format!(
                     "pool {} is in the journal but not in this fleet file: every instance it bought is terminated, in the background until its cloud lists none (the events say each)",
@@ -119,12 +136,12 @@ impl State {
                 .collect();
             let index = cfg.pools.len();
             let (opening, now, retiring, key) =
-                (opening.clone(), self.now, retiring.clone(), rec.key.clone());
+                (opening.clone(), cx.now, retiring.clone(), rec.key.clone());
             let spawned = std::thread::Builder::new()
                 .name("gantry-retire".to_string())
                 .spawn(move || {
                     let opened = crate::backend::provisioner_for(&p, index, &names, &opening, now);
-                    let mut r = retiring.lock().unwrap_or_else(|e| e.into_inner());
+                    let mut r = retiring.lock();
                     match opened {
                         Ok(Some(mut prov)) => {
                             prov.retire();
@@ -142,7 +159,7 @@ impl State {
                     }
                 });
             if let Err(e) = spawned {
-                self.warn(format!(
+                cx.warn(format!(
                     "pool {}: cannot start its retirement: {e}",
                     rec.key
                 ));
@@ -151,117 +168,38 @@ impl State {
         Ok(())
     }
 
-    /// Pools that buy machines and leave the fleet file with `new`: every machine they bought
-    /// is given back (their provisioners end them in the background: a pool no longer in the
-    /// file is one no command would ever end, paid by the hour).
-    /// Taken out of this state before it reopens (and given back once the new file is in
-    /// force, with what to say), so that a file that fails to open retires nothing; claimed,
-    /// so that the reopened state does not retire them from the journal a second time.
-    pub(super) fn leaving_pools(&mut self, new: &FleetConfig) -> Vec<Leaving> {
-        let mut out = Vec::new();
-        if !new.scale.give_back_left_pools {
-            // Kept: the reopened state says so (`retire_left_pools`).
-            return out;
-        }
-        let staying: HashSet<_> = new.pools.iter().map(key_text).collect();
-        for pool in 0..self.nodes.pools.len() {
-            let key = key_text(&self.nodes.pools[pool]);
-            if staying.contains(&key) || carried_on(&self.nodes.pools[pool], new) {
-                continue;
-            }
-            if !self.nodes.provisioners[pool]
-                .as_ref()
-                .is_some_and(|p| p.machines())
-            {
-                continue;
-            }
-            let Some(prov) = self.nodes.provisioners[pool].take() else {
-                continue;
-            };
-            let fleet = self.engine.fleet();
-            let bought: Vec<String> = fleet
-                .nodes
-                .iter()
-                .enumerate()
-                .filter(|(i, n)| n.pool.index() == pool && self.nodes.lives[*i] != Life::Absent)
-                .map(|(_, n)| n.name.clone())
-                .collect();
-            let path = fleet.pool_path(crate::model::PoolId(pool as u32));
-            let line = format!(
-                "pool {path} left the fleet file: every instance it bought is terminated ({}), in the background until its cloud lists none (the events say each)",
-                if bought.is_empty() {
-                    "none held now; any its listing finds".to_string()
-                } else {
-                    bought.join(", ")
-                }
-            );
-            self.opened
-                .opts
-                .retiring
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .claimed
-                .insert(key.clone());
-            out.push((key, prov, line));
-        }
-        out
-    }
-
     /// The reload is in force: the leaving pools' provisioners end what they bought.
-    pub(super) fn retire_leaving(&mut self, leaving: Vec<Leaving>) -> Result<(), EngineError> {
+    pub(in crate::daemon::state) fn retire_leaving(
+        &self,
+        cx: &mut Cx,
+        leaving: Vec<Leaving>,
+    ) -> Result<(), EngineError> {
         for (key, mut prov, line) in leaving {
             prov.retire();
-            self.record("cloud", line)?;
-            self.opened
-                .opts
-                .retiring
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .pools
-                .push((key, prov));
+            cx.record("cloud", line)?;
+            self.lock().pools.push((key, prov));
         }
         Ok(())
     }
 
     /// The reload was not applied: the leaving pools stay (their provisioners are dropped; the
     /// state reopened on the old file has its own, which adopt what they bought).
-    pub(super) fn unclaim(&mut self, leaving: &[Leaving]) {
-        let mut r = self
-            .opened
-            .opts
-            .retiring
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
+    pub(in crate::daemon::state) fn unclaim(&self, leaving: &[Leaving]) {
+        let mut r = self.lock();
         for (key, _, _) in leaving {
             r.claimed.remove(key);
         }
     }
 
-    /// The cloud pools the journal knows: those in force and those that left.
-    pub fn known_cloud_pools(&mut self) -> Result<Vec<crate::api::KnownCloudPool>, EngineError> {
-        let here: HashSet<String> = self.nodes.pools.iter().map(key_text).collect();
-        Ok(self
-            .engine
-            .cloud_pools()?
-            .into_iter()
-            .map(|r| crate::api::KnownCloudPool {
-                in_fleet: here.contains(&r.key),
-                key: r.key,
-                config: r.config,
-            })
-            .collect())
-    }
-
     /// What the retiring pools said up to `until`, for the event log; a pool whose cloud lists
     /// none of its instances any more is forgotten by the journal.
-    pub(super) fn poll_retiring(&mut self, until: f64) -> Result<(), EngineError> {
+    pub(in crate::daemon::state) fn poll(
+        &self,
+        cx: &mut Cx,
+        until: f64,
+    ) -> Result<(), EngineError> {
         let (said, done) = {
-            let mut r = self
-                .opened
-                .opts
-                .retiring
-                .lock()
-                .unwrap_or_else(|e| e.into_inner());
+            let mut r = self.lock();
             let mut said = std::mem::take(&mut r.said);
             for (_, p) in r.pools.iter_mut() {
                 said.extend(p.poll(until).into_iter().filter_map(|(_, e)| match e {
@@ -283,15 +221,87 @@ impl State {
             (said, done)
         };
         for what in said {
-            self.record("cloud", what)?;
+            cx.record("cloud", what)?;
         }
         for key in done {
-            self.engine.forget_cloud_pool(&key)?;
-            self.record(
+            cx.engine.forget_cloud_pool(&key)?;
+            cx.record(
                 "cloud",
                 format!("pool {key}: its cloud lists none of its instances: forgotten"),
             )?;
         }
         Ok(())
+    }
+}
+
+impl Nodes {
+    /// Pools that buy machines and leave the fleet file with `new`: every machine they bought
+    /// is given back (their provisioners end them in the background: a pool no longer in the
+    /// file is one no command would ever end, paid by the hour).
+    /// Taken out of this state before it reopens (and given back once the new file is in
+    /// force, with what to say), so that a file that fails to open retires nothing; claimed,
+    /// so that the reopened state does not retire them from the journal a second time.
+    pub(in crate::daemon::state) fn leaving(
+        &mut self,
+        (fleet, retiring): (&crate::model::Fleet, &Retiring),
+        new: &FleetConfig,
+    ) -> Vec<Leaving> {
+        let mut out = Vec::new();
+        if !new.scale.give_back_left_pools {
+            // Kept: the reopened state says so (`retire_left_pools`).
+            return out;
+        }
+        let staying: HashSet<_> = new.pools.iter().map(key_text).collect();
+        for pool in 0..self.pools.len() {
+            let key = key_text(&self.pools[pool]);
+            if staying.contains(&key) || carried_on(&self.pools[pool], new) {
+                continue;
+            }
+            if !self.provisioners[pool]
+                .as_ref()
+                .is_some_and(|p| p.machines())
+            {
+                continue;
+            }
+            let Some(prov) = self.provisioners[pool].take() else {
+                continue;
+            };
+            let bought: Vec<String> = fleet
+                .nodes
+                .iter()
+                .enumerate()
+                .filter(|(i, n)| n.pool.index() == pool && self.lives[*i] != Life::Absent)
+                .map(|(_, n)| n.name.clone())
+                .collect();
+            let path = fleet.pool_path(crate::model::PoolId(pool as u32));
+            let line = format!(
+                "pool {path} left the fleet file: every instance it bought is terminated ({}), in the background until its cloud lists none (the events say each)",
+                if bought.is_empty() {
+                    "none held now; any its listing finds".to_string()
+                } else {
+                    bought.join(", ")
+                }
+            );
+            retiring.lock().claimed.insert(key.clone());
+            out.push((key, prov, line));
+        }
+        out
+    }
+
+    /// The cloud pools the journal knows: those in force and those that left.
+    pub(in crate::daemon::state) fn known_cloud_pools(
+        &self,
+        engine: &mut Engine,
+    ) -> Result<Vec<crate::api::KnownCloudPool>, EngineError> {
+        let here: HashSet<String> = self.pools.iter().map(key_text).collect();
+        Ok(engine
+            .cloud_pools()?
+            .into_iter()
+            .map(|r| crate::api::KnownCloudPool {
+                in_fleet: here.contains(&r.key),
+                key: r.key,
+                config: r.config,
+            })
+            .collect())
     }
 }

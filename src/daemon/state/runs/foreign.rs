@@ -3,14 +3,15 @@
 //! a host NVML watches, and let go when it ends. The backend says which work holds how many
 //! GPUs; gantry holds that many of the node's GPUs its own jobs do not use.
 
-use super::State;
+use super::Runs;
 use crate::backend::ForeignWork;
-use crate::daemon::engine::EngineError;
+use crate::daemon::engine::{Engine, EngineError};
+use crate::daemon::state::cx::Cx;
 use crate::model::NodeId;
 
 /// What is held on a node for foreign work.
 #[derive(Clone, Debug, Default)]
-pub(super) struct Held {
+pub(in crate::daemon::state) struct Held {
     /// The GPUs held, in the order they were.
     pub gpus: Vec<u8>,
     /// How many the work holds (more than `gpus` while gantry's own jobs hold the rest).
@@ -18,31 +19,32 @@ pub(super) struct Held {
     pub work: Vec<ForeignWork>,
 }
 
-impl State {
+impl Runs {
     /// GPUs held out for foreign work, over the fleet.
-    pub fn foreign_gpus_held(&self) -> usize {
-        self.hosts.foreign.values().map(|h| h.gpus.len()).sum()
+    pub(in crate::daemon::state) fn foreign_gpus_held(&self) -> usize {
+        self.foreign.values().map(|h| h.gpus.len()).sum()
     }
 
     /// The foreign work on `node` now (all of it).
-    pub(super) fn foreign_work(
+    pub(in crate::daemon::state) fn foreign_work(
         &mut self,
+        cx: &mut Cx,
         node: usize,
         work: Vec<ForeignWork>,
     ) -> Result<(), EngineError> {
         let nid = NodeId(node as u32);
-        let name = self.node_name(node);
-        let source = self.hosts.kind(node);
-        let size = self.engine.fleet().nodes[node].gpus.len();
+        let name = cx.node_name(node);
+        let source = self.kind(node);
+        let size = cx.engine.fleet().nodes[node].gpus.len();
         let want = (work.iter().map(|w| w.gpus as usize).sum::<usize>()).min(size);
-        let mut held = self.hosts.foreign.remove(&node).unwrap_or_default();
+        let mut held = self.foreign.remove(&node).unwrap_or_default();
         held.want = want;
         while held.gpus.len() > want {
             if let Some(g) = held.gpus.pop() {
-                self.engine.release_gpu(nid, g);
+                cx.engine.release_gpu(nid, g);
             }
         }
-        self.top_up(nid, &mut held);
+        top_up(cx.engine, nid, &mut held);
         let short = want - held.gpus.len();
         let started: Vec<&ForeignWork> = work.iter().filter(|w| !held.work.contains(w)).collect();
         let ended: Vec<&ForeignWork> = held.work.iter().filter(|w| !work.contains(w)).collect();
@@ -65,52 +67,51 @@ impl State {
             ));
         }
         for line in lines {
-            self.record(source, line)?;
+            cx.record(source, line)?;
         }
         held.work = work;
         if !held.gpus.is_empty() || !held.work.is_empty() {
-            self.hosts.foreign.insert(node, held);
+            self.foreign.insert(node, held);
         }
         Ok(())
     }
 
-    /// Holds free GPUs of `node` until `held` has as many as its work holds.
-    fn top_up(&mut self, node: NodeId, held: &mut Held) {
-        let size = self.engine.fleet().nodes[node.index()].gpus.len();
-        for g in 0..size as u8 {
-            if held.gpus.len() >= held.want {
-                break;
-            }
-            if !held.gpus.contains(&g) && self.engine.hold_gpu(node, g) {
-                held.gpus.push(g);
-            }
-        }
-    }
-
     /// Foreign work that holds GPUs gantry's jobs held when it was said gets them as they
     /// free up.
-    pub(super) fn top_up_foreign(&mut self) {
+    pub(in crate::daemon::state) fn top_up_foreign(&mut self, engine: &mut Engine) {
         let short: Vec<usize> = self
-            .hosts
             .foreign
             .iter()
             .filter(|(_, h)| h.gpus.len() < h.want)
             .map(|(&n, _)| n)
             .collect();
         for node in short {
-            if let Some(mut held) = self.hosts.foreign.remove(&node) {
-                self.top_up(NodeId(node as u32), &mut held);
-                self.hosts.foreign.insert(node, held);
+            if let Some(mut held) = self.foreign.remove(&node) {
+                top_up(engine, NodeId(node as u32), &mut held);
+                self.foreign.insert(node, held);
             }
         }
     }
 
     /// What holds GPU `gpu` of `node` for foreign work, if anything does (for the console).
-    pub(super) fn foreign_holder(&self, node: usize, gpu: u8) -> Option<String> {
-        let held = self.hosts.foreign.get(&node)?;
+    pub(in crate::daemon::state) fn foreign_holder(&self, node: usize, gpu: u8) -> Option<String> {
+        let held = self.foreign.get(&node)?;
         held.gpus.contains(&gpu).then(|| {
             let names: Vec<&str> = held.work.iter().map(|w| w.what.as_str()).collect();
             names.join("; ")
         })
+    }
+}
+
+/// Holds free GPUs of `node` until `held` has as many as its work holds.
+fn top_up(engine: &mut Engine, node: NodeId, held: &mut Held) {
+    let size = engine.fleet().nodes[node.index()].gpus.len();
+    for g in 0..size as u8 {
+        if held.gpus.len() >= held.want {
+            break;
+        }
+        if !held.gpus.contains(&g) && engine.hold_gpu(node, g) {
+            held.gpus.push(g);
+        }
     }
 }

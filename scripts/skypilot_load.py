@@ -4,15 +4,29 @@
 
 Run with a Python that has `skypilot==0.14.1` (no cloud credentials or network needed). For
 every file SkyPilot loads (`sky.utils.dag_utils.load_chain_dag_from_yaml`): each task's
-`num_nodes`, each of its resources' accelerators, spot, cloud, region and instance type, and
+`num_nodes`, each of its resources' accelerators, spot, cloud, region, instance type, CPUs and
+memory, and
 its SkyServe `service` section as read.
 Files SkyPilot refuses are left out. Written to the second argument (SkyPilot prints progress
 lines of its own on stdout). `tests/specs/skypilot_loader.rs` compares gantry with this.
 """
-import json, logging, os, sys
+import atexit, json, logging, os, shutil, sys, tempfile
 
 os.environ.setdefault("SKYPILOT_DISABLE_USAGE_COLLECTION", "1")
 logging.disable(logging.CRITICAL)
+# SkyPilot reads a Lambda instance type's GPUs from its catalog, which it fetches from GitHub
+# when ~/.sky has none: offline (CI, a fresh machine) the file would not load. The catalog
+# gantry carries is SkyPilot's own file (core/src/catalog/lambda.csv), so it is put where
+# SkyPilot looks, in a HOME of this run's own: the user's ~/.sky is left as it is.
+_home = tempfile.mkdtemp(prefix="gantry-skypilot-home-")
+atexit.register(shutil.rmtree, _home, True)
+os.environ["HOME"] = _home
+from sky.skylet import constants  # noqa: E402
+
+_catalog = os.path.join(_home, ".sky", "catalogs", constants.CATALOG_SCHEMA_VERSION, "lambda")
+os.makedirs(_catalog)
+shutil.copy(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "core", "src", "catalog", "lambda.csv"),
+            os.path.join(_catalog, "vms.csv"))
 from sky.utils import dag_utils  # noqa: E402
 
 
@@ -49,6 +63,8 @@ def load(path):
                 "cloud": str(r.cloud).lower() if r.cloud is not None else None,
                 "region": r.region,
                 "instance_type": r.instance_type,
+                "cpus": r.cpus,
+                "memory": r.memory,
             })
         if not isinstance(res, list):
             # `any_of` is a set: iterated in hash order, which changes from run to run

@@ -80,6 +80,10 @@ pub(super) enum Command {
         /// empty). Repeatable.
         #[arg(long = "env", value_name = "NAME=VALUE")]
         envs: Vec<String>,
+        /// A dotenv file of NAME=VALUE lines for the job's `envs`, as `sky launch --env-file`
+        /// reads it; `--env` overrides what it gives. Repeatable.
+        #[arg(long = "env-file", value_name = "PATH")]
+        env_files: Vec<std::path::PathBuf>,
         /// A secret for the job's `secrets`: NAME (its value read from your environment) or
         /// NAME=VALUE. Never shown by gantry. Repeatable.
         #[arg(long = "secret", value_name = "NAME[=VALUE]")]

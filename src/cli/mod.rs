@@ -165,6 +165,7 @@ pub fn main() -> ExitCode {
             priority,
             output,
             envs,
+            env_files,
             secrets,
             gpus,
             num_nodes,
@@ -176,6 +177,7 @@ pub fn main() -> ExitCode {
             output,
             &submit::Given {
                 envs,
+                env_files,
                 secrets,
                 gpus,
                 num_nodes,

@@ -35,6 +35,10 @@ pub enum ServeCmd {
         /// NAME=VALUE for the replicas' `envs`. Repeatable.
         #[arg(long = "env", value_name = "NAME=VALUE")]
         envs: Vec<String>,
+        /// A dotenv file of NAME=VALUE lines for the replicas' `envs`; `--env` overrides it.
+        /// Repeatable.
+        #[arg(long = "env-file", value_name = "PATH")]
+        env_files: Vec<std::path::PathBuf>,
         /// A secret for the replicas' `secrets`: NAME or NAME=VALUE. Repeatable.
         #[arg(long = "secret", value_name = "NAME[=VALUE]")]
         secrets: Vec<String>,
@@ -59,6 +63,7 @@ pub fn serve(t: &Target, cmd: ServeCmd) -> Result<(), CliError> {
             team,
             priority,
             envs,
+            env_files,
             secrets,
             output,
         } => {
@@ -78,6 +83,7 @@ pub fn serve(t: &Target, cmd: ServeCmd) -> Result<(), CliError> {
             let ship = t.ships_files();
             let given = super::submit::Given {
                 envs,
+                env_files,
                 secrets,
                 gpus: None,
                 num_nodes: None,

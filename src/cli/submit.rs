@@ -16,6 +16,8 @@ use std::path::PathBuf;
 /// `--num-nodes`.
 pub struct Given {
     pub envs: Vec<String>,
+    /// Dotenv files read before `envs` (which override them), as `sky launch --env-file`.
+    pub env_files: Vec<std::path::PathBuf>,
     pub secrets: Vec<String>,
     pub gpus: Option<String>,
     pub num_nodes: Option<u16>,
@@ -198,8 +200,36 @@ fn with_mounts(
 /// `text` with `given` written into its `envs` and `secrets` (as SkyPilot's `--env` and
 /// `--secret` do), `num_nodes` and `resources.accelerators`; the file as it is when nothing is
 /// given.
+/// The NAME=VALUE pairs of a dotenv file (`--env-file`), read as `sky launch --env-file`
+/// reads one (python-dotenv: `export`, quotes, comments, `${NAME}` of earlier lines). A line
+/// it cannot read is named by its number.
+fn env_file(path: &std::path::Path) -> Result<Vec<(String, String)>, CliError> {
+    let shown = path.display();
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| CliError::usage(format!("--env-file {shown}: cannot read it: {e}")))?;
+    let mut out = Vec::new();
+    for item in dotenvy::from_read_iter(text.as_bytes()) {
+        match item {
+            Ok(pair) => out.push(pair),
+            Err(dotenvy::Error::LineParse(line, col)) => {
+                let first = line.lines().next().unwrap_or_default();
+                let at = text
+                    .lines()
+                    .position(|l| l == first)
+                    .map_or(String::new(), |n| format!(":{}:{}", n + 1, col + 1));
+                return Err(CliError::usage(format!(
+                    "--env-file {shown}{at}: `{first}` is not NAME=VALUE (a dotenv line: NAME=VALUE, `export NAME=VALUE`, values quoted with ' or \", # comments)"
+                )));
+            }
+            Err(e) => return Err(CliError::usage(format!("--env-file {shown}: {e}"))),
+        }
+    }
+    Ok(out)
+}
+
 fn with_given(name: &str, text: Vec<u8>, given: &Given) -> Result<Vec<u8>, CliError> {
     if given.envs.is_empty()
+        && given.env_files.is_empty()
         && given.secrets.is_empty()
         && given.gpus.is_none()
         && given.num_nodes.is_none()
@@ -218,6 +248,17 @@ fn with_given(name: &str, text: Vec<u8>, given: &Given) -> Result<Vec<u8>, CliEr
             && n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
     };
     let mut envs = Vec::new();
+    for path in &given.env_files {
+        for (k, v) in env_file(path)? {
+            if !valid(&k) {
+                return Err(CliError::usage(format!(
+                    "--env-file {}: `{k}`: not a name a shell can export (letters, digits and _, not starting with a digit)",
+                    path.display()
+                )));
+            }
+            envs.push((k, v));
+        }
+    }
     for e in &given.envs {
         let Some((k, v)) = e.split_once('=').filter(|(k, _)| valid(k)) else {
             return Err(CliError::usage(format!(
@@ -471,6 +512,9 @@ pub(super) fn prepare(
     // the text sent.
     let text = with_workdir(name, text, spec.workdir.as_deref(), t, ship)?;
     let text = with_mounts(name, text, &spec.file_mounts, t, ship)?;
+    if let Some(said) = spec.unset_at_its_use() {
+        return Err(CliError::usage(format!("{name}: {said}")));
+    }
     if let Some(first) = spec.unset.first() {
         let (what, key) = first.split_once('.').unwrap_or(("envs", first));
         let flag = if what == "secrets" {

@@ -333,8 +333,9 @@ fn spec_of(d: &Daemon, id: &str) -> String {
 
 /// A mount whose source is an env the file leaves empty for the launch to give (`sky launch
 /// --env SKYPILOT_BUCKET=…`): without it the file is refused naming the variable and what to
-/// pass (it said "the source is empty or has control characters"); `gantry submit --env`
-/// gives it and the job mounts that bucket.
+/// pass at the mount that uses it (it said "the source is empty or has control characters");
+/// `gantry submit --env` gives it and the job mounts that bucket; so does `--env-file` (a
+/// dotenv file, as `sky launch --env-file` reads one), which `--env` overrides.
 #[test]
 fn a_mount_left_to_an_empty_env_is_given_at_submit() {
     let d = start();
@@ -348,8 +349,42 @@ fn a_mount_left_to_an_empty_env_is_given_at_submit() {
     let (code, _, err) = gantry(&d.socket, &["submit", f, "--team", "applied"]);
     assert_eq!(code, 2, "{err}");
     assert!(
-        err.contains("mount.yaml: envs.SKYPILOT_BUCKET has no value in the file")
-            && err.contains("--env SKYPILOT_BUCKET=…"),
+        err.contains("mount.yaml: file_mounts./artifacts: ${SKYPILOT_BUCKET} is not set: pass --env SKYPILOT_BUCKET=… at submit"),
+        "{err}"
+    );
+    let dotenv = d.dir.join("bucket.env");
+    std::fs::write(
+        &dotenv,
+        "# where this run keeps what it makes\nexport SKYPILOT_BUCKET='s3://from-file/artifacts'\n",
+    )
+    .unwrap();
+    let env_file = dotenv.to_str().unwrap();
+    let (code, out, err) = gantry(
+        &d.socket,
+        &[
+            "submit",
+            f,
+            "--team",
+            "applied",
+            "--env-file",
+            env_file,
+            "-o",
+            "id",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    let spec = spec_of(&d, out.trim());
+    assert!(spec.contains("s3://from-file/artifacts"), "{spec}");
+    // A line that is not NAME=VALUE is named by its place in the file.
+    let bad = d.dir.join("bad.env");
+    std::fs::write(&bad, "A=1\nnot a pair\n").unwrap();
+    let (code, _, err) = gantry(
+        &d.socket,
+        &["submit", f, "--env-file", bad.to_str().unwrap()],
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("bad.env:2:") && err.contains("`not a pair` is not NAME=VALUE"),
         "{err}"
     );
     let (code, out, err) = gantry(
@@ -359,6 +394,8 @@ fn a_mount_left_to_an_empty_env_is_given_at_submit() {
             f,
             "--team",
             "applied",
+            "--env-file",
+            env_file,
             "--env",
             "SKYPILOT_BUCKET=s3://runs/artifacts",
             "-o",
@@ -367,7 +404,10 @@ fn a_mount_left_to_an_empty_env_is_given_at_submit() {
     );
     assert_eq!(code, 0, "{err}");
     let spec = spec_of(&d, out.trim());
-    assert!(spec.contains("s3://runs/artifacts"), "{spec}");
+    assert!(
+        spec.contains("s3://runs/artifacts") && !spec.contains("from-file"),
+        "{spec}"
+    );
 }
 
 /// `gantry submit --env` and `--secret` give what the file leaves empty (a secret's value from

@@ -25,8 +25,21 @@ pub(super) const NON_FEATURES: [(&str, &str, &str); 4] = [
 ];
 
 /// One way to run, as both sides are compared: accelerators (model → count), spot, cloud,
-/// region.
-pub(super) type Way = (Vec<(String, String)>, bool, Option<String>, Option<String>);
+/// region, and per node CPUs (thousandths) and memory (MiB: SkyPilot's GB are GiB).
+pub(super) type Way = (
+    Vec<(String, String)>,
+    bool,
+    Option<String>,
+    Option<String>,
+    Option<u32>,
+    Option<u64>,
+);
+
+/// SkyPilot's `cpus` / `memory` as read (`"8+"`, `"0.5"`, `"64.0+"`), in `unit`s of gantry's.
+fn amount(v: &serde_json::Value, unit: f64) -> Option<u64> {
+    let n: f64 = v.as_str()?.trim_end_matches('+').parse().ok()?;
+    Some((n * unit).round() as u64)
+}
 
 fn count(n: f64) -> String {
     format!("{n:.3}")
@@ -53,6 +66,12 @@ pub(super) fn skypilot_tasks(v: &serde_json::Value) -> Vec<(u64, BTreeSet<Way>)>
                         a["use_spot"].as_bool().unwrap(),
                         a["cloud"].as_str().map(str::to_string),
                         a["region"].as_str().map(str::to_string),
+                        // SkyPilot fills an instance type's from its catalog; gantry places
+                        // the job on pools of that type, whose nodes are what they are.
+                        amount(&a["cpus"], 1000.0)
+                            .map(|c| c as u32)
+                            .filter(|_| a["instance_type"].is_null()),
+                        amount(&a["memory"], 1024.0).filter(|_| a["instance_type"].is_null()),
                     )
                 })
                 .collect();
@@ -72,15 +91,27 @@ pub(super) fn gantry_tasks(p: &gantry::spec::Pipeline) -> Vec<(u64, BTreeSet<Way
                     use_spot: s.use_spot,
                     infra: s.infra.clone(),
                     image: s.image.clone(),
+                    cpu_milli: Some(s.cpu_milli),
+                    mem_mib: Some(s.mem_mib),
                 }]
             } else {
                 s.alternatives.clone()
             };
             for a in alts {
                 let (cloud, region) = (a.infra.cloud.clone(), a.infra.region.clone());
+                let typed = a.infra.instance_type.is_some();
+                let cpus = a.cpu_milli.filter(|&c| c > 0 && !typed);
+                let memory = a.mem_mib.filter(|&m| m > 0 && !typed);
                 let options = a.accelerators.map(|a| a.options).unwrap_or_default();
                 if options.is_empty() {
-                    ways.insert((Vec::new(), a.use_spot, cloud.clone(), region.clone()));
+                    ways.insert((
+                        Vec::new(),
+                        a.use_spot,
+                        cloud.clone(),
+                        region.clone(),
+                        cpus,
+                        memory,
+                    ));
                 }
                 for o in options {
                     let n = match o.count {
@@ -92,6 +123,8 @@ pub(super) fn gantry_tasks(p: &gantry::spec::Pipeline) -> Vec<(u64, BTreeSet<Way
                         a.use_spot,
                         cloud.clone(),
                         region.clone(),
+                        cpus,
+                        memory,
                     ));
                 }
             }

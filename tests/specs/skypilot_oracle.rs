@@ -4,7 +4,7 @@
 //! strings, CPUs and memory with units, disk, ports, container images, nodes — each loaded by
 //! SkyPilot 0.14.1 (`scripts/skypilot_load.py`, where `.ci/run` installs it) and by gantry.
 //! Every case both load must be read alike (tasks, nodes, and per alternative the
-//! accelerators and counts, spot, cloud and region); a case SkyPilot loads and gantry refuses
+//! accelerators and counts, spot, cloud and region, CPUs and memory); a case SkyPilot loads and gantry refuses
 //! must be refused at a listed non-feature. `GANTRY_ORACLE_CASES` sets how many (CI runs a
 //! few hundred; the closing notes give the long runs), `GANTRY_ORACLE_SEED` the seed.
 
@@ -92,16 +92,21 @@ fn fields(rng: &mut Rng, indent: &str, outer: bool) -> Vec<String> {
             out.push(format!("zone: {}", rng.pick(&ZONES)));
         }
     }
+    // CPUs and memory outside and in alternatives: an alternative's own are a shape of its
+    // own (less often inside, so that most cases still share the outer ones).
+    if rng.chance(if outer { 25 } else { 12 }) {
+        out.push(format!(
+            "cpus: {}",
+            rng.pick(&["4", "8+", "16", "2+", "0.5"])
+        ));
+    }
+    if rng.chance(if outer { 25 } else { 12 }) {
+        out.push(format!(
+            "memory: {}",
+            rng.pick(&["32", "64+", "16GB", "512Mi", "1Ti", "64Gi+"])
+        ));
+    }
     if outer {
-        if rng.chance(25) {
-            out.push(format!("cpus: {}", rng.pick(&["4", "8+", "16", "2+"])));
-        }
-        if rng.chance(25) {
-            out.push(format!(
-                "memory: {}",
-                rng.pick(&["32", "64+", "16GB", "512Mi", "1Ti", "64Gi+"])
-            ));
-        }
         if rng.chance(15) {
             out.push(format!("disk_size: {}", rng.pick(&["100", "256", "512"])));
         }

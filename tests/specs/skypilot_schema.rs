@@ -145,13 +145,51 @@ fn other_counts_are_other_shapes_of_the_job() {
             (GpuRequest::Whole(4), ModelChoice::AnyOf(vec![id("H100")])),
         ]
     );
+    // Alternatives asking for their own CPUs and memory are shapes of their own, as SkyPilot
+    // reads each alternative's `cpus` and `memory` (before: refused, "the alternatives ask
+    // for different `cpus`").
+    let spec = parse(
+        "run: x\nresources:\n  memory: 64\n  any_of:\n    - {cpus: 8, accelerators: H100:8}\n    - {cpus: 16, accelerators: A100:8}\n    - {cpus: 16, memory: 128+, accelerators: H100:8}\n",
+    )
+    .unwrap();
+    let shapes: Vec<(GpuRequest, ModelChoice, u32, u64)> = spec
+        .to_requests(&fleet)
+        .unwrap()
+        .into_iter()
+        .map(|r| (r.gpu, r.models, r.cpu_milli, r.mem_mib))
+        .collect();
+    let mib = |gb: u64| gb * 1024;
+    assert_eq!(
+        shapes,
+        [
+            (
+                GpuRequest::Whole(8),
+                ModelChoice::AnyOf(vec![id("H100")]),
+                8000,
+                mib(64)
+            ),
+            (
+                GpuRequest::Whole(8),
+                ModelChoice::AnyOf(vec![id("A100")]),
+                16000,
+                mib(64)
+            ),
+            (
+                GpuRequest::Whole(8),
+                ModelChoice::AnyOf(vec![id("H100")]),
+                16000,
+                mib(128)
+            ),
+        ]
+    );
+    // What is the job's, not a shape's, is still given once.
     let e = parse(
-        "run: x\nresources:\n  any_of:\n    - {cpus: 8, accelerators: H100:8}\n    - {cpus: 16, accelerators: A100:8}\n",
+        "run: x\nresources:\n  any_of:\n    - {max_hourly_cost: 8, accelerators: H100:8}\n    - {max_hourly_cost: 16, accelerators: A100:8}\n",
     )
     .unwrap_err();
     assert!(
         e.starts_with(
-            "task.yaml:3:3: `resources.any_of`: the alternatives ask for different `cpus`"
+            "task.yaml:3:3: `resources.any_of`: the alternatives ask for different `max_hourly_cost`"
         ),
         "{e}"
     );

@@ -475,6 +475,8 @@ pub(super) fn build(raw: RawTask, text: &str, file: &str) -> Result<JobSpec, Spe
                 use_spot: spec.use_spot,
                 infra: infra.clone(),
                 image: spec.image.clone(),
+                cpu_milli: Some(spec.cpu_milli),
+                mem_mib: Some(spec.mem_mib),
             })
             .collect();
     }

@@ -96,6 +96,12 @@ pub struct Alternative {
     pub infra: Infra,
     /// `image_id: docker:IMAGE`: only Kubernetes pools run it.
     pub image: Option<String>,
+    /// CPUs (thousandths) and memory (MiB) per node this way asks for (its own or the outer
+    /// `resources`'); `None`: none asked for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpu_milli: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mem_mib: Option<u64>,
 }
 
 /// SkyPilot's `workdir: {url, ref}`: a git repository cloned on each node, the job's
@@ -134,6 +140,10 @@ pub struct JobSpec {
     /// `envs` and `secrets` the file leaves empty (`envs.HF_TOKEN`): to be given at submit
     /// (`--env`, `--secret`); a job is not admitted without them, as SkyPilot refuses to launch.
     pub unset: Vec<String>,
+    /// Of `unset`, those a field fills in (`envs.SKYPILOT_BUCKET` → `file_mounts./artifacts`):
+    /// asked for at that field.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub unset_uses: BTreeMap<String, String>,
     pub workdir: Option<String>,
     pub setup: Option<String>,
     pub run: Option<String>,
@@ -214,6 +224,7 @@ impl Default for JobSpec {
             envs: BTreeMap::new(),
             secrets: BTreeMap::new(),
             unset: Vec::new(),
+            unset_uses: BTreeMap::new(),
             workdir: None,
             setup: None,
             run: None,
@@ -251,7 +262,30 @@ impl JobSpec {
             use_spot: self.use_spot,
             infra: self.infra.clone(),
             image: self.image.clone(),
+            cpu_milli: Some(self.cpu_milli),
+            mem_mib: Some(self.mem_mib),
         }]
+    }
+
+    /// The first value the file leaves to be given at submit, where a field fills it in,
+    /// asked for at that field: `file_mounts./artifacts: ${SKYPILOT_BUCKET} is not set: pass
+    /// --env SKYPILOT_BUCKET=… at submit`, the others left without one named after it.
+    pub fn unset_at_its_use(&self) -> Option<String> {
+        let first = self.unset.first()?;
+        let at = self.unset_uses.get(first)?;
+        let (what, name) = first.split_once('.').unwrap_or(("envs", first));
+        let flag = if what == "secrets" {
+            format!("--secret {name}")
+        } else {
+            format!("--env {name}=…")
+        };
+        let rest = match &self.unset[1..] {
+            [] => String::new(),
+            more => format!(" (also without one: {})", more.join(", ")),
+        };
+        Some(format!(
+            "{at}: ${{{name}}} is not set: pass {flag} at submit{rest}"
+        ))
     }
 }
 
@@ -302,6 +336,7 @@ pub fn parse_pipeline(file: &str, bytes: &[u8]) -> Result<Pipeline, SpecError> {
     let mut name = None;
     if docs.len() > 1 {
         if let Ok(header) = serde_yaml_ng::from_str::<PipelineHeader>(&docs[0]) {
+            header.check(file, &docs[0], docs.len() - 1)?;
             name = Some(header.name);
             docs.remove(0);
         }
@@ -313,10 +348,61 @@ pub fn parse_pipeline(file: &str, bytes: &[u8]) -> Result<Pipeline, SpecError> {
     Ok(Pipeline { name, tasks })
 }
 
+/// The first document of a pipeline (`name`, and `execution: serial` where written) or of a
+/// SkyPilot job group (`execution: parallel`, with its own keys read so that a group is
+/// refused at its `execution`, not at a key gantry does not know).
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct PipelineHeader {
     name: String,
+    #[serde(default)]
+    execution: Option<String>,
+    #[serde(default)]
+    primary_tasks: Option<serde_yaml_ng::Value>,
+    #[serde(default)]
+    termination_delay: Option<serde_yaml_ng::Value>,
+    #[serde(default)]
+    inter_connection: Option<serde_yaml_ng::Value>,
+}
+
+impl PipelineHeader {
+    /// A pipeline runs; a job group is refused at its `execution` with what to write.
+    fn check(&self, file: &str, doc: &str, tasks: usize) -> Result<(), SpecError> {
+        let at = |message: String| {
+            let (line, col) = position_of(doc, "execution").unwrap_or((1, 1));
+            SpecError {
+                file: file.to_string(),
+                line,
+                col,
+                message: format!("`execution`: {message}"),
+            }
+        };
+        let group_keys = [
+            ("primary_tasks", self.primary_tasks.is_some()),
+            ("termination_delay", self.termination_delay.is_some()),
+            ("inter_connection", self.inter_connection.is_some()),
+        ];
+        match self.execution.as_deref() {
+            None | Some("serial") => match group_keys.iter().find(|(_, given)| *given) {
+                Some((key, _)) => {
+                    let (line, col) = position_of(doc, key).unwrap_or((1, 1));
+                    Err(SpecError {
+                        file: file.to_string(),
+                        line,
+                        col,
+                        message: format!("`{key}` belongs to a SkyPilot job group (`execution: parallel`), which gantry does not run; a pipeline's first document has only `name` (and `execution: serial`)"),
+                    })
+                }
+                None => Ok(()),
+            },
+            Some("parallel") => Err(at(format!(
+                "`parallel` makes this file a SkyPilot job group: its {tasks} tasks start together as one managed job, each on resources of its own, and reach each other by hostname; gantry starts together only the nodes of one task. Submit each task as a job of its own (one document per file), or, where they are one shape, write one task with `num_nodes: N` (a gang that starts together, its nodes in SKYPILOT_NODE_IPS)"
+            ))),
+            Some(other) => Err(at(format!(
+                "`{other}`: expected `serial` (a pipeline: each task starts once the one before it has completed)"
+            ))),
+        }
+    }
 }
 
 /// The documents of a YAML stream (split at `---` lines; empty ones dropped), each padded

@@ -146,7 +146,10 @@ fn canonical(url: &str) -> String {
 
 /// `s` with `$NAME` and `${NAME}` replaced by their values in `envs` (names it does not have
 /// stay as written), and the names it replaced.
-fn filled(s: &str, envs: &std::collections::BTreeMap<String, String>) -> (String, Vec<String>) {
+pub(super) fn filled(
+    s: &str,
+    envs: &std::collections::BTreeMap<String, String>,
+) -> (String, Vec<String>) {
     let b = s.as_bytes();
     let (mut out, mut names, mut i) = (String::new(), Vec::new(), 0);
     while i < b.len() {
@@ -179,16 +182,17 @@ fn filled(s: &str, envs: &std::collections::BTreeMap<String, String>) -> (String
 
 /// Takes out the mounts whose source is only variables the file leaves empty (`SKYPILOT_BUCKET:
 /// ""`, meant for `sky launch --env`) and says which variables: such a mount is the submitter's
-/// to give (`gantry submit --env`), as an env without a value is, not an empty source.
+/// to give (`gantry submit --env`), as an env without a value is, not an empty source. Each
+/// variable comes with the mount (its path as written) that asks for it.
 pub(super) fn take_empty_sources(
     v: &mut Value,
     envs: &std::collections::BTreeMap<String, String>,
-) -> Vec<String> {
+) -> Vec<(String, String)> {
     let Value::Mapping(m) = v else {
         return Vec::new();
     };
-    let mut names = Vec::new();
-    m.retain(|_, src| {
+    let mut names: Vec<(String, String)> = Vec::new();
+    m.retain(|at, src| {
         let src = match src {
             Value::String(s) => s.as_str(),
             Value::Mapping(o) => match o.get("source") {
@@ -200,11 +204,21 @@ pub(super) fn take_empty_sources(
         let (text, used) = filled(src, envs);
         let empty = text.trim().is_empty() && !used.is_empty();
         if empty {
-            names.extend(used);
+            let at = match at {
+                Value::String(a) => a.clone(),
+                other => serde_yaml_ng::to_string(other)
+                    .unwrap_or_default()
+                    .trim()
+                    .to_string(),
+            };
+            for n in used {
+                if !names.iter().any(|(k, _)| *k == n) {
+                    names.push((n, at.clone()));
+                }
+            }
         }
         !empty
     });
-    names.dedup();
     names
 }
 
@@ -653,6 +667,10 @@ mod tests {
         )
         .unwrap();
         assert_eq!(s.unset, ["envs.SKYPILOT_BUCKET"]);
+        assert_eq!(
+            s.unset_at_its_use().unwrap(),
+            "file_mounts./artifacts: ${SKYPILOT_BUCKET} is not set: pass --env SKYPILOT_BUCKET=… at submit"
+        );
         assert_eq!(s.file_mounts.len(), 1, "{:?}", s.file_mounts);
         // Given a value (as `gantry submit --env` writes it into the file), it is the bucket.
         let s = crate::spec::parse(

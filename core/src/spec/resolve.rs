@@ -180,6 +180,9 @@ struct Way {
     pools: Option<Vec<PoolId>>,
     spot: bool,
     ordered: bool,
+    /// CPUs (thousandths) and memory (MiB) per node.
+    cpu_milli: u32,
+    mem_mib: u64,
 }
 
 /// The models a memory-sized name stands for: `80GB+` every model with at least 80 GB,
@@ -231,6 +234,9 @@ impl JobSpec {
     /// cannot offer are skipped, as SkyPilot skips infeasible ones; the job fails only if none
     /// is left. Never empty.
     pub fn to_requests(&self, fleet: &Fleet) -> Result<Vec<JobRequest>, ResolveError> {
+        if let Some(said) = self.unset_at_its_use() {
+            return Err(ResolveError::new(said));
+        }
         if let Some(first) = self.unset.first() {
             let (what, name) = first.split_once('.').unwrap_or(("envs", first));
             let how = if what == "secrets" {
@@ -283,18 +289,20 @@ impl JobSpec {
             ))
             .at(&format!("resources.{key}")));
         }
-        // One request per shape, in the order the file first names it.
-        let mut shapes: Vec<Option<GpuCount>> = Vec::new();
+        // One request per shape (GPUs, CPUs and memory per node), in the order the file
+        // first names it.
+        let shape = |w: &Way| (w.count, w.cpu_milli, w.mem_mib);
+        let mut shapes = Vec::new();
         for w in &ok {
-            if !shapes.contains(&w.count) {
-                shapes.push(w.count);
+            if !shapes.contains(&shape(w)) {
+                shapes.push(shape(w));
             }
         }
         shapes
             .into_iter()
-            .map(|count| {
-                let same: Vec<&Way> = ok.iter().filter(|w| w.count == count).collect();
-                self.request_of(count, &same, several)
+            .map(|s| {
+                let same: Vec<&Way> = ok.iter().filter(|w| shape(w) == s).collect();
+                self.request_of(s.0, &same, several)
             })
             .collect()
     }
@@ -350,8 +358,8 @@ impl JobSpec {
         let request = JobRequest {
             nodes: self.nodes,
             gpu,
-            cpu_milli: self.cpu_milli,
-            mem_mib: self.mem_mib,
+            cpu_milli: first.cpu_milli,
+            mem_mib: first.mem_mib,
             vram_mib: self.vram_mib.unwrap_or(0),
             models,
             spot_ok: ok.iter().any(|w| w.spot),
@@ -476,6 +484,8 @@ impl JobSpec {
             pools,
             spot: way.use_spot,
             ordered,
+            cpu_milli: way.cpu_milli.unwrap_or(0),
+            mem_mib: way.mem_mib.unwrap_or(0),
         })
     }
 

@@ -345,6 +345,8 @@ impl Resources {
             use_spot: self.use_spot.unwrap_or(false),
             infra,
             image: self.image.clone(),
+            cpu_milli: self.cpu_milli,
+            mem_mib: self.mem_mib,
         }
     }
 }
@@ -622,15 +624,13 @@ pub(super) fn build(raw: RawSpec, text: &str, file: &str) -> Result<JobSpec, Spe
         }
         ways.push(res.over(&base));
     }
-    // One shape is placed: what the alternatives do not share (CPUs, memory, price cap,
-    // priority class) must be the same in each.
+    // Each alternative may ask for its own CPUs and memory (a shape of its own); what is of
+    // the job (price cap, priority class) must be the same in each.
     let base = match ways.first() {
         None => base,
         Some(first) => {
             let shared = |w: &Resources| {
                 [
-                    ("cpus", format!("{:?}", w.cpu_milli)),
-                    ("memory", format!("{:?}", w.mem_mib)),
                     ("max_hourly_cost", format!("{:?}", w.max_price)),
                     ("priority_class", format!("{:?}", w.priority_class)),
                 ]
@@ -643,7 +643,7 @@ pub(super) fn build(raw: RawSpec, text: &str, file: &str) -> Result<JobSpec, Spe
                     .find(|(a, b)| a != b)
                     .map(|(a, _)| a)
                 {
-                    return Err(r.err(key, format!("the alternatives ask for different `{name}`; gantry places one shape: give `{name}` once, in `resources`")));
+                    return Err(r.err(key, format!("the alternatives ask for different `{name}`, which is the job's: give `{name}` once, in `resources`")));
                 }
             }
             first.clone()
@@ -702,14 +702,46 @@ pub(super) fn build(raw: RawSpec, text: &str, file: &str) -> Result<JobSpec, Spe
         }
         (p, c) => p.map(|t| t.0).or(c),
     };
+    // SkyPilot fills `$NAME` and `${NAME}` in `workdir` and `file_mounts` from the task's
+    // `envs` and valued `secrets`; a value left to be given at submit is asked for at the
+    // field that uses it.
+    let known: BTreeMap<String, String> = envs
+        .iter()
+        .chain(&secrets)
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    let mut unset_uses = BTreeMap::new();
+    let mut given_at_submit = |names: Vec<String>, at: &str| {
+        for n in names {
+            let what = if envs.contains_key(&n) {
+                "envs"
+            } else {
+                "secrets"
+            };
+            let key = format!("{what}.{n}");
+            unset_uses
+                .entry(key.clone())
+                .or_insert_with(|| at.to_string());
+            if !unset.contains(&key) {
+                unset.push(key);
+            }
+        }
+    };
+    let mut fill = |s: String, at: &str| {
+        let (text, used) = super::mounts::filled(&s, &known);
+        if text.trim().is_empty() && !used.is_empty() {
+            given_at_submit(used, at);
+        }
+        text
+    };
     let (workdir, git_workdir) = match raw.workdir {
         None => (None, None),
-        Some(RawWorkdir::Path(Text(p))) => (Some(p), None),
+        Some(RawWorkdir::Path(Text(p))) => (Some(fill(p, "workdir")), None),
         Some(RawWorkdir::Git(g)) => (
             None,
             Some(Box::new(GitWorkdir {
-                url: g.url.0,
-                reference: g.reference.map(|t| t.0),
+                url: fill(g.url.0, "workdir.url"),
+                reference: g.reference.map(|t| fill(t.0, "workdir.ref")),
             })),
         ),
     };
@@ -717,18 +749,8 @@ pub(super) fn build(raw: RawSpec, text: &str, file: &str) -> Result<JobSpec, Spe
     let one = base.alternative();
     let file_mounts = match raw.file_mounts {
         Some(mut v) => {
-            let known = envs.iter().chain(&secrets);
-            let known = known.map(|(k, v)| (k.clone(), v.clone())).collect();
-            for n in super::mounts::take_empty_sources(&mut v, &known) {
-                let what = if envs.contains_key(&n) {
-                    "envs"
-                } else {
-                    "secrets"
-                };
-                let key = format!("{what}.{n}");
-                if !unset.contains(&key) {
-                    unset.push(key);
-                }
+            for (n, at) in super::mounts::take_empty_sources(&mut v, &known) {
+                given_at_submit(vec![n], &format!("file_mounts.{at}"));
             }
             super::mounts::fill_in_envs(&mut v, &known);
             r.file_mounts(v, one.infra.cloud.as_deref())?
@@ -760,6 +782,7 @@ pub(super) fn build(raw: RawSpec, text: &str, file: &str) -> Result<JobSpec, Spe
         envs,
         secrets,
         unset,
+        unset_uses,
         workdir,
         setup: raw.setup,
         run: raw.run,
@@ -821,6 +844,71 @@ mod tests {
         assert_eq!(
             places(infra),
             [(Some("gcp".to_string()), None), some("azure", "eastus")]
+        );
+    }
+
+    /// SkyPilot fills `${NAME}` in `workdir` from `envs` as in `file_mounts`; one the file
+    /// leaves empty is asked for at the field that uses it. Before: the workdir was the text
+    /// `${CODE}` and a git ref `$REF`.
+    #[test]
+    fn workdir_variables_are_filled_and_an_empty_one_is_asked_for_where_it_is_used() {
+        let s = parse(
+            "t.yaml",
+            b"envs:\n  CODE: /src/app\nworkdir: ${CODE}/train\nrun: x\n",
+        )
+        .unwrap();
+        assert_eq!(s.workdir.as_deref(), Some("/src/app/train"));
+        let s = parse(
+            "t.yaml",
+            b"envs:\n  REPO: https://example.com/r.git\n  REF: \"\"\nworkdir:\n  url: $REPO\n  ref: ${REF}\nrun: x\n",
+        )
+        .unwrap();
+        assert_eq!(
+            s.git_workdir.as_ref().unwrap().url,
+            "https://example.com/r.git"
+        );
+        assert_eq!(s.unset, ["envs.REF"]);
+        assert_eq!(
+            s.unset_at_its_use().unwrap(),
+            "workdir.ref: ${REF} is not set: pass --env REF=… at submit"
+        );
+        // Given at submit (as `gantry submit --env REF=v2` writes it in), it is the ref.
+        let s = parse(
+            "t.yaml",
+            b"envs:\n  REPO: https://example.com/r.git\n  REF: v2\nworkdir:\n  url: $REPO\n  ref: ${REF}\nrun: x\n",
+        )
+        .unwrap();
+        assert!(s.unset.is_empty());
+        assert_eq!(s.git_workdir.unwrap().reference.as_deref(), Some("v2"));
+    }
+
+    /// A SkyPilot job group (`execution: parallel`) is refused at its `execution`, with what
+    /// to write; a pipeline's header may say `execution: serial`. Before: the header was read
+    /// as a task and refused at an unknown field.
+    #[test]
+    fn a_job_group_is_refused_at_its_execution_and_a_serial_header_is_a_pipeline() {
+        use crate::spec::parse_pipeline;
+        let group = b"name: g\nexecution: parallel\n---\nname: a\nrun: x\n---\nname: b\nrun: y\n";
+        let e = parse_pipeline("g.yaml", group).unwrap_err();
+        assert_eq!((e.line, e.col), (2, 1), "{e}");
+        assert!(
+            e.message.contains("job group") && e.message.contains("its 2 tasks"),
+            "{e}"
+        );
+        assert!(e.message.contains("num_nodes"), "{e}");
+        let serial = b"name: p\nexecution: serial\n---\nrun: x\n---\nrun: y\n";
+        let p = parse_pipeline("p.yaml", serial).unwrap();
+        assert_eq!((p.name.as_deref(), p.tasks.len()), (Some("p"), 2));
+        let odd = b"name: p\nexecution: fast\n---\nrun: x\n---\nrun: y\n";
+        let e = parse_pipeline("p.yaml", odd).unwrap_err();
+        assert!(e.message.contains("`fast`: expected `serial`"), "{e}");
+        let keyed = b"name: p\nprimary_tasks: [a]\n---\nname: a\nrun: x\n";
+        let e = parse_pipeline("p.yaml", keyed).unwrap_err();
+        assert_eq!(e.line, 2, "{e}");
+        assert!(
+            e.message
+                .contains("`primary_tasks` belongs to a SkyPilot job group"),
+            "{e}"
         );
     }
 }

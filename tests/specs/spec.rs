@@ -509,8 +509,18 @@ fn infra_limits_the_pools_and_says_where_the_fleet_is() {
     .unwrap_err();
     assert!(
         bare.to_string()
-            .ends_with("write image_id: docker:runpod/pytorch:2.4.0-py3.11 (a bare name is the image only on Kubernetes pools)"),
+            .ends_with("write image_id: docker:runpod/pytorch:2.4.0-py3.11 (a bare name is the image only where the cloud runs containers: Kubernetes, RunPod, Vast)"),
         "{bare}"
+    );
+    // On RunPod (whose pods are containers) it is the image, as SkyPilot runs it there.
+    let on_runpod = spec::parse(
+        "job.yaml",
+        b"run: x\nresources:\n  cloud: runpod\n  image_id: runpod/pytorch:2.4.0-py3.11\n",
+    )
+    .unwrap();
+    assert_eq!(
+        on_runpod.image.as_deref(),
+        Some("runpod/pytorch:2.4.0-py3.11")
     );
     assert_eq!(
         resolve("run: x\nresources:\n  instance_type: p4d.24xlarge\n"),

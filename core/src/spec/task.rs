@@ -472,8 +472,8 @@ impl Reader<'_> {
         Ok((out, alternatives))
     }
 
-    /// `image_id`: `docker:IMAGE` (or, on Kubernetes, the image as written, as SkyPilot reads
-    /// it there); SkyPilot's stock images (`skypilot:gpu-ubuntu-2204`) are noted, as gantry's
+    /// `image_id`: `docker:IMAGE` (or, on Kubernetes, RunPod and Vast, the image as written, as
+    /// SkyPilot reads it there); SkyPilot's stock images (`skypilot:gpu-ubuntu-2204`) are noted, as gantry's
     /// nodes are what they are; machine images and per-region maps are refused.
     pub(super) fn image(
         &mut self,
@@ -488,8 +488,10 @@ impl Reader<'_> {
                 return Ok(None);
             }
         }
-        self.container_image(path, v, cloud == Some("kubernetes"))
-            .map(Some)
+        // Where the node is itself a container (Kubernetes pods, RunPod and Vast), SkyPilot
+        // runs a bare name as the node's image.
+        let bare = matches!(cloud, Some("kubernetes" | "runpod" | "vast"));
+        self.container_image(path, v, bare).map(Some)
     }
 
     /// `docker:IMAGE`, or where `bare` (a Kubernetes pool's), `IMAGE` alone too.
@@ -518,7 +520,7 @@ impl Reader<'_> {
                 } else if written.contains("/images/") {
                     String::new()
                 } else if written.contains(['/', ':']) {
-                    format!("; if it is a container image, write image_id: docker:{written} (a bare name is the image only on Kubernetes pools)")
+                    format!("; if it is a container image, write image_id: docker:{written} (a bare name is the image only where the cloud runs containers: Kubernetes, RunPod, Vast)")
                 } else {
                     String::new()
                 };

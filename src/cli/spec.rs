@@ -24,6 +24,10 @@ pub enum SpecCmd {
 struct Shape {
     nodes: u16,
     gpus_per_node: String,
+    /// CPUs and memory (MiB) reserved per node (0: none asked for): alternatives asking for
+    /// their own are shapes of their own.
+    cpus_per_node: f64,
+    memory_mib_per_node: u64,
     models: Vec<String>,
     /// In order of preference (else any of them).
     preferred_in_order: bool,
@@ -80,6 +84,8 @@ fn shapes(
                     GpuRequest::Fraction(m) => format!("{:.3}", f64::from(m) / 1000.0),
                     GpuRequest::Mig(p) => format!("MIG {p}"),
                 },
+                cpus_per_node: f64::from(r.cpu_milli) / 1000.0,
+                memory_mib_per_node: r.mem_mib,
                 models: models
                     .iter()
                     .map(|&m| fleet.model(m).name.clone())
@@ -152,6 +158,20 @@ pub fn run(cmd: SpecCmd) -> Result<(), String> {
                                 "CPU only".to_string()
                             } else {
                                 format!("{} GPU(s) of {models}", sh.gpus_per_node)
+                            };
+                            let mut host = Vec::new();
+                            if sh.cpus_per_node > 0.0 {
+                                host.push(format!("{} CPUs", sh.cpus_per_node));
+                            }
+                            if sh.memory_mib_per_node > 0 {
+                                host.push(format!(
+                                    "{:.1} GiB",
+                                    sh.memory_mib_per_node as f64 / 1024.0
+                                ));
+                            }
+                            let gpus = match host.is_empty() {
+                                true => gpus,
+                                false => format!("{gpus}, {}", host.join(", ")),
                             };
                             println!(
                                 "  shape {}: {} node(s) × {gpus}; spot {}{}",

@@ -377,7 +377,7 @@ fn spec_check_against_a_fleet_shows_each_shape_and_its_pools() {
     assert_eq!(code, 0, "{err}");
     assert_eq!(
         out,
-        "tests/specs/ok/skypilot_infra.yaml: finetune-llama: on this fleet\n  shape 1: 1 node(s) × 8 GPU(s) of H100 > A100-80GB; spot no\n    pools: aws/us-east-1/use1-az3 p5-od\n"
+        "tests/specs/ok/skypilot_infra.yaml: finetune-llama: on this fleet\n  shape 1: 1 node(s) × 8 GPU(s) of H100 > A100-80GB, 32 CPUs, 256.0 GiB; spot no\n    pools: aws/us-east-1/use1-az3 p5-od\n"
     );
     let dir = gantry_testkit::scratch::scratch("speccheck");
     let job = dir.join("shapes.yaml");
@@ -404,6 +404,19 @@ fn spec_check_against_a_fleet_shows_each_shape_and_its_pools() {
         .map(|s| s["gpus_per_node"].as_str().unwrap())
         .collect();
     assert_eq!(gpus, ["8", "4"], "{out}");
+    // Alternatives asking for their own CPUs are shapes of their own, said with them.
+    std::fs::write(
+        &job,
+        "run: x\nresources:\n  accelerators: H100:8\n  any_of:\n    - cpus: 16\n    - cpus: 32\n",
+    )
+    .unwrap();
+    let (code, out, err) = gantry(&["spec", "check", job.to_str().unwrap(), "--fleet", fleet]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("shape 1: 1 node(s) × 8 GPU(s) of H100, 16 CPUs;")
+            && out.contains("shape 2: 1 node(s) × 8 GPU(s) of H100, 32 CPUs;"),
+        "{out}"
+    );
     std::fs::write(&job, "run: x\nresources:\n  accelerators: B300:8\n").unwrap();
     let (code, _, err) = gantry(&["spec", "check", job.to_str().unwrap(), "--fleet", fleet]);
     assert_eq!(code, 2);

@@ -3,6 +3,7 @@
 //! * [`config`] — where files live (XDG) and the fleet file.
 //! * [`daemon`] — the state owner: durable journal and job state machine (in progress).
 //! * [`errors`] — reading an error's chain of causes.
+//! * [`experiments`] — experiment trackers (MLflow) each job's run is reported to.
 //! * [`model`] — the domain vocabulary every part imports.
 //! * [`scheduler`] — the pure scheduler core (placement policies).
 //! * [`spec`] — job specs (gantry YAML, a superset of SkyPilot task YAML).
@@ -23,6 +24,7 @@ pub mod console;
 pub mod daemon;
 pub mod errors;
 pub mod exec_wire;
+pub mod experiments;
 pub mod random;
 pub mod sim;
 pub mod tls;

@@ -63,6 +63,7 @@ pub fn big_snapshot(gpus: usize, jobs: usize) -> Snapshot {
     Snapshot {
         host: None,
         services: Vec::new(),
+        mlflow: None,
         version: 1,
         events_total: 200,
         simulated: true,

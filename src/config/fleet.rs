@@ -78,6 +78,21 @@ pub struct FleetConfig {
     /// Where services' endpoints may listen.
     #[serde(default)]
     pub services: ServiceSettings,
+    /// The experiment tracker jobs' runs are reported to.
+    #[serde(default)]
+    pub mlflow: MlflowSettings,
+}
+
+/// `[mlflow]`: the MLflow tracking server a job that names an experiment (`experiment:`, or
+/// `MLFLOW_EXPERIMENT_NAME` in its `envs`) is reported to. The fleet's to name, not a job's:
+/// the daemon reaches no address a caller chose. Its token, where it asks for one, is the
+/// daemon's `MLFLOW_TRACKING_TOKEN`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MlflowSettings {
+    /// `http://host:5000`, `https://…`; none: no job is reported.
+    #[serde(default)]
+    pub tracking_uri: Option<String>,
 }
 
 /// `[services]`: the addresses and ports services' endpoints may be given. An endpoint is the

@@ -188,6 +188,9 @@ pub async fn serve(
     }
     // Services' endpoints and probes.
     tokio::spawn(super::serving::run(handle.clone(), stop_rx.clone()));
+    // Jobs' runs in the fleet's experiment tracker.
+    let (tracker, tracking) = super::experiments::Tracker::new(handle.clone(), stop_rx.clone());
+    tokio::spawn(tracking);
     let unix_app = router(
         handle.clone(),
         false,
@@ -195,6 +198,7 @@ pub async fn serve(
         stop_rx.clone(),
         limits,
         workdirs.clone(),
+        tracker.clone(),
     );
     let unix_loop = accept_loop(
         unix,
@@ -214,6 +218,7 @@ pub async fn serve(
                 stop_rx.clone(),
                 limits,
                 workdirs,
+                tracker,
             );
             let tls = listen
                 .tls

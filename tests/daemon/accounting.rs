@@ -159,6 +159,10 @@ fn a_limit_that_is_not_one_is_refused_at_its_line() {
             "services: ports `80-90`: expected FIRST-LAST, both from 1024 to 65535",
         ),
         (
+            fleet("alice") + "\n[mlflow]\ntracking_uri = \"localhost:5000\"\n",
+            "mlflow: tracking_uri `localhost:5000`: expected the http:// or https:// address of an MLflow tracking server",
+        ),
+        (
             fleet("alice") + "\n[logs]\nmax_job_mb = 0\n",
             "logs: max_job_mb must be above 0 (leave it out for no limit)",
         ),

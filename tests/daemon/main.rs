@@ -11,6 +11,7 @@ mod authority;
 mod cli;
 mod crash;
 mod daemon_cli;
+mod experiments;
 mod hardening;
 mod install;
 mod local_daemon;

@@ -181,6 +181,9 @@ pub struct Snapshot {
     /// Services (`gantry serve up`) and their replicas.
     #[serde(default)]
     pub services: Vec<services::ServiceRow>,
+    /// The MLflow tracking server jobs' runs are reported to (`[mlflow] tracking_uri`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mlflow: Option<String>,
 }
 
 /// The local host's NVML status, when the fleet has a `provider = "local"` pool.

@@ -172,6 +172,10 @@ pub struct JobSpec {
     pub after: Option<i64>,
     /// The pipeline this task is part of, by its name (written by `gantry submit`).
     pub pipeline: Option<String>,
+    /// The experiment its run is reported to (`experiment:`, or `MLFLOW_EXPERIMENT_NAME` in
+    /// its `envs`), on the fleet's `[mlflow]` tracking server.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub experiment: Option<String>,
     /// SkyPilot's `resources.job_recovery`: restarts when the job's own process fails.
     pub recovery: Recovery,
     /// SkyPilot's `autostop` as the job's own idle window, seconds: reclaimable after its GPUs
@@ -242,6 +246,7 @@ impl Default for JobSpec {
             git_workdir: None,
             after: None,
             pipeline: None,
+            experiment: None,
             recovery: Recovery::default(),
             idle_window_s: None,
             file_mounts: Vec::new(),

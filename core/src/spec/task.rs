@@ -62,6 +62,8 @@ pub(super) struct RawSpec {
     time_limit: Option<Duration>,
     max_price: Option<Number>,
     mig: Option<Text>,
+    /// The experiment (MLflow's) the job's run is reported to, with the fleet's `[mlflow]`.
+    experiment: Option<Text>,
     /// Work that exists in a backend and waits for gantry to place it (`pod NS/NAME`);
     /// written by the backend that found it, not by hand.
     adopt: Option<Text>,
@@ -769,6 +771,11 @@ pub(super) fn build(raw: RawSpec, text: &str, file: &str) -> Result<JobSpec, Spe
         }
         None => None,
     };
+    let experiment = raw
+        .experiment
+        .map(|t| t.0)
+        .or_else(|| envs.get("MLFLOW_EXPERIMENT_NAME").cloned())
+        .filter(|e| !e.trim().is_empty());
     Ok(JobSpec {
         name: raw.name.map(|t| t.0),
         nodes: nodes as u16,
@@ -802,6 +809,7 @@ pub(super) fn build(raw: RawSpec, text: &str, file: &str) -> Result<JobSpec, Spe
         git_workdir,
         after,
         pipeline: raw.pipeline.map(|t| t.0),
+        experiment,
         recovery: base.recovery.clone().unwrap_or_default(),
         idle_window_s: base.idle_window_s,
         file_mounts,

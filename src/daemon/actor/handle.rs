@@ -141,6 +141,12 @@ pub enum Request {
     ServiceMeasured {
         measured: Vec<(String, crate::daemon::state::Measured)>,
     },
+    /// What the experiment tracker has to say (`daemon::experiments`): of a job, or of the
+    /// tracking server.
+    Experiment {
+        job: Option<JobId>,
+        line: String,
+    },
     Shutdown,
 }
 

@@ -151,6 +151,10 @@ impl Actor {
                 }
                 let _ = reply.send(r);
             }
+            Request::Experiment { job, line } => {
+                self.state.experiment_said(job, line);
+                self.changed();
+            }
             Request::ServiceMeasured { measured } => {
                 // A replica started or retired needs a cycle; new figures only a publication.
                 if self.state.service_measured(measured) {

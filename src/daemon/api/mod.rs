@@ -48,6 +48,9 @@ pub(super) struct Api {
     pub(super) limits: super::server::Limits,
     /// Where shipped workdirs are kept; `None`: refused.
     pub(super) workdirs: Option<Arc<std::path::Path>>,
+    /// Reports jobs that name an experiment to the fleet's MLflow (`None` on the metrics
+    /// listener, which takes no submissions).
+    pub(super) tracker: Option<super::experiments::Tracker>,
 }
 
 /// A refusal as the API answers it: its HTTP status (from its kind; statuses are the API's
@@ -142,6 +145,7 @@ pub fn router(
     stop: tokio::sync::watch::Receiver<bool>,
     limits: super::server::Limits,
     workdirs: Option<Arc<std::path::Path>>,
+    tracker: super::experiments::Tracker,
 ) -> Router {
     let api = Api {
         handle,
@@ -150,6 +154,7 @@ pub fn router(
         stop,
         limits,
         workdirs,
+        tracker: Some(tracker),
     };
     Router::new()
         .route("/v1/health", get(health))
@@ -211,6 +216,7 @@ pub fn metrics_router(
         stop,
         limits,
         workdirs: None,
+        tracker: None,
     };
     Router::new()
         .route("/metrics", get(metrics))

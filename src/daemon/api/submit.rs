@@ -15,10 +15,18 @@ pub(super) async fn submit(
     let mut submission =
         submission_of(&api, &caller, query(raw)?, &body_bytes(&api, body).await?).await?;
     submission.idempotency_key = key;
+    // A job that names an experiment has its MLflow run before it is queued.
+    let follow = match &api.tracker {
+        Some(_) => crate::daemon::experiments::prepare(&api.handle, &mut submission).await,
+        None => None,
+    };
     let id = api
         .handle
         .call(|reply| Request::Submit { submission, reply })
         .await?;
+    if let (Some(t), Some(f)) = (&api.tracker, follow) {
+        t.follow(f, id);
+    }
     Ok(json(StatusCode::CREATED, &crate::api::Submitted { id }))
 }
 
@@ -147,6 +155,7 @@ async fn submission_of(
         idempotency_key: None,
         user: caller.user.clone(),
         from_backend: false,
+        sent_text: None,
     })
 }
 

@@ -25,6 +25,7 @@ impl Engine {
             idempotency_key: None,
             user: None,
             from_backend: false,
+            sent_text: None,
         };
         self.submit_batch(&[one], now)
             .pop()

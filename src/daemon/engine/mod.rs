@@ -177,15 +177,18 @@ pub struct Submission {
     /// Work a backend's own users handed gantry to place (a pod with `schedulerName:
     /// gantry`): it runs there, started by that backend, never by this daemon on its host.
     pub from_backend: bool,
+    /// The text as the client sent it, where the daemon wrote into `text` (an experiment
+    /// run's variables, made for this submission): what an idempotency key vouches for.
+    pub sent_text: Option<Vec<u8>>,
 }
 
 impl Submission {
-    /// What the idempotency key vouches for: the spec and the overrides, hashed.
+    /// What the idempotency key vouches for: the spec as sent and the overrides, hashed.
     fn digest(&self) -> String {
         use sha2::{Digest, Sha256};
         let mut h = Sha256::new();
         for part in [
-            self.text.as_slice(),
+            self.sent_text.as_deref().unwrap_or(&self.text),
             self.team.as_deref().unwrap_or("").as_bytes(),
             self.priority.as_deref().unwrap_or("").as_bytes(),
         ] {

@@ -144,6 +144,17 @@ impl State {
         cx!(self).record(kind, what)
     }
 
+    /// What the experiment tracker says: in the job's history, or of the tracking server.
+    pub fn experiment_said(&mut self, job: Option<JobId>, line: String) {
+        let r = match job {
+            Some(id) => self.record_job(id, "experiment", line),
+            None => self.record("experiment", line),
+        };
+        if let Err(e) = r {
+            self.warn(format!("experiments: {e}"));
+        }
+    }
+
     /// A journaled event about one job (it shows in the job's history).
     fn record_job(&mut self, id: JobId, kind: &str, what: String) -> Result<(), EngineError> {
         cx!(self).record_job(id, kind, what)

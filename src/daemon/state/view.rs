@@ -724,6 +724,7 @@ impl State {
             jobs,
             queue_by_class,
             events: self.log.newest(50),
+            mlflow: self.opened.cfg.mlflow.tracking_uri.clone(),
         }
     }
 }

@@ -358,6 +358,7 @@ impl Services {
             idempotency_key: None,
             user: s.user.clone(),
             from_backend: false,
+            sent_text: None,
         };
         desk.preview(&probe)?;
         desk.cx

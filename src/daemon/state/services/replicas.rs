@@ -287,6 +287,7 @@ impl Services {
             idempotency_key: None,
             user: e.record.user.clone(),
             from_backend: false,
+            sent_text: None,
         };
         let version = e.record.version;
         let id = desk

@@ -1,0 +1,222 @@
+//! Jobs' runs in a real MLflow tracking server (`mlflow server` from PyPI, in the virtual
+//! environment `.ci/run` installs at /opt/gantry-mlflow; `GANTRY_MLFLOW` names another): the
+//! run is made at submit, the job's own `mlflow.log_metric` lands in it, gantry's tags and
+//! metrics and its end follow; a job submitted while the server is down gets its run when it
+//! is back. Without MLflow the tests say they skipped.
+
+use crate::support::daemon as common;
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn mlflow_bin() -> Option<PathBuf> {
+    let p = std::env::var_os("GANTRY_MLFLOW")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/opt/gantry-mlflow/bin/mlflow"));
+    p.is_file().then_some(p)
+}
+
+/// A tracking server on 127.0.0.1:`port`, its store in `dir`; killed on drop.
+struct Server(Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        // `mlflow server` runs its workers as children of its own process group.
+        unsafe { libc::kill(-(self.0.id() as i32), libc::SIGKILL) };
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn start_server(bin: &Path, dir: &Path, port: u16) -> Server {
+    use std::os::unix::process::CommandExt;
+    let log = std::fs::File::create(dir.join(format!("mlflow-{port}.log"))).unwrap();
+    let child = Command::new(bin)
+        .args(["server", "--host", "127.0.0.1", "--port", &port.to_string()])
+        .arg("--backend-store-uri")
+        .arg(format!("sqlite:///{}", dir.join("mlflow.db").display()))
+        .arg("--default-artifact-root")
+        .arg(dir.join("artifacts"))
+        .args(["--workers", "1"])
+        .stdout(Stdio::null())
+        .stderr(log)
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let server = Server(child);
+    let t0 = Instant::now();
+    while get(port, "/health").is_none() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(120),
+            "mlflow server did not answer: {}",
+            std::fs::read_to_string(dir.join(format!("mlflow-{port}.log"))).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    server
+}
+
+/// An HTTP client (gantry's TLS provider installed first, as its own clients do).
+fn client() -> reqwest::blocking::Client {
+    gantry::tls::install_provider();
+    reqwest::blocking::Client::new()
+}
+
+fn get(port: u16, path: &str) -> Option<String> {
+    let r = client()
+        .get(format!("http://127.0.0.1:{port}{path}"))
+        .timeout(Duration::from_secs(5))
+        .send()
+        .ok()?;
+    r.status()
+        .is_success()
+        .then(|| r.text().unwrap_or_default())
+}
+
+fn post(port: u16, path: &str, body: Value) -> Value {
+    client()
+        .post(format!("http://127.0.0.1:{port}/api/2.0/mlflow/{path}"))
+        .json(&body)
+        .timeout(Duration::from_secs(5))
+        .send()
+        .unwrap()
+        .json()
+        .unwrap()
+}
+
+/// The runs of experiment `name` tagged with gantry's job `id`.
+fn runs_of(port: u16, name: &str, id: i64) -> Vec<Value> {
+    let Some(e) = get(
+        port,
+        &format!("/api/2.0/mlflow/experiments/get-by-name?experiment_name={name}"),
+    ) else {
+        return Vec::new();
+    };
+    let e: Value = serde_json::from_str(&e).unwrap();
+    let found = post(
+        port,
+        "runs/search",
+        json!({"experiment_ids": [e["experiment"]["experiment_id"]], "filter": format!("tags.`gantry.job_id` = '{id}'")}),
+    );
+    found["runs"].as_array().cloned().unwrap_or_default()
+}
+
+fn tag<'a>(run: &'a Value, key: &str) -> Option<&'a str> {
+    run["data"]["tags"]
+        .as_array()?
+        .iter()
+        .find(|t| t["key"] == key)?["value"]
+        .as_str()
+}
+
+fn metric(run: &Value, key: &str) -> Option<f64> {
+    run["data"]["metrics"]
+        .as_array()?
+        .iter()
+        .find(|m| m["key"] == key)?["value"]
+        .as_f64()
+}
+
+fn wait<T>(secs: u64, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let t0 = Instant::now();
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(secs),
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+}
+
+#[test]
+fn a_jobs_run_is_in_mlflow_with_its_own_metrics_and_gantrys_and_one_made_late_when_it_was_down() {
+    let Some(bin) = mlflow_bin() else {
+        eprintln!(
+            "skipped: no mlflow (pip install mlflow into /opt/gantry-mlflow, or set GANTRY_MLFLOW)"
+        );
+        return;
+    };
+    let python = bin.with_file_name("python");
+    let dir = common::temp_dir("mlflow");
+    let port = common::free_port();
+    let server = start_server(&bin, &dir, port);
+    let fleet = dir.join("fleet.toml");
+    std::fs::write(
+        &fleet,
+        format!(
+            "{}\n[mlflow]\ntracking_uri = \"http://127.0.0.1:{port}\"\n",
+            common::local_fleet("lab", "")
+        ),
+    )
+    .unwrap();
+    let d = common::start_in(dir.clone(), &["--config", fleet.to_str().unwrap()]);
+    // The job logs a metric of its own through MLflow's Python client, which reads the run
+    // from MLFLOW_RUN_ID.
+    let id = common::submit(
+        &d,
+        &dir,
+        "train",
+        &format!(
+            "name: train\nexperiment: gantry-e2e\nrun: |\n  {} -c \"import mlflow; mlflow.log_metric('loss', 0.25)\"\n",
+            python.display()
+        ),
+    );
+    common::wait_for(&d, 180, "the job to complete", || {
+        common::state(&d, id) == "completed"
+    });
+    let spec = common::job(&d, id)["spec"].as_str().unwrap().to_string();
+    assert!(
+        spec.contains("MLFLOW_RUN_ID") && spec.contains(&format!("http://127.0.0.1:{port}")),
+        "{spec}"
+    );
+    let run = wait(60, "the run to be FINISHED with gantry's metrics", || {
+        runs_of(port, "gantry-e2e", id)
+            .into_iter()
+            .find(|r| r["info"]["status"] == "FINISHED" && metric(r, "gantry.cost_usd").is_some())
+    });
+    assert_eq!(metric(&run, "loss"), Some(0.25), "{run}");
+    assert_eq!(tag(&run, "gantry.team"), Some("lab"), "{run}");
+    assert_eq!(tag(&run, "gantry.nodes"), Some("1"), "{run}");
+    assert_eq!(tag(&run, "gantry.gpu"), Some("none"), "{run}");
+    assert!(metric(&run, "gantry.queue_wait_s").is_some(), "{run}");
+    assert!(run["info"]["end_time"].as_i64().is_some(), "{run}");
+    // The cost MLflow has is gantry's.
+    let cost = common::job(&d, id)["cost_usd"].as_f64().unwrap();
+    assert!(
+        (metric(&run, "gantry.cost_usd").unwrap() - cost).abs() < 1e-6,
+        "{run} vs {cost}"
+    );
+
+    // The server stops; a job submitted meanwhile runs all the same, and gets its run once
+    // the server is back.
+    drop(server);
+    let late = common::submit(
+        &d,
+        &dir,
+        "late",
+        "name: late\nexperiment: gantry-e2e\nrun: sleep 1\n",
+    );
+    common::wait_for(&d, 60, "the late job to complete", || {
+        common::state(&d, late) == "completed"
+    });
+    let _server = start_server(&bin, &dir, port);
+    let run = wait(60, "the late job's run", || {
+        runs_of(port, "gantry-e2e", late)
+            .into_iter()
+            .find(|r| r["info"]["status"] == "FINISHED")
+    });
+    assert_eq!(tag(&run, "gantry.job_id"), Some(late.to_string().as_str()));
+    // The job's events say what happened, and so do the daemon's.
+    let said = common::events(&d).join("\n");
+    assert!(
+        said.contains(&format!("job {id} has MLflow run"))
+            && said.contains(&format!("job {late} has no MLflow run yet"))
+            && said.contains(&format!("job {late} has MLflow run"))
+            && said.contains("answers again"),
+        "{said}"
+    );
+}

@@ -58,6 +58,7 @@ pub fn big_snapshot(gpus: usize, jobs: usize) -> Snapshot {
             cost_usd: (i % 50) as f64 * 3.5,
             dollars_per_hour: if i % 4 == 0 { 14.0 } else { 0.0 },
             restarts: 0,
+            experiment: None,
         })
         .collect();
     Snapshot {

@@ -199,8 +199,8 @@ pub(super) enum Command {
         /// End (same forms). Default: now.
         #[arg(long)]
         until: Option<String>,
-        /// team, project, job or user (who submitted).
-        #[arg(long, default_value = "team", value_parser = ["team", "project", "job", "user"])]
+        /// team, project, job, user (who submitted) or experiment (MLflow's, the jobs report to).
+        #[arg(long, default_value = "team", value_parser = ["team", "project", "job", "user", "experiment"])]
         by: String,
         #[arg(long, value_enum, default_value_t = history::ReportFormat::Table)]
         format: history::ReportFormat,

@@ -246,6 +246,14 @@ pub fn job(t: &Target, id: &str, output: Output) -> Result<(), CliError> {
             }
         );
     }
+    if let Some(e) = &v.experiment {
+        let run = match (&e.url, &e.run_id) {
+            (Some(url), _) => format!(": MLflow run {}", esc(url)),
+            (None, Some(r)) => format!(": MLflow run {}", esc(r)),
+            (None, None) => " (no MLflow run yet)".to_string(),
+        };
+        println!("  experiment {}{run}", esc(&e.experiment));
+    }
     match (v.pipeline.as_deref(), v.after) {
         (Some(p), Some(a)) => println!("  pipeline {}: starts after job {a}", esc(p)),
         (Some(p), None) => println!("  pipeline {}: its first task", esc(p)),

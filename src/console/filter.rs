@@ -5,8 +5,17 @@ use crate::api::JobRow;
 use regex_lite::{Regex, RegexBuilder};
 
 /// Job columns a filter may name.
-pub const JOB_FIELDS: [&str; 9] = [
-    "id", "name", "team", "class", "state", "gpus", "detail", "cost", "user",
+pub const JOB_FIELDS: [&str; 10] = [
+    "id",
+    "name",
+    "team",
+    "class",
+    "state",
+    "gpus",
+    "detail",
+    "cost",
+    "user",
+    "experiment",
 ];
 
 #[derive(Clone, Debug)]
@@ -64,6 +73,7 @@ impl Filter {
             Some("detail") => self.re.is_match(&j.detail),
             Some("cost") => self.re.is_match(&format!("{:.2}", j.cost_usd)),
             Some("user") => self.re.is_match(j.user.as_deref().unwrap_or("")),
+            Some("experiment") => self.re.is_match(j.experiment.as_deref().unwrap_or("")),
             _ => [&j.name, &j.team, &j.class, &j.state, &j.gpus, &j.detail]
                 .iter()
                 .any(|s| self.re.is_match(s)),

@@ -143,6 +143,7 @@ pub async fn prepare(handle: &Handle, sub: &mut Submission) -> Option<Follow> {
         tags,
         said: String::new(),
     };
+    let mut experiment_id = None;
     follow.said = match &follow.run {
         Some(run) => format!("joins MLflow run {run} (its MLFLOW_RUN_ID) at {uri}"),
         None => match Mlflow::new(&uri) {
@@ -150,9 +151,10 @@ pub async fn prepare(handle: &Handle, sub: &mut Submission) -> Option<Follow> {
             Ok(mlflow) => {
                 let unix_ms = (wall_unix() * 1000.0) as i64;
                 match tokio::time::timeout(AT_SUBMIT, make_run(&mlflow, &follow, unix_ms)).await {
-                    Ok(Ok(run)) => {
+                    Ok(Ok((id, run))) => {
                         let said = format!("has MLflow run {run} in experiment `{experiment}` at {uri}");
                         follow.run = Some(run);
+                        experiment_id = Some(id);
                         said
                     }
                     Ok(Err(e)) => format!("has no MLflow run yet: {e}; it is made when the server answers (the job runs without MLFLOW_RUN_ID)"),
@@ -167,6 +169,9 @@ pub async fn prepare(handle: &Handle, sub: &mut Submission) -> Option<Follow> {
     ];
     if let Some(run) = &follow.run {
         vars.push(("MLFLOW_RUN_ID", run.clone()));
+    }
+    if let Some(id) = experiment_id {
+        vars.push(("MLFLOW_EXPERIMENT_ID", id));
     }
     write_envs(sub, &vars);
     Some(follow)
@@ -190,11 +195,18 @@ fn wall_unix() -> f64 {
         .map_or(0.0, |d| d.as_secs_f64())
 }
 
-async fn make_run(mlflow: &Mlflow, f: &Follow, start_ms: i64) -> Result<String, MlflowError> {
+/// The run of `f` made in its experiment (made too where it does not exist): (experiment
+/// id, run id).
+async fn make_run(
+    mlflow: &Mlflow,
+    f: &Follow,
+    start_ms: i64,
+) -> Result<(String, String), MlflowError> {
     let experiment = mlflow.experiment(&f.experiment).await?;
-    mlflow
+    let run = mlflow
         .create_run(&experiment, &f.name, start_ms, &f.tags)
-        .await
+        .await?;
+    Ok((experiment, run))
 }
 
 /// Writes `vars` into the task's `envs` (a SkyPilot task file; other forms are left as they
@@ -364,7 +376,7 @@ async fn report(handle: &Handle, mlflow: &Mlflow, f: &mut Followed) -> Result<bo
     };
     let unix_ms = |t: f64| (calendar.unix(t) * 1000.0) as i64;
     if f.f.run.is_none() {
-        let run = make_run(mlflow, &f.f, unix_ms(now)).await?;
+        let (_, run) = make_run(mlflow, &f.f, unix_ms(now)).await?;
         say(
             handle,
             Some(f.f.job),
@@ -419,6 +431,7 @@ async fn report(handle: &Handle, mlflow: &Mlflow, f: &mut Followed) -> Result<bo
         tags.push(("gantry.job_id".to_string(), f.f.job.to_string()));
         tags.extend(f.f.tags.iter().cloned());
     }
+    tags.push(("gantry.state".to_string(), view.state.name().to_string()));
     if let Some(reason) = &view.reason {
         tags.push(("gantry.reason".to_string(), reason.clone()));
     }

@@ -102,6 +102,11 @@ fn runs_of(port: u16, name: &str, id: i64) -> Vec<Value> {
     found["runs"].as_array().cloned().unwrap_or_default()
 }
 
+/// Job `id`'s one run.
+fn run_of(port: u16, id: i64) -> Value {
+    runs_of(port, "gantry-e2e", id).remove(0)
+}
+
 fn tag<'a>(run: &'a Value, key: &str) -> Option<&'a str> {
     run["data"]["tags"]
         .as_array()?
@@ -149,7 +154,8 @@ fn a_jobs_run_is_in_mlflow_with_its_own_metrics_and_gantrys_and_one_made_late_wh
         &fleet,
         format!(
             "{}\n[mlflow]\ntracking_uri = \"http://127.0.0.1:{port}\"\n",
-            common::local_fleet("lab", "")
+            // GPUs the host declares (it has no NVML here): jobs on them are billed.
+            common::local_fleet("lab", "gpu = \"H100\"\ngpus_per_node = 2\nvram_gb = 80\n")
         ),
     )
     .unwrap();
@@ -161,7 +167,7 @@ fn a_jobs_run_is_in_mlflow_with_its_own_metrics_and_gantrys_and_one_made_late_wh
         &dir,
         "train",
         &format!(
-            "name: train\nexperiment: gantry-e2e\nrun: |\n  {} -c \"import mlflow; mlflow.log_metric('loss', 0.25)\"\n",
+            "name: train\nexperiment: gantry-e2e\nresources:\n  accelerators: H100:1\nrun: |\n  {} -c \"import mlflow; mlflow.log_metric('loss', 0.25)\"\n",
             python.display()
         ),
     );
@@ -173,15 +179,34 @@ fn a_jobs_run_is_in_mlflow_with_its_own_metrics_and_gantrys_and_one_made_late_wh
         spec.contains("MLFLOW_RUN_ID") && spec.contains(&format!("http://127.0.0.1:{port}")),
         "{spec}"
     );
-    let run = wait(60, "the run to be FINISHED with gantry's metrics", || {
-        runs_of(port, "gantry-e2e", id)
-            .into_iter()
-            .find(|r| r["info"]["status"] == "FINISHED" && metric(r, "gantry.cost_usd").is_some())
+    // `gantry job` links the run; the Jobs rows name the experiment.
+    let shown = common::cli(&d, &["job", &id.to_string()]);
+    assert!(
+        shown.contains(&format!(
+            "experiment gantry-e2e: MLflow run http://127.0.0.1:{port}/#/experiments/"
+        )),
+        "{shown}"
+    );
+    let rows = common::json(&d, &["jobs"]);
+    assert!(
+        rows.as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["id"] == id && r["experiment"] == "gantry-e2e"),
+        "{rows}"
+    );
+    // The job's own client ends the run as its process exits; gantry's last report (its
+    // state `completed`, its final metrics) follows.
+    let run = wait(60, "gantry's last report of the run", || {
+        runs_of(port, "gantry-e2e", id).into_iter().find(|r| {
+            r["info"]["status"] == "FINISHED" && tag(r, "gantry.state") == Some("completed")
+        })
     });
     assert_eq!(metric(&run, "loss"), Some(0.25), "{run}");
     assert_eq!(tag(&run, "gantry.team"), Some("lab"), "{run}");
     assert_eq!(tag(&run, "gantry.nodes"), Some("1"), "{run}");
-    assert_eq!(tag(&run, "gantry.gpu"), Some("none"), "{run}");
+    assert_eq!(tag(&run, "gantry.gpu"), Some("H100x1"), "{run}");
+    assert!(metric(&run, "gantry.gpu_hours").unwrap() > 0.0, "{run}");
     assert!(metric(&run, "gantry.queue_wait_s").is_some(), "{run}");
     assert!(run["info"]["end_time"].as_i64().is_some(), "{run}");
     // The cost MLflow has is gantry's.
@@ -198,18 +223,38 @@ fn a_jobs_run_is_in_mlflow_with_its_own_metrics_and_gantrys_and_one_made_late_wh
         &d,
         &dir,
         "late",
-        "name: late\nexperiment: gantry-e2e\nrun: sleep 1\n",
+        "name: late\nexperiment: gantry-e2e\nresources:\n  accelerators: H100:1\nrun: sleep 1\n",
     );
     common::wait_for(&d, 60, "the late job to complete", || {
         common::state(&d, late) == "completed"
     });
     let _server = start_server(&bin, &dir, port);
     let run = wait(60, "the late job's run", || {
-        runs_of(port, "gantry-e2e", late)
-            .into_iter()
-            .find(|r| r["info"]["status"] == "FINISHED")
+        runs_of(port, "gantry-e2e", late).into_iter().find(|r| {
+            r["info"]["status"] == "FINISHED" && tag(r, "gantry.state") == Some("completed")
+        })
     });
     assert_eq!(tag(&run, "gantry.job_id"), Some(late.to_string().as_str()));
+    // The bill by experiment is what MLflow has, job by job.
+    let late_run = runs_of(port, "gantry-e2e", late).remove(0);
+    let report: Value = serde_json::from_str(&common::cli(
+        &d,
+        &["report", "--by", "experiment", "--format", "json"],
+    ))
+    .unwrap();
+    let row = report["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["key"] == "gantry-e2e")
+        .unwrap_or_else(|| panic!("{report}"))
+        .clone();
+    let in_mlflow = metric(&run_of(port, id), "gantry.cost_usd").unwrap()
+        + metric(&late_run, "gantry.cost_usd").unwrap();
+    assert!(
+        (row["spend_usd"].as_f64().unwrap() - in_mlflow).abs() < 1e-6 && in_mlflow > 0.0,
+        "{row} vs {in_mlflow}"
+    );
     // The job's events say what happened, and so do the daemon's.
     let said = common::events(&d).join("\n");
     assert!(

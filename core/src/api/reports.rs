@@ -1,4 +1,5 @@
-//! What the bill and the record say: `gantry report`'s spend by team, project, job or user
+//! What the bill and the record say: `gantry report`'s spend by team, project, job, user or
+//! experiment
 //! with each team's queueing (`GET /v1/report`), and `gantry history`'s finished jobs with
 //! their runs (`GET /v1/history`) — the types the daemon writes and the CLI reads.
 
@@ -14,6 +15,8 @@ pub enum ReportBy {
     Job,
     /// Who submitted the jobs.
     User,
+    /// The experiment the jobs report to (`experiment:`, `MLFLOW_EXPERIMENT_NAME`).
+    Experiment,
 }
 
 impl ReportBy {
@@ -23,6 +26,7 @@ impl ReportBy {
             "project" => Some(ReportBy::Project),
             "job" => Some(ReportBy::Job),
             "user" => Some(ReportBy::User),
+            "experiment" => Some(ReportBy::Experiment),
             _ => None,
         }
     }

@@ -92,6 +92,9 @@ pub struct JobRow {
     /// Times it was started again after its own process failed (`job_recovery`).
     #[serde(default)]
     pub restarts: u32,
+    /// The experiment its run is reported to (`experiment:`, `MLFLOW_EXPERIMENT_NAME`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub experiment: Option<String>,
 }
 
 impl JobRow {

@@ -43,6 +43,46 @@ pub struct JobView {
     pub runs: Vec<RunRecord>,
     /// The last lines of its logs (for its team and operators).
     pub log_tail: Vec<String>,
+    /// The experiment it reports to, and its MLflow run there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub experiment: Option<ExperimentRun>,
+}
+
+/// A job's run in the experiment tracker, as its spec says it (`experiment:`,
+/// `MLFLOW_EXPERIMENT_NAME`, and the `MLFLOW_RUN_ID`, `MLFLOW_EXPERIMENT_ID` and
+/// `MLFLOW_TRACKING_URI` the daemon writes at submit).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ExperimentRun {
+    pub experiment: String,
+    pub run_id: Option<String>,
+    pub tracking_uri: Option<String>,
+    /// The run in MLflow's UI (`URI/#/experiments/ID/runs/RUN`), where all three are known.
+    pub url: Option<String>,
+}
+
+impl ExperimentRun {
+    pub fn of(spec: &crate::spec::JobSpec) -> Option<ExperimentRun> {
+        let experiment = spec.experiment.clone()?;
+        let env = |k: &str| spec.envs.get(k).filter(|v| !v.is_empty()).cloned();
+        let (run_id, uri, id) = (
+            env("MLFLOW_RUN_ID"),
+            env("MLFLOW_TRACKING_URI"),
+            env("MLFLOW_EXPERIMENT_ID"),
+        );
+        let url = match (&uri, &id, &run_id) {
+            (Some(u), Some(e), Some(r)) => Some(format!(
+                "{}/#/experiments/{e}/runs/{r}",
+                u.trim_end_matches('/')
+            )),
+            _ => None,
+        };
+        Some(ExperimentRun {
+            experiment,
+            run_id,
+            tracking_uri: uri,
+            url,
+        })
+    }
 }
 
 impl JobView {

@@ -142,8 +142,9 @@ pub struct JobSpec {
     pub unset: Vec<String>,
     /// Of `unset`, those a field fills in (`envs.SKYPILOT_BUCKET` → `file_mounts./artifacts`):
     /// asked for at that field.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub unset_uses: BTreeMap<String, String>,
+    /// (Boxed: few jobs have one, and every job carries its spec inline.)
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unset_uses: Option<Box<BTreeMap<String, String>>>,
     pub workdir: Option<String>,
     pub setup: Option<String>,
     pub run: Option<String>,
@@ -228,7 +229,7 @@ impl Default for JobSpec {
             envs: BTreeMap::new(),
             secrets: BTreeMap::new(),
             unset: Vec::new(),
-            unset_uses: BTreeMap::new(),
+            unset_uses: None,
             workdir: None,
             setup: None,
             run: None,
@@ -277,7 +278,7 @@ impl JobSpec {
     /// --env SKYPILOT_BUCKET=… at submit`, the others left without one named after it.
     pub fn unset_at_its_use(&self) -> Option<String> {
         let first = self.unset.first()?;
-        let at = self.unset_uses.get(first)?;
+        let at = self.unset_uses.as_ref()?.get(first)?;
         let (what, name) = first.split_once('.').unwrap_or(("envs", first));
         let flag = if what == "secrets" {
             format!("--secret {name}")

@@ -791,7 +791,7 @@ pub(super) fn build(raw: RawSpec, text: &str, file: &str) -> Result<JobSpec, Spe
         envs,
         secrets,
         unset,
-        unset_uses,
+        unset_uses: (!unset_uses.is_empty()).then(|| Box::new(unset_uses)),
         workdir,
         setup: raw.setup,
         run: raw.run,

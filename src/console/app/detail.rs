@@ -73,6 +73,19 @@ impl App {
         for p in &d.placement {
             lines.push(Line::from(format!("on {}", escape(p))));
         }
+        if let Some(e) = &d.experiment {
+            let run = e
+                .url
+                .as_deref()
+                .or(e.run_id.as_deref())
+                .map_or("no MLflow run yet".to_string(), |r| {
+                    format!("MLflow run {}", escape(r))
+                });
+            lines.push(Line::from(vec![
+                Span::styled("experiment ", bold),
+                Span::raw(format!("{} · {run}", escape(&e.experiment))),
+            ]));
+        }
         if !d.runs.is_empty() {
             lines.push(Line::from(Span::styled("runs", bold)));
             lines.extend(

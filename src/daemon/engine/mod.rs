@@ -127,7 +127,7 @@ impl Job {
         s.setup = None;
         s.envs = Default::default();
         s.unset = Vec::new();
-        s.unset_uses = Default::default();
+        s.unset_uses = None;
         s.file_mounts = Vec::new();
         s.alternatives = Vec::new();
         s.ignored = Vec::new();

@@ -301,7 +301,7 @@ pub(super) fn demote_pending(
     Ok(ids.len())
 }
 
-/// The bill for `[since, until)`, grouped `by` team, project or job.
+/// The bill for `[since, until)`, grouped `by` team, project, job, user or experiment.
 pub(super) fn report(
     engine: &mut Engine,
     now: f64,
@@ -310,13 +310,23 @@ pub(super) fn report(
     (since, until, by): (f64, f64, ReportBy),
 ) -> Result<Report, EngineError> {
     let charges = engine.charges(since, until.min(now), now)?;
-    // Who submitted each job charged (by user only: one read per job).
-    let mut users: std::collections::HashMap<JobId, String> = Default::default();
-    if by == ReportBy::User {
+    // Who submitted each job charged, or the experiment it reports to (by user or experiment
+    // only: one read per job).
+    let mut of_job: std::collections::HashMap<JobId, String> = Default::default();
+    if matches!(by, ReportBy::User | ReportBy::Experiment) {
         for c in &charges {
-            if let std::collections::hash_map::Entry::Vacant(e) = users.entry(c.job) {
-                let who = engine.job_record(c.job)?.and_then(|r| r.user);
-                e.insert(who.unwrap_or_else(|| "(unknown)".into()));
+            if let std::collections::hash_map::Entry::Vacant(e) = of_job.entry(c.job) {
+                let record = engine.job_record(c.job)?;
+                let key = match by {
+                    ReportBy::User => record.and_then(|r| r.user),
+                    _ => record
+                        .and_then(|r| crate::spec::parse("journal", r.spec.as_bytes()).ok())
+                        .and_then(|s| s.experiment),
+                };
+                e.insert(key.unwrap_or_else(|| match by {
+                    ReportBy::User => "(unknown)".into(),
+                    _ => "(none)".into(),
+                }));
             }
         }
     }
@@ -326,7 +336,9 @@ pub(super) fn report(
             ReportBy::Team => c.team.clone(),
             ReportBy::Project => c.project.clone().unwrap_or_else(|| "(none)".into()),
             ReportBy::Job => c.job.to_string(),
-            ReportBy::User => users.get(&c.job).cloned().unwrap_or_default(),
+            ReportBy::User | ReportBy::Experiment => {
+                of_job.get(&c.job).cloned().unwrap_or_default()
+            }
         };
         let row = rows.entry(key.clone()).or_insert_with(|| ReportRow {
             key,

@@ -212,12 +212,13 @@ impl State {
         });
         // `secrets` values are never shown, to anyone (the API hides `envs` from others).
         let spec = crate::spec::redact::redact(&record.spec, true);
+        let written = crate::spec::parse("journal", record.spec.as_bytes()).ok();
+        let experiment = written.as_ref().and_then(crate::api::ExperimentRun::of);
         // Read by the API, off the actor (a remote host may be slow to answer).
         let log_tail = Vec::new();
         let Some(j) = self.engine.job(id) else {
             // Finished long enough ago to be only in the journal (or no longer resolvable).
-            let (pipeline, after) = crate::spec::parse("journal", record.spec.as_bytes())
-                .map_or((None, None), |s| (s.pipeline, s.after));
+            let (pipeline, after) = written.map_or((None, None), |s| (s.pipeline, s.after));
             return Ok(JobView {
                 id,
                 name: record.name,
@@ -242,6 +243,7 @@ impl State {
                 events,
                 runs,
                 log_tail,
+                experiment,
             });
         };
         let last_start = runs.last().filter(|_| j.state.is_final());
@@ -321,6 +323,7 @@ impl State {
             events,
             runs,
             log_tail,
+            experiment,
         })
     }
 
@@ -632,6 +635,7 @@ impl State {
                     cost_usd: j.cost,
                     dollars_per_hour: j.placement.as_ref().map_or(0.0, |p| p.price_per_hour),
                     restarts,
+                    experiment: j.spec.experiment.clone(),
                 }
             })
             .collect();

@@ -7,9 +7,10 @@
 //!   so the job's own `mlflow.log_*` calls land in the same run, and a restarted daemon finds
 //!   the run in the job's spec;
 //! * **as it runs**, off the actor, gantry's tags and metrics (`gantry.queue_wait_s`,
-//!   `gantry.gpu_hours`, `gantry.cost_usd`, `gantry.restarts`, `gantry.preemptions`) at most
-//!   once a minute, the status `RUNNING`, and at its end `FINISHED`, `FAILED` or `KILLED` with
-//!   the end time.
+//!   `gantry.gpu_hours`, `gantry.cost_usd`, `gantry.restarts`, `gantry.preemptions`,
+//!   `gantry.gpu_util_mean` where NVML measures its GPUs) at most once a minute, the spec as
+//!   an artifact and the file mounts' sources as the run's inputs once, the status
+//!   `RUNNING`, and at its end `FINISHED`, `FAILED` or `KILLED` with the end time.
 //!
 //! A tracker that does not answer never holds a job: a run it could not make at submit is made
 //! when it answers (the job then runs without `MLFLOW_RUN_ID`), and what could not be sent is
@@ -250,6 +251,46 @@ struct Followed {
     said: Option<JobState>,
     job_id_tagged: bool,
     metrics_at: Option<Instant>,
+    /// Its GPUs' utilisation as NVML measured it, summed over beats (percent, beats).
+    util: (f64, u32),
+}
+
+impl Followed {
+    fn new(f: Follow, job_id_tagged: bool) -> Followed {
+        Followed {
+            f,
+            said: None,
+            job_id_tagged,
+            metrics_at: None,
+            util: (0.0, 0),
+        }
+    }
+}
+
+/// The mean utilisation of job `id`'s GPUs now, where a real host measured them.
+fn util_now(p: &super::actor::Published, id: i64) -> Option<f64> {
+    let of_job: Vec<f64> = p
+        .job_gpus
+        .iter()
+        .filter(|g| g.job == id)
+        .filter_map(|g| p.gpus.iter().find(|m| m.uuid == g.uuid).map(|m| m.util_pct))
+        .collect();
+    (!of_job.is_empty()).then(|| of_job.iter().sum::<f64>() / of_job.len() as f64)
+}
+
+/// What a job's file mounts read, as MLflow's run inputs: (name, source type, URI).
+fn datasets_of(spec: &crate::spec::JobSpec) -> Vec<(String, String, String)> {
+    use crate::spec::mounts::MountSource;
+    spec.file_mounts
+        .iter()
+        .map(|m| match &m.source {
+            MountSource::Local(path) => (m.dest.clone(), "local".to_string(), path.clone()),
+            MountSource::Bucket { url, .. } => {
+                let kind = url.split_once("://").map_or("uri", |(k, _)| k);
+                (m.dest.clone(), kind.to_string(), url.clone())
+            }
+        })
+        .collect()
 }
 
 async fn run(handle: Handle, mut rx: mpsc::Receiver<Follow>, mut stop: watch::Receiver<bool>) {
@@ -265,7 +306,7 @@ async fn run(handle: Handle, mut rx: mpsc::Receiver<Follow>, mut stop: watch::Re
                         say(&handle, Some(f.job), format!("is not reported to MLflow: {MAX_FOLLOWED} jobs are followed already"));
                     } else {
                         say(&handle, Some(f.job), std::mem::take(&mut f.said));
-                        followed.insert(f.job, Followed { f, said: None, job_id_tagged: false, metrics_at: None });
+                        followed.insert(f.job, Followed::new(f, false));
                     }
                     continue;
                 }
@@ -341,22 +382,15 @@ async fn adopt(handle: &Handle, uri: &str, followed: &mut HashMap<i64, Followed>
         if own.trim_end_matches('/') != uri.trim_end_matches('/') {
             continue;
         }
-        followed.insert(
-            id,
-            Followed {
-                f: Follow {
-                    job: id,
-                    run: Some(run.clone()),
-                    experiment: spec.experiment.clone().unwrap_or_default(),
-                    name: spec.name.clone().unwrap_or_default(),
-                    tags: Vec::new(),
-                    said: String::new(),
-                },
-                said: None,
-                job_id_tagged: true,
-                metrics_at: None,
-            },
-        );
+        let f = Follow {
+            job: id,
+            run: Some(run.clone()),
+            experiment: spec.experiment.clone().unwrap_or_default(),
+            name: spec.name.clone().unwrap_or_default(),
+            tags: Vec::new(),
+            said: String::new(),
+        };
+        followed.insert(id, Followed::new(f, true));
     }
 }
 
@@ -372,6 +406,9 @@ async fn report(handle: &Handle, mlflow: &Mlflow, f: &mut Followed) -> Result<bo
             .iter()
             .find(|j| j.id == f.f.job)
             .map(|j| j.state.clone());
+        if let Some(u) = util_now(&p, f.f.job) {
+            f.util = (f.util.0 + u, f.util.1 + 1);
+        }
         (row, p.calendar.clone(), p.snapshot.now)
     };
     let unix_ms = |t: f64| (calendar.unix(t) * 1000.0) as i64;
@@ -426,6 +463,9 @@ async fn report(handle: &Handle, mlflow: &Mlflow, f: &mut Followed) -> Result<bo
     if let Some(s) = first_start {
         metrics.push(("gantry.queue_wait_s", (s - view.submitted_at).max(0.0)));
     }
+    if f.util.1 > 0 {
+        metrics.push(("gantry.gpu_util_mean", f.util.0 / f64::from(f.util.1)));
+    }
     let mut tags = Vec::new();
     if !f.job_id_tagged {
         tags.push(("gantry.job_id".to_string(), f.f.job.to_string()));
@@ -438,6 +478,26 @@ async fn report(handle: &Handle, mlflow: &Mlflow, f: &mut Followed) -> Result<bo
     mlflow
         .log_batch(&run, unix_ms(now), &metrics, &tags)
         .await?;
+    if !f.job_id_tagged {
+        // Once: the spec as submitted (secrets' values never) and what its mounts read.
+        let datasets = crate::spec::parse("spec", view.spec.as_bytes())
+            .map(|s| datasets_of(&s))
+            .unwrap_or_default();
+        if !datasets.is_empty() {
+            mlflow.log_inputs(&run, &datasets).await?;
+        }
+        let root = mlflow.artifact_uri(&run).await?;
+        if !mlflow
+            .put_artifact(&root, "gantry-spec.yaml", view.spec.clone().into_bytes())
+            .await?
+        {
+            say(
+                handle,
+                Some(f.f.job),
+                format!("its spec is not in MLflow: the run's artifacts go to {root}, which the server does not keep itself"),
+            );
+        }
+    }
     f.job_id_tagged = true;
     f.metrics_at = Some(Instant::now());
     let status = match view.state {

@@ -202,6 +202,83 @@ impl Mlflow {
         .map(drop)
     }
 
+    /// Datasets the run used (MLflow's run inputs): (name, source type, source URI) each, the
+    /// source as MLflow's dataset sources write it (`{"uri": …}`).
+    pub async fn log_inputs(
+        &self,
+        run: &str,
+        datasets: &[(String, String, String)],
+    ) -> Result<(), MlflowError> {
+        use sha2::{Digest, Sha256};
+        let datasets: Vec<Value> = datasets
+            .iter()
+            .map(|(name, kind, uri)| {
+                let digest = crate::random::hex(&Sha256::digest(uri.as_bytes()));
+                json!({
+                    "dataset": {
+                        "name": name,
+                        "digest": &digest[..8],
+                        "source_type": kind,
+                        "source": json!({"uri": uri}).to_string(),
+                    },
+                    "tags": [{"key": "mlflow.data.context", "value": "file_mounts"}],
+                })
+            })
+            .collect();
+        self.call(
+            false,
+            "runs/log-inputs",
+            json!({"run_id": run, "datasets": datasets}),
+        )
+        .await
+        .map(drop)
+    }
+
+    /// The run's artifact root (`mlflow-artifacts:/1/RUN/artifacts` where the server keeps
+    /// artifacts itself).
+    pub async fn artifact_uri(&self, run: &str) -> Result<String, MlflowError> {
+        let v = self.call(true, "runs/get", json!({"run_id": run})).await?;
+        Ok(v["run"]["info"]["artifact_uri"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string())
+    }
+
+    /// Writes `bytes` as artifact `name` of a run whose artifacts the server keeps itself
+    /// (`artifact_uri` from [`Mlflow::artifact_uri`]); `Ok(false)` where the server does not
+    /// (a run whose artifacts go straight to a bucket the client writes).
+    pub async fn put_artifact(
+        &self,
+        artifact_uri: &str,
+        name: &str,
+        bytes: Vec<u8>,
+    ) -> Result<bool, MlflowError> {
+        let Some(path) = artifact_uri.strip_prefix("mlflow-artifacts:") else {
+            return Ok(false);
+        };
+        let url = format!(
+            "{}/api/2.0/mlflow-artifacts/artifacts/{}/{name}",
+            self.base,
+            path.trim_matches('/')
+        );
+        let mut req = self.http.put(url).body(bytes);
+        if let Some(t) = &self.token {
+            req = req.bearer_auth(t);
+        }
+        let answer = req.send().await.map_err(|e| MlflowError {
+            code: "UNREACHABLE".into(),
+            message: format!("{}: {e}", self.base),
+        })?;
+        if answer.status().is_success() {
+            Ok(true)
+        } else {
+            Err(MlflowError {
+                code: format!("HTTP {}", answer.status().as_u16()),
+                message: answer.text().await.unwrap_or_default(),
+            })
+        }
+    }
+
     /// The run's status, and its end where it ended.
     pub async fn set_status(
         &self,

@@ -5,137 +5,8 @@
 //! is back. Without MLflow the tests say they skipped.
 
 use crate::support::daemon as common;
-use serde_json::{json, Value};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
-
-fn mlflow_bin() -> Option<PathBuf> {
-    let p = std::env::var_os("GANTRY_MLFLOW")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/opt/gantry-mlflow/bin/mlflow"));
-    p.is_file().then_some(p)
-}
-
-/// A tracking server on 127.0.0.1:`port`, its store in `dir`; killed on drop.
-struct Server(Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        // `mlflow server` runs its workers as children of its own process group.
-        unsafe { libc::kill(-(self.0.id() as i32), libc::SIGKILL) };
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn start_server(bin: &Path, dir: &Path, port: u16) -> Server {
-    use std::os::unix::process::CommandExt;
-    let log = std::fs::File::create(dir.join(format!("mlflow-{port}.log"))).unwrap();
-    let child = Command::new(bin)
-        .args(["server", "--host", "127.0.0.1", "--port", &port.to_string()])
-        .arg("--backend-store-uri")
-        .arg(format!("sqlite:///{}", dir.join("mlflow.db").display()))
-        .arg("--default-artifact-root")
-        .arg(dir.join("artifacts"))
-        .args(["--workers", "1"])
-        .stdout(Stdio::null())
-        .stderr(log)
-        .process_group(0)
-        .spawn()
-        .unwrap();
-    let server = Server(child);
-    let t0 = Instant::now();
-    while get(port, "/health").is_none() {
-        assert!(
-            t0.elapsed() < Duration::from_secs(120),
-            "mlflow server did not answer: {}",
-            std::fs::read_to_string(dir.join(format!("mlflow-{port}.log"))).unwrap_or_default()
-        );
-        std::thread::sleep(Duration::from_millis(300));
-    }
-    server
-}
-
-/// An HTTP client (gantry's TLS provider installed first, as its own clients do).
-fn client() -> reqwest::blocking::Client {
-    gantry::tls::install_provider();
-    reqwest::blocking::Client::new()
-}
-
-fn get(port: u16, path: &str) -> Option<String> {
-    let r = client()
-        .get(format!("http://127.0.0.1:{port}{path}"))
-        .timeout(Duration::from_secs(5))
-        .send()
-        .ok()?;
-    r.status()
-        .is_success()
-        .then(|| r.text().unwrap_or_default())
-}
-
-fn post(port: u16, path: &str, body: Value) -> Value {
-    client()
-        .post(format!("http://127.0.0.1:{port}/api/2.0/mlflow/{path}"))
-        .json(&body)
-        .timeout(Duration::from_secs(5))
-        .send()
-        .unwrap()
-        .json()
-        .unwrap()
-}
-
-/// The runs of experiment `name` tagged with gantry's job `id`.
-fn runs_of(port: u16, name: &str, id: i64) -> Vec<Value> {
-    let Some(e) = get(
-        port,
-        &format!("/api/2.0/mlflow/experiments/get-by-name?experiment_name={name}"),
-    ) else {
-        return Vec::new();
-    };
-    let e: Value = serde_json::from_str(&e).unwrap();
-    let found = post(
-        port,
-        "runs/search",
-        json!({"experiment_ids": [e["experiment"]["experiment_id"]], "filter": format!("tags.`gantry.job_id` = '{id}'")}),
-    );
-    found["runs"].as_array().cloned().unwrap_or_default()
-}
-
-/// Job `id`'s one run.
-fn run_of(port: u16, id: i64) -> Value {
-    runs_of(port, "gantry-e2e", id).remove(0)
-}
-
-fn tag<'a>(run: &'a Value, key: &str) -> Option<&'a str> {
-    run["data"]["tags"]
-        .as_array()?
-        .iter()
-        .find(|t| t["key"] == key)?["value"]
-        .as_str()
-}
-
-fn metric(run: &Value, key: &str) -> Option<f64> {
-    run["data"]["metrics"]
-        .as_array()?
-        .iter()
-        .find(|m| m["key"] == key)?["value"]
-        .as_f64()
-}
-
-fn wait<T>(secs: u64, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
-    let t0 = Instant::now();
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(
-            t0.elapsed() < Duration::from_secs(secs),
-            "timed out waiting for {what}"
-        );
-        std::thread::sleep(Duration::from_millis(300));
-    }
-}
+use crate::support::mlflow::{metric, mlflow_bin, run_of, runs_of, start_server, tag, wait};
+use serde_json::Value;
 
 #[test]
 fn a_jobs_run_is_in_mlflow_with_its_own_metrics_and_gantrys_and_one_made_late_when_it_was_down() {
@@ -160,6 +31,8 @@ fn a_jobs_run_is_in_mlflow_with_its_own_metrics_and_gantrys_and_one_made_late_wh
     )
     .unwrap();
     let d = common::start_in(dir.clone(), &["--config", fleet.to_str().unwrap()]);
+    let data = dir.join("data.txt");
+    std::fs::write(&data, "rows\n").unwrap();
     // The job logs a metric of its own through MLflow's Python client, which reads the run
     // from MLFLOW_RUN_ID.
     let id = common::submit(
@@ -167,7 +40,9 @@ fn a_jobs_run_is_in_mlflow_with_its_own_metrics_and_gantrys_and_one_made_late_wh
         &dir,
         "train",
         &format!(
-            "name: train\nexperiment: gantry-e2e\nresources:\n  accelerators: H100:1\nrun: |\n  {} -c \"import mlflow; mlflow.log_metric('loss', 0.25)\"\n",
+            "name: train\nexperiment: gantry-e2e\nresources:\n  accelerators: H100:1\nfile_mounts:\n  {}: {}\nrun: |\n  {} -c \"import mlflow; mlflow.log_metric('loss', 0.25)\"\n",
+            dir.join("mounted.txt").display(),
+            data.display(),
             python.display()
         ),
     );
@@ -203,6 +78,25 @@ fn a_jobs_run_is_in_mlflow_with_its_own_metrics_and_gantrys_and_one_made_late_wh
         })
     });
     assert_eq!(metric(&run, "loss"), Some(0.25), "{run}");
+    // What its mounts read are the run's inputs; its spec is an artifact.
+    let inputs = &run["inputs"]["dataset_inputs"];
+    assert!(
+        inputs
+            .as_array()
+            .is_some_and(|d| d.iter().any(|i| i["dataset"]["source_type"] == "local"
+                && i["dataset"]["source"]
+                    .as_str()
+                    .unwrap_or("")
+                    .contains("data.txt"))),
+        "{run}"
+    );
+    let run_id = run["info"]["run_id"].as_str().unwrap();
+    let listed = crate::support::mlflow::get(
+        port,
+        &format!("/api/2.0/mlflow/artifacts/list?run_id={run_id}"),
+    )
+    .unwrap_or_default();
+    assert!(listed.contains("gantry-spec.yaml"), "{listed}");
     assert_eq!(tag(&run, "gantry.team"), Some("lab"), "{run}");
     assert_eq!(tag(&run, "gantry.nodes"), Some("1"), "{run}");
     assert_eq!(tag(&run, "gantry.gpu"), Some("H100x1"), "{run}");

@@ -298,6 +298,7 @@ async fn run(handle: Handle, mut rx: mpsc::Receiver<Follow>, mut stop: watch::Re
     let mut adopted = false;
     // Why the tracking server did not answer, while it does not (said once per outage).
     let mut down: Option<String> = None;
+    let mut client: Option<(String, Mlflow)> = None;
     loop {
         tokio::select! {
             f = rx.recv() => match f {
@@ -318,7 +319,12 @@ async fn run(handle: Handle, mut rx: mpsc::Receiver<Follow>, mut stop: watch::Re
         let Some(uri) = tracking_uri(&handle) else {
             continue;
         };
-        let Ok(mlflow) = Mlflow::new(&uri) else {
+        // One client (and its connection pool) per tracking server, kept across beats; made
+        // again only when the fleet file names another.
+        if client.as_ref().is_none_or(|(at, _)| *at != uri) {
+            client = Mlflow::new(&uri).ok().map(|m| (uri.clone(), m));
+        }
+        let Some((_, mlflow)) = &client else {
             continue;
         };
         if !adopted {
@@ -330,7 +336,7 @@ async fn run(handle: Handle, mut rx: mpsc::Receiver<Follow>, mut stop: watch::Re
             let Some(f) = followed.get_mut(&id) else {
                 continue;
             };
-            match report(&handle, &mlflow, f).await {
+            match report(&handle, mlflow, f).await {
                 Ok(done) => {
                     if let Some(why) = down.take() {
                         say(&handle, None, format!("MLflow at {uri} answers again (it did not: {why}); what waited is sent"));

@@ -55,6 +55,7 @@ pub fn run(cfg: &JournalBenchConfig) -> Result<JournalBenchReport, JournalError>
                         at: i as f64,
                         idempotency: None,
                         user: None,
+                        reported: false,
                     };
                     let t = Instant::now();
                     let id = s.submit(job)?;

@@ -253,6 +253,9 @@ pub fn job(t: &Target, id: &str, output: Output) -> Result<(), CliError> {
             (None, None) => " (no MLflow run yet)".to_string(),
         };
         println!("  experiment {}{run}", esc(&e.experiment));
+        if let Some(w) = &e.waiting {
+            println!("    {}", esc(w));
+        }
     }
     match (v.pipeline.as_deref(), v.after) {
         (Some(p), Some(a)) => println!("  pipeline {}: starts after job {a}", esc(p)),

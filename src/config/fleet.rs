@@ -85,14 +85,25 @@ pub struct FleetConfig {
 
 /// `[mlflow]`: the MLflow tracking server a job that names an experiment (`experiment:`, or
 /// `MLFLOW_EXPERIMENT_NAME` in its `envs`) is reported to. The fleet's to name, not a job's:
-/// the daemon reaches no address a caller chose. Its token, where it asks for one, is the
-/// daemon's `MLFLOW_TRACKING_TOKEN`.
+/// the daemon reaches no address a caller chose. Credentials, where the server asks for them,
+/// come from files the fleet file names (read by the daemon, never shown) or, as MLflow's own
+/// clients read them, from the daemon's `MLFLOW_TRACKING_TOKEN` or
+/// `MLFLOW_TRACKING_USERNAME`/`MLFLOW_TRACKING_PASSWORD`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MlflowSettings {
     /// `http://host:5000`, `https://…`; none: no job is reported.
     #[serde(default)]
     pub tracking_uri: Option<String>,
+    /// A file holding the bearer token (`Authorization: Bearer …`).
+    #[serde(default)]
+    pub token_file: Option<std::path::PathBuf>,
+    /// The user of HTTP basic auth (`mlflow server --app-name basic-auth`), its password in
+    /// `password_file`.
+    #[serde(default)]
+    pub username: Option<String>,
+    #[serde(default)]
+    pub password_file: Option<std::path::PathBuf>,
 }
 
 /// `[services]`: the addresses and ports services' endpoints may be given. An endpoint is the

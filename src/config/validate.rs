@@ -332,10 +332,8 @@ pub(super) fn validate(file: &str, text: &str, cfg: &FleetConfig) -> Result<(), 
     }
     validate_users(cfg, &at)?;
     validate_services(text, file, &cfg.services)?;
-    if let Some(uri) = &cfg.mlflow.tracking_uri {
-        if let Err(why) = crate::experiments::mlflow::Mlflow::check_uri(uri) {
-            return Err(at_section(text, file, "[mlflow]")(why));
-        }
+    if let Err(why) = crate::experiments::mlflow::check_settings(&cfg.mlflow) {
+        return Err(at_section(text, file, "[mlflow]")(why));
     }
     validate_logs(text, file, &cfg.logs)
 }

@@ -157,6 +157,8 @@ pub struct Grid<'a> {
     pub cols: &'a [Col],
     pub sort: Option<Sort>,
     pub rows: Vec<Vec<(Value, Style)>>,
+    /// Columns left out whatever the width, a bit each (one nothing in the view fills).
+    pub hidden: u64,
 }
 
 /// A text cell.
@@ -176,6 +178,7 @@ impl<'a> Grid<'a> {
             cols,
             sort,
             rows: Vec::new(),
+            hidden: 0,
         }
     }
 
@@ -210,7 +213,18 @@ impl<'a> Grid<'a> {
             c.min = c.min.max(w);
             c.want = c.want.max(c.min);
         }
-        fit(&cols, &natural, width)
+        if self.hidden == 0 {
+            return fit(&cols, &natural, width);
+        }
+        let shown: Vec<usize> = (0..cols.len())
+            .filter(|i| self.hidden & (1 << i) == 0)
+            .collect();
+        let kept_cols: Vec<Col> = shown.iter().map(|&i| cols[i]).collect();
+        let kept_natural: Vec<u16> = shown.iter().map(|&i| natural[i]).collect();
+        fit(&kept_cols, &kept_natural, width)
+            .into_iter()
+            .map(|(k, w)| (shown[k], w))
+            .collect()
     }
 
     /// Draws the grid in `area` inside `block`: a bold header, then the rows (as many as fit,

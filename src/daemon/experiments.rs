@@ -4,57 +4,44 @@
 //! * **at submit**, before the job is queued, its MLflow run is made (or the one its
 //!   `MLFLOW_RUN_ID` names is joined) and `MLFLOW_RUN_ID`, `MLFLOW_TRACKING_URI` and
 //!   `MLFLOW_EXPERIMENT_NAME` are written into its `envs`: every node of every start has them,
-//!   so the job's own `mlflow.log_*` calls land in the same run, and a restarted daemon finds
-//!   the run in the job's spec;
+//!   so the job's own `mlflow.log_*` calls land in the same run;
 //! * **as it runs**, off the actor, gantry's tags and metrics (`gantry.queue_wait_s`,
 //!   `gantry.gpu_hours`, `gantry.cost_usd`, `gantry.restarts`, `gantry.preemptions`,
 //!   `gantry.gpu_util_mean` where NVML measures its GPUs) at most once a minute, the spec as
 //!   an artifact and the file mounts' sources as the run's inputs once, the status
 //!   `RUNNING`, and at its end `FINISHED`, `FAILED` or `KILLED` with the end time.
 //!
-//! A tracker that does not answer never holds a job: a run it could not make at submit is made
-//! when it answers (the job then runs without `MLFLOW_RUN_ID`), and what could not be sent is
-//! sent at the next beat. The daemon reaches only the fleet's tracking server: a job whose own
-//! `MLFLOW_TRACKING_URI` names another is left to report there itself.
+//! What is owed is kept in the journal, written with the job (`experiment_reports`): the
+//! job's state there against the state last sent. A tracker that does not answer never holds
+//! a job — a run it could not make at submit is made when it answers (found again, not made
+//! twice, where an answer was lost), and what could not be sent is sent then, by this daemon
+//! or by the next one over the same journal. The daemon reaches only the fleet's tracking
+//! server: a job whose own `MLFLOW_TRACKING_URI` names another is left to report there itself.
 
 use super::actor::{Handle, Request};
 use super::engine::Submission;
-use crate::api::JobState;
+use crate::api::{JobState, JobView};
+use crate::daemon::journal::ReportRecord;
 use crate::experiments::mlflow::{Mlflow, MlflowError, RunStatus};
 use serde_yaml_ng::Value as Y;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::watch;
 
-/// How often the tracker looks at the jobs it follows.
+/// How often the tracker looks at what it owes.
 const BEAT: Duration = Duration::from_secs(5);
 /// Metrics of a running job at most this often (MLflow keeps every point).
 const METRICS_EVERY: Duration = Duration::from_secs(60);
 /// How long a submission waits for its run to be made before it goes without one.
 const AT_SUBMIT: Duration = Duration::from_secs(3);
-/// Jobs followed at once; past it a job is reported no further (said in the daemon's log).
+/// Jobs followed at once, oldest first; the others wait in the journal for their turn.
 const MAX_FOLLOWED: usize = 10_000;
+/// The tag that finds a run made after submit again where the answer that made it was lost.
+const KEY_TAG: &str = "gantry.report_key";
 
-/// A job the tracker follows, from its submission.
-#[derive(Debug)]
-pub struct Follow {
-    pub job: i64,
-    /// Its MLflow run, where one was made (or named) at submit.
-    pub run: Option<String>,
-    /// What to make it from where none was.
-    pub experiment: String,
-    pub name: String,
-    pub tags: Vec<(String, String)>,
-    /// What happened at submit, said in the job's events once it has an id.
-    pub said: String,
-}
-
-/// Where the API hands the tracker what it made at submit.
+/// The tracker's presence, for the API: a daemon without one reports nothing.
 #[derive(Clone)]
-pub struct Tracker {
-    tx: mpsc::Sender<Follow>,
-    handle: Handle,
-}
+pub struct Tracker;
 
 /// Says `line` in the daemon's events (of job `job`): the tracker shares the console's
 /// terminal with an embedded daemon, so it prints nothing.
@@ -68,53 +55,68 @@ impl Tracker {
         handle: Handle,
         stop: watch::Receiver<bool>,
     ) -> (Tracker, impl std::future::Future<Output = ()>) {
-        let (tx, rx) = mpsc::channel(1024);
-        (
-            Tracker {
-                tx,
-                handle: handle.clone(),
-            },
-            run(handle, rx, stop),
-        )
-    }
-
-    /// The job `id` was queued: follow it.
-    pub fn follow(&self, mut f: Follow, id: i64) {
-        f.job = id;
-        // A full channel (a thousand submissions within one beat) drops the follow, said.
-        if let Err(e) = self.tx.try_send(f) {
-            let why = match e {
-                mpsc::error::TrySendError::Full(_) => "too many submissions at once",
-                mpsc::error::TrySendError::Closed(_) => "the tracker stopped",
-            };
-            say(
-                &self.handle,
-                Some(id),
-                format!("is not reported to MLflow: {why}"),
-            );
-        }
+        (Tracker, run(handle, stop))
     }
 }
 
-/// The fleet's tracking server, as the latest snapshot names it.
-fn tracking_uri(handle: &Handle) -> Option<String> {
-    handle.published.borrow().snapshot.mlflow.clone()
+/// A client of the fleet's tracking server as the latest publication names it (`None`: it
+/// names none).
+fn connect(handle: &Handle) -> Option<Result<Mlflow, String>> {
+    Mlflow::connect(&handle.published.borrow().mlflow)
 }
 
 /// Before a submission is queued: where it names an experiment on the fleet's tracking
-/// server, its run is made (or joined) and its variables written into the job's `envs`. What
-/// to follow once it has an id; `None` where it is not reported.
-pub async fn prepare(handle: &Handle, sub: &mut Submission) -> Option<Follow> {
-    let uri = tracking_uri(handle)?;
+/// server, its run is made (or joined), its variables written into the job's `envs`, and the
+/// submission marked as reported. What to say in the job's events once it has an id.
+pub async fn prepare(handle: &Handle, sub: &mut Submission) -> Option<String> {
     let spec = sub.parsed.as_ref()?;
     let experiment = spec.experiment.clone()?;
+    let mlflow = match connect(handle)? {
+        Ok(m) => m,
+        Err(why) => return Some(format!("is not reported to MLflow: {why}")),
+    };
+    let uri = mlflow.uri().to_string();
     if spec
         .envs
         .get("MLFLOW_TRACKING_URI")
-        .is_some_and(|own| own.trim_end_matches('/') != uri.trim_end_matches('/'))
+        .is_some_and(|own| own.trim_end_matches('/') != uri)
     {
         return None;
     }
+    let joined = spec.envs.get("MLFLOW_RUN_ID").cloned();
+    let name = spec.name.clone().unwrap_or_else(|| "job".to_string());
+    let tags = tags_at_submit(sub, spec);
+    let mut vars = vec![
+        ("MLFLOW_TRACKING_URI", uri.clone()),
+        ("MLFLOW_EXPERIMENT_NAME", experiment.clone()),
+    ];
+    let said = match joined {
+        Some(run) => format!("joins MLflow run {run} (its MLFLOW_RUN_ID) at {uri}"),
+        None => {
+            let unix_ms = (wall_unix() * 1000.0) as i64;
+            let made = tokio::time::timeout(
+                AT_SUBMIT,
+                make_run(&mlflow, &experiment, &name, unix_ms, &tags),
+            )
+            .await;
+            match made {
+                Ok(Ok((id, run))) => {
+                    vars.push(("MLFLOW_RUN_ID", run.clone()));
+                    vars.push(("MLFLOW_EXPERIMENT_ID", id));
+                    format!("has MLflow run {run} in experiment `{experiment}` at {uri}")
+                }
+                Ok(Err(e)) => format!("has no MLflow run yet: {e}; it is made when the server answers (the job runs without MLFLOW_RUN_ID)"),
+                Err(_) => format!("has no MLflow run yet: {uri} did not answer within {} s; it is made when it answers (the job runs without MLFLOW_RUN_ID)", AT_SUBMIT.as_secs()),
+            }
+        }
+    };
+    write_envs(sub, &vars);
+    sub.reported = true;
+    Some(said)
+}
+
+/// What gantry tags a run with from the submission (the rest it learns as the job runs).
+fn tags_at_submit(sub: &Submission, spec: &crate::spec::JobSpec) -> Vec<(String, String)> {
     let mut tags = vec![
         (
             "gantry.user".to_string(),
@@ -129,53 +131,37 @@ pub async fn prepare(handle: &Handle, sub: &mut Submission) -> Option<Follow> {
     if let Some(class) = sub.priority.clone().or_else(|| spec.priority.clone()) {
         tags.push(("gantry.class".to_string(), class));
     }
+    tags.extend(git_tags(spec));
+    tags
+}
+
+fn git_tags(spec: &crate::spec::JobSpec) -> Vec<(String, String)> {
+    let mut tags = Vec::new();
     if let Some(g) = &spec.git_workdir {
         tags.push(("gantry.git_url".to_string(), g.url.clone()));
         if let Some(r) = &g.reference {
             tags.push(("gantry.git_commit".to_string(), r.clone()));
         }
     }
-    let name = spec.name.clone().unwrap_or_else(|| "job".to_string());
-    let mut follow = Follow {
-        job: 0,
-        run: spec.envs.get("MLFLOW_RUN_ID").cloned(),
-        experiment: experiment.clone(),
-        name,
-        tags,
-        said: String::new(),
-    };
-    let mut experiment_id = None;
-    follow.said = match &follow.run {
-        Some(run) => format!("joins MLflow run {run} (its MLFLOW_RUN_ID) at {uri}"),
-        None => match Mlflow::new(&uri) {
-            Err(e) => e,
-            Ok(mlflow) => {
-                let unix_ms = (wall_unix() * 1000.0) as i64;
-                match tokio::time::timeout(AT_SUBMIT, make_run(&mlflow, &follow, unix_ms)).await {
-                    Ok(Ok((id, run))) => {
-                        let said = format!("has MLflow run {run} in experiment `{experiment}` at {uri}");
-                        follow.run = Some(run);
-                        experiment_id = Some(id);
-                        said
-                    }
-                    Ok(Err(e)) => format!("has no MLflow run yet: {e}; it is made when the server answers (the job runs without MLFLOW_RUN_ID)"),
-                    Err(_) => format!("has no MLflow run yet: {uri} did not answer within {} s; it is made when it answers (the job runs without MLFLOW_RUN_ID)", AT_SUBMIT.as_secs()),
-                }
-            }
-        },
-    };
-    let mut vars = vec![
-        ("MLFLOW_TRACKING_URI", uri.clone()),
-        ("MLFLOW_EXPERIMENT_NAME", experiment),
+    tags
+}
+
+/// The tags of a job as its view has them: for a run made after submit, and a job's first
+/// report.
+fn tags_of(view: &JobView, spec: &crate::spec::JobSpec) -> Vec<(String, String)> {
+    let mut tags = vec![
+        ("gantry.job_id".to_string(), view.id.to_string()),
+        (
+            "gantry.user".to_string(),
+            view.user.clone().unwrap_or_default(),
+        ),
+        ("gantry.team".to_string(), view.team.clone()),
+        ("gantry.class".to_string(), view.class.clone()),
+        ("gantry.nodes".to_string(), spec.nodes.to_string()),
+        ("gantry.gpu".to_string(), gpus_of(spec)),
     ];
-    if let Some(run) = &follow.run {
-        vars.push(("MLFLOW_RUN_ID", run.clone()));
-    }
-    if let Some(id) = experiment_id {
-        vars.push(("MLFLOW_EXPERIMENT_ID", id));
-    }
-    write_envs(sub, &vars);
-    Some(follow)
+    tags.extend(git_tags(spec));
+    tags
 }
 
 fn gpus_of(spec: &crate::spec::JobSpec) -> String {
@@ -196,17 +182,16 @@ fn wall_unix() -> f64 {
         .map_or(0.0, |d| d.as_secs_f64())
 }
 
-/// The run of `f` made in its experiment (made too where it does not exist): (experiment
-/// id, run id).
+/// A run made in `experiment` (made too where it does not exist): (experiment id, run id).
 async fn make_run(
     mlflow: &Mlflow,
-    f: &Follow,
+    experiment: &str,
+    name: &str,
     start_ms: i64,
+    tags: &[(String, String)],
 ) -> Result<(String, String), MlflowError> {
-    let experiment = mlflow.experiment(&f.experiment).await?;
-    let run = mlflow
-        .create_run(&experiment, &f.name, start_ms, &f.tags)
-        .await?;
+    let experiment = mlflow.experiment(experiment).await?;
+    let run = mlflow.create_run(&experiment, name, start_ms, tags).await?;
     Ok((experiment, run))
 }
 
@@ -244,27 +229,12 @@ fn write_envs(sub: &mut Submission, vars: &[(&str, String)]) {
     sub.parsed = Some(parsed);
 }
 
-/// A followed job as last reported.
+/// What the tracker keeps in memory of a job it follows (what is owed is in the journal).
+#[derive(Default)]
 struct Followed {
-    f: Follow,
-    /// The state last reported (`None`: nothing yet).
-    said: Option<JobState>,
-    job_id_tagged: bool,
     metrics_at: Option<Instant>,
     /// Its GPUs' utilisation as NVML measured it, summed over beats (percent, beats).
     util: (f64, u32),
-}
-
-impl Followed {
-    fn new(f: Follow, job_id_tagged: bool) -> Followed {
-        Followed {
-            f,
-            said: None,
-            job_id_tagged,
-            metrics_at: None,
-            util: (0.0, 0),
-        }
-    }
 }
 
 /// The mean utilisation of job `id`'s GPUs now, where a real host measured them.
@@ -293,61 +263,84 @@ fn datasets_of(spec: &crate::spec::JobSpec) -> Vec<(String, String, String)> {
         .collect()
 }
 
-async fn run(handle: Handle, mut rx: mpsc::Receiver<Follow>, mut stop: watch::Receiver<bool>) {
+async fn run(handle: Handle, mut stop: watch::Receiver<bool>) {
     let mut followed: HashMap<i64, Followed> = HashMap::new();
-    let mut adopted = false;
     // Why the tracking server did not answer, while it does not (said once per outage).
     let mut down: Option<String> = None;
-    let mut client: Option<(String, Mlflow)> = None;
+    let mut client: Option<(crate::config::fleet::MlflowSettings, Mlflow)> = None;
+    // Why the fleet's credentials could not be read (said once until they change).
+    let mut unusable: Option<String> = None;
     loop {
         tokio::select! {
-            f = rx.recv() => match f {
-                Some(mut f) => {
-                    if followed.len() >= MAX_FOLLOWED {
-                        say(&handle, Some(f.job), format!("is not reported to MLflow: {MAX_FOLLOWED} jobs are followed already"));
-                    } else {
-                        say(&handle, Some(f.job), std::mem::take(&mut f.said));
-                        followed.insert(f.job, Followed::new(f, false));
-                    }
-                    continue;
-                }
-                None => break,
-            },
             _ = tokio::time::sleep(BEAT) => {}
             _ = async { let _ = stop.wait_for(|&s| s).await; } => break,
         }
-        let Some(uri) = tracking_uri(&handle) else {
-            continue;
-        };
-        // One client (and its connection pool) per tracking server, kept across beats; made
-        // again only when the fleet file names another.
-        if client.as_ref().is_none_or(|(at, _)| *at != uri) {
-            client = Mlflow::new(&uri).ok().map(|m| (uri.clone(), m));
+        // One client (and its connection pool) per `[mlflow]`, kept across beats; made again
+        // only when a reload changes it.
+        let settings = handle.published.borrow().mlflow.clone();
+        if client.as_ref().is_none_or(|(at, _)| *at != settings) {
+            client = match connect(&handle) {
+                None => None,
+                Some(Ok(m)) => {
+                    unusable = None;
+                    Some((settings, m))
+                }
+                Some(Err(why)) => {
+                    if unusable.as_ref() != Some(&why) {
+                        say(&handle, None, format!("{why}; nothing is sent to MLflow until the fleet file's [mlflow] is fixed"));
+                        unusable = Some(why);
+                    }
+                    None
+                }
+            };
         }
         let Some((_, mlflow)) = &client else {
             continue;
         };
-        if !adopted {
-            adopt(&handle, &uri, &mut followed).await;
-            adopted = true;
-        }
-        let ids: Vec<i64> = followed.keys().copied().collect();
-        for id in ids {
-            let Some(f) = followed.get_mut(&id) else {
-                continue;
-            };
-            match report(&handle, mlflow, f).await {
-                Ok(done) => {
+        let owed = match handle
+            .call(|reply| Request::ExperimentsOwed {
+                limit: MAX_FOLLOWED,
+                reply,
+            })
+            .await
+        {
+            Ok(owed) => owed,
+            Err(_) => continue,
+        };
+        let owed_ids: std::collections::HashSet<i64> = owed.iter().map(|r| r.job).collect();
+        followed.retain(|id, _| owed_ids.contains(id));
+        let states: HashMap<i64, String> = {
+            let p = handle.published.borrow();
+            for r in &owed {
+                if let Some(u) = util_now(&p, r.job) {
+                    let f = followed.entry(r.job).or_default();
+                    f.util = (f.util.0 + u, f.util.1 + 1);
+                }
+            }
+            p.snapshot
+                .jobs
+                .iter()
+                .map(|j| (j.id, j.state.clone()))
+                .collect()
+        };
+        for r in owed {
+            let job = r.job;
+            let f = followed.entry(job).or_default();
+            match report(&handle, mlflow, r, f, states.get(&job)).await {
+                Ok(()) => {
                     if let Some(why) = down.take() {
-                        say(&handle, None, format!("MLflow at {uri} answers again (it did not: {why}); what waited is sent"));
-                    }
-                    if done {
-                        followed.remove(&id);
+                        handle.tell(Request::ExperimentServer {
+                            down: None,
+                            line: format!("MLflow at {} answers again (it did not: {why}); what waited is sent", mlflow.uri()),
+                        });
                     }
                 }
                 Err(e) => {
                     if down.is_none() {
-                        say(&handle, None, format!("MLflow at {uri}: {e}; what is to be sent waits for it (every {} s)", BEAT.as_secs()));
+                        handle.tell(Request::ExperimentServer {
+                            down: Some(e.to_string()),
+                            line: format!("MLflow at {}: {e}; what is to be sent waits for it in the journal (tried every {} s)", mlflow.uri(), BEAT.as_secs()),
+                        });
                         down = Some(e.to_string());
                     }
                     // One beat at a time while it does not answer.
@@ -358,96 +351,84 @@ async fn run(handle: Handle, mut rx: mpsc::Receiver<Follow>, mut stop: watch::Re
     }
 }
 
-/// After a restart: the jobs not ended whose spec has a run on this tracking server.
-async fn adopt(handle: &Handle, uri: &str, followed: &mut HashMap<i64, Followed>) {
-    let live: Vec<i64> = {
-        let p = handle.published.borrow();
-        p.snapshot
-            .jobs
-            .iter()
-            .filter(|j| !matches!(j.state.as_str(), "completed" | "failed" | "cancelled"))
-            .map(|j| j.id)
-            .collect()
-    };
-    for id in live {
-        if followed.contains_key(&id) || followed.len() >= MAX_FOLLOWED {
-            continue;
-        }
-        let Ok(view) = handle.call(|reply| Request::Job { id, reply }).await else {
-            continue;
-        };
-        let Ok(spec) = crate::spec::parse("spec", view.spec.as_bytes()) else {
-            continue;
-        };
-        let (Some(run), Some(own)) = (
-            spec.envs.get("MLFLOW_RUN_ID"),
-            spec.envs.get("MLFLOW_TRACKING_URI"),
-        ) else {
-            continue;
-        };
-        if own.trim_end_matches('/') != uri.trim_end_matches('/') {
-            continue;
-        }
-        let f = Follow {
-            job: id,
-            run: Some(run.clone()),
-            experiment: spec.experiment.clone().unwrap_or_default(),
-            name: spec.name.clone().unwrap_or_default(),
-            tags: Vec::new(),
-            said: String::new(),
-        };
-        followed.insert(id, Followed::new(f, true));
-    }
-}
-
 /// One beat of one job: its run made where it has none, its state and metrics sent where
-/// they changed or are due. True once its end has been sent; the server's refusal where it
-/// did not take them.
-async fn report(handle: &Handle, mlflow: &Mlflow, f: &mut Followed) -> Result<bool, MlflowError> {
-    let (row_state, calendar, now) = {
+/// they changed or are due, and what was sent journaled. The server's refusal where it did
+/// not take them.
+async fn report(
+    handle: &Handle,
+    mlflow: &Mlflow,
+    mut r: ReportRecord,
+    f: &mut Followed,
+    row_state: Option<&String>,
+) -> Result<(), MlflowError> {
+    let state = row_state.and_then(|s| JobState::ALL.into_iter().find(|j| j.name() == s));
+    let changed = state.is_none() || state != r.sent;
+    // Metrics move only while it runs.
+    let due = matches!(state, Some(JobState::Running | JobState::Preempting))
+        && f.metrics_at.is_none_or(|t| t.elapsed() >= METRICS_EVERY);
+    if !changed && !due {
+        return Ok(());
+    }
+    let Ok(view) = handle.call(|reply| Request::Job { id: r.job, reply }).await else {
+        // The job is gone from the journal: nothing more to send.
+        r.done = true;
+        handle.tell(Request::ExperimentSent { report: r });
+        return Ok(());
+    };
+    let (calendar, now) = {
         let p = handle.published.borrow();
-        let row = p
-            .snapshot
-            .jobs
-            .iter()
-            .find(|j| j.id == f.f.job)
-            .map(|j| j.state.clone());
-        if let Some(u) = util_now(&p, f.f.job) {
-            f.util = (f.util.0 + u, f.util.1 + 1);
-        }
-        (row, p.calendar.clone(), p.snapshot.now)
+        (p.calendar.clone(), p.snapshot.now)
     };
     let unix_ms = |t: f64| (calendar.unix(t) * 1000.0) as i64;
-    if f.f.run.is_none() {
-        let (_, run) = make_run(mlflow, &f.f, unix_ms(now)).await?;
+    let spec = crate::spec::parse("spec", view.spec.as_bytes()).ok();
+    let own_uri = spec
+        .as_ref()
+        .and_then(|s| s.envs.get("MLFLOW_TRACKING_URI").cloned());
+    if own_uri.is_some_and(|u| u.trim_end_matches('/') != mlflow.uri()) {
+        // The fleet's tracking server changed since the job was submitted.
         say(
             handle,
-            Some(f.f.job),
+            Some(r.job),
             format!(
-                "has MLflow run {run} in experiment `{}`, made now that the server answers",
-                f.f.experiment
+                "is reported to MLflow no further: the fleet's tracking server is now {}",
+                mlflow.uri()
             ),
         );
-        f.f.run = Some(run);
+        r.done = true;
+        handle.tell(Request::ExperimentSent { report: r });
+        return Ok(());
     }
-    let Some(run) = f.f.run.clone() else {
-        return Ok(false);
+    let spec = spec.unwrap_or_default();
+    let run = match view.experiment.as_ref().and_then(|e| e.run_id.clone()) {
+        Some(run) => run,
+        None => {
+            let experiment = spec.experiment.clone().unwrap_or_default();
+            let key = format!("{}@{}", view.id, unix_ms(view.submitted_at));
+            let mut tags = tags_of(&view, &spec);
+            tags.push((KEY_TAG.to_string(), key.clone()));
+            let experiment_id = mlflow.experiment(&experiment).await?;
+            // A run made before an answer was lost (or before a restart) is that run.
+            let run = match mlflow.run_tagged(&experiment_id, KEY_TAG, &key).await? {
+                Some(run) => run,
+                None => {
+                    let name = spec.name.clone().unwrap_or_else(|| "job".to_string());
+                    mlflow
+                        .create_run(&experiment_id, &name, unix_ms(now), &tags)
+                        .await?
+                }
+            };
+            say(
+                handle,
+                Some(r.job),
+                format!("has MLflow run {run} in experiment `{experiment}`, made now that the server answers"),
+            );
+            r.run = Some(run.clone());
+            r.experiment_id = Some(experiment_id);
+            handle.tell(Request::ExperimentSent { report: r.clone() });
+            run
+        }
     };
-    let state = row_state
-        .as_deref()
-        .and_then(|s| JobState::ALL.into_iter().find(|j| j.name() == s));
-    let changed = state.is_none() || state != f.said;
-    let due = f.metrics_at.is_none_or(|t| t.elapsed() >= METRICS_EVERY);
-    if !changed && !due {
-        return Ok(false);
-    }
-    let Ok(view) = handle
-        .call(|reply| Request::Job { id: f.f.job, reply })
-        .await
-    else {
-        // The job is gone from the journal: nothing more to send.
-        return Ok(true);
-    };
+    let first = r.sent.is_none();
     let first_start = view.runs.first().map(|r| r.started_at);
     let gpu_hours: f64 = view
         .runs
@@ -472,11 +453,11 @@ async fn report(handle: &Handle, mlflow: &Mlflow, f: &mut Followed) -> Result<bo
     if f.util.1 > 0 {
         metrics.push(("gantry.gpu_util_mean", f.util.0 / f64::from(f.util.1)));
     }
-    let mut tags = Vec::new();
-    if !f.job_id_tagged {
-        tags.push(("gantry.job_id".to_string(), f.f.job.to_string()));
-        tags.extend(f.f.tags.iter().cloned());
-    }
+    let mut tags = if first {
+        tags_of(&view, &spec)
+    } else {
+        Vec::new()
+    };
     tags.push(("gantry.state".to_string(), view.state.name().to_string()));
     if let Some(reason) = &view.reason {
         tags.push(("gantry.reason".to_string(), reason.clone()));
@@ -484,11 +465,9 @@ async fn report(handle: &Handle, mlflow: &Mlflow, f: &mut Followed) -> Result<bo
     mlflow
         .log_batch(&run, unix_ms(now), &metrics, &tags)
         .await?;
-    if !f.job_id_tagged {
+    if first {
         // Once: the spec as submitted (secrets' values never) and what its mounts read.
-        let datasets = crate::spec::parse("spec", view.spec.as_bytes())
-            .map(|s| datasets_of(&s))
-            .unwrap_or_default();
+        let datasets = datasets_of(&spec);
         if !datasets.is_empty() {
             mlflow.log_inputs(&run, &datasets).await?;
         }
@@ -499,12 +478,11 @@ async fn report(handle: &Handle, mlflow: &Mlflow, f: &mut Followed) -> Result<bo
         {
             say(
                 handle,
-                Some(f.f.job),
+                Some(r.job),
                 format!("its spec is not in MLflow: the run's artifacts go to {root}, which the server does not keep itself"),
             );
         }
     }
-    f.job_id_tagged = true;
     f.metrics_at = Some(Instant::now());
     let status = match view.state {
         JobState::Running | JobState::Preempting => Some((RunStatus::Running, None)),
@@ -517,6 +495,10 @@ async fn report(handle: &Handle, mlflow: &Mlflow, f: &mut Followed) -> Result<bo
         let end = end.map(|_| unix_ms(view.runs.last().and_then(|r| r.ended_at).unwrap_or(now)));
         mlflow.set_status(&run, status, end).await?;
     }
-    f.said = Some(view.state);
-    Ok(view.state.is_final())
+    if r.sent != Some(view.state) || view.state.is_final() {
+        r.sent = Some(view.state);
+        r.done = view.state.is_final();
+        handle.tell(Request::ExperimentSent { report: r });
+    }
+    Ok(())
 }

@@ -3,17 +3,101 @@
 //! reqwest client: no Python in the daemon. MLflow publishes no Rust client; the calls are the
 //! five of the REST reference that a scheduler needs.
 
+use crate::config::fleet::MlflowSettings;
 use serde::Deserialize;
 use serde_json::{json, Value};
+use std::path::Path;
 use std::time::Duration;
 
-/// One tracking server (`[mlflow] tracking_uri`), with its token if it asks for one.
+/// One tracking server (`[mlflow] tracking_uri`), with its credentials where it asks for
+/// them. No `Debug`: it holds secrets.
 #[derive(Clone)]
 pub struct Mlflow {
     http: reqwest::Client,
     base: String,
-    /// `Authorization: Bearer …` (`MLFLOW_TRACKING_TOKEN` in the daemon's environment).
-    token: Option<String>,
+    auth: Auth,
+}
+
+/// How requests prove who sends them.
+#[derive(Clone)]
+enum Auth {
+    None,
+    /// `Authorization: Bearer …`.
+    Bearer(String),
+    /// HTTP basic auth (`mlflow server --app-name basic-auth`).
+    Basic(String, String),
+}
+
+/// `[mlflow]` as the fleet file may have it: a tracking server's address, and one way of
+/// proving who the daemon is (a token file, or a user and a password file).
+pub fn check_settings(s: &MlflowSettings) -> Result<(), String> {
+    let Some(uri) = &s.tracking_uri else {
+        if s.token_file.is_some() || s.username.is_some() || s.password_file.is_some() {
+            return Err("mlflow: credentials without a tracking_uri: name the server they are for (tracking_uri = \"http://…\")".to_string());
+        }
+        return Ok(());
+    };
+    Mlflow::check_uri(uri)?;
+    if s.token_file.is_some() && (s.username.is_some() || s.password_file.is_some()) {
+        return Err(
+            "mlflow: token_file and username/password_file both given: keep one way of signing in"
+                .to_string(),
+        );
+    }
+    if s.username.is_some() != s.password_file.is_some() {
+        return Err("mlflow: username and password_file go together (HTTP basic auth): give both, or neither".to_string());
+    }
+    for f in [&s.token_file, &s.password_file].into_iter().flatten() {
+        if !f.is_absolute() {
+            return Err(format!(
+                "mlflow: `{}`: expected an absolute path (the daemon reads it wherever it runs)",
+                f.display()
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A secret's file, its content trimmed (as `echo … > file` leaves it).
+fn secret(path: &Path, what: &str) -> Result<String, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("mlflow: {what} `{}`: {e}", path.display()))?;
+    let text = text.trim().to_string();
+    if text.is_empty() {
+        return Err(format!("mlflow: {what} `{}` is empty", path.display()));
+    }
+    Ok(text)
+}
+
+impl Auth {
+    /// From the fleet file's files, else the daemon's environment as MLflow's clients read it.
+    fn of(s: &MlflowSettings, env: impl Fn(&str) -> Option<String>) -> Result<Auth, String> {
+        if let Some(f) = &s.token_file {
+            return Ok(Auth::Bearer(secret(f, "token_file")?));
+        }
+        if let (Some(user), Some(f)) = (&s.username, &s.password_file) {
+            return Ok(Auth::Basic(user.clone(), secret(f, "password_file")?));
+        }
+        let env = |k: &str| env(k).filter(|v| !v.is_empty());
+        if let Some(t) = env("MLFLOW_TRACKING_TOKEN") {
+            return Ok(Auth::Bearer(t));
+        }
+        if let (Some(u), Some(p)) = (
+            env("MLFLOW_TRACKING_USERNAME"),
+            env("MLFLOW_TRACKING_PASSWORD"),
+        ) {
+            return Ok(Auth::Basic(u, p));
+        }
+        Ok(Auth::None)
+    }
+
+    fn sign(&self, req: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        match self {
+            Auth::None => req,
+            Auth::Bearer(t) => req.bearer_auth(t),
+            Auth::Basic(u, p) => req.basic_auth(u, Some(p)),
+        }
+    }
 }
 
 /// Why a call failed: the server's answer (`RESOURCE_DOES_NOT_EXIST`, …) or no answer.
@@ -57,24 +141,32 @@ fn pairs(tags: &[(String, String)]) -> Vec<Value> {
 }
 
 impl Mlflow {
-    /// A client of the server at `uri` (`http://host:5000`, `https://…`); the token from the
-    /// daemon's `MLFLOW_TRACKING_TOKEN`, as MLflow's own clients read it.
-    pub fn new(uri: &str) -> Result<Mlflow, String> {
+    /// A client of the fleet's tracking server (`None`: it names none), its credentials read
+    /// now (an unreadable file is the error).
+    pub fn connect(s: &MlflowSettings) -> Option<Result<Mlflow, String>> {
+        let uri = s.tracking_uri.as_deref()?;
+        Some(Mlflow::at(uri, Auth::of(s, |k| std::env::var(k).ok())))
+    }
+
+    fn at(uri: &str, auth: Result<Auth, String>) -> Result<Mlflow, String> {
         Mlflow::check_uri(uri)?;
+        let auth = auth?;
         crate::tls::install_provider();
         let http = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(3))
             .timeout(Duration::from_secs(10))
             .build()
             .map_err(|e| format!("no HTTP client: {e}"))?;
-        let token = std::env::var("MLFLOW_TRACKING_TOKEN")
-            .ok()
-            .filter(|t| !t.is_empty());
         Ok(Mlflow {
             http,
             base: uri.trim_end_matches('/').to_string(),
-            token,
+            auth,
         })
+    }
+
+    /// The server's address.
+    pub fn uri(&self) -> &str {
+        &self.base
     }
 
     /// A tracking server's address: `http://` or `https://` and a host.
@@ -105,9 +197,7 @@ impl Mlflow {
         } else {
             self.http.post(&url).json(&body)
         };
-        if let Some(t) = &self.token {
-            req = req.bearer_auth(t);
-        }
+        req = self.auth.sign(req);
         let unreachable = |e: reqwest::Error| MlflowError {
             code: "UNREACHABLE".into(),
             message: format!("{}: {e}", self.base),
@@ -179,6 +269,27 @@ impl Mlflow {
             .as_str()
             .unwrap_or_default()
             .to_string())
+    }
+
+    /// The run of `experiment` whose tag `key` is `value` (a run made before a lost answer).
+    pub async fn run_tagged(
+        &self,
+        experiment: &str,
+        key: &str,
+        value: &str,
+    ) -> Result<Option<String>, MlflowError> {
+        let v = self
+            .call(
+                false,
+                "runs/search",
+                json!({
+                    "experiment_ids": [experiment],
+                    "filter": format!("tags.`{key}` = '{}'", value.replace('\'', "")),
+                    "max_results": 1,
+                }),
+            )
+            .await?;
+        Ok(v["runs"][0]["info"]["run_id"].as_str().map(str::to_string))
     }
 
     /// Metrics (key, value) at `at_ms` and tags, in one request.
@@ -261,10 +372,7 @@ impl Mlflow {
             self.base,
             path.trim_matches('/')
         );
-        let mut req = self.http.put(url).body(bytes);
-        if let Some(t) = &self.token {
-            req = req.bearer_auth(t);
-        }
+        let req = self.auth.sign(self.http.put(url).body(bytes));
         let answer = req.send().await.map_err(|e| MlflowError {
             code: "UNREACHABLE".into(),
             message: format!("{}: {e}", self.base),
@@ -291,5 +399,75 @@ impl Mlflow {
             body["end_time"] = json!(end);
         }
         self.call(false, "runs/update", body).await.map(drop)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(text: &str) -> MlflowSettings {
+        toml::from_str(text).unwrap()
+    }
+
+    #[test]
+    fn credentials_are_one_way_of_signing_in_with_absolute_files() {
+        let ok = |t: &str| check_settings(&settings(t));
+        assert!(ok("").is_ok());
+        assert!(ok(
+            "tracking_uri = \"http://127.0.0.1:5000\"\ntoken_file = \"/etc/gantry/mlflow.token\""
+        )
+        .is_ok());
+        assert!(ok(
+            "tracking_uri = \"http://h:5000\"\nusername = \"gantry\"\npassword_file = \"/etc/p\""
+        )
+        .is_ok());
+        let err = |t: &str| check_settings(&settings(t)).unwrap_err();
+        assert!(err("token_file = \"/t\"").contains("without a tracking_uri"));
+        assert!(err("tracking_uri = \"http://h\"\ntoken_file = \"/t\"\nusername = \"u\"\npassword_file = \"/p\"").contains("keep one way"));
+        assert!(err("tracking_uri = \"http://h\"\nusername = \"u\"").contains("go together"));
+        assert!(
+            err("tracking_uri = \"http://h\"\ntoken_file = \"rel/t\"").contains("absolute path")
+        );
+        assert!(err("tracking_uri = \"ftp://h\"").contains("http://"));
+    }
+
+    #[test]
+    fn credentials_come_from_the_files_first_then_the_environment_as_mlflow_reads_it() {
+        let dir = gantry_testkit::scratch::scratch("mlflow-auth");
+        let token = dir.join("token");
+        std::fs::write(&token, "s3cret\n").unwrap();
+        let none = |_: &str| None;
+        let s = settings(&format!(
+            "tracking_uri = \"http://h\"\ntoken_file = \"{}\"",
+            token.display()
+        ));
+        assert!(matches!(Auth::of(&s, none), Ok(Auth::Bearer(t)) if t == "s3cret"));
+        let pw = dir.join("pw");
+        std::fs::write(&pw, "hunter2").unwrap();
+        let s = settings(&format!(
+            "tracking_uri = \"http://h\"\nusername = \"gantry\"\npassword_file = \"{}\"",
+            pw.display()
+        ));
+        assert!(
+            matches!(Auth::of(&s, none), Ok(Auth::Basic(u, p)) if u == "gantry" && p == "hunter2")
+        );
+        // An unreadable or empty file is an error naming the file, never its content.
+        std::fs::write(&pw, "  \n").unwrap();
+        let e = Auth::of(&s, none).err().unwrap();
+        assert!(e.contains("password_file") && e.contains("is empty"), "{e}");
+        std::fs::remove_file(&pw).unwrap();
+        assert!(Auth::of(&s, none).err().unwrap().contains("password_file"));
+        // Without files: the daemon's environment.
+        let bare = settings("tracking_uri = \"http://h\"");
+        let env = |k: &str| match k {
+            "MLFLOW_TRACKING_USERNAME" => Some("u".to_string()),
+            "MLFLOW_TRACKING_PASSWORD" => Some("p".to_string()),
+            _ => None,
+        };
+        assert!(matches!(Auth::of(&bare, env), Ok(Auth::Basic(u, p)) if u == "u" && p == "p"));
+        let env = |k: &str| (k == "MLFLOW_TRACKING_TOKEN").then(|| "t".to_string());
+        assert!(matches!(Auth::of(&bare, env), Ok(Auth::Bearer(t)) if t == "t"));
+        assert!(matches!(Auth::of(&bare, none), Ok(Auth::None)));
     }
 }

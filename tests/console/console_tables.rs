@@ -447,3 +447,50 @@ fn fleet_pool_node_gpu_job_and_back_again() {
     assert!(app.pool_detail.is_none());
     assert_eq!(app.view, View::Fleet);
 }
+
+/// The Jobs view's experiment column shows where jobs report to MLflow (sorted by shift+X),
+/// goes first when the terminal is narrow, and is not drawn at all on a fleet without
+/// experiments (where it could only be empty).
+#[test]
+fn the_experiment_column_shows_where_jobs_report_to_an_experiment() {
+    // The header row (the demo's class `experiment` is in other rows).
+    let header = |s: &str| {
+        s.lines()
+            .find(|l| l.contains("id ") && l.contains("state"))
+            .unwrap_or_default()
+            .to_string()
+    };
+    let plain = demo_snapshot();
+    let mut app = App::new(false);
+    app.on_key("2", &plain);
+    assert!(!header(&screen(&app, &plain, 200, 50)).contains("experiment"));
+    let mut snap = demo_snapshot();
+    for (k, j) in snap.jobs.iter_mut().enumerate() {
+        if k % 2 == 0 {
+            j.experiment = Some(format!("sweep-{}", k % 3));
+        }
+    }
+    let s = screen(&app, &snap, 200, 50);
+    assert!(
+        header(&s).contains("experiment") && s.contains("sweep-0"),
+        "{s}"
+    );
+    let narrow = header(&screen(&app, &snap, 80, 24));
+    assert!(
+        narrow.contains("state") && !narrow.contains("experiment"),
+        "{narrow}"
+    );
+    app.on_key("X", &snap);
+    let s = screen(&app, &snap, 200, 50);
+    assert!(s.contains("experiment▲"), "{s}");
+    let named = |id: i64| {
+        snap.jobs
+            .iter()
+            .find(|j| j.id == id)
+            .unwrap()
+            .experiment
+            .clone()
+    };
+    let ids = job_ids(&s);
+    assert!(ids.windows(2).all(|w| named(w[0]) <= named(w[1])), "{s}");
+}

@@ -5,7 +5,10 @@
 //! is back. Without MLflow the tests say they skipped.
 
 use crate::support::daemon as common;
-use crate::support::mlflow::{metric, mlflow_bin, run_of, runs_of, start_server, tag, wait};
+use crate::support::mlflow::{
+    has_auth, metric, mlflow_bin, run_of, runs_of, start_server, start_signed_server, tag, wait,
+    ADMIN,
+};
 use serde_json::Value;
 
 #[test]
@@ -157,5 +160,86 @@ fn a_jobs_run_is_in_mlflow_with_its_own_metrics_and_gantrys_and_one_made_late_wh
             && said.contains(&format!("job {late} has MLflow run"))
             && said.contains("answers again"),
         "{said}"
+    );
+}
+
+/// The tracking server asks for a password and is down from the submission on; the job ends,
+/// the daemon is killed and started again, the server comes up: the job gets one run with its
+/// end, and the password is nowhere the daemon writes.
+#[test]
+fn what_a_down_tracker_is_owed_outlives_a_daemon_crash_and_is_sent_signed_once() {
+    let Some(bin) = mlflow_bin().filter(|b| has_auth(b)) else {
+        eprintln!("skipped: no mlflow with its basic-auth app (pip install 'mlflow[auth]' into /opt/gantry-mlflow, or set GANTRY_MLFLOW)");
+        return;
+    };
+    let dir = common::temp_dir("mlflow-owed");
+    let port = common::free_port();
+    let password = dir.join("mlflow.password");
+    std::fs::write(&password, format!("{}\n", ADMIN.1)).unwrap();
+    let fleet = dir.join("fleet.toml");
+    std::fs::write(
+        &fleet,
+        format!(
+            "{}\n[mlflow]\ntracking_uri = \"http://127.0.0.1:{port}\"\nusername = \"{}\"\npassword_file = \"{}\"\n",
+            common::local_fleet("lab", "gpu = \"H100\"\ngpus_per_node = 2\nvram_gb = 80\n"),
+            ADMIN.0,
+            password.display()
+        ),
+    )
+    .unwrap();
+    let args = ["--config", fleet.to_str().unwrap()];
+    let mut d = common::start_in(dir.clone(), &args);
+    let id = common::submit(
+        &d,
+        &dir,
+        "owed",
+        "name: owed\nexperiment: gantry-owed\nresources:\n  accelerators: H100:1\nrun: sleep 1\n",
+    );
+    common::wait_for(&d, 60, "the job to complete", || {
+        common::state(&d, id) == "completed"
+    });
+    // `gantry job` says what waits, and since when.
+    common::wait_for(&d, 60, "gantry job to say what MLflow is owed", || {
+        common::job(&d, id)["experiment"]["waiting"]
+            .as_str()
+            .is_some_and(|w| w.contains("its run") && w.contains("has not answered since"))
+    });
+    let shown = common::cli(&d, &["job", &id.to_string()]);
+    assert!(shown.contains("not in MLflow yet: its run"), "{shown}");
+
+    common::restart(&mut d, &args);
+    let _server = start_signed_server(&bin, &dir, port);
+    let run = wait(90, "the job's run, made once the server answers", || {
+        runs_of(port, "gantry-owed", id).into_iter().find(|r| {
+            r["info"]["status"] == "FINISHED" && tag(r, "gantry.state") == Some("completed")
+        })
+    });
+    assert_eq!(tag(&run, "gantry.team"), Some("lab"), "{run}");
+    assert!(metric(&run, "gantry.gpu_hours").unwrap() > 0.0, "{run}");
+    // One run, however many beats and restarts it took; the link is in `gantry job`.
+    assert_eq!(runs_of(port, "gantry-owed", id).len(), 1);
+    common::wait_for(&d, 30, "gantry job to link the run and owe nothing", || {
+        let e = &common::job(&d, id)["experiment"];
+        e["waiting"].is_null()
+            && e["url"]
+                .as_str()
+                .is_some_and(|u| u.contains(run["info"]["run_id"].as_str().unwrap()))
+    });
+    // Nothing more is owed: another restart makes no second run.
+    common::restart(&mut d, &args);
+    std::thread::sleep(std::time::Duration::from_secs(7));
+    assert_eq!(runs_of(port, "gantry-owed", id).len(), 1);
+    // The password is read, never written: not in the events, the daemon's output, the journal.
+    let said = common::events(&d).join("\n");
+    assert!(said.contains("waits for it in the journal"), "{said}");
+    let err = std::fs::read_to_string(dir.join(common::STDERR)).unwrap_or_default();
+    let mut journal = std::fs::read(dir.join("state").join("state.db")).unwrap();
+    journal.extend(std::fs::read(dir.join("state").join("state.db-wal")).unwrap_or_default());
+    let secret = ADMIN.1.as_bytes();
+    assert!(
+        !said.contains(ADMIN.1)
+            && !err.contains(ADMIN.1)
+            && !journal.windows(secret.len()).any(|w| w == secret),
+        "the password was written somewhere"
     );
 }

@@ -113,6 +113,25 @@ pub fn start_with(dir: PathBuf, extra: &[&str], adjust: impl FnOnce(&mut Command
     }
 }
 
+/// `d` killed (`SIGKILL`) and started again over the same journal, socket and port, with
+/// `extra` arguments: a daemon crash and restart.
+pub fn restart(d: &mut Daemon, extra: &[&str]) {
+    let _ = d.child.kill();
+    let _ = d.child.wait();
+    let _ = std::fs::remove_file(&d.socket);
+    let mut cmd = daemon_cmd(&d.dir, &d.socket, d.port, extra);
+    cmd.stderr(stderr_file(&d.dir));
+    d.child = cmd.spawn().unwrap();
+    let t0 = Instant::now();
+    while UnixStream::connect(&d.socket).is_err() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(90),
+            "daemon did not start again within 90 s"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// One request on its own connection; the whole answer as text.
 pub fn request(socket: &Path, head: &str, body: &str) -> String {
     let s = UnixStream::connect(socket).expect("the Unix socket answers");

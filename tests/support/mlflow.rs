@@ -30,10 +30,52 @@ impl Drop for Server {
 }
 
 pub fn start_server(bin: &Path, dir: &Path, port: u16) -> Server {
+    start(bin, dir, port, false)
+}
+
+/// The user and password a server from [`start_signed_server`] asks for (the helpers below
+/// send them to every server; one that asks for none ignores them).
+pub const ADMIN: (&str, &str) = ("gantry-admin", "a-long-test-password-1");
+
+/// Whether this MLflow has its basic-auth app (`mlflow[auth]`, which `.ci/run` installs).
+pub fn has_auth(bin: &Path) -> bool {
+    Command::new(bin.with_file_name("python"))
+        .args(["-c", "import flask_wtf"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// A tracking server that asks every request for HTTP basic auth (`--app-name basic-auth`),
+/// its one user [`ADMIN`].
+pub fn start_signed_server(bin: &Path, dir: &Path, port: u16) -> Server {
+    start(bin, dir, port, true)
+}
+
+fn start(bin: &Path, dir: &Path, port: u16, signed: bool) -> Server {
     use std::os::unix::process::CommandExt;
     let log = std::fs::File::create(dir.join(format!("mlflow-{port}.log"))).unwrap();
-    let child = Command::new(bin)
-        .args(["server", "--host", "127.0.0.1", "--port", &port.to_string()])
+    let mut cmd = Command::new(bin);
+    cmd.arg("server");
+    if signed {
+        let ini = dir.join("basic_auth.ini");
+        std::fs::write(
+            &ini,
+            format!(
+                "[mlflow]\ndefault_permission = READ\ndatabase_uri = sqlite:///{}\nadmin_username = {}\nadmin_password = {}\nauthorization_function = mlflow.server.auth:authenticate_request_basic_auth\n",
+                dir.join("auth.db").display(),
+                ADMIN.0,
+                ADMIN.1
+            ),
+        )
+        .unwrap();
+        cmd.args(["--app-name", "basic-auth"])
+            .env("MLFLOW_AUTH_CONFIG_PATH", ini)
+            .env("MLFLOW_FLASK_SERVER_SECRET_KEY", "gantry-test");
+    }
+    let child = cmd
+        .args(["--host", "127.0.0.1", "--port", &port.to_string()])
         .arg("--backend-store-uri")
         .arg(format!("sqlite:///{}", dir.join("mlflow.db").display()))
         // Artifacts kept by the server itself (`mlflow-artifacts:/…`), as `mlflow server`
@@ -68,6 +110,7 @@ pub fn client() -> reqwest::blocking::Client {
 pub fn get(port: u16, path: &str) -> Option<String> {
     let r = client()
         .get(format!("http://127.0.0.1:{port}{path}"))
+        .basic_auth(ADMIN.0, Some(ADMIN.1))
         .timeout(Duration::from_secs(5))
         .send()
         .ok()?;
@@ -79,6 +122,7 @@ pub fn get(port: u16, path: &str) -> Option<String> {
 pub fn post(port: u16, path: &str, body: Value) -> Value {
     client()
         .post(format!("http://127.0.0.1:{port}/api/2.0/mlflow/{path}"))
+        .basic_auth(ADMIN.0, Some(ADMIN.1))
         .json(&body)
         .timeout(Duration::from_secs(5))
         .send()

@@ -58,6 +58,9 @@ pub struct ExperimentRun {
     pub tracking_uri: Option<String>,
     /// The run in MLflow's UI (`URI/#/experiments/ID/runs/RUN`), where all three are known.
     pub url: Option<String>,
+    /// What is not in MLflow yet because its server does not answer (since when, and why).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting: Option<String>,
 }
 
 impl ExperimentRun {
@@ -69,19 +72,26 @@ impl ExperimentRun {
             env("MLFLOW_TRACKING_URI"),
             env("MLFLOW_EXPERIMENT_ID"),
         );
-        let url = match (&uri, &id, &run_id) {
-            (Some(u), Some(e), Some(r)) => Some(format!(
-                "{}/#/experiments/{e}/runs/{r}",
-                u.trim_end_matches('/')
-            )),
-            _ => None,
-        };
-        Some(ExperimentRun {
+        let mut run = ExperimentRun {
             experiment,
             run_id,
             tracking_uri: uri,
-            url,
-        })
+            url: None,
+            waiting: None,
+        };
+        run.link(id.as_deref());
+        Some(run)
+    }
+
+    /// Its link in MLflow's UI, where the experiment's id is known (`experiment`, or the one
+    /// it has).
+    pub fn link(&mut self, experiment: Option<&str>) {
+        if let (Some(u), Some(e), Some(r)) = (&self.tracking_uri, experiment, &self.run_id) {
+            self.url = Some(format!(
+                "{}/#/experiments/{e}/runs/{r}",
+                u.trim_end_matches('/')
+            ));
+        }
     }
 }
 

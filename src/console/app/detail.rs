@@ -85,6 +85,12 @@ impl App {
                 Span::styled("experiment ", bold),
                 Span::raw(format!("{} · {run}", escape(&e.experiment))),
             ]));
+            if let Some(w) = &e.waiting {
+                lines.push(Line::from(Span::styled(
+                    format!("  {}", escape(w)),
+                    self.style(self.theme.warn),
+                )));
+            }
         }
         if !d.runs.is_empty() {
             lines.push(Line::from(Span::styled("runs", bold)));

@@ -9,7 +9,7 @@ use crate::console::table::{Col, Sort};
 use std::cmp::Ordering;
 
 /// The Jobs view's columns (the order of `job_cmp`'s match).
-pub const JOB_COLS: [Col; 12] = [
+pub const JOB_COLS: [Col; 13] = [
     Col::fixed("id", 'I', 5, 0),
     Col::text("name", 'N', 10, 18, 0),
     Col::text("team", 'T', 6, 12, 6),
@@ -22,8 +22,15 @@ pub const JOB_COLS: [Col; 12] = [
     Col::fixed("cost", 'M', 8, 5).right(),
     // Times it was started again after its own failures (`job_recovery`), as k9s's RESTARTS.
     Col::fixed("restarts", 'E', 8, 9).right(),
+    // The MLflow experiment its run is reported to: the first to go when space is short
+    // (the filter `/experiment=` and the job's detail have it too).
+    Col::text("experiment", 'X', 8, 16, 10),
     Col::text("where / why pending", 'W', 20, 64, 0),
 ];
+
+/// The Jobs view's experiment column (hidden where no job reports to one).
+pub const EXPERIMENT_COL: usize = 11;
+const _: () = assert!(JOB_COLS[EXPERIMENT_COL].key == 'X');
 
 /// The Fleet view's columns.
 pub const POOL_COLS: [Col; 8] = [
@@ -124,6 +131,7 @@ fn job_cmp(col: usize, a: &JobRow, b: &JobRow, now: f64) -> Ordering {
         8 => a.dollars_per_hour.total_cmp(&b.dollars_per_hour),
         9 => a.cost_at(now).total_cmp(&b.cost_at(now)),
         10 => a.restarts.cmp(&b.restarts),
+        11 => a.experiment.cmp(&b.experiment),
         _ => a.detail.cmp(&b.detail),
     }
 }

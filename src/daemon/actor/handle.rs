@@ -5,7 +5,7 @@ use crate::api::Snapshot;
 use crate::api::{HistoryJob, JobView, Report, ReportBy};
 use crate::daemon::auth::{hash_token, rfc3339, unix_now, Caller, Grant, Role, TokenInfo};
 use crate::daemon::engine::Submission;
-use crate::daemon::journal::{EventRecord, JobId};
+use crate::daemon::journal::{EventRecord, JobId, ReportRecord};
 use crate::daemon::refusal::Refusal;
 use crate::daemon::state::{Action, Counters, Histogram, JobLogs};
 use crate::scheduler::reclaim::ReclaimPlan;
@@ -147,6 +147,21 @@ pub enum Request {
         job: Option<JobId>,
         line: String,
     },
+    /// What the experiment tracker owes, oldest job first (at most `limit`): its queue, kept
+    /// in the journal.
+    ExperimentsOwed {
+        limit: usize,
+        reply: Reply<Vec<ReportRecord>>,
+    },
+    /// What it sent of one job (journaled: a restarted daemon goes on from there).
+    ExperimentSent {
+        report: ReportRecord,
+    },
+    /// The tracking server stopped answering (why), or answers again (`None`); `line` said.
+    ExperimentServer {
+        down: Option<String>,
+        line: String,
+    },
     Shutdown,
 }
 
@@ -169,6 +184,8 @@ pub struct Published {
     /// Service → the SHA-256 of the bearer token its endpoint asks for (never in the
     /// snapshot: every viewer reads that).
     pub service_tokens: HashMap<String, String>,
+    /// The fleet's experiment tracker, and where its credentials are (never them).
+    pub mlflow: crate::config::fleet::MlflowSettings,
 }
 
 /// Bucket bounds of the cycle-latency histogram, seconds.

@@ -221,6 +221,7 @@ pub fn publication(state: &State, cycle_seconds: &Histogram, changes: u64) -> Ar
         project_spend: state.project_spend(),
         calendar: state.calendar().clone(),
         service_tokens: state.service_tokens(),
+        mlflow: state.mlflow().clone(),
     })
 }
 

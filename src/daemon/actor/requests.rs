@@ -155,6 +155,14 @@ impl Actor {
                 self.state.experiment_said(job, line);
                 self.changed();
             }
+            Request::ExperimentsOwed { limit, reply } => {
+                let _ = reply.send(self.state.experiments_owed(limit).map_err(Refusal::from));
+            }
+            Request::ExperimentSent { report } => self.state.experiment_sent(&report),
+            Request::ExperimentServer { down, line } => {
+                self.state.experiment_server(down, line);
+                self.changed();
+            }
             Request::ServiceMeasured { measured } => {
                 // A replica started or retired needs a cycle; new figures only a publication.
                 if self.state.service_measured(measured) {

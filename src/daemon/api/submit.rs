@@ -16,7 +16,7 @@ pub(super) async fn submit(
         submission_of(&api, &caller, query(raw)?, &body_bytes(&api, body).await?).await?;
     submission.idempotency_key = key;
     // A job that names an experiment has its MLflow run before it is queued.
-    let follow = match &api.tracker {
+    let said = match &api.tracker {
         Some(_) => crate::daemon::experiments::prepare(&api.handle, &mut submission).await,
         None => None,
     };
@@ -24,8 +24,11 @@ pub(super) async fn submit(
         .handle
         .call(|reply| Request::Submit { submission, reply })
         .await?;
-    if let (Some(t), Some(f)) = (&api.tracker, follow) {
-        t.follow(f, id);
+    if let Some(line) = said {
+        api.handle.tell(Request::Experiment {
+            job: Some(id),
+            line,
+        });
     }
     Ok(json(StatusCode::CREATED, &crate::api::Submitted { id }))
 }
@@ -156,6 +159,7 @@ async fn submission_of(
         user: caller.user.clone(),
         from_backend: false,
         sent_text: None,
+        reported: false,
     })
 }
 

@@ -26,6 +26,7 @@ impl Engine {
             user: None,
             from_backend: false,
             sent_text: None,
+            reported: false,
         };
         self.submit_batch(&[one], now)
             .pop()
@@ -99,6 +100,7 @@ impl Engine {
                 job,
                 String::from_utf8_lossy(&s.text),
                 key.map(|(k, digest)| (k.to_string(), digest)),
+                s.reported,
             ));
         }
         if admitted.is_empty() {
@@ -106,7 +108,7 @@ impl Engine {
         }
         let rows: Vec<NewJob> = admitted
             .iter()
-            .map(|(_, j, text, key)| NewJob {
+            .map(|(_, j, text, key, reported)| NewJob {
                 name: j.name.clone(),
                 team: self.teams[j.team].name.clone(),
                 priority: self.classes[j.class].name.clone(),
@@ -114,11 +116,12 @@ impl Engine {
                 at: now,
                 idempotency: key.clone(),
                 user: j.user.clone(),
+                reported: *reported,
             })
             .collect();
         match self.store.submit_all(&rows) {
             Ok(ids) => {
-                for ((slot, mut job, _, _), id) in admitted.into_iter().zip(ids) {
+                for ((slot, mut job, _, _, _), id) in admitted.into_iter().zip(ids) {
                     job.id = id;
                     job.submitted_at = now;
                     answers[slot] = Ok(id);
@@ -128,7 +131,7 @@ impl Engine {
             }
             Err(e) => {
                 let why = e.to_string();
-                for (slot, _, _, _) in admitted {
+                for (slot, _, _, _, _) in admitted {
                     answers[slot] = Err(EngineError::Journal(JournalError::Corrupt {
                         id: 0,
                         what: why.clone(),

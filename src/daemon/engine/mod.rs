@@ -180,6 +180,8 @@ pub struct Submission {
     /// The text as the client sent it, where the daemon wrote into `text` (an experiment
     /// run's variables, made for this submission): what an idempotency key vouches for.
     pub sent_text: Option<Vec<u8>>,
+    /// It is reported to the fleet's experiment tracker: the journal keeps what is owed.
+    pub reported: bool,
 }
 
 impl Submission {

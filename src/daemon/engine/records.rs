@@ -7,8 +7,8 @@ use super::Engine;
 use crate::daemon::journal::TeamSpend;
 use crate::daemon::journal::{
     ChargeRecord, ClosedCharge, CloudPoolRecord, EventRecord, HistoryQuery, JobId, JobRecord,
-    JournalError, Queued, RemoteRunRecord, ReplicaRecord, RunRecord, ServiceRecord, TimerRecord,
-    TokenRecord,
+    JournalError, Queued, RemoteRunRecord, ReplicaRecord, ReportRecord, RunRecord, ServiceRecord,
+    TimerRecord, TokenRecord,
 };
 
 impl Engine {
@@ -166,6 +166,20 @@ impl Engine {
 
     pub fn cloud_pools(&self) -> Result<Vec<CloudPoolRecord>, JournalError> {
         self.store.cloud_pools()
+    }
+
+    // What the experiment tracker owes jobs.
+
+    pub fn owed_reports(&self, limit: usize) -> Result<Vec<ReportRecord>, JournalError> {
+        self.store.owed_reports(limit)
+    }
+
+    pub fn report(&self, job: JobId) -> Result<Option<ReportRecord>, JournalError> {
+        self.store.report(job)
+    }
+
+    pub fn report_sent(&mut self, r: &ReportRecord) -> Result<(), JournalError> {
+        self.store.report_sent(r)
     }
 
     // Timers that outlive a restart, and the clock.

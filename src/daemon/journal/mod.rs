@@ -7,8 +7,10 @@
 mod clouds;
 mod records;
 pub use records::TeamSpend;
+mod reports;
 mod runs;
 mod schema;
+pub use reports::ReportRecord;
 mod services;
 pub use clouds::{cloud_pools_at, CloudPoolRecord, TimerRecord};
 pub use runs::{HistoryQuery, Queued};
@@ -175,6 +177,8 @@ pub struct NewJob {
     pub idempotency: Option<(String, String)>,
     /// Who submitted it.
     pub user: Option<String>,
+    /// It names an experiment the daemon reports to: what the tracker owes it is kept with it.
+    pub reported: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -355,11 +359,17 @@ impl Store {
                     "INSERT INTO idempotency (key, digest, job, at) VALUES (?1, ?2, ?3, ?4)",
                 )
                 .map_err(sql)?;
+            let mut owe = tx
+                .prepare_cached("INSERT INTO experiment_reports (job) VALUES (?1)")
+                .map_err(sql)?;
             for j in jobs {
                 insert
                     .execute(params![j.name, j.team, j.priority, j.spec, j.at, j.user])
                     .map_err(sql)?;
                 let id = tx.last_insert_rowid();
+                if j.reported {
+                    owe.execute([id]).map_err(sql)?;
+                }
                 if let Some((key, digest)) = &j.idempotency {
                     remember
                         .execute(params![key, digest, id, crate::daemon::auth::unix_now()])

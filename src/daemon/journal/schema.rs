@@ -128,4 +128,16 @@ pub(super) const MIGRATIONS: &[&str] = &[
         count INTEGER NOT NULL DEFAULT 0,
         why TEXT NOT NULL DEFAULT ''
     );",
+    // 19: what the experiment tracker owes each job that names an experiment: its MLflow run
+    // (where one was made after submit), the job state last sent, and whether its end was
+    // sent. Written with the job in the same commit, so a tracker that is down, or a daemon
+    // that restarts, loses nothing it owes.
+    "CREATE TABLE experiment_reports (
+        job INTEGER PRIMARY KEY,
+        run TEXT,
+        experiment_id TEXT,
+        sent TEXT NOT NULL DEFAULT '',
+        done INTEGER NOT NULL DEFAULT 0
+    );
+    CREATE INDEX experiment_reports_owed ON experiment_reports(done, job);",
 ];

@@ -11,6 +11,7 @@ fn job(i: usize) -> NewJob {
         spec: "{}".into(),
         at: i as f64,
         idempotency: None,
+        reported: false,
     }
 }
 
@@ -277,4 +278,49 @@ fn a_history_page_leaves_the_specs_in_the_journal() {
     assert!(page.iter().all(|j| j.spec.is_empty()), "specs were read");
     // The job itself still has it.
     assert_eq!(s.job(ids[0]).unwrap().unwrap().spec, big);
+}
+
+#[test]
+fn what_the_tracker_owes_is_written_with_the_job_and_kept_until_its_end_is_sent() {
+    let path = tmp("reports");
+    let ids = {
+        let mut s = Store::open(&path).unwrap();
+        let reported = NewJob {
+            reported: true,
+            ..job(2)
+        };
+        s.submit_all(&[job(1), reported.clone(), reported]).unwrap()
+    };
+    // After a restart: the two reported jobs are owed, nothing sent yet, oldest first.
+    let mut s = Store::open(&path).unwrap();
+    let owed = s.owed_reports(10).unwrap();
+    assert_eq!(
+        owed.iter().map(|r| r.job).collect::<Vec<_>>(),
+        vec![ids[1], ids[2]]
+    );
+    assert!(owed.iter().all(|r| r.sent.is_none() && r.run.is_none()));
+    assert_eq!(s.report(ids[0]).unwrap(), None);
+    // A run made late is kept; a later report without it does not lose it.
+    s.report_sent(&ReportRecord {
+        run: Some("abc".into()),
+        experiment_id: Some("7".into()),
+        sent: Some(JobState::Running),
+        ..owed[0].clone()
+    })
+    .unwrap();
+    s.report_sent(&ReportRecord {
+        sent: Some(JobState::Completed),
+        done: true,
+        ..owed[0].clone()
+    })
+    .unwrap();
+    let r = s.report(ids[1]).unwrap().unwrap();
+    assert_eq!(
+        (r.run.as_deref(), r.experiment_id.as_deref(), r.sent, r.done),
+        (Some("abc"), Some("7"), Some(JobState::Completed), true)
+    );
+    // Done is no longer owed; the bound holds.
+    let owed: Vec<JobId> = s.owed_reports(10).unwrap().iter().map(|r| r.job).collect();
+    assert_eq!(owed, vec![ids[2]]);
+    assert!(s.owed_reports(0).unwrap().is_empty());
 }

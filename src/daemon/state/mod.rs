@@ -39,7 +39,7 @@ pub use export::{GpuMetric, JobGpuMetric};
 pub use view::{reason_text, JobLogs};
 
 use super::engine::{Engine, EngineError, Submission};
-use super::journal::JobId;
+use super::journal::{JobId, ReportRecord, TimerRecord};
 use crate::api::Snapshot;
 use crate::backend::RunEvent;
 use crate::config::fleet::FleetConfig;
@@ -51,6 +51,9 @@ use std::sync::Arc;
 type Samples = Vec<(f64, f64)>;
 
 pub use crate::api::Action;
+
+/// The kept timer that says since when, and why, the experiment tracker does not answer.
+pub(crate) const TRACKER_DOWN: &str = "mlflow/down";
 
 pub struct State {
     /// This daemon's exclusive hold on the journal (released when the state is dropped).
@@ -153,6 +156,36 @@ impl State {
         if let Err(e) = r {
             self.warn(format!("experiments: {e}"));
         }
+    }
+
+    /// What the experiment tracker owes, oldest job first.
+    pub fn experiments_owed(&self, limit: usize) -> Result<Vec<ReportRecord>, EngineError> {
+        Ok(self.engine.owed_reports(limit)?)
+    }
+
+    /// What the experiment tracker sent of one job.
+    pub fn experiment_sent(&mut self, report: &ReportRecord) {
+        if let Err(e) = self.engine.report_sent(report) {
+            self.warn(format!("experiments: job {}: {e}", report.job));
+        }
+    }
+
+    /// The tracking server stopped answering (`Some(why)`), or answers again: kept as a timer
+    /// (since when, and why) that `gantry job` reads, and said.
+    pub fn experiment_server(&mut self, down: Option<String>, line: String) {
+        let kept = match down {
+            Some(why) => self.engine.set_timer(&TimerRecord {
+                key: TRACKER_DOWN.to_string(),
+                unix: self.calendar.unix(self.now),
+                count: 0,
+                why,
+            }),
+            None => self.engine.clear_timer(TRACKER_DOWN),
+        };
+        if let Err(e) = kept {
+            self.warn(format!("experiments: {e}"));
+        }
+        self.experiment_said(None, line);
     }
 
     /// A journaled event about one job (it shows in the job's history).

@@ -6,7 +6,7 @@ use super::State;
 use super::{billing, history, ledger, seen};
 use super::{GpuMetric, JobGpuMetric};
 use crate::api::HistoryJob;
-use crate::api::JobView;
+use crate::api::{ExperimentRun, JobView};
 use crate::api::{JobRow, JobState, PoolRow, Snapshot, TeamRow};
 use crate::daemon::engine::EngineError;
 use crate::daemon::journal::EventRecord;
@@ -164,6 +164,11 @@ impl State {
         self.runs.foreign_gpus_held()
     }
 
+    /// The fleet's `[mlflow]`.
+    pub fn mlflow(&self) -> &crate::config::fleet::MlflowSettings {
+        &self.opened.cfg.mlflow
+    }
+
     /// Each service whose endpoint asks for a bearer token, with the token's SHA-256: what the
     /// endpoints check (kept out of the snapshot, which every viewer reads).
     pub fn service_tokens(&self) -> HashMap<String, String> {
@@ -195,6 +200,38 @@ impl State {
         )
     }
 
+    /// A job's run in the experiment tracker, with what the tracker did since submit: the run
+    /// it made late, and what is still owed while the server does not answer.
+    fn reported(&self, id: JobId, mut e: ExperimentRun, state: JobState) -> ExperimentRun {
+        let Ok(Some(r)) = self.engine.report(id) else {
+            return e;
+        };
+        if e.run_id.is_none() {
+            e.run_id = r.run.clone();
+            e.link(r.experiment_id.as_deref());
+        }
+        let owed = match (&e.run_id, r.sent) {
+            _ if r.done => None,
+            (None, _) => Some("its run".to_string()),
+            (Some(_), Some(sent)) if sent == state => None,
+            (Some(_), _) => Some(format!("its state `{state}` and metrics")),
+        };
+        let down = self
+            .engine
+            .timers()
+            .ok()
+            .and_then(|t| t.into_iter().find(|t| t.key == super::TRACKER_DOWN));
+        if let (Some(owed), Some(down)) = (owed, down) {
+            e.waiting = Some(format!(
+                "not in MLflow yet: {owed}; {} has not answered since {} ({}); sent when it answers",
+                e.tracking_uri.as_deref().unwrap_or("the tracking server"),
+                crate::daemon::auth::rfc3339(down.unix),
+                down.why
+            ));
+        }
+        e
+    }
+
     /// Everything about one job.
     pub fn job_detail(&mut self, id: JobId) -> Result<JobView, EngineError> {
         let events = self.engine.events(Some(id), 100)?;
@@ -213,7 +250,10 @@ impl State {
         // `secrets` values are never shown, to anyone (the API hides `envs` from others).
         let spec = crate::spec::redact::redact(&record.spec, true);
         let written = crate::spec::parse("journal", record.spec.as_bytes()).ok();
-        let experiment = written.as_ref().and_then(crate::api::ExperimentRun::of);
+        let experiment = written
+            .as_ref()
+            .and_then(crate::api::ExperimentRun::of)
+            .map(|e| self.reported(id, e, record.state));
         // Read by the API, off the actor (a remote host may be slow to answer).
         let log_tail = Vec::new();
         let Some(j) = self.engine.job(id) else {

@@ -192,6 +192,10 @@ impl Tab for Jobs {
         app.jobs.geometry.set((area.y + 2, first));
         let plain = Style::default();
         let mut grid = Grid::new(&order::JOB_COLS, app.sorts[View::Jobs]);
+        // The experiment column where the fleet reports to MLflow or a job names one.
+        if snap.mlflow.is_none() && snap.jobs.iter().all(|j| j.experiment.is_none()) {
+            grid.hidden = 1 << order::EXPERIMENT_COL;
+        }
         grid.rows = (first..list.len().min(first + visible))
             .filter_map(|i| list.get(i))
             .map(|j| {
@@ -230,6 +234,7 @@ impl Tab for Jobs {
                         },
                         plain,
                     ),
+                    text(escape(j.experiment.as_deref().unwrap_or("")), plain),
                     text(escape(&j.detail), plain),
                 ]
             })

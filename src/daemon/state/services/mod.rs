@@ -359,6 +359,7 @@ impl Services {
             user: s.user.clone(),
             from_backend: false,
             sent_text: None,
+            reported: false,
         };
         desk.preview(&probe)?;
         desk.cx

@@ -288,6 +288,7 @@ impl Services {
             user: e.record.user.clone(),
             from_backend: false,
             sent_text: None,
+            reported: false,
         };
         let version = e.record.version;
         let id = desk

@@ -502,3 +502,52 @@ async fn report(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::daemon::state::{GpuMetric, JobGpuMetric};
+
+    fn gpu(uuid: &str, util: f64) -> GpuMetric {
+        GpuMetric {
+            gpu: 0,
+            uuid: uuid.to_string(),
+            model_name: "NVIDIA H100 80GB HBM3".to_string(),
+            hostname: "h".to_string(),
+            node: "n".to_string(),
+            pool: "p".to_string(),
+            util_pct: util,
+            memory_used_bytes: 0,
+            memory_total_bytes: 0,
+            power_w: None,
+            temperature_c: None,
+        }
+    }
+
+    fn held(job: i64, uuid: &str) -> JobGpuMetric {
+        JobGpuMetric {
+            job,
+            team: "lab".to_string(),
+            uuid: uuid.to_string(),
+            hostname: "h".to_string(),
+            gpu: 0,
+            mig_uuid: String::new(),
+            gpu_instance_id: None,
+        }
+    }
+
+    /// `gantry.gpu_util_mean` is over the job's own GPUs only, and absent where none of
+    /// them is measured (a simulated or a declared GPU is never reported as 0 %).
+    #[test]
+    fn a_jobs_utilisation_is_the_mean_of_its_own_measured_gpus() {
+        let p = super::super::actor::Published {
+            gpus: vec![gpu("a", 90.0), gpu("b", 30.0), gpu("c", 0.0)],
+            job_gpus: vec![held(1, "a"), held(1, "b"), held(2, "c"), held(3, "x")],
+            ..Default::default()
+        };
+        assert_eq!(util_now(&p, 1), Some(60.0));
+        assert_eq!(util_now(&p, 2), Some(0.0));
+        assert_eq!(util_now(&p, 3), None);
+        assert_eq!(util_now(&p, 4), None);
+    }
+}

@@ -25,6 +25,7 @@ pub mod daemon;
 pub mod errors;
 pub mod exec_wire;
 pub mod experiments;
+pub mod heap;
 pub mod random;
 pub mod sim;
 pub mod tls;

@@ -18,6 +18,9 @@ pub struct SshBenchConfig {
     pub launches: usize,
     /// Running jobs a restart re-adopts.
     pub jobs: usize,
+    /// Rounds of `round_jobs` short jobs run through after, the memory measured after each.
+    pub rounds: usize,
+    pub round_jobs: usize,
     pub dir: PathBuf,
 }
 
@@ -31,6 +34,7 @@ pub struct SshBenchReport {
     pub jobs: usize,
     /// Opening the state again to every job confirmed running.
     pub readopt_s: f64,
+    pub rounds: Vec<super::RoundMemory>,
 }
 
 fn fleet(c: &SshBenchConfig) -> String {
@@ -152,6 +156,7 @@ pub fn run(c: &SshBenchConfig) -> Result<SshBenchReport, String> {
     }
     // The kills are sent; give the links a moment to deliver them before the state goes.
     run_until(&mut state, Duration::from_secs(2), "", |_| false).ok();
+    let rounds = rounds(&mut state, c)?;
     Ok(SshBenchReport {
         hosts: c.hosts.len(),
         connect_s,
@@ -160,5 +165,47 @@ pub fn run(c: &SshBenchConfig) -> Result<SshBenchReport, String> {
         first_output_max_ms: first.last().copied().unwrap_or(0.0),
         jobs: n,
         readopt_s,
+        rounds,
     })
+}
+
+/// `c.rounds` rounds of `c.round_jobs` jobs that run `true` on the hosts, each round to the
+/// last job's end; this process's memory after each (the daemon's state, its links to the
+/// hosts and their agents' answers all live in it).
+fn rounds(state: &mut State, c: &SshBenchConfig) -> Result<Vec<super::RoundMemory>, String> {
+    let mut out = Vec::new();
+    for round in 1..=c.rounds {
+        let t = Instant::now();
+        let subs: Vec<Submission> = (0..c.round_jobs)
+            .map(|_| Submission {
+                file: "bench".to_string(),
+                text: b"name: round\nresources:\n  cpus: 1\nrun: 'true'\n".to_vec(),
+                team: Some("bench".to_string()),
+                user: crate::unix_user::this_user(),
+                ..Submission::default()
+            })
+            .collect();
+        for r in state.submit(&subs) {
+            r.map_err(|e| e.to_string())?;
+        }
+        // The snapshot has them waiting from the first cycle on.
+        state.tick().map_err(|e| e.to_string())?;
+        run_until(
+            state,
+            Duration::from_secs(600),
+            "the round's jobs to end",
+            |s| {
+                s.snapshot()
+                    .jobs
+                    .iter()
+                    .all(|j| !matches!(j.state.as_str(), "pending" | "running" | "preempting"))
+            },
+        )?;
+        out.push(super::RoundMemory::now(
+            round,
+            c.round_jobs,
+            t.elapsed().as_secs_f64(),
+        ));
+    }
+    Ok(out)
 }

@@ -10,7 +10,6 @@ pub mod calendar;
 pub mod embedded;
 pub mod engine;
 pub mod experiments;
-mod heap;
 pub mod journal;
 pub mod lives;
 pub mod local_gpus;

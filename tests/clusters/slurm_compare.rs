@@ -1,20 +1,25 @@
 //! `scripts/slurm-compare.sh`: the same job set run through Slurm alone and through gantry's
-//! Slurm pool over the same real cluster (Debian's Slurm 22.05), one after the other in one
-//! run, so the two makespans are always measured side by side (issue 39).
+//! Slurm pool over the same real cluster (Debian's Slurm 22.05), in paired rounds (Slurm alone,
+//! then gantry, `ROUNDS` times), so the two are always measured side by side (issues 39, 68).
 //!
-//! Each job holds one GPU, notes when it started and ended (`date` into a shared file) and
-//! sleeps. Slurm alone: `sbatch --gres=gpu:1` from 16 submitting threads. gantry: `POST
-//! /v1/jobs` from 16 threads to a daemon whose one pool is the cluster. The makespan runs from
-//! the first submission to the last job's end; the wait from the first submission to each
-//! job's start. A benchmark, not a timed test: it is `#[ignore]`d and fails on no figure.
+//! Measured as an outsider would, from the jobs' own stamps and the clients' send times, not
+//! from gantry's events: each job holds one GPU, writes its index, the time and its GPU when it
+//! starts and ends, and sleeps. Slurm alone: `sbatch --gres=gpu:1` from 16 submitting threads.
+//! gantry: `POST /v1/jobs` from 16 threads to one daemon whose pool is the cluster, kept across
+//! rounds (the cluster keeps its finished jobs, as a real one does for `MinJobAge`). Figures per
+//! round and side: the makespan from the first send to the last end; each job's wait from its
+//! own send to its start (mean, p50); the first start after the first send; how long a GPU
+//! stood between jobs; and the daemon's resident memory after each of its rounds. A benchmark,
+//! not a timed test: it is `#[ignore]`d and fails on no figure.
 
 use crate::support::daemon::{exchange, temp_dir};
 use crate::support::slurm_cluster::{can_run, daemon_over, daemon_over_as_nobody, Cluster};
 use std::path::Path;
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// Knobs from the environment (the script passes them): jobs, seconds each, nodes, GPUs per
-/// node.
+/// node, rounds.
 fn knob(name: &str, default: u64) -> u64 {
     std::env::var(name)
         .ok()
@@ -27,36 +32,43 @@ const CLIENTS: usize = 16;
 struct Figures {
     makespan_s: f64,
     mean_wait_s: f64,
+    p50_wait_s: f64,
+    first_start_s: f64,
     submit_s: f64,
     /// The mean time a GPU stood between one job's end and the next one's start there.
     mean_gap_s: f64,
 }
 
-/// Reads the start and end stamps the jobs wrote; the figures from `t0` (seconds since the
-/// epoch at the first submission).
-fn figures(dir: &Path, tag: &str, t0: f64, submit_s: f64) -> Figures {
-    // Each line: the time, then the node and the GPU the job had.
-    let stamps = |what: &str| -> Vec<(f64, String)> {
-        std::fs::read_to_string(dir.join(format!("{tag}.{what}")))
-            .unwrap_or_default()
-            .lines()
-            .map(|l| {
-                let (t, gpu) = l.trim().split_once(' ').unwrap_or((l.trim(), ""));
-                let t = t.parse().unwrap_or_else(|_| {
-                    panic!("{tag}.{what}: `{l}` is not a time and a GPU (no `date` in the job's PATH?)")
-                });
-                (t, gpu.to_string())
-            })
-            .collect()
-    };
-    let (starts, ends) = (stamps("starts"), stamps("ends"));
-    let last = ends.iter().map(|e| e.0).fold(t0, f64::max);
+/// One stamp a job wrote: its index, the time, its node and GPU.
+fn stamps(dir: &Path, tag: &str, what: &str) -> Vec<(usize, f64, String)> {
+    std::fs::read_to_string(dir.join(format!("{tag}.{what}")))
+        .unwrap_or_default()
+        .lines()
+        .map(|l| {
+            let mut f = l.split_whitespace();
+            let (i, t, gpu) = (f.next(), f.next(), f.next().unwrap_or(""));
+            let parsed = i.and_then(|i| i.parse().ok()).zip(t.and_then(|t| t.parse().ok()));
+            let (i, t) = parsed.unwrap_or_else(|| {
+                panic!("{tag}.{what}: `{l}` is not an index, a time and a GPU (no `date` in the job's PATH?)")
+            });
+            (i, t, gpu.to_string())
+        })
+        .collect()
+}
+
+/// The figures of a side's round from what its jobs wrote and when each was sent.
+fn figures(dir: &Path, tag: &str, sent: &[f64], submit_s: f64) -> Figures {
+    let (starts, ends) = (stamps(dir, tag, "starts"), stamps(dir, tag, "ends"));
+    let t0 = sent.iter().copied().fold(f64::INFINITY, f64::min);
+    let last = ends.iter().map(|e| e.1).fold(t0, f64::max);
+    let mut waits: Vec<f64> = starts.iter().map(|(i, t, _)| t - sent[*i]).collect();
+    waits.sort_by(f64::total_cmp);
     // Per GPU, its starts and ends in time order: each end before the GPU's next start.
     let mut by_gpu: std::collections::HashMap<&str, (Vec<f64>, Vec<f64>)> = Default::default();
-    for (t, g) in &starts {
+    for (_, t, g) in &starts {
         by_gpu.entry(g).or_default().0.push(*t);
     }
-    for (t, g) in &ends {
+    for (_, t, g) in &ends {
         by_gpu.entry(g).or_default().1.push(*t);
     }
     let mut gaps = Vec::new();
@@ -67,7 +79,9 @@ fn figures(dir: &Path, tag: &str, t0: f64, submit_s: f64) -> Figures {
     }
     Figures {
         makespan_s: last - t0,
-        mean_wait_s: starts.iter().map(|s| s.0 - t0).sum::<f64>() / starts.len().max(1) as f64,
+        mean_wait_s: waits.iter().sum::<f64>() / waits.len().max(1) as f64,
+        p50_wait_s: waits.get(waits.len() / 2).copied().unwrap_or(0.0),
+        first_start_s: starts.iter().map(|s| s.1).fold(f64::INFINITY, f64::min) - t0,
         submit_s,
         mean_gap_s: gaps.iter().sum::<f64>() / gaps.len().max(1) as f64,
     }
@@ -80,28 +94,29 @@ fn epoch() -> f64 {
         .as_secs_f64()
 }
 
-/// Waits until `n` ends are written (or `limit` passes).
-fn wait_ends(dir: &Path, tag: &str, n: usize, limit: Duration) {
+/// Waits until `n` ends are written; what fell short where `limit` passes first.
+fn wait_ends(dir: &Path, tag: &str, n: usize, limit: Duration) -> Result<(), String> {
     let t = Instant::now();
     loop {
         let done = std::fs::read_to_string(dir.join(format!("{tag}.ends")))
             .map(|s| s.lines().count())
             .unwrap_or(0);
         if done >= n {
-            return;
+            return Ok(());
         }
-        assert!(
-            t.elapsed() < limit,
-            "{tag}: {done} of {n} jobs ended in {limit:?}"
-        );
+        if t.elapsed() >= limit {
+            return Err(format!("{tag}: {done} of {n} jobs ended in {limit:?}"));
+        }
         std::thread::sleep(Duration::from_millis(50));
     }
 }
 
-/// Runs `each(i)` for i in 0..n from `CLIENTS` threads; the seconds it took.
-fn from_clients(n: usize, each: impl Fn(usize) + Sync) -> f64 {
+/// Runs `each(i)` for i in 0..n from `CLIENTS` threads, noting when each was sent (seconds
+/// since the epoch); those times and the seconds it all took.
+fn from_clients(n: usize, each: impl Fn(usize) + Sync) -> (Vec<f64>, f64) {
     let t = Instant::now();
     let next = std::sync::atomic::AtomicUsize::new(0);
+    let sent = Mutex::new(vec![0.0; n]);
     std::thread::scope(|s| {
         for _ in 0..CLIENTS {
             s.spawn(|| loop {
@@ -109,19 +124,48 @@ fn from_clients(n: usize, each: impl Fn(usize) + Sync) -> f64 {
                 if i >= n {
                     return;
                 }
+                let at = epoch();
                 each(i);
+                sent.lock().unwrap()[i] = at;
             });
         }
     });
-    t.elapsed().as_secs_f64()
+    (sent.into_inner().unwrap(), t.elapsed().as_secs_f64())
 }
 
-fn body(dir: &Path, tag: &str, secs: u64) -> String {
+fn body(dir: &Path, tag: &str, i: usize, secs: u64) -> String {
     let d = dir.display();
     // Each stamp names the node and the GPU (Slurm's CUDA_VISIBLE_DEVICES is per job, so
     // SLURM_JOB_GPUS), to measure how long a GPU stands between jobs.
     let gpu = "$SLURMD_NODENAME/$SLURM_JOB_GPUS";
-    format!("echo $(date +%s.%N) {gpu} >> {d}/{tag}.starts; sleep {secs}; echo $(date +%s.%N) {gpu} >> {d}/{tag}.ends")
+    format!("echo {i} $(date +%s.%N) {gpu} >> {d}/{tag}.starts; sleep {secs}; echo {i} $(date +%s.%N) {gpu} >> {d}/{tag}.ends")
+}
+
+/// A process's resident memory and its peak, MiB (`VmRSS`, `VmHWM`).
+fn rss_mib(pid: u32) -> Option<(f64, f64)> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let field = |name: &str| -> Option<f64> {
+        let kb: f64 = status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))?
+            .trim()
+            .trim_end_matches("kB")
+            .trim()
+            .parse()
+            .ok()?;
+        Some(kb / 1024.0)
+    };
+    Some((field("VmRSS:")?, field("VmHWM:")?))
+}
+
+fn spread(mut v: Vec<f64>) -> String {
+    v.sort_by(f64::total_cmp);
+    format!(
+        "{:.2} / {:.2} / {:.2}",
+        v[0],
+        v[v.len() / 2],
+        v[v.len() - 1]
+    )
 }
 
 #[test]
@@ -132,6 +176,7 @@ fn slurm_alone_against_gantry_on_slurm() {
     }
     let (jobs, secs) = (knob("JOBS", 1000) as usize, knob("JOB_SECONDS", 1));
     let (nodes, per_node) = (knob("NODES", 4) as usize, knob("GPUS", 8) as u32);
+    let rounds = knob("ROUNDS", 3).max(1) as usize;
     let names: Vec<String> = (0..nodes).map(|i| format!("gpu-{i}")).collect();
     let spec: Vec<(&str, &str, u32)> = names
         .iter()
@@ -156,35 +201,10 @@ fn slurm_alone_against_gantry_on_slurm() {
     let ideal = (jobs as f64 / gpus as f64).ceil() * secs as f64;
     let limit = Duration::from_secs_f64(ideal * 10.0 + 120.0);
 
-    // Slurm alone.
-    let script = body(&dir, "slurm", secs);
-    let t0 = epoch();
-    let submit_s = from_clients(jobs, |_| {
-        let out = std::process::Command::new("sbatch")
-            .args(["--parsable", "-o", "/dev/null", "-n1", "--gres=gpu:1"])
-            .arg("--wrap")
-            .arg(&script)
-            .env("SLURM_CONF", &c.conf)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "sbatch: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    });
-    wait_ends(&dir, "slurm", jobs, limit);
-    let alone = figures(&dir, "slurm", t0, submit_s);
-    let (rss_alone, cpu_alone) = (restd_rss_mib(&c), restd_cpu_s(&c));
-    c.wait_for("Slurm's queue to empty", 60, |c| {
-        c.slurm("squeue", &["-h"]).trim().is_empty()
-    });
-
-    // gantry over the same cluster.
-    let hosts: Vec<&str> = names.iter().map(String::as_str).collect();
     // How gantry's parts reach Slurm: posted to slurmrestd by a daemon running as its
     // token's user (the default), or `SUBMIT=sbatch`: a root daemon reading as nobody runs
-    // `sbatch` for each.
+    // `sbatch` for each. One daemon for every round.
+    let hosts: Vec<&str> = names.iter().map(String::as_str).collect();
     let pools = [("a100", "A100", per_node as u8, hosts.as_slice())];
     let by_sbatch = std::env::var("SUBMIT").is_ok_and(|s| s == "sbatch");
     let d = if by_sbatch {
@@ -199,54 +219,139 @@ fn slurm_alone_against_gantry_on_slurm() {
             .count()
             >= nodes
     });
-    let yaml = format!(
-        "name: compare\nteam: lab\nresources:\n  accelerators: A100:1\nrun: |\n  {}\n",
-        body(&dir, "gantry", secs)
-    );
-    let t0 = epoch();
-    let submit_s = from_clients(jobs, |_| {
-        let s = std::os::unix::net::UnixStream::connect(&d.socket).unwrap();
-        let answer = exchange(s, "POST /v1/jobs", &[], &yaml);
-        assert!(answer.starts_with("HTTP/1.1 20"), "{answer}");
-    });
-    wait_ends(&dir, "gantry", jobs, limit);
-    let ours = figures(&dir, "gantry", t0, submit_s);
+    let daemon_pid = d.child.id();
+    let start_rss = rss_mib(daemon_pid);
 
-    let line = |who: &str, f: &Figures| {
+    let mut table = Vec::new();
+    for round in 1..=rounds {
+        // Slurm alone.
+        let tag = format!("slurm-{round}");
+        let (sent, submit_s) = from_clients(jobs, |i| {
+            let out = std::process::Command::new("sbatch")
+                .args(["--parsable", "-o", "/dev/null", "-n1", "--gres=gpu:1"])
+                .arg("--wrap")
+                .arg(body(&dir, &tag, i, secs))
+                .env("SLURM_CONF", &c.conf)
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "sbatch: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        });
+        wait_ends(&dir, &tag, jobs, limit).unwrap();
+        let alone = figures(&dir, &tag, &sent, submit_s);
+        c.wait_for("Slurm's queue to empty", 60, |c| {
+            c.slurm("squeue", &["-h"]).trim().is_empty()
+        });
+
+        // gantry over the same cluster.
+        let tag = format!("gantry-{round}");
+        let (sent, submit_s) = from_clients(jobs, |i| {
+            let yaml = format!(
+                "name: compare\nteam: lab\nresources:\n  accelerators: A100:1\nrun: |\n  {}\n",
+                body(&dir, &tag, i, secs)
+            );
+            let s = std::os::unix::net::UnixStream::connect(&d.socket).unwrap();
+            let answer = exchange(s, "POST /v1/jobs", &[], &yaml);
+            assert!(answer.starts_with("HTTP/1.1 20"), "{answer}");
+        });
+        if let Err(why) = wait_ends(&dir, &tag, jobs, limit) {
+            // What the daemon made of the jobs that did not end: their states, and the
+            // events of a few.
+            let rows = crate::support::daemon::json(&d, &["jobs", "--limit", "100000"]);
+            let mut states = std::collections::BTreeMap::<String, usize>::new();
+            for r in rows.as_array().into_iter().flatten() {
+                *states
+                    .entry(r["state"].as_str().unwrap_or("?").to_string())
+                    .or_default() += 1;
+            }
+            let ended: std::collections::HashSet<usize> = stamps(&dir, &tag, "ends")
+                .into_iter()
+                .map(|s| s.0)
+                .collect();
+            let missing: Vec<usize> = (0..jobs).filter(|i| !ended.contains(i)).take(5).collect();
+            let failed: Vec<String> = rows
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|r| r["state"] == "failed")
+                .take(3)
+                .map(|r| {
+                    let id = r["id"].as_i64().unwrap_or(0);
+                    crate::support::daemon::cli(&d, &["job", &id.to_string()])
+                })
+                .collect();
+            panic!(
+                "{why}; the daemon's jobs by state: {states:?}; indices not ended (first 5): {missing:?}; failed jobs:\n{}",
+                failed.join("\n")
+            );
+        }
+        let ours = figures(&dir, &tag, &sent, submit_s);
+        // The daemon's memory once its round is over (its last parts let go).
+        std::thread::sleep(Duration::from_secs(3));
+        let rss = rss_mib(daemon_pid);
+        c.wait_for("Slurm's queue to empty", 60, |c| {
+            c.slurm("squeue", &["-h"]).trim().is_empty()
+        });
         println!(
-            "{who:<24} makespan {:>7.1} s   mean wait {:>6.1} s   {:>5.2}x ideal   a GPU between jobs {:.3} s   (submitted in {:.1} s)",
-            f.makespan_s,
-            f.mean_wait_s,
-            f.makespan_s / ideal,
-            f.mean_gap_s,
-            f.submit_s
-        )
-    };
+            "round {round}: Slurm alone {:.1} s (wait {:.2} s, p50 {:.2} s, first start {:.2} s) · gantry {:.1} s (wait {:.2} s, p50 {:.2} s, first start {:.2} s) · {:.2}x · daemon {}",
+            alone.makespan_s, alone.mean_wait_s, alone.p50_wait_s, alone.first_start_s,
+            ours.makespan_s, ours.mean_wait_s, ours.p50_wait_s, ours.first_start_s,
+            ours.makespan_s / alone.makespan_s,
+            rss.map_or("?".to_string(), |(r, p)| format!("{r:.0} MiB (peak {p:.0})"))
+        );
+        table.push((alone, ours, rss));
+    }
+
+    let how = if by_sbatch { "sbatch" } else { "REST" };
     println!(
-        "\n{jobs} jobs of {secs} s, 1 GPU each, on {nodes} Slurm nodes x {per_node} GPUs ({gpus} GPUs); ideal {ideal:.1} s"
+        "\n{jobs} jobs of {secs} s, 1 GPU each, on {nodes} Slurm nodes x {per_node} GPUs ({gpus} GPUs); ideal {ideal:.1} s; gantry's parts by {how}; {rounds} paired rounds"
     );
-    line("Slurm alone (sbatch)", &alone);
-    let how = if by_sbatch {
-        "gantry on Slurm (sbatch)"
-    } else {
-        "gantry on Slurm (REST)"
-    };
-    line(how, &ours);
+    println!("| round | Slurm alone: makespan, mean / p50 wait, first start, a GPU between jobs | gantry on Slurm | makespan ratio | mean-wait ratio | daemon RSS (peak) |");
+    println!("|---|---|---|---|---|---|");
+    for (k, (a, o, rss)) in table.iter().enumerate() {
+        println!(
+            "| {} | {:.1} s, {:.2} / {:.2} s, {:.2} s, {:.3} s | {:.1} s, {:.2} / {:.2} s, {:.2} s, {:.3} s | {:.2}x | {:.2}x | {} |",
+            k + 1,
+            a.makespan_s, a.mean_wait_s, a.p50_wait_s, a.first_start_s, a.mean_gap_s,
+            o.makespan_s, o.mean_wait_s, o.p50_wait_s, o.first_start_s, o.mean_gap_s,
+            o.makespan_s / a.makespan_s,
+            o.mean_wait_s / a.mean_wait_s.max(1e-9),
+            rss.map_or("?".to_string(), |(r, p)| format!("{r:.0} MiB ({p:.0})"))
+        );
+    }
+    let ratios: Vec<f64> = table
+        .iter()
+        .map(|(a, o, _)| o.makespan_s / a.makespan_s)
+        .collect();
+    let waits: Vec<f64> = table
+        .iter()
+        .map(|(a, o, _)| o.mean_wait_s / a.mean_wait_s.max(1e-9))
+        .collect();
+    println!("makespan ratio min / median / max: {}", spread(ratios));
+    println!("mean-wait ratio min / median / max: {}", spread(waits));
+    let submits: Vec<String> = table
+        .iter()
+        .map(|(a, o, _)| format!("{:.1}/{:.1}", a.submit_s, o.submit_s))
+        .collect();
     println!(
-        "gantry / Slurm alone:  {:.2}x makespan, {:.2}x mean wait",
-        ours.makespan_s / alone.makespan_s,
-        ours.mean_wait_s / alone.mean_wait_s.max(1e-9)
+        "submitted in (Slurm alone / gantry, s): {}",
+        submits.join(", ")
     );
+    if let (Some((first, _)), Some((last, _))) = (table[0].2, table[table.len() - 1].2) {
+        println!(
+            "daemon RSS: {} MiB at start, {first:.0} MiB after round 1, {last:.0} MiB after round {rounds} ({:+.1}%)",
+            start_rss.map_or("?".to_string(), |(r, _)| format!("{r:.0}")),
+            (last / first - 1.0) * 100.0
+        );
+    }
     // What /proc could not say (slurmrestd gone) is said as such, not as Rust's `None`.
     let said = |v: Option<String>| v.unwrap_or_else(|| "unknown".to_string());
     println!(
-        "slurmrestd resident: {} after Slurm alone, {} after gantry",
-        said(rss_alone.map(|m| format!("{m} MiB"))),
-        said(restd_rss_mib(&c).map(|m| format!("{m} MiB")))
-    );
-    println!(
-        "slurmrestd CPU: {} after Slurm alone, {} after gantry",
-        said(cpu_alone.map(|s| format!("{s:.1} s"))),
+        "slurmrestd at the end: {} resident, {} of CPU",
+        said(restd_rss_mib(&c).map(|m| format!("{m} MiB"))),
         said(restd_cpu_s(&c).map(|s| format!("{s:.1} s")))
     );
     if let Ok(secs) = std::env::var("HOLD_S") {

@@ -769,10 +769,19 @@ fn the_ssh_bench_measures_against_real_hosts() {
         identity_file: None,
         launches: 2,
         jobs: 4,
+        // Two rounds of short jobs, each to its last job's end, the memory after each.
+        rounds: 2,
+        round_jobs: 20,
         dir: h.dir.join("bench"),
     })
     .unwrap();
     assert_eq!(report.hosts, 2);
+    assert_eq!(report.rounds.len(), 2);
+    assert!(
+        report.rounds.iter().all(|r| r.jobs == 20 && r.rss_mib > 0.0),
+        "{:?}",
+        report.rounds
+    );
 }
 
 #[test]

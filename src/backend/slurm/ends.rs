@@ -8,6 +8,9 @@ use crate::backend::Exit;
 use std::sync::mpsc::Sender;
 use std::time::Instant;
 
+/// Answers at least this large (bytes, one read) are given back to the system after.
+const TRIM_AFTER: usize = 1 << 20;
+
 /// Reads the cluster through slurmrestd each `REFRESH`, on its own thread: a large queue's
 /// answer takes a while to build and read, and meanwhile the worker goes on submitting parts
 /// and saying the runs' ends.
@@ -41,6 +44,16 @@ impl Reader {
             let (asked, read) = self.read();
             if found.send(Cmd::Read(asked, Box::new(read))).is_err() {
                 return;
+            }
+            // A large answer's text and its parse are freed by now; glibc keeps such pages
+            // in this thread's arena until reused, so the daemon's resident memory stood at
+            // the largest answer it ever read (issue 68).
+            if self
+                .rest
+                .as_ref()
+                .is_some_and(|r| r.read_bytes() >= TRIM_AFTER)
+            {
+                crate::heap::give_back_freed();
             }
             std::thread::sleep(REFRESH.saturating_sub(t.elapsed()));
         }

@@ -194,8 +194,41 @@ pub struct Answer {
     pub errors: Vec<Value>,
     pub meta: Value,
     pub nodes: Vec<RawNode>,
+    /// The jobs gantry has a use for: every job not ended, and gantry's own that ended (how
+    /// its runs ended). The cluster's own finished jobs — which slurmctld keeps for
+    /// `MinJobAge` and answers with while anything changes, thousands on a busy cluster — are
+    /// dropped as they are read, so what the daemon holds follows the live queue, not the
+    /// cluster's history.
+    #[serde(deserialize_with = "jobs_of_use")]
     pub jobs: Vec<RawJob>,
     pub partitions: Vec<RawPartition>,
+}
+
+/// `jobs`, each read and kept only where `RawJob::of_use`.
+fn jobs_of_use<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<RawJob>, D::Error> {
+    struct Kept;
+    impl<'de> serde::de::Visitor<'de> for Kept {
+        type Value = Vec<RawJob>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a list of jobs")
+        }
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(
+            self,
+            mut seq: A,
+        ) -> Result<Vec<RawJob>, A::Error> {
+            let mut kept = Vec::new();
+            while let Some(j) = seq.next_element::<RawJob>()? {
+                if j.of_use() {
+                    kept.push(j);
+                }
+            }
+            Ok(kept)
+        }
+        fn visit_unit<E: serde::de::Error>(self) -> Result<Vec<RawJob>, E> {
+            Ok(Vec::new())
+        }
+    }
+    d.deserialize_any(Kept)
 }
 
 #[derive(Debug, Default, serde::Deserialize)]
@@ -251,6 +284,23 @@ pub struct RawPartition {
     name: Value,
     nodes: Value,
     state: Value,
+}
+
+impl RawJob {
+    /// Not ended, or gantry's: what the worker reads (the queue, the foreign work on a
+    /// pool's nodes, how gantry's parts ended).
+    fn of_use(&self) -> bool {
+        let st = state(&self.job_state);
+        let live = st.is_empty()
+            || st == "pending"
+            || matches!(st.as_str(), "running" | "completing" | "suspended")
+            // A state with flags (`running+completing`) is read as the worker reads it.
+            || st.starts_with("pending+")
+            || st.starts_with("running+")
+            || st.starts_with("completing+")
+            || st.starts_with("suspended+");
+        live || super::batch::parse_comment(&text(&self.comment)).is_some()
+    }
 }
 
 /// The per-node GPUs of a job's TRES (`gres:gpu:a100:2` in v0.0.38, `gres/gpu:a100=2` later).
@@ -348,6 +398,26 @@ mod tests {
     fn node(v: Value) -> Result<Node, String> {
         super::node(&serde_json::from_value(v).unwrap())
     }
+    /// The cluster's own finished jobs are dropped as the answer is read; what is live, and
+    /// gantry's own however they ended, is kept (issue 68: the daemon's memory followed the
+    /// cluster's history).
+    #[test]
+    fn an_answer_keeps_live_jobs_and_gantrys_and_drops_the_clusters_finished_ones() {
+        let a: Answer = serde_json::from_value(serde_json::json!({"jobs": [
+            {"job_id": 1, "job_state": "COMPLETED", "comment": ""},
+            {"job_id": 2, "job_state": "RUNNING", "comment": ""},
+            {"job_id": 3, "job_state": "PENDING"},
+            {"job_id": 4, "job_state": "FAILED", "comment": "gantry:7:tok:0"},
+            {"job_id": 5, "job_state": ["CANCELLED"]},
+            {"job_id": 6, "job_state": ["RUNNING", "COMPLETING"]},
+        ]}))
+        .unwrap();
+        let kept: Vec<u64> = a.jobs.iter().map(|j| super::job(j).id).collect();
+        assert_eq!(kept, vec![2, 3, 4, 6]);
+        let none: Answer = serde_json::from_value(serde_json::json!({"jobs": null})).unwrap();
+        assert!(none.jobs.is_empty());
+    }
+
     fn job(v: Value) -> Job {
         super::job(&serde_json::from_value(v).unwrap())
     }

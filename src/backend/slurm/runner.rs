@@ -121,6 +121,7 @@ impl SlurmPool {
             token.clone(),
             crate::unix_user::this_user().as_deref(),
         );
+        via.warm();
         let reader = Reader::new(url, user, token);
         let mut worker = Worker::new(
             Submit {

@@ -198,8 +198,8 @@ pub(super) fn ssh(
     hosts: Vec<String>,
     ssh_config: Option<PathBuf>,
     identity_file: Option<PathBuf>,
-    launches: usize,
-    jobs: usize,
+    (launches, jobs): (usize, usize),
+    (rounds, round_jobs): (usize, usize),
     output: Output,
 ) -> Result<(), String> {
     let r = in_scratch("ssh", |dir| {
@@ -209,6 +209,8 @@ pub(super) fn ssh(
             identity_file,
             launches: launches.max(1),
             jobs,
+            rounds,
+            round_jobs,
             dir: dir.to_path_buf(),
         })
     })?;
@@ -226,6 +228,7 @@ pub(super) fn ssh(
             r.jobs, r.readopt_s
         );
         println!("telemetry round: `gantry bench telemetry` measures it (daemon time per round of samples)");
+        gantry::bench::print_rounds(&r.rounds);
     }
     Ok(())
 }

@@ -167,6 +167,12 @@ pub enum BenchCmd {
         launches: usize,
         #[arg(long, default_value_t = 100)]
         jobs: usize,
+        /// Then rounds of `--round-jobs` short jobs, the resident memory after each (flat
+        /// when nothing the daemon keeps follows the history).
+        #[arg(long, default_value_t = 0)]
+        rounds: usize,
+        #[arg(long, default_value_t = 1_000)]
+        round_jobs: usize,
         #[arg(short, long, value_enum, default_value_t = Output::Table)]
         output: Output,
     },
@@ -323,8 +329,17 @@ pub fn run(cmd: BenchCmd) -> Result<(), String> {
             identity_file,
             launches,
             jobs,
+            rounds,
+            round_jobs,
             output,
-        } => ssh(hosts, ssh_config, identity_file, launches, jobs, output),
+        } => ssh(
+            hosts,
+            ssh_config,
+            identity_file,
+            (launches, jobs),
+            (rounds, round_jobs),
+            output,
+        ),
         BenchCmd::KubeServe {
             nodes,
             gpus_per_node,

@@ -340,7 +340,7 @@ impl Engine {
         // it would stay resident until reused, and after a burst it may never be.
         if self.forgotten >= self.history_kept.max(FORGOTTEN_BEFORE_TRIM) {
             self.forgotten = 0;
-            crate::daemon::heap::give_back_freed();
+            crate::heap::give_back_freed();
         }
     }
 

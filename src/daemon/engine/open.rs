@@ -142,7 +142,7 @@ impl Engine {
         }
         // Every kept job's spec was parsed whole and then slimmed: what the parse and the
         // journal's rows took is free now, and would stay resident.
-        crate::daemon::heap::give_back_freed();
+        crate::heap::give_back_freed();
         Ok(e)
     }
 

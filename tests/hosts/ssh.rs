@@ -778,7 +778,10 @@ fn the_ssh_bench_measures_against_real_hosts() {
     assert_eq!(report.hosts, 2);
     assert_eq!(report.rounds.len(), 2);
     assert!(
-        report.rounds.iter().all(|r| r.jobs == 20 && r.rss_mib > 0.0),
+        report
+            .rounds
+            .iter()
+            .all(|r| r.jobs == 20 && r.rss_mib > 0.0),
         "{:?}",
         report.rounds
     );

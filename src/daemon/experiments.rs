@@ -21,10 +21,12 @@
 use super::actor::{Handle, Request};
 use super::engine::Submission;
 use crate::api::{JobState, JobView};
+use crate::config::fleet::MlflowSettings;
 use crate::daemon::journal::ReportRecord;
 use crate::experiments::mlflow::{Mlflow, MlflowError, RunStatus};
 use serde_yaml_ng::Value as Y;
 use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
@@ -39,9 +41,13 @@ const MAX_FOLLOWED: usize = 10_000;
 /// The tag that finds a run made after submit again where the answer that made it was lost.
 const KEY_TAG: &str = "gantry.report_key";
 
-/// The tracker's presence, for the API: a daemon without one reports nothing.
-#[derive(Clone)]
-pub struct Tracker;
+/// The tracker, as the API and its loop share it: a daemon without one reports nothing. It
+/// keeps one client of the fleet's tracking server (and its connection pool) for both the
+/// submissions and the beats.
+#[derive(Clone, Default)]
+pub struct Tracker {
+    client: Arc<Mutex<Option<(MlflowSettings, Mlflow)>>>,
+}
 
 /// Says `line` in the daemon's events (of job `job`): the tracker shares the console's
 /// terminal with an embedded daemon, so it prints nothing.
@@ -55,23 +61,35 @@ impl Tracker {
         handle: Handle,
         stop: watch::Receiver<bool>,
     ) -> (Tracker, impl std::future::Future<Output = ()>) {
-        (Tracker, run(handle, stop))
+        let tracker = Tracker::default();
+        (tracker.clone(), run(tracker, handle, stop))
     }
-}
 
-/// A client of the fleet's tracking server as the latest publication names it (`None`: it
-/// names none).
-fn connect(handle: &Handle) -> Option<Result<Mlflow, String>> {
-    Mlflow::connect(&handle.published.borrow().mlflow)
+    /// A client of the fleet's tracking server as the latest publication names it (`None`: it
+    /// names none): the one kept, made again (its credentials read again) only when a reload
+    /// changes `[mlflow]`, or after its files could not be read.
+    fn client(&self, handle: &Handle) -> Option<Result<Mlflow, String>> {
+        let settings = handle.published.borrow().mlflow.clone();
+        settings.tracking_uri.as_ref()?;
+        let mut kept = self.client.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((at, m)) = kept.as_ref() {
+            if *at == settings {
+                return Some(Ok(m.clone()));
+            }
+        }
+        let made = Mlflow::connect(&settings)?;
+        *kept = made.as_ref().ok().map(|m| (settings, m.clone()));
+        Some(made)
+    }
 }
 
 /// Before a submission is queued: where it names an experiment on the fleet's tracking
 /// server, its run is made (or joined), its variables written into the job's `envs`, and the
 /// submission marked as reported. What to say in the job's events once it has an id.
-pub async fn prepare(handle: &Handle, sub: &mut Submission) -> Option<String> {
+pub async fn prepare(tracker: &Tracker, handle: &Handle, sub: &mut Submission) -> Option<String> {
     let spec = sub.parsed.as_ref()?;
     let experiment = spec.experiment.clone()?;
-    let mlflow = match connect(handle)? {
+    let mlflow = match tracker.client(handle)? {
         Ok(m) => m,
         Err(why) => return Some(format!("is not reported to MLflow: {why}")),
     };
@@ -117,26 +135,26 @@ pub async fn prepare(handle: &Handle, sub: &mut Submission) -> Option<String> {
 
 /// What gantry tags a run with from the submission (the rest it learns as the job runs).
 fn tags_at_submit(sub: &Submission, spec: &crate::spec::JobSpec) -> Vec<(String, String)> {
-    let mut tags = vec![
-        (
-            "gantry.user".to_string(),
-            sub.user.clone().unwrap_or_default(),
-        ),
-        ("gantry.nodes".to_string(), spec.nodes.to_string()),
-        ("gantry.gpu".to_string(), gpus_of(spec)),
-    ];
+    let mut tags = vec![(
+        "gantry.user".to_string(),
+        sub.user.clone().unwrap_or_default(),
+    )];
     if let Some(team) = sub.team.clone().or_else(|| spec.team.clone()) {
         tags.push(("gantry.team".to_string(), team));
     }
     if let Some(class) = sub.priority.clone().or_else(|| spec.priority.clone()) {
         tags.push(("gantry.class".to_string(), class));
     }
-    tags.extend(git_tags(spec));
+    tags.extend(spec_tags(spec));
     tags
 }
 
-fn git_tags(spec: &crate::spec::JobSpec) -> Vec<(String, String)> {
-    let mut tags = Vec::new();
+/// The tags the spec alone says: its nodes, its GPUs, its git workdir.
+fn spec_tags(spec: &crate::spec::JobSpec) -> Vec<(String, String)> {
+    let mut tags = vec![
+        ("gantry.nodes".to_string(), spec.nodes.to_string()),
+        ("gantry.gpu".to_string(), gpus_of(spec)),
+    ];
     if let Some(g) = &spec.git_workdir {
         tags.push(("gantry.git_url".to_string(), g.url.clone()));
         if let Some(r) = &g.reference {
@@ -157,10 +175,8 @@ fn tags_of(view: &JobView, spec: &crate::spec::JobSpec) -> Vec<(String, String)>
         ),
         ("gantry.team".to_string(), view.team.clone()),
         ("gantry.class".to_string(), view.class.clone()),
-        ("gantry.nodes".to_string(), spec.nodes.to_string()),
-        ("gantry.gpu".to_string(), gpus_of(spec)),
     ];
-    tags.extend(git_tags(spec));
+    tags.extend(spec_tags(spec));
     tags
 }
 
@@ -263,11 +279,10 @@ fn datasets_of(spec: &crate::spec::JobSpec) -> Vec<(String, String, String)> {
         .collect()
 }
 
-async fn run(handle: Handle, mut stop: watch::Receiver<bool>) {
+async fn run(tracker: Tracker, handle: Handle, mut stop: watch::Receiver<bool>) {
     let mut followed: HashMap<i64, Followed> = HashMap::new();
     // Why the tracking server did not answer, while it does not (said once per outage).
     let mut down: Option<String> = None;
-    let mut client: Option<(crate::config::fleet::MlflowSettings, Mlflow)> = None;
     // Why the fleet's credentials could not be read (said once until they change).
     let mut unusable: Option<String> = None;
     loop {
@@ -275,27 +290,19 @@ async fn run(handle: Handle, mut stop: watch::Receiver<bool>) {
             _ = tokio::time::sleep(BEAT) => {}
             _ = async { let _ = stop.wait_for(|&s| s).await; } => break,
         }
-        // One client (and its connection pool) per `[mlflow]`, kept across beats; made again
-        // only when a reload changes it.
-        let settings = handle.published.borrow().mlflow.clone();
-        if client.as_ref().is_none_or(|(at, _)| *at != settings) {
-            client = match connect(&handle) {
-                None => None,
-                Some(Ok(m)) => {
-                    unusable = None;
-                    Some((settings, m))
+        let mlflow = match tracker.client(&handle) {
+            None => continue,
+            Some(Ok(m)) => {
+                unusable = None;
+                m
+            }
+            Some(Err(why)) => {
+                if unusable.as_ref() != Some(&why) {
+                    say(&handle, None, format!("{why}; nothing is sent to MLflow until the fleet file's [mlflow] is fixed"));
+                    unusable = Some(why);
                 }
-                Some(Err(why)) => {
-                    if unusable.as_ref() != Some(&why) {
-                        say(&handle, None, format!("{why}; nothing is sent to MLflow until the fleet file's [mlflow] is fixed"));
-                        unusable = Some(why);
-                    }
-                    None
-                }
-            };
-        }
-        let Some((_, mlflow)) = &client else {
-            continue;
+                continue;
+            }
         };
         let owed = match handle
             .call(|reply| Request::ExperimentsOwed {
@@ -320,13 +327,14 @@ async fn run(handle: Handle, mut stop: watch::Receiver<bool>) {
             p.snapshot
                 .jobs
                 .iter()
+                .filter(|j| owed_ids.contains(&j.id))
                 .map(|j| (j.id, j.state.clone()))
                 .collect()
         };
         for r in owed {
             let job = r.job;
             let f = followed.entry(job).or_default();
-            match report(&handle, mlflow, r, f, states.get(&job)).await {
+            match report(&handle, &mlflow, r, f, states.get(&job)).await {
                 Ok(()) => {
                     if let Some(why) = down.take() {
                         handle.tell(Request::ExperimentServer {

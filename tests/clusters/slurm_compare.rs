@@ -474,15 +474,5 @@ fn restd_cpu_s(c: &Cluster) -> Option<f64> {
 
 /// slurmrestd's resident memory (issue 39 saw it grow to 2.9 GB under gantry's polling).
 fn restd_rss_mib(c: &Cluster) -> Option<u64> {
-    let pid = restd_pid(c)?;
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let kb: u64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))?
-        .trim()
-        .trim_end_matches("kB")
-        .trim()
-        .parse()
-        .ok()?;
-    Some(kb / 1024)
+    rss_mib(restd_pid(c)?).map(|(rss, _)| rss as u64)
 }

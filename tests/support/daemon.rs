@@ -95,16 +95,7 @@ pub fn start_with(dir: PathBuf, extra: &[&str], adjust: impl FnOnce(&mut Command
     cmd.stderr(stderr_file(&dir));
     adjust(&mut cmd);
     let child = cmd.spawn().unwrap();
-    let t0 = Instant::now();
-    // Generous: on CI's two cores nine cloud tests start their daemons and EC2 servers at
-    // once, and one daemon once took more than 30 s to answer (CI at fa64cc4).
-    while UnixStream::connect(&socket).is_err() {
-        assert!(
-            t0.elapsed() < Duration::from_secs(90),
-            "daemon did not start within 90 s"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_socket(&socket);
     Daemon {
         child,
         dir,
@@ -122,11 +113,18 @@ pub fn restart(d: &mut Daemon, extra: &[&str]) {
     let mut cmd = daemon_cmd(&d.dir, &d.socket, d.port, extra);
     cmd.stderr(stderr_file(&d.dir));
     d.child = cmd.spawn().unwrap();
+    wait_socket(&d.socket);
+}
+
+/// Waits until a daemon's Unix socket answers. Generous: on CI's two cores nine cloud tests
+/// start their daemons and EC2 servers at once, and one daemon once took more than 30 s to
+/// answer (CI at fa64cc4).
+fn wait_socket(socket: &Path) {
     let t0 = Instant::now();
-    while UnixStream::connect(&d.socket).is_err() {
+    while UnixStream::connect(socket).is_err() {
         assert!(
             t0.elapsed() < Duration::from_secs(90),
-            "daemon did not start again within 90 s"
+            "daemon did not start within 90 s"
         );
         std::thread::sleep(Duration::from_millis(20));
     }

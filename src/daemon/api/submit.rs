@@ -17,7 +17,7 @@ pub(super) async fn submit(
     submission.idempotency_key = key;
     // A job that names an experiment has its MLflow run before it is queued.
     let said = match &api.tracker {
-        Some(_) => crate::daemon::experiments::prepare(&api.handle, &mut submission).await,
+        Some(t) => crate::daemon::experiments::prepare(t, &api.handle, &mut submission).await,
         None => None,
     };
     let id = api

@@ -216,12 +216,14 @@ impl State {
             (Some(_), Some(sent)) if sent == state => None,
             (Some(_), _) => Some(format!("its state `{state}` and metrics")),
         };
-        let down = self
-            .engine
-            .timers()
-            .ok()
-            .and_then(|t| t.into_iter().find(|t| t.key == super::TRACKER_DOWN));
-        if let (Some(owed), Some(down)) = (owed, down) {
+        // The journal's timers are read only where something is owed.
+        let down = || {
+            self.engine
+                .timers()
+                .ok()
+                .and_then(|t| t.into_iter().find(|t| t.key == super::TRACKER_DOWN))
+        };
+        if let Some((owed, down)) = owed.and_then(|o| Some((o, down()?))) {
             e.waiting = Some(format!(
                 "not in MLflow yet: {owed}; {} has not answered since {} ({}); sent when it answers",
                 e.tracking_uri.as_deref().unwrap_or("the tracking server"),

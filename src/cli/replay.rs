@@ -31,6 +31,11 @@ pub enum ReplayCmd {
         /// Multiply every VC's node count (e.g. 0.5 replays the jobs on half the nodes).
         #[arg(long, default_value_t = 1.0)]
         vc_scale: f64,
+        /// Judge start estimates: at each submission and every 10 minutes while a job waits,
+        /// its start is estimated by running the policy forward, with gantry's run-time
+        /// estimate and with a Slurm-style one (time limits), against the start it got.
+        #[arg(long)]
+        eta: bool,
         #[arg(short, long, value_enum, default_value_t = Output::Table)]
         output: Output,
         #[arg(long)]
@@ -144,6 +149,7 @@ pub fn run(cmd: ReplayCmd) -> Result<(), String> {
             policy,
             ckpt_overhead,
             vc_scale,
+            eta,
             output,
             threads,
         } => {
@@ -172,7 +178,7 @@ pub fn run(cmd: ReplayCmd) -> Result<(), String> {
                 philly::PhillyReplay::new(jobs, vcs, from_t, to_t, ckpt_overhead, vc_scale);
             let threads = threads_or_all(threads);
             let started = std::time::Instant::now();
-            let results = replay.run(&policies, threads);
+            let results = replay.run(&policies, threads, eta);
             if output.is_data() {
                 return print_as(output, &results);
             }
@@ -232,6 +238,11 @@ pub fn run(cmd: ReplayCmd) -> Result<(), String> {
                     cells.join("  ")
                 );
             }
+            for r in &results {
+                if let Some(e) = &r.eta {
+                    print_eta(&r.policy, e);
+                }
+            }
             println!(
                 "\n{} policies in {:.1} s on {} thread(s)",
                 policies.len(),
@@ -240,6 +251,32 @@ pub fn run(cmd: ReplayCmd) -> Result<(), String> {
             );
             Ok(())
         }
+    }
+}
+
+/// The start-estimate error table of one policy's replay.
+fn print_eta(policy: &str, e: &philly::EtaReport) {
+    println!(
+        "\nstart estimates under {policy} ({} forward runs, {} events, {} cut at the event bound; {} jobs never started):",
+        e.forward_runs, e.forward_events, e.cut, e.never_started
+    );
+    println!(
+        "  {:<34} {:>7}  {:>9} {:>9} {:>7}  {:>9} {:>9} {:>7}",
+        "estimates", "n", "gantry p50", "p90", "±10min", "slurm p50", "p90", "±10min"
+    );
+    let m = |s: f64| format!("{:.0}m", s / 60.0);
+    for r in &e.rows {
+        println!(
+            "  {:<34} {:>7}  {:>9} {:>9} {:>6.1}%  {:>9} {:>9} {:>6.1}%",
+            r.estimates,
+            r.n,
+            m(r.gantry_p50_s),
+            m(r.gantry_p90_s),
+            100.0 * r.gantry_within_10min,
+            m(r.slurm_p50_s),
+            m(r.slurm_p90_s),
+            100.0 * r.slurm_within_10min
+        );
     }
 }
 

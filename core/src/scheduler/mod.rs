@@ -5,6 +5,7 @@
 
 pub mod autoscale;
 pub mod cycle;
+pub mod durations;
 pub mod frag;
 mod hash;
 mod index;

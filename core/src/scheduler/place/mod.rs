@@ -102,7 +102,9 @@ impl Picks {
     }
 }
 
-/// A placement policy with the state it learns (the shape distribution) and its memo.
+/// A placement policy with the state it learns (the shape distribution) and its memo. A copy
+/// places as the original would (a start estimate runs the policy forward on one).
+#[derive(Clone)]
 pub struct Placer {
     policy: Policy,
     stats: ShapeStats,

@@ -11,9 +11,12 @@
 //!   a waiting job may preempt running jobs of a higher level, which resume from their
 //!   checkpoint after a restore overhead. It never reads durations.
 
+mod eta;
+
 use super::csv::{Fields, Table, TraceError};
 use crate::model::{CapacityType, FleetBuilder, GpuRequest, JobRequest, PoolSpec};
 use crate::scheduler::{Cluster, Placer, Policy};
+pub use eta::{slurm_limit, ErrorRow, EtaReport, VcEta};
 use serde::Serialize;
 use std::collections::{BTreeSet, HashMap};
 use std::fmt;
@@ -186,6 +189,8 @@ struct SimJob {
     running_since: Option<f64>,
     placement: Option<crate::model::Placement>,
     started_once: bool,
+    /// When it first started (the start an estimate is judged against).
+    first_start: Option<f64>,
     preempted: u32,
     finish: Option<f64>,
 }
@@ -225,6 +230,9 @@ pub struct VcResult {
     /// Every finished job's queueing delay, for overall percentiles.
     #[serde(skip)]
     pub queue_samples: Vec<f64>,
+    /// Its start estimates, judged (`--eta`).
+    #[serde(skip)]
+    pub eta: Option<VcEta>,
 }
 
 struct Sim {
@@ -280,6 +288,7 @@ impl Sim {
             job.remaining += self.overhead;
         }
         job.started_once = true;
+        job.first_start.get_or_insert(self.now);
         job.running_since = Some(self.now);
         job.placement = Some(placement);
         self.running.push(j);
@@ -294,6 +303,45 @@ impl Sim {
         }
         job.running_since = None;
         self.running.retain(|&r| r != j);
+    }
+
+    /// When the next running job ends.
+    fn next_completion(&self) -> Option<f64> {
+        self.running
+            .iter()
+            .map(|&j| self.now + self.jobs[j].remaining)
+            .min_by(f64::total_cmp)
+    }
+
+    /// gantry re-decides when a running job crosses into the next attained-service level
+    /// (while anyone waits).
+    fn next_crossing(&self) -> Option<f64> {
+        if self.policy != QueuePolicy::Gantry || self.pending.is_empty() {
+            return None;
+        }
+        self.running
+            .iter()
+            .filter_map(|&j| {
+                let job = &self.jobs[j];
+                let next = LAS_LEVELS.iter().find(|&&t| job.attained < t)?;
+                Some(self.now + (next - job.attained) / f64::from(job.gpus))
+            })
+            .min_by(f64::total_cmp)
+    }
+
+    /// Ends the runs that are done by now; the jobs that ended.
+    fn end_done(&mut self) -> Vec<usize> {
+        let done: Vec<usize> = self
+            .running
+            .iter()
+            .copied()
+            .filter(|&j| self.jobs[j].remaining <= 1e-6)
+            .collect();
+        for &j in &done {
+            self.stop(j);
+            self.jobs[j].finish = Some(self.now);
+        }
+        done
     }
 
     fn free_gpus(&self) -> u32 {
@@ -395,6 +443,7 @@ fn run_vc(
     jobs: &[&PhillyJob],
     policy: QueuePolicy,
     overhead: f64,
+    eta: bool,
 ) -> VcResult {
     let mut b = FleetBuilder::new();
     let model = b.model("philly-gpu", 24 * 1024, None).expect("model");
@@ -436,6 +485,7 @@ fn run_vc(
                 running_since: None,
                 placement: None,
                 started_once: false,
+                first_start: None,
                 preempted: 0,
                 finish: None,
             }
@@ -462,44 +512,26 @@ fn run_vc(
         now: 0.0,
     };
     let mut next_arrival = 0;
+    let mut eta = eta.then(eta::EtaLog::new);
     loop {
         let arrival = order.get(next_arrival).map(|&j| sim.jobs[j].submit);
-        let completion = sim
-            .running
-            .iter()
-            .map(|&j| sim.now + sim.jobs[j].remaining)
-            .min_by(f64::total_cmp);
-        // gantry re-decides when a running job crosses into the next attained-service level.
-        let crossing = if policy == QueuePolicy::Gantry && !sim.pending.is_empty() {
-            sim.running
-                .iter()
-                .filter_map(|&j| {
-                    let job = &sim.jobs[j];
-                    let next = LAS_LEVELS.iter().find(|&&t| job.attained < t)?;
-                    Some(sim.now + (next - job.attained) / f64::from(job.gpus))
-                })
-                .min_by(f64::total_cmp)
-        } else {
-            None
-        };
-        let Some(t) = [arrival, completion, crossing]
+        let Some(t) = [arrival, sim.next_completion(), sim.next_crossing()]
             .into_iter()
             .flatten()
             .min_by(f64::total_cmp)
         else {
             break;
         };
-        sim.advance(t);
-        let done: Vec<usize> = sim
-            .running
-            .iter()
-            .copied()
-            .filter(|&j| sim.jobs[j].remaining <= 1e-6)
-            .collect();
-        for j in done {
-            sim.stop(j);
-            sim.jobs[j].finish = Some(sim.now);
+        if let Some(e) = eta.as_mut() {
+            e.ticks_before(&sim, t);
         }
+        sim.advance(t);
+        for j in sim.end_done() {
+            if let Some(e) = eta.as_mut() {
+                e.ended(&sim.jobs[j]);
+            }
+        }
+        let first = next_arrival;
         while let Some(&j) = order.get(next_arrival) {
             if sim.jobs[j].submit > sim.now {
                 break;
@@ -508,7 +540,13 @@ fn run_vc(
             let k = sim.key(j);
             sim.pending.insert(k);
         }
+        if let Some(e) = eta.as_mut() {
+            e.submitted(&sim, &order[first..next_arrival]);
+        }
         sim.schedule();
+        if let Some(e) = eta.as_mut() {
+            e.scheduled(&sim);
+        }
     }
     let finished: Vec<&SimJob> = sim.jobs.iter().filter(|j| j.finish.is_some()).collect();
     let n = finished.len().max(1) as f64;
@@ -540,6 +578,7 @@ fn run_vc(
             lower_bound_jct_s: finished.iter().map(|j| j.duration).sum::<f64>() / n,
         },
         queue_samples: queue,
+        eta: eta.map(|e| e.judged(&sim.jobs)),
     }
 }
 
@@ -549,6 +588,9 @@ pub struct PhillyPolicyResult {
     #[serde(flatten)]
     pub metrics: QueueMetrics,
     pub vcs: Vec<VcResult>,
+    /// Start estimates against the starts jobs got (`--eta`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub eta: Option<EtaReport>,
 }
 
 /// What was left out of the replay, and why.
@@ -617,7 +659,14 @@ impl PhillyReplay {
     }
 
     /// Runs every (policy, VC) pair on `threads` threads.
-    pub fn run(&self, policies: &[QueuePolicy], threads: usize) -> Vec<PhillyPolicyResult> {
+    /// Runs every (policy, VC) pair on `threads` threads; with `eta`, judges start estimates
+    /// made along the way.
+    pub fn run(
+        &self,
+        policies: &[QueuePolicy],
+        threads: usize,
+        eta: bool,
+    ) -> Vec<PhillyPolicyResult> {
         let mut work: Vec<(usize, usize)> = (0..policies.len())
             .flat_map(|p| (0..self.vcs.len()).map(move |v| (p, v)))
             .collect();
@@ -626,7 +675,7 @@ impl PhillyReplay {
         let runs = super::parallel::map(&work, threads, |&(p, v)| {
             let jobs: Vec<&PhillyJob> = self.per_vc[v].iter().collect();
             let (name, nodes) = &self.vcs[v];
-            run_vc(name, *nodes, &jobs, policies[p], self.overhead_s)
+            run_vc(name, *nodes, &jobs, policies[p], self.overhead_s, eta)
         });
         let mut out: Vec<(usize, usize, VcResult)> = work
             .iter()
@@ -643,9 +692,11 @@ impl PhillyReplay {
                     .filter(|(q, _, _)| *q == p)
                     .map(|(_, _, r)| r.clone())
                     .collect();
+                let etas: Vec<&VcEta> = vcs.iter().filter_map(|r| r.eta.as_ref()).collect();
                 PhillyPolicyResult {
                     policy: policy.name().to_string(),
                     metrics: overall(&vcs),
+                    eta: eta.then(|| EtaReport::of(&etas)),
                     vcs,
                 }
             })
@@ -718,12 +769,39 @@ mod tests {
     }
 
     #[test]
+    fn a_start_estimate_from_past_runs_beats_one_from_time_limits() {
+        // One node. Five whole-node runs of 100 s teach the estimate; then X runs, and Y,
+        // submitted a second later, waits for it.
+        let mut jobs: Vec<PhillyJob> = (0..5).map(|i| job(i * 200, 100.0, 8)).collect();
+        jobs.push(job(1000, 100.0, 8));
+        jobs.push(job(1001, 100.0, 8));
+        let refs: Vec<&PhillyJob> = jobs.iter().collect();
+        let r = run_vc("vc", 1, &refs, QueuePolicy::Fifo, 60.0, true);
+        let eta = r.eta.expect("estimates were made");
+        let y = eta
+            .estimates
+            .iter()
+            .find(|e| e.at_submission && e.submitted == 1001.0)
+            .expect("Y was estimated at its submission");
+        // X has run 1 s of what runs like it last (100 s): Y starts at 1100, as it did.
+        assert_eq!(y.actual, 1100.0);
+        assert!((y.gantry - 1100.0).abs() < 1e-6, "{y:?}");
+        // A Slurm-style estimate waits for X's time limit (1 h).
+        assert!((y.slurm - 4600.0).abs() < 1e-6, "{y:?}");
+        // Y started before the next ten-minute mark: its submission's estimate is its only one.
+        let report = EtaReport::of(&[&eta]);
+        assert_eq!(report.rows[1].n, 1, "one job waited");
+        assert_eq!(report.rows[1].gantry_p50_s, 0.0);
+        assert_eq!(report.rows[1].slurm_p50_s, 3500.0);
+    }
+
+    #[test]
     fn a_short_job_waits_behind_a_long_one_under_fifo_but_not_under_gantry() {
         // One node: a long 8-GPU job, then a short 8-GPU job right after it.
         let jobs = [job(0, 100_000.0, 8), job(10, 100.0, 8)];
         let refs: Vec<&PhillyJob> = jobs.iter().collect();
-        let fifo = run_vc("vc", 1, &refs, QueuePolicy::Fifo, 60.0);
-        let gantry = run_vc("vc", 1, &refs, QueuePolicy::Gantry, 60.0);
+        let fifo = run_vc("vc", 1, &refs, QueuePolicy::Fifo, 60.0, false);
+        let gantry = run_vc("vc", 1, &refs, QueuePolicy::Gantry, 60.0, false);
         assert!(
             (fifo.metrics.avg_jct_s - (100_000.0 + 100_090.0) / 2.0).abs() < 1.0,
             "{fifo:?}"
@@ -751,7 +829,7 @@ mod tests {
             .collect();
         let refs: Vec<&PhillyJob> = jobs.iter().collect();
         for p in QueuePolicy::ALL {
-            let r = run_vc("vc", 3, &refs, p, 30.0);
+            let r = run_vc("vc", 3, &refs, p, 30.0, false);
             assert_eq!(r.metrics.jobs, 60, "{p}");
             assert!(
                 r.metrics.avg_jct_s >= r.metrics.lower_bound_jct_s - 1e-6,

@@ -281,18 +281,21 @@ fn run_policy(
     }
 }
 
-/// One cycle over `pending` jobs on a fleet about half full of running work: 20 teams in 4
-/// cohorts with guarantees and borrowing, 3 priority classes, fair-share usage, time limits.
-pub fn run_cycle_bench(
-    fleet: &Fleet,
-    pending: &[JobRequest],
-    policy: Policy,
-    seed: u64,
-) -> CycleRun {
+/// What one cycle starts from: a fleet about half full of running work, 20 teams in 4 cohorts
+/// with guarantees and borrowing, 3 priority classes, fair-share usage, time limits.
+pub struct CycleWorld {
+    pub cluster: Cluster,
+    pub teams: Vec<crate::model::Team>,
+    pub classes: Vec<crate::model::PriorityClass>,
+    pub usage: Vec<f64>,
+    pub running: Vec<crate::scheduler::cycle::RunningJob>,
+    pub pending: Vec<crate::scheduler::cycle::PendingJob>,
+}
+
+/// The world `run_cycle_bench` and `run_eta_bench` start from, seeded.
+pub fn cycle_world(fleet: &Fleet, pending: &[JobRequest], policy: Policy, seed: u64) -> CycleWorld {
     use crate::model::{default_classes, Quota, Team};
-    use crate::scheduler::cycle::{
-        run_cycle, CycleConfig, CycleInput, Decision, PendingJob, RunningJob,
-    };
+    use crate::scheduler::cycle::{PendingJob, RunningJob};
     let mut rng = Rng::new(seed ^ 0xC1C1E);
     let gpus = fleet.gpu_count() as u32;
     let teams: Vec<Team> = (0..20)
@@ -344,7 +347,7 @@ pub fn run_cycle_bench(
             });
         }
     }
-    let rest: Vec<PendingJob> = pending
+    let pending: Vec<PendingJob> = pending
         .iter()
         .enumerate()
         .map(|(i, job)| PendingJob {
@@ -362,15 +365,34 @@ pub fn run_cycle_bench(
             time_limit_s: Some(600.0 + rng.unit() * 86_400.0),
         })
         .collect();
+    CycleWorld {
+        cluster,
+        teams,
+        classes,
+        usage,
+        running,
+        pending,
+    }
+}
+
+/// One cycle over `pending` jobs on `cycle_world`'s fleet.
+pub fn run_cycle_bench(
+    fleet: &Fleet,
+    pending: &[JobRequest],
+    policy: Policy,
+    seed: u64,
+) -> CycleRun {
+    use crate::scheduler::cycle::{run_cycle, CycleConfig, CycleInput, Decision};
+    let w = cycle_world(fleet, pending, policy, seed);
     let config = CycleConfig::default();
     let input = CycleInput {
         now: 4000.0,
-        cluster: &cluster,
-        teams: &teams,
-        classes: &classes,
-        usage: &usage,
-        pending: &rest,
-        running: &running,
+        cluster: &w.cluster,
+        teams: &w.teams,
+        classes: &w.classes,
+        usage: &w.usage,
+        pending: &w.pending,
+        running: &w.running,
         config: &config,
     };
     let mut fresh = Placer::new(policy);
@@ -379,14 +401,90 @@ pub fn run_cycle_bench(
     let cycle_ms = t.elapsed().as_secs_f64() * 1e3;
     let count = |f: &dyn Fn(&Decision) -> bool| out.decisions.iter().filter(|d| f(d)).count();
     CycleRun {
-        pending: rest.len(),
-        running: running.len(),
-        teams: teams.len(),
+        pending: w.pending.len(),
+        running: w.running.len(),
+        teams: w.teams.len(),
         cycle_ms,
         starts: count(&|d| matches!(d, Decision::Start { .. })),
         preemptions: count(&|d| matches!(d, Decision::Preempt { .. })),
         reservations: count(&|d| matches!(d, Decision::Reserve { .. })),
         explanations: out.explanations.len(),
+    }
+}
+
+/// `gantry bench sched --eta`: start estimates for every waiting job of `cycle_world`, the
+/// scheduling cycle run forward within a time box, as the daemon's estimates worker runs it.
+#[derive(Clone, Debug, Serialize)]
+pub struct EtaRun {
+    pub pending: usize,
+    pub running: usize,
+    /// The time box (ms) and the wall time taken (copying the present included).
+    pub box_ms: f64,
+    pub wall_ms: f64,
+    pub copy_ms: f64,
+    pub cycles: usize,
+    /// Waiting jobs given a start, and how far ahead the run looked (hours).
+    pub estimated: usize,
+    pub looked_ahead_h: f64,
+    pub stopped: String,
+    pub peak_rss_mib: Option<f64>,
+}
+
+pub fn run_eta_bench(
+    fleet: &Fleet,
+    pending: &[JobRequest],
+    policy: Policy,
+    seed: u64,
+    box_ms: f64,
+) -> EtaRun {
+    use crate::scheduler::cycle::CycleConfig;
+    use crate::scheduler::forecast::{forward, Present, Reach};
+    let w = cycle_world(fleet, pending, policy, seed);
+    let mut rng = Rng::new(seed ^ 0xE7A);
+    let now = 4000.0;
+    // What is left of each job: a running one part of its time limit, a waiting one ten
+    // minutes to twelve hours.
+    let mut left: std::collections::HashMap<u64, f64> = std::collections::HashMap::new();
+    for r in &w.running {
+        left.insert(r.id, r.time_limit_s.unwrap_or(3600.0) * rng.unit());
+    }
+    for p in &w.pending {
+        left.insert(p.id, 600.0 + rng.unit() * 12.0 * 3600.0);
+    }
+    let began = Instant::now();
+    let present = Present {
+        now,
+        cluster: w.cluster.clone(),
+        placer: Placer::new(policy),
+        teams: w.teams.clone(),
+        classes: w.classes.clone(),
+        usage: w.usage.clone(),
+        config: CycleConfig::default(),
+        pending: w.pending.clone(),
+        running: w.running.clone(),
+        requeue: std::collections::HashMap::new(),
+        arriving: Vec::new(),
+    };
+    let copy_ms = began.elapsed().as_secs_f64() * 1e3;
+    let until = began + std::time::Duration::from_secs_f64(box_ms / 1e3);
+    let ahead = forward(
+        present,
+        &|id| left.get(&id).copied().unwrap_or(3600.0),
+        Reach::default(),
+        &mut || Instant::now() >= until,
+    )
+    .expect("valid benchmark input");
+    EtaRun {
+        pending: w.pending.len(),
+        running: w.running.len(),
+        box_ms,
+        wall_ms: began.elapsed().as_secs_f64() * 1e3,
+        copy_ms,
+        cycles: ahead.cycles,
+        estimated: ahead.starts.len(),
+        looked_ahead_h: (ahead.looked_to - now) / 3600.0,
+        stopped: ahead.stopped.to_string(),
+        peak_rss_mib: peak_rss_mib(),
     }
 }
 

@@ -59,6 +59,15 @@ pub fn big_snapshot(gpus: usize, jobs: usize) -> Snapshot {
             dollars_per_hour: if i % 4 == 0 { 14.0 } else { 0.0 },
             restarts: 0,
             experiment: None,
+            eta: (i % 4 != 0).then(|| {
+                Box::new(gantry_core::api::Eta {
+                    made_s: 3600.0,
+                    at_s: Some(3600.0 + (i % 900) as f64 * 60.0),
+                    at: Some(format!("2026-12-04T{:02}:{:02}:00Z", (i / 60) % 24, i % 60)),
+                    basis: "running jobs' ends: 3 by its team's past runs".into(),
+                    ..Default::default()
+                })
+            }),
         })
         .collect();
     Snapshot {

@@ -125,6 +125,10 @@ pub fn jobs(
     Ok(())
 }
 
+/// The ETA column: `~12-05 14:20`, `>3h`; a `never: …` reason is cut there (whole in
+/// `gantry explain`).
+const ETA_WIDTH: usize = 12;
+
 /// How `gantry jobs` lays out its table: column widths, and whether it is wide (names and
 /// teams whole, and what each job costs).
 pub struct JobTable {
@@ -160,7 +164,7 @@ impl JobTable {
             ""
         };
         println!(
-            "{:>6} {} {} {} {:<10} {:>7} {:>7} {:>4}{money}  DETAIL",
+            "{:>6} {} {} {} {:<10} {:>7} {:>7} {:>4} {}{money}  DETAIL",
             "ID",
             cell("NAME", nw),
             cell("TEAM", tw),
@@ -168,7 +172,8 @@ impl JobTable {
             "STATE",
             "GPUS",
             "AGE",
-            "POS"
+            "POS",
+            cell("ETA", ETA_WIDTH),
         );
     }
 
@@ -185,8 +190,9 @@ impl JobTable {
         } else {
             String::new()
         };
+        let eta = j.eta.as_ref().map_or(String::new(), |e| e.short(now));
         format!(
-            "{:>6} {} {} {} {:<10} {:>7} {:>7} {:>4}{money}  {}",
+            "{:>6} {} {} {} {:<10} {:>7} {:>7} {:>4} {}{money}  {}",
             j.id,
             cell(&j.name, nw),
             cell(&j.team, tw),
@@ -195,6 +201,7 @@ impl JobTable {
             j.gpus,
             hm(j.age(now)),
             j.position.map_or(String::new(), |p| p.to_string()),
+            cell(&eta, ETA_WIDTH),
             gantry::console::app::escape(&j.detail)
         )
     }
@@ -269,6 +276,9 @@ pub fn job(t: &Target, id: &str, output: Output) -> Result<(), CliError> {
         let label = if waiting { "waits" } else { "why" };
         println!("  {label}: {}", esc(r));
     }
+    if let Some(e) = &v.eta {
+        println!("  {}", eta_line(e));
+    }
     // Every run: where, when, how it ended, what it cost.
     if !v.runs.is_empty() {
         println!("  runs:");
@@ -324,7 +334,35 @@ pub fn explain(t: &Target, id: &str, output: Output) -> Result<(), CliError> {
         ),
         _ => println!("job {id} is {}: {detail}", v.state),
     }
+    if let Some(e) = &v.eta {
+        println!("  {}", eta_line(e));
+    }
     Ok(())
+}
+
+/// A start estimate in words: when (and its range) or why not, and what it rests on.
+pub fn eta_line(e: &gantry::api::Eta) -> String {
+    let from = |t: f64| gantry::api::span((t - e.made_s).max(0.0));
+    let when = if let Some(never) = &e.never {
+        format!("will not start while things stay as they are: {never}")
+    } else if let (Some(at), Some(cal)) = (e.at_s, &e.at) {
+        let range = match (e.lo_s, e.hi_s) {
+            (Some(lo), Some(hi)) if hi - lo >= 60.0 => {
+                format!(" (likely in {} to {})", from(lo), from(hi))
+            }
+            (Some(lo), None) => format!(" (likely in {} to later)", from(lo)),
+            _ => String::new(),
+        };
+        format!("estimated to start {cal}, in {}{range}", from(at))
+    } else if let Some(t) = e.later_than_s {
+        format!("not within the {} the estimate looked ahead", from(t))
+    } else {
+        "no estimate yet".to_string()
+    };
+    format!(
+        "ETA: {when}\n  if the queue stays as it is; {}",
+        gantry::console::app::escape(&e.basis)
+    )
 }
 
 /// cancel / hold / release / preempt on several jobs: each is tried; the exit code is the

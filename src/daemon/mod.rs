@@ -9,6 +9,7 @@ pub mod auth;
 pub mod calendar;
 pub mod embedded;
 pub mod engine;
+pub mod eta;
 pub mod experiments;
 pub mod journal;
 pub mod lives;

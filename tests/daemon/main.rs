@@ -11,6 +11,7 @@ mod authority;
 mod cli;
 mod crash;
 mod daemon_cli;
+mod eta;
 mod experiments;
 mod hardening;
 mod install;

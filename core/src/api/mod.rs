@@ -7,6 +7,7 @@
 mod access;
 mod answers;
 mod client;
+mod eta;
 pub mod history;
 mod job;
 pub mod logs;
@@ -19,6 +20,7 @@ pub use crate::model::idle::{IdleCause, IdleNow};
 pub use access::*;
 pub use answers::*;
 pub use client::*;
+pub use eta::{span, Eta};
 pub use job::JobState;
 pub use logs::{LogsFrom, LogsView, NodeLogsView};
 pub use reports::*;

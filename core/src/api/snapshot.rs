@@ -95,6 +95,9 @@ pub struct JobRow {
     /// The experiment its run is reported to (`experiment:`, `MLFLOW_EXPERIMENT_NAME`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub experiment: Option<String>,
+    /// When it will start, for a waiting job (boxed: only waiting jobs have one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub eta: Option<Box<crate::api::Eta>>,
 }
 
 impl JobRow {

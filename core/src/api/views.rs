@@ -46,6 +46,9 @@ pub struct JobView {
     /// The experiment it reports to, and its MLflow run there.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub experiment: Option<ExperimentRun>,
+    /// When it will start, for a waiting job.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub eta: Option<crate::api::Eta>,
 }
 
 /// A job's run in the experiment tracker, as its spec says it (`experiment:`,
@@ -108,6 +111,7 @@ impl JobView {
             position: self.explanation.as_ref().map(|e| e.position),
             detail,
             explanation: self.explanation.clone(),
+            eta: self.eta.clone(),
         }
     }
 }
@@ -121,6 +125,9 @@ pub struct Explain {
     pub position: Option<usize>,
     pub detail: String,
     pub explanation: Option<crate::scheduler::cycle::Explanation>,
+    /// When it will start, for a waiting job.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub eta: Option<crate::api::Eta>,
 }
 
 /// One event of the daemon's log (`GET /v1/events`, a job's events), as the journal keeps it.

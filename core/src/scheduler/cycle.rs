@@ -62,6 +62,9 @@ pub struct CycleConfig {
     pub max_victims: usize,
     /// Preemptions decided in one cycle at most: no mass-preemption storm in a single pass.
     pub max_preemptions: usize,
+    /// Whether to explain every job left waiting (a start estimate's forward run needs only
+    /// the decisions).
+    pub explain: bool,
 }
 
 impl Default for CycleConfig {
@@ -71,6 +74,7 @@ impl Default for CycleConfig {
             aging_limit_s: 4.0 * 3600.0,
             max_victims: 64,
             max_preemptions: 1000,
+            explain: true,
         }
     }
 }
@@ -666,6 +670,9 @@ pub fn run_cycle(placer: &mut Placer, input: &CycleInput) -> Result<CycleOutput,
         }
     }
     for (at, job) in input.pending.iter().enumerate() {
+        if !input.config.explain {
+            break;
+        }
         let (position, class_position) = positions[at];
         let reason = if job.held {
             PendingReason::Held

@@ -51,9 +51,12 @@ impl Left {
     }
 }
 
-/// The lengths of one kind of job's past runs (seconds), the newest `KEPT`.
+/// The lengths of one kind of job's past runs (seconds), the newest `KEPT` (or its own
+/// capacity).
 #[derive(Clone, Debug, Default)]
 pub struct History {
+    /// How many it keeps (0: `KEPT`).
+    cap: usize,
     /// In the order they were recorded, to let the oldest go.
     order: VecDeque<f64>,
     /// The same, sorted, for the quantiles.
@@ -61,11 +64,20 @@ pub struct History {
 }
 
 impl History {
+    /// A history that keeps the newest `cap` runs (a narrow kind needs fewer to be sure).
+    pub fn keeping(cap: usize) -> History {
+        History {
+            cap,
+            ..History::default()
+        }
+    }
+
     pub fn record(&mut self, seconds: f64) {
         if !seconds.is_finite() || seconds < 0.0 {
             return;
         }
-        if self.order.len() == KEPT {
+        let cap = if self.cap == 0 { KEPT } else { self.cap };
+        if self.order.len() >= cap {
             if let Some(old) = self.order.pop_front() {
                 let i = self.sorted.partition_point(|&x| x < old);
                 if i < self.sorted.len() {

@@ -6,6 +6,7 @@
 pub mod autoscale;
 pub mod cycle;
 pub mod durations;
+pub mod forecast;
 pub mod frag;
 mod hash;
 mod index;

@@ -5,6 +5,46 @@ use super::*;
 use gantry::bench::sched::{run as run_sched, SchedBenchConfig};
 use gantry::scheduler::Policy;
 
+/// `gantry bench sched --eta`.
+pub(super) fn sched_eta(
+    nodes: usize,
+    pending: usize,
+    policy: String,
+    seed: u64,
+    box_ms: f64,
+    output: Output,
+) -> Result<(), String> {
+    if nodes == 0 || nodes > 1_000_000 {
+        return Err(format!("--nodes {nodes}: expected 1..=1000000"));
+    }
+    if !(box_ms.is_finite() && (1.0..=600_000.0).contains(&box_ms)) {
+        return Err(format!(
+            "--eta {box_ms}: expected milliseconds in 1..=600000"
+        ));
+    }
+    let fleet = gantry::bench::sched::synthetic_fleet(nodes);
+    let jobs = gantry::bench::sched::pending_set(&fleet, pending, seed);
+    let r = gantry::bench::sched::run_eta_bench(&fleet, &jobs, policy.parse()?, seed, box_ms);
+    if output.is_data() {
+        return print_as(output, &r);
+    }
+    println!(
+        "bench sched --eta: {nodes} nodes, {} running, {} waiting, one core, a {:.0} ms time box",
+        r.running, r.pending, r.box_ms
+    );
+    println!(
+        "  {:.0} ms in all (the copy of the present {:.0} ms), {} cycles; {} waiting jobs given a start, looking {:.1} h ahead (stopped: {}); peak RSS {} MiB",
+        r.wall_ms,
+        r.copy_ms,
+        r.cycles,
+        r.estimated,
+        r.looked_ahead_h,
+        r.stopped,
+        r.peak_rss_mib.map_or("?".to_string(), |m| format!("{m:.0}"))
+    );
+    Ok(())
+}
+
 /// `gantry bench sched`.
 pub(super) fn sched(
     nodes: usize,

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 mod backends;
 mod engine;
 use backends::{cloud, kube, local, serve, slurm, ssh, telemetry};
-use engine::{api, cli, journal, memory, sched, soak, starts, tui};
+use engine::{api, cli, journal, memory, sched, sched_eta, soak, starts, tui};
 
 #[derive(Subcommand)]
 pub enum BenchCmd {
@@ -25,6 +25,11 @@ pub enum BenchCmd {
         gangs: usize,
         #[arg(long, default_value_t = 1)]
         seed: u64,
+        /// Time start estimates instead: every waiting job's, the scheduling cycle run
+        /// forward within a time box of this many milliseconds (as the daemon's worker does:
+        /// 1500 for its three runs together).
+        #[arg(long, value_name = "MS", num_args = 0..=1, default_missing_value = "1000")]
+        eta: Option<f64>,
         #[arg(short, long, value_enum, default_value_t = Output::Table)]
         output: Output,
     },
@@ -262,8 +267,18 @@ pub fn run(cmd: BenchCmd) -> Result<(), String> {
             nodes,
             pending,
             policy,
+            gangs: _,
+            seed,
+            eta: Some(box_ms),
+            output,
+        } => sched_eta(nodes, pending, policy, seed, box_ms, output),
+        BenchCmd::Sched {
+            nodes,
+            pending,
+            policy,
             gangs,
             seed,
+            eta: None,
             output,
         } => sched(nodes, pending, policy, gangs, seed, output),
         BenchCmd::Journal {

@@ -13,55 +13,11 @@ impl Engine {
             .jobs
             .values()
             .filter(|j| matches!(j.state, JobState::Pending | JobState::Held))
-            .map(|j| PendingJob {
-                id: j.id as u64,
-                team: j.team,
-                class: j.class,
-                submitted: j.submitted_at,
-                request: j.request.clone(),
-                alternatives: j.alternatives.clone(),
-                held: j.state == JobState::Held
-                    || waits.contains_key(&j.id)
-                    || capped.contains_key(&j.id),
-                time_limit_s: j.spec.time_limit_s,
-            })
+            .map(|j| pending_of(j, waits.contains_key(&j.id) || capped.contains_key(&j.id)))
             .collect();
-        let running: Vec<RunningJob> = self
-            .jobs
-            .values()
-            .filter(|j| j.state == JobState::Running)
-            .filter_map(|j| {
-                Some(RunningJob {
-                    id: j.id as u64,
-                    team: j.team,
-                    class: j.class,
-                    started: j.started_at?,
-                    placement: j.placement.clone()?,
-                    preemptible: j.spec.preemptible,
-                    last_checkpoint: None,
-                    time_limit_s: j.spec.time_limit_s,
-                    borrowed: j.borrowed,
-                    signal: j
-                        .spec
-                        .checkpoint
-                        .as_ref()
-                        .map_or("SIGTERM".to_string(), |c| c.signal.0.clone()),
-                    grace_s: j.spec.checkpoint.as_ref().map_or(30.0, |c| c.grace_s),
-                })
-            })
-            .collect();
-        // Pinned nodes are out of everyone else's reach.
-        let view;
-        let cluster = if self.pins.is_empty() {
-            &self.cluster
-        } else {
-            let mut c = self.cluster.clone();
-            for &n in self.pins.keys() {
-                c.set_health(crate::model::NodeId(n), crate::model::Health::Cordoned);
-            }
-            view = c;
-            &view
-        };
+        let running: Vec<RunningJob> = self.jobs.values().filter_map(|j| running_of(j)).collect();
+        let view = self.pinned_out();
+        let cluster = view.as_ref().unwrap_or(&self.cluster);
         let input = CycleInput {
             now,
             cluster,
@@ -284,10 +240,62 @@ impl Engine {
         }
     }
 
+    /// The cluster as the cycle sees it where nodes are pinned: those nodes out of everyone
+    /// else's reach (`None`: nothing is pinned, the cluster as it is).
+    pub(super) fn pinned_out(&self) -> Option<Cluster> {
+        if self.pins.is_empty() {
+            return None;
+        }
+        let mut c = self.cluster.clone();
+        for &n in self.pins.keys() {
+            c.set_health(crate::model::NodeId(n), crate::model::Health::Cordoned);
+        }
+        Some(c)
+    }
+
     pub fn unplaceable_reason(&self, id: JobId) -> Option<&Unplaceable> {
         match &self.jobs.get(&id)?.explanation.as_ref()?.reason {
             crate::scheduler::cycle::PendingReason::NoCapacity { why, .. } => Some(why),
             _ => None,
         }
     }
+}
+
+/// A waiting job as the cycle takes it; `held`: out of the queue for a reason of the daemon's
+/// (a pipeline, a user's limit) besides a hold.
+pub(super) fn pending_of(j: &Job, held: bool) -> PendingJob {
+    PendingJob {
+        id: j.id as u64,
+        team: j.team,
+        class: j.class,
+        submitted: j.submitted_at,
+        request: j.request.clone(),
+        alternatives: j.alternatives.clone(),
+        held: j.state == JobState::Held || held,
+        time_limit_s: j.spec.time_limit_s,
+    }
+}
+
+/// A running job as the cycle takes it (`None` unless it runs).
+pub(super) fn running_of(j: &Job) -> Option<RunningJob> {
+    if j.state != JobState::Running {
+        return None;
+    }
+    Some(RunningJob {
+        id: j.id as u64,
+        team: j.team,
+        class: j.class,
+        started: j.started_at?,
+        placement: j.placement.clone()?,
+        preemptible: j.spec.preemptible,
+        last_checkpoint: None,
+        time_limit_s: j.spec.time_limit_s,
+        borrowed: j.borrowed,
+        signal: j
+            .spec
+            .checkpoint
+            .as_ref()
+            .map_or("SIGTERM".to_string(), |c| c.signal.0.clone()),
+        grace_s: j.spec.checkpoint.as_ref().map_or(30.0, |c| c.grace_s),
+    })
 }

@@ -4,12 +4,16 @@
 //! task, which keeps "one owner" true by construction.
 
 mod admit;
+mod ahead;
 mod cycle;
 mod fleet;
+mod lengths;
 mod limits;
 mod open;
 mod records;
 
+pub use ahead::Copy;
+pub use lengths::Basis;
 pub use limits::{Limit, UserLimits};
 
 use super::journal::{Charge, JobId, JobRecord, JournalError, NewJob, Store};
@@ -259,6 +263,8 @@ pub struct Engine {
     /// Live jobs that failed when the engine opened because the fleet file no longer
     /// resolves them, and why.
     failed_at_open: Vec<(JobId, String)>,
+    /// How long completed runs lasted, by kind: what start estimates give running jobs.
+    lengths: lengths::RunLengths,
 }
 
 /// How a suspension's preemption reads in the journal (and is recognised after a restart).
@@ -465,6 +471,10 @@ impl Engine {
     fn apply_move(&mut self, id: JobId, to: JobState, now: f64) -> Result<(), EngineError> {
         let job = self.jobs.get_mut(&id).ok_or(EngineError::NoJob(id))?;
         let (team, from) = (job.team, job.state);
+        if let (JobState::Completed, Some(started)) = (to, job.started_at) {
+            self.learn_length(id, started, now);
+        }
+        let job = self.jobs.get_mut(&id).ok_or(EngineError::NoJob(id))?;
         job.state = to;
         let mut released = Ok(());
         if to != JobState::Running && to != JobState::Preempting {

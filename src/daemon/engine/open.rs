@@ -3,6 +3,9 @@
 
 use super::*;
 
+/// Completed runs a daemon learns run lengths from as it opens (the newest).
+const LENGTHS_LEARNT: usize = 10_000;
+
 impl Engine {
     /// Opens the journal and rebuilds the state from it. Jobs that were running when the
     /// daemon stopped are requeued from their checkpoint (no backend reports them yet), with
@@ -57,7 +60,9 @@ impl Engine {
             suspending: Default::default(),
             waiting: Vec::new(),
             failed_at_open: Vec::new(),
+            lengths: Default::default(),
         };
+        e.learn_lengths_from_journal(LENGTHS_LEARNT)?;
         e.waiting = vec![0; e.teams.len()];
         let mut moves = Vec::new();
         for r in records {

@@ -31,7 +31,42 @@ pub struct Queued {
     pub preempted: u32,
 }
 
+/// A completed job's kind and how long it ran in all (its runs' lengths summed).
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunLength {
+    pub user: Option<String>,
+    pub name: Option<String>,
+    pub team: String,
+    pub class: String,
+    pub seconds: f64,
+}
+
 impl Store {
+    /// The newest `limit` completed jobs' run lengths, newest first.
+    pub fn completed_lengths(&self, limit: usize) -> Result<Vec<RunLength>, JournalError> {
+        let mut q = self
+            .conn
+            .prepare_cached(
+                "SELECT j.user, j.name, j.team, j.priority,
+                        (SELECT SUM(c.ended_at - c.started_at) FROM charges c
+                         WHERE c.job = j.id AND c.ended_at IS NOT NULL)
+                 FROM jobs j WHERE j.state = 'completed' ORDER BY j.id DESC LIMIT ?1",
+            )
+            .map_err(self.sql())?;
+        let rows = q
+            .query_map([limit as i64], |r| {
+                Ok(RunLength {
+                    user: r.get(0)?,
+                    name: r.get(1)?,
+                    team: r.get(2)?,
+                    class: r.get(3)?,
+                    seconds: r.get::<_, Option<f64>>(4)?.unwrap_or(0.0),
+                })
+            })
+            .map_err(self.sql())?;
+        rows.collect::<Result<Vec<_>, _>>().map_err(self.sql())
+    }
+
     /// The jobs submitted in `[since, until)`, with their first start and runs.
     pub fn queued(&self, since: f64, until: f64) -> Result<Vec<Queued>, JournalError> {
         let mut q = self

@@ -89,6 +89,8 @@ pub struct State {
     rediscovered: Option<Rediscovered>,
     /// Services (`gantry serve up`) and their replicas.
     services: services::Services,
+    /// Start estimates for the waiting jobs, made off the actor (none when headless).
+    eta: Option<crate::daemon::eta::Forecaster>,
 }
 
 /// GPUs a host of a `gpu = "auto"` pool found, to reopen the state with: why, the pool's name,

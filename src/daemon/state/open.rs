@@ -203,6 +203,8 @@ impl State {
             counters: Counters::default(),
             rediscovered: None,
             services: Default::default(),
+            // A headless state (`gantry sim`) is read by nobody: no estimates.
+            eta: (!opts.headless).then(crate::daemon::eta::Forecaster::start),
         };
         for e in recent {
             let what = format!(

@@ -286,6 +286,7 @@ impl State {
                 runs,
                 log_tail,
                 experiment,
+                eta: None,
             });
         };
         let last_start = runs.last().filter(|_| j.state.is_final());
@@ -366,6 +367,7 @@ impl State {
             runs,
             log_tail,
             experiment,
+            eta: self.eta_of(id, j.state),
         })
     }
 
@@ -520,7 +522,34 @@ impl State {
         if self.opened.opts.headless {
             return;
         }
+        self.forecast_if_due();
         self.snapshot = std::sync::Arc::new(self.build_snapshot());
+    }
+
+    /// Hands a copy of the present to the estimates' worker when it is idle and the last
+    /// estimates are `eta::EVERY_S` old.
+    fn forecast_if_due(&mut self) {
+        let now = self.now;
+        let Some(f) = self.eta.as_mut() else { return };
+        if !f.due(now) {
+            return;
+        }
+        let waiting = self
+            .engine
+            .jobs()
+            .any(|j| matches!(j.state, JobState::Pending | JobState::Held));
+        if waiting {
+            let copy = self.engine.present(now, self.nodes.coming(now));
+            f.send(now, copy, self.calendar.clone());
+        }
+    }
+
+    /// A waiting job's latest start estimate.
+    pub(super) fn eta_of(&self, id: JobId, state: JobState) -> Option<crate::api::Eta> {
+        if !matches!(state, JobState::Pending | JobState::Held) {
+            return None;
+        }
+        self.eta.as_ref()?.latest().by_job.get(&id).cloned()
     }
 
     fn build_snapshot(&self) -> Snapshot {
@@ -591,6 +620,7 @@ impl State {
             .sum::<f64>()
             + 0.0;
         let mut rooms = HashMap::new();
+        let etas = self.eta.as_ref().map(|f| f.latest());
         let mut jobs: Vec<JobRow> = self
             .engine
             .jobs()
@@ -678,6 +708,11 @@ impl State {
                     dollars_per_hour: j.placement.as_ref().map_or(0.0, |p| p.price_per_hour),
                     restarts,
                     experiment: j.spec.experiment.clone(),
+                    eta: etas
+                        .as_ref()
+                        .filter(|_| matches!(j.state, JobState::Pending | JobState::Held))
+                        .and_then(|e| e.by_job.get(&j.id))
+                        .map(|e| Box::new(e.clone())),
                 }
             })
             .collect();

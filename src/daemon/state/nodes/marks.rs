@@ -56,6 +56,15 @@ impl Nodes {
     /// What a job waiting for capacity is told of the buying under way: the nodes coming (the
     /// first ready when) and the pools passed over now, with why — so `gantry explain` shows
     /// the fallback taken. Empty when nothing is being bought or passed over.
+    /// The nodes being bought and when each is expected to take work (one overdue: now).
+    pub(in crate::daemon::state) fn coming(&self, now: f64) -> Vec<(f64, crate::model::NodeId)> {
+        self.coming_at
+            .iter()
+            .filter(|(i, _)| self.lives[**i] == Life::Provisioning)
+            .map(|(i, at)| (at.max(now), crate::model::NodeId(*i as u32)))
+            .collect()
+    }
+
     pub(in crate::daemon::state) fn buying_now(&self, fleet: &Fleet, now: f64) -> String {
         let mut text = String::new();
         let mut coming: Vec<(usize, f64)> = self

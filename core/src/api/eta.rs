@@ -1,0 +1,100 @@
+//! A waiting job's start estimate (`gantry jobs`' ETA column, `gantry explain`): the daemon's
+//! own scheduling cycle run forward from a copy of the present (`scheduler::forecast`).
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Eta {
+    /// Daemon time the estimate was made at (the present it ran forward from).
+    pub made_s: f64,
+    /// Daemon time it starts by the estimate; `None`: not within what was looked at, or never.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at_s: Option<f64>,
+    /// `at_s` on the calendar (RFC 3339 in the fleet's time zone).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at: Option<String>,
+    /// The likely range (daemon time): with the jobs ahead ending early, and late; `hi_s`
+    /// `None` when, ending late, it did not start within what was looked at.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lo_s: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hi_s: Option<f64>,
+    /// It starts later than this daemon time, if ever: as far as the estimate looked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub later_than_s: Option<f64>,
+    /// Why it will not start while things stay as they are (held, a pipeline, never fits).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub never: Option<String>,
+    /// What the estimate rests on: how the runs ahead of it were given their ends.
+    pub basis: String,
+}
+
+impl Eta {
+    /// The ETA column's text at daemon time `now`: `now` (starts at the next cycle),
+    /// `~14:20` (the calendar's hour and minute, within a day), `~12-05 14:20`, `>3h`,
+    /// `never: held`.
+    pub fn short(&self, now: f64) -> String {
+        if let Some(never) = &self.never {
+            return format!("never: {never}");
+        }
+        if let (Some(at), Some(cal)) = (self.at_s, &self.at) {
+            if at - now < 60.0 {
+                return "now".to_string();
+            }
+            // RFC 3339: YYYY-MM-DDTHH:MM:SS…
+            let day = cal.get(5..10).unwrap_or("");
+            let hm = cal.get(11..16).unwrap_or(cal);
+            return if at - now < 86_400.0 {
+                format!("~{hm}")
+            } else {
+                format!("~{day} {hm}")
+            };
+        }
+        match self.later_than_s {
+            Some(t) => format!(">{}", span((t - now).max(0.0))),
+            None => "?".to_string(),
+        }
+    }
+}
+
+/// `45m`, `3h`, `2d`.
+pub fn span(s: f64) -> String {
+    if s < 3600.0 {
+        format!("{:.0}m", (s / 60.0).floor())
+    } else if s < 86_400.0 {
+        format!("{:.0}h", (s / 3600.0).floor())
+    } else {
+        format!("{:.0}d", (s / 86_400.0).floor())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_eta_column_says_when_or_why_not() {
+        let at = |s: f64, cal: &str| Eta {
+            made_s: 0.0,
+            at_s: Some(s),
+            at: Some(cal.to_string()),
+            ..Eta::default()
+        };
+        assert_eq!(at(30.0, "2026-12-04T21:00:30Z").short(0.0), "now");
+        assert_eq!(at(4000.0, "2026-12-04T22:06:40Z").short(0.0), "~22:06");
+        assert_eq!(
+            at(90_000.0, "2026-12-05T22:00:00+01:00").short(0.0),
+            "~12-05 22:00"
+        );
+        let later = Eta {
+            later_than_s: Some(3.5 * 3600.0),
+            ..Eta::default()
+        };
+        assert_eq!(later.short(0.0), ">3h");
+        let never = Eta {
+            never: Some("held".into()),
+            ..Eta::default()
+        };
+        assert_eq!(never.short(0.0), "never: held");
+    }
+}

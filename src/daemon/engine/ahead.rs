@@ -1,0 +1,105 @@
+//! A copy of the present for a start estimate (`scheduler::forecast`), made on the actor and
+//! run forward off it: the cycle's own inputs, and what is left of each job by its kind's past
+//! runs (`lengths`).
+
+use super::cycle::{pending_of, running_of};
+use super::lengths::Basis;
+use super::*;
+use crate::scheduler::cycle::PendingReason;
+use crate::scheduler::durations::Left;
+use crate::scheduler::forecast::Present;
+
+/// The present, and for each live job what is left of it and what that rests on.
+pub struct Copy {
+    pub present: Present,
+    pub left: HashMap<u64, (Left, Basis)>,
+    /// Waiting jobs that will not start while things stay as they are, and why.
+    pub never: HashMap<JobId, String>,
+}
+
+impl Engine {
+    /// A run of job `j`, started at `started`, completed at `now`: its length is history.
+    pub(super) fn learn_length(&mut self, id: JobId, started: f64, now: f64) {
+        if let Some(j) = self.jobs.get(&id) {
+            let (user, name) = (j.user.clone(), j.name.clone());
+            let (team, class) = (j.team, j.class);
+            self.lengths.record(
+                user.as_deref(),
+                name.as_deref(),
+                Some(team),
+                Some(class),
+                now - started,
+            );
+        }
+    }
+
+    /// The completed runs in the journal, newest `limit`, as history.
+    pub(super) fn learn_lengths_from_journal(&mut self, limit: usize) -> Result<(), EngineError> {
+        for r in self.store.completed_lengths(limit)?.into_iter().rev() {
+            let team = self.teams.iter().position(|t| t.name == r.team);
+            let class = self.classes.iter().position(|c| c.name == r.class);
+            self.lengths
+                .record(r.user.as_deref(), r.name.as_deref(), team, class, r.seconds);
+        }
+        Ok(())
+    }
+
+    /// A copy of the present at `now` to run forward; `arriving`: the nodes being bought and
+    /// when each is expected to take work.
+    pub fn present(&self, now: f64, arriving: Vec<(f64, crate::model::NodeId)>) -> Copy {
+        let mut left = HashMap::new();
+        let mut never = HashMap::new();
+        let mut pending = Vec::new();
+        let mut running = Vec::new();
+        let mut requeue = HashMap::new();
+        for j in self.jobs.values() {
+            match j.state {
+                JobState::Running => {
+                    let ran = j.started_at.map_or(0.0, |s| (now - s).max(0.0));
+                    left.insert(j.id as u64, self.lengths.left(j, ran));
+                    if let Some(r) = running_of(j) {
+                        running.push(r);
+                    }
+                    if j.spec.preemptible {
+                        requeue.insert(j.id as u64, pending_of(j, false));
+                    }
+                }
+                JobState::Pending | JobState::Held => {
+                    let why = match j.explanation.as_ref().map(|e| &e.reason) {
+                        _ if j.state == JobState::Held => Some("held".to_string()),
+                        Some(PendingReason::After { job }) => {
+                            Some(format!("follows job {job}, which has not completed"))
+                        }
+                        Some(PendingReason::UserLimit { user, .. }) => {
+                            Some(format!("{user} is at a per-user limit"))
+                        }
+                        _ => None,
+                    };
+                    left.insert(j.id as u64, self.lengths.left(j, 0.0));
+                    pending.push(pending_of(j, why.is_some()));
+                    if let Some(w) = why {
+                        never.insert(j.id, w);
+                    }
+                }
+                _ => {}
+            }
+        }
+        Copy {
+            present: Present {
+                now,
+                cluster: self.pinned_out().unwrap_or_else(|| self.cluster.clone()),
+                placer: self.placer.clone(),
+                teams: self.teams.clone(),
+                classes: self.classes.clone(),
+                usage: self.usage.clone(),
+                config: self.config.clone(),
+                pending,
+                running,
+                requeue,
+                arriving,
+            },
+            left,
+            never,
+        }
+    }
+}

@@ -1,0 +1,128 @@
+//! How long the fleet's runs last, learnt from the runs that completed: what a start estimate
+//! (`Engine::present`) gives each running and waiting job as its end. The narrowest history
+//! that knows enough answers — the same job name by the same user, then the user's, the
+//! team's, the class's, everyone's — and a time limit bounds it.
+//!
+//! Every byte is counted: a history keeps its newest runs only, and past `MAX_KINDS` job kinds
+//! (or `MAX_USERS` users) a new one is not remembered on its own (its team's history stands in).
+
+use super::Job;
+use crate::scheduler::durations::{left_from, History, Left};
+use std::collections::HashMap;
+
+/// Job kinds (user, name) remembered on their own, at most.
+const MAX_KINDS: usize = 4_096;
+/// Users remembered on their own, at most.
+const MAX_USERS: usize = 1_024;
+/// Runs a kind's own history keeps.
+const KIND_KEPT: usize = 32;
+/// Runs a user's history keeps.
+const USER_KEPT: usize = 128;
+/// What a run nothing like it has ever completed is taken to last.
+pub const UNKNOWN_S: f64 = 3_600.0;
+
+/// What an end was estimated from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Basis {
+    Kind,
+    User,
+    Team,
+    Class,
+    Everyone,
+    TimeLimit,
+    Guess,
+}
+
+impl Basis {
+    pub fn name(self) -> &'static str {
+        match self {
+            Basis::Kind => "the same job's past runs",
+            Basis::User => "its user's past runs",
+            Basis::Team => "its team's past runs",
+            Basis::Class => "its class's past runs",
+            Basis::Everyone => "the fleet's past runs",
+            Basis::TimeLimit => "its time limit",
+            Basis::Guess => "a guess (nothing like it has completed)",
+        }
+    }
+}
+
+#[derive(Default)]
+pub struct RunLengths {
+    kinds: HashMap<(String, String), History>,
+    users: HashMap<String, History>,
+    teams: HashMap<usize, History>,
+    classes: HashMap<usize, History>,
+    all: History,
+}
+
+impl RunLengths {
+    /// A run of `seconds` completed.
+    pub fn record(
+        &mut self,
+        user: Option<&str>,
+        name: Option<&str>,
+        team: Option<usize>,
+        class: Option<usize>,
+        seconds: f64,
+    ) {
+        if let (Some(u), Some(n)) = (user, name) {
+            let key = (u.to_string(), n.to_string());
+            if self.kinds.len() < MAX_KINDS || self.kinds.contains_key(&key) {
+                let h = self.kinds.entry(key);
+                h.or_insert_with(|| History::keeping(KIND_KEPT))
+                    .record(seconds);
+            }
+        }
+        if let Some(u) = user {
+            if self.users.len() < MAX_USERS || self.users.contains_key(u) {
+                let h = self.users.entry(u.to_string());
+                h.or_insert_with(|| History::keeping(USER_KEPT))
+                    .record(seconds);
+            }
+        }
+        if let Some(t) = team {
+            self.teams.entry(t).or_default().record(seconds);
+        }
+        if let Some(c) = class {
+            self.classes.entry(c).or_default().record(seconds);
+        }
+        self.all.record(seconds);
+    }
+
+    /// What is left of `job`, which has run `ran_s` so far (0 for a waiting job), and what
+    /// that rests on. A time limit bounds it (and is the estimate where no history knows).
+    pub fn left(&self, job: &Job, ran_s: f64) -> (Left, Basis) {
+        let none = History::default();
+        let kind = match (&job.user, &job.name) {
+            (Some(u), Some(n)) => self.kinds.get(&(u.clone(), n.clone())),
+            _ => None,
+        };
+        let user = job.user.as_ref().and_then(|u| self.users.get(u));
+        let chain = [
+            kind.unwrap_or(&none),
+            user.unwrap_or(&none),
+            self.teams.get(&job.team).unwrap_or(&none),
+            self.classes.get(&job.class).unwrap_or(&none),
+            &self.all,
+        ];
+        let limit_left = job.spec.time_limit_s.map(|l| (l - ran_s).max(0.0));
+        let (left, from) = left_from(chain, ran_s, UNKNOWN_S);
+        let basis = match from {
+            Some(0) => Basis::Kind,
+            Some(1) => Basis::User,
+            Some(2) => Basis::Team,
+            Some(3) => Basis::Class,
+            Some(_) => Basis::Everyone,
+            None => match limit_left {
+                Some(l) => return (Left::exactly(l), Basis::TimeLimit),
+                None => Basis::Guess,
+            },
+        };
+        // A limit below the whole estimate is the end: the job is stopped there.
+        match limit_left {
+            Some(l) if l < left.mid => (left.capped(Some(l)), Basis::TimeLimit),
+            _ => (left.capped(limit_left), basis),
+        }
+    }
+}

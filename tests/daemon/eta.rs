@@ -1,0 +1,92 @@
+//! Start estimates, end to end: a real daemon on this host's pool (real processes), jobs that
+//! take the whole host one after another. Once three runs of a job have completed, the next
+//! waiting job's ETA is the running one's start plus what runs like it lasted, said in
+//! `gantry jobs`, `gantry explain` and their JSON; the job then starts about then. A hold says
+//! `never: held`, and a release brings the estimate back.
+
+use crate::support::daemon as common;
+use common::{cli, json, start_in, state, submit, temp_dir, wait_for, LOCAL_FLEET};
+use serde_json::Value;
+
+/// A job that takes the whole host (its 8 CPUs) for `secs`.
+fn whole_host(name: &str, secs: u32) -> String {
+    format!("name: {name}\nresources:\n  cpus: 8\nrun: sleep {secs}\n")
+}
+
+fn row(d: &common::Daemon, id: i64) -> Value {
+    let rows = json(d, &["jobs"]);
+    rows.as_array()
+        .and_then(|r| r.iter().find(|j| j["id"] == id).cloned())
+        .unwrap_or(Value::Null)
+}
+
+#[test]
+fn a_waiting_jobs_eta_comes_from_past_runs_and_it_starts_then() {
+    let dir = temp_dir("eta-e2e");
+    let fleet = dir.join("fleet.toml");
+    std::fs::write(
+        &fleet,
+        LOCAL_FLEET.replace("name = \"a\"", "name = \"lab\""),
+    )
+    .unwrap();
+    let d = start_in(dir.clone(), &["--config", fleet.to_str().unwrap()]);
+    // Three runs of `step` (2 s each) teach the daemon how long it lasts.
+    let warm: Vec<i64> = (0..3)
+        .map(|i| submit(&d, &dir, &format!("warm{i}"), &whole_host("step", 2)))
+        .collect();
+    wait_for(&d, 60, "the three warm-up runs to complete", || {
+        warm.iter().all(|&id| state(&d, id) == "completed")
+    });
+    let a = submit(&d, &dir, "a", &whole_host("step", 2));
+    let b = submit(&d, &dir, "b", &whole_host("other", 1));
+    wait_for(&d, 20, "job a to run", || state(&d, a) == "running");
+    let mut eta = Value::Null;
+    wait_for(&d, 20, "an estimate for job b made while a runs", || {
+        eta = row(&d, b)["eta"].clone();
+        let made = eta["made_s"].as_f64().unwrap_or(0.0);
+        let a_started = common::job(&d, a)["started_at"].as_f64();
+        eta["at_s"].is_f64() && a_started.is_some_and(|s| made >= s)
+    });
+    let a_started = common::job(&d, a)["started_at"].as_f64().unwrap();
+    let at = eta["at_s"].as_f64().unwrap();
+    // a lasts what `step` lasted (2 s, a little more with the process's own start).
+    assert!(
+        (a_started + 1.0..=a_started + 5.0).contains(&at),
+        "b's ETA {at} against a's start {a_started}: {eta}"
+    );
+    let basis = eta["basis"].as_str().unwrap_or("");
+    assert!(basis.contains("1 by the same job's past runs"), "{basis}");
+    assert!(
+        basis.contains("its own run: its user's past runs"),
+        "{basis}"
+    );
+    // Said in the table and by explain.
+    let table = cli(&d, &["jobs"]);
+    assert!(table.contains("ETA"), "{table}");
+    let explain = cli(&d, &["explain", &b.to_string()]);
+    assert!(explain.contains("ETA: estimated to start"), "{explain}");
+    let v = json(&d, &["explain", &b.to_string()]);
+    assert_eq!(v["eta"]["at_s"].as_f64(), Some(at), "{v}");
+    // And it starts about then.
+    wait_for(&d, 20, "job b to start", || state(&d, b) != "pending");
+    let b_started = common::job(&d, b)["started_at"].as_f64().unwrap();
+    assert!(
+        (b_started - at).abs() <= 3.0,
+        "b started at {b_started}, estimated {at}"
+    );
+
+    // A held job will not start while it is held; released, it has an estimate again.
+    let c = submit(&d, &dir, "c", &whole_host("step", 30));
+    let e = submit(&d, &dir, "e", &whole_host("other", 1));
+    wait_for(&d, 20, "job c to run", || state(&d, c) == "running");
+    cli(&d, &["hold", &e.to_string()]);
+    wait_for(&d, 20, "e's estimate to say it is held", || {
+        row(&d, e)["eta"]["never"] == "held"
+    });
+    assert!(cli(&d, &["jobs"]).contains("never: held"));
+    cli(&d, &["release", &e.to_string()]);
+    wait_for(&d, 20, "e's estimate once released", || {
+        row(&d, e)["eta"]["at_s"].is_f64()
+    });
+    cli(&d, &["cancel", &c.to_string(), &e.to_string()]);
+}

@@ -342,25 +342,9 @@ pub fn explain(t: &Target, id: &str, output: Output) -> Result<(), CliError> {
 
 /// A start estimate in words: when (and its range) or why not, and what it rests on.
 pub fn eta_line(e: &gantry::api::Eta) -> String {
-    let from = |t: f64| gantry::api::span((t - e.made_s).max(0.0));
-    let when = if let Some(never) = &e.never {
-        format!("will not start while things stay as they are: {never}")
-    } else if let (Some(at), Some(cal)) = (e.at_s, &e.at) {
-        let range = match (e.lo_s, e.hi_s) {
-            (Some(lo), Some(hi)) if hi - lo >= 60.0 => {
-                format!(" (likely in {} to {})", from(lo), from(hi))
-            }
-            (Some(lo), None) => format!(" (likely in {} to later)", from(lo)),
-            _ => String::new(),
-        };
-        format!("estimated to start {cal}, in {}{range}", from(at))
-    } else if let Some(t) = e.later_than_s {
-        format!("not within the {} the estimate looked ahead", from(t))
-    } else {
-        "no estimate yet".to_string()
-    };
     format!(
-        "ETA: {when}\n  if the queue stays as it is; {}",
+        "ETA: {}\n  if the queue stays as it is; {}",
+        e.when(),
         gantry::console::app::escape(&e.basis)
     )
 }

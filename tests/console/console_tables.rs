@@ -494,3 +494,42 @@ fn the_experiment_column_shows_where_jobs_report_to_an_experiment() {
     let ids = job_ids(&s);
     assert!(ids.windows(2).all(|w| named(w[0]) <= named(w[1])), "{s}");
 }
+
+/// The Jobs view's ETA column: a waiting job's estimate (`~HH:MM`, `>3h`, `never: held`),
+/// sorted by shift+Z soonest first, and not drawn where no job has one.
+#[test]
+fn the_eta_column_says_when_each_waiting_job_starts() {
+    let header = |s: &str| {
+        s.lines()
+            .find(|l| l.contains("id ") && l.contains("state"))
+            .unwrap_or_default()
+            .to_string()
+    };
+    let plain = demo_snapshot();
+    let mut app = App::new(false);
+    app.on_key("2", &plain);
+    assert!(!header(&screen(&app, &plain, 200, 50)).contains("ETA"));
+    let mut snap = demo_snapshot();
+    let now = snap.now;
+    // Four rows with an estimate (the drawing does not ask whether a row waits).
+    let waiting: Vec<i64> = snap.jobs.iter().take(4).map(|j| j.id).collect();
+    for (k, j) in snap.jobs.iter_mut().take(4).enumerate() {
+        j.eta = Some(Box::new(gantry::api::Eta {
+            made_s: now,
+            // The later in the queue, the sooner: the sort must reorder them.
+            at_s: Some(now + 7200.0 - 600.0 * k as f64),
+            at: Some(format!("2026-12-04T2{}:{:02}:00Z", k % 4, 10 + k)),
+            basis: "test".into(),
+            ..gantry::api::Eta::default()
+        }));
+    }
+    let s = screen(&app, &snap, 200, 50);
+    assert!(header(&s).contains("ETA"), "{s}");
+    assert!(s.contains("~20:10"), "{s}");
+    app.on_key("Z", &snap);
+    let s = screen(&app, &snap, 200, 50);
+    assert!(s.contains("ETA▲"), "{s}");
+    let ids = job_ids(&s);
+    let last = *waiting.last().unwrap();
+    assert_eq!(ids.first(), Some(&last), "soonest first: {s}");
+}

@@ -57,6 +57,30 @@ impl Eta {
     }
 }
 
+impl Eta {
+    /// When in words, or why not: what `gantry explain` and the console's detail say.
+    pub fn when(&self) -> String {
+        let from = |t: f64| span((t - self.made_s).max(0.0));
+        if let Some(never) = &self.never {
+            return format!("will not start while things stay as they are: {never}");
+        }
+        if let (Some(at), Some(cal)) = (self.at_s, &self.at) {
+            let range = match (self.lo_s, self.hi_s) {
+                (Some(lo), Some(hi)) if hi - lo >= 60.0 => {
+                    format!(" (likely in {} to {})", from(lo), from(hi))
+                }
+                (Some(lo), None) => format!(" (likely in {} to later)", from(lo)),
+                _ => String::new(),
+            };
+            return format!("estimated to start {cal}, in {}{range}", from(at));
+        }
+        match self.later_than_s {
+            Some(t) => format!("not within the {} the estimate looked ahead", from(t)),
+            None => "no estimate yet".to_string(),
+        }
+    }
+}
+
 /// `45m`, `3h`, `2d`.
 pub fn span(s: f64) -> String {
     if s < 3600.0 {

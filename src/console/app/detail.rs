@@ -70,6 +70,16 @@ impl App {
                 Span::raw(escape(r)),
             ]));
         }
+        if let Some(e) = &d.eta {
+            lines.push(Line::from(vec![
+                Span::styled("ETA: ", bold),
+                Span::raw(escape(&e.when())),
+            ]));
+            lines.push(Line::from(format!(
+                "  if the queue stays as it is; {}",
+                escape(&e.basis)
+            )));
+        }
         for p in &d.placement {
             lines.push(Line::from(format!("on {}", escape(p))));
         }

@@ -9,7 +9,7 @@ use crate::console::table::{Col, Sort};
 use std::cmp::Ordering;
 
 /// The Jobs view's columns (the order of `job_cmp`'s match).
-pub const JOB_COLS: [Col; 13] = [
+pub const JOB_COLS: [Col; 14] = [
     Col::fixed("id", 'I', 5, 0),
     Col::text("name", 'N', 10, 18, 0),
     Col::text("team", 'T', 6, 12, 6),
@@ -18,6 +18,8 @@ pub const JOB_COLS: [Col; 13] = [
     Col::fixed("GPUs", 'U', 7, 0),
     Col::fixed("age", 'A', 6, 4).right(),
     Col::fixed("pos", 'O', 4, 8).right(),
+    // When a waiting job starts if the queue stays as it is (`~14:20`, `>3h`, `never: held`).
+    Col::fixed("ETA", 'Z', 12, 7),
     Col::fixed("$/h", 'D', 7, 7).right(),
     Col::fixed("cost", 'M', 8, 5).right(),
     // Times it was started again after its own failures (`job_recovery`), as k9s's RESTARTS.
@@ -29,8 +31,12 @@ pub const JOB_COLS: [Col; 13] = [
 ];
 
 /// The Jobs view's experiment column (hidden where no job reports to one).
-pub const EXPERIMENT_COL: usize = 11;
+pub const EXPERIMENT_COL: usize = 12;
 const _: () = assert!(JOB_COLS[EXPERIMENT_COL].key == 'X');
+
+/// The Jobs view's ETA column (hidden where no job has an estimate).
+pub const ETA_COL: usize = 8;
+const _: () = assert!(JOB_COLS[ETA_COL].key == 'Z');
 
 /// The Fleet view's columns.
 pub const POOL_COLS: [Col; 8] = [
@@ -115,6 +121,16 @@ fn queue_rank(state: &str) -> u8 {
     }
 }
 
+/// A row's start estimate as a sort key: soonest first, then those later than what was
+/// looked at, then those that will not start, then rows without one.
+fn eta_key(j: &JobRow) -> f64 {
+    match j.eta.as_deref() {
+        Some(e) if e.never.is_some() => 1e300,
+        Some(e) => e.at_s.or(e.later_than_s.map(|t| t + 1e12)).unwrap_or(1e299),
+        None => f64::INFINITY,
+    }
+}
+
 fn job_cmp(col: usize, a: &JobRow, b: &JobRow, now: f64) -> Ordering {
     match col {
         0 => a.id.cmp(&b.id),
@@ -128,10 +144,11 @@ fn job_cmp(col: usize, a: &JobRow, b: &JobRow, now: f64) -> Ordering {
             .position
             .unwrap_or(usize::MAX)
             .cmp(&b.position.unwrap_or(usize::MAX)),
-        8 => a.dollars_per_hour.total_cmp(&b.dollars_per_hour),
-        9 => a.cost_at(now).total_cmp(&b.cost_at(now)),
-        10 => a.restarts.cmp(&b.restarts),
-        11 => a.experiment.cmp(&b.experiment),
+        8 => eta_key(a).total_cmp(&eta_key(b)),
+        9 => a.dollars_per_hour.total_cmp(&b.dollars_per_hour),
+        10 => a.cost_at(now).total_cmp(&b.cost_at(now)),
+        11 => a.restarts.cmp(&b.restarts),
+        12 => a.experiment.cmp(&b.experiment),
         _ => a.detail.cmp(&b.detail),
     }
 }

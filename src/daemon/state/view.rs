@@ -544,6 +544,13 @@ impl State {
         }
     }
 
+    /// Makes no start estimates (and shows none): for tests whose screens must not depend on
+    /// when the estimates' worker answers.
+    pub fn estimates_off(&mut self) {
+        self.eta = None;
+        self.rebuild_snapshot();
+    }
+
     /// A waiting job's latest start estimate.
     pub(super) fn eta_of(&self, id: JobId, state: JobState) -> Option<crate::api::Eta> {
         if !matches!(state, JobState::Pending | JobState::Held) {

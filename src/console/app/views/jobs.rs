@@ -194,7 +194,11 @@ impl Tab for Jobs {
         let mut grid = Grid::new(&order::JOB_COLS, app.sorts[View::Jobs]);
         // The experiment column where the fleet reports to MLflow or a job names one.
         if snap.mlflow.is_none() && snap.jobs.iter().all(|j| j.experiment.is_none()) {
-            grid.hidden = 1 << order::EXPERIMENT_COL;
+            grid.hidden |= 1 << order::EXPERIMENT_COL;
+        }
+        // The ETA column where a job waits with an estimate.
+        if snap.jobs.iter().all(|j| j.eta.is_none()) {
+            grid.hidden |= 1 << order::ETA_COL;
         }
         grid.rows = (first..list.len().min(first + visible))
             .filter_map(|i| list.get(i))
@@ -224,6 +228,10 @@ impl Tab for Jobs {
                     text(j.gpus.clone(), plain),
                     text(hm(j.age(snap.now)), plain),
                     text(j.position.map_or(String::new(), |p| p.to_string()), plain),
+                    text(
+                        j.eta.as_ref().map_or(String::new(), |e| e.short(snap.now)),
+                        plain,
+                    ),
                     text(rate, plain),
                     text(money(j.cost_at(snap.now)), plain),
                     text(

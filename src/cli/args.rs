@@ -157,6 +157,10 @@ pub(super) enum Command {
     Cancel {
         #[arg(add = complete::job_ids())]
         ids: Vec<String>,
+        /// Show what it would do (which jobs start sooner or later, $/h, teams' GPUs), from
+        /// the daemon's own cycle run forward, and do nothing.
+        #[arg(long)]
+        dry_run: bool,
         #[arg(short, long, value_enum, default_value_t = Output::Table)]
         output: Output,
     },
@@ -164,6 +168,10 @@ pub(super) enum Command {
     Preempt {
         #[arg(add = complete::job_ids())]
         ids: Vec<String>,
+        /// Show what it would do (which jobs start sooner or later, $/h, teams' GPUs), from
+        /// the daemon's own cycle run forward, and do nothing.
+        #[arg(long)]
+        dry_run: bool,
         #[arg(short, long, value_enum, default_value_t = Output::Table)]
         output: Output,
     },
@@ -171,6 +179,10 @@ pub(super) enum Command {
     Hold {
         #[arg(add = complete::job_ids())]
         ids: Vec<String>,
+        /// Show what it would do (which jobs start sooner or later, $/h, teams' GPUs), from
+        /// the daemon's own cycle run forward, and do nothing.
+        #[arg(long)]
+        dry_run: bool,
         #[arg(short, long, value_enum, default_value_t = Output::Table)]
         output: Output,
     },
@@ -178,6 +190,10 @@ pub(super) enum Command {
     Release {
         #[arg(add = complete::job_ids())]
         ids: Vec<String>,
+        /// Show what it would do (which jobs start sooner or later, $/h, teams' GPUs), from
+        /// the daemon's own cycle run forward, and do nothing.
+        #[arg(long)]
+        dry_run: bool,
         #[arg(short, long, value_enum, default_value_t = Output::Table)]
         output: Output,
     },
@@ -186,6 +202,9 @@ pub(super) enum Command {
         #[arg(add = complete::job_ids())]
         id: String,
         class: String,
+        /// Show what it would do, and do nothing.
+        #[arg(long)]
+        dry_run: bool,
         #[arg(short, long, value_enum, default_value_t = Output::Table)]
         output: Output,
     },

@@ -226,11 +226,32 @@ pub fn main() -> ExitCode {
             eprintln!("gantry: {why}");
             std::process::exit(126);
         }
-        Some(Command::Cancel { ids, output }) => remote::act(&target, "cancel", &ids, output),
-        Some(Command::Preempt { ids, output }) => remote::act(&target, "preempt", &ids, output),
-        Some(Command::Hold { ids, output }) => remote::act(&target, "hold", &ids, output),
-        Some(Command::Release { ids, output }) => remote::act(&target, "release", &ids, output),
-        Some(Command::Prio { id, class, output }) => remote::prio(&target, &id, &class, output),
+        Some(Command::Cancel {
+            ids,
+            dry_run,
+            output,
+        }) => remote::act(&target, "cancel", &ids, dry_run, output),
+        Some(Command::Preempt {
+            ids,
+            dry_run,
+            output,
+        }) => remote::act(&target, "preempt", &ids, dry_run, output),
+        Some(Command::Hold {
+            ids,
+            dry_run,
+            output,
+        }) => remote::act(&target, "hold", &ids, dry_run, output),
+        Some(Command::Release {
+            ids,
+            dry_run,
+            output,
+        }) => remote::act(&target, "release", &ids, dry_run, output),
+        Some(Command::Prio {
+            id,
+            class,
+            dry_run,
+            output,
+        }) => remote::prio(&target, &id, &class, dry_run, output),
         Some(Command::Serve(cmd)) => serve::serve(&target, cmd),
         Some(Command::Services { output }) => serve::list(&target, output),
         Some(Command::Service { name, output }) => serve::show(&target, &name, output),

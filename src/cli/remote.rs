@@ -340,6 +340,21 @@ pub fn explain(t: &Target, id: &str, output: Output) -> Result<(), CliError> {
     Ok(())
 }
 
+/// A preview, as `--dry-run` prints it.
+fn print_what_if(w: &gantry::api::WhatIf, output: Output) -> Result<(), CliError> {
+    if output.is_data() {
+        return print_as(output, w).map_err(CliError::from);
+    }
+    println!(
+        "what {} on job {} would do (nothing was done), if the queue stays as it is:",
+        w.action, w.job
+    );
+    for l in w.lines() {
+        println!("  {}", gantry::console::app::escape(&l));
+    }
+    Ok(())
+}
+
 /// A start estimate in words: when (and its range) or why not, and what it rests on.
 pub fn eta_line(e: &gantry::api::Eta) -> String {
     format!(
@@ -351,11 +366,33 @@ pub fn eta_line(e: &gantry::api::Eta) -> String {
 
 /// cancel / hold / release / preempt on several jobs: each is tried; the exit code is the
 /// first failure's.
-pub fn act(t: &Target, action: &str, ids: &[String], output: Output) -> Result<(), CliError> {
+pub fn act(
+    t: &Target,
+    action: &str,
+    ids: &[String],
+    dry_run: bool,
+    output: Output,
+) -> Result<(), CliError> {
     if ids.is_empty() {
         return Err(CliError::usage(format!(
             "{action}: name at least one job id"
         )));
+    }
+    if dry_run {
+        // One job's preview: several actions taken together would move starts together,
+        // which one job's preview does not say.
+        let [id] = ids else {
+            return Err(CliError::usage(format!(
+                "{action} --dry-run: name one job (a preview is of one action)"
+            )));
+        };
+        let id = id_arg(id)?;
+        let w: gantry::api::WhatIf = t.client()?.call(
+            "POST",
+            &format!("/v1/jobs/{id}/{action}?dry_run=true"),
+            None,
+        )?;
+        return print_what_if(&w, output);
     }
     let mut c = t.client()?;
     let mut first_err: Option<CliError> = None;
@@ -393,9 +430,23 @@ pub fn act(t: &Target, action: &str, ids: &[String], output: Output) -> Result<(
     }
 }
 
-pub fn prio(t: &Target, id: &str, class: &str, output: Output) -> Result<(), CliError> {
+pub fn prio(
+    t: &Target,
+    id: &str,
+    class: &str,
+    dry_run: bool,
+    output: Output,
+) -> Result<(), CliError> {
     let id = id_arg(id)?;
     let body = serde_json::json!({ "class": class }).to_string();
+    if dry_run {
+        let w: gantry::api::WhatIf = t.client()?.call(
+            "PUT",
+            &format!("/v1/jobs/{id}/priority?dry_run=true"),
+            Some(body.as_bytes()),
+        )?;
+        return print_what_if(&w, output);
+    }
     let v: gantry::api::Reprioritized = t.client()?.call(
         "PUT",
         &format!("/v1/jobs/{id}/priority"),

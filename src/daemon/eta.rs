@@ -4,12 +4,12 @@
 //! three times — each job ending as its kind's history says, early and late — within a time
 //! box, and leaves the estimates where the snapshot reads them.
 
-use crate::api::Eta;
+use crate::api::{Eta, StartMove, TeamMove, WhatIf};
 use crate::daemon::calendar::Calendar;
 use crate::daemon::engine::{Basis, Copy};
 use crate::daemon::journal::JobId;
 use crate::scheduler::durations::Left;
-use crate::scheduler::forecast::{forward, Ahead, Reach};
+use crate::scheduler::forecast::{forward, Ahead, Change, Reach};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{sync_channel, SyncSender, TrySendError};
@@ -173,4 +173,102 @@ pub fn estimate(copy: Copy, calendar: &Calendar, budget: Duration) -> Estimates 
         stopped: mid.stopped,
         cycles: mid.cycles,
     }
+}
+
+/// What previewing an action needs, copied off the actor (`State::what_if_work`).
+pub struct WhatIfWork {
+    pub copy: Copy,
+    pub change: Change,
+    /// The action in words (`hold`, `prio production`).
+    pub action: String,
+    pub job: JobId,
+    pub calendar: Calendar,
+    /// The live jobs' names, and the teams' in the engine's order.
+    pub names: HashMap<JobId, String>,
+    pub teams: Vec<String>,
+}
+
+impl WhatIfWork {
+    /// The preview, within `budget` (off the actor: it runs the cycle forward twice).
+    pub fn run(self, budget: Duration) -> Result<WhatIf, String> {
+        what_if(self, budget)
+    }
+}
+
+/// What an action would do: the present run forward without it and with it, each within
+/// half of `budget`, and the difference.
+fn what_if(work: WhatIfWork, budget: Duration) -> Result<WhatIf, String> {
+    let WhatIfWork {
+        copy: before,
+        change,
+        action,
+        job,
+        calendar,
+        names,
+        teams,
+    } = work;
+    let mut after = before.present.clone();
+    after.apply(change)?;
+    let began = Instant::now();
+    let left = |id: u64| before.left.get(&id).map_or(0.0, |(l, _)| l.mid);
+    let run = |present, share: f64| -> Ahead {
+        let until = began + budget.mul_f64(share);
+        let mut stop = || Instant::now() >= until;
+        forward(present, &left, Reach::default(), &mut stop).unwrap_or_default()
+    };
+    let was = run(before.present.clone(), 0.5);
+    let will = run(after, 1.0);
+    let now = before.present.now;
+    let mut ids: Vec<u64> = before.present.pending.iter().map(|p| p.id).collect();
+    ids.extend(before.present.requeue.keys().copied());
+    ids.sort_unstable();
+    ids.dedup();
+    let mut starts = Vec::new();
+    for id in ids {
+        let (b, a) = (was.starts.get(&id).copied(), will.starts.get(&id).copied());
+        let moved = match (b, a) {
+            (Some(b), Some(a)) => (a - b).abs() >= 60.0,
+            (None, None) => false,
+            _ => true,
+        };
+        if moved {
+            let jid = id as JobId;
+            starts.push(StartMove {
+                job: jid,
+                name: names.get(&jid).cloned().unwrap_or_default(),
+                before_s: b,
+                after_s: a,
+                before: b.map(|t| calendar.rfc3339(t)),
+                after: a.map(|t| calendar.rfc3339(t)),
+            });
+        }
+    }
+    starts.sort_by(|x, y| {
+        let k = |m: &StartMove| m.after_s.unwrap_or(f64::INFINITY);
+        k(x).total_cmp(&k(y)).then(x.job.cmp(&y.job))
+    });
+    let teams_moved = teams
+        .iter()
+        .enumerate()
+        .filter_map(|(i, t)| {
+            let g = |a: &Ahead| a.team_gpus.get(i).copied().unwrap_or(0.0);
+            let (b, a) = (g(&was), g(&will));
+            ((a - b).abs() >= 0.001).then(|| TeamMove {
+                team: t.clone(),
+                gpus_before: b,
+                gpus_after: a,
+            })
+        })
+        .collect();
+    Ok(WhatIf {
+        action,
+        job,
+        made_s: now,
+        starts,
+        dollars_per_hour_before: was.dollars_per_hour,
+        dollars_per_hour_after: will.dollars_per_hour,
+        teams: teams_moved,
+        looked_to_s: was.looked_to.min(will.looked_to),
+        basis: "each run ends as the runs like it that completed did; nobody new arrives".into(),
+    })
 }

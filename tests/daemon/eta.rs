@@ -90,3 +90,75 @@ fn a_waiting_jobs_eta_comes_from_past_runs_and_it_starts_then() {
     });
     cli(&d, &["cancel", &c.to_string(), &e.to_string()]);
 }
+
+/// A preview before the key is pressed: `hold B --dry-run` says C would start sooner and
+/// changes nothing; the hold then moves C's estimate there. `cancel A --dry-run` says B (once
+/// released) would start now; the cancel then starts it.
+#[test]
+fn a_preview_says_what_an_action_would_do_and_the_action_does_it() {
+    let dir = temp_dir("eta-preview");
+    let fleet = dir.join("fleet.toml");
+    std::fs::write(
+        &fleet,
+        LOCAL_FLEET.replace("name = \"a\"", "name = \"lab\""),
+    )
+    .unwrap();
+    let d = start_in(dir.clone(), &["--config", fleet.to_str().unwrap()]);
+    let a = submit(&d, &dir, "a", &whole_host("long", 600));
+    let b = submit(&d, &dir, "b", &whole_host("next", 600));
+    let c = submit(&d, &dir, "c", &whole_host("last", 600));
+    wait_for(&d, 20, "job a to run", || state(&d, a) == "running");
+    let moved = |w: &Value, id: i64| {
+        w["starts"]
+            .as_array()
+            .and_then(|s| s.iter().find(|m| m["job"] == id).cloned())
+            .unwrap_or(Value::Null)
+    };
+    let w = json(&d, &["hold", &b.to_string(), "--dry-run"]);
+    let m = moved(&w, c);
+    let (before, after) = (m["before_s"].as_f64(), m["after_s"].as_f64());
+    assert!(
+        matches!((before, after), (Some(x), Some(y)) if y < x)
+            || (before.is_none() && after.is_some()),
+        "holding b brings c sooner: {w}"
+    );
+    assert_eq!(state(&d, b), "pending", "a preview changes nothing");
+    let text = cli(&d, &["hold", &b.to_string(), "--dry-run"]);
+    assert!(
+        text.contains(&format!("job {c} last: starts sooner")),
+        "{text}"
+    );
+    // The hold: c's estimate is now what the preview said.
+    cli(&d, &["hold", &b.to_string()]);
+    let said = after.unwrap();
+    wait_for(&d, 20, "c's estimate to move as previewed", || {
+        let rows = json(&d, &["jobs"]);
+        let at = rows
+            .as_array()
+            .and_then(|r| r.iter().find(|j| j["id"] == c).cloned())
+            .and_then(|j| j["eta"]["at_s"].as_f64());
+        at.is_some_and(|t| (t - said).abs() <= 60.0)
+    });
+    // Cancelling a starts c now (b is held), says the preview; and the cancel does.
+    let w = json(&d, &["cancel", &a.to_string(), "--dry-run"]);
+    let m = moved(&w, c);
+    let made = w["made_s"].as_f64().unwrap();
+    assert!(
+        m["after_s"].as_f64().is_some_and(|t| t - made < 60.0),
+        "c starts at the next cycle: {w}"
+    );
+    // Many jobs at once are not one preview.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_gantry"))
+        .arg("--connect")
+        .arg(&d.socket)
+        .args(["cancel", &a.to_string(), &b.to_string(), "--dry-run"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(state(&d, a), "running");
+    cli(&d, &["cancel", &a.to_string()]);
+    wait_for(&d, 20, "c to start once a is cancelled", || {
+        state(&d, c) == "running"
+    });
+    cli(&d, &["cancel", &b.to_string(), &c.to_string()]);
+}

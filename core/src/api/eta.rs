@@ -122,3 +122,84 @@ mod tests {
         assert_eq!(never.short(0.0), "never: held");
     }
 }
+
+/// What an action would do, before it is taken (`--dry-run`, the console's confirmation): the
+/// daemon's own cycle run forward with and without it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct WhatIf {
+    /// `hold`, `release`, `cancel`, `preempt`, `prio CLASS`.
+    pub action: String,
+    pub job: i64,
+    /// Daemon time of the present it ran forward from.
+    pub made_s: f64,
+    /// Jobs whose start moves (by a minute or more, or from never to a time), soonest after
+    /// first.
+    pub starts: Vec<StartMove>,
+    /// What the running jobs cost an hour after the next cycle, without and with the action.
+    pub dollars_per_hour_before: f64,
+    pub dollars_per_hour_after: f64,
+    /// Teams whose GPUs after the next cycle change.
+    pub teams: Vec<TeamMove>,
+    /// How far ahead the runs looked (daemon time); what they rest on.
+    pub looked_to_s: f64,
+    pub basis: String,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct StartMove {
+    pub job: i64,
+    pub name: String,
+    /// Daemon time it starts without the action and with it (`None`: not within what was
+    /// looked at); the same on the calendar.
+    pub before_s: Option<f64>,
+    pub after_s: Option<f64>,
+    pub before: Option<String>,
+    pub after: Option<String>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct TeamMove {
+    pub team: String,
+    pub gpus_before: f64,
+    pub gpus_after: f64,
+}
+
+impl WhatIf {
+    /// The preview in lines, as `--dry-run` prints it and the confirmation shows it.
+    pub fn lines(&self) -> Vec<String> {
+        let when = |s: Option<f64>, cal: &Option<String>| match (s, cal) {
+            (Some(t), _) if t - self.made_s < 60.0 => "now".to_string(),
+            (Some(t), Some(c)) => format!("{} (in {})", c, span(t - self.made_s)),
+            _ => format!("not within {}", span(self.looked_to_s - self.made_s)),
+        };
+        let mut out = Vec::new();
+        if self.starts.is_empty() {
+            out.push("no job's start moves".to_string());
+        }
+        for m in &self.starts {
+            let verb = match (m.before_s, m.after_s) {
+                (Some(b), Some(a)) if a < b => "sooner",
+                (None, Some(_)) => "sooner",
+                _ => "later",
+            };
+            out.push(format!(
+                "job {} {}: starts {verb}: {} → {}",
+                m.job,
+                m.name,
+                when(m.before_s, &m.before),
+                when(m.after_s, &m.after)
+            ));
+        }
+        out.push(format!(
+            "$/h after the next cycle: ${:.2} → ${:.2}",
+            self.dollars_per_hour_before, self.dollars_per_hour_after
+        ));
+        for t in &self.teams {
+            out.push(format!(
+                "team {}: {:.1} → {:.1} GPUs",
+                t.team, t.gpus_before, t.gpus_after
+            ));
+        }
+        out
+    }
+}

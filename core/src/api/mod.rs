@@ -20,7 +20,7 @@ pub use crate::model::idle::{IdleCause, IdleNow};
 pub use access::*;
 pub use answers::*;
 pub use client::*;
-pub use eta::{span, Eta};
+pub use eta::{span, Eta, StartMove, TeamMove, WhatIf};
 pub use job::JobState;
 pub use logs::{LogsFrom, LogsView, NodeLogsView};
 pub use reports::*;

@@ -58,6 +58,73 @@ impl Default for Reach {
     }
 }
 
+/// An action to run forward instead of taking it (a preview): on a copy of the present.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Change {
+    Hold(JobId),
+    Release(JobId),
+    Cancel(JobId),
+    Preempt(JobId),
+    /// Moves the job to this priority class.
+    Class(JobId, usize),
+}
+
+impl Present {
+    /// Applies `change` to this copy, as the daemon would: a hold keeps the job waiting out of
+    /// the queue, a cancel takes it away (a running one's GPUs freed), a preemption puts a
+    /// running job back in the queue where it resumes. The error says why the job's state
+    /// does not allow it.
+    pub fn apply(&mut self, change: Change) -> Result<(), String> {
+        let waiting = |p: &Present, id: JobId| p.pending.iter().position(|j| j.id == id);
+        let running = |p: &Present, id: JobId| p.running.iter().position(|r| r.id == id);
+        match change {
+            Change::Hold(id) => {
+                let i = waiting(self, id).ok_or("only a waiting job is held")?;
+                self.pending[i].held = true;
+            }
+            Change::Release(id) => {
+                let i = waiting(self, id).ok_or("only a held job is released")?;
+                self.pending[i].held = false;
+            }
+            Change::Cancel(id) => {
+                if let Some(i) = waiting(self, id) {
+                    self.pending.swap_remove(i);
+                } else {
+                    let i = running(self, id).ok_or("the job neither waits nor runs")?;
+                    let r = self.running.swap_remove(i);
+                    let _ = self.cluster.release(&r.placement);
+                }
+            }
+            Change::Preempt(id) => {
+                let i = running(self, id).ok_or("only a running job is preempted")?;
+                let r = self.running.swap_remove(i);
+                let _ = self.cluster.release(&r.placement);
+                let p = self
+                    .requeue
+                    .get(&id)
+                    .cloned()
+                    .ok_or("the job cannot be requeued")?;
+                self.pending.push(p);
+            }
+            Change::Class(id, class) => {
+                if class >= self.classes.len() {
+                    return Err(format!("no priority class #{class}"));
+                }
+                if let Some(i) = waiting(self, id) {
+                    self.pending[i].class = class;
+                } else {
+                    let i = running(self, id).ok_or("the job neither waits nor runs")?;
+                    self.running[i].class = class;
+                }
+                if let Some(p) = self.requeue.get_mut(&id) {
+                    p.class = class;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
 /// What a forward run found.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Ahead {
@@ -69,6 +136,9 @@ pub struct Ahead {
     /// `"time"`.
     pub stopped: &'static str,
     pub cycles: usize,
+    /// After the first cycle: what the running jobs cost an hour, and each team's GPUs.
+    pub dollars_per_hour: f64,
+    pub team_gpus: Vec<f64>,
 }
 
 /// Runs `present` forward: `left(id)` is how much longer a job runs once it has started (for
@@ -190,6 +260,19 @@ pub fn forward(
         });
         present.pending.extend(requeued);
         present.running.extend(started);
+        if ahead.cycles == 1 {
+            ahead.dollars_per_hour = present
+                .running
+                .iter()
+                .map(|r| r.placement.price_per_hour)
+                .sum();
+            ahead.team_gpus = vec![0.0; present.teams.len()];
+            for r in &present.running {
+                if let Some(g) = ahead.team_gpus.get_mut(r.team) {
+                    *g += r.placement.gpu_milli() as f64 / 1000.0;
+                }
+            }
+        }
         if present.pending.iter().all(|p| p.held) {
             ahead.stopped = "queue empty";
             break;
@@ -357,6 +440,21 @@ mod tests {
         let ahead = forward(p, &|_| 60.0, Reach::default(), &mut || false).unwrap();
         let at = ahead.starts[&1];
         assert!((1300.0..=1306.0).contains(&at), "{at}");
+    }
+
+    #[test]
+    fn a_preview_of_a_cancel_starts_the_next_job_now() {
+        let p = present(one_node(8), vec![pending(1, 8, 10.0), pending(2, 8, 20.0)]);
+        let before = forward(p.clone(), &|_| 600.0, Reach::default(), &mut || false).unwrap();
+        assert_eq!(before.starts.get(&2), Some(&1600.0));
+        // Job 1 waits; held, job 2 goes first.
+        let mut held = p.clone();
+        held.apply(Change::Hold(1)).unwrap();
+        let after = forward(held, &|_| 600.0, Reach::default(), &mut || false).unwrap();
+        assert_eq!(after.starts.get(&2), Some(&1000.0));
+        assert!(!after.starts.contains_key(&1));
+        let mut wrong = p;
+        assert!(wrong.apply(Change::Preempt(1)).is_err(), "1 does not run");
     }
 
     #[test]

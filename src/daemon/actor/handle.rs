@@ -36,6 +36,15 @@ pub enum Request {
         caller: Caller,
         reply: Reply<()>,
     },
+    /// A copy of the present to preview an action on (`?dry_run=true`): `class` set, a move
+    /// to that class; else `action`.
+    WhatIf {
+        id: JobId,
+        action: Action,
+        class: Option<String>,
+        caller: Caller,
+        reply: Reply<crate::daemon::state::WhatIfWork>,
+    },
     Job {
         id: JobId,
         reply: Reply<JobView>,

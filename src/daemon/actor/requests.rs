@@ -27,6 +27,20 @@ impl Actor {
                 }
                 let _ = reply.send(r);
             }
+            Request::WhatIf {
+                id,
+                action,
+                class,
+                caller,
+                reply,
+            } => {
+                let r = self.check_job(id, &caller).and_then(|()| {
+                    self.state
+                        .what_if_work(id, action, class.as_deref())
+                        .map_err(Refusal::from)
+                });
+                let _ = reply.send(r);
+            }
             Request::Priority {
                 id,
                 class,

@@ -495,7 +495,9 @@ async fn act(
     State(api): State<Api>,
     Extension(caller): Extension<Caller>,
     Path((id, action)): Path<(String, String)>,
+    RawQuery(raw): RawQuery,
 ) -> Result<Response, ApiError> {
+    let dry_run = dry_run(raw)?;
     let id = job_id(&id)?;
     let action = Action::parse(&action).ok_or_else(|| {
         ApiError::new(
@@ -508,6 +510,19 @@ async fn act(
         )
     })?;
     require(&caller, Role::Researcher, action.name())?;
+    if dry_run {
+        let work = api
+            .handle
+            .call(|reply| Request::WhatIf {
+                id,
+                action,
+                class: None,
+                caller,
+                reply,
+            })
+            .await?;
+        return what_if(work).await;
+    }
     api.handle
         .call(|reply| Request::Act {
             id,
@@ -520,6 +535,39 @@ async fn act(
         id,
         done: action.name().to_string(),
     }))
+}
+
+/// `?dry_run=true`: preview, do not act (any other query is refused).
+fn dry_run(raw: Option<String>) -> Result<bool, ApiError> {
+    let q = query(raw)?;
+    for k in q.keys() {
+        if k != "dry_run" {
+            return Err(ApiError::bad_request(format!(
+                "unknown query parameter `{}`; allowed: dry_run",
+                k.escape_debug()
+            )));
+        }
+    }
+    match q.get("dry_run").map(String::as_str) {
+        None | Some("false") => Ok(false),
+        Some("true") => Ok(true),
+        Some(v) => Err(ApiError::bad_request(format!(
+            "dry_run `{}`: expected true or false",
+            v.escape_debug()
+        ))),
+    }
+}
+
+/// Runs a preview off the actor (the cycle run forward twice, time-boxed).
+async fn what_if(work: crate::daemon::state::WhatIfWork) -> Result<Response, ApiError> {
+    let done =
+        tokio::task::spawn_blocking(move || work.run(std::time::Duration::from_millis(3000)))
+            .await
+            .map_err(|e| ApiError::new(500, "internal", format!("the preview stopped: {e}")))?;
+    match done {
+        Ok(w) => Ok(ok(&w)),
+        Err(why) => Err(ApiError::new(409, "conflict", why)),
+    }
 }
 
 #[derive(Deserialize)]
@@ -543,12 +591,27 @@ async fn priority(
     State(api): State<Api>,
     Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
+    RawQuery(raw): RawQuery,
     body: Body,
 ) -> Result<Response, ApiError> {
+    let dry_run = dry_run(raw)?;
     let id = job_id(&id)?;
     require(&caller, Role::Researcher, "reprioritizing")?;
     let b: PriorityBody = decode(&body_bytes(&api, body).await?)?;
     let class = b.class;
+    if dry_run {
+        let work = api
+            .handle
+            .call(|reply| Request::WhatIf {
+                id,
+                action: Action::Hold,
+                class: Some(class),
+                caller,
+                reply,
+            })
+            .await?;
+        return what_if(work).await;
+    }
     api.handle
         .call(|reply| Request::Priority {
             id,

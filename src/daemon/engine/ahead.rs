@@ -10,6 +10,7 @@ use crate::scheduler::durations::Left;
 use crate::scheduler::forecast::Present;
 
 /// The present, and for each live job what is left of it and what that rests on.
+#[derive(Clone)]
 pub struct Copy {
     pub present: Present,
     pub left: HashMap<u64, (Left, Basis)>,

@@ -434,6 +434,11 @@ impl Engine {
         })
     }
 
+    /// The index of the priority class `name` (the error lists the classes).
+    pub fn class_named(&self, name: &str) -> Result<usize, EngineError> {
+        self.class_index(name)
+    }
+
     fn class_index(&self, name: &str) -> Result<usize, EngineError> {
         find_named(&self.classes, name, |c| &c.name).map_err(|known| EngineError::UnknownClass {
             class: name.to_string(),

@@ -36,7 +36,7 @@ mod view;
 mod waits;
 
 pub use export::{GpuMetric, JobGpuMetric};
-pub use view::{reason_text, JobLogs};
+pub use view::{reason_text, JobLogs, WhatIfWork};
 
 use super::engine::{Engine, EngineError, Submission};
 use super::journal::{JobId, ReportRecord, TimerRecord};

@@ -16,6 +16,8 @@ use crate::scheduler::cycle::PendingReason;
 use crate::scheduler::reclaim::ReclaimPlan;
 use std::collections::HashMap;
 
+pub use crate::daemon::eta::WhatIfWork;
+
 /// Where a job's logs are (read off the actor by the API).
 pub struct JobLogs {
     pub state: JobState,
@@ -542,6 +544,48 @@ impl State {
             let copy = self.engine.present(now, self.nodes.coming(now));
             f.send(now, copy, self.calendar.clone());
         }
+    }
+
+    /// What previewing `action` on job `id` (or moving it to `class`) needs, copied: the
+    /// present, the change, the calendar and the names. Run off the actor (`eta::what_if`).
+    pub fn what_if_work(
+        &self,
+        id: JobId,
+        action: super::Action,
+        class: Option<&str>,
+    ) -> Result<WhatIfWork, EngineError> {
+        use crate::scheduler::forecast::Change;
+        let job = id as u64;
+        let (change, said) = match class {
+            Some(c) => (
+                Change::Class(job, self.engine.class_named(c)?),
+                format!("prio {c}"),
+            ),
+            None => (
+                match action {
+                    super::Action::Hold => Change::Hold(job),
+                    super::Action::Release => Change::Release(job),
+                    super::Action::Cancel => Change::Cancel(job),
+                    super::Action::Preempt => Change::Preempt(job),
+                },
+                action.name().to_string(),
+            ),
+        };
+        let names = self
+            .engine
+            .jobs()
+            .filter(|j| !j.state.is_final())
+            .map(|j| (j.id, j.name.clone().unwrap_or_default()))
+            .collect();
+        Ok(WhatIfWork {
+            copy: self.engine.present(self.now, self.nodes.coming(self.now)),
+            change,
+            action: said,
+            job: id,
+            calendar: self.calendar.clone(),
+            names,
+            teams: self.teams.clone(),
+        })
     }
 
     /// Makes no start estimates (and shows none): for tests whose screens must not depend on

@@ -101,6 +101,10 @@ impl Client for RemoteClient {
     fn access(&self) -> crate::api::Access {
         self.access.clone()
     }
+    fn what_if(&mut self, req: crate::api::JobRequest) -> Result<crate::api::WhatIf, ClientError> {
+        let path = format!("/v1/jobs/{}/{}?dry_run=true", req.id, req.action.name());
+        self.http.call("POST", &path, None)
+    }
     fn act(&mut self, req: crate::api::JobRequest) -> Result<String, ClientError> {
         let path = format!("/v1/jobs/{}/{}", req.id, req.action.name());
         self.http

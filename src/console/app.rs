@@ -48,6 +48,8 @@ pub enum Outcome {
     Switch(String),
     /// The user confirmed a change to a job.
     Act(crate::api::JobRequest),
+    /// A confirmation opened: ask the daemon what the change would do (its preview).
+    WhatIf(crate::api::JobRequest),
     /// The user confirmed moving a job to another class.
     Prio {
         id: i64,
@@ -215,6 +217,9 @@ pub struct App {
     /// Dangerous actions removed from keys and help; an RO badge in the header.
     pub readonly: bool,
     pub confirm: Option<Confirm>,
+    /// The open confirmation's preview (the job it is of, and what the daemon said), shown in
+    /// the dialog once it answers.
+    pub what_if: Option<(i64, Result<crate::api::WhatIf, String>)>,
     /// The last action's result, for the key bar.
     pub flash: Option<String>,
     pub color: bool,
@@ -320,6 +325,7 @@ impl App {
             lost: None,
             readonly: false,
             confirm: None,
+            what_if: None,
             flash: None,
             color,
             theme,

@@ -199,6 +199,11 @@ where
                             Outcome::Quit => return Ok(None),
                             Outcome::Switch(to) => return Ok(Some(to)),
                             Outcome::Redraw => dirty = true,
+                            Outcome::WhatIf(req) => {
+                                let said = client.what_if(req).map_err(|e| e.to_string());
+                                app.what_if = Some((req.id, said));
+                                dirty = true;
+                            }
                             Outcome::Act(req) => {
                                 app.flash = Some(match client.act(req) {
                                     Ok(done) => done,

@@ -60,6 +60,27 @@ fn answered(e: ApiError) -> ClientError {
 }
 
 impl Client for LocalClient {
+    fn what_if(&mut self, req: crate::api::JobRequest) -> Result<crate::api::WhatIf, ClientError> {
+        use crate::daemon::actor::Request;
+        let caller = console_caller();
+        let work = self
+            .handle
+            .call_blocking(|reply| Request::WhatIf {
+                id: req.id,
+                action: req.action,
+                class: None,
+                caller,
+                reply,
+            })
+            .map_err(refused)?;
+        work.run(std::time::Duration::from_millis(3000))
+            .map_err(|why| ClientError::Api {
+                status: 409,
+                code: "conflict".to_string(),
+                error: why,
+                field: None,
+            })
+    }
     fn act(&mut self, req: crate::api::JobRequest) -> Result<String, ClientError> {
         use crate::daemon::actor::Request;
         let caller = console_caller();

@@ -315,7 +315,14 @@ fn dangerous_actions_ask_first_with_cancel_the_default_and_vanish_when_readonly(
     app.on_key("2", &snap);
     app.on_key("j", &snap);
     let id = app.jobs.selected.unwrap();
-    assert_eq!(app.on_key("p", &snap), Outcome::Redraw);
+    // The dialog opens and asks the daemon for its preview (nothing is changed).
+    assert_eq!(
+        app.on_key("p", &snap),
+        Outcome::WhatIf(JobRequest {
+            id,
+            action: JobAction::Preempt
+        })
+    );
     let s = screen(&app, &snap, 80, 24);
     assert!(
         s.contains("confirm preempt") && s.contains("[ Back ]"),

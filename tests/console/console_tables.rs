@@ -533,3 +533,43 @@ fn the_eta_column_says_when_each_waiting_job_starts() {
     let last = *waiting.last().unwrap();
     assert_eq!(ids.first(), Some(&last), "soonest first: {s}");
 }
+
+/// A job's confirmation asks the daemon what the change would do, and shows its answer: the
+/// jobs whose start moves and the $/h after the next cycle (or why there is no preview).
+#[test]
+fn a_confirmation_shows_what_the_change_would_do() {
+    let snap = demo_snapshot();
+    let mut app = App::new(false);
+    app.on_key("2", &snap);
+    app.on_key("g", &snap);
+    let outcome = app.on_key("x", &snap);
+    let id = app.jobs.selected.unwrap();
+    let Outcome::WhatIf(req) = outcome else {
+        panic!("the dialog asks for its preview: {outcome:?}");
+    };
+    assert_eq!(req.id, id);
+    let w = gantry::api::WhatIf {
+        action: "cancel".into(),
+        job: id,
+        made_s: snap.now,
+        starts: vec![gantry::api::StartMove {
+            job: 77,
+            name: "next-in-line".into(),
+            before_s: Some(snap.now + 3600.0),
+            after_s: Some(snap.now),
+            before: Some("2026-12-04T23:00:00Z".into()),
+            after: Some("2026-12-04T22:00:00Z".into()),
+        }],
+        dollars_per_hour_before: 10.0,
+        dollars_per_hour_after: 12.5,
+        ..gantry::api::WhatIf::default()
+    };
+    app.what_if = Some((id, Ok(w)));
+    let s = screen(&app, &snap, 120, 36);
+    assert!(s.contains("If the queue stays as it is:"), "{s}");
+    assert!(s.contains("job 77 next-in-line: starts sooner"), "{s}");
+    assert!(s.contains("$10.00 → $12.50"), "{s}");
+    app.what_if = Some((id, Err("the daemon did not answer".into())));
+    let s = screen(&app, &snap, 120, 36);
+    assert!(s.contains("(no preview: the daemon did not answer)"), "{s}");
+}

@@ -83,6 +83,13 @@ pub trait Client {
             "this client is read-only".to_string(),
         ))
     }
+    /// What a change to a job would do, changing nothing (the confirmation's preview).
+    fn what_if(&mut self, req: JobRequest) -> Result<crate::api::WhatIf, ClientError> {
+        let _ = req;
+        Err(ClientError::Unsupported(
+            "this client cannot preview an action".to_string(),
+        ))
+    }
     /// One job in detail: spec, placement, cost, why it waits, its events.
     fn job(&mut self, id: i64) -> Result<JobView, ClientError> {
         let _ = id;

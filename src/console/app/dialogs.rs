@@ -27,13 +27,36 @@ impl App {
                 };
                 let verb = request.action.name().to_string();
                 let title = capitalized(&verb);
-                (
-                    verb,
-                    vec![
-                        Line::from(format!("{title} job {} {}?", request.id, escape(name))),
-                        Line::from(what),
-                    ],
-                )
+                let mut lines = vec![
+                    Line::from(format!("{title} job {} {}?", request.id, escape(name))),
+                    Line::from(what),
+                ];
+                // The daemon's preview: its cycle run forward with and without the change.
+                let inner = usize::from(area.width.min(DIALOG_WIDTH).saturating_sub(2));
+                match &self.what_if {
+                    Some((id, Ok(w))) if *id == request.id => {
+                        lines.push(Line::from("If the queue stays as it is:"));
+                        let room = (area.height.saturating_sub(10) as usize).max(1);
+                        let all = w.lines();
+                        for l in all.iter().take(room) {
+                            let row = format!("  {}", escape(l));
+                            lines.push(Line::from(
+                                crate::console::table::cut(&row, inner).into_owned(),
+                            ));
+                        }
+                        if all.len() > room {
+                            lines.push(Line::from(format!("  … and {} more", all.len() - room)));
+                        }
+                    }
+                    Some((id, Err(why))) if *id == request.id => {
+                        let row = format!("(no preview: {})", escape(why));
+                        lines.push(Line::from(
+                            crate::console::table::cut(&row, inner).into_owned(),
+                        ));
+                    }
+                    _ => {}
+                }
+                (verb, lines)
             }
             Ask::Prio { id, name, from, to } => (
                 "reprioritize".to_string(),

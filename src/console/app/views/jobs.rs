@@ -129,16 +129,20 @@ impl Tab for Jobs {
                     Some(j) => match app.access.forbids_job(&j.team) {
                         Some(why) => app.flash = Some(format!("{}: {why}", what.name())),
                         None => {
+                            let request = crate::api::JobRequest {
+                                id: j.id,
+                                action: what,
+                            };
                             app.confirm = Some(Confirm {
                                 ask: Ask::Job {
-                                    request: crate::api::JobRequest {
-                                        id: j.id,
-                                        action: what,
-                                    },
+                                    request,
                                     name: j.name.clone(),
                                 },
                                 on_confirm: false,
-                            })
+                            });
+                            // What it would do, asked of the daemon as the dialog opens.
+                            app.what_if = None;
+                            return Some(Outcome::WhatIf(request));
                         }
                     },
                     None => return None,

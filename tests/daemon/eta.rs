@@ -5,12 +5,21 @@
 //! `never: held`, and a release brings the estimate back.
 
 use crate::support::daemon as common;
-use common::{cli, json, start_in, state, submit, temp_dir, wait_for, LOCAL_FLEET};
+use common::{cli, json, local_fleet, start_in, state, submit, temp_dir, wait_for};
 use serde_json::Value;
 
 /// A job that takes the whole host (its 8 CPUs) for `secs`.
 fn whole_host(name: &str, secs: u32) -> String {
     format!("name: {name}\nresources:\n  cpus: 8\nrun: sleep {secs}\n")
+}
+
+/// A daemon of its own whose only pool is this host, for team `lab`, and its directory.
+fn on_this_host(name: &str) -> (common::Daemon, std::path::PathBuf) {
+    let dir = temp_dir(name);
+    let fleet = dir.join("fleet.toml");
+    std::fs::write(&fleet, local_fleet("lab", "")).unwrap();
+    let d = start_in(dir.clone(), &["--config", fleet.to_str().unwrap()]);
+    (d, dir)
 }
 
 fn row(d: &common::Daemon, id: i64) -> Value {
@@ -22,14 +31,7 @@ fn row(d: &common::Daemon, id: i64) -> Value {
 
 #[test]
 fn a_waiting_jobs_eta_comes_from_past_runs_and_it_starts_then() {
-    let dir = temp_dir("eta-e2e");
-    let fleet = dir.join("fleet.toml");
-    std::fs::write(
-        &fleet,
-        LOCAL_FLEET.replace("name = \"a\"", "name = \"lab\""),
-    )
-    .unwrap();
-    let d = start_in(dir.clone(), &["--config", fleet.to_str().unwrap()]);
+    let (d, dir) = on_this_host("eta-e2e");
     // Three runs of `step` (2 s each) teach the daemon how long it lasts.
     let warm: Vec<i64> = (0..3)
         .map(|i| submit(&d, &dir, &format!("warm{i}"), &whole_host("step", 2)))
@@ -92,18 +94,11 @@ fn a_waiting_jobs_eta_comes_from_past_runs_and_it_starts_then() {
 }
 
 /// A preview before the key is pressed: `hold B --dry-run` says C would start sooner and
-/// changes nothing; the hold then moves C's estimate there. `cancel A --dry-run` says B (once
-/// released) would start now; the cancel then starts it.
+/// changes nothing; the hold then moves C's estimate there. `cancel A --dry-run` says C (B is
+/// held) would start at the next cycle; the cancel then starts it.
 #[test]
 fn a_preview_says_what_an_action_would_do_and_the_action_does_it() {
-    let dir = temp_dir("eta-preview");
-    let fleet = dir.join("fleet.toml");
-    std::fs::write(
-        &fleet,
-        LOCAL_FLEET.replace("name = \"a\"", "name = \"lab\""),
-    )
-    .unwrap();
-    let d = start_in(dir.clone(), &["--config", fleet.to_str().unwrap()]);
+    let (d, dir) = on_this_host("eta-preview");
     let a = submit(&d, &dir, "a", &whole_host("long", 600));
     let b = submit(&d, &dir, "b", &whole_host("next", 600));
     let c = submit(&d, &dir, "c", &whole_host("last", 600));

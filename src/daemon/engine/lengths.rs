@@ -49,7 +49,11 @@ impl Basis {
 
 #[derive(Default)]
 pub struct RunLengths {
-    kinds: HashMap<(String, String), History>,
+    /// By user, then job name: looked up without building a key (a copy of the present asks
+    /// for every live job).
+    kinds: HashMap<String, HashMap<String, History>>,
+    /// How many (user, name) kinds `kinds` holds.
+    kind_count: usize,
     users: HashMap<String, History>,
     teams: HashMap<usize, History>,
     classes: HashMap<usize, History>,
@@ -67,11 +71,14 @@ impl RunLengths {
         seconds: f64,
     ) {
         if let (Some(u), Some(n)) = (user, name) {
-            let key = (u.to_string(), n.to_string());
-            if self.kinds.len() < MAX_KINDS || self.kinds.contains_key(&key) {
-                let h = self.kinds.entry(key);
-                h.or_insert_with(|| History::keeping(KIND_KEPT))
-                    .record(seconds);
+            let known = self.kinds.get(u).is_some_and(|by| by.contains_key(n));
+            if known || self.kind_count < MAX_KINDS {
+                let by_name = self.kinds.entry(u.to_string()).or_default();
+                let h = by_name.entry(n.to_string()).or_insert_with(|| {
+                    self.kind_count += 1;
+                    History::keeping(KIND_KEPT)
+                });
+                h.record(seconds);
             }
         }
         if let Some(u) = user {
@@ -95,7 +102,7 @@ impl RunLengths {
     pub fn left(&self, job: &Job, ran_s: f64) -> (Left, Basis) {
         let none = History::default();
         let kind = match (&job.user, &job.name) {
-            (Some(u), Some(n)) => self.kinds.get(&(u.clone(), n.clone())),
+            (Some(u), Some(n)) => self.kinds.get(u).and_then(|by| by.get(n)),
             _ => None,
         };
         let user = job.user.as_ref().and_then(|u| self.users.get(u));

@@ -261,18 +261,31 @@ fn print_eta(policy: &str, e: &philly::EtaReport) {
         e.forward_runs, e.forward_events, e.cut, e.never_started
     );
     println!(
-        "  {:<34} {:>7}  {:>9} {:>9} {:>7}  {:>9} {:>9} {:>7}",
-        "estimates", "n", "gantry p50", "p90", "±10min", "slurm p50", "p90", "±10min"
+        "  {:<34} {:>7}  {:>10} {:>6} {:>7}  {:>11} {:>6} {:>7}  {:>9} {:>6} {:>7}",
+        "estimates",
+        "n",
+        "gantry p50",
+        "p90",
+        "±10min",
+        "+limit p50",
+        "p90",
+        "±10min",
+        "slurm p50",
+        "p90",
+        "±10min"
     );
     let m = |s: f64| format!("{:.0}m", s / 60.0);
     for r in &e.rows {
         println!(
-            "  {:<34} {:>7}  {:>9} {:>9} {:>6.1}%  {:>9} {:>9} {:>6.1}%",
+            "  {:<34} {:>7}  {:>10} {:>6} {:>6.1}%  {:>11} {:>6} {:>6.1}%  {:>9} {:>6} {:>6.1}%",
             r.estimates,
             r.n,
             m(r.gantry_p50_s),
             m(r.gantry_p90_s),
             100.0 * r.gantry_within_10min,
+            m(r.limited_p50_s),
+            m(r.limited_p90_s),
+            100.0 * r.limited_within_10min,
             m(r.slurm_p50_s),
             m(r.slurm_p90_s),
             100.0 * r.slurm_within_10min

@@ -3,7 +3,7 @@
 //! runs (`lengths`).
 
 use super::cycle::{pending_of, running_of};
-use super::lengths::Basis;
+use super::lengths::{Basis, Run};
 use super::*;
 use crate::scheduler::cycle::PendingReason;
 use crate::scheduler::durations::Left;
@@ -22,15 +22,14 @@ impl Engine {
     /// A run of job `j`, started at `started`, completed at `now`: its length is history.
     pub(super) fn learn_length(&mut self, id: JobId, started: f64, now: f64) {
         if let Some(j) = self.jobs.get(&id) {
-            let (user, name) = (j.user.clone(), j.name.clone());
-            let (team, class) = (j.team, j.class);
-            self.lengths.record(
-                user.as_deref(),
-                name.as_deref(),
-                Some(team),
-                Some(class),
-                now - started,
-            );
+            let run = Run {
+                user: j.user.as_deref(),
+                name: j.name.as_deref(),
+                team: Some(j.team),
+                class: Some(j.class),
+                limit: j.spec.time_limit_s,
+            };
+            self.lengths.record(run, now - started);
         }
     }
 
@@ -39,8 +38,14 @@ impl Engine {
         for r in self.store.completed_lengths(limit)?.into_iter().rev() {
             let team = self.teams.iter().position(|t| t.name == r.team);
             let class = self.classes.iter().position(|c| c.name == r.class);
-            self.lengths
-                .record(r.user.as_deref(), r.name.as_deref(), team, class, r.seconds);
+            let run = Run {
+                user: r.user.as_deref(),
+                name: r.name.as_deref(),
+                team,
+                class,
+                limit: r.time_limit_s,
+            };
+            self.lengths.record(run, r.seconds);
         }
         Ok(())
     }

@@ -38,6 +38,7 @@ pub struct RunLength {
     pub name: Option<String>,
     pub team: String,
     pub class: String,
+    pub time_limit_s: Option<f64>,
     pub seconds: f64,
 }
 
@@ -48,6 +49,7 @@ impl Store {
             .conn
             .prepare_cached(
                 "SELECT j.user, j.name, j.team, j.priority,
+                        json_extract(j.spec, '$.time_limit_s'),
                         (SELECT SUM(c.ended_at - c.started_at) FROM charges c
                          WHERE c.job = j.id AND c.ended_at IS NOT NULL)
                  FROM jobs j WHERE j.state = 'completed' ORDER BY j.id DESC LIMIT ?1",
@@ -60,7 +62,8 @@ impl Store {
                     name: r.get(1)?,
                     team: r.get(2)?,
                     class: r.get(3)?,
-                    seconds: r.get::<_, Option<f64>>(4)?.unwrap_or(0.0),
+                    time_limit_s: r.get(4)?,
+                    seconds: r.get::<_, Option<f64>>(5)?.unwrap_or(0.0),
                 })
             })
             .map_err(self.sql())?;

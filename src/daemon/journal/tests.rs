@@ -324,3 +324,54 @@ fn what_the_tracker_owes_is_written_with_the_job_and_kept_until_its_end_is_sent(
     assert_eq!(owed, vec![ids[2]]);
     assert!(s.owed_reports(0).unwrap().is_empty());
 }
+
+/// What a start estimate learns at open: each completed job's runs summed, newest first, with
+/// the time limit its spec asked (none where it asked none or the spec is not a job's).
+#[test]
+fn completed_lengths_sum_a_jobs_runs_and_carry_its_time_limit() {
+    let path = tmp("lengths");
+    let mut s = Store::open(&path).unwrap();
+    let mut limited = job(1);
+    limited.spec = r#"{"time_limit_s":7200.0}"#.into();
+    let ids = s.submit_all(&[limited, job(2), job(3)]).unwrap();
+    let charge = |job| Charge {
+        job,
+        team: "ml".into(),
+        project: None,
+        capacity: "on-demand".into(),
+        gpus: 1.0,
+        dollars_per_hour: 1.0,
+        nodes: vec!["n1".into()],
+    };
+    let run = |id| (id, JobState::Running, "placed".to_string());
+    // Job 1 runs twice (preempted once): 10 s then 30 s.
+    s.transition_charged(&[run(ids[0])], 0.0, &[charge(ids[0])])
+        .unwrap();
+    s.transition(ids[0], JobState::Pending, 10.0, "preempted")
+        .unwrap();
+    s.transition_charged(&[run(ids[0])], 20.0, &[charge(ids[0])])
+        .unwrap();
+    s.transition(ids[0], JobState::Completed, 50.0, "exit 0")
+        .unwrap();
+    s.transition_charged(&[run(ids[1])], 60.0, &[charge(ids[1])])
+        .unwrap();
+    s.transition(ids[1], JobState::Completed, 65.0, "exit 0")
+        .unwrap();
+    // Job 3 failed: not a completed run.
+    s.transition_charged(&[run(ids[2])], 60.0, &[charge(ids[2])])
+        .unwrap();
+    s.transition(ids[2], JobState::Failed, 61.0, "exit 1")
+        .unwrap();
+    let got = s.completed_lengths(10).unwrap();
+    let seen: Vec<(Option<String>, Option<f64>, f64)> = got
+        .into_iter()
+        .map(|r| (r.name, r.time_limit_s, r.seconds))
+        .collect();
+    assert_eq!(
+        seen,
+        vec![
+            (Some("job-2".into()), None, 5.0),
+            (Some("job-1".into()), Some(7200.0), 40.0),
+        ]
+    );
+}

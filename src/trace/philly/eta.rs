@@ -9,7 +9,9 @@
 //! * Slurm-style: each job runs to its time limit, as `squeue --start` assumes. Philly has no
 //!   time limits, so each job is given the one a careful user would ask for — its true length
 //!   rounded up to the next of 1 h, 2 h, 4 h, 8 h, 12 h, 1 d, 2 d, 3 d, 7 d, 14 d, 30 d. That
-//!   knows each job's length to within its bucket, which gantry's never does.
+//!   knows each job's length to within its bucket, which gantry's never does;
+//! * gantry's given the same limits: its history bounded by the limit, as the daemon bounds
+//!   an estimate by a job's `time_limit` — both estimates then start from the same inputs.
 
 use super::{Sim, SimJob};
 use crate::scheduler::durations::{left_from, History};
@@ -59,6 +61,8 @@ pub struct Estimate {
     pub at: f64,
     pub submitted: f64,
     pub gantry: f64,
+    /// gantry's estimate bounded by the Slurm-style limit.
+    pub limited: f64,
     pub slurm: f64,
     pub actual: f64,
     pub at_submission: bool,
@@ -76,14 +80,30 @@ pub struct VcEta {
     pub cut: u64,
 }
 
+/// The kind of run a limit makes: its GPU count and the limit it asked.
+fn limit_key(job: &SimJob) -> (u32, u64) {
+    (job.gpus, (slurm_limit(job.duration) * 1e3) as u64)
+}
+
+/// One job's three estimates made at `at`, before the truth is known.
+struct Made {
+    job: usize,
+    at: f64,
+    gantry: f64,
+    limited: f64,
+    slurm: f64,
+    at_submission: bool,
+}
+
 /// What an estimate was not sure of: filled as the replay goes.
 pub(super) struct EtaLog {
     /// Runs that ended, by GPU count, and all of the VC's.
     by_gpus: HashMap<u32, History>,
+    /// Runs that ended, by GPU count and the time limit they asked (in milliseconds, a key).
+    by_limit: HashMap<(u32, u64), History>,
     all: History,
     next_tick: f64,
-    /// (job, at, gantry, slurm, at submission)
-    made: Vec<(usize, f64, f64, f64, bool)>,
+    made: Vec<Made>,
     /// Every start of every job, in order: an estimate made at `at` is judged against the
     /// job's first start from `at` on (a preempted job starts again).
     starts: HashMap<usize, Vec<f64>>,
@@ -94,6 +114,7 @@ impl EtaLog {
     pub fn new() -> EtaLog {
         EtaLog {
             by_gpus: HashMap::new(),
+            by_limit: HashMap::new(),
             all: History::default(),
             next_tick: EVERY_S,
             made: Vec::new(),
@@ -104,6 +125,10 @@ impl EtaLog {
 
     /// A run ended: its length is history.
     pub fn ended(&mut self, job: &SimJob) {
+        self.by_limit
+            .entry(limit_key(job))
+            .or_default()
+            .record(job.duration);
         self.by_gpus
             .entry(job.gpus)
             .or_default()
@@ -143,39 +168,52 @@ impl EtaLog {
     }
 
     fn estimate(&mut self, sim: &Sim, at: f64, jobs: &[usize], at_submission: bool) {
-        let (by_gpus, all) = (&self.by_gpus, &self.all);
+        let (by_gpus, by_limit, all) = (&self.by_gpus, &self.by_limit, &self.all);
         let none = History::default();
-        let gantry = forward(&mut self.out, sim, at, jobs, &|j: &SimJob, ran: f64| {
+        let history = |j: &SimJob, ran: f64| {
             let own = by_gpus.get(&j.gpus).unwrap_or(&none);
             left_from([own, all], ran, UNKNOWN_S).0.mid
+        };
+        let limit = |j: &SimJob, ran: f64| (slurm_limit(j.duration) - ran).max(1.0);
+        let gantry = forward(&mut self.out, sim, at, jobs, &history);
+        let limited = forward(&mut self.out, sim, at, jobs, &|j: &SimJob, ran: f64| {
+            let asked = by_limit.get(&limit_key(j)).unwrap_or(&none);
+            let own = by_gpus.get(&j.gpus).unwrap_or(&none);
+            let mid = left_from([asked, own, all], ran, UNKNOWN_S).0.mid;
+            mid.min(limit(j, ran))
         });
-        let slurm = forward(&mut self.out, sim, at, jobs, &|j: &SimJob, ran: f64| {
-            (slurm_limit(j.duration) - ran).max(1.0)
-        });
-        for ((&j, g), s) in jobs.iter().zip(gantry).zip(slurm) {
-            self.made.push((j, at, g, s, at_submission));
+        let slurm = forward(&mut self.out, sim, at, jobs, &limit);
+        for (i, &job) in jobs.iter().enumerate() {
+            self.made.push(Made {
+                job,
+                at,
+                gantry: gantry[i],
+                limited: limited[i],
+                slurm: slurm[i],
+                at_submission,
+            });
         }
     }
 
     /// The estimates against the starts the jobs got.
     pub fn judged(mut self, jobs: &[SimJob]) -> VcEta {
-        for (j, at, gantry, slurm, at_submission) in std::mem::take(&mut self.made) {
-            let job = &jobs[j];
+        for m in std::mem::take(&mut self.made) {
             let next = self
                 .starts
-                .get(&j)
-                .and_then(|s| s.iter().copied().find(|&t| t >= at));
+                .get(&m.job)
+                .and_then(|s| s.iter().copied().find(|&t| t >= m.at));
             let Some(actual) = next else {
-                self.out.never_started += usize::from(at_submission);
+                self.out.never_started += usize::from(m.at_submission);
                 continue;
             };
             self.out.estimates.push(Estimate {
-                at,
-                submitted: job.submit,
-                gantry,
-                slurm,
+                at: m.at,
+                submitted: jobs[m.job].submit,
+                gantry: m.gantry,
+                limited: m.limited,
+                slurm: m.slurm,
                 actual,
-                at_submission,
+                at_submission: m.at_submission,
             });
         }
         self.out
@@ -260,6 +298,10 @@ pub struct ErrorRow {
     pub gantry_p90_s: f64,
     /// Share of estimates within ±10 minutes of the start.
     pub gantry_within_10min: f64,
+    /// gantry's history bounded by the limits the Slurm-style estimate is given.
+    pub limited_p50_s: f64,
+    pub limited_p90_s: f64,
+    pub limited_within_10min: f64,
     pub slurm_p50_s: f64,
     pub slurm_p90_s: f64,
     pub slurm_within_10min: f64,
@@ -280,10 +322,14 @@ impl EtaReport {
         let all: Vec<&Estimate> = vcs.iter().flat_map(|v| &v.estimates).collect();
         let waited = |e: &&&Estimate| e.actual - e.submitted >= 1.0;
         let row = |name: &str, es: &[&&Estimate]| {
-            let mut g: Vec<f64> = es.iter().map(|e| (e.gantry - e.actual).abs()).collect();
-            let mut s: Vec<f64> = es.iter().map(|e| (e.slurm - e.actual).abs()).collect();
-            g.sort_by(f64::total_cmp);
-            s.sort_by(f64::total_cmp);
+            let errors = |of: fn(&Estimate) -> f64| {
+                let mut v: Vec<f64> = es.iter().map(|e| (of(e) - e.actual).abs()).collect();
+                v.sort_by(f64::total_cmp);
+                v
+            };
+            let g = errors(|e| e.gantry);
+            let l = errors(|e| e.limited);
+            let s = errors(|e| e.slurm);
             let within = |v: &[f64]| {
                 v.iter().filter(|&&x| x <= 600.0).count() as f64 / v.len().max(1) as f64
             };
@@ -293,6 +339,9 @@ impl EtaReport {
                 gantry_p50_s: crate::stats::quantile(&g, 0.5),
                 gantry_p90_s: crate::stats::quantile(&g, 0.9),
                 gantry_within_10min: within(&g),
+                limited_p50_s: crate::stats::quantile(&l, 0.5),
+                limited_p90_s: crate::stats::quantile(&l, 0.9),
+                limited_within_10min: within(&l),
                 slurm_p50_s: crate::stats::quantile(&s, 0.5),
                 slurm_p90_s: crate::stats::quantile(&s, 0.9),
                 slurm_within_10min: within(&s),

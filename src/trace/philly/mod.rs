@@ -786,6 +786,8 @@ mod tests {
         // X has run 1 s of what runs like it last (100 s): Y starts at 1100, as it did.
         assert_eq!(y.actual, 1100.0);
         assert!((y.gantry - 1100.0).abs() < 1e-6, "{y:?}");
+        // Bounded by the same limit, from the runs that asked it: the same.
+        assert!((y.limited - 1100.0).abs() < 1e-6, "{y:?}");
         // A Slurm-style estimate waits for X's time limit (1 h).
         assert!((y.slurm - 4600.0).abs() < 1e-6, "{y:?}");
         // Y started before the next ten-minute mark: its submission's estimate is its only one.

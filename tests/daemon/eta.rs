@@ -118,6 +118,31 @@ fn a_preview_says_what_an_action_would_do_and_the_action_does_it() {
         "holding b brings c sooner: {w}"
     );
     assert_eq!(state(&d, b), "pending", "a preview changes nothing");
+    // A preview of what the action would refuse is refused, with the action's own words.
+    let refused = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_gantry"))
+            .arg("--connect")
+            .arg(&d.socket)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{args:?} was not refused");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let (a_id, b_id) = (a.to_string(), b.to_string());
+    assert_eq!(
+        refused(&["hold", &a_id, "--dry-run"]),
+        refused(&["hold", &a_id])
+    );
+    assert_eq!(
+        refused(&["release", &b_id, "--dry-run"]),
+        refused(&["release", &b_id])
+    );
+    assert_eq!(
+        refused(&["preempt", &b_id, "--dry-run"]),
+        refused(&["preempt", &b_id])
+    );
+    assert!(refused(&["hold", &a_id, "--dry-run"]).contains("hold applies to pending jobs"));
     let text = cli(&d, &["hold", &b.to_string(), "--dry-run"]);
     assert!(
         text.contains(&format!("job {c} last: starts sooner")),

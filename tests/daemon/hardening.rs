@@ -256,6 +256,16 @@ fn a_team_submits_only_at_the_classes_its_fleet_entry_allows() {
         r#"{"class":"serving"}"#,
     );
     assert!(status.contains("403"), "{status} {body}");
+    // Its preview is refused as the move is (before: it ran the move forward and said what
+    // a class the team may not use would do).
+    let (status, preview) = tcp_request(
+        d.port,
+        &ml,
+        &format!("PUT /v1/jobs/{}/priority?dry_run=true", id["id"]),
+        r#"{"class":"serving"}"#,
+    );
+    assert!(status.contains("403"), "{status} {preview}");
+    assert_eq!(preview, body, "the same refusal");
     // A team with no list has the default class only (issue 36: a fresh install let any
     // team submit at `serving` and preempt other teams' production jobs) ...
     let infra = token(&d, "researcher", Some("infra"));

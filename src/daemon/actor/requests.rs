@@ -36,7 +36,7 @@ impl Actor {
             } => {
                 let r = self.check_job(id, &caller).and_then(|()| {
                     self.state
-                        .what_if_work(id, action, class.as_deref())
+                        .what_if_work(id, action, class.as_deref(), caller.role == Role::Operator)
                         .map_err(Refusal::from)
                 });
                 let _ = reply.send(r);

@@ -33,6 +33,55 @@ impl Engine {
         }
     }
 
+    /// Refuses a preview where the change itself would be refused, with the same error and
+    /// nothing changed: a finished job, a move its state does not allow (a hold of a job that
+    /// is not pending, a release of one that is not held), a class unknown or not the caller's
+    /// to set. `to`: the state the action moves the job to; `class`: a move to that class.
+    pub fn check_change(
+        &self,
+        id: JobId,
+        to: Option<JobState>,
+        class: Option<&str>,
+        operator: bool,
+    ) -> Result<(), EngineError> {
+        let Some(job) = self.jobs.get(&id) else {
+            return Err(match self.store.job(id)? {
+                Some(r) => EngineError::WrongState {
+                    id,
+                    state: r.state,
+                    why: "a finished job cannot change",
+                },
+                None => EngineError::NoJob(id),
+            });
+        };
+        match to {
+            Some(JobState::Held) => self.expect_state(
+                id,
+                JobState::Pending,
+                "hold applies to pending jobs (a running job is stopped with preempt or cancel)",
+            )?,
+            Some(JobState::Pending) => self.expect_state(
+                id,
+                JobState::Held,
+                "release applies to held jobs (a running job is stopped with preempt or cancel)",
+            )?,
+            Some(to) if !job.state.can_become(to) => {
+                return Err(JournalError::BadTransition {
+                    id,
+                    from: job.state,
+                    to,
+                }
+                .into())
+            }
+            _ => {}
+        }
+        if let Some(c) = class {
+            let c = self.class_index(c)?;
+            self.check_class(job.team, c, operator)?;
+        }
+        Ok(())
+    }
+
     /// The completed runs in the journal, newest `limit`, as history.
     pub(super) fn learn_lengths_from_journal(&mut self, limit: usize) -> Result<(), EngineError> {
         for r in self.store.completed_lengths(limit)?.into_iter().rev() {

@@ -553,8 +553,17 @@ impl State {
         id: JobId,
         action: super::Action,
         class: Option<&str>,
+        operator: bool,
     ) -> Result<WhatIfWork, EngineError> {
         use crate::scheduler::forecast::Change;
+        let to = match (class, action) {
+            (Some(_), _) => None,
+            (None, super::Action::Hold) => Some(JobState::Held),
+            (None, super::Action::Release) => Some(JobState::Pending),
+            (None, super::Action::Cancel) => Some(JobState::Cancelled),
+            (None, super::Action::Preempt) => Some(JobState::Preempting),
+        };
+        self.engine.check_change(id, to, class, operator)?;
         let job = id as u64;
         let (change, said) = match class {
             Some(c) => (

@@ -95,6 +95,10 @@ pub(super) enum Command {
         /// Nodes of the gang; overrides the file's `num_nodes`.
         #[arg(long, value_name = "N")]
         num_nodes: Option<u16>,
+        /// Submit nothing: say where the job would land now, when it would start and whose
+        /// start it would move (the daemon's cycle run forward with it and without it).
+        #[arg(long)]
+        dry_run: bool,
     },
     /// Services: a task's replicas behind an endpoint, scaled with their traffic.
     #[command(subcommand)]

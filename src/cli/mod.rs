@@ -169,12 +169,13 @@ pub fn main() -> ExitCode {
             secrets,
             gpus,
             num_nodes,
+            dry_run,
         }) => submit::submit(
             &target,
             file,
-            team,
-            priority,
+            (team, priority),
             output,
+            dry_run,
             &submit::Given {
                 envs,
                 env_files,

@@ -369,9 +369,9 @@ fn with_given_dstack(
 pub fn submit(
     t: &Target,
     file: PathBuf,
-    team: Option<String>,
-    priority: Option<String>,
+    (team, priority): (Option<String>, Option<String>),
     output: super::SubmitOutput,
+    dry_run: bool,
     given: &Given,
 ) -> Result<(), CliError> {
     let stdin = file.as_os_str() == "-";
@@ -396,12 +396,28 @@ pub fn submit(
     // every task of a pipeline is checked before any is sent.
     let pipeline =
         gantry::spec::parse_pipeline(&name, &text).map_err(|e| CliError::usage(e.to_string()))?;
-    let ship = t.ships_files();
+    if dry_run && pipeline.tasks.len() > 1 {
+        return Err(CliError::usage(format!(
+            "{name}: --dry-run previews one job, and this pipeline has {} tasks (each starts once the one before it has completed); preview a task on its own",
+            pipeline.tasks.len()
+        )));
+    }
+    // A preview ships nothing: where the job lands does not depend on its files.
+    let ship = t.ships_files() && !dry_run;
     let texts = pipeline
         .tasks
         .iter()
         .map(|(doc, _)| prepare(&name, doc.as_bytes().to_vec(), given, t, ship))
         .collect::<Result<Vec<_>, _>>()?;
+    if dry_run {
+        let (text, (written, _)) = (&texts[0], &pipeline.tasks[0]);
+        let path = job_path("/v1/preview", &name, team.as_deref(), priority.as_deref());
+        let p: gantry::api::Preview = t
+            .client()?
+            .call("POST", &path, Some(text))
+            .map_err(|e| at_its_field(&name, written, e))?;
+        return print_preview(&p, output);
+    }
     let mut answers: Vec<Submitted> = Vec::new();
     for (text, (written, _)) in texts.into_iter().zip(&pipeline.tasks) {
         // Each task after the first starts once the one before it has completed.
@@ -557,16 +573,60 @@ fn post_job(
     team: Option<&str>,
     priority: Option<&str>,
 ) -> Result<Submitted, CliError> {
-    let mut path = format!("/v1/jobs?file={}", encode(name));
+    let path = job_path("/v1/jobs", name, team, priority);
+    // A retry after a lost reply (here or in the client) finds the job, never makes two.
+    let key = gantry::client::http::new_idempotency_key()?;
+    t.client()?
+        .call_with("POST", &path, Some(text), &[("Idempotency-Key", &key)])
+        .map_err(|e| at_its_field(name, written, e))
+}
+
+/// `base` with the file's name, and the team and class given at submit, as its query.
+fn job_path(base: &str, name: &str, team: Option<&str>, priority: Option<&str>) -> String {
+    let mut path = format!("{base}?file={}", encode(name));
     if let Some(team) = team {
         path.push_str(&format!("&team={}", encode(team)));
     }
     if let Some(p) = priority {
         path.push_str(&format!("&priority={}", encode(p)));
     }
-    // A retry after a lost reply (here or in the client) finds the job, never makes two.
-    let key = gantry::client::http::new_idempotency_key()?;
-    t.client()?
-        .call_with("POST", &path, Some(text), &[("Idempotency-Key", &key)])
-        .map_err(|e| at_its_field(name, written, e))
+    path
+}
+
+/// `submit --dry-run`: where the job would land now, and what submitting it would do.
+fn print_preview(p: &gantry::api::Preview, output: super::SubmitOutput) -> Result<(), CliError> {
+    let data = match output {
+        super::SubmitOutput::Json => Some(Output::Json),
+        super::SubmitOutput::Yaml => Some(Output::Yaml),
+        _ => None,
+    };
+    if let Some(as_) = data {
+        return super::print_as(as_, p).map_err(CliError::usage);
+    }
+    let esc = gantry::console::app::escape;
+    println!(
+        "job {} for team {} at {}, {} GPU(s) (nothing was submitted):",
+        esc(p.name.as_deref().unwrap_or("(unnamed)")),
+        esc(&p.team),
+        esc(&p.class),
+        p.gpus
+    );
+    match &p.reason {
+        None => println!(
+            "  fits now on {} (${:.2}/h); quota and queue order decide at the next cycle",
+            esc(&p.nodes.join(", ")),
+            p.dollars_per_hour
+        ),
+        Some(why) => println!("  does not fit now: {}", esc(why)),
+    }
+    match &p.what_if {
+        Some(w) => {
+            println!("  if it were submitted now and the queue stays as it is:");
+            for l in w.lines() {
+                println!("    {}", esc(&l));
+            }
+        }
+        None => println!("  (what it would do could not be worked out in time)"),
+    }
+    Ok(())
 }

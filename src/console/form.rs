@@ -162,8 +162,11 @@ impl Form {
     }
 
     pub fn render(&self, f: &mut Frame, area: Rect, accent: Color, error: Color) {
+        let lines = self.check_lines(accent, error);
+        // The check grows with what the preview says (up to 10 lines), the editor keeps 5.
+        let tall = (lines.len() as u16 + 2).clamp(6, 12);
         let [edit, status] =
-            Layout::vertical([Constraint::Min(5), Constraint::Length(6)]).areas(area);
+            Layout::vertical([Constraint::Min(5), Constraint::Length(tall)]).areas(area);
         let mut editor = self.editor.clone();
         editor.set_block(
             Block::default()
@@ -179,6 +182,17 @@ impl Form {
             });
         }
         f.render_widget(&editor, edit);
+        f.render_widget(
+            Paragraph::new(lines)
+                .wrap(Wrap { trim: true })
+                .block(Block::default().borders(Borders::ALL).title(" check ")),
+            status,
+        );
+    }
+
+    /// What the check box says: whether the spec parses, and the daemon's preview — where it
+    /// would land now and, submitted now, when it would start and whose start it would move.
+    fn check_lines(&self, accent: Color, error: Color) -> Vec<Line<'static>> {
         let mut lines = Vec::new();
         match &self.error {
             Some(e) => lines.push(Line::styled(
@@ -214,12 +228,15 @@ impl Form {
             )),
             None => {}
         }
-        f.render_widget(
-            Paragraph::new(lines)
-                .wrap(Wrap { trim: true })
-                .block(Block::default().borders(Borders::ALL).title(" check ")),
-            status,
-        );
+        if let Some(Ok(p)) = &self.preview {
+            if let Some(w) = &p.what_if {
+                lines.push(Line::from("submitted now, if the queue stays as it is:"));
+                for l in w.lines().into_iter().take(8) {
+                    lines.push(Line::from(format!("  {}", super::app::escape(&l))));
+                }
+            }
+        }
+        lines
     }
 }
 

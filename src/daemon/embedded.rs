@@ -163,9 +163,11 @@ impl Client for LocalClient {
     fn preview(&mut self, spec: &str) -> Result<crate::daemon::engine::Preview, ClientError> {
         use crate::daemon::actor::Request;
         let submission = form_submission(spec);
-        self.handle
+        let (p, work) = self
+            .handle
             .call_blocking(|reply| Request::Preview { submission, reply })
-            .map_err(refused)
+            .map_err(refused)?;
+        Ok(work.attach(p, std::time::Duration::from_millis(3000)))
     }
     fn set_priority(&mut self, id: i64, class: &str) -> Result<String, ClientError> {
         use crate::daemon::actor::Request;

@@ -193,6 +193,13 @@ impl WhatIfWork {
     pub fn run(self, budget: Duration) -> Result<WhatIf, String> {
         what_if(self, budget)
     }
+
+    /// A submission's preview with what submitting it would do (none where that could not be
+    /// run: the preview itself stands).
+    pub fn attach(self, mut preview: crate::api::Preview, budget: Duration) -> crate::api::Preview {
+        preview.what_if = self.run(budget).ok().map(Box::new);
+        preview
+    }
 }
 
 /// What an action would do: the present run forward without it and with it, each within
@@ -208,6 +215,10 @@ fn what_if(work: WhatIfWork, budget: Duration) -> Result<WhatIf, String> {
         teams,
     } = work;
     let mut after = before.present.clone();
+    let submitted = match &change {
+        Change::Submit(j) => Some(j.id),
+        _ => None,
+    };
     after.apply(change)?;
     let began = Instant::now();
     let left = |id: u64| before.left.get(&id).map_or(0.0, |(l, _)| l.mid);
@@ -221,6 +232,7 @@ fn what_if(work: WhatIfWork, budget: Duration) -> Result<WhatIf, String> {
     let now = before.present.now;
     let mut ids: Vec<u64> = before.present.pending.iter().map(|p| p.id).collect();
     ids.extend(before.present.requeue.keys().copied());
+    ids.extend(submitted);
     ids.sort_unstable();
     ids.dedup();
     let mut starts = Vec::new();

@@ -284,6 +284,7 @@ fn end_to_end_in_tmux() {
     wait_for("submit a job: YAML");
     tmux(&["send-keys", "-t", "e2e", "C-p"]);
     wait_for_any(&["would start now", "would wait"]);
+    wait_for("submitted now, if the queue stays as it is");
     tmux(&["send-keys", "-t", "e2e", "C-s"]);
     wait_for("submitted");
     tmux(&["send-keys", "-t", "e2e", "3"]);
@@ -910,6 +911,59 @@ fn the_submit_form_checks_as_you_type_and_submits_what_parses() {
     app.on_key("e", &snap);
     assert!(screen(&app, &snap, 100, 30).contains("✓ the spec parses"));
     assert!(matches!(app.on_key("ctrl-p", &snap), Outcome::Preview(_)));
+    // The daemon's answer: it would wait, and submitted now it starts in 10 minutes, taking
+    // job 7's place.
+    let moved = |job, name: &str, before: Option<f64>, after: f64| gantry::api::StartMove {
+        job,
+        name: name.into(),
+        before_s: before,
+        after_s: Some(after),
+        before: before.map(|_| "2026-12-05T01:10:00Z".into()),
+        after: Some(
+            if after < 1000.0 {
+                "2026-12-05T01:10:00Z"
+            } else {
+                "2026-12-05T02:10:00Z"
+            }
+            .into(),
+        ),
+    };
+    let w = gantry::api::WhatIf {
+        action: "submit".into(),
+        job: 0,
+        made_s: 0.0,
+        starts: vec![
+            moved(0, "my-experiment", None, 600.0),
+            moved(7, "other", Some(600.0), 4200.0),
+        ],
+        dollars_per_hour_before: 2.0,
+        dollars_per_hour_after: 2.0,
+        teams: Vec::new(),
+        looked_to_s: 86_400.0,
+        basis: String::new(),
+    };
+    app.form
+        .as_mut()
+        .unwrap()
+        .answered(Ok(gantry::api::Preview {
+            name: Some("my-experiment".into()),
+            team: "ml".into(),
+            class: "experiment".into(),
+            gpus: 1.0,
+            fits_now: false,
+            nodes: Vec::new(),
+            dollars_per_hour: 0.0,
+            reason: Some("needs 1 node(s); 0 have room now".into()),
+            what_if: Some(Box::new(w)),
+        }));
+    let s = screen(&app, &snap, 100, 30);
+    assert!(s.contains("would wait: needs 1 node(s)"), "{s}");
+    assert!(
+        s.contains("submitted now, if the queue stays as it is:"),
+        "{s}"
+    );
+    assert!(s.contains("it starts 2026-12-05T01:10:00Z (in 10m)"), "{s}");
+    assert!(s.contains("job 7 other: starts later"), "{s}");
     match app.on_key("ctrl-s", &snap) {
         Outcome::Submit(spec) => assert!(spec.starts_with("name: my-experiment\n"), "{spec}"),
         other => panic!("{other:?}"),

@@ -182,3 +182,65 @@ fn a_preview_says_what_an_action_would_do_and_the_action_does_it() {
     });
     cli(&d, &["cancel", &b.to_string(), &c.to_string()]);
 }
+
+/// A submission's preview: `submit --dry-run` says when the job would start and whose start
+/// it would move, and submits nothing; submitted, it goes where the preview said.
+#[test]
+fn a_submissions_preview_says_when_it_starts_and_whom_it_delays() {
+    let (d, dir) = on_this_host("eta-submit-preview");
+    let a = submit(&d, &dir, "a", &whole_host("long", 600));
+    let b = submit(&d, &dir, "b", &whole_host("next", 600));
+    wait_for(&d, 20, "job a to run", || state(&d, a) == "running");
+    // c at production goes ahead of b (experiment) once a ends.
+    let file = dir.join("c.yaml");
+    let c_spec = format!("{}priority: production\n", whole_host("urgent", 600));
+    std::fs::write(&file, &c_spec).unwrap();
+    let path = file.to_str().unwrap();
+    let p = json(&d, &["submit", path, "--team", "lab", "--dry-run"]);
+    assert_eq!(p["class"], "production", "{p}");
+    let w = &p["what_if"];
+    let moved = |id: i64| {
+        w["starts"]
+            .as_array()
+            .and_then(|s| s.iter().find(|m| m["job"] == id).cloned())
+            .unwrap_or(Value::Null)
+    };
+    let own = moved(0);
+    let starts_at = own["after_s"].as_f64().expect("it starts within the look");
+    let b_moves = moved(b);
+    assert!(
+        b_moves["after_s"].as_f64() > b_moves["before_s"].as_f64(),
+        "b starts later: {w}"
+    );
+    assert_eq!(
+        b_moves["before_s"].as_f64(),
+        Some(starts_at),
+        "c takes b's start: {w}"
+    );
+    let text = cli(&d, &["submit", path, "--team", "lab", "--dry-run"]);
+    assert!(text.contains("(nothing was submitted)"), "{text}");
+    assert!(text.contains("it starts "), "{text}");
+    assert!(
+        text.contains(&format!("job {b} next: starts later")),
+        "{text}"
+    );
+    let ids: Vec<i64> = json(&d, &["jobs"])
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|j| j["id"].as_i64())
+        .collect();
+    assert_eq!(ids.len(), 2, "nothing was submitted: {ids:?}");
+    // Submitted: its estimate is where the preview put it, and b's moves behind it.
+    let c = submit(&d, &dir, "c", &c_spec);
+    wait_for(&d, 20, "c's estimate to be where the preview said", || {
+        row(&d, c)["eta"]["at_s"]
+            .as_f64()
+            .is_some_and(|t| (t - starts_at).abs() <= 60.0)
+            && row(&d, b)["eta"]["at_s"].as_f64() > Some(starts_at + 60.0)
+    });
+    cli(
+        &d,
+        &["cancel", &a.to_string(), &b.to_string(), &c.to_string()],
+    );
+}

@@ -173,10 +173,30 @@ impl WhatIf {
             _ => format!("not within {}", span(self.looked_to_s - self.made_s)),
         };
         let mut out = Vec::new();
-        if self.starts.is_empty() {
-            out.push("no job's start moves".to_string());
+        // A submission's own start comes first: it had none without it.
+        let submitted = self.action == "submit";
+        if submitted {
+            match self.starts.iter().find(|m| m.job == self.job) {
+                Some(m) => out.push(format!("it starts {}", when(m.after_s, &m.after))),
+                None => out.push(format!(
+                    "it does not start within {}",
+                    span(self.looked_to_s - self.made_s)
+                )),
+            }
         }
-        for m in &self.starts {
+        let others = || {
+            self.starts
+                .iter()
+                .filter(move |m| !submitted || m.job != self.job)
+        };
+        if others().next().is_none() {
+            out.push(if submitted {
+                "no other job's start moves".to_string()
+            } else {
+                "no job's start moves".to_string()
+            });
+        }
+        for m in others() {
             let verb = match (m.before_s, m.after_s) {
                 (Some(b), Some(a)) if a < b => "sooner",
                 (None, Some(_)) => "sooner",

@@ -361,6 +361,10 @@ pub struct Preview {
     pub dollars_per_hour: f64,
     /// Why it would not start now.
     pub reason: Option<String>,
+    /// What submitting it now would do: when it starts and whose start moves (the daemon's
+    /// cycle run forward with it and without it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub what_if: Option<Box<super::WhatIf>>,
 }
 
 /// One run of a job (an attempt): where, when, how it ended, what it cost — what `gantry job`

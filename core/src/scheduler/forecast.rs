@@ -59,8 +59,10 @@ impl Default for Reach {
 }
 
 /// An action to run forward instead of taking it (a preview): on a copy of the present.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Debug)]
 pub enum Change {
+    /// A job submitted now (its id one no job has: the caller's to pick).
+    Submit(Box<PendingJob>),
     Hold(JobId),
     Release(JobId),
     Cancel(JobId),
@@ -78,6 +80,12 @@ impl Present {
         let waiting = |p: &Present, id: JobId| p.pending.iter().position(|j| j.id == id);
         let running = |p: &Present, id: JobId| p.running.iter().position(|r| r.id == id);
         match change {
+            Change::Submit(job) => {
+                if waiting(self, job.id).is_some() || running(self, job.id).is_some() {
+                    return Err(format!("job {} is already here", job.id));
+                }
+                self.pending.push(*job);
+            }
             Change::Hold(id) => {
                 let i = waiting(self, id).ok_or("only a waiting job is held")?;
                 self.pending[i].held = true;
@@ -455,6 +463,25 @@ mod tests {
         assert!(!after.starts.contains_key(&1));
         let mut wrong = p;
         assert!(wrong.apply(Change::Preempt(1)).is_err(), "1 does not run");
+    }
+
+    #[test]
+    fn a_preview_of_a_submission_says_when_it_starts_and_whom_it_delays() {
+        // Job 1 (experiment) waits for the node that job 2 holds; a production job submitted
+        // now goes ahead of it.
+        let mut first = pending(1, 8, 10.0);
+        first.class = 2;
+        let mut p = present(one_node(8), vec![first]);
+        let before = forward(p.clone(), &|_| 600.0, Reach::default(), &mut || false).unwrap();
+        assert_eq!(before.starts.get(&1), Some(&1000.0));
+        let mut new = pending(99, 8, 1000.0);
+        new.class = 1;
+        assert!(p.classes[1].value > p.classes[2].value);
+        p.apply(Change::Submit(Box::new(new.clone()))).unwrap();
+        let after = forward(p.clone(), &|_| 600.0, Reach::default(), &mut || false).unwrap();
+        assert_eq!(after.starts.get(&99), Some(&1000.0), "it goes first");
+        assert_eq!(after.starts.get(&1), Some(&1600.0), "job 1 waits for it");
+        assert!(p.apply(Change::Submit(Box::new(new))).is_err(), "once");
     }
 
     #[test]

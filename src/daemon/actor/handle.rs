@@ -112,9 +112,13 @@ pub enum Request {
         range: crate::daemon::state::history::Range,
         reply: Reply<crate::api::NodeDetail>,
     },
+    /// Where a submission would land now, and what previewing its submission needs.
     Preview {
         submission: Submission,
-        reply: Reply<crate::daemon::engine::Preview>,
+        reply: Reply<(
+            crate::daemon::engine::Preview,
+            crate::daemon::state::WhatIfWork,
+        )>,
     },
     Report {
         since: f64,

@@ -195,7 +195,8 @@ impl Actor {
                 }));
             }
             Request::Preview { submission, reply } => {
-                let _ = reply.send(self.state.preview(&submission).map_err(Refusal::from));
+                let r = self.state.preview_with_work(&submission);
+                let _ = reply.send(r.map_err(Refusal::from));
             }
             Request::Report {
                 since,

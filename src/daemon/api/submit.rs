@@ -77,7 +77,11 @@ pub(super) async fn service_down(
     Ok(ok(&crate::api::ServiceDown { cancelled }))
 }
 
-/// Checks a job spec and says where it would land now, without submitting it.
+/// What running a submission's preview forward may take (off the actor).
+const PREVIEW_BOX: std::time::Duration = std::time::Duration::from_millis(3000);
+
+/// Checks a job spec and says where it would land now, and what submitting it would do,
+/// without submitting it.
 pub(super) async fn preview(
     State(api): State<Api>,
     Extension(caller): Extension<Caller>,
@@ -87,10 +91,13 @@ pub(super) async fn preview(
     require(&caller, Role::Researcher, "previewing a submission")?;
     let submission =
         submission_of(&api, &caller, query(raw)?, &body_bytes(&api, body).await?).await?;
-    let p = api
+    let (p, work) = api
         .handle
         .call(|reply| Request::Preview { submission, reply })
         .await?;
+    let p = tokio::task::spawn_blocking(move || work.attach(p, PREVIEW_BOX))
+        .await
+        .map_err(|e| ApiError::new(500, "internal", format!("the preview stopped: {e}")))?;
     Ok(ok(&p))
 }
 

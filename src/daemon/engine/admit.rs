@@ -188,6 +188,7 @@ impl Engine {
             nodes,
             dollars_per_hour,
             reason,
+            what_if: None,
         })
     }
 

@@ -9,6 +9,17 @@ use crate::scheduler::cycle::PendingReason;
 use crate::scheduler::durations::Left;
 use crate::scheduler::forecast::Present;
 
+/// The id a submission is previewed under: no job has it (the journal's ids start at 1).
+pub const NEW_JOB: JobId = 0;
+
+/// A submission as the queue would take it: the waiting job, what is left of its run (and
+/// what that rests on), its name.
+pub struct AsSubmitted {
+    pub pending: crate::scheduler::cycle::PendingJob,
+    pub left: (Left, Basis),
+    pub name: Option<String>,
+}
+
 /// The present, and for each live job what is left of it and what that rests on.
 #[derive(Clone)]
 pub struct Copy {
@@ -31,6 +42,19 @@ impl Engine {
             };
             self.lengths.record(run, now - started);
         }
+    }
+
+    /// A submission as the job it would be, waiting from `now` under the id `NEW_JOB`: for a
+    /// preview of submitting it. Refused as the submission would be.
+    pub fn as_submitted(&mut self, s: &Submission, now: f64) -> Result<AsSubmitted, EngineError> {
+        let mut job = self.admit(s)?;
+        job.id = NEW_JOB;
+        job.submitted_at = now;
+        Ok(AsSubmitted {
+            left: self.lengths.left(&job, 0.0),
+            pending: pending_of(&job, false),
+            name: job.name,
+        })
     }
 
     /// Refuses a preview where the change itself would be refused, with the same error and

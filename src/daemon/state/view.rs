@@ -580,21 +580,58 @@ impl State {
                 action.name().to_string(),
             ),
         };
-        let names = self
+        let copy = self.engine.present(self.now, self.nodes.coming(self.now));
+        Ok(self.work(copy, change, said, id, None))
+    }
+
+    /// Where a submission would land now and what previewing it needs (submitted now, run
+    /// forward off the actor): refused as the submission would be.
+    pub fn preview_with_work(
+        &mut self,
+        s: &super::Submission,
+    ) -> Result<(crate::api::Preview, WhatIfWork), EngineError> {
+        use crate::scheduler::forecast::Change;
+        let preview = self.preview(s)?;
+        let new = self.engine.as_submitted(s, self.now)?;
+        let id = new.pending.id as JobId;
+        let mut copy = self.engine.present(self.now, self.nodes.coming(self.now));
+        copy.left.insert(new.pending.id, new.left);
+        let change = Change::Submit(Box::new(new.pending));
+        let work = self.work(copy, change, "submit".to_string(), id, new.name);
+        Ok((preview, work))
+    }
+
+    /// A preview's work: the copy, the change, and the names it is said in (`new`: the name of
+    /// a job being submitted, which no live job has yet).
+    fn work(
+        &self,
+        copy: crate::daemon::engine::Copy,
+        change: crate::scheduler::forecast::Change,
+        action: String,
+        job: JobId,
+        new: Option<String>,
+    ) -> WhatIfWork {
+        let mut names: HashMap<JobId, String> = self
             .engine
             .jobs()
             .filter(|j| !j.state.is_final())
             .map(|j| (j.id, j.name.clone().unwrap_or_default()))
             .collect();
-        Ok(WhatIfWork {
-            copy: self.engine.present(self.now, self.nodes.coming(self.now)),
+        if let crate::scheduler::forecast::Change::Submit(j) = &change {
+            names.insert(
+                j.id as JobId,
+                new.unwrap_or_else(|| "(this job)".to_string()),
+            );
+        }
+        WhatIfWork {
+            copy,
             change,
-            action: said,
-            job: id,
+            action,
+            job,
             calendar: self.calendar.clone(),
             names,
             teams: self.teams.clone(),
-        })
+        }
     }
 
     /// Makes no start estimates (and shows none): for tests whose screens must not depend on

@@ -50,6 +50,13 @@ pub enum Outcome {
     Act(crate::api::JobRequest),
     /// A confirmation opened: ask the daemon what the change would do (its preview).
     WhatIf(crate::api::JobRequest),
+    /// The user confirmed a change to a job whose preview was shown: done only if the
+    /// daemon's preview is still what was shown; else the dialog opens again with the new one.
+    ActAsShown {
+        request: crate::api::JobRequest,
+        name: String,
+        shown: Box<crate::api::WhatIf>,
+    },
     /// The user confirmed moving a job to another class.
     Prio {
         id: i64,
@@ -90,6 +97,7 @@ impl Outcome {
         matches!(
             self,
             Outcome::Act(_)
+                | Outcome::ActAsShown { .. }
                 | Outcome::Prio { .. }
                 | Outcome::Reclaim { apply: Some(_) }
                 | Outcome::ActMany(_)
@@ -122,6 +130,21 @@ pub enum Ask {
 }
 
 impl Ask {
+    /// What confirming does, given the preview on screen (`shown`: the daemon's answer for a
+    /// job, if it came): a change whose preview was shown is applied only as shown.
+    fn confirmed(self, shown: Option<&(i64, Result<crate::api::WhatIf, String>)>) -> Outcome {
+        match (self, shown) {
+            (Ask::Job { request, name }, Some((id, Ok(w)))) if *id == request.id => {
+                Outcome::ActAsShown {
+                    request,
+                    name,
+                    shown: Box::new(w.clone()),
+                }
+            }
+            (ask, _) => ask.outcome(),
+        }
+    }
+
     /// What confirming does.
     fn outcome(&self) -> Outcome {
         match self {

@@ -93,6 +93,16 @@ impl Input for TerminalInput {
     }
 }
 
+/// Applies a confirmed change to a job and says how it went.
+fn act(app: &mut App, client: &mut dyn Client, req: crate::api::JobRequest) {
+    app.flash = Some(match client.act(req) {
+        Ok(done) => done,
+        Err(why) => crate::api::about_job(req.id, &why.to_string()),
+    });
+    // The change shows once the daemon publishes it.
+    let _ = client.poll();
+}
+
 /// A shell in job `id`, on this terminal: the console's screen put away until it exits (as
 /// k9s does), then drawn afresh. What the status bar says of it.
 fn shell<B: Backend + Write>(
@@ -205,12 +215,31 @@ where
                                 dirty = true;
                             }
                             Outcome::Act(req) => {
-                                app.flash = Some(match client.act(req) {
-                                    Ok(done) => done,
-                                    Err(why) => crate::api::about_job(req.id, &why.to_string()),
-                                });
-                                // The change shows once the daemon publishes it.
-                                let _ = client.poll();
+                                act(&mut app, client, req);
+                                dirty = true;
+                            }
+                            Outcome::ActAsShown {
+                                request,
+                                name,
+                                shown,
+                            } => {
+                                // Asked again at the key: applied only if it still says what
+                                // was shown (a preview that cannot be made now is no change
+                                // to show: the action itself says why it is refused).
+                                let now = client.what_if(request).ok();
+                                match now.as_ref().and_then(|n| shown.changed(n).map(|c| (n, c))) {
+                                    None => act(&mut app, client, request),
+                                    Some((now, what)) => {
+                                        app.flash = Some(format!(
+                                            "the preview changed since it was shown: {what}; y applies what it says now"
+                                        ));
+                                        app.confirm = Some(app::Confirm {
+                                            ask: app::Ask::Job { request, name },
+                                            on_confirm: false,
+                                        });
+                                        app.what_if = Some((request.id, Ok(now.clone())));
+                                    }
+                                }
                                 dirty = true;
                             }
                             Outcome::Prio { id, class } => {

@@ -564,12 +564,27 @@ fn a_confirmation_shows_what_the_change_would_do() {
         dollars_per_hour_after: 12.5,
         ..gantry::api::WhatIf::default()
     };
-    app.what_if = Some((id, Ok(w)));
+    app.what_if = Some((id, Ok(w.clone())));
     let s = screen(&app, &snap, 120, 36);
     assert!(s.contains("If the queue stays as it is:"), "{s}");
     assert!(s.contains("job 77 next-in-line: starts sooner"), "{s}");
     assert!(s.contains("$10.00 → $12.50"), "{s}");
+    // y applies what was shown, and only that: the loop asks again and compares.
+    match app.on_key("y", &snap) {
+        Outcome::ActAsShown { request, shown, .. } => {
+            assert_eq!((request, *shown), (req, w.clone()));
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(app.confirm.is_none());
+    // Without a preview, y applies the change as before.
+    app.on_key("x", &snap);
     app.what_if = Some((id, Err("the daemon did not answer".into())));
     let s = screen(&app, &snap, 120, 36);
     assert!(s.contains("(no preview: the daemon did not answer)"), "{s}");
+    assert_eq!(app.on_key("y", &snap), Outcome::Act(req));
+    // A preview of another job is not this one's.
+    app.on_key("x", &snap);
+    app.what_if = Some((id + 1, Ok(w)));
+    assert_eq!(app.on_key("y", &snap), Outcome::Act(req));
 }

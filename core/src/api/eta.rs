@@ -121,6 +121,37 @@ mod tests {
         };
         assert_eq!(never.short(0.0), "never: held");
     }
+
+    #[test]
+    fn a_preview_made_again_says_what_changed_since_the_first() {
+        let moved = |job, after: f64| StartMove {
+            job,
+            name: String::new(),
+            before_s: Some(5000.0),
+            after_s: Some(after),
+            before: None,
+            after: Some(format!("t{after}")),
+        };
+        let shown = WhatIf {
+            action: "hold".into(),
+            made_s: 100.0,
+            starts: vec![moved(2, 1000.0), moved(3, 2000.0)],
+            dollars_per_hour_after: 4.0,
+            ..WhatIf::default()
+        };
+        // Made 20 s later: the same moves within a minute, the same $/h.
+        let mut now = shown.clone();
+        now.made_s = 120.0;
+        now.starts[0].after_s = Some(1030.0);
+        assert_eq!(shown.changed(&now), None);
+        // Job 3 no longer moves, job 4 does, job 2 moves elsewhere, and the $/h differs.
+        now.starts = vec![moved(2, 1500.0), moved(4, 110.0)];
+        now.dollars_per_hour_after = 6.0;
+        assert_eq!(
+            shown.changed(&now).as_deref(),
+            Some("job 2 starts t1500 instead; job 4 now starts now; job 3's start no longer moves; $/h after $6.00, not $4.00")
+        );
+    }
 }
 
 /// What an action would do, before it is taken (`--dry-run`, the console's confirmation): the
@@ -166,6 +197,43 @@ pub struct TeamMove {
 
 impl WhatIf {
     /// The preview in lines, as `--dry-run` prints it and the confirmation shows it.
+    /// What `now`, a preview of the same action made later, says that this one did not: a job
+    /// whose start moves now and did not, or no longer does, or moves to a time a minute or
+    /// more away from what this one said; the $/h after, a cent or more away. `None`: the same.
+    pub fn changed(&self, now: &WhatIf) -> Option<String> {
+        let close = |a: Option<f64>, b: Option<f64>| match (a, b) {
+            (Some(a), Some(b)) => (a - b).abs() < 60.0,
+            (a, b) => a.is_none() && b.is_none(),
+        };
+        let when = |m: &StartMove| match (m.after_s, &m.after) {
+            (Some(t), _) if t - now.made_s < 60.0 => "now".to_string(),
+            (Some(_), Some(c)) => c.clone(),
+            _ => "not within the look".to_string(),
+        };
+        let mut said = Vec::new();
+        for m in &now.starts {
+            match self.starts.iter().find(|o| o.job == m.job) {
+                None => said.push(format!("job {} now starts {}", m.job, when(m))),
+                Some(o) if !close(o.after_s, m.after_s) => {
+                    said.push(format!("job {} starts {} instead", m.job, when(m)))
+                }
+                Some(_) => {}
+            }
+        }
+        for o in &self.starts {
+            if !now.starts.iter().any(|m| m.job == o.job) {
+                said.push(format!("job {}'s start no longer moves", o.job));
+            }
+        }
+        if (self.dollars_per_hour_after - now.dollars_per_hour_after).abs() >= 0.01 {
+            said.push(format!(
+                "$/h after ${:.2}, not ${:.2}",
+                now.dollars_per_hour_after, self.dollars_per_hour_after
+            ));
+        }
+        (!said.is_empty()).then(|| said.join("; "))
+    }
+
     pub fn lines(&self) -> Vec<String> {
         let when = |s: Option<f64>, cal: &Option<String>| match (s, cal) {
             (Some(t), _) if t - self.made_s < 60.0 => "now".to_string(),

@@ -35,15 +35,13 @@ impl App {
             // The dialog owns the keyboard: Enter does what has focus (Cancel at first), y
             // confirms, Esc/n/q cancel, arrows and Tab move the focus.
             match key {
-                "enter" => {
-                    let go = c.on_confirm.then(|| c.ask.outcome());
+                "enter" | "y" => {
+                    let go = (key == "y" || c.on_confirm).then(|| c.ask.clone());
                     self.confirm = None;
-                    return go.unwrap_or(Outcome::Redraw);
-                }
-                "y" => {
-                    let go = c.ask.outcome();
-                    self.confirm = None;
-                    return go;
+                    return match go {
+                        Some(ask) => ask.confirmed(self.what_if.as_ref()),
+                        None => Outcome::Redraw,
+                    };
                 }
                 "esc" | "n" | "q" => self.confirm = None,
                 "tab" | "left" | "right" | "h" | "l" => c.on_confirm = !c.on_confirm,

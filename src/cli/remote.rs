@@ -345,9 +345,16 @@ fn print_what_if(w: &gantry::api::WhatIf, output: Output) -> Result<(), CliError
     if output.is_data() {
         return print_as(output, w).map_err(CliError::from);
     }
+    let jobs = match w.also.as_slice() {
+        [] => format!("job {}", w.job),
+        more => {
+            let rest: Vec<String> = more.iter().map(|j| j.to_string()).collect();
+            format!("jobs {}, {}", w.job, rest.join(", "))
+        }
+    };
     println!(
-        "what {} on job {} would do (nothing was done), if the queue stays as it is:",
-        w.action, w.job
+        "what {} on {jobs} would do (nothing was done), if the queue stays as it is:",
+        w.action
     );
     for l in w.lines() {
         println!("  {}", gantry::console::app::escape(&l));
@@ -379,19 +386,29 @@ pub fn act(
         )));
     }
     if dry_run {
-        // One job's preview: several actions taken together would move starts together,
-        // which one job's preview does not say.
-        let [id] = ids else {
-            return Err(CliError::usage(format!(
-                "{action} --dry-run: name one job (a preview is of one action)"
-            )));
+        // Several jobs are previewed together: their changes move starts together.
+        let w: gantry::api::WhatIf = match ids {
+            [id] => {
+                let id = id_arg(id)?;
+                t.client()?.call(
+                    "POST",
+                    &format!("/v1/jobs/{id}/{action}?dry_run=true"),
+                    None,
+                )?
+            }
+            _ => {
+                let jobs = ids
+                    .iter()
+                    .map(|i| id_arg(i))
+                    .collect::<Result<Vec<_>, _>>()?;
+                let body = serde_json::json!({ "jobs": jobs }).to_string();
+                t.client()?.call(
+                    "POST",
+                    &format!("/v1/preview/{action}"),
+                    Some(body.as_bytes()),
+                )?
+            }
         };
-        let id = id_arg(id)?;
-        let w: gantry::api::WhatIf = t.client()?.call(
-            "POST",
-            &format!("/v1/jobs/{id}/{action}?dry_run=true"),
-            None,
-        )?;
         return print_what_if(&w, output);
     }
     let mut c = t.client()?;

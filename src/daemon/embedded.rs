@@ -66,7 +66,7 @@ impl Client for LocalClient {
         let work = self
             .handle
             .call_blocking(|reply| Request::WhatIf {
-                id: req.id,
+                ids: vec![req.id],
                 action: req.action,
                 class: None,
                 caller,

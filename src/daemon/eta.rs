@@ -178,10 +178,12 @@ pub fn estimate(copy: Copy, calendar: &Calendar, budget: Duration) -> Estimates 
 /// What previewing an action needs, copied off the actor (`State::what_if_work`).
 pub struct WhatIfWork {
     pub copy: Copy,
-    pub change: Change,
+    /// Taken together, in order.
+    pub changes: Vec<Change>,
     /// The action in words (`hold`, `prio production`).
     pub action: String,
-    pub job: JobId,
+    /// The jobs it is taken on (the first is the preview's `job`).
+    pub jobs: Vec<JobId>,
     pub calendar: Calendar,
     /// The live jobs' names, and the teams' in the engine's order.
     pub names: HashMap<JobId, String>,
@@ -207,19 +209,24 @@ impl WhatIfWork {
 fn what_if(work: WhatIfWork, budget: Duration) -> Result<WhatIf, String> {
     let WhatIfWork {
         copy: before,
-        change,
+        changes,
         action,
-        job,
+        jobs,
         calendar,
         names,
         teams,
     } = work;
     let mut after = before.present.clone();
-    let submitted = match &change {
-        Change::Submit(j) => Some(j.id),
-        _ => None,
-    };
-    after.apply(change)?;
+    let submitted: Vec<u64> = changes
+        .iter()
+        .filter_map(|c| match c {
+            Change::Submit(j) => Some(j.id),
+            _ => None,
+        })
+        .collect();
+    for change in changes {
+        after.apply(change)?;
+    }
     let began = Instant::now();
     let left = |id: u64| before.left.get(&id).map_or(0.0, |(l, _)| l.mid);
     let run = |present, share: f64| -> Ahead {
@@ -274,7 +281,8 @@ fn what_if(work: WhatIfWork, budget: Duration) -> Result<WhatIf, String> {
         .collect();
     Ok(WhatIf {
         action,
-        job,
+        job: jobs.first().copied().unwrap_or_default(),
+        also: jobs.get(1..).unwrap_or_default().to_vec(),
         made_s: now,
         starts,
         dollars_per_hour_before: was.dollars_per_hour,

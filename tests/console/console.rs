@@ -931,6 +931,7 @@ fn the_submit_form_checks_as_you_type_and_submits_what_parses() {
     let w = gantry::api::WhatIf {
         action: "submit".into(),
         job: 0,
+        also: Vec::new(),
         made_s: 0.0,
         starts: vec![
             moved(0, "my-experiment", None, 600.0),

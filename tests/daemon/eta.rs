@@ -167,15 +167,32 @@ fn a_preview_says_what_an_action_would_do_and_the_action_does_it() {
         m["after_s"].as_f64().is_some_and(|t| t - made < 60.0),
         "c starts at the next cycle: {w}"
     );
-    // Many jobs at once are not one preview.
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_gantry"))
-        .arg("--connect")
-        .arg(&d.socket)
-        .args(["cancel", &a.to_string(), &b.to_string(), "--dry-run"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    assert_eq!(state(&d, a), "running");
+    // Several jobs are previewed together: cancelling a and b starts c at the next cycle.
+    let w = json(&d, &["cancel", &a.to_string(), &b.to_string(), "--dry-run"]);
+    assert_eq!(
+        (w["job"].as_i64(), &w["also"]),
+        (Some(a), &serde_json::json!([b]))
+    );
+    assert!(
+        moved(&w, c)["after_s"]
+            .as_f64()
+            .is_some_and(|t| t - made < 60.0),
+        "{w}"
+    );
+    let text = cli(&d, &["cancel", &a.to_string(), &b.to_string(), "--dry-run"]);
+    assert!(
+        text.contains(&format!("what cancel on jobs {a}, {b} would do")),
+        "{text}"
+    );
+    // One of them refused (c is pending, not running): the whole preview is.
+    assert_eq!(
+        refused(&["preempt", &a.to_string(), &c.to_string(), "--dry-run"]),
+        refused(&["preempt", &c.to_string()])
+    );
+    assert_eq!(
+        (state(&d, a), state(&d, b)),
+        ("running".into(), "held".into())
+    );
     cli(&d, &["cancel", &a.to_string()]);
     wait_for(&d, 20, "c to start once a is cancelled", || {
         state(&d, c) == "running"

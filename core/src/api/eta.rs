@@ -161,6 +161,9 @@ pub struct WhatIf {
     /// `hold`, `release`, `cancel`, `preempt`, `prio CLASS`.
     pub action: String,
     pub job: i64,
+    /// The other jobs it is taken on, together (a preview of several marked jobs).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub also: Vec<i64>,
     /// Daemon time of the present it ran forward from.
     pub made_s: f64,
     /// Jobs whose start moves (by a minute or more, or from never to a time), soonest after

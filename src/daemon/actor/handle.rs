@@ -39,7 +39,8 @@ pub enum Request {
     /// A copy of the present to preview an action on (`?dry_run=true`): `class` set, a move
     /// to that class; else `action`.
     WhatIf {
-        id: JobId,
+        /// The jobs it is taken on, together (a move to a class: one).
+        ids: Vec<JobId>,
         action: Action,
         class: Option<String>,
         caller: Caller,

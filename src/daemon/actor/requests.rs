@@ -28,15 +28,22 @@ impl Actor {
                 let _ = reply.send(r);
             }
             Request::WhatIf {
-                id,
+                ids,
                 action,
                 class,
                 caller,
                 reply,
             } => {
-                let r = self.check_job(id, &caller).and_then(|()| {
+                let checked: Result<(), Refusal> =
+                    ids.iter().try_for_each(|&id| self.check_job(id, &caller));
+                let r = checked.and_then(|()| {
                     self.state
-                        .what_if_work(id, action, class.as_deref(), caller.role == Role::Operator)
+                        .what_if_work(
+                            &ids,
+                            action,
+                            class.as_deref(),
+                            caller.role == Role::Operator,
+                        )
                         .map_err(Refusal::from)
                 });
                 let _ = reply.send(r);

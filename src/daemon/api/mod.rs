@@ -169,6 +169,7 @@ pub fn router(
         .route("/v1/jobs/{id}/exec", post(exec::exec))
         .route("/v1/jobs/{id}/priority", put(priority))
         .route("/v1/jobs/{id}/{action}", post(act))
+        .route("/v1/preview/{action}", post(what_if_many))
         .route("/v1/services", get(services).post(service_up))
         .route("/v1/services/{name}", get(service).delete(service_down))
         .route("/v1/fleet", get(fleet))
@@ -514,7 +515,7 @@ async fn act(
         let work = api
             .handle
             .call(|reply| Request::WhatIf {
-                id,
+                ids: vec![id],
                 action,
                 class: None,
                 caller,
@@ -535,6 +536,56 @@ async fn act(
         id,
         done: action.name().to_string(),
     }))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct JobsBody {
+    jobs: Vec<JobId>,
+}
+
+/// At most this many jobs in one preview (each is a change run forward together).
+const MAX_PREVIEWED: usize = 1_000;
+
+/// What one action on several jobs together would do (`gantry cancel 3 4 5 --dry-run`, the
+/// console's marked jobs): body `{"jobs": [3, 4, 5]}`, the roles of the action.
+async fn what_if_many(
+    State(api): State<Api>,
+    Extension(caller): Extension<Caller>,
+    Path(action): Path<String>,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let action = Action::parse(&action).ok_or_else(|| {
+        ApiError::new(
+            404,
+            "not-found",
+            format!(
+                "unknown action `{}`; actions: cancel, hold, release, preempt",
+                action.escape_debug()
+            ),
+        )
+    })?;
+    require(&caller, Role::Researcher, action.name())?;
+    let b: JobsBody = decode(&body_bytes(&api, body).await?)?;
+    let mut ids = b.jobs;
+    ids.sort_unstable();
+    ids.dedup();
+    if ids.is_empty() || ids.len() > MAX_PREVIEWED {
+        return Err(ApiError::bad_request(format!(
+            "`jobs`: name 1 to {MAX_PREVIEWED} job ids"
+        )));
+    }
+    let work = api
+        .handle
+        .call(|reply| Request::WhatIf {
+            ids,
+            action,
+            class: None,
+            caller,
+            reply,
+        })
+        .await?;
+    what_if(work).await
 }
 
 /// `?dry_run=true`: preview, do not act (any other query is refused).
@@ -603,7 +654,7 @@ async fn priority(
         let work = api
             .handle
             .call(|reply| Request::WhatIf {
-                id,
+                ids: vec![id],
                 action: Action::Hold,
                 class: Some(class),
                 caller,

@@ -546,11 +546,12 @@ impl State {
         }
     }
 
-    /// What previewing `action` on job `id` (or moving it to `class`) needs, copied: the
-    /// present, the change, the calendar and the names. Run off the actor (`eta::what_if`).
+    /// What previewing `action` on jobs `ids` together (or moving one to `class`) needs,
+    /// copied: the present, the changes, the calendar and the names. Run off the actor
+    /// (`eta::what_if`). Refused where the action would be, for any of them.
     pub fn what_if_work(
         &self,
-        id: JobId,
+        ids: &[JobId],
         action: super::Action,
         class: Option<&str>,
         operator: bool,
@@ -563,25 +564,26 @@ impl State {
             (None, super::Action::Cancel) => Some(JobState::Cancelled),
             (None, super::Action::Preempt) => Some(JobState::Preempting),
         };
-        self.engine.check_change(id, to, class, operator)?;
-        let job = id as u64;
-        let (change, said) = match class {
-            Some(c) => (
-                Change::Class(job, self.engine.class_named(c)?),
-                format!("prio {c}"),
-            ),
-            None => (
-                match action {
+        let mut changes = Vec::with_capacity(ids.len());
+        for &id in ids {
+            self.engine.check_change(id, to, class, operator)?;
+            let job = id as u64;
+            changes.push(match class {
+                Some(c) => Change::Class(job, self.engine.class_named(c)?),
+                None => match action {
                     super::Action::Hold => Change::Hold(job),
                     super::Action::Release => Change::Release(job),
                     super::Action::Cancel => Change::Cancel(job),
                     super::Action::Preempt => Change::Preempt(job),
                 },
-                action.name().to_string(),
-            ),
+            });
+        }
+        let said = match class {
+            Some(c) => format!("prio {c}"),
+            None => action.name().to_string(),
         };
         let copy = self.engine.present(self.now, self.nodes.coming(self.now));
-        Ok(self.work(copy, change, said, id, None))
+        Ok(self.work(copy, changes, said, ids, None))
     }
 
     /// Where a submission would land now and what previewing it needs (submitted now, run
@@ -597,7 +599,7 @@ impl State {
         let mut copy = self.engine.present(self.now, self.nodes.coming(self.now));
         copy.left.insert(new.pending.id, new.left);
         let change = Change::Submit(Box::new(new.pending));
-        let work = self.work(copy, change, "submit".to_string(), id, new.name);
+        let work = self.work(copy, vec![change], "submit".to_string(), &[id], new.name);
         Ok((preview, work))
     }
 
@@ -606,9 +608,9 @@ impl State {
     fn work(
         &self,
         copy: crate::daemon::engine::Copy,
-        change: crate::scheduler::forecast::Change,
+        changes: Vec<crate::scheduler::forecast::Change>,
         action: String,
-        job: JobId,
+        jobs: &[JobId],
         new: Option<String>,
     ) -> WhatIfWork {
         let mut names: HashMap<JobId, String> = self
@@ -617,17 +619,17 @@ impl State {
             .filter(|j| !j.state.is_final())
             .map(|j| (j.id, j.name.clone().unwrap_or_default()))
             .collect();
-        if let crate::scheduler::forecast::Change::Submit(j) = &change {
-            names.insert(
-                j.id as JobId,
-                new.unwrap_or_else(|| "(this job)".to_string()),
-            );
+        for c in &changes {
+            if let crate::scheduler::forecast::Change::Submit(j) = c {
+                let name = new.clone().unwrap_or_else(|| "(this job)".to_string());
+                names.insert(j.id as JobId, name);
+            }
         }
         WhatIfWork {
             copy,
-            change,
+            changes,
             action,
-            job,
+            jobs: jobs.to_vec(),
             calendar: self.calendar.clone(),
             names,
             teams: self.teams.clone(),

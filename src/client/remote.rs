@@ -105,6 +105,15 @@ impl Client for RemoteClient {
         let path = format!("/v1/jobs/{}/{}?dry_run=true", req.id, req.action.name());
         self.http.call("POST", &path, None)
     }
+    fn what_if_many(
+        &mut self,
+        action: crate::api::JobAction,
+        ids: &[i64],
+    ) -> Result<crate::api::WhatIf, ClientError> {
+        let body = serde_json::json!({ "jobs": ids }).to_string();
+        let path = format!("/v1/preview/{}", action.name());
+        self.http.call("POST", &path, Some(body.as_bytes()))
+    }
     fn act(&mut self, req: crate::api::JobRequest) -> Result<String, ClientError> {
         let path = format!("/v1/jobs/{}/{}", req.id, req.action.name());
         self.http

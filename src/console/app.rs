@@ -50,6 +50,11 @@ pub enum Outcome {
     Act(crate::api::JobRequest),
     /// A confirmation opened: ask the daemon what the change would do (its preview).
     WhatIf(crate::api::JobRequest),
+    /// The marked jobs' confirmation opened: what the change to all of them would do.
+    WhatIfMany {
+        action: crate::api::JobAction,
+        ids: Vec<i64>,
+    },
     /// The user confirmed a change to a job whose preview was shown: done only if the
     /// daemon's preview is still what was shown; else the dialog opens again with the new one.
     ActAsShown {

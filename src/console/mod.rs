@@ -214,6 +214,12 @@ where
                                 app.what_if = Some((req.id, said));
                                 dirty = true;
                             }
+                            Outcome::WhatIfMany { action, ids } => {
+                                let said =
+                                    client.what_if_many(action, &ids).map_err(|e| e.to_string());
+                                app.what_if = ids.first().map(|&id| (id, said));
+                                dirty = true;
+                            }
                             Outcome::Act(req) => {
                                 act(&mut app, client, req);
                                 dirty = true;

@@ -61,13 +61,20 @@ fn answered(e: ApiError) -> ClientError {
 
 impl Client for LocalClient {
     fn what_if(&mut self, req: crate::api::JobRequest) -> Result<crate::api::WhatIf, ClientError> {
+        self.what_if_many(req.action, &[req.id])
+    }
+    fn what_if_many(
+        &mut self,
+        action: crate::api::JobAction,
+        ids: &[i64],
+    ) -> Result<crate::api::WhatIf, ClientError> {
         use crate::daemon::actor::Request;
         let caller = console_caller();
         let work = self
             .handle
             .call_blocking(|reply| Request::WhatIf {
-                ids: vec![req.id],
-                action: req.action,
+                ids: ids.to_vec(),
+                action,
                 class: None,
                 caller,
                 reply,

@@ -632,12 +632,46 @@ fn bulk_actions_need_the_count_typed() {
         s.contains(&format!("*{}", ids[0])),
         "marked rows show a star:\n{s}"
     );
-    app.on_key("x", &snap);
+    // The dialog asks what cancelling all three together would do, and shows it.
+    match app.on_key("x", &snap) {
+        Outcome::WhatIfMany { action, ids: asked } => {
+            assert_eq!(action, JobAction::Cancel);
+            let mut asked = asked;
+            asked.sort_unstable();
+            let mut want = ids.clone();
+            want.sort_unstable();
+            assert_eq!(asked, want);
+        }
+        other => panic!("{other:?}"),
+    }
+    let first = match &app.confirm {
+        Some(gantry::console::app::Confirm {
+            ask: gantry::console::app::Ask::Bulk { ids, .. },
+            ..
+        }) => ids[0],
+        other => panic!("{other:?}"),
+    };
+    let w = gantry::api::WhatIf {
+        action: "cancel".into(),
+        job: first,
+        starts: vec![gantry::api::StartMove {
+            job: 77,
+            name: "behind-them".into(),
+            before_s: Some(snap.now + 7200.0),
+            after_s: Some(snap.now),
+            before: Some("2026-12-05T03:00:00Z".into()),
+            after: Some("2026-12-05T01:00:00Z".into()),
+        }],
+        made_s: snap.now,
+        ..gantry::api::WhatIf::default()
+    };
+    app.what_if = Some((first, Ok(w)));
     let s = screen(&app, &snap, 100, 30);
     assert!(
         s.contains("confirm cancel ×3") && s.contains("Type 3 and press enter"),
         "{s}"
     );
+    assert!(s.contains("job 77 behind-them: starts sooner"), "{s}");
     // y does not confirm a bulk action; a wrong count closes the dialog.
     assert_eq!(app.on_key("y", &snap), Outcome::Nothing);
     app.on_key("4", &snap);

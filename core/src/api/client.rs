@@ -90,6 +90,17 @@ pub trait Client {
             "this client cannot preview an action".to_string(),
         ))
     }
+    /// What one change to several jobs together would do (the marked jobs' confirmation).
+    fn what_if_many(
+        &mut self,
+        action: crate::api::JobAction,
+        ids: &[i64],
+    ) -> Result<crate::api::WhatIf, ClientError> {
+        let _ = (action, ids);
+        Err(ClientError::Unsupported(
+            "this client cannot preview an action".to_string(),
+        ))
+    }
     /// One job in detail: spec, placement, cost, why it waits, its events.
     fn job(&mut self, id: i64) -> Result<JobView, ClientError> {
         let _ = id;

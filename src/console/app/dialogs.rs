@@ -12,6 +12,32 @@ use ratatui::Frame;
 const DIALOG_WIDTH: u16 = 72;
 
 impl App {
+    /// The daemon's preview of the change a dialog asks about (its cycle run forward with and
+    /// without it), if it has answered for job `id` (the first of several), cut to the dialog.
+    fn preview_lines(&self, area: Rect, id: i64) -> Vec<Line<'static>> {
+        let inner = usize::from(area.width.min(DIALOG_WIDTH).saturating_sub(2));
+        let cut = |row: String| Line::from(crate::console::table::cut(&row, inner).into_owned());
+        let mut lines = Vec::new();
+        match &self.what_if {
+            Some((of, Ok(w))) if *of == id => {
+                lines.push(Line::from("If the queue stays as it is:"));
+                let room = (area.height.saturating_sub(10) as usize).max(1);
+                let all = w.lines();
+                for l in all.iter().take(room) {
+                    lines.push(cut(format!("  {}", escape(l))));
+                }
+                if all.len() > room {
+                    lines.push(Line::from(format!("  … and {} more", all.len() - room)));
+                }
+            }
+            Some((of, Err(why))) if *of == id => {
+                lines.push(cut(format!("(no preview: {})", escape(why))));
+            }
+            _ => {}
+        }
+        lines
+    }
+
     /// The confirmation dialog, centred over the body; Cancel is the default.
     pub(super) fn render_confirm(&self, f: &mut Frame, area: Rect, c: &Confirm) {
         use crate::api::JobAction as J;
@@ -31,31 +57,7 @@ impl App {
                     Line::from(format!("{title} job {} {}?", request.id, escape(name))),
                     Line::from(what),
                 ];
-                // The daemon's preview: its cycle run forward with and without the change.
-                let inner = usize::from(area.width.min(DIALOG_WIDTH).saturating_sub(2));
-                match &self.what_if {
-                    Some((id, Ok(w))) if *id == request.id => {
-                        lines.push(Line::from("If the queue stays as it is:"));
-                        let room = (area.height.saturating_sub(10) as usize).max(1);
-                        let all = w.lines();
-                        for l in all.iter().take(room) {
-                            let row = format!("  {}", escape(l));
-                            lines.push(Line::from(
-                                crate::console::table::cut(&row, inner).into_owned(),
-                            ));
-                        }
-                        if all.len() > room {
-                            lines.push(Line::from(format!("  … and {} more", all.len() - room)));
-                        }
-                    }
-                    Some((id, Err(why))) if *id == request.id => {
-                        let row = format!("(no preview: {})", escape(why));
-                        lines.push(Line::from(
-                            crate::console::table::cut(&row, inner).into_owned(),
-                        ));
-                    }
-                    _ => {}
-                }
+                lines.extend(self.preview_lines(area, request.id));
                 (verb, lines)
             }
             Ask::Prio { id, name, from, to } => (
@@ -72,23 +74,24 @@ impl App {
                 let verb = action.name().to_string();
                 let shown: Vec<String> = ids.iter().take(12).map(|i| i.to_string()).collect();
                 let more = if ids.len() > 12 { " …" } else { "" };
-                let lines = vec![
-                    Line::from(format!(
-                        "{} {} marked job(s): {}{more}",
-                        capitalized(&verb),
-                        ids.len(),
-                        shown.join(", ")
-                    )),
-                    Line::from(format!(
-                        "Type {} and press enter to confirm; esc cancels.",
-                        ids.len()
-                    )),
-                    Line::from(vec![
-                        Span::raw("> "),
-                        Span::raw(typed.clone()),
-                        Span::styled("█", self.style(self.theme.accent)),
-                    ]),
-                ];
+                let mut lines = vec![Line::from(format!(
+                    "{} {} marked job(s): {}{more}",
+                    capitalized(&verb),
+                    ids.len(),
+                    shown.join(", ")
+                ))];
+                if let Some(&first) = ids.first() {
+                    lines.extend(self.preview_lines(area, first));
+                }
+                lines.push(Line::from(format!(
+                    "Type {} and press enter to confirm; esc cancels.",
+                    ids.len()
+                )));
+                lines.push(Line::from(vec![
+                    Span::raw("> "),
+                    Span::raw(typed.clone()),
+                    Span::styled("█", self.style(self.theme.accent)),
+                ]));
                 return self.dialog(f, area, &format!(" confirm {verb} ×{} ", ids.len()), lines);
             }
             Ask::Reclaim(plan) => {

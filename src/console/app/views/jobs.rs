@@ -117,12 +117,15 @@ impl Tab for Jobs {
                 app.confirm = Some(Confirm {
                     ask: Ask::Bulk {
                         action: what,
-                        ids,
+                        ids: ids.clone(),
                         typed: String::new(),
                     },
                     on_confirm: false,
                 });
-                Outcome::Redraw
+                // What it would do to them together, asked of the daemon as the dialog opens
+                // (kept under the first id: the dialog shows it only for these ids).
+                app.what_if = None;
+                Outcome::WhatIfMany { action: what, ids }
             }
             Action::Job(what) => {
                 match app.selected_job(snap) {

@@ -49,7 +49,9 @@ impl Store {
             .conn
             .prepare_cached(
                 "SELECT j.user, j.name, j.team, j.priority,
-                        json_extract(j.spec, '$.time_limit_s'),
+                        CASE WHEN json_valid(j.spec)
+                              AND json_type(j.spec, '$.time_limit_s') IN ('integer', 'real')
+                             THEN json_extract(j.spec, '$.time_limit_s') END,
                         (SELECT SUM(c.ended_at - c.started_at) FROM charges c
                          WHERE c.job = j.id AND c.ended_at IS NOT NULL)
                  FROM jobs j WHERE j.state = 'completed' ORDER BY j.id DESC LIMIT ?1",

@@ -333,7 +333,21 @@ fn completed_lengths_sum_a_jobs_runs_and_carry_its_time_limit() {
     let mut s = Store::open(&path).unwrap();
     let mut limited = job(1);
     limited.spec = r#"{"time_limit_s":7200.0}"#.into();
-    let ids = s.submit_all(&[limited, job(2), job(3)]).unwrap();
+    // A spec that is not JSON, or whose limit is not a number, gives no limit (and does not
+    // stop the journal opening: it did once, "malformed JSON", on a cloud test's restart).
+    let mut not_json = job(4);
+    not_json.spec = "name: x\n".into();
+    let mut odd = job(5);
+    odd.spec = r#"{"time_limit_s":"1h"}"#.into();
+    let ids = s
+        .submit_all(&[limited, job(2), job(3), not_json, odd])
+        .unwrap();
+    for &id in &ids[3..] {
+        s.transition_charged(&[(id, JobState::Running, "placed".to_string())], 70.0, &[])
+            .unwrap();
+        s.transition(id, JobState::Completed, 71.0, "exit 0")
+            .unwrap();
+    }
     let charge = |job| Charge {
         job,
         team: "ml".into(),
@@ -370,6 +384,8 @@ fn completed_lengths_sum_a_jobs_runs_and_carry_its_time_limit() {
     assert_eq!(
         seen,
         vec![
+            (Some("job-5".into()), None, 0.0),
+            (Some("job-4".into()), None, 0.0),
             (Some("job-2".into()), None, 5.0),
             (Some("job-1".into()), Some(7200.0), 40.0),
         ]

@@ -492,15 +492,9 @@ async fn explain(State(api): State<Api>, Path(id): Path<String>) -> Result<Respo
     Ok(ok(&d.explain()))
 }
 
-async fn act(
-    State(api): State<Api>,
-    Extension(caller): Extension<Caller>,
-    Path((id, action)): Path<(String, String)>,
-    RawQuery(raw): RawQuery,
-) -> Result<Response, ApiError> {
-    let dry_run = dry_run(raw)?;
-    let id = job_id(&id)?;
-    let action = Action::parse(&action).ok_or_else(|| {
+/// The action a path names (404 with the actions there are if none).
+fn action_named(action: &str) -> Result<Action, ApiError> {
+    Action::parse(action).ok_or_else(|| {
         ApiError::new(
             404,
             "not-found",
@@ -509,7 +503,18 @@ async fn act(
                 action.escape_debug()
             ),
         )
-    })?;
+    })
+}
+
+async fn act(
+    State(api): State<Api>,
+    Extension(caller): Extension<Caller>,
+    Path((id, action)): Path<(String, String)>,
+    RawQuery(raw): RawQuery,
+) -> Result<Response, ApiError> {
+    let dry_run = dry_run(raw)?;
+    let id = job_id(&id)?;
+    let action = action_named(&action)?;
     require(&caller, Role::Researcher, action.name())?;
     if dry_run {
         let work = api
@@ -555,16 +560,7 @@ async fn what_if_many(
     Path(action): Path<String>,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let action = Action::parse(&action).ok_or_else(|| {
-        ApiError::new(
-            404,
-            "not-found",
-            format!(
-                "unknown action `{}`; actions: cancel, hold, release, preempt",
-                action.escape_debug()
-            ),
-        )
-    })?;
+    let action = action_named(&action)?;
     require(&caller, Role::Researcher, action.name())?;
     let b: JobsBody = decode(&body_bytes(&api, body).await?)?;
     let mut ids = b.jobs;

@@ -69,14 +69,7 @@ impl Engine {
         operator: bool,
     ) -> Result<(), EngineError> {
         let Some(job) = self.jobs.get(&id) else {
-            return Err(match self.store.job(id)? {
-                Some(r) => EngineError::WrongState {
-                    id,
-                    state: r.state,
-                    why: "a finished job cannot change",
-                },
-                None => EngineError::NoJob(id),
-            });
+            return Err(self.not_live(id));
         };
         match to {
             Some(JobState::Held) => self.expect_state(

@@ -446,17 +446,24 @@ impl Engine {
         })
     }
 
+    /// Why job `id`, not in memory, cannot change: it finished (the journal has it) or there
+    /// is no such job.
+    fn not_live(&self, id: JobId) -> EngineError {
+        match self.store.job(id) {
+            Ok(Some(r)) => EngineError::WrongState {
+                id,
+                state: r.state,
+                why: "a finished job cannot change",
+            },
+            Ok(None) => EngineError::NoJob(id),
+            Err(e) => e.into(),
+        }
+    }
+
     /// A job in memory to change; one only in the journal has finished and cannot change.
     fn job_mut(&mut self, id: JobId) -> Result<&mut Job, EngineError> {
         if !self.jobs.contains_key(&id) {
-            return Err(match self.store.job(id)? {
-                Some(r) => EngineError::WrongState {
-                    id,
-                    state: r.state,
-                    why: "a finished job cannot change",
-                },
-                None => EngineError::NoJob(id),
-            });
+            return Err(self.not_live(id));
         }
         self.jobs
             .get_mut(&id)

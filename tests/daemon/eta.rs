@@ -261,3 +261,44 @@ fn a_submissions_preview_says_when_it_starts_and_whom_it_delays() {
         &["cancel", &a.to_string(), &b.to_string(), &c.to_string()],
     );
 }
+
+/// The two named cases: a preview that says B starts when A is preempted, then B
+/// starts; a hold that says C's start moves later (out of the look: held), then it does.
+#[test]
+fn a_preempt_preview_starts_the_next_job_and_a_hold_moves_its_own_start_later() {
+    let (d, dir) = on_this_host("eta-preempt-preview");
+    let a = submit(&d, &dir, "a", &whole_host("long", 600));
+    let b = submit(&d, &dir, "b", &whole_host("next", 600));
+    let c = submit(&d, &dir, "c", &whole_host("last", 600));
+    wait_for(&d, 20, "job a to run", || state(&d, a) == "running");
+    let moved = |w: &Value, id: i64| {
+        w["starts"]
+            .as_array()
+            .and_then(|s| s.iter().find(|m| m["job"] == id).cloned())
+            .unwrap_or(Value::Null)
+    };
+    // Holding c: its own start moves later, out of what the preview looks at.
+    let w = json(&d, &["hold", &c.to_string(), "--dry-run"]);
+    let m = moved(&w, c);
+    assert!(
+        m["before_s"].is_f64() && m["after_s"].is_null(),
+        "c's start moves later: {w}"
+    );
+    cli(&d, &["hold", &c.to_string()]);
+    wait_for(&d, 20, "c's estimate to say held", || {
+        row(&d, c)["eta"]["never"].as_str() == Some("held")
+    });
+    // Preempting a: b starts at the next cycle, says the preview; and the preemption does.
+    let w = json(&d, &["preempt", &a.to_string(), "--dry-run"]);
+    let made = w["made_s"].as_f64().unwrap();
+    assert!(
+        moved(&w, b)["after_s"].as_f64().is_some_and(|t| t - made < 60.0),
+        "b starts once a is preempted: {w}"
+    );
+    assert_eq!(state(&d, a), "running", "a preview changes nothing");
+    cli(&d, &["preempt", &a.to_string()]);
+    wait_for(&d, 30, "b to start once a is preempted", || {
+        state(&d, b) == "running"
+    });
+    cli(&d, &["cancel", &a.to_string(), &b.to_string(), &c.to_string()]);
+}

@@ -100,9 +100,12 @@ fn a_waiting_jobs_eta_comes_from_past_runs_and_it_starts_then() {
 fn a_preview_says_what_an_action_would_do_and_the_action_does_it() {
     let (d, dir) = on_this_host("eta-preview");
     let a = submit(&d, &dir, "a", &whole_host("long", 600));
-    let b = submit(&d, &dir, "b", &whole_host("next", 600));
-    let c = submit(&d, &dir, "c", &whole_host("last", 600));
     wait_for(&d, 20, "job a to run", || state(&d, a) == "running");
+    // b at production waits for a's GPUs (a class does not preempt by itself here); once a
+    // is preempted and requeued, b is ahead of it.
+    let b_spec = format!("{}priority: production\n", whole_host("next", 600));
+    let b = submit(&d, &dir, "b", &b_spec);
+    let c = submit(&d, &dir, "c", &whole_host("last", 600));
     let moved = |w: &Value, id: i64| {
         w["starts"]
             .as_array()
@@ -264,13 +267,18 @@ fn a_submissions_preview_says_when_it_starts_and_whom_it_delays() {
 
 /// The two named cases: a preview that says B starts when A is preempted, then B
 /// starts; a hold that says C's start moves later (out of the look: held), then it does.
+/// (Preempting the oldest job of the queue's own class would only restart it: the preview
+/// says so too, and a job of a higher class is what takes its place.)
 #[test]
 fn a_preempt_preview_starts_the_next_job_and_a_hold_moves_its_own_start_later() {
     let (d, dir) = on_this_host("eta-preempt-preview");
     let a = submit(&d, &dir, "a", &whole_host("long", 600));
-    let b = submit(&d, &dir, "b", &whole_host("next", 600));
-    let c = submit(&d, &dir, "c", &whole_host("last", 600));
     wait_for(&d, 20, "job a to run", || state(&d, a) == "running");
+    // b at production waits for a's GPUs (a class does not preempt by itself here); once a
+    // is preempted and requeued, b is ahead of it.
+    let b_spec = format!("{}priority: production\n", whole_host("next", 600));
+    let b = submit(&d, &dir, "b", &b_spec);
+    let c = submit(&d, &dir, "c", &whole_host("last", 600));
     let moved = |w: &Value, id: i64| {
         w["starts"]
             .as_array()
@@ -292,7 +300,9 @@ fn a_preempt_preview_starts_the_next_job_and_a_hold_moves_its_own_start_later() 
     let w = json(&d, &["preempt", &a.to_string(), "--dry-run"]);
     let made = w["made_s"].as_f64().unwrap();
     assert!(
-        moved(&w, b)["after_s"].as_f64().is_some_and(|t| t - made < 60.0),
+        moved(&w, b)["after_s"]
+            .as_f64()
+            .is_some_and(|t| t - made < 60.0),
         "b starts once a is preempted: {w}"
     );
     assert_eq!(state(&d, a), "running", "a preview changes nothing");
@@ -300,5 +310,8 @@ fn a_preempt_preview_starts_the_next_job_and_a_hold_moves_its_own_start_later() 
     wait_for(&d, 30, "b to start once a is preempted", || {
         state(&d, b) == "running"
     });
-    cli(&d, &["cancel", &a.to_string(), &b.to_string(), &c.to_string()]);
+    cli(
+        &d,
+        &["cancel", &a.to_string(), &b.to_string(), &c.to_string()],
+    );
 }

@@ -114,6 +114,15 @@ impl Client for RemoteClient {
         let path = format!("/v1/preview/{}", action.name());
         self.http.call("POST", &path, Some(body.as_bytes()))
     }
+    fn what_if_priority(
+        &mut self,
+        id: i64,
+        class: &str,
+    ) -> Result<crate::api::WhatIf, ClientError> {
+        let body = serde_json::json!({ "class": class }).to_string();
+        let path = format!("/v1/jobs/{id}/priority?dry_run=true");
+        self.http.call("PUT", &path, Some(body.as_bytes()))
+    }
     fn act(&mut self, req: crate::api::JobRequest) -> Result<String, ClientError> {
         let path = format!("/v1/jobs/{}/{}", req.id, req.action.name());
         self.http

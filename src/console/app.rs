@@ -55,11 +55,16 @@ pub enum Outcome {
         action: crate::api::JobAction,
         ids: Vec<i64>,
     },
-    /// The user confirmed a change to a job whose preview was shown: done only if the
-    /// daemon's preview is still what was shown; else the dialog opens again with the new one.
-    ActAsShown {
-        request: crate::api::JobRequest,
-        name: String,
+    /// The reprioritization's confirmation opened: what moving the job would do.
+    WhatIfPrio {
+        id: i64,
+        class: String,
+    },
+    /// The user confirmed a change whose preview was shown (a job's action, a
+    /// reprioritization, the marked jobs' action): done only if the daemon's preview is still
+    /// what was shown; else the dialog opens again with the new one.
+    AsShown {
+        ask: Ask,
         shown: Box<crate::api::WhatIf>,
     },
     /// The user confirmed moving a job to another class.
@@ -102,7 +107,7 @@ impl Outcome {
         matches!(
             self,
             Outcome::Act(_)
-                | Outcome::ActAsShown { .. }
+                | Outcome::AsShown { .. }
                 | Outcome::Prio { .. }
                 | Outcome::Reclaim { apply: Some(_) }
                 | Outcome::ActMany(_)
@@ -135,23 +140,47 @@ pub enum Ask {
 }
 
 impl Ask {
-    /// What confirming does, given the preview on screen (`shown`: the daemon's answer for a
-    /// job, if it came): a change whose preview was shown is applied only as shown.
-    fn confirmed(self, shown: Option<&(i64, Result<crate::api::WhatIf, String>)>) -> Outcome {
-        match (self, shown) {
-            (Ask::Job { request, name }, Some((id, Ok(w)))) if *id == request.id => {
-                Outcome::ActAsShown {
-                    request,
-                    name,
-                    shown: Box::new(w.clone()),
-                }
-            }
-            (ask, _) => ask.outcome(),
+    /// What confirming does, given the preview on screen (`shown`: the daemon's answer, kept
+    /// under the job it was asked for, if it came): a change whose preview was shown is
+    /// applied only as shown.
+    pub(crate) fn confirmed(
+        self,
+        shown: Option<&(i64, Result<crate::api::WhatIf, String>)>,
+    ) -> Outcome {
+        match shown {
+            Some((id, Ok(w))) if self.previewed() == Some(*id) => Outcome::AsShown {
+                ask: self,
+                shown: Box::new(w.clone()),
+            },
+            _ => self.outcome(),
+        }
+    }
+
+    /// The job a preview of this change is kept under (the first of several); none for a
+    /// reclaim, which has its own plan.
+    pub fn previewed(&self) -> Option<i64> {
+        match self {
+            Ask::Job { request, .. } => Some(request.id),
+            Ask::Prio { id, .. } => Some(*id),
+            Ask::Bulk { ids, .. } => ids.first().copied(),
+            Ask::Reclaim(_) => None,
+        }
+    }
+
+    /// The same question asked again from the start (a bulk action's count typed anew).
+    pub fn again(self) -> Ask {
+        match self {
+            Ask::Bulk { action, ids, .. } => Ask::Bulk {
+                action,
+                ids,
+                typed: String::new(),
+            },
+            other => other,
         }
     }
 
     /// What confirming does.
-    fn outcome(&self) -> Outcome {
+    pub fn outcome(&self) -> Outcome {
         match self {
             Ask::Job { request, .. } => Outcome::Act(*request),
             Ask::Prio { id, to, .. } => Outcome::Prio {

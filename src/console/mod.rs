@@ -14,7 +14,7 @@ pub mod svg;
 pub mod table;
 pub mod theme;
 
-use crate::api::Client;
+use crate::api::{Client, ClientError};
 use app::{App, Outcome};
 use crossterm::event::{self, Event, KeyCode, KeyEventKind};
 use crossterm::terminal::{BeginSynchronizedUpdate, EndSynchronizedUpdate};
@@ -101,6 +101,51 @@ fn act(app: &mut App, client: &mut dyn Client, req: crate::api::JobRequest) {
     });
     // The change shows once the daemon publishes it.
     let _ = client.poll();
+}
+
+/// The daemon's preview of the change a confirmation asks about; none for a reclaim.
+fn preview(
+    client: &mut dyn Client,
+    ask: &app::Ask,
+) -> Option<Result<crate::api::WhatIf, ClientError>> {
+    Some(match ask {
+        app::Ask::Job { request, .. } => client.what_if(*request),
+        app::Ask::Prio { id, to, .. } => client.what_if_priority(*id, to),
+        app::Ask::Bulk { action, ids, .. } => client.what_if_many(*action, ids),
+        app::Ask::Reclaim(_) => return None,
+    })
+}
+
+/// Carries out a confirmed change to jobs: one job's action, a reprioritization, or one
+/// action on every marked job; what happened goes to the status bar.
+fn carry_out(app: &mut App, client: &mut dyn Client, outcome: Outcome) {
+    match outcome {
+        Outcome::Act(req) => act(app, client, req),
+        Outcome::Prio { id, class } => {
+            app.flash = Some(match client.set_priority(id, &class) {
+                Ok(done) => done,
+                Err(why) => crate::api::about_job(id, &why.to_string()),
+            });
+            let _ = client.poll();
+        }
+        Outcome::ActMany(reqs) => {
+            let (mut ok, mut failed) = (0, Vec::new());
+            for req in &reqs {
+                match client.act(*req) {
+                    Ok(_) => ok += 1,
+                    Err(why) => failed.push(crate::api::about_job(req.id, &why.to_string())),
+                }
+            }
+            let verb = reqs.first().map_or("", |r| r.action.name());
+            app.jobs.marked.clear();
+            app.flash = Some(match failed.first() {
+                None => format!("{verb}: {ok} job(s) done"),
+                Some(first) => format!("{verb}: {ok} done, {} failed ({first})", failed.len()),
+            });
+            let _ = client.poll();
+        }
+        _ => {}
+    }
 }
 
 /// A shell in job `id`, on this terminal: the console's screen put away until it exits (as
@@ -224,36 +269,36 @@ where
                                 act(&mut app, client, req);
                                 dirty = true;
                             }
-                            Outcome::ActAsShown {
-                                request,
-                                name,
-                                shown,
-                            } => {
+                            Outcome::WhatIfPrio { id, class } => {
+                                let said = client
+                                    .what_if_priority(id, &class)
+                                    .map_err(|e| e.to_string());
+                                app.what_if = Some((id, said));
+                                dirty = true;
+                            }
+                            Outcome::AsShown { ask, shown } => {
                                 // Asked again at the key: applied only if it still says what
                                 // was shown (a preview that cannot be made now is no change
                                 // to show: the action itself says why it is refused).
-                                let now = client.what_if(request).ok();
+                                let now = preview(client, &ask).and_then(Result::ok);
                                 match now.as_ref().and_then(|n| shown.changed(n).map(|c| (n, c))) {
-                                    None => act(&mut app, client, request),
+                                    None => carry_out(&mut app, client, ask.outcome()),
                                     Some((now, what)) => {
                                         app.flash = Some(format!(
-                                            "the preview changed since it was shown: {what}; y applies what it says now"
+                                            "the preview changed since it was shown: {what}; confirming applies what it says now"
                                         ));
+                                        app.what_if =
+                                            ask.previewed().map(|id| (id, Ok(now.clone())));
                                         app.confirm = Some(app::Confirm {
-                                            ask: app::Ask::Job { request, name },
+                                            ask: ask.again(),
                                             on_confirm: false,
                                         });
-                                        app.what_if = Some((request.id, Ok(now.clone())));
                                     }
                                 }
                                 dirty = true;
                             }
-                            Outcome::Prio { id, class } => {
-                                app.flash = Some(match client.set_priority(id, &class) {
-                                    Ok(done) => done,
-                                    Err(why) => crate::api::about_job(id, &why.to_string()),
-                                });
-                                let _ = client.poll();
+                            Outcome::Prio { .. } | Outcome::ActMany(_) => {
+                                carry_out(&mut app, client, outcome);
                                 dirty = true;
                             }
                             Outcome::Reclaim { apply: None } => {
@@ -280,27 +325,6 @@ where
                                         }
                                     ),
                                     Err(why) => format!("reclaim: {why}"),
-                                });
-                                let _ = client.poll();
-                                dirty = true;
-                            }
-                            Outcome::ActMany(reqs) => {
-                                let (mut ok, mut failed) = (0, Vec::new());
-                                for req in &reqs {
-                                    match client.act(*req) {
-                                        Ok(_) => ok += 1,
-                                        Err(why) => failed
-                                            .push(crate::api::about_job(req.id, &why.to_string())),
-                                    }
-                                }
-                                let verb = reqs.first().map_or("", |r| r.action.name());
-                                app.jobs.marked.clear();
-                                app.flash = Some(match failed.first() {
-                                    None => format!("{verb}: {ok} job(s) done"),
-                                    Some(first) => format!(
-                                        "{verb}: {ok} done, {} failed ({first})",
-                                        failed.len()
-                                    ),
                                 });
                                 let _ = client.poll();
                                 dirty = true;

@@ -22,6 +22,34 @@ impl LocalClient {
     pub fn handle(&self) -> &Handle {
         &self.handle
     }
+
+    /// The daemon's cycle run forward with the change and without it (3 s at most).
+    fn preview_change(
+        &mut self,
+        ids: &[i64],
+        action: crate::api::JobAction,
+        class: Option<String>,
+    ) -> Result<crate::api::WhatIf, ClientError> {
+        use crate::daemon::actor::Request;
+        let caller = console_caller();
+        let work = self
+            .handle
+            .call_blocking(|reply| Request::WhatIf {
+                ids: ids.to_vec(),
+                action,
+                class,
+                caller,
+                reply,
+            })
+            .map_err(refused)?;
+        work.run(std::time::Duration::from_millis(3000))
+            .map_err(|why| ClientError::Api {
+                status: 409,
+                code: "conflict".to_string(),
+                error: why,
+                field: None,
+            })
+    }
 }
 
 /// A spec typed in the console's submit form: the job of the user running the console.
@@ -68,25 +96,16 @@ impl Client for LocalClient {
         action: crate::api::JobAction,
         ids: &[i64],
     ) -> Result<crate::api::WhatIf, ClientError> {
-        use crate::daemon::actor::Request;
-        let caller = console_caller();
-        let work = self
-            .handle
-            .call_blocking(|reply| Request::WhatIf {
-                ids: ids.to_vec(),
-                action,
-                class: None,
-                caller,
-                reply,
-            })
-            .map_err(refused)?;
-        work.run(std::time::Duration::from_millis(3000))
-            .map_err(|why| ClientError::Api {
-                status: 409,
-                code: "conflict".to_string(),
-                error: why,
-                field: None,
-            })
+        self.preview_change(ids, action, None)
+    }
+    fn what_if_priority(
+        &mut self,
+        id: i64,
+        class: &str,
+    ) -> Result<crate::api::WhatIf, ClientError> {
+        // The action is not read where a class is given (as the API's priority route does).
+        let hold = crate::api::JobAction::Hold;
+        self.preview_change(&[id], hold, Some(class.to_string()))
     }
     fn act(&mut self, req: crate::api::JobRequest) -> Result<String, ClientError> {
         use crate::daemon::actor::Request;

@@ -257,8 +257,15 @@ fn end_to_end_in_tmux() {
     ]);
     let s = wait_for_any(&["confirm reprioritize", "is already serving"]);
     if s.contains("confirm reprioritize") {
+        // The dialog shows the embedded daemon's preview of the move (or why there is none);
+        // y applies it if the daemon still says the same, else shows what changed.
+        wait_for_any(&["If the queue stays as it is:", "(no preview"]);
         tmux(&["send-keys", "-t", "e2e", "y"]);
-        wait_for("now serving");
+        let s = wait_for_any(&["now serving", "the preview changed"]);
+        if s.contains("the preview changed") {
+            tmux(&["send-keys", "-t", "e2e", "y"]);
+            wait_for("now serving");
+        }
     }
     tmux(&[
         "send-keys",
@@ -665,7 +672,7 @@ fn bulk_actions_need_the_count_typed() {
         made_s: snap.now,
         ..gantry::api::WhatIf::default()
     };
-    app.what_if = Some((first, Ok(w)));
+    app.what_if = Some((first, Ok(w.clone())));
     let s = screen(&app, &snap, 100, 30);
     assert!(
         s.contains("confirm cancel ×3") && s.contains("Type 3 and press enter"),
@@ -692,6 +699,21 @@ fn bulk_actions_need_the_count_typed() {
         .collect();
     want.sort_by_key(|r| r.id);
     assert_eq!(got, want);
+    // With the preview on screen, the typed count applies what it showed, and only that:
+    // the loop asks again and compares.
+    app.on_key("x", &snap);
+    app.what_if = Some((first, Ok(w.clone())));
+    app.on_key("3", &snap);
+    match app.on_key("enter", &snap) {
+        Outcome::AsShown {
+            ask: gantry::console::app::Ask::Bulk { ids: asked, .. },
+            shown,
+        } => {
+            assert_eq!(asked.len(), 3);
+            assert_eq!(*shown, w);
+        }
+        other => panic!("{other:?}"),
+    }
     // Esc clears the marks; read-only cannot mark.
     app.on_key("esc", &snap);
     assert!(app.jobs.marked.is_empty());

@@ -571,7 +571,10 @@ fn a_confirmation_shows_what_the_change_would_do() {
     assert!(s.contains("$10.00 → $12.50"), "{s}");
     // y applies what was shown, and only that: the loop asks again and compares.
     match app.on_key("y", &snap) {
-        Outcome::ActAsShown { request, shown, .. } => {
+        Outcome::AsShown {
+            ask: gantry::console::app::Ask::Job { request, .. },
+            shown,
+        } => {
             assert_eq!((request, *shown), (req, w.clone()));
         }
         other => panic!("{other:?}"),
@@ -587,4 +590,76 @@ fn a_confirmation_shows_what_the_change_would_do() {
     app.on_key("x", &snap);
     app.what_if = Some((id + 1, Ok(w)));
     assert_eq!(app.on_key("y", &snap), Outcome::Act(req));
+}
+
+/// `:prio CLASS` asks the daemon what the move would do as its dialog opens, shows the
+/// answer, and y applies only what was shown.
+#[test]
+fn a_reprioritization_shows_what_the_move_would_do() {
+    use gantry::console::app::Ask;
+    let snap = demo_snapshot();
+    let mut app = App::new(false);
+    app.on_key("2", &snap);
+    app.on_key("g", &snap);
+    let id = app.jobs.selected.unwrap();
+    let from = snap.jobs.iter().find(|j| j.id == id).unwrap().class.clone();
+    let to = snap
+        .queue_by_class
+        .iter()
+        .map(|(c, _)| c.clone())
+        .find(|c| *c != from)
+        .expect("another class");
+    let type_prio = |app: &mut App| {
+        app.on_key(":", &snap);
+        for c in format!("prio {to}").chars() {
+            app.on_key(&c.to_string(), &snap);
+        }
+        app.on_key("enter", &snap)
+    };
+    assert_eq!(
+        type_prio(&mut app),
+        Outcome::WhatIfPrio {
+            id,
+            class: to.clone()
+        }
+    );
+    let w = gantry::api::WhatIf {
+        action: "priority".into(),
+        job: id,
+        made_s: snap.now,
+        starts: vec![gantry::api::StartMove {
+            job: 78,
+            name: "overtaken".into(),
+            before_s: Some(snap.now + 600.0),
+            after_s: Some(snap.now + 4200.0),
+            before: Some("2026-12-04T22:10:00Z".into()),
+            after: Some("2026-12-04T23:10:00Z".into()),
+        }],
+        ..gantry::api::WhatIf::default()
+    };
+    app.what_if = Some((id, Ok(w.clone())));
+    let s = screen(&app, &snap, 120, 36);
+    assert!(s.contains(&format!("from {from} to {to}?")), "{s}");
+    assert!(s.contains("job 78 overtaken: starts later"), "{s}");
+    match app.on_key("y", &snap) {
+        Outcome::AsShown {
+            ask:
+                Ask::Prio {
+                    id: asked,
+                    to: class,
+                    ..
+                },
+            shown,
+        } => assert_eq!((asked, class, *shown), (id, to.clone(), w)),
+        other => panic!("{other:?}"),
+    }
+    // No preview: y moves it as before.
+    type_prio(&mut app);
+    assert_eq!(
+        app.on_key("y", &snap),
+        Outcome::Prio {
+            id,
+            class: to.clone()
+        }
+    );
 }

@@ -101,6 +101,17 @@ pub trait Client {
             "this client cannot preview an action".to_string(),
         ))
     }
+    /// What moving job `id` to priority class `class` would do, changing nothing.
+    fn what_if_priority(
+        &mut self,
+        id: i64,
+        class: &str,
+    ) -> Result<crate::api::WhatIf, ClientError> {
+        let _ = (id, class);
+        Err(ClientError::Unsupported(
+            "this client cannot preview an action".to_string(),
+        ))
+    }
     /// One job in detail: spec, placement, cost, why it waits, its events.
     fn job(&mut self, id: i64) -> Result<JobView, ClientError> {
         let _ = id;

@@ -139,17 +139,21 @@ mod tests {
             dollars_per_hour_after: 4.0,
             ..WhatIf::default()
         };
-        // Made 20 s later: the same moves within a minute, the same $/h.
+        // Made 20 s later: the same moves within a minute, the same change to the $/h (the
+        // fleet's bill moved meanwhile, by a start elsewhere).
         let mut now = shown.clone();
         now.made_s = 120.0;
         now.starts[0].after_s = Some(1030.0);
+        now.dollars_per_hour_before = 1.5;
+        now.dollars_per_hour_after = 5.5;
         assert_eq!(shown.changed(&now), None);
-        // Job 3 no longer moves, job 4 does, job 2 moves elsewhere, and the $/h differs.
+        // Job 3 no longer moves, job 4 does, job 2 moves elsewhere, and the change to the $/h
+        // differs.
         now.starts = vec![moved(2, 1500.0), moved(4, 110.0)];
-        now.dollars_per_hour_after = 6.0;
+        now.dollars_per_hour_after = 7.5;
         assert_eq!(
             shown.changed(&now).as_deref(),
-            Some("job 2 starts t1500 instead; job 4 now starts now; job 3's start no longer moves; $/h after $6.00, not $4.00")
+            Some("job 2 starts t1500 instead; job 4 now starts now; job 3's start no longer moves; $/h +6.00 after the next cycle, not +4.00")
         );
     }
 }
@@ -202,7 +206,8 @@ impl WhatIf {
     /// The preview in lines, as `--dry-run` prints it and the confirmation shows it.
     /// What `now`, a preview of the same action made later, says that this one did not: a job
     /// whose start moves now and did not, or no longer does, or moves to a time a minute or
-    /// more away from what this one said; the $/h after, a cent or more away. `None`: the same.
+    /// more away from what this one said; what it does to the $/h, a cent or more away.
+    /// `None`: the same.
     pub fn changed(&self, now: &WhatIf) -> Option<String> {
         let close = |a: Option<f64>, b: Option<f64>| match (a, b) {
             (Some(a), Some(b)) => (a - b).abs() < 60.0,
@@ -228,10 +233,14 @@ impl WhatIf {
                 said.push(format!("job {}'s start no longer moves", o.job));
             }
         }
-        if (self.dollars_per_hour_after - now.dollars_per_hour_after).abs() >= 0.01 {
+        // What the change does to the bill, not the bill itself: the fleet's $/h moves with
+        // every start and end elsewhere, which is no reason to refuse the change.
+        let delta = |w: &WhatIf| w.dollars_per_hour_after - w.dollars_per_hour_before;
+        if (delta(self) - delta(now)).abs() >= 0.01 {
             said.push(format!(
-                "$/h after ${:.2}, not ${:.2}",
-                now.dollars_per_hour_after, self.dollars_per_hour_after
+                "$/h {:+.2} after the next cycle, not {:+.2}",
+                delta(now),
+                delta(self)
             ));
         }
         (!said.is_empty()).then(|| said.join("; "))

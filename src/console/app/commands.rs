@@ -73,7 +73,7 @@ impl App {
                 Ok(text) => self.open_form(Some(text), snap),
                 Err(e) => self.flash = Some(format!(":submit {file}: {e}")),
             },
-            ("prio", class) => self.ask_priority(class, snap),
+            ("prio", class) => return self.ask_priority(class, snap),
             ("ctx", "") => {
                 self.flash = Some(if self.contexts.is_empty() {
                     "no contexts: list daemons in console.toml ([[contexts]] name, connect, token_file; `gantry info --print-console`)".into()
@@ -153,11 +153,12 @@ impl App {
         self.flash = Some(format!("job {id} submitted"));
     }
 
-    /// `:prio CLASS` on the selected job: asks first, Cancel the default.
-    pub(super) fn ask_priority(&mut self, class: &str, snap: &Snapshot) {
+    /// `:prio CLASS` on the selected job: asks first, Cancel the default, and asks the daemon
+    /// what the move would do as the dialog opens.
+    pub(super) fn ask_priority(&mut self, class: &str, snap: &Snapshot) -> Outcome {
         if self.readonly {
             self.flash = Some("read-only: reprioritizing is off".into());
-            return;
+            return Outcome::Redraw;
         }
         let classes: Vec<&str> = snap
             .queue_by_class
@@ -169,7 +170,7 @@ impl App {
                 ":prio CLASS: `{class}` is not a class; classes: {}",
                 classes.join(", ")
             ));
-            return;
+            return Outcome::Redraw;
         }
         let job = self.selected_job(snap);
         match (self.view, job) {
@@ -189,10 +190,16 @@ impl App {
                         to: class.to_string(),
                     },
                     on_confirm: false,
-                })
+                });
+                self.what_if = None;
+                return Outcome::WhatIfPrio {
+                    id: j.id,
+                    class: class.to_string(),
+                };
             }
             _ => self.flash = Some(":prio: select a job in the Jobs view first".into()),
         }
+        Outcome::Redraw
     }
 
     /// The daemon's reclaim plan came back: ask before applying it (or, read-only, show it).

@@ -60,16 +60,17 @@ impl App {
                 lines.extend(self.preview_lines(area, request.id));
                 (verb, lines)
             }
-            Ask::Prio { id, name, from, to } => (
-                "reprioritize".to_string(),
-                vec![
+            Ask::Prio { id, name, from, to } => {
+                let mut lines = vec![
                     Line::from(format!(
                         "Move job {id} {} from {from} to {to}?",
                         escape(name)
                     )),
                     Line::from("It is reordered at the next cycle; a higher class may preempt."),
-                ],
-            ),
+                ];
+                lines.extend(self.preview_lines(area, *id));
+                ("reprioritize".to_string(), lines)
+            }
             Ask::Bulk { action, ids, typed } => {
                 let verb = action.name().to_string();
                 let shown: Vec<String> = ids.iter().take(12).map(|i| i.to_string()).collect();

@@ -17,7 +17,8 @@ impl App {
             // A bulk action is confirmed only by typing the count, then Enter.
             match key {
                 "enter" if *typed == ids.len().to_string() => {
-                    let go = self.confirm.take().map(|c| c.ask.outcome());
+                    let shown = self.what_if.as_ref();
+                    let go = self.confirm.take().map(|c| c.ask.confirmed(shown));
                     return go.unwrap_or(Outcome::Redraw);
                 }
                 "esc" | "enter" => self.confirm = None,

@@ -11,9 +11,9 @@
 use super::cycle::{
     run_cycle, CycleConfig, CycleError, CycleInput, Decision, JobId, PendingJob, RunningJob,
 };
+use super::hash::FastHash;
 use super::{Cluster, Placer};
 use crate::model::{Health, NodeId, PriorityClass, Team};
-use super::hash::FastHash;
 use std::collections::{HashMap, HashSet};
 
 /// A copy of the present to run forward.

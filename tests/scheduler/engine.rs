@@ -441,3 +441,42 @@ fn a_team_may_have_only_so_many_jobs_waiting() {
         );
     }
 }
+
+/// Fair share: of two jobs waiting in one class, the team whose jobs held fewer GPU-seconds
+/// (decayed) goes first, whatever the order they were submitted in; a restart reads the usage
+/// back from the journal's charges.
+#[test]
+fn the_team_that_used_less_goes_first_and_a_restart_remembers_the_usage() {
+    let path = db("fair-share");
+    let mut e = open(&path, 0.0);
+    let a = e.submit("a.yaml", EIGHT, None, None, 1.0).unwrap();
+    let b = e.submit("b.yaml", EIGHT, None, None, 2.0).unwrap();
+    assert_eq!(e.tick(10.0).unwrap().started, vec![a, b]);
+    // `default` holds both nodes; its third job waits, then ml-research's.
+    let c = e.submit("c.yaml", EIGHT, None, None, 20.0).unwrap();
+    let d = e
+        .submit("d.yaml", EIGHT, Some("ml-research"), None, 30.0)
+        .unwrap();
+    assert!(e.tick(40.0).unwrap().started.is_empty());
+    let used = e.usage().to_vec();
+    assert!(
+        (used[0] - 16.0 * 30.0).abs() < 1.0 && used[1] == 0.0,
+        "16 GPUs for 30 s: {used:?}"
+    );
+    // An hour on, a node frees: ml-research's job goes first, though c waited longer.
+    e.finished(a, true, 3600.0).unwrap();
+    assert_eq!(e.tick(3601.0).unwrap().started, vec![d]);
+    assert_eq!(e.job(c).unwrap().state, JobState::Pending);
+    let counted = e.usage().to_vec();
+    assert!(counted[0] > 16.0 * 3500.0, "{counted:?}");
+    // Restarted, the usage is what the charges say: the same.
+    drop(e);
+    let e = open(&path, 3601.0);
+    for (then, now) in counted.iter().zip(e.usage()) {
+        assert!(
+            (then - now).abs() <= 1e-6 * then.max(1.0),
+            "{counted:?} vs {:?}",
+            e.usage()
+        );
+    }
+}

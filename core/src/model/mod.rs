@@ -23,5 +23,6 @@ pub use life::{pool_counts, Life, SPOT_NOTICE_S};
 pub use mig::{MigGeometry, MigProfile, MigState};
 pub use placement::{AllocError, DomainLevel, GpuGrant, GpuShare, NodeGrant, Placement};
 pub use team::{
-    decay, default_classes, validate as validate_teams, PriorityClass, Quota, Team, TeamError,
+    decay, default_classes, used, validate as validate_teams, PriorityClass, Quota, Team,
+    TeamError, FAIR_SHARE_HALF_LIFE_S,
 };

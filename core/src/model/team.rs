@@ -132,6 +132,24 @@ pub fn validate(teams: &[Team], classes: &[PriorityClass]) -> Result<(), TeamErr
     Ok(())
 }
 
+/// How long a team's fair-share usage takes to count half as much: a week, as Slurm's
+/// `PriorityDecayHalfLife` defaults to.
+pub const FAIR_SHARE_HALF_LIFE_S: f64 = 7.0 * 86_400.0;
+
+/// What holding `gpus` from `from` to `to` adds to a team's usage as counted at `at`:
+/// GPU-seconds, each decayed with the half-life from when it was used to `at` (grown, for
+/// use after `at`: decayed to a later time, it is what it would have been counted then).
+pub fn used(gpus: f64, from: f64, to: f64, at: f64, half_life_s: f64) -> f64 {
+    if to <= from {
+        return 0.0;
+    }
+    if half_life_s <= 0.0 {
+        return gpus * (to - from);
+    }
+    let k = std::f64::consts::LN_2 / half_life_s;
+    gpus / k * ((-k * (at - to)).exp() - (-k * (at - from)).exp())
+}
+
 /// Usage decayed with a half-life: `usage × 2^(−dt / half_life) + added`.
 pub fn decay(usage: f64, dt_s: f64, half_life_s: f64) -> f64 {
     if half_life_s <= 0.0 {
@@ -186,6 +204,28 @@ mod tests {
             Err(TeamError::BadWeight { .. })
         ));
         assert_eq!(validate(&[], &[]), Err(TeamError::NoClasses));
+    }
+
+    #[test]
+    fn usage_counts_gpu_seconds_decayed_from_when_they_were_used() {
+        // No half-life: GPU-seconds.
+        assert_eq!(used(2.0, 10.0, 20.0, 99.0, 0.0), 20.0);
+        assert_eq!(used(2.0, 20.0, 10.0, 99.0, 3600.0), 0.0);
+        // A second just now counts about a second; an hour one half-life ago counts half.
+        assert!((used(1.0, 0.0, 1.0, 1.0, 86_400.0) - 1.0).abs() < 1e-4);
+        let h = 3600.0;
+        let long_ago = used(1.0, -h - 1.0, -h, 0.0, h);
+        assert!((long_ago - 0.5).abs() < 1e-3, "{long_ago}");
+        // Counted in two pieces, each decayed to the same time, it is the whole.
+        let whole = used(3.0, 0.0, 500.0, 800.0, h);
+        let parts = used(3.0, 0.0, 200.0, 800.0, h) + used(3.0, 200.0, 500.0, 800.0, h);
+        assert!((whole - parts).abs() < 1e-9);
+        // Counted at 500 then decayed to 800, it is what it is counted at 800.
+        let then = decay(used(3.0, 0.0, 500.0, 500.0, h), 300.0, h);
+        assert!((then - whole).abs() < 1e-9);
+        // A piece after the time it is counted at, decayed to its end, is that piece.
+        let ahead = decay(used(3.0, 100.0, 150.0, 100.0, h), 50.0, h);
+        assert!((ahead - used(3.0, 100.0, 150.0, 150.0, h)).abs() < 1e-9);
     }
 
     #[test]

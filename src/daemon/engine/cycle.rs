@@ -7,6 +7,7 @@ use crate::scheduler::cycle::PendingReason;
 impl Engine {
     /// Runs one scheduling cycle and applies its decisions (journaled first).
     pub fn tick(&mut self, now: f64) -> Result<TickReport, EngineError> {
+        self.count_usage(now);
         let waits = self.follow_pipelines(now)?;
         let capped = self.over_user_limits();
         let pending: Vec<PendingJob> = self

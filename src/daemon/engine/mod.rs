@@ -11,6 +11,7 @@ mod lengths;
 mod limits;
 mod open;
 mod records;
+mod usage;
 
 pub use ahead::Copy;
 pub use lengths::Basis;
@@ -18,7 +19,10 @@ pub use limits::{Limit, UserLimits};
 
 use super::journal::{Charge, JobId, JobRecord, JournalError, NewJob, Store};
 use crate::api::JobState;
-use crate::model::{validate_teams, Fleet, JobRequest, Placement, PriorityClass, Team, TeamError};
+use crate::model::{
+    decay, used, validate_teams, Fleet, JobRequest, Placement, PriorityClass, Team, TeamError,
+    FAIR_SHARE_HALF_LIFE_S,
+};
 use crate::scheduler::cycle::{
     run_cycle, CycleConfig, CycleError, CycleInput, CycleOutput, Decision, Explanation, PendingJob,
     RunningJob,
@@ -221,7 +225,11 @@ pub struct Engine {
     placer: Placer,
     teams: Vec<Team>,
     classes: Vec<PriorityClass>,
+    /// Each team's fair-share usage (GPU-seconds decayed with `FAIR_SHARE_HALF_LIFE_S`) as
+    /// counted at `usage_at`: read from the journal's charges at open, then counted from what
+    /// runs at each cycle and as each run ends.
     usage: Vec<f64>,
+    usage_at: f64,
     config: CycleConfig,
     /// Boxed: a `Job` is over a kilobyte, and a B-tree's nodes hold eleven values each, about
     /// half full when ids only grow and the oldest finished jobs leave from the front; the
@@ -491,6 +499,14 @@ impl Engine {
         let mut released = Ok(());
         if to != JobState::Running && to != JobState::Preempting {
             job.cost = job.cost_at(now);
+            if let (Some(p), Some(started)) = (&job.placement, job.started_at) {
+                // The run's last piece, since usage was last counted.
+                let gpus = p.gpu_milli() as f64 / 1000.0;
+                let from = self.usage_at.max(started);
+                if let Some(u) = self.usage.get_mut(team) {
+                    *u += used(gpus, from, now, self.usage_at, FAIR_SHARE_HALF_LIFE_S);
+                }
+            }
             if let Some(p) = job.placement.take() {
                 self.releases += 1;
                 released = self

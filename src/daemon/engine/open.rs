@@ -38,6 +38,7 @@ impl Engine {
         let records = store.load_live(HISTORY_KEPT)?;
         let mut e = Engine {
             usage: vec![0.0; teams.len()],
+            usage_at: now,
             store,
             cluster: Cluster::new(fleet),
             placer: Placer::new(Policy::Gantry),
@@ -63,6 +64,7 @@ impl Engine {
             lengths: Default::default(),
         };
         e.learn_lengths_from_journal(LENGTHS_LEARNT)?;
+        e.usage = e.usage_from_journal(now)?;
         e.waiting = vec![0; e.teams.len()];
         let mut moves = Vec::new();
         for r in records {

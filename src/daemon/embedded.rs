@@ -23,7 +23,7 @@ impl LocalClient {
         &self.handle
     }
 
-    /// The daemon's cycle run forward with the change and without it (3 s at most).
+    /// The daemon's cycle run forward with the change and without it (`eta::PREVIEW_BOX`).
     fn preview_change(
         &mut self,
         ids: &[i64],
@@ -42,13 +42,9 @@ impl LocalClient {
                 reply,
             })
             .map_err(refused)?;
-        work.run(std::time::Duration::from_millis(3000))
-            .map_err(|why| ClientError::Api {
-                status: 409,
-                code: "conflict".to_string(),
-                error: why,
-                field: None,
-            })
+        // Refused as the API refuses it (`api::what_if`).
+        work.run(crate::daemon::eta::PREVIEW_BOX)
+            .map_err(|why| answered(ApiError::new(409, "conflict", why)))
     }
 }
 
@@ -193,7 +189,7 @@ impl Client for LocalClient {
             .handle
             .call_blocking(|reply| Request::Preview { submission, reply })
             .map_err(refused)?;
-        Ok(work.attach(p, std::time::Duration::from_millis(3000)))
+        Ok(work.attach(p, crate::daemon::eta::PREVIEW_BOX))
     }
     fn set_priority(&mut self, id: i64, class: &str) -> Result<String, ClientError> {
         use crate::daemon::actor::Request;

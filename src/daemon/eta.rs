@@ -24,6 +24,10 @@ pub const EVERY_S: f64 = 2.0;
 /// last took, so the worker holds at most half a core.
 pub const TIME_BOX: Duration = Duration::from_millis(3000);
 
+/// What one preview (`--dry-run`, a confirmation's, a submission's) may take: its two forward
+/// runs, off the actor.
+pub const PREVIEW_BOX: Duration = Duration::from_millis(3000);
+
 /// Every waiting job's estimate, from one copy of the present.
 #[derive(Clone, Debug, Default)]
 pub struct Estimates {

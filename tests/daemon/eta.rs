@@ -22,6 +22,15 @@ fn on_this_host(name: &str) -> (common::Daemon, std::path::PathBuf) {
     (d, dir)
 }
 
+/// What a preview says of job `id`'s start (`before_s`, `after_s`, …), or null if it does not
+/// move.
+fn moved(w: &Value, id: i64) -> Value {
+    w["starts"]
+        .as_array()
+        .and_then(|s| s.iter().find(|m| m["job"] == id).cloned())
+        .unwrap_or(Value::Null)
+}
+
 fn row(d: &common::Daemon, id: i64) -> Value {
     let rows = json(d, &["jobs"]);
     rows.as_array()
@@ -100,18 +109,9 @@ fn a_waiting_jobs_eta_comes_from_past_runs_and_it_starts_then() {
 fn a_preview_says_what_an_action_would_do_and_the_action_does_it() {
     let (d, dir) = on_this_host("eta-preview");
     let a = submit(&d, &dir, "a", &whole_host("long", 600));
-    wait_for(&d, 20, "job a to run", || state(&d, a) == "running");
-    // b at production waits for a's GPUs (a class does not preempt by itself here); once a
-    // is preempted and requeued, b is ahead of it.
-    let b_spec = format!("{}priority: production\n", whole_host("next", 600));
-    let b = submit(&d, &dir, "b", &b_spec);
+    let b = submit(&d, &dir, "b", &whole_host("next", 600));
     let c = submit(&d, &dir, "c", &whole_host("last", 600));
-    let moved = |w: &Value, id: i64| {
-        w["starts"]
-            .as_array()
-            .and_then(|s| s.iter().find(|m| m["job"] == id).cloned())
-            .unwrap_or(Value::Null)
-    };
+    wait_for(&d, 20, "job a to run", || state(&d, a) == "running");
     let w = json(&d, &["hold", &b.to_string(), "--dry-run"]);
     let m = moved(&w, c);
     let (before, after) = (m["before_s"].as_f64(), m["after_s"].as_f64());
@@ -219,12 +219,7 @@ fn a_submissions_preview_says_when_it_starts_and_whom_it_delays() {
     let p = json(&d, &["submit", path, "--team", "lab", "--dry-run"]);
     assert_eq!(p["class"], "production", "{p}");
     let w = &p["what_if"];
-    let moved = |id: i64| {
-        w["starts"]
-            .as_array()
-            .and_then(|s| s.iter().find(|m| m["job"] == id).cloned())
-            .unwrap_or(Value::Null)
-    };
+    let moved = |id: i64| moved(w, id);
     let own = moved(0);
     let starts_at = own["after_s"].as_f64().expect("it starts within the look");
     let b_moves = moved(b);
@@ -279,12 +274,6 @@ fn a_preempt_preview_starts_the_next_job_and_a_hold_moves_its_own_start_later() 
     let b_spec = format!("{}priority: production\n", whole_host("next", 600));
     let b = submit(&d, &dir, "b", &b_spec);
     let c = submit(&d, &dir, "c", &whole_host("last", 600));
-    let moved = |w: &Value, id: i64| {
-        w["starts"]
-            .as_array()
-            .and_then(|s| s.iter().find(|m| m["job"] == id).cloned())
-            .unwrap_or(Value::Null)
-    };
     // Holding c: its own start moves later, out of what the preview looks at.
     let w = json(&d, &["hold", &c.to_string(), "--dry-run"]);
     let m = moved(&w, c);

@@ -607,10 +607,9 @@ fn dry_run(raw: Option<String>) -> Result<bool, ApiError> {
 
 /// Runs a preview off the actor (the cycle run forward twice, time-boxed).
 async fn what_if(work: crate::daemon::state::WhatIfWork) -> Result<Response, ApiError> {
-    let done =
-        tokio::task::spawn_blocking(move || work.run(std::time::Duration::from_millis(3000)))
-            .await
-            .map_err(|e| ApiError::new(500, "internal", format!("the preview stopped: {e}")))?;
+    let done = tokio::task::spawn_blocking(move || work.run(crate::daemon::eta::PREVIEW_BOX))
+        .await
+        .map_err(|e| ApiError::new(500, "internal", format!("the preview stopped: {e}")))?;
     match done {
         Ok(w) => Ok(ok(&w)),
         Err(why) => Err(ApiError::new(409, "conflict", why)),

@@ -77,9 +77,6 @@ pub(super) async fn service_down(
     Ok(ok(&crate::api::ServiceDown { cancelled }))
 }
 
-/// What running a submission's preview forward may take (off the actor).
-const PREVIEW_BOX: std::time::Duration = std::time::Duration::from_millis(3000);
-
 /// Checks a job spec and says where it would land now, and what submitting it would do,
 /// without submitting it.
 pub(super) async fn preview(
@@ -95,7 +92,7 @@ pub(super) async fn preview(
         .handle
         .call(|reply| Request::Preview { submission, reply })
         .await?;
-    let p = tokio::task::spawn_blocking(move || work.attach(p, PREVIEW_BOX))
+    let p = tokio::task::spawn_blocking(move || work.attach(p, crate::daemon::eta::PREVIEW_BOX))
         .await
         .map_err(|e| ApiError::new(500, "internal", format!("the preview stopped: {e}")))?;
     Ok(ok(&p))

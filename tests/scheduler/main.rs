@@ -7,6 +7,7 @@ mod support;
 mod cost;
 mod cycle;
 mod engine;
+mod forward;
 mod placement;
 mod properties;
 mod sim;

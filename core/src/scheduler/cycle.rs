@@ -7,11 +7,12 @@
 
 use super::hash::FastHash;
 use super::index::Cluster;
-use super::place::{Placer, Unplaceable};
+use super::place::{fits_on, Placer, Unplaceable};
+use super::quotas::Quotas;
+use super::shapes::Shapes;
 use super::victims::{preempt_for, Victims};
 use crate::model::{
-    validate_teams, GpuRequest, Health, JobRequest, ModelChoice, NodeId, Placement, PriorityClass,
-    Team, TeamError, MILLI_PER_GPU,
+    validate_teams, Health, JobRequest, NodeId, Placement, PriorityClass, Team, TeamError,
 };
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
@@ -212,35 +213,7 @@ pub enum CycleError {
     UsageLength { got: usize, teams: usize },
 }
 
-/// What a failure depends on: identical requests fail identically while capacity only shrinks.
-#[derive(Clone, PartialEq, Eq, Hash)]
-struct RequestKey {
-    nodes: u16,
-    gpu: GpuRequest,
-    cpu: u32,
-    mem: u64,
-    vram: u32,
-    models: ModelChoice,
-    spot: bool,
-    price: Option<u64>,
-}
-
-impl RequestKey {
-    fn of(r: &JobRequest) -> RequestKey {
-        RequestKey {
-            nodes: r.nodes,
-            gpu: r.gpu,
-            cpu: r.cpu_milli,
-            mem: r.mem_mib,
-            vram: r.vram_mib,
-            models: r.models.clone(),
-            spot: r.spot_ok,
-            price: r.max_price_per_hour.map(f64::to_bits),
-        }
-    }
-}
-
-fn check(input: &CycleInput) -> Result<(), CycleError> {
+pub(super) fn check(input: &CycleInput) -> Result<(), CycleError> {
     validate_teams(input.teams, input.classes)?;
     if input.usage.len() != input.teams.len() {
         return Err(CycleError::UsageLength {
@@ -269,148 +242,96 @@ fn check(input: &CycleInput) -> Result<(), CycleError> {
     Ok(())
 }
 
-/// Quota bookkeeping for one cycle, in milli-GPU.
-struct Quotas<'a> {
-    teams: &'a [Team],
-    used: Vec<u64>,
-    /// The part of `used` that runs on borrowed capacity (a start is borrowed as a whole).
-    borrowed: Vec<u64>,
-    /// Milli-GPU in use per (team, GPU model), for per-model guarantees.
-    used_by_model: HashMap<(usize, u16), u64, FastHash>,
-    /// Healthy capacity that no team is guaranteed: anyone may borrow it.
-    unclaimed: u64,
-}
-
-impl Quotas<'_> {
-    fn guarantee(&self, t: usize) -> Option<u64> {
-        self.teams[t]
-            .quota
-            .as_ref()
-            .map(|q| u64::from(q.guaranteed) * u64::from(MILLI_PER_GPU))
-    }
-    /// What team `t` may borrow now: its cohort's idle guarantees plus capacity nobody is
-    /// guaranteed, net of everything any team already borrows (conservative: never over-lends).
-    fn lendable(&self, t: usize) -> u64 {
-        let borrowed: u64 = self.borrowed.iter().sum();
-        let Some(cohort) = &self.teams[t].cohort else {
-            return self.unclaimed.saturating_sub(borrowed);
-        };
-        let mut lendable = 0u64;
-        for (i, team) in self.teams.iter().enumerate() {
-            let (Some(q), Some(c)) = (&team.quota, &team.cohort) else {
-                continue;
-            };
-            if c != cohort {
-                continue;
-            }
-            let g = u64::from(q.guaranteed) * 1000;
-            let lend = u64::from(q.lend_limit.unwrap_or(q.guaranteed).min(q.guaranteed)) * 1000;
-            if i != t {
-                let guaranteed_use = self.used[i].saturating_sub(self.borrowed[i]);
-                lendable += lend.min(g.saturating_sub(guaranteed_use));
-            }
-        }
-        (lendable + self.unclaimed).saturating_sub(borrowed)
-    }
-
-    /// Whether a start of `wants` on `model` stays inside the team's per-model guarantees: the
-    /// model's own part if it has one, else the part of the total no model claims.
-    fn within_model_guarantee(&self, t: usize, model: Option<u16>, wants: u64) -> bool {
-        let (Some(q), Some(m)) = (&self.teams[t].quota, model) else {
-            return true;
-        };
-        if q.per_model.is_empty() {
-            return true;
-        }
-        let used = |mm: u16| self.used_by_model.get(&(t, mm)).copied().unwrap_or(0);
-        if let Some(&(_, g)) = q.per_model.iter().find(|(id, _)| id.0 == m) {
-            return used(m) + wants <= u64::from(g) * 1000;
-        }
-        let claimed: u64 = q.per_model.iter().map(|(_, g)| u64::from(*g)).sum::<u64>() * 1000;
-        let rest = (u64::from(q.guaranteed) * 1000).saturating_sub(claimed);
-        let used_rest: u64 = self
-            .used_by_model
-            .iter()
-            .filter(|((team, mm), _)| *team == t && !q.per_model.iter().any(|(id, _)| id.0 == *mm))
-            .map(|(_, v)| *v)
-            .sum();
-        used_rest + wants <= rest
-    }
-
-    /// Whether a start of `wants` on `model` that `admit` let through may go ahead, and
-    /// whether it runs borrowed: past the team's per-model guarantee, the start runs on
-    /// borrowed capacity — if the team may borrow that much.
-    fn admit_on_model(
-        &self,
-        t: usize,
-        model: Option<u16>,
-        wants: u64,
-        borrowed: bool,
-    ) -> Result<bool, PendingReason> {
-        if borrowed || self.within_model_guarantee(t, model, wants) {
-            return Ok(borrowed);
-        }
-        let limit = self.teams[t]
-            .quota
-            .as_ref()
-            .map_or(0, |q| u64::from(q.borrow_limit) * 1000);
-        if self.borrowed[t] + wants > limit || wants > self.lendable(t) {
-            return Err(PendingReason::Quota {
-                wants,
-                used: self.used[t],
-                guaranteed: self.guarantee(t).unwrap_or(0),
-                borrow_limit: limit,
-                lendable: self.lendable(t),
-            });
-        }
-        Ok(true)
-    }
-
-    /// Charges a start to its team.
-    fn charge(&mut self, t: usize, model: Option<u16>, wants: u64, borrowed: bool) {
-        self.used[t] += wants;
-        if borrowed {
-            self.borrowed[t] += wants;
-        }
-        if let Some(m) = model {
-            *self.used_by_model.entry((t, m)).or_default() += wants;
-        }
-    }
-
-    /// `Ok(borrowed?)` when the team may take `wants` more milli-GPU: inside its guarantee, or
-    /// as a whole on borrowed capacity within its borrow limit and what the cohort has idle.
-    fn admit(&self, t: usize, wants: u64) -> Result<bool, PendingReason> {
-        let Some(q) = &self.teams[t].quota else {
-            return Ok(false);
-        };
-        let g = u64::from(q.guaranteed) * 1000;
-        let guaranteed_use = self.used[t].saturating_sub(self.borrowed[t]);
-        if guaranteed_use + wants <= g {
-            return Ok(false);
-        }
-        let idle = self.lendable(t);
-        if self.borrowed[t] + wants <= u64::from(q.borrow_limit) * 1000 && wants <= idle {
-            return Ok(true);
-        }
-        Err(PendingReason::Quota {
-            wants,
-            used: self.used[t],
-            guaranteed: g,
-            borrow_limit: u64::from(q.borrow_limit) * 1000,
-            lendable: idle,
-        })
-    }
-}
-
 /// The queue's sort key: class value and aging (both descending), fair share, submission
-/// time, id.
-type QueueKey = (
+/// time, id. Ids are unique, so the order is total: sorting any way gives the same queue.
+pub(super) type QueueKey = (
     std::cmp::Reverse<i32>,
     std::cmp::Reverse<bool>,
     i64,
     i64,
     JobId,
 );
+
+/// Where `job` goes in the queue at `input.now`: higher class, then aged past the limit, then
+/// the team's fair share, then submission time and id.
+pub(super) fn queue_key(input: &CycleInput, job: &PendingJob) -> QueueKey {
+    let share = input.usage[job.team] / input.teams[job.team].weight;
+    (
+        std::cmp::Reverse(input.classes[job.class].value),
+        std::cmp::Reverse(input.now - job.submitted > input.config.aging_limit_s),
+        total_order(share),
+        total_order(job.submitted),
+        job.id,
+    )
+}
+
+/// A job in the queue: where it goes, and what the walk reads of it before it needs the job
+/// itself. At 100,000 waiting, most jobs walked are refused by their team's quota; reading the
+/// team and the GPUs here, in queue order, spares a cache miss on the job for each.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Queued {
+    pub key: QueueKey,
+    /// The job's index in `input.pending`.
+    pub idx: u32,
+    team: u32,
+    /// Milli-GPU it asks for.
+    wants: u64,
+    /// It has other shapes (tried before the quota test).
+    shapes: bool,
+    /// Its request's number in `Shapes`, its class and its time limit.
+    shape: u32,
+    class: u32,
+    limit: Option<f64>,
+}
+
+impl Queued {
+    pub(super) fn of(input: &CycleInput, idx: usize, shapes: &mut Shapes) -> Queued {
+        let job = &input.pending[idx];
+        Queued {
+            key: queue_key(input, job),
+            idx: idx as u32,
+            team: job.team as u32,
+            wants: job.request.total_gpu_milli(),
+            shapes: !job.alternatives.is_empty(),
+            shape: shapes.id(&job.request),
+            class: job.class as u32,
+            limit: job.time_limit_s,
+        }
+    }
+}
+
+/// The shapes that failed to fit in this cycle, and why, by shape number: forgotten all at
+/// once (by a new generation) when a preemption changes what is free.
+#[derive(Default)]
+struct Failed {
+    why: Vec<Option<Unplaceable>>,
+    stamp: Vec<u32>,
+    generation: u32,
+}
+
+impl Failed {
+    fn get(&self, shape: u32) -> Option<&Unplaceable> {
+        let i = shape as usize;
+        match self.stamp.get(i) {
+            Some(&g) if g == self.generation => self.why[i].as_ref(),
+            _ => None,
+        }
+    }
+
+    fn insert(&mut self, shape: u32, why: Unplaceable) {
+        let i = shape as usize;
+        if self.stamp.len() <= i {
+            self.stamp.resize(i + 1, u32::MAX);
+            self.why.resize(i + 1, None);
+        }
+        self.stamp[i] = self.generation;
+        self.why[i] = Some(why);
+    }
+
+    fn clear(&mut self) {
+        self.generation += 1;
+    }
+}
 
 /// An integer that orders as `f64::total_cmp` orders `x`.
 pub(super) fn total_order(x: f64) -> i64 {
@@ -421,76 +342,68 @@ pub(super) fn total_order(x: f64) -> i64 {
 /// Runs one cycle. On invalid input nothing is decided and the error says what was wrong.
 pub fn run_cycle(placer: &mut Placer, input: &CycleInput) -> Result<CycleOutput, CycleError> {
     check(input)?;
-    let now = input.now;
+    // Sorted on keys computed once per job (a sort compares each job about 17 times at
+    // 100,000).
+    let mut shapes = Shapes::default();
+    let mut order: Vec<Queued> = input
+        .pending
+        .iter()
+        .enumerate()
+        .filter(|(_, j)| !j.held)
+        .map(|(i, _)| Queued::of(input, i, &mut shapes))
+        .collect();
+    order.sort_unstable_by_key(|q| q.key);
     let mut work = input.cluster.clone();
-    let healthy: u64 = input
-        .cluster
-        .fleet()
-        .nodes
-        .iter()
-        .filter(|n| n.health == Health::Healthy)
-        .map(|n| n.gpus.len() as u64 * u64::from(MILLI_PER_GPU))
-        .sum();
-    let guaranteed: u64 = input
-        .teams
-        .iter()
-        .filter_map(|t| t.quota.as_ref())
-        .map(|q| u64::from(q.guaranteed) * u64::from(MILLI_PER_GPU))
-        .sum();
-    let mut quotas = Quotas {
-        teams: input.teams,
-        used: vec![0; input.teams.len()],
-        borrowed: vec![0; input.teams.len()],
-        used_by_model: HashMap::default(),
-        unclaimed: healthy.saturating_sub(guaranteed),
-    };
+    Ok(walk(placer, input, &order, &mut shapes, &mut work))
+}
+
+/// Why a job was left waiting, by its index in `input.pending` — kept only when the cycle
+/// explains (a forward run needs the decisions alone).
+fn note(reasons: &mut [Option<PendingReason>], idx: usize, reason: PendingReason) {
+    if let Some(slot) = reasons.get_mut(idx) {
+        *slot = Some(reason);
+    }
+}
+
+/// A failure no change of capacity cures.
+fn is_final(why: &Unplaceable) -> bool {
+    matches!(
+        why,
+        Unplaceable::Invalid { .. } | Unplaceable::NeverFits { .. }
+    )
+}
+
+/// The cycle itself, over the jobs of `order` (indices into `input.pending`, in queue order:
+/// every job not held, each `queue_key`'s place at `input.now`), deciding on `work` — a copy
+/// of `input.cluster` the caller hands in and gets back with this cycle's starts and
+/// reservations on it. `input` has passed `check`.
+pub(super) fn walk(
+    placer: &mut Placer,
+    input: &CycleInput,
+    order: &[Queued],
+    shapes: &mut Shapes,
+    work: &mut Cluster,
+) -> CycleOutput {
+    let now = input.now;
+    let explain = input.config.explain;
     let model_of = |p: &Placement| -> Option<u16> {
         p.nodes
             .first()
             .and_then(|g| input.cluster.fleet().node(g.node).model)
             .map(|m| m.0)
     };
-    for r in input.running {
-        let milli = r.placement.gpu_milli();
-        quotas.used[r.team] += milli;
-        if r.borrowed {
-            quotas.borrowed[r.team] += milli;
-        }
-        if let Some(m) = model_of(&r.placement) {
-            *quotas.used_by_model.entry((r.team, m)).or_default() += milli;
-        }
-    }
-    // The queue's order: higher class, then aged past the limit, then the team's fair share,
-    // then submission time and id. Sorted on keys computed once per job (a sort compares each
-    // job about 17 times at 100,000).
-    let share = |t: usize| input.usage[t] / input.teams[t].weight;
-    let mut keyed: Vec<(QueueKey, u32)> = input
-        .pending
-        .iter()
-        .enumerate()
-        .filter(|(_, j)| !j.held)
-        .map(|(i, j)| {
-            let key = (
-                std::cmp::Reverse(input.classes[j.class].value),
-                std::cmp::Reverse(now - j.submitted > input.config.aging_limit_s),
-                total_order(share(j.team)),
-                total_order(j.submitted),
-                j.id,
-            );
-            (key, i as u32)
-        })
-        .collect();
-    keyed.sort_unstable();
-    let order: Vec<usize> = keyed.into_iter().map(|(_, i)| i as usize).collect();
+    let mut quotas = Quotas::of(input, &model_of);
     let mut class_size = vec![0usize; input.classes.len()];
-    for &i in &order {
-        class_size[input.pending[i].class] += 1;
+    if explain {
+        for q in order {
+            class_size[input.pending[q.idx as usize].class] += 1;
+        }
     }
     let mut out = CycleOutput::default();
-    let mut failed: HashMap<RequestKey, Unplaceable, FastHash> = HashMap::default();
+    let mut failed = Failed::default();
     let mut preempted: HashSet<JobId, FastHash> = HashSet::default();
     // Victim sets only shrink within a cycle, so a failed attempt stays failed.
-    let mut no_victims: HashSet<(RequestKey, usize, bool), FastHash> = HashSet::default();
+    let mut no_victims: HashSet<(u32, usize, bool), FastHash> = HashSet::default();
     // Borrowed from the running jobs (at 30,000 running, cloning each placement every cycle
     // was a tenth of a forward run's time); owned for the jobs started this cycle.
     let mut ends: Vec<(f64, Cow<'_, Placement>)> = input
@@ -507,18 +420,41 @@ pub fn run_cycle(placer: &mut Placer, input: &CycleInput) -> Result<CycleOutput,
     let mut reservation: Option<(JobId, f64, Vec<NodeId>)> = None;
     // EASY backfill reserves for the head of the queue only: the first job that is blocked.
     let mut head_seen = false;
-    // By the job's index in `input.pending`.
-    let mut reasons: Vec<Option<PendingReason>> = vec![None; input.pending.len()];
-    let mut positions = vec![(0usize, 0usize); input.pending.len()];
+    // By the job's index in `input.pending` (empty when the cycle does not explain).
+    let size = if explain { input.pending.len() } else { 0 };
+    let mut reasons: Vec<Option<PendingReason>> = vec![None; size];
+    let mut positions = vec![(0usize, 0usize); size];
     let mut class_seen = vec![0usize; input.classes.len()];
-    for (rank, &idx) in order.iter().enumerate() {
+    for (rank, q) in order.iter().enumerate() {
+        let idx = q.idx as usize;
+        if explain {
+            let class = input.pending[idx].class;
+            class_seen[class] += 1;
+            positions[idx] = (rank + 1, class_seen[class]);
+        }
+        // Most jobs walked stop here, without reading the job itself.
+        let team = q.team as usize;
+        let admitted = if q.shapes {
+            None
+        } else {
+            match quotas.admit(team, q.wants) {
+                Ok(b) => Some(b),
+                Err(reason) => {
+                    note(&mut reasons, idx, reason);
+                    continue;
+                }
+            }
+        };
         let job = &input.pending[idx];
-        class_seen[job.class] += 1;
-        positions[idx] = (rank + 1, class_seen[job.class]);
-        if !job.alternatives.is_empty() {
-            if let Some(start) =
-                first_shape_that_fits(placer, &mut work, &mut quotas, &mut failed, job, &model_of)
-            {
+        if q.shapes {
+            if let Some(start) = first_shape_that_fits(
+                placer,
+                work,
+                &mut quotas,
+                (shapes, &mut failed),
+                job,
+                &model_of,
+            ) {
                 if let (Decision::Start { placement, .. }, Some(l)) = (&start, job.time_limit_s) {
                     ends.push((now + l, Cow::Owned(placement.clone())));
                 }
@@ -526,47 +462,41 @@ pub fn run_cycle(placer: &mut Placer, input: &CycleInput) -> Result<CycleOutput,
                 continue;
             }
         }
-        let wants = job.request.total_gpu_milli();
-        let borrowed = match quotas.admit(job.team, wants) {
+        let wants = q.wants;
+        let borrowed = match admitted.map_or_else(|| quotas.admit(team, wants), Ok) {
             Ok(b) => b,
             Err(reason) => {
-                reasons[idx] = Some(reason);
+                note(&mut reasons, idx, reason);
                 continue;
             }
         };
         // A job that ends before the reservation may use the reserved nodes (backfill).
-        let backfill = match (&reservation, job.time_limit_s) {
+        let backfill = match (&reservation, q.limit) {
             (Some((_, at, _)), Some(limit)) => now + limit <= *at,
             _ => false,
         };
-        let key = RequestKey::of(&job.request);
-        let attempt = if let (Some(why), false) = (failed.get(&key), backfill) {
-            Err(why.clone())
+        let key = q.shape;
+        // `Err(None)`: it failed before in this cycle (and nothing since made room).
+        let attempt = if failed.get(key).is_some() && !backfill {
+            Err(None)
         } else {
+            let reserved = reservation.as_ref().map_or(&[][..], |r| &r.2);
             if backfill {
-                set_nodes(
-                    &mut work,
-                    reservation.as_ref().map_or(&[][..], |r| &r.2),
-                    Health::Healthy,
-                );
+                set_nodes(work, reserved, Health::Healthy);
             }
-            let r = placer.place(&work, &job.request, job.id);
+            let r = placer.place(work, &job.request, job.id);
             if backfill {
-                set_nodes(
-                    &mut work,
-                    reservation.as_ref().map_or(&[][..], |r| &r.2),
-                    Health::Cordoned,
-                );
+                set_nodes(work, reserved, Health::Cordoned);
             }
-            r
+            r.map_err(Some)
         };
-        match attempt {
+        let fresh = match attempt {
             Ok(p) => {
                 let model = model_of(&p);
                 let borrowed = match quotas.admit_on_model(job.team, model, wants, borrowed) {
                     Ok(b) => b,
                     Err(reason) => {
-                        reasons[idx] = Some(reason);
+                        note(&mut reasons, idx, reason);
                         continue;
                     }
                 };
@@ -580,105 +510,109 @@ pub fn run_cycle(placer: &mut Placer, input: &CycleInput) -> Result<CycleOutput,
                     placement: p,
                     borrowed,
                 });
+                continue;
             }
-            Err(why) => {
-                if !backfill {
-                    failed.insert(key, why.clone());
-                }
-                if matches!(
+            Err(fresh) => fresh,
+        };
+        if let (Some(why), false) = (&fresh, backfill) {
+            failed.insert(key, why.clone());
+        }
+        let cached = failed.get(key);
+        if fresh.as_ref().or(cached).is_some_and(is_final) {
+            if let Some(why) = fresh.or_else(|| cached.cloned()).filter(|_| explain) {
+                let reason = PendingReason::NoCapacity {
                     why,
-                    Unplaceable::Invalid { .. } | Unplaceable::NeverFits { .. }
-                ) {
-                    reasons[idx] = Some(PendingReason::NoCapacity {
-                        why,
-                        reservation: None,
-                    });
-                    continue;
-                }
-                let within_guarantee = !borrowed;
-                let memo = (RequestKey::of(&job.request), job.class, within_guarantee);
-                let attempt = if preempted.len() >= input.config.max_preemptions
-                    || no_victims.contains(&memo)
-                {
-                    None
-                } else {
-                    let found = preempt_for(
-                        placer,
-                        &mut work,
-                        input,
-                        &victims,
-                        job,
-                        within_guarantee,
-                        &preempted,
-                    );
-                    if found.is_none() {
-                        no_victims.insert(memo);
-                    }
-                    found
+                    reservation: None,
                 };
-                if let Some((victims, _)) = attempt {
-                    if running_at.is_empty() {
-                        running_at.extend(input.running.iter().enumerate().map(|(i, r)| (r.id, i)));
-                    }
-                    for v in &victims {
-                        let r = &input.running[running_at[v]];
-                        // A victim holds its GPUs until it stops (its grace period): nothing
-                        // starts this cycle in the room it frees — not even the part the
-                        // preemptor does not need (the daemon would refuse that start).
-                        work.allocate(&r.placement)
-                            .expect("a victim's GPUs were free a moment ago");
-                        preempted.insert(*v);
-                        let milli: u64 = r.placement.gpu_milli();
-                        quotas.used[r.team] = quotas.used[r.team].saturating_sub(milli);
-                        if r.borrowed {
-                            quotas.borrowed[r.team] = quotas.borrowed[r.team].saturating_sub(milli);
-                        }
-                        if let Some(m) = model_of(&r.placement) {
-                            if let Some(u) = quotas.used_by_model.get_mut(&(r.team, m)) {
-                                *u = u.saturating_sub(milli);
-                            }
-                        }
-                        out.decisions.push(Decision::Preempt {
-                            victim: *v,
-                            for_job: job.id,
-                            signal: r.signal.clone(),
-                            grace_s: r.grace_s,
-                            requeue_from_checkpoint: true,
-                            work_lost_s: now - r.last_checkpoint.unwrap_or(r.started),
-                        });
-                    }
-                    quotas.used[job.team] += wants;
-                    failed.clear();
-                    reasons[idx] = Some(PendingReason::AwaitingPreemption { victims });
-                    continue;
+                note(&mut reasons, idx, reason);
+            }
+            continue;
+        }
+        // What the job is told if nothing below moves it (cloned only to explain).
+        let why = if explain {
+            fresh.or_else(|| cached.cloned())
+        } else {
+            None
+        };
+        let within_guarantee = !borrowed;
+        let memo = (key, q.class as usize, within_guarantee);
+        let attempt =
+            if preempted.len() >= input.config.max_preemptions || no_victims.contains(&memo) {
+                None
+            } else {
+                let found = preempt_for(
+                    placer,
+                    work,
+                    input,
+                    &victims,
+                    job,
+                    within_guarantee,
+                    &preempted,
+                );
+                if found.is_none() {
+                    no_victims.insert(memo);
                 }
-                if !head_seen {
-                    head_seen = true;
-                    if let Some((at, p)) = earliest_start(placer, &work, &ends, job) {
-                        let nodes: Vec<NodeId> = p.nodes.iter().map(|g| g.node).collect();
-                        set_nodes(&mut work, &nodes, Health::Cordoned);
-                        out.decisions.push(Decision::Reserve {
-                            job: job.id,
-                            start_at: at,
-                            nodes: nodes.clone(),
-                        });
-                        reservation = Some((job.id, at, nodes));
-                        reasons[idx] = Some(PendingReason::Reserved { start_at: at });
-                        continue;
-                    }
-                }
-                let res = reservation.as_ref().map(|(j, at, _)| (*j, *at));
-                reasons[idx] = Some(PendingReason::NoCapacity {
-                    why,
-                    reservation: res,
+                found
+            };
+        if let Some((victims, _)) = attempt {
+            if running_at.is_empty() {
+                running_at.extend(input.running.iter().enumerate().map(|(i, r)| (r.id, i)));
+            }
+            for v in &victims {
+                let r = &input.running[running_at[v]];
+                // A victim holds its GPUs until it stops (its grace period): nothing
+                // starts this cycle in the room it frees — not even the part the
+                // preemptor does not need (the daemon would refuse that start).
+                work.allocate(&r.placement)
+                    .expect("a victim's GPUs were free a moment ago");
+                preempted.insert(*v);
+                quotas.discharge(r, model_of(&r.placement));
+                out.decisions.push(Decision::Preempt {
+                    victim: *v,
+                    for_job: job.id,
+                    signal: r.signal.clone(),
+                    grace_s: r.grace_s,
+                    requeue_from_checkpoint: true,
+                    work_lost_s: now - r.last_checkpoint.unwrap_or(r.started),
                 });
             }
+            quotas.used[job.team] += wants;
+            failed.clear();
+            note(
+                &mut reasons,
+                idx,
+                PendingReason::AwaitingPreemption { victims },
+            );
+            continue;
+        }
+        if !head_seen {
+            head_seen = true;
+            if let Some((at, p)) = earliest_start(placer, work, &ends, job) {
+                let nodes: Vec<NodeId> = p.nodes.iter().map(|g| g.node).collect();
+                set_nodes(work, &nodes, Health::Cordoned);
+                out.decisions.push(Decision::Reserve {
+                    job: job.id,
+                    start_at: at,
+                    nodes: nodes.clone(),
+                });
+                reservation = Some((job.id, at, nodes));
+                note(&mut reasons, idx, PendingReason::Reserved { start_at: at });
+                continue;
+            }
+        }
+        if let Some(why) = why {
+            let res = reservation.as_ref().map(|(j, at, _)| (*j, *at));
+            let reason = PendingReason::NoCapacity {
+                why,
+                reservation: res,
+            };
+            note(&mut reasons, idx, reason);
         }
     }
+    if !explain {
+        return out;
+    }
     for (at, job) in input.pending.iter().enumerate() {
-        if !input.config.explain {
-            break;
-        }
         let (position, class_position) = positions[at];
         let reason = if job.held {
             PendingReason::Held
@@ -700,7 +634,7 @@ pub fn run_cycle(placer: &mut Placer, input: &CycleInput) -> Result<CycleOutput,
             reason,
         });
     }
-    Ok(out)
+    out
 }
 
 /// A job that takes several shapes: the first of them that its team's quota admits and that
@@ -710,7 +644,7 @@ fn first_shape_that_fits(
     placer: &mut Placer,
     work: &mut Cluster,
     quotas: &mut Quotas,
-    failed: &mut HashMap<RequestKey, Unplaceable, FastHash>,
+    (shapes, failed): (&mut Shapes, &mut Failed),
     job: &PendingJob,
     model_of: &dyn Fn(&Placement) -> Option<u16>,
 ) -> Option<Decision> {
@@ -719,8 +653,8 @@ fn first_shape_that_fits(
         let Ok(borrowed) = quotas.admit(job.team, wants) else {
             continue;
         };
-        let key = RequestKey::of(req);
-        if failed.contains_key(&key) {
+        let key = shapes.id(req);
+        if failed.get(key).is_some() {
             continue;
         }
         match placer.place(work, req, job.id) {
@@ -768,6 +702,16 @@ fn earliest_start(
     let mut scratch = work.clone();
     for (at, p) in ends {
         if scratch.release(p).is_err() {
+            continue;
+        }
+        // It fitted nowhere before this end: a one-node job fits only where this end freed
+        // room, so the fleet is searched again only when one of these nodes takes it (the
+        // same answer, without a search at each of tens of thousands of ends).
+        let freed_fits = job.request.nodes > 1
+            || p.nodes
+                .iter()
+                .any(|g| fits_on(&scratch, &job.request, g.node));
+        if !freed_fits {
             continue;
         }
         if let Ok(placement) = placer.place(&scratch, &job.request, job.id) {

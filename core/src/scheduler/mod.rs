@@ -13,9 +13,11 @@ mod index;
 pub mod moves;
 mod place;
 mod policy;
+mod quotas;
 pub mod reclaim;
 pub mod rng;
 pub mod scale;
+mod shapes;
 mod victims;
 
 pub use index::{Class, Cluster, Header, Kind, NodeState, Summary};

@@ -501,10 +501,12 @@ pub fn teams(t: &Target, output: Output) -> Result<(), CliError> {
 
 pub fn team_header() {
     println!(
-        "{:<14} {:<10} {:>6} {:>10} {:>8} {:>8} {:>7} {:>7} {:>9} {:>12} {:>12} {:>6}  AT 100%",
+        "{:<14} {:<10} {:>6} {:>11} {:>4} {:>10} {:>8} {:>8} {:>7} {:>7} {:>9} {:>12} {:>12} {:>6}  AT 100%",
         "TEAM",
         "COHORT",
         "WEIGHT",
+        "USAGE GPU-H",
+        "FAIR",
         "GUARANTEE",
         "USED",
         "BORROWED",
@@ -519,10 +521,12 @@ pub fn team_header() {
 
 pub fn team_line(r: &TeamRow) -> String {
     format!(
-        "{} {} {:>6.1} {:>10} {:>8.1} {:>8.1} {:>7} {:>7} {:>9.2} {:>12.2} {:>12} {:>6}  {}",
+        "{} {} {:>6.1} {:>11.1} {:>4} {:>10} {:>8.1} {:>8.1} {:>7} {:>7} {:>9.2} {:>12.2} {:>12} {:>6}  {}",
         cell(&r.name, 14),
         cell(&r.cohort, 10),
         r.weight,
+        r.usage_gpu_hours,
+        format!("#{}", r.fair_share_rank),
         r.guaranteed
             .map_or("-".to_string(), |g| format!("{g}+{}", r.borrow_limit)),
         r.used_gpus,

@@ -746,6 +746,62 @@ fn a_fleet_with_nothing_idle_costs_zero_not_minus_zero() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Fair share is shown as the queue uses it: `gantry teams` has each team's decayed GPU-hours
+/// and its place in the order (before: the console's "use/weight" was the GPUs held this
+/// moment, and nothing said which team goes first within a class).
+#[test]
+fn teams_show_the_fair_share_usage_the_queue_goes_by() {
+    let dir = gantry_testkit::scratch::scratch("dcli-share");
+    let fleet = dir.join("fleet.toml");
+    std::fs::write(
+        &fleet,
+        "[[teams]]\nname = \"busy\"\n\n[[teams]]\nname = \"quiet\"\nweight = 2.0\n\n[[pools]]\nprovider = \"onprem\"\nbackend = \"simulated\"\nregion = \"r\"\nzone = \"z\"\nname = \"p\"\ninstance_type = \"box\"\ngpu = \"H100\"\ngpus_per_node = 8\nvram_gb = 80\ncpus = 64\nmemory_gb = 512\ncapacity = \"reserved\"\nprice_per_hour = 8.0\nnodes = 1\n",
+    )
+    .unwrap();
+    let d = start_with(&["--config", fleet.to_str().unwrap()]);
+    let spec = dir.join("eight.yaml");
+    std::fs::write(
+        &spec,
+        "name: eight\nresources:\n  accelerators: H100:8\nrun: x\n",
+    )
+    .unwrap();
+    let (code, _, err) = gantry(
+        &d.socket,
+        &["submit", spec.to_str().unwrap(), "--team", "busy"],
+    );
+    assert_eq!(code, 0, "{err}");
+    let teams = || -> Vec<serde_json::Value> {
+        let (code, json, err) = gantry(&d.socket, &["teams", "-o", "json"]);
+        assert_eq!(code, 0, "{err}");
+        serde_json::from_str(&json).unwrap()
+    };
+    let named = |rows: &[serde_json::Value], n: &str| {
+        rows.iter().find(|r| r["name"] == n).cloned().unwrap()
+    };
+    common::wait_for(&d, 30, "busy's usage to count", || {
+        named(&teams(), "busy")["usage_gpu_hours"].as_f64().unwrap() > 0.0
+    });
+    let rows = teams();
+    let (busy, quiet) = (named(&rows, "busy"), named(&rows, "quiet"));
+    assert_eq!(quiet["usage_gpu_hours"].as_f64(), Some(0.0), "{quiet}");
+    assert_eq!(
+        (
+            quiet["fair_share_rank"].as_u64(),
+            busy["fair_share_rank"].as_u64()
+        ),
+        (Some(1), Some(2))
+    );
+    let (_, table, _) = gantry(&d.socket, &["teams"]);
+    let header = table.lines().next().unwrap();
+    assert!(
+        header.contains("USAGE GPU-H") && header.contains("FAIR"),
+        "{table}"
+    );
+    let quiet_line = table.lines().find(|l| l.starts_with("quiet")).unwrap();
+    assert!(quiet_line.contains(" #1 "), "{table}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn a_node_over_time_from_the_cli_and_the_api() {
     let d = start();

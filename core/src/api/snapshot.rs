@@ -125,6 +125,14 @@ pub struct TeamRow {
     pub used_gpus: f64,
     /// GPUs above its guarantee (borrowed from its cohort).
     pub borrowed_gpus: f64,
+    /// Fair share: the GPU-hours its jobs held, an hour a week ago counting half (the
+    /// half-life), as the daemon counts it. Within a priority class the queue goes by this
+    /// over `weight`, least first.
+    #[serde(default)]
+    pub usage_gpu_hours: f64,
+    /// Where that puts the team among all teams: 1 goes first within a class.
+    #[serde(default)]
+    pub fair_share_rank: usize,
     /// Of its idle guarantee, what its cohort's borrowers use.
     #[serde(default)]
     pub lent_gpus: f64,

@@ -847,10 +847,18 @@ impl State {
                 _ => {}
             }
         }
-        for row in &mut teams {
+        for (row, u) in teams.iter_mut().zip(self.engine.usage()) {
             row.borrowed_gpus = row
                 .guaranteed
                 .map_or(0.0, |g| (row.used_gpus - f64::from(g)).max(0.0));
+            row.usage_gpu_hours = u / 3600.0;
+        }
+        // The cycle's order of teams within a class: usage over weight, least first.
+        let share = |r: &TeamRow| r.usage_gpu_hours / r.weight.max(1e-9);
+        let mut ranked: Vec<usize> = (0..teams.len()).collect();
+        ranked.sort_by(|&a, &b| share(&teams[a]).total_cmp(&share(&teams[b])));
+        for (rank, i) in ranked.into_iter().enumerate() {
+            teams[i].fair_share_rank = rank + 1;
         }
         // What each team lends: the others' borrowing in its cohort, spread over the members'
         // idle guarantees.

@@ -26,7 +26,7 @@ impl Tab for Teams {
     }
 
     fn draw(&self, app: &App, f: &mut Frame, area: Rect, snap: &Snapshot) {
-        let used_total: f64 = snap.teams.iter().map(|t| t.used_gpus).sum();
+        let usage_total: f64 = snap.teams.iter().map(|t| t.usage_gpu_hours).sum();
         let weight_total: f64 = snap.teams.iter().map(|t| t.weight).sum();
         let plain = Style::default();
         let mut grid = Grid::new(&order::TEAM_COLS, app.sorts[View::Teams]);
@@ -37,11 +37,13 @@ impl Tab for Teams {
                 let quota = t
                     .guaranteed
                     .map_or("none".to_string(), |g| format!("{g} +{}", t.borrow_limit));
-                // Fair share: its part of the GPUs in use against its part of the weights.
+                // Fair share: its part of the usage the queue goes by (GPU-hours, decayed)
+                // against its part of the weights, and its place in that order.
                 let share = format!(
-                    "{:.0}%/{:.0}%",
-                    100.0 * t.used_gpus / used_total.max(1e-9),
-                    100.0 * t.weight / weight_total.max(1e-9)
+                    "{:.0}%/{:.0}% #{}",
+                    100.0 * t.usage_gpu_hours / usage_total.max(1e-9),
+                    100.0 * t.weight / weight_total.max(1e-9),
+                    t.fair_share_rank
                 );
                 let budget = match (t.budget_used, t.budget_monthly_usd) {
                     (Some(u), Some(b)) => {

@@ -335,6 +335,8 @@ pub fn forward(
         config: &present.config,
     })?;
     let mut queue = Queue::of(&present.pending);
+    // The cycle's working copy of the cluster, copied into again at each cycle.
+    let mut work = present.cluster.clone();
     loop {
         let input = CycleInput {
             now,
@@ -347,7 +349,7 @@ pub fn forward(
             config: &present.config,
         };
         queue.mend(&input);
-        let mut work = present.cluster.clone();
+        work.clone_from(&present.cluster);
         let out = walk(
             &mut present.placer,
             &input,
@@ -355,7 +357,6 @@ pub fn forward(
             &mut queue.shapes,
             &mut work,
         );
-        drop(work);
         ahead.cycles += 1;
         let mut started = Vec::new();
         let mut started_ends = Vec::new();

@@ -137,6 +137,22 @@ impl Clone for Cluster {
             epoch: new_epoch(),
         }
     }
+
+    /// Into the allocations already there: a forward run copies the present's cluster at
+    /// every cycle.
+    fn clone_from(&mut self, source: &Self) {
+        self.fleet.clone_from(&source.fleet);
+        self.classes.clone_from(&source.classes);
+        self.kinds.clone_from(&source.kinds);
+        self.largest_domain = source.largest_domain;
+        self.node_domains.clone_from(&source.node_domains);
+        self.live_headers.clone_from(&source.live_headers);
+        self.slot.clone_from(&source.slot);
+        self.by_state.clone_from(&source.by_state);
+        self.node_class.clone_from(&source.node_class);
+        self.live = source.live;
+        self.epoch = new_epoch();
+    }
 }
 
 fn state_of(fleet: &Fleet, id: usize) -> NodeState {

@@ -32,11 +32,12 @@ impl Engine {
     pub(super) fn usage_from_journal(&self, now: f64) -> Result<Vec<f64>, EngineError> {
         let mut usage = vec![0.0; self.teams.len()];
         let since = now - 20.0 * FAIR_SHARE_HALF_LIFE_S;
-        for c in self.store.charges(since, now, now)? {
-            if let Some(t) = self.teams.iter().position(|t| t.name == c.team) {
-                usage[t] += used(c.gpus, c.from, c.to, now, FAIR_SHARE_HALF_LIFE_S);
-            }
-        }
+        self.store
+            .each_gpu_time(since, now, &mut |team, gpus, from, to| {
+                if let Some(t) = self.teams.iter().position(|t| t.name == team) {
+                    usage[t] += used(gpus, from, to, now, FAIR_SHARE_HALF_LIFE_S);
+                }
+            })?;
         Ok(usage)
     }
 

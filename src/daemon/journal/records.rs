@@ -9,6 +9,12 @@ use super::*;
 /// dollars of those runs.
 pub type TeamSpend = (String, Option<String>, f64, f64, f64);
 
+/// Billed runs by team overlapping `[?1, ?2)`, open ones up to `?2`. `ended_at IS NULL OR
+/// ended_at > ?1`, not a COALESCE: each side reads the index on `ended_at`, so a journal of
+/// years reads only the weeks asked for.
+const GPU_TIME: &str = "SELECT team, gpus, started_at, COALESCE(ended_at, ?2) FROM charges
+     WHERE (ended_at IS NULL OR ended_at > ?1) AND started_at < ?2";
+
 impl Store {
     pub fn add_token(&mut self, t: &TokenRecord) -> Result<(), JournalError> {
         self.conn
@@ -307,6 +313,43 @@ impl Store {
             .query_map([until], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
             .map_err(self.sql())?;
         rows.collect::<Result<Vec<_>, _>>().map_err(self.sql())
+    }
+
+    /// The plan of `each_gpu_time`'s query (a test holds it to the index).
+    #[cfg(test)]
+    pub(super) fn gpu_time_plan(&self) -> Result<String, JournalError> {
+        let mut q = self
+            .conn
+            .prepare(&format!("EXPLAIN QUERY PLAN {GPU_TIME}"))
+            .map_err(self.sql())?;
+        let rows = q
+            .query_map(params![0.0, 1.0], |r| r.get::<_, String>(3))
+            .map_err(self.sql())?;
+        let steps: Result<Vec<String>, _> = rows.collect();
+        Ok(steps.map_err(self.sql())?.join("; "))
+    }
+
+    /// Each billed run that overlaps `[since, now)` as (team, GPUs, from, to), clipped to it,
+    /// handed to `each` as it is read: fair share's usage at open reads twenty weeks of runs,
+    /// and holds none of them (open runs count up to `now`).
+    pub fn each_gpu_time(
+        &self,
+        since: f64,
+        now: f64,
+        each: &mut dyn FnMut(&str, f64, f64, f64),
+    ) -> Result<(), JournalError> {
+        let mut q = self.conn.prepare_cached(GPU_TIME).map_err(self.sql())?;
+        let mut rows = q.query(params![since, now]).map_err(self.sql())?;
+        while let Some(r) = rows.next().map_err(self.sql())? {
+            let team = r.get_ref(0).map_err(self.sql())?.as_str().unwrap_or("");
+            let gpus: f64 = r.get(1).map_err(self.sql())?;
+            let from = r.get::<_, f64>(2).map_err(self.sql())?.max(since);
+            let to = r.get::<_, f64>(3).map_err(self.sql())?.min(now);
+            if to > from {
+                each(team, gpus, from, to);
+            }
+        }
+        Ok(())
     }
 
     /// Billed runs that overlap `[since, until)`, clipped to it; open runs bill up to `now`.

@@ -391,3 +391,13 @@ fn completed_lengths_sum_a_jobs_runs_and_carry_its_time_limit() {
         ]
     );
 }
+
+/// Fair share's usage at open reads twenty weeks of runs, not the whole journal: the query
+/// reads the index on `ended_at` (it was a COALESCE no index answers: a scan of every run).
+#[test]
+fn the_usage_read_at_open_reads_the_index_not_every_run() {
+    let s = Store::open(&tmp("gpu-time-plan")).unwrap();
+    let plan = s.gpu_time_plan().unwrap();
+    assert!(plan.contains("USING INDEX charges_end"), "{plan}");
+    assert!(!plan.contains("SCAN charges"), "{plan}");
+}

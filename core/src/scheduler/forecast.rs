@@ -75,6 +75,20 @@ pub enum Change {
 }
 
 impl Present {
+    /// A cycle's input at `now`: this copy as it stands.
+    fn input(&self, now: f64) -> CycleInput<'_> {
+        CycleInput {
+            now,
+            cluster: &self.cluster,
+            teams: &self.teams,
+            classes: &self.classes,
+            usage: &self.usage,
+            pending: &self.pending,
+            running: &self.running,
+            config: &self.config,
+        }
+    }
+
     /// Applies `change` to this copy, as the daemon would: a hold keeps the job waiting out of
     /// the queue, a cancel takes it away (a running one's GPUs freed), a preemption puts a
     /// running job back in the queue where it resumes. The error says why the job's state
@@ -324,34 +338,19 @@ pub fn forward(
         }
     }
     // Jobs neither start nor come back with a team or class they did not have: checked once.
-    check(&CycleInput {
-        now,
-        cluster: &present.cluster,
-        teams: &present.teams,
-        classes: &present.classes,
-        usage: &present.usage,
-        pending: &present.pending,
-        running: &present.running,
-        config: &present.config,
-    })?;
+    check(&present.input(now))?;
     let mut queue = Queue::of(&present.pending);
+    // Out of the copy, so that a cycle's input can borrow the rest of it whole.
+    let fresh = Placer::new(present.placer.policy());
+    let mut placer = std::mem::replace(&mut present.placer, fresh);
     // The cycle's working copy of the cluster, copied into again at each cycle.
     let mut work = present.cluster.clone();
     loop {
-        let input = CycleInput {
-            now,
-            cluster: &present.cluster,
-            teams: &present.teams,
-            classes: &present.classes,
-            usage: &present.usage,
-            pending: &present.pending,
-            running: &present.running,
-            config: &present.config,
-        };
+        let input = present.input(now);
         queue.mend(&input);
         work.clone_from(&present.cluster);
         let out = walk(
-            &mut present.placer,
+            &mut placer,
             &input,
             &queue.order,
             &mut queue.shapes,

@@ -7,7 +7,7 @@
 
 use super::hash::FastHash;
 use super::index::Cluster;
-use super::place::{fits_on, Placer, Unplaceable};
+use super::place::{may_fit_in_freed, Placer, Unplaceable};
 use super::quotas::Quotas;
 use super::shapes::Shapes;
 use super::victims::{preempt_for, Victims};
@@ -254,7 +254,7 @@ pub(super) type QueueKey = (
 
 /// Where `job` goes in the queue at `input.now`: higher class, then aged past the limit, then
 /// the team's fair share, then submission time and id.
-pub(super) fn queue_key(input: &CycleInput, job: &PendingJob) -> QueueKey {
+fn queue_key(input: &CycleInput, job: &PendingJob) -> QueueKey {
     let share = input.usage[job.team] / input.teams[job.team].weight;
     (
         std::cmp::Reverse(input.classes[job.class].value),
@@ -432,26 +432,14 @@ pub(super) fn walk(
             class_seen[class] += 1;
             positions[idx] = (rank + 1, class_seen[class]);
         }
-        // Most jobs walked stop here, without reading the job itself.
-        let team = q.team as usize;
-        let admitted = if q.shapes {
-            None
-        } else {
-            match quotas.admit(team, q.wants) {
-                Ok(b) => Some(b),
-                Err(reason) => {
-                    note(&mut reasons, idx, reason);
-                    continue;
-                }
-            }
-        };
-        let job = &input.pending[idx];
         if q.shapes {
+            let job = &input.pending[idx];
             if let Some(start) = first_shape_that_fits(
                 placer,
                 work,
                 &mut quotas,
-                (shapes, &mut failed),
+                shapes,
+                &mut failed,
                 job,
                 &model_of,
             ) {
@@ -462,14 +450,16 @@ pub(super) fn walk(
                 continue;
             }
         }
+        // Most jobs walked stop here, without reading the job itself.
         let wants = q.wants;
-        let borrowed = match admitted.map_or_else(|| quotas.admit(team, wants), Ok) {
+        let borrowed = match quotas.admit(q.team as usize, wants) {
             Ok(b) => b,
             Err(reason) => {
                 note(&mut reasons, idx, reason);
                 continue;
             }
         };
+        let job = &input.pending[idx];
         // A job that ends before the reservation may use the reserved nodes (backfill).
         let backfill = match (&reservation, q.limit) {
             (Some((_, at, _)), Some(limit)) => now + limit <= *at,
@@ -644,7 +634,8 @@ fn first_shape_that_fits(
     placer: &mut Placer,
     work: &mut Cluster,
     quotas: &mut Quotas,
-    (shapes, failed): (&mut Shapes, &mut Failed),
+    shapes: &mut Shapes,
+    failed: &mut Failed,
     job: &PendingJob,
     model_of: &dyn Fn(&Placement) -> Option<u16>,
 ) -> Option<Decision> {
@@ -704,14 +695,8 @@ fn earliest_start(
         if scratch.release(p).is_err() {
             continue;
         }
-        // It fitted nowhere before this end: a one-node job fits only where this end freed
-        // room, so the fleet is searched again only when one of these nodes takes it (the
-        // same answer, without a search at each of tens of thousands of ends).
-        let freed_fits = job.request.nodes > 1
-            || p.nodes
-                .iter()
-                .any(|g| fits_on(&scratch, &job.request, g.node));
-        if !freed_fits {
+        // Not a search at each of tens of thousands of ends.
+        if !may_fit_in_freed(&scratch, &job.request, p) {
             continue;
         }
         if let Ok(placement) = placer.place(&scratch, &job.request, job.id) {

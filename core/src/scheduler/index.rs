@@ -139,18 +139,33 @@ impl Clone for Cluster {
     }
 
     /// Into the allocations already there: a forward run copies the present's cluster at
-    /// every cycle.
+    /// every cycle. Every field is named: one added fails to compile here rather than going
+    /// uncopied.
     fn clone_from(&mut self, source: &Self) {
-        self.fleet.clone_from(&source.fleet);
-        self.classes.clone_from(&source.classes);
-        self.kinds.clone_from(&source.kinds);
-        self.largest_domain = source.largest_domain;
-        self.node_domains.clone_from(&source.node_domains);
-        self.live_headers.clone_from(&source.live_headers);
-        self.slot.clone_from(&source.slot);
-        self.by_state.clone_from(&source.by_state);
-        self.node_class.clone_from(&source.node_class);
-        self.live = source.live;
+        let Cluster {
+            fleet,
+            classes,
+            kinds,
+            largest_domain,
+            node_domains,
+            live_headers,
+            slot,
+            by_state,
+            node_class,
+            live,
+            epoch: _,
+        } = source;
+        self.fleet.clone_from(fleet);
+        self.classes.clone_from(classes);
+        self.kinds.clone_from(kinds);
+        self.largest_domain = *largest_domain;
+        self.node_domains.clone_from(node_domains);
+        self.live_headers.clone_from(live_headers);
+        self.slot.clone_from(slot);
+        self.by_state.clone_from(by_state);
+        self.node_class.clone_from(node_class);
+        self.live = *live;
+        // A copy gets its own epoch, as `clone` gives it.
         self.epoch = new_epoch();
     }
 }

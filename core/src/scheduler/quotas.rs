@@ -204,19 +204,16 @@ impl<'a> Quotas<'a> {
             return Ok(false);
         }
         let limit = milli(q.borrow_limit);
-        // The cheap test first: most waiting jobs of a team at its limit stop here.
-        if self.borrowed[t] + wants <= limit {
-            let idle = self.lendable(t);
-            if wants <= idle {
-                return Ok(true);
-            }
+        let idle = self.lendable(t);
+        if self.borrowed[t] + wants <= limit && wants <= idle {
+            return Ok(true);
         }
         Err(PendingReason::Quota {
             wants,
             used: self.used[t],
             guaranteed: g,
             borrow_limit: limit,
-            lendable: self.lendable(t),
+            lendable: idle,
         })
     }
 }

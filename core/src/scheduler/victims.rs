@@ -4,7 +4,7 @@
 use super::cycle::{total_order, CycleInput, JobId, PendingJob, RunningJob};
 use super::hash::FastHash;
 use super::index::Cluster;
-use super::place::{fits_on, Placer};
+use super::place::{may_fit_in_freed, Placer};
 use crate::model::{NodeId, Placement};
 use std::collections::HashSet;
 
@@ -105,14 +105,7 @@ pub(super) fn preempt_for(
             continue;
         }
         released.push(r);
-        // The job fitted nowhere before: a one-node job can fit only where room was just
-        // freed, so the fleet is searched again only when one of these nodes takes it.
-        let freed_fits = job.request.nodes > 1
-            || r.placement
-                .nodes
-                .iter()
-                .any(|g| fits_on(work, &job.request, g.node));
-        if !freed_fits {
+        if !may_fit_in_freed(work, &job.request, &r.placement) {
             continue;
         }
         if let Ok(p) = placer.place(work, &job.request, job.id) {

@@ -563,6 +563,13 @@ impl Placer {
     }
 }
 
+/// Whether a search for `job`, which fitted nowhere before `freed` was given back, can find
+/// room now: a one-node job fits only where room was just freed, so the fleet is searched
+/// again only when one of those nodes takes it (the same answer as searching every time).
+pub(super) fn may_fit_in_freed(cluster: &Cluster, job: &JobRequest, freed: &Placement) -> bool {
+    job.nodes > 1 || freed.nodes.iter().any(|g| fits_on(cluster, job, g.node))
+}
+
 /// Whether one member of `job` fits on `node` now: the test [`Placer::place`] puts the node's
 /// class to, for one node — what a search after freeing a few nodes needs to look at.
 pub fn fits_on(cluster: &Cluster, job: &JobRequest, node: NodeId) -> bool {

@@ -9,11 +9,24 @@ use super::*;
 /// dollars of those runs.
 pub type TeamSpend = (String, Option<String>, f64, f64, f64);
 
-/// Billed runs by team overlapping `[?1, ?2)`, open ones up to `?2`. `ended_at IS NULL OR
-/// ended_at > ?1`, not a COALESCE: each side reads the index on `ended_at`, so a journal of
-/// years reads only the weeks asked for.
-const GPU_TIME: &str = "SELECT team, gpus, started_at, COALESCE(ended_at, ?2) FROM charges
-     WHERE (ended_at IS NULL OR ended_at > ?1) AND started_at < ?2";
+/// Billed runs that overlap `[?1, ?2)`, open ones counting up to `?3` (now). What
+/// `COALESCE(ended_at, ?3) > ?1` says, written so that each side of the OR reads the index on
+/// `ended_at` (a COALESCE no index answers: every run ever billed was read), so a journal of
+/// years reads only the window asked for.
+const OVERLAPS: &str = "started_at < ?2 AND (ended_at > ?1 OR (ended_at IS NULL AND ?3 > ?1))";
+
+/// Each such run's team, GPUs and span.
+fn gpu_time_sql() -> String {
+    format!("SELECT team, gpus, started_at, COALESCE(ended_at, ?3) FROM charges WHERE {OVERLAPS}")
+}
+
+/// Each such run in full, in order.
+fn charges_sql() -> String {
+    format!(
+        "SELECT job, team, project, capacity, gpus, dollars_per_hour, started_at, COALESCE(ended_at, ?3)
+         FROM charges WHERE {OVERLAPS} ORDER BY started_at, job"
+    )
+}
 
 impl Store {
     pub fn add_token(&mut self, t: &TokenRecord) -> Result<(), JournalError> {
@@ -315,18 +328,23 @@ impl Store {
         rows.collect::<Result<Vec<_>, _>>().map_err(self.sql())
     }
 
-    /// The plan of `each_gpu_time`'s query (a test holds it to the index).
+    /// The plans of `each_gpu_time`'s and `charges`' queries (a test holds them to the index).
     #[cfg(test)]
-    pub(super) fn gpu_time_plan(&self) -> Result<String, JournalError> {
-        let mut q = self
-            .conn
-            .prepare(&format!("EXPLAIN QUERY PLAN {GPU_TIME}"))
-            .map_err(self.sql())?;
-        let rows = q
-            .query_map(params![0.0, 1.0], |r| r.get::<_, String>(3))
-            .map_err(self.sql())?;
-        let steps: Result<Vec<String>, _> = rows.collect();
-        Ok(steps.map_err(self.sql())?.join("; "))
+    pub(super) fn window_plans(&self) -> Result<String, JournalError> {
+        let mut steps = Vec::new();
+        for sql in [gpu_time_sql(), charges_sql()] {
+            let mut q = self
+                .conn
+                .prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
+                .map_err(self.sql())?;
+            let rows = q
+                .query_map(params![0.0, 1.0, 1.0], |r| r.get::<_, String>(3))
+                .map_err(self.sql())?;
+            for r in rows {
+                steps.push(r.map_err(self.sql())?);
+            }
+        }
+        Ok(steps.join("; "))
     }
 
     /// Each billed run that overlaps `[since, now)` as (team, GPUs, from, to), clipped to it,
@@ -338,8 +356,11 @@ impl Store {
         now: f64,
         each: &mut dyn FnMut(&str, f64, f64, f64),
     ) -> Result<(), JournalError> {
-        let mut q = self.conn.prepare_cached(GPU_TIME).map_err(self.sql())?;
-        let mut rows = q.query(params![since, now]).map_err(self.sql())?;
+        let mut q = self
+            .conn
+            .prepare_cached(&gpu_time_sql())
+            .map_err(self.sql())?;
+        let mut rows = q.query(params![since, now, now]).map_err(self.sql())?;
         while let Some(r) = rows.next().map_err(self.sql())? {
             let team = r.get_ref(0).map_err(self.sql())?.as_str().unwrap_or("");
             let gpus: f64 = r.get(1).map_err(self.sql())?;
@@ -361,10 +382,7 @@ impl Store {
     ) -> Result<Vec<ChargeRecord>, JournalError> {
         let mut q = self
             .conn
-            .prepare_cached(
-                "SELECT job, team, project, capacity, gpus, dollars_per_hour, started_at, COALESCE(ended_at, ?3)
-                 FROM charges WHERE started_at < ?2 AND COALESCE(ended_at, ?3) > ?1 ORDER BY started_at, job",
-            )
+            .prepare_cached(&charges_sql())
             .map_err(self.sql())?;
         let rows = q
             .query_map(params![since, until, now], |r| {

@@ -553,3 +553,40 @@ fn a_job_on_the_simulated_fleet_has_no_logs_and_says_why() {
     let why = logs.none.unwrap_or_default();
     assert!(why.contains("simulated fleet"), "{why}");
 }
+
+/// A finished job stays listed after the engine has let it go (issue 68): the engine keeps a
+/// window of finished jobs whole, the listings keep each one's row, carried from snapshot to
+/// snapshot; the job's detail is read from the journal.
+#[test]
+fn finished_jobs_stay_listed_after_the_engine_lets_them_go() {
+    let cfg = fleet(0.0);
+    let mut s = open("listed", &cfg, 0.0);
+    s.set_history_kept(0);
+    let ids: Vec<i64> = (0..3)
+        .map(|_| s.submit(&[train(1, false, "30m")]).remove(0).unwrap())
+        .collect();
+    s.tick().unwrap();
+    for _ in 0..60 {
+        s.advance(60.0).unwrap();
+    }
+    let log = events(&mut s);
+    for &id in &ids {
+        assert!(s.engine().job(id).is_none(), "job {id} left memory: {log}");
+        let row = (s.snapshot().jobs.iter())
+            .find(|r| r.id == id)
+            .cloned()
+            .unwrap_or_else(|| panic!("job {id} is not listed: {log}"));
+        assert!(
+            ["completed", "failed"].contains(&row.state.as_str()),
+            "{row:?}"
+        );
+        assert_eq!(row.name, "train");
+        let detail = s.job_detail(id).unwrap();
+        assert_eq!(detail.state.to_string(), row.state);
+    }
+    // Still listed once the snapshot has been rebuilt again, and only once.
+    s.advance(60.0).unwrap();
+    for &id in &ids {
+        assert_eq!(s.snapshot().jobs.iter().filter(|r| r.id == id).count(), 1);
+    }
+}

@@ -243,8 +243,9 @@ impl SlurmRest {
         )
     }
 
-    /// `GET path`: the status and the body.
-    fn get(&self, path: &str) -> Result<(reqwest::StatusCode, Vec<u8>), String> {
+    /// `GET path`, sent: the answer, its body not read yet (a refusal of the credentials is
+    /// an error here).
+    fn send(&self, path: &str) -> Result<reqwest::blocking::Response, String> {
         let resp = self
             .as_the_user(self.client.get(format!("{}{path}", self.base)))?
             .send()
@@ -256,6 +257,24 @@ impl SlurmRest {
                 )
             })?;
         let status = resp.status();
+        if status.as_u16() == 401 || status.as_u16() == 403 {
+            return Err(self.refused(status));
+        }
+        Ok(resp)
+    }
+
+    fn too_long(&self, path: &str) -> String {
+        format!(
+            "slurmrestd {}: GET {path} answered more than {} MiB: gantry reads no more",
+            self.url,
+            MAX_BODY >> 20
+        )
+    }
+
+    /// `GET path`: the status and the body.
+    fn get(&self, path: &str) -> Result<(reqwest::StatusCode, Vec<u8>), String> {
+        let resp = self.send(path)?;
+        let status = resp.status();
         let mut body =
             Vec::with_capacity(resp.content_length().unwrap_or(0).min(MAX_BODY) as usize);
         resp.take(MAX_BODY + 1)
@@ -264,14 +283,7 @@ impl SlurmRest {
         self.read_bytes
             .fetch_add(body.len(), std::sync::atomic::Ordering::Relaxed);
         if body.len() as u64 > MAX_BODY {
-            return Err(format!(
-                "slurmrestd {}: GET {path} answered more than {} MiB: gantry reads no more",
-                self.url,
-                MAX_BODY >> 20
-            ));
-        }
-        if status.as_u16() == 401 || status.as_u16() == 403 {
-            return Err(self.refused(status));
+            return Err(self.too_long(path));
         }
         Ok((status, body))
     }
@@ -292,20 +304,37 @@ impl SlurmRest {
 
     /// `GET path` read as an `Answer` (the fields gantry uses, the rest skipped); `None`
     /// where slurmrestd says nothing changed since the `update_time` asked about.
+    ///
+    /// Parsed as it arrives, never held whole: slurmrestd 22.05 answers a jobs read with
+    /// every job it still remembers whenever anything changed (`MinJobAge`: thousands on a
+    /// busy cluster, 3–4 KB each). Read into one buffer first, that answer was tens of MB that
+    /// the allocator kept resident after it was freed, and the daemon grew with the
+    /// cluster's history (issue 68).
     fn get_answer(&self, path: &str) -> Result<Option<Answer>, String> {
-        let (status, body) = self.get(path)?;
+        let resp = self.send(path)?;
+        let status = resp.status();
         if status == reqwest::StatusCode::NOT_MODIFIED {
             return Ok(None);
         }
-        let a: Answer = serde_json::from_slice(&body).map_err(|e| {
-            if serde_json::from_slice::<serde::de::IgnoredAny>(&body).is_ok() {
-                format!(
-                    "slurmrestd {}: GET {path}: an answer gantry cannot read ({e}): is this Slurm's REST API?",
-                    self.url
-                )
-            } else {
-                self.not_json(&format!("GET {path}"), status, &body)
+        let mut body = Counted::new(resp.take(MAX_BODY + 1));
+        let read = serde_json::from_reader::<_, Answer>(std::io::BufReader::with_capacity(
+            64 << 10,
+            &mut body,
+        ));
+        self.read_bytes
+            .fetch_add(body.bytes as usize, std::sync::atomic::Ordering::Relaxed);
+        if body.bytes > MAX_BODY {
+            return Err(self.too_long(path));
+        }
+        let a = read.map_err(|e| match e.classify() {
+            serde_json::error::Category::Data => format!(
+                "slurmrestd {}: GET {path}: an answer gantry cannot read ({e}): is this Slurm's REST API?",
+                self.url
+            ),
+            serde_json::error::Category::Io => {
+                format!("slurmrestd {}: reading {path}: {e}", self.url)
             }
+            _ => self.not_json(&format!("GET {path}"), status, &body.head),
         })?;
         self.check(&format!("GET {path}"), status, &a.errors)?;
         Ok(Some(a))
@@ -511,9 +540,113 @@ impl SlurmRest {
     }
 }
 
+/// A body read through: how many bytes came, and the first of them (what an answer that is
+/// not JSON is shown by).
+struct Counted<R> {
+    inner: R,
+    bytes: u64,
+    head: Vec<u8>,
+}
+
+impl<R> Counted<R> {
+    const HEAD: usize = 200;
+
+    fn new(inner: R) -> Self {
+        Counted {
+            inner,
+            bytes: 0,
+            head: Vec::new(),
+        }
+    }
+}
+
+impl<R: Read> Read for Counted<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        let room = Self::HEAD.saturating_sub(self.head.len()).min(n);
+        self.head.extend_from_slice(&buf[..room]);
+        self.bytes += n as u64;
+        Ok(n)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A server on 127.0.0.1 that answers every request with `status` and `body`.
+    fn serving(status: &'static str, body: Vec<u8>) -> SlurmRest {
+        use std::io::{BufRead, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                let Ok(mut conn) = conn else { return };
+                let mut head = std::io::BufReader::new(conn.try_clone().unwrap());
+                let mut line = String::new();
+                while head.read_line(&mut line).is_ok_and(|n| n > 2) {
+                    line.clear();
+                }
+                let _ = write!(
+                    conn,
+                    "HTTP/1.1 {status}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                    body.len()
+                );
+                let _ = conn.write_all(&body);
+            }
+        });
+        crate::tls::install_provider();
+        SlurmRest {
+            url: url.clone(),
+            base: url,
+            user: None,
+            token: None,
+            client: reqwest::blocking::Client::new(),
+            version: "v0.0.38".to_string(),
+            release: None,
+            last: LastRead::default(),
+            whole_only: Vec::new(),
+            queue_spacing: QUEUE_SPACING,
+            read_bytes: Default::default(),
+        }
+    }
+
+    /// An answer is parsed as it arrives (issue 68), and one that is not what gantry reads
+    /// still says what it was: not JSON (with its first bytes), or JSON of another shape.
+    #[test]
+    fn answers_are_read_as_they_stream_and_a_wrong_one_says_what_it_was() {
+        let job = |id: u32, state: &str| {
+            format!(
+                r#"{{"job_id":{id},"name":"gantry-{id}","user_name":"nobody","job_state":"{state}","comment":"gantry:{id}","padding":"{}"}}"#,
+                "x".repeat(3000)
+            )
+        };
+        let jobs: Vec<String> = (1..=2_000)
+            .map(|i| job(i, if i % 2 == 0 { "RUNNING" } else { "COMPLETED" }))
+            .collect();
+        let body = format!(r#"{{"meta":{{}},"errors":[],"jobs":[{}]}}"#, jobs.join(","));
+        let len = body.len();
+        let rest = serving("200 OK", body.into_bytes());
+        let a = rest.get_answer("/slurm/v0.0.38/jobs").unwrap().unwrap();
+        // Every running job is kept; of the ended ones, only gantry's (none here by comment).
+        assert!(a.jobs.len() >= 1_000, "{}", a.jobs.len());
+        assert_eq!(rest.read_bytes(), len);
+
+        let rest = serving(
+            "502 Bad Gateway",
+            b"<html><body>proxy error: upstream slurmrestd is down</body></html>".to_vec(),
+        );
+        let e = rest.get_answer("/slurm/v0.0.38/jobs").unwrap_err();
+        assert!(
+            e.contains("answered HTTP 502 Bad Gateway, not JSON: <html><body>proxy error"),
+            "{e}"
+        );
+
+        let rest = serving("200 OK", br#"{"jobs": 5}"#.to_vec());
+        let e = rest.get_answer("/slurm/v0.0.38/jobs").unwrap_err();
+        assert!(e.contains("an answer gantry cannot read"), "{e}");
+        assert!(e.contains("is this Slurm's REST API?"), "{e}");
+    }
 
     #[test]
     fn a_queue_slow_to_read_is_read_less_often_and_always_in_a_whole_read() {

@@ -120,7 +120,7 @@ pub enum BenchCmd {
     Memory {
         #[arg(long, default_value_t = 1_000_000)]
         jobs: usize,
-        /// Finished jobs kept in memory (the daemon keeps 5,000).
+        /// Finished jobs kept in memory (the daemon keeps 1,000 whole; its listings a row for 2,000).
         #[arg(long, default_value_t = gantry::daemon::engine::HISTORY_KEPT)]
         history: usize,
         #[arg(short, long, value_enum, default_value_t = Output::Table)]

@@ -124,7 +124,7 @@ impl Engine {
         let mut pending = Vec::new();
         let mut running = Vec::new();
         let mut requeue = HashMap::new();
-        for j in self.jobs.values() {
+        for j in self.jobs.live() {
             match j.state {
                 JobState::Running => {
                     let ran = j.started_at.map_or(0.0, |s| (now - s).max(0.0));

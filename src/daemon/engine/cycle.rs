@@ -12,11 +12,11 @@ impl Engine {
         let capped = self.over_user_limits();
         let pending: Vec<PendingJob> = self
             .jobs
-            .values()
+            .live()
             .filter(|j| matches!(j.state, JobState::Pending | JobState::Held))
             .map(|j| pending_of(j, waits.contains_key(&j.id) || capped.contains_key(&j.id)))
             .collect();
-        let running: Vec<RunningJob> = self.jobs.values().filter_map(|j| running_of(j)).collect();
+        let running: Vec<RunningJob> = self.jobs.live().filter_map(running_of).collect();
         let view = self.pinned_out();
         let cluster = view.as_ref().unwrap_or(&self.cluster);
         let input = CycleInput {
@@ -168,7 +168,7 @@ impl Engine {
     fn follow_pipelines(&mut self, now: f64) -> Result<HashMap<JobId, JobId>, EngineError> {
         let mut waits = HashMap::new();
         let mut cancel = Vec::new();
-        for j in self.jobs.values() {
+        for j in self.jobs.live() {
             let (JobState::Pending, Some(after)) = (j.state, j.spec.after) else {
                 continue;
             };

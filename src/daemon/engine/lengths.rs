@@ -197,21 +197,8 @@ mod tests {
             l.record(run("ann", Some(86_400.0)), 60_000.0);
         }
         let mut job = Job {
-            id: 1,
-            name: None,
             user: Some("bob".into()),
-            team: 0,
-            class: 0,
-            state: crate::api::JobState::Pending,
-            submitted_at: 0.0,
-            spec: Default::default(),
-            request: Default::default(),
-            alternatives: Vec::new(),
-            placement: None,
-            started_at: None,
-            borrowed: false,
-            explanation: None,
-            cost: 0.0,
+            ..Job::bare(1, crate::api::JobState::Pending)
         };
         job.spec.time_limit_s = Some(86_400.0);
         let (left, basis) = l.left(&job, 0.0);

@@ -73,7 +73,7 @@ impl Engine {
         }
         // What each user's jobs hold now (GPUs in milli, $/h), those stopping included.
         let mut used: HashMap<&str, (u64, f64)> = HashMap::new();
-        for j in self.jobs.values() {
+        for j in self.jobs.live() {
             let (Some(u), Some(p)) = (&j.user, &j.placement) else {
                 continue;
             };
@@ -85,8 +85,7 @@ impl Engine {
         }
         let mut waiting: Vec<&Job> = self
             .jobs
-            .values()
-            .map(|j| &**j)
+            .live()
             .filter(|j| j.state == JobState::Pending && j.user.is_some())
             .collect();
         waiting.sort_by(|a, b| {

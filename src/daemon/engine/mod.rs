@@ -11,6 +11,7 @@ mod lengths;
 mod limits;
 mod open;
 mod records;
+mod table;
 mod usage;
 
 pub use ahead::Copy;
@@ -144,6 +145,28 @@ impl Job {
         self.explanation = None;
     }
 
+    /// A job with nothing set but its id and state (tests build on it).
+    #[cfg(test)]
+    pub(crate) fn bare(id: JobId, state: JobState) -> Job {
+        Job {
+            id,
+            name: None,
+            user: None,
+            team: 0,
+            class: 0,
+            state,
+            submitted_at: 0.0,
+            spec: Default::default(),
+            request: Default::default(),
+            alternatives: Vec::new(),
+            placement: None,
+            started_at: None,
+            borrowed: false,
+            explanation: None,
+            cost: 0.0,
+        }
+    }
+
     /// The shape it runs as (one of its alternatives when it started as one), else its first.
     pub fn shape(&self) -> &JobRequest {
         let Some(p) = &self.placement else {
@@ -231,10 +254,8 @@ pub struct Engine {
     usage: Vec<f64>,
     usage_at: f64,
     config: CycleConfig,
-    /// Boxed: a `Job` is over a kilobyte, and a B-tree's nodes hold eleven values each, about
-    /// half full when ids only grow and the oldest finished jobs leave from the front; the
-    /// slack cost more than a kilobyte per kept job (`gantry bench memory`).
-    jobs: BTreeMap<JobId, Box<Job>>,
+    /// The jobs in memory: every live one, and the window of finished ones.
+    jobs: table::JobTable,
     /// Teams whose budget is spent, and what that does to their submissions.
     budget: HashMap<usize, BudgetGate>,
     /// Runs ended so far (each closes a charge): tells readers of the bill when to re-read.
@@ -256,6 +277,8 @@ pub struct Engine {
     /// oldest are dropped from memory (the journal keeps them: `job_record`).
     finished: VecDeque<JobId>,
     history_kept: usize,
+    /// Finished jobs past the window stay until `forget_old` is called.
+    until_read: bool,
     /// Finished jobs dropped from memory since the allocator was last asked to give back
     /// what they held.
     forgotten: usize,
@@ -278,9 +301,12 @@ pub struct Engine {
 /// How a suspension's preemption reads in the journal (and is recognised after a restart).
 const SUSPENDED: &str = "suspended: ";
 
-/// Finished jobs a daemon keeps in memory by default (listings show them; older ones are
-/// read from the journal one at a time).
-pub const HISTORY_KEPT: usize = 5_000;
+/// Finished jobs a daemon keeps whole in memory by default (what follows an end reads them:
+/// a job's detail, a service's replacement, a dependant; older ones are read from the journal
+/// one at a time). A kept job is about 1.5 KB (`gantry bench memory`); the listings keep a row
+/// for more (`state::rows::LISTED_FINISHED`, about a third of that each), so that a daemon's
+/// memory stops growing with its history after a few thousand jobs (it was 5,000 whole ones).
+pub const HISTORY_KEPT: usize = 1_000;
 
 /// The least number of finished jobs to leave memory between two hand-backs of freed memory
 /// (`heap::give_back_freed`), so that a small window does not trim at every cycle.
@@ -343,7 +369,15 @@ impl Engine {
         Ok(())
     }
 
-    fn forget_old(&mut self) {
+    /// Past the window, the oldest finished jobs leave memory when they finish (the
+    /// default), or only when `forget_old` is called (`true`: a reader must see every job
+    /// finished first — the daemon's listings take each one's row at the next snapshot).
+    pub fn keep_finished_until_read(&mut self, on: bool) {
+        self.until_read = on;
+    }
+
+    /// Lets the finished jobs past the window leave memory (the journal keeps them).
+    pub fn forget_old(&mut self) {
         while self.finished.len() > self.history_kept {
             if let Some(id) = self.finished.pop_front() {
                 self.jobs.remove(&id);
@@ -473,10 +507,7 @@ impl Engine {
         if !self.jobs.contains_key(&id) {
             return Err(self.not_live(id));
         }
-        self.jobs
-            .get_mut(&id)
-            .map(|j| &mut **j)
-            .ok_or(EngineError::NoJob(id))
+        self.jobs.get_mut(&id).ok_or(EngineError::NoJob(id))
     }
 
     /// Journals then applies a state change; releases GPUs when a job stops running.
@@ -527,8 +558,11 @@ impl Engine {
             if let Some(job) = self.jobs.get_mut(&id) {
                 job.keep_as_finished();
             }
+            self.jobs.ended(id);
             self.finished.push_back(id);
-            self.forget_old();
+            if !self.until_read {
+                self.forget_old();
+            }
         }
         released
     }
@@ -692,12 +726,18 @@ impl Engine {
         Ok(())
     }
 
+    /// Every job in memory (the live ones and the window of finished ones), by id.
     pub fn jobs(&self) -> impl Iterator<Item = &Job> {
-        self.jobs.values().map(|j| &**j)
+        self.jobs.values()
+    }
+
+    /// The jobs not finished, by id: what each cycle's walks over what runs and waits read.
+    pub fn live_jobs(&self) -> impl Iterator<Item = &Job> {
+        self.jobs.live()
     }
 
     pub fn job(&self, id: JobId) -> Option<&Job> {
-        self.jobs.get(&id).map(|j| &**j)
+        self.jobs.get(&id)
     }
 
     pub fn fleet(&self) -> &Fleet {

@@ -15,7 +15,7 @@ impl Engine {
         for u in &mut self.usage {
             *u = decay(*u, now - since, FAIR_SHARE_HALF_LIFE_S);
         }
-        for j in self.jobs.values() {
+        for j in self.jobs.live() {
             if let (Some(p), Some(started)) = (&j.placement, j.started_at) {
                 let gpus = p.gpu_milli() as f64 / 1000.0;
                 if let Some(u) = self.usage.get_mut(j.team) {

@@ -217,7 +217,7 @@ impl Billing {
         for p in self.project_spend.values_mut() {
             p.total_usd = p.before_month_usd + p.closed_whole_usd;
         }
-        for j in engine.jobs() {
+        for j in engine.live_jobs() {
             let (Some(p), Some(t)) = (&j.placement, j.started_at) else {
                 continue;
             };

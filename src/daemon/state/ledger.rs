@@ -25,7 +25,7 @@ impl Nodes {
         let fleet = engine.fleet();
         let mut out = vec![PoolNow::default(); self.pool_count()];
         let mut held = vec![0u64; fleet.nodes.len()];
-        for p in engine.jobs().filter_map(|j| j.placement.as_ref()) {
+        for p in engine.live_jobs().filter_map(|j| j.placement.as_ref()) {
             for g in &p.nodes {
                 held[g.node.index()] += g.gpu_milli();
             }

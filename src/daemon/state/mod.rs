@@ -28,6 +28,7 @@ pub use nodes::span;
 use nodes::Nodes;
 pub use nodes::Retiring;
 mod reclaim;
+pub mod rows;
 mod seen;
 mod services;
 pub use services::{Measured, ServiceUp, ServiceUpAnswer};
@@ -91,6 +92,8 @@ pub struct State {
     services: services::Services,
     /// Start estimates for the waiting jobs, made off the actor (none when headless).
     eta: Option<crate::daemon::eta::Forecaster>,
+    /// Which finished jobs the snapshot lists (their rows outlive the jobs in the engine).
+    listed: rows::Listed,
 }
 
 /// GPUs a host of a `gpu = "auto"` pool found, to reopen the state with: why, the pool's name,

@@ -148,6 +148,9 @@ impl State {
         }
         let nodes = Nodes::new(cfg, &fleet, lives, provisioners, resume);
         let mut engine = Engine::open_adopting(db, fleet, teams, classes, resume, &adopted)?;
+        // The listings take a row of each job that finishes at the next snapshot; a headless
+        // state builds none, and lets finished jobs go as they finish.
+        engine.keep_finished_until_read(!opts.headless);
         engine.set_user_limits(crate::daemon::engine::UserLimits {
             per_team: cfg
                 .teams
@@ -205,6 +208,7 @@ impl State {
             services: Default::default(),
             // A headless state (`gantry sim`) is read by nobody: no estimates.
             eta: (!opts.headless).then(crate::daemon::eta::Forecaster::start),
+            listed: Default::default(),
         };
         for e in recent {
             let what = format!(

@@ -123,7 +123,11 @@ impl Seen<'_> {
         let step = 60.0;
         let from = self.now - config.window_s - step;
         let mut series: Vec<(&crate::daemon::engine::Job, Vec<Samples>)> = Vec::new();
-        for j in self.engine.jobs().filter(|j| j.state == JobState::Running) {
+        for j in self
+            .engine
+            .live_jobs()
+            .filter(|j| j.state == JobState::Running)
+        {
             let (Some(p), Some(started)) = (&j.placement, j.started_at) else {
                 continue;
             };

@@ -52,7 +52,7 @@ pub(super) fn jobs_by_node(
     which: impl Fn(usize) -> bool,
 ) -> HashMap<usize, Vec<JobId>> {
     let mut on: HashMap<usize, Vec<JobId>> = HashMap::new();
-    for j in engine.jobs() {
+    for j in engine.live_jobs() {
         for g in j.placement.iter().flat_map(|p| &p.nodes) {
             if which(g.node.index()) {
                 let ids = on.entry(g.node.index()).or_default();

@@ -104,7 +104,7 @@ impl Seen<'_> {
     /// several jobs adds their shares).
     pub(super) fn gpu_utils(&self) -> HashMap<(u32, u8), f64> {
         let mut out: HashMap<(u32, u8), f64> = HashMap::new();
-        for j in self.engine.jobs() {
+        for j in self.engine.live_jobs() {
             let (Some(p), Some(started)) = (&j.placement, j.started_at) else {
                 continue;
             };
@@ -191,7 +191,7 @@ impl Seen<'_> {
             }
         }
         // Per GPU: its jobs, the memory they reserve and (modelled) use, MiB.
-        for j in self.engine.jobs() {
+        for j in self.engine.live_jobs() {
             let Some(p) = &j.placement else { continue };
             for n in &p.nodes {
                 for g in &n.gpus {
@@ -435,7 +435,7 @@ impl Seen<'_> {
 /// while work waits).
 pub(super) fn models_waited_for(engine: &crate::daemon::engine::Engine) -> Vec<bool> {
     let mut wanted = vec![false; engine.fleet().models.len()];
-    for j in engine.jobs().filter(|j| j.state == JobState::Pending) {
+    for j in engine.live_jobs().filter(|j| j.state == JobState::Pending) {
         for (m, w) in wanted.iter_mut().enumerate() {
             *w |= j.request.models.rank(ModelId(m as u16)).is_some();
         }

@@ -3,12 +3,12 @@
 //! (`Seen` for what is read of several).
 
 use super::State;
-use super::{billing, history, ledger, seen};
+use super::{billing, history, ledger, rows, seen};
 use super::{GpuMetric, JobGpuMetric};
 use crate::api::HistoryJob;
 use crate::api::{ExperimentRun, JobView};
 use crate::api::{JobRow, JobState, PoolRow, Snapshot, TeamRow};
-use crate::daemon::engine::EngineError;
+use crate::daemon::engine::{EngineError, Job};
 use crate::daemon::journal::EventRecord;
 use crate::daemon::journal::JobId;
 use crate::model::{GpuRequest, GpuShare, Life};
@@ -525,7 +525,16 @@ impl State {
             return;
         }
         self.forecast_if_due();
-        self.snapshot = std::sync::Arc::new(self.build_snapshot());
+        // The finished jobs' rows move from the old snapshot to the new one (copied where a
+        // reader still holds the old one).
+        let previous = std::mem::take(&mut self.snapshot);
+        let version = previous.version + 1;
+        let kept = rows::finished_rows_of(previous);
+        let mut listed = std::mem::take(&mut self.listed);
+        self.snapshot = std::sync::Arc::new(self.build_snapshot(version, kept, &mut listed));
+        self.listed = listed;
+        // Every job that finished has its row now: the engine may let the oldest go.
+        self.engine.forget_old();
     }
 
     /// Hands a copy of the present to the estimates' worker when it is idle and the last
@@ -538,7 +547,7 @@ impl State {
         }
         let waiting = self
             .engine
-            .jobs()
+            .live_jobs()
             .any(|j| matches!(j.state, JobState::Pending | JobState::Held));
         if waiting {
             let copy = self.engine.present(now, self.nodes.coming(now));
@@ -651,7 +660,108 @@ impl State {
         self.eta.as_ref()?.latest().by_job.get(&id).cloned()
     }
 
-    fn build_snapshot(&self) -> Snapshot {
+    /// One job's row as it is now.
+    fn job_row(
+        &self,
+        j: &Job,
+        etas: Option<&crate::daemon::eta::Estimates>,
+        rooms: &mut HashMap<String, Option<String>>,
+    ) -> JobRow {
+        let fleet = self.engine.fleet();
+        let shape = j.shape();
+        let gpus = match (shape.gpu, shape.nodes) {
+            (GpuRequest::None, _) => "cpu".to_string(),
+            (GpuRequest::Whole(n), 1) => format!("{n}"),
+            (GpuRequest::Whole(n), k) => format!("{k}×{n}"),
+            (GpuRequest::Fraction(m), _) => format!("{:.2}", f64::from(m) / 1000.0),
+            (GpuRequest::Mig(p), _) => p.to_string(),
+        };
+        let (detail, position) = match (&j.placement, &j.explanation) {
+            (Some(p), _) => {
+                let node = &fleet.node(p.nodes[0].node).name;
+                let share = p.nodes[0]
+                    .gpus
+                    .first()
+                    .map_or(String::new(), |g| match g.share {
+                        GpuShare::Mig { start, .. } => {
+                            format!(" gpu{} slice@{start}", g.gpu)
+                        }
+                        _ => String::new(),
+                    });
+                let more = if p.nodes.len() > 1 {
+                    format!(" +{} nodes", p.nodes.len() - 1)
+                } else {
+                    String::new()
+                };
+                // A part its backend's scheduler holds back says why.
+                let waits = self
+                    .runs
+                    .held_back(j.id)
+                    .map_or(String::new(), |w| format!(" · held back: {w}"));
+                // A node of it that cannot be reached says so the moment it is seen
+                // (not only when it is lost, minutes later).
+                let unreachable = p
+                    .nodes
+                    .iter()
+                    .find_map(|g| {
+                        let i = g.node.index();
+                        let why = self.runs.unreachable(i)?;
+                        (self.nodes.life(i) != Life::Failed)
+                            .then(|| format!(" · UNREACHABLE: {} ({why})", fleet.node(g.node).name))
+                    })
+                    .unwrap_or_default();
+                (
+                    format!(
+                        "{node}{share}{more} ${:.2}/h{waits}{unreachable}",
+                        p.price_per_hour
+                    ),
+                    None,
+                )
+            }
+            (None, Some(e)) => (
+                self.why_waiting_in(j, rooms).unwrap_or_default(),
+                Some(e.position),
+            ),
+            (None, None) => (String::new(), None),
+        };
+        let since = j.started_at.unwrap_or(j.submitted_at);
+        // Restarted after its own failures: said beside where it runs or why it waits.
+        let restarts = self.runs.restarts(j.id);
+        let detail = match restarts {
+            0 => detail,
+            n if detail.is_empty() => format!("restart {n}"),
+            n => format!("{detail} · restart {n}"),
+        };
+        JobRow {
+            id: j.id,
+            name: j.name.clone().unwrap_or_default(),
+            user: j.user.clone(),
+            team: self.team_name(j.team),
+            class: self.class_name(j.class),
+            state: j.state.to_string(),
+            gpus,
+            since_s: since,
+            submitted_s: Some(j.submitted_at),
+            position,
+            detail,
+            cost_usd: j.cost,
+            dollars_per_hour: j.placement.as_ref().map_or(0.0, |p| p.price_per_hour),
+            restarts,
+            experiment: j.spec.experiment.clone(),
+            eta: etas
+                .as_ref()
+                .filter(|_| matches!(j.state, JobState::Pending | JobState::Held))
+                .and_then(|e| e.by_job.get(&j.id))
+                .map(|e| Box::new(e.clone())),
+        }
+    }
+
+    fn build_snapshot(
+        &self,
+        version: u64,
+        kept: Vec<JobRow>,
+        listed: &mut rows::Listed,
+    ) -> Snapshot {
         let fleet = self.engine.fleet();
         let mut pools: Vec<PoolRow> = fleet
             .pools
@@ -720,111 +830,17 @@ impl State {
             + 0.0;
         let mut rooms = HashMap::new();
         let etas = self.eta.as_ref().map(|f| f.latest());
-        let mut jobs: Vec<JobRow> = self
-            .engine
-            .jobs()
-            .filter(|j| !j.state.is_final() || self.now - j.submitted_at < 6.0 * 3600.0)
-            .map(|j| {
-                let shape = j.shape();
-                let gpus = match (shape.gpu, shape.nodes) {
-                    (GpuRequest::None, _) => "cpu".to_string(),
-                    (GpuRequest::Whole(n), 1) => format!("{n}"),
-                    (GpuRequest::Whole(n), k) => format!("{k}×{n}"),
-                    (GpuRequest::Fraction(m), _) => format!("{:.2}", f64::from(m) / 1000.0),
-                    (GpuRequest::Mig(p), _) => p.to_string(),
-                };
-                let (detail, position) = match (&j.placement, &j.explanation) {
-                    (Some(p), _) => {
-                        let node = &fleet.node(p.nodes[0].node).name;
-                        let share =
-                            p.nodes[0]
-                                .gpus
-                                .first()
-                                .map_or(String::new(), |g| match g.share {
-                                    GpuShare::Mig { start, .. } => {
-                                        format!(" gpu{} slice@{start}", g.gpu)
-                                    }
-                                    _ => String::new(),
-                                });
-                        let more = if p.nodes.len() > 1 {
-                            format!(" +{} nodes", p.nodes.len() - 1)
-                        } else {
-                            String::new()
-                        };
-                        // A part its backend's scheduler holds back says why.
-                        let waits = self
-                            .runs
-                            .held_back(j.id)
-                            .map_or(String::new(), |w| format!(" · held back: {w}"));
-                        // A node of it that cannot be reached says so the moment it is seen
-                        // (not only when it is lost, minutes later).
-                        let unreachable = p
-                            .nodes
-                            .iter()
-                            .find_map(|g| {
-                                let i = g.node.index();
-                                let why = self.runs.unreachable(i)?;
-                                (self.nodes.life(i) != Life::Failed).then(|| {
-                                    format!(" · UNREACHABLE: {} ({why})", fleet.node(g.node).name)
-                                })
-                            })
-                            .unwrap_or_default();
-                        (
-                            format!(
-                                "{node}{share}{more} ${:.2}/h{waits}{unreachable}",
-                                p.price_per_hour
-                            ),
-                            None,
-                        )
-                    }
-                    (None, Some(e)) => (
-                        self.why_waiting_in(j, &mut rooms).unwrap_or_default(),
-                        Some(e.position),
-                    ),
-                    (None, None) => (String::new(), None),
-                };
-                let since = j.started_at.unwrap_or(j.submitted_at);
-                // Restarted after its own failures: said beside where it runs or why it waits.
-                let restarts = self.runs.restarts(j.id);
-                let detail = match restarts {
-                    0 => detail,
-                    n if detail.is_empty() => format!("restart {n}"),
-                    n => format!("{detail} · restart {n}"),
-                };
-                JobRow {
-                    id: j.id,
-                    name: j.name.clone().unwrap_or_default(),
-                    user: j.user.clone(),
-                    team: self.team_name(j.team),
-                    class: self.class_name(j.class),
-                    state: j.state.to_string(),
-                    gpus,
-                    since_s: since,
-                    submitted_s: Some(j.submitted_at),
-                    position,
-                    detail,
-                    cost_usd: j.cost,
-                    dollars_per_hour: j.placement.as_ref().map_or(0.0, |p| p.price_per_hour),
-                    restarts,
-                    experiment: j.spec.experiment.clone(),
-                    eta: etas
-                        .as_ref()
-                        .filter(|_| matches!(j.state, JobState::Pending | JobState::Held))
-                        .and_then(|e| e.by_job.get(&j.id))
-                        .map(|e| Box::new(e.clone())),
-                }
-            })
-            .collect();
-        jobs.sort_by_key(|j| {
-            (
-                state_order(&j.state),
-                j.position.unwrap_or(usize::MAX),
-                -j.id,
-            )
+        let etas = etas.as_deref();
+        let jobs = rows::job_rows((&self.engine, self.now), kept, listed, |j| {
+            self.job_row(j, etas, &mut rooms)
         });
         let mut queue_by_class: Vec<(String, usize)> =
             self.classes.iter().map(|c| (c.clone(), 0)).collect();
-        for j in self.engine.jobs().filter(|j| j.state == JobState::Pending) {
+        for j in self
+            .engine
+            .live_jobs()
+            .filter(|j| j.state == JobState::Pending)
+        {
             if let Some(q) = queue_by_class
                 .iter_mut()
                 .find(|(c, _)| *c == self.class_name(j.class))
@@ -833,7 +849,7 @@ impl State {
             }
         }
         let mut teams: Vec<TeamRow> = self.billing.team_rows();
-        for j in self.engine.jobs() {
+        for j in self.engine.live_jobs() {
             let Some(row) = teams.get_mut(j.team) else {
                 continue;
             };
@@ -882,7 +898,7 @@ impl State {
             teams[i].lent_gpus = (borrowed * idle[i] / pool.max(1e-9)).min(idle[i]);
         }
         Snapshot {
-            version: self.snapshot.version + 1,
+            version,
             events_total: self.log.total(),
             teams,
             simulated: self.runs.any_simulated(),

@@ -554,7 +554,7 @@ impl Nodes {
             return Ok(());
         }
         self.next_consolidate = cx.now + CONSOLIDATE_EVERY_S;
-        let waiting = cx.engine.jobs().any(|j| {
+        let waiting = cx.engine.live_jobs().any(|j| {
             j.state == JobState::Pending
                 && j.explanation
                     .as_ref()

@@ -60,18 +60,52 @@ pub struct Opening {
 /// Wakes the daemon when a backend has news that may start work — a run ended or failed to
 /// start, a host answered — so what waits starts within milliseconds rather than at the next
 /// clock step. The daemon sets it once; every runner holds a clone, across reloads.
+///
+/// Backends start with the state, before the daemon's actor sets what waking does: a wake
+/// sent meanwhile (a Slurm pool read within milliseconds) is kept and delivered by `set`.
+/// It was dropped, and a daemon whose clock steps hourly then looked at its first news an
+/// hour late (CI, stop 80: `a_slurm_runs_end_starts_the_next_job_without_waiting_for_the_clock`).
 #[derive(Clone, Default)]
-pub struct Wake(std::sync::Arc<std::sync::OnceLock<Box<dyn Fn() + Send + Sync>>>);
+pub struct Wake(std::sync::Arc<WakeInner>);
+
+#[derive(Default)]
+struct WakeInner {
+    wake: std::sync::OnceLock<Box<dyn Fn() + Send + Sync>>,
+    /// A wake came before `set`.
+    early: std::sync::atomic::AtomicBool,
+}
 
 impl Wake {
-    /// What waking does (the first call wins).
+    /// What waking does (the first call wins); a wake sent before is delivered now.
     pub fn set(&self, wake: impl Fn() + Send + Sync + 'static) {
-        let _ = self.0.set(Box::new(wake));
+        let _ = self.0.wake.set(Box::new(wake));
+        self.deliver_early();
     }
 
     pub fn wake(&self) {
-        if let Some(w) = self.0.get() {
+        if let Some(w) = self.0.wake.get() {
             w();
+            return;
+        }
+        self.0
+            .early
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        // `set` may have run between the look above and the store: then no one else
+        // delivers it.
+        self.deliver_early();
+    }
+
+    /// Sends a wake kept from before `set`, once (whichever of `set` and `wake` sees both
+    /// the function and the flag).
+    fn deliver_early(&self) {
+        if let Some(w) = self.0.wake.get() {
+            if self
+                .0
+                .early
+                .swap(false, std::sync::atomic::Ordering::SeqCst)
+            {
+                w();
+            }
         }
     }
 
@@ -101,7 +135,7 @@ impl Wake {
 
 impl std::fmt::Debug for Wake {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(if self.0.get().is_some() {
+        f.write_str(if self.0.wake.get().is_some() {
             "Wake(set)"
         } else {
             "Wake(unset)"
@@ -580,5 +614,56 @@ pub trait Runner: Send {
     /// instead (their `Sample` events) and answer `None`.
     fn modelled_gpu(&self, _job: i64, _gpu: u32, _started: f64, _at: f64) -> Option<Modelled> {
         None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    /// A backend's news sent before the daemon listens is delivered when it does, once.
+    #[test]
+    fn a_wake_sent_before_the_daemon_listens_is_delivered_once_it_does() {
+        let wake = Wake::default();
+        let runner = wake.clone();
+        runner.after(
+            RunEvent::Down {
+                host: 0,
+                why: "not news".into(),
+            },
+            |_| {},
+        );
+        runner.wake();
+        runner.wake();
+        let woken = Arc::new(AtomicUsize::new(0));
+        let w = woken.clone();
+        wake.set(move || {
+            w.fetch_add(1, Ordering::SeqCst);
+        });
+        assert_eq!(woken.load(Ordering::SeqCst), 1, "the early wakes, as one");
+        runner.wake();
+        assert_eq!(woken.load(Ordering::SeqCst), 2);
+        // Nothing kept from before is sent again.
+        wake.set(|| {});
+        assert_eq!(woken.load(Ordering::SeqCst), 2);
+    }
+
+    /// A wake racing the set is delivered exactly once, whichever comes first.
+    #[test]
+    fn wakes_racing_the_set_are_never_all_lost() {
+        for _ in 0..200 {
+            let wake = Wake::default();
+            let runner = wake.clone();
+            let t = std::thread::spawn(move || runner.wake());
+            let woken = Arc::new(AtomicUsize::new(0));
+            let w = woken.clone();
+            wake.set(move || {
+                w.fetch_add(1, Ordering::SeqCst);
+            });
+            t.join().unwrap();
+            assert_eq!(woken.load(Ordering::SeqCst), 1);
+        }
     }
 }

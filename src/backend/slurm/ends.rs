@@ -5,11 +5,33 @@ use super::inventory::{Inventory, Job};
 use super::rest::SlurmRest;
 use super::runner::{Cmd, REFRESH};
 use crate::backend::Exit;
+use std::collections::HashSet;
 use std::sync::mpsc::Sender;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 /// Answers at least this large (bytes, one read) are given back to the system after.
 const TRIM_AFTER: usize = 1 << 20;
+
+/// The Slurm jobs of gantry's parts whose end the worker has taken, for the reader to stop
+/// keeping (`SlurmRest::inventory_without`): shared, the worker adding, the reader draining.
+#[derive(Clone, Default)]
+pub(super) struct Taken(Arc<Mutex<Vec<u64>>>);
+
+impl Taken {
+    pub(super) fn add(&self, slurm: u64) {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).push(slurm);
+    }
+
+    fn drain_into(&self, into: &mut HashSet<u64>) {
+        into.extend(self.0.lock().unwrap_or_else(|p| p.into_inner()).drain(..));
+    }
+
+    #[cfg(test)]
+    pub(super) fn ids(&self) -> Vec<u64> {
+        self.0.lock().unwrap().clone()
+    }
+}
 
 /// Reads the cluster through slurmrestd each `REFRESH`, on its own thread: a large queue's
 /// answer takes a while to build and read, and meanwhile the worker goes on submitting parts
@@ -21,6 +43,10 @@ pub(super) struct Reader {
     rest: Option<SlurmRest>,
     /// Every read reads the queue (`SlurmRest::read_the_queue_each_time`).
     pub(super) whole_queue: bool,
+    /// Ends the worker has taken, as it says them; and all of them that Slurm still
+    /// answers with (kept across reconnections).
+    taken: Taken,
+    settled: HashSet<u64>,
 }
 
 impl Reader {
@@ -28,6 +54,7 @@ impl Reader {
         url: String,
         user: Option<String>,
         token: Option<super::token::Token>,
+        taken: Taken,
     ) -> Reader {
         Reader {
             url,
@@ -35,6 +62,8 @@ impl Reader {
             token,
             rest: None,
             whole_queue: false,
+            taken,
+            settled: HashSet::new(),
         }
     }
 
@@ -80,7 +109,8 @@ impl Reader {
             self.rest = Some(rest);
         }
         let rest = self.rest.as_mut().ok_or("not connected")?;
-        rest.inventory().inspect_err(|_| {
+        self.taken.drain_into(&mut self.settled);
+        rest.inventory_without(&mut self.settled).inspect_err(|_| {
             // Reconnect (and detect the version again) next time: it may have been upgraded.
             self.rest = None;
         })
@@ -170,7 +200,12 @@ mod tests {
             .unwrap();
         rt.spawn(async move { axum::serve(listener, app).await });
 
-        let mut r = Reader::new(format!("unix:{}", socket.display()), None, None);
+        let mut r = Reader::new(
+            format!("unix:{}", socket.display()),
+            None,
+            None,
+            Taken::default(),
+        );
         let first = Instant::now();
         let (asked, read) = r.read();
         assert!(!read.unwrap().jobs.is_empty());

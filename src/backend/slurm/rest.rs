@@ -5,6 +5,7 @@
 use super::inventory::{self, Answer, Inventory, Job, Node, Partition};
 use super::token::{self, Token};
 use serde_json::Value;
+use std::collections::HashSet;
 use std::io::Read;
 use std::time::{Duration, Instant};
 
@@ -486,6 +487,18 @@ impl SlurmRest {
     /// it was (a whole read at first, and every `FULL_READ_EVERY`; the queue as
     /// `QUEUE_SPACING` allows).
     pub fn inventory(&mut self) -> Result<Inventory, String> {
+        self.inventory_without(&mut HashSet::new())
+    }
+
+    /// `inventory`, less the ended jobs in `taken` (those whose end the caller has already
+    /// taken): neither kept nor answered, while Slurm goes on remembering them. An id Slurm
+    /// no longer answers with leaves `taken`.
+    ///
+    /// slurmctld answers with every ended job for `MinJobAge` (300 s by default): on a pool
+    /// running a thousand short parts a minute, the ends of the last five minutes' parts,
+    /// kept here and copied to the worker at every refresh long after it had settled them —
+    /// the daemon's memory rose with them for the first rounds of a run (issue 68).
+    pub fn inventory_without(&mut self, taken: &mut HashSet<u64>) -> Result<Inventory, String> {
         self.read_bytes
             .store(0, std::sync::atomic::Ordering::Relaxed);
         let asked_at = std::time::SystemTime::now()
@@ -521,10 +534,19 @@ impl SlurmRest {
             let jobs_since = since.and(self.last.jobs_asked_at.map(|t| t - SINCE_MARGIN_S));
             if let Some(j) = self.read_since("jobs", jobs_since)? {
                 self.last.jobs = j.jobs.iter().map(inventory::job).collect();
+                if !taken.is_empty() {
+                    let answered: HashSet<u64> = self.last.jobs.iter().map(|j| j.id).collect();
+                    taken.retain(|id| answered.contains(id));
+                }
             }
             self.last.jobs_asked_at = Some(asked_at);
             self.last.jobs_began = Some(began);
             self.last.jobs_took = began.elapsed();
+        }
+        if !taken.is_empty() {
+            self.last
+                .jobs
+                .retain(|j| !(j.ended() && taken.contains(&j.id)));
         }
         self.last.asked_at = Some(asked_at);
         if since.is_none() {
@@ -646,6 +668,40 @@ mod tests {
         let e = rest.get_answer("/slurm/v0.0.38/jobs").unwrap_err();
         assert!(e.contains("an answer gantry cannot read"), "{e}");
         assert!(e.contains("is this Slurm's REST API?"), "{e}");
+    }
+
+    /// The ended parts whose end the worker has taken are no longer kept nor answered while
+    /// Slurm remembers them (issue 68); one taken but still running is, until it ends; an id
+    /// Slurm no longer answers with is let go.
+    #[test]
+    fn ended_jobs_whose_end_was_taken_are_no_longer_kept() {
+        let job = |id: u32, state: &str| {
+            format!(
+                r#"{{"job_id":{id},"name":"gantry-{id}","user_name":"nobody","job_state":"{state}","comment":"gantry:{id}:tok:0"}}"#
+            )
+        };
+        let body = format!(
+            r#"{{"meta":{{}},"errors":[],"nodes":[],"partitions":[],"jobs":[{},{},{},{}]}}"#,
+            job(1, "COMPLETED"),
+            job(2, "FAILED"),
+            job(3, "COMPLETED"),
+            job(4, "RUNNING")
+        );
+        let mut rest = serving("200 OK", body.into_bytes());
+        rest.read_the_queue_each_time();
+        let ids = |inv: &Inventory| inv.jobs.iter().map(|j| j.id).collect::<Vec<_>>();
+        let mut taken = HashSet::new();
+        assert_eq!(
+            ids(&rest.inventory_without(&mut taken).unwrap()),
+            [1, 2, 3, 4]
+        );
+        taken.extend([1, 4, 99]);
+        let inv = rest.inventory_without(&mut taken).unwrap();
+        assert_eq!(ids(&inv), [2, 3, 4]);
+        assert_eq!(rest.last.jobs.len(), 3, "not kept either");
+        let mut left: Vec<u64> = taken.into_iter().collect();
+        left.sort_unstable();
+        assert_eq!(left, [1, 4], "99 is not answered: let go");
     }
 
     #[test]

@@ -8,7 +8,7 @@
 //! re-adopts them (or stops the ones it gave up on).
 
 use super::batch::{self, Submit};
-use super::ends::{exit_of, Reader};
+use super::ends::{exit_of, Reader, Taken};
 use super::inventory::{Inventory, Job};
 use super::submits::{Submits, Via};
 use crate::backend::cluster::NodeReports;
@@ -122,7 +122,8 @@ impl SlurmPool {
             crate::unix_user::this_user().as_deref(),
         );
         via.warm();
-        let reader = Reader::new(url, user, token);
+        let taken = Taken::default();
+        let reader = Reader::new(url, user, token, taken.clone());
         let mut worker = Worker::new(
             Submit {
                 partition: s.partition,
@@ -134,6 +135,7 @@ impl SlurmPool {
             tx.clone(),
         );
         worker.wake = wake;
+        worker.taken = taken;
         worker.submits.via = via;
         let found = tx.clone();
         std::thread::Builder::new()
@@ -289,6 +291,8 @@ struct Worker {
     wake: crate::backend::Wake,
     /// The parts whose `sbatch` has not answered yet.
     submits: Submits,
+    /// Where the runs whose end was taken are told to the reader.
+    taken: Taken,
 }
 
 impl Worker {
@@ -308,6 +312,7 @@ impl Worker {
             out,
             wake: crate::backend::Wake::default(),
             submits: Submits::new(answers, Via::default()),
+            taken: Taken::default(),
         }
     }
 
@@ -407,6 +412,7 @@ impl Worker {
                 std::fs::remove_file(batch::enter_path(&self.submit.logs, &self.nodes[host], job));
             let r = self.runs.get_mut(key).expect("a followed run");
             r.ended = true;
+            self.taken.add(id);
             let said_started = r.started;
             for e in ended(
                 host,
@@ -556,12 +562,15 @@ impl Probe {
             logs: std::env::temp_dir(),
         };
         // Each refresh timed whole: the queue read every time, whatever it costs.
-        let mut reader = Reader::new(url.into(), user, None);
+        let taken = Taken::default();
+        let mut reader = Reader::new(url.into(), user, None, taken.clone());
         reader.whole_queue = true;
+        // It submits nothing: no answers to wait for.
+        let mut worker = Worker::new(submit, nodes, out.clone(), channel().0);
+        worker.taken = taken;
         Probe {
             reader,
-            // It submits nothing: no answers to wait for.
-            worker: Worker::new(submit, nodes, out.clone(), channel().0),
+            worker,
             out,
         }
     }
@@ -659,6 +668,7 @@ mod tests {
         );
         assert!(w.runs[&(0, 7, "tok".to_string())].ended);
         assert!(!w.runs[&(0, 8, "tok".to_string())].ended);
+        assert_eq!(w.taken.ids(), [41], "the reader is told its end was taken");
         assert!(!exits.join("41").exists() && exits.join("99").exists());
         // Said once.
         w.read_exits();
@@ -690,6 +700,30 @@ mod tests {
             matches!(&said[..], [RunEvent::StartFailed { job: 7, why, .. }] if why.contains("no")),
             "{said:?}"
         );
+    }
+
+    /// A part seen ended in a read is told to the reader as taken (issue 68: the reader kept
+    /// every ended part Slurm remembered, and copied them to the worker at each refresh);
+    /// one still running is not.
+    #[test]
+    fn an_end_read_from_slurm_is_told_to_the_reader_as_taken() {
+        let mut w = worker(&["gpu-a"]);
+        w.runs.insert((0, 7, "tok".into()), Run::new(41));
+        w.runs.insert((0, 8, "tok".into()), Run::new(42));
+        let job = |id, state: &str| Job {
+            id,
+            state: state.into(),
+            start_time: 1,
+            comment: format!("gantry:{}:tok:0", id - 34),
+            ..Job::default()
+        };
+        let inv = Inventory {
+            jobs: vec![job(41, "completed"), job(42, "running")],
+            ..Inventory::default()
+        };
+        w.refresh(Instant::now(), Ok(inv));
+        assert!(w.runs[&(0, 7, "tok".to_string())].ended);
+        assert_eq!(w.taken.ids(), [41]);
     }
 
     /// The reader reads on its own thread: a read begun before a part was submitted does not

@@ -130,6 +130,7 @@ impl Worker {
                 Some(j) if j.pending() => {
                     if HOPELESS.contains(&j.reason_code.as_str()) {
                         r.ended = true;
+                        self.taken.add(id);
                         cancel.push((host, id));
                         events.push(RunEvent::StartFailed {
                             host,
@@ -156,6 +157,7 @@ impl Worker {
                 }
                 Some(j) => {
                     r.ended = true;
+                    self.taken.add(id);
                     let exit = exit_of(j);
                     if r.started || j.start_time > 0 {
                         events.extend(ended(host, job, token, id, r.started, exit));

@@ -20,7 +20,17 @@ pub struct KubeBenchConfig {
     pub pods: usize,
     /// gantry pods the pool's runner starts (one GPU each, on as many nodes).
     pub binds: usize,
+    /// Then rounds of `round_jobs` short jobs through a daemon's state over a pool of the
+    /// first `ROUND_NODES` nodes, the memory measured after each (`bench::rounds`).
+    pub rounds: usize,
+    pub round_jobs: usize,
 }
+
+/// The nodes of the rounds' pool.
+const ROUND_NODES: usize = 16;
+
+/// How long each pod of the rounds runs (the test server's kubelet then ends it with 0).
+const ROUND_POD_RUNS_MS: u64 = 200;
 
 #[derive(Clone, Debug, Serialize)]
 pub struct KubeBenchReport {
@@ -41,6 +51,7 @@ pub struct KubeBenchReport {
     pub binds: usize,
     /// From the first start to every pod created, bound and reported running by the watch.
     pub bind_s: f64,
+    pub rounds: Vec<super::RoundMemory>,
 }
 
 fn node(i: usize, gpus: u32) -> Value {
@@ -148,6 +159,9 @@ pub fn populate(api: &ApiServer, c: &KubeBenchConfig) -> Result<usize, String> {
 pub fn serve(c: &KubeBenchConfig) -> Result<(), String> {
     let rt = crate::daemon::server::runtime()?;
     let api = ApiServer::start(rt.handle(), Duration::from_secs(60))?;
+    if c.rounds > 0 {
+        api.end_runs_after(Some(Duration::from_millis(ROUND_POD_RUNS_MS)));
+    }
     let gpu_pods = populate(&api, c)?;
     println!("{} {gpu_pods}", api.url);
     use std::io::Write;
@@ -157,19 +171,27 @@ pub fn serve(c: &KubeBenchConfig) -> Result<(), String> {
     }
 }
 
-/// A Kubernetes pool over the first `binds` nodes (one GPU free on each), through the
-/// daemon's own runner: once it has the cluster, one single-GPU run started on each node;
-/// the seconds until every one is reported started (its pod created, bound, running).
-fn bind(kubeconfig: &std::path::Path, binds: usize) -> Result<f64, String> {
-    use crate::backend::{Gang, Launch, RunEvent, Runner};
-    let hosts: Vec<String> = (0..binds).map(|i| format!("gpu-{i:05}")).collect();
+/// A fleet of one Kubernetes pool over `hosts`, read through `kubeconfig`.
+fn fleet(
+    kubeconfig: &std::path::Path,
+    hosts: &[String],
+) -> Result<crate::config::fleet::FleetConfig, String> {
     let listed: Vec<String> = hosts.iter().map(|h| format!("\"{h}\"")).collect();
     let fleet = format!(
         "[[teams]]\nname = \"bench\"\n\n[[pools]]\nprovider = \"kubernetes\"\nregion = \"k8s\"\nzone = \"us-east-1a\"\nname = \"h100\"\ninstance_type = \"p5.48xlarge\"\ngpu = \"H100\"\ngpus_per_node = 8\nvram_gb = 80\ncpus = 190\nmemory_gb = 1900\ncapacity = \"reserved\"\nprice_per_hour = 98.32\nhosts = [{}]\n[pools.kubernetes]\nkubeconfig = \"{}\"\nimage = \"nvcr.io/nvidia/pytorch:25.01-py3\"\n",
         listed.join(", "),
         kubeconfig.display()
     );
-    let config = crate::config::fleet::parse("bench.toml", &fleet).map_err(|e| e.to_string())?;
+    crate::config::fleet::parse("bench.toml", &fleet).map_err(|e| e.to_string())
+}
+
+/// A Kubernetes pool over the first `binds` nodes (one GPU free on each), through the
+/// daemon's own runner: once it has the cluster, one single-GPU run started on each node;
+/// the seconds until every one is reported started (its pod created, bound, running).
+fn bind(kubeconfig: &std::path::Path, binds: usize) -> Result<f64, String> {
+    use crate::backend::{Gang, Launch, RunEvent, Runner};
+    let hosts: Vec<String> = (0..binds).map(|i| format!("gpu-{i:05}")).collect();
+    let config = fleet(kubeconfig, &hosts)?;
     let mut pool = crate::backend::kube::runner::KubePool::open(
         &config.pools[0],
         hosts,
@@ -241,6 +263,8 @@ pub fn run(c: &KubeBenchConfig) -> Result<KubeBenchReport, String> {
         .arg(c.gpus_per_node.to_string())
         .arg("--pods")
         .arg(c.pods.to_string())
+        .arg("--rounds")
+        .arg(c.rounds.to_string())
         .stdout(std::process::Stdio::piped())
         .spawn()
         .map_err(|e| format!("starting the test API server: {e}"))?;
@@ -287,6 +311,11 @@ pub fn run(c: &KubeBenchConfig) -> Result<KubeBenchReport, String> {
         } else {
             0.0
         };
+        let rounds = if c.rounds > 0 {
+            rounds(&config, &dir, c)?
+        } else {
+            Vec::new()
+        };
         let _ = std::fs::remove_dir_all(&dir);
         Ok(KubeBenchReport {
             nodes: c.nodes,
@@ -299,9 +328,35 @@ pub fn run(c: &KubeBenchConfig) -> Result<KubeBenchReport, String> {
             peak_rss_mib,
             binds,
             bind_s,
+            rounds,
         })
     })();
     let _ = server.kill();
     let _ = server.wait();
     result
+}
+
+/// A daemon's state over a pool of the first nodes (`ROUND_NODES`), then `c.rounds` rounds of
+/// `c.round_jobs` jobs, each a pod the test server's kubelet ends after `ROUND_POD_RUNS_MS`.
+fn rounds(
+    kubeconfig: &std::path::Path,
+    dir: &std::path::Path,
+    c: &KubeBenchConfig,
+) -> Result<Vec<super::RoundMemory>, String> {
+    use crate::daemon::state::{Messages, State, StateOptions};
+    let hosts: Vec<String> = (0..ROUND_NODES.min(c.nodes))
+        .map(|i| format!("gpu-{i:05}"))
+        .collect();
+    let config = fleet(kubeconfig, &hosts)?;
+    let opts = StateOptions {
+        messages: Messages::File(dir.join("daemon.log")),
+        ..StateOptions::default()
+    };
+    let mut state =
+        State::open(&dir.join("rounds.db"), &config, &opts).map_err(|e| e.to_string())?;
+    super::rounds::run_until(&mut state, Duration::from_secs(120), "the nodes", |s| {
+        let (up, all) = s.hosts_up();
+        up == all
+    })?;
+    super::rounds::run(&mut state, c.rounds, c.round_jobs)
 }

@@ -10,6 +10,7 @@ pub mod kube;
 pub mod local;
 pub mod logview;
 pub mod memory;
+pub mod rounds;
 pub mod sched;
 pub mod serve;
 pub mod slurm;
@@ -40,49 +41,7 @@ pub fn current_anon_mib() -> Option<f64> {
     status_mib("RssAnon:")
 }
 
-/// The memory a long-lived daemon holds after each round of jobs that came and went
-/// (`--rounds`): flat when nothing it keeps follows the history.
-#[derive(Clone, Debug, serde::Serialize)]
-pub struct RoundMemory {
-    pub round: usize,
-    pub jobs: usize,
-    pub seconds: f64,
-    pub rss_mib: f64,
-    pub anon_mib: f64,
-}
-
-impl RoundMemory {
-    /// This process now, after `round` of `jobs` that took `seconds`.
-    pub fn now(round: usize, jobs: usize, seconds: f64) -> RoundMemory {
-        RoundMemory {
-            round,
-            jobs,
-            seconds,
-            rss_mib: current_rss_mib().unwrap_or(0.0),
-            anon_mib: current_anon_mib().unwrap_or(0.0),
-        }
-    }
-}
-
-/// The rounds' lines, and the last round's resident memory against the first's.
-pub fn print_rounds(rounds: &[RoundMemory]) {
-    for r in rounds {
-        println!(
-            "round {:>2}: {} jobs in {:.1} s, resident {:.1} MiB (anonymous {:.1} MiB)",
-            r.round, r.jobs, r.seconds, r.rss_mib, r.anon_mib
-        );
-    }
-    if let (Some(first), Some(last)) = (rounds.first(), rounds.last()) {
-        if rounds.len() > 1 {
-            println!(
-                "after round {} against round 1: resident {:+.1}%, anonymous {:+.1}% (flat: within 10%)",
-                last.round,
-                (last.rss_mib / first.rss_mib.max(1e-9) - 1.0) * 100.0,
-                (last.anon_mib / first.anon_mib.max(1e-9) - 1.0) * 100.0
-            );
-        }
-    }
-}
+pub use rounds::{print_rounds, RoundMemory};
 
 fn status_mib(key: &str) -> Option<f64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;

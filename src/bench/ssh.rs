@@ -4,6 +4,7 @@
 //! connection), and a restart that re-adopts N running jobs (from opening the journal to every
 //! job confirmed running by its host).
 
+use super::rounds::run_until;
 use crate::daemon::engine::Submission;
 use crate::daemon::state::{Action, Messages, State, StateOptions};
 use serde::Serialize;
@@ -60,27 +61,6 @@ fn open(db: &Path, cfg: &crate::config::fleet::FleetConfig, dir: &Path) -> Resul
         ..StateOptions::default()
     };
     State::open(db, cfg, &opts).map_err(|e| e.to_string())
-}
-
-/// Advances `state` on the wall clock until `done` holds (or `limit` passes).
-fn run_until(
-    state: &mut State,
-    limit: Duration,
-    what: &str,
-    mut done: impl FnMut(&mut State) -> bool,
-) -> Result<(), String> {
-    let t0 = Instant::now();
-    let mut last = Instant::now();
-    while !done(state) {
-        if t0.elapsed() > limit {
-            return Err(format!("timed out after {limit:?} waiting for {what}"));
-        }
-        std::thread::sleep(Duration::from_millis(2));
-        let dt = last.elapsed().as_secs_f64();
-        last = Instant::now();
-        state.advance(dt).map_err(|e| e.to_string())?;
-    }
-    Ok(())
 }
 
 fn submit(state: &mut State, run: &str) -> Result<i64, String> {
@@ -156,7 +136,7 @@ pub fn run(c: &SshBenchConfig) -> Result<SshBenchReport, String> {
     }
     // The kills are sent; give the links a moment to deliver them before the state goes.
     run_until(&mut state, Duration::from_secs(2), "", |_| false).ok();
-    let rounds = rounds(&mut state, c)?;
+    let rounds = super::rounds::run(&mut state, c.rounds, c.round_jobs)?;
     Ok(SshBenchReport {
         hosts: c.hosts.len(),
         connect_s,
@@ -167,45 +147,4 @@ pub fn run(c: &SshBenchConfig) -> Result<SshBenchReport, String> {
         readopt_s,
         rounds,
     })
-}
-
-/// `c.rounds` rounds of `c.round_jobs` jobs that run `true` on the hosts, each round to the
-/// last job's end; this process's memory after each (the daemon's state, its links to the
-/// hosts and their agents' answers all live in it).
-fn rounds(state: &mut State, c: &SshBenchConfig) -> Result<Vec<super::RoundMemory>, String> {
-    let mut out = Vec::new();
-    for round in 1..=c.rounds {
-        let t = Instant::now();
-        let subs: Vec<Submission> = (0..c.round_jobs)
-            .map(|_| Submission {
-                file: "bench".to_string(),
-                text: b"name: round\nresources:\n  cpus: 1\nrun: 'true'\n".to_vec(),
-                team: Some("bench".to_string()),
-                user: crate::unix_user::this_user(),
-                ..Submission::default()
-            })
-            .collect();
-        for r in state.submit(&subs) {
-            r.map_err(|e| e.to_string())?;
-        }
-        // The snapshot has them waiting from the first cycle on.
-        state.tick().map_err(|e| e.to_string())?;
-        run_until(
-            state,
-            Duration::from_secs(600),
-            "the round's jobs to end",
-            |s| {
-                s.snapshot()
-                    .jobs
-                    .iter()
-                    .all(|j| !matches!(j.state.as_str(), "pending" | "running" | "preempting"))
-            },
-        )?;
-        out.push(super::RoundMemory::now(
-            round,
-            c.round_jobs,
-            t.elapsed().as_secs_f64(),
-        ));
-    }
-    Ok(out)
 }

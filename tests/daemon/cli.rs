@@ -263,13 +263,27 @@ fn bench_slurm_reads_the_scaled_cluster_and_the_daemon_holds_its_gpus() {
 }
 
 /// The Kubernetes bench reads the whole cluster from its child test server: every GPU the
-/// pods hold is found; then a pool's runner starts a pod on each of 10 nodes. Only a build with
+/// pods hold is found; then a pool's runner starts a pod on each of 10 nodes; then two rounds
+/// of jobs run through a daemon's state over the cluster, each to its end. Only a build with
 /// the test double has it (`.ci/run` runs this with `--features testkit`).
 #[cfg(feature = "testkit")]
 #[test]
 fn bench_kube_reads_every_node_and_pod() {
     let (code, out, err) = gantry(&[
-        "bench", "kube", "--nodes", "20", "--pods", "300", "--binds", "10", "-o", "json",
+        "bench",
+        "kube",
+        "--nodes",
+        "20",
+        "--pods",
+        "300",
+        "--binds",
+        "10",
+        "--rounds",
+        "2",
+        "--round-jobs",
+        "40",
+        "-o",
+        "json",
     ]);
     assert_eq!(code, 0, "{err}");
     let v: serde_json::Value = serde_json::from_str(&out).expect("valid JSON");
@@ -282,6 +296,15 @@ fn bench_kube_reads_every_node_and_pod() {
     assert!(v["ready_s"].as_f64().is_some_and(|x| x > 0.0), "{v}");
     assert_eq!(v["binds"], 10);
     assert!(v["bind_s"].as_f64().is_some_and(|x| x > 0.0), "{v}");
+    let rounds = v["rounds"].as_array().expect("rounds");
+    assert_eq!(rounds.len(), 2, "{v}");
+    for (i, r) in rounds.iter().enumerate() {
+        assert_eq!(
+            (r["round"].as_u64(), r["jobs"].as_u64()),
+            (Some(i as u64 + 1), Some(40))
+        );
+        assert!(r["rss_mib"].as_f64().is_some_and(|x| x > 0.0), "{r}");
+    }
 }
 
 /// A build without the test double (every release) says how to get `bench kube`.

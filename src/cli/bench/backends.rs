@@ -30,20 +30,25 @@ pub(super) fn local(launches: usize, output: Output) -> Result<(), String> {
 pub(super) mod kube {
     use super::{json_asked, Output};
 
-    pub fn serve(nodes: usize, gpus_per_node: u32, pods: usize) -> Result<(), String> {
+    pub fn serve(
+        nodes: usize,
+        gpus_per_node: u32,
+        pods: usize,
+        rounds: usize,
+    ) -> Result<(), String> {
         gantry::bench::kube::serve(&gantry::bench::kube::KubeBenchConfig {
             nodes,
             gpus_per_node,
             pods,
             binds: 0,
+            rounds,
+            round_jobs: 0,
         })
     }
 
     pub fn run(
-        nodes: usize,
-        gpus_per_node: u32,
-        pods: usize,
-        binds: usize,
+        (nodes, gpus_per_node, pods, binds): (usize, u32, usize, usize),
+        (rounds, round_jobs): (usize, usize),
         output: Output,
     ) -> Result<(), String> {
         let r = gantry::bench::kube::run(&gantry::bench::kube::KubeBenchConfig {
@@ -51,6 +56,8 @@ pub(super) mod kube {
             gpus_per_node: gpus_per_node.max(1),
             pods,
             binds,
+            rounds,
+            round_jobs,
         })?;
         if !json_asked(&r, output)? {
             println!(
@@ -69,6 +76,7 @@ pub(super) mod kube {
                     r.binds as f64 / r.bind_s.max(1e-9)
                 );
             }
+            gantry::bench::print_rounds(&r.rounds);
         }
         Ok(())
     }
@@ -80,11 +88,11 @@ pub(super) mod kube {
 
     const LEFT_OUT: &str = "this gantry was built without the Kubernetes API double that `bench kube` serves its cluster from; build it with `cargo build --release --features testkit` and run that binary";
 
-    pub fn serve(_: usize, _: u32, _: usize) -> Result<(), String> {
+    pub fn serve(_: usize, _: u32, _: usize, _: usize) -> Result<(), String> {
         Err(LEFT_OUT.to_string())
     }
 
-    pub fn run(_: usize, _: u32, _: usize, _: usize, _: Output) -> Result<(), String> {
+    pub fn run(_: (usize, u32, usize, usize), _: (usize, usize), _: Output) -> Result<(), String> {
         Err(LEFT_OUT.to_string())
     }
 }

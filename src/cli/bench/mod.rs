@@ -210,6 +210,13 @@ pub enum BenchCmd {
         /// gantry pods then started through a Kubernetes pool's runner (created and bound).
         #[arg(long, default_value_t = 1_000)]
         binds: usize,
+        /// Then rounds of `--round-jobs` short jobs through a daemon's state over the first
+        /// 16 nodes (each pod runs 200 ms), the resident memory after each (flat when
+        /// nothing the daemon keeps follows the history).
+        #[arg(long, default_value_t = 0)]
+        rounds: usize,
+        #[arg(long, default_value_t = 1_000)]
+        round_jobs: usize,
         #[arg(short, long, value_enum, default_value_t = Output::Table)]
         output: Output,
     },
@@ -222,6 +229,9 @@ pub enum BenchCmd {
         gpus_per_node: u32,
         #[arg(long)]
         pods: usize,
+        /// Pods started end after 200 ms (`bench kube --rounds`).
+        #[arg(long, default_value_t = 0)]
+        rounds: usize,
     },
     /// The daemon's time for one telemetry round of N SSH hosts (synthetic NVML samples in
     /// the agent's wire format, applied through the daemon's state, plus one daemon step).
@@ -359,14 +369,21 @@ pub fn run(cmd: BenchCmd) -> Result<(), String> {
             nodes,
             gpus_per_node,
             pods,
-        } => kube::serve(nodes, gpus_per_node, pods),
+            rounds,
+        } => kube::serve(nodes, gpus_per_node, pods, rounds),
         BenchCmd::Kube {
             nodes,
             gpus_per_node,
             pods,
             binds,
+            rounds,
+            round_jobs,
             output,
-        } => kube::run(nodes, gpus_per_node, pods, binds, output),
+        } => kube::run(
+            (nodes, gpus_per_node, pods, binds),
+            (rounds, round_jobs),
+            output,
+        ),
         BenchCmd::Slurm {
             nodes,
             gpus_per_node,

@@ -112,6 +112,9 @@ struct Shared {
     /// `binding_held` counts those waiting.
     hold_bindings: std::sync::atomic::AtomicBool,
     binding_held: std::sync::atomic::AtomicU64,
+    /// How long the kubelet stand-in runs each pod it starts before its containers exit 0
+    /// (`None`: until a test says how it ended, `ApiServer::finish`).
+    runs_for: Mutex<Option<Duration>>,
 }
 
 /// What the server has answered, for tests to check how a client behaved.
@@ -153,6 +156,7 @@ impl ApiServer {
             forbidden: std::sync::atomic::AtomicBool::new(false),
             hold_bindings: std::sync::atomic::AtomicBool::new(false),
             binding_held: std::sync::atomic::AtomicU64::new(0),
+            runs_for: Mutex::new(None),
         });
         let app = Router::new()
             .route("/version", get(version))
@@ -268,6 +272,16 @@ impl ApiServer {
     /// deleted then goes.
     pub fn finish(&self, namespace: &str, name: &str, code: i32) {
         self.shared.finish(namespace, name, code);
+    }
+
+    /// Every pod started from now on runs for `d` and then succeeds (its containers exit 0),
+    /// as short jobs on a real cluster do; `None`: pods run until `finish`.
+    pub fn end_runs_after(&self, d: Option<Duration>) {
+        *self
+            .shared
+            .runs_for
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = d;
     }
 
     /// Appends to what a pod has written (its log).

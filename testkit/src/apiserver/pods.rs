@@ -288,8 +288,17 @@ impl Shared {
             .count()
     }
 
-    /// The kubelet stand-in starts a bound pod's containers.
-    pub(super) fn kubelet_start(&self, ns: &str, name: &str) {
+    /// The kubelet stand-in starts a bound pod's containers (and ends them after
+    /// `runs_for`, where set).
+    pub(super) fn kubelet_start(self: &Arc<Self>, ns: &str, name: &str) {
+        let runs_for = *self.runs_for.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(d) = runs_for {
+            let (s, ns, name) = (self.clone(), ns.to_string(), name.to_string());
+            tokio::spawn(async move {
+                tokio::time::sleep(d).await;
+                s.finish(&ns, &name, 0);
+            });
+        }
         let Some(mut pod) = self.get(Kind::Pod, ns, name) else {
             return;
         };

@@ -231,6 +231,7 @@ fn slurm_alone_against_gantry_on_slurm() {
     let mut table = Vec::new();
     for round in 1..=rounds {
         // Slurm alone.
+        let cpu0 = cpu_now(&c, daemon_pid);
         let tag = format!("slurm-{round}");
         let (sent, submit_s) = from_clients(jobs, |i| {
             let out = std::process::Command::new("sbatch")
@@ -252,6 +253,7 @@ fn slurm_alone_against_gantry_on_slurm() {
             c.slurm("squeue", &["-h"]).trim().is_empty()
         });
 
+        let cpu1 = cpu_now(&c, daemon_pid);
         // gantry over the same cluster.
         let tag = format!("gantry-{round}");
         let (sent, submit_s) = from_clients(jobs, |i| {
@@ -295,6 +297,12 @@ fn slurm_alone_against_gantry_on_slurm() {
             );
         }
         let ours = figures(&dir, &tag, &sent, submit_s);
+        let cpu2 = cpu_now(&c, daemon_pid);
+        println!(
+            "round {round}: Slurm alone's half: {}; gantry's half: {}",
+            cpu_used(cpu0, cpu1),
+            cpu_used(cpu1, cpu2)
+        );
         // The daemon's memory once its round is over (its last parts let go).
         std::thread::sleep(Duration::from_secs(3));
         let rss = rss_mib(daemon_pid);
@@ -463,7 +471,64 @@ fn restd_pid(c: &Cluster) -> Option<u32> {
 
 /// The CPU seconds slurmrestd has used (user and system): what reading the cluster cost it.
 fn restd_cpu_s(c: &Cluster) -> Option<f64> {
-    let stat = std::fs::read_to_string(format!("/proc/{}/stat", restd_pid(c)?)).ok()?;
+    cpu_s(restd_pid(c)?)
+}
+
+/// The CPU seconds, user and system, used so far by slurmctld, the slurmds, slurmrestd and
+/// the daemon (`daemon`), and by the whole box (from `/proc/stat`): where a half's time went.
+fn cpu_now(c: &Cluster, daemon: u32) -> [f64; 5] {
+    let mut by = [0.0; 5];
+    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|p| p.parse::<u32>().ok()) else {
+            continue;
+        };
+        let Ok(cmd) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+            continue;
+        };
+        let cmd = String::from_utf8_lossy(&cmd);
+        let k = if cmd.starts_with("/usr/sbin/slurmctld") {
+            0
+        } else if cmd.starts_with("/usr/sbin/slurmd") {
+            1
+        } else if cmd.starts_with("/usr/sbin/slurmrestd") && cmd.contains(&c.url[7..]) {
+            2
+        } else if pid == daemon {
+            3
+        } else {
+            continue;
+        };
+        by[k] += cpu_s(pid).unwrap_or(0.0);
+    }
+    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let busy: f64 = stat
+        .lines()
+        .next()
+        .unwrap_or("")
+        .split_whitespace()
+        .skip(1)
+        .enumerate()
+        // user nice system (idle iowait skipped) irq softirq steal
+        .filter(|(i, _)| ![3, 4].contains(i))
+        .take(6)
+        .filter_map(|(_, v)| v.parse::<f64>().ok())
+        .sum();
+    // SAFETY: sysconf reads a constant of the system.
+    by[4] = busy / (unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64).max(1.0);
+    by
+}
+
+/// What `cpu_now` says was used between two readings, as a line.
+fn cpu_used(before: [f64; 5], after: [f64; 5]) -> String {
+    let d: Vec<f64> = before.iter().zip(after).map(|(b, a)| a - b).collect();
+    format!(
+        "slurmctld {:.1}, slurmds {:.1}, slurmrestd {:.1}, daemon {:.1}, the box {:.1} s of CPU",
+        d[0], d[1], d[2], d[3], d[4]
+    )
+}
+
+/// A process's CPU seconds, user and system.
+fn cpu_s(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // After the command's closing parenthesis: state is field 3, utime 14, stime 15.
     let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
     let ticks: f64 = fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?;

@@ -108,7 +108,7 @@ pub fn big_snapshot(gpus: usize, jobs: usize) -> Snapshot {
             })
             .collect(),
         pools,
-        jobs,
+        jobs: jobs.into_iter().map(std::sync::Arc::new).collect(),
     }
 }
 

@@ -32,7 +32,7 @@ impl Listing for Jobs {
         s.jobs
             .iter()
             .filter(|j| self.filter.matches(j))
-            .map(|j| (j.id.to_string(), j.clone()))
+            .map(|j| (j.id.to_string(), (**j).clone()))
             .collect()
     }
     fn header(&mut self, first: &[(String, JobRow)]) {

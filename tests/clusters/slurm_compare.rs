@@ -149,19 +149,21 @@ fn body(dir: &Path, tag: &str, i: usize, secs: u64) -> String {
 
 /// A process's resident memory and its peak, MiB (`VmRSS`, `VmHWM`).
 fn rss_mib(pid: u32) -> Option<(f64, f64)> {
+    Some((status_mib(pid, "VmRSS:")?, status_mib(pid, "VmHWM:")?))
+}
+
+/// A field of a process's `/proc/PID/status` given in kB, in MiB.
+fn status_mib(pid: u32, name: &str) -> Option<f64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let field = |name: &str| -> Option<f64> {
-        let kb: f64 = status
-            .lines()
-            .find_map(|l| l.strip_prefix(name))?
-            .trim()
-            .trim_end_matches("kB")
-            .trim()
-            .parse()
-            .ok()?;
-        Some(kb / 1024.0)
-    };
-    Some((field("VmRSS:")?, field("VmHWM:")?))
+    let kb: f64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix(name))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    Some(kb / 1024.0)
 }
 
 fn spread(mut v: Vec<f64>) -> String {
@@ -306,6 +308,9 @@ fn slurm_alone_against_gantry_on_slurm() {
         // The daemon's memory once its round is over (its last parts let go).
         std::thread::sleep(Duration::from_secs(3));
         let rss = rss_mib(daemon_pid);
+        // Of it, the daemon's own memory and the pages of its binary it has touched.
+        let anon = status_mib(daemon_pid, "RssAnon:");
+        let file = status_mib(daemon_pid, "RssFile:");
         c.wait_for("Slurm's queue to empty", 60, |c| {
             c.slurm("squeue", &["-h"]).trim().is_empty()
         });
@@ -314,7 +319,11 @@ fn slurm_alone_against_gantry_on_slurm() {
             alone.makespan_s, alone.mean_wait_s, alone.p50_wait_s, alone.first_start_s,
             ours.makespan_s, ours.mean_wait_s, ours.p50_wait_s, ours.first_start_s,
             ours.makespan_s / alone.makespan_s,
-            rss.map_or("?".to_string(), |(r, p)| format!("{r:.0} MiB (peak {p:.0})"))
+            rss.map_or("?".to_string(), |(r, p)| format!(
+                "{r:.0} MiB (peak {p:.0}; anonymous {:.1}, file {:.1})",
+                anon.unwrap_or(0.0),
+                file.unwrap_or(0.0)
+            ))
         );
         table.push((alone, ours, rss));
     }

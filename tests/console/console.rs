@@ -22,7 +22,7 @@ fn queue_order(snap: &Snapshot) -> Vec<i64> {
         "running" | "preempting" => 2,
         _ => 3,
     };
-    let mut jobs: Vec<&JobRow> = snap.jobs.iter().collect();
+    let mut jobs: Vec<&JobRow> = snap.jobs.iter().map(|j| &**j).collect();
     jobs.sort_by_key(|j| rank(&j.state));
     jobs.iter().map(|j| j.id).collect()
 }
@@ -130,12 +130,12 @@ fn control_characters_in_job_names_are_escaped() {
     let mut snap = demo_snapshot();
     snap.jobs.insert(
         0,
-        JobRow {
+        std::sync::Arc::new(JobRow {
             id: 999,
             name: "x\u{1b}[31mred\u{7}".into(),
             state: "pending".into(),
             ..JobRow::default()
-        },
+        }),
     );
     let mut app = App::new(false);
     app.view = View::Jobs;
@@ -1609,7 +1609,7 @@ fn the_header_keeps_every_tab_and_names_the_daemon_at_any_width() {
 fn the_jobs_view_counts_restarts() {
     let mut snap = demo_snapshot();
     let id = snap.jobs[0].id;
-    snap.jobs[0].restarts = 3;
+    std::sync::Arc::make_mut(&mut snap.jobs[0]).restarts = 3;
     let mut app = App::new(false);
     app.on_key("2", &snap);
     let s = screen(&app, &snap, 200, 50);

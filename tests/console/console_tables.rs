@@ -467,7 +467,7 @@ fn the_experiment_column_shows_where_jobs_report_to_an_experiment() {
     let mut snap = demo_snapshot();
     for (k, j) in snap.jobs.iter_mut().enumerate() {
         if k % 2 == 0 {
-            j.experiment = Some(format!("sweep-{}", k % 3));
+            std::sync::Arc::make_mut(j).experiment = Some(format!("sweep-{}", k % 3));
         }
     }
     let s = screen(&app, &snap, 200, 50);
@@ -514,7 +514,7 @@ fn the_eta_column_says_when_each_waiting_job_starts() {
     // Four rows with an estimate (the drawing does not ask whether a row waits).
     let waiting: Vec<i64> = snap.jobs.iter().take(4).map(|j| j.id).collect();
     for (k, j) in snap.jobs.iter_mut().take(4).enumerate() {
-        j.eta = Some(Box::new(gantry::api::Eta {
+        std::sync::Arc::make_mut(j).eta = Some(Box::new(gantry::api::Eta {
             made_s: now,
             // The later in the queue, the sooner: the sort must reorder them.
             at_s: Some(now + 7200.0 - 600.0 * k as f64),

@@ -53,7 +53,18 @@ pub fn temp_dir(name: &str) -> PathBuf {
 }
 
 pub fn daemon_cmd(dir: &Path, socket: &Path, port: u16, extra: &[&str]) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_gantry"));
+    // `DAEMON_WRAP='heaptrack -o /var/tmp/d'`: the daemon run under a profiler, by hand
+    // (the daemon is then the wrapper's child).
+    let wrap = std::env::var("DAEMON_WRAP").unwrap_or_default();
+    let mut wrap = wrap.split_whitespace();
+    let mut c = match wrap.next() {
+        Some(w) => {
+            let mut c = Command::new(w);
+            c.args(wrap).arg(env!("CARGO_BIN_EXE_gantry"));
+            c
+        }
+        None => Command::new(env!("CARGO_BIN_EXE_gantry")),
+    };
     c.args(["daemon", "--db"])
         .arg(dir.join("state").join("state.db"))
         .arg("--socket")

@@ -181,7 +181,7 @@ pub struct Snapshot {
     /// waiting for it, …), the causes with any GPUs only.
     #[serde(default)]
     pub idle_by_cause: Vec<IdleNow>,
-    pub jobs: Vec<JobRow>,
+    pub jobs: Vec<std::sync::Arc<JobRow>>,
     /// Pending jobs per priority class, highest class first.
     pub queue_by_class: Vec<(String, usize)>,
     pub teams: Vec<TeamRow>,
@@ -275,7 +275,7 @@ pub struct SnapshotDelta {
     pub queue_by_class: Vec<(String, usize)>,
     pub teams: Vec<TeamRow>,
     /// Jobs that are new or whose row changed.
-    pub jobs_changed: Vec<JobRow>,
+    pub jobs_changed: Vec<std::sync::Arc<JobRow>>,
     /// Jobs no longer listed.
     pub jobs_removed: Vec<i64>,
     /// The order of every listed job, by id.
@@ -293,7 +293,7 @@ pub struct SnapshotDelta {
 impl Snapshot {
     /// The delta that turns `self` into `next`.
     pub fn diff(&self, next: &Snapshot) -> SnapshotDelta {
-        let old: std::collections::HashMap<i64, &JobRow> =
+        let old: std::collections::HashMap<i64, &std::sync::Arc<JobRow>> =
             self.jobs.iter().map(|j| (j.id, j)).collect();
         let listed: std::collections::HashSet<i64> = next.jobs.iter().map(|j| j.id).collect();
         let fresh = next.events_total.saturating_sub(self.events_total) as usize;
@@ -331,10 +331,11 @@ impl Snapshot {
 
     /// Applies a delta made against this snapshot (or one that followed every earlier delta).
     pub fn apply(&mut self, d: SnapshotDelta) {
-        let mut rows: std::collections::HashMap<i64, JobRow> = std::mem::take(&mut self.jobs)
-            .into_iter()
-            .map(|j| (j.id, j))
-            .collect();
+        let mut rows: std::collections::HashMap<i64, std::sync::Arc<JobRow>> =
+            std::mem::take(&mut self.jobs)
+                .into_iter()
+                .map(|j| (j.id, j))
+                .collect();
         for id in &d.jobs_removed {
             rows.remove(id);
         }

@@ -7,6 +7,7 @@ use crate::api::services::ServiceRow;
 use crate::api::{PoolRow, TeamRow};
 use crate::console::table::{Col, Sort};
 use std::cmp::Ordering;
+use std::sync::Arc;
 
 /// The Jobs view's columns (the order of `job_cmp`'s match).
 pub const JOB_COLS: [Col; 14] = [
@@ -218,10 +219,10 @@ fn directed(o: Ordering, s: Sort) -> Ordering {
 /// 100,000-job sort costs milliseconds; a key press or a frame must not pay it).
 pub(super) enum Rows<'a> {
     /// The daemon's list as it came: already in queue order (pending and held first).
-    Queue { all: &'a [JobRow] },
+    Queue { all: &'a [Arc<JobRow>] },
     /// Indices into the snapshot's jobs.
     Kept {
-        all: &'a [JobRow],
+        all: &'a [Arc<JobRow>],
         order: std::rc::Rc<Vec<u32>>,
     },
 }
@@ -235,8 +236,11 @@ impl<'a> Rows<'a> {
     }
     pub(super) fn get(&self, i: usize) -> Option<&'a JobRow> {
         match self {
-            Rows::Queue { all } => all.get(i),
-            Rows::Kept { all, order } => order.get(i).and_then(|&k| all.get(k as usize)),
+            Rows::Queue { all } => all.get(i).map(|j| &**j),
+            Rows::Kept { all, order } => order
+                .get(i)
+                .and_then(|&k| all.get(k as usize))
+                .map(|j| &**j),
         }
     }
     pub(super) fn position(&self, id: i64) -> Option<usize> {

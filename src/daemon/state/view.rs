@@ -180,7 +180,7 @@ impl State {
     /// The services as the snapshot shows them; `jobs` are the snapshot's rows.
     pub(super) fn service_rows(
         &self,
-        jobs: &[crate::api::JobRow],
+        jobs: &[std::sync::Arc<crate::api::JobRow>],
     ) -> Vec<crate::api::services::ServiceRow> {
         self.services.rows((&self.engine, &self.runs), jobs)
     }
@@ -525,11 +525,11 @@ impl State {
             return;
         }
         self.forecast_if_due();
-        // The finished jobs' rows move from the old snapshot to the new one (copied where a
-        // reader still holds the old one).
+        // The finished jobs' rows are shared from the old snapshot into the new one.
         let previous = std::mem::take(&mut self.snapshot);
         let version = previous.version + 1;
-        let kept = rows::finished_rows_of(previous);
+        let kept = rows::finished_rows_of(&previous);
+        drop(previous);
         let mut listed = std::mem::take(&mut self.listed);
         self.snapshot = std::sync::Arc::new(self.build_snapshot(version, kept, &mut listed));
         self.listed = listed;
@@ -759,7 +759,7 @@ impl State {
     fn build_snapshot(
         &self,
         version: u64,
-        kept: Vec<JobRow>,
+        kept: Vec<std::sync::Arc<JobRow>>,
         listed: &mut rows::Listed,
     ) -> Snapshot {
         let fleet = self.engine.fleet();

@@ -105,6 +105,7 @@ impl Tab for Jobs {
                     .jobs
                     .iter()
                     .filter(|j| app.jobs.marked.contains(&j.id))
+                    .map(|j| &**j)
                     .collect();
                 if let Some((j, why)) = marked
                     .iter()

@@ -492,12 +492,12 @@ impl Services {
     pub(super) fn rows(
         &self,
         (engine, runs): (&Engine, &Runs),
-        jobs: &[JobRow],
+        jobs: &[std::sync::Arc<JobRow>],
     ) -> Vec<ServiceRow> {
         if self.list.is_empty() {
             return Vec::new();
         }
-        let rows: HashMap<i64, &JobRow> = jobs.iter().map(|j| (j.id, j)).collect();
+        let rows: HashMap<i64, &JobRow> = jobs.iter().map(|j| (j.id, &**j)).collect();
         self.list
             .values()
             .map(|e| {

@@ -200,31 +200,30 @@ pub struct Answer {
     /// dropped as they are read, so what the daemon holds follows the live queue, not the
     /// cluster's history.
     #[serde(deserialize_with = "jobs_of_use")]
-    pub jobs: Vec<RawJob>,
+    pub jobs: Vec<Job>,
     pub partitions: Vec<RawPartition>,
 }
 
-/// `jobs`, each read and kept only where `RawJob::of_use`.
-fn jobs_of_use<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<RawJob>, D::Error> {
+/// `jobs`, each read and kept only where `RawJob::of_use`, as a `Job` at once: a raw job
+/// (its fields as JSON values) is several times the size, and a vector of thousands of them
+/// was the largest thing a Slurm pool held while it read the queue (issue 68, heaptrack).
+fn jobs_of_use<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<Job>, D::Error> {
     struct Kept;
     impl<'de> serde::de::Visitor<'de> for Kept {
-        type Value = Vec<RawJob>;
+        type Value = Vec<Job>;
         fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
             f.write_str("a list of jobs")
         }
-        fn visit_seq<A: serde::de::SeqAccess<'de>>(
-            self,
-            mut seq: A,
-        ) -> Result<Vec<RawJob>, A::Error> {
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<Job>, A::Error> {
             let mut kept = Vec::new();
             while let Some(j) = seq.next_element::<RawJob>()? {
                 if j.of_use() {
-                    kept.push(j);
+                    kept.push(job(&j));
                 }
             }
             Ok(kept)
         }
-        fn visit_unit<E: serde::de::Error>(self) -> Result<Vec<RawJob>, E> {
+        fn visit_unit<E: serde::de::Error>(self) -> Result<Vec<Job>, E> {
             Ok(Vec::new())
         }
     }
@@ -412,7 +411,7 @@ mod tests {
             {"job_id": 6, "job_state": ["RUNNING", "COMPLETING"]},
         ]}))
         .unwrap();
-        let kept: Vec<u64> = a.jobs.iter().map(|j| super::job(j).id).collect();
+        let kept: Vec<u64> = a.jobs.iter().map(|j| j.id).collect();
         assert_eq!(kept, vec![2, 3, 4, 6]);
         let none: Answer = serde_json::from_value(serde_json::json!({"jobs": null})).unwrap();
         assert!(none.jobs.is_empty());
@@ -487,7 +486,7 @@ mod tests {
         assert_eq!((a.state.as_str(), a.cpus, a.usable()), ("mixed", 4, true));
         assert_eq!(gres::count(&a.gpus_used), 6);
         let jobs = read(include_str!("../../bench/slurm/v0.0.38/jobs.json"));
-        let jobs: Vec<Job> = jobs.jobs.iter().map(super::job).collect();
+        let jobs: Vec<Job> = jobs.jobs;
         let by = |name: &str| jobs.iter().find(|j| j.name == name).unwrap();
         let theirs = by("pretrain");
         assert!(theirs.running() && theirs.comment.is_empty());

@@ -533,7 +533,7 @@ impl SlurmRest {
             // come after it.
             let jobs_since = since.and(self.last.jobs_asked_at.map(|t| t - SINCE_MARGIN_S));
             if let Some(j) = self.read_since("jobs", jobs_since)? {
-                self.last.jobs = j.jobs.iter().map(inventory::job).collect();
+                self.last.jobs = j.jobs;
                 if !taken.is_empty() {
                     let answered: HashSet<u64> = self.last.jobs.iter().map(|j| j.id).collect();
                     taken.retain(|id| answered.contains(id));

@@ -101,6 +101,9 @@ impl Reader {
     }
 
     fn inventory(&mut self) -> Result<Inventory, String> {
+        // Taken before connecting: while slurmrestd cannot be reached, parts still end (their
+        // exit files say so) and what the worker tells must not pile up unread.
+        self.taken.drain_into(&mut self.settled);
         if self.rest.is_none() {
             let mut rest = SlurmRest::connect(&self.url, self.user.clone(), self.token.clone())?;
             if self.whole_queue {
@@ -109,7 +112,6 @@ impl Reader {
             self.rest = Some(rest);
         }
         let rest = self.rest.as_mut().ok_or("not connected")?;
-        self.taken.drain_into(&mut self.settled);
         rest.inventory_without(&mut self.settled).inspect_err(|_| {
             // Reconnect (and detect the version again) next time: it may have been upgraded.
             self.rest = None;
@@ -216,6 +218,28 @@ mod tests {
         assert!(!read.unwrap().jobs.is_empty());
         assert_eq!(kept, asked);
         assert!(kept < second);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// While slurmrestd cannot be reached, the ends the worker takes do not pile up unread:
+    /// each read takes them, connected or not.
+    #[test]
+    fn ends_taken_while_slurmrestd_is_unreachable_do_not_pile_up() {
+        let dir = gantry_testkit::scratch::scratch("reader-down");
+        let taken = Taken::default();
+        let mut r = Reader::new(
+            format!("unix:{}", dir.join("nobody-listens.sock").display()),
+            None,
+            None,
+            taken.clone(),
+        );
+        for id in 1..=3 {
+            taken.add(id);
+            let (_, read) = r.read();
+            assert!(read.is_err());
+        }
+        assert!(taken.ids().is_empty());
+        assert_eq!(r.settled.len(), 3);
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -54,8 +54,13 @@ pub struct KubeBenchReport {
     pub rounds: Vec<super::RoundMemory>,
 }
 
+/// The name of the cluster's `i`th node.
+fn node_name(i: usize) -> String {
+    format!("gpu-{i:05}")
+}
+
 fn node(i: usize, gpus: u32) -> Value {
-    let name = format!("gpu-{i:05}");
+    let name = node_name(i);
     json!({
         "kind": "Node", "apiVersion": "v1",
         "metadata": {"name": name, "labels": {
@@ -143,9 +148,9 @@ pub fn populate(api: &ApiServer, c: &KubeBenchConfig) -> Result<usize, String> {
     let gpu_pods = (c.nodes * held_per_node).min(c.pods * 7 / 10);
     for i in 0..c.pods {
         let (node, gpus) = if i < gpu_pods {
-            (Some(format!("gpu-{:05}", i / held_per_node.max(1))), 1)
+            (Some(node_name(i / held_per_node.max(1))), 1)
         } else if i.is_multiple_of(2) {
-            (Some(format!("gpu-{:05}", i % c.nodes.max(1))), 0)
+            (Some(node_name(i % c.nodes.max(1))), 0)
         } else {
             (None, 1)
         };
@@ -190,7 +195,7 @@ fn fleet(
 /// the seconds until every one is reported started (its pod created, bound, running).
 fn bind(kubeconfig: &std::path::Path, binds: usize) -> Result<f64, String> {
     use crate::backend::{Gang, Launch, RunEvent, Runner};
-    let hosts: Vec<String> = (0..binds).map(|i| format!("gpu-{i:05}")).collect();
+    let hosts: Vec<String> = (0..binds).map(node_name).collect();
     let config = fleet(kubeconfig, &hosts)?;
     let mut pool = crate::backend::kube::runner::KubePool::open(
         &config.pools[0],
@@ -343,17 +348,9 @@ fn rounds(
     dir: &std::path::Path,
     c: &KubeBenchConfig,
 ) -> Result<Vec<super::RoundMemory>, String> {
-    use crate::daemon::state::{Messages, State, StateOptions};
-    let hosts: Vec<String> = (0..ROUND_NODES.min(c.nodes))
-        .map(|i| format!("gpu-{i:05}"))
-        .collect();
+    let hosts: Vec<String> = (0..ROUND_NODES.min(c.nodes)).map(node_name).collect();
     let config = fleet(kubeconfig, &hosts)?;
-    let opts = StateOptions {
-        messages: Messages::File(dir.join("daemon.log")),
-        ..StateOptions::default()
-    };
-    let mut state =
-        State::open(&dir.join("rounds.db"), &config, &opts).map_err(|e| e.to_string())?;
+    let mut state = super::rounds::open(&dir.join("rounds.db"), &config, dir)?;
     super::rounds::run_until(&mut state, Duration::from_secs(120), "the nodes", |s| {
         let (up, all) = s.hosts_up();
         up == all

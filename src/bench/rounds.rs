@@ -3,7 +3,8 @@
 //! history (issue 68).
 
 use crate::daemon::engine::Submission;
-use crate::daemon::state::State;
+use crate::daemon::state::{Messages, State, StateOptions};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 /// The memory a long-lived daemon holds after each round of jobs that came and went
@@ -48,6 +49,19 @@ pub fn print_rounds(rounds: &[RoundMemory]) {
             );
         }
     }
+}
+
+/// A bench's daemon state over `cfg`, its journal at `db`, its messages in `dir`'s log.
+pub fn open(
+    db: &Path,
+    cfg: &crate::config::fleet::FleetConfig,
+    dir: &Path,
+) -> Result<State, String> {
+    let opts = StateOptions {
+        messages: Messages::File(dir.join("daemon.log")),
+        ..StateOptions::default()
+    };
+    State::open(db, cfg, &opts).map_err(|e| e.to_string())
 }
 
 /// Advances `state` on the wall clock until `done` holds (or `limit` passes).

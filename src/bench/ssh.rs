@@ -4,11 +4,11 @@
 //! connection), and a restart that re-adopts N running jobs (from opening the journal to every
 //! job confirmed running by its host).
 
-use super::rounds::run_until;
+use super::rounds::{open, run_until};
 use crate::daemon::engine::Submission;
-use crate::daemon::state::{Action, Messages, State, StateOptions};
+use crate::daemon::state::{Action, State};
 use serde::Serialize;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 pub struct SshBenchConfig {
@@ -53,14 +53,6 @@ fn fleet(c: &SshBenchConfig) -> String {
         t.push_str(&format!("identity_file = {:?}\n", f.display().to_string()));
     }
     t
-}
-
-fn open(db: &Path, cfg: &crate::config::fleet::FleetConfig, dir: &Path) -> Result<State, String> {
-    let opts = StateOptions {
-        messages: Messages::File(dir.join("daemon.log")),
-        ..StateOptions::default()
-    };
-    State::open(db, cfg, &opts).map_err(|e| e.to_string())
 }
 
 fn submit(state: &mut State, run: &str) -> Result<i64, String> {

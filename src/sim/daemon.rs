@@ -373,7 +373,7 @@ fn results(
         }
         state_of.insert(r.id, r.state);
     }
-    for j in s.engine().live_jobs().filter(|j| !j.state.is_final()) {
+    for j in s.engine().live_jobs() {
         team_spend[j.team] += j.cost_at(close);
         state_of.insert(j.id, j.state);
     }
